@@ -1,0 +1,69 @@
+//! The metadata image: topics, partitions, their owning shard and leader epoch, topic
+//! configs. Built by the controller from committed records; shards get an `Arc` of it
+//! through their update channel and never mutate it.
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+/// Index of a shard (one glommio executor pinned to one core) inside this broker.
+pub type ShardId = u16;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionMeta {
+    pub partition: i32,
+    /// The shard that owns this partition's log. Decided by the controller, recorded in
+    /// metadata, never recomputed.
+    pub shard: ShardId,
+    /// Bumped on every leadership change; stamped into stored batches
+    /// (partitionLeaderEpoch) so replication can truncate by epoch later.
+    pub leader_epoch: i32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TopicMeta {
+    pub name: String,
+    pub topic_id: [u8; 16],
+    pub partitions: Vec<PartitionMeta>,
+    /// Only the keys set on the topic (dynamic topic configs); defaults come from the
+    /// broker config, see `topic_config::TopicConfig::resolve`.
+    pub configs: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetadataImage {
+    pub cluster_id: String,
+    /// Offset of the last metadata record applied (raft log index); 0 when empty.
+    pub applied_index: u64,
+    pub topics: BTreeMap<String, TopicMeta>,
+    /// First producer id not yet handed out.
+    pub next_producer_id: i64,
+}
+
+impl MetadataImage {
+    pub fn topic(&self, name: &str) -> Option<&TopicMeta> {
+        self.topics.get(name)
+    }
+
+    pub fn topic_by_id(&self, id: &[u8; 16]) -> Option<&TopicMeta> {
+        self.topics.values().find(|t| &t.topic_id == id)
+    }
+}
+
+/// What changed in one committed metadata record, so a shard can act on it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MetadataDelta {
+    TopicCreated { name: String },
+    /// Partitions `first_new..` were added to an existing topic.
+    PartitionsCreated { name: String, first_new: i32 },
+    TopicDeleted { name: String, topic_id: [u8; 16] },
+    TopicConfigChanged { name: String },
+}
+
+/// Sent to every shard after each committed change (and once at start with no deltas,
+/// carrying the image recovered from disk).
+#[derive(Clone, Debug)]
+pub struct MetadataUpdate {
+    pub image: Arc<MetadataImage>,
+    pub deltas: Vec<MetadataDelta>,
+}

@@ -1,0 +1,18 @@
+//! shardlog: a Kafka-wire-compatible, thread-per-core message broker.
+//!
+//! Folders tell the architecture (see README.md):
+//! - `runtime/`    executors pinned to cores, shard ids, the cross-shard mesh
+//! - `protocol/`   Kafka framing, ApiVersions table, record-batch validation, fetch writer
+//! - `server/`     per-shard accept loop, connections, one handler file per Kafka API
+//! - `storage/`    segmented log on glommio DMA files, indexes, recovery, retention
+//! - `partition/`  one partition's state: log, producer state, high watermark
+//! - `controller/` the openraft metadata quorum on its own pinned thread
+//! - `cluster/`    the metadata image every shard reads, deltas, topic configs
+pub mod cluster;
+pub mod config;
+pub mod controller;
+pub mod partition;
+pub mod protocol;
+pub mod runtime;
+pub mod server;
+pub mod storage;
