@@ -1,1 +1,273 @@
+//! One config struct for the broker. Values come from, in order: built-in defaults
+//! (Apache Kafka 4.1's where Kafka has the setting), a TOML profile (`--config
+//! tuning/<profile>.toml`), then command-line flags. Every key is also a flag.
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
+/// When a produce is acknowledged relative to the disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum FlushMode {
+    /// acks=all is acknowledged only after fdatasync (group-committed across producers);
+    /// acks=1 after the O_DIRECT write completed.
+    Always,
+    /// Kafka's default: acknowledge once the O_DIRECT write completed (the data survives a
+    /// process crash, not a power loss). fdatasync still runs on segment roll.
+    Never,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub listen: SocketAddr,
+    /// host:port clients are told to connect to; defaults to `listen`.
+    pub advertised_listener: Option<String>,
+    pub data_dir: PathBuf,
+    pub node_id: i32,
+    /// Number of shards (one pinned executor each); 0 = one per available core.
+    pub shards: usize,
+    /// Core for the controller thread; -1 = a core no shard uses if there is one, else
+    /// unpinned.
+    pub controller_core: i64,
+    pub flush: FlushMode,
+    /// socket.request.max.bytes: frames above this are refused before allocation.
+    pub socket_request_max_bytes: usize,
+    /// Connections a shard accepts at once; further ones are closed at accept.
+    pub max_connections_per_shard: usize,
+    /// Requests read ahead of their responses on one connection.
+    pub max_inflight_requests_per_connection: usize,
+    pub auto_create_topics_enable: bool,
+    /// num.partitions: partitions of an auto-created topic or a CreateTopics with -1.
+    pub num_partitions: i32,
+    /// Partitions one shard may own (a limit, as on everything).
+    pub max_partitions_per_shard: usize,
+    /// Bytes of recent batches each partition keeps in memory for zero-copy fetch.
+    pub batch_cache_bytes_per_partition: usize,
+    /// Bytes of batch cache per shard, across its partitions.
+    pub batch_cache_bytes_per_shard: usize,
+    /// Topic defaults (Kafka's broker-level log.* settings).
+    pub log_segment_bytes: u64,
+    pub log_roll_ms: i64,
+    pub log_retention_ms: i64,
+    pub log_retention_bytes: i64,
+    pub message_max_bytes: i32,
+    pub log_message_timestamp_type: String,
+    pub log_retention_check_interval_ms: u64,
+    /// An offset index entry every this many bytes (index.interval.bytes).
+    pub log_index_interval_bytes: usize,
+    /// Log level filter (tracing EnvFilter syntax); RUST_LOG overrides it.
+    pub log_level: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
+            advertised_listener: None,
+            data_dir: PathBuf::from("./data"),
+            node_id: 1,
+            shards: 0,
+            controller_core: -1,
+            flush: FlushMode::Always,
+            socket_request_max_bytes: 100 * 1024 * 1024,
+            max_connections_per_shard: 10_000,
+            max_inflight_requests_per_connection: 64,
+            auto_create_topics_enable: true,
+            num_partitions: 1,
+            max_partitions_per_shard: 10_000,
+            batch_cache_bytes_per_partition: 8 * 1024 * 1024,
+            batch_cache_bytes_per_shard: 512 * 1024 * 1024,
+            log_segment_bytes: 1024 * 1024 * 1024,
+            log_roll_ms: 7 * 24 * 3600 * 1000,
+            log_retention_ms: 7 * 24 * 3600 * 1000,
+            log_retention_bytes: -1,
+            message_max_bytes: 1_048_588,
+            log_message_timestamp_type: "CreateTime".into(),
+            log_retention_check_interval_ms: 300_000,
+            log_index_interval_bytes: 4096,
+            log_level: "info".into(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("config file {path} is not valid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid setting {key}: {message}")]
+    Invalid { key: &'static str, message: String },
+}
+
+impl Config {
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        toml::from_str(&text)
+            .map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })
+    }
+
+    /// The address clients are told to connect to, split into host and port.
+    pub fn advertised(&self) -> (String, i32) {
+        if let Some(adv) = &self.advertised_listener {
+            if let Some((host, port)) = adv.rsplit_once(':') {
+                if let Ok(port) = port.parse::<i32>() {
+                    return (host.trim_matches(['[', ']']).to_string(), port);
+                }
+            }
+        }
+        (self.listen.ip().to_string(), i32::from(self.listen.port()))
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |key, message: &str| Err(ConfigError::Invalid { key, message: message.into() });
+        if self.socket_request_max_bytes < 1024 {
+            return bad("socket_request_max_bytes", "must be at least 1024");
+        }
+        if self.max_inflight_requests_per_connection == 0 {
+            return bad("max_inflight_requests_per_connection", "must be at least 1");
+        }
+        if self.num_partitions < 1 {
+            return bad("num_partitions", "must be at least 1");
+        }
+        if self.log_segment_bytes < 14 {
+            return bad("log_segment_bytes", "must be at least 14");
+        }
+        if self.message_max_bytes < 0 {
+            return bad("message_max_bytes", "must not be negative");
+        }
+        if !matches!(self.log_message_timestamp_type.as_str(), "CreateTime" | "LogAppendTime") {
+            return bad("log_message_timestamp_type", "must be CreateTime or LogAppendTime");
+        }
+        if let Some(adv) = &self.advertised_listener {
+            if adv.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).is_none() {
+                return bad("advertised_listener", "must be host:port");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Command-line overrides for `shardlog serve`: one flag per config key.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct ConfigArgs {
+    /// TOML profile to load (e.g. tuning/latency.toml) before applying flags.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    #[arg(long)]
+    pub advertised_listener: Option<String>,
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    #[arg(long)]
+    pub node_id: Option<i32>,
+    #[arg(long)]
+    pub shards: Option<usize>,
+    #[arg(long)]
+    pub controller_core: Option<i64>,
+    #[arg(long, value_enum)]
+    pub flush: Option<FlushMode>,
+    #[arg(long)]
+    pub socket_request_max_bytes: Option<usize>,
+    #[arg(long)]
+    pub max_connections_per_shard: Option<usize>,
+    #[arg(long)]
+    pub max_inflight_requests_per_connection: Option<usize>,
+    #[arg(long)]
+    pub auto_create_topics_enable: Option<bool>,
+    #[arg(long)]
+    pub num_partitions: Option<i32>,
+    #[arg(long)]
+    pub max_partitions_per_shard: Option<usize>,
+    #[arg(long)]
+    pub batch_cache_bytes_per_partition: Option<usize>,
+    #[arg(long)]
+    pub batch_cache_bytes_per_shard: Option<usize>,
+    #[arg(long)]
+    pub log_segment_bytes: Option<u64>,
+    #[arg(long)]
+    pub log_roll_ms: Option<i64>,
+    #[arg(long)]
+    pub log_retention_ms: Option<i64>,
+    #[arg(long)]
+    pub log_retention_bytes: Option<i64>,
+    #[arg(long)]
+    pub message_max_bytes: Option<i32>,
+    #[arg(long)]
+    pub log_message_timestamp_type: Option<String>,
+    #[arg(long)]
+    pub log_retention_check_interval_ms: Option<u64>,
+    #[arg(long)]
+    pub log_index_interval_bytes: Option<usize>,
+    #[arg(long)]
+    pub log_level: Option<String>,
+}
+
+impl ConfigArgs {
+    /// Defaults, then the profile, then the flags.
+    pub fn resolve(&self) -> Result<Config, ConfigError> {
+        let mut c = match &self.config {
+            Some(path) => Config::from_file(path)?,
+            None => Config::default(),
+        };
+        macro_rules! set {
+            ($($f:ident),*) => { $( if let Some(v) = &self.$f { c.$f = v.clone(); } )* };
+        }
+        set!(listen, data_dir, node_id, shards, controller_core, flush, socket_request_max_bytes,
+            max_connections_per_shard, max_inflight_requests_per_connection,
+            auto_create_topics_enable, num_partitions, max_partitions_per_shard,
+            batch_cache_bytes_per_partition, batch_cache_bytes_per_shard, log_segment_bytes,
+            log_roll_ms, log_retention_ms, log_retention_bytes, message_max_bytes,
+            log_message_timestamp_type, log_retention_check_interval_ms,
+            log_index_interval_bytes, log_level);
+        if let Some(a) = &self.advertised_listener {
+            c.advertised_listener = Some(a.clone());
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_profile_and_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(&path, "flush = \"never\"\nnum_partitions = 3\n").unwrap();
+        let args = ConfigArgs { config: Some(path), num_partitions: Some(6), ..Default::default() };
+        let c = args.resolve().unwrap();
+        assert_eq!(c.flush, FlushMode::Never);
+        assert_eq!(c.num_partitions, 6);
+        assert_eq!(c.socket_request_max_bytes, 100 * 1024 * 1024);
+    }
+
+    #[test]
+    fn unknown_profile_key_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(&path, "no_such_key = 1\n").unwrap();
+        let args = ConfigArgs { config: Some(path), ..Default::default() };
+        assert!(matches!(args.resolve(), Err(ConfigError::Parse { .. })));
+    }
+
+    #[test]
+    fn every_tuning_profile_parses() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tuning");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                Config::from_file(&path).unwrap().validate().unwrap();
+                seen += 1;
+            }
+        }
+        assert!(seen >= 3, "tuning/ must hold dev, throughput and latency profiles");
+    }
+}

@@ -1,1 +1,10 @@
-//! TODO(module)
+//! One partition's state, owned by exactly one shard: its log, idempotent-producer
+//! state, high watermark, and the waiters for durability and for new data.
+pub mod error;
+pub mod partition;
+pub mod producer_state;
+#[cfg(test)]
+mod tests;
+
+pub use error::PartitionError;
+pub use partition::{AppendOutcome, FetchData, Partition, PartitionSettings};

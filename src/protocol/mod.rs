@@ -1,1 +1,2 @@
-//! TODO(module)
+//! Kafka wire protocol glue (placeholder until the protocol branch lands).
+pub mod record_batch;

@@ -1,1 +1,25 @@
-//! TODO(module)
+//! Thread-per-core runtime: which shard this thread is, where executors are placed,
+//! and the channels between shards.
+pub mod mesh;
+pub mod placement;
+
+use std::cell::Cell;
+
+use crate::cluster::image::ShardId;
+
+thread_local! {
+    static CURRENT_SHARD: Cell<Option<ShardId>> = const { Cell::new(None) };
+}
+
+/// The shard whose executor runs on this thread, if any.
+pub fn current_shard() -> Option<ShardId> {
+    CURRENT_SHARD.with(|c| c.get())
+}
+
+/// Marks this thread as the executor of `shard` (once, at executor start).
+pub fn enter_shard(shard: ShardId) {
+    CURRENT_SHARD.with(|c| {
+        assert!(c.get().is_none(), "a thread runs one shard");
+        c.set(Some(shard));
+    });
+}

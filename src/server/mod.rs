@@ -1,1 +1,1 @@
-//! TODO(module)
+//! placeholder

@@ -1,0 +1,197 @@
+//! Partition + storage tests on a real glommio executor with real DMA files.
+use std::path::Path;
+use std::rc::Rc;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use proptest::prelude::*;
+
+use super::{Partition, PartitionError, PartitionSettings};
+use crate::config::FlushMode;
+use crate::storage::LogConfig;
+
+/// Builds one RecordBatch v2 with `n` records (producer id -1 unless given).
+pub(crate) fn batch(n: usize, ts: i64, producer: Option<(i64, i16, i32)>, compression: Compression) -> Bytes {
+    let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: pid,
+            producer_epoch: epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // offset - sequence must stay constant or the encoder splits the batch.
+            sequence: if seq < 0 { i as i32 - 1 } else { seq + i as i32 },
+            timestamp: ts + i as i64,
+            key: Some(Bytes::from(format!("k{i}"))),
+            value: Some(Bytes::from(vec![b'v'; 100 + i % 7])),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(&mut buf, records.iter(), &RecordEncodeOptions { version: 2, compression })
+        .expect("encoding a test batch");
+    buf.freeze()
+}
+
+fn settings() -> PartitionSettings {
+    PartitionSettings { max_message_bytes: 1 << 20, log_append_time: false, flush: FlushMode::Always }
+}
+
+pub(crate) fn run<F, Fut>(f: F)
+where
+    F: FnOnce(std::path::PathBuf) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_path_buf();
+    crate::storage::dma::write_iopoll_probe(&path).expect("probe");
+    glommio::LocalExecutorBuilder::default()
+        .spawn(move || async move {
+            crate::runtime::enter_shard(0);
+            crate::storage::dma::open_iopoll_probe(&path).await.expect("probe open");
+            f(path).await
+        })
+        .expect("executor")
+        .join()
+        .expect("join");
+    drop(dir);
+}
+
+async fn open(dir: &Path, cfg: LogConfig) -> Rc<Partition> {
+    Partition::open(&dir.join("t-0"), "t".into(), 0, [1; 16], 0, 0, cfg, settings()).await.expect("open")
+}
+
+fn offsets_of(records: &[Bytes]) -> Vec<i64> {
+    let mut out = Vec::new();
+    for b in records {
+        let mut b = b.clone();
+        let set = RecordBatchDecoder::decode(&mut b).expect("stored batch decodes");
+        out.extend(set.records.iter().map(|r| r.offset));
+    }
+    out
+}
+
+async fn read_all(p: &Partition) -> Vec<i64> {
+    let mut offset = p.log_start_offset();
+    let mut all = Vec::new();
+    loop {
+        let data = p.read(offset, 1 << 20).await.expect("read");
+        if data.records.is_empty() {
+            return all;
+        }
+        let got = offsets_of(&data.records);
+        offset = *got.last().expect("non-empty") + 1;
+        all.extend(got);
+    }
+}
+
+#[test]
+fn append_read_roll_and_recover() {
+    run(|dir| async move {
+        let cfg = LogConfig { segment_bytes: 8 * 1024, index_interval_bytes: 1024, cache_bytes: 4 * 1024, ..Default::default() };
+        let p = open(&dir, cfg.clone()).await;
+        let mut expected = 0;
+        for i in 0..60 {
+            let out = p.append(batch(5, 1000 + i, None, Compression::None), -1).await.expect("append");
+            assert_eq!(out.base_offset, expected);
+            expected += 5;
+        }
+        assert_eq!(p.high_watermark(), 300);
+        let seen = read_all(&p).await;
+        assert_eq!(seen, (0..300).collect::<Vec<_>>(), "dense offsets, read from disk and cache");
+        assert!(p.dir().join("00000000000000000000.index").exists(), "sealed segments save their index");
+        p.close();
+        drop(p);
+        let p = open(&dir, cfg).await;
+        assert_eq!(p.log_end_offset(), 300);
+        assert_eq!(read_all(&p).await, (0..300).collect::<Vec<_>>());
+        let out = p.append(batch(1, 5000, None, Compression::None), 1).await.expect("append after restart");
+        assert_eq!(out.base_offset, 300, "offsets continue after restart");
+    });
+}
+
+#[test]
+fn corrupt_batch_is_refused_and_not_stored() {
+    run(|dir| async move {
+        let p = open(&dir, LogConfig::default()).await;
+        let mut b = BytesMut::from(&batch(3, 1, None, Compression::None)[..]);
+        let last = b.len() - 1;
+        b[last] ^= 0xFF;
+        let err = p.append(b.freeze(), -1).await.expect_err("bad CRC must be refused");
+        assert!(matches!(err, PartitionError::Batch(_)), "{err:?}");
+        assert_eq!(p.log_end_offset(), 0);
+    });
+}
+
+#[test]
+fn idempotent_duplicate_returns_original_offset() {
+    run(|dir| async move {
+        let p = open(&dir, LogConfig::default()).await;
+        let first = batch(4, 1, Some((42, 0, 0)), Compression::None);
+        assert_eq!(p.append(first.clone(), -1).await.unwrap().base_offset, 0);
+        assert_eq!(p.append(batch(2, 1, Some((42, 0, 4)), Compression::None), -1).await.unwrap().base_offset, 4);
+        assert_eq!(p.append(first, -1).await.unwrap().base_offset, 0, "duplicate answers its original offset");
+        assert_eq!(p.log_end_offset(), 6, "a duplicate is not stored twice");
+        let err = p.append(batch(1, 1, Some((42, 0, 9)), Compression::None), -1).await.unwrap_err();
+        assert!(matches!(err, PartitionError::Sequence(_)), "{err:?}");
+    });
+}
+
+#[test]
+fn timestamps_delete_records_and_retention() {
+    run(|dir| async move {
+        let cfg = LogConfig { segment_bytes: 4 * 1024, retention_bytes: -1, ..Default::default() };
+        let p = open(&dir, cfg.clone()).await;
+        for i in 0..40 {
+            p.append(batch(2, 10_000 + i * 10, None, Compression::Lz4), -1).await.unwrap();
+        }
+        // Record timestamps are 10000+10i and 10000+10i+1 at offsets 2i and 2i+1.
+        assert_eq!(p.offset_for_timestamp(10_101).await.unwrap(), Some((21, 10_101)));
+        assert_eq!(p.offset_for_timestamp(10_102).await.unwrap(), Some((22, 10_110)));
+        assert_eq!(p.offset_for_timestamp(99_999).await.unwrap(), None);
+        assert_eq!(p.max_timestamp_offset().await.unwrap(), Some((79, 10_391)));
+        assert_eq!(p.delete_records(30).await.unwrap(), 30);
+        assert!(matches!(p.read(10, 1000).await, Err(PartitionError::OffsetOutOfRange { .. })));
+        assert_eq!(read_all(&p).await.first(), Some(&30));
+        let before = p.size_bytes();
+        p.apply_config(LogConfig { retention_bytes: 0, ..cfg }, settings());
+        p.apply_retention(crate::storage::now_ms()).await.unwrap();
+        assert!(p.size_bytes() < before, "retention deleted sealed segments");
+        assert!(p.log_start_offset() > 30);
+    });
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+    /// Recovery after cutting the active segment at any byte keeps exactly the batches
+    /// that are whole before the cut, and offsets continue from there.
+    #[test]
+    fn recovery_after_truncation_at_random_byte(cut_frac in 0.0f64..1.0, n_batches in 1usize..12) {
+        run(move |dir| async move {
+            let p = open(&dir, LogConfig::default()).await;
+            let mut ends = Vec::new();
+            let mut size = 0u64;
+            for i in 0..n_batches {
+                let b = batch(3, i as i64, None, Compression::None);
+                size += b.len() as u64;
+                p.append(b, -1).await.unwrap();
+                ends.push((size, p.log_end_offset()));
+            }
+            p.close();
+            drop(p);
+            let seg = dir.join("t-0").join("00000000000000000000.log");
+            let cut = (size as f64 * cut_frac) as u64;
+            std::fs::OpenOptions::new().write(true).open(&seg).unwrap().set_len(cut).unwrap();
+            let expected_end = ends.iter().filter(|(e, _)| *e <= cut).map(|(_, o)| *o).last().unwrap_or(0);
+            let p = open(&dir, LogConfig::default()).await;
+            assert_eq!(p.log_end_offset(), expected_end);
+            assert_eq!(read_all(&p).await, (0..expected_end).collect::<Vec<_>>());
+            assert_eq!(p.append(batch(1, 0, None, Compression::None), -1).await.unwrap().base_offset, expected_end);
+        });
+    }
+}
+

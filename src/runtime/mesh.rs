@@ -1,0 +1,35 @@
+//! Cross-shard channels: every shard has one inbox; any shard (or the controller side)
+//! holds a sender to each. Unbounded on purpose: a full mesh of bounded channels can
+//! deadlock when shards await sends to each other in a cycle; the bound on work comes
+//! from each connection's in-flight request limit instead.
+use crate::cluster::image::ShardId;
+
+pub struct Mesh<M> {
+    senders: Vec<async_channel::Sender<M>>,
+}
+
+impl<M> Clone for Mesh<M> {
+    fn clone(&self) -> Self {
+        Mesh { senders: self.senders.clone() }
+    }
+}
+
+impl<M> Mesh<M> {
+    /// A mesh of `n` shards: the mesh (senders) and each shard's inbox.
+    pub fn new(n: usize) -> (Mesh<M>, Vec<async_channel::Receiver<M>>) {
+        let (senders, receivers) = (0..n).map(|_| async_channel::unbounded()).unzip();
+        (Mesh { senders }, receivers)
+    }
+
+    pub fn shard_count(&self) -> usize {
+        self.senders.len()
+    }
+
+    /// Sends to `shard`'s inbox; fails only if that shard has stopped.
+    pub fn send(&self, shard: ShardId, msg: M) -> Result<(), M> {
+        match self.senders.get(usize::from(shard)) {
+            Some(s) => s.try_send(msg).map_err(|e| e.into_inner()),
+            None => Err(msg),
+        }
+    }
+}

@@ -1,0 +1,363 @@
+//! The log of one partition: its segments, log start offset and batch cache.
+//!
+//! `Log` is plain state with no awaits inside; the owning `Partition` drives I/O
+//! (write jobs, syncs, segment creation) around it, so no `RefCell` borrow is ever
+//! held across an await.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use bytes::Bytes;
+use glommio::io::DmaFile;
+
+use super::batch_cache::{BatchCache, CachedBatch};
+use super::dma::{read_checked_file, write_checked_file};
+use super::recovery::{list_segments, open_active, open_sealed};
+use super::segment::{log_file_name, Segment, WriteJob};
+use super::{LogConfig, Result, StorageError};
+use crate::protocol::record_batch::BatchHeader;
+
+const LOG_START_MAGIC: u32 = 0x534c_4c53; // "SLLS"
+const LOG_START_VERSION: u16 = 1;
+const LOG_START_FILE: &str = "log-start-offset";
+
+pub struct Log {
+    dir: PathBuf,
+    config: LogConfig,
+    segments: BTreeMap<i64, Segment>,
+    log_start_offset: i64,
+    cache: BatchCache,
+    /// Offsets below this are on disk and fdatasync'ed.
+    synced_offset: i64,
+    /// Segments written since the last sync.
+    unsynced: Vec<i64>,
+}
+
+/// What `Log::open` found.
+pub struct OpenedLog {
+    pub log: Log,
+    /// Valid batches of the active segment, in order.
+    pub active_batches: Vec<BatchHeader>,
+    pub truncated_bytes: u64,
+}
+
+/// Where to read a fetch from disk.
+pub struct DiskRead {
+    pub file: Rc<DmaFile>,
+    pub position: u64,
+    /// End of the bytes on disk in this segment.
+    pub end: u64,
+}
+
+impl Log {
+    pub async fn open(dir: &Path, config: LogConfig) -> Result<OpenedLog> {
+        let d = dir.to_path_buf();
+        glommio::executor()
+            .spawn_blocking(move || std::fs::create_dir_all(d))
+            .await
+            .map_err(|e| StorageError::io(format!("creating {}", dir.display()), e))?;
+        let bases = list_segments(dir).await?;
+        let mut segments = BTreeMap::new();
+        let mut active_batches = Vec::new();
+        let mut truncated_bytes = 0;
+        if let Some((&last, sealed)) = bases.split_last() {
+            for &base in sealed {
+                segments.insert(base, open_sealed(dir, base, config.index_interval_bytes).await?);
+            }
+            let outcome = open_active(dir, last, config.index_interval_bytes).await?;
+            active_batches = outcome.batches;
+            truncated_bytes = outcome.truncated_bytes;
+            segments.insert(last, outcome.segment);
+        } else {
+            let file = super::dma::open_rw(&dir.join(log_file_name(0))).await?;
+            segments.insert(0, Segment::empty(dir, 0, file, super::now_ms()));
+        }
+        let first_base = segments.keys().next().copied().unwrap_or(0);
+        let checkpoint = read_checked_file(&dir.join(LOG_START_FILE), LOG_START_MAGIC, LOG_START_VERSION)
+            .await
+            .unwrap_or(None)
+            .and_then(|p| p.get(..8).map(|b| i64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])));
+        let mut log = Log {
+            dir: dir.to_path_buf(),
+            cache: BatchCache::new(config.cache_bytes),
+            config,
+            segments,
+            log_start_offset: first_base,
+            synced_offset: 0,
+            unsynced: Vec::new(),
+        };
+        let end = log.next_offset();
+        log.log_start_offset = checkpoint.unwrap_or(first_base).clamp(first_base, end);
+        log.synced_offset = end;
+        Ok(OpenedLog { log, active_batches, truncated_bytes })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    pub fn set_config(&mut self, config: LogConfig) {
+        self.cache.set_budget(config.cache_bytes);
+        self.config = config;
+    }
+
+    fn active(&self) -> &Segment {
+        // Invariant: a log always has at least one segment (open creates one).
+        self.segments.values().next_back().expect("a log always has an active segment")
+    }
+
+    fn active_mut(&mut self) -> &mut Segment {
+        self.segments.values_mut().next_back().expect("a log always has an active segment")
+    }
+
+    /// The log end offset: next offset to assign.
+    pub fn next_offset(&self) -> i64 {
+        self.active().next_offset()
+    }
+
+    /// Offsets below this are on disk (the write completed).
+    pub fn written_offset(&self) -> i64 {
+        // Segments are written in order, so the first one with unwritten data bounds it.
+        for seg in self.segments.values() {
+            if seg.written_next_offset() < seg.next_offset() {
+                return seg.written_next_offset();
+            }
+        }
+        self.next_offset()
+    }
+
+    pub fn synced_offset(&self) -> i64 {
+        self.synced_offset
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(|s| s.size()).sum()
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// True when a batch of `len` bytes must go into a new segment.
+    pub fn should_roll(&self, len: usize, now_ms: i64) -> bool {
+        let a = self.active();
+        a.size() > 0
+            && (a.size() + len as u64 > self.config.segment_bytes
+                || now_ms - a.created_ms >= self.config.segment_ms
+                || a.next_offset() - a.base_offset >= i64::from(u32::MAX) - i64::from(i32::MAX))
+    }
+
+    /// Path of the segment a roll would create now.
+    pub fn next_segment_path(&self) -> PathBuf {
+        self.dir.join(log_file_name(self.next_offset()))
+    }
+
+    /// Seals the active segment and makes `file` (created at `next_segment_path`) active.
+    pub fn roll(&mut self, file: DmaFile, now_ms: i64) {
+        let base = self.next_offset();
+        self.active_mut().sealed = true;
+        let seg = Segment::empty(&self.dir, base, file, now_ms);
+        self.segments.insert(base, seg);
+    }
+
+    /// Appends a batch (base offset already assigned = `next_offset()`).
+    pub fn append(&mut self, header: &BatchHeader, batch: Bytes) {
+        assert_eq!(header.base_offset, self.next_offset(), "offsets are dense");
+        let interval = self.config.index_interval_bytes;
+        self.active_mut().append(header, batch.clone(), interval);
+        self.cache.push(CachedBatch { base_offset: header.base_offset, last_offset: header.last_offset(), bytes: batch });
+    }
+
+    /// Write jobs for every segment with pending data, oldest segment first.
+    pub fn take_writes(&mut self) -> Vec<(i64, WriteJob)> {
+        let mut jobs = Vec::new();
+        for (&base, seg) in self.segments.iter_mut() {
+            if let Some(job) = seg.take_write() {
+                jobs.push((base, job));
+            }
+        }
+        jobs
+    }
+
+    pub fn has_pending_writes(&self) -> bool {
+        self.segments.values().any(|s| s.has_pending())
+    }
+
+    pub fn complete_write(&mut self, base: i64, job: WriteJob) {
+        if let Some(seg) = self.segments.get_mut(&base) {
+            seg.complete_write(job);
+            if !self.unsynced.contains(&base) {
+                self.unsynced.push(base);
+            }
+        }
+    }
+
+    /// A write failed: drop every appended batch not on disk. Returns the segments
+    /// created after the failure point (empty on disk; the caller deletes their files,
+    /// so recovery never sees a gap in base offsets).
+    pub fn rollback_unwritten(&mut self) -> Vec<Segment> {
+        // Writes go oldest segment first, so everything after the first segment with
+        // unwritten bytes was never written at all.
+        let first_unwritten = self.segments.values().find(|s| s.written() < s.size()).map(|s| s.base_offset);
+        let mut removed = Vec::new();
+        if let Some(first) = first_unwritten {
+            let later: Vec<i64> = self.segments.range(first + 1..).map(|(&b, _)| b).collect();
+            for b in later {
+                if let Some(seg) = self.segments.remove(&b) {
+                    assert_eq!(seg.written(), 0, "a segment after an unwritten one has nothing on disk");
+                    removed.push(seg);
+                }
+            }
+        }
+        for seg in self.segments.values_mut() {
+            seg.rollback_unwritten();
+        }
+        self.active_mut().sealed = false;
+        let end = self.next_offset();
+        self.cache.truncate_from(end);
+        removed
+    }
+
+    /// Files to fdatasync now; call `mark_synced(offset)` once they all are.
+    pub fn take_unsynced_files(&mut self) -> Vec<Rc<DmaFile>> {
+        let bases = std::mem::take(&mut self.unsynced);
+        bases.iter().filter_map(|b| self.segments.get(b)).map(|s| s.file.clone()).collect()
+    }
+
+    pub fn mark_synced(&mut self, offset: i64) {
+        self.synced_offset = self.synced_offset.max(offset);
+    }
+
+    /// Sealed segments fully written and synced whose indexes are not saved yet.
+    pub fn sealed_needing_indexes(&self) -> Vec<i64> {
+        self.segments
+            .values()
+            .filter(|s| s.sealed && !s.indexes_saved && s.written() == s.size() && s.next_offset() <= self.synced_offset)
+            .map(|s| s.base_offset)
+            .collect()
+    }
+
+    pub fn segment(&self, base: i64) -> Option<&Segment> {
+        self.segments.get(&base)
+    }
+
+    pub fn mark_indexes_saved(&mut self, base: i64) {
+        if let Some(s) = self.segments.get_mut(&base) {
+            s.indexes_saved = true;
+        }
+    }
+
+    /// Serves from the cache when it covers `offset`.
+    pub fn read_cached(&self, offset: i64, max_offset: i64, max_bytes: usize, out: &mut Vec<Bytes>) -> Option<usize> {
+        self.cache.read(offset, max_offset, max_bytes, out)
+    }
+
+    /// Where on disk the batch holding `offset` starts (or an earlier one).
+    pub fn locate(&self, offset: i64) -> Option<DiskRead> {
+        let (_, seg) = self.segments.range(..=offset).next_back()?;
+        if offset >= seg.next_offset() {
+            return None;
+        }
+        Some(DiskRead { file: seg.file.clone(), position: seg.position_for(offset), end: seg.written() })
+    }
+
+    /// The segment following the one with `base`, for reads that run past a segment end.
+    pub fn next_segment_base(&self, base_offset_in: i64) -> Option<i64> {
+        let (&cur, _) = self.segments.range(..=base_offset_in).next_back()?;
+        self.segments.range(cur + 1..).next().map(|(&b, _)| b)
+    }
+
+    /// Segments to scan (in order) for the first timestamp >= `timestamp`:
+    /// (file, start position, end, segment base).
+    pub fn timestamp_scan_plan(&self, timestamp: i64) -> Vec<DiskRead> {
+        self.segments
+            .values()
+            .filter(|s| s.max_timestamp() >= timestamp && s.written() > 0)
+            .map(|s| DiskRead { file: s.file.clone(), position: s.position_for_timestamp(timestamp), end: s.written() })
+            .collect()
+    }
+
+    /// (max timestamp, base offset of the batch holding it) over the whole log.
+    pub fn max_timestamp(&self) -> Option<(i64, i64)> {
+        self.segments
+            .values()
+            .filter(|s| s.offset_of_max_timestamp() >= 0)
+            .map(|s| (s.max_timestamp(), s.offset_of_max_timestamp()))
+            .fold(None, |acc: Option<(i64, i64)>, x| match acc {
+                Some(a) if a.0 >= x.0 => Some(a),
+                _ => Some(x),
+            })
+    }
+
+    /// Moves the log start offset forward (DeleteRecords, retention) and returns the
+    /// segments now wholly below it, removed from the log; the caller deletes their files.
+    pub fn advance_log_start(&mut self, offset: i64) -> Vec<Segment> {
+        assert!(offset <= self.next_offset(), "log start offset cannot pass the log end");
+        if offset > self.log_start_offset {
+            self.log_start_offset = offset;
+        }
+        self.cache.evict_below(self.log_start_offset);
+        let mut removed = Vec::new();
+        while self.segments.len() > 1 {
+            let first = match self.segments.values().next() {
+                Some(s) => s,
+                None => break,
+            };
+            // Only sealed segments that are fully synced are removed.
+            if first.next_offset() <= self.log_start_offset && first.sealed && first.next_offset() <= self.synced_offset {
+                let base = first.base_offset;
+                if let Some(s) = self.segments.remove(&base) {
+                    removed.push(s);
+                }
+            } else {
+                break;
+            }
+        }
+        removed
+    }
+
+    pub async fn save_log_start_offset(dir: &Path, offset: i64) -> Result<()> {
+        write_checked_file(&dir.join(LOG_START_FILE), LOG_START_MAGIC, LOG_START_VERSION, &offset.to_be_bytes()).await
+    }
+
+    /// Retention: the new log start offset that time and size limits ask for (never
+    /// touching the active segment), or None.
+    pub fn retention_target(&self, now_ms: i64) -> Option<i64> {
+        let mut target = None;
+        let sealed: Vec<&Segment> = self.segments.values().filter(|s| s.sealed).collect();
+        if self.config.retention_ms >= 0 {
+            for s in &sealed {
+                if s.max_timestamp() >= 0 && now_ms - s.max_timestamp() > self.config.retention_ms {
+                    target = Some(s.next_offset());
+                } else {
+                    break;
+                }
+            }
+        }
+        if self.config.retention_bytes >= 0 {
+            let mut size = self.size_bytes() as i64;
+            for s in &sealed {
+                if size - s.size() as i64 >= self.config.retention_bytes {
+                    size -= s.size() as i64;
+                    target = Some(target.unwrap_or(i64::MIN).max(s.next_offset()));
+                } else {
+                    break;
+                }
+            }
+        }
+        target.filter(|&t| t > self.log_start_offset)
+    }
+
+    /// All segment files, for deleting the whole log.
+    pub fn segment_bases(&self) -> Vec<i64> {
+        self.segments.keys().copied().collect()
+    }
+}

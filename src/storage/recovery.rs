@@ -1,0 +1,163 @@
+//! Opening a partition directory after a clean stop or a crash.
+//!
+//! Sealed segments open from their saved index (summary + entries); if that file is
+//! missing or fails its CRC, the segment is scanned. The active (last) segment is always
+//! scanned: every batch's CRC-32C is checked and offsets must continue densely; the
+//! first bad, torn or zero-padded batch ends the log and the file is truncated there.
+use std::path::Path;
+
+use glommio::io::DmaFile;
+
+use super::dma::{open_rw, read_bytes};
+use super::index::{OffsetIndex, TimeIndex};
+use super::segment::{index_path, log_file_name, time_index_path, Segment, SegmentSummary};
+use super::{Result, StorageError};
+use crate::protocol::record_batch::{parse_header, BatchHeader, BATCH_HEADER_LEN};
+
+/// Bytes read at a time while scanning a segment.
+const SCAN_CHUNK_BYTES: usize = 1 << 20;
+
+pub struct ScanOutcome {
+    pub segment: Segment,
+    /// Headers of every valid batch, in order (used to rebuild producer state).
+    pub batches: Vec<BatchHeader>,
+    /// Bytes cut off the end (torn write, corruption or zero padding past the data).
+    pub truncated_bytes: u64,
+}
+
+/// Base offsets of the `<base>.log` files in `dir`, ascending.
+pub async fn list_segments(dir: &Path) -> Result<Vec<i64>> {
+    let d = dir.to_path_buf();
+    let names = glommio::executor()
+        .spawn_blocking(move || -> std::io::Result<Vec<String>> {
+            let mut v = Vec::new();
+            for e in std::fs::read_dir(d)? {
+                v.push(e?.file_name().to_string_lossy().into_owned());
+            }
+            Ok(v)
+        })
+        .await
+        .map_err(|e| StorageError::io(format!("listing {}", dir.display()), e))?;
+    let mut bases: Vec<i64> = names
+        .iter()
+        .filter_map(|n| n.strip_suffix(".log"))
+        .filter(|n| n.len() == 20)
+        .filter_map(|n| n.parse::<i64>().ok())
+        .collect();
+    bases.sort_unstable();
+    Ok(bases)
+}
+
+/// Opens a sealed segment, from its saved index when that is intact.
+pub async fn open_sealed(dir: &Path, base: i64, index_interval_bytes: usize) -> Result<Segment> {
+    let file = open_rw(&dir.join(log_file_name(base))).await?;
+    let file_size = file_size(&file).await?;
+    if let (Some((summary, index)), Some(time_index)) =
+        (OffsetIndex::load(&index_path(dir, base)).await, TimeIndex::load(&time_index_path(dir, base)).await)
+    {
+        let summary = SegmentSummary::decode(&summary);
+        if summary.size <= file_size && summary.next_offset >= base {
+            let head = read_head(&file, summary.size).await?;
+            let mut seg = Segment::opened(dir, base, file, summary, head, index, time_index, super::now_ms());
+            seg.sealed = true;
+            seg.indexes_saved = true;
+            return Ok(seg);
+        }
+    }
+    tracing::warn!(dir = %dir.display(), base, "index of a sealed segment is missing or corrupt; scanning it");
+    let mut outcome = scan(dir, base, file, index_interval_bytes).await?;
+    outcome.segment.sealed = true;
+    Ok(outcome.segment)
+}
+
+/// Scans the active segment, validating every batch, and truncates a bad tail.
+pub async fn open_active(dir: &Path, base: i64, index_interval_bytes: usize) -> Result<ScanOutcome> {
+    let file = open_rw(&dir.join(log_file_name(base))).await?;
+    // Indexes of the active segment are rebuilt, never trusted.
+    super::dma::remove_file(&index_path(dir, base)).await?;
+    super::dma::remove_file(&time_index_path(dir, base)).await?;
+    scan(dir, base, file, index_interval_bytes).await
+}
+
+async fn file_size(file: &DmaFile) -> Result<u64> {
+    file.file_size().await.map_err(|e| StorageError::glommio("sizing a segment", e))
+}
+
+/// Bytes [align_down(size), size) of the file.
+async fn read_head(file: &DmaFile, size: u64) -> Result<Vec<u8>> {
+    let start = file.align_down(size);
+    if start == size {
+        return Ok(Vec::new());
+    }
+    let b = read_bytes(file, start, (size - start) as usize).await?;
+    if (b.len() as u64) < size - start {
+        return Err(StorageError::Corrupt { what: "segment".into(), detail: "shorter than its summary".into() });
+    }
+    Ok(b.to_vec())
+}
+
+async fn scan(dir: &Path, base: i64, file: DmaFile, index_interval_bytes: usize) -> Result<ScanOutcome> {
+    let file_size = file_size(&file).await?;
+    let mut seg = Segment::empty(dir, base, file, super::now_ms());
+    let mut batches = Vec::new();
+    let mut pos = 0u64;
+    let mut want = SCAN_CHUNK_BYTES;
+    'chunks: while pos < file_size {
+        let chunk = read_bytes(&seg.file, pos, want.min((file_size - pos) as usize)).await?;
+        let mut at = 0usize;
+        loop {
+            let rest = &chunk[at..];
+            if rest.len() < BATCH_HEADER_LEN {
+                if rest.len() >= 12 && rest[8..12] == [0, 0, 0, 0] {
+                    break 'chunks; // zero padding: end of data
+                }
+                if pos + (at as u64) + (rest.len() as u64) >= file_size {
+                    break 'chunks; // torn header at end of file
+                }
+                pos += at as u64;
+                want = SCAN_CHUNK_BYTES;
+                continue 'chunks;
+            }
+            let header = match parse_header(rest) {
+                Ok(h) => h,
+                Err(_) => break 'chunks,
+            };
+            let len = header.total_len();
+            if rest.len() < len {
+                if pos + (at as u64) + (len as u64) > file_size {
+                    break 'chunks; // torn batch at end of file
+                }
+                // The batch spans past this chunk: read again from its start.
+                pos += at as u64;
+                want = len.max(SCAN_CHUNK_BYTES);
+                continue 'chunks;
+            }
+            let valid = header.base_offset == seg.next_offset()
+                && header.last_offset_delta >= 0
+                && crc32c::crc32c(&rest[21..len]) == header.crc;
+            if !valid {
+                tracing::warn!(dir = %dir.display(), base, position = pos + at as u64,
+                    "invalid batch in the active segment; truncating the log here");
+                break 'chunks;
+            }
+            seg.index_existing(&header, len, index_interval_bytes);
+            batches.push(header);
+            at += len;
+        }
+    }
+    let valid_end = seg.size();
+    let truncated_bytes = file_size.saturating_sub(valid_end);
+    if truncated_bytes > 0 {
+        seg.file.truncate(valid_end).await.map_err(|e| StorageError::glommio("truncating a segment", e))?;
+    }
+    let head = read_head(&seg.file, valid_end).await?;
+    let summary = seg.summary();
+    let index = std::mem::take(&mut seg.index);
+    let time_index = std::mem::take(&mut seg.time_index);
+    let file = match std::rc::Rc::try_unwrap(seg.file) {
+        Ok(f) => f,
+        Err(_) => unreachable!("the scan holds the only reference to the file"),
+    };
+    let segment = Segment::opened(dir, base, file, summary, head, index, time_index, super::now_ms());
+    Ok(ScanOutcome { segment, batches, truncated_bytes })
+}
