@@ -1,1 +1,141 @@
-//! placeholder
+//! The metadata controller: the KRaft equivalent.
+//!
+//! It owns topic/partition metadata as an openraft replicated state machine. It runs on its
+//! own OS thread (pinned when a core is given) with a tokio current-thread runtime; shards
+//! and request handlers talk to it through a [`ControllerHandle`] (async_channel +
+//! oneshot, so callers need no tokio context) and learn about committed changes from one
+//! unbounded `MetadataUpdate` channel per shard.
+//!
+//! Files, one idea each:
+//! - `types.rs`         raft type config, the replicated `Command` and its `Response`
+//! - `frame.rs`         on-disk record framing: magic, version, length, CRC-32C
+//! - `log_store.rs`     raft log + vote, append-only file under `<data_dir>/controller/`
+//! - `snapshot.rs`      state-machine snapshot file (rkyv image, CRC-checked)
+//! - `state_machine.rs` applies commands to the image, produces deltas, publishes updates
+//! - `apply.rs`         the pure, deterministic command → image transition
+//! - `propose.rs`       validates client requests against the image and builds commands
+//! - `placement.rs`     partition → shard balancing
+//! - `network.rs`       the raft RPC seam (no peers yet)
+//! - `handle.rs`        `ControllerHandle`, the request channel
+//! - `server.rs`        the controller thread: runtime, raft start-up, request loop
+use std::path::PathBuf;
+
+use crate::cluster::image::{MetadataUpdate, ShardId};
+use crate::cluster::topic_config::TopicConfigDefaults;
+
+mod apply;
+mod files;
+mod frame;
+mod handle;
+mod log_store;
+mod network;
+mod placement;
+mod propose;
+mod server;
+mod snapshot;
+mod state_machine;
+mod types;
+
+pub use handle::ControllerHandle;
+
+/// Largest partition count one topic may have (every structure has a limit).
+pub const MAX_PARTITIONS_PER_TOPIC: i32 = 100_000;
+/// Largest producer-id block one AllocateProducerIds may hand out.
+pub const MAX_PRODUCER_ID_BLOCK: i64 = 1_000_000;
+
+#[derive(Clone, Debug)]
+pub struct ControllerConfig {
+    /// The broker's data dir; the controller keeps its files in `<data_dir>/controller/`.
+    pub data_dir: PathBuf,
+    /// Kafka node id (>= 0); also the raft node id.
+    pub node_id: i32,
+    /// Number of shards partitions are placed on (>= 1).
+    pub shard_count: u16,
+    /// Core to pin the controller thread to; None = not pinned.
+    pub core: Option<usize>,
+    /// Partitions for CreateTopics with num_partitions = -1 (Kafka `num.partitions`).
+    pub default_num_partitions: i32,
+    /// Broker defaults topic configs are validated against.
+    pub topic_defaults: TopicConfigDefaults,
+    /// Take a state-machine snapshot (and purge the log before it) every this many entries.
+    pub snapshot_every_entries: u64,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            data_dir: PathBuf::from("data"),
+            node_id: 1,
+            shard_count: 1,
+            core: None,
+            default_num_partitions: 1,
+            topic_defaults: TopicConfigDefaults::default(),
+            snapshot_every_entries: 1024,
+        }
+    }
+}
+
+/// One IncrementalAlterConfigs operation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigOp {
+    Set(String, String),
+    Delete(String),
+    /// Add items to a list config (only `cleanup.policy`).
+    Append(String, String),
+    /// Remove items from a list config (only `cleanup.policy`).
+    Subtract(String, String),
+}
+
+/// Errors of the controller. Kafka error-code mapping lives in `protocol/`; the variant
+/// names follow Kafka's exception names.
+#[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
+pub enum ControllerError {
+    #[error("topic '{0}' already exists")]
+    TopicAlreadyExists(String),
+    #[error("unknown topic '{0}'")]
+    UnknownTopic(String),
+    #[error("invalid topic: {0}")]
+    InvalidTopic(String),
+    #[error("invalid partitions: {0}")]
+    InvalidPartitions(String),
+    #[error("invalid replication factor: {0}")]
+    InvalidReplicationFactor(String),
+    #[error("invalid config: {0}")]
+    InvalidConfig(String),
+    /// A malformed request that fits no narrower variant (e.g. a producer-id block size).
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+    /// This node is not the active controller (or the controller stopped); retry elsewhere.
+    #[error("not the controller: {0}")]
+    NotController(String),
+    /// The controller's files could not be read or written; see the message for the file.
+    #[error("controller storage: {0}")]
+    Storage(String),
+    /// The controller config is unusable (e.g. fewer shards than the metadata places on).
+    #[error("controller config: {0}")]
+    Config(String),
+}
+
+/// Starts the controller thread, recovers metadata from `<data_dir>/controller/`, and
+/// returns a handle plus one update receiver per shard. Each receiver first gets the
+/// recovered image (no deltas), then one update per committed change.
+pub fn start(
+    cfg: ControllerConfig,
+) -> Result<(ControllerHandle, Vec<async_channel::Receiver<MetadataUpdate>>), ControllerError> {
+    server::start(cfg)
+}
+
+/// Raft node id for a Kafka node id (which must not be negative).
+fn raft_node_id(node_id: i32) -> Result<u64, ControllerError> {
+    u64::try_from(node_id).map_err(|_| ControllerError::Config(format!("node_id must be >= 0, got {node_id}")))
+}
+
+fn check_shard_count(n: u16) -> Result<ShardId, ControllerError> {
+    if n == 0 {
+        return Err(ControllerError::Config("shard_count must be at least 1".into()));
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests;

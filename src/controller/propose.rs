@@ -1,0 +1,231 @@
+//! Turns client requests into commands: validates them against the latest committed image
+//! and makes every decision (topic id, placement, resulting configs) up front, so the
+//! committed record is self-contained. Error texts follow Kafka's where it has one.
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::cluster::image::{MetadataImage, TopicMeta};
+use crate::cluster::topic_config::{self, TopicConfig, TopicConfigDefaults};
+
+use super::placement::place;
+use super::types::Command;
+use super::{ConfigOp, ControllerError, MAX_PARTITIONS_PER_TOPIC, MAX_PRODUCER_ID_BLOCK};
+
+/// Longest topic name Kafka accepts.
+pub const MAX_TOPIC_NAME_LEN: usize = 249;
+
+/// Kafka's topic name rules.
+pub fn validate_topic_name(name: &str) -> Result<(), ControllerError> {
+    if name.is_empty() {
+        return Err(ControllerError::InvalidTopic("Topic name is illegal, it can't be empty".into()));
+    }
+    if name == "." || name == ".." {
+        return Err(ControllerError::InvalidTopic("Topic name cannot be \".\" or \"..\"".into()));
+    }
+    if name.len() > MAX_TOPIC_NAME_LEN {
+        return Err(ControllerError::InvalidTopic(format!(
+            "Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LEN} characters, topic name: {name}"
+        )));
+    }
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
+        return Err(ControllerError::InvalidTopic(format!(
+            "Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        )));
+    }
+    Ok(())
+}
+
+/// Kafka forbids topics whose names differ only by '.' vs '_' (they collide in metric names).
+fn colliding_topic<'a>(image: &'a MetadataImage, name: &str) -> Option<&'a str> {
+    let norm = |s: &str| s.replace('.', "_");
+    let n = norm(name);
+    image.topics.keys().find(|k| k.as_str() != name && norm(k) == n).map(String::as_str)
+}
+
+fn resolve_configs(defaults: &TopicConfigDefaults, configs: &BTreeMap<String, String>) -> Result<(), ControllerError> {
+    TopicConfig::resolve(defaults, configs).map(|_| ()).map_err(ControllerError::InvalidConfig)
+}
+
+/// The settings proposals depend on.
+pub struct ProposeCtx<'a> {
+    pub shard_count: u16,
+    pub default_num_partitions: i32,
+    pub defaults: &'a TopicConfigDefaults,
+}
+
+/// Returns the command and the topic as it will be once committed (for validate_only).
+pub fn create_topic(
+    ctx: &ProposeCtx<'_>,
+    image: &MetadataImage,
+    name: String,
+    num_partitions: i32,
+    replication_factor: i16,
+    configs: BTreeMap<String, String>,
+    topic_id: [u8; 16],
+) -> Result<(Command, TopicMeta), ControllerError> {
+    validate_topic_name(&name)?;
+    if image.topics.contains_key(&name) {
+        return Err(ControllerError::TopicAlreadyExists(name));
+    }
+    if let Some(other) = colliding_topic(image, &name) {
+        return Err(ControllerError::InvalidTopic(format!(
+            "Topic '{name}' collides with existing topic: {other}"
+        )));
+    }
+    let n = if num_partitions == -1 { ctx.default_num_partitions } else { num_partitions };
+    if n <= 0 {
+        return Err(ControllerError::InvalidPartitions(
+            "Number of partitions was set to an invalid non-positive value.".into(),
+        ));
+    }
+    if n > MAX_PARTITIONS_PER_TOPIC {
+        return Err(ControllerError::InvalidPartitions(format!(
+            "Number of partitions {n} exceeds the limit of {MAX_PARTITIONS_PER_TOPIC} per topic."
+        )));
+    }
+    match replication_factor {
+        -1 | 1 => {}
+        rf if rf <= 0 => {
+            return Err(ControllerError::InvalidReplicationFactor(
+                "Replication factor must be larger than 0, or -1 to use the default value.".into(),
+            ))
+        }
+        rf => {
+            return Err(ControllerError::InvalidReplicationFactor(format!(
+                "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only 1 broker(s) are registered."
+            )))
+        }
+    }
+    resolve_configs(ctx.defaults, &configs)?;
+    // n is in 1..=MAX_PARTITIONS_PER_TOPIC, so it fits usize.
+    let shards = place(image, ctx.shard_count, n as usize);
+    let cmd = Command::CreateTopic { name: name.clone(), topic_id, shards: shards.clone(), configs: configs.clone() };
+    // Preview = what apply will produce; computed by the same code.
+    let mut scratch = MetadataImage::default();
+    let (resp, _) = super::apply::apply(&mut scratch, image.applied_index, &cmd);
+    match resp.0 {
+        Ok(super::types::Applied::TopicCreated(meta)) => Ok((cmd, meta)),
+        other => Err(ControllerError::InvalidRequest(format!("internal: create preview failed: {other:?}"))),
+    }
+}
+
+fn live_topic<'a>(image: &'a MetadataImage, name: &str) -> Result<&'a TopicMeta, ControllerError> {
+    image.topic(name).ok_or_else(|| ControllerError::UnknownTopic(name.to_string()))
+}
+
+pub fn create_partitions(
+    ctx: &ProposeCtx<'_>,
+    image: &MetadataImage,
+    name: &str,
+    total_count: i32,
+) -> Result<Command, ControllerError> {
+    let topic = live_topic(image, name)?;
+    let current = topic.partitions.len() as i32;
+    if total_count < current {
+        return Err(ControllerError::InvalidPartitions(format!(
+            "Topic currently has {current} partitions, which is higher than the requested {total_count}."
+        )));
+    }
+    if total_count == current {
+        return Err(ControllerError::InvalidPartitions(format!("Topic already has {current} partitions.")));
+    }
+    if total_count > MAX_PARTITIONS_PER_TOPIC {
+        return Err(ControllerError::InvalidPartitions(format!(
+            "Number of partitions {total_count} exceeds the limit of {MAX_PARTITIONS_PER_TOPIC} per topic."
+        )));
+    }
+    // total_count > current >= 0, so the difference is positive.
+    let new_shards = place(image, ctx.shard_count, (total_count - current) as usize);
+    Ok(Command::CreatePartitions { name: name.to_string(), topic_id: topic.topic_id, new_shards })
+}
+
+pub fn delete_topic(image: &MetadataImage, name: &str) -> Result<Command, ControllerError> {
+    let topic = live_topic(image, name)?;
+    Ok(Command::DeleteTopic { name: name.to_string(), topic_id: topic.topic_id })
+}
+
+/// Applies IncrementalAlterConfigs ops to the topic's overrides; the result is validated
+/// as a whole and replaces the overrides when committed.
+pub fn alter_configs(
+    ctx: &ProposeCtx<'_>,
+    image: &MetadataImage,
+    name: &str,
+    ops: Vec<ConfigOp>,
+) -> Result<Command, ControllerError> {
+    let topic = live_topic(image, name)?;
+    let mut configs = topic.configs.clone();
+    let mut seen = BTreeSet::new();
+    for op in ops {
+        let key = match &op {
+            ConfigOp::Set(k, _) | ConfigOp::Delete(k) | ConfigOp::Append(k, _) | ConfigOp::Subtract(k, _) => k.clone(),
+        };
+        if !seen.insert(key.clone()) {
+            return Err(ControllerError::InvalidConfig(format!("Error due to duplicate config keys: {key}")));
+        }
+        if !topic_config::is_known_key(&key) {
+            return Err(ControllerError::InvalidConfig(format!("Unknown topic config name: {key}")));
+        }
+        match op {
+            ConfigOp::Set(k, v) => {
+                topic_config::validate_key_value(&k, &v).map_err(ControllerError::InvalidConfig)?;
+                configs.insert(k, v);
+            }
+            ConfigOp::Delete(k) => {
+                configs.remove(&k);
+            }
+            ConfigOp::Append(k, _) | ConfigOp::Subtract(k, _) if !topic_config::is_list_key(&k) => {
+                return Err(ControllerError::InvalidConfig(format!(
+                    "Config value append/subtract is not allowed for config key: {k} (not a list config)"
+                )));
+            }
+            ConfigOp::Append(k, v) => {
+                let mut items = current_list(ctx.defaults, &configs, &k);
+                for item in topic_config::split_list(&v) {
+                    if !items.contains(&item) {
+                        items.push(item);
+                    }
+                }
+                configs.insert(k, items.join(","));
+            }
+            ConfigOp::Subtract(k, v) => {
+                let remove = topic_config::split_list(&v);
+                let items: Vec<String> =
+                    current_list(ctx.defaults, &configs, &k).into_iter().filter(|i| !remove.contains(i)).collect();
+                configs.insert(k, items.join(","));
+            }
+        }
+    }
+    resolve_configs(ctx.defaults, &configs)?;
+    Ok(Command::SetTopicConfigs { name: name.to_string(), topic_id: topic.topic_id, configs })
+}
+
+/// The effective items of list config `key`: the override if set, else the default.
+fn current_list(defaults: &TopicConfigDefaults, configs: &BTreeMap<String, String>, key: &str) -> Vec<String> {
+    match configs.get(key) {
+        Some(v) => topic_config::split_list(v),
+        None => topic_config::split_list(&topic_config::default_value(defaults, key).unwrap_or_default()),
+    }
+}
+
+pub fn allocate_producer_ids(image: &MetadataImage, count: i64) -> Result<Command, ControllerError> {
+    if !(1..=MAX_PRODUCER_ID_BLOCK).contains(&count) {
+        return Err(ControllerError::InvalidRequest(format!(
+            "producer id block size must be in 1..={MAX_PRODUCER_ID_BLOCK}, got {count}"
+        )));
+    }
+    if image.next_producer_id.checked_add(count).is_none() {
+        return Err(ControllerError::InvalidRequest("producer id space exhausted".into()));
+    }
+    Ok(Command::AllocateProducerIds { count })
+}
+
+/// A new cluster id: 16 random bytes as unpadded base64url (22 chars), like Kafka's
+/// `Uuid.randomUuid().toString()`, which also never starts with '-'.
+pub fn new_cluster_id() -> String {
+    use base64::Engine;
+    loop {
+        let id = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes());
+        if !id.starts_with('-') {
+            return id;
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! State-machine snapshot format: `<data_dir>/controller/snapshot.bin`.
+//!
+//! One framed record (magic "SLSS", version, length, CRC-32C; see `frame.rs`) whose payload
+//! is an rkyv archive of `SnapFile`: the raft snapshot meta (last log id, membership; JSON,
+//! it is openraft's serde type) and the metadata image. The same bytes are what a leader
+//! would send a follower (`SnapshotData = Vec<u8>`), so a received snapshot is checked by
+//! the same code as one read from disk.
+//!
+//! The image is copied into private structs rather than deriving rkyv on the shared image
+//! types: the on-disk format then changes only when this file does.
+use std::collections::BTreeMap;
+use std::io;
+use std::path::Path;
+
+use crate::cluster::image::{MetadataImage, PartitionMeta, TopicMeta};
+
+use super::files::{read_if_exists, write_atomic};
+use super::frame::{self, FrameError};
+use super::types::SnapshotMeta;
+
+const MAGIC: u32 = u32::from_le_bytes(*b"SLSS");
+const VERSION: u16 = 1;
+/// Largest snapshot accepted (from disk or from a peer).
+pub const MAX_SNAPSHOT_BYTES: usize = 1 << 30;
+pub const SNAPSHOT_FILE: &str = "snapshot.bin";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("snapshot frame invalid: {0}")]
+    Frame(#[from] FrameError),
+    #[error("snapshot archive invalid: {0}")]
+    Archive(String),
+    #[error("snapshot raft meta invalid: {0}")]
+    Meta(String),
+    #[error("snapshot io: {0}")]
+    Io(#[from] io::Error),
+}
+
+impl From<SnapshotError> for io::Error {
+    fn from(e: SnapshotError) -> Self {
+        match e {
+            SnapshotError::Io(e) => e,
+            other => io::Error::new(io::ErrorKind::InvalidData, other.to_string()),
+        }
+    }
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapFile {
+    meta_json: Vec<u8>,
+    image: SnapImage,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapImage {
+    cluster_id: String,
+    applied_index: u64,
+    next_producer_id: i64,
+    topics: Vec<SnapTopic>,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapTopic {
+    name: String,
+    topic_id: [u8; 16],
+    partitions: Vec<SnapPartition>,
+    configs: Vec<SnapConfig>,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapPartition {
+    partition: i32,
+    shard: u16,
+    leader_epoch: i32,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapConfig {
+    key: String,
+    value: String,
+}
+
+impl From<&MetadataImage> for SnapImage {
+    fn from(img: &MetadataImage) -> Self {
+        SnapImage {
+            cluster_id: img.cluster_id.clone(),
+            applied_index: img.applied_index,
+            next_producer_id: img.next_producer_id,
+            topics: img
+                .topics
+                .values()
+                .map(|t| SnapTopic {
+                    name: t.name.clone(),
+                    topic_id: t.topic_id,
+                    partitions: t
+                        .partitions
+                        .iter()
+                        .map(|p| SnapPartition { partition: p.partition, shard: p.shard, leader_epoch: p.leader_epoch })
+                        .collect(),
+                    configs: t.configs.iter().map(|(k, v)| SnapConfig { key: k.clone(), value: v.clone() }).collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<SnapImage> for MetadataImage {
+    fn from(s: SnapImage) -> Self {
+        let topics = s
+            .topics
+            .into_iter()
+            .map(|t| {
+                let meta = TopicMeta {
+                    name: t.name.clone(),
+                    topic_id: t.topic_id,
+                    partitions: t
+                        .partitions
+                        .into_iter()
+                        .map(|p| PartitionMeta { partition: p.partition, shard: p.shard, leader_epoch: p.leader_epoch })
+                        .collect(),
+                    configs: t.configs.into_iter().map(|c| (c.key, c.value)).collect::<BTreeMap<_, _>>(),
+                };
+                (t.name, meta)
+            })
+            .collect();
+        MetadataImage {
+            cluster_id: s.cluster_id,
+            applied_index: s.applied_index,
+            topics,
+            next_producer_id: s.next_producer_id,
+        }
+    }
+}
+
+/// Serializes a snapshot to the bytes of a snapshot file.
+pub fn encode(meta: &SnapshotMeta, image: &MetadataImage) -> Result<Vec<u8>, SnapshotError> {
+    let meta_json = serde_json::to_vec(meta).map_err(|e| SnapshotError::Meta(e.to_string()))?;
+    let file = SnapFile { meta_json, image: SnapImage::from(image) };
+    let archived = rkyv::to_bytes::<rkyv::rancor::Error>(&file).map_err(|e| SnapshotError::Archive(e.to_string()))?;
+    if archived.len() > MAX_SNAPSHOT_BYTES {
+        return Err(SnapshotError::Archive(format!(
+            "snapshot is {} bytes, limit {MAX_SNAPSHOT_BYTES}",
+            archived.len()
+        )));
+    }
+    Ok(frame::encode(MAGIC, VERSION, &archived))
+}
+
+/// Checks (frame, CRC, archive validation) and decodes snapshot-file bytes.
+pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotError> {
+    let (payload, used) = frame::decode(bytes, MAGIC, VERSION, MAX_SNAPSHOT_BYTES)?;
+    if used != bytes.len() {
+        return Err(SnapshotError::Archive(format!("{} trailing bytes after the snapshot record", bytes.len() - used)));
+    }
+    // rkyv reads in place and needs its buffer aligned; a Vec<u8> from disk is not.
+    let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(payload.len());
+    aligned.extend_from_slice(payload);
+    let file = rkyv::from_bytes::<SnapFile, rkyv::rancor::Error>(&aligned)
+        .map_err(|e| SnapshotError::Archive(e.to_string()))?;
+    let meta: SnapshotMeta = serde_json::from_slice(&file.meta_json).map_err(|e| SnapshotError::Meta(e.to_string()))?;
+    Ok((meta, MetadataImage::from(file.image)))
+}
+
+/// Durably replaces the snapshot file in `dir`.
+pub fn store(dir: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomic(&dir.join(SNAPSHOT_FILE), bytes)
+}
+
+/// Loads the snapshot file in `dir`, if any. Corruption is an error that names the file:
+/// the log before the snapshot has been purged, so nothing can replace it.
+pub fn load(dir: &Path) -> Result<Option<(SnapshotMeta, MetadataImage, Vec<u8>)>, String> {
+    let path = dir.join(SNAPSHOT_FILE);
+    let bytes = match read_if_exists(&path) {
+        Ok(None) => return Ok(None),
+        Ok(Some(b)) => b,
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    match decode(&bytes) {
+        Ok((meta, image)) => Ok(Some((meta, image, bytes))),
+        Err(e) => Err(format!(
+            "{} is corrupt ({e}); the log before it was purged, so restore the file from a backup or another controller",
+            path.display()
+        )),
+    }
+}

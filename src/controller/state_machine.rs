@@ -1,0 +1,184 @@
+//! The raft state machine: applies committed commands to the metadata image (see
+//! `apply.rs`), publishes the new image and its deltas to the shards, and builds/installs
+//! snapshots (see `snapshot.rs`).
+use std::io;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures::{Stream, TryStreamExt};
+use openraft::storage::{EntryResponder, RaftStateMachine};
+use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
+
+use crate::cluster::image::{MetadataDelta, MetadataImage, MetadataUpdate};
+
+use super::apply::{apply, diff_images};
+use super::snapshot;
+use super::types::{Applied, ControllerTypes, LogId, Response, Snapshot, SnapshotData, SnapshotMeta, StoredMembership};
+
+/// The latest committed image and the shards' update channels. Shared by the state machine
+/// (writer, on the controller thread) and every `ControllerHandle` (readers).
+pub struct Publisher {
+    state: Mutex<PubState>,
+}
+
+struct PubState {
+    image: Arc<MetadataImage>,
+    senders: Vec<async_channel::Sender<MetadataUpdate>>,
+    /// False until start-up recovery is done: replayed records are not sent as deltas,
+    /// the shards get the recovered image as their first update instead.
+    live: bool,
+}
+
+impl Publisher {
+    pub fn new(senders: Vec<async_channel::Sender<MetadataUpdate>>) -> Publisher {
+        Publisher { state: Mutex::new(PubState { image: Arc::new(MetadataImage::default()), senders, live: false }) }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, PubState> {
+        // A panic while holding this lock leaves only a stale Arc behind: keep serving it.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.lock().image.clone()
+    }
+
+    /// Stores `image` as the latest committed one and, once live, sends it with `deltas` to
+    /// every shard (only when something changed for them).
+    fn publish(&self, image: Arc<MetadataImage>, deltas: Vec<MetadataDelta>) {
+        let mut st = self.lock();
+        st.image = image.clone();
+        if st.live && !deltas.is_empty() {
+            send_all(&st.senders, MetadataUpdate { image, deltas });
+        }
+    }
+
+    /// Ends recovery: every shard gets the current image with no deltas, then live updates.
+    pub fn go_live(&self) {
+        let mut st = self.lock();
+        if st.live {
+            return;
+        }
+        st.live = true;
+        send_all(&st.senders, MetadataUpdate { image: st.image.clone(), deltas: Vec::new() });
+    }
+}
+
+fn send_all(senders: &[async_channel::Sender<MetadataUpdate>], update: MetadataUpdate) {
+    for (shard, tx) in senders.iter().enumerate() {
+        // Unbounded: the only failure is a closed channel, i.e. the shard has stopped.
+        if tx.try_send(update.clone()).is_err() {
+            tracing::debug!(shard, "metadata update not delivered: shard channel closed");
+        }
+    }
+}
+
+pub struct StateMachine {
+    dir: PathBuf,
+    image: Arc<MetadataImage>,
+    last_applied: Option<LogId>,
+    membership: StoredMembership,
+    publisher: Arc<Publisher>,
+}
+
+impl StateMachine {
+    /// Loads the snapshot in `dir` (if any); raft replays the log after it.
+    pub fn open(dir: PathBuf, publisher: Arc<Publisher>) -> Result<StateMachine, String> {
+        let mut sm = StateMachine {
+            dir,
+            image: Arc::new(MetadataImage::default()),
+            last_applied: None,
+            membership: StoredMembership::default(),
+            publisher,
+        };
+        if let Some((meta, image, bytes)) = snapshot::load(&sm.dir)? {
+            tracing::info!(last_log_id = ?meta.last_log_id, bytes = bytes.len(), topics = image.topics.len(), "controller snapshot loaded");
+            sm.last_applied = meta.last_log_id;
+            sm.membership = meta.last_membership;
+            sm.image = Arc::new(image);
+        }
+        sm.publisher.publish(sm.image.clone(), Vec::new());
+        Ok(sm)
+    }
+
+    fn snapshot_meta(&self) -> SnapshotMeta {
+        SnapshotMeta { last_log_id: self.last_applied.clone(), last_membership: self.membership.clone() }
+    }
+}
+
+/// Builds a snapshot of the state at the time it was created (the state machine keeps
+/// applying meanwhile).
+pub struct Builder {
+    dir: PathBuf,
+    image: Arc<MetadataImage>,
+    meta: SnapshotMeta,
+}
+
+impl RaftSnapshotBuilder<ControllerTypes> for Builder {
+    type SnapshotData = SnapshotData;
+
+    async fn build_snapshot(&mut self) -> Result<Snapshot, io::Error> {
+        let bytes = snapshot::encode(&self.meta, &self.image)?;
+        snapshot::store(&self.dir, &bytes)?;
+        tracing::info!(last_log_id = ?self.meta.last_log_id, bytes = bytes.len(), "controller snapshot written");
+        Ok(Snapshot { meta: self.meta.clone(), snapshot: bytes })
+    }
+}
+
+impl RaftStateMachine<ControllerTypes> for StateMachine {
+    type SnapshotData = SnapshotData;
+    type SnapshotBuilder = Builder;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
+        Ok((self.last_applied.clone(), self.membership.clone()))
+    }
+
+    async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
+    where Strm: Stream<Item = Result<EntryResponder<ControllerTypes>, io::Error>> + Unpin + OptionalSend {
+        while let Some((entry, responder)) = entries.try_next().await? {
+            let index = entry.log_id.index;
+            let (response, deltas) = match &entry.payload {
+                EntryPayload::Blank => {
+                    Arc::make_mut(&mut self.image).applied_index = index;
+                    (Response(Ok(Applied::Done)), Vec::new())
+                }
+                EntryPayload::Normal(cmd) => apply(Arc::make_mut(&mut self.image), index, cmd),
+                EntryPayload::Membership(m) => {
+                    self.membership = StoredMembership::new(Some(entry.log_id.clone()), m.clone());
+                    Arc::make_mut(&mut self.image).applied_index = index;
+                    (Response(Ok(Applied::Done)), Vec::new())
+                }
+            };
+            self.last_applied = Some(entry.log_id.clone());
+            self.publisher.publish(self.image.clone(), deltas);
+            if let Some(r) = responder {
+                r.send(response);
+            }
+        }
+        Ok(())
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        Builder { dir: self.dir.clone(), image: self.image.clone(), meta: self.snapshot_meta() }
+    }
+
+    async fn install_snapshot(&mut self, meta: &SnapshotMeta, data: SnapshotData) -> Result<(), io::Error> {
+        let (_, image) = snapshot::decode(&data)?;
+        snapshot::store(&self.dir, &data)?;
+        let deltas = diff_images(&self.image, &image);
+        tracing::info!(last_log_id = ?meta.last_log_id, changes = deltas.len(), "controller snapshot installed");
+        self.image = Arc::new(image);
+        self.last_applied = meta.last_log_id.clone();
+        self.membership = meta.last_membership.clone();
+        self.publisher.publish(self.image.clone(), deltas);
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
+        match snapshot::load(&self.dir) {
+            Ok(Some((meta, _, bytes))) => Ok(Some(Snapshot { meta, snapshot: bytes })),
+            Ok(None) => Ok(None),
+            Err(msg) => Err(io::Error::new(io::ErrorKind::InvalidData, msg)),
+        }
+    }
+}

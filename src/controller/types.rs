@@ -1,0 +1,95 @@
+//! The raft type config of the metadata quorum, and the records it replicates.
+//!
+//! A `Command` carries every decision already made (topic id, shard of each partition, the
+//! resulting config map), so applying it is deterministic on every node and on replay.
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::image::{ShardId, TopicMeta};
+
+use super::ControllerError;
+
+openraft::declare_raft_types!(
+    /// Type config of the controller quorum. Node ids are Kafka node ids (non-negative);
+    /// `BasicNode.addr` will carry the controller RPC address once there are peers.
+    pub ControllerTypes:
+        D = Command,
+        R = Response,
+        NodeId = u64,
+        Node = openraft::impls::BasicNode,
+);
+
+pub type Raft = openraft::Raft<ControllerTypes, super::state_machine::StateMachine>;
+pub type Entry = openraft::type_config::alias::EntryOf<ControllerTypes>;
+pub type LogId = openraft::type_config::alias::LogIdOf<ControllerTypes>;
+pub type Vote = openraft::type_config::alias::VoteOf<ControllerTypes>;
+pub type SnapshotMeta = openraft::type_config::alias::SnapshotMetaOf<ControllerTypes>;
+pub type StoredMembership = openraft::type_config::alias::StoredMembershipOf<ControllerTypes>;
+/// A snapshot travels (and is stored) as the bytes of the snapshot file.
+pub type SnapshotData = Vec<u8>;
+pub type Snapshot = openraft::type_config::alias::SnapshotOf<ControllerTypes, SnapshotData>;
+
+/// One replicated metadata record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Command {
+    /// Written once, by the first leader of a fresh cluster.
+    InitCluster { cluster_id: String },
+    /// `shards[i]` is the shard of partition i.
+    CreateTopic { name: String, topic_id: [u8; 16], shards: Vec<ShardId>, configs: BTreeMap<String, String> },
+    /// Appends partitions `current..current+new_shards.len()`; `topic_id` guards against the
+    /// topic having been deleted and re-created since the proposal was built.
+    CreatePartitions { name: String, topic_id: [u8; 16], new_shards: Vec<ShardId> },
+    DeleteTopic { name: String, topic_id: [u8; 16] },
+    /// Replaces the topic's whole override map (already validated).
+    SetTopicConfigs { name: String, topic_id: [u8; 16], configs: BTreeMap<String, String> },
+    AllocateProducerIds { count: i64 },
+}
+
+impl fmt::Display for Command {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Command::InitCluster { cluster_id } => write!(f, "InitCluster({cluster_id})"),
+            Command::CreateTopic { name, shards, .. } => write!(f, "CreateTopic({name}, {} partitions)", shards.len()),
+            Command::CreatePartitions { name, new_shards, .. } => {
+                write!(f, "CreatePartitions({name}, +{})", new_shards.len())
+            }
+            Command::DeleteTopic { name, .. } => write!(f, "DeleteTopic({name})"),
+            Command::SetTopicConfigs { name, configs, .. } => write!(f, "SetTopicConfigs({name}, {} keys)", configs.len()),
+            Command::AllocateProducerIds { count } => write!(f, "AllocateProducerIds({count})"),
+        }
+    }
+}
+
+/// What applying a command produced.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Applied {
+    Done,
+    TopicCreated(TopicMeta),
+    TopicDeleted { topic_id: [u8; 16] },
+    ProducerIds { first: i64 },
+}
+
+/// A command the state machine refused when applying it (the image changed between
+/// proposal and commit). Deterministic: every replica refuses it the same way.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Rejection {
+    TopicAlreadyExists(String),
+    UnknownTopic(String),
+    InvalidRequest(String),
+}
+
+impl From<Rejection> for ControllerError {
+    fn from(r: Rejection) -> Self {
+        match r {
+            Rejection::TopicAlreadyExists(n) => ControllerError::TopicAlreadyExists(n),
+            Rejection::UnknownTopic(n) => ControllerError::UnknownTopic(n),
+            Rejection::InvalidRequest(m) => ControllerError::InvalidRequest(m),
+        }
+    }
+}
+
+/// The state machine's answer to one entry (blank and membership entries get `Done`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Response(pub Result<Applied, Rejection>);
