@@ -893,7 +893,7 @@ impl Record {
         }
         let num_headers = num_headers as usize;
 
-        let mut headers = IndexMap::with_capacity(num_headers.min(buf.remaining())); // shardlog patch: bounded by bytes left
+        let mut headers = IndexMap::with_capacity(num_headers.min(buf.len())); // shardlog patch: bounded by bytes left
         for _ in 0..num_headers {
             // Key len
             let key_len: i32 = types::VarInt.decode(buf)?;
