@@ -1,0 +1,128 @@
+//! Protocol hot paths: request decode, produce batch validation, fetch response assembly.
+//! `cargo bench --bench protocol -- --quick` for a short run.
+
+use bytes::{Bytes, BytesMut};
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use kafka_protocol::indexmap::IndexMap;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{ApiKey, MetadataRequest, ProduceRequest, RequestHeader, TopicName};
+use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use shardlog::protocol::fetch_writer::{
+    write_fetch_response, FetchPartitionParts, FetchResponseParts, FetchTopicParts,
+};
+use shardlog::protocol::record_batch::{iter_batches, validate_produce_records};
+use shardlog::protocol::request::decode_request;
+
+/// One uncompressed producer batch of about `bytes` bytes (1 KiB values).
+fn batch(bytes: usize) -> Bytes {
+    let n = (bytes / 1024).max(1);
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: -1,
+            timestamp: 1_700_000_000_000 + i as i64,
+            key: None,
+            value: Some(Bytes::from(vec![(i % 251) as u8; 1000])),
+            headers: IndexMap::new(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(&mut buf, records.iter(), &RecordEncodeOptions { version: 2, compression: Compression::None })
+        .expect("bench batch encodes");
+    buf.freeze()
+}
+
+fn request_frame<R: Encodable + HeaderVersion>(key: ApiKey, version: i16, body: &R) -> Bytes {
+    let mut b = BytesMut::new();
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(1)
+        .with_client_id(Some(StrBytes::from_static_str("bench")))
+        .encode(&mut b, R::header_version(version))
+        .expect("header encodes");
+    body.encode(&mut b, version).expect("body encodes");
+    b.freeze()
+}
+
+fn bench_decode(c: &mut Criterion) {
+    let produce = ProduceRequest::default().with_acks(-1).with_timeout_ms(30_000).with_topic_data(vec![
+        TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str("bench-topic")))
+            .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(batch(16 * 1024)))]),
+    ]);
+    let produce = request_frame(ApiKey::Produce, 9, &produce);
+    let metadata = MetadataRequest::default().with_topics(Some(
+        ["orders", "payments", "clicks"]
+            .iter()
+            .map(|t| MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_static_str(t)))))
+            .collect(),
+    ));
+    let metadata = request_frame(ApiKey::Metadata, 12, &metadata);
+
+    let mut g = c.benchmark_group("request_decode");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("produce_v9_16KiB", |b| b.iter(|| decode_request(black_box(produce.clone())).is_ok()));
+    g.bench_function("metadata_v12_3_topics", |b| b.iter(|| decode_request(black_box(metadata.clone())).is_ok()));
+    g.finish();
+}
+
+fn bench_validate(c: &mut Criterion) {
+    // 1 MiB as 64 produce batches of 16 KiB, validated one by one (one batch per partition),
+    // and the same bytes as a stored log walked by iter_batches.
+    let batches: Vec<Bytes> = (0..64).map(|_| batch(16 * 1024)).collect();
+    let total: usize = batches.iter().map(Bytes::len).sum();
+    let mut log = BytesMut::new();
+    for b in &batches {
+        log.extend_from_slice(b);
+    }
+    let mut g = c.benchmark_group("batch_validate");
+    g.throughput(Throughput::Bytes(total as u64));
+    g.bench_function("validate_produce_64x16KiB", |b| {
+        b.iter(|| batches.iter().all(|x| validate_produce_records(black_box(x), 1 << 20).is_ok()))
+    });
+    g.bench_function("iter_batches_1MiB", |b| b.iter(|| iter_batches(black_box(&log)).count()));
+    g.finish();
+}
+
+fn bench_fetch(c: &mut Criterion) {
+    let records = batch(16 * 1024);
+    let parts = FetchResponseParts {
+        throttle_time_ms: 0,
+        error_code: 0,
+        session_id: 0,
+        topics: vec![FetchTopicParts {
+            name: StrBytes::from_static_str("bench-topic"),
+            topic_id: [1; 16],
+            partitions: (0..64)
+                .map(|i| FetchPartitionParts {
+                    partition_index: i,
+                    high_watermark: 1000,
+                    last_stable_offset: 1000,
+                    log_start_offset: 0,
+                    records: vec![records.clone()],
+                    ..Default::default()
+                })
+                .collect(),
+        }],
+    };
+    let mut g = c.benchmark_group("fetch_response");
+    g.throughput(Throughput::Bytes(64 * records.len() as u64));
+    g.bench_function("v12_64x16KiB", |b| b.iter(|| write_fetch_response(1, 12, black_box(&parts)).len()));
+    g.bench_function("v17_64x16KiB", |b| b.iter(|| write_fetch_response(1, 17, black_box(&parts)).len()));
+    g.finish();
+}
+
+criterion_group!(benches, bench_decode, bench_validate, bench_fetch);
+criterion_main!(benches);
