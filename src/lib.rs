@@ -8,6 +8,7 @@
 //! - `partition/`  one partition's state: log, producer state, high watermark
 //! - `controller/` the openraft metadata quorum on its own pinned thread
 //! - `cluster/`    the metadata image every shard reads, deltas, topic configs
+pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod controller;

@@ -1,1 +1,80 @@
-fn main(){}
+//! `shardlog`: the broker (`serve`) and its command-line tools.
+use clap::{Parser, Subcommand};
+use shardlog::cli::topic;
+use shardlog::config::ConfigArgs;
+
+#[derive(Parser)]
+#[command(name = "shardlog", version, about = "A Kafka-compatible, thread-per-core message broker")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the broker.
+    Serve(ConfigArgs),
+    /// Manage topics on a running broker.
+    Topic {
+        #[command(subcommand)]
+        action: TopicAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum TopicAction {
+    /// Create a topic.
+    Create {
+        name: String,
+        #[arg(long, default_value_t = 1)]
+        partitions: i32,
+        /// Topic config, key=value (repeatable).
+        #[arg(long = "config", value_parser = parse_kv)]
+        configs: Vec<(String, String)>,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+    /// List topics.
+    List {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+    /// Describe one topic (or all).
+    Describe {
+        name: Option<String>,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+    /// Delete a topic.
+    Delete {
+        name: String,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+}
+
+fn parse_kv(s: &str) -> Result<(String, String), String> {
+    s.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| format!("expected key=value, got {s}"))
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(args) => args.resolve().map_err(anyhow::Error::from).and_then(|config| {
+            let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{},openraft=warn", config.log_level)));
+            tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+            shardlog::server::run_broker(config)
+        }),
+        Command::Topic { action } => match action {
+            TopicAction::Create { name, partitions, configs, bootstrap } => topic::create(&bootstrap, &name, partitions, &configs),
+            TopicAction::List { bootstrap } => topic::list(&bootstrap),
+            TopicAction::Describe { name, bootstrap } => topic::describe(&bootstrap, name.as_deref()),
+            TopicAction::Delete { name, bootstrap } => topic::delete(&bootstrap, &name),
+        },
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}

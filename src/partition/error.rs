@@ -14,6 +14,8 @@ pub enum PartitionError {
     OffsetOutOfRange { offset: i64, log_start_offset: i64, log_end_offset: i64 },
     #[error("partition is being deleted or moved")]
     NotLeader,
+    #[error("unknown topic or partition")]
+    UnknownTopicOrPartition,
     #[error("timestamp {0} is invalid")]
     InvalidTimestamp(i64),
 }

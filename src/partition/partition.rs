@@ -233,10 +233,10 @@ impl Partition {
                 let mut batch = BytesMut::from(&records[at..at + len]);
                 at += len;
                 let base = log.next_offset();
-                set_base_offset(&mut batch, base);
-                set_partition_leader_epoch(&mut batch, epoch);
+                set_base_offset(&mut batch, base)?;
+                set_partition_leader_epoch(&mut batch, epoch)?;
                 if log_append_time >= 0 {
-                    set_log_append_time(&mut batch, log_append_time);
+                    set_log_append_time(&mut batch, log_append_time)?;
                 }
                 let patched = parse_header(&batch)?;
                 debug_assert_eq!(patched.base_offset, base);

@@ -90,6 +90,9 @@ pub async fn read_checked_file(path: &Path, magic: u32, version: u16) -> Result<
     let file = match DmaFile::open(path).await {
         Ok(f) => f,
         Err(glommio::GlommioError::IoError(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(glommio::GlommioError::EnhancedIoError { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(None)
+        }
         Err(e) => return Err(StorageError::glommio(format!("opening {}", path.display()), e)),
     };
     let size = file.file_size().await.map_err(|e| StorageError::glommio("sizing a checked file", e))?;

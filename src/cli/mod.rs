@@ -1,0 +1,3 @@
+//! Command-line tools that talk to a running broker over the Kafka protocol.
+pub mod client;
+pub mod topic;

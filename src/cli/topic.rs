@@ -1,0 +1,103 @@
+//! `shardlog topic create|list|describe|delete` against a running broker.
+use std::collections::BTreeMap;
+
+use anyhow::bail;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig, CreateTopicsRequest};
+use kafka_protocol::messages::delete_topics_request::{DeleteTopicState, DeleteTopicsRequest};
+use kafka_protocol::messages::describe_configs_request::{DescribeConfigsRequest, DescribeConfigsResource};
+use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::StrBytes;
+
+use super::client::Client;
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+fn check(code: i16, what: &str, message: Option<&StrBytes>) -> anyhow::Result<()> {
+    if code != 0 {
+        let err = kafka_protocol::ResponseError::try_from_code(code).map(|e| format!("{e:?}")).unwrap_or_else(|| format!("error {code}"));
+        bail!("{what}: {err}{}", message.map(|m| format!(" ({})", m.as_str())).unwrap_or_default());
+    }
+    Ok(())
+}
+
+pub fn create(bootstrap: &str, topic: &str, partitions: i32, configs: &[(String, String)]) -> anyhow::Result<()> {
+    let mut c = Client::connect(bootstrap)?;
+    let req = CreateTopicsRequest::default().with_timeout_ms(30_000).with_topics(vec![CreatableTopic::default()
+        .with_name(name(topic))
+        .with_num_partitions(partitions)
+        .with_replication_factor(-1)
+        .with_configs(
+            configs
+                .iter()
+                .map(|(k, v)| CreatableTopicConfig::default().with_name(StrBytes::from_string(k.clone())).with_value(Some(StrBytes::from_string(v.clone()))))
+                .collect(),
+        )]);
+    let resp = c.send(&req, 7)?;
+    for t in &resp.topics {
+        check(t.error_code, &format!("create {}", t.name.0.as_str()), t.error_message.as_ref())?;
+        println!("created topic {} with {} partitions (id {})", t.name.0.as_str(), t.num_partitions, t.topic_id);
+    }
+    Ok(())
+}
+
+pub fn delete(bootstrap: &str, topic: &str) -> anyhow::Result<()> {
+    let mut c = Client::connect(bootstrap)?;
+    let req = DeleteTopicsRequest::default().with_timeout_ms(30_000).with_topics(vec![DeleteTopicState::default().with_name(Some(name(topic)))]);
+    let resp = c.send(&req, 6)?;
+    for t in &resp.responses {
+        check(t.error_code, &format!("delete {topic}"), t.error_message.as_ref())?;
+        println!("deleted topic {topic}");
+    }
+    Ok(())
+}
+
+pub fn list(bootstrap: &str) -> anyhow::Result<()> {
+    let mut c = Client::connect(bootstrap)?;
+    let resp = c.send(&MetadataRequest::default().with_topics(None), 12)?;
+    let mut names: Vec<String> = resp.topics.iter().filter_map(|t| t.name.as_ref().map(|n| n.0.to_string())).collect();
+    names.sort();
+    for n in names {
+        println!("{n}");
+    }
+    Ok(())
+}
+
+pub fn describe(bootstrap: &str, topic: Option<&str>) -> anyhow::Result<()> {
+    let mut c = Client::connect(bootstrap)?;
+    let topics = topic.map(|t| vec![MetadataRequestTopic::default().with_name(Some(name(t)))]);
+    let resp = c.send(&MetadataRequest::default().with_topics(topics).with_allow_auto_topic_creation(false), 12)?;
+    for t in &resp.topics {
+        let tname = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+        check(t.error_code, &format!("describe {tname}"), None)?;
+        let cfg = c.send(
+            &DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+                .with_resource_type(2)
+                .with_resource_name(StrBytes::from_string(tname.clone()))]),
+            4,
+        )?;
+        let mut set = BTreeMap::new();
+        for r in &cfg.results {
+            for e in &r.configs {
+                if e.config_source == 1 {
+                    set.insert(e.name.to_string(), e.value.as_ref().map(|v| v.to_string()).unwrap_or_default());
+                }
+            }
+        }
+        let configs: Vec<String> = set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        println!("Topic: {tname}\tTopicId: {}\tPartitionCount: {}\tConfigs: {}", t.topic_id, t.partitions.len(), configs.join(","));
+        for p in &t.partitions {
+            println!(
+                "\tTopic: {tname}\tPartition: {}\tLeader: {}\tLeaderEpoch: {}\tReplicas: {:?}\tIsr: {:?}",
+                p.partition_index,
+                p.leader_id.0,
+                p.leader_epoch,
+                p.replica_nodes.iter().map(|b| b.0).collect::<Vec<_>>(),
+                p.isr_nodes.iter().map(|b| b.0).collect::<Vec<_>>()
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,133 @@
+//! One client connection, on the shard that accepted it.
+//!
+//! The reader task reads frames (length checked against socket.request.max.bytes before
+//! anything is allocated), decodes them and starts a handler task per request; the
+//! writer task writes the responses strictly in request order, as Kafka requires. At
+//! most `max_inflight_requests_per_connection` requests are in flight. A malformed
+//! request is logged once with the peer address and closes only this connection.
+use std::net::SocketAddr;
+use std::rc::Rc;
+
+use bytes::{Buf, BytesMut};
+use futures::{AsyncReadExt, AsyncWriteExt};
+use glommio::channels::local_channel;
+use glommio::net::{TcpListener, TcpStream};
+use glommio::Task;
+
+use super::dispatch::{dispatch, Response};
+use super::shard::ShardContext;
+use super::socket_split::{split, ReadHalf, WriteHalf};
+use crate::protocol::api_versions::unsupported_version_response_v0;
+use crate::protocol::{decode_request, frame_len, RequestError};
+
+/// Bytes asked of the socket per read when no bigger frame is pending.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+pub async fn accept_loop(ctx: Rc<ShardContext>, listener: TcpListener) {
+    loop {
+        match listener.accept().await {
+            Ok(stream) => {
+                if ctx.connections.get() >= ctx.config.max_connections_per_shard {
+                    tracing::warn!(shard = ctx.shard, limit = ctx.config.max_connections_per_shard,
+                        "connection limit reached; closing a new connection (raise max_connections_per_shard)");
+                    drop(stream);
+                    continue;
+                }
+                let ctx = ctx.clone();
+                glommio::spawn_local(async move { serve(ctx, stream).await }).detach();
+            }
+            Err(e) => {
+                tracing::warn!(shard = ctx.shard, error = %e, "accept failed");
+                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) {
+    let peer = stream.peer_addr().ok();
+    let _ = stream.set_nodelay(true);
+    ctx.connections.set(ctx.connections.get() + 1);
+    let (reader, writer) = split(stream);
+    let (tx, rx) = local_channel::new_bounded::<Task<Response>>(ctx.config.max_inflight_requests_per_connection);
+    let writer_task = glommio::spawn_local(write_responses(writer, rx));
+    read_requests(&ctx, reader, tx, peer).await;
+    // The reader closed the channel; the writer drains the remaining responses.
+    writer_task.await;
+    ctx.connections.set(ctx.connections.get() - 1);
+}
+
+async fn read_requests(
+    ctx: &Rc<ShardContext>,
+    mut reader: ReadHalf,
+    tx: local_channel::LocalSender<Task<Response>>,
+    peer: Option<SocketAddr>,
+) {
+    let max = ctx.config.socket_request_max_bytes;
+    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    loop {
+        if !fill(&mut reader, &mut buf, 4).await {
+            return;
+        }
+        let len = match frame_len([buf[0], buf[1], buf[2], buf[3]], max) {
+            Ok(len) => len,
+            Err(e) => {
+                tracing::warn!(shard = ctx.shard, peer = ?peer, error = %e, "refusing frame; closing connection");
+                return;
+            }
+        };
+        if !fill(&mut reader, &mut buf, 4 + len).await {
+            return;
+        }
+        buf.advance(4);
+        let frame = buf.split_to(len).freeze();
+        let task = match decode_request(frame) {
+            Ok(req) => {
+                let ctx = ctx.clone();
+                glommio::spawn_local(async move { dispatch(&ctx, req).await })
+            }
+            Err(RequestError::UnsupportedVersion { api_key, correlation_id, .. })
+                if api_key == kafka_protocol::messages::ApiKey::ApiVersions =>
+            {
+                let resp: Response = Some(vec![unsupported_version_response_v0(correlation_id).freeze()]);
+                glommio::spawn_local(async move { resp })
+            }
+            Err(e) => {
+                tracing::warn!(shard = ctx.shard, peer = ?peer, error = %e, "bad request; closing connection");
+                return;
+            }
+        };
+        if tx.send(task).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Reads until `buf` holds at least `want` bytes; false on EOF or error.
+async fn fill(reader: &mut ReadHalf, buf: &mut BytesMut, want: usize) -> bool {
+    while buf.len() < want {
+        let old = buf.len();
+        let grow = (want - old).max(READ_CHUNK_BYTES);
+        buf.resize(old + grow, 0);
+        match reader.read(&mut buf[old..]).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => buf.truncate(old + n),
+        }
+    }
+    true
+}
+
+async fn write_responses(mut writer: WriteHalf, rx: local_channel::LocalReceiver<Task<Response>>) {
+    while let Some(task) = rx.recv().await {
+        let Some(buffers) = task.await else { continue };
+        for b in buffers {
+            // glommio's stream sends only the first slice of a vectored write, so each
+            // buffer goes out on its own (stored batch bytes are still not copied).
+            if writer.write_all(&b).await.is_err() {
+                return;
+            }
+        }
+    }
+    let _ = writer.flush().await;
+}
+

@@ -1,0 +1,62 @@
+//! Routes a decoded request to its handler in `handlers/`.
+use std::rc::Rc;
+
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, RequestKind};
+use kafka_protocol::protocol::{Encodable, HeaderVersion};
+
+use super::handlers;
+use super::shard::ShardContext;
+use crate::protocol::{encode_response, DecodedRequest};
+
+/// The frames of one response; None = nothing is sent (Produce with acks=0).
+pub type Response = Option<Vec<Bytes>>;
+
+/// Request context a handler needs to answer.
+#[derive(Clone, Copy, Debug)]
+pub struct RequestMeta {
+    pub api_key: ApiKey,
+    pub version: i16,
+    pub correlation_id: i32,
+}
+
+impl RequestMeta {
+    /// Encodes `body` as this request's response frame.
+    pub fn respond<R: Encodable + HeaderVersion>(&self, body: &R) -> Response {
+        match encode_response(self.correlation_id, self.api_key, self.version, body) {
+            Ok(frame) => Some(vec![frame.freeze()]),
+            Err(e) => {
+                // Our own response failed to encode: a bug, not client input. Closing the
+                // connection (no response) is what the client can recover from.
+                tracing::error!(api = ?self.api_key, version = self.version, error = %e, "cannot encode response");
+                None
+            }
+        }
+    }
+}
+
+pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest) -> Response {
+    let meta = RequestMeta { api_key: req.api_key, version: req.version, correlation_id: req.header.correlation_id };
+    match req.body {
+        RequestKind::ApiVersions(_) => handlers::api_versions::handle(meta),
+        RequestKind::Metadata(r) => handlers::metadata::handle(ctx, meta, r).await,
+        RequestKind::Produce(r) => handlers::produce::handle(ctx, meta, r).await,
+        RequestKind::Fetch(r) => handlers::fetch::handle(ctx, meta, r).await,
+        RequestKind::ListOffsets(r) => handlers::list_offsets::handle(ctx, meta, r).await,
+        RequestKind::CreateTopics(r) => handlers::create_topics::handle(ctx, meta, r).await,
+        RequestKind::DeleteTopics(r) => handlers::delete_topics::handle(ctx, meta, r).await,
+        RequestKind::CreatePartitions(r) => handlers::create_partitions::handle(ctx, meta, r).await,
+        RequestKind::DeleteRecords(r) => handlers::delete_records::handle(ctx, meta, r).await,
+        RequestKind::DescribeConfigs(r) => handlers::describe_configs::handle(ctx, meta, r),
+        RequestKind::IncrementalAlterConfigs(r) => handlers::incremental_alter_configs::handle(ctx, meta, r).await,
+        RequestKind::DescribeCluster(_) => handlers::describe_cluster::handle(ctx, meta),
+        RequestKind::InitProducerId(r) => handlers::init_producer_id::handle(ctx, meta, r).await,
+        other => {
+            // decode_request admits only APIs in our ApiVersions table; reaching here
+            // means the table and this match disagree.
+            tracing::error!(api = ?meta.api_key, "no handler for an admitted API; closing connection");
+            drop(other);
+            None
+        }
+    }
+}

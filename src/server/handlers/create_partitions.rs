@@ -1,0 +1,36 @@
+//! CreatePartitions: grow a topic to `count` partitions (never shrink).
+use std::rc::Rc;
+
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsRequest;
+use kafka_protocol::messages::create_partitions_response::{CreatePartitionsResponse, CreatePartitionsTopicResult};
+
+use super::{code, str_bytes};
+use crate::protocol::ErrorCode;
+use crate::server::dispatch::{RequestMeta, Response};
+use crate::server::shard::ShardContext;
+
+pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreatePartitionsRequest) -> Response {
+    let mut results = Vec::with_capacity(req.topics.len());
+    let mut changed = false;
+    for t in req.topics {
+        let mut r = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+        let foreign = t.assignments.iter().flatten().any(|a| a.broker_ids.iter().any(|b| b.0 != ctx.config.node_id));
+        if foreign {
+            r.error_code = ErrorCode::INVALID_REPLICA_ASSIGNMENT.code();
+            r.error_message = Some(str_bytes("every replica must be this broker"));
+        } else {
+            match ctx.controller.create_partitions(t.name.0.to_string(), t.count, req.validate_only).await {
+                Ok(()) => changed |= !req.validate_only,
+                Err(e) => {
+                    r.error_code = code(&e);
+                    r.error_message = Some(str_bytes(&e.to_string()));
+                }
+            }
+        }
+        results.push(r);
+    }
+    if changed {
+        ctx.catch_up_with_controller().await;
+    }
+    meta.respond(&CreatePartitionsResponse::default().with_results(results))
+}

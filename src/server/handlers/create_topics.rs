@@ -1,0 +1,84 @@
+//! CreateTopics through the controller. Replication factor must be -1 or 1 (one node);
+//! manual assignments are accepted only when every replica is this node.
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use kafka_protocol::messages::create_topics_request::CreateTopicsRequest;
+use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult, CreateTopicsResponse};
+
+use super::{code, str_bytes, uuid};
+use crate::cluster::topic_config::describe;
+use crate::protocol::ErrorCode;
+use crate::server::dispatch::{RequestMeta, Response};
+use crate::server::shard::ShardContext;
+
+pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreateTopicsRequest) -> Response {
+    let mut results = Vec::with_capacity(req.topics.len());
+    let mut created = false;
+    for t in req.topics {
+        let name = t.name.0.to_string();
+        let mut result = CreatableTopicResult::default().with_name(t.name.clone()).with_num_partitions(-1).with_replication_factor(-1);
+        let mut configs = BTreeMap::new();
+        let mut bad_config = None;
+        for c in &t.configs {
+            match &c.value {
+                Some(v) => {
+                    configs.insert(c.name.to_string(), v.to_string());
+                }
+                None => bad_config = Some(format!("config {} has a null value", c.name.as_str())),
+            }
+        }
+        let (mut partitions, mut rf) = (t.num_partitions, t.replication_factor);
+        if !t.assignments.is_empty() {
+            if partitions != -1 || rf != -1 {
+                bad_config = Some("num_partitions and replication_factor must be -1 with manual assignments".into());
+            }
+            if t.assignments.iter().any(|a| a.broker_ids.len() != 1 || a.broker_ids[0].0 != ctx.config.node_id) {
+                result.error_code = ErrorCode::INVALID_REPLICA_ASSIGNMENT.code();
+                result.error_message = Some(str_bytes("every replica must be this broker"));
+                results.push(result);
+                continue;
+            }
+            partitions = t.assignments.len() as i32;
+            rf = 1;
+        }
+        if let Some(msg) = bad_config {
+            result.error_code = ErrorCode::INVALID_REQUEST.code();
+            result.error_message = Some(str_bytes(&msg));
+            results.push(result);
+            continue;
+        }
+        match ctx.controller.create_topic(name, partitions, rf, configs.clone(), req.validate_only).await {
+            Ok(topic) => {
+                created |= !req.validate_only;
+                result.topic_id = uuid(&topic.topic_id);
+                result.num_partitions = topic.partitions.len() as i32;
+                result.replication_factor = 1;
+                if meta.version >= 5 {
+                    result.configs = Some(
+                        describe(&ctx.topic_defaults, &topic.configs)
+                            .into_iter()
+                            .map(|e| {
+                                CreatableTopicConfigs::default()
+                                    .with_name(str_bytes(&e.name))
+                                    .with_value(Some(str_bytes(&e.value)))
+                                    .with_config_source(if e.is_default { 5 } else { 1 })
+                            })
+                            .collect(),
+                    );
+                }
+            }
+            Err(e) => {
+                result.error_code = code(&e);
+                result.error_message = Some(str_bytes(&e.to_string()));
+            }
+        }
+        results.push(result);
+    }
+    if created {
+        // Answer only once this shard has the topic, so the client's next Metadata call
+        // (possibly on this connection) sees it.
+        ctx.catch_up_with_controller().await;
+    }
+    meta.respond(&CreateTopicsResponse::default().with_topics(results))
+}

@@ -1,0 +1,43 @@
+//! DeleteTopics by name (v1-5) or by name or topic id (v6).
+use std::rc::Rc;
+
+use kafka_protocol::messages::delete_topics_request::DeleteTopicsRequest;
+use kafka_protocol::messages::delete_topics_response::{DeletableTopicResult, DeleteTopicsResponse};
+
+use super::{code, str_bytes, topic_name, uuid};
+use crate::protocol::ErrorCode;
+use crate::server::dispatch::{RequestMeta, Response};
+use crate::server::shard::ShardContext;
+
+pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DeleteTopicsRequest) -> Response {
+    let image = ctx.image();
+    let targets: Vec<(Option<String>, [u8; 16])> = if meta.version >= 6 {
+        req.topics.iter().map(|t| (t.name.as_ref().map(|n| n.0.to_string()), *t.topic_id.as_bytes())).collect()
+    } else {
+        req.topic_names.iter().map(|n| (Some(n.0.to_string()), [0; 16])).collect()
+    };
+    let mut results = Vec::with_capacity(targets.len());
+    let mut deleted = false;
+    for (name, id) in targets {
+        let name = name.or_else(|| image.topic_by_id(&id).map(|t| t.name.clone()));
+        let mut r = DeletableTopicResult::default().with_name(name.as_deref().map(topic_name)).with_topic_id(uuid(&id));
+        match name {
+            None => r.error_code = ErrorCode::UNKNOWN_TOPIC_ID.code(),
+            Some(n) => match ctx.controller.delete_topic(n).await {
+                Ok(tid) => {
+                    deleted = true;
+                    r.topic_id = uuid(&tid);
+                }
+                Err(e) => {
+                    r.error_code = code(&e);
+                    r.error_message = Some(str_bytes(&e.to_string()));
+                }
+            },
+        }
+        results.push(r);
+    }
+    if deleted {
+        ctx.catch_up_with_controller().await;
+    }
+    meta.respond(&DeleteTopicsResponse::default().with_responses(results))
+}

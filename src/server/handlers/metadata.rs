@@ -1,0 +1,101 @@
+//! Metadata: this broker as the only node, every partition led by it. Unknown topics
+//! are created when the client allows it and `auto_create_topics_enable` is on.
+use std::rc::Rc;
+
+use kafka_protocol::messages::metadata_request::MetadataRequest;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::BrokerId;
+
+use super::{code, str_bytes, this_node, topic_name, uuid};
+use crate::cluster::image::TopicMeta;
+use crate::protocol::ErrorCode;
+use crate::server::dispatch::{RequestMeta, Response};
+use crate::server::shard::ShardContext;
+
+pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequest) -> Response {
+    let (node, host, port) = this_node(ctx);
+    // v0: an empty list means all topics; v1+: null means all.
+    let wanted: Option<Vec<(Option<String>, [u8; 16])>> = match &req.topics {
+        None => None,
+        Some(t) if t.is_empty() && meta.version == 0 => None,
+        Some(t) => Some(t.iter().map(|t| (t.name.as_ref().map(|n| n.0.to_string()), *t.topic_id.as_bytes())).collect()),
+    };
+    let allow_create = (meta.version < 4 || req.allow_auto_topic_creation) && ctx.config.auto_create_topics_enable;
+    let mut created_any = false;
+    let mut errors: Vec<(String, i16)> = Vec::new();
+    if let Some(w) = &wanted {
+        let image = ctx.image();
+        for (name, _) in w {
+            let Some(name) = name else { continue };
+            if image.topic(name).is_some() || !allow_create {
+                continue;
+            }
+            match ctx.controller.create_topic(name.clone(), -1, -1, Default::default(), false).await {
+                Ok(_) => created_any = true,
+                Err(crate::controller::ControllerError::TopicAlreadyExists(_)) => created_any = true,
+                Err(e) => errors.push((name.clone(), code(&e))),
+            }
+        }
+    }
+    if created_any {
+        ctx.catch_up_with_controller().await;
+    }
+    let image = ctx.image();
+    let describe = |t: &TopicMeta| {
+        MetadataResponseTopic::default()
+            .with_name(Some(topic_name(&t.name)))
+            .with_topic_id(uuid(&t.topic_id))
+            .with_topic_authorized_operations(i32::MIN)
+            .with_partitions(
+                t.partitions
+                    .iter()
+                    .map(|p| {
+                        MetadataResponsePartition::default()
+                            .with_partition_index(p.partition)
+                            .with_leader_id(BrokerId(node))
+                            .with_leader_epoch(p.leader_epoch)
+                            .with_replica_nodes(vec![BrokerId(node)])
+                            .with_isr_nodes(vec![BrokerId(node)])
+                    })
+                    .collect(),
+            )
+    };
+    let topics: Vec<MetadataResponseTopic> = match wanted {
+        None => image.topics.values().map(describe).collect(),
+        Some(w) => w
+            .iter()
+            .map(|(name, id)| {
+                let found = match name {
+                    Some(n) => image.topic(n),
+                    None => image.topic_by_id(id),
+                };
+                match found {
+                    Some(t) => describe(t),
+                    None => {
+                        let err = errors
+                            .iter()
+                            .find(|(n, _)| Some(n) == name.as_ref())
+                            .map(|(_, c)| *c)
+                            .unwrap_or(if name.is_some() { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code() } else { ErrorCode::UNKNOWN_TOPIC_ID.code() });
+                        MetadataResponseTopic::default()
+                            .with_error_code(err)
+                            .with_name(name.as_deref().map(topic_name))
+                            .with_topic_id(uuid(id))
+                    }
+                }
+            })
+            .collect(),
+    };
+    let resp = MetadataResponse::default()
+        .with_brokers(vec![MetadataResponseBroker::default()
+            .with_node_id(BrokerId(node))
+            .with_host(str_bytes(&host))
+            .with_port(port)])
+        .with_cluster_id(Some(str_bytes(&image.cluster_id)))
+        .with_controller_id(BrokerId(node))
+        .with_cluster_authorized_operations(i32::MIN)
+        .with_topics(topics);
+    meta.respond(&resp)
+}

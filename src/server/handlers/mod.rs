@@ -1,0 +1,44 @@
+//! One file per Kafka API. Each handler takes the decoded request body and returns the
+//! encoded response frames; partition work goes through `partition_ops::call` so it
+//! runs on the owning shard.
+pub mod api_versions;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_records;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
+pub mod fetch;
+pub mod incremental_alter_configs;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+
+use kafka_protocol::messages::TopicName;
+use kafka_protocol::protocol::StrBytes;
+
+use super::shard::ShardContext;
+use crate::protocol::ErrorCode;
+
+pub(crate) fn topic_name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+pub(crate) fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+pub(crate) fn uuid(id: &[u8; 16]) -> uuid::Uuid {
+    uuid::Uuid::from_bytes(*id)
+}
+
+/// This broker as clients should see it: (node id, host, port).
+pub(crate) fn this_node(ctx: &ShardContext) -> (i32, String, i32) {
+    let (host, port) = ctx.config.advertised();
+    (ctx.config.node_id, host, port)
+}
+
+pub(crate) fn code(e: impl Into<ErrorCode>) -> i16 {
+    e.into().code()
+}

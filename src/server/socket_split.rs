@@ -1,0 +1,47 @@
+//! Read and write halves of one glommio TCP stream for two tasks of the same executor.
+//!
+//! Both halves share the stream through `Rc<RefCell<..>>`; a borrow lasts only for one
+//! synchronous `poll_*` call, and both tasks run on one thread, so borrows never
+//! overlap. glommio keeps separate io_uring sources for receive and send, so a pending
+//! read and a pending write on the same socket do not disturb each other. (futures'
+//! `split` would put a lock between the halves; this needs none.)
+use std::cell::RefCell;
+use std::io;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use futures::{AsyncRead, AsyncWrite};
+use glommio::net::TcpStream;
+
+pub struct ReadHalf(Rc<RefCell<TcpStream>>);
+pub struct WriteHalf(Rc<RefCell<TcpStream>>);
+
+pub fn split(stream: TcpStream) -> (ReadHalf, WriteHalf) {
+    let s = Rc::new(RefCell::new(stream));
+    (ReadHalf(s.clone()), WriteHalf(s))
+}
+
+impl AsyncRead for ReadHalf {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        let mut s = self.0.borrow_mut();
+        Pin::new(&mut *s).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for WriteHalf {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let mut s = self.0.borrow_mut();
+        Pin::new(&mut *s).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut s = self.0.borrow_mut();
+        Pin::new(&mut *s).poll_flush(cx)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut s = self.0.borrow_mut();
+        Pin::new(&mut *s).poll_close(cx)
+    }
+}
