@@ -25,7 +25,10 @@ fn cfg(dir: &Path, shards: u16) -> ControllerConfig {
 }
 
 fn cfgs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 fn stop(h: &ControllerHandle) {
@@ -35,7 +38,10 @@ fn stop(h: &ControllerHandle) {
 
 /// The image without `applied_index` (a restart appends a blank entry for the new term).
 fn content(img: &MetadataImage) -> MetadataImage {
-    MetadataImage { applied_index: 0, ..img.clone() }
+    MetadataImage {
+        applied_index: 0,
+        ..img.clone()
+    }
 }
 
 #[test]
@@ -49,13 +55,25 @@ fn create_delete_alter_partitions_happy_path() {
         assert_eq!(first.image.cluster_id.len(), 22);
     }
 
-    let t = block_on(h.create_topic("orders".into(), -1, -1, cfgs(&[("retention.ms", "1000")]), false)).unwrap();
+    let t = block_on(h.create_topic(
+        "orders".into(),
+        -1,
+        -1,
+        cfgs(&[("retention.ms", "1000")]),
+        false,
+    ))
+    .unwrap();
     assert_eq!(t.partitions.len(), 3);
     assert!(t.partitions.iter().all(|p| p.leader_epoch == 0));
     assert_eq!(h.image().topic("orders"), Some(&t));
     for rx in &rxs {
         let u = rx.try_recv().unwrap();
-        assert_eq!(u.deltas, vec![MetadataDelta::TopicCreated { name: "orders".into() }]);
+        assert_eq!(
+            u.deltas,
+            vec![MetadataDelta::TopicCreated {
+                name: "orders".into()
+            }]
+        );
         assert_eq!(u.image.topic("orders"), Some(&t));
     }
 
@@ -69,11 +87,17 @@ fn create_delete_alter_partitions_happy_path() {
 
     block_on(h.create_partitions("orders".into(), 5, false)).unwrap();
     let parts = &h.image().topic("orders").unwrap().partitions.clone();
-    assert_eq!(parts.iter().map(|p| p.partition).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+    assert_eq!(
+        parts.iter().map(|p| p.partition).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3, 4]
+    );
     for rx in &rxs {
         assert_eq!(
             rx.try_recv().unwrap().deltas,
-            vec![MetadataDelta::PartitionsCreated { name: "orders".into(), first_new: 3 }]
+            vec![MetadataDelta::PartitionsCreated {
+                name: "orders".into(),
+                first_new: 3
+            }]
         );
     }
 
@@ -89,12 +113,27 @@ fn create_delete_alter_partitions_happy_path() {
     .unwrap();
     assert_eq!(
         h.image().topic("orders").unwrap().configs,
-        cfgs(&[("cleanup.policy", "delete,compact"), ("segment.bytes", "1048576")])
+        cfgs(&[
+            ("cleanup.policy", "delete,compact"),
+            ("segment.bytes", "1048576")
+        ])
     );
-    assert_eq!(rxs[0].try_recv().unwrap().deltas, vec![MetadataDelta::TopicConfigChanged { name: "orders".into() }]);
-    block_on(h.alter_topic_configs("orders".into(), vec![ConfigOp::Subtract("cleanup.policy".into(), "delete".into())], false))
-        .unwrap();
-    assert_eq!(h.image().topic("orders").unwrap().configs["cleanup.policy"], "compact");
+    assert_eq!(
+        rxs[0].try_recv().unwrap().deltas,
+        vec![MetadataDelta::TopicConfigChanged {
+            name: "orders".into()
+        }]
+    );
+    block_on(h.alter_topic_configs(
+        "orders".into(),
+        vec![ConfigOp::Subtract("cleanup.policy".into(), "delete".into())],
+        false,
+    ))
+    .unwrap();
+    assert_eq!(
+        h.image().topic("orders").unwrap().configs["cleanup.policy"],
+        "compact"
+    );
 
     let a = block_on(h.allocate_producer_ids(1000)).unwrap();
     let b = block_on(h.allocate_producer_ids(10)).unwrap();
@@ -104,11 +143,22 @@ fn create_delete_alter_partitions_happy_path() {
     let id = block_on(h.delete_topic("orders".into())).unwrap();
     assert_eq!(id, t.topic_id);
     assert!(h.image().topics.is_empty());
-    let deltas: Vec<_> = std::iter::from_fn(|| rxs[0].try_recv().ok()).flat_map(|u| u.deltas).collect();
-    assert_eq!(deltas.last(), Some(&MetadataDelta::TopicDeleted { name: "orders".into(), topic_id: id }));
+    let deltas: Vec<_> = std::iter::from_fn(|| rxs[0].try_recv().ok())
+        .flat_map(|u| u.deltas)
+        .collect();
+    assert_eq!(
+        deltas.last(),
+        Some(&MetadataDelta::TopicDeleted {
+            name: "orders".into(),
+            topic_id: id
+        })
+    );
     stop(&h);
     // After shutdown calls fail cleanly.
-    assert!(matches!(block_on(h.delete_topic("x".into())), Err(ControllerError::NotController(_))));
+    assert!(matches!(
+        block_on(h.delete_topic("x".into())),
+        Err(ControllerError::NotController(_))
+    ));
 }
 
 #[test]
@@ -119,42 +169,108 @@ fn error_paths() {
         block_on(h.create_topic(name.into(), n, rf, c, false))
     };
     for bad in ["", ".", "..", "a b", "ä", &"x".repeat(250)] {
-        assert!(matches!(create(bad, 1, 1, BTreeMap::new()), Err(ControllerError::InvalidTopic(_))), "{bad:?}");
+        assert!(
+            matches!(
+                create(bad, 1, 1, BTreeMap::new()),
+                Err(ControllerError::InvalidTopic(_))
+            ),
+            "{bad:?}"
+        );
     }
     assert!(create(&"x".repeat(249), 1, 1, BTreeMap::new()).is_ok());
-    assert!(matches!(create("p", 0, 1, BTreeMap::new()), Err(ControllerError::InvalidPartitions(_))));
-    assert!(matches!(create("p", -2, 1, BTreeMap::new()), Err(ControllerError::InvalidPartitions(_))));
-    assert!(matches!(create("p", 1, 0, BTreeMap::new()), Err(ControllerError::InvalidReplicationFactor(_))));
-    assert!(matches!(create("p", 1, 3, BTreeMap::new()), Err(ControllerError::InvalidReplicationFactor(_))));
+    assert!(matches!(
+        create("p", 0, 1, BTreeMap::new()),
+        Err(ControllerError::InvalidPartitions(_))
+    ));
+    assert!(matches!(
+        create("p", -2, 1, BTreeMap::new()),
+        Err(ControllerError::InvalidPartitions(_))
+    ));
+    assert!(matches!(
+        create("p", 1, 0, BTreeMap::new()),
+        Err(ControllerError::InvalidReplicationFactor(_))
+    ));
+    assert!(matches!(
+        create("p", 1, 3, BTreeMap::new()),
+        Err(ControllerError::InvalidReplicationFactor(_))
+    ));
     match create("p", 1, 1, cfgs(&[("retention.ms", "soon")])) {
         Err(ControllerError::InvalidConfig(m)) => assert!(m.contains("retention.ms"), "{m}"),
         other => panic!("{other:?}"),
     }
-    assert!(matches!(create("p", 1, 1, cfgs(&[("bogus", "1")])), Err(ControllerError::InvalidConfig(_))));
+    assert!(matches!(
+        create("p", 1, 1, cfgs(&[("bogus", "1")])),
+        Err(ControllerError::InvalidConfig(_))
+    ));
 
     create("a.b", 1, -1, BTreeMap::new()).unwrap();
-    assert!(matches!(create("a.b", 1, 1, BTreeMap::new()), Err(ControllerError::TopicAlreadyExists(_))));
-    assert!(matches!(create("a_b", 1, 1, BTreeMap::new()), Err(ControllerError::InvalidTopic(_))));
-
-    assert!(matches!(block_on(h.delete_topic("nope".into())), Err(ControllerError::UnknownTopic(_))));
-    assert!(matches!(block_on(h.create_partitions("nope".into(), 3, false)), Err(ControllerError::UnknownTopic(_))));
-    assert!(matches!(block_on(h.create_partitions("a.b".into(), 1, false)), Err(ControllerError::InvalidPartitions(_))));
-    assert!(matches!(block_on(h.create_partitions("a.b".into(), 0, false)), Err(ControllerError::InvalidPartitions(_))));
-    let alter = |ops| block_on(h.alter_topic_configs("a.b".into(), ops, false));
-    assert!(matches!(alter(vec![ConfigOp::Append("retention.ms".into(), "1".into())]), Err(ControllerError::InvalidConfig(_))));
-    assert!(matches!(alter(vec![ConfigOp::Set("segment.ms".into(), "0".into())]), Err(ControllerError::InvalidConfig(_))));
-    assert!(matches!(alter(vec![ConfigOp::Delete("bogus".into())]), Err(ControllerError::InvalidConfig(_))));
-    assert!(matches!(alter(vec![ConfigOp::Append("cleanup.policy".into(), "shred".into())]), Err(ControllerError::InvalidConfig(_))));
-    assert!(matches!(alter(vec![ConfigOp::Subtract("cleanup.policy".into(), "delete".into())]), Err(ControllerError::InvalidConfig(_))));
     assert!(matches!(
-        alter(vec![ConfigOp::Set("flush.ms".into(), "1".into()), ConfigOp::Delete("flush.ms".into())]),
+        create("a.b", 1, 1, BTreeMap::new()),
+        Err(ControllerError::TopicAlreadyExists(_))
+    ));
+    assert!(matches!(
+        create("a_b", 1, 1, BTreeMap::new()),
+        Err(ControllerError::InvalidTopic(_))
+    ));
+
+    assert!(matches!(
+        block_on(h.delete_topic("nope".into())),
+        Err(ControllerError::UnknownTopic(_))
+    ));
+    assert!(matches!(
+        block_on(h.create_partitions("nope".into(), 3, false)),
+        Err(ControllerError::UnknownTopic(_))
+    ));
+    assert!(matches!(
+        block_on(h.create_partitions("a.b".into(), 1, false)),
+        Err(ControllerError::InvalidPartitions(_))
+    ));
+    assert!(matches!(
+        block_on(h.create_partitions("a.b".into(), 0, false)),
+        Err(ControllerError::InvalidPartitions(_))
+    ));
+    let alter = |ops| block_on(h.alter_topic_configs("a.b".into(), ops, false));
+    assert!(matches!(
+        alter(vec![ConfigOp::Append("retention.ms".into(), "1".into())]),
+        Err(ControllerError::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        alter(vec![ConfigOp::Set("segment.ms".into(), "0".into())]),
+        Err(ControllerError::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        alter(vec![ConfigOp::Delete("bogus".into())]),
+        Err(ControllerError::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        alter(vec![ConfigOp::Append(
+            "cleanup.policy".into(),
+            "shred".into()
+        )]),
+        Err(ControllerError::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        alter(vec![ConfigOp::Subtract(
+            "cleanup.policy".into(),
+            "delete".into()
+        )]),
+        Err(ControllerError::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        alter(vec![
+            ConfigOp::Set("flush.ms".into(), "1".into()),
+            ConfigOp::Delete("flush.ms".into())
+        ]),
         Err(ControllerError::InvalidConfig(_))
     ));
     assert!(matches!(
         block_on(h.alter_topic_configs("nope".into(), vec![], false)),
         Err(ControllerError::UnknownTopic(_))
     ));
-    assert!(matches!(block_on(h.allocate_producer_ids(0)), Err(ControllerError::InvalidRequest(_))));
+    assert!(matches!(
+        block_on(h.allocate_producer_ids(0)),
+        Err(ControllerError::InvalidRequest(_))
+    ));
     assert!(h.image().topic("a.b").unwrap().configs.is_empty());
     stop(&h);
 }
@@ -163,7 +279,15 @@ fn error_paths() {
 fn placement_balances_across_topics() {
     let dir = tempfile::tempdir().unwrap();
     let (h, _rxs) = start(cfg(dir.path(), 3)).unwrap();
-    let shards = |name: &str| -> Vec<u16> { h.image().topic(name).unwrap().partitions.iter().map(|p| p.shard).collect() };
+    let shards = |name: &str| -> Vec<u16> {
+        h.image()
+            .topic(name)
+            .unwrap()
+            .partitions
+            .iter()
+            .map(|p| p.shard)
+            .collect()
+    };
     block_on(h.create_topic("a".into(), 4, 1, BTreeMap::new(), false)).unwrap();
     assert_eq!(shards("a"), vec![0, 1, 2, 0]);
     block_on(h.create_topic("b".into(), 2, 1, BTreeMap::new(), false)).unwrap();
@@ -175,12 +299,23 @@ fn placement_balances_across_topics() {
 }
 
 fn populate(h: &ControllerHandle) {
-    block_on(h.create_topic("t1".into(), 4, 1, cfgs(&[("cleanup.policy", "compact")]), false)).unwrap();
+    block_on(h.create_topic(
+        "t1".into(),
+        4,
+        1,
+        cfgs(&[("cleanup.policy", "compact")]),
+        false,
+    ))
+    .unwrap();
     block_on(h.create_topic("t2".into(), 1, 1, BTreeMap::new(), false)).unwrap();
     block_on(h.create_topic("gone".into(), 2, 1, BTreeMap::new(), false)).unwrap();
     block_on(h.create_partitions("t2".into(), 3, false)).unwrap();
-    block_on(h.alter_topic_configs("t2".into(), vec![ConfigOp::Set("retention.bytes".into(), "123".into())], false))
-        .unwrap();
+    block_on(h.alter_topic_configs(
+        "t2".into(),
+        vec![ConfigOp::Set("retention.bytes".into(), "123".into())],
+        false,
+    ))
+    .unwrap();
     block_on(h.allocate_producer_ids(5000)).unwrap();
     block_on(h.delete_topic("gone".into())).unwrap();
 }
@@ -222,7 +357,8 @@ fn torn_log_tail_is_truncated_on_restart() {
     let good_len = std::fs::metadata(&log_path).unwrap().len();
     // A torn write: a header that promises more bytes than follow.
     let mut f = OpenOptions::new().append(true).open(&log_path).unwrap();
-    f.write_all(&super::frame::encode(u32::from_le_bytes(*b"SLRL"), 1, &[b'{'; 100])[..40]).unwrap();
+    f.write_all(&super::frame::encode(u32::from_le_bytes(*b"SLRL"), 1, &[b'{'; 100])[..40])
+        .unwrap();
     drop(f);
 
     let (h2, _rxs2) = start(cfg(dir.path(), 2)).unwrap();
@@ -251,8 +387,15 @@ fn log_is_purged_after_snapshot_and_state_survives() {
     assert!(ctl.join(SNAPSHOT_FILE).exists());
     // Everything up to the last snapshot is purged (no log is kept behind it).
     if let Some((first, last)) = LogStore::open(&ctl).unwrap().bounds().unwrap() {
-        assert!(first > 1, "log not purged: first index {first}, last {last}");
-        assert!(last + 1 - first < 5, "log holds {} entries", last + 1 - first);
+        assert!(
+            first > 1,
+            "log not purged: first index {first}, last {last}"
+        );
+        assert!(
+            last + 1 - first < 5,
+            "log holds {} entries",
+            last + 1 - first
+        );
     }
     let log_len = std::fs::metadata(ctl.join(LOG_FILE)).unwrap().len();
     assert!(log_len < 5 * 1024, "log file is {log_len} bytes");
@@ -327,7 +470,11 @@ mod simulation {
     fn run(seed: u64, steps: usize) -> MetadataImage {
         let defaults = TopicConfigDefaults::default();
         let shard_count = 1 + (seed % 5) as u16;
-        let ctx = ProposeCtx { shard_count, default_num_partitions: 2, defaults: &defaults };
+        let ctx = ProposeCtx {
+            shard_count,
+            default_num_partitions: 2,
+            defaults: &defaults,
+        };
         let mut rng = Rng(seed | 1);
         let mut img = MetadataImage::default();
         let names: Vec<String> = (0..8).map(|i| format!("topic-{i}")).collect();
@@ -340,7 +487,8 @@ mod simulation {
             let proposal: Result<Command, ControllerError> = match rng.below(5) {
                 0 => {
                     let n = rng.below(6) as i32 - 1;
-                    propose::create_topic(&ctx, &img, name, n, 1, BTreeMap::new(), id).map(|(c, _)| c)
+                    propose::create_topic(&ctx, &img, name, n, 1, BTreeMap::new(), id)
+                        .map(|(c, _)| c)
                 }
                 1 => propose::delete_topic(&img, &name),
                 2 => {
@@ -349,7 +497,10 @@ mod simulation {
                 }
                 3 => {
                     let op = match rng.below(3) {
-                        0 => ConfigOp::Set("retention.ms".into(), (rng.below(5) as i64 - 2).to_string()),
+                        0 => ConfigOp::Set(
+                            "retention.ms".into(),
+                            (rng.below(5) as i64 - 2).to_string(),
+                        ),
                         1 => ConfigOp::Append("cleanup.policy".into(), "compact".into()),
                         _ => ConfigOp::Subtract("cleanup.policy".into(), "delete".into()),
                     };
@@ -387,13 +538,25 @@ mod simulation {
     #[test]
     fn creations_only_stay_balanced() {
         let defaults = TopicConfigDefaults::default();
-        let ctx = ProposeCtx { shard_count: 4, default_num_partitions: 1, defaults: &defaults };
+        let ctx = ProposeCtx {
+            shard_count: 4,
+            default_num_partitions: 1,
+            defaults: &defaults,
+        };
         let mut rng = Rng(42);
         let mut img = MetadataImage::default();
         for i in 0..50u64 {
             let n = 1 + rng.below(7) as i32;
-            let (cmd, _) =
-                propose::create_topic(&ctx, &img, format!("t{i}"), n, 1, BTreeMap::new(), [i as u8; 16]).unwrap();
+            let (cmd, _) = propose::create_topic(
+                &ctx,
+                &img,
+                format!("t{i}"),
+                n,
+                1,
+                BTreeMap::new(),
+                [i as u8; 16],
+            )
+            .unwrap();
             apply(&mut img, i + 1, &cmd);
             let mut load = [0usize; 4];
             for p in img.topics.values().flat_map(|t| &t.partitions) {
