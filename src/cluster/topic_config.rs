@@ -133,29 +133,121 @@ const I64_MAX: &str = "9223372036854775807";
 
 /// Every topic config key we accept, sorted by name (DescribeConfigs lists them in order).
 const KEYS: &[KeySpec] = &[
-    KeySpec { name: CLEANUP_POLICY, kind: Kind::List(CLEANUP_POLICIES), stored_default: "" },
-    KeySpec { name: COMPRESSION_TYPE, kind: Kind::OneOf(COMPRESSION_TYPES), stored_default: "" },
-    KeySpec { name: "delete.retention.ms", kind: Kind::Long(0), stored_default: "86400000" },
-    KeySpec { name: "file.delete.delay.ms", kind: Kind::Long(0), stored_default: "60000" },
-    KeySpec { name: "flush.messages", kind: Kind::Long(1), stored_default: I64_MAX },
-    KeySpec { name: "flush.ms", kind: Kind::Long(0), stored_default: I64_MAX },
-    KeySpec { name: "index.interval.bytes", kind: Kind::Int(0), stored_default: "4096" },
-    KeySpec { name: MAX_COMPACTION_LAG_MS, kind: Kind::Long(1), stored_default: I64_MAX },
-    KeySpec { name: MAX_MESSAGE_BYTES, kind: Kind::Int(0), stored_default: "" },
-    KeySpec { name: "message.timestamp.after.max.ms", kind: Kind::Long(0), stored_default: "3600000" },
-    KeySpec { name: "message.timestamp.before.max.ms", kind: Kind::Long(0), stored_default: I64_MAX },
-    KeySpec { name: MESSAGE_TIMESTAMP_TYPE, kind: Kind::OneOf(TIMESTAMP_TYPES), stored_default: "" },
-    KeySpec { name: "min.cleanable.dirty.ratio", kind: Kind::Ratio(0.0, 1.0), stored_default: "0.5" },
-    KeySpec { name: MIN_COMPACTION_LAG_MS, kind: Kind::Long(0), stored_default: "0" },
-    KeySpec { name: MIN_INSYNC_REPLICAS, kind: Kind::Int(1), stored_default: "" },
-    KeySpec { name: "preallocate", kind: Kind::Bool, stored_default: "false" },
-    KeySpec { name: RETENTION_BYTES, kind: Kind::Long(i64::MIN), stored_default: "" },
-    KeySpec { name: RETENTION_MS, kind: Kind::Long(-1), stored_default: "" },
-    KeySpec { name: SEGMENT_BYTES, kind: Kind::Int(MIN_SEGMENT_BYTES as i32), stored_default: "" },
-    KeySpec { name: "segment.index.bytes", kind: Kind::Int(4), stored_default: "10485760" },
-    KeySpec { name: "segment.jitter.ms", kind: Kind::Long(0), stored_default: "0" },
-    KeySpec { name: SEGMENT_MS, kind: Kind::Long(1), stored_default: "" },
-    KeySpec { name: "unclean.leader.election.enable", kind: Kind::Bool, stored_default: "false" },
+    KeySpec {
+        name: CLEANUP_POLICY,
+        kind: Kind::List(CLEANUP_POLICIES),
+        stored_default: "",
+    },
+    KeySpec {
+        name: COMPRESSION_TYPE,
+        kind: Kind::OneOf(COMPRESSION_TYPES),
+        stored_default: "",
+    },
+    KeySpec {
+        name: "delete.retention.ms",
+        kind: Kind::Long(0),
+        stored_default: "86400000",
+    },
+    KeySpec {
+        name: "file.delete.delay.ms",
+        kind: Kind::Long(0),
+        stored_default: "60000",
+    },
+    KeySpec {
+        name: "flush.messages",
+        kind: Kind::Long(1),
+        stored_default: I64_MAX,
+    },
+    KeySpec {
+        name: "flush.ms",
+        kind: Kind::Long(0),
+        stored_default: I64_MAX,
+    },
+    KeySpec {
+        name: "index.interval.bytes",
+        kind: Kind::Int(0),
+        stored_default: "4096",
+    },
+    KeySpec {
+        name: MAX_COMPACTION_LAG_MS,
+        kind: Kind::Long(1),
+        stored_default: I64_MAX,
+    },
+    KeySpec {
+        name: MAX_MESSAGE_BYTES,
+        kind: Kind::Int(0),
+        stored_default: "",
+    },
+    KeySpec {
+        name: "message.timestamp.after.max.ms",
+        kind: Kind::Long(0),
+        stored_default: "3600000",
+    },
+    KeySpec {
+        name: "message.timestamp.before.max.ms",
+        kind: Kind::Long(0),
+        stored_default: I64_MAX,
+    },
+    KeySpec {
+        name: MESSAGE_TIMESTAMP_TYPE,
+        kind: Kind::OneOf(TIMESTAMP_TYPES),
+        stored_default: "",
+    },
+    KeySpec {
+        name: "min.cleanable.dirty.ratio",
+        kind: Kind::Ratio(0.0, 1.0),
+        stored_default: "0.5",
+    },
+    KeySpec {
+        name: MIN_COMPACTION_LAG_MS,
+        kind: Kind::Long(0),
+        stored_default: "0",
+    },
+    KeySpec {
+        name: MIN_INSYNC_REPLICAS,
+        kind: Kind::Int(1),
+        stored_default: "",
+    },
+    KeySpec {
+        name: "preallocate",
+        kind: Kind::Bool,
+        stored_default: "false",
+    },
+    KeySpec {
+        name: RETENTION_BYTES,
+        kind: Kind::Long(i64::MIN),
+        stored_default: "",
+    },
+    KeySpec {
+        name: RETENTION_MS,
+        kind: Kind::Long(-1),
+        stored_default: "",
+    },
+    KeySpec {
+        name: SEGMENT_BYTES,
+        kind: Kind::Int(MIN_SEGMENT_BYTES as i32),
+        stored_default: "",
+    },
+    KeySpec {
+        name: "segment.index.bytes",
+        kind: Kind::Int(4),
+        stored_default: "10485760",
+    },
+    KeySpec {
+        name: "segment.jitter.ms",
+        kind: Kind::Long(0),
+        stored_default: "0",
+    },
+    KeySpec {
+        name: SEGMENT_MS,
+        kind: Kind::Long(1),
+        stored_default: "",
+    },
+    KeySpec {
+        name: "unclean.leader.election.enable",
+        kind: Kind::Bool,
+        stored_default: "false",
+    },
 ];
 
 fn spec(key: &str) -> Option<&'static KeySpec> {
@@ -174,7 +266,12 @@ pub fn is_list_key(key: &str) -> bool {
 
 /// Splits a list value the way Kafka does: comma-separated, items trimmed, empty items dropped.
 pub fn split_list(value: &str) -> Vec<String> {
-    value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect()
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// Checks one key and value; the error names the key and says why.
@@ -183,7 +280,9 @@ pub fn validate_key_value(key: &str, value: &str) -> Result<(), String> {
         return Err(format!("Unknown topic config name: {key}"));
     };
     if value.len() > MAX_VALUE_LEN {
-        return Err(format!("Invalid value for configuration {key}: longer than {MAX_VALUE_LEN} bytes"));
+        return Err(format!(
+            "Invalid value for configuration {key}: longer than {MAX_VALUE_LEN} bytes"
+        ));
     }
     check_kind(key, spec.kind, value)
 }
@@ -192,25 +291,31 @@ fn check_kind(key: &str, kind: Kind, value: &str) -> Result<(), String> {
     let v = value.trim();
     match kind {
         Kind::Long(min) => {
-            let n: i64 = v
-                .parse()
-                .map_err(|_| format!("Invalid value {value} for configuration {key}: Not a number of type LONG"))?;
+            let n: i64 = v.parse().map_err(|_| {
+                format!("Invalid value {value} for configuration {key}: Not a number of type LONG")
+            })?;
             if n < min {
-                return Err(format!("Invalid value {n} for configuration {key}: Value must be at least {min}"));
+                return Err(format!(
+                    "Invalid value {n} for configuration {key}: Value must be at least {min}"
+                ));
             }
         }
         Kind::Int(min) => {
-            let n: i32 = v
-                .parse()
-                .map_err(|_| format!("Invalid value {value} for configuration {key}: Not a number of type INT"))?;
+            let n: i32 = v.parse().map_err(|_| {
+                format!("Invalid value {value} for configuration {key}: Not a number of type INT")
+            })?;
             if n < min {
-                return Err(format!("Invalid value {n} for configuration {key}: Value must be at least {min}"));
+                return Err(format!(
+                    "Invalid value {n} for configuration {key}: Value must be at least {min}"
+                ));
             }
         }
         Kind::Ratio(lo, hi) => {
-            let n: f64 = v
-                .parse()
-                .map_err(|_| format!("Invalid value {value} for configuration {key}: Not a number of type DOUBLE"))?;
+            let n: f64 = v.parse().map_err(|_| {
+                format!(
+                    "Invalid value {value} for configuration {key}: Not a number of type DOUBLE"
+                )
+            })?;
             // `!(..)` also rejects NaN.
             if !(lo..=hi).contains(&n) {
                 return Err(format!("Invalid value {n} for configuration {key}: Value must be between {lo} and {hi}"));
@@ -253,7 +358,9 @@ fn parse_i64(overrides: &BTreeMap<String, String>, key: &str, default: i64) -> R
         None => Ok(default),
         Some(v) => {
             validate_key_value(key, v)?;
-            v.trim().parse().map_err(|_| format!("Invalid value {v} for configuration {key}"))
+            v.trim()
+                .parse()
+                .map_err(|_| format!("Invalid value {v} for configuration {key}"))
         }
     }
 }
@@ -263,7 +370,9 @@ fn parse_i32(overrides: &BTreeMap<String, String>, key: &str, default: i32) -> R
         None => Ok(default),
         Some(v) => {
             validate_key_value(key, v)?;
-            v.trim().parse().map_err(|_| format!("Invalid value {v} for configuration {key}"))
+            v.trim()
+                .parse()
+                .map_err(|_| format!("Invalid value {v} for configuration {key}"))
         }
     }
 }
@@ -271,7 +380,10 @@ fn parse_i32(overrides: &BTreeMap<String, String>, key: &str, default: i32) -> R
 impl TopicConfig {
     /// Validates every override (unknown keys, bad values, cross-key conflicts) and returns
     /// the effective config.
-    pub fn resolve(defaults: &TopicConfigDefaults, overrides: &BTreeMap<String, String>) -> Result<TopicConfig, String> {
+    pub fn resolve(
+        defaults: &TopicConfigDefaults,
+        overrides: &BTreeMap<String, String>,
+    ) -> Result<TopicConfig, String> {
         for (k, v) in overrides {
             validate_key_value(k, v)?;
         }
@@ -279,7 +391,8 @@ impl TopicConfig {
             None => defaults.segment_bytes,
             Some(v) => {
                 let n = parse_i32(overrides, SEGMENT_BYTES, 0)?;
-                u64::try_from(n).map_err(|_| format!("Invalid value {v} for configuration {SEGMENT_BYTES}"))?
+                u64::try_from(n)
+                    .map_err(|_| format!("Invalid value {v} for configuration {SEGMENT_BYTES}"))?
             }
         };
         let cleanup_policy = match overrides.get(CLEANUP_POLICY) {
@@ -311,7 +424,11 @@ impl TopicConfig {
             max_message_bytes: parse_i32(overrides, MAX_MESSAGE_BYTES, defaults.max_message_bytes)?,
             cleanup_policy,
             timestamp_type,
-            min_insync_replicas: parse_i32(overrides, MIN_INSYNC_REPLICAS, defaults.min_insync_replicas)?,
+            min_insync_replicas: parse_i32(
+                overrides,
+                MIN_INSYNC_REPLICAS,
+                defaults.min_insync_replicas,
+            )?,
             compression_type,
         })
     }
@@ -344,10 +461,17 @@ pub fn default_value(defaults: &TopicConfigDefaults, key: &str) -> Option<String
 
 /// For DescribeConfigs: every known key with its effective value, and whether it is a
 /// default or set on the topic. Sorted by key.
-pub fn describe(defaults: &TopicConfigDefaults, overrides: &BTreeMap<String, String>) -> Vec<ConfigEntry> {
+pub fn describe(
+    defaults: &TopicConfigDefaults,
+    overrides: &BTreeMap<String, String>,
+) -> Vec<ConfigEntry> {
     KEYS.iter()
         .map(|s| match overrides.get(s.name) {
-            Some(v) => ConfigEntry { name: s.name.to_string(), value: v.clone(), is_default: false },
+            Some(v) => ConfigEntry {
+                name: s.name.to_string(),
+                value: v.clone(),
+                is_default: false,
+            },
             None => ConfigEntry {
                 name: s.name.to_string(),
                 value: default_value(defaults, s.name).unwrap_or_default(),
@@ -362,7 +486,10 @@ mod tests {
     use super::*;
 
     fn m(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -435,8 +562,14 @@ mod tests {
     #[test]
     fn compaction_lag_conflict() {
         let d = TopicConfigDefaults::default();
-        let err = TopicConfig::resolve(&d, &m(&[("min.compaction.lag.ms", "10"), ("max.compaction.lag.ms", "5")]))
-            .unwrap_err();
+        let err = TopicConfig::resolve(
+            &d,
+            &m(&[
+                ("min.compaction.lag.ms", "10"),
+                ("max.compaction.lag.ms", "5"),
+            ]),
+        )
+        .unwrap_err();
         assert!(err.contains("min.compaction.lag.ms"));
     }
 

@@ -6,7 +6,11 @@ use crate::cluster::image::{MetadataDelta, MetadataImage, PartitionMeta, TopicMe
 use super::types::{Applied, Command, Rejection, Response};
 
 /// Applies `cmd`, committed at log `index`, to `image`.
-pub fn apply(image: &mut MetadataImage, index: u64, cmd: &Command) -> (Response, Vec<MetadataDelta>) {
+pub fn apply(
+    image: &mut MetadataImage,
+    index: u64,
+    cmd: &Command,
+) -> (Response, Vec<MetadataDelta>) {
     image.applied_index = index;
     match apply_inner(image, cmd) {
         Ok((applied, deltas)) => (Response(Ok(applied)), deltas),
@@ -17,14 +21,21 @@ pub fn apply(image: &mut MetadataImage, index: u64, cmd: &Command) -> (Response,
     }
 }
 
-fn live_topic<'a>(image: &'a mut MetadataImage, name: &str, id: &[u8; 16]) -> Result<&'a mut TopicMeta, Rejection> {
+fn live_topic<'a>(
+    image: &'a mut MetadataImage,
+    name: &str,
+    id: &[u8; 16],
+) -> Result<&'a mut TopicMeta, Rejection> {
     match image.topics.get_mut(name) {
         Some(t) if &t.topic_id == id => Ok(t),
         _ => Err(Rejection::UnknownTopic(name.to_string())),
     }
 }
 
-fn apply_inner(image: &mut MetadataImage, cmd: &Command) -> Result<(Applied, Vec<MetadataDelta>), Rejection> {
+fn apply_inner(
+    image: &mut MetadataImage,
+    cmd: &Command,
+) -> Result<(Applied, Vec<MetadataDelta>), Rejection> {
     match cmd {
         Command::InitCluster { cluster_id } => {
             // First writer wins; a second InitCluster (a retry after a leader change) is a no-op.
@@ -33,51 +44,101 @@ fn apply_inner(image: &mut MetadataImage, cmd: &Command) -> Result<(Applied, Vec
             }
             Ok((Applied::Done, Vec::new()))
         }
-        Command::CreateTopic { name, topic_id, shards, configs } => {
+        Command::CreateTopic {
+            name,
+            topic_id,
+            shards,
+            configs,
+        } => {
             if image.topics.contains_key(name) {
                 return Err(Rejection::TopicAlreadyExists(name.clone()));
             }
             if image.topic_by_id(topic_id).is_some() {
-                return Err(Rejection::InvalidRequest(format!("topic id of '{name}' collides with an existing topic")));
+                return Err(Rejection::InvalidRequest(format!(
+                    "topic id of '{name}' collides with an existing topic"
+                )));
             }
             let partitions = shards
                 .iter()
                 .enumerate()
-                .map(|(i, shard)| PartitionMeta { partition: i as i32, shard: *shard, leader_epoch: 0 })
+                .map(|(i, shard)| PartitionMeta {
+                    partition: i as i32,
+                    shard: *shard,
+                    leader_epoch: 0,
+                })
                 .collect();
-            let meta = TopicMeta { name: name.clone(), topic_id: *topic_id, partitions, configs: configs.clone() };
+            let meta = TopicMeta {
+                name: name.clone(),
+                topic_id: *topic_id,
+                partitions,
+                configs: configs.clone(),
+            };
             image.topics.insert(name.clone(), meta.clone());
-            Ok((Applied::TopicCreated(meta), vec![MetadataDelta::TopicCreated { name: name.clone() }]))
+            Ok((
+                Applied::TopicCreated(meta),
+                vec![MetadataDelta::TopicCreated { name: name.clone() }],
+            ))
         }
-        Command::CreatePartitions { name, topic_id, new_shards } => {
+        Command::CreatePartitions {
+            name,
+            topic_id,
+            new_shards,
+        } => {
             let topic = live_topic(image, name, topic_id)?;
             let first_new = topic.partitions.len() as i32;
             for (i, shard) in new_shards.iter().enumerate() {
-                topic.partitions.push(PartitionMeta { partition: first_new + i as i32, shard: *shard, leader_epoch: 0 });
+                topic.partitions.push(PartitionMeta {
+                    partition: first_new + i as i32,
+                    shard: *shard,
+                    leader_epoch: 0,
+                });
             }
-            Ok((Applied::Done, vec![MetadataDelta::PartitionsCreated { name: name.clone(), first_new }]))
+            Ok((
+                Applied::Done,
+                vec![MetadataDelta::PartitionsCreated {
+                    name: name.clone(),
+                    first_new,
+                }],
+            ))
         }
         Command::DeleteTopic { name, topic_id } => {
             live_topic(image, name, topic_id)?;
             image.topics.remove(name);
             Ok((
-                Applied::TopicDeleted { topic_id: *topic_id },
-                vec![MetadataDelta::TopicDeleted { name: name.clone(), topic_id: *topic_id }],
+                Applied::TopicDeleted {
+                    topic_id: *topic_id,
+                },
+                vec![MetadataDelta::TopicDeleted {
+                    name: name.clone(),
+                    topic_id: *topic_id,
+                }],
             ))
         }
-        Command::SetTopicConfigs { name, topic_id, configs } => {
+        Command::SetTopicConfigs {
+            name,
+            topic_id,
+            configs,
+        } => {
             let topic = live_topic(image, name, topic_id)?;
             if &topic.configs == configs {
                 return Ok((Applied::Done, Vec::new()));
             }
             topic.configs = configs.clone();
-            Ok((Applied::Done, vec![MetadataDelta::TopicConfigChanged { name: name.clone() }]))
+            Ok((
+                Applied::Done,
+                vec![MetadataDelta::TopicConfigChanged { name: name.clone() }],
+            ))
         }
         Command::AllocateProducerIds { count } => {
             let first = image.next_producer_id;
-            let next = (*count > 0).then(|| first.checked_add(*count)).flatten().ok_or_else(|| {
-                Rejection::InvalidRequest(format!("cannot allocate {count} producer ids after {first}"))
-            })?;
+            let next = (*count > 0)
+                .then(|| first.checked_add(*count))
+                .flatten()
+                .ok_or_else(|| {
+                    Rejection::InvalidRequest(format!(
+                        "cannot allocate {count} producer ids after {first}"
+                    ))
+                })?;
             image.next_producer_id = next;
             Ok((Applied::ProducerIds { first }, Vec::new()))
         }
@@ -91,7 +152,10 @@ pub fn diff_images(old: &MetadataImage, new: &MetadataImage) -> Vec<MetadataDelt
     for (name, t) in &old.topics {
         match new.topics.get(name) {
             Some(n) if n.topic_id == t.topic_id => {}
-            _ => deltas.push(MetadataDelta::TopicDeleted { name: name.clone(), topic_id: t.topic_id }),
+            _ => deltas.push(MetadataDelta::TopicDeleted {
+                name: name.clone(),
+                topic_id: t.topic_id,
+            }),
         }
     }
     for (name, n) in &new.topics {

@@ -46,6 +46,7 @@ pub fn encode(magic: u32, version: u16, payload: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Callers check `buf.len() >= HEADER_LEN` first, so the slice is in bounds.
 fn u32_at(buf: &[u8], at: usize) -> u32 {
     let mut b = [0u8; 4];
     b.copy_from_slice(&buf[at..at + 4]);
@@ -54,17 +55,31 @@ fn u32_at(buf: &[u8], at: usize) -> u32 {
 
 /// Decodes the record at the start of `buf`; returns its payload and the bytes consumed.
 /// The length is checked against `limit` and against what remains before anything is read.
-pub fn decode(buf: &[u8], magic: u32, version: u16, limit: usize) -> Result<(&[u8], usize), FrameError> {
+pub fn decode(
+    buf: &[u8],
+    magic: u32,
+    version: u16,
+    limit: usize,
+) -> Result<(&[u8], usize), FrameError> {
     if buf.len() < HEADER_LEN {
-        return Err(FrameError::Truncated { need: HEADER_LEN, have: buf.len() });
+        return Err(FrameError::Truncated {
+            need: HEADER_LEN,
+            have: buf.len(),
+        });
     }
     let found = u32_at(buf, 0);
     if found != magic {
-        return Err(FrameError::BadMagic { found, expected: magic });
+        return Err(FrameError::BadMagic {
+            found,
+            expected: magic,
+        });
     }
     let v = u16::from_le_bytes([buf[4], buf[5]]);
     if v != version {
-        return Err(FrameError::BadVersion { found: v, expected: version });
+        return Err(FrameError::BadVersion {
+            found: v,
+            expected: version,
+        });
     }
     let len = u32_at(buf, 6) as usize;
     if len > limit {
@@ -72,7 +87,10 @@ pub fn decode(buf: &[u8], magic: u32, version: u16, limit: usize) -> Result<(&[u
     }
     let total = HEADER_LEN + len;
     if buf.len() < total {
-        return Err(FrameError::Truncated { need: total, have: buf.len() });
+        return Err(FrameError::Truncated {
+            need: total,
+            have: buf.len(),
+        });
     }
     let stored = u32_at(buf, 10);
     let payload = &buf[HEADER_LEN..total];
@@ -98,8 +116,17 @@ mod tests {
             bad[i] ^= 0x01;
             assert!(decode(&bad, M, 1, 100).is_err(), "flip at {i} not detected");
         }
-        assert!(matches!(decode(&rec[..rec.len() - 1], M, 1, 100), Err(FrameError::Truncated { .. })));
-        assert!(matches!(decode(&rec, M, 1, 2), Err(FrameError::TooLong { .. })));
-        assert!(matches!(decode(&rec, M, 2, 100), Err(FrameError::BadVersion { .. })));
+        assert!(matches!(
+            decode(&rec[..rec.len() - 1], M, 1, 100),
+            Err(FrameError::Truncated { .. })
+        ));
+        assert!(matches!(
+            decode(&rec, M, 1, 2),
+            Err(FrameError::TooLong { .. })
+        ));
+        assert!(matches!(
+            decode(&rec, M, 2, 100),
+            Err(FrameError::BadVersion { .. })
+        ));
     }
 }

@@ -25,10 +25,26 @@ pub(super) enum Request {
         validate_only: bool,
         reply: Reply<TopicMeta>,
     },
-    DeleteTopic { name: String, reply: Reply<[u8; 16]> },
-    CreatePartitions { name: String, total_count: i32, validate_only: bool, reply: Reply<()> },
-    AlterConfigs { name: String, ops: Vec<ConfigOp>, validate_only: bool, reply: Reply<()> },
-    AllocateProducerIds { count: i64, reply: Reply<i64> },
+    DeleteTopic {
+        name: String,
+        reply: Reply<[u8; 16]>,
+    },
+    CreatePartitions {
+        name: String,
+        total_count: i32,
+        validate_only: bool,
+        reply: Reply<()>,
+    },
+    AlterConfigs {
+        name: String,
+        ops: Vec<ConfigOp>,
+        validate_only: bool,
+        reply: Reply<()>,
+    },
+    AllocateProducerIds {
+        count: i64,
+        reply: Reply<i64>,
+    },
 }
 
 /// Cheap to clone; Send + Sync.
@@ -49,7 +65,11 @@ impl ControllerHandle {
         publisher: Arc<Publisher>,
         thread: JoinHandle<()>,
     ) -> ControllerHandle {
-        ControllerHandle { tx, publisher, thread: Arc::new(Mutex::new(Some(thread))) }
+        ControllerHandle {
+            tx,
+            publisher,
+            thread: Arc::new(Mutex::new(Some(thread))),
+        }
     }
 
     async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Request) -> Result<T, ControllerError> {
@@ -71,17 +91,36 @@ impl ControllerHandle {
         configs: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<TopicMeta, ControllerError> {
-        self.call(|reply| Request::CreateTopic { name, num_partitions, replication_factor, configs, validate_only, reply })
-            .await
+        self.call(|reply| Request::CreateTopic {
+            name,
+            num_partitions,
+            replication_factor,
+            configs,
+            validate_only,
+            reply,
+        })
+        .await
     }
 
     /// Returns the deleted topic's id.
     pub async fn delete_topic(&self, name: String) -> Result<[u8; 16], ControllerError> {
-        self.call(|reply| Request::DeleteTopic { name, reply }).await
+        self.call(|reply| Request::DeleteTopic { name, reply })
+            .await
     }
 
-    pub async fn create_partitions(&self, name: String, total_count: i32, validate_only: bool) -> Result<(), ControllerError> {
-        self.call(|reply| Request::CreatePartitions { name, total_count, validate_only, reply }).await
+    pub async fn create_partitions(
+        &self,
+        name: String,
+        total_count: i32,
+        validate_only: bool,
+    ) -> Result<(), ControllerError> {
+        self.call(|reply| Request::CreatePartitions {
+            name,
+            total_count,
+            validate_only,
+            reply,
+        })
+        .await
     }
 
     pub async fn alter_topic_configs(
@@ -90,12 +129,19 @@ impl ControllerHandle {
         ops: Vec<ConfigOp>,
         validate_only: bool,
     ) -> Result<(), ControllerError> {
-        self.call(|reply| Request::AlterConfigs { name, ops, validate_only, reply }).await
+        self.call(|reply| Request::AlterConfigs {
+            name,
+            ops,
+            validate_only,
+            reply,
+        })
+        .await
     }
 
     /// Reserves `count` producer ids; returns the first of the block.
     pub async fn allocate_producer_ids(&self, count: i64) -> Result<i64, ControllerError> {
-        self.call(|reply| Request::AllocateProducerIds { count, reply }).await
+        self.call(|reply| Request::AllocateProducerIds { count, reply })
+            .await
     }
 
     /// Asks the controller to stop (non-blocking): queued requests are still answered, later

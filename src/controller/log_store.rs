@@ -71,7 +71,11 @@ fn invalid(msg: String) -> io::Error {
 fn encode_entry(out: &mut Vec<u8>, entry: &Entry) -> io::Result<()> {
     let json = serde_json::to_vec(entry).map_err(|e| invalid(format!("encode log entry: {e}")))?;
     if json.len() > MAX_ENTRY_BYTES {
-        return Err(invalid(format!("log entry {} is {} bytes, limit {MAX_ENTRY_BYTES}", entry.log_id, json.len())));
+        return Err(invalid(format!(
+            "log entry {} is {} bytes, limit {MAX_ENTRY_BYTES}",
+            entry.log_id,
+            json.len()
+        )));
     }
     frame::encode_into(out, LOG_MAGIC, LOG_VERSION, &json);
     Ok(())
@@ -87,11 +91,20 @@ fn scan_log(buf: &[u8], path: &Path) -> (BTreeMap<u64, Stored>, u64) {
             Ok((payload, used)) => match serde_json::from_slice::<Entry>(payload) {
                 Ok(entry) if prev.is_none_or(|p| entry.log_id.index == p + 1) => {
                     prev = Some(entry.log_id.index);
-                    entries.insert(entry.log_id.index, Stored { entry, offset: pos as u64 });
+                    entries.insert(
+                        entry.log_id.index,
+                        Stored {
+                            entry,
+                            offset: pos as u64,
+                        },
+                    );
                     pos += used;
                     continue;
                 }
-                Ok(entry) => format!("entry index {} does not follow {:?}", entry.log_id.index, prev),
+                Ok(entry) => format!(
+                    "entry index {} does not follow {:?}",
+                    entry.log_id.index, prev
+                ),
                 Err(e) => format!("undecodable entry: {e}"),
             },
             Err(FrameError::Truncated { .. }) => "torn record at end of file".to_string(),
@@ -131,7 +144,11 @@ impl LogStore {
 
         let buf = read_if_exists(&log_path)?.unwrap_or_default();
         let (mut entries, valid_len) = scan_log(&buf, &log_path);
-        let log = OpenOptions::new().read(true).append(true).create(true).open(&log_path)?;
+        let log = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&log_path)?;
         if valid_len < buf.len() as u64 {
             log.set_len(valid_len)?;
             log.sync_all()?;
@@ -147,19 +164,32 @@ impl LogStore {
             "controller log opened"
         );
         Ok(LogStore {
-            inner: Arc::new(Mutex::new(LogFiles { log_path, meta_path, log, log_len: valid_len, entries, meta })),
+            inner: Arc::new(Mutex::new(LogFiles {
+                log_path,
+                meta_path,
+                log,
+                log_len: valid_len,
+                entries,
+                meta,
+            })),
         })
     }
 
     fn lock(&self) -> io::Result<MutexGuard<'_, LogFiles>> {
-        self.inner.lock().map_err(|_| io::Error::other("controller log store mutex poisoned"))
+        self.inner
+            .lock()
+            .map_err(|_| io::Error::other("controller log store mutex poisoned"))
     }
 
     /// (first, last) index held in the log, for tests and logging.
     #[cfg(test)]
     pub fn bounds(&self) -> io::Result<Option<(u64, u64)>> {
         let g = self.lock()?;
-        Ok(g.entries.keys().next().copied().zip(g.entries.keys().next_back().copied()))
+        Ok(g.entries
+            .keys()
+            .next()
+            .copied()
+            .zip(g.entries.keys().next_back().copied()))
     }
 }
 
@@ -176,7 +206,8 @@ impl LogFiles {
         self.log.sync_data()?;
         self.log_len += buf.len() as u64;
         for (entry, offset) in entries.into_iter().zip(offsets) {
-            self.entries.insert(entry.log_id.index, Stored { entry, offset });
+            self.entries
+                .insert(entry.log_id.index, Stored { entry, offset });
         }
         Ok(())
     }
@@ -197,7 +228,7 @@ impl LogFiles {
     /// rewrites the log without them (the log is small: it is purged after each snapshot).
     fn purge(&mut self, upto: LogId) -> io::Result<()> {
         let mut meta = self.meta.clone();
-        meta.last_purged = Some(upto.clone());
+        meta.last_purged = Some(upto);
         write_meta(&self.meta_path, &meta)?;
         self.meta = meta;
         self.entries = self.entries.split_off(&(upto.index + 1));
@@ -208,7 +239,10 @@ impl LogFiles {
             encode_entry(&mut buf, &stored.entry)?;
         }
         write_atomic(&self.log_path, &buf)?;
-        self.log = OpenOptions::new().read(true).append(true).open(&self.log_path)?;
+        self.log = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&self.log_path)?;
         self.log_len = buf.len() as u64;
         Ok(())
     }
@@ -220,11 +254,14 @@ impl RaftLogReader<ControllerTypes> for LogStore {
         range: RB,
     ) -> Result<Vec<Entry>, io::Error> {
         let g = self.lock()?;
-        Ok(g.entries.range(range).map(|(_, s)| s.entry.clone()).collect())
+        Ok(g.entries
+            .range(range)
+            .map(|(_, s)| s.entry.clone())
+            .collect())
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, io::Error> {
-        Ok(self.lock()?.meta.vote.clone())
+        Ok(self.lock()?.meta.vote)
     }
 }
 
@@ -233,9 +270,17 @@ impl RaftLogStorage<ControllerTypes> for LogStore {
 
     async fn get_log_state(&mut self) -> Result<LogState<ControllerTypes>, io::Error> {
         let g = self.lock()?;
-        let last_purged_log_id = g.meta.last_purged.clone();
-        let last_log_id = g.entries.values().next_back().map(|s| s.entry.log_id.clone()).or(last_purged_log_id.clone());
-        Ok(LogState { last_purged_log_id, last_log_id })
+        let last_purged_log_id = g.meta.last_purged;
+        let last_log_id = g
+            .entries
+            .values()
+            .next_back()
+            .map(|s| s.entry.log_id)
+            .or(last_purged_log_id);
+        Ok(LogState {
+            last_purged_log_id,
+            last_log_id,
+        })
     }
 
     async fn get_log_reader(&mut self) -> Self::LogReader {
@@ -245,18 +290,24 @@ impl RaftLogStorage<ControllerTypes> for LogStore {
     async fn save_vote(&mut self, vote: &Vote) -> Result<(), io::Error> {
         let mut g = self.lock()?;
         let mut meta = g.meta.clone();
-        meta.vote = Some(vote.clone());
+        meta.vote = Some(*vote);
         write_meta(&g.meta_path, &meta)?;
         g.meta = meta;
         Ok(())
     }
 
-    async fn append<I>(&mut self, entries: I, callback: IOFlushed<ControllerTypes>) -> Result<(), io::Error>
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: IOFlushed<ControllerTypes>,
+    ) -> Result<(), io::Error>
     where
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let res = self.lock().and_then(|mut g| g.append(entries.into_iter().collect()));
+        let res = self
+            .lock()
+            .and_then(|mut g| g.append(entries.into_iter().collect()));
         match res {
             Ok(()) => {
                 callback.io_completed(Ok(()));
@@ -278,5 +329,85 @@ impl RaftLogStorage<ControllerTypes> for LogStore {
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
         tracing::debug!(upto = %log_id, "controller log purge");
         self.lock()?.purge(log_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use openraft::entry::RaftEntry;
+    use openraft::vote::leader_id_adv::LeaderId;
+
+    use super::*;
+    use crate::controller::types::Command;
+
+    fn entry(index: u64) -> Entry {
+        let log_id = LogId::new(
+            LeaderId {
+                term: 1,
+                node_id: 1,
+            },
+            index,
+        );
+        Entry::new_normal(
+            log_id,
+            Command::AllocateProducerIds {
+                count: index as i64,
+            },
+        )
+    }
+
+    fn indexes(store: &mut LogStore) -> Vec<u64> {
+        futures::executor::block_on(store.try_get_log_entries(..))
+            .unwrap()
+            .iter()
+            .map(|e| e.log_id.index)
+            .collect()
+    }
+
+    fn append(store: &mut LogStore, range: std::ops::RangeInclusive<u64>) {
+        futures::executor::block_on(store.append(range.map(entry), IOFlushed::noop())).unwrap();
+    }
+
+    #[test]
+    fn truncate_purge_and_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = LogStore::open(dir.path()).unwrap();
+        append(&mut s, 1..=6);
+        futures::executor::block_on(s.truncate_after(Some(entry(4).log_id))).unwrap();
+        append(&mut s, 5..=7);
+        futures::executor::block_on(s.purge(entry(2).log_id)).unwrap();
+        assert_eq!(indexes(&mut s), vec![3, 4, 5, 6, 7]);
+        drop(s);
+
+        let mut s = LogStore::open(dir.path()).unwrap();
+        assert_eq!(indexes(&mut s), vec![3, 4, 5, 6, 7]);
+        let st = futures::executor::block_on(s.get_log_state()).unwrap();
+        assert_eq!(st.last_purged_log_id.map(|l| l.index), Some(2));
+        assert_eq!(st.last_log_id.map(|l| l.index), Some(7));
+    }
+
+    #[test]
+    fn damaged_record_ends_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = LogStore::open(dir.path()).unwrap();
+        append(&mut s, 1..=3);
+        let first_len = {
+            let g = s.lock().unwrap();
+            g.entries[&2].offset
+        };
+        drop(s);
+        // Flip a payload byte of entry 2: entries 2 and 3 are dropped, 1 survives.
+        let path = dir.path().join(LOG_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[first_len as usize + frame::HEADER_LEN + 3] ^= 0x20;
+        std::fs::write(&path, &bytes).unwrap();
+        let mut s = LogStore::open(dir.path()).unwrap();
+        assert_eq!(indexes(&mut s), vec![1]);
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), first_len);
+        // Appending continues cleanly after the truncation point.
+        append(&mut s, 2..=2);
+        drop(s);
+        let mut s = LogStore::open(dir.path()).unwrap();
+        assert_eq!(indexes(&mut s), vec![1, 2]);
     }
 }

@@ -119,20 +119,32 @@ pub enum ControllerError {
 /// Starts the controller thread, recovers metadata from `<data_dir>/controller/`, and
 /// returns a handle plus one update receiver per shard. Each receiver first gets the
 /// recovered image (no deltas), then one update per committed change.
+///
+/// Blocks the calling thread until recovery is done (election + log replay, typically
+/// under a second): call it before the shard executors start, not on one of them.
 pub fn start(
     cfg: ControllerConfig,
-) -> Result<(ControllerHandle, Vec<async_channel::Receiver<MetadataUpdate>>), ControllerError> {
+) -> Result<
+    (
+        ControllerHandle,
+        Vec<async_channel::Receiver<MetadataUpdate>>,
+    ),
+    ControllerError,
+> {
     server::start(cfg)
 }
 
 /// Raft node id for a Kafka node id (which must not be negative).
 fn raft_node_id(node_id: i32) -> Result<u64, ControllerError> {
-    u64::try_from(node_id).map_err(|_| ControllerError::Config(format!("node_id must be >= 0, got {node_id}")))
+    u64::try_from(node_id)
+        .map_err(|_| ControllerError::Config(format!("node_id must be >= 0, got {node_id}")))
 }
 
 fn check_shard_count(n: u16) -> Result<ShardId, ControllerError> {
     if n == 0 {
-        return Err(ControllerError::Config("shard_count must be at least 1".into()));
+        return Err(ControllerError::Config(
+            "shard_count must be at least 1".into(),
+        ));
     }
     Ok(n)
 }

@@ -10,7 +10,9 @@ use std::future::Future;
 use openraft::errors::{RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::v2::RaftNetworkV2;
 use openraft::network::{RPCOption, RaftNetworkFactory};
-use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
 use openraft::OptionalSend;
 use serde::{Deserialize, Serialize};
 
@@ -25,7 +27,11 @@ pub enum RaftRpc {
     Vote(VoteRequest<ControllerTypes>),
     PreVote(VoteRequest<ControllerTypes>),
     /// A whole snapshot: its meta and the snapshot-file bytes (checked on receipt).
-    FullSnapshot { vote: Vote, meta: SnapshotMeta, data: SnapshotData },
+    FullSnapshot {
+        vote: Vote,
+        meta: SnapshotMeta,
+        data: SnapshotData,
+    },
 }
 
 /// The answer to a `RaftRpc`; `Err` carries the remote raft error as text.
@@ -54,7 +60,16 @@ pub async fn serve(raft: &Raft, rpc: RaftRpc) -> RaftRpcReply {
             Err(e) => RaftRpcReply::Err(e.to_string()),
         },
         RaftRpc::FullSnapshot { vote, meta, data } => {
-            match raft.install_full_snapshot(vote, Snapshot { meta, snapshot: data }).await {
+            match raft
+                .install_full_snapshot(
+                    vote,
+                    Snapshot {
+                        meta,
+                        snapshot: data,
+                    },
+                )
+                .await
+            {
                 Ok(r) => RaftRpcReply::Snapshot(r),
                 Err(e) => RaftRpcReply::Err(e.to_string()),
             }
@@ -70,7 +85,10 @@ impl RaftNetworkFactory<ControllerTypes> for Network {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: u64, node: &Node) -> PeerClient {
-        PeerClient { target, addr: node.addr.clone() }
+        PeerClient {
+            target,
+            addr: node.addr.clone(),
+        }
     }
 }
 
@@ -115,6 +133,8 @@ impl RaftNetworkV2<ControllerTypes> for PeerClient {
         _cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
         _option: RPCOption,
     ) -> Result<SnapshotResponse<ControllerTypes>, StreamingError<ControllerTypes>> {
-        Err(StreamingError::Unreachable(self.unreachable("full_snapshot")))
+        Err(StreamingError::Unreachable(
+            self.unreachable("full_snapshot"),
+        ))
     }
 }

@@ -39,7 +39,11 @@ mod tests {
             partitions: shards
                 .iter()
                 .enumerate()
-                .map(|(i, s)| PartitionMeta { partition: i as i32, shard: *s, leader_epoch: 0 })
+                .map(|(i, s)| PartitionMeta {
+                    partition: i as i32,
+                    shard: *s,
+                    leader_epoch: 0,
+                })
                 .collect(),
             configs: BTreeMap::new(),
         }
@@ -47,7 +51,10 @@ mod tests {
 
     #[test]
     fn round_robin_on_empty() {
-        assert_eq!(place(&MetadataImage::default(), 3, 7), vec![0, 1, 2, 0, 1, 2, 0]);
+        assert_eq!(
+            place(&MetadataImage::default(), 3, 7),
+            vec![0, 1, 2, 0, 1, 2, 0]
+        );
     }
 
     #[test]

@@ -16,17 +16,24 @@ pub const MAX_TOPIC_NAME_LEN: usize = 249;
 /// Kafka's topic name rules.
 pub fn validate_topic_name(name: &str) -> Result<(), ControllerError> {
     if name.is_empty() {
-        return Err(ControllerError::InvalidTopic("Topic name is illegal, it can't be empty".into()));
+        return Err(ControllerError::InvalidTopic(
+            "Topic name is illegal, it can't be empty".into(),
+        ));
     }
     if name == "." || name == ".." {
-        return Err(ControllerError::InvalidTopic("Topic name cannot be \".\" or \"..\"".into()));
+        return Err(ControllerError::InvalidTopic(
+            "Topic name cannot be \".\" or \"..\"".into(),
+        ));
     }
     if name.len() > MAX_TOPIC_NAME_LEN {
         return Err(ControllerError::InvalidTopic(format!(
             "Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LEN} characters, topic name: {name}"
         )));
     }
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
         return Err(ControllerError::InvalidTopic(format!(
             "Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
         )));
@@ -38,11 +45,20 @@ pub fn validate_topic_name(name: &str) -> Result<(), ControllerError> {
 fn colliding_topic<'a>(image: &'a MetadataImage, name: &str) -> Option<&'a str> {
     let norm = |s: &str| s.replace('.', "_");
     let n = norm(name);
-    image.topics.keys().find(|k| k.as_str() != name && norm(k) == n).map(String::as_str)
+    image
+        .topics
+        .keys()
+        .find(|k| k.as_str() != name && norm(k) == n)
+        .map(String::as_str)
 }
 
-fn resolve_configs(defaults: &TopicConfigDefaults, configs: &BTreeMap<String, String>) -> Result<(), ControllerError> {
-    TopicConfig::resolve(defaults, configs).map(|_| ()).map_err(ControllerError::InvalidConfig)
+fn resolve_configs(
+    defaults: &TopicConfigDefaults,
+    configs: &BTreeMap<String, String>,
+) -> Result<(), ControllerError> {
+    TopicConfig::resolve(defaults, configs)
+        .map(|_| ())
+        .map_err(ControllerError::InvalidConfig)
 }
 
 /// The settings proposals depend on.
@@ -71,7 +87,11 @@ pub fn create_topic(
             "Topic '{name}' collides with existing topic: {other}"
         )));
     }
-    let n = if num_partitions == -1 { ctx.default_num_partitions } else { num_partitions };
+    let n = if num_partitions == -1 {
+        ctx.default_num_partitions
+    } else {
+        num_partitions
+    };
     if n <= 0 {
         return Err(ControllerError::InvalidPartitions(
             "Number of partitions was set to an invalid non-positive value.".into(),
@@ -98,18 +118,27 @@ pub fn create_topic(
     resolve_configs(ctx.defaults, &configs)?;
     // n is in 1..=MAX_PARTITIONS_PER_TOPIC, so it fits usize.
     let shards = place(image, ctx.shard_count, n as usize);
-    let cmd = Command::CreateTopic { name: name.clone(), topic_id, shards: shards.clone(), configs: configs.clone() };
+    let cmd = Command::CreateTopic {
+        name: name.clone(),
+        topic_id,
+        shards: shards.clone(),
+        configs: configs.clone(),
+    };
     // Preview = what apply will produce; computed by the same code.
     let mut scratch = MetadataImage::default();
     let (resp, _) = super::apply::apply(&mut scratch, image.applied_index, &cmd);
     match resp.0 {
         Ok(super::types::Applied::TopicCreated(meta)) => Ok((cmd, meta)),
-        other => Err(ControllerError::InvalidRequest(format!("internal: create preview failed: {other:?}"))),
+        other => Err(ControllerError::InvalidRequest(format!(
+            "internal: create preview failed: {other:?}"
+        ))),
     }
 }
 
 fn live_topic<'a>(image: &'a MetadataImage, name: &str) -> Result<&'a TopicMeta, ControllerError> {
-    image.topic(name).ok_or_else(|| ControllerError::UnknownTopic(name.to_string()))
+    image
+        .topic(name)
+        .ok_or_else(|| ControllerError::UnknownTopic(name.to_string()))
 }
 
 pub fn create_partitions(
@@ -126,7 +155,9 @@ pub fn create_partitions(
         )));
     }
     if total_count == current {
-        return Err(ControllerError::InvalidPartitions(format!("Topic already has {current} partitions.")));
+        return Err(ControllerError::InvalidPartitions(format!(
+            "Topic already has {current} partitions."
+        )));
     }
     if total_count > MAX_PARTITIONS_PER_TOPIC {
         return Err(ControllerError::InvalidPartitions(format!(
@@ -135,12 +166,19 @@ pub fn create_partitions(
     }
     // total_count > current >= 0, so the difference is positive.
     let new_shards = place(image, ctx.shard_count, (total_count - current) as usize);
-    Ok(Command::CreatePartitions { name: name.to_string(), topic_id: topic.topic_id, new_shards })
+    Ok(Command::CreatePartitions {
+        name: name.to_string(),
+        topic_id: topic.topic_id,
+        new_shards,
+    })
 }
 
 pub fn delete_topic(image: &MetadataImage, name: &str) -> Result<Command, ControllerError> {
     let topic = live_topic(image, name)?;
-    Ok(Command::DeleteTopic { name: name.to_string(), topic_id: topic.topic_id })
+    Ok(Command::DeleteTopic {
+        name: name.to_string(),
+        topic_id: topic.topic_id,
+    })
 }
 
 /// Applies IncrementalAlterConfigs ops to the topic's overrides; the result is validated
@@ -156,13 +194,20 @@ pub fn alter_configs(
     let mut seen = BTreeSet::new();
     for op in ops {
         let key = match &op {
-            ConfigOp::Set(k, _) | ConfigOp::Delete(k) | ConfigOp::Append(k, _) | ConfigOp::Subtract(k, _) => k.clone(),
+            ConfigOp::Set(k, _)
+            | ConfigOp::Delete(k)
+            | ConfigOp::Append(k, _)
+            | ConfigOp::Subtract(k, _) => k.clone(),
         };
         if !seen.insert(key.clone()) {
-            return Err(ControllerError::InvalidConfig(format!("Error due to duplicate config keys: {key}")));
+            return Err(ControllerError::InvalidConfig(format!(
+                "Error due to duplicate config keys: {key}"
+            )));
         }
         if !topic_config::is_known_key(&key) {
-            return Err(ControllerError::InvalidConfig(format!("Unknown topic config name: {key}")));
+            return Err(ControllerError::InvalidConfig(format!(
+                "Unknown topic config name: {key}"
+            )));
         }
         match op {
             ConfigOp::Set(k, v) => {
@@ -188,32 +233,49 @@ pub fn alter_configs(
             }
             ConfigOp::Subtract(k, v) => {
                 let remove = topic_config::split_list(&v);
-                let items: Vec<String> =
-                    current_list(ctx.defaults, &configs, &k).into_iter().filter(|i| !remove.contains(i)).collect();
+                let items: Vec<String> = current_list(ctx.defaults, &configs, &k)
+                    .into_iter()
+                    .filter(|i| !remove.contains(i))
+                    .collect();
                 configs.insert(k, items.join(","));
             }
         }
     }
     resolve_configs(ctx.defaults, &configs)?;
-    Ok(Command::SetTopicConfigs { name: name.to_string(), topic_id: topic.topic_id, configs })
+    Ok(Command::SetTopicConfigs {
+        name: name.to_string(),
+        topic_id: topic.topic_id,
+        configs,
+    })
 }
 
 /// The effective items of list config `key`: the override if set, else the default.
-fn current_list(defaults: &TopicConfigDefaults, configs: &BTreeMap<String, String>, key: &str) -> Vec<String> {
+fn current_list(
+    defaults: &TopicConfigDefaults,
+    configs: &BTreeMap<String, String>,
+    key: &str,
+) -> Vec<String> {
     match configs.get(key) {
         Some(v) => topic_config::split_list(v),
-        None => topic_config::split_list(&topic_config::default_value(defaults, key).unwrap_or_default()),
+        None => topic_config::split_list(
+            &topic_config::default_value(defaults, key).unwrap_or_default(),
+        ),
     }
 }
 
-pub fn allocate_producer_ids(image: &MetadataImage, count: i64) -> Result<Command, ControllerError> {
+pub fn allocate_producer_ids(
+    image: &MetadataImage,
+    count: i64,
+) -> Result<Command, ControllerError> {
     if !(1..=MAX_PRODUCER_ID_BLOCK).contains(&count) {
         return Err(ControllerError::InvalidRequest(format!(
             "producer id block size must be in 1..={MAX_PRODUCER_ID_BLOCK}, got {count}"
         )));
     }
     if image.next_producer_id.checked_add(count).is_none() {
-        return Err(ControllerError::InvalidRequest("producer id space exhausted".into()));
+        return Err(ControllerError::InvalidRequest(
+            "producer id space exhausted".into(),
+        ));
     }
     Ok(Command::AllocateProducerIds { count })
 }
@@ -223,7 +285,8 @@ pub fn allocate_producer_ids(image: &MetadataImage, count: i64) -> Result<Comman
 pub fn new_cluster_id() -> String {
     use base64::Engine;
     loop {
-        let id = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes());
+        let id = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .encode(uuid::Uuid::new_v4().as_bytes());
         if !id.starts_with('-') {
             return id;
         }

@@ -30,10 +30,17 @@ const RECOVERY_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub fn start(
     cfg: ControllerConfig,
-) -> Result<(ControllerHandle, Vec<async_channel::Receiver<MetadataUpdate>>), ControllerError> {
+) -> Result<
+    (
+        ControllerHandle,
+        Vec<async_channel::Receiver<MetadataUpdate>>,
+    ),
+    ControllerError,
+> {
     let shard_count = check_shard_count(cfg.shard_count)?;
     raft_node_id(cfg.node_id)?;
-    let (senders, receivers): (Vec<_>, Vec<_>) = (0..shard_count).map(|_| async_channel::unbounded()).unzip();
+    let (senders, receivers): (Vec<_>, Vec<_>) =
+        (0..shard_count).map(|_| async_channel::unbounded()).unzip();
     let publisher = Arc::new(Publisher::new(senders));
     let (req_tx, req_rx) = async_channel::bounded(REQUEST_QUEUE);
     let (ready_tx, ready_rx) = mpsc::channel();
@@ -42,7 +49,9 @@ pub fn start(
     let thread = std::thread::Builder::new()
         .name("controller".into())
         .spawn(move || run_thread(cfg, thread_publisher, req_rx, ready_tx))
-        .map_err(|e| ControllerError::Storage(format!("cannot spawn the controller thread: {e}")))?;
+        .map_err(|e| {
+            ControllerError::Storage(format!("cannot spawn the controller thread: {e}"))
+        })?;
 
     let ready = ready_rx.recv();
     let handle = ControllerHandle::new(req_tx, publisher, thread);
@@ -54,7 +63,9 @@ pub fn start(
         }
         Err(_) => {
             handle.join();
-            Err(ControllerError::Storage("the controller thread exited during start-up (see logs)".into()))
+            Err(ControllerError::Storage(
+                "the controller thread exited during start-up (see logs)".into(),
+            ))
         }
     }
 }
@@ -67,13 +78,21 @@ fn run_thread(
 ) {
     if let Some(core) = cfg.core {
         if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
-            tracing::warn!(core, "controller: could not pin thread to core; running unpinned");
+            tracing::warn!(
+                core,
+                "controller: could not pin thread to core; running unpinned"
+            );
         }
     }
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_time().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
-            let _ = ready.send(Err(ControllerError::Storage(format!("cannot build the controller runtime: {e}"))));
+            let _ = ready.send(Err(ControllerError::Storage(format!(
+                "cannot build the controller runtime: {e}"
+            ))));
             return;
         }
     };
@@ -124,9 +143,11 @@ fn raft_config(cfg: &ControllerConfig) -> Result<Config, ControllerError> {
 async fn boot(cfg: &ControllerConfig, publisher: &Arc<Publisher>) -> Result<Raft, ControllerError> {
     let node_id = raft_node_id(cfg.node_id)?;
     let dir: PathBuf = cfg.data_dir.join("controller");
-    let log = LogStore::open(&dir)
-        .map_err(|e| ControllerError::Storage(format!("controller log in {}: {e}", dir.display())))?;
-    let sm = StateMachine::open(dir.clone(), publisher.clone()).map_err(ControllerError::Storage)?;
+    let log = LogStore::open(&dir).map_err(|e| {
+        ControllerError::Storage(format!("controller log in {}: {e}", dir.display()))
+    })?;
+    let sm =
+        StateMachine::open(dir.clone(), publisher.clone()).map_err(ControllerError::Storage)?;
     let config = Arc::new(raft_config(cfg)?);
     let raft = Raft::new(node_id, config, Network, log, sm)
         .await
@@ -142,16 +163,37 @@ async fn boot(cfg: &ControllerConfig, publisher: &Arc<Publisher>) -> Result<Raft
     }
 }
 
-async fn recover(cfg: &ControllerConfig, node_id: u64, raft: &Raft, publisher: &Publisher) -> Result<(), ControllerError> {
-    let initialized = raft.is_initialized().await.map_err(|e| ControllerError::Storage(e.to_string()))?;
+async fn recover(
+    cfg: &ControllerConfig,
+    node_id: u64,
+    raft: &Raft,
+    publisher: &Publisher,
+) -> Result<(), ControllerError> {
+    let initialized = raft
+        .is_initialized()
+        .await
+        .map_err(|e| ControllerError::Storage(e.to_string()))?;
     if !initialized {
-        tracing::info!(node_id, "controller: initializing a new single-voter metadata quorum");
-        let members = BTreeMap::from([(node_id, BasicNode { addr: String::new() })]);
-        raft.initialize(members).await.map_err(|e| ControllerError::Storage(format!("raft initialize: {e}")))?;
+        tracing::info!(
+            node_id,
+            "controller: initializing a new single-voter metadata quorum"
+        );
+        let members = BTreeMap::from([(
+            node_id,
+            BasicNode {
+                addr: String::new(),
+            },
+        )]);
+        raft.initialize(members)
+            .await
+            .map_err(|e| ControllerError::Storage(format!("raft initialize: {e}")))?;
     }
     raft.wait(Some(RECOVERY_TIMEOUT))
         .metrics(
-            |m| m.current_leader == Some(node_id) && m.last_applied.as_ref().map(|l| l.index) >= m.last_log_index,
+            |m| {
+                m.current_leader == Some(node_id)
+                    && m.last_applied.as_ref().map(|l| l.index) >= m.last_log_index
+            },
             "controller leads and has applied its log",
         )
         .await
@@ -162,7 +204,9 @@ async fn recover(cfg: &ControllerConfig, node_id: u64, raft: &Raft, publisher: &
         tracing::info!(%cluster_id, "controller: new cluster id");
         raft.client_write(Command::InitCluster { cluster_id })
             .await
-            .map_err(|e| ControllerError::NotController(format!("cannot write the cluster id: {e}")))?;
+            .map_err(|e| {
+                ControllerError::NotController(format!("cannot write the cluster id: {e}"))
+            })?;
     }
     let image = publisher.image();
     check_placement(&image, cfg.shard_count)?;
@@ -208,9 +252,24 @@ fn unexpected(what: &str, got: Applied) -> ControllerError {
 async fn handle_request(ctx: &ProposeCtx<'_>, raft: &Raft, publisher: &Publisher, req: Request) {
     let image = publisher.image();
     match req {
-        Request::CreateTopic { name, num_partitions, replication_factor, configs, validate_only, reply } => {
+        Request::CreateTopic {
+            name,
+            num_partitions,
+            replication_factor,
+            configs,
+            validate_only,
+            reply,
+        } => {
             let topic_id = *uuid::Uuid::new_v4().as_bytes();
-            let res = match propose::create_topic(ctx, &image, name, num_partitions, replication_factor, configs, topic_id) {
+            let res = match propose::create_topic(
+                ctx,
+                &image,
+                name,
+                num_partitions,
+                replication_factor,
+                configs,
+                topic_id,
+            ) {
                 Err(e) => Err(e),
                 Ok((_, preview)) if validate_only => Ok(preview),
                 Ok((cmd, _)) => match write(raft, cmd).await {
@@ -232,7 +291,12 @@ async fn handle_request(ctx: &ProposeCtx<'_>, raft: &Raft, publisher: &Publisher
             };
             let _ = reply.send(res);
         }
-        Request::CreatePartitions { name, total_count, validate_only, reply } => {
+        Request::CreatePartitions {
+            name,
+            total_count,
+            validate_only,
+            reply,
+        } => {
             let res = match propose::create_partitions(ctx, &image, &name, total_count) {
                 Err(e) => Err(e),
                 Ok(_) if validate_only => Ok(()),
@@ -240,7 +304,12 @@ async fn handle_request(ctx: &ProposeCtx<'_>, raft: &Raft, publisher: &Publisher
             };
             let _ = reply.send(res);
         }
-        Request::AlterConfigs { name, ops, validate_only, reply } => {
+        Request::AlterConfigs {
+            name,
+            ops,
+            validate_only,
+            reply,
+        } => {
             let res = match propose::alter_configs(ctx, &image, &name, ops) {
                 Err(e) => Err(e),
                 Ok(_) if validate_only => Ok(()),

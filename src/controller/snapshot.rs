@@ -95,9 +95,20 @@ impl From<&MetadataImage> for SnapImage {
                     partitions: t
                         .partitions
                         .iter()
-                        .map(|p| SnapPartition { partition: p.partition, shard: p.shard, leader_epoch: p.leader_epoch })
+                        .map(|p| SnapPartition {
+                            partition: p.partition,
+                            shard: p.shard,
+                            leader_epoch: p.leader_epoch,
+                        })
                         .collect(),
-                    configs: t.configs.iter().map(|(k, v)| SnapConfig { key: k.clone(), value: v.clone() }).collect(),
+                    configs: t
+                        .configs
+                        .iter()
+                        .map(|(k, v)| SnapConfig {
+                            key: k.clone(),
+                            value: v.clone(),
+                        })
+                        .collect(),
                 })
                 .collect(),
         }
@@ -116,9 +127,17 @@ impl From<SnapImage> for MetadataImage {
                     partitions: t
                         .partitions
                         .into_iter()
-                        .map(|p| PartitionMeta { partition: p.partition, shard: p.shard, leader_epoch: p.leader_epoch })
+                        .map(|p| PartitionMeta {
+                            partition: p.partition,
+                            shard: p.shard,
+                            leader_epoch: p.leader_epoch,
+                        })
                         .collect(),
-                    configs: t.configs.into_iter().map(|c| (c.key, c.value)).collect::<BTreeMap<_, _>>(),
+                    configs: t
+                        .configs
+                        .into_iter()
+                        .map(|c| (c.key, c.value))
+                        .collect::<BTreeMap<_, _>>(),
                 };
                 (t.name, meta)
             })
@@ -135,8 +154,12 @@ impl From<SnapImage> for MetadataImage {
 /// Serializes a snapshot to the bytes of a snapshot file.
 pub fn encode(meta: &SnapshotMeta, image: &MetadataImage) -> Result<Vec<u8>, SnapshotError> {
     let meta_json = serde_json::to_vec(meta).map_err(|e| SnapshotError::Meta(e.to_string()))?;
-    let file = SnapFile { meta_json, image: SnapImage::from(image) };
-    let archived = rkyv::to_bytes::<rkyv::rancor::Error>(&file).map_err(|e| SnapshotError::Archive(e.to_string()))?;
+    let file = SnapFile {
+        meta_json,
+        image: SnapImage::from(image),
+    };
+    let archived = rkyv::to_bytes::<rkyv::rancor::Error>(&file)
+        .map_err(|e| SnapshotError::Archive(e.to_string()))?;
     if archived.len() > MAX_SNAPSHOT_BYTES {
         return Err(SnapshotError::Archive(format!(
             "snapshot is {} bytes, limit {MAX_SNAPSHOT_BYTES}",
@@ -150,14 +173,18 @@ pub fn encode(meta: &SnapshotMeta, image: &MetadataImage) -> Result<Vec<u8>, Sna
 pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotError> {
     let (payload, used) = frame::decode(bytes, MAGIC, VERSION, MAX_SNAPSHOT_BYTES)?;
     if used != bytes.len() {
-        return Err(SnapshotError::Archive(format!("{} trailing bytes after the snapshot record", bytes.len() - used)));
+        return Err(SnapshotError::Archive(format!(
+            "{} trailing bytes after the snapshot record",
+            bytes.len() - used
+        )));
     }
     // rkyv reads in place and needs its buffer aligned; a Vec<u8> from disk is not.
     let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(payload.len());
     aligned.extend_from_slice(payload);
     let file = rkyv::from_bytes::<SnapFile, rkyv::rancor::Error>(&aligned)
         .map_err(|e| SnapshotError::Archive(e.to_string()))?;
-    let meta: SnapshotMeta = serde_json::from_slice(&file.meta_json).map_err(|e| SnapshotError::Meta(e.to_string()))?;
+    let meta: SnapshotMeta =
+        serde_json::from_slice(&file.meta_json).map_err(|e| SnapshotError::Meta(e.to_string()))?;
     Ok((meta, MetadataImage::from(file.image)))
 }
 

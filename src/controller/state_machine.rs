@@ -13,7 +13,10 @@ use crate::cluster::image::{MetadataDelta, MetadataImage, MetadataUpdate};
 
 use super::apply::{apply, diff_images};
 use super::snapshot;
-use super::types::{Applied, ControllerTypes, LogId, Response, Snapshot, SnapshotData, SnapshotMeta, StoredMembership};
+use super::types::{
+    Applied, ControllerTypes, LogId, Response, Snapshot, SnapshotData, SnapshotMeta,
+    StoredMembership,
+};
 
 /// The latest committed image and the shards' update channels. Shared by the state machine
 /// (writer, on the controller thread) and every `ControllerHandle` (readers).
@@ -31,7 +34,13 @@ struct PubState {
 
 impl Publisher {
     pub fn new(senders: Vec<async_channel::Sender<MetadataUpdate>>) -> Publisher {
-        Publisher { state: Mutex::new(PubState { image: Arc::new(MetadataImage::default()), senders, live: false }) }
+        Publisher {
+            state: Mutex::new(PubState {
+                image: Arc::new(MetadataImage::default()),
+                senders,
+                live: false,
+            }),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, PubState> {
@@ -60,7 +69,13 @@ impl Publisher {
             return;
         }
         st.live = true;
-        send_all(&st.senders, MetadataUpdate { image: st.image.clone(), deltas: Vec::new() });
+        send_all(
+            &st.senders,
+            MetadataUpdate {
+                image: st.image.clone(),
+                deltas: Vec::new(),
+            },
+        );
     }
 }
 
@@ -102,7 +117,10 @@ impl StateMachine {
     }
 
     fn snapshot_meta(&self) -> SnapshotMeta {
-        SnapshotMeta { last_log_id: self.last_applied.clone(), last_membership: self.membership.clone() }
+        SnapshotMeta {
+            last_log_id: self.last_applied,
+            last_membership: self.membership.clone(),
+        }
     }
 }
 
@@ -121,7 +139,10 @@ impl RaftSnapshotBuilder<ControllerTypes> for Builder {
         let bytes = snapshot::encode(&self.meta, &self.image)?;
         snapshot::store(&self.dir, &bytes)?;
         tracing::info!(last_log_id = ?self.meta.last_log_id, bytes = bytes.len(), "controller snapshot written");
-        Ok(Snapshot { meta: self.meta.clone(), snapshot: bytes })
+        Ok(Snapshot {
+            meta: self.meta.clone(),
+            snapshot: bytes,
+        })
     }
 }
 
@@ -130,11 +151,15 @@ impl RaftStateMachine<ControllerTypes> for StateMachine {
     type SnapshotBuilder = Builder;
 
     async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), io::Error> {
-        Ok((self.last_applied.clone(), self.membership.clone()))
+        Ok((self.last_applied, self.membership.clone()))
     }
 
     async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
-    where Strm: Stream<Item = Result<EntryResponder<ControllerTypes>, io::Error>> + Unpin + OptionalSend {
+    where
+        Strm: Stream<Item = Result<EntryResponder<ControllerTypes>, io::Error>>
+            + Unpin
+            + OptionalSend,
+    {
         while let Some((entry, responder)) = entries.try_next().await? {
             let index = entry.log_id.index;
             let (response, deltas) = match &entry.payload {
@@ -144,12 +169,12 @@ impl RaftStateMachine<ControllerTypes> for StateMachine {
                 }
                 EntryPayload::Normal(cmd) => apply(Arc::make_mut(&mut self.image), index, cmd),
                 EntryPayload::Membership(m) => {
-                    self.membership = StoredMembership::new(Some(entry.log_id.clone()), m.clone());
+                    self.membership = StoredMembership::new(Some(entry.log_id), m.clone());
                     Arc::make_mut(&mut self.image).applied_index = index;
                     (Response(Ok(Applied::Done)), Vec::new())
                 }
             };
-            self.last_applied = Some(entry.log_id.clone());
+            self.last_applied = Some(entry.log_id);
             self.publisher.publish(self.image.clone(), deltas);
             if let Some(r) = responder {
                 r.send(response);
@@ -159,16 +184,24 @@ impl RaftStateMachine<ControllerTypes> for StateMachine {
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
-        Builder { dir: self.dir.clone(), image: self.image.clone(), meta: self.snapshot_meta() }
+        Builder {
+            dir: self.dir.clone(),
+            image: self.image.clone(),
+            meta: self.snapshot_meta(),
+        }
     }
 
-    async fn install_snapshot(&mut self, meta: &SnapshotMeta, data: SnapshotData) -> Result<(), io::Error> {
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        data: SnapshotData,
+    ) -> Result<(), io::Error> {
         let (_, image) = snapshot::decode(&data)?;
         snapshot::store(&self.dir, &data)?;
         let deltas = diff_images(&self.image, &image);
         tracing::info!(last_log_id = ?meta.last_log_id, changes = deltas.len(), "controller snapshot installed");
         self.image = Arc::new(image);
-        self.last_applied = meta.last_log_id.clone();
+        self.last_applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();
         self.publisher.publish(self.image.clone(), deltas);
         Ok(())
@@ -176,7 +209,10 @@ impl RaftStateMachine<ControllerTypes> for StateMachine {
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
         match snapshot::load(&self.dir) {
-            Ok(Some((meta, _, bytes))) => Ok(Some(Snapshot { meta, snapshot: bytes })),
+            Ok(Some((meta, _, bytes))) => Ok(Some(Snapshot {
+                meta,
+                snapshot: bytes,
+            })),
             Ok(None) => Ok(None),
             Err(msg) => Err(io::Error::new(io::ErrorKind::InvalidData, msg)),
         }

@@ -35,28 +35,54 @@ pub type Snapshot = openraft::type_config::alias::SnapshotOf<ControllerTypes, Sn
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Command {
     /// Written once, by the first leader of a fresh cluster.
-    InitCluster { cluster_id: String },
+    InitCluster {
+        cluster_id: String,
+    },
     /// `shards[i]` is the shard of partition i.
-    CreateTopic { name: String, topic_id: [u8; 16], shards: Vec<ShardId>, configs: BTreeMap<String, String> },
+    CreateTopic {
+        name: String,
+        topic_id: [u8; 16],
+        shards: Vec<ShardId>,
+        configs: BTreeMap<String, String>,
+    },
     /// Appends partitions `current..current+new_shards.len()`; `topic_id` guards against the
     /// topic having been deleted and re-created since the proposal was built.
-    CreatePartitions { name: String, topic_id: [u8; 16], new_shards: Vec<ShardId> },
-    DeleteTopic { name: String, topic_id: [u8; 16] },
+    CreatePartitions {
+        name: String,
+        topic_id: [u8; 16],
+        new_shards: Vec<ShardId>,
+    },
+    DeleteTopic {
+        name: String,
+        topic_id: [u8; 16],
+    },
     /// Replaces the topic's whole override map (already validated).
-    SetTopicConfigs { name: String, topic_id: [u8; 16], configs: BTreeMap<String, String> },
-    AllocateProducerIds { count: i64 },
+    SetTopicConfigs {
+        name: String,
+        topic_id: [u8; 16],
+        configs: BTreeMap<String, String>,
+    },
+    AllocateProducerIds {
+        count: i64,
+    },
 }
 
 impl fmt::Display for Command {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Command::InitCluster { cluster_id } => write!(f, "InitCluster({cluster_id})"),
-            Command::CreateTopic { name, shards, .. } => write!(f, "CreateTopic({name}, {} partitions)", shards.len()),
-            Command::CreatePartitions { name, new_shards, .. } => {
+            Command::CreateTopic { name, shards, .. } => {
+                write!(f, "CreateTopic({name}, {} partitions)", shards.len())
+            }
+            Command::CreatePartitions {
+                name, new_shards, ..
+            } => {
                 write!(f, "CreatePartitions({name}, +{})", new_shards.len())
             }
             Command::DeleteTopic { name, .. } => write!(f, "DeleteTopic({name})"),
-            Command::SetTopicConfigs { name, configs, .. } => write!(f, "SetTopicConfigs({name}, {} keys)", configs.len()),
+            Command::SetTopicConfigs { name, configs, .. } => {
+                write!(f, "SetTopicConfigs({name}, {} keys)", configs.len())
+            }
             Command::AllocateProducerIds { count } => write!(f, "AllocateProducerIds({count})"),
         }
     }
