@@ -49,7 +49,7 @@ then
   "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore \
     -r tests/integration/requirements.txt
 fi
-"$PY" -c 'import confluent_kafka, kafka, pytest; print("python clients: confluent-kafka", confluent_kafka.version()[0], "(librdkafka", confluent_kafka.libversion()[0] + "), kafka-python", kafka.__version__, ", pytest", pytest.__version__)'
+"$PY" -c 'import confluent_kafka, kafka, pytest; print("python clients: confluent-kafka", confluent_kafka.__version__, "(librdkafka", confluent_kafka.libversion()[0] + "), kafka-python", kafka.__version__, ", pytest", pytest.__version__)'
 
 JAR=tests/java/target/clienttool.jar
 if [ ! -f "$JAR" ] || [ -n "$(find tests/java/pom.xml tests/java/src -newer "$JAR" -print -quit)" ]; then
@@ -68,10 +68,10 @@ fi
 
 if [ "${SKIP_CARGO:-0}" != 1 ]; then
   step "cargo test (unit + property tests)"
-  cargo test --all-targets --locked 2>&1
+  cargo test 2>&1
   if [ -z "${SHARDLOG_BIN:-}" ]; then
     step "cargo build --release"
-    cargo build --release --locked --bin shardlog 2>&1
+    cargo build --release --bin shardlog 2>&1
   fi
 fi
 
@@ -80,7 +80,7 @@ step "integration tests (target: $TARGET${SHARDLOG_BIN:+, SHARDLOG_BIN=$SHARDLOG
 export PYTHONDONTWRITEBYTECODE=1
 set +e
 # shellcheck disable=SC2086
-"$PY" -m pytest tests/integration -v -rs -p no:cacheprovider ${PYTEST_ARGS:-}
+"$PY" -m pytest tests/integration -v -rs --durations=15 -p no:cacheprovider ${PYTEST_ARGS:-}
 rc=$?
 set -e
 if [ "$rc" = 5 ]; then
