@@ -22,17 +22,18 @@ SAFETY_NET_S = 120
 
 
 def _fill(path, chunk: int):
-    with open(path, "ab") as f:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
         buf = b"\0" * chunk
         while True:
             try:
-                f.write(buf)
-                f.flush()
-                os.fsync(f.fileno())
+                os.write(fd, buf)
             except OSError as e:
                 if e.errno == errno.ENOSPC:
                     return
                 raise
+    finally:
+        os.close(fd)
 
 
 @pytest.fixture
