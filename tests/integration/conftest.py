@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 TARGET = os.environ.get("SHARDLOG_TEST_TARGET", "shardlog")
 SHARDLOG_BIN = Path(os.environ.get("SHARDLOG_BIN", REPO / "target" / "release" / "shardlog"))
 LOG_ROOT = Path(os.environ.get("SHARDLOG_TEST_LOG_DIR", REPO / "target" / "integration-logs"))
-START_TIMEOUT_S = 30 if TARGET == "shardlog" else 120
+START_TIMEOUT_S = float(os.environ.get("SHARDLOG_START_TIMEOUT_S", 30 if TARGET == "shardlog" else 120))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -167,8 +167,12 @@ class Broker:
         return self.proc is not None and self.proc.poll() is None
 
     def kill9(self) -> None:
+        """SIGKILL to the broker's whole process group (its own session), no clean shutdown."""
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             self.proc.wait(timeout=30)
 
     def stop(self, timeout_s: float = 20) -> None:
