@@ -83,6 +83,9 @@ set +e
 "$PY" -m pytest tests/integration -v -rs --durations=15 -p no:cacheprovider ${PYTEST_ARGS:-}
 rc=$?
 set -e
+if [ "$rc" != 0 ] && [ "$rc" != 5 ]; then
+  echo "broker logs of every test: $ROOT/target/integration-logs/"
+fi
 if [ "$rc" = 5 ]; then
   echo "pytest collected no tests: that is a failure here"
   rc=1
