@@ -1,0 +1,298 @@
+"""Fixtures for shardlog's integration tests: start the real broker binary.
+
+Target: the `shardlog` binary (default: target/release/shardlog, override with
+SHARDLOG_BIN). With SHARDLOG_TEST_TARGET=kafka the same tests run against a real
+Apache Kafka 4.1 node (jars fetched by scripts/kafka_local.sh) — that is how the
+tests themselves are checked.
+
+Every broker's stdout+stderr goes to a file under target/integration-logs/; when a
+test fails, the tail of each broker log the test used is attached to its report.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+TARGET = os.environ.get("SHARDLOG_TEST_TARGET", "shardlog")
+SHARDLOG_BIN = Path(os.environ.get("SHARDLOG_BIN", REPO / "target" / "release" / "shardlog"))
+LOG_ROOT = Path(os.environ.get("SHARDLOG_TEST_LOG_DIR", REPO / "target" / "integration-logs"))
+START_TIMEOUT_S = float(os.environ.get("SHARDLOG_START_TIMEOUT_S", 30 if TARGET == "shardlog" else 120))
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# Brokers started during the current test (for failure reports).
+_LIVE: list["Broker"] = []
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def is_kafka() -> bool:
+    return TARGET == "kafka"
+
+
+def skip_unless_shardlog(reason: str) -> None:
+    if is_kafka():
+        pytest.skip(f"shardlog-only: {reason}")
+
+
+class Broker:
+    """One broker process on a fixed loopback port and data dir.
+
+    start() waits for the readiness log line; restart() reuses port and data dir;
+    kill9() sends SIGKILL (no clean shutdown); stop() sends SIGTERM, then SIGKILL.
+    """
+
+    def __init__(self, data_dir: Path, log_path: Path, shards: int | None = None,
+                 flush: str | None = None, auto_create_topics: bool | None = None,
+                 extra_args: list[str] | None = None):
+        self.data_dir = Path(data_dir)
+        self.log_path = Path(log_path)
+        self.port = free_port()
+        self.controller_port = free_port() if is_kafka() else None
+        self.shards = shards
+        self.flush = flush
+        self.auto_create_topics = auto_create_topics
+        self.extra_args = list(extra_args or [])
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    # -- command lines -------------------------------------------------------------
+    def _shardlog_cmd(self) -> list[str]:
+        cmd = [str(SHARDLOG_BIN), "serve", "--listen", self.bootstrap,
+               "--data-dir", str(self.data_dir)]
+        if self.shards is not None:
+            cmd += ["--shards", str(self.shards)]
+        if self.flush is not None:
+            cmd += ["--flush", self.flush]
+        if self.auto_create_topics is not None:
+            cmd += ["--auto-create-topics", "true" if self.auto_create_topics else "false"]
+        return cmd + self.extra_args
+
+    def _kafka_cmd(self) -> list[str]:
+        cp = kafka_classpath()
+        props = self.data_dir / "server.properties"
+        if not props.exists():
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            lines = [
+                "process.roles=broker,controller", "node.id=1",
+                f"controller.quorum.bootstrap.servers=127.0.0.1:{self.controller_port}",
+                f"listeners=PLAINTEXT://{self.bootstrap},CONTROLLER://127.0.0.1:{self.controller_port}",
+                f"advertised.listeners=PLAINTEXT://{self.bootstrap}",
+                "controller.listener.names=CONTROLLER",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "inter.broker.listener.name=PLAINTEXT",
+                f"log.dirs={self.data_dir / 'logs'}",
+                "num.partitions=1",
+                "offsets.topic.replication.factor=1",
+                "transaction.state.log.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+                "group.initial.rebalance.delay.ms=0",
+            ]
+            if self.flush == "always":
+                lines.append("log.flush.interval.messages=1")
+            if self.auto_create_topics is not None:
+                lines.append(f"auto.create.topics.enable={'true' if self.auto_create_topics else 'false'}")
+            props.write_text("\n".join(lines) + "\n")
+        if not (self.data_dir / "logs" / "meta.properties").exists():
+            subprocess.run(["java", "-cp", cp, "kafka.tools.StorageTool", "format", "--standalone",
+                            "-t", base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode(), "-c", str(props)],
+                           check=True, capture_output=True, timeout=120)
+        return ["java", "-Xmx1g", "-cp", cp, "kafka.Kafka", str(props)]
+
+    def _ready_pattern(self) -> re.Pattern:
+        if is_kafka():
+            return re.compile(r"Kafka Server started")
+        return re.compile(re.escape(f"listening on {self.bootstrap}"))
+
+    # -- lifecycle -----------------------------------------------------------------
+    def start(self) -> "Broker":
+        assert self.proc is None or self.proc.poll() is not None, "broker already running"
+        if not is_kafka() and not SHARDLOG_BIN.exists():
+            pytest.fail(f"broker binary {SHARDLOG_BIN} not found: run `cargo build --release` "
+                        "or set SHARDLOG_BIN")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        cmd = self._kafka_cmd() if is_kafka() else self._shardlog_cmd()
+        self.starts += 1
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n===== start #{self.starts}: {' '.join(cmd)}\n".encode())
+            log.flush()
+            offset = log.tell()
+            env = dict(os.environ)
+            env.setdefault("RUST_BACKTRACE", "1")
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=env,
+                                         start_new_session=True)
+        if self not in _LIVE:
+            _LIVE.append(self)
+        pattern = self._ready_pattern()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                text = f.read().decode("utf-8", "replace")
+            if pattern.search(text):
+                return self
+            if self.proc.poll() is not None:
+                pytest.fail(f"broker exited with code {self.proc.returncode} before it was ready; "
+                            f"log tail:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.kill9()
+                pytest.fail(f"broker printed no '{pattern.pattern}' within {START_TIMEOUT_S} s; "
+                            f"log tail:\n{self.log_tail()}")
+            time.sleep(0.05)
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill9(self) -> None:
+        """SIGKILL to the broker's whole process group (its own session), no clean shutdown."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=30)
+
+    def stop(self, timeout_s: float = 20) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with open(self.log_path, "ab") as log:
+                log.write(b"\n===== test harness: no exit after SIGTERM, sending SIGKILL\n")
+            self.kill9()
+
+    def restart(self, kill: bool = False) -> "Broker":
+        if kill:
+            self.kill9()
+        else:
+            self.stop()
+        return self.start()
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    def assert_alive(self) -> None:
+        assert self.alive(), (f"broker died (exit code {self.proc.returncode}); log tail:\n"
+                              f"{self.log_tail()}")
+
+
+_KAFKA_CP: str | None = None
+
+
+def kafka_classpath() -> str:
+    global _KAFKA_CP
+    if _KAFKA_CP is None:
+        out = subprocess.run([str(REPO / "scripts" / "kafka_local.sh"), "classpath"], check=True,
+                             capture_output=True, text=True, timeout=900)
+        _KAFKA_CP = out.stdout.strip().splitlines()[-1]
+    return _KAFKA_CP
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:120]
+
+
+class BrokerFactory:
+    def __init__(self, tmp_path_factory, name: str):
+        self.tmp_path_factory = tmp_path_factory
+        self.name = _safe(name)
+        self.brokers: list[Broker] = []
+
+    def __call__(self, data_dir: Path | None = None, start: bool = True, **kw) -> Broker:
+        n = len(self.brokers)
+        if data_dir is None:
+            data_dir = self.tmp_path_factory.mktemp(f"data-{self.name}-")
+        log_path = LOG_ROOT / f"{self.name}-{n}.log"
+        if log_path.exists():
+            log_path.unlink()
+        b = Broker(data_dir, log_path, **kw)
+        self.brokers.append(b)
+        if start:
+            b.start()
+        return b
+
+    def close(self) -> None:
+        for b in self.brokers:
+            b.stop()
+            if b in _LIVE:
+                _LIVE.remove(b)
+
+
+@pytest.fixture
+def broker_factory(tmp_path_factory, request):
+    """Start extra brokers (own data dir and port) for one test; all stopped afterwards."""
+    f = BrokerFactory(tmp_path_factory, request.node.name)
+    yield f
+    f.close()
+
+
+@pytest.fixture(scope="module")
+def module_broker(tmp_path_factory, request):
+    """One broker shared by the tests of a module (tests use distinct topic names)."""
+    f = BrokerFactory(tmp_path_factory, request.module.__name__)
+    b = f()
+    yield b
+    f.close()
+
+
+@pytest.fixture
+def broker(module_broker):
+    """The module's broker, restarted if an earlier test left it dead."""
+    if not module_broker.alive():
+        module_broker.start()
+    return module_broker
+
+
+@pytest.fixture
+def bootstrap(broker) -> str:
+    return broker.bootstrap
+
+
+@pytest.fixture
+def topic_name(request) -> str:
+    return "t-" + _safe(request.node.name).replace(".", "-")[:60] + "-" + uuid.uuid4().hex[:6]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.failed:
+        for b in list(_LIVE):
+            state = "running" if b.alive() else f"exited ({b.proc.returncode if b.proc else 'never started'})"
+            rep.sections.append((f"broker log {b.log_path} [{state}]", b.log_tail()))
+
+
+def pytest_report_header(config):
+    if is_kafka():
+        return "integration target: Apache Kafka 4.1 (SHARDLOG_TEST_TARGET=kafka)"
+    return f"integration target: shardlog binary {SHARDLOG_BIN}"

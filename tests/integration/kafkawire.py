@@ -1,0 +1,243 @@
+"""Hand-built Kafka protocol bytes for the bad-input tests: framing, request headers,
+ApiVersions, Produce (v2 and v8) and RecordBatch v2 with CRC-32C (Castagnoli), all with
+struct only — so a test can send exactly the bytes it means, including wrong ones.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+# -- CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) ----------------------------------
+_CRC32C_TABLE = []
+for _n in range(256):
+    _c = _n
+    for _ in range(8):
+        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
+    _CRC32C_TABLE.append(_c)
+
+
+def crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    t = _CRC32C_TABLE
+    for b in data:
+        crc = t[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+assert crc32c(b"123456789") == 0xE3069283  # the standard check value
+
+# -- primitives --------------------------------------------------------------------------------
+
+
+def i8(v): return struct.pack(">b", v)
+def i16(v): return struct.pack(">h", v)
+def i32(v): return struct.pack(">i", v)
+def u32(v): return struct.pack(">I", v)
+def i64(v): return struct.pack(">q", v)
+
+
+def string(s: str | None) -> bytes:
+    if s is None:
+        return i16(-1)
+    b = s.encode()
+    return i16(len(b)) + b
+
+
+def uvarint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def varint(v: int) -> bytes:  # zigzag, 32 or 64 bit alike for our small values
+    return uvarint((v << 1) ^ (v >> 63))
+
+
+def compact_string(s: str) -> bytes:
+    b = s.encode()
+    return uvarint(len(b) + 1) + b
+
+
+def varbytes(b: bytes | None) -> bytes:
+    if b is None:
+        return varint(-1)
+    return varint(len(b)) + b
+
+
+# -- framing ------------------------------------------------------------------------------------
+
+def request(api_key: int, api_version: int, correlation_id: int, body: bytes,
+            header_version: int = 1, client_id: str | None = "shardlog-tests") -> bytes:
+    header = i16(api_key) + i16(api_version) + i32(correlation_id) + string(client_id)
+    if header_version >= 2:
+        header += uvarint(0)  # no tagged fields
+    msg = header + body
+    return i32(len(msg)) + msg
+
+
+def connect(bootstrap: str, timeout_s: float = 10) -> socket.socket:
+    host, port = bootstrap.rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=timeout_s)
+    s.settimeout(timeout_s)
+    return s
+
+
+def recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError(f"connection closed after {len(buf)} of {n} bytes")
+        buf += chunk
+    return bytes(buf)
+
+
+def recv_frame(s: socket.socket) -> bytes:
+    (size,) = struct.unpack(">i", recv_exact(s, 4))
+    assert 0 <= size < 64 << 20, f"response frame size {size}"
+    return recv_exact(s, size)
+
+
+def roundtrip(bootstrap_or_sock, frame: bytes) -> bytes:
+    if isinstance(bootstrap_or_sock, socket.socket):
+        bootstrap_or_sock.sendall(frame)
+        return recv_frame(bootstrap_or_sock)
+    with connect(bootstrap_or_sock) as s:
+        s.sendall(frame)
+        return recv_frame(s)
+
+
+class Reader:
+    def __init__(self, b: bytes):
+        self.b, self.i = b, 0
+
+    def take(self, fmt: str):
+        (v,) = struct.unpack_from(fmt, self.b, self.i)
+        self.i += struct.calcsize(fmt)
+        return v
+
+    def i16(self): return self.take(">h")
+    def i32(self): return self.take(">i")
+    def i64(self): return self.take(">q")
+
+    def string(self):
+        n = self.i16()
+        if n < 0:
+            return None
+        s = self.b[self.i:self.i + n].decode()
+        self.i += n
+        return s
+
+
+# -- ApiVersions ------------------------------------------------------------------------------------
+
+API_VERSIONS = 18
+PRODUCE = 0
+
+
+def api_versions_request(version: int, correlation_id: int) -> bytes:
+    if version >= 3:
+        body = compact_string("shardlog-tests") + compact_string("1.0") + uvarint(0)
+        return request(API_VERSIONS, version, correlation_id, body, header_version=2)
+    return request(API_VERSIONS, version, correlation_id, b"", header_version=1)
+
+
+def parse_api_versions_v0(resp: bytes) -> tuple[int, int, dict[int, tuple[int, int]]]:
+    """(correlation id, error code, {api_key: (min, max)}) from a v0-format response."""
+    r = Reader(resp)
+    corr = r.i32()
+    err = r.i16()
+    n = r.i32()
+    assert 0 <= n < 1000, f"api count {n}"
+    apis = {}
+    for _ in range(n):
+        k, lo, hi = r.i16(), r.i16(), r.i16()
+        apis[k] = (lo, hi)
+    return corr, err, apis
+
+
+# -- RecordBatch v2 ---------------------------------------------------------------------------------
+
+def record_batch(records: list[tuple[bytes | None, bytes, list[tuple[str, bytes]]]], base_ts: int,
+                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                 attributes: int = 0, crc_override: int | None = None) -> bytes:
+    body = bytearray()
+    for i, (k, v, hs) in enumerate(records):
+        rec = i8(0) + varint(0) + varint(i) + varbytes(k) + varbytes(v) + varint(len(hs))
+        for hk, hv in hs:
+            rec += varint(len(hk.encode())) + hk.encode() + varbytes(hv)
+        body += varint(len(rec)) + rec
+    after_crc = (i16(attributes) + i32(len(records) - 1) + i64(base_ts) + i64(base_ts)
+                 + i64(producer_id) + i16(producer_epoch) + i32(base_sequence) + i32(len(records))
+                 + bytes(body))
+    crc = crc32c(after_crc) if crc_override is None else crc_override
+    after_len = i32(-1) + i8(2) + u32(crc) + after_crc  # partition leader epoch, magic, crc
+    return i64(0) + i32(len(after_len)) + after_len
+
+
+def batch_crc(batch: bytes) -> int:
+    return struct.unpack_from(">I", batch, 8 + 4 + 4 + 1)[0]
+
+
+# -- Produce -------------------------------------------------------------------------------------------
+
+def produce_v8_request(correlation_id: int, topic: str, partition: int, records: bytes,
+                       acks: int = -1, timeout_ms: int = 30000) -> bytes:
+    body = (string(None) + i16(acks) + i32(timeout_ms) + i32(1) + string(topic) + i32(1)
+            + i32(partition) + i32(len(records)) + records)
+    return request(PRODUCE, 8, correlation_id, body, header_version=1)
+
+
+def parse_produce_v8(resp: bytes) -> tuple[int, dict[tuple[str, int], dict]]:
+    r = Reader(resp)
+    corr = r.i32()
+    out = {}
+    for _ in range(r.i32()):
+        name = r.string()
+        for _ in range(r.i32()):
+            idx = r.i32()
+            d = {"error_code": r.i16(), "base_offset": r.i64(), "log_append_time_ms": r.i64(),
+                 "log_start_offset": r.i64()}
+            errs = []
+            for _ in range(r.i32()):
+                errs.append((r.i32(), r.string()))
+            d["record_errors"] = errs
+            d["error_message"] = r.string()
+            out[(name, idx)] = d
+    return corr, out
+
+
+def produce_v2_request(correlation_id: int, topic: str, partition: int, message_set: bytes) -> bytes:
+    body = (i16(-1) + i32(30000) + i32(1) + string(topic) + i32(1) + i32(partition)
+            + i32(len(message_set)) + message_set)
+    return request(PRODUCE, 2, correlation_id, body, header_version=1)
+
+
+def parse_produce_v2(resp: bytes) -> tuple[int, dict[tuple[str, int], int]]:
+    r = Reader(resp)
+    corr = r.i32()
+    out = {}
+    for _ in range(r.i32()):
+        name = r.string()
+        for _ in range(r.i32()):
+            idx = r.i32()
+            err = r.i16()
+            r.i64()
+            r.i64()
+            out[(name, idx)] = err
+    return corr, out
+
+
+def message_v1(key: bytes | None, value: bytes, ts: int) -> bytes:
+    """A legacy MessageSet entry (magic 1), as a Produce v2 request carries."""
+    import zlib
+    body = i8(1) + i8(0) + i64(ts) + (i32(-1) if key is None else i32(len(key)) + key) + i32(len(value)) + value
+    msg = u32(zlib.crc32(body) & 0xFFFFFFFF) + body
+    return i64(0) + i32(len(msg)) + msg
