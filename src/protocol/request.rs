@@ -48,7 +48,7 @@ impl RequestError {
 }
 
 /// Decode one request frame (without its 4-byte length prefix; bound it with
-/// `frame::frame_len` first). Never panics; trailing bytes after the body are malformed.
+/// `frame::frame_len` first). Never panics; trailing bytes after the body are ignored, as Kafka does.
 pub fn decode_request(frame: Bytes) -> Result<DecodedRequest, RequestError> {
     // Every request header starts api_key i16 | api_version i16 | correlation_id i32.
     let Some(fixed) = frame.get(..8) else {
@@ -79,10 +79,9 @@ pub fn decode_request(frame: Bytes) -> Result<DecodedRequest, RequestError> {
     let body = RequestKind::decode(api_key, &mut buf, version)
         .map_err(|e| malformed(format!("{e:#}")))?;
     if buf.has_remaining() {
-        return Err(malformed(format!(
-            "{} trailing bytes after {api_key:?} v{version} body",
-            buf.remaining()
-        )));
+        // Kafka's parser ignores bytes after the body, and real clients send some
+        // (librdkafka 2.16's Metadata v13 carries 3); so do we.
+        tracing::debug!(api = ?api_key, version, trailing = buf.remaining(), "ignoring bytes after the request body");
     }
     Ok(DecodedRequest { header, api_key, version, body })
 }
@@ -192,13 +191,10 @@ pub(crate) mod tests {
             ));
         }
         let f = encode_req(ApiKey::Metadata, 12, 21, &MetadataRequest::default());
-        // trailing byte
+        // trailing bytes are ignored, as Kafka does
         let mut t = f.to_vec();
         t.push(0);
-        assert!(matches!(
-            decode_request(Bytes::from(t)),
-            Err(RequestError::Malformed { correlation_id: Some(21), .. })
-        ));
+        assert!(decode_request(Bytes::from(t)).is_ok());
         // every truncation is an error with the correlation id once it is present
         for k in 0..f.len() {
             let e = decode_request(f.slice(..k)).unwrap_err();
