@@ -112,8 +112,12 @@ mod tests {
 
     #[test]
     fn encode_error_is_reported() {
-        // Metadata v0 cannot carry a non-default cluster id: the crate refuses, we report.
-        let body = MetadataResponse::default().with_throttle_time_ms(5);
-        assert!(encode_response(1, ApiKey::Metadata, 0, &body).is_err());
+        // Fetch v10 has no preferred_read_replica: the codec refuses a set value, we report.
+        use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+        use kafka_protocol::messages::FetchResponse;
+        let body = FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
+            .with_partitions(vec![PartitionData::default().with_preferred_read_replica(3.into())])]);
+        assert!(encode_response(1, ApiKey::Fetch, 10, &body).is_err());
+        assert!(encode_response(1, ApiKey::Fetch, 11, &body).is_ok());
     }
 }

@@ -475,7 +475,9 @@ pub(crate) mod tests {
                     producer_epoch: if producer_id >= 0 { 0 } else { -1 },
                     timestamp_type: TimestampType::Creation,
                     offset: i as i64,
-                    sequence: if producer_id >= 0 { 7 + i as i32 } else { -1 },
+                    // The encoder starts a new batch whenever offset - sequence changes, so keep
+                    // it constant; non-idempotent batches then get base sequence -1.
+                    sequence: if producer_id >= 0 { 7 + i as i32 } else { i as i32 - 1 },
                     timestamp: base_ts + i as i64,
                     key: if i % 2 == 0 { Some(Bytes::from(format!("k{i}"))) } else { None },
                     value: Some(Bytes::from(v.clone())),
