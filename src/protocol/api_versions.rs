@@ -12,7 +12,7 @@
 use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::api_versions_response::{ApiVersion, SupportedFeatureKey};
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
-use kafka_protocol::protocol::{Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 
 use super::errors::ErrorCode;
 

@@ -89,7 +89,7 @@ async fn read_requests(
             Err(RequestError::UnsupportedVersion { api_key, correlation_id, .. })
                 if api_key == kafka_protocol::messages::ApiKey::ApiVersions =>
             {
-                let resp: Response = Some(vec![unsupported_version_response_v0(correlation_id).freeze()]);
+                let resp = Response::Frames(vec![unsupported_version_response_v0(correlation_id).freeze()]);
                 glommio::spawn_local(async move { resp })
             }
             Err(e) => {
@@ -119,7 +119,16 @@ async fn fill(reader: &mut ReadHalf, buf: &mut BytesMut, want: usize) -> bool {
 
 async fn write_responses(mut writer: WriteHalf, rx: local_channel::LocalReceiver<Task<Response>>) {
     while let Some(task) = rx.recv().await {
-        let Some(buffers) = task.await else { continue };
+        let buffers = match task.await {
+            Response::Frames(b) => b,
+            Response::NoResponse => continue,
+            Response::Close => {
+                // Shut the socket down so the client sees the close now, even while
+                // the reader is still waiting for its next request.
+                let _ = writer.close().await;
+                return;
+            }
+        };
         for b in buffers {
             // glommio's stream sends only the first slice of a vectored write, so each
             // buffer goes out on its own (stored batch bytes are still not copied).

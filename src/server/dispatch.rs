@@ -9,8 +9,15 @@ use super::handlers;
 use super::shard::ShardContext;
 use crate::protocol::{encode_response, DecodedRequest};
 
-/// The frames of one response; None = nothing is sent (Produce with acks=0).
-pub type Response = Option<Vec<Bytes>>;
+/// What a request gets back.
+pub enum Response {
+    /// The response frame(s), written in order.
+    Frames(Vec<Bytes>),
+    /// Nothing is sent (Produce with acks=0), as Kafka does.
+    NoResponse,
+    /// The connection is closed without a response (the client reconnects and retries).
+    Close,
+}
 
 /// Request context a handler needs to answer.
 #[derive(Clone, Copy, Debug)]
@@ -24,12 +31,12 @@ impl RequestMeta {
     /// Encodes `body` as this request's response frame.
     pub fn respond<R: Encodable + HeaderVersion>(&self, body: &R) -> Response {
         match encode_response(self.correlation_id, self.api_key, self.version, body) {
-            Ok(frame) => Some(vec![frame.freeze()]),
+            Ok(frame) => Response::Frames(vec![frame.freeze()]),
             Err(e) => {
                 // Our own response failed to encode: a bug, not client input. Closing the
                 // connection (no response) is what the client can recover from.
                 tracing::error!(api = ?self.api_key, version = self.version, error = %e, "cannot encode response");
-                None
+                Response::Close
             }
         }
     }
@@ -56,7 +63,7 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest) -> Response {
             // means the table and this match disagree.
             tracing::error!(api = ?meta.api_key, "no handler for an admitted API; closing connection");
             drop(other);
-            None
+            Response::Close
         }
     }
 }

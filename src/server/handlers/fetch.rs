@@ -104,7 +104,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
         }
     }
     let resp = FetchResponseParts { throttle_time_ms: 0, error_code: 0, session_id: 0, topics };
-    Some(write_fetch_response(meta.correlation_id, meta.version, &resp))
+    Response::Frames(write_fetch_response(meta.correlation_id, meta.version, &resp))
 }
 
 async fn read_all(ctx: &Rc<ShardContext>, wanted: &[Wanted]) -> Vec<FetchPartitionParts> {

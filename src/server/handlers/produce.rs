@@ -64,7 +64,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ProduceReque
         topics.push(t);
     }
     if acks == 0 {
-        return None;
+        return Response::NoResponse;
     }
     meta.respond(&ProduceResponse::default().with_responses(topics))
 }
