@@ -138,6 +138,7 @@ pub fn unsupported_version_response_v0(correlation_id: i32) -> BytesMut {
 /// Size check helper used by tests: the encoded response for `version`.
 #[cfg(test)]
 fn encode_body(version: i16) -> bytes::Bytes {
+    use kafka_protocol::protocol::Encodable;
     let mut b = BytesMut::new();
     api_versions_response(version).encode(&mut b, version).unwrap();
     b.freeze()
