@@ -171,6 +171,10 @@ impl Partition {
         self.log.borrow().dir().to_path_buf()
     }
 
+    pub fn set_cache_budget(&self, bytes: usize) {
+        self.log.borrow_mut().set_cache_budget(bytes);
+    }
+
     pub fn apply_config(&self, log_config: LogConfig, settings: PartitionSettings) {
         self.log.borrow_mut().set_config(log_config);
         *self.settings.borrow_mut() = settings;

@@ -131,7 +131,7 @@ impl ShardContext {
             retention_ms: tc.retention_ms,
             retention_bytes: tc.retention_bytes,
             index_interval_bytes: self.config.log_index_interval_bytes,
-            cache_bytes: self.config.batch_cache_bytes_per_partition,
+            cache_bytes: self.cache_budget_per_partition(),
         };
         let settings = PartitionSettings {
             max_message_bytes: tc.max_message_bytes.max(0) as usize,
@@ -139,6 +139,20 @@ impl ShardContext {
             flush: self.config.flush,
         };
         (log, settings)
+    }
+
+    /// The shard's batch-cache budget split evenly over its partitions, capped by the
+    /// per-partition setting.
+    fn cache_budget_per_partition(&self) -> usize {
+        let count: usize = self.partitions.borrow().values().map(|m| m.len()).sum();
+        (self.config.batch_cache_bytes_per_shard / count.max(1)).min(self.config.batch_cache_bytes_per_partition)
+    }
+
+    fn rebalance_cache_budgets(&self) {
+        let budget = self.cache_budget_per_partition();
+        for p in self.local_partitions() {
+            p.set_cache_budget(budget);
+        }
     }
 
     async fn open_partition(&self, topic: &TopicMeta, index: i32) {
@@ -157,6 +171,7 @@ impl ShardContext {
         match Partition::open(&dir, topic.name.clone(), index, topic.topic_id, self.shard, meta.leader_epoch, log, settings).await {
             Ok(p) => {
                 self.partitions.borrow_mut().entry(topic.name.clone()).or_default().insert(index, p);
+                self.rebalance_cache_budgets();
             }
             Err(e) => tracing::error!(shard = self.shard, topic = %topic.name, partition = index, error = %e, "cannot open partition"),
         }
@@ -220,6 +235,7 @@ impl ShardContext {
                 tracing::warn!(shard = self.shard, topic = name, partition = index, error = %e, "could not remove a deleted partition's files");
             }
         }
+        self.rebalance_cache_budgets();
     }
 }
 

@@ -105,6 +105,12 @@ impl Log {
         self.config = config;
     }
 
+    /// Changes only the batch cache budget (the shard splits its budget over partitions).
+    pub fn set_cache_budget(&mut self, bytes: usize) {
+        self.config.cache_bytes = bytes;
+        self.cache.set_budget(bytes);
+    }
+
     fn active(&self) -> &Segment {
         // Invariant: a log always has at least one segment (open creates one).
         self.segments.values().next_back().expect("a log always has an active segment")
