@@ -159,7 +159,8 @@ def test_confluent_group_join_kill_restart(broker_factory, tmp_path):
     # The coordinator's state survives a restart (kill -9: no clean shutdown).
     b.restart(kill=True)
     assert committed(b.bootstrap, group, topic, partitions) == hw
-    d = admin(b.bootstrap).describe_consumer_groups([group])[group].result(timeout=10)
+    a = admin(b.bootstrap)  # keep the handle alive until the future resolves
+    d = a.describe_consumer_groups([group])[group].result(timeout=10)
     assert str(d.state).endswith("EMPTY")
 
 
