@@ -174,12 +174,14 @@ mod tests {
         assert_eq!(supported(ApiKey::Produce), Some((0, 13)));
         assert_eq!(supported(ApiKey::Fetch), Some((4, 17)));
         assert_eq!(supported(ApiKey::InitProducerId), Some((0, 5)));
-        assert_eq!(supported(ApiKey::JoinGroup), None);
+        assert_eq!(supported(ApiKey::JoinGroup), Some((0, 9)));
+        assert_eq!(supported(ApiKey::OffsetCommit), Some((2, 9)));
         assert!(produce_version_rejected(2) && !produce_version_rejected(3));
         assert!(!is_served(ApiKey::Produce, 2));
         assert!(is_served(ApiKey::Produce, 3));
         assert!(!is_served(ApiKey::Fetch, 18));
-        assert!(!is_served(ApiKey::OffsetCommit, 8));
+        assert!(is_served(ApiKey::OffsetCommit, 8));
+        assert!(!is_served(ApiKey::OffsetCommit, 10) && !is_served(ApiKey::OffsetFetch, 10));
     }
 
     #[test]
