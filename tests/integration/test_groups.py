@@ -284,3 +284,20 @@ def test_group_errors_for_bad_input(broker_factory):
             pass
     b.assert_alive()
     assert committed(b.bootstrap, group, topic, 1) == {0: 5}
+
+
+def test_java_classic_group_consumer(broker_factory):
+    from clients import java_tool, json_lines
+    b = group_broker(broker_factory)
+    topic, group = "groups-java", f"java-{uuid.uuid4().hex[:8]}"
+    cli_create_topic(b.bootstrap, topic, 4)
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    for i in range(400):
+        p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 4)
+    p.flush(30)
+    r = java_tool("group-consume", "--bootstrap", b.bootstrap, "--topic", topic, "--group", group,
+                  "--count", "400", "--timeout-ms", "60000", "--prop", "session.timeout.ms=10000")
+    assert "#done\t400" in r.stdout
+    got = {l["p"]: l["committed"] for l in json_lines(r.stdout)}
+    assert got == {0: 100, 1: 100, 2: 100, 3: 100}
+    assert committed(b.bootstrap, group, topic, 4) == got
