@@ -44,6 +44,8 @@ impl Default for Coordinator {
 impl Coordinator {
     /// Runs one group operation; `p` is the offsets partition the caller routed by.
     pub async fn execute(&self, ctx: &Rc<ShardContext>, p: &Rc<Partition>, op: GroupOp) -> Result<GroupReply, ErrorCode> {
+        // Invariant 1: group state is touched only on the shard owning its partition.
+        debug_assert_eq!(crate::runtime::current_shard(), Some(ctx.shard), "group op off its shard");
         self.ensure_loaded(p).await?;
         Ok(match op {
             GroupOp::Join { req, version, client_id, client_host } => {
@@ -188,6 +190,9 @@ impl Coordinator {
                     to_persist.push((g.partition, rec));
                 }
             }
+            // Groups that never got a generation nor offsets (e.g. a MEMBER_ID_REQUIRED
+            // join that never came back) are forgotten.
+            groups.retain(|_, g| !g.is_disposable());
         }
         for (partition, rec) in to_persist {
             if let Some(p) = ctx.partition(OFFSETS_TOPIC, partition) {
