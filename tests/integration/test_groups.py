@@ -196,6 +196,11 @@ def test_kafka_python_group_consumer(broker_factory):
         return [g["group_id"] if isinstance(g, dict) else g[0] for g in a.list_groups()]
 
     assert group in group_ids()
+    if not is_kafka():
+        from clients import shardlog_cli
+        assert group in shardlog_cli("group", "list", "--bootstrap", b.bootstrap).stdout
+        described = shardlog_cli("group", "describe", group, "--bootstrap", b.bootstrap).stdout
+        assert "state Empty" in described and described.count(topic) == 3, described
     a.delete_groups([group])
     assert group not in group_ids()
     a.close()
