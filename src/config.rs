@@ -59,6 +59,20 @@ pub struct Config {
     pub log_index_interval_bytes: usize,
     /// Log level filter (tracing EnvFilter syntax); RUST_LOG overrides it.
     pub log_level: String,
+    /// offsets.topic.num.partitions: partitions of `__consumer_offsets` (created at
+    /// start-up if missing; an existing topic keeps its count).
+    pub offsets_topic_num_partitions: i32,
+    /// group.min.session.timeout.ms / group.max.session.timeout.ms.
+    pub group_min_session_timeout_ms: i32,
+    pub group_max_session_timeout_ms: i32,
+    /// group.initial.rebalance.delay.ms: how long a new group waits for more members.
+    pub group_initial_rebalance_delay_ms: u64,
+    /// group.max.size (classic groups); Kafka's default is unbounded, ours is a limit.
+    pub group_max_size: usize,
+    /// Groups one shard coordinates at most (a limit, as on everything).
+    pub max_groups_per_shard: usize,
+    /// offset.metadata.max.bytes: longer commit metadata gets OFFSET_METADATA_TOO_LARGE.
+    pub offset_metadata_max_bytes: usize,
 }
 
 impl Default for Config {
@@ -88,6 +102,13 @@ impl Default for Config {
             log_retention_check_interval_ms: 300_000,
             log_index_interval_bytes: 4096,
             log_level: "info".into(),
+            offsets_topic_num_partitions: 50,
+            group_min_session_timeout_ms: 6000,
+            group_max_session_timeout_ms: 1_800_000,
+            group_initial_rebalance_delay_ms: 3000,
+            group_max_size: 10_000,
+            max_groups_per_shard: 100_000,
+            offset_metadata_max_bytes: 4096,
         }
     }
 }
@@ -141,6 +162,15 @@ impl Config {
         }
         if !matches!(self.log_message_timestamp_type.as_str(), "CreateTime" | "LogAppendTime") {
             return bad("log_message_timestamp_type", "must be CreateTime or LogAppendTime");
+        }
+        if !(1..=10_000).contains(&self.offsets_topic_num_partitions) {
+            return bad("offsets_topic_num_partitions", "must be between 1 and 10000");
+        }
+        if self.group_min_session_timeout_ms < 1 || self.group_max_session_timeout_ms < self.group_min_session_timeout_ms {
+            return bad("group_max_session_timeout_ms", "must be at least group_min_session_timeout_ms (which must be positive)");
+        }
+        if self.group_max_size == 0 || self.max_groups_per_shard == 0 {
+            return bad("group_max_size", "group_max_size and max_groups_per_shard must be at least 1");
         }
         if let Some(adv) = &self.advertised_listener {
             if adv.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).is_none() {
@@ -205,6 +235,20 @@ pub struct ConfigArgs {
     pub log_index_interval_bytes: Option<usize>,
     #[arg(long)]
     pub log_level: Option<String>,
+    #[arg(long)]
+    pub offsets_topic_num_partitions: Option<i32>,
+    #[arg(long)]
+    pub group_min_session_timeout_ms: Option<i32>,
+    #[arg(long)]
+    pub group_max_session_timeout_ms: Option<i32>,
+    #[arg(long)]
+    pub group_initial_rebalance_delay_ms: Option<u64>,
+    #[arg(long)]
+    pub group_max_size: Option<usize>,
+    #[arg(long)]
+    pub max_groups_per_shard: Option<usize>,
+    #[arg(long)]
+    pub offset_metadata_max_bytes: Option<usize>,
 }
 
 impl ConfigArgs {
@@ -223,7 +267,10 @@ impl ConfigArgs {
             batch_cache_bytes_per_partition, batch_cache_bytes_per_shard, log_segment_bytes,
             log_roll_ms, log_retention_ms, log_retention_bytes, message_max_bytes,
             log_message_timestamp_type, log_retention_check_interval_ms,
-            log_index_interval_bytes, log_level);
+            log_index_interval_bytes, log_level, offsets_topic_num_partitions,
+            group_min_session_timeout_ms, group_max_session_timeout_ms,
+            group_initial_rebalance_delay_ms, group_max_size, max_groups_per_shard,
+            offset_metadata_max_bytes);
         if let Some(a) = &self.advertised_listener {
             c.advertised_listener = Some(a.clone());
         }

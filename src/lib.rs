@@ -8,10 +8,12 @@
 //! - `partition/`  one partition's state: log, producer state, high watermark
 //! - `controller/` the openraft metadata quorum on its own pinned thread
 //! - `cluster/`    the metadata image every shard reads, deltas, topic configs
+//! - `group/`      the classic group coordinator and committed offsets (`__consumer_offsets`)
 pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod controller;
+pub mod group;
 pub mod partition;
 pub mod protocol;
 pub mod runtime;

@@ -1,6 +1,6 @@
 //! `shardlog`: the broker (`serve`) and its command-line tools.
 use clap::{Parser, Subcommand};
-use shardlog::cli::topic;
+use shardlog::cli::{group, topic};
 use shardlog::config::ConfigArgs;
 
 #[derive(Parser)]
@@ -18,6 +18,26 @@ enum Command {
     Topic {
         #[command(subcommand)]
         action: TopicAction,
+    },
+    /// Inspect consumer groups on a running broker.
+    Group {
+        #[command(subcommand)]
+        action: GroupAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum GroupAction {
+    /// List groups with their state.
+    List {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+    /// Members, assignments, committed offsets and lag of one group.
+    Describe {
+        name: String,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
     },
 }
 
@@ -71,6 +91,10 @@ fn main() {
             TopicAction::List { bootstrap } => topic::list(&bootstrap),
             TopicAction::Describe { name, bootstrap } => topic::describe(&bootstrap, name.as_deref()),
             TopicAction::Delete { name, bootstrap } => topic::delete(&bootstrap, &name),
+        },
+        Command::Group { action } => match action {
+            GroupAction::List { bootstrap } => group::list(&bootstrap),
+            GroupAction::Describe { name, bootstrap } => group::describe(&bootstrap, &name),
         },
     };
     if let Err(e) = result {

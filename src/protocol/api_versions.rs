@@ -23,6 +23,16 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Fetch, 4, 17),
     (ApiKey::ListOffsets, 1, 10),
     (ApiKey::Metadata, 0, 13),
+    // Group APIs (Kafka 4.1 ranges) are served by src/group/.
+    (ApiKey::OffsetCommit, 2, 9),
+    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::FindCoordinator, 0, 6),
+    (ApiKey::JoinGroup, 0, 9),
+    (ApiKey::Heartbeat, 0, 4),
+    (ApiKey::LeaveGroup, 0, 5),
+    (ApiKey::SyncGroup, 0, 5),
+    (ApiKey::DescribeGroups, 0, 6),
+    (ApiKey::ListGroups, 0, 5),
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
@@ -30,19 +40,10 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::InitProducerId, 0, 5),
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::DescribeCluster, 0, 1),
-    // Group APIs (Kafka 4.1 ranges) -- uncomment when src/group/ serves them:
-    // (ApiKey::OffsetCommit, 2, 9),
-    // (ApiKey::OffsetFetch, 1, 9),
-    // (ApiKey::FindCoordinator, 0, 6),
-    // (ApiKey::JoinGroup, 0, 9),
-    // (ApiKey::Heartbeat, 0, 4),
-    // (ApiKey::LeaveGroup, 0, 5),
-    // (ApiKey::SyncGroup, 0, 5),
-    // (ApiKey::DescribeGroups, 0, 6),
-    // (ApiKey::ListGroups, 0, 5),
-    // (ApiKey::DeleteGroups, 0, 2),
 ];
 
 /// Kafka 4.1 ranges of the group APIs, kept here so the codec check covers them before
@@ -174,12 +175,14 @@ mod tests {
         assert_eq!(supported(ApiKey::Produce), Some((0, 13)));
         assert_eq!(supported(ApiKey::Fetch), Some((4, 17)));
         assert_eq!(supported(ApiKey::InitProducerId), Some((0, 5)));
-        assert_eq!(supported(ApiKey::JoinGroup), None);
+        assert_eq!(supported(ApiKey::JoinGroup), Some((0, 9)));
+        assert_eq!(supported(ApiKey::OffsetCommit), Some((2, 9)));
         assert!(produce_version_rejected(2) && !produce_version_rejected(3));
         assert!(!is_served(ApiKey::Produce, 2));
         assert!(is_served(ApiKey::Produce, 3));
         assert!(!is_served(ApiKey::Fetch, 18));
-        assert!(!is_served(ApiKey::OffsetCommit, 8));
+        assert!(is_served(ApiKey::OffsetCommit, 8));
+        assert!(!is_served(ApiKey::OffsetCommit, 10) && !is_served(ApiKey::OffsetFetch, 10));
     }
 
     #[test]

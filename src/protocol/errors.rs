@@ -26,6 +26,7 @@ impl ErrorCode {
     pub const NOT_LEADER_OR_FOLLOWER: ErrorCode = ErrorCode(6);
     pub const REQUEST_TIMED_OUT: ErrorCode = ErrorCode(7);
     pub const MESSAGE_TOO_LARGE: ErrorCode = ErrorCode(10);
+    pub const OFFSET_METADATA_TOO_LARGE: ErrorCode = ErrorCode(12);
     pub const COORDINATOR_LOAD_IN_PROGRESS: ErrorCode = ErrorCode(14);
     pub const COORDINATOR_NOT_AVAILABLE: ErrorCode = ErrorCode(15);
     pub const NOT_COORDINATOR: ErrorCode = ErrorCode(16);
@@ -35,8 +36,12 @@ impl ErrorCode {
     pub const NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode = ErrorCode(20);
     pub const INVALID_REQUIRED_ACKS: ErrorCode = ErrorCode(21);
     pub const ILLEGAL_GENERATION: ErrorCode = ErrorCode(22);
+    pub const INCONSISTENT_GROUP_PROTOCOL: ErrorCode = ErrorCode(23);
+    pub const INVALID_GROUP_ID: ErrorCode = ErrorCode(24);
     pub const UNKNOWN_MEMBER_ID: ErrorCode = ErrorCode(25);
+    pub const INVALID_SESSION_TIMEOUT: ErrorCode = ErrorCode(26);
     pub const REBALANCE_IN_PROGRESS: ErrorCode = ErrorCode(27);
+    pub const INVALID_COMMIT_OFFSET_SIZE: ErrorCode = ErrorCode(28);
     pub const TOPIC_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(29);
     pub const INVALID_TIMESTAMP: ErrorCode = ErrorCode(32);
     pub const UNSUPPORTED_VERSION: ErrorCode = ErrorCode(35);
@@ -59,12 +64,16 @@ impl ErrorCode {
     pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(53);
     pub const KAFKA_STORAGE_ERROR: ErrorCode = ErrorCode(56);
     pub const UNKNOWN_PRODUCER_ID: ErrorCode = ErrorCode(59);
+    pub const NON_EMPTY_GROUP: ErrorCode = ErrorCode(68);
     pub const GROUP_ID_NOT_FOUND: ErrorCode = ErrorCode(69);
     pub const FENCED_LEADER_EPOCH: ErrorCode = ErrorCode(74);
     pub const UNKNOWN_LEADER_EPOCH: ErrorCode = ErrorCode(75);
     pub const UNSUPPORTED_COMPRESSION_TYPE: ErrorCode = ErrorCode(76);
     pub const OFFSET_NOT_AVAILABLE: ErrorCode = ErrorCode(78);
     pub const MEMBER_ID_REQUIRED: ErrorCode = ErrorCode(79);
+    pub const GROUP_MAX_SIZE_REACHED: ErrorCode = ErrorCode(81);
+    pub const FENCED_INSTANCE_ID: ErrorCode = ErrorCode(82);
+    pub const GROUP_SUBSCRIBED_TO_TOPIC: ErrorCode = ErrorCode(86);
     pub const INVALID_RECORD: ErrorCode = ErrorCode(87);
     pub const THROTTLING_QUOTA_EXCEEDED: ErrorCode = ErrorCode(89);
     pub const PRODUCER_FENCED: ErrorCode = ErrorCode(90);

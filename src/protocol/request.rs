@@ -161,7 +161,7 @@ pub(crate) mod tests {
             Err(RequestError::UnknownApiKey { correlation_id: 3 })
         );
         // known to the codec, not served by us
-        let f = encode_req(ApiKey::JoinGroup, 5, 4, &kafka_protocol::messages::JoinGroupRequest::default());
+        let f = encode_req(ApiKey::SaslHandshake, 1, 4, &kafka_protocol::messages::SaslHandshakeRequest::default());
         assert_eq!(decode_request(f), Err(RequestError::UnknownApiKey { correlation_id: 4 }));
         // unsupported ApiVersions version: answerable, header not even needed
         let mut f = encode_req(ApiKey::ApiVersions, 3, 8, &ApiVersionsRequest::default()).to_vec();
@@ -236,6 +236,17 @@ pub(crate) mod tests {
         check::<CreatePartitionsRequest>(ApiKey::CreatePartitions);
         check::<IncrementalAlterConfigsRequest>(ApiKey::IncrementalAlterConfigs);
         check::<DescribeClusterRequest>(ApiKey::DescribeCluster);
+        check::<OffsetCommitRequest>(ApiKey::OffsetCommit);
+        check::<OffsetFetchRequest>(ApiKey::OffsetFetch);
+        check::<FindCoordinatorRequest>(ApiKey::FindCoordinator);
+        check::<JoinGroupRequest>(ApiKey::JoinGroup);
+        check::<HeartbeatRequest>(ApiKey::Heartbeat);
+        check::<LeaveGroupRequest>(ApiKey::LeaveGroup);
+        check::<SyncGroupRequest>(ApiKey::SyncGroup);
+        check::<DescribeGroupsRequest>(ApiKey::DescribeGroups);
+        check::<ListGroupsRequest>(ApiKey::ListGroups);
+        check::<DeleteGroupsRequest>(ApiKey::DeleteGroups);
+        check::<OffsetDeleteRequest>(ApiKey::OffsetDelete);
     }
 
     /// Regenerates the fuzz seed corpus: `cargo test --lib protocol::request::tests::write_fuzz_seeds -- --ignored`.

@@ -41,6 +41,27 @@ fn raise_memlock_limit() {
     let _ = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
 }
 
+/// Creates `__consumer_offsets` (offsets_topic_num_partitions, compacted) if the
+/// recovered metadata lacks it, before the shards start: the group coordinator needs it.
+/// Runs on the start-up thread; the controller thread answers.
+fn ensure_offsets_topic(controller: &controller::ControllerHandle, config: &Config) -> anyhow::Result<()> {
+    if controller.image().topic(crate::group::OFFSETS_TOPIC).is_some() {
+        return Ok(());
+    }
+    let configs = std::collections::BTreeMap::from([("cleanup.policy".to_string(), "compact".to_string())]);
+    let created = futures::executor::block_on(controller.create_topic(
+        crate::group::OFFSETS_TOPIC.to_string(),
+        config.offsets_topic_num_partitions,
+        1,
+        configs,
+        false,
+    ));
+    match created {
+        Ok(_) | Err(controller::ControllerError::TopicAlreadyExists(_)) => Ok(()),
+        Err(e) => Err(anyhow::anyhow!("cannot create {}: {e}", crate::group::OFFSETS_TOPIC)),
+    }
+}
+
 pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let started = Instant::now();
     raise_memlock_limit();
@@ -60,6 +81,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         ..ControllerConfig::default()
     })
     .context("starting the controller")?;
+    ensure_offsets_topic(&controller, &config)?;
     let (mesh, inboxes) = Mesh::new(shard_count);
     let config = Arc::new(config);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
@@ -85,6 +107,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 glommio::spawn_local(follow_metadata(ctx.clone(), updates)).detach();
                 glommio::spawn_local(serve_inbox(ctx.clone(), inbox)).detach();
                 glommio::spawn_local(retention_loop(ctx.clone())).detach();
+                glommio::spawn_local(crate::group::tick_loop(ctx.clone())).detach();
                 let listener = match glommio::net::TcpListener::bind(config.listen) {
                     Ok(l) => l,
                     Err(e) => {

@@ -84,7 +84,7 @@ async fn read_requests(
         let task = match decode_request(frame) {
             Ok(req) => {
                 let ctx = ctx.clone();
-                glommio::spawn_local(async move { dispatch(&ctx, req).await })
+                glommio::spawn_local(async move { dispatch(&ctx, req, peer).await })
             }
             Err(RequestError::UnsupportedVersion { api_key, correlation_id, .. })
                 if api_key == kafka_protocol::messages::ApiKey::ApiVersions =>

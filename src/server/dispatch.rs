@@ -25,6 +25,8 @@ pub struct RequestMeta {
     pub api_key: ApiKey,
     pub version: i16,
     pub correlation_id: i32,
+    /// The client's address (JoinGroup records it as the member's client host).
+    pub peer: Option<std::net::SocketAddr>,
 }
 
 impl RequestMeta {
@@ -42,8 +44,9 @@ impl RequestMeta {
     }
 }
 
-pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest) -> Response {
-    let meta = RequestMeta { api_key: req.api_key, version: req.version, correlation_id: req.header.correlation_id };
+pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, peer: Option<std::net::SocketAddr>) -> Response {
+    let meta = RequestMeta { api_key: req.api_key, version: req.version, correlation_id: req.header.correlation_id, peer };
+    let client_id = req.header.client_id.as_deref().unwrap_or("").to_string();
     match req.body {
         RequestKind::ApiVersions(_) => handlers::api_versions::handle(meta),
         RequestKind::Metadata(r) => handlers::metadata::handle(ctx, meta, r).await,
@@ -58,6 +61,17 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest) -> Response {
         RequestKind::IncrementalAlterConfigs(r) => handlers::incremental_alter_configs::handle(ctx, meta, r).await,
         RequestKind::DescribeCluster(_) => handlers::describe_cluster::handle(ctx, meta),
         RequestKind::InitProducerId(r) => handlers::init_producer_id::handle(ctx, meta, r).await,
+        RequestKind::FindCoordinator(r) => handlers::find_coordinator::handle(ctx, meta, r),
+        RequestKind::JoinGroup(r) => handlers::join_group::handle(ctx, meta, r, client_id).await,
+        RequestKind::SyncGroup(r) => handlers::sync_group::handle(ctx, meta, r).await,
+        RequestKind::Heartbeat(r) => handlers::heartbeat::handle(ctx, meta, r).await,
+        RequestKind::LeaveGroup(r) => handlers::leave_group::handle(ctx, meta, r).await,
+        RequestKind::OffsetCommit(r) => handlers::offset_commit::handle(ctx, meta, r).await,
+        RequestKind::OffsetFetch(r) => handlers::offset_fetch::handle(ctx, meta, r).await,
+        RequestKind::DescribeGroups(r) => handlers::describe_groups::handle(ctx, meta, r).await,
+        RequestKind::ListGroups(r) => handlers::list_groups::handle(ctx, meta, r).await,
+        RequestKind::DeleteGroups(r) => handlers::delete_groups::handle(ctx, meta, r).await,
+        RequestKind::OffsetDelete(r) => handlers::offset_delete::handle(ctx, meta, r).await,
         other => {
             // decode_request admits only APIs in our ApiVersions table; reaching here
             // means the table and this match disagree.

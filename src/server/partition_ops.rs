@@ -23,6 +23,9 @@ pub enum PartitionOp {
     DeleteRecords { offset: i64 },
     /// Resolves when the high watermark passes `seen_high_watermark` (long poll).
     Watch { seen_high_watermark: i64 },
+    /// A group coordinator operation; the partition is the group's `__consumer_offsets`
+    /// partition, so it runs on the shard that coordinates the group.
+    Group(Box<crate::group::GroupOp>),
 }
 
 pub enum OpOutput {
@@ -32,6 +35,7 @@ pub enum OpOutput {
     Offset(i64, i64),
     LowWatermark(i64),
     Watched,
+    Group(Box<crate::group::ops::GroupResult>),
 }
 
 pub type OpResult = Result<OpOutput, PartitionError>;
@@ -80,6 +84,7 @@ async fn execute(ctx: &Rc<ShardContext>, topic: &str, partition: i32, min_index:
         return Err(PartitionError::UnknownTopicOrPartition);
     };
     match op {
+        PartitionOp::Group(op) => Ok(OpOutput::Group(Box::new(ctx.groups.execute(ctx, &p, *op).await))),
         PartitionOp::Produce { records, acks } => p.append(records, acks).await.map(OpOutput::Produce),
         PartitionOp::Fetch { offset, max_bytes } => p.read(offset, max_bytes).await.map(OpOutput::Fetch),
         PartitionOp::ListOffsets { timestamp } => {

@@ -38,6 +38,8 @@ pub struct ShardContext {
     metadata_waiters: RefCell<Vec<oneshot::Sender<()>>>,
     producer_ids: Cell<(i64, i64)>,
     pub connections: Cell<usize>,
+    /// Groups coordinated by this shard (those of its `__consumer_offsets` partitions).
+    pub groups: crate::group::Coordinator,
 }
 
 impl ShardContext {
@@ -59,6 +61,7 @@ impl ShardContext {
             metadata_waiters: RefCell::new(Vec::new()),
             producer_ids: Cell::new((0, 0)),
             connections: Cell::new(0),
+            groups: crate::group::Coordinator::default(),
         }
     }
 

@@ -4,16 +4,27 @@
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_groups;
 pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
 pub mod produce;
+pub mod sync_group;
 
 use kafka_protocol::messages::TopicName;
 use kafka_protocol::protocol::StrBytes;

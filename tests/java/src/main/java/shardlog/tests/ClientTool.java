@@ -55,6 +55,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *   consume --bootstrap B --topic T [--partitions 0,1,..] [--timeout-ms MS]
  *       assign() + seekToBeginning, reads up to the end offsets taken at start; record lines
  *       plus a last line "#done\tCOUNT".
+ *   group-consume --bootstrap B --topic T --group G --count N [--timeout-ms MS] [--prop k=v,...]
+ *           (subscribe in group G, classic protocol; poll N records, commitSync, print
+ *           {"p":..,"committed":..} per assigned partition and "#done<TAB>count")
  *   offsets-for-times --bootstrap B --topic T --ts T1,T2,..   (consumer offsetsForTimes)
  *       -> {"p":P,"query":T,"o":O|null,"ts":T|null}
  *   list-offsets --bootstrap B --topic T --spec earliest|latest|max-timestamp|ts:T  (Admin)
@@ -79,6 +82,7 @@ public final class ClientTool {
     switch (args[0]) {
       case "produce": rc = produce(o, out); break;
       case "consume": rc = consume(o, out); break;
+      case "group-consume": rc = groupConsume(o, out); break;
       case "offsets-for-times": rc = offsetsForTimes(o, out); break;
       case "list-offsets": rc = listOffsets(o, out); break;
       case "delete-records": rc = deleteRecords(o, out); break;
@@ -240,6 +244,34 @@ public final class ClientTool {
           out.print(headersField(r)); out.print('\n');
           count++;
         }
+      }
+    }
+    out.println("#done\t" + count);
+    return 0;
+  }
+
+  private static int groupConsume(Map<String, String> o, PrintWriter out) {
+    long want = Long.parseLong(need(o, "count"));
+    long timeoutMs = Long.parseLong(o.getOrDefault("timeout-ms", "120000"));
+    o.putIfAbsent("prop", "");
+    Map<String, String> withGroup = new HashMap<>(o);
+    String extra = "group.id=" + need(o, "group") + ",enable.auto.commit=false,group.protocol=classic";
+    withGroup.put("prop", o.get("prop").isEmpty() ? extra : o.get("prop") + "," + extra);
+    long count = 0;
+    try (KafkaConsumer<byte[], byte[]> c = consumer(withGroup)) {
+      c.subscribe(java.util.Collections.singletonList(need(o, "topic")));
+      long deadline = System.currentTimeMillis() + timeoutMs;
+      while (count < want) {
+        if (System.currentTimeMillis() > deadline) {
+          System.err.println("group-consume: timed out after " + count + " records");
+          out.println("#done\t" + count);
+          return 1;
+        }
+        count += c.poll(Duration.ofMillis(500)).count();
+      }
+      c.commitSync();
+      for (Map.Entry<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> e : c.committed(c.assignment()).entrySet()) {
+        out.println("{\"p\":" + e.getKey().partition() + ",\"committed\":" + (e.getValue() == null ? -1 : e.getValue().offset()) + "}");
       }
     }
     out.println("#done\t" + count);

@@ -1,0 +1,239 @@
+//! The per-shard group coordinator: the groups whose `__consumer_offsets` partition this
+//! shard owns, loaded lazily by replaying that partition the first time it is used, and
+//! the timer that expires sessions and rebalances.
+//!
+//! Every method runs on the owning shard (requests arrive through `partition_ops`), and
+//! the group map is never borrowed across an await.
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use glommio::sync::Semaphore;
+use kafka_protocol::records::RecordBatchDecoder;
+
+use super::membership;
+use super::ops::{GroupOp, GroupReply};
+use super::records::{build_batch, OffsetsRecord};
+use super::state::{CommittedOffset, Group};
+use super::OFFSETS_TOPIC;
+use crate::partition::Partition;
+use crate::protocol::record_batch::parse_header;
+use crate::protocol::ErrorCode;
+use crate::server::shard::ShardContext;
+use crate::storage::now_ms;
+
+/// How often sessions, pending members and rebalance deadlines are checked.
+const TICK: Duration = Duration::from_millis(100);
+/// Bytes read per step while replaying an offsets partition.
+const LOAD_READ_BYTES: usize = 1 << 20;
+
+pub struct Coordinator {
+    pub(super) groups: RefCell<HashMap<String, Group>>,
+    /// Offsets partitions already replayed into `groups`.
+    loaded: RefCell<HashSet<i32>>,
+    load_lock: Semaphore,
+}
+
+impl Default for Coordinator {
+    fn default() -> Self {
+        Coordinator { groups: RefCell::new(HashMap::new()), loaded: RefCell::new(HashSet::new()), load_lock: Semaphore::new(1) }
+    }
+}
+
+impl Coordinator {
+    /// Runs one group operation; `p` is the offsets partition the caller routed by.
+    pub async fn execute(&self, ctx: &Rc<ShardContext>, p: &Rc<Partition>, op: GroupOp) -> Result<GroupReply, ErrorCode> {
+        // Invariant 1: group state is touched only on the shard owning its partition.
+        debug_assert_eq!(crate::runtime::current_shard(), Some(ctx.shard), "group op off its shard");
+        self.ensure_loaded(p).await?;
+        Ok(match op {
+            GroupOp::Join { req, version, client_id, client_host } => {
+                GroupReply::Join(self.join(ctx, p, req, version, client_id, client_host).await)
+            }
+            GroupOp::Sync { req, version: _ } => GroupReply::Sync(self.sync(ctx, p, req).await),
+            GroupOp::Heartbeat { req } => GroupReply::Heartbeat(self.heartbeat(req)),
+            GroupOp::Leave { group_id, members } => {
+                let (top, members) = self.leave(ctx, &group_id, members);
+                GroupReply::Leave(top, members)
+            }
+            GroupOp::Commit { req, version } => GroupReply::Commit(self.commit(ctx, p, req, version).await),
+            GroupOp::FetchOffsets { group_id, topics } => {
+                let (e, topics) = self.fetch_offsets(&group_id, topics);
+                GroupReply::Offsets(e, topics)
+            }
+            GroupOp::Describe { group_id, version } => GroupReply::Describe(self.describe(&group_id, version)),
+            GroupOp::List { states, types } => {
+                self.ensure_all_loaded(ctx).await?;
+                GroupReply::List(self.list(&states, &types))
+            }
+            GroupOp::Delete { group_id } => GroupReply::Delete(self.delete_group(p, &group_id).await),
+            GroupOp::DeleteOffsets { req } => GroupReply::DeleteOffsets(self.delete_offsets(p, req).await),
+        })
+    }
+
+    async fn ensure_all_loaded(&self, ctx: &Rc<ShardContext>) -> Result<(), ErrorCode> {
+        for p in ctx.local_partitions() {
+            if p.topic == OFFSETS_TOPIC {
+                self.ensure_loaded(&p).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Replays offsets partition `p` into the group map once.
+    async fn ensure_loaded(&self, p: &Rc<Partition>) -> Result<(), ErrorCode> {
+        if self.loaded.borrow().contains(&p.index) {
+            return Ok(());
+        }
+        let _permit = self.load_lock.acquire_permit(1).await.map_err(|_| ErrorCode::COORDINATOR_NOT_AVAILABLE)?;
+        if self.loaded.borrow().contains(&p.index) {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let mut offset = p.log_start_offset();
+        let mut applied = 0usize;
+        while offset < p.high_watermark() {
+            let data = p.read(offset, LOAD_READ_BYTES).await.map_err(|e| {
+                tracing::error!(partition = p.index, offset, error = %e, "cannot read __consumer_offsets while loading groups");
+                ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
+            })?;
+            if data.records.is_empty() {
+                break;
+            }
+            for batch in data.records {
+                // Stored batches were validated on append; a header that does not parse
+                // means the log is damaged: stop rather than loop.
+                let Ok(h) = parse_header(&batch) else {
+                    tracing::error!(partition = p.index, offset, "unparsable batch in __consumer_offsets; stopping replay here");
+                    self.loaded.borrow_mut().insert(p.index);
+                    return Ok(());
+                };
+                offset = offset.max(h.last_offset() + 1);
+                let mut b = batch.clone();
+                match RecordBatchDecoder::decode(&mut b) {
+                    Ok(set) => {
+                        for r in set.records {
+                            if r.control {
+                                continue;
+                            }
+                            match OffsetsRecord::parse(r.key, r.value) {
+                                Ok(rec) => {
+                                    self.replay(p.index, rec, r.offset);
+                                    applied += 1;
+                                }
+                                Err(e) => tracing::warn!(partition = p.index, offset = r.offset, error = %e, "skipping unreadable __consumer_offsets record"),
+                            }
+                        }
+                    }
+                    Err(e) => tracing::warn!(partition = p.index, base_offset = h.base_offset, error = %e, "skipping undecodable __consumer_offsets batch"),
+                }
+            }
+        }
+        self.groups.borrow_mut().retain(|_, g| !g.is_disposable());
+        self.loaded.borrow_mut().insert(p.index);
+        if applied > 0 {
+            tracing::info!(partition = p.index, records = applied, ms = started.elapsed().as_millis() as u64, "loaded groups from __consumer_offsets");
+        }
+        Ok(())
+    }
+
+    fn replay(&self, partition: i32, rec: OffsetsRecord, record_offset: i64) {
+        let mut groups = self.groups.borrow_mut();
+        match rec {
+            OffsetsRecord::Offset { group, topic, partition: tp, value } => {
+                let g = groups.entry(group.clone()).or_insert_with(|| Group::new(group, partition));
+                match value {
+                    Some(v) => {
+                        g.offsets.entry(topic).or_default().insert(
+                            tp,
+                            CommittedOffset {
+                                offset: v.offset,
+                                leader_epoch: v.leader_epoch,
+                                metadata: v.metadata,
+                                commit_timestamp_ms: v.commit_timestamp_ms,
+                                record_offset,
+                            },
+                        );
+                    }
+                    None => {
+                        if let Some(t) = g.offsets.get_mut(&topic) {
+                            t.remove(&tp);
+                            if t.is_empty() {
+                                g.offsets.remove(&topic);
+                            }
+                        }
+                    }
+                }
+            }
+            OffsetsRecord::Group { group, value: Some(v) } => {
+                let g = groups.entry(group.clone()).or_insert_with(|| Group::new(group, partition));
+                // Members are not persisted: the group comes back Empty, keeping its
+                // generation so fencing by generation stays monotonic.
+                g.generation = v.generation;
+                g.protocol_type = Some(v.protocol_type);
+            }
+            OffsetsRecord::Group { group, value: None } => {
+                groups.remove(&group);
+            }
+        }
+    }
+
+    /// Expires sessions, pending members and rebalance deadlines (called every TICK).
+    fn tick(&self, ctx: &Rc<ShardContext>) {
+        let now = Instant::now();
+        let mut to_persist: Vec<(i32, OffsetsRecord)> = Vec::new();
+        {
+            let mut groups = self.groups.borrow_mut();
+            for g in groups.values_mut() {
+                if let Some(rec) = membership::expire(g, now, ctx.config.group_initial_rebalance_delay_ms) {
+                    to_persist.push((g.partition, rec));
+                }
+            }
+            // Groups that never got a generation nor offsets (e.g. a MEMBER_ID_REQUIRED
+            // join that never came back) are forgotten.
+            groups.retain(|_, g| !g.is_disposable());
+        }
+        for (partition, rec) in to_persist {
+            if let Some(p) = ctx.partition(OFFSETS_TOPIC, partition) {
+                glommio::spawn_local(async move {
+                    if let Err(e) = append(&p, &[rec]).await {
+                        tracing::warn!(partition = p.index, error = %e, "could not store group metadata");
+                    }
+                })
+                .detach();
+            }
+        }
+    }
+}
+
+/// Drives the coordinator's timers on this shard.
+pub async fn tick_loop(ctx: Rc<ShardContext>) {
+    loop {
+        glommio::timer::sleep(TICK).await;
+        ctx.groups.tick(&ctx);
+    }
+}
+
+/// Appends `records` to offsets partition `p` (acks=all); returns the first record's
+/// offset. Errors are mapped as Kafka's coordinator maps log append errors.
+pub(super) async fn append(p: &Rc<Partition>, records: &[OffsetsRecord]) -> Result<i64, ErrorCode> {
+    let Some(batch) = build_batch(records, now_ms()) else { return Err(ErrorCode::UNKNOWN_SERVER_ERROR) };
+    match p.append(batch, -1).await {
+        Ok(out) => Ok(out.base_offset),
+        Err(e) => {
+            let code = ErrorCode::from(&e);
+            tracing::warn!(partition = p.index, error = %e, "append to __consumer_offsets failed");
+            Err(match code {
+                ErrorCode::UNKNOWN_TOPIC_OR_PARTITION | ErrorCode::NOT_ENOUGH_REPLICAS | ErrorCode::REQUEST_TIMED_OUT => {
+                    ErrorCode::COORDINATOR_NOT_AVAILABLE
+                }
+                ErrorCode::NOT_LEADER_OR_FOLLOWER | ErrorCode::KAFKA_STORAGE_ERROR => ErrorCode::NOT_COORDINATOR,
+                ErrorCode::MESSAGE_TOO_LARGE | ErrorCode::RECORD_LIST_TOO_LARGE | ErrorCode::INVALID_FETCH_SIZE => {
+                    ErrorCode::INVALID_COMMIT_OFFSET_SIZE
+                }
+                _ => ErrorCode::UNKNOWN_SERVER_ERROR,
+            })
+        }
+    }
+}

@@ -1,0 +1,356 @@
+//! Committed offsets (OffsetCommit / OffsetFetch / OffsetDelete) and the group-level
+//! admin operations (DescribeGroups, ListGroups, DeleteGroups). A commit is validated
+//! against the group as Kafka 4.1 does, appended to the group's `__consumer_offsets`
+//! partition (acks=all), and only then made visible.
+use std::rc::Rc;
+use std::time::Instant;
+
+use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
+use kafka_protocol::messages::offset_delete_response::{OffsetDeleteResponsePartition, OffsetDeleteResponseTopic};
+use kafka_protocol::messages::{GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::coordinator::{append, Coordinator};
+use super::membership::validate_member;
+use super::ops::PartitionOffset;
+use super::records::{OffsetValue, OffsetsRecord};
+use super::state::{CommittedOffset, Group, GroupState};
+use crate::partition::Partition;
+use crate::protocol::ErrorCode;
+use crate::server::shard::ShardContext;
+use crate::storage::now_ms;
+
+fn sb(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+/// Kafka's ClassicGroup.validateOffsetCommit.
+fn validate_commit(g: &Group, member_id: &str, instance_id: Option<&str>, generation: i32) -> Result<(), ErrorCode> {
+    if g.state == GroupState::Dead {
+        return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+    }
+    if generation < 0 && g.state == GroupState::Empty {
+        // Admin clients and consumers without group management (generation -1) may
+        // commit while the group has no members.
+        return Ok(());
+    }
+    if generation >= 0 || !member_id.is_empty() || instance_id.is_some() {
+        validate_member(g, member_id, instance_id)?;
+        if generation != g.generation {
+            return Err(ErrorCode::ILLEGAL_GENERATION);
+        }
+    } else if g.state != GroupState::Empty {
+        return Err(ErrorCode::UNKNOWN_MEMBER_ID);
+    }
+    if g.state == GroupState::CompletingRebalance {
+        return Err(ErrorCode::REBALANCE_IN_PROGRESS);
+    }
+    Ok(())
+}
+
+impl Coordinator {
+    pub(super) async fn commit(&self, ctx: &Rc<ShardContext>, p: &Rc<Partition>, req: OffsetCommitRequest, version: i16) -> OffsetCommitResponse {
+        let group_id = req.group_id.0.to_string();
+        let member_id = req.member_id.to_string();
+        let instance_id = req.group_instance_id.as_ref().map(|s| s.to_string());
+        let generation = req.generation_id_or_member_epoch;
+        let group_error: Option<ErrorCode> = if group_id.is_empty() {
+            Some(ErrorCode::INVALID_GROUP_ID)
+        } else {
+            let mut groups = self.groups.borrow_mut();
+            match groups.get_mut(&group_id) {
+                None if generation < 0 => {
+                    // A "simple" group (offsets only) is created by its first commit.
+                    if groups.len() >= ctx.config.max_groups_per_shard {
+                        Some(ErrorCode::COORDINATOR_NOT_AVAILABLE)
+                    } else {
+                        groups.insert(group_id.clone(), Group::new(group_id.clone(), p.index));
+                        None
+                    }
+                }
+                // Kafka 4.1: GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before.
+                None if version >= 9 => Some(ErrorCode::GROUP_ID_NOT_FOUND),
+                None => Some(ErrorCode::ILLEGAL_GENERATION),
+                Some(g) => match validate_commit(g, &member_id, instance_id.as_deref(), generation) {
+                    Ok(()) => {
+                        if let Some(m) = g.members.get_mut(&member_id) {
+                            m.last_heartbeat = Instant::now();
+                        }
+                        None
+                    }
+                    Err(e) => Some(e),
+                },
+            }
+        };
+        let image = ctx.image();
+        let now = now_ms();
+        // (topic index, partition index, error) for every partition, and the records.
+        let mut codes: Vec<Vec<ErrorCode>> = Vec::with_capacity(req.topics.len());
+        let mut records = Vec::new();
+        let mut keys = Vec::new();
+        for t in &req.topics {
+            let name = t.name.0.as_str();
+            let known = image.topic(name);
+            let mut tc = Vec::with_capacity(t.partitions.len());
+            for part in &t.partitions {
+                let code = if let Some(e) = group_error {
+                    e
+                } else if !known.is_some_and(|k| k.partitions.iter().any(|x| x.partition == part.partition_index)) {
+                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+                } else if part.committed_metadata.as_ref().is_some_and(|m| m.len() > ctx.config.offset_metadata_max_bytes) {
+                    ErrorCode::OFFSET_METADATA_TOO_LARGE
+                } else {
+                    let value = OffsetValue {
+                        offset: part.committed_offset,
+                        leader_epoch: part.committed_leader_epoch,
+                        metadata: part.committed_metadata.as_ref().map(|m| m.to_string()).unwrap_or_default(),
+                        commit_timestamp_ms: now,
+                    };
+                    keys.push((name.to_string(), part.partition_index, value.clone()));
+                    records.push(OffsetsRecord::Offset {
+                        group: group_id.clone(),
+                        topic: name.to_string(),
+                        partition: part.partition_index,
+                        value: Some(value),
+                    });
+                    ErrorCode::NONE
+                };
+                tc.push(code);
+            }
+            codes.push(tc);
+        }
+        let mut write_error = None;
+        if !records.is_empty() {
+            match append(p, &records).await {
+                Ok(base) => {
+                    let mut groups = self.groups.borrow_mut();
+                    if let Some(g) = groups.get_mut(&group_id) {
+                        for (i, (topic, partition, v)) in keys.into_iter().enumerate() {
+                            let record_offset = base + i as i64;
+                            let slot = g.offsets.entry(topic).or_default();
+                            if slot.get(&partition).is_none_or(|old| old.record_offset < record_offset) {
+                                slot.insert(
+                                    partition,
+                                    CommittedOffset {
+                                        offset: v.offset,
+                                        leader_epoch: v.leader_epoch,
+                                        metadata: v.metadata,
+                                        commit_timestamp_ms: v.commit_timestamp_ms,
+                                        record_offset,
+                                    },
+                                );
+                            }
+                        }
+                    }
+                }
+                Err(e) => write_error = Some(e),
+            }
+        }
+        let topics = req
+            .topics
+            .into_iter()
+            .zip(codes)
+            .map(|(t, tc)| {
+                let partitions = t
+                    .partitions
+                    .iter()
+                    .zip(tc)
+                    .map(|(part, c)| {
+                        let c = if c == ErrorCode::NONE { write_error.unwrap_or(c) } else { c };
+                        OffsetCommitResponsePartition::default().with_partition_index(part.partition_index).with_error_code(c.code())
+                    })
+                    .collect();
+                OffsetCommitResponseTopic::default().with_name(t.name).with_partitions(partitions)
+            })
+            .collect();
+        OffsetCommitResponse::default().with_topics(topics)
+    }
+
+    /// Committed offsets of a group: for `topics` (None = every committed partition).
+    pub(super) fn fetch_offsets(&self, group_id: &str, topics: Option<Vec<(String, Vec<i32>)>>) -> (ErrorCode, Vec<(String, Vec<PartitionOffset>)>) {
+        let groups = self.groups.borrow();
+        let g = groups.get(group_id);
+        let lookup = |topic: &str, partition: i32| -> PartitionOffset {
+            match g.and_then(|g| g.offsets.get(topic)).and_then(|t| t.get(&partition)) {
+                Some(c) => PartitionOffset { partition, offset: c.offset, leader_epoch: c.leader_epoch, metadata: Some(c.metadata.clone()), error: ErrorCode::NONE },
+                None => PartitionOffset { partition, offset: -1, leader_epoch: -1, metadata: Some(String::new()), error: ErrorCode::NONE },
+            }
+        };
+        let out = match topics {
+            Some(list) => list.into_iter().map(|(t, parts)| {
+                let offsets = parts.into_iter().map(|p| lookup(&t, p)).collect();
+                (t, offsets)
+            }).collect(),
+            None => {
+                let mut all: Vec<(String, Vec<PartitionOffset>)> = g
+                    .map(|g| {
+                        g.offsets
+                            .iter()
+                            .map(|(t, parts)| {
+                                let mut ps: Vec<i32> = parts.keys().copied().collect();
+                                ps.sort_unstable();
+                                (t.clone(), ps.into_iter().map(|p| lookup(t, p)).collect())
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                all.sort_by(|a, b| a.0.cmp(&b.0));
+                all
+            }
+        };
+        (ErrorCode::NONE, out)
+    }
+
+    pub(super) fn describe(&self, group_id: &str, version: i16) -> DescribedGroup {
+        let groups = self.groups.borrow();
+        let base = DescribedGroup::default().with_group_id(GroupId(sb(group_id)));
+        let Some(g) = groups.get(group_id).filter(|g| g.state != GroupState::Dead) else {
+            let d = base.with_group_state(sb("Dead"));
+            // Kafka 4.1 answers GROUP_ID_NOT_FOUND from v6, an empty Dead group before.
+            return if version >= 6 {
+                d.with_error_code(ErrorCode::GROUP_ID_NOT_FOUND.code()).with_error_message(Some(sb(&format!("Group {group_id} not found."))))
+            } else {
+                d
+            };
+        };
+        let protocol = g.protocol.clone().unwrap_or_default();
+        let stable = g.state == GroupState::Stable;
+        let members = g
+            .members
+            .values()
+            .map(|m| {
+                let d = DescribedGroupMember::default()
+                    .with_member_id(sb(&m.id))
+                    .with_group_instance_id(if version >= 4 { m.instance_id.as_deref().map(sb) } else { None })
+                    .with_client_id(sb(&m.client_id))
+                    .with_client_host(sb(&m.client_host));
+                if stable {
+                    d.with_member_metadata(m.metadata_for(&protocol)).with_member_assignment(m.assignment.clone())
+                } else {
+                    d
+                }
+            })
+            .collect();
+        base.with_group_state(sb(g.state.name()))
+            .with_protocol_type(sb(g.protocol_type.as_deref().unwrap_or("")))
+            .with_protocol_data(sb(&protocol))
+            .with_members(members)
+    }
+
+    /// Groups on this shard matching the (case-insensitive) state and type filters.
+    pub(super) fn list(&self, states: &[String], types: &[String]) -> Vec<ListedGroup> {
+        let groups = self.groups.borrow();
+        let mut out: Vec<ListedGroup> = groups
+            .values()
+            .filter(|g| g.state != GroupState::Dead)
+            .filter(|g| states.is_empty() || states.iter().any(|s| s.eq_ignore_ascii_case(g.state.name())))
+            .filter(|_| types.is_empty() || types.iter().any(|t| t.eq_ignore_ascii_case("classic")))
+            .map(|g| {
+                ListedGroup::default()
+                    .with_group_id(GroupId(sb(&g.id)))
+                    .with_protocol_type(sb(g.protocol_type.as_deref().unwrap_or("")))
+                    .with_group_state(sb(g.state.name()))
+                    .with_group_type(sb("classic"))
+            })
+            .collect();
+        out.sort_by(|a, b| a.group_id.0.cmp(&b.group_id.0));
+        out
+    }
+
+    pub(super) async fn delete_group(&self, p: &Rc<Partition>, group_id: &str) -> ErrorCode {
+        let records = {
+            let groups = self.groups.borrow();
+            let Some(g) = groups.get(group_id).filter(|g| g.state != GroupState::Dead) else { return ErrorCode::GROUP_ID_NOT_FOUND };
+            if g.state != GroupState::Empty {
+                return ErrorCode::NON_EMPTY_GROUP;
+            }
+            let mut recs: Vec<OffsetsRecord> = g
+                .offsets
+                .iter()
+                .flat_map(|(t, parts)| parts.keys().map(move |&partition| OffsetsRecord::Offset { group: group_id.to_string(), topic: t.clone(), partition, value: None }))
+                .collect();
+            recs.push(OffsetsRecord::Group { group: group_id.to_string(), value: None });
+            recs
+        };
+        if let Err(e) = append(p, &records).await {
+            return e;
+        }
+        let mut groups = self.groups.borrow_mut();
+        // Only if nobody joined meanwhile (a join makes it non-Empty).
+        if groups.get(group_id).is_some_and(|g| g.state == GroupState::Empty) {
+            groups.remove(group_id);
+        }
+        tracing::info!(group = group_id, "group deleted");
+        ErrorCode::NONE
+    }
+
+    pub(super) async fn delete_offsets(&self, p: &Rc<Partition>, req: OffsetDeleteRequest) -> OffsetDeleteResponse {
+        let group_id = req.group_id.0.to_string();
+        let err = |e: ErrorCode| OffsetDeleteResponse::default().with_error_code(e.code());
+        let (results, records) = {
+            let groups = self.groups.borrow();
+            let Some(g) = groups.get(&group_id).filter(|g| g.state != GroupState::Dead) else { return err(ErrorCode::GROUP_ID_NOT_FOUND) };
+            let subscribed = if g.state == GroupState::Empty {
+                Some(Default::default())
+            } else if g.protocol_type.as_deref() == Some("consumer") {
+                g.subscribed_topics()
+            } else {
+                return err(ErrorCode::NON_EMPTY_GROUP);
+            };
+            let mut records = Vec::new();
+            let results: Vec<(String, Vec<(i32, ErrorCode)>)> = req
+                .topics
+                .iter()
+                .map(|t| {
+                    let name = t.name.0.to_string();
+                    // Unparsable subscriptions count as subscribed to everything.
+                    let is_subscribed = subscribed.as_ref().is_none_or(|s| s.contains(&name));
+                    let parts = t
+                        .partitions
+                        .iter()
+                        .map(|part| {
+                            if is_subscribed {
+                                return (part.partition_index, ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC);
+                            }
+                            if g.offsets.get(&name).is_some_and(|m| m.contains_key(&part.partition_index)) {
+                                records.push(OffsetsRecord::Offset { group: group_id.clone(), topic: name.clone(), partition: part.partition_index, value: None });
+                            }
+                            (part.partition_index, ErrorCode::NONE)
+                        })
+                        .collect();
+                    (name, parts)
+                })
+                .collect();
+            (results, records)
+        };
+        if !records.is_empty() {
+            if let Err(e) = append(p, &records).await {
+                return err(e);
+            }
+            let mut groups = self.groups.borrow_mut();
+            if let Some(g) = groups.get_mut(&group_id) {
+                for r in &records {
+                    if let OffsetsRecord::Offset { topic, partition, .. } = r {
+                        if let Some(m) = g.offsets.get_mut(topic) {
+                            m.remove(partition);
+                            if m.is_empty() {
+                                g.offsets.remove(topic);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let topics = results
+            .into_iter()
+            .map(|(name, parts)| {
+                OffsetDeleteResponseTopic::default().with_name(crate::server::handlers::topic_name(&name)).with_partitions(
+                    parts.into_iter().map(|(i, e)| OffsetDeleteResponsePartition::default().with_partition_index(i).with_error_code(e.code())).collect(),
+                )
+            })
+            .collect();
+        OffsetDeleteResponse::default().with_topics(topics)
+    }
+}

@@ -1,0 +1,100 @@
+//! Group operations as they travel to the coordinating shard (inside
+//! `PartitionOp::Group`, addressed to the group's `__consumer_offsets` partition), and
+//! their replies. Requests and responses are kafka-protocol bodies (Send).
+use std::rc::Rc;
+
+use kafka_protocol::messages::describe_groups_response::DescribedGroup;
+use kafka_protocol::messages::leave_group_request::MemberIdentity;
+use kafka_protocol::messages::leave_group_response::MemberResponse;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{
+    HeartbeatRequest, JoinGroupRequest, JoinGroupResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest,
+    OffsetDeleteResponse, SyncGroupRequest, SyncGroupResponse,
+};
+
+use super::placement::partition_for;
+use super::OFFSETS_TOPIC;
+use crate::cluster::image::ShardId;
+use crate::partition::PartitionError;
+use crate::protocol::ErrorCode;
+use crate::server::partition_ops::{call, OpOutput, PartitionOp};
+use crate::server::shard::ShardContext;
+
+pub enum GroupOp {
+    Join { req: JoinGroupRequest, version: i16, client_id: String, client_host: String },
+    Sync { req: SyncGroupRequest, version: i16 },
+    Heartbeat { req: HeartbeatRequest },
+    Leave { group_id: String, members: Vec<MemberIdentity> },
+    Commit { req: OffsetCommitRequest, version: i16 },
+    /// `topics` None = all committed partitions.
+    FetchOffsets { group_id: String, topics: Option<Vec<(String, Vec<i32>)>> },
+    Describe { group_id: String, version: i16 },
+    /// Every group of the receiving shard.
+    List { states: Vec<String>, types: Vec<String> },
+    Delete { group_id: String },
+    DeleteOffsets { req: OffsetDeleteRequest },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionOffset {
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: Option<String>,
+    pub error: ErrorCode,
+}
+
+pub enum GroupReply {
+    Join(JoinGroupResponse),
+    Sync(SyncGroupResponse),
+    Heartbeat(ErrorCode),
+    /// Group-level error, per-member results.
+    Leave(ErrorCode, Vec<MemberResponse>),
+    Commit(OffsetCommitResponse),
+    Offsets(ErrorCode, Vec<(String, Vec<PartitionOffset>)>),
+    Describe(DescribedGroup),
+    List(Vec<ListedGroup>),
+    Delete(ErrorCode),
+    DeleteOffsets(OffsetDeleteResponse),
+}
+
+pub type GroupResult = Result<GroupReply, ErrorCode>;
+
+/// The offsets partition coordinating `group_id` and its shard; None while
+/// `__consumer_offsets` does not exist.
+pub fn coordinator_of(ctx: &ShardContext, group_id: &str) -> Option<(i32, ShardId)> {
+    let image = ctx.image();
+    let t = image.topic(OFFSETS_TOPIC)?;
+    let n = i32::try_from(t.partitions.len()).ok()?;
+    let p = partition_for(group_id, n);
+    t.partitions.iter().find(|x| x.partition == p).map(|x| (p, x.shard))
+}
+
+/// Runs `op` on the shard coordinating `group_id`.
+pub async fn route(ctx: &Rc<ShardContext>, group_id: &str, op: GroupOp) -> GroupResult {
+    let Some((partition, shard)) = coordinator_of(ctx, group_id) else { return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE) };
+    call_partition(ctx, shard, partition, op).await
+}
+
+/// Runs `op` on `shard`, addressed to offsets partition `partition`.
+pub async fn call_partition(ctx: &Rc<ShardContext>, shard: ShardId, partition: i32, op: GroupOp) -> GroupResult {
+    match call(ctx, shard, OFFSETS_TOPIC, partition, PartitionOp::Group(Box::new(op))).await {
+        Ok(OpOutput::Group(r)) => *r,
+        Ok(_) => Err(ErrorCode::UNKNOWN_SERVER_ERROR),
+        Err(PartitionError::UnknownTopicOrPartition | PartitionError::NotLeader) => Err(ErrorCode::NOT_COORDINATOR),
+        Err(e) => Err(ErrorCode::from(&e)),
+    }
+}
+
+/// One offsets partition per shard that owns any (for requests that visit every shard).
+pub fn one_partition_per_shard(ctx: &ShardContext) -> Vec<(ShardId, i32)> {
+    let image = ctx.image();
+    let Some(t) = image.topic(OFFSETS_TOPIC) else { return Vec::new() };
+    let mut out: Vec<(ShardId, i32)> = Vec::new();
+    for p in &t.partitions {
+        if !out.iter().any(|(s, _)| *s == p.shard) {
+            out.push((p.shard, p.partition));
+        }
+    }
+    out
+}

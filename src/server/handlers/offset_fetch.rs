@@ -1,0 +1,99 @@
+//! OffsetFetch 1-9: one group per request up to v7, several (`groups`) from v8, each
+//! routed to its coordinating shard. A null topic list (v2+) asks for every committed
+//! partition.
+use std::rc::Rc;
+
+use futures::future::join_all;
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse};
+
+use super::{str_bytes, topic_name};
+use crate::group::ops::{route, GroupOp, GroupReply, PartitionOffset};
+use crate::protocol::ErrorCode;
+use crate::server::dispatch::{RequestMeta, Response};
+use crate::server::shard::ShardContext;
+
+/// Groups one v8+ request may name.
+const MAX_GROUPS: usize = 10_000;
+
+type Topics = Option<Vec<(String, Vec<i32>)>>;
+
+async fn fetch_one(ctx: &Rc<ShardContext>, group_id: String, topics: Topics) -> (ErrorCode, Vec<(String, Vec<PartitionOffset>)>) {
+    let asked = topics.clone();
+    match route(ctx, &group_id.clone(), GroupOp::FetchOffsets { group_id, topics }).await {
+        Ok(GroupReply::Offsets(e, t)) => (e, t),
+        Ok(_) => (ErrorCode::UNKNOWN_SERVER_ERROR, Vec::new()),
+        Err(e) => {
+            // Group-level error; listed partitions carry it too (as Kafka's v1 did).
+            let t = asked
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(t, ps)| (t, ps.into_iter().map(|partition| PartitionOffset { partition, offset: -1, leader_epoch: -1, metadata: Some(String::new()), error: e }).collect()))
+                .collect();
+            (e, t)
+        }
+    }
+}
+
+pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: OffsetFetchRequest) -> Response {
+    let v = meta.version;
+    if v >= 8 {
+        if req.groups.len() > MAX_GROUPS {
+            return meta.respond(&OffsetFetchResponse::default().with_error_code(ErrorCode::INVALID_REQUEST.code()));
+        }
+        let futures = req.groups.into_iter().map(|g| {
+            let topics: Topics = g.topics.map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect());
+            let group_id = g.group_id.clone();
+            async move {
+                let (e, topics) = fetch_one(ctx, group_id.0.to_string(), topics).await;
+                let topics = topics
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        OffsetFetchResponseTopics::default().with_name(topic_name(&t)).with_partitions(
+                            ps.into_iter()
+                                .map(|p| {
+                                    OffsetFetchResponsePartitions::default()
+                                        .with_partition_index(p.partition)
+                                        .with_committed_offset(p.offset)
+                                        .with_committed_leader_epoch(p.leader_epoch)
+                                        .with_metadata(p.metadata.as_deref().map(str_bytes))
+                                        .with_error_code(p.error.code())
+                                })
+                                .collect(),
+                        )
+                    })
+                    .collect();
+                OffsetFetchResponseGroup::default().with_group_id(GroupId(group_id.0)).with_error_code(e.code()).with_topics(topics)
+            }
+        });
+        let groups = join_all(futures).await;
+        return meta.respond(&OffsetFetchResponse::default().with_groups(groups));
+    }
+    let topics: Topics = req.topics.map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect());
+    let (e, topics) = fetch_one(ctx, req.group_id.0.to_string(), topics).await;
+    let topics = topics
+        .into_iter()
+        .map(|(t, ps)| {
+            OffsetFetchResponseTopic::default().with_name(topic_name(&t)).with_partitions(
+                ps.into_iter()
+                    .map(|p| {
+                        let r = OffsetFetchResponsePartition::default()
+                            .with_partition_index(p.partition)
+                            .with_committed_offset(p.offset)
+                            .with_metadata(p.metadata.as_deref().map(str_bytes))
+                            .with_error_code(p.error.code());
+                        // committed_leader_epoch exists from v5.
+                        if v >= 5 { r.with_committed_leader_epoch(p.leader_epoch) } else { r }
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    let resp = OffsetFetchResponse::default().with_topics(topics);
+    // The top-level error_code exists from v2.
+    let resp = if v >= 2 { resp.with_error_code(e.code()) } else { resp };
+    meta.respond(&resp)
+}
