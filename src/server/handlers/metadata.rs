@@ -47,6 +47,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequ
         MetadataResponseTopic::default()
             .with_name(Some(topic_name(&t.name)))
             .with_topic_id(uuid(&t.topic_id))
+            .with_is_internal(t.name == crate::group::OFFSETS_TOPIC)
             .with_topic_authorized_operations(i32::MIN)
             .with_partitions(
                 t.partitions
