@@ -133,7 +133,15 @@ async fn read_all(ctx: &Rc<ShardContext>, wanted: &[Wanted]) -> Vec<FetchPartiti
                 part.records = data.records;
             }
             Ok(_) => part.error_code = ErrorCode::UNKNOWN_SERVER_ERROR.code(),
-            Err(e) => part.error_code = code(&e),
+            Err(e) => {
+                // Kafka reports the partition's range with OFFSET_OUT_OF_RANGE so the
+                // client can apply auto.offset.reset without another round trip.
+                if let crate::partition::PartitionError::OffsetOutOfRange { log_start_offset, log_end_offset, .. } = &e {
+                    part.log_start_offset = *log_start_offset;
+                    part.high_watermark = *log_end_offset;
+                }
+                part.error_code = code(&e);
+            }
         }
         part
     }))
