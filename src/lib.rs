@@ -9,6 +9,8 @@
 //! - `controller/` the openraft metadata quorum on its own pinned thread
 //! - `cluster/`    the metadata image every shard reads, deltas, topic configs
 //! - `group/`      the classic group coordinator and committed offsets (`__consumer_offsets`)
+//! - `bench/`      the load generator (`shardlog bench`) with its own pipelined client
+pub mod bench;
 pub mod cli;
 pub mod cluster;
 pub mod config;

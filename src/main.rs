@@ -14,6 +14,11 @@ struct Cli {
 enum Command {
     /// Run the broker.
     Serve(ConfigArgs),
+    /// Load generator: produce, consume or end-to-end against a running broker.
+    Bench {
+        #[command(subcommand)]
+        mode: shardlog::bench::BenchMode,
+    },
     /// Manage topics on a running broker.
     Topic {
         #[command(subcommand)]
@@ -86,6 +91,7 @@ fn main() {
             tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
             shardlog::server::run_broker(config)
         }),
+        Command::Bench { mode } => shardlog::bench::run(mode),
         Command::Topic { action } => match action {
             TopicAction::Create { name, partitions, configs, bootstrap } => topic::create(&bootstrap, &name, partitions, &configs),
             TopicAction::List { bootstrap } => topic::list(&bootstrap),
