@@ -64,23 +64,25 @@ async fn read_requests(
     peer: Option<SocketAddr>,
 ) {
     let max = ctx.config.socket_request_max_bytes;
-    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut rb = ReadBuf { buf: BytesMut::new(), filled: 0 };
     loop {
-        if !fill(&mut reader, &mut buf, 4).await {
+        if !fill(&mut reader, &mut rb, 4).await {
             return;
         }
-        let len = match frame_len([buf[0], buf[1], buf[2], buf[3]], max) {
+        let b = &rb.buf;
+        let len = match frame_len([b[0], b[1], b[2], b[3]], max) {
             Ok(len) => len,
             Err(e) => {
                 tracing::warn!(shard = ctx.shard, peer = ?peer, error = %e, "refusing frame; closing connection");
                 return;
             }
         };
-        if !fill(&mut reader, &mut buf, 4 + len).await {
+        if !fill(&mut reader, &mut rb, 4 + len).await {
             return;
         }
-        buf.advance(4);
-        let frame = buf.split_to(len).freeze();
+        rb.buf.advance(4);
+        let frame = rb.buf.split_to(len).freeze();
+        rb.filled -= 4 + len;
         let task = match decode_request(frame) {
             Ok(req) => {
                 let ctx = ctx.clone();
@@ -103,15 +105,26 @@ async fn read_requests(
     }
 }
 
-/// Reads until `buf` holds at least `want` bytes; false on EOF or error.
-async fn fill(reader: &mut ReadHalf, buf: &mut BytesMut, want: usize) -> bool {
-    while buf.len() < want {
-        let old = buf.len();
-        let grow = (want - old).max(READ_CHUNK_BYTES);
-        buf.resize(old + grow, 0);
-        match reader.read(&mut buf[old..]).await {
+/// The connection's receive buffer. `buf[..filled]` holds received bytes; the rest of
+/// `buf` is zeroed scratch that reads land in. Keeping the scratch around means each
+/// byte of buffer is zeroed once, not once per read (a profile under load showed the
+/// per-read memset of a 64 KiB chunk among the top costs).
+struct ReadBuf {
+    buf: BytesMut,
+    filled: usize,
+}
+
+/// Reads until at least `want` bytes are buffered; false on EOF or error. `want` is
+/// bounded by the frame limit before this is called.
+async fn fill(reader: &mut ReadHalf, rb: &mut ReadBuf, want: usize) -> bool {
+    while rb.filled < want {
+        let target = want.max(rb.filled + READ_CHUNK_BYTES);
+        if rb.buf.len() < target {
+            rb.buf.resize(target, 0);
+        }
+        match reader.read(&mut rb.buf[rb.filled..]).await {
             Ok(0) | Err(_) => return false,
-            Ok(n) => buf.truncate(old + n),
+            Ok(n) => rb.filled += n,
         }
     }
     true
