@@ -3,14 +3,12 @@
 
 use bytes::{Bytes, BytesMut};
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ApiKey, MetadataRequest, ProduceRequest, RequestHeader, TopicName};
 use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
+use shardlog::protocol::batch_builder::{encode_batch, NewRecord};
 use shardlog::protocol::fetch_writer::{
     write_fetch_response, FetchPartitionParts, FetchResponseParts, FetchTopicParts,
 };
@@ -20,28 +18,8 @@ use shardlog::protocol::request::decode_request;
 /// One uncompressed producer batch of about `bytes` bytes (1 KiB values).
 fn batch(bytes: usize) -> Bytes {
     let n = (bytes / 1024).max(1);
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // keep offset - sequence constant or the encoder starts a new batch per record
-            sequence: i as i32 - 1,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: None,
-            value: Some(Bytes::from(vec![(i % 251) as u8; 1000])),
-            headers: IndexMap::new(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(&mut buf, records.iter(), &RecordEncodeOptions { version: 2, compression: Compression::None })
-        .expect("bench batch encodes");
-    buf.freeze()
+    let records = (0..n).map(|i| NewRecord { key: None, value: Some(Bytes::from(vec![(i % 251) as u8; 1000])), timestamp_ms: 1_700_000_000_000 + i as i64 });
+    encode_batch(records, Compression::None).expect("a bench batch encodes")
 }
 
 fn request_frame<R: Encodable + HeaderVersion>(key: ApiKey, version: i16, body: &R) -> Bytes {

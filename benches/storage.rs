@@ -3,37 +3,18 @@
 //! from the batch cache. `cargo bench --bench storage -- --quick` for a short run.
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use kafka_protocol::indexmap::IndexMap;
-use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use kafka_protocol::records::Compression;
+use shardlog::protocol::batch_builder::{encode_batch, NewRecord};
 use shardlog::config::FlushMode;
 use shardlog::partition::{Partition, PartitionSettings};
 use shardlog::storage::LogConfig;
 
 /// One producer batch of `n` 1 KiB records (sequence tracks offset so it stays one batch).
 fn batch(n: usize) -> Bytes {
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32 - 1,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: None,
-            value: Some(Bytes::from(vec![(i % 251) as u8; 1024])),
-            headers: IndexMap::new(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(&mut buf, records.iter(), &RecordEncodeOptions { version: 2, compression: Compression::None })
-        .expect("a bench batch encodes");
-    buf.freeze()
+    let records = (0..n).map(|i| NewRecord { key: None, value: Some(Bytes::from(vec![(i % 251) as u8; 1024])), timestamp_ms: 1_700_000_000_000 + i as i64 });
+    encode_batch(records, Compression::None).expect("a bench batch encodes")
 }
 
 /// Runs `iters` appends of `records` with `acks` on a fresh partition; returns the time.

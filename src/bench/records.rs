@@ -6,11 +6,10 @@
 use std::ops::Range;
 
 use anyhow::{anyhow, bail};
-use bytes::{Bytes, BytesMut};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use bytes::Bytes;
+use kafka_protocol::records::Compression;
 
+use crate::protocol::batch_builder::{encode_batch, NewRecord};
 use crate::protocol::record_batch::{compute_crc, parse_header, BATCH_HEADER_LEN};
 
 /// Offset of the CRC field in a batch.
@@ -23,8 +22,8 @@ pub fn build_batch(n: usize, size: usize, seed: u64) -> anyhow::Result<Bytes> {
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0);
     let mut x = seed | 1;
-    let records: Vec<Record> = (0..n)
-        .map(|i| {
+    let records: Vec<NewRecord> = (0..n)
+        .map(|_| {
             // xorshift filler so no layer (disk, network) gets to compress it.
             let mut v = Vec::with_capacity(size);
             while v.len() < size {
@@ -33,35 +32,10 @@ pub fn build_batch(n: usize, size: usize, seed: u64) -> anyhow::Result<Bytes> {
                 x ^= x << 17;
                 v.extend_from_slice(&x.to_le_bytes()[..(size - v.len()).min(8)]);
             }
-            Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                // The encoder starts a new batch whenever offset - sequence changes; this
-                // keeps it constant and makes the batch's base sequence -1 (no producer id).
-                sequence: i as i32 - 1,
-                timestamp: now_ms,
-                key: None,
-                value: Some(Bytes::from(v)),
-                headers: Default::default(),
-            }
+            NewRecord { key: None, value: Some(Bytes::from(v)), timestamp_ms: now_ms }
         })
         .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .map_err(|e| anyhow!("encode record batch: {e}"))?;
+    let buf = encode_batch(records, Compression::None).map_err(|e| anyhow!("encode record batch: {e}"))?;
     let h = parse_header(&buf).map_err(|e| anyhow!("encoded batch: {e}"))?;
     if h.total_len() != buf.len() || h.records_count as usize != n || h.base_sequence != -1 {
         bail!(
@@ -69,7 +43,7 @@ pub fn build_batch(n: usize, size: usize, seed: u64) -> anyhow::Result<Bytes> {
             buf.len()
         );
     }
-    Ok(buf.freeze())
+    Ok(buf)
 }
 
 /// What a walk over fetched bytes found.

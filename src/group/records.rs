@@ -11,7 +11,9 @@
 //! restart a group comes back Empty with its generation, and members rejoin, as they do
 //! after a coordinator move. Records go in a plain RecordBatch v2 (producer id -1).
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use kafka_protocol::records::Compression;
+
+use crate::protocol::batch_builder::{encode_batch, NewRecord};
 
 const OFFSET_KEY_VERSION: i16 = 1;
 const GROUP_KEY_VERSION: i16 = 2;
@@ -195,30 +197,9 @@ pub fn build_batch(records: &[OffsetsRecord], timestamp_ms: i64) -> Option<Bytes
     if records.is_empty() {
         return None;
     }
-    let recs: Vec<Record> = records
-        .iter()
-        .enumerate()
-        .map(|(i, r)| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // The encoder starts a new batch when offset - sequence changes: keep it 1.
-            sequence: i as i32 - 1,
-            timestamp: timestamp_ms,
-            key: Some(r.key()),
-            value: r.value(),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    let opts = RecordEncodeOptions { version: 2, compression: Compression::None };
-    match RecordBatchEncoder::encode(&mut buf, recs.iter(), &opts) {
-        Ok(()) => Some(buf.freeze()),
+    let recs = records.iter().map(|r| NewRecord { key: Some(r.key()), value: r.value(), timestamp_ms });
+    match encode_batch(recs, Compression::None) {
+        Ok(b) => Some(b),
         Err(e) => {
             tracing::error!(error = %e, "cannot encode __consumer_offsets records");
             None

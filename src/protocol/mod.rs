@@ -12,6 +12,7 @@
 //! function panics on input (see `fuzz/fuzz_targets/request_decode.rs`).
 
 pub mod api_versions;
+pub mod batch_builder;
 pub mod error_map;
 pub mod errors;
 pub mod fetch_writer;
