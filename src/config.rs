@@ -67,10 +67,15 @@ pub struct Config {
     pub group_max_session_timeout_ms: i32,
     /// group.initial.rebalance.delay.ms: how long a new group waits for more members.
     pub group_initial_rebalance_delay_ms: u64,
-    /// group.max.size (classic groups); Kafka's default is unbounded, ours is a limit.
+    /// group.max.size (classic groups), also used as group.consumer.max.size (KIP-848
+    /// groups); Kafka's default is unbounded, ours is a limit.
     pub group_max_size: usize,
     /// Groups one shard coordinates at most (a limit, as on everything).
     pub max_groups_per_shard: usize,
+    /// group.consumer.session.timeout.ms: a KIP-848 member silent this long is removed.
+    pub group_consumer_session_timeout_ms: u64,
+    /// group.consumer.heartbeat.interval.ms: how often KIP-848 members heartbeat.
+    pub group_consumer_heartbeat_interval_ms: i32,
     /// offset.metadata.max.bytes: longer commit metadata gets OFFSET_METADATA_TOO_LARGE.
     pub offset_metadata_max_bytes: usize,
 }
@@ -108,6 +113,8 @@ impl Default for Config {
             group_initial_rebalance_delay_ms: 3000,
             group_max_size: 10_000,
             max_groups_per_shard: 100_000,
+            group_consumer_session_timeout_ms: 45_000,
+            group_consumer_heartbeat_interval_ms: 5_000,
             offset_metadata_max_bytes: 4096,
         }
     }
@@ -171,6 +178,9 @@ impl Config {
         }
         if self.group_max_size == 0 || self.max_groups_per_shard == 0 {
             return bad("group_max_size", "group_max_size and max_groups_per_shard must be at least 1");
+        }
+        if self.group_consumer_heartbeat_interval_ms < 1 || self.group_consumer_session_timeout_ms <= self.group_consumer_heartbeat_interval_ms as u64 {
+            return bad("group_consumer_session_timeout_ms", "must be above group_consumer_heartbeat_interval_ms (which must be positive)");
         }
         if let Some(adv) = &self.advertised_listener {
             if adv.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).is_none() {
@@ -248,6 +258,10 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub max_groups_per_shard: Option<usize>,
     #[arg(long)]
+    pub group_consumer_session_timeout_ms: Option<u64>,
+    #[arg(long)]
+    pub group_consumer_heartbeat_interval_ms: Option<i32>,
+    #[arg(long)]
     pub offset_metadata_max_bytes: Option<usize>,
 }
 
@@ -270,6 +284,7 @@ impl ConfigArgs {
             log_index_interval_bytes, log_level, offsets_topic_num_partitions,
             group_min_session_timeout_ms, group_max_session_timeout_ms,
             group_initial_rebalance_delay_ms, group_max_size, max_groups_per_shard,
+            group_consumer_session_timeout_ms, group_consumer_heartbeat_interval_ms,
             offset_metadata_max_bytes);
         if let Some(a) = &self.advertised_listener {
             c.advertised_listener = Some(a.clone());

@@ -69,6 +69,7 @@ impl Coordinator {
             }
             GroupOp::Delete { group_id } => GroupReply::Delete(self.delete_group(p, &group_id).await),
             GroupOp::DeleteOffsets { req } => GroupReply::DeleteOffsets(self.delete_offsets(p, req).await),
+            GroupOp::Consumer(op) => self.execute_consumer(ctx, p, op).await,
         })
     }
 
@@ -176,6 +177,7 @@ impl Coordinator {
             OffsetsRecord::Group { group, value: None } => {
                 groups.remove(&group);
             }
+            OffsetsRecord::Consumer(rec) => super::consumer::replay(&mut groups, partition, rec),
         }
     }
 
@@ -187,6 +189,9 @@ impl Coordinator {
             let mut groups = self.groups.borrow_mut();
             for g in groups.values_mut() {
                 if let Some(rec) = membership::expire(g, now, ctx.config.group_initial_rebalance_delay_ms) {
+                    to_persist.push((g.partition, rec));
+                }
+                for rec in super::consumer::expire(g, now, ctx.config.group_consumer_session_timeout_ms) {
                     to_persist.push((g.partition, rec));
                 }
             }

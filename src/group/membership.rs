@@ -296,6 +296,12 @@ impl Coordinator {
             }
             // Present: inserted just above if it was missing.
             let g = groups.get_mut(&group_id).expect("group present");
+            // One protocol per group: a KIP-848 group with members refuses classic joins;
+            // an empty one becomes classic again (its offsets stay).
+            if g.consumer.as_ref().is_some_and(|c| !c.is_empty()) {
+                return join_error(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, &member_id);
+            }
+            g.consumer = None;
             let outcome = join_locked(g, JoinArgs {
                 member_id: &member_id,
                 instance_id: instance_id.as_deref(),

@@ -15,6 +15,8 @@
 //! - `offsets.rs`     offset commit / fetch / delete, group describe / list / delete
 //! - `coordinator.rs` per-shard coordinator: groups by id, loading, persistence, timers
 //! - `ops.rs`         the cross-shard operations and their replies
+//! - `consumer/`      KIP-848 consumer groups (ConsumerGroupHeartbeat / ConsumerGroupDescribe)
+pub mod consumer;
 pub mod coordinator;
 pub mod membership;
 pub mod offsets;

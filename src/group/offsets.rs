@@ -73,7 +73,11 @@ impl Coordinator {
                 // Kafka 4.1: GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before.
                 None if version >= 9 => Some(ErrorCode::GROUP_ID_NOT_FOUND),
                 None => Some(ErrorCode::ILLEGAL_GENERATION),
-                Some(g) => match validate_commit(g, &member_id, instance_id.as_deref(), generation) {
+                // A KIP-848 group validates the member epoch instead (consumer/group.rs).
+                Some(g) => match match g.consumer.as_deref() {
+                    Some(c) => c.validate_offset_commit(&member_id, generation, version),
+                    None => validate_commit(g, &member_id, instance_id.as_deref(), generation),
+                } {
                     Ok(()) => {
                         if let Some(m) = g.members.get_mut(&member_id) {
                             m.last_heartbeat = Instant::now();
@@ -206,6 +210,9 @@ impl Coordinator {
     pub(super) fn describe(&self, group_id: &str, version: i16) -> DescribedGroup {
         let groups = self.groups.borrow();
         let base = DescribedGroup::default().with_group_id(GroupId(sb(group_id)));
+        if groups.get(group_id).is_some_and(|g| g.consumer.is_some()) {
+            return super::consumer::describe::classic_describe(group_id, version);
+        }
         let Some(g) = groups.get(group_id).filter(|g| g.state != GroupState::Dead) else {
             let d = base.with_group_state(sb("Dead"));
             // Kafka 4.1 answers GROUP_ID_NOT_FOUND from v6, an empty Dead group before.
@@ -245,14 +252,15 @@ impl Coordinator {
         let mut out: Vec<ListedGroup> = groups
             .values()
             .filter(|g| g.state != GroupState::Dead)
-            .filter(|g| states.is_empty() || states.iter().any(|s| s.eq_ignore_ascii_case(g.state.name())))
-            .filter(|_| types.is_empty() || types.iter().any(|t| t.eq_ignore_ascii_case("classic")))
-            .map(|g| {
+            .map(|g| (g, super::consumer::describe::listed_type_and_state(g)))
+            .filter(|(_, (_, state))| states.is_empty() || states.iter().any(|s| s.eq_ignore_ascii_case(state)))
+            .filter(|(_, (kind, _))| types.is_empty() || types.iter().any(|t| t.eq_ignore_ascii_case(kind)))
+            .map(|(g, (kind, state))| {
                 ListedGroup::default()
                     .with_group_id(GroupId(sb(&g.id)))
                     .with_protocol_type(sb(g.protocol_type.as_deref().unwrap_or("")))
-                    .with_group_state(sb(g.state.name()))
-                    .with_group_type(sb("classic"))
+                    .with_group_state(sb(state))
+                    .with_group_type(sb(kind))
             })
             .collect();
         out.sort_by(|a, b| a.group_id.0.cmp(&b.group_id.0));
@@ -263,7 +271,7 @@ impl Coordinator {
         let records = {
             let groups = self.groups.borrow();
             let Some(g) = groups.get(group_id).filter(|g| g.state != GroupState::Dead) else { return ErrorCode::GROUP_ID_NOT_FOUND };
-            if g.state != GroupState::Empty {
+            if g.state != GroupState::Empty || g.consumer.as_ref().is_some_and(|c| !c.is_empty()) {
                 return ErrorCode::NON_EMPTY_GROUP;
             }
             let mut recs: Vec<OffsetsRecord> = g
@@ -272,6 +280,9 @@ impl Coordinator {
                 .flat_map(|(t, parts)| parts.keys().map(move |&partition| OffsetsRecord::Offset { group: group_id.to_string(), topic: t.clone(), partition, value: None }))
                 .collect();
             recs.push(OffsetsRecord::Group { group: group_id.to_string(), value: None });
+            if g.consumer.is_some() {
+                recs.push(OffsetsRecord::Consumer(super::consumer::records::ConsumerRecord::GroupEpoch { group: group_id.to_string(), epoch: None }));
+            }
             recs
         };
         if let Err(e) = append(p, &records).await {
@@ -279,7 +290,7 @@ impl Coordinator {
         }
         let mut groups = self.groups.borrow_mut();
         // Only if nobody joined meanwhile (a join makes it non-Empty).
-        if groups.get(group_id).is_some_and(|g| g.state == GroupState::Empty) {
+        if groups.get(group_id).is_some_and(|g| g.state == GroupState::Empty && g.consumer.as_ref().is_none_or(|c| c.is_empty())) {
             groups.remove(group_id);
         }
         tracing::info!(group = group_id, "group deleted");
@@ -292,7 +303,9 @@ impl Coordinator {
         let (results, records) = {
             let groups = self.groups.borrow();
             let Some(g) = groups.get(&group_id).filter(|g| g.state != GroupState::Dead) else { return err(ErrorCode::GROUP_ID_NOT_FOUND) };
-            let subscribed = if g.state == GroupState::Empty {
+            let subscribed = if let Some(c) = g.consumer.as_ref().filter(|c| !c.is_empty()) {
+                Some(c.subscribed_names.iter().cloned().collect())
+            } else if g.state == GroupState::Empty {
                 Some(Default::default())
             } else if g.protocol_type.as_deref() == Some("consumer") {
                 g.subscribed_topics()

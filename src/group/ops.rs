@@ -33,6 +33,8 @@ pub enum GroupOp {
     List { states: Vec<String>, types: Vec<String> },
     Delete { group_id: String },
     DeleteOffsets { req: OffsetDeleteRequest },
+    /// KIP-848 consumer-group operations (consumer/mod.rs).
+    Consumer(super::consumer::ConsumerOp),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,6 +58,7 @@ pub enum GroupReply {
     List(Vec<ListedGroup>),
     Delete(ErrorCode),
     DeleteOffsets(OffsetDeleteResponse),
+    Consumer(Box<super::consumer::ConsumerReply>),
 }
 
 pub type GroupResult = Result<GroupReply, ErrorCode>;

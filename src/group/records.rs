@@ -41,6 +41,8 @@ pub struct GroupValue {
 pub enum OffsetsRecord {
     Offset { group: String, topic: String, partition: i32, value: Option<OffsetValue> },
     Group { group: String, value: Option<GroupValue> },
+    /// KIP-848 consumer-group records (key versions 3-8), see consumer/records.rs.
+    Consumer(super::consumer::records::ConsumerRecord),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -102,6 +104,7 @@ impl OffsetsRecord {
     pub fn key(&self) -> Bytes {
         let mut b = BytesMut::new();
         match self {
+            OffsetsRecord::Consumer(r) => return r.key(),
             OffsetsRecord::Offset { group, topic, partition, .. } => {
                 b.put_i16(OFFSET_KEY_VERSION);
                 put_str(&mut b, group);
@@ -119,6 +122,7 @@ impl OffsetsRecord {
     pub fn value(&self) -> Option<Bytes> {
         let mut b = BytesMut::new();
         match self {
+            OffsetsRecord::Consumer(r) => return r.value(),
             OffsetsRecord::Offset { value: Some(v), .. } => {
                 b.put_i16(OFFSET_VALUE_VERSION);
                 b.put_i64(v.offset);
@@ -186,6 +190,7 @@ impl OffsetsRecord {
                 };
                 Ok(OffsetsRecord::Group { group, value })
             }
+            v @ 3..=8 => super::consumer::records::ConsumerRecord::parse(v, k, value).map(OffsetsRecord::Consumer),
             v => Err(RecordError::UnknownVersion(v)),
         }
     }

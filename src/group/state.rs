@@ -97,6 +97,8 @@ pub struct Group {
     pub initial_delay_until: Option<Instant>,
     pub offsets: HashMap<String, HashMap<i32, CommittedOffset>>,
     pub state_timestamp_ms: i64,
+    /// Set while the group uses the KIP-848 consumer protocol (one protocol per group).
+    pub consumer: Option<Box<super::consumer::ConsumerGroup>>,
 }
 
 impl Group {
@@ -117,6 +119,7 @@ impl Group {
             initial_delay_until: None,
             offsets: HashMap::new(),
             state_timestamp_ms: crate::storage::now_ms(),
+            consumer: None,
         }
     }
 
@@ -131,7 +134,7 @@ impl Group {
 
     /// Nothing worth keeping: no members, no offsets, never had a generation.
     pub fn is_disposable(&self) -> bool {
-        self.state == GroupState::Empty && self.size() == 0 && self.offsets.is_empty() && self.generation == 0
+        self.state == GroupState::Empty && self.size() == 0 && self.offsets.is_empty() && self.generation == 0 && self.consumer.is_none()
     }
 
     /// Protocols every current member supports.

@@ -44,6 +44,9 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::DescribeCluster, 0, 1),
+    // KIP-848 consumer groups, served by src/group/consumer/.
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
 ];
 
 /// Kafka 4.1 ranges of the group APIs, kept here so the codec check covers them before
@@ -60,6 +63,8 @@ const GROUP_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    (ApiKey::ConsumerGroupDescribe, 0, 1),
 ];
 
 /// The `(min, max)` versions we advertise for `api_key`, or `None` if not served.
@@ -183,6 +188,8 @@ mod tests {
         assert!(!is_served(ApiKey::Fetch, 18));
         assert!(is_served(ApiKey::OffsetCommit, 8));
         assert!(!is_served(ApiKey::OffsetCommit, 10) && !is_served(ApiKey::OffsetFetch, 10));
+        assert_eq!(supported(ApiKey::ConsumerGroupHeartbeat), Some((0, 1)));
+        assert_eq!(supported(ApiKey::ConsumerGroupDescribe), Some((0, 1)));
     }
 
     #[test]

@@ -79,6 +79,11 @@ impl ErrorCode {
     pub const PRODUCER_FENCED: ErrorCode = ErrorCode(90);
     pub const UNKNOWN_TOPIC_ID: ErrorCode = ErrorCode(100);
     pub const INCONSISTENT_TOPIC_ID: ErrorCode = ErrorCode(103);
+    // KIP-848 consumer groups.
+    pub const FENCED_MEMBER_EPOCH: ErrorCode = ErrorCode(110);
+    pub const UNRELEASED_INSTANCE_ID: ErrorCode = ErrorCode(111);
+    pub const UNSUPPORTED_ASSIGNOR: ErrorCode = ErrorCode(112);
+    pub const STALE_MEMBER_EPOCH: ErrorCode = ErrorCode(113);
 
     /// The wire value.
     #[inline]

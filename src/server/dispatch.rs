@@ -72,6 +72,8 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, peer: Option<
         RequestKind::ListGroups(r) => handlers::list_groups::handle(ctx, meta, r).await,
         RequestKind::DeleteGroups(r) => handlers::delete_groups::handle(ctx, meta, r).await,
         RequestKind::OffsetDelete(r) => handlers::offset_delete::handle(ctx, meta, r).await,
+        RequestKind::ConsumerGroupHeartbeat(r) => handlers::consumer_group_heartbeat::handle(ctx, meta, r, client_id).await,
+        RequestKind::ConsumerGroupDescribe(r) => handlers::consumer_group_describe::handle(ctx, meta, r).await,
         other => {
             // decode_request admits only APIs in our ApiVersions table; reaching here
             // means the table and this match disagree.

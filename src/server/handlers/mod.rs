@@ -2,6 +2,8 @@
 //! encoded response frames; partition work goes through `partition_ops::call` so it
 //! runs on the owning shard.
 pub mod api_versions;
+pub mod consumer_group_describe;
+pub mod consumer_group_heartbeat;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;

@@ -11,6 +11,7 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse};
 
 use super::{str_bytes, topic_name};
+use crate::group::consumer::ConsumerOp;
 use crate::group::ops::{route, GroupOp, GroupReply, PartitionOffset};
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
@@ -21,9 +22,17 @@ const MAX_GROUPS: usize = 10_000;
 
 type Topics = Option<Vec<(String, Vec<i32>)>>;
 
-async fn fetch_one(ctx: &Rc<ShardContext>, group_id: String, topics: Topics) -> (ErrorCode, Vec<(String, Vec<PartitionOffset>)>) {
+/// (member id, member epoch) an OffsetFetch v9 carries for KIP-848 groups.
+type Member = Option<(String, i32)>;
+
+async fn fetch_one(ctx: &Rc<ShardContext>, group_id: String, topics: Topics, member: Member) -> (ErrorCode, Vec<(String, Vec<PartitionOffset>)>) {
     let asked = topics.clone();
-    match route(ctx, &group_id.clone(), GroupOp::FetchOffsets { group_id, topics }).await {
+    let op = match member {
+        // Validated against the member's epoch on the coordinator (group/consumer/).
+        Some((member_id, member_epoch)) => GroupOp::Consumer(ConsumerOp::FetchOffsets { group_id: group_id.clone(), member_id: Some(member_id), member_epoch, topics }),
+        None => GroupOp::FetchOffsets { group_id: group_id.clone(), topics },
+    };
+    match route(ctx, &group_id, op).await {
         Ok(GroupReply::Offsets(e, t)) => (e, t),
         Ok(_) => (ErrorCode::UNKNOWN_SERVER_ERROR, Vec::new()),
         Err(e) => {
@@ -47,8 +56,9 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: OffsetFetchR
         let futures = req.groups.into_iter().map(|g| {
             let topics: Topics = g.topics.map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect());
             let group_id = g.group_id.clone();
+            let member: Member = g.member_id.as_ref().map(|m| (m.to_string(), g.member_epoch));
             async move {
-                let (e, topics) = fetch_one(ctx, group_id.0.to_string(), topics).await;
+                let (e, topics) = fetch_one(ctx, group_id.0.to_string(), topics, member).await;
                 let topics = topics
                     .into_iter()
                     .map(|(t, ps)| {
@@ -73,7 +83,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: OffsetFetchR
         return meta.respond(&OffsetFetchResponse::default().with_groups(groups));
     }
     let topics: Topics = req.topics.map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect());
-    let (e, topics) = fetch_one(ctx, req.group_id.0.to_string(), topics).await;
+    let (e, topics) = fetch_one(ctx, req.group_id.0.to_string(), topics, None).await;
     let topics = topics
         .into_iter()
         .map(|(t, ps)| {

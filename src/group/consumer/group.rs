@@ -1,0 +1,218 @@
+//! One KIP-848 consumer group: members, the group epoch, the target assignment and its
+//! epoch, the subscribed topics' metadata, and which member owns each partition.
+//! Kept in `Group::consumer` (state.rs) so committed offsets stay with the group id.
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Instant;
+
+use uuid::Uuid;
+
+use crate::protocol::ErrorCode;
+
+/// Partitions by topic id (Kafka's `Map<Uuid, Set<Integer>>`).
+pub type Assignment = BTreeMap<Uuid, BTreeSet<i32>>;
+
+/// Member epoch sent to leave the group.
+pub const LEAVE_GROUP_MEMBER_EPOCH: i32 = -1;
+/// Member epoch sent by a static member leaving temporarily (it keeps its assignment).
+pub const LEAVE_GROUP_STATIC_MEMBER_EPOCH: i32 = -2;
+
+/// Kafka's ConsumerGroupState.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConsumerGroupState {
+    Empty,
+    Assigning,
+    Reconciling,
+    Stable,
+}
+
+impl ConsumerGroupState {
+    pub fn name(self) -> &'static str {
+        match self {
+            ConsumerGroupState::Empty => "Empty",
+            ConsumerGroupState::Assigning => "Assigning",
+            ConsumerGroupState::Reconciling => "Reconciling",
+            ConsumerGroupState::Stable => "Stable",
+        }
+    }
+}
+
+/// Kafka's MemberState (where a member is in moving toward its target assignment).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemberState {
+    /// Owns exactly its target at the target epoch.
+    Stable,
+    /// Must give back partitions first; keeps its epoch until it acknowledges.
+    UnrevokedPartitions,
+    /// At the target epoch but waits for partitions other members still own.
+    UnreleasedPartitions,
+}
+
+#[derive(Clone, Debug)]
+pub struct ConsumerMember {
+    pub id: String,
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub member_epoch: i32,
+    pub previous_member_epoch: i32,
+    pub state: MemberState,
+    pub rebalance_timeout_ms: i32,
+    pub subscribed_topic_names: Vec<String>,
+    pub server_assignor: Option<String>,
+    /// Partitions the member may consume now.
+    pub assigned: Assignment,
+    /// Partitions the member was asked to give back and has not acknowledged yet.
+    pub pending_revocation: Assignment,
+    pub last_heartbeat: Instant,
+    /// While partitions are pending revocation: when the member is fenced if it has not
+    /// given them back (its rebalance timeout).
+    pub revocation_deadline: Option<Instant>,
+}
+
+impl ConsumerMember {
+    pub fn new(id: String, now: Instant) -> ConsumerMember {
+        ConsumerMember {
+            id,
+            instance_id: None,
+            rack_id: None,
+            client_id: String::new(),
+            client_host: String::new(),
+            member_epoch: 0,
+            previous_member_epoch: 0,
+            state: MemberState::Stable,
+            rebalance_timeout_ms: 0,
+            subscribed_topic_names: Vec::new(),
+            server_assignor: None,
+            assigned: Assignment::new(),
+            pending_revocation: Assignment::new(),
+            last_heartbeat: now,
+            revocation_deadline: None,
+        }
+    }
+
+    /// Assigned plus pending revocation: what the member may still be consuming.
+    pub fn owned(&self) -> impl Iterator<Item = (Uuid, i32)> + '_ {
+        self.assigned.iter().chain(self.pending_revocation.iter()).flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
+    }
+}
+
+/// Topic name → (topic id, partition count) for every subscribed topic that exists.
+pub type SubscriptionMetadata = BTreeMap<String, (Uuid, i32)>;
+
+#[derive(Debug, Default)]
+pub struct ConsumerGroup {
+    pub group_epoch: i32,
+    /// Epoch of `target`; below `group_epoch` until the target is recomputed.
+    pub assignment_epoch: i32,
+    pub members: BTreeMap<String, ConsumerMember>,
+    /// group.instance.id → member id.
+    pub static_members: HashMap<String, String>,
+    /// Target assignment per member id.
+    pub target: HashMap<String, Assignment>,
+    /// Every topic name some member subscribes to (kept current by
+    /// `refresh_subscribed_names` when subscriptions or members change).
+    pub subscribed_names: BTreeSet<String>,
+    /// The subscribed topics as last seen; a change bumps the group epoch.
+    pub subscription_metadata: SubscriptionMetadata,
+    /// Partition → the member owning it (assigned or pending revocation). A partition
+    /// is handed to a member only when it is absent here or owned by that member.
+    pub owners: HashMap<(Uuid, i32), String>,
+}
+
+impl ConsumerGroup {
+    pub fn with_epoch(epoch: i32) -> ConsumerGroup {
+        ConsumerGroup { group_epoch: epoch, assignment_epoch: epoch, ..Default::default() }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    pub fn state(&self) -> ConsumerGroupState {
+        if self.members.is_empty() {
+            ConsumerGroupState::Empty
+        } else if self.assignment_epoch < self.group_epoch {
+            ConsumerGroupState::Assigning
+        } else if self.members.values().any(|m| m.state != MemberState::Stable || m.member_epoch != self.assignment_epoch) {
+            ConsumerGroupState::Reconciling
+        } else {
+            ConsumerGroupState::Stable
+        }
+    }
+
+    pub fn refresh_subscribed_names(&mut self) {
+        self.subscribed_names = self.members.values().flat_map(|m| m.subscribed_topic_names.iter().cloned()).collect();
+    }
+
+    /// The assignor the group uses: the one most members ask for (ties: by name), else
+    /// the default, as Kafka's computePreferredServerAssignor.
+    pub fn preferred_assignor(&self) -> &'static str {
+        let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
+        for m in self.members.values() {
+            if let Some(a) = m.server_assignor.as_deref() {
+                *votes.entry(a).or_default() += 1;
+            }
+        }
+        let best = votes.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(n, _)| *n);
+        super::assignor::canonical(best.unwrap_or(super::assignor::DEFAULT_ASSIGNOR))
+    }
+
+    /// Records `member_id`'s new ownership in `owners` (after its assigned/pending sets
+    /// changed): drops entries it no longer owns, adds the new ones.
+    pub fn update_owners(&mut self, member_id: &str) {
+        let owned: BTreeSet<(Uuid, i32)> = self.members.get(member_id).map(|m| m.owned().collect()).unwrap_or_default();
+        self.owners.retain(|k, owner| owner != member_id || owned.contains(k));
+        for k in owned {
+            let previous = self.owners.insert(k, member_id.to_string());
+            // Reconciliation only hands out free partitions: two owners is a broken invariant.
+            debug_assert!(previous.as_deref().is_none_or(|o| o == member_id), "partition {k:?} owned by {previous:?} and {member_id}");
+        }
+    }
+
+    /// Removes a member and everything it owned (leave, session expiry, fencing).
+    pub fn remove_member(&mut self, member_id: &str) -> Option<ConsumerMember> {
+        let m = self.members.remove(member_id)?;
+        if let Some(iid) = &m.instance_id {
+            if self.static_members.get(iid).map(String::as_str) == Some(member_id) {
+                self.static_members.remove(iid);
+            }
+        }
+        self.target.remove(member_id);
+        self.owners.retain(|_, owner| owner != member_id);
+        Some(m)
+    }
+
+    /// Kafka's ConsumerGroup.validateOffsetCommit for a commit to this group.
+    pub fn validate_offset_commit(&self, member_id: &str, member_epoch: i32, version: i16) -> Result<(), ErrorCode> {
+        // Admin clients and consumers without group management commit with epoch -1,
+        // allowed only while the group has no members.
+        if member_epoch < 0 && self.members.is_empty() {
+            return Ok(());
+        }
+        let m = self.members.get(member_id).ok_or(ErrorCode::UNKNOWN_MEMBER_ID)?;
+        if version < 9 {
+            // KIP-848 members must commit with OffsetCommit v9+.
+            return Err(ErrorCode::UNSUPPORTED_VERSION);
+        }
+        if member_epoch != m.member_epoch {
+            return Err(ErrorCode::STALE_MEMBER_EPOCH);
+        }
+        Ok(())
+    }
+
+    /// Kafka's ConsumerGroup.validateOffsetFetch (OffsetFetch v9 with member id / epoch).
+    pub fn validate_offset_fetch(&self, member_id: Option<&str>, member_epoch: i32) -> Result<(), ErrorCode> {
+        let Some(member_id) = member_id else {
+            return Ok(());
+        };
+        if member_epoch < 0 && member_id.is_empty() {
+            return Ok(());
+        }
+        let m = self.members.get(member_id).ok_or(ErrorCode::UNKNOWN_MEMBER_ID)?;
+        if member_epoch != m.member_epoch {
+            return Err(ErrorCode::STALE_MEMBER_EPOCH);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,431 @@
+//! ConsumerGroupHeartbeat as Kafka 4.1's GroupMetadataManager runs it: join (member
+//! epoch 0), heartbeat (the current epoch), leave (-1), static leave (-2), and the
+//! fencing rules; then the group epoch bump, the target assignment and the member's
+//! reconciliation. Pure functions on `Group`: the caller stores the returned records.
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions as OwnedTopicPartitions;
+use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment as ResponseAssignment, TopicPartitions};
+use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+use super::assignor::{self, MemberSpec};
+use super::group::{Assignment, ConsumerGroup, ConsumerMember, MemberState, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH};
+use super::records::ConsumerRecord;
+use crate::cluster::image::MetadataImage;
+use crate::group::records::OffsetsRecord;
+use crate::group::state::{Group, GroupState};
+use crate::protocol::ErrorCode;
+
+/// Longest member / instance / rack / client id kept (they are echoed in describes).
+const MAX_ID_BYTES: usize = 1024;
+/// Topics one member may subscribe to.
+const MAX_SUBSCRIBED_TOPICS: usize = 10_000;
+/// Partitions one heartbeat may report as owned.
+const MAX_OWNED_PARTITIONS: usize = 1_000_000;
+
+/// An error answered to the member: code and message.
+pub type HeartbeatError = (ErrorCode, String);
+
+/// Coordinator settings a heartbeat needs.
+#[derive(Clone, Copy, Debug)]
+pub struct Settings {
+    pub heartbeat_interval_ms: i32,
+    pub max_size: usize,
+}
+
+fn invalid(msg: &str) -> HeartbeatError {
+    (ErrorCode::INVALID_REQUEST, msg.to_string())
+}
+
+fn sb(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+/// Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid (before the group is looked at).
+pub fn validate(req: &ConsumerGroupHeartbeatRequest, version: i16) -> Result<(), HeartbeatError> {
+    if req.group_id.0.is_empty() {
+        return Err(invalid("GroupId can't be empty."));
+    }
+    if req.instance_id.as_ref().is_some_and(|s| s.is_empty()) {
+        return Err(invalid("InstanceId can't be empty."));
+    }
+    if req.rack_id.as_ref().is_some_and(|s| s.is_empty()) {
+        return Err(invalid("RackId can't be empty."));
+    }
+    // Bounds on what the group keeps from a request.
+    if req.member_id.len() > MAX_ID_BYTES
+        || req.instance_id.as_ref().is_some_and(|s| s.len() > MAX_ID_BYTES)
+        || req.rack_id.as_ref().is_some_and(|s| s.len() > MAX_ID_BYTES)
+        || req.server_assignor.as_ref().is_some_and(|s| s.len() > MAX_ID_BYTES)
+    {
+        return Err(invalid("An id is longer than this broker accepts."));
+    }
+    if req.subscribed_topic_names.as_ref().is_some_and(|t| t.len() > MAX_SUBSCRIBED_TOPICS) {
+        return Err(invalid("Too many subscribed topics."));
+    }
+    if req.topic_partitions.as_ref().is_some_and(|t| t.iter().map(|x| x.partitions.len()).sum::<usize>() > MAX_OWNED_PARTITIONS) {
+        return Err(invalid("Too many owned partitions."));
+    }
+    // v1+ (KIP-1082): the client generates its member id, so it is never empty.
+    if version >= 1 && req.member_id.is_empty() {
+        return Err(invalid("MemberId can't be empty."));
+    }
+    match req.member_epoch {
+        e if e > 0 || e == LEAVE_GROUP_MEMBER_EPOCH => {
+            if req.member_id.is_empty() {
+                return Err(invalid("MemberId can't be empty."));
+            }
+        }
+        0 => {
+            if req.rebalance_timeout_ms == -1 {
+                return Err(invalid("RebalanceTimeoutMs must be provided in first request."));
+            }
+            if req.topic_partitions.as_ref().is_none_or(|t| !t.is_empty()) {
+                return Err(invalid("TopicPartitions must be empty when (re-)joining."));
+            }
+            let names = req.subscribed_topic_names.as_ref().is_some_and(|t| !t.is_empty());
+            if !names && req.subscribed_topic_regex.is_none() {
+                return Err(invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request."));
+            }
+        }
+        LEAVE_GROUP_STATIC_MEMBER_EPOCH => {
+            if req.member_id.is_empty() {
+                return Err(invalid("MemberId can't be empty."));
+            }
+            if req.instance_id.is_none() {
+                return Err(invalid("InstanceId can't be null."));
+            }
+        }
+        _ => return Err(invalid("MemberEpoch is invalid.")),
+    }
+    if req.subscribed_topic_regex.is_some() {
+        // Regex subscriptions (KIP-848 with RE2J) are not implemented here.
+        return Err((ErrorCode::INVALID_REQUEST, "SubscribedTopicRegex is not supported by this broker.".into()));
+    }
+    if let Some(a) = req.server_assignor.as_deref() {
+        if !assignor::is_supported(a) {
+            return Err((
+                ErrorCode::UNSUPPORTED_ASSIGNOR,
+                format!("ServerAssignor {a} is not supported. Supported assignors: {}.", assignor::ASSIGNORS.join(", ")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub fn error_response((code, msg): HeartbeatError) -> ConsumerGroupHeartbeatResponse {
+    ConsumerGroupHeartbeatResponse::default().with_error_code(code.code()).with_error_message(Some(sb(&msg)))
+}
+
+fn epoch_record(group: &str, epoch: i32) -> OffsetsRecord {
+    OffsetsRecord::Consumer(ConsumerRecord::GroupEpoch { group: group.to_string(), epoch: Some(epoch) })
+}
+
+fn to_assignment(owned: &[OwnedTopicPartitions]) -> Assignment {
+    let mut a = Assignment::new();
+    for t in owned {
+        if !t.partitions.is_empty() {
+            a.entry(t.topic_id).or_default().extend(t.partitions.iter().copied());
+        }
+    }
+    a
+}
+
+fn is_subset(owned: Option<&Assignment>, assigned: &Assignment) -> bool {
+    let Some(owned) = owned else { return false };
+    owned.iter().all(|(t, ps)| assigned.get(t).is_some_and(|qs| ps.is_subset(qs)))
+}
+
+/// Bumps the group epoch (stored by the caller).
+fn bump(c: &mut ConsumerGroup, group_id: &str, records: &mut Vec<OffsetsRecord>) {
+    c.group_epoch = c.group_epoch.saturating_add(1);
+    records.push(epoch_record(group_id, c.group_epoch));
+    tracing::info!(group = group_id, epoch = c.group_epoch, "consumer group epoch bumped");
+}
+
+/// The subscribed topics as the metadata image has them now.
+fn subscription_metadata(c: &ConsumerGroup, image: &MetadataImage) -> super::group::SubscriptionMetadata {
+    c.subscribed_names
+        .iter()
+        .filter_map(|n| image.topic(n).map(|t| (n.clone(), (Uuid::from_bytes(t.topic_id), i32::try_from(t.partitions.len()).unwrap_or(i32::MAX)))))
+        .collect()
+}
+
+/// Recomputes every member's target with the group's assignor (Kafka's
+/// updateTargetAssignment), at the group epoch.
+pub fn update_target(c: &mut ConsumerGroup) {
+    let topics = c.subscription_metadata.values().copied().collect();
+    let specs: Vec<MemberSpec> = c
+        .members
+        .values()
+        .map(|m| MemberSpec {
+            id: &m.id,
+            topics: m.subscribed_topic_names.iter().filter_map(|n| c.subscription_metadata.get(n).map(|(id, _)| *id)).collect(),
+            current: c.target.get(&m.id),
+        })
+        .collect();
+    let target = assignor::assign(c.preferred_assignor(), &specs, &topics);
+    c.target = target;
+    c.assignment_epoch = c.group_epoch;
+}
+
+/// Handles a heartbeat of epoch >= 0 (join or heartbeat) on group `g`.
+pub fn heartbeat(
+    g: &mut Group,
+    req: &ConsumerGroupHeartbeatRequest,
+    client_id: &str,
+    client_host: &str,
+    image: &MetadataImage,
+    settings: Settings,
+    now: Instant,
+) -> Result<(ConsumerGroupHeartbeatResponse, Vec<OffsetsRecord>), HeartbeatError> {
+    let group_id = g.id.clone();
+    let member_epoch = req.member_epoch;
+    let mut records = Vec::new();
+    if g.consumer.is_none() {
+        if member_epoch != 0 {
+            // Kafka 4.1 answers UNKNOWN_MEMBER_ID so that the member rejoins.
+            return Err((ErrorCode::UNKNOWN_MEMBER_ID, format!("Group {group_id} not found.")));
+        }
+        if g.size() > 0 || g.state != GroupState::Empty {
+            return Err((ErrorCode::INCONSISTENT_GROUP_PROTOCOL, format!("Group {group_id} is a non-empty classic group.")));
+        }
+        // An empty classic group (or a new one) becomes a consumer group; its committed
+        // offsets stay.
+        g.consumer = Some(Box::default());
+        g.protocol_type = Some("consumer".into());
+        g.protocol = None;
+        g.leader = None;
+    }
+    let Some(c) = g.consumer.as_deref_mut() else { return Err((ErrorCode::UNKNOWN_SERVER_ERROR, "no consumer group".into())) };
+
+    let mut member_id = req.member_id.to_string();
+    if c.members.len() >= settings.max_size && (member_id.is_empty() || !c.members.contains_key(&member_id)) {
+        return Err((ErrorCode::GROUP_MAX_SIZE_REACHED, format!("The consumer group has reached its maximum capacity of {} members.", settings.max_size)));
+    }
+    if member_id.is_empty() {
+        // v0: the coordinator names the member.
+        member_id = Uuid::new_v4().to_string();
+    }
+    let instance_id = req.instance_id.as_ref().map(|s| s.to_string());
+    let owned = req.topic_partitions.as_deref().map(to_assignment);
+
+    // Find (or create) the member, fencing as Kafka does.
+    let mut replaced_static = false;
+    if let Some(iid) = &instance_id {
+        match c.static_members.get(iid).cloned() {
+            Some(old) if old != member_id => {
+                if member_epoch != 0 {
+                    return Err((ErrorCode::FENCED_INSTANCE_ID, format!("Static member {member_id} with instance id {iid} is fenced by {old}.")));
+                }
+                let old_epoch = c.members.get(&old).map(|m| m.member_epoch);
+                if old_epoch.is_some_and(|e| e != LEAVE_GROUP_STATIC_MEMBER_EPOCH) {
+                    return Err((ErrorCode::UNRELEASED_INSTANCE_ID, format!("Static member {old} with instance id {iid} is not released yet.")));
+                }
+                // The new member takes the departed static member's place, assignment included.
+                if let Some(mut m) = c.members.remove(&old) {
+                    m.id = member_id.clone();
+                    m.member_epoch = 0;
+                    m.previous_member_epoch = 0;
+                    m.state = MemberState::Stable;
+                    if let Some(t) = c.target.remove(&old) {
+                        c.target.insert(member_id.clone(), t);
+                    }
+                    for owner in c.owners.values_mut() {
+                        if *owner == old {
+                            owner.clone_from(&member_id);
+                        }
+                    }
+                    c.members.insert(member_id.clone(), m);
+                    replaced_static = true;
+                }
+                c.static_members.insert(iid.clone(), member_id.clone());
+            }
+            Some(_) => {}
+            None => {
+                if member_epoch != 0 {
+                    return Err((ErrorCode::UNKNOWN_MEMBER_ID, format!("Instance id {iid} is unknown.")));
+                }
+            }
+        }
+    }
+    let is_new = !c.members.contains_key(&member_id);
+    match c.members.get_mut(&member_id) {
+        None => {
+            if member_epoch != 0 {
+                return Err((ErrorCode::UNKNOWN_MEMBER_ID, format!("Member {member_id} is not a member of group {group_id}.")));
+            }
+            c.members.insert(member_id.clone(), ConsumerMember::new(member_id.clone(), now));
+            tracing::info!(group = %group_id, member = %member_id, "member joins the consumer group");
+        }
+        Some(m) if member_epoch == 0 && !replaced_static => {
+            // A rejoin: the member gave up all its partitions (onPartitionsLost).
+            m.assigned.clear();
+            m.pending_revocation.clear();
+            m.member_epoch = 0;
+            m.previous_member_epoch = 0;
+            m.state = MemberState::Stable;
+            m.revocation_deadline = None;
+            c.update_owners(&member_id);
+        }
+        Some(m) if member_epoch > m.member_epoch => {
+            return Err((ErrorCode::FENCED_MEMBER_EPOCH, format!("The consumer group member has a greater member epoch ({member_epoch}) than the one known by the group coordinator ({}). The member must abandon all its partitions and rejoin.", m.member_epoch)));
+        }
+        Some(m) if member_epoch < m.member_epoch && member_epoch != 0 => {
+            // The previous epoch with a subset of the assignment is accepted: the
+            // response carrying the bump may have been lost.
+            if member_epoch != m.previous_member_epoch || !is_subset(owned.as_ref(), &m.assigned) {
+                return Err((ErrorCode::FENCED_MEMBER_EPOCH, format!("The consumer group member has a smaller member epoch ({member_epoch}) than the one known by the group coordinator ({}). The member must abandon all its partitions and rejoin.", m.member_epoch)));
+            }
+        }
+        Some(_) => {}
+    }
+    let Some(m) = c.members.get_mut(&member_id) else { return Err((ErrorCode::UNKNOWN_SERVER_ERROR, "member vanished".into())) };
+
+    // 1. Update the member; a new member or a new subscription bumps the group epoch.
+    let mut subscription_changed = is_new;
+    if let Some(names) = &req.subscribed_topic_names {
+        let mut names: Vec<String> = names.iter().map(|t| t.0.to_string()).collect::<BTreeSet<_>>().into_iter().collect();
+        names.retain(|n| !n.is_empty());
+        if names != m.subscribed_topic_names {
+            m.subscribed_topic_names = names;
+            subscription_changed = true;
+        }
+    }
+    if let Some(a) = req.server_assignor.as_deref() {
+        if m.server_assignor.as_deref() != Some(a) {
+            m.server_assignor = Some(a.to_string());
+            subscription_changed = true;
+        }
+    }
+    if req.rebalance_timeout_ms != -1 {
+        m.rebalance_timeout_ms = req.rebalance_timeout_ms;
+    }
+    if instance_id.is_some() {
+        m.instance_id.clone_from(&instance_id);
+    }
+    if let Some(r) = &req.rack_id {
+        m.rack_id = Some(r.to_string());
+    }
+    m.client_id = client_id.to_string();
+    m.client_host = client_host.to_string();
+    m.last_heartbeat = now;
+    if let Some(iid) = &instance_id {
+        c.static_members.insert(iid.clone(), member_id.clone());
+    }
+    if subscription_changed {
+        c.refresh_subscribed_names();
+    }
+    // Topics created or grown since the last look also bump the epoch.
+    let meta = subscription_metadata(c, image);
+    let mut bump_epoch = subscription_changed;
+    if meta != c.subscription_metadata {
+        c.subscription_metadata = meta;
+        bump_epoch = true;
+    }
+    if bump_epoch {
+        bump(c, &group_id, &mut records);
+    }
+
+    // 2. A new group epoch gets a new target assignment.
+    if c.group_epoch > c.assignment_epoch {
+        update_target(c);
+    }
+
+    // 3. Move the member toward its target.
+    let target = c.target.get(&member_id).cloned().unwrap_or_default();
+    let assignment_epoch = c.assignment_epoch;
+    let Some(m) = c.members.get_mut(&member_id) else { return Err((ErrorCode::UNKNOWN_SERVER_ERROR, "member vanished".into())) };
+    let assigned_before = m.assigned.clone();
+    let changed = super::reconcile::reconcile(m, assignment_epoch, &target, owned.as_ref(), &c.owners);
+    if m.state == MemberState::UnrevokedPartitions {
+        if m.revocation_deadline.is_none() {
+            m.revocation_deadline = Some(now + Duration::from_millis(m.rebalance_timeout_ms.max(0) as u64));
+        }
+    } else {
+        m.revocation_deadline = None;
+    }
+    let (epoch, assigned_changed) = (m.member_epoch, m.assigned != assigned_before);
+    let assignment = m.assigned.clone();
+    if changed {
+        c.update_owners(&member_id);
+    }
+
+    let mut resp = ConsumerGroupHeartbeatResponse::default()
+        .with_member_id(Some(sb(&member_id)))
+        .with_member_epoch(epoch)
+        .with_heartbeat_interval_ms(settings.heartbeat_interval_ms);
+    // The assignment goes out on a full request (join, or after an error) or a change.
+    let full = member_epoch == 0 || (req.rebalance_timeout_ms != -1 && req.subscribed_topic_names.is_some() && req.topic_partitions.is_some());
+    if full || assigned_changed {
+        resp.assignment = Some(ResponseAssignment::default().with_topic_partitions(
+            assignment.into_iter().map(|(t, ps)| TopicPartitions::default().with_topic_id(t).with_partitions(ps.into_iter().collect())).collect(),
+        ));
+    }
+    Ok((resp, records))
+}
+
+/// Handles a leave (epoch -1) or a static member's temporary leave (-2).
+pub fn leave(g: &mut Group, req: &ConsumerGroupHeartbeatRequest) -> Result<(ConsumerGroupHeartbeatResponse, Vec<OffsetsRecord>), HeartbeatError> {
+    let group_id = g.id.clone();
+    let member_id = req.member_id.to_string();
+    let unknown = || (ErrorCode::UNKNOWN_MEMBER_ID, format!("Member {member_id} is not a member of group {group_id}."));
+    let Some(c) = g.consumer.as_deref_mut() else { return Err(unknown()) };
+    let mut records = Vec::new();
+    let resp = ConsumerGroupHeartbeatResponse::default().with_member_id(Some(sb(&member_id))).with_member_epoch(req.member_epoch);
+    if let Some(iid) = req.instance_id.as_deref() {
+        let Some(holder) = c.static_members.get(iid).cloned() else {
+            return Err((ErrorCode::UNKNOWN_MEMBER_ID, format!("Instance id {iid} is unknown.")));
+        };
+        if holder != member_id {
+            return Err((ErrorCode::FENCED_INSTANCE_ID, format!("Static member {member_id} with instance id {iid} is fenced by {holder}.")));
+        }
+        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH {
+            // Leaves for a while: keeps its assignment for its return (no epoch bump).
+            if let Some(m) = c.members.get_mut(&member_id) {
+                m.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH;
+                m.pending_revocation.clear();
+                m.state = MemberState::Stable;
+                m.revocation_deadline = None;
+            }
+            c.update_owners(&member_id);
+            tracing::info!(group = %group_id, member = %member_id, instance = iid, "static member left temporarily");
+            return Ok((resp, records));
+        }
+    }
+    if c.remove_member(&member_id).is_none() {
+        return Err(unknown());
+    }
+    c.refresh_subscribed_names();
+    tracing::info!(group = %group_id, member = %member_id, "member left the consumer group");
+    bump(c, &group_id, &mut records);
+    Ok((resp, records))
+}
+
+/// Session and revocation timeouts (called by the coordinator's tick): expired members
+/// are removed and the group epoch bumped once.
+pub fn expire(g: &mut Group, now: Instant, session_timeout_ms: u64) -> Vec<OffsetsRecord> {
+    let group_id = g.id.clone();
+    let Some(c) = g.consumer.as_deref_mut() else { return Vec::new() };
+    let session = Duration::from_millis(session_timeout_ms);
+    let expired: Vec<String> = c
+        .members
+        .values()
+        .filter(|m| now.saturating_duration_since(m.last_heartbeat) > session || m.revocation_deadline.is_some_and(|d| now >= d))
+        .map(|m| m.id.clone())
+        .collect();
+    if expired.is_empty() {
+        return Vec::new();
+    }
+    for id in &expired {
+        tracing::info!(group = %group_id, member = %id, "consumer group member fenced (session or rebalance timeout)");
+        c.remove_member(id);
+    }
+    c.refresh_subscribed_names();
+    let mut records = Vec::new();
+    bump(c, &group_id, &mut records);
+    records
+}

@@ -1,0 +1,148 @@
+//! KIP-848 consumer groups (`group.protocol=consumer`), as Apache Kafka 4.1 runs them:
+//! the coordinator owns the assignment. Members heartbeat (ConsumerGroupHeartbeat) with
+//! their subscription and owned partitions; a change of membership, subscription or
+//! subscribed topics' metadata bumps the group epoch; a new epoch gets a new target
+//! assignment from a server-side assignor; each member then moves toward its target
+//! (revoke first, receive a partition only once nobody else owns it).
+//!
+//! A consumer group is the same `Group` (state.rs) as a classic one, with its KIP-848
+//! state in `Group::consumer`: one protocol per group id, committed offsets shared.
+//!
+//! - `group.rs`      members, group epoch, target assignment and epoch, ownership
+//! - `heartbeat.rs`  join / heartbeat / leave / fencing / session expiry
+//! - `reconcile.rs`  one member's current assignment → its target
+//! - `assignor/`     `uniform` (default) and `range`
+//! - `describe.rs`   ConsumerGroupDescribe; what DescribeGroups / ListGroups report
+//! - `records.rs`    the group epoch record in `__consumer_offsets`
+use std::rc::Rc;
+use std::time::Instant;
+
+use kafka_protocol::messages::consumer_group_describe_response::DescribedGroup;
+use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
+
+use super::coordinator::{append, Coordinator};
+use super::ops::GroupReply;
+use super::records::OffsetsRecord;
+use super::state::Group;
+use crate::partition::Partition;
+use crate::protocol::ErrorCode;
+use crate::server::shard::ShardContext;
+
+pub mod assignor;
+pub mod describe;
+pub mod group;
+pub mod heartbeat;
+pub mod reconcile;
+pub mod records;
+
+pub use group::ConsumerGroup;
+pub use heartbeat::expire;
+
+/// KIP-848 operations, run on the coordinating shard (inside `GroupOp::Consumer`).
+pub enum ConsumerOp {
+    Heartbeat { req: ConsumerGroupHeartbeatRequest, version: i16, client_id: String, client_host: String },
+    Describe { group_id: String, include_authorized_operations: bool },
+    /// OffsetFetch v9 naming a member: validated against the group, then fetched.
+    FetchOffsets { group_id: String, member_id: Option<String>, member_epoch: i32, topics: Option<Vec<(String, Vec<i32>)>> },
+}
+
+pub enum ConsumerReply {
+    Heartbeat(ConsumerGroupHeartbeatResponse),
+    Describe(DescribedGroup),
+}
+
+/// Replays a consumer-group record while loading `__consumer_offsets`.
+pub fn replay(groups: &mut std::collections::HashMap<String, Group>, partition: i32, rec: records::ConsumerRecord) {
+    match rec {
+        records::ConsumerRecord::GroupEpoch { group, epoch: Some(epoch) } => {
+            let g = groups.entry(group.clone()).or_insert_with(|| Group::new(group, partition));
+            // Members are not stored: the group comes back empty at its epoch.
+            let c = g.consumer.get_or_insert_with(Box::default);
+            c.group_epoch = c.group_epoch.max(epoch);
+            c.assignment_epoch = c.group_epoch;
+        }
+        records::ConsumerRecord::GroupEpoch { group, epoch: None } => {
+            if let Some(g) = groups.get_mut(&group) {
+                g.consumer = None;
+            }
+        }
+        records::ConsumerRecord::Ignored { .. } => {}
+    }
+}
+
+impl Coordinator {
+    pub(super) async fn execute_consumer(&self, ctx: &Rc<ShardContext>, p: &Rc<Partition>, op: ConsumerOp) -> GroupReply {
+        match op {
+            ConsumerOp::Heartbeat { req, version, client_id, client_host } => {
+                let resp = self.consumer_heartbeat(ctx, p, req, version, &client_id, &client_host).await;
+                GroupReply::Consumer(Box::new(ConsumerReply::Heartbeat(resp)))
+            }
+            ConsumerOp::Describe { group_id, include_authorized_operations } => {
+                let image = ctx.image();
+                let groups = self.groups.borrow();
+                let d = describe::describe(&group_id, groups.get(&group_id), include_authorized_operations, &image);
+                GroupReply::Consumer(Box::new(ConsumerReply::Describe(d)))
+            }
+            ConsumerOp::FetchOffsets { group_id, member_id, member_epoch, topics } => {
+                let check = self.groups.borrow().get(&group_id).and_then(|g| g.consumer.as_ref().map(|c| c.validate_offset_fetch(member_id.as_deref(), member_epoch)));
+                if let Some(Err(e)) = check {
+                    return GroupReply::Offsets(e, Vec::new());
+                }
+                let (e, topics) = self.fetch_offsets(&group_id, topics);
+                GroupReply::Offsets(e, topics)
+            }
+        }
+    }
+
+    async fn consumer_heartbeat(
+        &self,
+        ctx: &Rc<ShardContext>,
+        p: &Rc<Partition>,
+        req: ConsumerGroupHeartbeatRequest,
+        version: i16,
+        client_id: &str,
+        client_host: &str,
+    ) -> ConsumerGroupHeartbeatResponse {
+        if let Err(e) = heartbeat::validate(&req, version) {
+            return heartbeat::error_response(e);
+        }
+        let cfg = &ctx.config;
+        let settings = heartbeat::Settings { heartbeat_interval_ms: cfg.group_consumer_heartbeat_interval_ms, max_size: cfg.group_max_size };
+        let group_id = req.group_id.0.to_string();
+        let image = ctx.image();
+        let outcome: Result<(ConsumerGroupHeartbeatResponse, Vec<OffsetsRecord>), heartbeat::HeartbeatError> = {
+            let mut groups = self.groups.borrow_mut();
+            if !groups.contains_key(&group_id) {
+                if req.member_epoch != 0 {
+                    return heartbeat::error_response((ErrorCode::UNKNOWN_MEMBER_ID, format!("Group {group_id} not found.")));
+                }
+                if groups.len() >= cfg.max_groups_per_shard {
+                    tracing::warn!(shard = ctx.shard, limit = cfg.max_groups_per_shard, "group limit per shard reached (raise max_groups_per_shard)");
+                    return heartbeat::error_response((ErrorCode::COORDINATOR_NOT_AVAILABLE, "Too many groups on this coordinator.".into()));
+                }
+                groups.insert(group_id.clone(), Group::new(group_id.clone(), p.index));
+            }
+            let Some(g) = groups.get_mut(&group_id) else { return heartbeat::error_response((ErrorCode::UNKNOWN_SERVER_ERROR, String::new())) };
+            let r = if req.member_epoch < 0 {
+                heartbeat::leave(g, &req)
+            } else {
+                heartbeat::heartbeat(g, &req, client_id, client_host, &image, settings, Instant::now())
+            };
+            if g.is_disposable() {
+                groups.remove(&group_id);
+            }
+            r
+        };
+        match outcome {
+            Err(e) => heartbeat::error_response(e),
+            Ok((resp, records)) => {
+                if !records.is_empty() {
+                    if let Err(e) = append(p, &records).await {
+                        return heartbeat::error_response((e, "Could not store the group epoch.".into()));
+                    }
+                }
+                resp
+            }
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! ConsumerGroupDescribe 0-1 (KIP-848): each group described by its coordinating shard.
+use std::rc::Rc;
+
+use futures::future::join_all;
+use kafka_protocol::messages::consumer_group_describe_response::DescribedGroup;
+use kafka_protocol::messages::{ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse};
+
+use crate::group::consumer::{ConsumerOp, ConsumerReply};
+use crate::group::ops::{route, GroupOp, GroupReply};
+use crate::protocol::ErrorCode;
+use crate::server::dispatch::{RequestMeta, Response};
+use crate::server::shard::ShardContext;
+
+/// Groups one request may name.
+const MAX_GROUPS: usize = 10_000;
+
+pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ConsumerGroupDescribeRequest) -> Response {
+    let include = req.include_authorized_operations;
+    let groups = req.group_ids.into_iter().take(MAX_GROUPS).map(|g| async move {
+        let id = g.0.to_string();
+        let failed = |e: ErrorCode| DescribedGroup::default().with_group_id(g.clone()).with_error_code(e.code()).with_authorized_operations(i32::MIN);
+        let op = GroupOp::Consumer(ConsumerOp::Describe { group_id: id.clone(), include_authorized_operations: include });
+        match route(ctx, &id, op).await {
+            Ok(GroupReply::Consumer(r)) => match *r {
+                ConsumerReply::Describe(d) => d,
+                ConsumerReply::Heartbeat(_) => failed(ErrorCode::UNKNOWN_SERVER_ERROR),
+            },
+            Ok(_) => failed(ErrorCode::UNKNOWN_SERVER_ERROR),
+            Err(e) => failed(e),
+        }
+    });
+    let groups = join_all(groups).await;
+    meta.respond(&ConsumerGroupDescribeResponse::default().with_groups(groups))
+}

@@ -1,0 +1,33 @@
+//! ConsumerGroupHeartbeat 0-1 (KIP-848): routed to the coordinating shard
+//! (`group/consumer/`), like the classic group APIs.
+use std::rc::Rc;
+
+use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
+
+use super::str_bytes;
+use crate::group::consumer::{ConsumerOp, ConsumerReply};
+use crate::group::ops::{route, GroupOp, GroupReply};
+use crate::protocol::ErrorCode;
+use crate::server::dispatch::{RequestMeta, Response};
+use crate::server::shard::ShardContext;
+
+fn error(e: ErrorCode) -> ConsumerGroupHeartbeatResponse {
+    let msg = e.as_response_error().map(|r| r.to_string());
+    ConsumerGroupHeartbeatResponse::default().with_error_code(e.code()).with_error_message(msg.as_deref().map(str_bytes))
+}
+
+pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ConsumerGroupHeartbeatRequest, client_id: String) -> Response {
+    let group_id = req.group_id.0.to_string();
+    // Kafka reports the host as "/<ip>".
+    let client_host = meta.peer.map(|p| format!("/{}", p.ip())).unwrap_or_default();
+    let op = GroupOp::Consumer(ConsumerOp::Heartbeat { req, version: meta.version, client_id, client_host });
+    let resp = match route(ctx, &group_id, op).await {
+        Ok(GroupReply::Consumer(r)) => match *r {
+            ConsumerReply::Heartbeat(r) => r,
+            ConsumerReply::Describe(_) => error(ErrorCode::UNKNOWN_SERVER_ERROR),
+        },
+        Ok(_) => error(ErrorCode::UNKNOWN_SERVER_ERROR),
+        Err(e) => error(e),
+    };
+    meta.respond(&resp)
+}
