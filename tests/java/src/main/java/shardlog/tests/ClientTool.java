@@ -56,8 +56,21 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *       assign() + seekToBeginning, reads up to the end offsets taken at start; record lines
  *       plus a last line "#done\tCOUNT".
  *   group-consume --bootstrap B --topic T --group G --count N [--timeout-ms MS] [--prop k=v,...]
- *           (subscribe in group G, classic protocol; poll N records, commitSync, print
- *           {"p":..,"committed":..} per assigned partition and "#done<TAB>count")
+ *           [--protocol classic|consumer]
+ *           (subscribe in group G, classic protocol unless --protocol consumer (KIP-848);
+ *           poll N records, commitSync, print {"p":..,"committed":..} per assigned partition
+ *           and "#done<TAB>count")
+ *   group-worker --bootstrap B --topic T --group G --out FILE [--protocol classic|consumer]
+ *           [--prop k=v,...]
+ *       a group member that runs until killed (SIGTERM: leaves the group cleanly): appends
+ *       "partition offset" per processed record to FILE, commitSync every 20 records, when
+ *       idle and on revocation; prints {"assigned":[..]} / {"revoked":[..]} on stdout.
+ *   describe-group --bootstrap B --group G [--wait-members N --timeout-ms MS]
+ *           (Admin describeConsumerGroups; with --wait-members, polls until the group is
+ *           Stable with N members, each at the assignment epoch, else exits 1)
+ *       -> {"group":G,"type":..,"state":..,"group_epoch":..,"assignment_epoch":..,
+ *           "assignor":..,"members":[{"member_id":..,"client_id":..,"epoch":..,
+ *           "assignment":[p,..],"target":[p,..]}]}
  *   offsets-for-times --bootstrap B --topic T --ts T1,T2,..   (consumer offsetsForTimes)
  *       -> {"p":P,"query":T,"o":O|null,"ts":T|null}
  *   list-offsets --bootstrap B --topic T --spec earliest|latest|max-timestamp|ts:T  (Admin)
@@ -83,6 +96,8 @@ public final class ClientTool {
       case "produce": rc = produce(o, out); break;
       case "consume": rc = consume(o, out); break;
       case "group-consume": rc = groupConsume(o, out); break;
+      case "group-worker": rc = groupWorker(o, out); break;
+      case "describe-group": rc = describeGroup(o, out); break;
       case "offsets-for-times": rc = offsetsForTimes(o, out); break;
       case "list-offsets": rc = listOffsets(o, out); break;
       case "delete-records": rc = deleteRecords(o, out); break;
@@ -255,7 +270,7 @@ public final class ClientTool {
     long timeoutMs = Long.parseLong(o.getOrDefault("timeout-ms", "120000"));
     o.putIfAbsent("prop", "");
     Map<String, String> withGroup = new HashMap<>(o);
-    String extra = "group.id=" + need(o, "group") + ",enable.auto.commit=false,group.protocol=classic";
+    String extra = "group.id=" + need(o, "group") + ",enable.auto.commit=false,group.protocol=" + o.getOrDefault("protocol", "classic");
     withGroup.put("prop", o.get("prop").isEmpty() ? extra : o.get("prop") + "," + extra);
     long count = 0;
     try (KafkaConsumer<byte[], byte[]> c = consumer(withGroup)) {
@@ -276,6 +291,118 @@ public final class ClientTool {
     }
     out.println("#done\t" + count);
     return 0;
+  }
+
+  private static String partitionList(java.util.Collection<TopicPartition> tps) {
+    List<Integer> ps = new ArrayList<>();
+    for (TopicPartition tp : tps) ps.add(tp.partition());
+    java.util.Collections.sort(ps);
+    return ps.toString().replace(" ", "");
+  }
+
+  private static int groupWorker(Map<String, String> o, PrintWriter out) throws Exception {
+    o.putIfAbsent("prop", "");
+    Map<String, String> withGroup = new HashMap<>(o);
+    String extra = "group.id=" + need(o, "group") + ",enable.auto.commit=false,group.protocol=" + o.getOrDefault("protocol", "classic");
+    withGroup.put("prop", o.get("prop").isEmpty() ? extra : o.get("prop") + "," + extra);
+    final KafkaConsumer<byte[], byte[]> c = consumer(withGroup);
+    final Thread main = Thread.currentThread();
+    final java.util.concurrent.atomic.AtomicBoolean stopping = new java.util.concurrent.atomic.AtomicBoolean();
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      stopping.set(true);
+      c.wakeup();
+      try { main.join(20000); } catch (InterruptedException e) { /* exiting */ }
+    }));
+    final long[] pending = {0};
+    try (PrintWriter rec = new PrintWriter(new java.io.FileWriter(need(o, "out"), StandardCharsets.UTF_8, true), true)) {
+      Runnable commit = () -> {
+        if (pending[0] == 0) return;
+        try {
+          c.commitSync();
+        } catch (org.apache.kafka.common.errors.WakeupException e) {
+          throw e;
+        } catch (Exception e) {
+          // e.g. a rebalance raced the commit: the records get processed again.
+          System.err.println("commit failed: " + e);
+        }
+        pending[0] = 0;
+      };
+      c.subscribe(java.util.Collections.singletonList(need(o, "topic")), new org.apache.kafka.clients.consumer.ConsumerRebalanceListener() {
+        public void onPartitionsRevoked(java.util.Collection<TopicPartition> ps) {
+          commit.run();
+          synchronized (out) { out.println("{\"revoked\":" + partitionList(ps) + "}"); out.flush(); }
+        }
+        public void onPartitionsAssigned(java.util.Collection<TopicPartition> ps) {
+          synchronized (out) { out.println("{\"assigned\":" + partitionList(ps) + "}"); out.flush(); }
+        }
+      });
+      while (!stopping.get()) {
+        try {
+          org.apache.kafka.clients.consumer.ConsumerRecords<byte[], byte[]> rs = c.poll(Duration.ofMillis(200));
+          if (rs.isEmpty()) {
+            commit.run();
+            continue;
+          }
+          for (ConsumerRecord<byte[], byte[]> r : rs) {
+            rec.println(r.partition() + " " + r.offset());
+            pending[0]++;
+            if (pending[0] >= 20) commit.run();
+          }
+        } catch (org.apache.kafka.common.errors.WakeupException e) {
+          break;
+        }
+      }
+      try { commit.run(); } catch (Exception e) { /* leaving anyway */ }
+    } finally {
+      c.close(Duration.ofSeconds(10));
+    }
+    return 0;
+  }
+
+  private static int describeGroup(Map<String, String> o, PrintWriter out) throws Exception {
+    String group = need(o, "group");
+    int waitMembers = Integer.parseInt(o.getOrDefault("wait-members", "-1"));
+    long deadline = System.currentTimeMillis() + Long.parseLong(o.getOrDefault("timeout-ms", "60000"));
+    try (Admin a = admin(o)) {
+      org.apache.kafka.clients.admin.ConsumerGroupDescription d;
+      while (true) {
+        d = a.describeConsumerGroups(List.of(group)).describedGroups().get(group).get();
+        if (waitMembers < 0) break;
+        boolean settled = d.groupState() == org.apache.kafka.common.GroupState.STABLE && d.members().size() == waitMembers;
+        for (org.apache.kafka.clients.admin.MemberDescription m : d.members()) {
+          settled &= m.memberEpoch().equals(d.targetAssignmentEpoch());
+        }
+        if (settled) break;
+        if (System.currentTimeMillis() > deadline) {
+          System.err.println("describe-group: not Stable with " + waitMembers + " members in time");
+          waitMembers = -2;
+          break;
+        }
+        Thread.sleep(100);
+      }
+      StringBuilder b = new StringBuilder();
+      b.append("{\"group\":").append(jstr(d.groupId()))
+          .append(",\"type\":").append(jstr(String.valueOf(d.type())))
+          .append(",\"state\":").append(jstr(String.valueOf(d.groupState())))
+          .append(",\"group_epoch\":").append(d.groupEpoch().map(String::valueOf).orElse("null"))
+          .append(",\"assignment_epoch\":").append(d.targetAssignmentEpoch().map(String::valueOf).orElse("null"))
+          .append(",\"assignor\":").append(jstr(d.partitionAssignor()))
+          .append(",\"members\":[");
+      boolean first = true;
+      for (org.apache.kafka.clients.admin.MemberDescription m : d.members()) {
+        if (!first) b.append(',');
+        first = false;
+        b.append("{\"member_id\":").append(jstr(m.consumerId()))
+            .append(",\"client_id\":").append(jstr(m.clientId()))
+            .append(",\"epoch\":").append(m.memberEpoch().map(String::valueOf).orElse("null"))
+            .append(",\"assignment\":").append(partitionList(m.assignment().topicPartitions()))
+            .append(",\"target\":").append(m.targetAssignment().map(t -> partitionList(t.topicPartitions())).orElse("null"))
+            .append('}');
+      }
+      b.append("]}");
+      out.println(b);
+    }
+    return waitMembers == -2 ? 1 : 0;
   }
 
   private static int offsetsForTimes(Map<String, String> o, PrintWriter out) {

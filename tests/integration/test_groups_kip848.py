@@ -1,0 +1,348 @@
+"""KIP-848 consumer groups (group.protocol=consumer) with the real Java 4.1 consumer:
+ConsumerGroupHeartbeat membership and server-side assignment, fencing on kill -9 after the
+session timeout, committed offsets that never move backwards and survive a restart,
+AdminClient describeConsumerGroups (ConsumerGroupDescribe), partitions added to a
+subscribed topic, and the coordinator's answers to bad heartbeats (raw protocol).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import NewPartitions
+
+import kafkawire as w
+import test_groups as tg  # helpers only (a module attribute is not collected again)
+from clients import JAVA_JAR, admin, cli_create_topic, java_tool, json_lines, wait_topic, watermarks
+from conftest import is_kafka
+
+SESSION_TIMEOUT_S = 6
+HEARTBEAT_INTERVAL_MS = 500
+
+
+def kip848_broker(broker_factory, extra: list[str] | None = None):
+    args = [] if is_kafka() else [
+        "--group-initial-rebalance-delay-ms", "0",
+        "--group-consumer-session-timeout-ms", str(SESSION_TIMEOUT_S * 1000),
+        "--group-consumer-heartbeat-interval-ms", str(HEARTBEAT_INTERVAL_MS),
+    ] + (extra or [])
+    return broker_factory(extra_args=args)
+
+
+def start_java_worker(bootstrap, topic, group, out: Path, log: Path, props: str = "") -> subprocess.Popen:
+    assert JAVA_JAR.exists(), f"{JAVA_JAR} missing: mvn -f tests/java/pom.xml package"
+    cmd = ["java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-jar", str(JAVA_JAR),
+           "group-worker", "--bootstrap", bootstrap, "--topic", topic, "--group", group, "--out", str(out),
+           "--protocol", "consumer"]
+    if props:
+        cmd += ["--prop", props]
+    with open(log, "ab") as f:
+        return subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+
+
+def describe(bootstrap, group, wait_members: int | None = None, timeout_s: float = 60) -> dict:
+    args = ["describe-group", "--bootstrap", bootstrap, "--group", group]
+    if wait_members is not None:
+        args += ["--wait-members", str(wait_members), "--timeout-ms", str(int(timeout_s * 1000))]
+    r = java_tool(*args, timeout=timeout_s + 60)
+    return json_lines(r.stdout)[-1]
+
+
+def owned_partitions(d: dict) -> list[int]:
+    return sorted(p for m in d["members"] for p in m["assignment"])
+
+
+def read_processed(outs) -> set[tuple[int, int]]:
+    seen = set()
+    for out in outs:
+        if out.exists():
+            for line in out.read_text().split("\n"):
+                if line.strip():
+                    p, o = line.split()
+                    seen.add((int(p), int(o)))
+    return seen
+
+
+def test_java_kip848_join_kill_restart(broker_factory, tmp_path):
+    b = kip848_broker(broker_factory)
+    topic, group, partitions = "kip848-12", f"k848-{uuid.uuid4().hex[:8]}", 12
+    cli_create_topic(b.bootstrap, topic, partitions)
+    stop_producing = threading.Event()
+    produced = [0]
+
+    def produce():
+        p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+        i = 0
+        while not stop_producing.is_set():
+            for _ in range(50):
+                p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
+                i += 1
+            p.poll(0)
+            time.sleep(0.05)
+        p.flush(30)
+        produced[0] = i
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    watcher = tg.OffsetWatcher(b.bootstrap, group, topic, partitions)
+    watcher.start()
+    outs = [tmp_path / f"worker{i}.txt" for i in range(4)]
+    logs = [tmp_path / f"worker{i}.log" for i in range(4)]
+    workers = [start_java_worker(b.bootstrap, topic, group, outs[i], logs[i]) for i in range(3)]
+    try:
+        d = describe(b.bootstrap, group, wait_members=3)
+        assert d["type"] == "Consumer" and d["assignor"] == "uniform", d
+        assert owned_partitions(d) == list(range(partitions)), d
+        assert sorted(len(m["assignment"]) for m in d["members"]) == [4, 4, 4], d
+        epoch_3 = d["group_epoch"]
+        time.sleep(2)
+
+        workers.append(start_java_worker(b.bootstrap, topic, group, outs[3], logs[3]))
+        t0 = time.monotonic()
+        d = describe(b.bootstrap, group, wait_members=4)
+        join_s = time.monotonic() - t0
+        assert owned_partitions(d) == list(range(partitions)), d
+        assert sorted(len(m["assignment"]) for m in d["members"]) == [3, 3, 3, 3], d
+        assert d["group_epoch"] > epoch_3
+        time.sleep(2)
+
+        os.killpg(workers[0].pid, signal.SIGKILL)
+        workers[0].wait()
+        t0 = time.monotonic()
+        d = describe(b.bootstrap, group, wait_members=3)
+        kill_s = time.monotonic() - t0
+        print(f"KIP-848 reconciliation after a join: {join_s:.2f} s; after kill -9: {kill_s:.2f} s")
+        assert owned_partitions(d) == list(range(partitions)), d
+        assert sorted(len(m["assignment"]) for m in d["members"]) == [4, 4, 4], d
+        if not is_kafka():
+            # Detection takes the session timeout; survivors get the partitions on their
+            # next heartbeats.
+            assert kill_s < SESSION_TIMEOUT_S + 8, f"reassignment after kill took {kill_s:.1f} s"
+        time.sleep(2)
+        stop_producing.set()
+        producer.join(60)
+        hw = {p: high for p, (low, high) in watermarks(b.bootstrap, topic, partitions).items()}
+        assert sum(hw.values()) == produced[0] > 0
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and watcher.last != hw:
+            time.sleep(0.5)
+        assert watcher.last == hw, f"committed {watcher.last} never reached the high watermarks {hw}"
+        epoch_before = describe(b.bootstrap, group)["group_epoch"]
+
+        # kill -9 the broker with the three members running: after the restart their
+        # heartbeats get UNKNOWN_MEMBER_ID, they rejoin at a higher group epoch, and the
+        # committed offsets are still there.
+        b.restart(kill=True)
+        assert tg.committed(b.bootstrap, group, topic, partitions) == hw
+        d = describe(b.bootstrap, group, wait_members=3, timeout_s=90)
+        assert d["group_epoch"] > epoch_before, (epoch_before, d)
+        assert owned_partitions(d) == list(range(partitions)), d
+        time.sleep(1)
+    finally:
+        stop_producing.set()
+        for wk in workers:
+            if wk.poll() is None:
+                os.killpg(wk.pid, signal.SIGTERM)
+                try:
+                    wk.wait(20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(wk.pid, signal.SIGKILL)
+        watcher.stop.set()
+        watcher.join(10)
+    assert not watcher.backwards, f"committed offsets moved backwards: {watcher.backwards}"
+    missing = [(p, o) for p in range(partitions) for o in range(hw[p]) if (p, o) not in read_processed(outs)]
+    assert not missing, f"{len(missing)} records never processed, e.g. {missing[:5]}"
+    # The members left cleanly (SIGTERM): the group is Empty, offsets unchanged.
+    d = describe(b.bootstrap, group)
+    assert d["state"] == "EMPTY" and d["members"] == [], d
+    assert tg.committed(b.bootstrap, group, topic, partitions) == hw
+
+
+def test_java_kip848_range_describe_and_new_partitions(broker_factory, tmp_path):
+    b = kip848_broker(broker_factory)
+    topic, group = "kip848-range", f"k848r-{uuid.uuid4().hex[:8]}"
+    cli_create_topic(b.bootstrap, topic, 6)
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    for i in range(600):
+        p.produce(topic, key=f"k{i}".encode(), value=b"v", partition=i % 6)
+    p.flush(30)
+    outs = [tmp_path / f"w{i}.txt" for i in range(2)]
+    workers = [start_java_worker(b.bootstrap, topic, group, outs[i], tmp_path / f"w{i}.log",
+                                 props="group.remote.assignor=range,client.id=kip848-w" + str(i))
+               for i in range(2)]
+    try:
+        d = describe(b.bootstrap, group, wait_members=2)
+        assert d["assignor"] == "range", d
+        ranges = sorted(m["assignment"] for m in d["members"])
+        assert ranges == [[0, 1, 2], [3, 4, 5]], d
+        for m in d["members"]:
+            assert m["target"] == m["assignment"] and m["epoch"] == d["assignment_epoch"], d
+            assert m["client_id"].startswith("kip848-w"), d
+        # ListGroups (librdkafka) sees a consumer group.
+        listed = admin(b.bootstrap).list_consumer_groups().result(timeout=30)
+        mine = [g for g in listed.valid if g.group_id == group]
+        assert len(mine) == 1, listed.valid
+        if hasattr(mine[0], "type"):
+            assert "CONSUMER" in str(mine[0].type).upper(), mine[0]
+        # DescribeGroups v5 (the classic API) on a consumer group: a Dead group, as Kafka 4.1.
+        body = w.i32(1) + w.string(group) + w.i8(0)
+        r = w.Reader(w.roundtrip(b.bootstrap, w.request(15, 4, 5, body)))
+        assert r.i32() == 5
+        r.i32()  # throttle
+        assert r.i32() == 1
+        assert (r.i16(), r.string(), r.string()) == (0, group, "Dead")
+
+        # Two more partitions: the group epoch goes up and the range covers 0-7.
+        a = admin(b.bootstrap)
+        a.create_partitions([NewPartitions(topic, 8)])[topic].result(timeout=30)
+        wait_topic(b.bootstrap, topic, 8)
+        deadline = time.monotonic() + 60
+        while True:
+            d = describe(b.bootstrap, group, wait_members=2)
+            if owned_partitions(d) == list(range(8)):
+                break
+            assert time.monotonic() < deadline, f"new partitions never assigned: {d}"
+            time.sleep(0.5)
+        assert sorted(m["assignment"] for m in d["members"]) == [[0, 1, 2, 3], [4, 5, 6, 7]], d
+        # Records in the new partitions are consumed.
+        for i in range(20):
+            p.produce(topic, key=b"n", value=b"v", partition=6 + i % 2)
+        p.flush(30)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            seen = read_processed(outs)
+            if all((q, o) in seen for q in (6, 7) for o in range(10)):
+                break
+            time.sleep(0.5)
+        assert all((q, o) in seen for q in (6, 7) for o in range(10)), sorted(x for x in seen if x[0] >= 6)
+    finally:
+        for wk in workers:
+            if wk.poll() is None:
+                os.killpg(wk.pid, signal.SIGTERM)
+                try:
+                    wk.wait(20)
+                except subprocess.TimeoutExpired:
+                    os.killpg(wk.pid, signal.SIGKILL)
+
+
+# -- raw protocol: ConsumerGroupHeartbeat (flexible versions) -------------------------------------
+
+CONSUMER_GROUP_HEARTBEAT = 68
+(NONE, INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION, INVALID_REQUEST,
+ GROUP_MAX_SIZE_REACHED, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR) = (
+    0, 23, 25, 35, 42, 81, 110, 111, 112)
+
+
+def cstr(s: str | None) -> bytes:
+    if s is None:
+        return w.uvarint(0)
+    b = s.encode()
+    return w.uvarint(len(b) + 1) + b
+
+
+def heartbeat(sock, version, group, member_id, epoch, topics=None, assignor=None, instance_id=None,
+              owned=None, rebalance_timeout_ms=30000, corr=1) -> dict:
+    """ConsumerGroupHeartbeat v0/v1; `owned` None = null topicPartitions."""
+    body = cstr(group) + cstr(member_id) + w.i32(epoch) + cstr(instance_id) + cstr(None) + w.i32(rebalance_timeout_ms)
+    body += w.uvarint(0) if topics is None else w.uvarint(len(topics) + 1) + b"".join(cstr(t) for t in topics)
+    if version >= 1:
+        body += cstr(None)  # subscribedTopicRegex
+    body += cstr(assignor)
+    if owned is None:
+        body += w.uvarint(0)
+    else:
+        body += w.uvarint(len(owned) + 1) + b"".join(
+            tid + w.uvarint(len(ps) + 1) + b"".join(w.i32(p) for p in ps) + w.uvarint(0) for tid, ps in owned)
+    body += w.uvarint(0)  # tagged fields
+    r = w.Reader(w.roundtrip(sock, w.request(CONSUMER_GROUP_HEARTBEAT, version, corr, body, header_version=2)))
+    assert r.i32() == corr
+    assert r.b[r.i] == 0  # no tagged fields in the response header
+    r.i += 1
+    r.i32()  # throttle
+
+    def read_cstr():
+        n, shift = 0, 0
+        while True:
+            byte = r.b[r.i]
+            r.i += 1
+            n |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        if n == 0:
+            return None
+        s = r.b[r.i:r.i + n - 1].decode()
+        r.i += n - 1
+        return s
+
+    out = {"error": r.i16(), "message": read_cstr(), "member_id": read_cstr(), "epoch": r.i32(),
+           "interval": r.i32()}
+    out["assignment"] = r.b[r.i] == 1
+    return out
+
+
+def test_kip848_heartbeat_errors(broker_factory):
+    b = kip848_broker(broker_factory, ["--group-max-size", "3"])
+    topic, group = "kip848-bad", f"k848b-{uuid.uuid4().hex[:8]}"
+    cli_create_topic(b.bootstrap, topic, 2)
+    with w.connect(b.bootstrap) as s:
+        # Join (v0: the coordinator names the member).
+        j = heartbeat(s, 0, group, "", 0, topics=[topic], owned=[])
+        assert j["error"] == NONE and j["member_id"] and j["epoch"] >= 1 and j["assignment"], j
+        if not is_kafka():
+            assert j["interval"] == HEARTBEAT_INTERVAL_MS
+        member, epoch = j["member_id"], j["epoch"]
+        h = heartbeat(s, 0, group, member, epoch)
+        assert (h["error"], h["epoch"]) == (NONE, epoch), h
+        # Wrong epochs are fenced; an unknown member is told so.
+        assert heartbeat(s, 0, group, member, epoch + 5)["error"] == FENCED_MEMBER_EPOCH
+        assert heartbeat(s, 0, group, member, epoch - 1 if epoch > 1 else 77, owned=[])["error"] == FENCED_MEMBER_EPOCH
+        assert heartbeat(s, 0, group, "nobody", epoch)["error"] == UNKNOWN_MEMBER_ID
+        assert heartbeat(s, 0, f"{group}-none", "nobody", 3)["error"] == UNKNOWN_MEMBER_ID
+        # Bad joins.
+        bad = heartbeat(s, 0, group, "", 0, topics=[topic], assignor="bogus", owned=[])
+        assert bad["error"] == UNSUPPORTED_ASSIGNOR and "bogus" in bad["message"], bad
+        assert heartbeat(s, 0, group, "", 0, topics=None, owned=[])["error"] == INVALID_REQUEST
+        assert heartbeat(s, 0, group, "", 0, topics=[topic], owned=None)["error"] == INVALID_REQUEST
+        assert heartbeat(s, 0, group, "", 0, topics=[topic], owned=[], rebalance_timeout_ms=-1)["error"] == INVALID_REQUEST
+        assert heartbeat(s, 0, group, member, -3)["error"] == INVALID_REQUEST
+        assert heartbeat(s, 1, group, "", 0, topics=[topic], owned=[])["error"] == INVALID_REQUEST  # v1: id required
+        assert heartbeat(s, 0, "", "", 0, topics=[topic], owned=[])["error"] == INVALID_REQUEST
+        # One protocol per group: a classic JoinGroup on this consumer group is refused.
+        assert tg.join_v5(s, group, "")["error"] == INCONSISTENT_GROUP_PROTOCOL
+        # OffsetCommit from a non-member, and from a member with a pre-v9 request.
+        assert tg.commit_v5(s, group, epoch, "someone-else", topic, 0, 5) == UNKNOWN_MEMBER_ID
+        if not is_kafka():
+            assert tg.commit_v5(s, group, epoch, member, topic, 0, 5) == UNSUPPORTED_VERSION
+        # Static members: a second instance with the same instance id is refused.
+        st = heartbeat(s, 1, group, str(uuid.uuid4()), 0, topics=[topic], instance_id="inst-1", owned=[])
+        assert st["error"] == NONE, st
+        dup = heartbeat(s, 1, group, str(uuid.uuid4()), 0, topics=[topic], instance_id="inst-1", owned=[])
+        assert dup["error"] == UNRELEASED_INSTANCE_ID, dup
+        # group.max.size 3 (shardlog flag; Kafka: group.consumer.max.size).
+        if not is_kafka():
+            third = heartbeat(s, 1, group, str(uuid.uuid4()), 0, topics=[topic], owned=[])
+            assert third["error"] == NONE, third
+            assert heartbeat(s, 1, group, str(uuid.uuid4()), 0, topics=[topic], owned=[])["error"] == GROUP_MAX_SIZE_REACHED
+        # Leave: epoch -1 echoed; the member is gone afterwards.
+        lv = heartbeat(s, 0, group, member, -1)
+        assert (lv["error"], lv["epoch"], lv["member_id"]) == (NONE, -1, member), lv
+        assert heartbeat(s, 0, group, member, epoch)["error"] == UNKNOWN_MEMBER_ID
+    # A truncated heartbeat closes that connection only.
+    with w.connect(b.bootstrap) as s:
+        s.sendall(w.request(CONSUMER_GROUP_HEARTBEAT, 0, 9, cstr(group) + b"\x05", header_version=2))
+        try:
+            s.recv(1)
+        except OSError:
+            pass
+    b.assert_alive()
