@@ -189,9 +189,10 @@ def test_java_kip848_range_describe_and_new_partitions(broker_factory, tmp_path)
             assert m["target"] == m["assignment"] and m["epoch"] == d["assignment_epoch"], d
             assert m["client_id"].startswith("kip848-w"), d
         # ListGroups (librdkafka) sees a consumer group.
-        listed = admin(b.bootstrap).list_consumer_groups().result(timeout=30)
+        a = admin(b.bootstrap)  # keep the handle alive until the future resolves
+        listed = a.list_consumer_groups().result(timeout=30)
         mine = [g for g in listed.valid if g.group_id == group]
-        assert len(mine) == 1, listed.valid
+        assert len(mine) == 1, ([g.group_id for g in listed.valid], listed.errors)
         if hasattr(mine[0], "type"):
             assert "CONSUMER" in str(mine[0].type).upper(), mine[0]
         # DescribeGroups v5 (the classic API) on a consumer group: a Dead group, as Kafka 4.1.
@@ -203,7 +204,6 @@ def test_java_kip848_range_describe_and_new_partitions(broker_factory, tmp_path)
         assert (r.i16(), r.string(), r.string()) == (0, group, "Dead")
 
         # Two more partitions: the group epoch goes up and the range covers 0-7.
-        a = admin(b.bootstrap)
         a.create_partitions([NewPartitions(topic, 8)])[topic].result(timeout=30)
         wait_topic(b.bootstrap, topic, 8)
         deadline = time.monotonic() + 60

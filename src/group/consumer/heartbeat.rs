@@ -163,6 +163,7 @@ pub fn update_target(c: &mut ConsumerGroup) {
         .values()
         .map(|m| MemberSpec {
             id: &m.id,
+            instance_id: m.instance_id.as_deref(),
             topics: m.subscribed_topic_names.iter().filter_map(|n| c.subscription_metadata.get(n).map(|(id, _)| *id)).collect(),
             current: c.target.get(&m.id),
         })

@@ -2,8 +2,9 @@
 //! assignment. `uniform` is the default (Kafka's group.consumer.assignors order); a
 //! member may ask for another with `serverAssignor`.
 //!
-//! Both are sticky: a member keeps the partitions of its current target while that
-//! stays balanced, so a rebalance moves as few partitions as it can.
+//! `uniform` is sticky (a member keeps the partitions of its current target while that
+//! stays balanced, so a rebalance moves as few partitions as it can); `range` gives
+//! contiguous ranges in member order, as Kafka's.
 use std::collections::{BTreeMap, HashMap};
 
 use uuid::Uuid;
@@ -29,6 +30,8 @@ pub fn canonical(name: &str) -> &'static str {
 /// One member as an assignor sees it.
 pub struct MemberSpec<'a> {
     pub id: &'a str,
+    /// group.instance.id of a static member (orders members for `range`).
+    pub instance_id: Option<&'a str>,
     /// Subscribed topics that exist (ids).
     pub topics: Vec<Uuid>,
     /// The member's previous target (for stickiness).

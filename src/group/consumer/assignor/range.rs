@@ -1,7 +1,8 @@
-//! The `range` assignor: per topic, the subscribed members (by member id) get contiguous
-//! ranges, the first `partitions % members` one partition more, so topics with the same
-//! partition count are co-partitioned. Sticky: a member keeps partitions of its current
-//! target up to its quota; the free ones fill the members under quota in order.
+//! The `range` assignor, as Kafka's server-side RangeAssignor: per topic, the subscribed
+//! members in a stable order (instance id, else member id) get contiguous ranges, the
+//! first `partitions % members` one partition more, so topics with the same partition
+//! count are co-partitioned. Its stickiness is the order: static members (instance ids)
+//! keep their ranges across restarts; it does not otherwise keep current owners.
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use uuid::Uuid;
@@ -10,46 +11,25 @@ use super::{Assignment, MemberSpec};
 
 pub fn assign(members: &[MemberSpec], topics: &BTreeMap<Uuid, i32>) -> HashMap<String, Assignment> {
     let mut out: HashMap<String, Assignment> = members.iter().map(|m| (m.id.to_string(), Assignment::new())).collect();
+    let mut ordered: Vec<&MemberSpec> = members.iter().collect();
+    ordered.sort_by(|a, b| (a.instance_id.unwrap_or(a.id), a.id).cmp(&(b.instance_id.unwrap_or(b.id), b.id)));
     for (t, &n) in topics {
-        let mut subscribed: Vec<&MemberSpec> = members.iter().filter(|m| m.topics.contains(t)).collect();
+        let subscribed: Vec<&&MemberSpec> = ordered.iter().filter(|m| m.topics.contains(t)).collect();
         if subscribed.is_empty() || n <= 0 {
             continue;
         }
-        subscribed.sort_by(|a, b| a.id.cmp(b.id));
         let count = subscribed.len();
         let n_usize = n as usize;
         let (base, extra) = (n_usize / count, n_usize % count);
-        let quota = |i: usize| base + usize::from(i < extra);
-        let mut taken: BTreeSet<i32> = BTreeSet::new();
-        let mut got: Vec<BTreeSet<i32>> = vec![BTreeSet::new(); count];
+        let mut next = 0i32;
         for (i, m) in subscribed.iter().enumerate() {
-            let Some(cur) = m.current.and_then(|c| c.get(t)) else { continue };
-            for &p in cur.iter().filter(|p| (0..n).contains(*p)) {
-                if got[i].len() >= quota(i) {
-                    break;
-                }
-                if taken.insert(p) {
-                    got[i].insert(p);
-                }
-            }
-        }
-        let mut free = (0..n).filter(|p| !taken.contains(p));
-        for (i, g) in got.iter_mut().enumerate() {
-            while g.len() < quota(i) {
-                match free.next() {
-                    Some(p) => {
-                        g.insert(p);
-                    }
-                    None => break,
-                }
-            }
-        }
-        for (m, g) in subscribed.iter().zip(got) {
-            if !g.is_empty() {
+            let take = (base + usize::from(i < extra)) as i32;
+            if take > 0 {
                 if let Some(a) = out.get_mut(m.id) {
-                    a.insert(*t, g);
+                    a.insert(*t, (next..next + take).collect::<BTreeSet<i32>>());
                 }
             }
+            next += take;
         }
     }
     out
@@ -71,9 +51,9 @@ mod tests {
     fn contiguous_ranges_per_topic() {
         let topics: BTreeMap<Uuid, i32> = [(t(1), 7), (t(2), 3)].into_iter().collect();
         let specs = vec![
-            MemberSpec { id: "b", topics: vec![t(1), t(2)], current: None },
-            MemberSpec { id: "a", topics: vec![t(1), t(2)], current: None },
-            MemberSpec { id: "c", topics: vec![t(1)], current: None },
+            MemberSpec { instance_id: None, id: "b", topics: vec![t(1), t(2)], current: None },
+            MemberSpec { instance_id: None, id: "a", topics: vec![t(1), t(2)], current: None },
+            MemberSpec { instance_id: None, id: "c", topics: vec![t(1)], current: None },
         ];
         let out = assign(&specs, &topics);
         assert_eq!(out["a"][&t(1)], set(&[0, 1, 2]));
@@ -88,7 +68,7 @@ mod tests {
     #[test]
     fn co_partitioned_topics_get_the_same_ranges() {
         let topics: BTreeMap<Uuid, i32> = [(t(1), 6), (t(2), 6)].into_iter().collect();
-        let specs: Vec<MemberSpec> = ["x", "y", "z", "w"].iter().map(|id| MemberSpec { id, topics: vec![t(1), t(2)], current: None }).collect();
+        let specs: Vec<MemberSpec> = ["x", "y", "z", "w"].iter().map(|id| MemberSpec { instance_id: None, id, topics: vec![t(1), t(2)], current: None }).collect();
         let out = assign(&specs, &topics);
         for a in out.values() {
             assert_eq!(a.get(&t(1)), a.get(&t(2)));
@@ -96,22 +76,25 @@ mod tests {
     }
 
     #[test]
-    fn sticky_within_quota() {
+    fn instance_ids_keep_ranges_across_new_member_ids() {
         let topics: BTreeMap<Uuid, i32> = [(t(1), 6)].into_iter().collect();
-        let specs = vec![MemberSpec { id: "a", topics: vec![t(1)], current: None }, MemberSpec { id: "b", topics: vec![t(1)], current: None }];
-        let first = assign(&specs, &topics);
-        assert_eq!(first["a"][&t(1)], set(&[0, 1, 2]));
-        // "0" joins and sorts first: a and b keep what fits their new quota of 2.
-        let specs = vec![
-            MemberSpec { id: "0", topics: vec![t(1)], current: None },
-            MemberSpec { id: "a", topics: vec![t(1)], current: first.get("a") },
-            MemberSpec { id: "b", topics: vec![t(1)], current: first.get("b") },
-        ];
-        let second = assign(&specs, &topics);
-        assert!(second["a"][&t(1)].is_subset(&first["a"][&t(1)]));
-        assert!(second["b"][&t(1)].is_subset(&first["b"][&t(1)]));
-        assert_eq!(second["0"][&t(1)].len(), 2);
-        let all: BTreeSet<i32> = second.values().flat_map(|a| a[&t(1)].iter().copied()).collect();
-        assert_eq!(all, set(&[0, 1, 2, 3, 4, 5]));
+        let first = assign(
+            &[
+                MemberSpec { id: "m1", instance_id: Some("i0"), topics: vec![t(1)], current: None },
+                MemberSpec { id: "m0", instance_id: Some("i1"), topics: vec![t(1)], current: None },
+            ],
+            &topics,
+        );
+        assert_eq!(first["m1"][&t(1)], set(&[0, 1, 2]));
+        // After a bounce the members come back with new ids: same instance, same range.
+        let second = assign(
+            &[
+                MemberSpec { id: "z", instance_id: Some("i0"), topics: vec![t(1)], current: None },
+                MemberSpec { id: "a", instance_id: Some("i1"), topics: vec![t(1)], current: None },
+            ],
+            &topics,
+        );
+        assert_eq!(second["z"][&t(1)], set(&[0, 1, 2]));
+        assert_eq!(second["a"][&t(1)], set(&[3, 4, 5]));
     }
 }

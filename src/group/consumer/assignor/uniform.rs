@@ -118,7 +118,7 @@ mod tests {
         let topics: BTreeMap<Uuid, i32> = [(t(1), 12), (t(2), 5)].into_iter().collect();
         for n in 1..=7 {
             let ids: Vec<String> = (0..n).map(|i| format!("m{i}")).collect();
-            let specs: Vec<MemberSpec> = ids.iter().map(|id| MemberSpec { id, topics: vec![t(1), t(2)], current: None }).collect();
+            let specs: Vec<MemberSpec> = ids.iter().map(|id| MemberSpec { instance_id: None, id, topics: vec![t(1), t(2)], current: None }).collect();
             let out = assign(&specs, &topics);
             all_assigned_once(&out, &topics, |_, _| true);
             let loads: Vec<usize> = out.values().map(count).collect();
@@ -130,11 +130,11 @@ mod tests {
     fn sticky_when_a_member_joins_and_leaves() {
         let topics: BTreeMap<Uuid, i32> = [(t(1), 12)].into_iter().collect();
         let ids = ["a", "b", "c"];
-        let specs: Vec<MemberSpec> = ids.iter().map(|id| MemberSpec { id, topics: vec![t(1)], current: None }).collect();
+        let specs: Vec<MemberSpec> = ids.iter().map(|id| MemberSpec { instance_id: None, id, topics: vec![t(1)], current: None }).collect();
         let first = assign(&specs, &topics);
         // d joins: each of a, b, c gives up exactly one partition, keeping the rest.
         let ids4 = ["a", "b", "c", "d"];
-        let specs: Vec<MemberSpec> = ids4.iter().map(|id| MemberSpec { id, topics: vec![t(1)], current: first.get(*id) }).collect();
+        let specs: Vec<MemberSpec> = ids4.iter().map(|id| MemberSpec { instance_id: None, id, topics: vec![t(1)], current: first.get(*id) }).collect();
         let second = assign(&specs, &topics);
         all_assigned_once(&second, &topics, |_, _| true);
         for id in ids {
@@ -144,7 +144,7 @@ mod tests {
         }
         // a leaves: the others keep theirs and share a's.
         let ids3 = ["b", "c", "d"];
-        let specs: Vec<MemberSpec> = ids3.iter().map(|id| MemberSpec { id, topics: vec![t(1)], current: second.get(*id) }).collect();
+        let specs: Vec<MemberSpec> = ids3.iter().map(|id| MemberSpec { instance_id: None, id, topics: vec![t(1)], current: second.get(*id) }).collect();
         let third = assign(&specs, &topics);
         all_assigned_once(&third, &topics, |_, _| true);
         for id in ids3 {
@@ -157,10 +157,10 @@ mod tests {
     fn heterogeneous_subscriptions() {
         let topics: BTreeMap<Uuid, i32> = [(t(1), 6), (t(2), 6)].into_iter().collect();
         let specs = vec![
-            MemberSpec { id: "a", topics: vec![t(1)], current: None },
-            MemberSpec { id: "b", topics: vec![t(1), t(2)], current: None },
-            MemberSpec { id: "c", topics: vec![t(2)], current: None },
-            MemberSpec { id: "d", topics: vec![t(3)], current: None },
+            MemberSpec { instance_id: None, id: "a", topics: vec![t(1)], current: None },
+            MemberSpec { instance_id: None, id: "b", topics: vec![t(1), t(2)], current: None },
+            MemberSpec { instance_id: None, id: "c", topics: vec![t(2)], current: None },
+            MemberSpec { instance_id: None, id: "d", topics: vec![t(3)], current: None },
         ];
         let out = assign(&specs, &topics);
         all_assigned_once(&out, &topics, |m, topic| match m {

@@ -309,6 +309,7 @@ public final class ClientTool {
     final Thread main = Thread.currentThread();
     final java.util.concurrent.atomic.AtomicBoolean stopping = new java.util.concurrent.atomic.AtomicBoolean();
     Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      System.err.println("group-worker: shutting down");
       stopping.set(true);
       c.wakeup();
       try { main.join(20000); } catch (InterruptedException e) { /* exiting */ }
@@ -350,8 +351,12 @@ public final class ClientTool {
           }
         } catch (org.apache.kafka.common.errors.WakeupException e) {
           break;
+        } catch (RuntimeException e) {
+          System.err.println("group-worker: poll failed: " + e);
+          throw e;
         }
       }
+      System.err.println("group-worker: leaving the group");
       try { commit.run(); } catch (Exception e) { /* leaving anyway */ }
     } finally {
       c.close(Duration.ofSeconds(10));
@@ -366,7 +371,15 @@ public final class ClientTool {
     try (Admin a = admin(o)) {
       org.apache.kafka.clients.admin.ConsumerGroupDescription d;
       while (true) {
-        d = a.describeConsumerGroups(List.of(group)).describedGroups().get(group).get();
+        try {
+          d = a.describeConsumerGroups(List.of(group)).describedGroups().get(group).get();
+        } catch (java.util.concurrent.ExecutionException e) {
+          // While waiting, the group may not exist yet.
+          if (waitMembers < 0 || !(e.getCause() instanceof org.apache.kafka.common.errors.GroupIdNotFoundException)
+              || System.currentTimeMillis() > deadline) throw e;
+          Thread.sleep(100);
+          continue;
+        }
         if (waitMembers < 0) break;
         boolean settled = d.groupState() == org.apache.kafka.common.GroupState.STABLE && d.members().size() == waitMembers;
         for (org.apache.kafka.clients.admin.MemberDescription m : d.members()) {
