@@ -214,7 +214,8 @@ def test_java_kip848_range_describe_and_new_partitions(broker_factory, tmp_path)
             assert time.monotonic() < deadline, f"new partitions never assigned: {d}"
             time.sleep(0.5)
         assert sorted(m["assignment"] for m in d["members"]) == [[0, 1, 2, 3], [4, 5, 6, 7]], d
-        # Records in the new partitions are consumed.
+        # Records in the new partitions are consumed (a new producer knows of them).
+        p = Producer({"bootstrap.servers": b.bootstrap})
         for i in range(20):
             p.produce(topic, key=b"n", value=b"v", partition=6 + i % 2)
         p.flush(30)
