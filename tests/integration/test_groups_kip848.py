@@ -160,7 +160,8 @@ def test_java_kip848_join_kill_restart(broker_factory, tmp_path):
         watcher.stop.set()
         watcher.join(10)
     assert not watcher.backwards, f"committed offsets moved backwards: {watcher.backwards}"
-    missing = [(p, o) for p in range(partitions) for o in range(hw[p]) if (p, o) not in read_processed(outs)]
+    seen = read_processed(outs)
+    missing = [(p, o) for p in range(partitions) for o in range(hw[p]) if (p, o) not in seen]
     assert not missing, f"{len(missing)} records never processed, e.g. {missing[:5]}"
     # The members left cleanly (SIGTERM): the group is Empty, offsets unchanged.
     d = describe(b.bootstrap, group)

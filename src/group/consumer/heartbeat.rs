@@ -430,3 +430,151 @@ pub fn expire(g: &mut Group, now: Instant, session_timeout_ms: u64) -> Vec<Offse
     bump(c, &group_id, &mut records);
     records
 }
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::{GroupId, TopicName};
+
+    use super::*;
+    use crate::cluster::image::{PartitionMeta, TopicMeta};
+
+    const SETTINGS: Settings = Settings { heartbeat_interval_ms: 5000, max_size: 3 };
+
+    fn image(topics: &[(&str, u8, i32)]) -> MetadataImage {
+        let mut img = MetadataImage::default();
+        for &(name, id, n) in topics {
+            let partitions = (0..n).map(|p| PartitionMeta { partition: p, shard: 0, leader_epoch: 0 }).collect();
+            img.topics.insert(name.into(), TopicMeta { name: name.into(), topic_id: [id; 16], partitions, configs: Default::default() });
+        }
+        img
+    }
+
+    fn join(member: &str, topics: &[&str]) -> ConsumerGroupHeartbeatRequest {
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(sb("g")))
+            .with_member_id(sb(member))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(topics.iter().map(|t| TopicName(sb(t))).collect()))
+            .with_topic_partitions(Some(Vec::new()))
+    }
+
+    fn beat(member: &str, epoch: i32, owned: Option<Vec<OwnedTopicPartitions>>) -> ConsumerGroupHeartbeatRequest {
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(sb("g")))
+            .with_member_id(sb(member))
+            .with_member_epoch(epoch)
+            .with_rebalance_timeout_ms(-1)
+            .with_topic_partitions(owned)
+    }
+
+    fn run(g: &mut Group, req: &ConsumerGroupHeartbeatRequest, img: &MetadataImage) -> Result<ConsumerGroupHeartbeatResponse, ErrorCode> {
+        validate(req, 1).map_err(|e| e.0)?;
+        let r = if req.member_epoch < 0 { leave(g, req) } else { heartbeat(g, req, "c", "/h", img, SETTINGS, Instant::now()) };
+        r.map(|(resp, _)| resp).map_err(|e| e.0)
+    }
+
+    fn assigned(resp: &ConsumerGroupHeartbeatResponse) -> Vec<i32> {
+        let mut v: Vec<i32> = resp.assignment.iter().flat_map(|a| a.topic_partitions.iter().flat_map(|t| t.partitions.iter().copied())).collect();
+        v.sort_unstable();
+        v
+    }
+
+    fn owned(ps: &[i32]) -> Option<Vec<OwnedTopicPartitions>> {
+        Some(vec![OwnedTopicPartitions::default().with_topic_id(Uuid::from_bytes([1; 16])).with_partitions(ps.to_vec())])
+    }
+
+    #[test]
+    fn join_heartbeat_fence_and_leave() {
+        let img = image(&[("t", 1, 4)]);
+        let mut g = Group::new("g".into(), 0);
+        let r = run(&mut g, &join("a", &["t"]), &img).unwrap();
+        assert_eq!((r.member_epoch, assigned(&r)), (1, vec![0, 1, 2, 3]));
+        // b joins: b waits for a's revocation; a keeps epoch 1 until it acknowledges.
+        let rb = run(&mut g, &join("b", &["t"]), &img).unwrap();
+        assert_eq!((rb.member_epoch, assigned(&rb)), (2, vec![]));
+        let ra = run(&mut g, &beat("a", 1, None), &img).unwrap();
+        assert_eq!(ra.member_epoch, 1);
+        let kept = assigned(&ra);
+        assert_eq!(kept.len(), 2);
+        let ra = run(&mut g, &beat("a", 1, owned(&kept)), &img).unwrap();
+        assert_eq!(ra.member_epoch, 2);
+        let rb = run(&mut g, &beat("b", 2, None), &img).unwrap();
+        let theirs = assigned(&rb);
+        assert_eq!(theirs.len(), 2);
+        assert!(theirs.iter().all(|p| !kept.contains(p)));
+        // Fencing.
+        assert_eq!(run(&mut g, &beat("a", 7, None), &img).unwrap_err(), ErrorCode::FENCED_MEMBER_EPOCH);
+        assert_eq!(run(&mut g, &beat("a", 1, None), &img).unwrap_err(), ErrorCode::FENCED_MEMBER_EPOCH);
+        // The previous epoch with a subset of the assignment is accepted (lost response).
+        assert_eq!(run(&mut g, &beat("a", 1, owned(&kept)), &img).unwrap().member_epoch, 2);
+        assert_eq!(run(&mut g, &beat("zz", 2, None), &img).unwrap_err(), ErrorCode::UNKNOWN_MEMBER_ID);
+        // Offsets: the member epoch is the generation.
+        let c = g.consumer.as_deref().unwrap();
+        assert_eq!(c.validate_offset_commit("a", 2, 9), Ok(()));
+        assert_eq!(c.validate_offset_commit("a", 1, 9), Err(ErrorCode::STALE_MEMBER_EPOCH));
+        assert_eq!(c.validate_offset_commit("x", 2, 9), Err(ErrorCode::UNKNOWN_MEMBER_ID));
+        assert_eq!(c.validate_offset_commit("a", 2, 8), Err(ErrorCode::UNSUPPORTED_VERSION));
+        assert_eq!(c.validate_offset_fetch(Some("a"), 1), Err(ErrorCode::STALE_MEMBER_EPOCH));
+        assert_eq!(c.validate_offset_fetch(None, -1), Ok(()));
+        // Leave: b gets everything at the next epoch.
+        let lv = run(&mut g, &beat("a", -1, None), &img).unwrap();
+        assert_eq!(lv.member_epoch, -1);
+        let rb = run(&mut g, &beat("b", 2, owned(&theirs)), &img).unwrap();
+        assert_eq!((rb.member_epoch, assigned(&rb)), (3, vec![0, 1, 2, 3]));
+        assert_eq!(run(&mut g, &beat("a", 2, None), &img).unwrap_err(), ErrorCode::UNKNOWN_MEMBER_ID);
+    }
+
+    #[test]
+    fn bad_requests_and_limits() {
+        let img = image(&[("t", 1, 2)]);
+        let mut g = Group::new("g".into(), 0);
+        assert_eq!(run(&mut g, &join("a", &["t"]).with_server_assignor(Some(sb("bogus"))), &img).unwrap_err(), ErrorCode::UNSUPPORTED_ASSIGNOR);
+        assert_eq!(run(&mut g, &join("a", &[]), &img).unwrap_err(), ErrorCode::INVALID_REQUEST);
+        assert_eq!(run(&mut g, &join("a", &["t"]).with_topic_partitions(None), &img).unwrap_err(), ErrorCode::INVALID_REQUEST);
+        assert_eq!(run(&mut g, &join("a", &["t"]).with_rebalance_timeout_ms(-1), &img).unwrap_err(), ErrorCode::INVALID_REQUEST);
+        assert_eq!(run(&mut g, &beat("a", -5, None), &img).unwrap_err(), ErrorCode::INVALID_REQUEST);
+        assert_eq!(run(&mut g, &join("", &["t"]), &img).unwrap_err(), ErrorCode::INVALID_REQUEST);
+        // No group yet: a heartbeat is told to rejoin.
+        assert_eq!(run(&mut g, &beat("a", 3, None), &img).unwrap_err(), ErrorCode::UNKNOWN_MEMBER_ID);
+        // Static members: the instance id is held until its member leaves with -2.
+        run(&mut g, &join("s1", &["t"]).with_instance_id(Some(sb("i"))), &img).unwrap();
+        assert_eq!(run(&mut g, &join("s2", &["t"]).with_instance_id(Some(sb("i"))), &img).unwrap_err(), ErrorCode::UNRELEASED_INSTANCE_ID);
+        let lv = run(&mut g, &beat("s1", -2, None).with_instance_id(Some(sb("i"))), &img).unwrap();
+        assert_eq!(lv.member_epoch, -2);
+        let r = run(&mut g, &join("s2", &["t"]).with_instance_id(Some(sb("i"))), &img).unwrap();
+        assert_eq!(assigned(&r), vec![0, 1], "the returning instance keeps its partitions");
+        // group max size 3.
+        run(&mut g, &join("b", &["t"]), &img).unwrap();
+        run(&mut g, &join("c", &["t"]), &img).unwrap();
+        assert_eq!(run(&mut g, &join("d", &["t"]), &img).unwrap_err(), ErrorCode::GROUP_MAX_SIZE_REACHED);
+        // A non-empty classic group refuses the consumer protocol.
+        let mut classic = Group::new("g".into(), 0);
+        classic.state = GroupState::Stable;
+        assert_eq!(run(&mut classic, &join("a", &["t"]), &img).unwrap_err(), ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
+    }
+
+    #[test]
+    fn new_partitions_and_new_topics_bump_the_epoch() {
+        let mut g = Group::new("g".into(), 0);
+        let img = image(&[("t", 1, 2)]);
+        let r = run(&mut g, &join("a", &["t", "later"]), &img).unwrap();
+        assert_eq!((r.member_epoch, assigned(&r)), (1, vec![0, 1]));
+        let img = image(&[("t", 1, 3), ("later", 2, 1)]);
+        let r = run(&mut g, &beat("a", 1, None), &img).unwrap();
+        assert_eq!((r.member_epoch, assigned(&r)), (2, vec![0, 0, 1, 2]));
+    }
+
+    #[test]
+    fn session_expiry_removes_members_and_bumps() {
+        let img = image(&[("t", 1, 2)]);
+        let mut g = Group::new("g".into(), 0);
+        run(&mut g, &join("a", &["t"]), &img).unwrap();
+        let later = Instant::now() + Duration::from_secs(60);
+        let recs = expire(&mut g, later, 45_000);
+        assert_eq!(recs.len(), 1);
+        let c = g.consumer.as_deref().unwrap();
+        assert!(c.members.is_empty() && c.owners.is_empty());
+        assert_eq!(c.group_epoch, 2);
+    }
+}
