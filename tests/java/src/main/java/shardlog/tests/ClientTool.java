@@ -315,11 +315,16 @@ public final class ClientTool {
       try { main.join(20000); } catch (InterruptedException e) { /* exiting */ }
     }));
     final long[] pending = {0};
+    // Offsets after the records written to FILE: only those are committed (commitSync()
+    // without arguments would also commit fetched records not processed yet).
+    final Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> done = new HashMap<>();
     try (PrintWriter rec = new PrintWriter(new java.io.FileWriter(need(o, "out"), StandardCharsets.UTF_8, true), true)) {
       Runnable commit = () -> {
         if (pending[0] == 0) return;
         try {
-          c.commitSync();
+          Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> mine = new HashMap<>(done);
+          mine.keySet().retainAll(c.assignment());
+          if (!mine.isEmpty()) c.commitSync(mine);
         } catch (org.apache.kafka.common.errors.WakeupException e) {
           throw e;
         } catch (Exception e) {
@@ -327,6 +332,7 @@ public final class ClientTool {
           System.err.println("commit failed: " + e);
         }
         pending[0] = 0;
+        done.clear();
       };
       c.subscribe(java.util.Collections.singletonList(need(o, "topic")), new org.apache.kafka.clients.consumer.ConsumerRebalanceListener() {
         public void onPartitionsRevoked(java.util.Collection<TopicPartition> ps) {
@@ -346,6 +352,7 @@ public final class ClientTool {
           }
           for (ConsumerRecord<byte[], byte[]> r : rs) {
             rec.println(r.partition() + " " + r.offset());
+            done.put(new TopicPartition(r.topic(), r.partition()), new org.apache.kafka.clients.consumer.OffsetAndMetadata(r.offset() + 1));
             pending[0]++;
             if (pending[0] >= 20) commit.run();
           }
