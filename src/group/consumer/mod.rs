@@ -40,7 +40,7 @@ pub use heartbeat::expire;
 
 /// KIP-848 operations, run on the coordinating shard (inside `GroupOp::Consumer`).
 pub enum ConsumerOp {
-    Heartbeat { req: ConsumerGroupHeartbeatRequest, version: i16, client_id: String, client_host: String },
+    Heartbeat { req: Box<ConsumerGroupHeartbeatRequest>, version: i16, client_id: String, client_host: String },
     Describe { group_id: String, include_authorized_operations: bool },
     /// OffsetFetch v9 naming a member: validated against the group, then fetched.
     FetchOffsets { group_id: String, member_id: Option<String>, member_epoch: i32, topics: Option<Vec<(String, Vec<i32>)>> },
@@ -74,7 +74,7 @@ impl Coordinator {
     pub(super) async fn execute_consumer(&self, ctx: &Rc<ShardContext>, p: &Rc<Partition>, op: ConsumerOp) -> GroupReply {
         match op {
             ConsumerOp::Heartbeat { req, version, client_id, client_host } => {
-                let resp = self.consumer_heartbeat(ctx, p, req, version, &client_id, &client_host).await;
+                let resp = self.consumer_heartbeat(ctx, p, *req, version, &client_id, &client_host).await;
                 GroupReply::Consumer(Box::new(ConsumerReply::Heartbeat(resp)))
             }
             ConsumerOp::Describe { group_id, include_authorized_operations } => {
