@@ -173,6 +173,8 @@ impl Coordinator {
                 // generation so fencing by generation stays monotonic.
                 g.generation = v.generation;
                 g.protocol_type = Some(v.protocol_type);
+                // The protocol written last wins (a consumer group turned classic again).
+                g.consumer = None;
             }
             OffsetsRecord::Group { group, value: None } => {
                 groups.remove(&group);

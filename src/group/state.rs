@@ -134,7 +134,8 @@ impl Group {
 
     /// Nothing worth keeping: no members, no offsets, never had a generation.
     pub fn is_disposable(&self) -> bool {
-        self.state == GroupState::Empty && self.size() == 0 && self.offsets.is_empty() && self.generation == 0 && self.consumer.is_none()
+        self.state == GroupState::Empty && self.size() == 0 && self.offsets.is_empty() && self.generation == 0
+            && self.consumer.as_ref().is_none_or(|c| c.is_empty() && c.group_epoch == 0)
     }
 
     /// Protocols every current member supports.

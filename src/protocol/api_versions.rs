@@ -98,8 +98,9 @@ pub fn all_supported() -> impl Iterator<Item = (ApiKey, i16, i16)> {
 ///
 /// Supported features: Kafka always lists `metadata.version` (4.1 brokers: levels 7..=27,
 /// 3.3-IV3..4.1-IV1). Finalized features are left empty (epoch -1) on purpose: clients
-/// then stay on the classic group protocol and transaction version 0, which is what this
-/// broker implements.
+/// then stay on transaction version 0, which is what this broker implements. KIP-848
+/// consumer groups are served to clients that ask for them (`group.protocol=consumer`
+/// checks ConsumerGroupHeartbeat in this table); `group.version` is not listed.
 pub fn api_versions_response(version: i16) -> ApiVersionsResponse {
     let api_keys = SUPPORTED
         .iter()
