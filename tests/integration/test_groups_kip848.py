@@ -240,9 +240,9 @@ def test_java_kip848_range_describe_and_new_partitions(broker_factory, tmp_path)
 # -- raw protocol: ConsumerGroupHeartbeat (flexible versions) -------------------------------------
 
 CONSUMER_GROUP_HEARTBEAT = 68
-(NONE, INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION, INVALID_REQUEST,
+(NONE, INCONSISTENT_GROUP_PROTOCOL, UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION, INVALID_REQUEST, GROUP_ID_NOT_FOUND,
  GROUP_MAX_SIZE_REACHED, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID, UNSUPPORTED_ASSIGNOR) = (
-    0, 23, 25, 35, 42, 81, 110, 111, 112)
+    0, 23, 25, 35, 42, 69, 81, 110, 111, 112)
 
 
 def cstr(s: str | None) -> bytes:
@@ -310,7 +310,7 @@ def test_kip848_heartbeat_errors(broker_factory):
         assert heartbeat(s, 0, group, member, epoch + 5)["error"] == FENCED_MEMBER_EPOCH
         assert heartbeat(s, 0, group, member, epoch - 1 if epoch > 1 else 77, owned=[])["error"] == FENCED_MEMBER_EPOCH
         assert heartbeat(s, 0, group, "nobody", epoch)["error"] == UNKNOWN_MEMBER_ID
-        assert heartbeat(s, 0, f"{group}-none", "nobody", 3)["error"] == UNKNOWN_MEMBER_ID
+        assert heartbeat(s, 0, f"{group}-none", "nobody", 3)["error"] == GROUP_ID_NOT_FOUND
         # Bad joins.
         bad = heartbeat(s, 0, group, "", 0, topics=[topic], assignor="bogus", owned=[])
         assert bad["error"] == UNSUPPORTED_ASSIGNOR and "bogus" in bad["message"], bad

@@ -188,8 +188,10 @@ pub fn heartbeat(
     let mut records = Vec::new();
     if g.consumer.is_none() {
         if member_epoch != 0 {
-            // Kafka 4.1 answers UNKNOWN_MEMBER_ID so that the member rejoins.
-            return Err((ErrorCode::UNKNOWN_MEMBER_ID, format!("Group {group_id} not found.")));
+            // As Kafka 4.1 (the Java client treats it as fatal). After a restart the
+            // group is still known from its epoch record: its members get
+            // UNKNOWN_MEMBER_ID instead and rejoin.
+            return Err((ErrorCode::GROUP_ID_NOT_FOUND, format!("Group {group_id} is not a consumer group.")));
         }
         if g.size() > 0 || g.state != GroupState::Empty {
             return Err((ErrorCode::INCONSISTENT_GROUP_PROTOCOL, format!("Group {group_id} is a non-empty classic group.")));
@@ -374,7 +376,9 @@ pub fn leave(g: &mut Group, req: &ConsumerGroupHeartbeatRequest) -> Result<(Cons
     let group_id = g.id.clone();
     let member_id = req.member_id.to_string();
     let unknown = || (ErrorCode::UNKNOWN_MEMBER_ID, format!("Member {member_id} is not a member of group {group_id}."));
-    let Some(c) = g.consumer.as_deref_mut() else { return Err(unknown()) };
+    let Some(c) = g.consumer.as_deref_mut() else {
+        return Err((ErrorCode::GROUP_ID_NOT_FOUND, format!("Group {group_id} is not a consumer group.")));
+    };
     let mut records = Vec::new();
     let resp = ConsumerGroupHeartbeatResponse::default().with_member_id(Some(sb(&member_id))).with_member_epoch(req.member_epoch);
     if let Some(iid) = req.instance_id.as_deref() {
@@ -535,8 +539,9 @@ mod tests {
         assert_eq!(run(&mut g, &join("a", &["t"]).with_rebalance_timeout_ms(-1), &img).unwrap_err(), ErrorCode::INVALID_REQUEST);
         assert_eq!(run(&mut g, &beat("a", -5, None), &img).unwrap_err(), ErrorCode::INVALID_REQUEST);
         assert_eq!(run(&mut g, &join("", &["t"]), &img).unwrap_err(), ErrorCode::INVALID_REQUEST);
-        // No group yet: a heartbeat is told to rejoin.
-        assert_eq!(run(&mut g, &beat("a", 3, None), &img).unwrap_err(), ErrorCode::UNKNOWN_MEMBER_ID);
+        // No consumer group: GROUP_ID_NOT_FOUND, as Kafka.
+        assert_eq!(run(&mut g, &beat("a", 3, None), &img).unwrap_err(), ErrorCode::GROUP_ID_NOT_FOUND);
+        assert_eq!(run(&mut g, &beat("a", -1, None), &img).unwrap_err(), ErrorCode::GROUP_ID_NOT_FOUND);
         // Static members: the instance id is held until its member leaves with -2.
         run(&mut g, &join("s1", &["t"]).with_instance_id(Some(sb("i"))), &img).unwrap();
         assert_eq!(run(&mut g, &join("s2", &["t"]).with_instance_id(Some(sb("i"))), &img).unwrap_err(), ErrorCode::UNRELEASED_INSTANCE_ID);

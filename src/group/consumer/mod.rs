@@ -114,7 +114,7 @@ impl Coordinator {
             let mut groups = self.groups.borrow_mut();
             if !groups.contains_key(&group_id) {
                 if req.member_epoch != 0 {
-                    return heartbeat::error_response((ErrorCode::UNKNOWN_MEMBER_ID, format!("Group {group_id} not found.")));
+                    return heartbeat::error_response((ErrorCode::GROUP_ID_NOT_FOUND, format!("Consumer group {group_id} not found.")));
                 }
                 if groups.len() >= cfg.max_groups_per_shard {
                     tracing::warn!(shard = ctx.shard, limit = cfg.max_groups_per_shard, "group limit per shard reached (raise max_groups_per_shard)");
