@@ -351,6 +351,11 @@ pub fn heartbeat(
     } else {
         m.revocation_deadline = None;
     }
+    if changed {
+        tracing::debug!(group = %group_id, member = %member_id, epoch = m.member_epoch, state = ?m.state,
+            assigned = m.assigned.values().map(|s| s.len()).sum::<usize>(),
+            pending_revocation = m.pending_revocation.values().map(|s| s.len()).sum::<usize>(), "member reconciled");
+    }
     let (epoch, assigned_changed) = (m.member_epoch, m.assigned != assigned_before);
     let assignment = m.assigned.clone();
     if changed {

@@ -5,8 +5,9 @@
 //!
 //! 1. each member keeps the partitions of its current target it still subscribes to;
 //! 2. free partitions go, one by one, to the least loaded subscribed member;
-//! 3. a partition moves from its owner to the least loaded subscribed member while the
-//!    owner has at least two more: each move lowers the sum of squared loads, so it ends.
+//! 3. a partition moves from the most loaded member to the least loaded subscribed one
+//!    while the giver has at least two more: each move lowers the sum of squared loads,
+//!    so it ends, and a member gives up only what balance needs.
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use uuid::Uuid;
@@ -59,23 +60,33 @@ pub fn assign(members: &[MemberSpec], topics: &BTreeMap<Uuid, i32>) -> HashMap<S
         }
     }
 
-    // 3. Balance.
+    // 3. Balance: always from the most loaded member that can give, to the least loaded
+    // member that can take, so each old member gives up only what it must.
+    let mut owned_by: Vec<BTreeSet<(Uuid, i32)>> = vec![BTreeSet::new(); members.len()];
+    for (k, &i) in &owner {
+        owned_by[i].insert(*k);
+    }
     loop {
-        let mut moved = false;
-        let keys: Vec<(Uuid, i32)> = owner.keys().copied().collect();
-        for k in keys {
-            let Some(&a) = owner.get(&k) else { continue };
-            let Some(b) = by_topic.get(&k.0).and_then(|e| least_loaded(&load, e)) else { continue };
-            if load[a] > load[b] + 1 {
-                owner.insert(k, b);
-                load[a] -= 1;
-                load[b] += 1;
-                moved = true;
+        let mut by_load: Vec<usize> = (0..members.len()).collect();
+        by_load.sort_by_key(|&i| (std::cmp::Reverse(load[i]), i));
+        let mut step = None;
+        'find: for &a in &by_load {
+            // Highest partitions move first: a member keeps the front of its range.
+            for k in owned_by[a].iter().rev() {
+                if let Some(b) = by_topic.get(&k.0).and_then(|e| least_loaded(&load, e)) {
+                    if load[a] > load[b] + 1 {
+                        step = Some((a, b, *k));
+                        break 'find;
+                    }
+                }
             }
         }
-        if !moved {
-            break;
-        }
+        let Some((a, b, k)) = step else { break };
+        owned_by[a].remove(&k);
+        owned_by[b].insert(k);
+        owner.insert(k, b);
+        load[a] -= 1;
+        load[b] += 1;
     }
 
     let mut out: HashMap<String, Assignment> = members.iter().map(|m| (m.id.to_string(), Assignment::new())).collect();
@@ -151,6 +162,26 @@ mod tests {
             assert_eq!(count(&third[id]), 4);
             assert!(second[id][&t(1)].is_subset(&third[id][&t(1)]), "{id} lost a partition");
         }
+    }
+
+    #[test]
+    fn a_joining_member_takes_one_from_each_and_nobody_swaps() {
+        // Three members holding contiguous blocks (as after sequential joins).
+        let topics: BTreeMap<Uuid, i32> = [(t(1), 12)].into_iter().collect();
+        let block = |r: std::ops::Range<i32>| -> Assignment { [(t(1), r.collect())].into_iter().collect() };
+        let (a, b, c) = (block(0..4), block(4..8), block(8..12));
+        let specs = vec![
+            MemberSpec { instance_id: None, id: "a", topics: vec![t(1)], current: Some(&a) },
+            MemberSpec { instance_id: None, id: "b", topics: vec![t(1)], current: Some(&b) },
+            MemberSpec { instance_id: None, id: "c", topics: vec![t(1)], current: Some(&c) },
+            MemberSpec { instance_id: None, id: "d", topics: vec![t(1)], current: None },
+        ];
+        let out = assign(&specs, &topics);
+        for (id, before) in [("a", &a), ("b", &b), ("c", &c)] {
+            assert_eq!(count(&out[id]), 3);
+            assert!(out[id][&t(1)].is_subset(&before[&t(1)]), "{id} received a partition: {:?}", out[id]);
+        }
+        assert_eq!(count(&out["d"]), 3);
     }
 
     #[test]
