@@ -23,6 +23,8 @@ use crate::protocol::ErrorCode;
 const MAX_ID_BYTES: usize = 1024;
 /// Topics one member may subscribe to.
 const MAX_SUBSCRIBED_TOPICS: usize = 10_000;
+/// Kafka's longest topic name: a longer subscribed name can never match a topic.
+const MAX_TOPIC_NAME_BYTES: usize = 249;
 /// Partitions one heartbeat may report as owned.
 const MAX_OWNED_PARTITIONS: usize = 1_000_000;
 
@@ -63,8 +65,8 @@ pub fn validate(req: &ConsumerGroupHeartbeatRequest, version: i16) -> Result<(),
     {
         return Err(invalid("An id is longer than this broker accepts."));
     }
-    if req.subscribed_topic_names.as_ref().is_some_and(|t| t.len() > MAX_SUBSCRIBED_TOPICS) {
-        return Err(invalid("Too many subscribed topics."));
+    if req.subscribed_topic_names.as_ref().is_some_and(|t| t.len() > MAX_SUBSCRIBED_TOPICS || t.iter().any(|n| n.0.len() > MAX_TOPIC_NAME_BYTES)) {
+        return Err(invalid("Too many subscribed topics, or a topic name longer than 249 bytes."));
     }
     if req.topic_partitions.as_ref().is_some_and(|t| t.iter().map(|x| x.partitions.len()).sum::<usize>() > MAX_OWNED_PARTITIONS) {
         return Err(invalid("Too many owned partitions."));
