@@ -73,6 +73,11 @@ pub struct Config {
     pub max_groups_per_shard: usize,
     /// offset.metadata.max.bytes: longer commit metadata gets OFFSET_METADATA_TOO_LARGE.
     pub offset_metadata_max_bytes: usize,
+    /// offsets.retention.minutes: committed offsets of a group without members expire this
+    /// long after the group emptied (or after their commit, if later).
+    pub offsets_retention_minutes: u64,
+    /// offsets.retention.check.interval.ms: how often expired offsets are looked for.
+    pub offsets_retention_check_interval_ms: u64,
 }
 
 impl Default for Config {
@@ -109,6 +114,8 @@ impl Default for Config {
             group_max_size: 10_000,
             max_groups_per_shard: 100_000,
             offset_metadata_max_bytes: 4096,
+            offsets_retention_minutes: 10_080,
+            offsets_retention_check_interval_ms: 600_000,
         }
     }
 }
@@ -168,6 +175,9 @@ impl Config {
         }
         if self.group_min_session_timeout_ms < 1 || self.group_max_session_timeout_ms < self.group_min_session_timeout_ms {
             return bad("group_max_session_timeout_ms", "must be at least group_min_session_timeout_ms (which must be positive)");
+        }
+        if self.offsets_retention_minutes == 0 || self.offsets_retention_check_interval_ms == 0 {
+            return bad("offsets_retention_minutes", "offsets_retention_minutes and offsets_retention_check_interval_ms must be positive");
         }
         if self.group_max_size == 0 || self.max_groups_per_shard == 0 {
             return bad("group_max_size", "group_max_size and max_groups_per_shard must be at least 1");
@@ -249,6 +259,10 @@ pub struct ConfigArgs {
     pub max_groups_per_shard: Option<usize>,
     #[arg(long)]
     pub offset_metadata_max_bytes: Option<usize>,
+    #[arg(long)]
+    pub offsets_retention_minutes: Option<u64>,
+    #[arg(long)]
+    pub offsets_retention_check_interval_ms: Option<u64>,
 }
 
 impl ConfigArgs {
@@ -270,7 +284,8 @@ impl ConfigArgs {
             log_index_interval_bytes, log_level, offsets_topic_num_partitions,
             group_min_session_timeout_ms, group_max_session_timeout_ms,
             group_initial_rebalance_delay_ms, group_max_size, max_groups_per_shard,
-            offset_metadata_max_bytes);
+            offset_metadata_max_bytes, offsets_retention_minutes,
+            offsets_retention_check_interval_ms);
         if let Some(a) = &self.advertised_listener {
             c.advertised_listener = Some(a.clone());
         }

@@ -108,6 +108,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 glommio::spawn_local(serve_inbox(ctx.clone(), inbox)).detach();
                 glommio::spawn_local(retention_loop(ctx.clone())).detach();
                 glommio::spawn_local(crate::group::tick_loop(ctx.clone())).detach();
+                glommio::spawn_local(crate::group::expiry_loop(ctx.clone())).detach();
                 let listener = match glommio::net::TcpListener::bind(config.listen) {
                     Ok(l) => l,
                     Err(e) => {
