@@ -334,6 +334,10 @@ impl Partition {
                 continue;
             }
             let written = self.log.borrow().written_offset();
+            // Acks that need no fdatasync (and fetch long polls) are answered now, not after
+            // the sync and index saves below: a segment roll would otherwise stall every
+            // producer of the partition behind an fdatasync.
+            self.wake(written);
             let want_sync = self.waiters.borrow().iter().any(|w| w.sync && w.end_offset <= written)
                 || self.log.borrow().segment_bases().len() > 1 && self.has_unsaved_sealed(written);
             if want_sync && self.log.borrow().synced_offset() < written {
