@@ -38,6 +38,11 @@ pub struct Config {
     pub max_connections_per_shard: usize,
     /// Requests read ahead of their responses on one connection.
     pub max_inflight_requests_per_connection: usize,
+    /// How long a shard runs ready tasks before it polls io_uring for completions again
+    /// (glommio's preempt timer, microseconds). A busy shard notices finished writes and
+    /// socket reads at least this often, so it bounds the stall a burst of CPU work adds to
+    /// every in-flight request's latency.
+    pub shard_preempt_timer_us: u64,
     pub auto_create_topics_enable: bool,
     /// num.partitions: partitions of an auto-created topic or a CreateTopics with -1.
     pub num_partitions: i32,
@@ -93,6 +98,7 @@ impl Default for Config {
             socket_request_max_bytes: 100 * 1024 * 1024,
             max_connections_per_shard: 10_000,
             max_inflight_requests_per_connection: 64,
+            shard_preempt_timer_us: 100_000,
             auto_create_topics_enable: true,
             num_partitions: 1,
             max_partitions_per_shard: 10_000,
@@ -154,6 +160,9 @@ impl Config {
         let bad = |key, message: &str| Err(ConfigError::Invalid { key, message: message.into() });
         if self.socket_request_max_bytes < 1024 {
             return bad("socket_request_max_bytes", "must be at least 1024");
+        }
+        if !(100..=1_000_000).contains(&self.shard_preempt_timer_us) {
+            return bad("shard_preempt_timer_us", "must be between 100 and 1000000");
         }
         if self.max_inflight_requests_per_connection == 0 {
             return bad("max_inflight_requests_per_connection", "must be at least 1");
@@ -218,6 +227,8 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub max_inflight_requests_per_connection: Option<usize>,
     #[arg(long)]
+    pub shard_preempt_timer_us: Option<u64>,
+    #[arg(long)]
     pub auto_create_topics_enable: Option<bool>,
     #[arg(long)]
     pub num_partitions: Option<i32>,
@@ -276,7 +287,7 @@ impl ConfigArgs {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { c.$f = v.clone(); } )* };
         }
         set!(listen, data_dir, node_id, shards, controller_core, flush, socket_request_max_bytes,
-            max_connections_per_shard, max_inflight_requests_per_connection,
+            max_connections_per_shard, max_inflight_requests_per_connection, shard_preempt_timer_us,
             auto_create_topics_enable, num_partitions, max_partitions_per_shard,
             batch_cache_bytes_per_partition, batch_cache_bytes_per_shard, log_segment_bytes,
             log_roll_ms, log_retention_ms, log_retention_bytes, message_max_bytes,

@@ -92,6 +92,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         let placement = if usable.len() > 1 { GlommioPlacement::Fixed(*core) } else { GlommioPlacement::Unbound };
         let handle = LocalExecutorBuilder::new(placement)
             .name(&format!("shard-{shard}"))
+            .preempt_timer(std::time::Duration::from_micros(config.shard_preempt_timer_us))
             .spawn(move || async move {
                 let shard = shard as u16;
                 enter_shard(shard);
