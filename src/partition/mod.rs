@@ -6,6 +6,8 @@ pub mod error;
 pub mod partition;
 pub mod producer_state;
 #[cfg(test)]
+mod cleaner_tests;
+#[cfg(test)]
 mod tests;
 
 pub use cleaner::CleanerStats;

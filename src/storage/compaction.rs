@@ -470,7 +470,7 @@ pub async fn save_checkpoint(dir: &Path, first_dirty_offset: i64) -> Result<()> 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::protocol::record_batch::tests::compression_of;
     use kafka_protocol::records::{Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
