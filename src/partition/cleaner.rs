@@ -35,6 +35,7 @@ use crate::storage::compaction::{
     cleaned_path, filter_batch, retain, save_checkpoint, swap_in, BatchStream, CleanedSegmentWriter, Filtered, OffsetMap,
 };
 use crate::storage::dma::remove_file;
+use crate::storage::segment::{index_path, log_file_name, time_index_path};
 use crate::storage::StorageError;
 
 /// Key bytes one partition's key map may hold (Kafka bounds its map with
@@ -213,6 +214,26 @@ impl Partition {
             drop(cleaned);
             remove_file(&cleaned_path(&dir, base)).await?;
             return Ok(false);
+        }
+        // Nothing left: delete the segment rather than keep an empty file (Kafka merges
+        // small cleaned segments instead). The first segment stays: its base is the log
+        // start offset recovery finds.
+        let removed = self.log.borrow_mut().remove_swapped_if_empty(&cleaned);
+        if let Some(old) = removed {
+            drop(old);
+            drop(cleaned);
+            let res = async {
+                remove_file(&cleaned_path(&dir, base)).await?;
+                // Indexes first: a crash before the log file goes leaves a scannable segment.
+                remove_file(&index_path(&dir, base)).await?;
+                remove_file(&time_index_path(&dir, base)).await?;
+                remove_file(&super::partition::producer_snapshot_path(&dir, base)).await?;
+                remove_file(&dir.join(log_file_name(base))).await
+            }
+            .await;
+            self.log.borrow_mut().end_swap();
+            res?;
+            return Ok(true);
         }
         if let Err(e) = swap_in(&dir, base, &cleaned.file).await {
             // The old file may still be in place or the cleaned one may be; either is a

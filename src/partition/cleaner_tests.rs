@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use super::tests::run;
 use super::{Partition, PartitionError, PartitionSettings};
 use crate::config::FlushMode;
-use crate::protocol::record_batch::{iter_batches, BatchError};
+use crate::protocol::record_batch::{iter_batches, parse_header, BatchError};
 use crate::protocol::record_batch::tests::compression_of;
 use crate::storage::compaction::tests::kv_batch;
 use crate::storage::{now_ms, LogConfig};
@@ -60,8 +60,11 @@ async fn read_from(p: &Partition, from: i64) -> Vec<Rec> {
             break;
         }
         let got: Vec<Rec> = records_of(&data.records).into_iter().filter(|r| r.0 >= offset).collect();
-        assert!(!got.is_empty(), "a fetch below the high watermark returns records at or after its offset");
-        offset = got.last().map(|r| r.0 + 1).unwrap_or(offset);
+        // As clients do: continue after the last batch's last offset, which a cleaned
+        // batch keeps even when its last records are gone.
+        let next = data.records.iter().filter_map(|b| parse_header(b).ok()).map(|h| h.last_offset() + 1).max();
+        assert!(next.is_some_and(|n| n > offset), "a fetch below the high watermark makes progress");
+        offset = next.unwrap_or(offset);
         all.extend(got);
     }
     all
@@ -135,8 +138,9 @@ fn clean_keeps_latest_per_key_and_survives_restart() {
         let old_plan = p.log.borrow().locate(0).expect("segment 0");
         let size_before = p.size_bytes();
 
+        let sealed_before = sealed_count(&p);
         let stats = p.clean(now_ms()).await.expect("clean");
-        assert_eq!(stats.segments_cleaned, sealed_count(&p));
+        assert_eq!(stats.segments_cleaned, sealed_before);
         assert!(stats.bytes_after < stats.bytes_before, "{stats:?}");
         assert!(p.size_bytes() < size_before);
         assert!(!p.needs_cleaning(), "nothing dirty right after a clean");
@@ -153,12 +157,18 @@ fn clean_keeps_latest_per_key_and_survives_restart() {
         let old = crate::storage::dma::read_bytes(&old_plan.file, 0, old_plan.end as usize).await.expect("old file readable");
         assert!(iter_batches(&old).all(|b| b.is_ok()), "the old file still holds whole, valid batches");
 
-        // A fetch at a compacted-away offset answers with the next retained batch.
+        // A fetch at a compacted-away offset answers with the batch covering it or the
+        // next one: never empty, never an error.
         let present: Vec<i64> = after.iter().map(|r| r.0).collect();
-        let gone = (0..p.high_watermark()).find(|o| !present.contains(o)).expect("something was compacted away");
-        let data = p.read(gone, 1).await.expect("read at a removed offset");
-        let first = records_of(&data.records).into_iter().find(|r| r.0 >= gone).expect("next batch");
-        assert_eq!(Some(first.0), present.iter().copied().find(|&o| o > gone));
+        let gone: Vec<i64> = (0..p.high_watermark()).filter(|o| !present.contains(o)).collect();
+        assert!(!gone.is_empty(), "something was compacted away");
+        for &o in &gone {
+            let data = p.read(o, 1).await.expect("read at a removed offset");
+            let h = parse_header(data.records.first().expect("a batch")).expect("header");
+            assert!(h.last_offset() >= o, "the batch returned for {o} covers it or comes after it");
+            let got = read_from(&p, o).await;
+            assert_eq!(got.first().map(|r| r.0), present.iter().copied().find(|&x| x > o), "fetch at {o}");
+        }
         // An offset in a gap at the end of a segment continues into the next segment.
         let gaps_at_end: Vec<i64> = {
             let log = p.log.borrow();
@@ -230,6 +240,17 @@ fn tombstones_kept_until_delete_retention_then_dropped() {
         assert_eq!(records_of(&data.records).first().map(|r| r.0), Some(3));
         assert_eq!(p.log_start_offset(), 0, "compaction does not move the log start offset");
         assert_eq!(p.high_watermark(), 5);
+        // Segment 2 (only the tombstone) is deleted; segment 0 is empty but stays, as the
+        // first segment (its base is the log start recovery finds).
+        assert_eq!(p.log.borrow().segment_bases(), vec![0, 3, 4]);
+        assert!(!dir.join("c-0").join("00000000000000000002.log").exists());
+        assert_eq!(read_from(&p, 2).await.first().map(|r| r.0), Some(3), "a fetch inside a deleted segment's range");
+        p.close();
+        drop(p);
+        let p = open(&dir, LogConfig { segment_ms: 0, delete_retention_ms: 60_000, ..compact_cfg() }).await;
+        assert_eq!((p.log_start_offset(), p.log_end_offset()), (0, 5));
+        assert_eq!(read_from(&p, 0).await, model(&written, 4, true));
+        assert_eq!(p.append(kv_batch(0, &[(Some("d"), Some("1"))], Compression::None, None, ts), -1).await.unwrap().base_offset, 5);
     });
 }
 

@@ -36,7 +36,7 @@ const PRODUCER_SNAPSHOT_VERSION: u16 = 1;
 /// Bytes read per disk fetch when the client allows less (keeps reads efficient).
 const MIN_DISK_READ_BYTES: usize = 64 * 1024;
 
-fn producer_snapshot_path(dir: &Path, base: i64) -> PathBuf {
+pub(super) fn producer_snapshot_path(dir: &Path, base: i64) -> PathBuf {
     dir.join(format!("{base:020}.snapshot"))
 }
 

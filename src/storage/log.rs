@@ -484,6 +484,20 @@ impl Log {
         self.segments.insert(base, cleaned);
     }
 
+    /// Removes the segment being swapped when cleaning left it empty, unless it is the
+    /// first segment (its base is what recovery takes as the log start). Reads skip the
+    /// offset gap this leaves, as they skip gaps inside segments.
+    pub fn remove_swapped_if_empty(&mut self, cleaned: &Segment) -> Option<Segment> {
+        let base = cleaned.base_offset;
+        assert_eq!(self.swapping, Some(base), "remove only the segment being swapped");
+        let first = self.segments.keys().next().copied();
+        if cleaned.size() > 0 || first == Some(base) {
+            return None;
+        }
+        self.cache.evict_below(cleaned.next_offset());
+        self.segments.remove(&base)
+    }
+
     pub fn end_swap(&mut self) {
         self.swapping = None;
     }
