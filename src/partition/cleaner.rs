@@ -76,9 +76,19 @@ impl Partition {
         if !self.log.borrow_mut().begin_clean() {
             return Ok(CleanerStats::default());
         }
-        let res = self.clean_pass(now_ms).await;
-        self.log.borrow_mut().end_clean();
-        res
+        // Ends the clean even if this future is dropped half-way (shutdown).
+        struct Running<'a>(&'a Partition);
+        impl Drop for Running<'_> {
+            fn drop(&mut self) {
+                // No borrow of the log is held at any await point, so this cannot fail.
+                if let Ok(mut log) = self.0.log.try_borrow_mut() {
+                    log.end_swap();
+                    log.end_clean();
+                }
+            }
+        }
+        let _running = Running(self);
+        self.clean_pass(now_ms).await
     }
 
     async fn clean_pass(&self, now_ms: i64) -> Result<CleanerStats, PartitionError> {
@@ -98,6 +108,9 @@ impl Partition {
         let tombstone_horizon_ms = now_ms.saturating_sub(cfg.delete_retention_ms);
         let mut cleaned_upto = None;
         for (base, file, end, next_offset, created_ms) in segments {
+            if self.closed.get() {
+                return Err(PartitionError::NotLeader);
+            }
             let mut writer = CleanedSegmentWriter::create(&dir, base, created_ms, cfg.index_interval_bytes).await?;
             if let Err(e) = self.copy_retained(&mut writer, file.clone(), end, &map, tombstone_horizon_ms, &mut stats).await {
                 writer.abandon(&dir).await;

@@ -270,6 +270,58 @@ fn compact_only_topic_ignores_time_retention() {
     });
 }
 
+#[test]
+fn reads_and_appends_during_a_clean_stay_correct() {
+    run(|dir| async move {
+        let p = open(&dir, LogConfig { cache_bytes: 1024, ..compact_cfg() }).await;
+        let ts = now_ms();
+        let mut written = Vec::new();
+        for i in 0..80usize {
+            let k = format!("k{}", i % 5);
+            let v = format!("v{i}");
+            written.extend(produce(&p, &[(Some(k.as_str()), Some(v.as_str()))], compression_of(i as u8), ts).await);
+        }
+        let by_offset: BTreeMap<i64, Rec> = written.iter().map(|r| (r.0, r.clone())).collect();
+        // Readers and a producer run while the clean yields between batches.
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                let p = p.clone();
+                glommio::spawn_local(async move {
+                    let mut runs = Vec::new();
+                    for _ in 0..4 {
+                        runs.push(read_from(&p, 0).await);
+                        glommio::yield_if_needed().await;
+                    }
+                    runs
+                })
+            })
+            .collect();
+        let producer = {
+            let p = p.clone();
+            glommio::spawn_local(async move {
+                let mut out = Vec::new();
+                for i in 0..20 {
+                    let v = format!("late{i}");
+                    out.extend(produce(&p, &[(Some("late"), Some(v.as_str()))], Compression::None, ts).await);
+                }
+                out
+            })
+        };
+        p.clean(now_ms()).await.expect("clean");
+        for r in readers {
+            for run in r.await {
+                assert!(run.windows(2).all(|w| w[0].0 < w[1].0), "offsets strictly increase");
+                for rec in run.iter().filter(|r| r.0 < 80) {
+                    assert_eq!(Some(rec), by_offset.get(&rec.0), "every record read is one that was written");
+                }
+            }
+        }
+        written.extend(producer.await);
+        p.clean(now_ms()).await.expect("second clean");
+        assert_eq!(read_from(&p, 0).await, model(&written, active_base(&p), false));
+    });
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 10, ..ProptestConfig::default() })]
     /// Random key/value/tombstone sequences compact to exactly the latest-per-key model,

@@ -6,8 +6,9 @@
 //! The lock is released before waiting for the disk so concurrent producers share one
 //! write and one fdatasync (group commit, driven by `flush_loop`).
 //!
-//! Invariants: offsets are dense and strictly increasing; the high watermark (end of
-//! data whose write completed) never passes the log end; a consumer never sees an
+//! Invariants: offsets are strictly increasing and appended densely (the cleaner of a
+//! compacted topic removes records, leaving gaps, never moving one); the high watermark
+//! (end of data whose write completed) never passes the log end; a consumer never sees an
 //! offset at or above the high watermark; nothing is acknowledged before its write
 //! completed (and, with `flush = always` and acks=all, before fdatasync).
 use std::cell::{Cell, RefCell};

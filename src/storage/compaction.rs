@@ -140,6 +140,12 @@ pub fn parse_records(section: &[u8], header: &BatchHeader) -> std::result::Resul
         if at > end {
             return Err(corrupt("record header past its length"));
         }
+        // Offsets inside a batch only grow and stay within the batch's range (a cleaned
+        // batch has gaps, a produced one is 0..n-1, see check_keys_for_compaction).
+        let prev_delta = out.last().map_or(-1, |r: &RecordRef| r.offset - header.base_offset);
+        if i64::from(offset_delta) <= prev_delta || offset_delta > header.last_offset_delta {
+            return Err(corrupt(format!("record offset delta {offset_delta} out of order")));
+        }
         out.push(RecordRef {
             offset: header.base_offset.saturating_add(i64::from(offset_delta)),
             timestamp: header.base_timestamp.saturating_add(ts_delta),
@@ -156,10 +162,16 @@ pub fn parse_records(section: &[u8], header: &BatchHeader) -> std::result::Resul
 }
 
 /// Kafka refuses a record without a key on a compacted topic (INVALID_RECORD). Called on
-/// produce for compacted topics only: it decompresses the batch.
+/// produce for compacted topics only: it decompresses the batch. Also checks that the
+/// records' offset deltas are 0..n-1 (Kafka checks inner offsets when it decompresses),
+/// so the cleaner can rely on well-formed records.
 pub fn check_keys_for_compaction(batch: &Bytes, header: &BatchHeader) -> std::result::Result<(), BatchError> {
     let section = records_section(batch, header)?;
-    if parse_records(&section, header)?.iter().any(|r| r.key.is_none()) {
+    let records = parse_records(&section, header)?;
+    if records.iter().enumerate().any(|(i, r)| r.offset != header.base_offset + i as i64) {
+        return Err(corrupt("record offset deltas are not 0..n-1"));
+    }
+    if records.iter().any(|r| r.key.is_none()) {
         return Err(BatchError::NullKeyInCompactedTopic);
     }
     Ok(())
@@ -190,10 +202,13 @@ impl OffsetMap {
             let Some(k) = r.key else { continue };
             let key = section.slice(k);
             let len = key.len();
-            if let Some(prev) = self.latest.insert(key, r.offset) {
-                assert!(prev < r.offset, "offset map fed out of order: {prev} then {}", r.offset);
-            } else {
-                self.key_bytes += len;
+            match self.latest.insert(key, r.offset) {
+                None => self.key_bytes += len,
+                // Data from disk: out of order is damage, reported rather than asserted.
+                Some(prev) if prev >= r.offset => {
+                    return Err(corrupt(format!("offset {} after {prev} for the same key", r.offset)))
+                }
+                Some(_) => {}
             }
         }
         Ok(self.key_bytes <= self.max_key_bytes)
