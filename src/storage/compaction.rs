@@ -23,7 +23,7 @@ use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
 use glommio::io::DmaFile;
-use kafka_protocol::compression::{self as codec, Compressor, Decompressor};
+use kafka_protocol::compression::{self as codec, Compressor};
 use kafka_protocol::records::Compression;
 
 use super::dma::{open_rw, read_bytes, read_checked_file, remove_file, write_checked_file, write_padded};
@@ -101,19 +101,75 @@ fn read_field(data: &[u8], at: &mut usize, end: usize) -> std::result::Result<Op
     Ok(Some(start..stop))
 }
 
-/// The records section of a stored batch, decompressed (a cheap slice when uncompressed).
+/// Most bytes a batch's records may decompress to (a producer's batch is at most
+/// max.message.bytes compressed; this bounds what it may expand to).
+pub const MAX_DECOMPRESSED_BYTES: usize = 128 << 20;
+
+/// The records section of a stored batch, decompressed (a cheap slice when uncompressed),
+/// refusing to expand past `MAX_DECOMPRESSED_BYTES`.
 pub fn records_section(batch: &Bytes, header: &BatchHeader) -> std::result::Result<Bytes, BatchError> {
     let end = header.total_len().min(batch.len());
-    let mut body = batch.slice(BATCH_HEADER_LEN.min(end)..end);
-    let out = match header.compression() {
-        Some(Compression::None) => return Ok(body),
-        Some(Compression::Gzip) => codec::Gzip::decompress(&mut body, |b| Ok(std::mem::take(b))),
-        Some(Compression::Snappy) => codec::Snappy::decompress(&mut body, |b| Ok(std::mem::take(b))),
-        Some(Compression::Lz4) => codec::Lz4::decompress(&mut body, |b| Ok(std::mem::take(b))),
-        Some(Compression::Zstd) => codec::Zstd::decompress(&mut body, |b| Ok(std::mem::take(b))),
-        None => return Err(BatchError::UnknownCompression((header.attributes & 0x07) as u8)),
+    let body = batch.slice(BATCH_HEADER_LEN.min(end)..end);
+    match header.compression() {
+        Some(Compression::None) => Ok(body),
+        Some(Compression::Gzip) => read_bounded(flate2::read::GzDecoder::new(&body[..])),
+        Some(Compression::Lz4) => {
+            let d = lz4::Decoder::new(&body[..]).map_err(|e| corrupt(format!("lz4: {e}")))?;
+            read_bounded(d)
+        }
+        Some(Compression::Zstd) => {
+            let d = zstd::stream::read::Decoder::new(&body[..]).map_err(|e| corrupt(format!("zstd: {e}")))?;
+            read_bounded(d)
+        }
+        Some(Compression::Snappy) => snappy_bounded(&body),
+        None => Err(BatchError::UnknownCompression((header.attributes & 0x07) as u8)),
+    }
+}
+
+fn read_bounded(r: impl std::io::Read) -> std::result::Result<Bytes, BatchError> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    r.take(MAX_DECOMPRESSED_BYTES as u64 + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| corrupt(format!("decompressing: {e}")))?;
+    if out.len() > MAX_DECOMPRESSED_BYTES {
+        return Err(corrupt(format!("records expand past {MAX_DECOMPRESSED_BYTES} bytes")));
+    }
+    Ok(Bytes::from(out))
+}
+
+/// Kafka's snappy: xerial framing (magic header, then [u32 length][raw block]...), or
+/// one raw block. Each block states its decompressed length, checked before allocating.
+fn snappy_bounded(data: &[u8]) -> std::result::Result<Bytes, BatchError> {
+    const XERIAL_MAGIC: &[u8; 16] = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01";
+    let blocks: Vec<&[u8]> = match data.strip_prefix(&XERIAL_MAGIC[..]) {
+        None => vec![data],
+        Some(mut rest) => {
+            let mut v = Vec::new();
+            while !rest.is_empty() {
+                let len = rest.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize);
+                let block = len.and_then(|l| rest.get(4..4 + l)).ok_or_else(|| corrupt("snappy block past the end"))?;
+                rest = &rest[4 + block.len()..];
+                v.push(block);
+            }
+            v
+        }
     };
-    out.map_err(|e| corrupt(e.to_string()))
+    let mut total = 0usize;
+    for b in &blocks {
+        total = total.saturating_add(snap::raw::decompress_len(b).map_err(|e| corrupt(format!("snappy: {e}")))?);
+    }
+    if total > MAX_DECOMPRESSED_BYTES {
+        return Err(corrupt(format!("records expand past {MAX_DECOMPRESSED_BYTES} bytes")));
+    }
+    let mut out = vec![0u8; total];
+    let mut at = 0;
+    let mut dec = snap::raw::Decoder::new();
+    for b in blocks {
+        at += dec.decompress(b, &mut out[at..]).map_err(|e| corrupt(format!("snappy: {e}")))?;
+    }
+    out.truncate(at);
+    Ok(Bytes::from(out))
 }
 
 /// Walks the records of a batch's records section (Kafka's DefaultRecord layout:
@@ -583,6 +639,22 @@ pub(crate) mod tests {
             assert_eq!(filter_batch(&b, &h, |_, _| true).unwrap(), Filtered::Unchanged);
             assert_eq!(filter_batch(&b, &h, |_, _| false).unwrap(), Filtered::Dropped);
         }
+    }
+
+    #[test]
+    fn decompression_is_bounded() {
+        let big = std::io::Read::take(std::io::repeat(0), MAX_DECOMPRESSED_BYTES as u64 + 10);
+        assert!(matches!(read_bounded(big), Err(BatchError::CorruptRecord(_))));
+        // A raw snappy block whose header claims 200 MiB is refused before allocating.
+        let mut claim = Vec::new();
+        let mut n = 200u64 << 20;
+        while n >= 0x80 {
+            claim.push((n as u8) | 0x80);
+            n >>= 7;
+        }
+        claim.push(n as u8);
+        claim.extend_from_slice(&[0u8; 8]);
+        assert!(matches!(snappy_bounded(&claim), Err(BatchError::CorruptRecord(_))));
     }
 
     #[test]
