@@ -63,7 +63,9 @@ impl Partition {
     pub fn needs_cleaning(&self) -> bool {
         let log = self.log.borrow();
         let cfg = log.config();
-        cfg.compact && log.dirty_ratio().is_some_and(|r| r > 0.0 && r >= cfg.min_cleanable_dirty_ratio)
+        cfg.compact
+            && !log.is_uncleanable()
+            && log.dirty_ratio().is_some_and(|r| r > 0.0 && r >= cfg.min_cleanable_dirty_ratio)
     }
 
     /// One clean pass over every sealed segment. A second call while a pass runs does
@@ -88,7 +90,11 @@ impl Partition {
             }
         }
         let _running = Running(self);
-        self.clean_pass(now_ms).await
+        let res = self.clean_pass(now_ms).await;
+        if let Err(PartitionError::Storage(StorageError::Corrupt { .. })) = &res {
+            self.log.borrow_mut().mark_uncleanable();
+        }
+        res
     }
 
     async fn clean_pass(&self, now_ms: i64) -> Result<CleanerStats, PartitionError> {

@@ -322,6 +322,32 @@ fn reads_and_appends_during_a_clean_stay_correct() {
     });
 }
 
+#[test]
+fn damaged_sealed_segment_stops_the_cleaner_without_touching_files() {
+    run(|dir| async move {
+        let cfg = LogConfig { segment_ms: 0, ..compact_cfg() };
+        let p = open(&dir, cfg.clone()).await;
+        for i in 0..4 {
+            produce(&p, &[(Some("k"), Some(format!("v{i}").as_str()))], Compression::None, now_ms()).await;
+        }
+        p.close();
+        drop(p);
+        // Flip a byte inside the first batch's records (sealed segments open from their
+        // index, so recovery does not look at it).
+        let seg = dir.join("c-0").join("00000000000000000000.log");
+        let mut bytes = std::fs::read(&seg).unwrap();
+        bytes[70] ^= 0xff;
+        std::fs::write(&seg, &bytes).unwrap();
+        let p = open(&dir, cfg).await;
+        assert!(p.needs_cleaning());
+        let err = p.clean(now_ms()).await.expect_err("a bad CRC stops the clean");
+        assert!(matches!(err, PartitionError::Storage(crate::storage::StorageError::Corrupt { .. })), "{err:?}");
+        assert!(!p.needs_cleaning(), "the partition is marked uncleanable");
+        assert_eq!(std::fs::read(&seg).unwrap(), bytes, "the damaged segment is left as it is");
+        assert!(!dir.join("c-0").join("00000000000000000000.log.cleaned").exists());
+    });
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 10, ..ProptestConfig::default() })]
     /// Random key/value/tombstone sequences compact to exactly the latest-per-key model,

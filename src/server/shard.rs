@@ -279,7 +279,8 @@ pub async fn cleaner_loop(ctx: Rc<ShardContext>) {
                 continue;
             }
             if let Err(e) = p.clean(crate::storage::now_ms()).await {
-                tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e, "log clean failed");
+                tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e,
+                    "log clean failed; a partition with damaged data is not cleaned again until restart");
             }
             glommio::yield_if_needed().await;
         }

@@ -36,6 +36,9 @@ pub struct Log {
     first_dirty_offset: i64,
     /// A clean pass is running (one at a time per log).
     cleaner_running: bool,
+    /// The cleaner met damaged data here; it leaves this log alone (Kafka marks such a
+    /// partition uncleanable) until the broker restarts.
+    uncleanable: bool,
     /// Base of the segment whose files the cleaner is swapping; retention leaves it
     /// (and everything after it) alone until the swap is done.
     swapping: Option<i64>,
@@ -102,6 +105,7 @@ impl Log {
             unsynced: Vec::new(),
             first_dirty_offset,
             cleaner_running: false,
+            uncleanable: false,
             swapping: None,
         };
         let end = log.next_offset();
@@ -415,6 +419,14 @@ impl Log {
 
     pub fn set_first_dirty_offset(&mut self, offset: i64) {
         self.first_dirty_offset = self.first_dirty_offset.max(offset);
+    }
+
+    pub fn is_uncleanable(&self) -> bool {
+        self.uncleanable
+    }
+
+    pub fn mark_uncleanable(&mut self) {
+        self.uncleanable = true;
     }
 
     /// Claims the cleaner for this log; false when a clean is already running.
