@@ -88,8 +88,9 @@ def test_compacted_topic_keeps_latest_per_key_across_restart(broker_factory):
         latest[p.rec.key] = (p.offset, p.rec.value)
     assert watermarks(b.bootstrap, topic, 1)[0] == (0, len(recs))
 
+    # Small segments rolled often (the cleaner may already have deleted emptied ones).
     segs = _segments(b.data_dir, topic)
-    assert len(segs) > 5, f"small segment.bytes should roll often: {segs}"
+    assert segs[-1][0] >= len(recs) // 2, f"most records are in sealed segments: {segs}"
 
     # Wait for the cleaner (it may already have run): reading from the beginning shows
     # at most one record per key below the active segment.
@@ -102,9 +103,8 @@ def test_compacted_topic_keeps_latest_per_key_across_restart(broker_factory):
             break
         assert time.monotonic() < deadline, f"no compaction within {DEADLINE_S} s: segments {segs}"
         time.sleep(0.2)
-    assert sum(size for _, size in _segments(b.data_dir, topic)) < sum(size for _, size in segs), \
-        "the segment files shrank"
     assert len(records) < len(recs), "compaction removed superseded records"
+    assert len(keys_below) < active_base, "offsets below the active segment were removed"
     assert len(keys_below) >= KEYS // 2, f"latest records of the early keys stay in cleaned segments: {keys_below}"
     _check_compacted(records, latest, active_base)
     assert watermarks(b.bootstrap, topic, 1)[0] == (0, len(recs)), "log start and high watermark unchanged"
