@@ -80,7 +80,7 @@ pub struct Partition {
     shard: ShardId,
     leader_epoch: Cell<i32>,
     pub(super) log: RefCell<Log>,
-    pub(super) producers: RefCell<ProducerStateTable>,
+    producers: RefCell<ProducerStateTable>,
     settings: RefCell<PartitionSettings>,
     append_lock: Semaphore,
     flushing: Cell<bool>,
