@@ -60,6 +60,8 @@ pub struct Config {
     pub message_max_bytes: i32,
     pub log_message_timestamp_type: String,
     pub log_retention_check_interval_ms: u64,
+    /// log.cleaner.backoff.ms: how often each shard looks for compacted partitions to clean.
+    pub log_cleaner_backoff_ms: u64,
     /// An offset index entry every this many bytes (index.interval.bytes).
     pub log_index_interval_bytes: usize,
     /// Log level filter (tracing EnvFilter syntax); RUST_LOG overrides it.
@@ -111,6 +113,7 @@ impl Default for Config {
             message_max_bytes: 1_048_588,
             log_message_timestamp_type: "CreateTime".into(),
             log_retention_check_interval_ms: 300_000,
+            log_cleaner_backoff_ms: 15_000,
             log_index_interval_bytes: 4096,
             log_level: "info".into(),
             offsets_topic_num_partitions: 50,
@@ -253,6 +256,8 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub log_retention_check_interval_ms: Option<u64>,
     #[arg(long)]
+    pub log_cleaner_backoff_ms: Option<u64>,
+    #[arg(long)]
     pub log_index_interval_bytes: Option<usize>,
     #[arg(long)]
     pub log_level: Option<String>,
@@ -291,7 +296,7 @@ impl ConfigArgs {
             auto_create_topics_enable, num_partitions, max_partitions_per_shard,
             batch_cache_bytes_per_partition, batch_cache_bytes_per_shard, log_segment_bytes,
             log_roll_ms, log_retention_ms, log_retention_bytes, message_max_bytes,
-            log_message_timestamp_type, log_retention_check_interval_ms,
+            log_message_timestamp_type, log_retention_check_interval_ms, log_cleaner_backoff_ms,
             log_index_interval_bytes, log_level, offsets_topic_num_partitions,
             group_min_session_timeout_ms, group_max_session_timeout_ms,
             group_initial_rebalance_delay_ms, group_max_size, max_groups_per_shard,

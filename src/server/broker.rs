@@ -10,7 +10,7 @@ use glommio::{LocalExecutorBuilder, Placement as GlommioPlacement};
 
 use super::connection;
 use super::partition_ops::serve_inbox;
-use super::shard::{follow_metadata, retention_loop, ShardContext};
+use super::shard::{cleaner_loop, follow_metadata, retention_loop, ShardContext};
 use crate::cluster::topic_config::{TimestampType, TopicConfigDefaults};
 use crate::config::Config;
 use crate::controller::{self, ControllerConfig};
@@ -108,6 +108,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 glommio::spawn_local(follow_metadata(ctx.clone(), updates)).detach();
                 glommio::spawn_local(serve_inbox(ctx.clone(), inbox)).detach();
                 glommio::spawn_local(retention_loop(ctx.clone())).detach();
+                glommio::spawn_local(cleaner_loop(ctx.clone())).detach();
                 glommio::spawn_local(crate::group::tick_loop(ctx.clone())).detach();
                 glommio::spawn_local(crate::group::expiry_loop(ctx.clone())).detach();
                 let listener = match glommio::net::TcpListener::bind(config.listen) {
