@@ -69,6 +69,8 @@ pub struct Config {
     /// offsets.topic.num.partitions: partitions of `__consumer_offsets` (created at
     /// start-up if missing; an existing topic keeps its count).
     pub offsets_topic_num_partitions: i32,
+    /// offsets.topic.segment.bytes: segment size of `__consumer_offsets` (set at creation).
+    pub offsets_topic_segment_bytes: i32,
     /// group.min.session.timeout.ms / group.max.session.timeout.ms.
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
@@ -117,6 +119,7 @@ impl Default for Config {
             log_index_interval_bytes: 4096,
             log_level: "info".into(),
             offsets_topic_num_partitions: 50,
+            offsets_topic_segment_bytes: 104_857_600,
             group_min_session_timeout_ms: 6000,
             group_max_session_timeout_ms: 1_800_000,
             group_initial_rebalance_delay_ms: 3000,
@@ -187,6 +190,9 @@ impl Config {
         }
         if self.group_min_session_timeout_ms < 1 || self.group_max_session_timeout_ms < self.group_min_session_timeout_ms {
             return bad("group_max_session_timeout_ms", "must be at least group_min_session_timeout_ms (which must be positive)");
+        }
+        if self.offsets_topic_segment_bytes < 14 {
+            return bad("offsets_topic_segment_bytes", "must be at least 14");
         }
         if self.offsets_retention_minutes == 0 || self.offsets_retention_check_interval_ms == 0 {
             return bad("offsets_retention_minutes", "offsets_retention_minutes and offsets_retention_check_interval_ms must be positive");
@@ -264,6 +270,8 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub offsets_topic_num_partitions: Option<i32>,
     #[arg(long)]
+    pub offsets_topic_segment_bytes: Option<i32>,
+    #[arg(long)]
     pub group_min_session_timeout_ms: Option<i32>,
     #[arg(long)]
     pub group_max_session_timeout_ms: Option<i32>,
@@ -297,7 +305,7 @@ impl ConfigArgs {
             batch_cache_bytes_per_partition, batch_cache_bytes_per_shard, log_segment_bytes,
             log_roll_ms, log_retention_ms, log_retention_bytes, message_max_bytes,
             log_message_timestamp_type, log_retention_check_interval_ms, log_cleaner_backoff_ms,
-            log_index_interval_bytes, log_level, offsets_topic_num_partitions,
+            log_index_interval_bytes, log_level, offsets_topic_num_partitions, offsets_topic_segment_bytes,
             group_min_session_timeout_ms, group_max_session_timeout_ms,
             group_initial_rebalance_delay_ms, group_max_size, max_groups_per_shard,
             offset_metadata_max_bytes, offsets_retention_minutes,

@@ -48,7 +48,12 @@ fn ensure_offsets_topic(controller: &controller::ControllerHandle, config: &Conf
     if controller.image().topic(crate::group::OFFSETS_TOPIC).is_some() {
         return Ok(());
     }
-    let configs = std::collections::BTreeMap::from([("cleanup.policy".to_string(), "compact".to_string())]);
+    // Kafka's offsets topic settings: compacted, segment.bytes = offsets.topic.segment.bytes
+    // (small segments so the cleaner, which never touches the active one, can work).
+    let configs = std::collections::BTreeMap::from([
+        ("cleanup.policy".to_string(), "compact".to_string()),
+        ("segment.bytes".to_string(), config.offsets_topic_segment_bytes.to_string()),
+    ]);
     let created = futures::executor::block_on(controller.create_topic(
         crate::group::OFFSETS_TOPIC.to_string(),
         config.offsets_topic_num_partitions,

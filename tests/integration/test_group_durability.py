@@ -224,3 +224,43 @@ def test_offset_delete(broker_factory):
     assert offset_delete(b.bootstrap, active, topic, 0) == (NONE, GROUP_SUBSCRIBED_TO_TOPIC)
     assert committed(b.bootstrap, active, topic, 1) == {0: 3}
     c.close()
+
+
+def count_records(bootstrap, topic, partition) -> int:
+    """Records in topic/partition from its start to the high watermark."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        c.assign([TopicPartition(topic, partition, low)])
+        n, last = 0, low - 1
+        deadline = time.monotonic() + 30
+        while last < high - 1 and time.monotonic() < deadline:
+            for m in c.consume(500, 0.5):
+                if not m.error():
+                    n += 1
+                    last = m.offset()
+        assert last >= high - 1, f"could not read {topic}/{partition} to its end {high}"
+        return n
+    finally:
+        c.close()
+
+
+def test_offsets_topic_is_compacted(broker_factory):
+    """__consumer_offsets is compacted: 2000 commits of one partition in small segments
+    shrink to a handful of records, and the latest commit is what a restart loads."""
+    skip_unless_shardlog("sets shardlog's offsets topic and cleaner flags")
+    b = broker_factory(extra_args=["--offsets-topic-num-partitions", "1", "--offsets-topic-segment-bytes", "4096",
+                                   "--log-cleaner-backoff-ms", "200"])
+    topic, group = "compacted-commits", f"cc-{uuid.uuid4().hex[:8]}"
+    cli_create_topic(b.bootstrap, topic, 1)
+    with w.connect(b.bootstrap) as s:
+        for off in range(2000):
+            assert commit_v5(s, group, -1, "", topic, 0, off, corr=off) == NONE
+    deadline = time.monotonic() + 60
+    while (n := count_records(b.bootstrap, "__consumer_offsets", 0)) > 200:
+        assert time.monotonic() < deadline, f"__consumer_offsets still holds {n} records"
+        time.sleep(0.5)
+    assert committed(b.bootstrap, group, topic, 1) == {0: 1999}
+    b.restart(kill=True)
+    assert committed(b.bootstrap, group, topic, 1) == {0: 1999}
