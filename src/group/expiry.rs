@@ -69,13 +69,15 @@ pub fn expired_offsets(g: &Group, now_ms: i64, retention_ms: i64) -> Vec<(String
     out
 }
 
+/// (group, its `__consumer_offsets` partition, expired offsets, delete the group too)
+type ExpiryWork = (String, i32, Vec<(String, i32, i64)>, bool);
+
 impl Coordinator {
     /// One expiry pass over this shard's groups.
     pub(super) async fn expire_offsets(&self, ctx: &Rc<ShardContext>) {
         let retention_ms = i64::try_from(ctx.config.offsets_retention_minutes.saturating_mul(60_000)).unwrap_or(i64::MAX);
         let now = now_ms();
-        // (group, partition of __consumer_offsets, expired offsets, delete the group too)
-        let work: Vec<(String, i32, Vec<(String, i32, i64)>, bool)> = self
+        let work: Vec<ExpiryWork> = self
             .groups
             .borrow()
             .values()

@@ -304,6 +304,7 @@ impl Coordinator {
         let protocols: Vec<(String, Bytes)> = req.protocols.iter().map(|p| (p.name.to_string(), p.metadata.clone())).collect();
         let initial_delay = cfg.group_initial_rebalance_delay_ms;
         let now = Instant::now();
+        let mut pending_store = None;
         let rx = {
             let mut groups = self.groups.borrow_mut();
             if !groups.contains_key(&group_id) {
@@ -338,19 +339,25 @@ impl Coordinator {
             }
             match outcome {
                 Ok(JoinOutcome::Wait(rx)) => rx,
-                Ok(JoinOutcome::Now(resp)) => {
-                    drop(groups);
-                    if let Some(rec) = store {
-                        if let Err(code) = append(_p, &[rec]).await {
-                            let code = if code == ErrorCode::MESSAGE_TOO_LARGE { ErrorCode::UNKNOWN_SERVER_ERROR } else { code };
-                            return join_error(code, &member_id);
-                        }
+                Ok(JoinOutcome::Now(resp)) => match store {
+                    None => return resp,
+                    Some(rec) => {
+                        // Stored before the member sees its new id (after the borrow ends).
+                        let (tx, rx) = oneshot::channel();
+                        let _ = tx.send(resp);
+                        pending_store = Some(rec);
+                        rx
                     }
-                    return resp;
-                }
+                },
                 Err((code, id)) => return join_error(code, &id),
             }
         };
+        if let Some(rec) = pending_store {
+            if let Err(code) = append(_p, &[rec]).await {
+                let code = if code == ErrorCode::MESSAGE_TOO_LARGE { ErrorCode::UNKNOWN_SERVER_ERROR } else { code };
+                return join_error(code, &member_id);
+            }
+        }
         rx.await.unwrap_or_else(|_| join_error(ErrorCode::UNKNOWN_MEMBER_ID, &member_id))
     }
 
