@@ -31,6 +31,10 @@ import sys
 import threading
 import time
 import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "integration"))
+import kafkawire  # noqa: E402  (the tests' raw-protocol helpers)
 
 SESSION_MS = 6000
 
@@ -102,29 +106,14 @@ def rebalances(bootstrap: str, runs: int) -> tuple[list[float], list[float]]:
 
 # -- offset commits (raw OffsetCommit v8, flexible) ----------------------------------------------
 
-def uvarint(v: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def cstr(s: str | None) -> bytes:
-    if s is None:
-        return b"\x00"
-    b = s.encode()
-    return uvarint(len(b) + 1) + b
+    return b"\x00" if s is None else kafkawire.compact_string(s)
 
 
 def commit_request(corr: int, group: str, topic: str, partition: int, offset: int) -> bytes:
     header = struct.pack(">hhi", 8, 8, corr) + struct.pack(">h", 5) + b"bench" + b"\x00"
     body = (cstr(group) + struct.pack(">i", -1) + cstr("") + cstr(None)
-            + uvarint(2) + cstr(topic) + uvarint(2) + struct.pack(">iqi", partition, offset, -1) + cstr(None) + b"\x00"
+            + kafkawire.uvarint(2) + cstr(topic) + kafkawire.uvarint(2) + struct.pack(">iqi", partition, offset, -1) + cstr(None) + b"\x00"
             + b"\x00" + b"\x00")
     msg = header + body
     return struct.pack(">i", len(msg)) + msg
