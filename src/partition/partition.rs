@@ -37,6 +37,9 @@ const PRODUCER_SNAPSHOT_VERSION: u16 = 1;
 /// Bytes read per disk fetch when the client allows less (keeps reads efficient).
 const MIN_DISK_READ_BYTES: usize = 64 * 1024;
 
+/// A segment write slower than this is logged (the disk, not the broker, set the latency).
+const SLOW_WRITE: std::time::Duration = std::time::Duration::from_millis(200);
+
 pub(super) fn producer_snapshot_path(dir: &Path, base: i64) -> PathBuf {
     dir.join(format!("{base:020}.snapshot"))
 }
@@ -330,7 +333,14 @@ impl Partition {
                 }
                 let Some(buf) = job.buf.take() else { continue };
                 let want = buf.len();
-                match job.file.write_at(buf, job.pos).await {
+                let started = std::time::Instant::now();
+                let res = job.file.write_at(buf, job.pos).await;
+                let took = started.elapsed();
+                if took >= SLOW_WRITE {
+                    // Every ack of this partition waited for it: say so, it explains tail latency.
+                    tracing::warn!(topic = %self.topic, partition = self.index, bytes = want, ms = took.as_millis() as u64, "slow segment write");
+                }
+                match res {
                     Ok(n) if n >= want => self.log.borrow_mut().complete_write(base, job),
                     Ok(n) => failed = Some(StorageError::NoSpace { context: format!("short write ({n} of {want} bytes)") }),
                     Err(e) => failed = Some(StorageError::glommio("writing a segment", e)),
