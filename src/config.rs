@@ -38,6 +38,11 @@ pub struct Config {
     pub max_connections_per_shard: usize,
     /// Requests read ahead of their responses on one connection.
     pub max_inflight_requests_per_connection: usize,
+    /// How long a shard runs ready tasks before it polls io_uring for completions again
+    /// (glommio's preempt timer, microseconds). A busy shard notices finished writes and
+    /// socket reads at least this often, so it bounds the stall a burst of CPU work adds to
+    /// every in-flight request's latency.
+    pub shard_preempt_timer_us: u64,
     pub auto_create_topics_enable: bool,
     /// num.partitions: partitions of an auto-created topic or a CreateTopics with -1.
     pub num_partitions: i32,
@@ -55,6 +60,8 @@ pub struct Config {
     pub message_max_bytes: i32,
     pub log_message_timestamp_type: String,
     pub log_retention_check_interval_ms: u64,
+    /// log.cleaner.backoff.ms: how often each shard looks for compacted partitions to clean.
+    pub log_cleaner_backoff_ms: u64,
     /// An offset index entry every this many bytes (index.interval.bytes).
     pub log_index_interval_bytes: usize,
     /// Log level filter (tracing EnvFilter syntax); RUST_LOG overrides it.
@@ -62,6 +69,8 @@ pub struct Config {
     /// offsets.topic.num.partitions: partitions of `__consumer_offsets` (created at
     /// start-up if missing; an existing topic keeps its count).
     pub offsets_topic_num_partitions: i32,
+    /// offsets.topic.segment.bytes: segment size of `__consumer_offsets` (set at creation).
+    pub offsets_topic_segment_bytes: i32,
     /// group.min.session.timeout.ms / group.max.session.timeout.ms.
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
@@ -78,6 +87,11 @@ pub struct Config {
     pub group_consumer_heartbeat_interval_ms: i32,
     /// offset.metadata.max.bytes: longer commit metadata gets OFFSET_METADATA_TOO_LARGE.
     pub offset_metadata_max_bytes: usize,
+    /// offsets.retention.minutes: committed offsets of a group without members expire this
+    /// long after the group emptied (or after their commit, if later).
+    pub offsets_retention_minutes: u64,
+    /// offsets.retention.check.interval.ms: how often expired offsets are looked for.
+    pub offsets_retention_check_interval_ms: u64,
 }
 
 impl Default for Config {
@@ -93,6 +107,7 @@ impl Default for Config {
             socket_request_max_bytes: 100 * 1024 * 1024,
             max_connections_per_shard: 10_000,
             max_inflight_requests_per_connection: 64,
+            shard_preempt_timer_us: 100_000,
             auto_create_topics_enable: true,
             num_partitions: 1,
             max_partitions_per_shard: 10_000,
@@ -105,9 +120,11 @@ impl Default for Config {
             message_max_bytes: 1_048_588,
             log_message_timestamp_type: "CreateTime".into(),
             log_retention_check_interval_ms: 300_000,
+            log_cleaner_backoff_ms: 15_000,
             log_index_interval_bytes: 4096,
             log_level: "info".into(),
             offsets_topic_num_partitions: 50,
+            offsets_topic_segment_bytes: 104_857_600,
             group_min_session_timeout_ms: 6000,
             group_max_session_timeout_ms: 1_800_000,
             group_initial_rebalance_delay_ms: 3000,
@@ -116,6 +133,8 @@ impl Default for Config {
             group_consumer_session_timeout_ms: 45_000,
             group_consumer_heartbeat_interval_ms: 5_000,
             offset_metadata_max_bytes: 4096,
+            offsets_retention_minutes: 10_080,
+            offsets_retention_check_interval_ms: 600_000,
         }
     }
 }
@@ -155,6 +174,9 @@ impl Config {
         if self.socket_request_max_bytes < 1024 {
             return bad("socket_request_max_bytes", "must be at least 1024");
         }
+        if !(100..=1_000_000).contains(&self.shard_preempt_timer_us) {
+            return bad("shard_preempt_timer_us", "must be between 100 and 1000000");
+        }
         if self.max_inflight_requests_per_connection == 0 {
             return bad("max_inflight_requests_per_connection", "must be at least 1");
         }
@@ -175,6 +197,12 @@ impl Config {
         }
         if self.group_min_session_timeout_ms < 1 || self.group_max_session_timeout_ms < self.group_min_session_timeout_ms {
             return bad("group_max_session_timeout_ms", "must be at least group_min_session_timeout_ms (which must be positive)");
+        }
+        if self.offsets_topic_segment_bytes < 14 {
+            return bad("offsets_topic_segment_bytes", "must be at least 14");
+        }
+        if self.offsets_retention_minutes == 0 || self.offsets_retention_check_interval_ms == 0 {
+            return bad("offsets_retention_minutes", "offsets_retention_minutes and offsets_retention_check_interval_ms must be positive");
         }
         if self.group_max_size == 0 || self.max_groups_per_shard == 0 {
             return bad("group_max_size", "group_max_size and max_groups_per_shard must be at least 1");
@@ -218,6 +246,8 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub max_inflight_requests_per_connection: Option<usize>,
     #[arg(long)]
+    pub shard_preempt_timer_us: Option<u64>,
+    #[arg(long)]
     pub auto_create_topics_enable: Option<bool>,
     #[arg(long)]
     pub num_partitions: Option<i32>,
@@ -242,11 +272,15 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub log_retention_check_interval_ms: Option<u64>,
     #[arg(long)]
+    pub log_cleaner_backoff_ms: Option<u64>,
+    #[arg(long)]
     pub log_index_interval_bytes: Option<usize>,
     #[arg(long)]
     pub log_level: Option<String>,
     #[arg(long)]
     pub offsets_topic_num_partitions: Option<i32>,
+    #[arg(long)]
+    pub offsets_topic_segment_bytes: Option<i32>,
     #[arg(long)]
     pub group_min_session_timeout_ms: Option<i32>,
     #[arg(long)]
@@ -263,6 +297,10 @@ pub struct ConfigArgs {
     pub group_consumer_heartbeat_interval_ms: Option<i32>,
     #[arg(long)]
     pub offset_metadata_max_bytes: Option<usize>,
+    #[arg(long)]
+    pub offsets_retention_minutes: Option<u64>,
+    #[arg(long)]
+    pub offsets_retention_check_interval_ms: Option<u64>,
 }
 
 impl ConfigArgs {
@@ -276,16 +314,17 @@ impl ConfigArgs {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { c.$f = v.clone(); } )* };
         }
         set!(listen, data_dir, node_id, shards, controller_core, flush, socket_request_max_bytes,
-            max_connections_per_shard, max_inflight_requests_per_connection,
+            max_connections_per_shard, max_inflight_requests_per_connection, shard_preempt_timer_us,
             auto_create_topics_enable, num_partitions, max_partitions_per_shard,
             batch_cache_bytes_per_partition, batch_cache_bytes_per_shard, log_segment_bytes,
             log_roll_ms, log_retention_ms, log_retention_bytes, message_max_bytes,
-            log_message_timestamp_type, log_retention_check_interval_ms,
-            log_index_interval_bytes, log_level, offsets_topic_num_partitions,
+            log_message_timestamp_type, log_retention_check_interval_ms, log_cleaner_backoff_ms,
+            log_index_interval_bytes, log_level, offsets_topic_num_partitions, offsets_topic_segment_bytes,
             group_min_session_timeout_ms, group_max_session_timeout_ms,
             group_initial_rebalance_delay_ms, group_max_size, max_groups_per_shard,
             group_consumer_session_timeout_ms, group_consumer_heartbeat_interval_ms,
-            offset_metadata_max_bytes);
+            offset_metadata_max_bytes, offsets_retention_minutes,
+            offsets_retention_check_interval_ms);
         if let Some(a) = &self.advertised_listener {
             c.advertised_listener = Some(a.clone());
         }

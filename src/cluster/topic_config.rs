@@ -21,6 +21,12 @@ pub const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
 pub const COMPRESSION_TYPE: &str = "compression.type";
 pub const MIN_COMPACTION_LAG_MS: &str = "min.compaction.lag.ms";
 pub const MAX_COMPACTION_LAG_MS: &str = "max.compaction.lag.ms";
+pub const MIN_CLEANABLE_DIRTY_RATIO: &str = "min.cleanable.dirty.ratio";
+pub const DELETE_RETENTION_MS: &str = "delete.retention.ms";
+/// Kafka 4.1 defaults of the two (log.cleaner.min.cleanable.ratio,
+/// log.cleaner.delete.retention.ms).
+pub const DEFAULT_MIN_CLEANABLE_DIRTY_RATIO: f64 = 0.5;
+pub const DEFAULT_DELETE_RETENTION_MS: i64 = 86_400_000;
 
 /// Smallest accepted `segment.bytes` (a v0 record's overhead, Kafka's old lower bound).
 pub const MIN_SEGMENT_BYTES: i64 = 14;
@@ -59,6 +65,10 @@ pub struct TopicConfig {
     pub min_insync_replicas: i32,
     /// uncompressed, zstd, lz4, snappy, gzip or producer.
     pub compression_type: String,
+    /// Compaction: clean when dirty bytes reach this share of the log.
+    pub min_cleanable_dirty_ratio: f64,
+    /// Compaction: how long tombstones are kept.
+    pub delete_retention_ms: i64,
 }
 
 /// Broker-level defaults for topic configs (Kafka's `log.*` server settings).
@@ -144,7 +154,7 @@ const KEYS: &[KeySpec] = &[
         stored_default: "",
     },
     KeySpec {
-        name: "delete.retention.ms",
+        name: DELETE_RETENTION_MS,
         kind: Kind::Long(0),
         stored_default: "86400000",
     },
@@ -194,7 +204,7 @@ const KEYS: &[KeySpec] = &[
         stored_default: "",
     },
     KeySpec {
-        name: "min.cleanable.dirty.ratio",
+        name: MIN_CLEANABLE_DIRTY_RATIO,
         kind: Kind::Ratio(0.0, 1.0),
         stored_default: "0.5",
     },
@@ -365,6 +375,18 @@ fn parse_i64(overrides: &BTreeMap<String, String>, key: &str, default: i64) -> R
     }
 }
 
+fn parse_f64(overrides: &BTreeMap<String, String>, key: &str, default: f64) -> Result<f64, String> {
+    match overrides.get(key) {
+        None => Ok(default),
+        Some(v) => {
+            validate_key_value(key, v)?;
+            v.trim()
+                .parse()
+                .map_err(|_| format!("Invalid value {v} for configuration {key}"))
+        }
+    }
+}
+
 fn parse_i32(overrides: &BTreeMap<String, String>, key: &str, default: i32) -> Result<i32, String> {
     match overrides.get(key) {
         None => Ok(default),
@@ -430,6 +452,12 @@ impl TopicConfig {
                 defaults.min_insync_replicas,
             )?,
             compression_type,
+            min_cleanable_dirty_ratio: parse_f64(
+                overrides,
+                MIN_CLEANABLE_DIRTY_RATIO,
+                DEFAULT_MIN_CLEANABLE_DIRTY_RATIO,
+            )?,
+            delete_retention_ms: parse_i64(overrides, DELETE_RETENTION_MS, DEFAULT_DELETE_RETENTION_MS)?,
         })
     }
 
@@ -511,6 +539,10 @@ mod tests {
         assert_eq!(c.timestamp_type, TimestampType::CreateTime);
         assert_eq!(c.compression_type, "producer");
         assert!(c.is_delete() && !c.is_compacted());
+        assert_eq!(c.min_cleanable_dirty_ratio, 0.5);
+        assert_eq!(c.delete_retention_ms, 86_400_000);
+        assert_eq!(default_value(&d, MIN_CLEANABLE_DIRTY_RATIO).as_deref(), Some("0.5"));
+        assert_eq!(default_value(&d, DELETE_RETENTION_MS).as_deref(), Some("86400000"));
     }
 
     #[test]
@@ -525,9 +557,13 @@ mod tests {
                 ("message.timestamp.type", "LogAppendTime"),
                 ("compression.type", "zstd"),
                 ("flush.ms", "10"),
+                ("min.cleanable.dirty.ratio", "0.01"),
+                ("delete.retention.ms", "0"),
             ]),
         )
         .unwrap();
+        assert_eq!(c.min_cleanable_dirty_ratio, 0.01);
+        assert_eq!(c.delete_retention_ms, 0);
         assert_eq!(c.retention_ms, -1);
         assert_eq!(c.segment_bytes, 1024);
         assert_eq!(c.cleanup_policy, vec!["compact", "delete"]);

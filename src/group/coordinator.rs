@@ -14,8 +14,8 @@ use kafka_protocol::records::RecordBatchDecoder;
 
 use super::membership;
 use super::ops::{GroupOp, GroupReply};
-use super::records::{build_batch, OffsetsRecord};
-use super::state::{CommittedOffset, Group};
+use super::records::{build_batch, GroupValue, OffsetsRecord};
+use super::state::{CommittedOffset, Group, GroupState, Member};
 use super::OFFSETS_TOPIC;
 use crate::partition::Partition;
 use crate::protocol::record_batch::parse_header;
@@ -73,7 +73,7 @@ impl Coordinator {
         })
     }
 
-    async fn ensure_all_loaded(&self, ctx: &Rc<ShardContext>) -> Result<(), ErrorCode> {
+    pub(super) async fn ensure_all_loaded(&self, ctx: &Rc<ShardContext>) -> Result<(), ErrorCode> {
         for p in ctx.local_partitions() {
             if p.topic == OFFSETS_TOPIC {
                 self.ensure_loaded(&p).await?;
@@ -146,16 +146,7 @@ impl Coordinator {
                 let g = groups.entry(group.clone()).or_insert_with(|| Group::new(group, partition));
                 match value {
                     Some(v) => {
-                        g.offsets.entry(topic).or_default().insert(
-                            tp,
-                            CommittedOffset {
-                                offset: v.offset,
-                                leader_epoch: v.leader_epoch,
-                                metadata: v.metadata,
-                                commit_timestamp_ms: v.commit_timestamp_ms,
-                                record_offset,
-                            },
-                        );
+                        g.offsets.entry(topic).or_default().insert(tp, CommittedOffset::new(v, record_offset));
                     }
                     None => {
                         if let Some(t) = g.offsets.get_mut(&topic) {
@@ -169,10 +160,7 @@ impl Coordinator {
             }
             OffsetsRecord::Group { group, value: Some(v) } => {
                 let g = groups.entry(group.clone()).or_insert_with(|| Group::new(group, partition));
-                // Members are not persisted: the group comes back Empty, keeping its
-                // generation so fencing by generation stays monotonic.
-                g.generation = v.generation;
-                g.protocol_type = Some(v.protocol_type);
+                load_group_value(g, v);
                 // The protocol written last wins (a consumer group turned classic again).
                 g.consumer = None;
             }
@@ -214,6 +202,44 @@ impl Coordinator {
     }
 }
 
+/// Applies a stored group metadata value (the latest one wins): a group with members comes
+/// back Stable with their assignments and fresh session timers, as Kafka's loadGroup does;
+/// members keep heartbeating into it without a rebalance.
+fn load_group_value(g: &mut Group, v: GroupValue) {
+    let now = Instant::now();
+    g.generation = v.generation;
+    g.protocol_type = Some(v.protocol_type);
+    g.protocol = v.protocol;
+    g.leader = v.leader;
+    g.state_timestamp_ms = v.state_timestamp_ms;
+    g.members.clear();
+    g.static_members.clear();
+    let protocol = g.protocol.clone().unwrap_or_default();
+    for m in v.members {
+        if let Some(iid) = &m.instance_id {
+            g.static_members.insert(iid.clone(), m.member_id.clone());
+        }
+        g.members.insert(
+            m.member_id.clone(),
+            Member {
+                id: m.member_id,
+                instance_id: m.instance_id,
+                client_id: m.client_id,
+                client_host: m.client_host,
+                session_timeout_ms: m.session_timeout_ms,
+                rebalance_timeout_ms: m.rebalance_timeout_ms,
+                protocols: vec![(protocol.clone(), m.subscription)],
+                assignment: m.assignment,
+                last_heartbeat: now,
+                join_waiter: None,
+                sync_waiter: None,
+                is_new: false,
+            },
+        );
+    }
+    g.state = if g.members.is_empty() { GroupState::Empty } else { GroupState::Stable };
+}
+
 /// Drives the coordinator's timers on this shard.
 pub async fn tick_loop(ctx: Rc<ShardContext>) {
     loop {
@@ -236,8 +262,10 @@ pub(super) async fn append(p: &Rc<Partition>, records: &[OffsetsRecord]) -> Resu
                     ErrorCode::COORDINATOR_NOT_AVAILABLE
                 }
                 ErrorCode::NOT_LEADER_OR_FOLLOWER | ErrorCode::KAFKA_STORAGE_ERROR => ErrorCode::NOT_COORDINATOR,
+                // Left for the caller: a commit answers INVALID_COMMIT_OFFSET_SIZE, a group
+                // metadata write UNKNOWN_SERVER_ERROR (Kafka's mapping for each).
                 ErrorCode::MESSAGE_TOO_LARGE | ErrorCode::RECORD_LIST_TOO_LARGE | ErrorCode::INVALID_FETCH_SIZE => {
-                    ErrorCode::INVALID_COMMIT_OFFSET_SIZE
+                    ErrorCode::MESSAGE_TOO_LARGE
                 }
                 _ => ErrorCode::UNKNOWN_SERVER_ERROR,
             })

@@ -20,7 +20,7 @@ use kafka_protocol::messages::{HeartbeatRequest, JoinGroupRequest, JoinGroupResp
 use kafka_protocol::protocol::StrBytes;
 
 use super::coordinator::{append, Coordinator};
-use super::records::{GroupValue, OffsetsRecord};
+use super::records::{GroupValue, MemberValue, OffsetsRecord};
 use super::state::{Group, GroupState, Member};
 use crate::partition::Partition;
 use crate::protocol::ErrorCode;
@@ -47,8 +47,29 @@ fn sync_error(code: ErrorCode) -> SyncGroupResponse {
     SyncGroupResponse::default().with_error_code(code.code())
 }
 
-/// The group metadata record stored on each generation change.
-pub(super) fn group_record(g: &Group) -> OffsetsRecord {
+/// The group metadata record stored on each generation change: the generation, the
+/// chosen protocol and every member with its subscription and assignment (`assignments`
+/// overrides the members' current ones: the leader's SyncGroup is stored before it is
+/// applied).
+pub(super) fn group_record(g: &Group, assignments: Option<&HashMap<String, Bytes>>) -> OffsetsRecord {
+    let protocol = g.protocol.as_deref().unwrap_or("");
+    let members = g
+        .members
+        .values()
+        .map(|m| MemberValue {
+            member_id: m.id.clone(),
+            instance_id: m.instance_id.clone(),
+            client_id: m.client_id.clone(),
+            client_host: m.client_host.clone(),
+            rebalance_timeout_ms: m.rebalance_timeout_ms,
+            session_timeout_ms: m.session_timeout_ms,
+            subscription: m.metadata_for(protocol),
+            assignment: match assignments {
+                Some(a) => a.get(&m.id).cloned().unwrap_or_default(),
+                None => m.assignment.clone(),
+            },
+        })
+        .collect();
     OffsetsRecord::Group {
         group: g.id.clone(),
         value: Some(GroupValue {
@@ -57,6 +78,7 @@ pub(super) fn group_record(g: &Group) -> OffsetsRecord {
             protocol: g.protocol.clone(),
             leader: g.leader.clone(),
             state_timestamp_ms: g.state_timestamp_ms,
+            members,
         }),
     }
 }
@@ -171,7 +193,7 @@ fn try_complete_join(g: &mut Group, now: Instant) -> Option<OffsetsRecord> {
         g.protocol = None;
         g.leader = None;
         g.set_state(GroupState::Empty);
-        return Some(group_record(g));
+        return Some(group_record(g, None));
     }
     g.protocol = g.select_protocol().or_else(|| g.members.values().next().and_then(|m| m.protocols.first()).map(|(n, _)| n.clone()));
     if !g.leader.as_ref().is_some_and(|l| g.members.contains_key(l)) {
@@ -282,6 +304,7 @@ impl Coordinator {
         let protocols: Vec<(String, Bytes)> = req.protocols.iter().map(|p| (p.name.to_string(), p.metadata.clone())).collect();
         let initial_delay = cfg.group_initial_rebalance_delay_ms;
         let now = Instant::now();
+        let mut pending_store = None;
         let rx = {
             let mut groups = self.groups.borrow_mut();
             if !groups.contains_key(&group_id) {
@@ -316,15 +339,31 @@ impl Coordinator {
                 initial_delay,
                 now,
             });
+            let store = std::mem::take(&mut g.store_pending).then(|| group_record(g, None));
             if g.is_disposable() {
                 groups.remove(&group_id);
             }
             match outcome {
                 Ok(JoinOutcome::Wait(rx)) => rx,
-                Ok(JoinOutcome::Now(resp)) => return resp,
+                Ok(JoinOutcome::Now(resp)) => match store {
+                    None => return resp,
+                    Some(rec) => {
+                        // Stored before the member sees its new id (after the borrow ends).
+                        let (tx, rx) = oneshot::channel();
+                        let _ = tx.send(resp);
+                        pending_store = Some(rec);
+                        rx
+                    }
+                },
                 Err((code, id)) => return join_error(code, &id),
             }
         };
+        if let Some(rec) = pending_store {
+            if let Err(code) = append(_p, &[rec]).await {
+                let code = if code == ErrorCode::MESSAGE_TOO_LARGE { ErrorCode::UNKNOWN_SERVER_ERROR } else { code };
+                return join_error(code, &member_id);
+            }
+        }
         rx.await.unwrap_or_else(|_| join_error(ErrorCode::UNKNOWN_MEMBER_ID, &member_id))
     }
 
@@ -382,13 +421,13 @@ impl Coordinator {
                     .map(|a| (a.member_id.to_string(), a.assignment))
                     .filter(|(id, _)| g.members.contains_key(id))
                     .collect();
-                Some((assignments, group_record(g), g.generation))
+                Some((group_record(g, Some(&assignments)), assignments, g.generation))
             } else {
                 None
             };
             (rx, leader_work)
         };
-        if let Some((mut assignments, record, generation)) = leader_work {
+        if let Some((record, mut assignments, generation)) = leader_work {
             let stored = append(p, &[record]).await;
             let mut groups = self.groups.borrow_mut();
             if let Some(g) = groups.get_mut(&group_id) {
@@ -411,6 +450,11 @@ impl Coordinator {
                             g.set_state(GroupState::Stable);
                         }
                         Err(code) => {
+                            // An assignment too large for the offsets topic's
+                            // max.message.bytes: Kafka answers UNKNOWN_SERVER_ERROR and
+                            // rebalances.
+                            let code = if code == ErrorCode::MESSAGE_TOO_LARGE { ErrorCode::UNKNOWN_SERVER_ERROR } else { code };
+                            tracing::warn!(group = %g.id, error = ?code, "could not store the group's assignment; rebalancing");
                             for m in g.members.values_mut() {
                                 if let Some(tx) = m.sync_waiter.take() {
                                     let _ = tx.send(sync_error(code));
@@ -655,6 +699,8 @@ fn replace_static_member(g: &mut Group, old_id: &str, new_id: String, a: JoinArg
     }
     g.members.insert(new_id.clone(), m);
     if g.state == GroupState::Stable && same && !was_leader {
+        // The new member id must be stored, or a restarted coordinator would fence it.
+        g.store_pending = true;
         return Ok(JoinOutcome::Now(join_response(g, &new_id)));
     }
     let args = JoinArgs { member_id: &new_id, ..a };

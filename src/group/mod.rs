@@ -13,11 +13,14 @@
 //! - `state.rs`       one group and its members; protocol selection
 //! - `membership.rs`  join / sync / heartbeat / leave: the rebalance state machine
 //! - `offsets.rs`     offset commit / fetch / delete, group describe / list / delete
+//! - `expiry.rs`     offsets.retention.minutes: which offsets expire, and the pass that
+//!   tombstones them
 //! - `coordinator.rs` per-shard coordinator: groups by id, loading, persistence, timers
 //! - `ops.rs`         the cross-shard operations and their replies
 //! - `consumer/`      KIP-848 consumer groups (ConsumerGroupHeartbeat / ConsumerGroupDescribe)
 pub mod consumer;
 pub mod coordinator;
+pub mod expiry;
 pub mod membership;
 pub mod offsets;
 pub mod ops;
@@ -26,6 +29,7 @@ pub mod records;
 pub mod state;
 
 pub use coordinator::{tick_loop, Coordinator};
+pub use expiry::expiry_loop;
 pub use ops::{GroupOp, GroupReply};
 
 /// The internal topic holding committed offsets and group metadata.

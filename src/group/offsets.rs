@@ -90,6 +90,9 @@ impl Coordinator {
         };
         let image = ctx.image();
         let now = now_ms();
+        // v2-v4 carry a retention time (-1 = the broker's offsets.retention.minutes); Kafka
+        // still honours it, storing an explicit expire timestamp.
+        let expire_timestamp_ms = (2..=4).contains(&version).then_some(req.retention_time_ms).filter(|r| *r >= 0).map(|r| now.saturating_add(r));
         // (topic index, partition index, error) for every partition, and the records.
         let mut codes: Vec<Vec<ErrorCode>> = Vec::with_capacity(req.topics.len());
         let mut records = Vec::new();
@@ -111,6 +114,7 @@ impl Coordinator {
                         leader_epoch: part.committed_leader_epoch,
                         metadata: part.committed_metadata.as_ref().map(|m| m.to_string()).unwrap_or_default(),
                         commit_timestamp_ms: now,
+                        expire_timestamp_ms,
                     };
                     keys.push((name.to_string(), part.partition_index, value.clone()));
                     records.push(OffsetsRecord::Offset {
@@ -135,20 +139,12 @@ impl Coordinator {
                             let record_offset = base + i as i64;
                             let slot = g.offsets.entry(topic).or_default();
                             if slot.get(&partition).is_none_or(|old| old.record_offset < record_offset) {
-                                slot.insert(
-                                    partition,
-                                    CommittedOffset {
-                                        offset: v.offset,
-                                        leader_epoch: v.leader_epoch,
-                                        metadata: v.metadata,
-                                        commit_timestamp_ms: v.commit_timestamp_ms,
-                                        record_offset,
-                                    },
-                                );
+                                slot.insert(partition, CommittedOffset::new(v, record_offset));
                             }
                         }
                     }
                 }
+                Err(ErrorCode::MESSAGE_TOO_LARGE) => write_error = Some(ErrorCode::INVALID_COMMIT_OFFSET_SIZE),
                 Err(e) => write_error = Some(e),
             }
         }

@@ -75,7 +75,16 @@ pub fn coordinator_of(ctx: &ShardContext, group_id: &str) -> Option<(i32, ShardI
 
 /// Runs `op` on the shard coordinating `group_id`.
 pub async fn route(ctx: &Rc<ShardContext>, group_id: &str, op: GroupOp) -> GroupResult {
-    let Some((partition, shard)) = coordinator_of(ctx, group_id) else { return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE) };
+    let found = match coordinator_of(ctx, group_id) {
+        Some(c) => Some(c),
+        None => {
+            // Right after start-up a shard may not have applied the creation of
+            // `__consumer_offsets` yet: catch up with the controller before giving up.
+            ctx.catch_up_with_controller().await;
+            coordinator_of(ctx, group_id)
+        }
+    };
+    let Some((partition, shard)) = found else { return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE) };
     call_partition(ctx, shard, partition, op).await
 }
 

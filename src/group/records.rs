@@ -6,10 +6,16 @@
 //! | offset commit | v1: `i16 1, str group, str topic, i32 partition` | v3: `i16 3, i64 offset, i32 leader_epoch, str metadata, i64 commit_timestamp` |
 //! | group metadata | v2: `i16 2, str group` | v3: `i16 3, str protocol_type, i32 generation, nullable str protocol, nullable str leader, i64 state_timestamp, i32 member_count` |
 //!
+//! | offset commit with expiry | (same key) | v1: `i16 1, i64 offset, str metadata, i64 commit_timestamp, i64 expire_timestamp` |
+//!
+//! The group value ends with `i32 member_count` then per member: `str member_id, nullable
+//! str group_instance_id, str client_id, str client_host, i32 rebalance_timeout,
+//! i32 session_timeout, bytes subscription, bytes assignment` (`bytes` = i32 length then
+//! the bytes). Members are stored with each generation's assignment, so a restarted
+//! coordinator loads a Stable group its members keep heartbeating into, as Kafka's does.
+//!
 //! `str` is an i16 length then UTF-8 bytes (-1 = null). A null value is a tombstone
-//! (offset deleted / group deleted). Members are not persisted (member_count is 0): after a
-//! restart a group comes back Empty with its generation, and members rejoin, as they do
-//! after a coordinator move. Records go in a plain RecordBatch v2 (producer id -1).
+//! (offset deleted / group deleted). Records go in a plain RecordBatch v2 (producer id -1).
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::records::Compression;
 
@@ -18,6 +24,9 @@ use crate::protocol::batch_builder::{encode_batch, NewRecord};
 const OFFSET_KEY_VERSION: i16 = 1;
 const GROUP_KEY_VERSION: i16 = 2;
 const OFFSET_VALUE_VERSION: i16 = 3;
+/// The offset value version that carries an explicit expire timestamp (OffsetCommit v2-v4
+/// with a retention time), as Kafka writes it.
+const OFFSET_VALUE_VERSION_WITH_EXPIRY: i16 = 1;
 const GROUP_VALUE_VERSION: i16 = 3;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,6 +35,21 @@ pub struct OffsetValue {
     pub leader_epoch: i32,
     pub metadata: String,
     pub commit_timestamp_ms: i64,
+    /// Set by OffsetCommit v2-v4 with a retention time; the offset expires then.
+    pub expire_timestamp_ms: Option<i64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberValue {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub rebalance_timeout_ms: i32,
+    pub session_timeout_ms: i32,
+    /// The member's metadata for the group's protocol.
+    pub subscription: Bytes,
+    pub assignment: Bytes,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,6 +59,7 @@ pub struct GroupValue {
     pub protocol: Option<String>,
     pub leader: Option<String>,
     pub state_timestamp_ms: i64,
+    pub members: Vec<MemberValue>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,6 +121,37 @@ fn get_nullable_str(b: &mut Bytes) -> Result<Option<String>, RecordError> {
     let s = b.split_to(len);
     String::from_utf8(s.to_vec()).map(Some).map_err(|_| RecordError::Utf8)
 }
+fn put_bytes(b: &mut BytesMut, v: &Bytes) {
+    // Member metadata and assignments are bounded by the request frame limit (< 2 GiB).
+    b.put_i32(v.len() as i32);
+    b.put_slice(v);
+}
+
+fn get_bytes(b: &mut Bytes) -> Result<Bytes, RecordError> {
+    let n = get_i32(b)?;
+    if n < 0 {
+        return Ok(Bytes::new());
+    }
+    let n = n as usize;
+    if b.remaining() < n {
+        return Err(RecordError::Truncated);
+    }
+    Ok(b.split_to(n))
+}
+
+fn get_member(v: &mut Bytes) -> Result<MemberValue, RecordError> {
+    Ok(MemberValue {
+        member_id: get_str(v)?,
+        instance_id: get_nullable_str(v)?,
+        client_id: get_str(v)?,
+        client_host: get_str(v)?,
+        rebalance_timeout_ms: get_i32(v)?,
+        session_timeout_ms: get_i32(v)?,
+        subscription: get_bytes(v)?,
+        assignment: get_bytes(v)?,
+    })
+}
+
 fn get_str(b: &mut Bytes) -> Result<String, RecordError> {
     Ok(get_nullable_str(b)?.unwrap_or_default())
 }
@@ -123,13 +179,22 @@ impl OffsetsRecord {
         let mut b = BytesMut::new();
         match self {
             OffsetsRecord::Consumer(r) => return r.value(),
-            OffsetsRecord::Offset { value: Some(v), .. } => {
-                b.put_i16(OFFSET_VALUE_VERSION);
-                b.put_i64(v.offset);
-                b.put_i32(v.leader_epoch);
-                put_str(&mut b, &v.metadata);
-                b.put_i64(v.commit_timestamp_ms);
-            }
+            OffsetsRecord::Offset { value: Some(v), .. } => match v.expire_timestamp_ms {
+                Some(expire) => {
+                    b.put_i16(OFFSET_VALUE_VERSION_WITH_EXPIRY);
+                    b.put_i64(v.offset);
+                    put_str(&mut b, &v.metadata);
+                    b.put_i64(v.commit_timestamp_ms);
+                    b.put_i64(expire);
+                }
+                None => {
+                    b.put_i16(OFFSET_VALUE_VERSION);
+                    b.put_i64(v.offset);
+                    b.put_i32(v.leader_epoch);
+                    put_str(&mut b, &v.metadata);
+                    b.put_i64(v.commit_timestamp_ms);
+                }
+            },
             OffsetsRecord::Group { value: Some(v), .. } => {
                 b.put_i16(GROUP_VALUE_VERSION);
                 put_str(&mut b, &v.protocol_type);
@@ -137,7 +202,17 @@ impl OffsetsRecord {
                 put_nullable_str(&mut b, v.protocol.as_deref());
                 put_nullable_str(&mut b, v.leader.as_deref());
                 b.put_i64(v.state_timestamp_ms);
-                b.put_i32(0);
+                b.put_i32(v.members.len() as i32);
+                for m in &v.members {
+                    put_str(&mut b, &m.member_id);
+                    put_nullable_str(&mut b, m.instance_id.as_deref());
+                    put_str(&mut b, &m.client_id);
+                    put_str(&mut b, &m.client_host);
+                    b.put_i32(m.rebalance_timeout_ms);
+                    b.put_i32(m.session_timeout_ms);
+                    put_bytes(&mut b, &m.subscription);
+                    put_bytes(&mut b, &m.assignment);
+                }
             }
             _ => return None,
         }
@@ -156,16 +231,30 @@ impl OffsetsRecord {
                 let value = match value {
                     None => None,
                     Some(mut v) => {
-                        let version = get_i16(&mut v)?;
-                        if version != OFFSET_VALUE_VERSION {
-                            return Err(RecordError::UnknownVersion(version));
+                        match get_i16(&mut v)? {
+                            OFFSET_VALUE_VERSION => Some(OffsetValue {
+                                offset: get_i64(&mut v)?,
+                                leader_epoch: get_i32(&mut v)?,
+                                metadata: get_str(&mut v)?,
+                                commit_timestamp_ms: get_i64(&mut v)?,
+                                expire_timestamp_ms: None,
+                            }),
+                            OFFSET_VALUE_VERSION_WITH_EXPIRY => {
+                                let offset = get_i64(&mut v)?;
+                                let metadata = get_str(&mut v)?;
+                                let commit_timestamp_ms = get_i64(&mut v)?;
+                                let expire = get_i64(&mut v)?;
+                                Some(OffsetValue {
+                                    offset,
+                                    leader_epoch: -1,
+                                    metadata,
+                                    commit_timestamp_ms,
+                                    // Kafka writes -1 for "no explicit expiry" in v1.
+                                    expire_timestamp_ms: (expire >= 0).then_some(expire),
+                                })
+                            }
+                            version => return Err(RecordError::UnknownVersion(version)),
                         }
-                        Some(OffsetValue {
-                            offset: get_i64(&mut v)?,
-                            leader_epoch: get_i32(&mut v)?,
-                            metadata: get_str(&mut v)?,
-                            commit_timestamp_ms: get_i64(&mut v)?,
-                        })
                     }
                 };
                 Ok(OffsetsRecord::Offset { group, topic, partition, value })
@@ -179,13 +268,22 @@ impl OffsetsRecord {
                         if version != GROUP_VALUE_VERSION {
                             return Err(RecordError::UnknownVersion(version));
                         }
-                        Some(GroupValue {
-                            protocol_type: get_str(&mut v)?,
-                            generation: get_i32(&mut v)?,
-                            protocol: get_nullable_str(&mut v)?,
-                            leader: get_nullable_str(&mut v)?,
-                            state_timestamp_ms: get_i64(&mut v)?,
-                        })
+                        let protocol_type = get_str(&mut v)?;
+                        let generation = get_i32(&mut v)?;
+                        let protocol = get_nullable_str(&mut v)?;
+                        let leader = get_nullable_str(&mut v)?;
+                        let state_timestamp_ms = get_i64(&mut v)?;
+                        let count = get_i32(&mut v)?.max(0) as usize;
+                        // Each member takes at least 24 bytes: bound the count by what is left
+                        // before reserving.
+                        if count > v.remaining() / 24 {
+                            return Err(RecordError::Truncated);
+                        }
+                        let mut members = Vec::with_capacity(count);
+                        for _ in 0..count {
+                            members.push(get_member(&mut v)?);
+                        }
+                        Some(GroupValue { protocol_type, generation, protocol, leader, state_timestamp_ms, members })
                     }
                 };
                 Ok(OffsetsRecord::Group { group, value })
@@ -223,12 +321,34 @@ mod tests {
                 group: "g".into(),
                 topic: "t".into(),
                 partition: 3,
-                value: Some(OffsetValue { offset: 42, leader_epoch: -1, metadata: "m".into(), commit_timestamp_ms: 7 }),
+                value: Some(OffsetValue { offset: 42, leader_epoch: -1, metadata: "m".into(), commit_timestamp_ms: 7, expire_timestamp_ms: None }),
+            },
+            OffsetsRecord::Offset {
+                group: "g".into(),
+                topic: "t".into(),
+                partition: 5,
+                value: Some(OffsetValue { offset: 9, leader_epoch: -1, metadata: String::new(), commit_timestamp_ms: 7, expire_timestamp_ms: Some(99) }),
             },
             OffsetsRecord::Offset { group: "g".into(), topic: "t".into(), partition: 4, value: None },
             OffsetsRecord::Group {
                 group: "g".into(),
-                value: Some(GroupValue { protocol_type: "consumer".into(), generation: 5, protocol: Some("range".into()), leader: None, state_timestamp_ms: 9 }),
+                value: Some(GroupValue {
+                    protocol_type: "consumer".into(),
+                    generation: 5,
+                    protocol: Some("range".into()),
+                    leader: Some("m1".into()),
+                    state_timestamp_ms: 9,
+                    members: vec![MemberValue {
+                        member_id: "m1".into(),
+                        instance_id: Some("i1".into()),
+                        client_id: "c".into(),
+                        client_host: "/127.0.0.1".into(),
+                        rebalance_timeout_ms: 300_000,
+                        session_timeout_ms: 45_000,
+                        subscription: Bytes::from_static(b"sub"),
+                        assignment: Bytes::from_static(b"assign"),
+                    }],
+                }),
             },
             OffsetsRecord::Group { group: "g".into(), value: None },
         ];
@@ -237,7 +357,7 @@ mod tests {
         }
         let batch = build_batch(&recs, 1).unwrap();
         let h = crate::protocol::record_batch::validate_produce_records(&batch, 1 << 20).unwrap();
-        assert_eq!(h[0].records_count, 4);
+        assert_eq!(h[0].records_count, 5);
         let mut b = batch.clone();
         let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut b).unwrap();
         let back: Vec<_> = set.records.into_iter().map(|r| OffsetsRecord::parse(r.key, r.value).unwrap()).collect();

@@ -7,6 +7,8 @@ use bytes::Bytes;
 use futures::channel::oneshot;
 use kafka_protocol::messages::{JoinGroupResponse, SyncGroupResponse};
 
+use super::records::OffsetValue;
+
 /// Kafka's classic group states.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GroupState {
@@ -69,9 +71,24 @@ pub struct CommittedOffset {
     pub leader_epoch: i32,
     pub metadata: String,
     pub commit_timestamp_ms: i64,
+    /// Explicit expiry (OffsetCommit v2-v4 retention time); None = offsets.retention.minutes.
+    pub expire_timestamp_ms: Option<i64>,
     /// Offset of the record in `__consumer_offsets` that wrote it: a commit only replaces
     /// an older record (appends can complete out of order).
     pub record_offset: i64,
+}
+
+impl CommittedOffset {
+    pub fn new(v: OffsetValue, record_offset: i64) -> CommittedOffset {
+        CommittedOffset {
+            offset: v.offset,
+            leader_epoch: v.leader_epoch,
+            metadata: v.metadata,
+            commit_timestamp_ms: v.commit_timestamp_ms,
+            expire_timestamp_ms: v.expire_timestamp_ms,
+            record_offset,
+        }
+    }
 }
 
 pub struct Group {
@@ -97,6 +114,9 @@ pub struct Group {
     pub initial_delay_until: Option<Instant>,
     pub offsets: HashMap<String, HashMap<i32, CommittedOffset>>,
     pub state_timestamp_ms: i64,
+    /// Set by a transition whose new membership must be stored before the reply (a
+    /// static member replaced in a Stable group).
+    pub store_pending: bool,
     /// Set while the group uses the KIP-848 consumer protocol (one protocol per group).
     pub consumer: Option<Box<super::consumer::ConsumerGroup>>,
 }
@@ -119,6 +139,7 @@ impl Group {
             initial_delay_until: None,
             offsets: HashMap::new(),
             state_timestamp_ms: crate::storage::now_ms(),
+            store_pending: false,
             consumer: None,
         }
     }

@@ -6,8 +6,9 @@
 //! The lock is released before waiting for the disk so concurrent producers share one
 //! write and one fdatasync (group commit, driven by `flush_loop`).
 //!
-//! Invariants: offsets are dense and strictly increasing; the high watermark (end of
-//! data whose write completed) never passes the log end; a consumer never sees an
+//! Invariants: offsets are strictly increasing and appended densely (the cleaner of a
+//! compacted topic removes records, leaving gaps, never moving one); the high watermark
+//! (end of data whose write completed) never passes the log end; a consumer never sees an
 //! offset at or above the high watermark; nothing is acknowledged before its write
 //! completed (and, with `flush = always` and acks=all, before fdatasync).
 use std::cell::{Cell, RefCell};
@@ -36,7 +37,10 @@ const PRODUCER_SNAPSHOT_VERSION: u16 = 1;
 /// Bytes read per disk fetch when the client allows less (keeps reads efficient).
 const MIN_DISK_READ_BYTES: usize = 64 * 1024;
 
-fn producer_snapshot_path(dir: &Path, base: i64) -> PathBuf {
+/// A segment write slower than this is logged (the disk, not the broker, set the latency).
+const SLOW_WRITE: std::time::Duration = std::time::Duration::from_millis(200);
+
+pub(super) fn producer_snapshot_path(dir: &Path, base: i64) -> PathBuf {
     dir.join(format!("{base:020}.snapshot"))
 }
 
@@ -78,7 +82,7 @@ pub struct Partition {
     pub topic_id: [u8; 16],
     shard: ShardId,
     leader_epoch: Cell<i32>,
-    log: RefCell<Log>,
+    pub(super) log: RefCell<Log>,
     producers: RefCell<ProducerStateTable>,
     settings: RefCell<PartitionSettings>,
     append_lock: Semaphore,
@@ -86,7 +90,7 @@ pub struct Partition {
     waiters: RefCell<Vec<Waiter>>,
     /// Long-poll fetches waiting for the high watermark to move.
     watchers: RefCell<Vec<oneshot::Sender<()>>>,
-    closed: Cell<bool>,
+    pub(super) closed: Cell<bool>,
 }
 
 impl Partition {
@@ -139,7 +143,7 @@ impl Partition {
     }
 
     /// Invariant 1: partition state is touched only on its owning shard.
-    fn assert_on_shard(&self) {
+    pub(super) fn assert_on_shard(&self) {
         debug_assert_eq!(crate::runtime::current_shard(), Some(self.shard), "partition used off its shard");
     }
 
@@ -188,6 +192,12 @@ impl Partition {
         }
         let settings = self.settings.borrow().clone();
         let headers = validate_produce_records(&records, settings.max_message_bytes)?;
+        if self.log.borrow().config().compact {
+            // Kafka's LogValidator: every record of a compacted topic needs a key.
+            for h in &headers {
+                crate::storage::compaction::check_keys_for_compaction(&records, h)?;
+            }
+        }
         let total: usize = headers.iter().map(|h| h.total_len()).sum();
         let _permit = self
             .append_lock
@@ -323,7 +333,14 @@ impl Partition {
                 }
                 let Some(buf) = job.buf.take() else { continue };
                 let want = buf.len();
-                match job.file.write_at(buf, job.pos).await {
+                let started = std::time::Instant::now();
+                let res = job.file.write_at(buf, job.pos).await;
+                let took = started.elapsed();
+                if took >= SLOW_WRITE {
+                    // Every ack of this partition waited for it: say so, it explains tail latency.
+                    tracing::warn!(topic = %self.topic, partition = self.index, bytes = want, ms = took.as_millis() as u64, "slow segment write");
+                }
+                match res {
                     Ok(n) if n >= want => self.log.borrow_mut().complete_write(base, job),
                     Ok(n) => failed = Some(StorageError::NoSpace { context: format!("short write ({n} of {want} bytes)") }),
                     Err(e) => failed = Some(StorageError::glommio("writing a segment", e)),
@@ -334,6 +351,10 @@ impl Partition {
                 continue;
             }
             let written = self.log.borrow().written_offset();
+            // Acks that need no fdatasync (and fetch long polls) are answered now, not after
+            // the sync and index saves below: a segment roll would otherwise stall every
+            // producer of the partition behind an fdatasync.
+            self.wake(written);
             let want_sync = self.waiters.borrow().iter().any(|w| w.sync && w.end_offset <= written)
                 || self.log.borrow().segment_bases().len() > 1 && self.has_unsaved_sealed(written);
             if want_sync && self.log.borrow().synced_offset() < written {
@@ -468,7 +489,28 @@ impl Partition {
     }
 
     async fn read_disk(&self, offset: i64, hw: i64, max_bytes: usize, data: &mut FetchData) -> Result<(), PartitionError> {
-        let Some(plan) = self.log.borrow().locate(offset) else { return Ok(()) };
+        let mut next = self.log.borrow().locate(offset);
+        while let Some(plan) = next.take() {
+            if self.read_segment(&plan, offset, hw, max_bytes, data).await? || data.bytes > 0 {
+                return Ok(());
+            }
+            // Nothing at or after `offset` in this segment: compaction removed its tail
+            // (Kafka answers with the next batch of the log, as here).
+            next = self.log.borrow().locate_after(plan.base_offset);
+        }
+        Ok(())
+    }
+
+    /// Reads batches of one segment into `data`; true when the read is complete (high
+    /// watermark or `max_bytes` reached), false at the end of the segment's data.
+    async fn read_segment(
+        &self,
+        plan: &crate::storage::log::DiskRead,
+        offset: i64,
+        hw: i64,
+        max_bytes: usize,
+        data: &mut FetchData,
+    ) -> Result<bool, PartitionError> {
         let mut pos = plan.position;
         let mut want = max_bytes.max(MIN_DISK_READ_BYTES);
         while pos < plan.end {
@@ -492,7 +534,7 @@ impl Partition {
                     continue;
                 }
                 if h.base_offset >= hw || (data.bytes > 0 && data.bytes + range.len() > max_bytes) {
-                    return Ok(());
+                    return Ok(true);
                 }
                 data.bytes += range.len();
                 data.records.push(chunk.slice(range));
@@ -502,14 +544,16 @@ impl Partition {
                     pos += consumed as u64;
                     want = n.max(MIN_DISK_READ_BYTES);
                 }
-                _ if consumed == 0 || data.bytes >= max_bytes => return Ok(()),
-                _ => pos += consumed as u64,
+                Some(_) => return Ok(true),
+                None if data.bytes >= max_bytes => return Ok(true),
+                None if consumed == 0 => return Ok(false),
+                None => pos += consumed as u64,
             }
             if data.bytes >= max_bytes {
-                return Ok(());
+                return Ok(true);
             }
         }
-        Ok(())
+        Ok(false)
     }
 
     /// ListOffsets for a timestamp: (offset, timestamp) of the first record with a

@@ -138,13 +138,15 @@ impl std::fmt::Display for ErrorCode {
 ///   (InvalidRecordException). Kafka 4.x answers INVALID_RECORD rather than
 ///   UNSUPPORTED_FOR_MESSAGE_FORMAT for old magic because v0-2 produce is rejected first.
 /// - zstd on Produce < v7 -> UNSUPPORTED_COMPRESSION_TYPE.
+/// - a record without a key on a compacted topic -> INVALID_RECORD (LogValidator).
 impl From<&BatchError> for ErrorCode {
     fn from(e: &BatchError) -> ErrorCode {
         match e {
             BatchError::Truncated { .. }
             | BatchError::InvalidBatchLength { .. }
             | BatchError::CorruptMessage { .. }
-            | BatchError::UnknownCompression(_) => ErrorCode::CORRUPT_MESSAGE,
+            | BatchError::UnknownCompression(_)
+            | BatchError::CorruptRecord(_) => ErrorCode::CORRUPT_MESSAGE,
             BatchError::MessageTooLarge { .. } => ErrorCode::MESSAGE_TOO_LARGE,
             BatchError::UnsupportedMagic(_)
             | BatchError::NoBatch
@@ -153,7 +155,8 @@ impl From<&BatchError> for ErrorCode {
             | BatchError::InconsistentOffsetDelta { .. }
             | BatchError::NonZeroBaseOffset(_)
             | BatchError::ControlBatchFromClient
-            | BatchError::InvalidSequence { .. } => ErrorCode::INVALID_RECORD,
+            | BatchError::InvalidSequence { .. }
+            | BatchError::NullKeyInCompactedTopic => ErrorCode::INVALID_RECORD,
             BatchError::CompressionNeedsNewerProduce { .. } => {
                 ErrorCode::UNSUPPORTED_COMPRESSION_TYPE
             }

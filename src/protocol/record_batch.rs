@@ -80,6 +80,12 @@ pub enum BatchError {
     MultipleBatches,
     #[error("zstd compression needs Produce v7+, request is v{version}")]
     CompressionNeedsNewerProduce { version: i16 },
+    /// A record inside a batch (after decompression) does not parse.
+    #[error("record batch holds an unreadable record: {0}")]
+    CorruptRecord(String),
+    /// Kafka's LogValidator: a compacted topic needs a key on every record.
+    #[error("Compacted topic cannot accept message without key")]
+    NullKeyInCompactedTopic,
 }
 
 /// The decoded fixed header of one RecordBatch v2.

@@ -10,7 +10,7 @@ use glommio::{LocalExecutorBuilder, Placement as GlommioPlacement};
 
 use super::connection;
 use super::partition_ops::serve_inbox;
-use super::shard::{follow_metadata, retention_loop, ShardContext};
+use super::shard::{cleaner_loop, follow_metadata, retention_loop, ShardContext};
 use crate::cluster::topic_config::{TimestampType, TopicConfigDefaults};
 use crate::config::Config;
 use crate::controller::{self, ControllerConfig};
@@ -48,7 +48,12 @@ fn ensure_offsets_topic(controller: &controller::ControllerHandle, config: &Conf
     if controller.image().topic(crate::group::OFFSETS_TOPIC).is_some() {
         return Ok(());
     }
-    let configs = std::collections::BTreeMap::from([("cleanup.policy".to_string(), "compact".to_string())]);
+    // Kafka's offsets topic settings: compacted, segment.bytes = offsets.topic.segment.bytes
+    // (small segments so the cleaner, which never touches the active one, can work).
+    let configs = std::collections::BTreeMap::from([
+        ("cleanup.policy".to_string(), "compact".to_string()),
+        ("segment.bytes".to_string(), config.offsets_topic_segment_bytes.to_string()),
+    ]);
     let created = futures::executor::block_on(controller.create_topic(
         crate::group::OFFSETS_TOPIC.to_string(),
         config.offsets_topic_num_partitions,
@@ -92,6 +97,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         let placement = if usable.len() > 1 { GlommioPlacement::Fixed(*core) } else { GlommioPlacement::Unbound };
         let handle = LocalExecutorBuilder::new(placement)
             .name(&format!("shard-{shard}"))
+            .preempt_timer(std::time::Duration::from_micros(config.shard_preempt_timer_us))
             .spawn(move || async move {
                 let shard = shard as u16;
                 enter_shard(shard);
@@ -107,7 +113,9 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 glommio::spawn_local(follow_metadata(ctx.clone(), updates)).detach();
                 glommio::spawn_local(serve_inbox(ctx.clone(), inbox)).detach();
                 glommio::spawn_local(retention_loop(ctx.clone())).detach();
+                glommio::spawn_local(cleaner_loop(ctx.clone())).detach();
                 glommio::spawn_local(crate::group::tick_loop(ctx.clone())).detach();
+                glommio::spawn_local(crate::group::expiry_loop(ctx.clone())).detach();
                 let listener = match glommio::net::TcpListener::bind(config.listen) {
                     Ok(l) => l,
                     Err(e) => {

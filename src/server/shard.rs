@@ -135,6 +135,10 @@ impl ShardContext {
             retention_bytes: tc.retention_bytes,
             index_interval_bytes: self.config.log_index_interval_bytes,
             cache_bytes: self.cache_budget_per_partition(),
+            compact: tc.is_compacted(),
+            delete: tc.is_delete(),
+            min_cleanable_dirty_ratio: tc.min_cleanable_dirty_ratio,
+            delete_retention_ms: tc.delete_retention_ms,
         };
         let settings = PartitionSettings {
             max_message_bytes: tc.max_message_bytes.max(0) as usize,
@@ -259,6 +263,26 @@ pub async fn retention_loop(ctx: Rc<ShardContext>) {
             if let Err(e) = p.apply_retention(now).await {
                 tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e, "retention failed");
             }
+        }
+    }
+}
+
+/// Runs the log cleaner every `log_cleaner_backoff_ms` on this shard's compacted
+/// partitions whose dirty ratio reached min.cleanable.dirty.ratio (Kafka's LogCleaner,
+/// one per shard instead of a thread pool). A pass yields between batches.
+pub async fn cleaner_loop(ctx: Rc<ShardContext>) {
+    let every = Duration::from_millis(ctx.config.log_cleaner_backoff_ms.max(10));
+    loop {
+        glommio::timer::sleep(every).await;
+        for p in ctx.local_partitions() {
+            if !p.needs_cleaning() {
+                continue;
+            }
+            if let Err(e) = p.clean(crate::storage::now_ms()).await {
+                tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e,
+                    "log clean failed; a partition with damaged data is not cleaned again until restart");
+            }
+            glommio::yield_if_needed().await;
         }
     }
 }

@@ -12,7 +12,7 @@ use glommio::io::DmaFile;
 
 use super::batch_cache::{BatchCache, CachedBatch};
 use super::dma::{read_checked_file, write_checked_file};
-use super::recovery::{list_segments, open_active, open_sealed};
+use super::recovery::{list_segments, open_active, open_sealed, remove_cleaner_leftovers};
 use super::segment::{log_file_name, Segment, WriteJob};
 use super::{LogConfig, Result, StorageError};
 use crate::protocol::record_batch::BatchHeader;
@@ -31,6 +31,17 @@ pub struct Log {
     synced_offset: i64,
     /// Segments written since the last sync.
     unsynced: Vec<i64>,
+    /// Compaction: offsets below this are in segments the cleaner already cleaned
+    /// (Kafka's cleaner checkpoint); sealed bytes above it are "dirty".
+    first_dirty_offset: i64,
+    /// A clean pass is running (one at a time per log).
+    cleaner_running: bool,
+    /// The cleaner met damaged data here; it leaves this log alone (Kafka marks such a
+    /// partition uncleanable) until the broker restarts.
+    uncleanable: bool,
+    /// Base of the segment whose files the cleaner is swapping; retention leaves it
+    /// (and everything after it) alone until the swap is done.
+    swapping: Option<i64>,
 }
 
 /// What `Log::open` found.
@@ -43,6 +54,8 @@ pub struct OpenedLog {
 
 /// Where to read a fetch from disk.
 pub struct DiskRead {
+    /// Base offset of the segment read.
+    pub base_offset: i64,
     pub file: Rc<DmaFile>,
     pub position: u64,
     /// End of the bytes on disk in this segment.
@@ -56,6 +69,10 @@ impl Log {
             .spawn_blocking(move || std::fs::create_dir_all(d))
             .await
             .map_err(|e| StorageError::io(format!("creating {}", dir.display()), e))?;
+        let leftovers = remove_cleaner_leftovers(dir).await?;
+        if leftovers > 0 {
+            tracing::info!(dir = %dir.display(), files = leftovers, "removed files of an interrupted log clean");
+        }
         let bases = list_segments(dir).await?;
         let mut segments = BTreeMap::new();
         let mut active_batches = Vec::new();
@@ -77,6 +94,7 @@ impl Log {
             .await
             .unwrap_or(None)
             .and_then(|p| p.get(..8).map(|b| i64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])));
+        let first_dirty_offset = super::compaction::load_checkpoint(dir).await.unwrap_or(0);
         let mut log = Log {
             dir: dir.to_path_buf(),
             cache: BatchCache::new(config.cache_bytes),
@@ -85,6 +103,10 @@ impl Log {
             log_start_offset: first_base,
             synced_offset: 0,
             unsynced: Vec::new(),
+            first_dirty_offset,
+            cleaner_running: false,
+            uncleanable: false,
+            swapping: None,
         };
         let end = log.next_offset();
         log.log_start_offset = checkpoint.unwrap_or(first_base).clamp(first_base, end);
@@ -266,19 +288,25 @@ impl Log {
         self.cache.read(offset, max_offset, max_bytes, out)
     }
 
-    /// Where on disk the batch holding `offset` starts (or an earlier one).
+    /// Where on disk to start reading for the first batch holding an offset >= `offset`:
+    /// the segment holding `offset`, or the next one when `offset` falls in a gap
+    /// compaction left at a segment's end (or below the first segment's base).
     pub fn locate(&self, offset: i64) -> Option<DiskRead> {
-        let (_, seg) = self.segments.range(..=offset).next_back()?;
-        if offset >= seg.next_offset() {
-            return None;
-        }
-        Some(DiskRead { file: seg.file.clone(), position: seg.position_for(offset), end: seg.written() })
+        let from = self.segments.range(..=offset).next_back().map(|(&b, _)| b).unwrap_or(i64::MIN);
+        let seg = self.segments.range(from..).map(|(_, s)| s).find(|s| offset < s.next_offset())?;
+        Some(DiskRead {
+            base_offset: seg.base_offset,
+            file: seg.file.clone(),
+            position: seg.position_for(offset),
+            end: seg.written(),
+        })
     }
 
-    /// The segment following the one with `base`, for reads that run past a segment end.
-    pub fn next_segment_base(&self, base_offset_in: i64) -> Option<i64> {
-        let (&cur, _) = self.segments.range(..=base_offset_in).next_back()?;
-        self.segments.range(cur + 1..).next().map(|(&b, _)| b)
+    /// The segment after the one with base `base_offset`, read from its start (a read
+    /// that found nothing at or after its offset in a compacted segment continues here).
+    pub fn locate_after(&self, base_offset: i64) -> Option<DiskRead> {
+        let (_, seg) = self.segments.range(base_offset.saturating_add(1)..).next()?;
+        Some(DiskRead { base_offset: seg.base_offset, file: seg.file.clone(), position: 0, end: seg.written() })
     }
 
     /// Segments to scan (in order) for the first timestamp >= `timestamp`:
@@ -287,7 +315,12 @@ impl Log {
         self.segments
             .values()
             .filter(|s| s.max_timestamp() >= timestamp && s.written() > 0)
-            .map(|s| DiskRead { file: s.file.clone(), position: s.position_for_timestamp(timestamp), end: s.written() })
+            .map(|s| DiskRead {
+                base_offset: s.base_offset,
+                file: s.file.clone(),
+                position: s.position_for_timestamp(timestamp),
+                end: s.written(),
+            })
             .collect()
     }
 
@@ -317,8 +350,13 @@ impl Log {
                 Some(s) => s,
                 None => break,
             };
-            // Only sealed segments that are fully synced are removed.
-            if first.next_offset() <= self.log_start_offset && first.sealed && first.next_offset() <= self.synced_offset {
+            // Only sealed segments that are fully synced are removed, and not one whose
+            // cleaned copy is being swapped in (the next call removes it).
+            if first.next_offset() <= self.log_start_offset
+                && first.sealed
+                && first.next_offset() <= self.synced_offset
+                && self.swapping != Some(first.base_offset)
+            {
                 let base = first.base_offset;
                 if let Some(s) = self.segments.remove(&base) {
                     removed.push(s);
@@ -337,11 +375,16 @@ impl Log {
     /// Retention: the new log start offset that time and size limits ask for (never
     /// touching the active segment), or None.
     pub fn retention_target(&self, now_ms: i64) -> Option<i64> {
+        // cleanup.policy=compact alone: records live until compaction supersedes them.
+        if !self.config.delete {
+            return None;
+        }
         let mut target = None;
         let sealed: Vec<&Segment> = self.segments.values().filter(|s| s.sealed).collect();
         if self.config.retention_ms >= 0 {
             for s in &sealed {
-                if s.max_timestamp() >= 0 && now_ms - s.max_timestamp() > self.config.retention_ms {
+                // A segment compaction emptied holds nothing to keep.
+                if s.size() == 0 || (s.max_timestamp() >= 0 && now_ms - s.max_timestamp() > self.config.retention_ms) {
                     target = Some(s.next_offset());
                 } else {
                     break;
@@ -365,5 +408,109 @@ impl Log {
     /// All segment files, for deleting the whole log.
     pub fn segment_bases(&self) -> Vec<i64> {
         self.segments.keys().copied().collect()
+    }
+}
+
+/// Compaction support (the cleaner in partition/cleaner.rs drives it; see compaction.rs).
+impl Log {
+    pub fn first_dirty_offset(&self) -> i64 {
+        self.first_dirty_offset
+    }
+
+    pub fn set_first_dirty_offset(&mut self, offset: i64) {
+        self.first_dirty_offset = self.first_dirty_offset.max(offset);
+    }
+
+    pub fn is_uncleanable(&self) -> bool {
+        self.uncleanable
+    }
+
+    pub fn mark_uncleanable(&mut self) {
+        self.uncleanable = true;
+    }
+
+    /// Claims the cleaner for this log; false when a clean is already running.
+    pub fn begin_clean(&mut self) -> bool {
+        !std::mem::replace(&mut self.cleaner_running, true)
+    }
+
+    pub fn end_clean(&mut self) {
+        assert!(self.swapping.is_none(), "a clean ends after its last swap");
+        self.cleaner_running = false;
+    }
+
+    /// Sealed segments the cleaner may rewrite: fully written and synced, indexes saved
+    /// (so no index save of the flush loop is in flight for them).
+    fn cleanable(&self) -> impl Iterator<Item = &Segment> {
+        self.segments
+            .values()
+            .filter(|s| s.sealed && s.indexes_saved && s.written() == s.size() && s.next_offset() <= self.synced_offset)
+    }
+
+    /// Kafka's cleanable ratio: dirty bytes ÷ all bytes, over sealed segments. None when
+    /// there is nothing sealed to clean.
+    pub fn dirty_ratio(&self) -> Option<f64> {
+        let (mut dirty, mut total) = (0u64, 0u64);
+        for s in self.cleanable() {
+            total += s.size();
+            if s.next_offset() > self.first_dirty_offset {
+                dirty += s.size();
+            }
+        }
+        (total > 0).then(|| dirty as f64 / total as f64)
+    }
+
+    /// (base, file, end position, next offset, created ms) of every cleanable segment.
+    pub fn cleanable_segments(&self) -> Vec<(i64, Rc<DmaFile>, u64, i64, i64)> {
+        self.cleanable().map(|s| (s.base_offset, s.file.clone(), s.size(), s.next_offset(), s.created_ms)).collect()
+    }
+
+    /// Every segment's bytes on disk now, oldest first: what the key map is built from.
+    pub fn disk_reads(&self) -> Vec<DiskRead> {
+        self.segments
+            .values()
+            .map(|s| DiskRead { base_offset: s.base_offset, file: s.file.clone(), position: 0, end: s.written() })
+            .collect()
+    }
+
+    /// Marks segment `base` as being swapped; false if it is gone or no longer the file
+    /// the cleaner read (retention removed it meanwhile).
+    pub fn begin_swap(&mut self, base: i64, read_file: &Rc<DmaFile>) -> bool {
+        assert!(self.swapping.is_none(), "one swap at a time");
+        let same = self.segments.get(&base).is_some_and(|s| Rc::ptr_eq(&s.file, read_file) && s.sealed);
+        if same {
+            self.swapping = Some(base);
+        }
+        same
+    }
+
+    /// Installs the cleaned segment in place of the original (whose file, if a read
+    /// still holds it, stays open and readable until that read drops it), and drops
+    /// cached batches of the cleaned range so the cache never serves removed batches.
+    pub fn install_cleaned(&mut self, cleaned: Segment) {
+        let base = cleaned.base_offset;
+        assert_eq!(self.swapping, Some(base), "install only the segment being swapped");
+        let old = self.segments.get(&base).map(|s| (s.next_offset(), s.sealed));
+        assert_eq!(old, Some((cleaned.next_offset(), true)), "a cleaned segment replaces a sealed one with the same end");
+        self.cache.evict_below(cleaned.next_offset());
+        self.segments.insert(base, cleaned);
+    }
+
+    /// Removes the segment being swapped when cleaning left it empty, unless it is the
+    /// first segment (its base is what recovery takes as the log start). Reads skip the
+    /// offset gap this leaves, as they skip gaps inside segments.
+    pub fn remove_swapped_if_empty(&mut self, cleaned: &Segment) -> Option<Segment> {
+        let base = cleaned.base_offset;
+        assert_eq!(self.swapping, Some(base), "remove only the segment being swapped");
+        let first = self.segments.keys().next().copied();
+        if cleaned.size() > 0 || first == Some(base) {
+            return None;
+        }
+        self.cache.evict_below(cleaned.next_offset());
+        self.segments.remove(&base)
+    }
+
+    pub fn end_swap(&mut self) {
+        self.swapping = None;
     }
 }

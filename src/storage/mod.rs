@@ -8,7 +8,9 @@
 //! - `batch_cache.rs` recent batches kept in memory for zero-copy fetch
 //! - `log.rs`         the segments of a partition: append, read, roll, truncate, retention
 //! - `recovery.rs`    opening a log directory after a crash
+//! - `compaction.rs`  log compaction: record filtering, key map, cleaned-segment swap
 pub mod batch_cache;
+pub mod compaction;
 pub mod dma;
 pub mod index;
 pub mod log;
@@ -61,6 +63,16 @@ pub struct LogConfig {
     pub retention_bytes: i64,
     pub index_interval_bytes: usize,
     pub cache_bytes: usize,
+    /// cleanup.policy contains "compact": the cleaner compacts sealed segments and
+    /// produce refuses records without a key.
+    pub compact: bool,
+    /// cleanup.policy contains "delete": retention.ms / retention.bytes apply.
+    pub delete: bool,
+    /// min.cleanable.dirty.ratio.
+    pub min_cleanable_dirty_ratio: f64,
+    /// delete.retention.ms: how long tombstones survive cleaning (simplified, see
+    /// compaction.rs).
+    pub delete_retention_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -72,6 +84,10 @@ impl Default for LogConfig {
             retention_bytes: -1,
             index_interval_bytes: 4096,
             cache_bytes: 8 << 20,
+            compact: false,
+            delete: true,
+            min_cleanable_dirty_ratio: 0.5,
+            delete_retention_ms: 86_400_000,
         }
     }
 }

@@ -4,6 +4,9 @@
 //! missing or fails its CRC, the segment is scanned. The active (last) segment is always
 //! scanned: every batch's CRC-32C is checked and offsets must continue densely; the
 //! first bad, torn or zero-padded batch ends the log and the file is truncated there.
+//! A sealed segment scanned for lack of an index may have been compacted, so there
+//! offsets must only increase. Leftovers of an interrupted clean (`*.log.cleaned`) are
+//! deleted before anything is opened.
 use std::path::Path;
 
 use glommio::io::DmaFile;
@@ -48,6 +51,27 @@ pub async fn list_segments(dir: &Path) -> Result<Vec<i64>> {
     Ok(bases)
 }
 
+/// Deletes the `<base>.log.cleaned` files a crash left behind in the middle of a clean.
+/// The rename over `<base>.log` is the commit point, so the original is still whole.
+pub async fn remove_cleaner_leftovers(dir: &Path) -> Result<usize> {
+    let d = dir.to_path_buf();
+    glommio::executor()
+        .spawn_blocking(move || -> std::io::Result<usize> {
+            let mut n = 0;
+            for e in std::fs::read_dir(&d)? {
+                let e = e?;
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.ends_with(&format!(".log{}", super::compaction::CLEANED_SUFFIX)) {
+                    std::fs::remove_file(e.path())?;
+                    n += 1;
+                }
+            }
+            Ok(n)
+        })
+        .await
+        .map_err(|e| StorageError::io(format!("removing cleaner leftovers in {}", dir.display()), e))
+}
+
 /// Opens a sealed segment, from its saved index when that is intact.
 pub async fn open_sealed(dir: &Path, base: i64, index_interval_bytes: usize) -> Result<Segment> {
     let file = open_rw(&dir.join(log_file_name(base))).await?;
@@ -65,7 +89,8 @@ pub async fn open_sealed(dir: &Path, base: i64, index_interval_bytes: usize) -> 
         }
     }
     tracing::warn!(dir = %dir.display(), base, "index of a sealed segment is missing or corrupt; scanning it");
-    let mut outcome = scan(dir, base, file, index_interval_bytes).await?;
+    // A sealed segment may have been compacted: offsets grow but may skip.
+    let mut outcome = scan(dir, base, file, index_interval_bytes, true).await?;
     outcome.segment.sealed = true;
     Ok(outcome.segment)
 }
@@ -76,7 +101,8 @@ pub async fn open_active(dir: &Path, base: i64, index_interval_bytes: usize) -> 
     // Indexes of the active segment are rebuilt, never trusted.
     super::dma::remove_file(&index_path(dir, base)).await?;
     super::dma::remove_file(&time_index_path(dir, base)).await?;
-    scan(dir, base, file, index_interval_bytes).await
+    // The active segment is never compacted: its offsets must be dense.
+    scan(dir, base, file, index_interval_bytes, false).await
 }
 
 async fn file_size(file: &DmaFile) -> Result<u64> {
@@ -96,7 +122,7 @@ async fn read_head(file: &DmaFile, size: u64) -> Result<Vec<u8>> {
     Ok(b.to_vec())
 }
 
-async fn scan(dir: &Path, base: i64, file: DmaFile, index_interval_bytes: usize) -> Result<ScanOutcome> {
+async fn scan(dir: &Path, base: i64, file: DmaFile, index_interval_bytes: usize, allow_gaps: bool) -> Result<ScanOutcome> {
     let file_size = file_size(&file).await?;
     let mut seg = Segment::empty(dir, base, file, super::now_ms());
     let mut batches = Vec::new();
@@ -132,7 +158,12 @@ async fn scan(dir: &Path, base: i64, file: DmaFile, index_interval_bytes: usize)
                 want = len.max(SCAN_CHUNK_BYTES);
                 continue 'chunks;
             }
-            let valid = header.base_offset == seg.next_offset()
+            let offset_ok = if allow_gaps {
+                header.base_offset >= seg.next_offset()
+            } else {
+                header.base_offset == seg.next_offset()
+            };
+            let valid = offset_ok
                 && header.last_offset_delta >= 0
                 && crc32c::crc32c(&rest[21..len]) == header.crc;
             if !valid {

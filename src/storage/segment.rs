@@ -148,6 +148,23 @@ impl Segment {
         Segment::opened(dir, base_offset, file, summary, Vec::new(), OffsetIndex::default(), TimeIndex::default(), now_ms)
     }
 
+    /// Turns the scratch segment the cleaner built (every batch tracked with
+    /// `index_existing`, all of it on disk) into the sealed segment that replaces the
+    /// original. `next_offset` is the original's end: compaction never moves it, so the
+    /// next segment's base stays adjacent even when the last records were removed.
+    pub fn cleaned(mut scratch: Segment, next_offset: i64, head_block: Vec<u8>) -> Segment {
+        assert!(next_offset >= scratch.next_offset, "a cleaned segment ends where the original did");
+        assert_eq!(scratch.written, scratch.size, "a cleaned segment is fully written");
+        debug_assert_eq!(scratch.file.align_down(scratch.size) + head_block.len() as u64, scratch.size);
+        scratch.next_offset = next_offset;
+        scratch.written_next_offset = next_offset;
+        scratch.head = head_block;
+        scratch.sealed = true;
+        // The cleaner saves them itself; the flush loop must not race it.
+        scratch.indexes_saved = true;
+        scratch
+    }
+
     pub fn size(&self) -> u64 {
         self.size
     }
@@ -197,7 +214,9 @@ impl Segment {
     }
 
     fn track(&mut self, header: &BatchHeader, len: usize, index_interval_bytes: usize) {
-        assert_eq!(header.base_offset, self.next_offset, "offsets in a segment are dense");
+        // Appends are dense (Log::append asserts it); a cleaned segment has gaps where
+        // compaction removed records, but offsets still only grow.
+        assert!(header.base_offset >= self.next_offset, "offsets in a segment increase");
         let rel = self.relative(header.base_offset);
         if header.max_timestamp > self.max_timestamp {
             self.max_timestamp = header.max_timestamp;

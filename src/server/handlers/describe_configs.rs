@@ -80,5 +80,6 @@ fn broker_configs(ctx: &ShardContext) -> Vec<(String, String, i8, bool)> {
         s("log.message.timestamp.type", c.log_message_timestamp_type.clone()),
         s("socket.request.max.bytes", c.socket_request_max_bytes.to_string()),
         s("log.retention.check.interval.ms", c.log_retention_check_interval_ms.to_string()),
+        s("log.cleaner.backoff.ms", c.log_cleaner_backoff_ms.to_string()),
     ]
 }

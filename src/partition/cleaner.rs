@@ -1,0 +1,276 @@
+//! The log cleaner of one partition (Kafka's `Cleaner.doClean`), run by the shard's
+//! `cleaner_loop` every `log_cleaner_backoff_ms` for compacted topics whose dirty ratio
+//! reached `min.cleanable.dirty.ratio`, or called directly (tests).
+//!
+//! A pass: build key → latest offset over the whole log's durable data (sealed and
+//! active segments), then rewrite every sealed segment keeping only each key's latest
+//! record (and tombstones younger than `delete.retention.ms`), and swap each cleaned file
+//! in (storage/compaction.rs). The active segment is never rewritten.
+//!
+//! Concurrency on the shard: the pass yields between batches, so appends, fetches,
+//! retention and index saves interleave with it. Why that is safe:
+//! - a fetch holds an `Rc<DmaFile>` of the segment it reads; the swap renames a new file
+//!   over the name and never writes the old one, so a read in flight keeps reading the
+//!   old, valid bytes until it drops the handle;
+//! - only segments whose indexes are saved are cleaned, so no index save of the flush
+//!   loop is in flight for them; the cleaner saves the new indexes itself;
+//! - retention may delete a segment while it is being cleaned: the swap checks that the
+//!   segment still has the file that was read (and holds retention off it meanwhile);
+//! - the batch cache is cut below each cleaned segment's end when it is installed.
+//!
+//! Simplified compared with Kafka 4.1: every sealed segment is rewritten on its own
+//! (no grouping of small segments), the key map holds whole keys for the whole log
+//! rather than a bounded digest map over the dirty range, min/max.compaction.lag.ms are
+//! not applied, and a tombstone is dropped once its batch's max timestamp is older than
+//! now − delete.retention.ms (Kafka stamps a delete horizon into the batch on the first
+//! clean and drops the tombstone on a later one).
+use std::rc::Rc;
+
+use glommio::io::DmaFile;
+
+use super::partition::Partition;
+use super::PartitionError;
+use crate::protocol::record_batch::parse_header;
+use crate::storage::compaction::{
+    cleaned_path, filter_batch, retain, save_checkpoint, swap_in, BatchStream, CleanedSegmentWriter, Filtered, OffsetMap,
+};
+use crate::storage::dma::remove_file;
+use crate::storage::segment::{index_path, log_file_name, time_index_path};
+use crate::storage::StorageError;
+
+/// Key bytes one partition's key map may hold (Kafka bounds its map with
+/// log.cleaner.dedupe.buffer.size); a log with more is left uncleaned, with a warning.
+const MAX_OFFSET_MAP_KEY_BYTES: usize = 256 << 20;
+
+/// What one clean pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CleanerStats {
+    pub segments_cleaned: usize,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    pub batches_dropped: usize,
+    pub batches_rewritten: usize,
+    pub keys: usize,
+}
+
+fn corrupt(e: impl std::fmt::Display) -> PartitionError {
+    PartitionError::Storage(StorageError::Corrupt { what: "batch in a compacted log".into(), detail: e.to_string() })
+}
+
+impl Partition {
+    /// True when the topic is compacted and dirty bytes make up at least
+    /// min.cleanable.dirty.ratio of the sealed segments.
+    pub fn needs_cleaning(&self) -> bool {
+        let log = self.log.borrow();
+        let cfg = log.config();
+        cfg.compact
+            && !log.is_uncleanable()
+            && log.dirty_ratio().is_some_and(|r| r > 0.0 && r >= cfg.min_cleanable_dirty_ratio)
+    }
+
+    /// One clean pass over every sealed segment. A second call while a pass runs does
+    /// nothing.
+    pub async fn clean(&self, now_ms: i64) -> Result<CleanerStats, PartitionError> {
+        self.assert_on_shard();
+        if self.closed.get() {
+            return Err(PartitionError::NotLeader);
+        }
+        if !self.log.borrow_mut().begin_clean() {
+            return Ok(CleanerStats::default());
+        }
+        // Ends the clean even if this future is dropped half-way (shutdown).
+        struct Running<'a>(&'a Partition);
+        impl Drop for Running<'_> {
+            fn drop(&mut self) {
+                // No borrow of the log is held at any await point, so this cannot fail.
+                if let Ok(mut log) = self.0.log.try_borrow_mut() {
+                    log.end_swap();
+                    log.end_clean();
+                }
+            }
+        }
+        let _running = Running(self);
+        let res = self.clean_pass(now_ms).await;
+        if let Err(PartitionError::Storage(StorageError::Corrupt { .. })) = &res {
+            self.log.borrow_mut().mark_uncleanable();
+        }
+        res
+    }
+
+    async fn clean_pass(&self, now_ms: i64) -> Result<CleanerStats, PartitionError> {
+        let (segments, reads, bound, cfg, dir) = {
+            let log = self.log.borrow();
+            // Only data that is written and fdatasync'ed decides what is superseded: a
+            // newer record lost in a crash must not have removed the older one.
+            let bound = log.written_offset().min(log.synced_offset());
+            (log.cleanable_segments(), log.disk_reads(), bound, log.config().clone(), log.dir().to_path_buf())
+        };
+        let mut stats = CleanerStats::default();
+        if segments.is_empty() {
+            return Ok(stats);
+        }
+        let Some(map) = self.build_offset_map(reads, bound).await? else { return Ok(stats) };
+        stats.keys = map.len();
+        let tombstone_horizon_ms = now_ms.saturating_sub(cfg.delete_retention_ms);
+        let mut cleaned_upto = None;
+        for (base, file, end, next_offset, created_ms) in segments {
+            if self.closed.get() {
+                return Err(PartitionError::NotLeader);
+            }
+            let mut writer = CleanedSegmentWriter::create(&dir, base, created_ms, cfg.index_interval_bytes).await?;
+            if let Err(e) = self.copy_retained(&mut writer, file.clone(), end, &map, tombstone_horizon_ms, &mut stats).await {
+                writer.abandon(&dir).await;
+                return Err(e);
+            }
+            let after = writer.size();
+            let cleaned = match writer.finish(next_offset).await {
+                Ok(seg) => seg,
+                Err(e) => {
+                    let _ = remove_file(&cleaned_path(&dir, base)).await;
+                    return Err(e.into());
+                }
+            };
+            if !self.swap(base, &file, cleaned).await? {
+                continue;
+            }
+            stats.segments_cleaned += 1;
+            stats.bytes_before += end;
+            stats.bytes_after += after;
+            cleaned_upto = Some(next_offset);
+            glommio::yield_if_needed().await;
+        }
+        if let Some(upto) = cleaned_upto {
+            self.log.borrow_mut().set_first_dirty_offset(upto);
+            if let Err(e) = save_checkpoint(&dir, upto).await {
+                // Only costs a needless clean after a restart.
+                tracing::warn!(topic = %self.topic, partition = self.index, error = %e, "could not save the cleaner checkpoint");
+            }
+        }
+        tracing::info!(topic = %self.topic, partition = self.index, segments = stats.segments_cleaned,
+            bytes_before = stats.bytes_before, bytes_after = stats.bytes_after, keys = stats.keys, "cleaned log");
+        Ok(stats)
+    }
+
+    /// Key → latest offset over every batch ending below `bound`. None when the map
+    /// would exceed its budget.
+    async fn build_offset_map(
+        &self,
+        reads: Vec<crate::storage::log::DiskRead>,
+        bound: i64,
+    ) -> Result<Option<OffsetMap>, PartitionError> {
+        let mut map = OffsetMap::new(MAX_OFFSET_MAP_KEY_BYTES);
+        for r in reads {
+            let mut stream = BatchStream::new(r.file, r.position, r.end);
+            loop {
+                let chunk = stream.next_chunk().await?;
+                if chunk.is_empty() {
+                    break;
+                }
+                for (h, batch) in chunk {
+                    if h.last_offset() >= bound {
+                        return Ok(Some(map));
+                    }
+                    if !map.add_batch(&batch, &h).map_err(corrupt)? {
+                        tracing::warn!(topic = %self.topic, partition = self.index, limit_bytes = MAX_OFFSET_MAP_KEY_BYTES,
+                            "too many distinct key bytes to compact this log; skipping it");
+                        return Ok(None);
+                    }
+                }
+                glommio::yield_if_needed().await;
+                if self.closed.get() {
+                    return Err(PartitionError::NotLeader);
+                }
+            }
+        }
+        Ok(Some(map))
+    }
+
+    /// Streams one sealed segment through the filter into `writer`.
+    async fn copy_retained(
+        &self,
+        writer: &mut CleanedSegmentWriter,
+        file: Rc<DmaFile>,
+        end: u64,
+        map: &OffsetMap,
+        tombstone_horizon_ms: i64,
+        stats: &mut CleanerStats,
+    ) -> Result<(), PartitionError> {
+        let mut stream = BatchStream::new(file, 0, end);
+        loop {
+            let chunk = stream.next_chunk().await?;
+            if chunk.is_empty() {
+                return Ok(());
+            }
+            for (h, batch) in chunk {
+                let drop_tombstones = h.max_timestamp < tombstone_horizon_ms;
+                match filter_batch(&batch, &h, |r, section| retain(r, section, map, drop_tombstones)).map_err(corrupt)? {
+                    Filtered::Unchanged => writer.push(&h, &batch).await?,
+                    Filtered::Rewritten(b) => {
+                        let nh = parse_header(&b).map_err(corrupt)?;
+                        writer.push(&nh, &b).await?;
+                        stats.batches_rewritten += 1;
+                    }
+                    Filtered::Dropped => stats.batches_dropped += 1,
+                }
+                glommio::yield_if_needed().await;
+            }
+            if self.closed.get() {
+                return Err(PartitionError::NotLeader);
+            }
+        }
+    }
+
+    /// Swaps the cleaned segment in for `base` (read from `read_file`). False when the
+    /// segment went away meanwhile (retention); the cleaned file is then deleted.
+    async fn swap(
+        &self,
+        base: i64,
+        read_file: &Rc<DmaFile>,
+        cleaned: crate::storage::segment::Segment,
+    ) -> Result<bool, PartitionError> {
+        let dir = cleaned.dir.clone();
+        if self.closed.get() || !self.log.borrow_mut().begin_swap(base, read_file) {
+            drop(cleaned);
+            remove_file(&cleaned_path(&dir, base)).await?;
+            return Ok(false);
+        }
+        // Nothing left: delete the segment rather than keep an empty file (Kafka merges
+        // small cleaned segments instead). The first segment stays: its base is the log
+        // start offset recovery finds.
+        let removed = self.log.borrow_mut().remove_swapped_if_empty(&cleaned);
+        if let Some(old) = removed {
+            drop(old);
+            drop(cleaned);
+            let res = async {
+                remove_file(&cleaned_path(&dir, base)).await?;
+                // Indexes first: a crash before the log file goes leaves a scannable segment.
+                remove_file(&index_path(&dir, base)).await?;
+                remove_file(&time_index_path(&dir, base)).await?;
+                remove_file(&super::partition::producer_snapshot_path(&dir, base)).await?;
+                remove_file(&dir.join(log_file_name(base))).await
+            }
+            .await;
+            self.log.borrow_mut().end_swap();
+            res?;
+            return Ok(true);
+        }
+        if let Err(e) = swap_in(&dir, base, &cleaned.file).await {
+            // The old file may still be in place or the cleaned one may be; either is a
+            // whole segment without an index, which recovery rebuilds by scanning.
+            // Reads go on from the open old file.
+            self.log.borrow_mut().end_swap();
+            drop(cleaned);
+            let _ = remove_file(&cleaned_path(&dir, base)).await;
+            return Err(e.into());
+        }
+        // Only after the rename: an index saved earlier would describe the old file.
+        if let Err(e) = cleaned.save_indexes().await {
+            tracing::warn!(topic = %self.topic, partition = self.index, base, error = %e,
+                "could not save the indexes of a cleaned segment; recovery will rebuild them");
+        }
+        let mut log = self.log.borrow_mut();
+        log.install_cleaned(cleaned);
+        log.end_swap();
+        Ok(true)
+    }
+}
