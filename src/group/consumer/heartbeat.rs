@@ -234,8 +234,8 @@ pub fn heartbeat(
     if g.consumer.is_none() {
         if member_epoch != 0 {
             // As Kafka 4.1 (the Java client treats it as fatal). After a restart the
-            // group is still known from its epoch record: its members get
-            // UNKNOWN_MEMBER_ID instead and rejoin.
+            // group and its members are replayed from their records (consumer/mod.rs),
+            // so members keep their ids and epochs.
             return Err((ErrorCode::GROUP_ID_NOT_FOUND, format!("Group {group_id} is not a consumer group.")));
         }
         if g.size() > 0 || g.state != GroupState::Empty {
