@@ -107,6 +107,7 @@ impl Coordinator {
                 // means the log is damaged: stop rather than loop.
                 let Ok(h) = parse_header(&batch) else {
                     tracing::error!(partition = p.index, offset, "unparsable batch in __consumer_offsets; stopping replay here");
+                    self.finish_load(p.index);
                     self.loaded.borrow_mut().insert(p.index);
                     return Ok(());
                 };
@@ -131,12 +132,24 @@ impl Coordinator {
                 }
             }
         }
+        self.finish_load(p.index);
         self.groups.borrow_mut().retain(|_, g| !g.is_disposable());
         self.loaded.borrow_mut().insert(p.index);
         if applied > 0 {
             tracing::info!(partition = p.index, records = applied, ms = started.elapsed().as_millis() as u64, "loaded groups from __consumer_offsets");
         }
         Ok(())
+    }
+
+    /// Completes the consumer groups replayed from offsets partition `partition` (their
+    /// session timers start now).
+    fn finish_load(&self, partition: i32) {
+        let now = Instant::now();
+        for g in self.groups.borrow_mut().values_mut().filter(|g| g.partition == partition) {
+            if let Some(c) = g.consumer.as_deref_mut() {
+                super::consumer::finish_load(c, now);
+            }
+        }
     }
 
     fn replay(&self, partition: i32, rec: OffsetsRecord, record_offset: i64) {
@@ -174,25 +187,27 @@ impl Coordinator {
     /// Expires sessions, pending members and rebalance deadlines (called every TICK).
     fn tick(&self, ctx: &Rc<ShardContext>) {
         let now = Instant::now();
-        let mut to_persist: Vec<(i32, OffsetsRecord)> = Vec::new();
+        // One append per group and tick, so a group's records land together and in order.
+        let mut to_persist: Vec<(i32, Vec<OffsetsRecord>)> = Vec::new();
         {
             let mut groups = self.groups.borrow_mut();
             for g in groups.values_mut() {
                 if let Some(rec) = membership::expire(g, now, ctx.config.group_initial_rebalance_delay_ms) {
-                    to_persist.push((g.partition, rec));
+                    to_persist.push((g.partition, vec![rec]));
                 }
-                for rec in super::consumer::expire(g, now, ctx.config.group_consumer_session_timeout_ms) {
-                    to_persist.push((g.partition, rec));
+                let recs = super::consumer::expire(g, now, ctx.config.group_consumer_session_timeout_ms);
+                if !recs.is_empty() {
+                    to_persist.push((g.partition, recs));
                 }
             }
             // Groups that never got a generation nor offsets (e.g. a MEMBER_ID_REQUIRED
             // join that never came back) are forgotten.
             groups.retain(|_, g| !g.is_disposable());
         }
-        for (partition, rec) in to_persist {
+        for (partition, recs) in to_persist {
             if let Some(p) = ctx.partition(OFFSETS_TOPIC, partition) {
                 glommio::spawn_local(async move {
-                    if let Err(e) = append(&p, &[rec]).await {
+                    if let Err(e) = append(&p, &recs).await {
                         tracing::warn!(partition = p.index, error = %e, "could not store group metadata");
                     }
                 })

@@ -277,7 +277,7 @@ impl Coordinator {
                 .collect();
             recs.push(OffsetsRecord::Group { group: group_id.to_string(), value: None });
             if g.consumer.is_some() {
-                recs.push(OffsetsRecord::Consumer(super::consumer::records::ConsumerRecord::GroupEpoch { group: group_id.to_string(), epoch: None }));
+                recs.extend(super::consumer::heartbeat::group_tombstones(group_id));
             }
             recs
         };

@@ -82,7 +82,7 @@ pub enum RecordError {
     Utf8,
 }
 
-fn put_str(b: &mut BytesMut, s: &str) {
+pub(crate) fn put_str(b: &mut BytesMut, s: &str) {
     // Strings written here come from requests already bounded below i16::MAX bytes
     // (group ids, topic names, metadata checked against offset_metadata_max_bytes).
     let len = s.len().min(i16::MAX as usize);
@@ -97,19 +97,19 @@ fn put_nullable_str(b: &mut BytesMut, s: Option<&str>) {
     }
 }
 
-fn get_i16(b: &mut Bytes) -> Result<i16, RecordError> {
+pub(crate) fn get_i16(b: &mut Bytes) -> Result<i16, RecordError> {
     if b.remaining() < 2 { return Err(RecordError::Truncated) }
     Ok(b.get_i16())
 }
-fn get_i32(b: &mut Bytes) -> Result<i32, RecordError> {
+pub(crate) fn get_i32(b: &mut Bytes) -> Result<i32, RecordError> {
     if b.remaining() < 4 { return Err(RecordError::Truncated) }
     Ok(b.get_i32())
 }
-fn get_i64(b: &mut Bytes) -> Result<i64, RecordError> {
+pub(crate) fn get_i64(b: &mut Bytes) -> Result<i64, RecordError> {
     if b.remaining() < 8 { return Err(RecordError::Truncated) }
     Ok(b.get_i64())
 }
-fn get_nullable_str(b: &mut Bytes) -> Result<Option<String>, RecordError> {
+pub(crate) fn get_nullable_str(b: &mut Bytes) -> Result<Option<String>, RecordError> {
     let len = get_i16(b)?;
     if len < 0 {
         return Ok(None);
@@ -152,7 +152,7 @@ fn get_member(v: &mut Bytes) -> Result<MemberValue, RecordError> {
     })
 }
 
-fn get_str(b: &mut Bytes) -> Result<String, RecordError> {
+pub(crate) fn get_str(b: &mut Bytes) -> Result<String, RecordError> {
     Ok(get_nullable_str(b)?.unwrap_or_default())
 }
 

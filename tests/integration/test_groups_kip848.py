@@ -1,6 +1,7 @@
 """KIP-848 consumer groups (group.protocol=consumer) with the real Java 4.1 consumer:
 ConsumerGroupHeartbeat membership and server-side assignment, fencing on kill -9 after the
-session timeout, committed offsets that never move backwards and survive a restart,
+session timeout, committed offsets that never move backwards, a broker kill -9 + restart
+the members ride through (same member ids, epochs and partitions: no rebalance),
 AdminClient describeConsumerGroups (ConsumerGroupDescribe), partitions added to a
 subscribed topic, and the coordinator's answers to bad heartbeats (raw protocol).
 """
@@ -60,6 +61,16 @@ def describe(bootstrap, group, wait_members: int | None = None, timeout_s: float
 
 def owned_partitions(d: dict) -> list[int]:
     return sorted(p for m in d["members"] for p in m["assignment"])
+
+
+def members_view(d: dict) -> list[tuple[str, int, tuple[int, ...]]]:
+    """(member id, member epoch, assigned partitions) per member, sorted."""
+    return sorted((m["member_id"], m["epoch"], tuple(m["assignment"])) for m in d["members"])
+
+
+def revocations(log: Path) -> int:
+    """{"revoked":..} lines a group-worker printed (onPartitionsLost prints them too)."""
+    return sum(1 for line in log.read_text(errors="replace").splitlines() if line.startswith('{"revoked"'))
 
 
 def read_processed(outs) -> set[tuple[int, int]]:
@@ -137,17 +148,38 @@ def test_java_kip848_join_kill_restart(broker_factory, tmp_path):
         while time.monotonic() < deadline and watcher.last != hw:
             time.sleep(0.5)
         assert watcher.last == hw, f"committed {watcher.last} never reached the high watermarks {hw}"
-        epoch_before = describe(b.bootstrap, group)["group_epoch"]
+        before = describe(b.bootstrap, group, wait_members=3)
+        revoked_before = [revocations(logs[i]) for i in (1, 2, 3)]
 
-        # kill -9 the broker with the three members running: after the restart their
-        # heartbeats get UNKNOWN_MEMBER_ID, they rejoin at a higher group epoch, and the
-        # committed offsets are still there.
+        # kill -9 the broker with the three members running. The coordinator reloads the
+        # members from __consumer_offsets (metadata, target and current assignments), so
+        # the same members keep heartbeating with their member ids and epochs and keep
+        # their partitions: no rejoin, no rebalance, no revocation.
         b.restart(kill=True)
         assert tg.committed(b.bootstrap, group, topic, partitions) == hw
         d = describe(b.bootstrap, group, wait_members=3, timeout_s=90)
-        assert d["group_epoch"] > epoch_before, (epoch_before, d)
-        assert owned_partitions(d) == list(range(partitions)), d
-        time.sleep(1)
+        assert members_view(d) == members_view(before), (before, d)
+        assert (d["group_epoch"], d["assignment_epoch"]) == (before["group_epoch"], before["assignment_epoch"]), (before, d)
+        # Past a session timeout (the timers restart at load): still the same members.
+        time.sleep(SESSION_TIMEOUT_S + 2)
+        d = describe(b.bootstrap, group, wait_members=3)
+        assert members_view(d) == members_view(before), (before, d)
+        assert d["group_epoch"] == before["group_epoch"], (before, d)
+        # They keep consuming and committing: records produced now are processed and their
+        # offsets committed by the same members.
+        p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+        for i in range(600):
+            p.produce(topic, key=f"r{i}".encode(), value=f"after{i}".encode(), partition=i % partitions)
+        assert p.flush(30) == 0
+        hw = {p: high for p, (low, high) in watermarks(b.bootstrap, topic, partitions).items()}
+        assert sum(hw.values()) == produced[0] + 600
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and watcher.last != hw:
+            time.sleep(0.5)
+        assert watcher.last == hw, f"committed {watcher.last} never reached the high watermarks {hw} after the restart"
+        d = describe(b.bootstrap, group, wait_members=3)
+        assert members_view(d) == members_view(before), (before, d)
+        assert [revocations(logs[i]) for i in (1, 2, 3)] == revoked_before, "a member lost or gave up partitions"
     finally:
         stop_producing.set()
         for wk in workers:

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use uuid::Uuid;
 
+use super::records::{CurrentAssignmentValue, MemberMetadataValue};
 use crate::protocol::ErrorCode;
 
 /// Partitions by topic id (Kafka's `Map<Uuid, Set<Integer>>`).
@@ -45,6 +46,27 @@ pub enum MemberState {
     UnrevokedPartitions,
     /// At the target epoch but waits for partitions other members still own.
     UnreleasedPartitions,
+}
+
+impl MemberState {
+    /// Kafka's MemberState value, as stored in ConsumerGroupCurrentMemberAssignmentValue.
+    pub fn value(self) -> i8 {
+        match self {
+            MemberState::Stable => 0,
+            MemberState::UnrevokedPartitions => 1,
+            MemberState::UnreleasedPartitions => 2,
+        }
+    }
+
+    /// An unknown stored value reads as UnreleasedPartitions: the member's next heartbeat
+    /// recomputes its state from its assignment (reconcile.rs), which is always safe.
+    pub fn from_value(v: i8) -> MemberState {
+        match v {
+            0 => MemberState::Stable,
+            1 => MemberState::UnrevokedPartitions,
+            _ => MemberState::UnreleasedPartitions,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -91,6 +113,53 @@ impl ConsumerMember {
         }
     }
 
+    /// What ConsumerGroupMemberMetadataValue stores of this member.
+    pub fn metadata_value(&self) -> MemberMetadataValue {
+        MemberMetadataValue {
+            instance_id: self.instance_id.clone(),
+            rack_id: self.rack_id.clone(),
+            client_id: self.client_id.clone(),
+            client_host: self.client_host.clone(),
+            subscribed_topic_names: self.subscribed_topic_names.clone(),
+            subscribed_topic_regex: None,
+            rebalance_timeout_ms: self.rebalance_timeout_ms,
+            server_assignor: self.server_assignor.clone(),
+        }
+    }
+
+    /// What ConsumerGroupCurrentMemberAssignmentValue stores of this member.
+    pub fn current_assignment_value(&self) -> CurrentAssignmentValue {
+        CurrentAssignmentValue {
+            member_epoch: self.member_epoch,
+            previous_member_epoch: self.previous_member_epoch,
+            state: self.state.value(),
+            assigned_partitions: self.assigned.clone(),
+            partitions_pending_revocation: self.pending_revocation.clone(),
+        }
+    }
+
+    pub fn apply_metadata_value(&mut self, v: MemberMetadataValue) {
+        self.instance_id = v.instance_id;
+        self.rack_id = v.rack_id;
+        self.client_id = v.client_id;
+        self.client_host = v.client_host;
+        self.subscribed_topic_names = v.subscribed_topic_names;
+        self.rebalance_timeout_ms = v.rebalance_timeout_ms;
+        self.server_assignor = v.server_assignor;
+    }
+
+    pub fn apply_current_assignment_value(&mut self, v: CurrentAssignmentValue) {
+        self.member_epoch = v.member_epoch;
+        self.previous_member_epoch = v.previous_member_epoch;
+        // An unknown state with partitions to give back must still wait for them.
+        self.state = match MemberState::from_value(v.state) {
+            MemberState::UnreleasedPartitions if v.state != 2 && !v.partitions_pending_revocation.is_empty() => MemberState::UnrevokedPartitions,
+            s => s,
+        };
+        self.assigned = v.assigned_partitions;
+        self.pending_revocation = v.partitions_pending_revocation;
+    }
+
     /// Assigned plus pending revocation: what the member may still be consuming.
     pub fn owned(&self) -> impl Iterator<Item = (Uuid, i32)> + '_ {
         self.assigned.iter().chain(self.pending_revocation.iter()).flat_map(|(t, ps)| ps.iter().map(move |p| (*t, *p)))
@@ -99,6 +168,28 @@ impl ConsumerMember {
 
 /// Topic name → (topic id, partition count) for every subscribed topic that exists.
 pub type SubscriptionMetadata = BTreeMap<String, (Uuid, i32)>;
+
+/// A stable 64-bit hash (FNV-1a) of the subscribed topics' names, ids and partition
+/// counts; 0 for none, as Kafka's metadata hash of an empty subscription.
+pub fn metadata_hash(meta: &SubscriptionMetadata) -> i64 {
+    if meta.is_empty() {
+        return 0;
+    }
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    for (name, (id, partitions)) in meta {
+        eat(&(name.len() as u32).to_be_bytes()[..]);
+        eat(name.as_bytes());
+        eat(&id.as_bytes()[..]);
+        eat(&partitions.to_be_bytes()[..]);
+    }
+    h as i64
+}
 
 #[derive(Debug, Default)]
 pub struct ConsumerGroup {
@@ -113,8 +204,12 @@ pub struct ConsumerGroup {
     /// Every topic name some member subscribes to (kept current by
     /// `refresh_subscribed_names` when subscriptions or members change).
     pub subscribed_names: BTreeSet<String>,
-    /// The subscribed topics as last seen; a change bumps the group epoch.
+    /// The subscribed topics as last seen (empty after a load until the next heartbeat).
     pub subscription_metadata: SubscriptionMetadata,
+    /// Kafka's metadata hash of `subscription_metadata`, stored with the group epoch: a
+    /// change bumps the epoch, and a restarted coordinator compares against it (so an
+    /// unchanged topic set does not rebalance the group after a load).
+    pub metadata_hash: i64,
     /// Partition → the member owning it (assigned or pending revocation). A partition
     /// is handed to a member only when it is absent here or owned by that member.
     pub owners: HashMap<(Uuid, i32), String>,

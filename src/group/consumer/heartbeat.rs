@@ -122,8 +122,41 @@ pub fn error_response((code, msg): HeartbeatError) -> ConsumerGroupHeartbeatResp
     ConsumerGroupHeartbeatResponse::default().with_error_code(code.code()).with_error_message(Some(sb(&msg)))
 }
 
-fn epoch_record(group: &str, epoch: i32) -> OffsetsRecord {
-    OffsetsRecord::Consumer(ConsumerRecord::GroupEpoch { group: group.to_string(), epoch: Some(epoch) })
+fn epoch_record(group: &str, epoch: i32, metadata_hash: i64) -> OffsetsRecord {
+    OffsetsRecord::Consumer(ConsumerRecord::GroupEpoch { group: group.to_string(), epoch: Some(epoch), metadata_hash })
+}
+
+fn member_record(group: &str, m: &ConsumerMember) -> OffsetsRecord {
+    OffsetsRecord::Consumer(ConsumerRecord::MemberMetadata { group: group.to_string(), member: m.id.clone(), value: Some(m.metadata_value()) })
+}
+
+fn current_assignment_record(group: &str, m: &ConsumerMember) -> OffsetsRecord {
+    OffsetsRecord::Consumer(ConsumerRecord::CurrentMemberAssignment {
+        group: group.to_string(),
+        member: m.id.clone(),
+        value: Some(m.current_assignment_value()),
+    })
+}
+
+fn target_record(group: &str, member: &str, partitions: Option<&Assignment>) -> OffsetsRecord {
+    OffsetsRecord::Consumer(ConsumerRecord::TargetAssignmentMember { group: group.to_string(), member: member.to_string(), partitions: partitions.cloned() })
+}
+
+/// A departed member's records, in Kafka's order (current assignment, target, metadata),
+/// so a replay never sees an assignment without its member.
+fn member_tombstones(group: &str, member: &str, records: &mut Vec<OffsetsRecord>) {
+    let (group, member) = (group.to_string(), member.to_string());
+    records.push(OffsetsRecord::Consumer(ConsumerRecord::CurrentMemberAssignment { group: group.clone(), member: member.clone(), value: None }));
+    records.push(OffsetsRecord::Consumer(ConsumerRecord::TargetAssignmentMember { group: group.clone(), member: member.clone(), partitions: None }));
+    records.push(OffsetsRecord::Consumer(ConsumerRecord::MemberMetadata { group, member, value: None }));
+}
+
+/// The records `delete_group` writes for a consumer group besides its offsets.
+pub fn group_tombstones(group: &str) -> [OffsetsRecord; 2] {
+    [
+        OffsetsRecord::Consumer(ConsumerRecord::TargetAssignmentMetadata { group: group.to_string(), assignment_epoch: None }),
+        OffsetsRecord::Consumer(ConsumerRecord::GroupEpoch { group: group.to_string(), epoch: None, metadata_hash: 0 }),
+    ]
 }
 
 fn to_assignment(owned: &[OwnedTopicPartitions]) -> Assignment {
@@ -144,7 +177,7 @@ fn is_subset(owned: Option<&Assignment>, assigned: &Assignment) -> bool {
 /// Bumps the group epoch (stored by the caller).
 fn bump(c: &mut ConsumerGroup, group_id: &str, records: &mut Vec<OffsetsRecord>) {
     c.group_epoch = c.group_epoch.saturating_add(1);
-    records.push(epoch_record(group_id, c.group_epoch));
+    records.push(epoch_record(group_id, c.group_epoch, c.metadata_hash));
     tracing::info!(group = group_id, epoch = c.group_epoch, "consumer group epoch bumped");
 }
 
@@ -157,8 +190,9 @@ fn subscription_metadata(c: &ConsumerGroup, image: &MetadataImage) -> super::gro
 }
 
 /// Recomputes every member's target with the group's assignor (Kafka's
-/// updateTargetAssignment), at the group epoch.
-pub fn update_target(c: &mut ConsumerGroup) {
+/// updateTargetAssignment), at the group epoch; stores the targets that changed and the
+/// new assignment epoch (keys 7 and 6).
+pub fn update_target(c: &mut ConsumerGroup, group_id: &str, records: &mut Vec<OffsetsRecord>) {
     let topics = c.subscription_metadata.values().copied().collect();
     let specs: Vec<MemberSpec> = c
         .members
@@ -171,8 +205,17 @@ pub fn update_target(c: &mut ConsumerGroup) {
         })
         .collect();
     let target = assignor::assign(c.preferred_assignor(), &specs, &topics);
-    c.target = target;
+    let old = std::mem::replace(&mut c.target, target);
+    for (member, a) in &c.target {
+        if old.get(member) != Some(a) {
+            records.push(target_record(group_id, member, Some(a)));
+        }
+    }
+    for member in old.keys().filter(|m| !c.target.contains_key(*m)) {
+        records.push(target_record(group_id, member, None));
+    }
     c.assignment_epoch = c.group_epoch;
+    records.push(OffsetsRecord::Consumer(ConsumerRecord::TargetAssignmentMetadata { group: group_id.to_string(), assignment_epoch: Some(c.assignment_epoch) }));
 }
 
 /// Handles a heartbeat of epoch >= 0 (join or heartbeat) on group `g`.
@@ -191,8 +234,8 @@ pub fn heartbeat(
     if g.consumer.is_none() {
         if member_epoch != 0 {
             // As Kafka 4.1 (the Java client treats it as fatal). After a restart the
-            // group is still known from its epoch record: its members get
-            // UNKNOWN_MEMBER_ID instead and rejoin.
+            // group and its members are replayed from their records (consumer/mod.rs),
+            // so members keep their ids and epochs.
             return Err((ErrorCode::GROUP_ID_NOT_FOUND, format!("Group {group_id} is not a consumer group.")));
         }
         if g.size() > 0 || g.state != GroupState::Empty {
@@ -217,6 +260,8 @@ pub fn heartbeat(
     }
     let instance_id = req.instance_id.as_ref().map(|s| s.to_string());
     let owned = req.topic_partitions.as_deref().map(to_assignment);
+    // What is stored of the member now: records are written only for what changes.
+    let stored_before = c.members.get(&member_id).map(|m| (m.metadata_value(), m.current_assignment_value()));
 
     // Find (or create) the member, fencing as Kafka does.
     let mut replaced_static = false;
@@ -232,11 +277,13 @@ pub fn heartbeat(
                 }
                 // The new member takes the departed static member's place, assignment included.
                 if let Some(mut m) = c.members.remove(&old) {
+                    member_tombstones(&group_id, &old, &mut records);
                     m.id = member_id.clone();
                     m.member_epoch = 0;
                     m.previous_member_epoch = 0;
                     m.state = MemberState::Stable;
                     if let Some(t) = c.target.remove(&old) {
+                        records.push(target_record(&group_id, &member_id, Some(&t)));
                         c.target.insert(member_id.clone(), t);
                     }
                     for owner in c.owners.values_mut() {
@@ -318,17 +365,24 @@ pub fn heartbeat(
     m.client_id = client_id.to_string();
     m.client_host = client_host.to_string();
     m.last_heartbeat = now;
+    if stored_before.as_ref().is_none_or(|(meta, _)| *meta != m.metadata_value()) {
+        records.push(member_record(&group_id, m));
+    }
     if let Some(iid) = &instance_id {
         c.static_members.insert(iid.clone(), member_id.clone());
     }
     if subscription_changed {
         c.refresh_subscribed_names();
     }
-    // Topics created or grown since the last look also bump the epoch.
+    // Topics created or grown since the last look also bump the epoch. Compared by hash:
+    // after a load only the stored hash is known, and an unchanged topic set must not
+    // rebalance the group.
     let meta = subscription_metadata(c, image);
+    let hash = super::group::metadata_hash(&meta);
+    c.subscription_metadata = meta;
     let mut bump_epoch = subscription_changed;
-    if meta != c.subscription_metadata {
-        c.subscription_metadata = meta;
+    if hash != c.metadata_hash {
+        c.metadata_hash = hash;
         bump_epoch = true;
     }
     if bump_epoch {
@@ -337,7 +391,7 @@ pub fn heartbeat(
 
     // 2. A new group epoch gets a new target assignment.
     if c.group_epoch > c.assignment_epoch {
-        update_target(c);
+        update_target(c, &group_id, &mut records);
     }
 
     // 3. Move the member toward its target.
@@ -360,6 +414,9 @@ pub fn heartbeat(
     }
     let (epoch, assigned_changed) = (m.member_epoch, m.assigned != assigned_before);
     let assignment = m.assigned.clone();
+    if stored_before.as_ref().is_none_or(|(_, current)| *current != m.current_assignment_value()) {
+        records.push(current_assignment_record(&group_id, m));
+    }
     if changed {
         c.update_owners(&member_id);
     }
@@ -402,6 +459,7 @@ pub fn leave(g: &mut Group, req: &ConsumerGroupHeartbeatRequest) -> Result<(Cons
                 m.pending_revocation.clear();
                 m.state = MemberState::Stable;
                 m.revocation_deadline = None;
+                records.push(current_assignment_record(&group_id, m));
             }
             c.update_owners(&member_id);
             tracing::info!(group = %group_id, member = %member_id, instance = iid, "static member left temporarily");
@@ -411,6 +469,7 @@ pub fn leave(g: &mut Group, req: &ConsumerGroupHeartbeatRequest) -> Result<(Cons
     if c.remove_member(&member_id).is_none() {
         return Err(unknown());
     }
+    member_tombstones(&group_id, &member_id, &mut records);
     c.refresh_subscribed_names();
     tracing::info!(group = %group_id, member = %member_id, "member left the consumer group");
     bump(c, &group_id, &mut records);
@@ -418,7 +477,8 @@ pub fn leave(g: &mut Group, req: &ConsumerGroupHeartbeatRequest) -> Result<(Cons
 }
 
 /// Session and revocation timeouts (called by the coordinator's tick): expired members
-/// are removed and the group epoch bumped once.
+/// are removed (their records tombstoned) and the group epoch bumped once; the caller
+/// stores the records in one append.
 pub fn expire(g: &mut Group, now: Instant, session_timeout_ms: u64) -> Vec<OffsetsRecord> {
     let group_id = g.id.clone();
     let Some(c) = g.consumer.as_deref_mut() else { return Vec::new() };
@@ -432,12 +492,13 @@ pub fn expire(g: &mut Group, now: Instant, session_timeout_ms: u64) -> Vec<Offse
     if expired.is_empty() {
         return Vec::new();
     }
+    let mut records = Vec::new();
     for id in &expired {
         tracing::info!(group = %group_id, member = %id, "consumer group member fenced (session or rebalance timeout)");
         c.remove_member(id);
+        member_tombstones(&group_id, id, &mut records);
     }
     c.refresh_subscribed_names();
-    let mut records = Vec::new();
     bump(c, &group_id, &mut records);
     records
 }
@@ -577,6 +638,109 @@ mod tests {
         assert_eq!((r.member_epoch, assigned(&r)), (2, vec![0, 0, 1, 2]));
     }
 
+    /// Runs a request on `g`, appending the records it stores to `log`.
+    fn run_rec(g: &mut Group, req: &ConsumerGroupHeartbeatRequest, img: &MetadataImage, log: &mut Vec<OffsetsRecord>) -> ConsumerGroupHeartbeatResponse {
+        validate(req, 1).unwrap();
+        let r = if req.member_epoch < 0 { leave(g, req) } else { heartbeat(g, req, "c", "/h", img, SETTINGS, Instant::now()) };
+        let (resp, recs) = r.unwrap();
+        log.extend(recs);
+        resp
+    }
+
+    /// A restarted coordinator: `log` replayed, through its stored bytes, into a new map.
+    fn reload(log: &[OffsetsRecord]) -> Group {
+        let mut groups = std::collections::HashMap::new();
+        for r in log {
+            match OffsetsRecord::parse(Some(r.key()), r.value()).unwrap() {
+                OffsetsRecord::Consumer(c) => super::super::replay(&mut groups, 0, c),
+                other => panic!("unexpected record {other:?}"),
+            }
+        }
+        let mut g = groups.remove("g").expect("group replayed");
+        super::super::finish_load(g.consumer.as_deref_mut().unwrap(), Instant::now());
+        g
+    }
+
+    fn assert_restored(live: &Group, restored: &Group) {
+        let (a, b) = (live.consumer.as_deref().unwrap(), restored.consumer.as_deref().unwrap());
+        assert_eq!((b.group_epoch, b.assignment_epoch, b.metadata_hash), (a.group_epoch, a.assignment_epoch, a.metadata_hash));
+        assert_eq!(b.target, a.target);
+        assert_eq!(b.owners, a.owners);
+        assert_eq!(b.static_members, a.static_members);
+        assert_eq!(b.subscribed_names, a.subscribed_names);
+        assert_eq!(b.members.keys().collect::<Vec<_>>(), a.members.keys().collect::<Vec<_>>());
+        for (id, m) in &a.members {
+            let r = &b.members[id];
+            assert_eq!(r.metadata_value(), m.metadata_value(), "{id}");
+            assert_eq!(r.current_assignment_value(), m.current_assignment_value(), "{id}");
+            assert_eq!(r.revocation_deadline.is_some(), m.revocation_deadline.is_some(), "{id}");
+        }
+        assert_eq!(b.state(), a.state());
+    }
+
+    #[test]
+    fn replay_restores_members_epochs_and_assignments() {
+        let img = image(&[("t", 1, 4)]);
+        let mut g = Group::new("g".into(), 0);
+        let mut log = Vec::new();
+        let ra = run_rec(&mut g, &join("a", &["t"]).with_server_assignor(Some(sb("range"))), &img, &mut log);
+        assert_eq!((ra.member_epoch, assigned(&ra)), (1, vec![0, 1, 2, 3]));
+        let rb = run_rec(&mut g, &join("b", &["t"]).with_instance_id(Some(sb("ib"))), &img, &mut log);
+        assert_eq!((rb.member_epoch, assigned(&rb)), (2, vec![]));
+        let ra = run_rec(&mut g, &beat("a", 1, None), &img, &mut log);
+        assert_eq!((ra.member_epoch, assigned(&ra)), (1, vec![0, 1]));
+
+        // Restart in the middle of a reconciliation: a still has 2 and 3 to give back.
+        let mut r = reload(&log);
+        assert_restored(&g, &r);
+        assert_eq!(r.consumer.as_deref().unwrap().members["a"].state, MemberState::UnrevokedPartitions);
+        // The live and the restored group go on alike.
+        for req in [beat("a", 1, owned(&[0, 1])), beat("b", 2, None), beat("a", 2, None), beat("b", 2, owned(&[2, 3]))] {
+            let x = run_rec(&mut g, &req, &img, &mut log);
+            let y = run(&mut r, &req, &img).unwrap();
+            assert_eq!((x.member_epoch, assigned(&x)), (y.member_epoch, assigned(&y)));
+        }
+        assert_eq!(g.consumer.as_deref().unwrap().state(), super::super::group::ConsumerGroupState::Stable);
+
+        // Restart of a Stable group: the members' full heartbeats (as after a reconnect)
+        // keep their epochs and partitions; nothing is bumped or stored.
+        let mut r = reload(&log);
+        assert_restored(&g, &r);
+        let full = |id: &str, ps: &[i32]| {
+            beat(id, 2, owned(ps)).with_rebalance_timeout_ms(30_000).with_subscribed_topic_names(Some(vec![TopicName(sb("t"))]))
+        };
+        let mut after = Vec::new();
+        let x = run_rec(&mut r, &full("a", &[0, 1]), &img, &mut after);
+        assert_eq!((x.error_code, x.member_epoch, assigned(&x)), (0, 2, vec![0, 1]));
+        let x = run_rec(&mut r, &full("b", &[2, 3]).with_instance_id(Some(sb("ib"))), &img, &mut after);
+        assert_eq!((x.error_code, x.member_epoch, assigned(&x)), (0, 2, vec![2, 3]));
+        assert!(after.is_empty(), "{after:?}");
+        assert_eq!(r.consumer.as_deref().unwrap().group_epoch, 2);
+        // A commit with the member epoch is accepted after the restart.
+        assert_eq!(r.consumer.as_deref().unwrap().validate_offset_commit("a", 2, 9), Ok(()));
+
+        // A member that left is gone after a restart (its records are tombstoned).
+        run_rec(&mut g, &join("c", &["t"]), &img, &mut log);
+        run_rec(&mut g, &beat("c", -1, None), &img, &mut log);
+        let r = reload(&log);
+        assert_restored(&g, &r);
+        assert!(!r.consumer.as_deref().unwrap().members.contains_key("c"));
+        assert!(!r.consumer.as_deref().unwrap().target.contains_key("c"));
+
+        // A static member's temporary leave (-2) is stored too: it comes back with its epoch.
+        run_rec(&mut g, &beat("b", -2, None).with_instance_id(Some(sb("ib"))), &img, &mut log);
+        let r = reload(&log);
+        assert_restored(&g, &r);
+        assert_eq!(r.consumer.as_deref().unwrap().members["b"].member_epoch, LEAVE_GROUP_STATIC_MEMBER_EPOCH);
+
+        // An expired member is tombstoned as well.
+        let mut recs = expire(&mut g, Instant::now() + Duration::from_secs(600), 45_000);
+        log.append(&mut recs);
+        let r = reload(&log);
+        assert!(r.consumer.as_deref().unwrap().members.is_empty());
+        assert_restored(&g, &r);
+    }
+
     #[test]
     fn session_expiry_removes_members_and_bumps() {
         let img = image(&[("t", 1, 2)]);
@@ -584,7 +748,8 @@ mod tests {
         run(&mut g, &join("a", &["t"]), &img).unwrap();
         let later = Instant::now() + Duration::from_secs(60);
         let recs = expire(&mut g, later, 45_000);
-        assert_eq!(recs.len(), 1);
+        // The member's three tombstones, then the epoch.
+        assert_eq!(recs.len(), 4);
         let c = g.consumer.as_deref().unwrap();
         assert!(c.members.is_empty() && c.owners.is_empty());
         assert_eq!(c.group_epoch, 2);

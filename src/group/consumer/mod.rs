@@ -13,7 +13,9 @@
 //! - `reconcile.rs`  one member's current assignment → its target
 //! - `assignor/`     `uniform` (default) and `range`
 //! - `describe.rs`   ConsumerGroupDescribe; what DescribeGroups / ListGroups report
-//! - `records.rs`    the group epoch record in `__consumer_offsets`
+//! - `records.rs`    the group's records in `__consumer_offsets` (epoch, members, target
+//!   and current assignments), replayed here (`replay`, `finish_load`)
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -36,6 +38,7 @@ pub mod reconcile;
 pub mod records;
 
 pub use group::ConsumerGroup;
+use group::{ConsumerMember, MemberState};
 pub use heartbeat::expire;
 
 /// KIP-848 operations, run on the coordinating shard (inside `GroupOp::Consumer`).
@@ -51,23 +54,127 @@ pub enum ConsumerReply {
     Describe(DescribedGroup),
 }
 
-/// Replays a consumer-group record while loading `__consumer_offsets`.
-pub fn replay(groups: &mut std::collections::HashMap<String, Group>, partition: i32, rec: records::ConsumerRecord) {
+/// The consumer group `group` while replaying, created if missing.
+fn replayed(groups: &mut HashMap<String, Group>, group: String, partition: i32) -> &mut ConsumerGroup {
+    let g = groups.entry(group.clone()).or_insert_with(|| Group::new(group, partition));
+    g.consumer.get_or_insert_with(Box::default)
+}
+
+/// The consumer group `group` while replaying a tombstone (never created by one).
+fn replayed_existing<'a>(groups: &'a mut HashMap<String, Group>, group: &str) -> Option<&'a mut ConsumerGroup> {
+    groups.get_mut(group).and_then(|g| g.consumer.as_deref_mut())
+}
+
+/// Replays a consumer-group record while loading `__consumer_offsets` (in log order; the
+/// latest record of each key wins, as after compaction). `finish_load` then rebuilds what
+/// is derived from them.
+pub fn replay(groups: &mut HashMap<String, Group>, partition: i32, rec: records::ConsumerRecord) {
+    use records::ConsumerRecord as R;
+    let now = Instant::now();
     match rec {
-        records::ConsumerRecord::GroupEpoch { group, epoch: Some(epoch) } => {
-            let g = groups.entry(group.clone()).or_insert_with(|| Group::new(group, partition));
-            // Members are not stored: the group comes back empty at its epoch.
-            let c = g.consumer.get_or_insert_with(Box::default);
+        R::GroupEpoch { group, epoch: Some(epoch), metadata_hash } => {
+            let c = replayed(groups, group, partition);
             c.group_epoch = c.group_epoch.max(epoch);
-            c.assignment_epoch = c.group_epoch;
+            c.metadata_hash = metadata_hash;
         }
-        records::ConsumerRecord::GroupEpoch { group, epoch: None } => {
+        R::GroupEpoch { group, epoch: None, .. } => {
             if let Some(g) = groups.get_mut(&group) {
                 g.consumer = None;
             }
         }
-        records::ConsumerRecord::Ignored { .. } => {}
+        R::MemberMetadata { group, member, value: Some(v) } => {
+            let c = replayed(groups, group, partition);
+            c.members.entry(member.clone()).or_insert_with(|| ConsumerMember::new(member, now)).apply_metadata_value(v);
+        }
+        R::MemberMetadata { group, member, value: None } => {
+            if let Some(c) = replayed_existing(groups, &group) {
+                c.remove_member(&member);
+            }
+        }
+        // The target assignment is stored rather than recomputed on load, so members are
+        // not moved by a load (an assignor's result depends on the members' order and the
+        // previous target).
+        R::TargetAssignmentMetadata { group, assignment_epoch: Some(epoch) } => {
+            replayed(groups, group, partition).assignment_epoch = epoch;
+        }
+        R::TargetAssignmentMetadata { group, assignment_epoch: None } => {
+            if let Some(c) = replayed_existing(groups, &group) {
+                c.assignment_epoch = 0;
+            }
+        }
+        R::TargetAssignmentMember { group, member, partitions: Some(a) } => {
+            replayed(groups, group, partition).target.insert(member, a);
+        }
+        R::TargetAssignmentMember { group, member, partitions: None } => {
+            if let Some(c) = replayed_existing(groups, &group) {
+                c.target.remove(&member);
+            }
+        }
+        R::CurrentMemberAssignment { group, member, value: Some(v) } => {
+            let c = replayed(groups, group, partition);
+            c.members.entry(member.clone()).or_insert_with(|| ConsumerMember::new(member, now)).apply_current_assignment_value(v);
+        }
+        R::CurrentMemberAssignment { group, member, value: None } => {
+            // Kafka resets the assignment; the member metadata tombstone that follows
+            // removes the member.
+            if let Some(m) = replayed_existing(groups, &group).and_then(|c| c.members.get_mut(&member)) {
+                m.apply_current_assignment_value(records::CurrentAssignmentValue {
+                    member_epoch: 0,
+                    previous_member_epoch: 0,
+                    state: MemberState::Stable.value(),
+                    assigned_partitions: Default::default(),
+                    partitions_pending_revocation: Default::default(),
+                });
+            }
+        }
+        R::Ignored { .. } => {}
     }
+}
+
+/// After a replay: rebuilds what is derived from the stored records (static members,
+/// partition owners, subscribed names) and restarts every member's session timer and
+/// revocation deadline at load time, as classic groups do in `load_group_value`. The
+/// subscribed topics' metadata is recomputed at the next heartbeat and compared with the
+/// stored hash.
+pub fn finish_load(c: &mut ConsumerGroup, now: Instant) {
+    c.static_members.clear();
+    c.owners.clear();
+    // A target without its member (a record lost to a damaged log) is dropped.
+    let members = &c.members;
+    c.target.retain(|id, _| members.contains_key(id));
+    for m in c.members.values_mut() {
+        m.last_heartbeat = now;
+        m.revocation_deadline = (m.state == MemberState::UnrevokedPartitions)
+            .then(|| now + std::time::Duration::from_millis(u64::try_from(m.rebalance_timeout_ms).unwrap_or(0)));
+        if let Some(iid) = &m.instance_id {
+            c.static_members.insert(iid.clone(), m.id.clone());
+        }
+        let owned: Vec<_> = m.owned().collect();
+        for k in owned {
+            match c.owners.get(&k) {
+                None => {
+                    c.owners.insert(k, m.id.clone());
+                }
+                Some(other) if *other != m.id => {
+                    // Stored data, not an invariant: a partition claimed by two members
+                    // stays with the first, so ownership is exclusive again (reconcile.rs
+                    // relies on it).
+                    tracing::warn!(member = %m.id, owner = %other, partition = k.1, "partition owned by two members in the stored group; keeping the first owner");
+                    for set in [&mut m.assigned, &mut m.pending_revocation] {
+                        if let Some(ps) = set.get_mut(&k.0) {
+                            ps.remove(&k.1);
+                            if ps.is_empty() {
+                                set.remove(&k.0);
+                            }
+                        }
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    c.refresh_subscribed_names();
+    c.subscription_metadata.clear();
 }
 
 impl Coordinator {
@@ -138,7 +245,7 @@ impl Coordinator {
             Ok((resp, records)) => {
                 if !records.is_empty() {
                     if let Err(e) = append(p, &records).await {
-                        return heartbeat::error_response((e, "Could not store the group epoch.".into()));
+                        return heartbeat::error_response((e, "Could not store the group metadata.".into()));
                     }
                 }
                 resp

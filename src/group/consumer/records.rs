@@ -1,28 +1,226 @@
-//! Consumer-group (KIP-848) records in `__consumer_offsets`, in Kafka's layout. Only the
-//! group epoch is stored, so epochs stay monotonic across a restart; members are not
-//! (after a restart they get UNKNOWN_MEMBER_ID on their next heartbeat and rejoin with
-//! epoch 0, which the Java client does on its own).
+//! Consumer-group (KIP-848) records in `__consumer_offsets`, in Kafka 4.1's layout, so a
+//! restarted coordinator brings a group back with its members, their epochs and their
+//! partitions, and the members keep heartbeating without a rebalance.
 //!
-//! | record | key | value |
+//! | record (Kafka's name) | key | value (flexible v0) |
 //! |---|---|---|
-//! | ConsumerGroupMetadata | v3: `i16 3, str group` | v0 (flexible): `i16 0, i32 epoch, tagged fields` |
+//! | ConsumerGroupMetadata | v3: `i16 3, str group` | `i16 0, i32 epoch, tagged {0: i64 metadata_hash}` |
+//! | ConsumerGroupMemberMetadata | v5: `i16 5, str group, str member` | `i16 0, cnstr instance_id, cnstr rack_id, cstr client_id, cstr client_host, carray<cstr> subscribed_topic_names, cnstr subscribed_topic_regex, i32 rebalance_timeout_ms, cnstr server_assignor, tagged` |
+//! | ConsumerGroupTargetAssignmentMetadata | v6: `i16 6, str group` | `i16 0, i32 assignment_epoch, tagged` |
+//! | ConsumerGroupTargetAssignmentMember | v7: `i16 7, str group, str member` | `i16 0, carray<TopicPartitions> topic_partitions, tagged` |
+//! | ConsumerGroupCurrentMemberAssignment | v8: `i16 8, str group, str member` | `i16 0, i32 member_epoch, i32 previous_member_epoch, i8 state, carray<TopicPartitions> assigned_partitions, carray<TopicPartitions> partitions_pending_revocation, tagged` |
 //!
-//! A null value is a tombstone (group deleted). Kafka's other consumer-group keys (4-8:
-//! subscription metadata, member metadata, target and current assignments) are read as
-//! `Ignored`, so a log holding them still loads.
+//! `TopicPartitions` = `uuid topic_id, carray<i32> partitions, tagged`. Keys use classic
+//! strings (`i16` length); values are flexible (`cstr` = uvarint length+1, `cnstr` the
+//! nullable form, `carray` = uvarint count+1, `tagged` = tagged fields). A null value is a
+//! tombstone. Member keys are per (group, member), so compaction keeps each member's latest
+//! record. Key 4 (subscription metadata, no longer written by Kafka 4.1) is read as
+//! `Ignored`; as in 4.1, the subscribed topics' metadata is summarised by the metadata
+//! hash in the group epoch record instead.
+//!
+//! Everything read back is bounded: every length and count is checked against the bytes
+//! that remain before anything is allocated.
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use uuid::Uuid;
 
-use crate::group::records::RecordError;
+use super::group::Assignment;
+use crate::group::records::{get_i16, get_i32, get_i64, get_str, put_str, RecordError};
 
 pub const GROUP_METADATA_KEY_VERSION: i16 = 3;
-const GROUP_METADATA_VALUE_VERSION: i16 = 0;
+pub const MEMBER_METADATA_KEY_VERSION: i16 = 5;
+pub const TARGET_ASSIGNMENT_METADATA_KEY_VERSION: i16 = 6;
+pub const TARGET_ASSIGNMENT_MEMBER_KEY_VERSION: i16 = 7;
+pub const CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION: i16 = 8;
+/// Every consumer-group value is version 0 (flexible).
+const VALUE_VERSION: i16 = 0;
+/// Tag of ConsumerGroupMetadataValue.MetadataHash.
+const METADATA_HASH_TAG: u32 = 0;
+/// Longest string read back (Kafka strings have an i16 length).
+const MAX_STR_BYTES: usize = i16::MAX as usize;
+
+/// ConsumerGroupMemberMetadataValue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberMetadataValue {
+    pub instance_id: Option<String>,
+    pub rack_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub subscribed_topic_names: Vec<String>,
+    /// Always None here (regex subscriptions are refused), kept for Kafka's layout.
+    pub subscribed_topic_regex: Option<String>,
+    pub rebalance_timeout_ms: i32,
+    pub server_assignor: Option<String>,
+}
+
+/// ConsumerGroupCurrentMemberAssignmentValue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CurrentAssignmentValue {
+    pub member_epoch: i32,
+    pub previous_member_epoch: i32,
+    /// Kafka's MemberState value (0 stable, 1 unrevoked, 2 unreleased partitions).
+    pub state: i8,
+    pub assigned_partitions: Assignment,
+    pub partitions_pending_revocation: Assignment,
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ConsumerRecord {
-    /// The group epoch; None = tombstone.
-    GroupEpoch { group: String, epoch: Option<i32> },
-    /// A consumer-group record kind this broker does not use (key version 4-8).
+    /// The group epoch and the subscribed topics' metadata hash; None = tombstone.
+    GroupEpoch { group: String, epoch: Option<i32>, metadata_hash: i64 },
+    /// One member's subscription and client; None = the member left.
+    MemberMetadata { group: String, member: String, value: Option<MemberMetadataValue> },
+    /// The target assignment's epoch; None = tombstone (group deleted).
+    TargetAssignmentMetadata { group: String, assignment_epoch: Option<i32> },
+    /// One member's target assignment; None = tombstone.
+    TargetAssignmentMember { group: String, member: String, partitions: Option<Assignment> },
+    /// One member's epoch and current partitions; None = tombstone.
+    CurrentMemberAssignment { group: String, member: String, value: Option<CurrentAssignmentValue> },
+    /// A consumer-group record kind this broker does not use (key version 4).
     Ignored { key_version: i16 },
+}
+
+// -- flexible encoding ------------------------------------------------------------------
+
+fn put_uvarint(b: &mut BytesMut, mut v: u32) {
+    while v >= 0x80 {
+        b.put_u8((v as u8) | 0x80);
+        v >>= 7;
+    }
+    b.put_u8(v as u8);
+}
+
+/// Lengths written here come from bounded requests; capped so the +1 cannot overflow.
+fn put_len(b: &mut BytesMut, len: usize) {
+    put_uvarint(b, u32::try_from(len).unwrap_or(u32::MAX - 1).min(u32::MAX - 1) + 1);
+}
+
+fn put_compact_str(b: &mut BytesMut, s: &str) {
+    let len = s.len().min(MAX_STR_BYTES);
+    put_len(b, len);
+    b.put_slice(&s.as_bytes()[..len]);
+}
+
+fn put_compact_nullable_str(b: &mut BytesMut, s: Option<&str>) {
+    match s {
+        Some(s) => put_compact_str(b, s),
+        None => put_uvarint(b, 0),
+    }
+}
+
+fn put_assignment(b: &mut BytesMut, a: &Assignment) {
+    put_len(b, a.len());
+    for (topic, partitions) in a {
+        b.put_slice(topic.as_bytes());
+        put_len(b, partitions.len());
+        for p in partitions {
+            b.put_i32(*p);
+        }
+        put_uvarint(b, 0); // no tagged fields
+    }
+}
+
+fn get_uvarint(b: &mut Bytes) -> Result<u32, RecordError> {
+    let mut v: u32 = 0;
+    for i in 0..5 {
+        if !b.has_remaining() {
+            return Err(RecordError::Truncated);
+        }
+        let byte = b.get_u8();
+        v |= u32::from(byte & 0x7f) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    // More than 5 bytes: not a u32 varint.
+    Err(RecordError::Truncated)
+}
+
+fn get_compact_nullable_str(b: &mut Bytes) -> Result<Option<String>, RecordError> {
+    let n = get_uvarint(b)? as usize;
+    if n == 0 {
+        return Ok(None);
+    }
+    let len = n - 1;
+    if len > MAX_STR_BYTES || b.remaining() < len {
+        return Err(RecordError::Truncated);
+    }
+    String::from_utf8(b.split_to(len).to_vec()).map(Some).map_err(|_| RecordError::Utf8)
+}
+
+fn get_compact_str(b: &mut Bytes) -> Result<String, RecordError> {
+    get_compact_nullable_str(b)?.ok_or(RecordError::Truncated)
+}
+
+/// A compact array's element count, checked against what is left (each element takes at
+/// least `min_element_bytes`), so a garbage count never reserves memory.
+fn get_array_len(b: &mut Bytes, min_element_bytes: usize) -> Result<usize, RecordError> {
+    let n = get_uvarint(b)? as usize;
+    // Null arrays are not written for these fields; read as empty.
+    let len = n.saturating_sub(1);
+    if len > b.remaining() / min_element_bytes.max(1) {
+        return Err(RecordError::Truncated);
+    }
+    Ok(len)
+}
+
+fn get_i8(b: &mut Bytes) -> Result<i8, RecordError> {
+    if !b.has_remaining() {
+        return Err(RecordError::Truncated);
+    }
+    Ok(b.get_i8())
+}
+
+fn get_uuid(b: &mut Bytes) -> Result<Uuid, RecordError> {
+    if b.remaining() < 16 {
+        return Err(RecordError::Truncated);
+    }
+    let mut id = [0u8; 16];
+    b.copy_to_slice(&mut id);
+    Ok(Uuid::from_bytes(id))
+}
+
+/// Reads tagged fields, returning the value of `wanted` if present.
+fn get_tagged_fields(b: &mut Bytes, wanted: Option<u32>) -> Result<Option<Bytes>, RecordError> {
+    let count = get_uvarint(b)?;
+    let mut found = None;
+    for _ in 0..count {
+        let tag = get_uvarint(b)?;
+        let size = get_uvarint(b)? as usize;
+        if b.remaining() < size {
+            return Err(RecordError::Truncated);
+        }
+        let data = b.split_to(size);
+        if Some(tag) == wanted {
+            found = Some(data);
+        }
+    }
+    Ok(found)
+}
+
+fn get_assignment(b: &mut Bytes) -> Result<Assignment, RecordError> {
+    // uuid + empty partition array + no tagged fields.
+    let topics = get_array_len(b, 18)?;
+    let mut a = Assignment::new();
+    for _ in 0..topics {
+        let topic = get_uuid(b)?;
+        let n = get_array_len(b, 4)?;
+        let mut ps = std::collections::BTreeSet::new();
+        for _ in 0..n {
+            ps.insert(get_i32(b)?);
+        }
+        get_tagged_fields(b, None)?;
+        if !ps.is_empty() {
+            a.entry(topic).or_default().extend(ps);
+        }
+    }
+    Ok(a)
+}
+
+fn get_value_version(v: &mut Bytes) -> Result<(), RecordError> {
+    match get_i16(v)? {
+        VALUE_VERSION => Ok(()),
+        version => Err(RecordError::UnknownVersion(version)),
+    }
 }
 
 impl ConsumerRecord {
@@ -31,10 +229,26 @@ impl ConsumerRecord {
         match self {
             ConsumerRecord::GroupEpoch { group, .. } => {
                 b.put_i16(GROUP_METADATA_KEY_VERSION);
-                // Capped to what an i16 length can say, as records.rs does.
-                let len = group.len().min(i16::MAX as usize);
-                b.put_i16(len as i16);
-                b.put_slice(&group.as_bytes()[..len]);
+                put_str(&mut b, group);
+            }
+            ConsumerRecord::TargetAssignmentMetadata { group, .. } => {
+                b.put_i16(TARGET_ASSIGNMENT_METADATA_KEY_VERSION);
+                put_str(&mut b, group);
+            }
+            ConsumerRecord::MemberMetadata { group, member, .. } => {
+                b.put_i16(MEMBER_METADATA_KEY_VERSION);
+                put_str(&mut b, group);
+                put_str(&mut b, member);
+            }
+            ConsumerRecord::TargetAssignmentMember { group, member, .. } => {
+                b.put_i16(TARGET_ASSIGNMENT_MEMBER_KEY_VERSION);
+                put_str(&mut b, group);
+                put_str(&mut b, member);
+            }
+            ConsumerRecord::CurrentMemberAssignment { group, member, .. } => {
+                b.put_i16(CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION);
+                put_str(&mut b, group);
+                put_str(&mut b, member);
             }
             ConsumerRecord::Ignored { key_version } => b.put_i16(*key_version),
         }
@@ -42,47 +256,143 @@ impl ConsumerRecord {
     }
 
     pub fn value(&self) -> Option<Bytes> {
+        let mut b = BytesMut::new();
+        b.put_i16(VALUE_VERSION);
         match self {
-            ConsumerRecord::GroupEpoch { epoch: Some(e), .. } => {
-                let mut b = BytesMut::with_capacity(7);
-                b.put_i16(GROUP_METADATA_VALUE_VERSION);
+            ConsumerRecord::GroupEpoch { epoch: Some(e), metadata_hash, .. } => {
                 b.put_i32(*e);
-                b.put_u8(0); // no tagged fields
-                Some(b.freeze())
+                // A tagged field is written only when it is not its default (0), as Kafka.
+                if *metadata_hash != 0 {
+                    put_uvarint(&mut b, 1);
+                    put_uvarint(&mut b, METADATA_HASH_TAG);
+                    put_uvarint(&mut b, 8);
+                    b.put_i64(*metadata_hash);
+                } else {
+                    put_uvarint(&mut b, 0);
+                }
             }
-            _ => None,
+            ConsumerRecord::MemberMetadata { value: Some(v), .. } => {
+                put_compact_nullable_str(&mut b, v.instance_id.as_deref());
+                put_compact_nullable_str(&mut b, v.rack_id.as_deref());
+                put_compact_str(&mut b, &v.client_id);
+                put_compact_str(&mut b, &v.client_host);
+                put_len(&mut b, v.subscribed_topic_names.len());
+                for n in &v.subscribed_topic_names {
+                    put_compact_str(&mut b, n);
+                }
+                put_compact_nullable_str(&mut b, v.subscribed_topic_regex.as_deref());
+                b.put_i32(v.rebalance_timeout_ms);
+                put_compact_nullable_str(&mut b, v.server_assignor.as_deref());
+                put_uvarint(&mut b, 0);
+            }
+            ConsumerRecord::TargetAssignmentMetadata { assignment_epoch: Some(e), .. } => {
+                b.put_i32(*e);
+                put_uvarint(&mut b, 0);
+            }
+            ConsumerRecord::TargetAssignmentMember { partitions: Some(a), .. } => {
+                put_assignment(&mut b, a);
+                put_uvarint(&mut b, 0);
+            }
+            ConsumerRecord::CurrentMemberAssignment { value: Some(v), .. } => {
+                b.put_i32(v.member_epoch);
+                b.put_i32(v.previous_member_epoch);
+                b.put_i8(v.state);
+                put_assignment(&mut b, &v.assigned_partitions);
+                put_assignment(&mut b, &v.partitions_pending_revocation);
+                put_uvarint(&mut b, 0);
+            }
+            _ => return None,
         }
+        Some(b.freeze())
     }
 
     /// Parses a record whose key version (already read from `key`) is 3-8.
     pub fn parse(key_version: i16, mut key: Bytes, value: Option<Bytes>) -> Result<ConsumerRecord, RecordError> {
-        if key_version != GROUP_METADATA_KEY_VERSION {
-            return Ok(ConsumerRecord::Ignored { key_version });
-        }
-        if key.remaining() < 2 {
-            return Err(RecordError::Truncated);
-        }
-        let len = key.get_i16();
-        let len = usize::try_from(len).map_err(|_| RecordError::Truncated)?;
-        if key.remaining() < len {
-            return Err(RecordError::Truncated);
-        }
-        let group = String::from_utf8(key.split_to(len).to_vec()).map_err(|_| RecordError::Utf8)?;
-        let epoch = match value {
-            None => None,
-            Some(mut v) => {
-                if v.remaining() < 6 {
-                    return Err(RecordError::Truncated);
-                }
-                let version = v.get_i16();
-                if version != GROUP_METADATA_VALUE_VERSION {
-                    return Err(RecordError::UnknownVersion(version));
-                }
-                // Tagged fields after the epoch (Kafka 4.1's metadata hash) are not needed.
-                Some(v.get_i32())
-            }
+        let group = match key_version {
+            GROUP_METADATA_KEY_VERSION
+            | MEMBER_METADATA_KEY_VERSION
+            | TARGET_ASSIGNMENT_METADATA_KEY_VERSION
+            | TARGET_ASSIGNMENT_MEMBER_KEY_VERSION
+            | CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION => get_str(&mut key)?,
+            _ => return Ok(ConsumerRecord::Ignored { key_version }),
         };
-        Ok(ConsumerRecord::GroupEpoch { group, epoch })
+        let mut value = value;
+        if let Some(v) = value.as_mut() {
+            get_value_version(v)?;
+        }
+        Ok(match key_version {
+            GROUP_METADATA_KEY_VERSION => match value {
+                None => ConsumerRecord::GroupEpoch { group, epoch: None, metadata_hash: 0 },
+                Some(mut v) => {
+                    let epoch = get_i32(&mut v)?;
+                    // Records written before the hash was stored may end right here.
+                    let hash = if v.has_remaining() { get_tagged_fields(&mut v, Some(METADATA_HASH_TAG))? } else { None };
+                    let metadata_hash = match hash {
+                        Some(mut h) => get_i64(&mut h)?,
+                        None => 0,
+                    };
+                    ConsumerRecord::GroupEpoch { group, epoch: Some(epoch), metadata_hash }
+                }
+            },
+            TARGET_ASSIGNMENT_METADATA_KEY_VERSION => match value {
+                None => ConsumerRecord::TargetAssignmentMetadata { group, assignment_epoch: None },
+                Some(mut v) => ConsumerRecord::TargetAssignmentMetadata { group, assignment_epoch: Some(get_i32(&mut v)?) },
+            },
+            MEMBER_METADATA_KEY_VERSION => {
+                let member = get_str(&mut key)?;
+                let value = match value {
+                    None => None,
+                    Some(mut v) => {
+                        let instance_id = get_compact_nullable_str(&mut v)?;
+                        let rack_id = get_compact_nullable_str(&mut v)?;
+                        let client_id = get_compact_str(&mut v)?;
+                        let client_host = get_compact_str(&mut v)?;
+                        let n = get_array_len(&mut v, 1)?;
+                        let mut subscribed_topic_names = Vec::with_capacity(n);
+                        for _ in 0..n {
+                            subscribed_topic_names.push(get_compact_str(&mut v)?);
+                        }
+                        let subscribed_topic_regex = get_compact_nullable_str(&mut v)?;
+                        let rebalance_timeout_ms = get_i32(&mut v)?;
+                        let server_assignor = get_compact_nullable_str(&mut v)?;
+                        // Tagged fields (ClassicMemberMetadata) are not used here.
+                        Some(MemberMetadataValue {
+                            instance_id,
+                            rack_id,
+                            client_id,
+                            client_host,
+                            subscribed_topic_names,
+                            subscribed_topic_regex,
+                            rebalance_timeout_ms,
+                            server_assignor,
+                        })
+                    }
+                };
+                ConsumerRecord::MemberMetadata { group, member, value }
+            }
+            TARGET_ASSIGNMENT_MEMBER_KEY_VERSION => {
+                let member = get_str(&mut key)?;
+                let partitions = match value {
+                    None => None,
+                    Some(mut v) => Some(get_assignment(&mut v)?),
+                };
+                ConsumerRecord::TargetAssignmentMember { group, member, partitions }
+            }
+            _ => {
+                let member = get_str(&mut key)?;
+                let value = match value {
+                    None => None,
+                    Some(mut v) => Some(CurrentAssignmentValue {
+                        member_epoch: get_i32(&mut v)?,
+                        previous_member_epoch: get_i32(&mut v)?,
+                        state: get_i8(&mut v)?,
+                        assigned_partitions: get_assignment(&mut v)?,
+                        partitions_pending_revocation: get_assignment(&mut v)?,
+                    }),
+                };
+                ConsumerRecord::CurrentMemberAssignment { group, member, value }
+            }
+        })
     }
 }
 
@@ -91,26 +401,122 @@ mod tests {
     use super::*;
     use crate::group::records::OffsetsRecord;
 
+    fn assignment(topic: u128, ps: &[i32]) -> Assignment {
+        let mut a = Assignment::new();
+        a.insert(Uuid::from_u128(topic), ps.iter().copied().collect());
+        a
+    }
+
+    fn samples() -> Vec<ConsumerRecord> {
+        let mut two = assignment(1, &[0, 3, 70_000]);
+        two.extend(assignment(2, &[1]));
+        vec![
+            ConsumerRecord::GroupEpoch { group: "g".into(), epoch: Some(42), metadata_hash: 0 },
+            ConsumerRecord::GroupEpoch { group: "g".into(), epoch: Some(43), metadata_hash: -77 },
+            ConsumerRecord::GroupEpoch { group: "g".into(), epoch: None, metadata_hash: 0 },
+            ConsumerRecord::MemberMetadata {
+                group: "g".into(),
+                member: "m1".into(),
+                value: Some(MemberMetadataValue {
+                    instance_id: Some("i1".into()),
+                    rack_id: None,
+                    client_id: "consumer-g-1".into(),
+                    client_host: "/127.0.0.1".into(),
+                    subscribed_topic_names: vec!["a".into(), "b".repeat(249)],
+                    subscribed_topic_regex: None,
+                    rebalance_timeout_ms: 300_000,
+                    server_assignor: Some("uniform".into()),
+                }),
+            },
+            ConsumerRecord::MemberMetadata { group: "g".into(), member: "m1".into(), value: None },
+            ConsumerRecord::TargetAssignmentMetadata { group: "g".into(), assignment_epoch: Some(42) },
+            ConsumerRecord::TargetAssignmentMetadata { group: "g".into(), assignment_epoch: None },
+            ConsumerRecord::TargetAssignmentMember { group: "g".into(), member: "m1".into(), partitions: Some(two.clone()) },
+            ConsumerRecord::TargetAssignmentMember { group: "g".into(), member: "m1".into(), partitions: Some(Assignment::new()) },
+            ConsumerRecord::TargetAssignmentMember { group: "g".into(), member: "m1".into(), partitions: None },
+            ConsumerRecord::CurrentMemberAssignment {
+                group: "g".into(),
+                member: "m1".into(),
+                value: Some(CurrentAssignmentValue {
+                    member_epoch: 42,
+                    previous_member_epoch: 41,
+                    state: 1,
+                    assigned_partitions: two,
+                    partitions_pending_revocation: assignment(3, &[5]),
+                }),
+            },
+            ConsumerRecord::CurrentMemberAssignment { group: "g".into(), member: "m1".into(), value: None },
+        ]
+    }
+
     #[test]
     fn round_trip_through_offsets_record() {
-        for r in [
-            ConsumerRecord::GroupEpoch { group: "g".into(), epoch: Some(42) },
-            ConsumerRecord::GroupEpoch { group: "g".into(), epoch: None },
-        ] {
+        for r in samples() {
             let rec = OffsetsRecord::Consumer(r.clone());
             assert_eq!(OffsetsRecord::parse(Some(rec.key()), rec.value()).unwrap(), rec);
         }
-        // Kafka's member metadata key (5) is skipped, not an error.
-        let k = Bytes::from_static(&[0, 5, 0, 1, b'g', 0, 1, b'm']);
-        assert_eq!(OffsetsRecord::parse(Some(k), None).unwrap(), OffsetsRecord::Consumer(ConsumerRecord::Ignored { key_version: 5 }));
+        // Kafka's subscription metadata key (4) is skipped, not an error.
+        let k = Bytes::from_static(&[0, 4, 0, 1, b'g']);
+        assert_eq!(OffsetsRecord::parse(Some(k), None).unwrap(), OffsetsRecord::Consumer(ConsumerRecord::Ignored { key_version: 4 }));
+        // A group epoch value as written before the hash was stored (and without tagged fields).
+        let k = ConsumerRecord::GroupEpoch { group: "g".into(), epoch: None, metadata_hash: 0 }.key();
+        for v in [&[0u8, 0, 0, 0, 0, 9, 0][..], &[0, 0, 0, 0, 0, 9]] {
+            let r = OffsetsRecord::parse(Some(k.clone()), Some(Bytes::copy_from_slice(v))).unwrap();
+            assert_eq!(r, OffsetsRecord::Consumer(ConsumerRecord::GroupEpoch { group: "g".into(), epoch: Some(9), metadata_hash: 0 }));
+        }
+        // Member keys are per (group, member): compaction supersedes per member.
+        let a = ConsumerRecord::CurrentMemberAssignment { group: "g".into(), member: "a".into(), value: None };
+        let b = ConsumerRecord::CurrentMemberAssignment { group: "g".into(), member: "b".into(), value: None };
+        assert_ne!(a.key(), b.key());
     }
 
     #[test]
     fn garbage_never_panics() {
-        for n in 0..12 {
-            let mut k = vec![0u8, 3];
-            k.extend(std::iter::repeat_n(0xffu8, n));
-            let _ = ConsumerRecord::parse(3, Bytes::from(k[2..].to_vec()), Some(Bytes::from(vec![0xff; n])));
+        // Every prefix and byte-flipped variant of valid records, plus runs of 0xff/0x00
+        // (huge varints and counts), must parse to Ok or Err without panicking.
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for r in samples() {
+            let key = r.key();
+            let value = r.value().unwrap_or_default();
+            let kv = i16::from_be_bytes([key[0], key[1]]);
+            for cut in 0..=value.len() {
+                let _ = ConsumerRecord::parse(kv, key.slice(2..), Some(value.slice(..cut)));
+            }
+            for cut in 2..key.len() {
+                let _ = ConsumerRecord::parse(kv, key.slice(2..cut), Some(value.clone()));
+            }
+            for _ in 0..200 {
+                let mut v = value.to_vec();
+                if v.is_empty() {
+                    break;
+                }
+                let i = (rnd() as usize) % v.len();
+                v[i] = rnd() as u8;
+                let _ = ConsumerRecord::parse(kv, key.slice(2..), Some(Bytes::from(v)));
+            }
         }
+        for kv in 3..=8 {
+            for n in 0..24 {
+                for fill in [0xffu8, 0x80, 0x00, 0x7f] {
+                    let b = Bytes::from(vec![fill; n]);
+                    let _ = ConsumerRecord::parse(kv, b.clone(), Some(b.clone()));
+                    let mut v = vec![0u8, 0];
+                    v.extend(std::iter::repeat_n(fill, n));
+                    let _ = ConsumerRecord::parse(kv, Bytes::from_static(&[0, 1, b'g', 0, 1, b'm']), Some(Bytes::from(v)));
+                }
+            }
+        }
+        // A count far beyond the bytes left is refused before anything is reserved.
+        let mut v = BytesMut::new();
+        v.put_i16(0);
+        put_uvarint(&mut v, u32::MAX);
+        let k = Bytes::from_static(&[0, 1, b'g', 0, 1, b'm']);
+        assert_eq!(ConsumerRecord::parse(7, k, Some(v.freeze())), Err(RecordError::Truncated));
     }
 }
