@@ -70,6 +70,32 @@ class OffsetWatcher(threading.Thread):
         c.close()
 
 
+class BackgroundProducer(threading.Thread):
+    """Produces keyed records to `topic` (about 1000/s) until stop(); `count` is how many."""
+
+    def __init__(self, bootstrap, topic):
+        super().__init__(daemon=True)
+        self.bootstrap, self.topic = bootstrap, topic
+        self.stopping = threading.Event()
+        self.count = 0
+
+    def run(self):
+        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5})
+        i = 0
+        while not self.stopping.is_set():
+            for _ in range(50):
+                p.produce(self.topic, key=f"k{i}".encode(), value=f"v{i}".encode())
+                i += 1
+            p.poll(0)
+            time.sleep(0.05)
+        p.flush(30)
+        self.count = i
+
+    def stop(self, timeout_s=60):
+        self.stopping.set()
+        self.join(timeout_s)
+
+
 def start_worker(bootstrap, topic, group, out: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(HERE / "group_worker.py"), bootstrap, topic, group, str(out)],
                             stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
@@ -94,22 +120,7 @@ def test_confluent_group_join_kill_restart(broker_factory, tmp_path):
     b = group_broker(broker_factory)
     topic, group, partitions = "groups-12", f"g-{uuid.uuid4().hex[:8]}", 12
     cli_create_topic(b.bootstrap, topic, partitions)
-    stop_producing = threading.Event()
-    produced = [0]
-
-    def produce():
-        p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
-        i = 0
-        while not stop_producing.is_set():
-            for _ in range(50):
-                p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
-                i += 1
-            p.poll(0)
-            time.sleep(0.05)
-        p.flush(30)
-        produced[0] = i
-
-    producer = threading.Thread(target=produce, daemon=True)
+    producer = BackgroundProducer(b.bootstrap, topic)
     producer.start()
     watcher = OffsetWatcher(b.bootstrap, group, topic, partitions)
     watcher.start()
@@ -128,10 +139,9 @@ def test_confluent_group_join_kill_restart(broker_factory, tmp_path):
         # Detection takes the session timeout; the survivors rejoin on their next heartbeat.
         assert kill_s < SESSION_TIMEOUT_S + 3, f"rebalance after kill took {kill_s:.1f} s"
         time.sleep(2)
-        stop_producing.set()
-        producer.join(60)
+        producer.stop()
         hw = {p: high for p, (low, high) in watermarks(b.bootstrap, topic, partitions).items()}
-        assert sum(hw.values()) == produced[0] > 0
+        assert sum(hw.values()) == producer.count > 0
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if watcher.last == hw:

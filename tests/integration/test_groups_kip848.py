@@ -88,22 +88,7 @@ def test_java_kip848_join_kill_restart(broker_factory, tmp_path):
     b = kip848_broker(broker_factory)
     topic, group, partitions = "kip848-12", f"k848-{uuid.uuid4().hex[:8]}", 12
     cli_create_topic(b.bootstrap, topic, partitions)
-    stop_producing = threading.Event()
-    produced = [0]
-
-    def produce():
-        p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
-        i = 0
-        while not stop_producing.is_set():
-            for _ in range(50):
-                p.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
-                i += 1
-            p.poll(0)
-            time.sleep(0.05)
-        p.flush(30)
-        produced[0] = i
-
-    producer = threading.Thread(target=produce, daemon=True)
+    producer = tg.BackgroundProducer(b.bootstrap, topic)
     producer.start()
     watcher = tg.OffsetWatcher(b.bootstrap, group, topic, partitions)
     watcher.start()
@@ -140,10 +125,9 @@ def test_java_kip848_join_kill_restart(broker_factory, tmp_path):
             # next heartbeats.
             assert kill_s < SESSION_TIMEOUT_S + 8, f"reassignment after kill took {kill_s:.1f} s"
         time.sleep(2)
-        stop_producing.set()
-        producer.join(60)
+        producer.stop()
         hw = {p: high for p, (low, high) in watermarks(b.bootstrap, topic, partitions).items()}
-        assert sum(hw.values()) == produced[0] > 0
+        assert sum(hw.values()) == producer.count > 0
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and watcher.last != hw:
             time.sleep(0.5)
@@ -172,7 +156,7 @@ def test_java_kip848_join_kill_restart(broker_factory, tmp_path):
             p.produce(topic, key=f"r{i}".encode(), value=f"after{i}".encode(), partition=i % partitions)
         assert p.flush(30) == 0
         hw = {p: high for p, (low, high) in watermarks(b.bootstrap, topic, partitions).items()}
-        assert sum(hw.values()) == produced[0] + 600
+        assert sum(hw.values()) == producer.count + 600
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and watcher.last != hw:
             time.sleep(0.5)
@@ -181,7 +165,7 @@ def test_java_kip848_join_kill_restart(broker_factory, tmp_path):
         assert members_view(d) == members_view(before), (before, d)
         assert [revocations(logs[i]) for i in (1, 2, 3)] == revoked_before, "a member lost or gave up partitions"
     finally:
-        stop_producing.set()
+        producer.stopping.set()
         for wk in workers:
             if wk.poll() is None:
                 os.killpg(wk.pid, signal.SIGTERM)
