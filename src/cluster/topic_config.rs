@@ -363,19 +363,8 @@ fn check_kind(key: &str, kind: Kind, value: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn parse_i64(overrides: &BTreeMap<String, String>, key: &str, default: i64) -> Result<i64, String> {
-    match overrides.get(key) {
-        None => Ok(default),
-        Some(v) => {
-            validate_key_value(key, v)?;
-            v.trim()
-                .parse()
-                .map_err(|_| format!("Invalid value {v} for configuration {key}"))
-        }
-    }
-}
-
-fn parse_f64(overrides: &BTreeMap<String, String>, key: &str, default: f64) -> Result<f64, String> {
+/// The override of `key` parsed as a number (validated first), or `default`.
+fn parse_num<T: std::str::FromStr>(overrides: &BTreeMap<String, String>, key: &str, default: T) -> Result<T, String> {
     match overrides.get(key) {
         None => Ok(default),
         Some(v) => {
@@ -431,18 +420,18 @@ impl TopicConfig {
             Some(v) => v.trim().to_string(),
         };
         // Kafka's LogConfig.validateValues: the compaction lag window must not be inverted.
-        let min_lag = parse_i64(overrides, MIN_COMPACTION_LAG_MS, 0)?;
-        let max_lag = parse_i64(overrides, MAX_COMPACTION_LAG_MS, i64::MAX)?;
+        let min_lag = parse_num(overrides, MIN_COMPACTION_LAG_MS, 0)?;
+        let max_lag = parse_num(overrides, MAX_COMPACTION_LAG_MS, i64::MAX)?;
         if min_lag > max_lag {
             return Err(format!(
                 "conflict topic configs: {MIN_COMPACTION_LAG_MS}={min_lag} must not be greater than {MAX_COMPACTION_LAG_MS}={max_lag}"
             ));
         }
         Ok(TopicConfig {
-            retention_ms: parse_i64(overrides, RETENTION_MS, defaults.retention_ms)?,
-            retention_bytes: parse_i64(overrides, RETENTION_BYTES, defaults.retention_bytes)?,
+            retention_ms: parse_num(overrides, RETENTION_MS, defaults.retention_ms)?,
+            retention_bytes: parse_num(overrides, RETENTION_BYTES, defaults.retention_bytes)?,
             segment_bytes,
-            segment_ms: parse_i64(overrides, SEGMENT_MS, defaults.segment_ms)?,
+            segment_ms: parse_num(overrides, SEGMENT_MS, defaults.segment_ms)?,
             max_message_bytes: parse_i32(overrides, MAX_MESSAGE_BYTES, defaults.max_message_bytes)?,
             cleanup_policy,
             timestamp_type,
@@ -452,12 +441,12 @@ impl TopicConfig {
                 defaults.min_insync_replicas,
             )?,
             compression_type,
-            min_cleanable_dirty_ratio: parse_f64(
+            min_cleanable_dirty_ratio: parse_num(
                 overrides,
                 MIN_CLEANABLE_DIRTY_RATIO,
                 DEFAULT_MIN_CLEANABLE_DIRTY_RATIO,
             )?,
-            delete_retention_ms: parse_i64(overrides, DELETE_RETENTION_MS, DEFAULT_DELETE_RETENTION_MS)?,
+            delete_retention_ms: parse_num(overrides, DELETE_RETENTION_MS, DEFAULT_DELETE_RETENTION_MS)?,
         })
     }
 

@@ -96,6 +96,18 @@ class BackgroundProducer(threading.Thread):
         self.join(timeout_s)
 
 
+def read_processed(outs) -> set[tuple[int, int]]:
+    """(partition, offset) pairs the workers wrote, one "partition offset" line each."""
+    seen = set()
+    for out in outs:
+        if out.exists():
+            for line in out.read_text().split("\n"):
+                if line.strip():
+                    p, o = line.split()
+                    seen.add((int(p), int(o)))
+    return seen
+
+
 def start_worker(bootstrap, topic, group, out: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, str(HERE / "group_worker.py"), bootstrap, topic, group, str(out)],
                             stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
@@ -156,13 +168,7 @@ def test_confluent_group_join_kill_restart(broker_factory, tmp_path):
         watcher.stop.set()
         watcher.join(10)
     assert not watcher.backwards, f"committed offsets moved backwards: {watcher.backwards}"
-    seen = set()
-    for out in outs:
-        if out.exists():
-            for line in out.read_text().split("\n"):
-                if line.strip():
-                    p, o = line.split()
-                    seen.add((int(p), int(o)))
+    seen = read_processed(outs)
     missing = [(p, o) for p in range(partitions) for o in range(hw[p]) if (p, o) not in seen]
     assert not missing, f"{len(missing)} records never processed, e.g. {missing[:5]}"
 

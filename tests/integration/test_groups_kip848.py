@@ -73,15 +73,18 @@ def revocations(log: Path) -> int:
     return sum(1 for line in log.read_text(errors="replace").splitlines() if line.startswith('{"revoked"'))
 
 
-def read_processed(outs) -> set[tuple[int, int]]:
-    seen = set()
-    for out in outs:
-        if out.exists():
-            for line in out.read_text().split("\n"):
-                if line.strip():
-                    p, o = line.split()
-                    seen.add((int(p), int(o)))
-    return seen
+read_processed = tg.read_processed
+
+
+def stop_workers(workers) -> None:
+    """SIGTERM (a clean leave), then SIGKILL after 20 s."""
+    for wk in workers:
+        if wk.poll() is None:
+            os.killpg(wk.pid, signal.SIGTERM)
+            try:
+                wk.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(wk.pid, signal.SIGKILL)
 
 
 def test_java_kip848_join_kill_restart(broker_factory, tmp_path):
@@ -166,13 +169,7 @@ def test_java_kip848_join_kill_restart(broker_factory, tmp_path):
         assert [revocations(logs[i]) for i in (1, 2, 3)] == revoked_before, "a member lost or gave up partitions"
     finally:
         producer.stopping.set()
-        for wk in workers:
-            if wk.poll() is None:
-                os.killpg(wk.pid, signal.SIGTERM)
-                try:
-                    wk.wait(20)
-                except subprocess.TimeoutExpired:
-                    os.killpg(wk.pid, signal.SIGKILL)
+        stop_workers(workers)
         watcher.stop.set()
         watcher.join(10)
     assert not watcher.backwards, f"committed offsets moved backwards: {watcher.backwards}"
@@ -244,13 +241,7 @@ def test_java_kip848_range_describe_and_new_partitions(broker_factory, tmp_path)
             time.sleep(0.5)
         assert all((q, o) in seen for q in (6, 7) for o in range(10)), sorted(x for x in seen if x[0] >= 6)
     finally:
-        for wk in workers:
-            if wk.poll() is None:
-                os.killpg(wk.pid, signal.SIGTERM)
-                try:
-                    wk.wait(20)
-                except subprocess.TimeoutExpired:
-                    os.killpg(wk.pid, signal.SIGKILL)
+        stop_workers(workers)
 
 
 # -- raw protocol: ConsumerGroupHeartbeat (flexible versions) -------------------------------------
