@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-/// Index of a shard (one glommio executor pinned to one core) inside this broker.
-pub type ShardId = u16;
+use crate::runtime::ShardId;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionMeta {

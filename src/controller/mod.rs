@@ -20,7 +20,8 @@
 //! - `server.rs`        the controller thread: runtime, raft start-up, request loop
 use std::path::PathBuf;
 
-use crate::cluster::image::{MetadataUpdate, ShardId};
+use crate::cluster::image::MetadataUpdate;
+use crate::runtime::ShardId;
 use crate::cluster::topic_config::TopicConfigDefaults;
 
 mod apply;

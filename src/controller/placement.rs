@@ -1,6 +1,7 @@
 //! Partition → shard placement, decided once by the controller when it builds a proposal
 //! and written into the committed record (never recomputed on apply or replay).
-use crate::cluster::image::{MetadataImage, ShardId};
+use crate::cluster::image::MetadataImage;
+use crate::runtime::ShardId;
 
 /// Shards for `n` new partitions: each goes to the shard with the fewest partitions
 /// (counting all topics and the ones placed before it), ties to the lowest shard id.

@@ -7,7 +7,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::image::{ShardId, TopicMeta};
+use crate::cluster::image::TopicMeta;
+use crate::runtime::ShardId;
 
 use super::ControllerError;
 

@@ -21,7 +21,7 @@ use crate::partition::Partition;
 use crate::protocol::record_batch::parse_header;
 use crate::protocol::ErrorCode;
 use crate::server::shard::ShardContext;
-use crate::storage::now_ms;
+use crate::runtime::now_ms;
 
 /// How often sessions, pending members and rebalance deadlines are checked.
 const TICK: Duration = Duration::from_millis(100);

@@ -22,7 +22,7 @@ use super::records::OffsetsRecord;
 use super::state::{Group, GroupState};
 use super::OFFSETS_TOPIC;
 use crate::server::shard::ShardContext;
-use crate::storage::now_ms;
+use crate::runtime::now_ms;
 
 /// The offsets of `g` that have expired at `now_ms`: (topic, partition, record offset of
 /// the commit, so a newer commit racing the tombstone is kept).

@@ -20,7 +20,7 @@ use super::state::{CommittedOffset, Group, GroupState};
 use crate::partition::Partition;
 use crate::protocol::ErrorCode;
 use crate::server::shard::ShardContext;
-use crate::storage::now_ms;
+use crate::runtime::now_ms;
 
 fn sb(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_string())

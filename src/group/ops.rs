@@ -14,7 +14,7 @@ use kafka_protocol::messages::{
 
 use super::placement::partition_for;
 use super::OFFSETS_TOPIC;
-use crate::cluster::image::ShardId;
+use crate::runtime::ShardId;
 use crate::partition::PartitionError;
 use crate::protocol::ErrorCode;
 use crate::server::partition_ops::{call, OpOutput, PartitionOp};

@@ -138,7 +138,7 @@ impl Group {
             pending_sync: HashSet::new(),
             initial_delay_until: None,
             offsets: HashMap::new(),
-            state_timestamp_ms: crate::storage::now_ms(),
+            state_timestamp_ms: crate::runtime::now_ms(),
             store_pending: false,
             consumer: None,
         }
@@ -146,7 +146,7 @@ impl Group {
 
     pub fn set_state(&mut self, state: GroupState) {
         self.state = state;
-        self.state_timestamp_ms = crate::storage::now_ms();
+        self.state_timestamp_ms = crate::runtime::now_ms();
     }
 
     pub fn size(&self) -> usize {

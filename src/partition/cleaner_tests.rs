@@ -14,7 +14,8 @@ use crate::config::FlushMode;
 use crate::protocol::record_batch::{iter_batches, parse_header, BatchError};
 use crate::protocol::record_batch::tests::compression_of;
 use crate::storage::compaction::tests::kv_batch;
-use crate::storage::{now_ms, LogConfig};
+use crate::runtime::now_ms;
+use crate::storage::LogConfig;
 
 /// (offset, key, value) of one record read back.
 type Rec = (i64, Option<Bytes>, Option<Bytes>);

@@ -21,7 +21,7 @@ use glommio::sync::Semaphore;
 
 use super::error::PartitionError;
 use super::producer_state::{ProducerStateTable, SequenceCheck};
-use crate::cluster::image::ShardId;
+use crate::runtime::ShardId;
 use crate::config::FlushMode;
 use crate::protocol::record_batch::{
     iter_batches, parse_header, set_base_offset, set_log_append_time, set_partition_leader_epoch,
@@ -30,7 +30,8 @@ use crate::protocol::record_batch::{
 use crate::storage::dma::{open_rw, read_bytes, read_checked_file, remove_file, write_checked_file};
 use crate::storage::log::Log;
 use crate::storage::segment::{index_path, log_file_name, time_index_path};
-use crate::storage::{now_ms, LogConfig, StorageError};
+use crate::runtime::now_ms;
+use crate::storage::{LogConfig, StorageError};
 
 const PRODUCER_SNAPSHOT_MAGIC: u32 = 0x534c_5053; // "SLPS"
 const PRODUCER_SNAPSHOT_VERSION: u16 = 1;

@@ -158,7 +158,7 @@ fn log_append_time_and_segment_ms_roll() {
         let cfg = LogConfig { segment_ms: 0, ..Default::default() };
         let settings = PartitionSettings { log_append_time: true, ..settings() };
         let p = Partition::open(&dir.join("t-0"), "t".into(), 0, [1; 16], 0, 3, cfg, settings).await.unwrap();
-        let before = crate::storage::now_ms();
+        let before = crate::runtime::now_ms();
         let out = p.append(batch(3, 5, None, Compression::Zstd), -1).await.unwrap();
         assert!(out.log_append_time_ms >= before, "LogAppendTime is the broker's clock");
         p.append(batch(2, 5, None, Compression::None), -1).await.unwrap();
@@ -198,7 +198,7 @@ fn timestamps_delete_records_and_retention() {
         // Size retention: keep at most 0 bytes of sealed segments.
         let before = p.size_bytes();
         p.apply_config(LogConfig { retention_bytes: 0, ..cfg.clone() }, settings());
-        p.apply_retention(crate::storage::now_ms()).await.unwrap();
+        p.apply_retention(crate::runtime::now_ms()).await.unwrap();
         assert!(p.size_bytes() < before, "size retention deleted sealed segments");
         assert_eq!(log_files(&p), 1);
         let start_after_size = p.log_start_offset();
@@ -209,7 +209,7 @@ fn timestamps_delete_records_and_retention() {
             p.append(batch(2, 10_000 + i * 10, None, Compression::None), -1).await.unwrap();
         }
         assert!(log_files(&p) > 1);
-        p.apply_retention(crate::storage::now_ms()).await.unwrap();
+        p.apply_retention(crate::runtime::now_ms()).await.unwrap();
         assert_eq!(log_files(&p), 1, "time retention keeps only the active segment");
         assert!(p.log_start_offset() > start_after_size);
         assert_eq!(read_all(&p).await.first(), Some(&p.log_start_offset()));

@@ -2,7 +2,7 @@
 //! holds a sender to each. Unbounded on purpose: a full mesh of bounded channels can
 //! deadlock when shards await sends to each other in a cycle; the bound on work comes
 //! from each connection's in-flight request limit instead.
-use crate::cluster::image::ShardId;
+use crate::runtime::ShardId;
 
 pub struct Mesh<M> {
     senders: Vec<async_channel::Sender<M>>,

@@ -2,10 +2,13 @@
 //! and the channels between shards.
 pub mod mesh;
 pub mod placement;
+pub mod clock;
+pub use clock::now_ms;
 
 use std::cell::Cell;
 
-use crate::cluster::image::ShardId;
+/// Index of a shard (one glommio executor pinned to one core) inside this broker.
+pub type ShardId = u16;
 
 thread_local! {
     static CURRENT_SHARD: Cell<Option<ShardId>> = const { Cell::new(None) };

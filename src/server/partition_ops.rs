@@ -8,7 +8,7 @@ use bytes::Bytes;
 use futures::channel::oneshot;
 
 use super::shard::ShardContext;
-use crate::cluster::image::ShardId;
+use crate::runtime::ShardId;
 use crate::partition::{AppendOutcome, FetchData, PartitionError};
 
 /// How long an operation waits for its shard to catch up with the metadata the caller

@@ -15,7 +15,8 @@ use futures::channel::oneshot;
 use futures::FutureExt;
 
 use super::partition_ops::ShardRequest;
-use crate::cluster::image::{MetadataDelta, MetadataImage, MetadataUpdate, ShardId, TopicMeta};
+use crate::cluster::image::{MetadataDelta, MetadataImage, MetadataUpdate, TopicMeta};
+use crate::runtime::ShardId;
 use crate::cluster::topic_config::{TimestampType, TopicConfig, TopicConfigDefaults};
 use crate::config::Config;
 use crate::controller::ControllerHandle;
@@ -233,7 +234,7 @@ impl ShardContext {
             let res = glommio::executor()
                 .spawn_blocking(move || {
                     let mut doomed = dir.clone().into_os_string();
-                    doomed.push(format!(".{}-delete", crate::storage::now_ms()));
+                    doomed.push(format!(".{}-delete", crate::runtime::now_ms()));
                     std::fs::rename(&dir, &doomed)?;
                     std::fs::remove_dir_all(&doomed)
                 })
@@ -258,7 +259,7 @@ pub async fn retention_loop(ctx: Rc<ShardContext>) {
     let every = Duration::from_millis(ctx.config.log_retention_check_interval_ms.max(100));
     loop {
         glommio::timer::sleep(every).await;
-        let now = crate::storage::now_ms();
+        let now = crate::runtime::now_ms();
         for p in ctx.local_partitions() {
             if let Err(e) = p.apply_retention(now).await {
                 tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e, "retention failed");
@@ -278,7 +279,7 @@ pub async fn cleaner_loop(ctx: Rc<ShardContext>) {
             if !p.needs_cleaning() {
                 continue;
             }
-            if let Err(e) = p.clean(crate::storage::now_ms()).await {
+            if let Err(e) = p.clean(crate::runtime::now_ms()).await {
                 tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e,
                     "log clean failed; a partition with damaged data is not cleaned again until restart");
             }

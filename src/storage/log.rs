@@ -87,7 +87,7 @@ impl Log {
             segments.insert(last, outcome.segment);
         } else {
             let file = super::dma::open_rw(&dir.join(log_file_name(0))).await?;
-            segments.insert(0, Segment::empty(dir, 0, file, super::now_ms()));
+            segments.insert(0, Segment::empty(dir, 0, file, crate::runtime::now_ms()));
         }
         let first_base = segments.keys().next().copied().unwrap_or(0);
         let checkpoint = read_checked_file(&dir.join(LOG_START_FILE), LOG_START_MAGIC, LOG_START_VERSION)

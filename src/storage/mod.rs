@@ -92,8 +92,3 @@ impl Default for LogConfig {
     }
 }
 
-pub fn now_ms() -> i64 {
-    use std::time::{SystemTime, UNIX_EPOCH};
-    // A clock before 1970 is a broken machine; 0 keeps timestamps ordered anyway.
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}

@@ -82,7 +82,7 @@ pub async fn open_sealed(dir: &Path, base: i64, index_interval_bytes: usize) -> 
         let summary = SegmentSummary::decode(&summary);
         if summary.size <= file_size && summary.next_offset >= base {
             let head = read_head(&file, summary.size).await?;
-            let mut seg = Segment::opened(dir, base, file, summary, head, index, time_index, super::now_ms());
+            let mut seg = Segment::opened(dir, base, file, summary, head, index, time_index, crate::runtime::now_ms());
             seg.sealed = true;
             seg.indexes_saved = true;
             return Ok(seg);
@@ -124,7 +124,7 @@ async fn read_head(file: &DmaFile, size: u64) -> Result<Vec<u8>> {
 
 async fn scan(dir: &Path, base: i64, file: DmaFile, index_interval_bytes: usize, allow_gaps: bool) -> Result<ScanOutcome> {
     let file_size = file_size(&file).await?;
-    let mut seg = Segment::empty(dir, base, file, super::now_ms());
+    let mut seg = Segment::empty(dir, base, file, crate::runtime::now_ms());
     let mut batches = Vec::new();
     let mut pos = 0u64;
     let mut want = SCAN_CHUNK_BYTES;
@@ -189,6 +189,6 @@ async fn scan(dir: &Path, base: i64, file: DmaFile, index_interval_bytes: usize,
         Ok(f) => f,
         Err(_) => unreachable!("the scan holds the only reference to the file"),
     };
-    let segment = Segment::opened(dir, base, file, summary, head, index, time_index, super::now_ms());
+    let segment = Segment::opened(dir, base, file, summary, head, index, time_index, crate::runtime::now_ms());
     Ok(ScanOutcome { segment, batches, truncated_bytes })
 }
