@@ -29,6 +29,13 @@ pub struct TopicMeta {
     pub configs: BTreeMap<String, String>,
 }
 
+impl TopicMeta {
+    /// The partition with index `partition`, if the topic has it.
+    pub fn partition(&self, partition: i32) -> Option<&PartitionMeta> {
+        self.partitions.iter().find(|p| p.partition == partition)
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MetadataImage {
     pub cluster_id: String,

@@ -2,7 +2,7 @@
 //! shard owns, loaded lazily by replaying that partition the first time it is used, and
 //! the timer that expires sessions and rebalances.
 //!
-//! Every method runs on the owning shard (requests arrive through `partition_ops`), and
+//! Every method runs on the owning shard (requests arrive through the router, `cluster/router.rs`), and
 //! the group map is never borrowed across an await.
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
@@ -20,7 +20,7 @@ use super::OFFSETS_TOPIC;
 use crate::partition::Partition;
 use crate::protocol::record_batch::parse_header;
 use crate::protocol::ErrorCode;
-use crate::server::shard::ShardContext;
+use super::context::CoordinatorContext;
 use crate::runtime::now_ms;
 
 /// How often sessions, pending members and rebalance deadlines are checked.
@@ -43,7 +43,7 @@ impl Default for Coordinator {
 
 impl Coordinator {
     /// Runs one group operation; `p` is the offsets partition the caller routed by.
-    pub async fn execute(&self, ctx: &Rc<ShardContext>, p: &Rc<Partition>, op: GroupOp) -> Result<GroupReply, ErrorCode> {
+    pub async fn execute(&self, ctx: &Rc<CoordinatorContext>, p: &Rc<Partition>, op: GroupOp) -> Result<GroupReply, ErrorCode> {
         // Invariant 1: group state is touched only on the shard owning its partition.
         debug_assert_eq!(crate::runtime::current_shard(), Some(ctx.shard), "group op off its shard");
         self.ensure_loaded(p).await?;
@@ -73,7 +73,7 @@ impl Coordinator {
         })
     }
 
-    pub(super) async fn ensure_all_loaded(&self, ctx: &Rc<ShardContext>) -> Result<(), ErrorCode> {
+    pub(super) async fn ensure_all_loaded(&self, ctx: &Rc<CoordinatorContext>) -> Result<(), ErrorCode> {
         for p in ctx.local_partitions() {
             if p.topic == OFFSETS_TOPIC {
                 self.ensure_loaded(&p).await?;
@@ -185,7 +185,7 @@ impl Coordinator {
     }
 
     /// Expires sessions, pending members and rebalance deadlines (called every TICK).
-    fn tick(&self, ctx: &Rc<ShardContext>) {
+    fn tick(&self, ctx: &Rc<CoordinatorContext>) {
         let now = Instant::now();
         // One append per group and tick, so a group's records land together and in order.
         let mut to_persist: Vec<(i32, Vec<OffsetsRecord>)> = Vec::new();
@@ -256,7 +256,7 @@ fn load_group_value(g: &mut Group, v: GroupValue) {
 }
 
 /// Drives the coordinator's timers on this shard.
-pub async fn tick_loop(ctx: Rc<ShardContext>) {
+pub async fn tick_loop(ctx: Rc<CoordinatorContext>) {
     loop {
         glommio::timer::sleep(TICK).await;
         ctx.groups.tick(&ctx);

@@ -21,7 +21,7 @@ use super::coordinator::{append, Coordinator};
 use super::records::OffsetsRecord;
 use super::state::{Group, GroupState};
 use super::OFFSETS_TOPIC;
-use crate::server::shard::ShardContext;
+use super::context::CoordinatorContext;
 use crate::runtime::now_ms;
 
 /// The offsets of `g` that have expired at `now_ms`: (topic, partition, record offset of
@@ -81,7 +81,7 @@ type ExpiryWork = (String, i32, Vec<(String, i32, i64)>, bool);
 
 impl Coordinator {
     /// One expiry pass over this shard's groups.
-    pub(super) async fn expire_offsets(&self, ctx: &Rc<ShardContext>) {
+    pub(super) async fn expire_offsets(&self, ctx: &Rc<CoordinatorContext>) {
         let retention_ms = i64::try_from(ctx.config.offsets_retention_minutes.saturating_mul(60_000)).unwrap_or(i64::MAX);
         let now = now_ms();
         let work: Vec<ExpiryWork> = self
@@ -131,7 +131,7 @@ impl Coordinator {
 }
 
 /// Runs an expiry pass every offsets.retention.check.interval.ms on this shard.
-pub async fn expiry_loop(ctx: Rc<ShardContext>) {
+pub async fn expiry_loop(ctx: Rc<CoordinatorContext>) {
     let every = Duration::from_millis(ctx.config.offsets_retention_check_interval_ms);
     loop {
         glommio::timer::sleep(every).await;

@@ -22,25 +22,22 @@ use kafka_protocol::protocol::StrBytes;
 use super::coordinator::{append, Coordinator};
 use super::records::{GroupValue, MemberValue, OffsetsRecord};
 use super::state::{Group, GroupState, Member};
+use crate::protocol::strings::str_bytes;
 use crate::partition::Partition;
 use crate::protocol::ErrorCode;
-use crate::server::shard::ShardContext;
+use super::context::CoordinatorContext;
 
 /// Protocols one JoinGroup may list (clients send 1-3).
 const MAX_PROTOCOLS: usize = 64;
 /// Longest member id / instance id / client id kept (they are echoed to every member).
 const MAX_ID_BYTES: usize = 1024;
 
-fn sb(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_string())
-}
-
 fn join_error(code: ErrorCode, member_id: &str) -> JoinGroupResponse {
     JoinGroupResponse::default()
         .with_error_code(code.code())
         .with_generation_id(-1)
         .with_protocol_name(Some(StrBytes::default()))
-        .with_member_id(sb(member_id))
+        .with_member_id(str_bytes(member_id))
 }
 
 fn sync_error(code: ErrorCode) -> SyncGroupResponse {
@@ -93,8 +90,8 @@ fn join_response(g: &Group, member_id: &str) -> JoinGroupResponse {
             .values()
             .map(|m| {
                 JoinGroupResponseMember::default()
-                    .with_member_id(sb(&m.id))
-                    .with_group_instance_id(m.instance_id.as_deref().map(sb))
+                    .with_member_id(str_bytes(&m.id))
+                    .with_group_instance_id(m.instance_id.as_deref().map(str_bytes))
                     .with_metadata(m.metadata_for(&protocol))
             })
             .collect()
@@ -103,10 +100,10 @@ fn join_response(g: &Group, member_id: &str) -> JoinGroupResponse {
     };
     JoinGroupResponse::default()
         .with_generation_id(g.generation)
-        .with_protocol_type(g.protocol_type.as_deref().map(sb))
-        .with_protocol_name(Some(sb(&protocol)))
-        .with_leader(sb(&leader))
-        .with_member_id(sb(member_id))
+        .with_protocol_type(g.protocol_type.as_deref().map(str_bytes))
+        .with_protocol_name(Some(str_bytes(&protocol)))
+        .with_leader(str_bytes(&leader))
+        .with_member_id(str_bytes(member_id))
         .with_members(members)
 }
 
@@ -277,7 +274,7 @@ fn bounded(s: &str) -> String {
 impl Coordinator {
     pub(super) async fn join(
         &self,
-        ctx: &Rc<ShardContext>,
+        ctx: &Rc<CoordinatorContext>,
         _p: &Rc<Partition>,
         req: JoinGroupRequest,
         version: i16,
@@ -367,7 +364,7 @@ impl Coordinator {
         rx.await.unwrap_or_else(|_| join_error(ErrorCode::UNKNOWN_MEMBER_ID, &member_id))
     }
 
-    pub(super) async fn sync(&self, _ctx: &Rc<ShardContext>, p: &Rc<Partition>, req: SyncGroupRequest) -> SyncGroupResponse {
+    pub(super) async fn sync(&self, _ctx: &Rc<CoordinatorContext>, p: &Rc<Partition>, req: SyncGroupRequest) -> SyncGroupResponse {
         let group_id = req.group_id.0.to_string();
         let member_id = req.member_id.to_string();
         let instance_id = req.group_instance_id.as_ref().map(|s| s.to_string());
@@ -391,8 +388,8 @@ impl Coordinator {
             }
             let ok = |g: &Group, assignment: Bytes| {
                 SyncGroupResponse::default()
-                    .with_protocol_type(g.protocol_type.as_deref().map(sb))
-                    .with_protocol_name(g.protocol.as_deref().map(sb))
+                    .with_protocol_type(g.protocol_type.as_deref().map(str_bytes))
+                    .with_protocol_name(g.protocol.as_deref().map(str_bytes))
                     .with_assignment(assignment)
             };
             match g.state {
@@ -440,8 +437,8 @@ impl Coordinator {
                                 if let Some(tx) = m.sync_waiter.take() {
                                     let _ = tx.send(
                                         SyncGroupResponse::default()
-                                            .with_protocol_type(ptype.as_deref().map(sb))
-                                            .with_protocol_name(proto.as_deref().map(sb))
+                                            .with_protocol_type(ptype.as_deref().map(str_bytes))
+                                            .with_protocol_name(proto.as_deref().map(str_bytes))
                                             .with_assignment(m.assignment.clone()),
                                     );
                                 }
@@ -494,7 +491,7 @@ impl Coordinator {
     }
 
     /// LeaveGroup: (group-level error, per-member results).
-    pub(super) fn leave(&self, ctx: &Rc<ShardContext>, group_id: &str, members: Vec<MemberIdentity>) -> (ErrorCode, Vec<MemberResponse>) {
+    pub(super) fn leave(&self, ctx: &Rc<CoordinatorContext>, group_id: &str, members: Vec<MemberIdentity>) -> (ErrorCode, Vec<MemberResponse>) {
         let now = Instant::now();
         let mut groups = self.groups.borrow_mut();
         let Some(g) = groups.get_mut(group_id) else { return (ErrorCode::UNKNOWN_MEMBER_ID, Vec::new()) };

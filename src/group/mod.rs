@@ -19,6 +19,7 @@
 //! - `ops.rs`         the cross-shard operations and their replies
 //! - `consumer/`      KIP-848 consumer groups (ConsumerGroupHeartbeat / ConsumerGroupDescribe)
 pub mod consumer;
+pub mod context;
 pub mod coordinator;
 pub mod expiry;
 pub mod membership;
@@ -30,7 +31,8 @@ pub mod state;
 
 pub use coordinator::{tick_loop, Coordinator};
 pub use expiry::expiry_loop;
-pub use ops::{GroupOp, GroupReply};
+pub use context::{CoordinatorContext, GroupConfig};
+pub use ops::{GroupOp, GroupReply, ShardRouter};
 
 /// The internal topic holding committed offsets and group metadata.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";

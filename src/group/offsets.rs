@@ -10,21 +10,17 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
 use kafka_protocol::messages::offset_delete_response::{OffsetDeleteResponsePartition, OffsetDeleteResponseTopic};
 use kafka_protocol::messages::{GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse};
-use kafka_protocol::protocol::StrBytes;
 
 use super::coordinator::{append, Coordinator};
 use super::membership::validate_member;
 use super::ops::PartitionOffset;
 use super::records::{OffsetValue, OffsetsRecord};
 use super::state::{CommittedOffset, Group, GroupState};
+use crate::protocol::strings::{str_bytes, topic_name};
 use crate::partition::Partition;
 use crate::protocol::ErrorCode;
-use crate::server::shard::ShardContext;
+use super::context::CoordinatorContext;
 use crate::runtime::now_ms;
-
-fn sb(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_string())
-}
 
 /// Kafka's ClassicGroup.validateOffsetCommit.
 fn validate_commit(g: &Group, member_id: &str, instance_id: Option<&str>, generation: i32) -> Result<(), ErrorCode> {
@@ -51,7 +47,7 @@ fn validate_commit(g: &Group, member_id: &str, instance_id: Option<&str>, genera
 }
 
 impl Coordinator {
-    pub(super) async fn commit(&self, ctx: &Rc<ShardContext>, p: &Rc<Partition>, req: OffsetCommitRequest, version: i16) -> OffsetCommitResponse {
+    pub(super) async fn commit(&self, ctx: &Rc<CoordinatorContext>, p: &Rc<Partition>, req: OffsetCommitRequest, version: i16) -> OffsetCommitResponse {
         let group_id = req.group_id.0.to_string();
         let member_id = req.member_id.to_string();
         let instance_id = req.group_instance_id.as_ref().map(|s| s.to_string());
@@ -205,15 +201,15 @@ impl Coordinator {
 
     pub(super) fn describe(&self, group_id: &str, version: i16) -> DescribedGroup {
         let groups = self.groups.borrow();
-        let base = DescribedGroup::default().with_group_id(GroupId(sb(group_id)));
+        let base = DescribedGroup::default().with_group_id(GroupId(str_bytes(group_id)));
         if groups.get(group_id).is_some_and(|g| g.consumer.is_some()) {
             return super::consumer::describe::classic_describe(group_id, version);
         }
         let Some(g) = groups.get(group_id).filter(|g| g.state != GroupState::Dead) else {
-            let d = base.with_group_state(sb("Dead"));
+            let d = base.with_group_state(str_bytes("Dead"));
             // Kafka 4.1 answers GROUP_ID_NOT_FOUND from v6, an empty Dead group before.
             return if version >= 6 {
-                d.with_error_code(ErrorCode::GROUP_ID_NOT_FOUND.code()).with_error_message(Some(sb(&format!("Group {group_id} not found."))))
+                d.with_error_code(ErrorCode::GROUP_ID_NOT_FOUND.code()).with_error_message(Some(str_bytes(&format!("Group {group_id} not found."))))
             } else {
                 d
             };
@@ -225,10 +221,10 @@ impl Coordinator {
             .values()
             .map(|m| {
                 let d = DescribedGroupMember::default()
-                    .with_member_id(sb(&m.id))
-                    .with_group_instance_id(if version >= 4 { m.instance_id.as_deref().map(sb) } else { None })
-                    .with_client_id(sb(&m.client_id))
-                    .with_client_host(sb(&m.client_host));
+                    .with_member_id(str_bytes(&m.id))
+                    .with_group_instance_id(if version >= 4 { m.instance_id.as_deref().map(str_bytes) } else { None })
+                    .with_client_id(str_bytes(&m.client_id))
+                    .with_client_host(str_bytes(&m.client_host));
                 if stable {
                     d.with_member_metadata(m.metadata_for(&protocol)).with_member_assignment(m.assignment.clone())
                 } else {
@@ -236,9 +232,9 @@ impl Coordinator {
                 }
             })
             .collect();
-        base.with_group_state(sb(g.state.name()))
-            .with_protocol_type(sb(g.protocol_type.as_deref().unwrap_or("")))
-            .with_protocol_data(sb(&protocol))
+        base.with_group_state(str_bytes(g.state.name()))
+            .with_protocol_type(str_bytes(g.protocol_type.as_deref().unwrap_or("")))
+            .with_protocol_data(str_bytes(&protocol))
             .with_members(members)
     }
 
@@ -253,10 +249,10 @@ impl Coordinator {
             .filter(|(_, (kind, _))| types.is_empty() || types.iter().any(|t| t.eq_ignore_ascii_case(kind)))
             .map(|(g, (kind, state))| {
                 ListedGroup::default()
-                    .with_group_id(GroupId(sb(&g.id)))
-                    .with_protocol_type(sb(g.protocol_type.as_deref().unwrap_or("")))
-                    .with_group_state(sb(state))
-                    .with_group_type(sb(kind))
+                    .with_group_id(GroupId(str_bytes(&g.id)))
+                    .with_protocol_type(str_bytes(g.protocol_type.as_deref().unwrap_or("")))
+                    .with_group_state(str_bytes(state))
+                    .with_group_type(str_bytes(kind))
             })
             .collect();
         out.sort_by(|a, b| a.group_id.0.cmp(&b.group_id.0));
@@ -355,7 +351,7 @@ impl Coordinator {
         let topics = results
             .into_iter()
             .map(|(name, parts)| {
-                OffsetDeleteResponseTopic::default().with_name(crate::server::handlers::topic_name(&name)).with_partitions(
+                OffsetDeleteResponseTopic::default().with_name(topic_name(&name)).with_partitions(
                     parts.into_iter().map(|(i, e)| OffsetDeleteResponsePartition::default().with_partition_index(i).with_error_code(e.code())).collect(),
                 )
             })

@@ -1,5 +1,5 @@
-//! Group operations as they travel to the coordinating shard (inside
-//! `PartitionOp::Group`, addressed to the group's `__consumer_offsets` partition), and
+//! Group operations as they travel to the coordinating shard (inside the router's
+//! `PartitionOp::Extension`, addressed to the group's `__consumer_offsets` partition), and
 //! their replies. Requests and responses are kafka-protocol bodies (Send).
 use std::rc::Rc;
 
@@ -17,8 +17,8 @@ use super::OFFSETS_TOPIC;
 use crate::runtime::ShardId;
 use crate::partition::PartitionError;
 use crate::protocol::ErrorCode;
-use crate::server::partition_ops::{call, OpOutput, PartitionOp};
-use crate::server::shard::ShardContext;
+use crate::cluster::router::{OpOutput, PartitionOp, Router};
+use super::context::CoordinatorContext;
 
 pub enum GroupOp {
     Join { req: JoinGroupRequest, version: i16, client_id: String, client_host: String },
@@ -63,44 +63,61 @@ pub enum GroupReply {
 
 pub type GroupResult = Result<GroupReply, ErrorCode>;
 
+/// The router of a broker shard: partition operations plus the group operations above,
+/// which it carries to the coordinating shard as its extension.
+pub type ShardRouter = Router<GroupOp, GroupResult>;
+
 /// The offsets partition coordinating `group_id` and its shard; None while
 /// `__consumer_offsets` does not exist.
-pub fn coordinator_of(ctx: &ShardContext, group_id: &str) -> Option<(i32, ShardId)> {
-    let image = ctx.image();
+pub fn coordinator_of(router: &ShardRouter, group_id: &str) -> Option<(i32, ShardId)> {
+    let image = router.partitions().image();
     let t = image.topic(OFFSETS_TOPIC)?;
     let n = i32::try_from(t.partitions.len()).ok()?;
     let p = partition_for(group_id, n);
-    t.partitions.iter().find(|x| x.partition == p).map(|x| (p, x.shard))
+    t.partition(p).map(|x| (p, x.shard))
 }
 
 /// Runs `op` on the shard coordinating `group_id`.
-pub async fn route(ctx: &Rc<ShardContext>, group_id: &str, op: GroupOp) -> GroupResult {
-    let found = match coordinator_of(ctx, group_id) {
+pub async fn route(router: &ShardRouter, group_id: &str, op: GroupOp) -> GroupResult {
+    let found = match coordinator_of(router, group_id) {
         Some(c) => Some(c),
         None => {
             // Right after start-up a shard may not have applied the creation of
             // `__consumer_offsets` yet: catch up with the controller before giving up.
-            ctx.catch_up_with_controller().await;
-            coordinator_of(ctx, group_id)
+            router.partitions().catch_up_with_controller().await;
+            coordinator_of(router, group_id)
         }
     };
     let Some((partition, shard)) = found else { return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE) };
-    call_partition(ctx, shard, partition, op).await
+    call_partition(router, shard, partition, op).await
 }
 
 /// Runs `op` on `shard`, addressed to offsets partition `partition`.
-pub async fn call_partition(ctx: &Rc<ShardContext>, shard: ShardId, partition: i32, op: GroupOp) -> GroupResult {
-    match call(ctx, shard, OFFSETS_TOPIC, partition, PartitionOp::Group(Box::new(op))).await {
-        Ok(OpOutput::Group(r)) => *r,
+pub async fn call_partition(router: &ShardRouter, shard: ShardId, partition: i32, op: GroupOp) -> GroupResult {
+    match router.call(shard, OFFSETS_TOPIC, partition, PartitionOp::Extension(op)).await {
+        Ok(OpOutput::Extension(r)) => r,
         Ok(_) => Err(ErrorCode::UNKNOWN_SERVER_ERROR),
         Err(PartitionError::UnknownTopicOrPartition | PartitionError::NotLeader) => Err(ErrorCode::NOT_COORDINATOR),
         Err(e) => Err(ErrorCode::from(&e)),
     }
 }
 
+/// Installs the group coordinator of this shard as its router's extension: group
+/// operations arriving for one of its offsets partitions run there.
+pub fn serve_group_ops(router: &ShardRouter, coordinator: &Rc<CoordinatorContext>) {
+    let weak = Rc::downgrade(coordinator);
+    router.set_extension(Box::new(move |p, op| {
+        let weak = weak.clone();
+        Box::pin(async move {
+            let Some(ctx) = weak.upgrade() else { return Err(ErrorCode::NOT_COORDINATOR) };
+            ctx.groups.execute(&ctx, &p, op).await
+        })
+    }));
+}
+
 /// One offsets partition per shard that owns any (for requests that visit every shard).
-pub fn one_partition_per_shard(ctx: &ShardContext) -> Vec<(ShardId, i32)> {
-    let image = ctx.image();
+pub fn one_partition_per_shard(router: &ShardRouter) -> Vec<(ShardId, i32)> {
+    let image = router.partitions().image();
     let Some(t) = image.topic(OFFSETS_TOPIC) else { return Vec::new() };
     let mut out: Vec<(ShardId, i32)> = Vec::new();
     for p in &t.partitions {

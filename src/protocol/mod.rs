@@ -13,12 +13,12 @@
 
 pub mod api_versions;
 pub mod batch_builder;
-pub mod error_map;
 pub mod errors;
 pub mod fetch_writer;
 pub mod frame;
 pub mod record_batch;
 pub mod request;
+pub mod strings;
 
 pub use api_versions::{api_versions_response, produce_version_rejected, supported};
 pub use errors::ErrorCode;

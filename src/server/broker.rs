@@ -9,7 +9,6 @@ use anyhow::Context as _;
 use glommio::{LocalExecutorBuilder, Placement as GlommioPlacement};
 
 use super::connection;
-use super::partition_ops::serve_inbox;
 use super::shard::{cleaner_loop, follow_metadata, retention_loop, ShardContext};
 use crate::cluster::topic_config::{TimestampType, TopicConfigDefaults};
 use crate::config::Config;
@@ -111,11 +110,11 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                     ctx.apply_update(initial).await;
                 }
                 glommio::spawn_local(follow_metadata(ctx.clone(), updates)).detach();
-                glommio::spawn_local(serve_inbox(ctx.clone(), inbox)).detach();
+                glommio::spawn_local(ctx.router.clone().serve_inbox(inbox)).detach();
                 glommio::spawn_local(retention_loop(ctx.clone())).detach();
                 glommio::spawn_local(cleaner_loop(ctx.clone())).detach();
-                glommio::spawn_local(crate::group::tick_loop(ctx.clone())).detach();
-                glommio::spawn_local(crate::group::expiry_loop(ctx.clone())).detach();
+                glommio::spawn_local(crate::group::tick_loop(ctx.coordinator.clone())).detach();
+                glommio::spawn_local(crate::group::expiry_loop(ctx.coordinator.clone())).detach();
                 let listener = match glommio::net::TcpListener::bind(config.listen) {
                     Ok(l) => l,
                     Err(e) => {

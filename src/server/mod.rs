@@ -11,8 +11,8 @@
 pub mod broker;
 pub mod connection;
 pub mod dispatch;
+pub mod error_map;
 pub mod handlers;
-pub mod partition_ops;
 pub mod shard;
 mod socket_split;
 

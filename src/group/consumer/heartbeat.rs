@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions as OwnedTopicPartitions;
 use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment as ResponseAssignment, TopicPartitions};
 use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
-use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
 
 use super::assignor::{self, MemberSpec};
 use super::group::{Assignment, ConsumerGroup, ConsumerMember, MemberState, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH};
 use super::records::ConsumerRecord;
+use crate::protocol::strings::str_bytes;
 use crate::cluster::image::MetadataImage;
 use crate::group::records::OffsetsRecord;
 use crate::group::state::{Group, GroupState};
@@ -40,10 +40,6 @@ pub struct Settings {
 
 fn invalid(msg: &str) -> HeartbeatError {
     (ErrorCode::INVALID_REQUEST, msg.to_string())
-}
-
-fn sb(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_string())
 }
 
 /// Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid (before the group is looked at).
@@ -119,7 +115,7 @@ pub fn validate(req: &ConsumerGroupHeartbeatRequest, version: i16) -> Result<(),
 }
 
 pub fn error_response((code, msg): HeartbeatError) -> ConsumerGroupHeartbeatResponse {
-    ConsumerGroupHeartbeatResponse::default().with_error_code(code.code()).with_error_message(Some(sb(&msg)))
+    ConsumerGroupHeartbeatResponse::default().with_error_code(code.code()).with_error_message(Some(str_bytes(&msg)))
 }
 
 fn epoch_record(group: &str, epoch: i32, metadata_hash: i64) -> OffsetsRecord {
@@ -422,7 +418,7 @@ pub fn heartbeat(
     }
 
     let mut resp = ConsumerGroupHeartbeatResponse::default()
-        .with_member_id(Some(sb(&member_id)))
+        .with_member_id(Some(str_bytes(&member_id)))
         .with_member_epoch(epoch)
         .with_heartbeat_interval_ms(settings.heartbeat_interval_ms);
     // The assignment goes out on a full request (join, or after an error) or a change.
@@ -444,7 +440,7 @@ pub fn leave(g: &mut Group, req: &ConsumerGroupHeartbeatRequest) -> Result<(Cons
         return Err((ErrorCode::GROUP_ID_NOT_FOUND, format!("Group {group_id} is not a consumer group.")));
     };
     let mut records = Vec::new();
-    let resp = ConsumerGroupHeartbeatResponse::default().with_member_id(Some(sb(&member_id))).with_member_epoch(req.member_epoch);
+    let resp = ConsumerGroupHeartbeatResponse::default().with_member_id(Some(str_bytes(&member_id))).with_member_epoch(req.member_epoch);
     if let Some(iid) = req.instance_id.as_deref() {
         let Some(holder) = c.static_members.get(iid).cloned() else {
             return Err((ErrorCode::UNKNOWN_MEMBER_ID, format!("Instance id {iid} is unknown.")));
@@ -523,18 +519,18 @@ mod tests {
 
     fn join(member: &str, topics: &[&str]) -> ConsumerGroupHeartbeatRequest {
         ConsumerGroupHeartbeatRequest::default()
-            .with_group_id(GroupId(sb("g")))
-            .with_member_id(sb(member))
+            .with_group_id(GroupId(str_bytes("g")))
+            .with_member_id(str_bytes(member))
             .with_member_epoch(0)
             .with_rebalance_timeout_ms(30_000)
-            .with_subscribed_topic_names(Some(topics.iter().map(|t| TopicName(sb(t))).collect()))
+            .with_subscribed_topic_names(Some(topics.iter().map(|t| TopicName(str_bytes(t))).collect()))
             .with_topic_partitions(Some(Vec::new()))
     }
 
     fn beat(member: &str, epoch: i32, owned: Option<Vec<OwnedTopicPartitions>>) -> ConsumerGroupHeartbeatRequest {
         ConsumerGroupHeartbeatRequest::default()
-            .with_group_id(GroupId(sb("g")))
-            .with_member_id(sb(member))
+            .with_group_id(GroupId(str_bytes("g")))
+            .with_member_id(str_bytes(member))
             .with_member_epoch(epoch)
             .with_rebalance_timeout_ms(-1)
             .with_topic_partitions(owned)
@@ -601,7 +597,7 @@ mod tests {
     fn bad_requests_and_limits() {
         let img = image(&[("t", 1, 2)]);
         let mut g = Group::new("g".into(), 0);
-        assert_eq!(run(&mut g, &join("a", &["t"]).with_server_assignor(Some(sb("bogus"))), &img).unwrap_err(), ErrorCode::UNSUPPORTED_ASSIGNOR);
+        assert_eq!(run(&mut g, &join("a", &["t"]).with_server_assignor(Some(str_bytes("bogus"))), &img).unwrap_err(), ErrorCode::UNSUPPORTED_ASSIGNOR);
         assert_eq!(run(&mut g, &join("a", &[]), &img).unwrap_err(), ErrorCode::INVALID_REQUEST);
         assert_eq!(run(&mut g, &join("a", &["t"]).with_topic_partitions(None), &img).unwrap_err(), ErrorCode::INVALID_REQUEST);
         assert_eq!(run(&mut g, &join("a", &["t"]).with_rebalance_timeout_ms(-1), &img).unwrap_err(), ErrorCode::INVALID_REQUEST);
@@ -611,11 +607,11 @@ mod tests {
         assert_eq!(run(&mut g, &beat("a", 3, None), &img).unwrap_err(), ErrorCode::GROUP_ID_NOT_FOUND);
         assert_eq!(run(&mut g, &beat("a", -1, None), &img).unwrap_err(), ErrorCode::GROUP_ID_NOT_FOUND);
         // Static members: the instance id is held until its member leaves with -2.
-        run(&mut g, &join("s1", &["t"]).with_instance_id(Some(sb("i"))), &img).unwrap();
-        assert_eq!(run(&mut g, &join("s2", &["t"]).with_instance_id(Some(sb("i"))), &img).unwrap_err(), ErrorCode::UNRELEASED_INSTANCE_ID);
-        let lv = run(&mut g, &beat("s1", -2, None).with_instance_id(Some(sb("i"))), &img).unwrap();
+        run(&mut g, &join("s1", &["t"]).with_instance_id(Some(str_bytes("i"))), &img).unwrap();
+        assert_eq!(run(&mut g, &join("s2", &["t"]).with_instance_id(Some(str_bytes("i"))), &img).unwrap_err(), ErrorCode::UNRELEASED_INSTANCE_ID);
+        let lv = run(&mut g, &beat("s1", -2, None).with_instance_id(Some(str_bytes("i"))), &img).unwrap();
         assert_eq!(lv.member_epoch, -2);
-        let r = run(&mut g, &join("s2", &["t"]).with_instance_id(Some(sb("i"))), &img).unwrap();
+        let r = run(&mut g, &join("s2", &["t"]).with_instance_id(Some(str_bytes("i"))), &img).unwrap();
         assert_eq!(assigned(&r), vec![0, 1], "the returning instance keeps its partitions");
         // group max size 3.
         run(&mut g, &join("b", &["t"]), &img).unwrap();
@@ -683,9 +679,9 @@ mod tests {
         let img = image(&[("t", 1, 4)]);
         let mut g = Group::new("g".into(), 0);
         let mut log = Vec::new();
-        let ra = run_rec(&mut g, &join("a", &["t"]).with_server_assignor(Some(sb("range"))), &img, &mut log);
+        let ra = run_rec(&mut g, &join("a", &["t"]).with_server_assignor(Some(str_bytes("range"))), &img, &mut log);
         assert_eq!((ra.member_epoch, assigned(&ra)), (1, vec![0, 1, 2, 3]));
-        let rb = run_rec(&mut g, &join("b", &["t"]).with_instance_id(Some(sb("ib"))), &img, &mut log);
+        let rb = run_rec(&mut g, &join("b", &["t"]).with_instance_id(Some(str_bytes("ib"))), &img, &mut log);
         assert_eq!((rb.member_epoch, assigned(&rb)), (2, vec![]));
         let ra = run_rec(&mut g, &beat("a", 1, None), &img, &mut log);
         assert_eq!((ra.member_epoch, assigned(&ra)), (1, vec![0, 1]));
@@ -707,12 +703,12 @@ mod tests {
         let mut r = reload(&log);
         assert_restored(&g, &r);
         let full = |id: &str, ps: &[i32]| {
-            beat(id, 2, owned(ps)).with_rebalance_timeout_ms(30_000).with_subscribed_topic_names(Some(vec![TopicName(sb("t"))]))
+            beat(id, 2, owned(ps)).with_rebalance_timeout_ms(30_000).with_subscribed_topic_names(Some(vec![TopicName(str_bytes("t"))]))
         };
         let mut after = Vec::new();
         let x = run_rec(&mut r, &full("a", &[0, 1]), &img, &mut after);
         assert_eq!((x.error_code, x.member_epoch, assigned(&x)), (0, 2, vec![0, 1]));
-        let x = run_rec(&mut r, &full("b", &[2, 3]).with_instance_id(Some(sb("ib"))), &img, &mut after);
+        let x = run_rec(&mut r, &full("b", &[2, 3]).with_instance_id(Some(str_bytes("ib"))), &img, &mut after);
         assert_eq!((x.error_code, x.member_epoch, assigned(&x)), (0, 2, vec![2, 3]));
         assert!(after.is_empty(), "{after:?}");
         assert_eq!(r.consumer.as_deref().unwrap().group_epoch, 2);
@@ -728,7 +724,7 @@ mod tests {
         assert!(!r.consumer.as_deref().unwrap().target.contains_key("c"));
 
         // A static member's temporary leave (-2) is stored too: it comes back with its epoch.
-        run_rec(&mut g, &beat("b", -2, None).with_instance_id(Some(sb("ib"))), &img, &mut log);
+        run_rec(&mut g, &beat("b", -2, None).with_instance_id(Some(str_bytes("ib"))), &img, &mut log);
         let r = reload(&log);
         assert_restored(&g, &r);
         assert_eq!(r.consumer.as_deref().unwrap().members["b"].member_epoch, LEAVE_GROUP_STATIC_MEMBER_EPOCH);

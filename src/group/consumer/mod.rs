@@ -28,7 +28,7 @@ use super::records::OffsetsRecord;
 use super::state::Group;
 use crate::partition::Partition;
 use crate::protocol::ErrorCode;
-use crate::server::shard::ShardContext;
+use crate::group::context::CoordinatorContext;
 
 pub mod assignor;
 pub mod describe;
@@ -178,7 +178,7 @@ pub fn finish_load(c: &mut ConsumerGroup, now: Instant) {
 }
 
 impl Coordinator {
-    pub(super) async fn execute_consumer(&self, ctx: &Rc<ShardContext>, p: &Rc<Partition>, op: ConsumerOp) -> GroupReply {
+    pub(super) async fn execute_consumer(&self, ctx: &Rc<CoordinatorContext>, p: &Rc<Partition>, op: ConsumerOp) -> GroupReply {
         match op {
             ConsumerOp::Heartbeat { req, version, client_id, client_host } => {
                 let resp = self.consumer_heartbeat(ctx, p, *req, version, &client_id, &client_host).await;
@@ -203,7 +203,7 @@ impl Coordinator {
 
     async fn consumer_heartbeat(
         &self,
-        ctx: &Rc<ShardContext>,
+        ctx: &Rc<CoordinatorContext>,
         p: &Rc<Partition>,
         req: ConsumerGroupHeartbeatRequest,
         version: i16,

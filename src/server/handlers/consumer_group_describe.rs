@@ -20,7 +20,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ConsumerGrou
         let id = g.0.to_string();
         let failed = |e: ErrorCode| DescribedGroup::default().with_group_id(g.clone()).with_error_code(e.code()).with_authorized_operations(i32::MIN);
         let op = GroupOp::Consumer(ConsumerOp::Describe { group_id: id.clone(), include_authorized_operations: include });
-        match route(ctx, &id, op).await {
+        match route(&ctx.router, &id, op).await {
             Ok(GroupReply::Consumer(r)) => match *r {
                 ConsumerReply::Describe(d) => d,
                 ConsumerReply::Heartbeat(_) => failed(ErrorCode::UNKNOWN_SERVER_ERROR),

@@ -21,7 +21,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ConsumerGrou
     // Kafka reports the host as "/<ip>".
     let client_host = meta.peer.map(|p| format!("/{}", p.ip())).unwrap_or_default();
     let op = GroupOp::Consumer(ConsumerOp::Heartbeat { req: Box::new(req), version: meta.version, client_id, client_host });
-    let resp = match route(ctx, &group_id, op).await {
+    let resp = match route(&ctx.router, &group_id, op).await {
         Ok(GroupReply::Consumer(r)) => match *r {
             ConsumerReply::Heartbeat(r) => r,
             ConsumerReply::Describe(_) => error(ErrorCode::UNKNOWN_SERVER_ERROR),

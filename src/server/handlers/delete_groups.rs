@@ -17,7 +17,7 @@ const MAX_GROUPS: usize = 10_000;
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DeleteGroupsRequest) -> Response {
     let results = req.groups_names.into_iter().take(MAX_GROUPS).map(|g| async move {
         let id = g.0.to_string();
-        let code = match route(ctx, &id, GroupOp::Delete { group_id: id.clone() }).await {
+        let code = match route(&ctx.router, &id, GroupOp::Delete { group_id: id.clone() }).await {
             Ok(GroupReply::Delete(c)) => c,
             Ok(_) => ErrorCode::UNKNOWN_SERVER_ERROR,
             Err(e) => e,

@@ -8,7 +8,7 @@ use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionRe
 use super::code;
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
-use crate::server::partition_ops::{call, OpOutput, PartitionOp};
+use crate::cluster::router::{OpOutput, PartitionOp};
 use crate::server::shard::ShardContext;
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DeleteRecordsRequest) -> Response {
@@ -18,14 +18,10 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DeleteRecord
         let name = topic.name.0.to_string();
         let t = image.topic(&name);
         let futures = topic.partitions.into_iter().map(|p| {
-            let owner = t.and_then(|t| t.partitions.iter().find(|x| x.partition == p.partition_index)).map(|x| x.shard);
-            let name = name.clone();
             async move {
                 let resp = DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index).with_low_watermark(-1);
-                let Some(shard) = owner else {
-                    return resp.with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code());
-                };
-                match call(ctx, shard, &name, p.partition_index, PartitionOp::DeleteRecords { offset: p.offset }).await {
+                let Some(t) = t else { return resp.with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()) };
+                match ctx.router.route(t, p.partition_index, PartitionOp::DeleteRecords { offset: p.offset }).await {
                     Ok(OpOutput::LowWatermark(lw)) => resp.with_low_watermark(lw),
                     Ok(_) => resp.with_error_code(ErrorCode::UNKNOWN_SERVER_ERROR.code()),
                     Err(e) => resp.with_error_code(code(&e)),

@@ -17,7 +17,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeGrou
     let v = meta.version;
     let groups = req.groups.into_iter().take(MAX_GROUPS).map(|g| async move {
         let id = g.0.to_string();
-        let mut d = match route(ctx, &id, GroupOp::Describe { group_id: id.clone(), version: v }).await {
+        let mut d = match route(&ctx.router, &id, GroupOp::Describe { group_id: id.clone(), version: v }).await {
             Ok(GroupReply::Describe(d)) => d,
             Ok(_) => DescribedGroup::default().with_group_id(g).with_error_code(ErrorCode::UNKNOWN_SERVER_ERROR.code()),
             Err(e) => DescribedGroup::default().with_group_id(g).with_error_code(e.code()),

@@ -13,10 +13,11 @@ use kafka_protocol::messages::fetch_request::FetchRequest;
 use super::{code, str_bytes};
 use crate::protocol::{write_fetch_response, ErrorCode, FetchPartitionParts, FetchResponseParts, FetchTopicParts};
 use crate::server::dispatch::{RequestMeta, Response};
-use crate::server::partition_ops::{call, OpOutput, PartitionOp};
+use crate::cluster::router::{OpOutput, PartitionOp};
 use crate::server::shard::ShardContext;
 
-struct Wanted {
+/// One partition a Fetch asks for, resolved against this shard's metadata image.
+struct RequestedPartition {
     topic: String,
     topic_id: [u8; 16],
     partition: i32,
@@ -29,16 +30,16 @@ struct Wanted {
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest) -> Response {
     let image = ctx.image();
-    let mut wanted = Vec::new();
+    let mut requested = Vec::new();
     for t in &req.topics {
         let topic = if meta.version >= 13 { image.topic_by_id(t.topic_id.as_bytes()) } else { image.topic(t.topic.0.as_str()) };
         let unknown = if meta.version >= 13 { ErrorCode::UNKNOWN_TOPIC_ID } else { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION };
         for p in &t.partitions {
             let owner = topic
-                .and_then(|tm| tm.partitions.iter().find(|x| x.partition == p.partition))
+                .and_then(|tm| tm.partition(p.partition))
                 .map(|x| (x.shard, x.leader_epoch))
                 .ok_or(if topic.is_some() { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION } else { unknown });
-            wanted.push(Wanted {
+            requested.push(RequestedPartition {
                 topic: topic.map(|x| x.name.clone()).unwrap_or_else(|| t.topic.0.to_string()),
                 topic_id: *t.topic_id.as_bytes(),
                 partition: p.partition,
@@ -54,18 +55,18 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
     let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let mut parts;
     loop {
-        parts = read_all(ctx, &wanted).await;
+        parts = read_all(ctx, &requested).await;
         let total: usize = parts.iter().map(|p| p.records.iter().map(|r| r.len()).sum::<usize>()).sum();
         let errored = parts.iter().any(|p| p.error_code != 0);
         let now = Instant::now();
-        if total >= min_bytes.max(1) || errored || now >= deadline || wanted.is_empty() {
+        if total >= min_bytes.max(1) || errored || now >= deadline || requested.is_empty() {
             break;
         }
         // Long poll: wait for any partition's high watermark to move, or the deadline.
-        let watches = wanted.iter().zip(&parts).filter_map(|(w, p)| {
+        let watches = requested.iter().zip(&parts).filter_map(|(w, p)| {
             let (shard, _) = w.owner.ok()?;
             let op = PartitionOp::Watch { seen_high_watermark: p.high_watermark };
-            Some(call(ctx, shard, &w.topic, w.partition, op).boxed_local())
+            Some(ctx.router.call(shard, &w.topic, w.partition, op).boxed_local())
         });
         let watches: Vec<_> = watches.collect();
         if watches.is_empty() {
@@ -94,7 +95,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
         }
     }
     let mut topics: Vec<FetchTopicParts> = Vec::new();
-    for (w, p) in wanted.iter().zip(parts) {
+    for (w, p) in requested.iter().zip(parts) {
         let same_topic = topics.last().is_some_and(|t| t.name.as_str() == w.topic && t.topic_id == w.topic_id);
         if !same_topic {
             topics.push(FetchTopicParts { name: str_bytes(&w.topic), topic_id: w.topic_id, partitions: Vec::new() });
@@ -107,8 +108,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
     Response::Frames(write_fetch_response(meta.correlation_id, meta.version, &resp))
 }
 
-async fn read_all(ctx: &Rc<ShardContext>, wanted: &[Wanted]) -> Vec<FetchPartitionParts> {
-    join_all(wanted.iter().map(|w| async move {
+async fn read_all(ctx: &Rc<ShardContext>, requested: &[RequestedPartition]) -> Vec<FetchPartitionParts> {
+    join_all(requested.iter().map(|w| async move {
         let mut part = FetchPartitionParts::new(w.partition);
         let (shard, epoch) = match w.owner {
             Ok(o) => o,
@@ -125,7 +126,7 @@ async fn read_all(ctx: &Rc<ShardContext>, wanted: &[Wanted]) -> Vec<FetchPartiti
             };
             return part;
         }
-        match call(ctx, shard, &w.topic, w.partition, PartitionOp::Fetch { offset: w.offset, max_bytes: w.max_bytes }).await {
+        match ctx.router.call(shard, &w.topic, w.partition, PartitionOp::Fetch { offset: w.offset, max_bytes: w.max_bytes }).await {
             Ok(OpOutput::Fetch(data)) => {
                 part.high_watermark = data.high_watermark;
                 part.last_stable_offset = data.high_watermark;

@@ -19,7 +19,7 @@ const KEY_TYPE_TRANSACTION: i8 = 1;
 fn lookup(ctx: &ShardContext, key: &str, key_type: i8) -> Result<(i32, String, i32), ErrorCode> {
     match key_type {
         KEY_TYPE_GROUP if key.is_empty() => Err(ErrorCode::INVALID_REQUEST),
-        KEY_TYPE_GROUP => match coordinator_of(ctx, key) {
+        KEY_TYPE_GROUP => match coordinator_of(&ctx.router, key) {
             Some(_) => Ok(this_node(ctx)),
             None => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
         },

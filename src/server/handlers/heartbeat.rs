@@ -10,7 +10,7 @@ use crate::server::shard::ShardContext;
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: HeartbeatRequest) -> Response {
     let group_id = req.group_id.0.to_string();
-    let code = match route(ctx, &group_id, GroupOp::Heartbeat { req }).await {
+    let code = match route(&ctx.router, &group_id, GroupOp::Heartbeat { req }).await {
         Ok(GroupReply::Heartbeat(c)) => c,
         Ok(_) => ErrorCode::UNKNOWN_SERVER_ERROR,
         Err(e) => e,

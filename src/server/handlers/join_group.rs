@@ -16,7 +16,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: JoinGroupReq
     // Kafka reports the host as "/<ip>".
     let client_host = meta.peer.map(|p| format!("/{}", p.ip())).unwrap_or_default();
     let op = GroupOp::Join { req, version: meta.version, client_id, client_host };
-    let mut resp = match route(ctx, &group_id, op).await {
+    let mut resp = match route(&ctx.router, &group_id, op).await {
         Ok(GroupReply::Join(r)) => r,
         Ok(_) => error(ErrorCode::UNKNOWN_SERVER_ERROR, member_id),
         Err(e) => error(e, member_id),

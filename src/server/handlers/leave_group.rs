@@ -18,7 +18,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: LeaveGroupRe
     if members.len() > MAX_MEMBERS {
         return meta.respond(&LeaveGroupResponse::default().with_error_code(ErrorCode::INVALID_REQUEST.code()));
     }
-    let (top, results) = match route(ctx, &group_id, GroupOp::Leave { group_id: group_id.clone(), members }).await {
+    let (top, results) = match route(&ctx.router, &group_id, GroupOp::Leave { group_id: group_id.clone(), members }).await {
         Ok(GroupReply::Leave(top, results)) => (top, results),
         Ok(_) => (ErrorCode::UNKNOWN_SERVER_ERROR, Vec::new()),
         Err(e) => (e, Vec::new()),

@@ -13,9 +13,9 @@ use crate::server::shard::ShardContext;
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListGroupsRequest) -> Response {
     let states: Vec<String> = req.states_filter.iter().take(16).map(|s| s.to_string()).collect();
     let types: Vec<String> = req.types_filter.iter().take(16).map(|s| s.to_string()).collect();
-    let calls = one_partition_per_shard(ctx).into_iter().map(|(shard, partition)| {
+    let calls = one_partition_per_shard(&ctx.router).into_iter().map(|(shard, partition)| {
         let op = GroupOp::List { states: states.clone(), types: types.clone() };
-        call_partition(ctx, shard, partition, op)
+        call_partition(&ctx.router, shard, partition, op)
     });
     let mut error = ErrorCode::NONE;
     let mut groups = Vec::new();

@@ -10,7 +10,7 @@ use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionRespon
 use super::code;
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
-use crate::server::partition_ops::{call, OpOutput, PartitionOp};
+use crate::cluster::router::{OpOutput, PartitionOp};
 use crate::server::shard::ShardContext;
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListOffsetsRequest) -> Response {
@@ -21,7 +21,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListOffsetsR
         let name = topic.name.0.to_string();
         let t = image.topic(&name);
         let futures = topic.partitions.into_iter().map(|p| {
-            let owner = t.and_then(|t| t.partitions.iter().find(|x| x.partition == p.partition_index)).map(|x| (x.shard, x.leader_epoch));
+            let owner = t.and_then(|t| t.partition(p.partition_index)).map(|x| (x.shard, x.leader_epoch));
             let name = name.clone();
             async move {
                 let resp = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index).with_timestamp(-1).with_offset(-1);
@@ -34,7 +34,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListOffsetsR
                 if p.current_leader_epoch >= 0 && p.current_leader_epoch < epoch {
                     return resp.with_error_code(ErrorCode::FENCED_LEADER_EPOCH.code());
                 }
-                match call(ctx, shard, &name, p.partition_index, PartitionOp::ListOffsets { timestamp: p.timestamp }).await {
+                match ctx.router.call(shard, &name, p.partition_index, PartitionOp::ListOffsets { timestamp: p.timestamp }).await {
                     Ok(OpOutput::Offset(offset, ts)) => {
                         let resp = resp.with_offset(offset).with_timestamp(ts);
                         // leader_epoch exists from v4 on.

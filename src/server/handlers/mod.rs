@@ -1,6 +1,6 @@
 //! One file per Kafka API. Each handler takes the decoded request body and returns the
-//! encoded response frames; partition work goes through `partition_ops::call` so it
-//! runs on the owning shard.
+//! encoded response frames; partition work goes through the shard's router
+//! (`cluster/router.rs`) so it runs on the owning shard.
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
@@ -28,19 +28,10 @@ pub mod offset_fetch;
 pub mod produce;
 pub mod sync_group;
 
-use kafka_protocol::messages::TopicName;
-use kafka_protocol::protocol::StrBytes;
-
 use super::shard::ShardContext;
 use crate::protocol::ErrorCode;
 
-pub(crate) fn topic_name(s: &str) -> TopicName {
-    TopicName(StrBytes::from_string(s.to_string()))
-}
-
-pub(crate) fn str_bytes(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_string())
-}
+pub(crate) use crate::protocol::strings::{str_bytes, topic_name};
 
 pub(crate) fn uuid(id: &[u8; 16]) -> uuid::Uuid {
     uuid::Uuid::from_bytes(*id)

@@ -33,7 +33,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: OffsetCommit
     let group_id = req.group_id.0.to_string();
     // Kept for error answers: the request moves to the coordinating shard.
     let skeleton = OffsetCommitRequest::default().with_topics(req.topics.clone());
-    let resp = match route(ctx, &group_id, GroupOp::Commit { req, version: meta.version }).await {
+    let resp = match route(&ctx.router, &group_id, GroupOp::Commit { req, version: meta.version }).await {
         Ok(GroupReply::Commit(r)) => r,
         Ok(_) => all_failed(&skeleton, ErrorCode::UNKNOWN_SERVER_ERROR),
         Err(e) => all_failed(&skeleton, e),

@@ -32,7 +32,7 @@ async fn fetch_one(ctx: &Rc<ShardContext>, group_id: String, topics: Topics, mem
         Some((member_id, member_epoch)) => GroupOp::Consumer(ConsumerOp::FetchOffsets { group_id: group_id.clone(), member_id: Some(member_id), member_epoch, topics }),
         None => GroupOp::FetchOffsets { group_id: group_id.clone(), topics },
     };
-    match route(ctx, &group_id, op).await {
+    match route(&ctx.router, &group_id, op).await {
         Ok(GroupReply::Offsets(e, t)) => (e, t),
         Ok(_) => (ErrorCode::UNKNOWN_SERVER_ERROR, Vec::new()),
         Err(e) => {

@@ -11,7 +11,7 @@ use super::{code, str_bytes, topic_name};
 use crate::partition::PartitionError;
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
-use crate::server::partition_ops::{call, OpOutput, PartitionOp};
+use crate::cluster::router::{OpOutput, PartitionOp};
 use crate::server::shard::ShardContext;
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ProduceRequest) -> Response {
@@ -28,18 +28,19 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ProduceReque
         let unknown = if meta.version >= 13 { ErrorCode::UNKNOWN_TOPIC_ID } else { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION };
         let name = meta_topic.map(|t| t.name.clone()).unwrap_or_else(|| topic.name.0.to_string());
         let futures = topic.partition_data.into_iter().map(|pd| {
-            let owner = meta_topic.and_then(|t| t.partitions.iter().find(|p| p.partition == pd.index)).map(|p| p.shard);
             let name = name.clone();
             async move {
                 let resp = PartitionProduceResponse::default().with_index(pd.index).with_base_offset(-1).with_log_append_time_ms(-1).with_log_start_offset(-1);
                 if !valid_acks {
                     return resp.with_error_code(ErrorCode::INVALID_REQUIRED_ACKS.code());
                 }
-                let Some(shard) = owner else { return resp.with_error_code(unknown.code()) };
+                let Some(topic) = meta_topic.filter(|t| t.partition(pd.index).is_some()) else {
+                    return resp.with_error_code(unknown.code());
+                };
                 let Some(records) = pd.records else {
                     return resp.with_error_code(ErrorCode::CORRUPT_MESSAGE.code());
                 };
-                match call(ctx, shard, &name, pd.index, PartitionOp::Produce { records, acks }).await {
+                match ctx.router.route(topic, pd.index, PartitionOp::Produce { records, acks }).await {
                     Ok(OpOutput::Produce(out)) => resp
                         .with_base_offset(out.base_offset)
                         .with_log_append_time_ms(out.log_append_time_ms)

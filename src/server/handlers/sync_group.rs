@@ -16,7 +16,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: SyncGroupReq
     let mut resp = if req.assignments.len() > MAX_ASSIGNMENTS {
         SyncGroupResponse::default().with_error_code(ErrorCode::INVALID_REQUEST.code())
     } else {
-        match route(ctx, &group_id, GroupOp::Sync { req, version: meta.version }).await {
+        match route(&ctx.router, &group_id, GroupOp::Sync { req, version: meta.version }).await {
             Ok(GroupReply::Sync(r)) => r,
             Ok(_) => SyncGroupResponse::default().with_error_code(ErrorCode::UNKNOWN_SERVER_ERROR.code()),
             Err(e) => SyncGroupResponse::default().with_error_code(e.code()),

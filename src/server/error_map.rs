@@ -1,6 +1,6 @@
 //! Broker-side errors → Kafka error codes. With `errors.rs` (BatchError), the one
 //! place that decides which code a client sees.
-use super::errors::ErrorCode;
+use crate::protocol::ErrorCode;
 use crate::controller::ControllerError;
 use crate::partition::producer_state::SequenceError;
 use crate::partition::PartitionError;

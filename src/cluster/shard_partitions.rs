@@ -1,0 +1,123 @@
+//! The partitions one shard owns and the metadata image it has applied.
+//!
+//! Shard-owned (invariant 1): created on the shard's executor, never sent elsewhere.
+//! The partition lifecycle (server/shard/partition_lifecycle.rs) inserts and removes
+//! partitions as metadata deltas say and then publishes the image; operations routed by
+//! a newer image wait here until the shard has caught up (the metadata barrier).
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::channel::oneshot;
+use futures::FutureExt;
+
+use super::image::MetadataImage;
+use crate::partition::Partition;
+use crate::runtime::ShardId;
+
+/// How long a shard waits to catch up with metadata committed by the controller.
+const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub struct ShardPartitions {
+    shard: ShardId,
+    image: RefCell<Arc<MetadataImage>>,
+    /// By topic, then partition index.
+    partitions: RefCell<HashMap<String, HashMap<i32, Rc<Partition>>>>,
+    metadata_waiters: RefCell<Vec<oneshot::Sender<()>>>,
+    /// The last metadata index the controller committed (read on catch-up only).
+    committed_index: Box<dyn Fn() -> u64>,
+}
+
+impl ShardPartitions {
+    /// `committed_index` tells the newest metadata the controller committed, so a shard
+    /// can wait for it (this layer knows no controller).
+    pub fn new(shard: ShardId, committed_index: Box<dyn Fn() -> u64>) -> ShardPartitions {
+        ShardPartitions {
+            shard,
+            image: RefCell::new(Arc::new(MetadataImage::default())),
+            partitions: RefCell::new(HashMap::new()),
+            metadata_waiters: RefCell::new(Vec::new()),
+            committed_index,
+        }
+    }
+
+    pub fn shard(&self) -> ShardId {
+        self.shard
+    }
+
+    fn assert_on_shard(&self) {
+        debug_assert_eq!(crate::runtime::current_shard(), Some(self.shard), "shard partitions used off their shard");
+    }
+
+    /// The metadata image this shard has fully applied (partitions opened).
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.image.borrow().clone()
+    }
+
+    pub fn metadata_index(&self) -> u64 {
+        self.image.borrow().applied_index
+    }
+
+    pub fn get(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
+        self.partitions.borrow().get(topic)?.get(&partition).cloned()
+    }
+
+    pub fn all(&self) -> Vec<Rc<Partition>> {
+        self.partitions.borrow().values().flat_map(|m| m.values().cloned()).collect()
+    }
+
+    pub fn of_topic(&self, topic: &str) -> Vec<Rc<Partition>> {
+        self.partitions.borrow().get(topic).map(|m| m.values().cloned().collect()).unwrap_or_default()
+    }
+
+    pub fn count(&self) -> usize {
+        self.partitions.borrow().values().map(|m| m.len()).sum()
+    }
+
+    pub fn insert(&self, partition: Rc<Partition>) {
+        self.assert_on_shard();
+        self.partitions.borrow_mut().entry(partition.topic.clone()).or_default().insert(partition.index, partition);
+    }
+
+    /// Removes every partition of `topic`, returning them by index.
+    pub fn remove_topic(&self, topic: &str) -> Vec<(i32, Rc<Partition>)> {
+        self.assert_on_shard();
+        self.partitions.borrow_mut().remove(topic).map(|m| m.into_iter().collect()).unwrap_or_default()
+    }
+
+    /// Makes `image` the applied one and wakes operations waiting for it.
+    pub fn publish(&self, image: Arc<MetadataImage>) {
+        self.assert_on_shard();
+        debug_assert!(image.applied_index >= self.metadata_index(), "the applied metadata never goes back");
+        *self.image.borrow_mut() = image;
+        for w in self.metadata_waiters.borrow_mut().drain(..) {
+            let _ = w.send(());
+        }
+    }
+
+    /// Waits until this shard has applied metadata `index` (or the timeout passes).
+    pub async fn wait_for_metadata(&self, index: u64, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while self.metadata_index() < index {
+            let now = Instant::now();
+            if now >= deadline {
+                tracing::warn!(shard = self.shard, index, applied = self.metadata_index(), "metadata barrier timed out");
+                return;
+            }
+            let (tx, rx) = oneshot::channel();
+            self.metadata_waiters.borrow_mut().push(tx);
+            futures::select! {
+                _ = rx.fuse() => {}
+                _ = glommio::timer::sleep(deadline - now).fuse() => {}
+            }
+        }
+    }
+
+    /// Waits until this shard has applied everything the controller committed so far.
+    pub async fn catch_up_with_controller(&self) {
+        let index = (self.committed_index)();
+        self.wait_for_metadata(index, CATCH_UP_TIMEOUT).await;
+    }
+}

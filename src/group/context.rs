@@ -1,0 +1,54 @@
+//! What the group coordinator needs from the shard hosting it, and nothing more: its shard
+//! id, the group settings, the shard's partitions (for its `__consumer_offsets`
+//! partitions and the metadata image) and the coordinator state itself. The broker's
+//! shard builds one at start (server/shard); the coordinator never sees the server.
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::coordinator::Coordinator;
+use crate::cluster::image::MetadataImage;
+use crate::cluster::shard_partitions::ShardPartitions;
+use crate::partition::Partition;
+use crate::runtime::ShardId;
+
+/// The broker settings groups use (Kafka's group.* and offsets.* keys).
+#[derive(Clone, Debug)]
+pub struct GroupConfig {
+    pub group_min_session_timeout_ms: i32,
+    pub group_max_session_timeout_ms: i32,
+    pub group_initial_rebalance_delay_ms: u64,
+    pub group_max_size: usize,
+    pub max_groups_per_shard: usize,
+    pub group_consumer_session_timeout_ms: u64,
+    pub group_consumer_heartbeat_interval_ms: i32,
+    pub offset_metadata_max_bytes: usize,
+    pub offsets_retention_minutes: u64,
+    pub offsets_retention_check_interval_ms: u64,
+}
+
+/// The coordinator of one shard with its view of that shard (shard-owned).
+pub struct CoordinatorContext {
+    pub shard: ShardId,
+    pub config: GroupConfig,
+    pub partitions: Rc<ShardPartitions>,
+    /// The groups of this shard's offsets partitions.
+    pub groups: Coordinator,
+}
+
+impl CoordinatorContext {
+    pub fn new(config: GroupConfig, partitions: Rc<ShardPartitions>) -> CoordinatorContext {
+        CoordinatorContext { shard: partitions.shard(), config, partitions, groups: Coordinator::default() }
+    }
+
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.partitions.image()
+    }
+
+    pub fn partition(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
+        self.partitions.get(topic, partition)
+    }
+
+    pub fn local_partitions(&self) -> Vec<Rc<Partition>> {
+        self.partitions.all()
+    }
+}

@@ -1,0 +1,41 @@
+//! A shard's background loops over its own partitions: retention (retention.ms /
+//! retention.bytes) and the log cleaner (compacted topics). The group coordinator's
+//! timers (sessions, offset expiry) live in group/.
+use std::rc::Rc;
+use std::time::Duration;
+
+use super::context::ShardContext;
+
+/// Runs retention on this shard's partitions every `log_retention_check_interval_ms`.
+pub async fn retention_loop(ctx: Rc<ShardContext>) {
+    let every = Duration::from_millis(ctx.config.log_retention_check_interval_ms.max(100));
+    loop {
+        glommio::timer::sleep(every).await;
+        let now = crate::runtime::now_ms();
+        for p in ctx.partitions.all() {
+            if let Err(e) = p.apply_retention(now).await {
+                tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e, "retention failed");
+            }
+        }
+    }
+}
+
+/// Runs the log cleaner every `log_cleaner_backoff_ms` on this shard's compacted
+/// partitions whose dirty ratio reached min.cleanable.dirty.ratio (Kafka's LogCleaner,
+/// one per shard instead of a thread pool). A pass yields between batches.
+pub async fn cleaner_loop(ctx: Rc<ShardContext>) {
+    let every = Duration::from_millis(ctx.config.log_cleaner_backoff_ms.max(10));
+    loop {
+        glommio::timer::sleep(every).await;
+        for p in ctx.partitions.all() {
+            if !p.needs_cleaning() {
+                continue;
+            }
+            if let Err(e) = p.clean(crate::runtime::now_ms()).await {
+                tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e,
+                    "log clean failed; a partition with damaged data is not cleaned again until restart");
+            }
+            glommio::yield_if_needed().await;
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! One shard's state (`ShardContext`): what every handler on this shard reads — its id,
+//! the config, the controller handle, its partitions and applied metadata image, the
+//! router, the group coordinator, producer-id block and connection count.
+use std::cell::Cell;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use crate::cluster::image::MetadataImage;
+use crate::cluster::router::ShardRequest;
+use crate::cluster::shard_partitions::ShardPartitions;
+use crate::cluster::topic_config::TopicConfigDefaults;
+use crate::config::Config;
+use crate::controller::ControllerHandle;
+use crate::group::{CoordinatorContext, GroupConfig, GroupOp, ShardRouter};
+use crate::group::ops::GroupResult;
+use crate::runtime::mesh::Mesh;
+use crate::runtime::ShardId;
+
+/// Producer ids fetched from the controller at a time.
+const PRODUCER_ID_BLOCK: i64 = 1000;
+
+/// The message shards send each other: a partition or group operation.
+pub type ShardMessage = ShardRequest<GroupOp, GroupResult>;
+
+pub struct ShardContext {
+    pub shard: ShardId,
+    pub config: Arc<Config>,
+    pub controller: ControllerHandle,
+    pub topic_defaults: TopicConfigDefaults,
+    /// The partitions this shard owns and the metadata image it has applied.
+    pub partitions: Rc<ShardPartitions>,
+    /// Runs partition and group operations on their owning shard.
+    pub router: Rc<ShardRouter>,
+    /// The groups of this shard's `__consumer_offsets` partitions.
+    pub coordinator: Rc<CoordinatorContext>,
+    producer_ids: Cell<(i64, i64)>,
+    pub connections: Cell<usize>,
+}
+
+impl ShardContext {
+    pub fn new(
+        shard: ShardId,
+        config: Arc<Config>,
+        controller: ControllerHandle,
+        mesh: Mesh<ShardMessage>,
+        topic_defaults: TopicConfigDefaults,
+    ) -> ShardContext {
+        let committed = controller.clone();
+        let partitions = Rc::new(ShardPartitions::new(shard, Box::new(move || committed.image().applied_index)));
+        let router = Rc::new(ShardRouter::new(partitions.clone(), mesh));
+        let coordinator = Rc::new(CoordinatorContext::new(group_config(&config), partitions.clone()));
+        crate::group::ops::serve_group_ops(&router, &coordinator);
+        ShardContext {
+            shard,
+            config,
+            controller,
+            topic_defaults,
+            partitions,
+            router,
+            coordinator,
+            producer_ids: Cell::new((0, 0)),
+            connections: Cell::new(0),
+        }
+    }
+
+    /// The metadata image this shard has fully applied (partitions opened).
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.partitions.image()
+    }
+
+    /// Waits until this shard has applied everything the controller committed so far.
+    pub async fn catch_up_with_controller(&self) {
+        self.partitions.catch_up_with_controller().await;
+    }
+
+    /// A fresh producer id (blocks of ids come from the controller).
+    pub async fn next_producer_id(&self) -> Result<i64, crate::controller::ControllerError> {
+        let (next, end) = self.producer_ids.get();
+        if next < end {
+            self.producer_ids.set((next + 1, end));
+            return Ok(next);
+        }
+        let first = self.controller.allocate_producer_ids(PRODUCER_ID_BLOCK).await?;
+        self.producer_ids.set((first + 1, first + PRODUCER_ID_BLOCK));
+        Ok(first)
+    }
+
+    pub fn partition_dir(&self, topic: &str, partition: i32) -> PathBuf {
+        self.config.data_dir.join(format!("{topic}-{partition}"))
+    }
+}
+
+fn group_config(c: &Config) -> GroupConfig {
+    GroupConfig {
+        group_min_session_timeout_ms: c.group_min_session_timeout_ms,
+        group_max_session_timeout_ms: c.group_max_session_timeout_ms,
+        group_initial_rebalance_delay_ms: c.group_initial_rebalance_delay_ms,
+        group_max_size: c.group_max_size,
+        max_groups_per_shard: c.max_groups_per_shard,
+        group_consumer_session_timeout_ms: c.group_consumer_session_timeout_ms,
+        group_consumer_heartbeat_interval_ms: c.group_consumer_heartbeat_interval_ms,
+        offset_metadata_max_bytes: c.offset_metadata_max_bytes,
+        offsets_retention_minutes: c.offsets_retention_minutes,
+        offsets_retention_check_interval_ms: c.offsets_retention_check_interval_ms,
+    }
+}

@@ -1,0 +1,17 @@
+//! One shard: a glommio executor pinned to a core that owns a set of partitions.
+//!
+//! It learns metadata only from its controller update channel, opens/closes/deletes its
+//! own partitions as deltas say, serves other shards' operations from its inbox (the
+//! router), accepts client connections on the shared listen address (SO_REUSEPORT), and
+//! runs retention and the cleaner for its partitions.
+//!
+//! - `context.rs`             the shard's state every handler reads (`ShardContext`)
+//! - `partition_lifecycle.rs` metadata updates → open / reconfigure / delete partitions
+//! - `background.rs`          retention and log-cleaner loops
+mod background;
+mod context;
+mod partition_lifecycle;
+
+pub use background::{cleaner_loop, retention_loop};
+pub use context::{ShardContext, ShardMessage};
+pub use partition_lifecycle::follow_metadata;

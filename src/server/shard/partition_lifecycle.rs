@@ -1,0 +1,141 @@
+//! The partition lifecycle of one shard: it applies each metadata update — opening
+//! (recovering) the partitions the controller placed on this shard, reconfiguring them,
+//! deleting them with their files — and then publishes the image, so operations routed
+//! by it find their partitions. The batch-cache budget is split over open partitions.
+use std::rc::Rc;
+
+use super::context::ShardContext;
+use crate::cluster::image::{MetadataDelta, MetadataUpdate, TopicMeta};
+use crate::cluster::topic_config::{TimestampType, TopicConfig};
+use crate::partition::{Partition, PartitionSettings};
+use crate::storage::LogConfig;
+
+impl ShardContext {
+    pub(super) fn settings_for(&self, topic: &TopicMeta) -> (LogConfig, PartitionSettings) {
+        let tc = TopicConfig::resolve(&self.topic_defaults, &topic.configs).unwrap_or_else(|e| {
+            // The controller validated these; an invalid stored value falls back to defaults.
+            tracing::error!(topic = %topic.name, error = %e, "stored topic config invalid; using defaults");
+            TopicConfig::resolve(&self.topic_defaults, &Default::default()).unwrap_or_else(|_| unreachable!("defaults are valid"))
+        });
+        let log = LogConfig {
+            segment_bytes: tc.segment_bytes,
+            segment_ms: tc.segment_ms,
+            retention_ms: tc.retention_ms,
+            retention_bytes: tc.retention_bytes,
+            index_interval_bytes: self.config.log_index_interval_bytes,
+            cache_bytes: self.cache_budget_per_partition(),
+            compact: tc.is_compacted(),
+            delete: tc.is_delete(),
+            min_cleanable_dirty_ratio: tc.min_cleanable_dirty_ratio,
+            delete_retention_ms: tc.delete_retention_ms,
+        };
+        let settings = PartitionSettings {
+            max_message_bytes: tc.max_message_bytes.max(0) as usize,
+            log_append_time: tc.timestamp_type == TimestampType::LogAppendTime,
+            flush: self.config.flush,
+        };
+        (log, settings)
+    }
+
+    /// The shard's batch-cache budget split evenly over its partitions, capped by the
+    /// per-partition setting.
+    fn cache_budget_per_partition(&self) -> usize {
+        let count = self.partitions.count();
+        (self.config.batch_cache_bytes_per_shard / count.max(1)).min(self.config.batch_cache_bytes_per_partition)
+    }
+
+    fn rebalance_cache_budgets(&self) {
+        let budget = self.cache_budget_per_partition();
+        for p in self.partitions.all() {
+            p.set_cache_budget(budget);
+        }
+    }
+
+    async fn open_partition(&self, topic: &TopicMeta, index: i32) {
+        let Some(meta) = topic.partition(index) else { return };
+        if meta.shard != self.shard || self.partitions.get(&topic.name, index).is_some() {
+            return;
+        }
+        let count = self.partitions.count();
+        if count >= self.config.max_partitions_per_shard {
+            tracing::error!(shard = self.shard, topic = %topic.name, partition = index,
+                limit = self.config.max_partitions_per_shard, "partition limit per shard reached; not opening (raise max_partitions_per_shard)");
+            return;
+        }
+        let (log, settings) = self.settings_for(topic);
+        let dir = self.partition_dir(&topic.name, index);
+        match Partition::open(&dir, topic.name.clone(), index, topic.topic_id, self.shard, meta.leader_epoch, log, settings).await {
+            Ok(p) => {
+                self.partitions.insert(p);
+                self.rebalance_cache_budgets();
+            }
+            Err(e) => tracing::error!(shard = self.shard, topic = %topic.name, partition = index, error = %e, "cannot open partition"),
+        }
+    }
+
+    /// Applies one metadata update: open, reconfigure or delete this shard's partitions,
+    /// then publish the image and wake operations waiting for it.
+    pub async fn apply_update(&self, update: MetadataUpdate) {
+        let image = update.image.clone();
+        if update.deltas.is_empty() {
+            // Initial image (or a snapshot): open everything this shard owns.
+            for topic in image.topics.values() {
+                for p in &topic.partitions {
+                    self.open_partition(topic, p.partition).await;
+                }
+            }
+        }
+        for delta in &update.deltas {
+            match delta {
+                MetadataDelta::TopicCreated { name } | MetadataDelta::PartitionsCreated { name, .. } => {
+                    if let Some(topic) = image.topic(name) {
+                        for p in &topic.partitions {
+                            self.open_partition(topic, p.partition).await;
+                        }
+                    }
+                }
+                MetadataDelta::TopicDeleted { name, .. } => self.delete_topic(name).await,
+                MetadataDelta::TopicConfigChanged { name } => {
+                    if let Some(topic) = image.topic(name) {
+                        let (log, settings) = self.settings_for(topic);
+                        for p in self.partitions.of_topic(name) {
+                            p.apply_config(log.clone(), settings.clone());
+                        }
+                    }
+                }
+            }
+        }
+        self.partitions.publish(image);
+    }
+
+    async fn delete_topic(&self, name: &str) {
+        for (index, p) in self.partitions.remove_topic(name) {
+            p.close();
+            let dir = self.partition_dir(name, index);
+            drop(p);
+            // Kafka renames a deleted partition's directory, then removes it in the
+            // background; the rename frees the name for a topic created right after.
+            let res = glommio::executor()
+                .spawn_blocking(move || {
+                    let mut doomed = dir.clone().into_os_string();
+                    doomed.push(format!(".{}-delete", crate::runtime::now_ms()));
+                    std::fs::rename(&dir, &doomed)?;
+                    std::fs::remove_dir_all(&doomed)
+                })
+                .await;
+            if let Err(e) = res {
+                tracing::warn!(shard = self.shard, topic = name, partition = index, error = %e, "could not remove a deleted partition's files");
+            }
+        }
+        self.rebalance_cache_budgets();
+    }
+}
+
+
+/// Applies metadata updates as they arrive.
+pub async fn follow_metadata(ctx: Rc<ShardContext>, updates: async_channel::Receiver<MetadataUpdate>) {
+    while let Ok(update) = updates.recv().await {
+        ctx.apply_update(update).await;
+    }
+}
+
