@@ -14,7 +14,7 @@ use kafka_protocol::records::RecordBatchDecoder;
 
 use super::membership;
 use super::ops::{GroupOp, GroupReply};
-use super::records::{build_batch, GroupValue, OffsetsRecord};
+use super::coordinator_records::{build_batch, GroupValue, OffsetsRecord};
 use super::state::{CommittedOffset, Group, GroupState, Member};
 use super::OFFSETS_TOPIC;
 use crate::partition::Partition;

@@ -18,7 +18,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use super::coordinator::{append, Coordinator};
-use super::records::OffsetsRecord;
+use super::coordinator_records::OffsetsRecord;
 use super::state::{Group, GroupState};
 use super::OFFSETS_TOPIC;
 use super::context::CoordinatorContext;
@@ -147,7 +147,7 @@ pub async fn expiry_loop(ctx: Rc<CoordinatorContext>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::group::records::OffsetValue;
+    use crate::group::coordinator_records::OffsetValue;
     use crate::group::state::CommittedOffset;
 
     fn commit(g: &mut Group, topic: &str, partition: i32, ts: i64, expire: Option<i64>, record_offset: i64) {

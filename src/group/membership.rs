@@ -20,7 +20,7 @@ use kafka_protocol::messages::{HeartbeatRequest, JoinGroupRequest, JoinGroupResp
 use kafka_protocol::protocol::StrBytes;
 
 use super::coordinator::{append, Coordinator};
-use super::records::{GroupValue, MemberValue, OffsetsRecord};
+use super::coordinator_records::{GroupValue, MemberValue, OffsetsRecord};
 use super::state::{Group, GroupState, Member};
 use crate::protocol::strings::str_bytes;
 use crate::partition::Partition;

@@ -26,7 +26,7 @@ pub mod membership;
 pub mod offsets;
 pub mod ops;
 pub mod placement;
-pub mod records;
+pub mod coordinator_records;
 pub mod state;
 
 pub use coordinator::{tick_loop, Coordinator};

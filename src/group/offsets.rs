@@ -14,7 +14,7 @@ use kafka_protocol::messages::{GroupId, OffsetCommitRequest, OffsetCommitRespons
 use super::coordinator::{append, Coordinator};
 use super::membership::validate_member;
 use super::ops::PartitionOffset;
-use super::records::{OffsetValue, OffsetsRecord};
+use super::coordinator_records::{OffsetValue, OffsetsRecord};
 use super::state::{CommittedOffset, Group, GroupState};
 use crate::protocol::strings::{str_bytes, topic_name};
 use crate::partition::Partition;

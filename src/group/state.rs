@@ -7,7 +7,7 @@ use bytes::Bytes;
 use futures::channel::oneshot;
 use kafka_protocol::messages::{JoinGroupResponse, SyncGroupResponse};
 
-use super::records::OffsetValue;
+use super::coordinator_records::OffsetValue;
 
 /// Kafka's classic group states.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -89,11 +89,6 @@ pub fn produce_version_rejected(version: i16) -> bool {
     version < 3
 }
 
-/// All served APIs in ApiKey order, for the ApiVersions response.
-pub fn all_supported() -> impl Iterator<Item = (ApiKey, i16, i16)> {
-    SUPPORTED.iter().copied()
-}
-
 /// The ApiVersions response body for a request of `version` (a supported one).
 ///
 /// Supported features: Kafka always lists `metadata.version` (4.1 brokers: levels 7..=27,

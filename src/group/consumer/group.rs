@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use uuid::Uuid;
 
-use super::records::{CurrentAssignmentValue, MemberMetadataValue};
+use super::consumer_group_records::{CurrentAssignmentValue, MemberMetadataValue};
 use crate::protocol::ErrorCode;
 
 /// Partitions by topic id (Kafka's `Map<Uuid, Set<Integer>>`).

@@ -12,10 +12,10 @@ use uuid::Uuid;
 
 use super::assignor::{self, MemberSpec};
 use super::group::{Assignment, ConsumerGroup, ConsumerMember, MemberState, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH};
-use super::records::ConsumerRecord;
+use super::consumer_group_records::ConsumerRecord;
 use crate::protocol::strings::str_bytes;
 use crate::cluster::image::MetadataImage;
-use crate::group::records::OffsetsRecord;
+use crate::group::coordinator_records::OffsetsRecord;
 use crate::group::state::{Group, GroupState};
 use crate::protocol::ErrorCode;
 

@@ -24,7 +24,7 @@ use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeart
 
 use super::coordinator::{append, Coordinator};
 use super::ops::GroupReply;
-use super::records::OffsetsRecord;
+use crate::group::coordinator_records::OffsetsRecord;
 use super::state::Group;
 use crate::partition::Partition;
 use crate::protocol::ErrorCode;
@@ -35,7 +35,7 @@ pub mod describe;
 pub mod group;
 pub mod heartbeat;
 pub mod reconcile;
-pub mod records;
+pub mod consumer_group_records;
 
 pub use group::ConsumerGroup;
 use group::{ConsumerMember, MemberState};
@@ -68,8 +68,8 @@ fn replayed_existing<'a>(groups: &'a mut HashMap<String, Group>, group: &str) ->
 /// Replays a consumer-group record while loading `__consumer_offsets` (in log order; the
 /// latest record of each key wins, as after compaction). `finish_load` then rebuilds what
 /// is derived from them.
-pub fn replay(groups: &mut HashMap<String, Group>, partition: i32, rec: records::ConsumerRecord) {
-    use records::ConsumerRecord as R;
+pub fn replay(groups: &mut HashMap<String, Group>, partition: i32, rec: consumer_group_records::ConsumerRecord) {
+    use consumer_group_records::ConsumerRecord as R;
     let now = Instant::now();
     match rec {
         R::GroupEpoch { group, epoch: Some(epoch), metadata_hash } => {
@@ -118,7 +118,7 @@ pub fn replay(groups: &mut HashMap<String, Group>, partition: i32, rec: records:
             // Kafka resets the assignment; the member metadata tombstone that follows
             // removes the member.
             if let Some(m) = replayed_existing(groups, &group).and_then(|c| c.members.get_mut(&member)) {
-                m.apply_current_assignment_value(records::CurrentAssignmentValue {
+                m.apply_current_assignment_value(consumer_group_records::CurrentAssignmentValue {
                     member_epoch: 0,
                     previous_member_epoch: 0,
                     state: MemberState::Stable.value(),

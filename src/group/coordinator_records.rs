@@ -67,7 +67,7 @@ pub enum OffsetsRecord {
     Offset { group: String, topic: String, partition: i32, value: Option<OffsetValue> },
     Group { group: String, value: Option<GroupValue> },
     /// KIP-848 consumer-group records (key versions 3-8), see consumer/records.rs.
-    Consumer(super::consumer::records::ConsumerRecord),
+    Consumer(super::consumer::consumer_group_records::ConsumerRecord),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -288,7 +288,7 @@ impl OffsetsRecord {
                 };
                 Ok(OffsetsRecord::Group { group, value })
             }
-            v @ 3..=8 => super::consumer::records::ConsumerRecord::parse(v, k, value).map(OffsetsRecord::Consumer),
+            v @ 3..=8 => super::consumer::consumer_group_records::ConsumerRecord::parse(v, k, value).map(OffsetsRecord::Consumer),
             v => Err(RecordError::UnknownVersion(v)),
         }
     }

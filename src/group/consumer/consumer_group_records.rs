@@ -24,7 +24,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use uuid::Uuid;
 
 use super::group::Assignment;
-use crate::group::records::{get_i16, get_i32, get_i64, get_str, put_str, RecordError};
+use crate::group::coordinator_records::{get_i16, get_i32, get_i64, get_str, put_str, RecordError};
 
 pub const GROUP_METADATA_KEY_VERSION: i16 = 3;
 pub const MEMBER_METADATA_KEY_VERSION: i16 = 5;
@@ -399,7 +399,7 @@ impl ConsumerRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::group::records::OffsetsRecord;
+    use crate::group::coordinator_records::OffsetsRecord;
 
     fn assignment(topic: u128, ps: &[i32]) -> Assignment {
         let mut a = Assignment::new();
