@@ -3,7 +3,8 @@
 #
 # 1. installs what the tests need, idempotently: kcat (Debian), Python clients (pinned, in
 #    tests/integration/requirements.txt), the Java client tool (Maven, kafka-clients 4.1.x)
-# 2. cargo test            (unit + property tests, debug profile)
+# 2. the layering check    (scripts/check_layers.py: no lower layer names an upper one)
+#    cargo test            (unit + property tests, debug profile)
 # 3. cargo build --release (the integration tests run target/release/shardlog)
 # 4. pytest tests/integration -v
 #
@@ -67,6 +68,9 @@ if [ "$TARGET" = "kafka" ]; then
 fi
 
 if [ "${SKIP_CARGO:-0}" != 1 ]; then
+  step "layering check (dependencies point down)"
+  "$PY" scripts/check_layers.py --self-test
+  "$PY" scripts/check_layers.py
   step "cargo test (unit + property tests)"
   cargo test 2>&1
   if [ -z "${SHARDLOG_BIN:-}" ]; then

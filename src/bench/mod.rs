@@ -10,6 +10,9 @@
 //!
 //! Single-node assumption: every connection goes to `--bootstrap`; the topic's
 //! partitions must all be led by that broker (checked).
+//!
+//! A client: it knows the wire (`protocol::`, `record::`) and never the broker's inside
+//! (`server::`, `partition::`, `storage::`, `cluster::`, `group::`, `controller::`).
 pub mod client;
 pub mod histogram;
 pub mod rate;

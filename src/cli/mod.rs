@@ -1,4 +1,11 @@
 //! Command-line tools that talk to a running broker over the Kafka protocol.
+//!
+//! - `client.rs` a blocking request/response connection
+//! - `topic.rs`  `shardlog topic create|list|describe|delete`
+//! - `group.rs`  `shardlog group list|describe`
+//!
+//! A client: it never imports the broker's inside (`server::`, `partition::`, `storage::`,
+//! `cluster::`, `group::`, `controller::`).
 pub mod client;
 pub mod group;
 pub mod topic;

@@ -18,6 +18,9 @@
 //! - `network.rs`       the raft RPC seam (no peers yet)
 //! - `handle.rs`        `ControllerHandle`, the request channel
 //! - `server.rs`        the controller thread: runtime, raft start-up, request loop
+//!
+//! Never imports `server::`, `group::`, `partition::` or `protocol::`: shards learn what
+//! the controller decided only from `MetadataUpdate`s.
 use std::path::PathBuf;
 
 use crate::cluster::image::MetadataUpdate;

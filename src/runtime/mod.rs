@@ -1,8 +1,15 @@
-//! Thread-per-core runtime: which shard this thread is, where executors are placed,
-//! and the channels between shards.
+//! Thread-per-core runtime, the bottom layer: which shard this thread is, where
+//! executors are placed, the channels between shards, and the clock.
+//!
+//! - `mod.rs`       `ShardId`, the current shard and the on-shard assertion
+//! - `placement.rs` which cores run shards and the controller
+//! - `mesh.rs`      one inbox per shard, a sender to each for everyone
+//! - `clock.rs`     `now_ms` (Kafka timestamps)
+//!
+//! Never imports anything else of this crate: every other module builds on this one.
+pub mod clock;
 pub mod mesh;
 pub mod placement;
-pub mod clock;
 pub use clock::now_ms;
 
 use std::cell::Cell;

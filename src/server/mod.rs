@@ -1,13 +1,16 @@
-//! The broker process: starts the controller thread and one shard executor per core,
-//! each accepting Kafka connections and owning its partitions.
+//! The broker process, the top layer: starts the controller thread and one shard
+//! executor per core, each accepting Kafka connections, decoding requests and answering
+//! them through the layers below.
 //!
-//! - `broker.rs`         start-up and shutdown of the whole process
-//! - `shard.rs`          one shard's state (`ShardContext`) and its background tasks
-//! - `partition_ops.rs`  operations on a partition, run on its owning shard (local call
-//!                       or a message over the cross-shard mesh)
-//! - `connection.rs`     one client connection: framing, in-order pipelined responses
-//! - `dispatch.rs`       request → handler
-//! - `handlers/`         one file per Kafka API
+//! - `broker.rs`      start-up and shutdown of the whole process
+//! - `shard/`         one shard: its state, partition lifecycle, background loops
+//! - `connection.rs`  one client connection: framing, in-order pipelined responses
+//! - `socket_split.rs` a glommio TCP stream split into read and write halves
+//! - `dispatch.rs`    request → handler
+//! - `handlers/`      one file per Kafka API
+//! - `error_map.rs`   the one place where internal errors become Kafka error codes
+//!
+//! Nothing below imports `server::`.
 pub mod broker;
 pub mod connection;
 pub mod dispatch;
