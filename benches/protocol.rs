@@ -8,11 +8,11 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::{ApiKey, MetadataRequest, ProduceRequest, RequestHeader, TopicName};
 use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 use kafka_protocol::records::Compression;
-use shardlog::protocol::batch_builder::{encode_batch, NewRecord};
+use shardlog::record::{encode_batch, NewRecord};
 use shardlog::protocol::fetch_writer::{
     write_fetch_response, FetchPartitionParts, FetchResponseParts, FetchTopicParts,
 };
-use shardlog::protocol::record_batch::{iter_batches, validate_produce_records};
+use shardlog::record::{iter_batches, validate_produce_records};
 use shardlog::protocol::request::decode_request;
 
 /// One uncompressed producer batch of about `bytes` bytes (1 KiB values).

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kafka_protocol::records::Compression;
-use shardlog::protocol::batch_builder::{encode_batch, NewRecord};
+use shardlog::record::{encode_batch, NewRecord};
 use shardlog::config::FlushMode;
 use shardlog::partition::{Partition, PartitionSettings};
 use shardlog::storage::LogConfig;

@@ -2,7 +2,8 @@
 //!
 //! Folders tell the architecture (see README.md):
 //! - `runtime/`    executors pinned to cores, shard ids, the cross-shard mesh
-//! - `protocol/`   Kafka framing, ApiVersions table, record-batch validation, fetch writer
+//! - `record/`     the RecordBatch v2 layout every layer shares: parse, validate, iterate, patch
+//! - `protocol/`   Kafka framing, ApiVersions table, fetch writer
 //! - `server/`     per-shard accept loop, connections, one handler file per Kafka API
 //! - `storage/`    segmented log on glommio DMA files, indexes, recovery, retention
 //! - `partition/`  one partition's state: log, producer state, high watermark
@@ -18,6 +19,7 @@ pub mod controller;
 pub mod group;
 pub mod partition;
 pub mod protocol;
+pub mod record;
 pub mod runtime;
 pub mod server;
 pub mod storage;

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::RequestKind;
 use libfuzzer_sys::fuzz_target;
 use shardlog::protocol::frame::frame_len;
-use shardlog::protocol::record_batch::{iter_batches, set_log_append_time, validate_produce_records};
+use shardlog::record::{iter_batches, set_log_append_time, validate_produce_records};
 use shardlog::protocol::request::decode_request;
 
 const MAX_FRAME_BYTES: usize = 1 << 20;

@@ -9,8 +9,7 @@ use anyhow::{anyhow, bail};
 use bytes::Bytes;
 use kafka_protocol::records::Compression;
 
-use crate::protocol::batch_builder::{encode_batch, NewRecord};
-use crate::protocol::record_batch::{compute_crc, parse_header, BATCH_HEADER_LEN};
+use crate::record::{compute_crc, encode_batch, parse_header, NewRecord, BATCH_HEADER_LEN};
 
 /// Offset of the CRC field in a batch.
 pub const OFF_CRC: usize = 17;

@@ -22,7 +22,7 @@ use super::histogram::LatencyHistogram;
 use super::rate::Schedule;
 use super::records::{build_batch, record_values, walk_batches, OFF_CRC};
 use super::report::Meter;
-use crate::protocol::record_batch::compute_crc;
+use crate::record::compute_crc;
 
 pub const PRODUCE_VERSION: i16 = 9;
 pub const FETCH_VERSION: i16 = 12;

@@ -18,7 +18,7 @@ use super::coordinator_records::{build_batch, GroupValue, OffsetsRecord};
 use super::state::{CommittedOffset, Group, GroupState, Member};
 use super::OFFSETS_TOPIC;
 use crate::partition::Partition;
-use crate::protocol::record_batch::parse_header;
+use crate::record::parse_header;
 use crate::protocol::ErrorCode;
 use super::context::CoordinatorContext;
 use crate::runtime::now_ms;

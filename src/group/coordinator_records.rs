@@ -19,7 +19,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::records::Compression;
 
-use crate::protocol::batch_builder::{encode_batch, NewRecord};
+use crate::record::{encode_batch, NewRecord};
 
 const OFFSET_KEY_VERSION: i16 = 1;
 const GROUP_KEY_VERSION: i16 = 2;
@@ -356,7 +356,7 @@ mod tests {
             assert_eq!(&OffsetsRecord::parse(Some(r.key()), r.value()).unwrap(), r);
         }
         let batch = build_batch(&recs, 1).unwrap();
-        let h = crate::protocol::record_batch::validate_produce_records(&batch, 1 << 20).unwrap();
+        let h = crate::record::validate_produce_records(&batch, 1 << 20).unwrap();
         assert_eq!(h[0].records_count, 5);
         let mut b = batch.clone();
         let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut b).unwrap();

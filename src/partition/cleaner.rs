@@ -30,7 +30,7 @@ use glommio::io::DmaFile;
 
 use super::partition::Partition;
 use super::PartitionError;
-use crate::protocol::record_batch::parse_header;
+use crate::record::parse_header;
 use crate::storage::compaction::{
     cleaned_path, filter_batch, retain, save_checkpoint, swap_in, BatchStream, CleanedSegmentWriter, Filtered, OffsetMap,
 };

@@ -1,5 +1,5 @@
 use crate::partition::producer_state::SequenceError;
-use crate::protocol::record_batch::BatchError;
+use crate::record::BatchError;
 use crate::storage::StorageError;
 
 #[derive(Debug, thiserror::Error)]

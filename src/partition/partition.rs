@@ -23,7 +23,7 @@ use super::error::PartitionError;
 use super::producer_state::{ProducerStateTable, SequenceCheck};
 use crate::runtime::ShardId;
 use crate::config::FlushMode;
-use crate::protocol::record_batch::{
+use crate::record::{
     iter_batches, parse_header, set_base_offset, set_log_append_time, set_partition_leader_epoch,
     validate_produce_records, BatchHeader,
 };
@@ -196,7 +196,7 @@ impl Partition {
         if self.log.borrow().config().compact {
             // Kafka's LogValidator: every record of a compacted topic needs a key.
             for h in &headers {
-                crate::storage::compaction::check_keys_for_compaction(&records, h)?;
+                crate::record::check_keys_for_compaction(&records, h)?;
             }
         }
         let total: usize = headers.iter().map(|h| h.total_len()).sum();

@@ -3,7 +3,7 @@
 //! `max.in.flight.requests.per.connection` <= 5 for idempotent producers).
 use std::collections::{HashMap, VecDeque};
 
-use crate::protocol::record_batch::BatchHeader;
+use crate::record::BatchHeader;
 
 /// Batches remembered per producer for duplicate detection.
 pub const BATCHES_PER_PRODUCER: usize = 5;

@@ -168,7 +168,7 @@ fn log_append_time_and_segment_ms_roll() {
         // Clients read a LogAppendTime batch's maxTimestamp as every record's timestamp
         // (kafka-protocol's decoder reports only the type, so check the header).
         assert!(set.records.iter().all(|r| r.timestamp_type == TimestampType::LogAppend));
-        let header = crate::protocol::record_batch::parse_header(&data.records[0]).unwrap();
+        let header = crate::record::parse_header(&data.records[0]).unwrap();
         assert!(header.timestamp_type_is_log_append());
         assert_eq!(header.max_timestamp, out.log_append_time_ms);
         assert!(set.records.iter().all(|r| r.partition_leader_epoch == 3), "leader epoch stamped into stored batches");

@@ -6,7 +6,7 @@
 
 use kafka_protocol::ResponseError;
 
-use super::record_batch::BatchError;
+use crate::record::BatchError;
 
 /// A Kafka error code as it goes on the wire (`int16`).
 ///
@@ -243,5 +243,8 @@ mod tests {
         );
         assert_eq!(ErrorCode::from(&BatchError::UnsupportedMagic(1)), ErrorCode::INVALID_RECORD);
         assert_eq!(ErrorCode::from(&BatchError::MultipleBatches), ErrorCode::INVALID_RECORD);
+        // A keyless record on a compacted topic (was checked in partition/cleaner_tests.rs;
+        // partition/ names no protocol code).
+        assert_eq!(ErrorCode::from(BatchError::NullKeyInCompactedTopic), ErrorCode::INVALID_RECORD);
     }
 }

@@ -1,6 +1,6 @@
-//! Kafka wire protocol: framing, request decode, the ApiVersions table, record-batch
-//! header validation, the zero-copy Fetch response writer, and the one place where
-//! errors become Kafka error codes.
+//! Kafka wire protocol: framing, request decode, the ApiVersions table, the zero-copy
+//! Fetch response writer, and the one place where errors become Kafka error codes.
+//! The record-batch layout (validation, iteration, patching) is `record/`'s.
 //!
 //! Message bodies are decoded and encoded with the vendored `kafka-protocol` crate, except
 //! the Fetch response, which is written by hand so stored batch bytes go to the socket
@@ -12,11 +12,9 @@
 //! function panics on input (see `fuzz/fuzz_targets/request_decode.rs`).
 
 pub mod api_versions;
-pub mod batch_builder;
 pub mod errors;
 pub mod fetch_writer;
 pub mod frame;
-pub mod record_batch;
 pub mod request;
 pub mod strings;
 
@@ -26,5 +24,4 @@ pub use fetch_writer::{
     write_fetch_response, AbortedTxn, FetchPartitionParts, FetchResponseParts, FetchTopicParts,
 };
 pub use frame::{encode_response, frame_len, FrameError, ProtocolError};
-pub use record_batch::{BatchError, BatchHeader, BATCH_HEADER_LEN};
 pub use request::{decode_request, DecodedRequest, RequestError};

@@ -273,14 +273,14 @@ pub(crate) mod tests {
                 .with_name(Some(TopicName(StrBytes::from_static_str("orders"))))]))
             .with_allow_auto_topic_creation(true);
         write("metadata_v12", encode_req(ApiKey::Metadata, 12, 2, &md));
-        let batch = crate::protocol::record_batch::tests::make_batch(
+        let batch = crate::record::tests::make_batch(
             &[b"hello".to_vec(), b"world".to_vec()],
             Compression::None,
             -1,
             1_700_000_000_000,
         );
         write("produce_v9", encode_req(ApiKey::Produce, 9, 3, &produce_request(batch.freeze())));
-        let batch = crate::protocol::record_batch::tests::make_batch(
+        let batch = crate::record::tests::make_batch(
             &vec![b"zstd".to_vec(); 3],
             Compression::Zstd,
             5,

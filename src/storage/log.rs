@@ -15,7 +15,7 @@ use super::dma::{read_checked_file, write_checked_file};
 use super::recovery::{list_segments, open_active, open_sealed, remove_cleaner_leftovers};
 use super::segment::{log_file_name, Segment, WriteJob};
 use super::{LogConfig, Result, StorageError};
-use crate::protocol::record_batch::BatchHeader;
+use crate::record::BatchHeader;
 
 const LOG_START_MAGIC: u32 = 0x534c_4c53; // "SLLS"
 const LOG_START_VERSION: u16 = 1;

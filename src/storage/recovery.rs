@@ -15,7 +15,7 @@ use super::dma::{open_rw, read_bytes};
 use super::index::{OffsetIndex, TimeIndex};
 use super::segment::{index_path, log_file_name, time_index_path, Segment, SegmentSummary};
 use super::{Result, StorageError};
-use crate::protocol::record_batch::{parse_header, BatchHeader, BATCH_HEADER_LEN};
+use crate::record::{parse_header, BatchHeader, BATCH_HEADER_LEN};
 
 /// Bytes read at a time while scanning a segment.
 const SCAN_CHUNK_BYTES: usize = 1 << 20;

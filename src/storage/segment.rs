@@ -13,7 +13,7 @@ use glommio::io::{DmaBuffer, DmaFile};
 
 use super::index::{OffsetIndex, TimeIndex, SUMMARY_LEN};
 use super::{Result, StorageError};
-use crate::protocol::record_batch::BatchHeader;
+use crate::record::BatchHeader;
 
 pub fn log_file_name(base_offset: i64) -> String {
     format!("{base_offset:020}.log")

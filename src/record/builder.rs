@@ -41,7 +41,7 @@ pub fn encode_batch(records: impl IntoIterator<Item = NewRecord>, compression: C
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::record_batch::validate_produce_records;
+    use crate::record::validate_produce_records;
 
     #[test]
     fn builds_exactly_one_valid_batch() {

@@ -1,0 +1,39 @@
+//! RecordBatch v2, the one record format shardlog accepts, stores and serves: the byte
+//! layout that protocol (produce validation, fetch), storage (segments, recovery,
+//! compaction) and partition (append) share. Batches are stored exactly as the producer
+//! sent them; the data path reads and patches only the fixed 61-byte header, and the
+//! records inside are walked only by the cleaner and the compacted-topic key check.
+//!
+//! - `header.rs`   layout constants, `BatchHeader`, `parse_header`, framing, CRC-32C,
+//!                 `BatchError` (why a batch is refused)
+//! - `iter.rs`     `iter_batches`: the one iterator over the batches in a byte range; it
+//!                 reports a zero-padded tail and a batch cut at the end of the range
+//! - `patch.rs`    set base offset / partition leader epoch / LogAppendTime (+ CRC), and
+//!                 rebuild a batch around a new records section (compaction)
+//! - `validate.rs` `validate_produce_records`: Kafka's checks on a client's produce batch
+//! - `records.rs`  the records inside a batch: varints, bounded decompression,
+//!                 `parse_records`, `check_keys_for_compaction`
+//! - `builder.rs`  `encode_batch`: batches the broker writes itself (group offsets, bench)
+//! - `tests.rs`    layout tests and the test batches other modules' tests use
+//!
+//! Must never import: `server`, `protocol`, `group`, `cluster`, `partition`,
+//! `controller`, `storage` (it is the bottom of the data path). Kafka error codes for
+//! `BatchError` are chosen above, in the one place errors become codes.
+mod builder;
+mod header;
+mod iter;
+mod patch;
+mod records;
+mod validate;
+#[cfg(test)]
+pub(crate) mod tests;
+
+pub use builder::{encode_batch, NewRecord};
+pub use header::{compute_crc, parse_header, BatchError, BatchHeader, BATCH_HEADER_LEN, LOG_OVERHEAD, MAGIC_V2, MIN_BATCH_LENGTH};
+pub use iter::{iter_batches, BatchIter, IterStop};
+pub use patch::{rebuild_with_records, set_base_offset, set_log_append_time, set_partition_leader_epoch};
+pub use records::{
+    check_keys_for_compaction, parse_records, read_field, read_varint, read_varlong, records_section, RecordRef,
+    MAX_DECOMPRESSED_BYTES,
+};
+pub use validate::validate_produce_records;

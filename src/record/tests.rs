@@ -1,0 +1,385 @@
+//! Tests of the batch layout (header, iteration, patching, produce validation), and the
+//! test batches other modules build theirs from.
+use super::header::*;
+use super::iter::{iter_batches, IterStop};
+use super::patch::{set_base_offset, set_log_append_time, set_partition_leader_epoch};
+use super::validate::validate_produce_records;
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::indexmap::IndexMap;
+use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+use proptest::prelude::*;
+
+pub(crate) fn compression_of(i: u8) -> Compression {
+    match i % 5 {
+        0 => Compression::None,
+        1 => Compression::Gzip,
+        2 => Compression::Snappy,
+        3 => Compression::Lz4,
+        _ => Compression::Zstd,
+    }
+}
+
+/// One batch as a producer would send it (base offset 0).
+pub(crate) fn make_batch(
+    values: &[Vec<u8>],
+    compression: Compression,
+    producer_id: i64,
+    base_ts: i64,
+) -> BytesMut {
+    let records: Vec<Record> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let mut headers = IndexMap::new();
+            if i % 3 == 0 {
+                headers.insert(StrBytes::from_static_str("h"), Some(Bytes::from_static(b"x")));
+            }
+            Record {
+                transactional: false,
+                control: false,
+                delete_horizon: false,
+                partition_leader_epoch: -1,
+                producer_id,
+                producer_epoch: if producer_id >= 0 { 0 } else { -1 },
+                timestamp_type: TimestampType::Creation,
+                offset: i as i64,
+                // The encoder starts a new batch whenever offset - sequence changes, so keep
+                // it constant; non-idempotent batches then get base sequence -1.
+                sequence: if producer_id >= 0 { 7 + i as i32 } else { i as i32 - 1 },
+                timestamp: base_ts + i as i64,
+                key: if i % 2 == 0 { Some(Bytes::from(format!("k{i}"))) } else { None },
+                value: Some(Bytes::from(v.clone())),
+                headers,
+            }
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        records.iter(),
+        &RecordEncodeOptions { version: 2, compression },
+    )
+    .expect("test batch encodes");
+    buf
+}
+
+/// A stored batch at `base` of (key, value) records; producer (id, epoch, base seq).
+pub(crate) fn kv_batch(
+    base: i64,
+    recs: &[(Option<&str>, Option<&str>)],
+    compression: Compression,
+    producer: Option<(i64, i16, i32)>,
+    ts: i64,
+) -> Bytes {
+    let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
+    let records: Vec<Record> = recs
+        .iter()
+        .enumerate()
+        .map(|(i, (k, v))| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: pid,
+            producer_epoch: epoch,
+            timestamp_type: TimestampType::Creation,
+            offset: base + i as i64,
+            sequence: if seq < 0 { i as i32 - 1 } else { seq + i as i32 },
+            timestamp: ts + i as i64,
+            key: k.map(|s| Bytes::from(s.to_string())),
+            value: v.map(|s| Bytes::from(s.to_string())),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(&mut buf, records.iter(), &RecordEncodeOptions { version: 2, compression })
+        .expect("test batch encodes");
+    buf.freeze()
+}
+
+/// (offset, key, value, timestamp) of every record of a batch, decoded by kafka-protocol.
+pub(crate) fn decode_kv(b: &Bytes) -> Vec<(i64, Option<Bytes>, Option<Bytes>, i64)> {
+    let mut b = b.clone();
+    let set = RecordBatchDecoder::decode(&mut b).expect("decodes");
+    set.records.into_iter().map(|r| (r.offset, r.key, r.value, r.timestamp)).collect()
+}
+
+#[test]
+fn header_fields_and_helpers() {
+    let b = make_batch(&[b"a".to_vec(), b"bb".to_vec(), b"ccc".to_vec()], Compression::Lz4, 42, 1000);
+    let h = parse_header(&b).unwrap();
+    assert_eq!(h.magic, 2);
+    assert_eq!(h.base_offset, 0);
+    assert_eq!(h.records_count, 3);
+    assert_eq!(h.last_offset_delta, 2);
+    assert_eq!(h.last_offset(), 2);
+    assert_eq!(h.total_len(), b.len());
+    assert_eq!(h.compression(), Some(Compression::Lz4));
+    assert_eq!(h.producer_id, 42);
+    assert_eq!(h.base_sequence, 7);
+    assert_eq!(h.last_sequence(), 9);
+    assert_eq!(h.base_timestamp, 1000);
+    assert_eq!(h.max_timestamp, 1002);
+    assert!(!h.is_control() && !h.is_transactional() && !h.timestamp_type_is_log_append());
+    let v = validate_produce_records(&b, 1 << 20).unwrap();
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0], h);
+}
+
+fn reseal(b: &mut [u8]) {
+    let crc = compute_crc(b);
+    b[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
+#[test]
+fn produce_rules_like_kafka() {
+    let good = make_batch(&vec![b"v".to_vec(); 4], Compression::None, -1, 5);
+    assert_eq!(validate_produce_records(&[], 1 << 20), Err(BatchError::NoBatch));
+    // too large: whole batch size counts
+    assert_eq!(
+        validate_produce_records(&good, good.len() - 1),
+        Err(BatchError::MessageTooLarge { size: good.len(), max: good.len() - 1 })
+    );
+    assert!(validate_produce_records(&good, good.len()).is_ok());
+    // two batches
+    let mut two = good.clone();
+    two.extend_from_slice(&good);
+    assert_eq!(validate_produce_records(&two, 1 << 20), Err(BatchError::MultipleBatches));
+    // base offset must be 0
+    let mut b = good.clone();
+    set_base_offset(&mut b, 5).unwrap();
+    assert_eq!(validate_produce_records(&b, 1 << 20), Err(BatchError::NonZeroBaseOffset(5)));
+    // old magic
+    let mut b = good.clone();
+    b[OFF_MAGIC] = 1;
+    assert_eq!(validate_produce_records(&b, 1 << 20), Err(BatchError::UnsupportedMagic(1)));
+    // control batch (CRC resealed so the content check is reached)
+    let mut b = good.clone();
+    b[OFF_ATTRIBUTES + 1] |= ATTR_CONTROL as u8;
+    reseal(&mut b);
+    assert_eq!(validate_produce_records(&b, 1 << 20), Err(BatchError::ControlBatchFromClient));
+    // inconsistent lastOffsetDelta
+    let mut b = good.clone();
+    b[OFF_LAST_OFFSET_DELTA + 3] = 9;
+    reseal(&mut b);
+    assert!(matches!(
+        validate_produce_records(&b, 1 << 20),
+        Err(BatchError::InconsistentOffsetDelta { .. })
+    ));
+    // zero records
+    let mut b = good.clone();
+    b[OFF_RECORDS_COUNT..OFF_RECORDS_COUNT + 4].copy_from_slice(&0i32.to_be_bytes());
+    reseal(&mut b);
+    assert_eq!(validate_produce_records(&b, 1 << 20), Err(BatchError::InvalidRecordCount(0)));
+    // unknown codec
+    let mut b = good.clone();
+    b[OFF_ATTRIBUTES + 1] |= 7;
+    reseal(&mut b);
+    assert_eq!(validate_produce_records(&b, 1 << 20), Err(BatchError::UnknownCompression(7)));
+    // idempotent producer with negative sequence
+    let mut b = make_batch(&[b"v".to_vec()], Compression::None, 3, 5);
+    b[OFF_BASE_SEQUENCE..OFF_BASE_SEQUENCE + 4].copy_from_slice(&(-1i32).to_be_bytes());
+    reseal(&mut b);
+    assert!(matches!(
+        validate_produce_records(&b, 1 << 20),
+        Err(BatchError::InvalidSequence { .. })
+    ));
+    // length field below the minimum
+    let mut b = good.clone();
+    b[OFF_BATCH_LENGTH..OFF_BATCH_LENGTH + 4].copy_from_slice(&10i32.to_be_bytes());
+    assert!(validate_produce_records(&b, 1 << 20).is_err());
+    let mut b = good.clone();
+    b[OFF_BATCH_LENGTH..OFF_BATCH_LENGTH + 4].copy_from_slice(&(-5i32).to_be_bytes());
+    assert_eq!(
+        validate_produce_records(&b, 1 << 20),
+        Err(BatchError::InvalidBatchLength { length: -5 })
+    );
+}
+
+#[test]
+fn iter_batches_stops_at_zero_tail_and_reports_bad_batch() {
+    let a = make_batch(&[b"one".to_vec(), b"two".to_vec()], Compression::Snappy, -1, 1);
+    let b = make_batch(&[b"three".to_vec()], Compression::Gzip, -1, 2);
+    let mut log = BytesMut::new();
+    log.extend_from_slice(&a);
+    set_base_offset(&mut log[..], 0).unwrap();
+    let at = log.len();
+    log.extend_from_slice(&b);
+    set_base_offset(&mut log[at..], 2).unwrap();
+    let end = log.len();
+    log.extend_from_slice(&[0u8; 4096 - 7]); // DMA zero padding
+    let got: Vec<_> = iter_batches(&log).collect();
+    assert_eq!(got.len(), 2);
+    let (h0, r0) = got[0].clone().unwrap();
+    let (h1, r1) = got[1].clone().unwrap();
+    assert_eq!((h0.base_offset, r0), (0, 0..at));
+    assert_eq!((h1.base_offset, r1), (2, at..end));
+    // a short zero tail too
+    let mut it = iter_batches(&log[..end + 5]);
+    assert_eq!(it.by_ref().count(), 2);
+    assert_eq!(it.valid_len(), end);
+    // a torn second batch: first batch ok, then an error, then nothing
+    let mut it = iter_batches(&log[..end - 3]);
+    assert!(it.next().unwrap().is_ok());
+    assert!(matches!(it.next(), Some(Err(BatchError::Truncated { .. }))));
+    assert!(it.next().is_none());
+    assert_eq!(it.valid_len(), at);
+    // a corrupted byte in the second batch
+    let mut bad = log.clone();
+    bad[at + 70] ^= 0x40;
+    let mut it = iter_batches(&bad);
+    assert!(it.next().unwrap().is_ok());
+    assert!(matches!(it.next(), Some(Err(BatchError::CorruptMessage { .. }))));
+    assert_eq!(it.valid_len(), at);
+    // non-zero garbage shorter than a header
+    let mut g = log[..end].to_vec();
+    g.extend_from_slice(&[1, 2, 3]);
+    let mut it = iter_batches(&g);
+    assert_eq!(it.by_ref().filter(|r| r.is_ok()).count(), 2);
+    assert!(iter_batches(&g).any(|r| r.is_err()));
+}
+
+#[test]
+fn iter_reports_why_it_stopped() {
+    let a = make_batch(&[b"one".to_vec(), b"two".to_vec()], Compression::None, -1, 1);
+    let b = make_batch(&[b"three".to_vec()], Compression::Lz4, -1, 2);
+    let mut log = BytesMut::new();
+    log.extend_from_slice(&a);
+    let at = log.len();
+    log.extend_from_slice(&b);
+    let end = log.len();
+    let stop_of = |buf: &[u8]| {
+        let mut it = iter_batches(buf);
+        it.by_ref().for_each(drop);
+        (it.valid_len(), it.stop().cloned())
+    };
+    assert_eq!(stop_of(&log), (end, Some(IterStop::End)));
+    // cut inside the second batch's header and body: its whole length is reported
+    assert_eq!(stop_of(&log[..at + 30]), (at, Some(IterStop::Cut { total_len: Some(b.len()) })));
+    assert_eq!(stop_of(&log[..end - 1]), (at, Some(IterStop::Cut { total_len: Some(b.len()) })));
+    // fewer than 12 bytes: a cut of unknown length, zero or not
+    assert_eq!(stop_of(&log[..at + 5]), (at, Some(IterStop::Cut { total_len: None })));
+    let mut z = log[..end].to_vec();
+    z.extend_from_slice(&[0u8; 7]);
+    assert_eq!(stop_of(&z), (end, Some(IterStop::Cut { total_len: None })));
+    // a zero length field: the padded tail
+    z.extend_from_slice(&[0u8; 100]);
+    assert_eq!(stop_of(&z), (end, Some(IterStop::ZeroTail)));
+    // a damaged batch
+    let mut bad = log.to_vec();
+    bad[at + 70] ^= 0x40;
+    assert!(matches!(stop_of(&bad), (p, Some(IterStop::Invalid(BatchError::CorruptMessage { .. }))) if p == at));
+    // nothing read yet
+    assert_eq!(iter_batches(&log).stop(), None);
+}
+
+#[test]
+fn setters_reject_short_buffers() {
+    let mut short = [0u8; 10];
+    assert!(set_base_offset(&mut short, 1).is_err());
+    assert!(set_partition_leader_epoch(&mut short, 1).is_err());
+    assert!(set_log_append_time(&mut short, 1).is_err());
+    assert!(parse_header(&short).is_err());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn roundtrip_patch_and_decode(
+        values in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..200), 1..20),
+        codec in 0u8..5,
+        idempotent in any::<bool>(),
+        base_ts in 0i64..2_000_000_000_000,
+        base_offset in 0i64..(1i64 << 50),
+        epoch in 0i32..1000,
+        append_ts in 0i64..2_000_000_000_000,
+    ) {
+        let compression = compression_of(codec);
+        let mut b = make_batch(&values, compression, if idempotent { 9 } else { -1 }, base_ts);
+        let n = values.len() as i32;
+        let v = validate_produce_records(&b, 1 << 20).unwrap();
+        prop_assert_eq!(v.len(), 1);
+        let h = v[0];
+        prop_assert_eq!(h.records_count, n);
+        prop_assert_eq!(h.last_offset_delta, n - 1);
+        prop_assert_eq!(h.total_len(), b.len());
+        prop_assert_eq!(h.compression(), Some(compression));
+        prop_assert_eq!(h.max_timestamp, base_ts + i64::from(n) - 1);
+
+        set_base_offset(&mut b, base_offset).unwrap();
+        set_partition_leader_epoch(&mut b, epoch).unwrap();
+        set_log_append_time(&mut b, append_ts).unwrap();
+
+        let h2 = parse_header(&b).unwrap();
+        prop_assert_eq!(h2.base_offset, base_offset);
+        prop_assert_eq!(h2.partition_leader_epoch, epoch);
+        prop_assert_eq!(h2.max_timestamp, append_ts);
+        prop_assert_eq!(h2.base_timestamp, base_ts);
+        prop_assert!(h2.timestamp_type_is_log_append());
+        prop_assert_eq!(h2.compression(), Some(compression));
+        prop_assert_eq!(h2.last_offset(), base_offset + i64::from(n) - 1);
+        // still a valid stored batch
+        let stored: Vec<_> = iter_batches(&b).collect();
+        prop_assert_eq!(stored.len(), 1);
+        prop_assert!(stored[0].is_ok());
+
+        // kafka-protocol (independent CRC check) decodes it with the patched offsets
+        let mut bytes = b.clone().freeze();
+        let set = RecordBatchDecoder::decode(&mut bytes).unwrap();
+        prop_assert_eq!(set.records.len(), values.len());
+        for (i, r) in set.records.iter().enumerate() {
+            prop_assert_eq!(r.offset, base_offset + i as i64);
+            prop_assert_eq!(r.partition_leader_epoch, epoch);
+            prop_assert_eq!(r.timestamp_type, TimestampType::LogAppend);
+            prop_assert_eq!(r.value.as_deref(), Some(&values[i][..]));
+        }
+    }
+
+    #[test]
+    fn any_flipped_crc_byte_is_detected(
+        values in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..64), 1..6),
+        codec in 0u8..5,
+        pos_seed in any::<usize>(),
+        flip in 1u8..=255,
+    ) {
+        let mut b = make_batch(&values, compression_of(codec), -1, 77);
+        let covered = OFF_ATTRIBUTES..b.len();
+        let pos = covered.start + pos_seed % covered.len();
+        b[pos] ^= flip;
+        let corrupt = matches!(validate_produce_records(&b, 1 << 20), Err(BatchError::CorruptMessage { .. }));
+        prop_assert!(corrupt, "flip at {} not reported as corrupt", pos);
+        let first = iter_batches(&b).next();
+        let corrupt = matches!(first, Some(Err(BatchError::CorruptMessage { .. })));
+        prop_assert!(corrupt);
+    }
+
+    #[test]
+    fn truncation_is_an_error(
+        values in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..64), 1..6),
+        codec in 0u8..5,
+    ) {
+        let b = make_batch(&values, compression_of(codec), -1, 3);
+        for k in 0..b.len() {
+            prop_assert!(validate_produce_records(&b[..k], 1 << 20).is_err());
+            let mut copy = b[..k].to_vec();
+            let _ = set_log_append_time(&mut copy, 1);
+            let _ = parse_header(&b[..k]);
+            // iter_batches on a prefix either yields an error or stops: never a batch
+            prop_assert!(iter_batches(&b[..k]).all(|r| r.is_err()));
+        }
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let _ = validate_produce_records(&data, 1 << 20);
+        let _ = parse_header(&data);
+        for r in iter_batches(&data) { let _ = r; }
+        let mut d = data.clone();
+        let _ = set_log_append_time(&mut d, 5);
+        let _ = set_base_offset(&mut d, 5);
+    }
+}
