@@ -1,12 +1,7 @@
-//! The single place where shardlog errors become Kafka error codes.
-//!
-//! Handlers return module errors (`BatchError`, storage errors, ...) and convert them here,
-//! so every code a client sees is chosen in one file and matches what Apache Kafka 4.1
-//! answers in the same situation.
+//! Kafka error codes as they go on the wire. Which internal error becomes which code is
+//! decided in one place above the layers that raise them: `server/error_map.rs`.
 
 use kafka_protocol::ResponseError;
-
-use crate::record::BatchError;
 
 /// A Kafka error code as it goes on the wire (`int16`).
 ///
@@ -128,48 +123,6 @@ impl std::fmt::Display for ErrorCode {
     }
 }
 
-/// What a Produce partition answers when its records fail validation. These follow
-/// Kafka 4.1 (`ProduceRequest.validateRecords`, `UnifiedLog.analyzeAndValidateRecords`,
-/// `LogValidator.validateBatch`) for a client append with Produce v3+:
-/// - framing damage and CRC mismatch -> CORRUPT_MESSAGE (CorruptRecordException);
-/// - a batch bigger than max.message.bytes -> MESSAGE_TOO_LARGE (RecordTooLargeException);
-/// - magic != 2, no batch / more than one batch, bad counts or offset ranges, control
-///   batches, non-zero base offset, negative sequence with a producer id -> INVALID_RECORD
-///   (InvalidRecordException). Kafka 4.x answers INVALID_RECORD rather than
-///   UNSUPPORTED_FOR_MESSAGE_FORMAT for old magic because v0-2 produce is rejected first.
-/// - zstd on Produce < v7 -> UNSUPPORTED_COMPRESSION_TYPE.
-/// - a record without a key on a compacted topic -> INVALID_RECORD (LogValidator).
-impl From<&BatchError> for ErrorCode {
-    fn from(e: &BatchError) -> ErrorCode {
-        match e {
-            BatchError::Truncated { .. }
-            | BatchError::InvalidBatchLength { .. }
-            | BatchError::CorruptMessage { .. }
-            | BatchError::UnknownCompression(_)
-            | BatchError::CorruptRecord(_) => ErrorCode::CORRUPT_MESSAGE,
-            BatchError::MessageTooLarge { .. } => ErrorCode::MESSAGE_TOO_LARGE,
-            BatchError::UnsupportedMagic(_)
-            | BatchError::NoBatch
-            | BatchError::MultipleBatches
-            | BatchError::InvalidRecordCount(_)
-            | BatchError::InconsistentOffsetDelta { .. }
-            | BatchError::NonZeroBaseOffset(_)
-            | BatchError::ControlBatchFromClient
-            | BatchError::InvalidSequence { .. }
-            | BatchError::NullKeyInCompactedTopic => ErrorCode::INVALID_RECORD,
-            BatchError::CompressionNeedsNewerProduce { .. } => {
-                ErrorCode::UNSUPPORTED_COMPRESSION_TYPE
-            }
-        }
-    }
-}
-
-impl From<BatchError> for ErrorCode {
-    fn from(e: BatchError) -> ErrorCode {
-        ErrorCode::from(&e)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,22 +182,5 @@ mod tests {
         assert_eq!(ErrorCode::NONE.as_response_error(), None);
         assert!(ErrorCode::NOT_LEADER_OR_FOLLOWER.is_retriable());
         assert!(!ErrorCode::INVALID_RECORD.is_retriable());
-    }
-
-    #[test]
-    fn batch_errors_map_like_kafka() {
-        assert_eq!(
-            ErrorCode::from(&BatchError::CorruptMessage { stored: 1, computed: 2 }),
-            ErrorCode::CORRUPT_MESSAGE
-        );
-        assert_eq!(
-            ErrorCode::from(&BatchError::MessageTooLarge { size: 10, max: 5 }),
-            ErrorCode::MESSAGE_TOO_LARGE
-        );
-        assert_eq!(ErrorCode::from(&BatchError::UnsupportedMagic(1)), ErrorCode::INVALID_RECORD);
-        assert_eq!(ErrorCode::from(&BatchError::MultipleBatches), ErrorCode::INVALID_RECORD);
-        // A keyless record on a compacted topic (was checked in partition/cleaner_tests.rs;
-        // partition/ names no protocol code).
-        assert_eq!(ErrorCode::from(BatchError::NullKeyInCompactedTopic), ErrorCode::INVALID_RECORD);
     }
 }

@@ -1,9 +1,11 @@
-//! Broker-side errors → Kafka error codes. With `errors.rs` (BatchError), the one
-//! place that decides which code a client sees.
-use crate::protocol::ErrorCode;
+//! Internal errors → Kafka error codes: the one place that decides which code a client
+//! sees for a record-batch, storage, partition or controller error (Kafka 4.1's choices).
+//! Lower layers raise their own `thiserror` enums and know no Kafka codes.
 use crate::controller::ControllerError;
 use crate::partition::producer_state::SequenceError;
 use crate::partition::PartitionError;
+use crate::protocol::ErrorCode;
+use crate::record::BatchError;
 use crate::storage::StorageError;
 
 impl From<&StorageError> for ErrorCode {
@@ -44,5 +46,68 @@ impl From<&ControllerError> for ErrorCode {
             ControllerError::NotController(_) => ErrorCode::NOT_CONTROLLER,
             ControllerError::Storage(_) | ControllerError::Config(_) => ErrorCode::UNKNOWN_SERVER_ERROR,
         }
+    }
+}
+
+/// What a Produce partition answers when its records fail validation. These follow
+/// Kafka 4.1 (`ProduceRequest.validateRecords`, `UnifiedLog.analyzeAndValidateRecords`,
+/// `LogValidator.validateBatch`) for a client append with Produce v3+:
+/// - framing damage and CRC mismatch -> CORRUPT_MESSAGE (CorruptRecordException);
+/// - a batch bigger than max.message.bytes -> MESSAGE_TOO_LARGE (RecordTooLargeException);
+/// - magic != 2, no batch / more than one batch, bad counts or offset ranges, control
+///   batches, non-zero base offset, negative sequence with a producer id -> INVALID_RECORD
+///   (InvalidRecordException). Kafka 4.x answers INVALID_RECORD rather than
+///   UNSUPPORTED_FOR_MESSAGE_FORMAT for old magic because v0-2 produce is rejected first.
+/// - zstd on Produce < v7 -> UNSUPPORTED_COMPRESSION_TYPE.
+/// - a record without a key on a compacted topic -> INVALID_RECORD (LogValidator).
+impl From<&BatchError> for ErrorCode {
+    fn from(e: &BatchError) -> ErrorCode {
+        match e {
+            BatchError::Truncated { .. }
+            | BatchError::InvalidBatchLength { .. }
+            | BatchError::CorruptMessage { .. }
+            | BatchError::UnknownCompression(_)
+            | BatchError::CorruptRecord(_) => ErrorCode::CORRUPT_MESSAGE,
+            BatchError::MessageTooLarge { .. } => ErrorCode::MESSAGE_TOO_LARGE,
+            BatchError::UnsupportedMagic(_)
+            | BatchError::NoBatch
+            | BatchError::MultipleBatches
+            | BatchError::InvalidRecordCount(_)
+            | BatchError::InconsistentOffsetDelta { .. }
+            | BatchError::NonZeroBaseOffset(_)
+            | BatchError::ControlBatchFromClient
+            | BatchError::InvalidSequence { .. }
+            | BatchError::NullKeyInCompactedTopic => ErrorCode::INVALID_RECORD,
+            BatchError::CompressionNeedsNewerProduce { .. } => {
+                ErrorCode::UNSUPPORTED_COMPRESSION_TYPE
+            }
+        }
+    }
+}
+
+impl From<BatchError> for ErrorCode {
+    fn from(e: BatchError) -> ErrorCode {
+        ErrorCode::from(&e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batch_errors_map_like_kafka() {
+        assert_eq!(
+            ErrorCode::from(&BatchError::CorruptMessage { stored: 1, computed: 2 }),
+            ErrorCode::CORRUPT_MESSAGE
+        );
+        assert_eq!(
+            ErrorCode::from(&BatchError::MessageTooLarge { size: 10, max: 5 }),
+            ErrorCode::MESSAGE_TOO_LARGE
+        );
+        assert_eq!(ErrorCode::from(&BatchError::UnsupportedMagic(1)), ErrorCode::INVALID_RECORD);
+        assert_eq!(ErrorCode::from(&BatchError::MultipleBatches), ErrorCode::INVALID_RECORD);
+        // A keyless record on a compacted topic (partition/ names no Kafka code).
+        assert_eq!(ErrorCode::from(BatchError::NullKeyInCompactedTopic), ErrorCode::INVALID_RECORD);
     }
 }
