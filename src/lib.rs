@@ -1,16 +1,18 @@
 //! shardlog: a Kafka-wire-compatible, thread-per-core message broker.
 //!
-//! Folders tell the architecture (see README.md):
-//! - `runtime/`    executors pinned to cores, shard ids, the cross-shard mesh
-//! - `record/`     the RecordBatch v2 layout every layer shares: parse, validate, iterate, patch
-//! - `protocol/`   Kafka framing, ApiVersions table, fetch writer
-//! - `server/`     per-shard accept loop, connections, one handler file per Kafka API
-//! - `storage/`    segmented log on glommio DMA files, indexes, recovery, retention
-//! - `partition/`  one partition's state: log, producer state, high watermark
+//! Folders tell the architecture (see README.md). Dependencies point down this list
+//! (`scripts/check_layers.py` checks it):
+//! - `server/`     the broker: start-up, per-shard context, connections, one handler file per Kafka API
+//! - `group/`      group coordinator (classic + KIP-848) and committed offsets (`__consumer_offsets`)
+//! - `cluster/`    the metadata image shards read, each shard's partitions, the router to the owning shard
 //! - `controller/` the openraft metadata quorum on its own pinned thread
-//! - `cluster/`    the metadata image every shard reads, deltas, topic configs
-//! - `group/`      the classic group coordinator and committed offsets (`__consumer_offsets`)
-//! - `bench/`      the load generator (`shardlog bench`) with its own pipelined client
+//! - `partition/`  one partition: append and idempotence, reads, retention, producer state, cleaner
+//! - `protocol/`   Kafka framing, request decode, ApiVersions table, fetch writer, error codes
+//! - `storage/`    the segmented log on glommio DMA files: writer, reader, indexes, recovery, compaction
+//! - `record/`     the RecordBatch v2 layout every layer shares: parse, validate, iterate, patch
+//! - `runtime/`    shard ids, core placement, the cross-shard mesh, the clock
+//! - `config.rs`   the one config struct
+//! - `bench/`, `cli/` clients of the wire: the load generator and the admin CLI
 pub mod bench;
 pub mod cli;
 pub mod cluster;

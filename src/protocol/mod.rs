@@ -1,6 +1,18 @@
 //! Kafka wire protocol: framing, request decode, the ApiVersions table, the zero-copy
-//! Fetch response writer, and the one place where errors become Kafka error codes.
-//! The record-batch layout (validation, iteration, patching) is `record/`'s.
+//! Fetch response writer, Kafka error codes and string helpers. The record-batch layout
+//! (validation, iteration, patching) is `record/`'s; which internal error becomes which
+//! code is `server/error_map.rs`'s.
+//!
+//! - `frame.rs`        length-prefixed frames, response encoding
+//! - `request.rs`      request header + body decode (bounded)
+//! - `api_versions.rs` the versions this broker serves and the ApiVersions response
+//! - `fetch_writer.rs` the hand-written Fetch response (stored batch bytes, no copy)
+//! - `errors.rs`       `ErrorCode`, the wire's int16
+//! - `strings.rs`      the codec's string types from Rust strings
+//!
+//! Never imports the broker's inside (`server::`, `group::`, `cluster::`, `partition::`,
+//! `storage::`, `controller::`): it is the wire, used by the broker and by the clients
+//! (`bench/`, `cli/`).
 //!
 //! Message bodies are decoded and encoded with the vendored `kafka-protocol` crate, except
 //! the Fetch response, which is written by hand so stored batch bytes go to the socket
