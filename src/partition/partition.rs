@@ -24,11 +24,12 @@ use super::producer_state::{ProducerStateTable, SequenceCheck};
 use crate::runtime::ShardId;
 use crate::config::FlushMode;
 use crate::record::{
-    iter_batches, parse_header, set_base_offset, set_log_append_time, set_partition_leader_epoch,
+    parse_header, set_base_offset, set_log_append_time, set_partition_leader_epoch,
     validate_produce_records, BatchHeader,
 };
-use crate::storage::dma::{open_rw, read_bytes, read_checked_file, remove_file, write_checked_file};
-use crate::storage::log::Log;
+use crate::storage::batch_reader::BatchReader;
+use crate::storage::dma::{open_rw, read_checked_file, remove_file, write_checked_file};
+use crate::storage::log::{DiskRead, Log};
 use crate::storage::segment::{index_path, log_file_name, time_index_path};
 use crate::runtime::now_ms;
 use crate::storage::{LogConfig, StorageError};
@@ -37,6 +38,15 @@ const PRODUCER_SNAPSHOT_MAGIC: u32 = 0x534c_5053; // "SLPS"
 const PRODUCER_SNAPSHOT_VERSION: u16 = 1;
 /// Bytes read per disk fetch when the client allows less (keeps reads efficient).
 const MIN_DISK_READ_BYTES: usize = 64 * 1024;
+/// Bytes read at a time by the ListOffsets scans.
+const SCAN_CHUNK_BYTES: usize = 1 << 20;
+
+/// What `find_batch` does with a batch.
+enum Pick {
+    Skip,
+    Take,
+    Stop,
+}
 
 /// A segment write slower than this is logged (the disk, not the broker, set the latency).
 const SLOW_WRITE: std::time::Duration = std::time::Duration::from_millis(200);
@@ -506,55 +516,65 @@ impl Partition {
     /// watermark or `max_bytes` reached), false at the end of the segment's data.
     async fn read_segment(
         &self,
-        plan: &crate::storage::log::DiskRead,
+        plan: &DiskRead,
         offset: i64,
         hw: i64,
         max_bytes: usize,
         data: &mut FetchData,
     ) -> Result<bool, PartitionError> {
-        let mut pos = plan.position;
-        let mut want = max_bytes.max(MIN_DISK_READ_BYTES);
-        while pos < plan.end {
-            let len = want.min((plan.end - pos) as usize);
-            let chunk = read_bytes(&plan.file, pos, len).await?;
-            let mut consumed = 0usize;
-            let mut need_more = None;
-            for item in iter_batches(&chunk) {
-                let (h, range) = match item {
-                    Ok(x) => x,
-                    Err(_) => {
-                        // A batch cut by the chunk end: read it whole next time.
-                        if let Ok(h) = parse_header(&chunk[consumed..]) {
-                            need_more = Some(h.total_len());
-                        }
-                        break;
-                    }
+        let chunk_bytes = max_bytes.max(MIN_DISK_READ_BYTES);
+        let mut reader = BatchReader::new(plan.file.clone(), plan.position, plan.end, chunk_bytes);
+        loop {
+            // A batch the last chunk cut is read whole only if it may still be sent.
+            if reader.cut_batch_len().is_some_and(|n| data.bytes > 0 && data.bytes + n > max_bytes) {
+                return Ok(true);
+            }
+            let batches = reader.next_chunk().await?;
+            if batches.is_empty() {
+                return match reader.damage("segment being read") {
+                    None => Ok(false),
+                    // Serve what came before the damage; the next fetch reports it.
+                    Some(_) if data.bytes > 0 => Ok(true),
+                    Some(e) => Err(e.into()),
                 };
-                consumed = range.end;
+            }
+            for (h, batch) in batches {
                 if h.last_offset() < offset {
                     continue;
                 }
-                if h.base_offset >= hw || (data.bytes > 0 && data.bytes + range.len() > max_bytes) {
+                if h.base_offset >= hw || (data.bytes > 0 && data.bytes + batch.len() > max_bytes) {
                     return Ok(true);
                 }
-                data.bytes += range.len();
-                data.records.push(chunk.slice(range));
-            }
-            match need_more {
-                Some(n) if data.bytes == 0 || data.bytes + n <= max_bytes => {
-                    pos += consumed as u64;
-                    want = n.max(MIN_DISK_READ_BYTES);
-                }
-                Some(_) => return Ok(true),
-                None if data.bytes >= max_bytes => return Ok(true),
-                None if consumed == 0 => return Ok(false),
-                None => pos += consumed as u64,
+                data.bytes += batch.len();
+                data.records.push(batch);
             }
             if data.bytes >= max_bytes {
                 return Ok(true);
             }
         }
-        Ok(false)
+    }
+
+    /// The first batch of `plan`'s range that `pick` takes, or None when `pick` says stop
+    /// or the segment's data ends (a damaged batch ends it too: ListOffsets answers from
+    /// what is readable).
+    async fn find_batch(
+        plan: &DiskRead,
+        mut pick: impl FnMut(&BatchHeader) -> Pick,
+    ) -> Result<Option<(BatchHeader, Bytes)>, PartitionError> {
+        let mut reader = BatchReader::new(plan.file.clone(), plan.position, plan.end, SCAN_CHUNK_BYTES);
+        loop {
+            let batches = reader.next_chunk().await?;
+            if batches.is_empty() {
+                return Ok(None);
+            }
+            for (h, batch) in batches {
+                match pick(&h) {
+                    Pick::Skip => {}
+                    Pick::Take => return Ok(Some((h, batch))),
+                    Pick::Stop => return Ok(None),
+                }
+            }
+        }
     }
 
     /// ListOffsets for a timestamp: (offset, timestamp) of the first record with a
@@ -568,24 +588,23 @@ impl Partition {
             (log.timestamp_scan_plan(timestamp), log.written_offset(), log.log_start_offset())
         };
         for plan in plans {
-            let mut pos = plan.position;
-            while pos < plan.end {
-                let chunk = read_bytes(&plan.file, pos, (plan.end - pos).min(1 << 20) as usize).await?;
-                let mut consumed = 0;
-                for item in iter_batches(&chunk) {
-                    let Ok((h, range)) = item else { break };
-                    consumed = range.end;
-                    if h.base_offset >= hw {
-                        return Ok(None);
-                    }
-                    if h.max_timestamp >= timestamp && h.last_offset() >= start {
-                        return Ok(first_record_at_or_after(chunk.slice(range), &h, timestamp, start));
-                    }
+            let mut past_hw = false;
+            let found = Self::find_batch(&plan, |h| {
+                if h.base_offset >= hw {
+                    past_hw = true;
+                    Pick::Stop
+                } else if h.max_timestamp >= timestamp && h.last_offset() >= start {
+                    Pick::Take
+                } else {
+                    Pick::Skip
                 }
-                if consumed == 0 {
-                    break;
-                }
-                pos += consumed as u64;
+            })
+            .await?;
+            if let Some((h, batch)) = found {
+                return Ok(first_record_at_or_after(batch, &h, timestamp, start));
+            }
+            if past_hw {
+                return Ok(None);
             }
         }
         Ok(None)
@@ -599,21 +618,9 @@ impl Partition {
             return Ok(None);
         }
         let Some(plan) = self.log.borrow().locate(batch_base) else { return Ok(None) };
-        let mut pos = plan.position;
-        while pos < plan.end {
-            let chunk = read_bytes(&plan.file, pos, (plan.end - pos).min(1 << 20) as usize).await?;
-            let mut consumed = 0;
-            for item in iter_batches(&chunk) {
-                let Ok((h, range)) = item else { break };
-                consumed = range.end;
-                if h.base_offset == batch_base {
-                    return Ok(first_record_at_or_after(chunk.slice(range), &h, ts, batch_base));
-                }
-            }
-            if consumed == 0 {
-                break;
-            }
-            pos += consumed as u64;
+        let found = Self::find_batch(&plan, |h| if h.base_offset == batch_base { Pick::Take } else { Pick::Skip }).await?;
+        if let Some((h, batch)) = found {
+            return Ok(first_record_at_or_after(batch, &h, ts, batch_base));
         }
         Ok(Some((batch_base, ts)))
     }

@@ -10,12 +10,15 @@
 //! - `recovery.rs`    opening a log directory after a crash
 //! - `compaction.rs`  log compaction: record filtering, key map, cleaned-segment swap
 pub mod batch_cache;
+pub mod batch_reader;
 pub mod compaction;
 pub mod dma;
 pub mod index;
 pub mod log;
 pub mod recovery;
 pub mod segment;
+#[cfg(test)]
+pub(crate) mod testing;
 
 use std::io;
 
