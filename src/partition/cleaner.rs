@@ -28,7 +28,7 @@ use std::rc::Rc;
 
 use glommio::io::DmaFile;
 
-use super::partition::Partition;
+use super::state::{producer_snapshot_path, Partition};
 use super::PartitionError;
 use crate::record::parse_header;
 use crate::storage::batch_reader::BatchReader;
@@ -250,7 +250,7 @@ impl Partition {
                 // Indexes first: a crash before the log file goes leaves a scannable segment.
                 remove_file(&index_path(&dir, base)).await?;
                 remove_file(&time_index_path(&dir, base)).await?;
-                remove_file(&super::partition::producer_snapshot_path(&dir, base)).await?;
+                remove_file(&producer_snapshot_path(&dir, base)).await?;
                 remove_file(&dir.join(log_file_name(base))).await
             }
             .await;
