@@ -1,5 +1,7 @@
 //! Reads: fetch (cache first, then disk through storage's `BatchReader`), the ListOffsets
 //! scans by timestamp, and the long-poll watchers woken when the high watermark moves.
+use std::cell::RefCell;
+
 use bytes::Bytes;
 use futures::channel::oneshot;
 
@@ -30,23 +32,37 @@ pub struct FetchData {
     pub log_start_offset: i64,
 }
 
-impl Partition {
+/// Long-poll fetches waiting for the high watermark to move. The log's writer wakes
+/// them (through its `on_written` hook) every time it has completed writes, and
+/// `Partition::close` wakes them; a woken fetch re-reads and waits again if need be.
+#[derive(Default)]
+pub(super) struct Watchers(RefCell<Vec<oneshot::Sender<()>>>);
 
+impl Watchers {
+    fn add(&self) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.0.borrow_mut().push(tx);
+        rx
+    }
+
+    pub(super) fn wake_all(&self) {
+        for w in self.0.borrow_mut().drain(..) {
+            let _ = w.send(());
+        }
+    }
+}
+
+impl Partition {
     /// Resolves when the high watermark moves (or the partition closes).
     pub fn watch(&self) -> oneshot::Receiver<()> {
-        let (tx, rx) = oneshot::channel();
-        self.watchers.borrow_mut().push(tx);
-        rx
+        self.watchers.add()
     }
 
     /// Reads whole batches from `offset`, below the high watermark, up to `max_bytes`
     /// (at least one batch if any is available).
     pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<FetchData, PartitionError> {
         self.assert_on_shard();
-        let (hw, start, leo) = {
-            let log = self.log.borrow();
-            (log.written_offset(), log.log_start_offset(), log.next_offset())
-        };
+        let (hw, start, leo) = (self.high_watermark(), self.log_start_offset(), self.log_end_offset());
         if offset < start || offset > leo {
             return Err(PartitionError::OffsetOutOfRange { offset, log_start_offset: start, log_end_offset: leo });
         }
@@ -54,11 +70,16 @@ impl Partition {
         if offset >= hw {
             return Ok(data);
         }
-        if let Some(n) = self.log.borrow().read_cached(offset, hw, max_bytes, &mut data.records) {
-            data.bytes = n;
-            return Ok(data);
+        let cached = self.log.borrow().read_cached(offset, hw, max_bytes, &mut data.records);
+        match cached {
+            Some(n) => data.bytes = n,
+            None => self.read_disk(offset, hw, max_bytes, &mut data).await?,
         }
-        self.read_disk(offset, hw, max_bytes, &mut data).await?;
+        // Invariant 2: a consumer never sees an offset at or above the high watermark.
+        debug_assert!(
+            data.records.iter().all(|b| crate::record::parse_header(b).is_ok_and(|h| h.base_offset < hw)),
+            "fetch read a batch at or above the high watermark {hw}"
+        );
         Ok(data)
     }
 
@@ -146,10 +167,8 @@ impl Partition {
         if timestamp < 0 {
             return Err(PartitionError::InvalidTimestamp(timestamp));
         }
-        let (plans, hw, start) = {
-            let log = self.log.borrow();
-            (log.timestamp_scan_plan(timestamp), log.written_offset(), log.log_start_offset())
-        };
+        let plans = self.log.borrow().timestamp_scan_plan(timestamp);
+        let (hw, start) = (self.high_watermark(), self.log_start_offset());
         for plan in plans {
             let mut past_hw = false;
             let found = Self::find_batch(&plan, |h| {

@@ -1,10 +1,10 @@
 //! DeleteRecords and retention: moving the log start offset and deleting the segments
 //! wholly below it (with their index and producer-snapshot files).
 use super::error::PartitionError;
-use super::state::{producer_snapshot_path, Partition};
+use super::state::Partition;
 use crate::storage::dma::remove_file;
 use crate::storage::log::Log;
-use crate::storage::segment::{index_path, log_file_name, time_index_path};
+use crate::storage::segment::{index_path, log_file_name, snapshot_path, time_index_path};
 
 impl Partition {
 
@@ -34,7 +34,7 @@ impl Partition {
             remove_file(&dir.join(log_file_name(base))).await?;
             remove_file(&index_path(&dir, base)).await?;
             remove_file(&time_index_path(&dir, base)).await?;
-            remove_file(&producer_snapshot_path(&dir, base)).await?;
+            remove_file(&snapshot_path(&dir, base)).await?;
         }
         Ok(())
     }

@@ -6,24 +6,18 @@ use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use futures::channel::oneshot;
 use glommio::sync::Semaphore;
 
 use super::error::PartitionError;
-use super::producer_state::ProducerStateTable;
+use super::producer_state::{ProducerStateTable, SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
+use super::read::Watchers;
 use crate::config::FlushMode;
 use crate::runtime::ShardId;
 use crate::storage::dma::read_checked_file;
 use crate::storage::log::Log;
-use crate::storage::LogConfig;
-
-pub(super) const PRODUCER_SNAPSHOT_MAGIC: u32 = 0x534c_5053; // "SLPS"
-pub(super) const PRODUCER_SNAPSHOT_VERSION: u16 = 1;
-
-pub(super) fn producer_snapshot_path(dir: &Path, base: i64) -> PathBuf {
-    dir.join(format!("{base:020}.snapshot"))
-}
-
+use crate::storage::log_writer::{LogWriter, WriterHooks};
+use crate::storage::segment::snapshot_path;
+use crate::storage::{LogConfig, StorageError};
 
 /// Settings applied to appends, from the topic config.
 #[derive(Clone, Debug, PartialEq)]
@@ -33,27 +27,24 @@ pub struct PartitionSettings {
     pub flush: FlushMode,
 }
 
-pub(super) struct Waiter {
-    /// Acknowledge once offsets below this are on disk.
-    pub(super) end_offset: i64,
-    pub(super) sync: bool,
-    pub(super) tx: oneshot::Sender<Result<(), String>>,
-}
-
+/// One partition on its owning shard (invariant 1: touched only there; `assert_on_shard`).
 pub struct Partition {
     pub topic: String,
     pub index: i32,
     pub topic_id: [u8; 16],
     pub(super) shard: ShardId,
     pub(super) leader_epoch: Cell<i32>,
-    pub(super) log: RefCell<Log>,
-    pub(super) producers: RefCell<ProducerStateTable>,
+    /// Shared with `writer`, which writes what appends stage in it.
+    pub(super) log: Rc<RefCell<Log>>,
+    pub(super) writer: Rc<LogWriter>,
+    /// Shared with the writer's rollback hook (see `open`).
+    pub(super) producers: Rc<RefCell<ProducerStateTable>>,
     pub(super) settings: RefCell<PartitionSettings>,
+    /// Held from the producer-sequence checks to the log append (not across the wait
+    /// for durability, so concurrent producers share writes and syncs).
     pub(super) append_lock: Semaphore,
-    pub(super) flushing: Cell<bool>,
-    pub(super) waiters: RefCell<Vec<Waiter>>,
-    /// Long-poll fetches waiting for the high watermark to move.
-    pub(super) watchers: RefCell<Vec<oneshot::Sender<()>>>,
+    /// Long-poll fetches waiting for the high watermark to move; the writer wakes them.
+    pub(super) watchers: Rc<Watchers>,
     pub(super) closed: Cell<bool>,
 }
 
@@ -73,8 +64,8 @@ impl Partition {
         let opened = Log::open(dir, log_config).await?;
         let log = opened.log;
         let active_base = log.segment_bases().last().copied().unwrap_or(0);
-        let snapshot_path = producer_snapshot_path(dir, active_base);
-        let mut producers = match read_checked_file(&snapshot_path, PRODUCER_SNAPSHOT_MAGIC, PRODUCER_SNAPSHOT_VERSION).await {
+        let snapshot = snapshot_path(dir, active_base);
+        let mut producers = match read_checked_file(&snapshot, SNAPSHOT_MAGIC, SNAPSHOT_VERSION).await {
             Ok(Some(p)) => ProducerStateTable::decode(&p).unwrap_or_default(),
             Ok(None) => ProducerStateTable::default(),
             Err(e) => {
@@ -89,19 +80,35 @@ impl Partition {
             tracing::info!(topic, partition = index, bytes = opened.truncated_bytes,
                 log_end_offset = log.next_offset(), "recovered log; cut the invalid or padded tail");
         }
+        let log = Rc::new(RefCell::new(log));
+        let producers = Rc::new(RefCell::new(producers));
+        let watchers = Rc::new(Watchers::default());
+        let hooks = WriterHooks {
+            on_written: Box::new({
+                let watchers = watchers.clone();
+                move || watchers.wake_all()
+            }),
+            // Runs synchronously inside the writer right after it rolled the log back
+            // (no await in between, and appends run on this same thread), so no append
+            // checks sequences against producer state that still holds dropped batches.
+            on_rollback: Box::new({
+                let producers = producers.clone();
+                move |log_end_offset| producers.borrow_mut().truncate_from(log_end_offset)
+            }),
+        };
+        let writer = LogWriter::new(log.clone(), topic.clone(), index, hooks);
         Ok(Rc::new(Partition {
             topic,
             index,
             topic_id,
             shard,
             leader_epoch: Cell::new(leader_epoch),
-            log: RefCell::new(log),
-            producers: RefCell::new(producers),
+            log,
+            writer,
+            producers,
             settings: RefCell::new(settings),
             append_lock: Semaphore::new(1),
-            flushing: Cell::new(false),
-            waiters: RefCell::new(Vec::new()),
-            watchers: RefCell::new(Vec::new()),
+            watchers,
             closed: Cell::new(false),
         }))
     }
@@ -115,8 +122,17 @@ impl Partition {
         self.leader_epoch.get()
     }
 
+    /// The high watermark: consumers see only offsets below it (invariant 2). With one
+    /// replica (no replication yet) it is the end of the data whose write completed,
+    /// `Log::written_offset()` — fdatasync'ed or not, as Kafka's high watermark does not
+    /// wait for a flush. With replicas it will be the offset the whole ISR has.
+    /// It never passes the log end offset, and never moves back: a failed write rolls
+    /// back only data that was never written (the writer asserts it in debug builds).
     pub fn high_watermark(&self) -> i64 {
-        self.log.borrow().written_offset()
+        let log = self.log.borrow();
+        let hw = log.written_offset();
+        debug_assert!(hw <= log.next_offset(), "high watermark {hw} past the log end {}", log.next_offset());
+        hw
     }
 
     pub fn log_end_offset(&self) -> i64 {
@@ -144,13 +160,11 @@ impl Partition {
         *self.settings.borrow_mut() = settings;
     }
 
-
-    /// Stops serving: pending waiters fail; later calls answer NotLeader.
+    /// Stops serving: appends waiting for durability fail (`StorageError::Closed`, a
+    /// storage error as before), long polls return; later calls answer NotLeader.
     pub fn close(&self) {
         self.closed.set(true);
-        self.fail_waiters(i64::MIN, "partition closed");
-        for w in self.watchers.borrow_mut().drain(..) {
-            let _ = w.send(());
-        }
+        self.writer.fail_all(&StorageError::Closed);
+        self.watchers.wake_all();
     }
 }
