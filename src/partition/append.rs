@@ -53,7 +53,7 @@ impl Partition {
             return Err(PartitionError::NotLeader);
         }
         // Idempotence: a batch already appended answers with its original offsets.
-        {
+        let dup = {
             let producers = self.producers.borrow();
             let mut dup = None;
             for h in &headers {
@@ -62,17 +62,17 @@ impl Partition {
                     SequenceCheck::Duplicate(meta) => dup = Some(meta),
                 }
             }
-            if let Some(meta) = dup {
-                drop(producers);
-                drop(_permit);
-                tracing::debug!(topic = %self.topic, partition = self.index, base_offset = meta.base_offset, "duplicate batch");
-                self.wait_durable(meta.last_offset + 1, acks, settings.flush).await?;
-                return Ok(AppendOutcome {
-                    base_offset: meta.base_offset,
-                    log_append_time_ms: -1,
-                    log_start_offset: self.log_start_offset(),
-                });
-            }
+            dup
+        };
+        if let Some(meta) = dup {
+            drop(_permit);
+            tracing::debug!(topic = %self.topic, partition = self.index, base_offset = meta.base_offset, "duplicate batch");
+            self.wait_durable(meta.last_offset + 1, acks, settings.flush).await?;
+            return Ok(AppendOutcome {
+                base_offset: meta.base_offset,
+                log_append_time_ms: -1,
+                log_start_offset: self.log_start_offset(),
+            });
         }
         let now = now_ms();
         if self.log.borrow().should_roll(total, now) {

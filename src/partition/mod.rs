@@ -2,9 +2,9 @@
 //! idempotent-producer state, high watermark, and the long-poll watchers of fetches.
 //!
 //! - `state.rs`          the `Partition` struct, open (log + producer state), accessors,
-//!                       the high watermark, close
+//!   the high watermark, close
 //! - `append.rs`         produce: validation, producer-sequence checks, roll, patch and
-//!                       append, waiting until the write is as durable as acks ask
+//!   append, waiting until the write is as durable as acks ask
 //! - `read.rs`           fetch reads, ListOffsets (by timestamp, max timestamp), `watch()`
 //! - `retention.rs`      DeleteRecords, retention, advancing the log start offset
 //! - `cleaner.rs`        one compaction pass over the sealed segments (Kafka's cleaner)

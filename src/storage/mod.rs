@@ -4,15 +4,15 @@
 //!
 //! - `dma.rs`          DMA file helpers, the IOPOLL probe, small checksummed files
 //! - `segment.rs`      one `<base>.log` file: append staging, aligned writes, indexes,
-//!                     the names of a segment's files
+//!   the names of a segment's files
 //! - `index.rs`        sparse offset and time indexes, persisted when a segment is sealed
 //! - `batch_cache.rs`  recent batches kept in memory for zero-copy fetch
 //! - `batch_reader.rs` the one chunked reader of a segment's batches (fetch, ListOffsets,
-//!                     recovery, cleaner)
+//!   recovery, cleaner)
 //! - `log.rs`          the segments of a partition: append, read plans, roll, truncate,
-//!                     retention targets, compaction bookkeeping
+//!   retention targets, compaction bookkeeping
 //! - `log_writer.rs`   the log's writer: the write-and-sync loop, group commit, the
-//!                     `Durable` futures appends wait on, rollback after a failed write
+//!   `Durable` futures appends wait on, rollback after a failed write
 //! - `recovery.rs`     opening a log directory after a crash
 //! - `compaction.rs`   log compaction: key map, record filtering, cleaned-segment swap
 //! - `testing.rs`      (tests) running a test on a glommio executor
