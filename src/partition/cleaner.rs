@@ -12,8 +12,8 @@
 //! - a fetch holds an `Rc<DmaFile>` of the segment it reads; the swap renames a new file
 //!   over the name and never writes the old one, so a read in flight keeps reading the
 //!   old, valid bytes until it drops the handle;
-//! - only segments whose indexes are saved are cleaned, so no index save of the flush
-//!   loop is in flight for them; the cleaner saves the new indexes itself;
+//! - only segments whose indexes are saved are cleaned, so no index save of the log
+//!   writer is in flight for them; the cleaner saves the new indexes itself;
 //! - retention may delete a segment while it is being cleaned: the swap checks that the
 //!   segment still has the file that was read (and holds retention off it meanwhile);
 //! - the batch cache is cut below each cleaned segment's end when it is installed.
@@ -28,19 +28,22 @@ use std::rc::Rc;
 
 use glommio::io::DmaFile;
 
-use super::partition::Partition;
+use super::state::Partition;
 use super::PartitionError;
 use crate::record::parse_header;
+use crate::storage::batch_reader::BatchReader;
 use crate::storage::compaction::{
-    cleaned_path, filter_batch, retain, save_checkpoint, swap_in, BatchStream, CleanedSegmentWriter, Filtered, OffsetMap,
+    cleaned_path, filter_batch, retain, save_checkpoint, swap_in, CleanedSegmentWriter, Filtered, OffsetMap, READ_CHUNK_BYTES,
 };
 use crate::storage::dma::remove_file;
-use crate::storage::segment::{index_path, log_file_name, time_index_path};
+use crate::storage::segment::{index_path, log_file_name, snapshot_path, time_index_path};
 use crate::storage::StorageError;
 
 /// Key bytes one partition's key map may hold (Kafka bounds its map with
 /// log.cleaner.dedupe.buffer.size); a log with more is left uncleaned, with a warning.
 const MAX_OFFSET_MAP_KEY_BYTES: usize = 256 << 20;
+/// What a damaged batch met while cleaning is reported as.
+const SEGMENT_BEING_CLEANED: &str = "segment being cleaned";
 
 /// What one clean pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -160,9 +163,10 @@ impl Partition {
     ) -> Result<Option<OffsetMap>, PartitionError> {
         let mut map = OffsetMap::new(MAX_OFFSET_MAP_KEY_BYTES);
         for r in reads {
-            let mut stream = BatchStream::new(r.file, r.position, r.end);
+            let mut reader = BatchReader::new(r.file, r.position, r.end, READ_CHUNK_BYTES);
             loop {
-                let chunk = stream.next_chunk().await?;
+                // Sealed data was validated when written: damage must stop the cleaner.
+                let chunk = reader.next_chunk_strict(SEGMENT_BEING_CLEANED).await?;
                 if chunk.is_empty() {
                     break;
                 }
@@ -195,9 +199,9 @@ impl Partition {
         tombstone_horizon_ms: i64,
         stats: &mut CleanerStats,
     ) -> Result<(), PartitionError> {
-        let mut stream = BatchStream::new(file, 0, end);
+        let mut reader = BatchReader::new(file, 0, end, READ_CHUNK_BYTES);
         loop {
-            let chunk = stream.next_chunk().await?;
+            let chunk = reader.next_chunk_strict(SEGMENT_BEING_CLEANED).await?;
             if chunk.is_empty() {
                 return Ok(());
             }
@@ -246,7 +250,7 @@ impl Partition {
                 // Indexes first: a crash before the log file goes leaves a scannable segment.
                 remove_file(&index_path(&dir, base)).await?;
                 remove_file(&time_index_path(&dir, base)).await?;
-                remove_file(&super::partition::producer_snapshot_path(&dir, base)).await?;
+                remove_file(&snapshot_path(&dir, base)).await?;
                 remove_file(&dir.join(log_file_name(base))).await
             }
             .await;

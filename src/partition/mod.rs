@@ -1,15 +1,33 @@
-//! One partition's state, owned by exactly one shard: its log, idempotent-producer
-//! state, high watermark, and the waiters for durability and for new data.
-//! `cleaner.rs` compacts the sealed segments of compacted topics.
+//! One partition's state, owned by exactly one shard: its log (with the log's writer),
+//! idempotent-producer state, high watermark, and the long-poll watchers of fetches.
+//!
+//! - `state.rs`          the `Partition` struct, open (log + producer state), accessors,
+//!   the high watermark, close
+//! - `append.rs`         produce: validation, producer-sequence checks, roll, patch and
+//!   append, waiting until the write is as durable as acks ask
+//! - `read.rs`           fetch reads, ListOffsets (by timestamp, max timestamp), `watch()`
+//! - `retention.rs`      DeleteRecords, retention, advancing the log start offset
+//! - `cleaner.rs`        one compaction pass over the sealed segments (Kafka's cleaner)
+//! - `producer_state.rs` the idempotent-producer table and its snapshot encoding
+//! - `error.rs`          `PartitionError`
+//! - `tests.rs`, `cleaner_tests.rs`  tests on a real executor with real DMA files
+//!
+//! Must never import: `server`, `group`, `protocol` (no connections, no Kafka messages or
+//! error codes here), nor `controller`. It builds on `storage` and `record`.
+mod append;
 mod cleaner;
 pub mod error;
-pub mod partition;
 pub mod producer_state;
+mod read;
+mod retention;
+mod state;
 #[cfg(test)]
 mod cleaner_tests;
 #[cfg(test)]
 mod tests;
 
+pub use append::AppendOutcome;
 pub use cleaner::CleanerStats;
 pub use error::PartitionError;
-pub use partition::{AppendOutcome, FetchData, Partition, PartitionSettings};
+pub use read::FetchData;
+pub use state::{Partition, PartitionSettings};

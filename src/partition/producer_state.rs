@@ -5,6 +5,11 @@ use std::collections::{HashMap, VecDeque};
 
 use crate::record::BatchHeader;
 
+/// The snapshot file (`storage::segment::snapshot_path`) of the producer state as of a
+/// segment's base, written when the segment is created.
+pub const SNAPSHOT_MAGIC: u32 = 0x534c_5053; // "SLPS"
+pub const SNAPSHOT_VERSION: u16 = 1;
+
 /// Batches remembered per producer for duplicate detection.
 pub const BATCHES_PER_PRODUCER: usize = 5;
 

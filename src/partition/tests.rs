@@ -3,63 +3,28 @@ use std::path::Path;
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::records::{Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use kafka_protocol::records::{Compression, RecordBatchDecoder, TimestampType};
 use proptest::prelude::*;
 
 use super::{Partition, PartitionError, PartitionSettings};
 use crate::config::FlushMode;
+use crate::record::tests::kv_batch;
 use crate::storage::LogConfig;
 
-/// Builds one RecordBatch v2 with `n` records (producer id -1 unless given).
+/// Builds one RecordBatch v2 with `n` records (producer id -1 unless given): keys
+/// `k<i>`, values of 100-106 bytes, timestamps from `ts`.
 pub(crate) fn batch(n: usize, ts: i64, producer: Option<(i64, i16, i32)>, compression: Compression) -> Bytes {
-    let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
-    let records: Vec<Record> = (0..n)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: 0,
-            producer_id: pid,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // offset - sequence must stay constant or the encoder splits the batch.
-            sequence: if seq < 0 { i as i32 - 1 } else { seq + i as i32 },
-            timestamp: ts + i as i64,
-            key: Some(Bytes::from(format!("k{i}"))),
-            value: Some(Bytes::from(vec![b'v'; 100 + i % 7])),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(&mut buf, records.iter(), &RecordEncodeOptions { version: 2, compression })
-        .expect("encoding a test batch");
-    buf.freeze()
+    let keys: Vec<String> = (0..n).map(|i| format!("k{i}")).collect();
+    let values: Vec<String> = (0..n).map(|i| "v".repeat(100 + i % 7)).collect();
+    let recs: Vec<(Option<&str>, Option<&str>)> = keys.iter().zip(&values).map(|(k, v)| (Some(k.as_str()), Some(v.as_str()))).collect();
+    kv_batch(0, &recs, compression, producer, ts)
 }
 
 fn settings() -> PartitionSettings {
     PartitionSettings { max_message_bytes: 1 << 20, log_append_time: false, flush: FlushMode::Always }
 }
 
-pub(crate) fn run<F, Fut>(f: F)
-where
-    F: FnOnce(std::path::PathBuf) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()> + 'static,
-{
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = dir.path().to_path_buf();
-    crate::storage::dma::write_iopoll_probe(&path).expect("probe");
-    glommio::LocalExecutorBuilder::default()
-        .spawn(move || async move {
-            crate::runtime::enter_shard(0);
-            crate::storage::dma::open_iopoll_probe(&path).await.expect("probe open");
-            f(path).await
-        })
-        .expect("executor")
-        .join()
-        .expect("join");
-    drop(dir);
-}
+pub(crate) use crate::storage::testing::run;
 
 async fn open(dir: &Path, cfg: LogConfig) -> Rc<Partition> {
     Partition::open(&dir.join("t-0"), "t".into(), 0, [1; 16], 0, 0, cfg, settings()).await.expect("open")

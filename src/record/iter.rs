@@ -102,7 +102,7 @@ impl Iterator for BatchIter<'_> {
                     IterStop::Cut { total_len: None } => {
                         let rest = &self.buf[self.pos..];
                         (!rest.iter().all(|&b| b == 0))
-                            .then(|| Err(BatchError::Truncated { needed: LOG_OVERHEAD, available: rest.len() }))
+                            .then_some(Err(BatchError::Truncated { needed: LOG_OVERHEAD, available: rest.len() }))
                     }
                     IterStop::Cut { total_len: Some(needed) } => {
                         Some(Err(BatchError::Truncated { needed: *needed, available: self.buf.len() - self.pos }))

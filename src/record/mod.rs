@@ -5,14 +5,14 @@
 //! records inside are walked only by the cleaner and the compacted-topic key check.
 //!
 //! - `header.rs`   layout constants, `BatchHeader`, `parse_header`, framing, CRC-32C,
-//!                 `BatchError` (why a batch is refused)
+//!   `BatchError` (why a batch is refused)
 //! - `iter.rs`     `iter_batches`: the one iterator over the batches in a byte range; it
-//!                 reports a zero-padded tail and a batch cut at the end of the range
+//!   reports a zero-padded tail and a batch cut at the end of the range
 //! - `patch.rs`    set base offset / partition leader epoch / LogAppendTime (+ CRC), and
-//!                 rebuild a batch around a new records section (compaction)
+//!   rebuild a batch around a new records section (compaction)
 //! - `validate.rs` `validate_produce_records`: Kafka's checks on a client's produce batch
 //! - `records.rs`  the records inside a batch: varints, bounded decompression,
-//!                 `parse_records`, `check_keys_for_compaction`
+//!   `parse_records`, `check_keys_for_compaction`
 //! - `builder.rs`  `encode_batch`: batches the broker writes itself (group offsets, bench)
 //! - `tests.rs`    layout tests and the test batches other modules' tests use
 //!

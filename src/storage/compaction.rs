@@ -24,10 +24,10 @@ use std::rc::Rc;
 use bytes::{Bytes, BytesMut};
 use glommio::io::DmaFile;
 
-use super::dma::{open_rw, read_bytes, read_checked_file, remove_file, write_checked_file, write_padded};
+use super::dma::{open_rw, read_checked_file, remove_file, write_checked_file, write_padded};
 use super::segment::{index_path, log_file_name, time_index_path, Segment};
 use super::{Result, StorageError};
-use crate::record::{iter_batches, parse_header, parse_records, rebuild_with_records, records_section, BatchError, BatchHeader, RecordRef};
+use crate::record::{parse_header, parse_records, rebuild_with_records, records_section, BatchError, BatchHeader, RecordRef};
 
 /// Suffix of a segment being rewritten by the cleaner.
 pub const CLEANED_SUFFIX: &str = ".cleaned";
@@ -35,7 +35,7 @@ const CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
 const CHECKPOINT_MAGIC: u32 = 0x534c_434f; // "SLCO"
 const CHECKPOINT_VERSION: u16 = 1;
 /// Bytes read from a segment at a time while cleaning.
-const READ_CHUNK_BYTES: usize = 1 << 20;
+pub const READ_CHUNK_BYTES: usize = 1 << 20;
 /// Bytes of the cleaned segment buffered before an aligned write.
 const WRITE_CHUNK_BYTES: usize = 1 << 20;
 
@@ -158,66 +158,6 @@ pub fn filter_batch(
     Ok(Filtered::Rewritten(out))
 }
 
-/// Reads the batches of `[start, end)` of a segment file in chunks, checking every CRC.
-pub struct BatchStream {
-    file: Rc<DmaFile>,
-    pos: u64,
-    end: u64,
-}
-
-impl BatchStream {
-    pub fn new(file: Rc<DmaFile>, start: u64, end: u64) -> BatchStream {
-        BatchStream { file, pos: start, end }
-    }
-
-    /// The next batches, in order; empty at the end. A bad batch before `end` is an
-    /// error (sealed data was validated when written; damage must stop the cleaner).
-    pub async fn next_chunk(&mut self) -> Result<Vec<(BatchHeader, Bytes)>> {
-        let mut want = READ_CHUNK_BYTES;
-        while self.pos < self.end {
-            let len = want.min((self.end - self.pos) as usize);
-            let chunk = read_bytes(&self.file, self.pos, len).await?;
-            let mut out = Vec::new();
-            let mut consumed = 0usize;
-            let mut need = None;
-            for item in iter_batches(&chunk) {
-                match item {
-                    Ok((h, range)) => {
-                        consumed = range.end;
-                        out.push((h, chunk.slice(range)));
-                    }
-                    Err(BatchError::Truncated { needed, .. }) if (chunk.len() as u64) < self.end - self.pos => {
-                        need = Some(needed);
-                    }
-                    Err(e) => {
-                        return Err(StorageError::Corrupt {
-                            what: "segment being cleaned".into(),
-                            detail: format!("bad batch at position {}: {e}", self.pos + consumed as u64),
-                        })
-                    }
-                }
-            }
-            if consumed == 0 {
-                match need {
-                    // A batch larger than the chunk: read it whole.
-                    Some(n) if n > want => {
-                        want = n;
-                        continue;
-                    }
-                    // Zero padding or nothing: the end of the data.
-                    _ => {
-                        self.pos = self.end;
-                        return Ok(out);
-                    }
-                }
-            }
-            self.pos += consumed as u64;
-            return Ok(out);
-        }
-        Ok(Vec::new())
-    }
-}
-
 /// Writes the cleaned copy of one sealed segment to `<base>.log.cleaned`, tracking its
 /// indexes in a scratch `Segment` as batches go in.
 pub struct CleanedSegmentWriter {
@@ -324,6 +264,7 @@ pub async fn save_checkpoint(dir: &Path, first_dirty_offset: i64) -> Result<()> 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::record::iter_batches;
     use crate::record::tests::{compression_of, decode_kv as decode, kv_batch};
     use kafka_protocol::records::Compression;
 

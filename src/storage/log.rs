@@ -1,8 +1,12 @@
 //! The log of one partition: its segments, log start offset and batch cache.
 //!
-//! `Log` is plain state with no awaits inside; the owning `Partition` drives I/O
-//! (write jobs, syncs, segment creation) around it, so no `RefCell` borrow is ever
-//! held across an await.
+//! `Log` is plain state with no awaits inside; its writer (`log_writer.rs`: write jobs,
+//! syncs, index saves) and the owning partition (segment creation, retention, cleaning)
+//! drive I/O around it, so no `RefCell` borrow is ever held across an await.
+//!
+//! Offsets: `append` takes batches at exactly `next_offset()` (dense, strictly
+//! increasing; asserted); `written_offset() <= next_offset()` always, and only the
+//! writer's completed writes move `written_offset()` forward.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -440,7 +444,7 @@ impl Log {
     }
 
     /// Sealed segments the cleaner may rewrite: fully written and synced, indexes saved
-    /// (so no index save of the flush loop is in flight for them).
+    /// (so no index save of the log writer is in flight for them).
     fn cleanable(&self) -> impl Iterator<Item = &Segment> {
         self.segments
             .values()

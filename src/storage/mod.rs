@@ -2,20 +2,35 @@
 //! io_uring (glommio DMA files). Batches are stored exactly as the producer sent them
 //! (RecordBatch v2) with the broker's base offset and leader epoch patched in.
 //!
-//! - `dma.rs`         DMA file helpers, the IOPOLL probe, small checksummed files
-//! - `segment.rs`     one `<base>.log` file: append staging, aligned writes, indexes
-//! - `index.rs`       sparse offset and time indexes, persisted when a segment is sealed
-//! - `batch_cache.rs` recent batches kept in memory for zero-copy fetch
-//! - `log.rs`         the segments of a partition: append, read, roll, truncate, retention
-//! - `recovery.rs`    opening a log directory after a crash
-//! - `compaction.rs`  log compaction: record filtering, key map, cleaned-segment swap
+//! - `dma.rs`          DMA file helpers, the IOPOLL probe, small checksummed files
+//! - `segment.rs`      one `<base>.log` file: append staging, aligned writes, indexes,
+//!   the names of a segment's files
+//! - `index.rs`        sparse offset and time indexes, persisted when a segment is sealed
+//! - `batch_cache.rs`  recent batches kept in memory for zero-copy fetch
+//! - `batch_reader.rs` the one chunked reader of a segment's batches (fetch, ListOffsets,
+//!   recovery, cleaner)
+//! - `log.rs`          the segments of a partition: append, read plans, roll, truncate,
+//!   retention targets, compaction bookkeeping
+//! - `log_writer.rs`   the log's writer: the write-and-sync loop, group commit, the
+//!   `Durable` futures appends wait on, rollback after a failed write
+//! - `recovery.rs`     opening a log directory after a crash
+//! - `compaction.rs`   log compaction: key map, record filtering, cleaned-segment swap
+//! - `testing.rs`      (tests) running a test on a glommio executor
+//!
+//! Must never import: `server`, `protocol`, `group`, `cluster`, `partition`,
+//! `controller` (storage knows no Kafka messages, no producer state, no connections).
+//! It builds on `record` (the batch layout) and `runtime`.
 pub mod batch_cache;
+pub mod batch_reader;
 pub mod compaction;
 pub mod dma;
 pub mod index;
 pub mod log;
+pub mod log_writer;
 pub mod recovery;
 pub mod segment;
+#[cfg(test)]
+pub(crate) mod testing;
 
 use std::io;
 
@@ -31,6 +46,8 @@ pub enum StorageError {
     OffsetOutOfRange { offset: i64, log_start_offset: i64, log_end_offset: i64 },
     #[error("the log was rolled back after a failed write; retry")]
     RolledBack,
+    #[error("the log was closed before the write was durable")]
+    Closed,
 }
 
 impl StorageError {
@@ -40,6 +57,25 @@ impl StorageError {
             StorageError::NoSpace { context }
         } else {
             StorageError::Io { context, source }
+        }
+    }
+
+    /// A copy for each of several waiters failed by one error (an `io::Error` is not
+    /// `Clone`; the copy keeps its kind and message).
+    pub fn duplicate(&self) -> StorageError {
+        match self {
+            StorageError::NoSpace { context } => StorageError::NoSpace { context: context.clone() },
+            StorageError::Io { context, source } => {
+                StorageError::Io { context: context.clone(), source: io::Error::new(source.kind(), source.to_string()) }
+            }
+            StorageError::Corrupt { what, detail } => StorageError::Corrupt { what: what.clone(), detail: detail.clone() },
+            StorageError::OffsetOutOfRange { offset, log_start_offset, log_end_offset } => StorageError::OffsetOutOfRange {
+                offset: *offset,
+                log_start_offset: *log_start_offset,
+                log_end_offset: *log_end_offset,
+            },
+            StorageError::RolledBack => StorageError::RolledBack,
+            StorageError::Closed => StorageError::Closed,
         }
     }
 

@@ -15,7 +15,8 @@ use super::dma::{open_rw, read_bytes};
 use super::index::{OffsetIndex, TimeIndex};
 use super::segment::{index_path, log_file_name, time_index_path, Segment, SegmentSummary};
 use super::{Result, StorageError};
-use crate::record::{parse_header, BatchHeader, BATCH_HEADER_LEN};
+use super::batch_reader::{BatchReader, ReadStop};
+use crate::record::BatchHeader;
 
 /// Bytes read at a time while scanning a segment.
 const SCAN_CHUNK_BYTES: usize = 1 << 20;
@@ -126,56 +127,34 @@ async fn scan(dir: &Path, base: i64, file: DmaFile, index_interval_bytes: usize,
     let file_size = file_size(&file).await?;
     let mut seg = Segment::empty(dir, base, file, crate::runtime::now_ms());
     let mut batches = Vec::new();
-    let mut pos = 0u64;
-    let mut want = SCAN_CHUNK_BYTES;
-    'chunks: while pos < file_size {
-        let chunk = read_bytes(&seg.file, pos, want.min((file_size - pos) as usize)).await?;
-        let mut at = 0usize;
-        loop {
-            let rest = &chunk[at..];
-            if rest.len() < BATCH_HEADER_LEN {
-                if rest.len() >= 12 && rest[8..12] == [0, 0, 0, 0] {
-                    break 'chunks; // zero padding: end of data
-                }
-                if pos + (at as u64) + (rest.len() as u64) >= file_size {
-                    break 'chunks; // torn header at end of file
-                }
-                pos += at as u64;
-                want = SCAN_CHUNK_BYTES;
-                continue 'chunks;
-            }
-            let header = match parse_header(rest) {
-                Ok(h) => h,
-                Err(_) => break 'chunks,
-            };
-            let len = header.total_len();
-            if rest.len() < len {
-                if pos + (at as u64) + (len as u64) > file_size {
-                    break 'chunks; // torn batch at end of file
-                }
-                // The batch spans past this chunk: read again from its start.
-                pos += at as u64;
-                want = len.max(SCAN_CHUNK_BYTES);
-                continue 'chunks;
-            }
+    let mut reader = BatchReader::new(seg.file.clone(), 0, file_size, SCAN_CHUNK_BYTES);
+    // The reader stops at the end, the zero padding, a torn batch or an invalid one
+    // (framing, magic, CRC-32C, counts); this loop stops at an offset out of place.
+    'scan: loop {
+        let chunk = reader.next_chunk().await?;
+        if chunk.is_empty() {
+            break;
+        }
+        for (header, batch) in chunk {
             let offset_ok = if allow_gaps {
                 header.base_offset >= seg.next_offset()
             } else {
                 header.base_offset == seg.next_offset()
             };
-            let valid = offset_ok
-                && header.last_offset_delta >= 0
-                && crc32c::crc32c(&rest[21..len]) == header.crc;
-            if !valid {
-                tracing::warn!(dir = %dir.display(), base, position = pos + at as u64,
+            if !offset_ok {
+                tracing::warn!(dir = %dir.display(), base, position = seg.size(), offset = header.base_offset,
                     "invalid batch in the active segment; truncating the log here");
-                break 'chunks;
+                break 'scan;
             }
-            seg.index_existing(&header, len, index_interval_bytes);
+            seg.index_existing(&header, batch.len(), index_interval_bytes);
             batches.push(header);
-            at += len;
         }
     }
+    if let Some(ReadStop::Invalid { position, error }) = reader.stop() {
+        tracing::warn!(dir = %dir.display(), base, position, error = %error,
+            "invalid batch in the active segment; truncating the log here");
+    }
+    drop(reader);
     let valid_end = seg.size();
     let truncated_bytes = file_size.saturating_sub(valid_end);
     if truncated_bytes > 0 {

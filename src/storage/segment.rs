@@ -27,6 +27,12 @@ pub fn time_index_path(dir: &Path, base_offset: i64) -> PathBuf {
     dir.join(format!("{base_offset:020}.timeindex"))
 }
 
+/// The `<base>.snapshot` file the partition keeps next to a segment (its producer state
+/// as of the segment's base). Storage does not read it; it deletes it with the segment.
+pub fn snapshot_path(dir: &Path, base_offset: i64) -> PathBuf {
+    dir.join(format!("{base_offset:020}.snapshot"))
+}
+
 /// What a sealed segment needs to open without a scan (stored in its index file).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SegmentSummary {
@@ -160,7 +166,7 @@ impl Segment {
         scratch.written_next_offset = next_offset;
         scratch.head = head_block;
         scratch.sealed = true;
-        // The cleaner saves them itself; the flush loop must not race it.
+        // The cleaner saves them itself; the log writer must not race it.
         scratch.indexes_saved = true;
         scratch
     }

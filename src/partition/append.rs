@@ -1,0 +1,148 @@
+//! Produce: validate batches (CRC-32C, size) outside the lock, then under the
+//! partition's append lock check producer sequences, roll the segment if needed, patch
+//! base offset / leader epoch / LogAppendTime into a copy of each batch and append it.
+//! The lock is released before waiting for the disk so concurrent producers share one
+//! write and one fdatasync (group commit, driven by the log's writer,
+//! `storage/log_writer.rs`).
+//!
+//! Invariant 2 on this path: offsets are assigned densely and strictly increasing (each
+//! batch gets `log.next_offset()`; `Log::append` asserts it), and nothing is acknowledged
+//! before the writer says it is as durable as acks ask.
+use bytes::{Bytes, BytesMut};
+
+use super::error::PartitionError;
+use super::producer_state::{SequenceCheck, SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
+use super::state::Partition;
+use crate::config::FlushMode;
+use crate::record::{parse_header, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_produce_records};
+use crate::runtime::now_ms;
+use crate::storage::dma::{open_rw, write_checked_file};
+use crate::storage::log_writer::Durability;
+use crate::storage::segment::snapshot_path;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppendOutcome {
+    pub base_offset: i64,
+    /// -1 unless the topic uses LogAppendTime.
+    pub log_append_time_ms: i64,
+    pub log_start_offset: i64,
+}
+
+impl Partition {
+    /// Appends the batches of one Produce partition entry.
+    pub async fn append(&self, records: Bytes, acks: i16) -> Result<AppendOutcome, PartitionError> {
+        self.assert_on_shard();
+        if self.closed.get() {
+            return Err(PartitionError::NotLeader);
+        }
+        let settings = self.settings.borrow().clone();
+        let headers = validate_produce_records(&records, settings.max_message_bytes)?;
+        if self.log.borrow().config().compact {
+            // Kafka's LogValidator: every record of a compacted topic needs a key.
+            for h in &headers {
+                crate::record::check_keys_for_compaction(&records, h)?;
+            }
+        }
+        let total: usize = headers.iter().map(|h| h.total_len()).sum();
+        let _permit = self
+            .append_lock
+            .acquire_permit(1)
+            .await
+            .map_err(|_| PartitionError::NotLeader)?;
+        if self.closed.get() {
+            return Err(PartitionError::NotLeader);
+        }
+        // Idempotence: a batch already appended answers with its original offsets.
+        let dup = {
+            let producers = self.producers.borrow();
+            let mut dup = None;
+            for h in &headers {
+                match producers.check(h)? {
+                    SequenceCheck::Append => {}
+                    SequenceCheck::Duplicate(meta) => dup = Some(meta),
+                }
+            }
+            dup
+        };
+        if let Some(meta) = dup {
+            drop(_permit);
+            tracing::debug!(topic = %self.topic, partition = self.index, base_offset = meta.base_offset, "duplicate batch");
+            self.wait_durable(meta.last_offset + 1, acks, settings.flush).await?;
+            return Ok(AppendOutcome {
+                base_offset: meta.base_offset,
+                log_append_time_ms: -1,
+                log_start_offset: self.log_start_offset(),
+            });
+        }
+        let now = now_ms();
+        if self.log.borrow().should_roll(total, now) {
+            self.roll(now).await?;
+        }
+        let epoch = self.leader_epoch.get();
+        let log_append_time = if settings.log_append_time { now } else { -1 };
+        let mut first_offset = -1;
+        {
+            let mut log = self.log.borrow_mut();
+            let mut producers = self.producers.borrow_mut();
+            let mut at = 0usize;
+            for h in &headers {
+                let len = h.total_len();
+                // The one copy of record bytes on the produce path: the request frame is
+                // shared, and the stored batch needs its offset and epoch patched.
+                let mut batch = BytesMut::from(&records[at..at + len]);
+                at += len;
+                let base = log.next_offset();
+                set_base_offset(&mut batch, base)?;
+                set_partition_leader_epoch(&mut batch, epoch)?;
+                if log_append_time >= 0 {
+                    set_log_append_time(&mut batch, log_append_time)?;
+                }
+                let patched = parse_header(&batch)?;
+                // Invariant 2: dense, strictly increasing offsets.
+                debug_assert!(patched.base_offset == base && patched.last_offset() >= base);
+                log.append(&patched, batch.freeze());
+                producers.update(&patched);
+                if first_offset < 0 {
+                    first_offset = base;
+                }
+            }
+        }
+        let end = self.log.borrow().next_offset();
+        drop(_permit);
+        self.writer.kick();
+        if acks != 0 {
+            self.wait_durable(end, acks, settings.flush).await?;
+        }
+        Ok(AppendOutcome {
+            base_offset: first_offset,
+            log_append_time_ms: log_append_time,
+            log_start_offset: self.log_start_offset(),
+        })
+    }
+
+    /// Waits until offsets below `end_offset` are as durable as `acks` and the topic's
+    /// flush mode promise: fdatasync'ed for acks=-1 with flush=always, written otherwise.
+    async fn wait_durable(&self, end_offset: i64, acks: i16, flush: FlushMode) -> Result<(), PartitionError> {
+        let level = if acks == -1 && flush == FlushMode::Always { Durability::Synced } else { Durability::Written };
+        self.writer.durable(end_offset, level).await?;
+        Ok(())
+    }
+
+    /// Seals the active segment and starts a new one at the log end. Called with the
+    /// append lock held.
+    async fn roll(&self, now: i64) -> Result<(), PartitionError> {
+        let (path, dir, base) = {
+            let log = self.log.borrow();
+            (log.next_segment_path(), log.dir().to_path_buf(), log.next_offset())
+        };
+        // Producer state as of the new segment's base, so recovery of that segment can
+        // start from it instead of scanning older segments.
+        let snapshot = self.producers.borrow().encode();
+        write_checked_file(&snapshot_path(&dir, base), SNAPSHOT_MAGIC, SNAPSHOT_VERSION, &snapshot)
+            .await?;
+        let file = open_rw(&path).await?;
+        self.log.borrow_mut().roll(file, now);
+        tracing::debug!(topic = %self.topic, partition = self.index, base, "rolled segment");
+        Ok(())
+    }
+}

@@ -1,0 +1,170 @@
+//! The `Partition` itself: its state on the owning shard, opening (recovering the log and
+//! the producer state), accessors and close. What it does lives beside it: `append.rs`
+//! (produce), `read.rs` (fetch, ListOffsets, long polls), `retention.rs` (DeleteRecords,
+//! retention), `cleaner.rs` (compaction).
+use std::cell::{Cell, RefCell};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use glommio::sync::Semaphore;
+
+use super::error::PartitionError;
+use super::producer_state::{ProducerStateTable, SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
+use super::read::Watchers;
+use crate::config::FlushMode;
+use crate::runtime::ShardId;
+use crate::storage::dma::read_checked_file;
+use crate::storage::log::Log;
+use crate::storage::log_writer::{LogWriter, WriterHooks};
+use crate::storage::segment::snapshot_path;
+use crate::storage::{LogConfig, StorageError};
+
+/// Settings applied to appends, from the topic config.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PartitionSettings {
+    pub max_message_bytes: usize,
+    pub log_append_time: bool,
+    pub flush: FlushMode,
+}
+
+/// One partition on its owning shard (invariant 1: touched only there; `assert_on_shard`).
+pub struct Partition {
+    pub topic: String,
+    pub index: i32,
+    pub topic_id: [u8; 16],
+    pub(super) shard: ShardId,
+    pub(super) leader_epoch: Cell<i32>,
+    /// Shared with `writer`, which writes what appends stage in it.
+    pub(super) log: Rc<RefCell<Log>>,
+    pub(super) writer: Rc<LogWriter>,
+    /// Shared with the writer's rollback hook (see `open`).
+    pub(super) producers: Rc<RefCell<ProducerStateTable>>,
+    pub(super) settings: RefCell<PartitionSettings>,
+    /// Held from the producer-sequence checks to the log append (not across the wait
+    /// for durability, so concurrent producers share writes and syncs).
+    pub(super) append_lock: Semaphore,
+    /// Long-poll fetches waiting for the high watermark to move; the writer wakes them.
+    pub(super) watchers: Rc<Watchers>,
+    pub(super) closed: Cell<bool>,
+}
+
+impl Partition {
+    /// Opens (recovering) or creates the partition's log in `dir`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn open(
+        dir: &Path,
+        topic: String,
+        index: i32,
+        topic_id: [u8; 16],
+        shard: ShardId,
+        leader_epoch: i32,
+        log_config: LogConfig,
+        settings: PartitionSettings,
+    ) -> Result<Rc<Partition>, PartitionError> {
+        let opened = Log::open(dir, log_config).await?;
+        let log = opened.log;
+        let active_base = log.segment_bases().last().copied().unwrap_or(0);
+        let snapshot = snapshot_path(dir, active_base);
+        let mut producers = match read_checked_file(&snapshot, SNAPSHOT_MAGIC, SNAPSHOT_VERSION).await {
+            Ok(Some(p)) => ProducerStateTable::decode(&p).unwrap_or_default(),
+            Ok(None) => ProducerStateTable::default(),
+            Err(e) => {
+                tracing::warn!(topic, partition = index, error = %e, "producer snapshot unreadable; starting from the active segment");
+                ProducerStateTable::default()
+            }
+        };
+        for h in &opened.active_batches {
+            producers.update(h);
+        }
+        if opened.truncated_bytes > 0 {
+            tracing::info!(topic, partition = index, bytes = opened.truncated_bytes,
+                log_end_offset = log.next_offset(), "recovered log; cut the invalid or padded tail");
+        }
+        let log = Rc::new(RefCell::new(log));
+        let producers = Rc::new(RefCell::new(producers));
+        let watchers = Rc::new(Watchers::default());
+        let hooks = WriterHooks {
+            on_written: Box::new({
+                let watchers = watchers.clone();
+                move || watchers.wake_all()
+            }),
+            // Runs synchronously inside the writer right after it rolled the log back
+            // (no await in between, and appends run on this same thread), so no append
+            // checks sequences against producer state that still holds dropped batches.
+            on_rollback: Box::new({
+                let producers = producers.clone();
+                move |log_end_offset| producers.borrow_mut().truncate_from(log_end_offset)
+            }),
+        };
+        let writer = LogWriter::new(log.clone(), topic.clone(), index, hooks);
+        Ok(Rc::new(Partition {
+            topic,
+            index,
+            topic_id,
+            shard,
+            leader_epoch: Cell::new(leader_epoch),
+            log,
+            writer,
+            producers,
+            settings: RefCell::new(settings),
+            append_lock: Semaphore::new(1),
+            watchers,
+            closed: Cell::new(false),
+        }))
+    }
+
+    /// Invariant 1: partition state is touched only on its owning shard.
+    pub(super) fn assert_on_shard(&self) {
+        debug_assert_eq!(crate::runtime::current_shard(), Some(self.shard), "partition used off its shard");
+    }
+
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch.get()
+    }
+
+    /// The high watermark: consumers see only offsets below it (invariant 2). With one
+    /// replica (no replication yet) it is the end of the data whose write completed,
+    /// `Log::written_offset()` — fdatasync'ed or not, as Kafka's high watermark does not
+    /// wait for a flush. With replicas it will be the offset the whole ISR has.
+    /// It never passes the log end offset, and never moves back: a failed write rolls
+    /// back only data that was never written (the writer asserts it in debug builds).
+    pub fn high_watermark(&self) -> i64 {
+        let log = self.log.borrow();
+        let hw = log.written_offset();
+        debug_assert!(hw <= log.next_offset(), "high watermark {hw} past the log end {}", log.next_offset());
+        hw
+    }
+
+    pub fn log_end_offset(&self) -> i64 {
+        self.log.borrow().next_offset()
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.log.borrow().log_start_offset()
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.log.borrow().size_bytes()
+    }
+
+    pub fn dir(&self) -> PathBuf {
+        self.log.borrow().dir().to_path_buf()
+    }
+
+    pub fn set_cache_budget(&self, bytes: usize) {
+        self.log.borrow_mut().set_cache_budget(bytes);
+    }
+
+    pub fn apply_config(&self, log_config: LogConfig, settings: PartitionSettings) {
+        self.log.borrow_mut().set_config(log_config);
+        *self.settings.borrow_mut() = settings;
+    }
+
+    /// Stops serving: appends waiting for durability fail (`StorageError::Closed`, a
+    /// storage error as before), long polls return; later calls answer NotLeader.
+    pub fn close(&self) {
+        self.closed.set(true);
+        self.writer.fail_all(&StorageError::Closed);
+        self.watchers.wake_all();
+    }
+}
