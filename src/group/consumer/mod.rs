@@ -13,8 +13,10 @@
 //! - `reconcile.rs`  one member's current assignment → its target
 //! - `assignor/`     `uniform` (default) and `range`
 //! - `describe.rs`   ConsumerGroupDescribe; what DescribeGroups / ListGroups report
-//! - `records.rs`    the group's records in `__consumer_offsets` (epoch, members, target
+//! - `consumer_group_records.rs` the group's records in `__consumer_offsets` (epoch, members, target
 //!   and current assignments), replayed here (`replay`, `finish_load`)
+//!
+//! Part of `group/`: never imports `server::` or `controller::`.
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Instant;

@@ -1,6 +1,9 @@
 //! One file per Kafka API. Each handler takes the decoded request body and returns the
 //! encoded response frames; partition work goes through the shard's router
 //! (`cluster/router.rs`) so it runs on the owning shard.
+//!
+//! Handlers are the top of the stack: they may use every layer below; nothing below
+//! imports them (shared helpers for lower layers live in `protocol/`).
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;

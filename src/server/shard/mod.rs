@@ -8,6 +8,9 @@
 //! - `context.rs`             the shard's state every handler reads (`ShardContext`)
 //! - `partition_lifecycle.rs` metadata updates → open / reconfigure / delete partitions
 //! - `background.rs`          retention and log-cleaner loops
+//!
+//! Part of `server/`: nothing below imports it. The group coordinator sees the shard
+//! only through `group::CoordinatorContext`, the router through `cluster::router`.
 mod background;
 mod context;
 mod partition_lifecycle;

@@ -5,6 +5,9 @@
 //! `uniform` is sticky (a member keeps the partitions of its current target while that
 //! stays balanced, so a rebalance moves as few partitions as it can); `range` gives
 //! contiguous ranges in member order, as Kafka's.
+//!
+//! Pure functions of members and partitions: never imports anything with I/O or shard
+//! state (`partition::`, `storage::`, `cluster::router`, `server::`).
 use std::collections::{BTreeMap, HashMap};
 
 use uuid::Uuid;
