@@ -47,8 +47,10 @@ ${flush:+$([ "$flush" = always ] && echo log.flush.interval.messages=1)}
 ${auto:+auto.create.topics.enable=$auto}
 PROPS
   if [ ! -f "$dir/logs/meta.properties" ]; then
+    # Kafka's own random-uuid (as scripts/kafka_local.sh): it never starts with '-', which
+    # the storage tool would take for an option (a plain base64 uuid4 sometimes does).
     java -cp "$CP" kafka.tools.StorageTool format --standalone \
-      -t "$(python3 -c 'import base64,uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode())')" \
+      -t "$(java -cp "$CP" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -1)" \
       -c "$dir/server.properties" >/dev/null
   fi
   java -Xmx1g -cp "$CP" kafka.Kafka "$dir/server.properties" > "$dir/kafka.out" 2>&1 &
