@@ -109,9 +109,9 @@ async fn read_requests(
                     response
                 })
             }
-            Err(RequestError::UnsupportedVersion { api_key, correlation_id, .. })
-                if api_key == kafka_protocol::messages::ApiKey::ApiVersions =>
-            {
+            Err(RequestError::UnsupportedVersion {
+                api_key: kafka_protocol::messages::ApiKey::ApiVersions, correlation_id, ..
+            }) => {
                 let resp = Response::Frames(vec![unsupported_version_response_v0(correlation_id).freeze()]);
                 glommio::spawn_local(async move { resp })
             }

@@ -12,7 +12,11 @@
 //! (`socket.request.max.bytes`), and it requires the pool to be at least that large.
 //! Here admission is strict (reserved + frame <= limit), and the config requires the
 //! largest frame to fit the part of the pool large frames may use, so the limit is a real
-//! bound and every admissible frame is admitted eventually.
+//! bound and every admissible frame is admitted eventually. Kafka releases a request's
+//! buffer right after parsing unless the request keeps references into it (Produce:
+//! `requiresDelayedAllocation`), then when its handling is done; our decoded requests
+//! always borrow from the frame (strings and bytes are slices of it), so every request
+//! holds its reservation until its handler finishes.
 //!
 //! Two classes, so that large frames (held by slow or silent clients) never starve small
 //! requests such as Metadata, heartbeats or small produces: a frame of at most
