@@ -34,6 +34,11 @@ pub struct Config {
     pub flush: FlushMode,
     /// socket.request.max.bytes: frames above this are refused before allocation.
     pub socket_request_max_bytes: usize,
+    /// queued.max.request.bytes, per shard: bytes of requests being received or handled
+    /// that all of a shard's connections may hold together; a connection whose next frame
+    /// does not fit stops reading until memory is released. Kafka's default is -1
+    /// (unbounded); ours is a limit.
+    pub queued_max_request_bytes: usize,
     /// Connections a shard accepts at once; further ones are closed at accept.
     pub max_connections_per_shard: usize,
     /// Requests read ahead of their responses on one connection.
@@ -94,6 +99,14 @@ pub struct Config {
     pub offsets_retention_check_interval_ms: u64,
 }
 
+/// The part of a request memory pool of `queued_max_request_bytes` that frames above
+/// 64 KiB may use: 7/8 of it. The last 1/8 is kept for small requests (Metadata,
+/// heartbeats, small produces), so clients holding large frames never starve them
+/// (`server/request_memory.rs`).
+pub const fn request_pool_large_limit_bytes(queued_max_request_bytes: usize) -> usize {
+    queued_max_request_bytes - queued_max_request_bytes / 8
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -105,6 +118,7 @@ impl Default for Config {
             controller_core: -1,
             flush: FlushMode::Always,
             socket_request_max_bytes: 100 * 1024 * 1024,
+            queued_max_request_bytes: 512 * 1024 * 1024,
             max_connections_per_shard: 10_000,
             max_inflight_requests_per_connection: 64,
             shard_preempt_timer_us: 100_000,
@@ -174,6 +188,10 @@ impl Config {
         if self.socket_request_max_bytes < 1024 {
             return bad("socket_request_max_bytes", "must be at least 1024");
         }
+        // The largest frame must fit the part of the pool large frames may use.
+        if request_pool_large_limit_bytes(self.queued_max_request_bytes) < self.socket_request_max_bytes {
+            return bad("queued_max_request_bytes", "must be at least 8/7 of socket_request_max_bytes (the largest frame must fit the 7/8 of the pool that frames above 64 KiB may use)");
+        }
         if !(100..=1_000_000).contains(&self.shard_preempt_timer_us) {
             return bad("shard_preempt_timer_us", "must be between 100 and 1000000");
         }
@@ -241,6 +259,8 @@ pub struct ConfigArgs {
     pub flush: Option<FlushMode>,
     #[arg(long)]
     pub socket_request_max_bytes: Option<usize>,
+    #[arg(long)]
+    pub queued_max_request_bytes: Option<usize>,
     #[arg(long)]
     pub max_connections_per_shard: Option<usize>,
     #[arg(long)]
@@ -314,6 +334,7 @@ impl ConfigArgs {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { c.$f = v.clone(); } )* };
         }
         set!(listen, data_dir, node_id, shards, controller_core, flush, socket_request_max_bytes,
+            queued_max_request_bytes,
             max_connections_per_shard, max_inflight_requests_per_connection, shard_preempt_timer_us,
             auto_create_topics_enable, num_partitions, max_partitions_per_shard,
             batch_cache_bytes_per_partition, batch_cache_bytes_per_shard, log_segment_bytes,
@@ -356,6 +377,19 @@ mod tests {
         std::fs::write(&path, "no_such_key = 1\n").unwrap();
         let args = ConfigArgs { config: Some(path), ..Default::default() };
         assert!(matches!(args.resolve(), Err(ConfigError::Parse { .. })));
+    }
+
+    #[test]
+    fn request_pool_must_hold_the_largest_frame() {
+        let mut c = Config::default();
+        assert_eq!(c.queued_max_request_bytes, 512 * 1024 * 1024);
+        c.validate().unwrap();
+        // 7/8 of the pool (the part frames above 64 KiB may use) must hold the largest frame.
+        c.queued_max_request_bytes = 114 * 1024 * 1024;
+        assert!(request_pool_large_limit_bytes(c.queued_max_request_bytes) < c.socket_request_max_bytes);
+        assert!(matches!(c.validate(), Err(ConfigError::Invalid { key: "queued_max_request_bytes", .. })));
+        c.queued_max_request_bytes = 115 * 1024 * 1024;
+        c.validate().unwrap();
     }
 
     #[test]

@@ -5,10 +5,16 @@
 //! writer task writes the responses strictly in request order, as Kafka requires. At
 //! most `max_inflight_requests_per_connection` requests are in flight. A malformed
 //! request is logged once with the peer address and closes only this connection.
+//!
+//! Request memory: a frame's announced length is reserved in the shard's pool
+//! (`request_memory.rs`, queued.max.request.bytes) before its body is read, and released
+//! when its handler finishes; while it does not fit, this connection does not read. The
+//! buffer grows only as bytes arrive (see `ReadBuf`), so an announced length costs
+//! nothing until the client actually sends it.
 use std::net::SocketAddr;
 use std::rc::Rc;
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use futures::{AsyncReadExt, AsyncWriteExt};
 use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
@@ -20,8 +26,11 @@ use super::socket_split::{split, ReadHalf, WriteHalf};
 use crate::protocol::api_versions::unsupported_version_response_v0;
 use crate::protocol::{decode_request, frame_len, RequestError};
 
-/// Bytes asked of the socket per read when no bigger frame is pending.
+/// Bytes asked of the socket per read when no bigger frame is pending; also the least
+/// the buffer grows by.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// The most the buffer grows by at once while a large frame arrives.
+const MAX_READ_STEP_BYTES: usize = 1024 * 1024;
 
 pub async fn accept_loop(ctx: Rc<ShardContext>, listener: TcpListener) {
     loop {
@@ -66,7 +75,7 @@ async fn read_requests(
     let max = ctx.config.socket_request_max_bytes;
     let mut rb = ReadBuf { buf: BytesMut::new(), filled: 0 };
     loop {
-        if !fill(&mut reader, &mut rb, 4).await {
+        if !rb.fill(&mut reader, 4).await {
             return;
         }
         let b = &rb.buf;
@@ -77,20 +86,32 @@ async fn read_requests(
                 return;
             }
         };
-        if !fill(&mut reader, &mut rb, 4 + len).await {
+        // Back-pressure: until the frame fits the shard's request memory, this
+        // connection reads nothing more.
+        let memory = match ctx.request_memory.reserve(len) {
+            Ok(reserve) => reserve.await,
+            Err(e) => {
+                tracing::warn!(shard = ctx.shard, peer = ?peer, error = %e, "refusing frame; closing connection");
+                return;
+            }
+        };
+        if !rb.fill(&mut reader, 4 + len).await {
             return;
         }
-        rb.buf.advance(4);
-        let frame = rb.buf.split_to(len).freeze();
-        rb.filled -= 4 + len;
+        let frame = rb.take_frame(len);
         let task = match decode_request(frame) {
             Ok(req) => {
                 let ctx = ctx.clone();
-                glommio::spawn_local(async move { dispatch(&ctx, req, peer).await })
+                glommio::spawn_local(async move {
+                    let response = dispatch(&ctx, req, peer).await;
+                    // The handler is done with the request (and the frame it borrows from).
+                    drop(memory);
+                    response
+                })
             }
-            Err(RequestError::UnsupportedVersion { api_key, correlation_id, .. })
-                if api_key == kafka_protocol::messages::ApiKey::ApiVersions =>
-            {
+            Err(RequestError::UnsupportedVersion {
+                api_key: kafka_protocol::messages::ApiKey::ApiVersions, correlation_id, ..
+            }) => {
                 let resp = Response::Frames(vec![unsupported_version_response_v0(correlation_id).freeze()]);
                 glommio::spawn_local(async move { resp })
             }
@@ -109,25 +130,50 @@ async fn read_requests(
 /// `buf` is zeroed scratch that reads land in. Keeping the scratch around means each
 /// byte of buffer is zeroed once, not once per read (a profile under load showed the
 /// per-read memset of a 64 KiB chunk among the top costs).
+///
+/// Memory is committed as bytes arrive, not when a frame's length is announced: the
+/// scratch ahead of the received bytes is at most `max(READ_CHUNK_BYTES, min(filled,
+/// MAX_READ_STEP_BYTES))`, so a large frame grows the buffer by doubling steps of at
+/// most 1 MiB, and a client that announces 100 MiB and sends nothing costs 64 KiB.
 struct ReadBuf {
     buf: BytesMut,
     filled: usize,
 }
 
-/// Reads until at least `want` bytes are buffered; false on EOF or error. `want` is
-/// bounded by the frame limit before this is called.
-async fn fill(reader: &mut ReadHalf, rb: &mut ReadBuf, want: usize) -> bool {
-    while rb.filled < want {
-        let target = want.max(rb.filled + READ_CHUNK_BYTES);
-        if rb.buf.len() < target {
-            rb.buf.resize(target, 0);
+impl ReadBuf {
+    /// Reads until at least `want` bytes are buffered; false on EOF or error. `want` is
+    /// bounded by the frame limit before this is called.
+    async fn fill(&mut self, reader: &mut ReadHalf, want: usize) -> bool {
+        while self.filled < want {
+            let ahead = self.filled.clamp(READ_CHUNK_BYTES, MAX_READ_STEP_BYTES);
+            // Read past the frame's end only by one chunk (the next pipelined requests).
+            let target = (self.filled + ahead).min(want.max(self.filled + READ_CHUNK_BYTES));
+            if self.buf.len() < target {
+                self.buf.resize(target, 0);
+            }
+            debug_assert!(target <= 2 * self.filled + READ_CHUNK_BYTES, "committed ahead of arrival");
+            match reader.read(&mut self.buf[self.filled..]).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) => self.filled += n,
+            }
         }
-        match reader.read(&mut rb.buf[rb.filled..]).await {
-            Ok(0) | Err(_) => return false,
-            Ok(n) => rb.filled += n,
-        }
+        true
     }
-    true
+
+    /// Splits off the buffered frame of `len` bytes (after its 4-byte length prefix).
+    fn take_frame(&mut self, len: usize) -> Bytes {
+        assert!(self.filled >= 4 + len, "take_frame before the frame is buffered");
+        self.buf.advance(4);
+        let frame = self.buf.split_to(len).freeze();
+        self.filled -= 4 + len;
+        if len > READ_CHUNK_BYTES {
+            // The bytes after a large frame move to a buffer of their own: the next
+            // (maybe long-lived) request must not share, and keep alive, the large
+            // frame's allocation after its pool reservation is released.
+            self.buf = BytesMut::from(&self.buf[..self.filled]);
+        }
+        frame
+    }
 }
 
 async fn write_responses(mut writer: WriteHalf, rx: local_channel::LocalReceiver<Task<Response>>) {

@@ -5,6 +5,7 @@
 //! - `broker.rs`      start-up and shutdown of the whole process
 //! - `shard/`         one shard: its state, partition lifecycle, background loops
 //! - `connection.rs`  one client connection: framing, in-order pipelined responses
+//! - `request_memory.rs` the shard's request memory pool (queued.max.request.bytes)
 //! - `socket_split.rs` a glommio TCP stream split into read and write halves
 //! - `dispatch.rs`    request → handler
 //! - `handlers/`      one file per Kafka API
@@ -16,6 +17,7 @@ pub mod connection;
 pub mod dispatch;
 pub mod error_map;
 pub mod handlers;
+pub mod request_memory;
 pub mod shard;
 mod socket_split;
 

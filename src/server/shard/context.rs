@@ -1,6 +1,7 @@
 //! One shard's state (`ShardContext`): what every handler on this shard reads — its id,
 //! the config, the controller handle, its partitions and applied metadata image, the
-//! router, the group coordinator, producer-id block and connection count.
+//! router, the group coordinator, producer-id block, connection count and the request
+//! memory pool its connections share.
 use std::cell::Cell;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -16,6 +17,7 @@ use crate::group::{CoordinatorContext, GroupConfig, GroupOp, ShardRouter};
 use crate::group::ops::GroupResult;
 use crate::runtime::mesh::Mesh;
 use crate::runtime::ShardId;
+use crate::server::request_memory::RequestMemoryPool;
 
 /// Producer ids fetched from the controller at a time.
 const PRODUCER_ID_BLOCK: i64 = 1000;
@@ -36,6 +38,9 @@ pub struct ShardContext {
     pub coordinator: Rc<CoordinatorContext>,
     producer_ids: Cell<(i64, i64)>,
     pub connections: Cell<usize>,
+    /// queued.max.request.bytes: what this shard's connections may hold of requests
+    /// being received or handled.
+    pub request_memory: Rc<RequestMemoryPool>,
 }
 
 impl ShardContext {
@@ -51,6 +56,7 @@ impl ShardContext {
         let router = Rc::new(ShardRouter::new(partitions.clone(), mesh));
         let coordinator = Rc::new(CoordinatorContext::new(group_config(&config), partitions.clone()));
         crate::group::ops::serve_group_ops(&router, &coordinator);
+        let request_memory = Rc::new(RequestMemoryPool::new(config.queued_max_request_bytes));
         ShardContext {
             shard,
             config,
@@ -61,6 +67,7 @@ impl ShardContext {
             coordinator,
             producer_ids: Cell::new((0, 0)),
             connections: Cell::new(0),
+            request_memory,
         }
     }
 

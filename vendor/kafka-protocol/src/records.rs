@@ -514,7 +514,7 @@ impl RecordBatchDecoder {
         version: i8,
         records: &mut Vec<Record>,
     ) -> Result<()> {
-        records.reserve((batch_decode_info.record_count as usize).min(buf.remaining())); // shardlog patch: bounded by bytes left
+        records.reserve(crate::protocol::preallocation_capacity::<Record>(batch_decode_info.record_count as usize, buf.remaining())); // shardlog patch: at most bytes left of Records
         for _ in 0..batch_decode_info.record_count {
             records.push(Record::decode_new(buf, batch_decode_info, version)?);
         }
@@ -893,7 +893,7 @@ impl Record {
         }
         let num_headers = num_headers as usize;
 
-        let mut headers = IndexMap::with_capacity(num_headers.min(bytes::Buf::remaining(buf))); // shardlog patch: bounded by bytes left
+        let mut headers = IndexMap::with_capacity(crate::protocol::preallocation_capacity::<(StrBytes, Option<Bytes>)>(num_headers, bytes::Buf::remaining(buf))); // shardlog patch: at most bytes left of headers
         for _ in 0..num_headers {
             // Key len
             let key_len: i32 = types::VarInt.decode(buf)?;

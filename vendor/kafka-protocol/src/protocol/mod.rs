@@ -144,6 +144,19 @@ pub(crate) trait Encoder<Value> {
 
 pub(crate) trait Decoder<Value> {
     fn decode<B: ByteBuf>(&self, buf: &mut B) -> Result<Value>;
+    /// shardlog patch: the fewest bytes one value takes on the wire (conservative: 1 unless
+    /// the type says more); array decoders check counts against it before allocating.
+    fn min_encoded_size(&self) -> usize {
+        1
+    }
+}
+
+/// shardlog patch: the elements to preallocate for `count` values of `T` with `bytes_left`
+/// bytes to decode: at most the count, and never more than `bytes_left` bytes of `T`s, so
+/// an element type far larger in memory than on the wire cannot turn a frame into a
+/// reservation many times its size (the Vec grows as elements are actually decoded).
+pub fn preallocation_capacity<T>(count: usize, bytes_left: usize) -> usize {
+    count.min(bytes_left / std::mem::size_of::<T>().max(1))
 }
 
 /// The range of versions (min, max) allowed for agiven message.

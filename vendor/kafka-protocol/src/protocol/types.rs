@@ -74,6 +74,9 @@ macro_rules! define_simple_ints {
                 fn decode<B: ByteBuf>(&self, buf: &mut B) -> Result<T> {
                     Ok(buf.$get()?.into())
                 }
+                fn min_encoded_size(&self) -> usize {
+                    std::mem::size_of::<$t>() // shardlog patch
+                }
             }
 
             define_copy_impl!($name, $t);
@@ -254,6 +257,9 @@ impl<T: NewType<uuid::Uuid>> Decoder<T> for Uuid {
         let mut result = [0; 16];
         buf.try_copy_to_slice(&mut result)?;
         Ok(uuid::Uuid::from_bytes(result).into())
+    }
+    fn min_encoded_size(&self) -> usize {
+        16 // shardlog patch
     }
 }
 
@@ -981,16 +987,19 @@ impl<T, E: for<'a> Encoder<&'a T>> Encoder<&Vec<T>> for Array<E> {
 }
 
 impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for Array<E> {
+    fn min_encoded_size(&self) -> usize {
+        4 // shardlog patch: the i32 count
+    }
     fn decode<B: ByteBuf>(&self, buf: &mut B) -> Result<Option<Vec<T>>> {
         match Int32.decode(buf)? {
             -1 => Ok(None),
             n if n >= 0 => {
-                // shardlog patch: every element takes at least one byte on the wire, so a
-                // count above the bytes left is malformed; reject it before allocating.
-                if n as usize > buf.remaining() {
+                // shardlog patch: a count whose elements cannot fit the bytes left is
+                // malformed; reject it, and bound the preallocation, before allocating.
+                if n as usize > buf.remaining() / self.0.min_encoded_size().max(1) {
                     bail!("Array length {n} exceeds the {} bytes left", buf.remaining());
                 }
-                let mut result = Vec::with_capacity(n as usize);
+                let mut result = Vec::with_capacity(super::preallocation_capacity::<T>(n as usize, buf.remaining()));
                 for _ in 0..n {
                     result.push(self.0.decode(buf)?);
                 }
@@ -1004,6 +1013,9 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for Array<E> {
 }
 
 impl<T, E: Decoder<T>> Decoder<Vec<T>> for Array<E> {
+    fn min_encoded_size(&self) -> usize {
+        4 // shardlog patch: the i32 count
+    }
     fn decode<B: ByteBuf>(&self, buf: &mut B) -> Result<Vec<T>> {
         match self.decode(buf) {
             Ok(None) => {
@@ -1098,11 +1110,12 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for CompactArray<E> {
         match UnsignedVarInt.decode(buf)? {
             0 => Ok(None),
             n => {
-                // shardlog patch: bound the count by the bytes left before allocating.
-                if (n - 1) as usize > buf.remaining() {
+                // shardlog patch: a count whose elements cannot fit the bytes left is
+                // malformed; reject it, and bound the preallocation, before allocating.
+                if (n - 1) as usize > buf.remaining() / self.0.min_encoded_size().max(1) {
                     bail!("CompactArray length {} exceeds the {} bytes left", n - 1, buf.remaining());
                 }
-                let mut result = Vec::with_capacity((n - 1) as usize);
+                let mut result = Vec::with_capacity(super::preallocation_capacity::<T>((n - 1) as usize, buf.remaining()));
                 for _ in 1..n {
                     result.push(self.0.decode(buf)?);
                 }
