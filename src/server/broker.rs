@@ -87,8 +87,12 @@ fn abort_on_panic() {
         let thread = std::thread::current();
         let thread_name = thread.name().unwrap_or("unnamed");
         let shard = crate::runtime::current_shard();
+        let location = info.location().map(|l| l.to_string()).unwrap_or_default();
+        let message = info.payload_as_str().unwrap_or("(no message)");
+        // One line, so the log says what happened even when grepped.
+        let message = message.replace('\n', " ");
         tracing::error!(thread = thread_name, shard = ?shard,
-            "fatal: panic on thread {thread_name} (shard {shard:?}): {info}; aborting the broker so no shard is lost silently");
+            "fatal: panic on thread {thread_name} (shard {shard:?}) at {location}: {message}; aborting the broker so no shard is lost silently");
         default_hook(info);
         std::process::abort();
     }));

@@ -183,7 +183,8 @@ def produce_batches(bootstrap: str, topic: str, partition: int, n: int, value_by
 
 
 @pytest.fixture(scope="module")
-def small_topic(broker):
+def small_topic(module_broker):
+    broker = module_broker
     topic = "fetch-limits-small"
     admin_create_topic(broker.bootstrap, topic, 4)
     wait_topic(broker.bootstrap, topic, 4)
