@@ -43,6 +43,10 @@ pub struct Config {
     pub max_connections_per_shard: usize,
     /// Requests read ahead of their responses on one connection.
     pub max_inflight_requests_per_connection: usize,
+    /// fetch.max.bytes: the most record bytes one Fetch response carries, whatever the
+    /// request asks (the first batch of the first partition with data may exceed it, as
+    /// in Kafka, so consumers make progress).
+    pub fetch_max_bytes: usize,
     /// How long a shard runs ready tasks before it polls io_uring for completions again
     /// (glommio's preempt timer, microseconds). A busy shard notices finished writes and
     /// socket reads at least this often, so it bounds the stall a burst of CPU work adds to
@@ -121,6 +125,7 @@ impl Default for Config {
             queued_max_request_bytes: 512 * 1024 * 1024,
             max_connections_per_shard: 10_000,
             max_inflight_requests_per_connection: 64,
+            fetch_max_bytes: 57_671_680,
             shard_preempt_timer_us: 100_000,
             auto_create_topics_enable: true,
             num_partitions: 1,
@@ -198,6 +203,9 @@ impl Config {
         if self.max_inflight_requests_per_connection == 0 {
             return bad("max_inflight_requests_per_connection", "must be at least 1");
         }
+        if self.fetch_max_bytes > i32::MAX as usize {
+            return bad("fetch_max_bytes", "must be at most 2147483647 (a Fetch response length is an i32)");
+        }
         if self.num_partitions < 1 {
             return bad("num_partitions", "must be at least 1");
         }
@@ -265,6 +273,8 @@ pub struct ConfigArgs {
     pub max_connections_per_shard: Option<usize>,
     #[arg(long)]
     pub max_inflight_requests_per_connection: Option<usize>,
+    #[arg(long)]
+    pub fetch_max_bytes: Option<usize>,
     #[arg(long)]
     pub shard_preempt_timer_us: Option<u64>,
     #[arg(long)]
@@ -335,7 +345,7 @@ impl ConfigArgs {
         }
         set!(listen, data_dir, node_id, shards, controller_core, flush, socket_request_max_bytes,
             queued_max_request_bytes,
-            max_connections_per_shard, max_inflight_requests_per_connection, shard_preempt_timer_us,
+            max_connections_per_shard, max_inflight_requests_per_connection, fetch_max_bytes, shard_preempt_timer_us,
             auto_create_topics_enable, num_partitions, max_partitions_per_shard,
             batch_cache_bytes_per_partition, batch_cache_bytes_per_shard, log_segment_bytes,
             log_roll_ms, log_retention_ms, log_retention_bytes, message_max_bytes,

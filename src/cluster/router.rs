@@ -15,10 +15,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::channel::oneshot;
 use futures::future::LocalBoxFuture;
+use futures::FutureExt;
 
 use super::image::TopicMeta;
 use super::shard_partitions::ShardPartitions;
-use crate::partition::{AppendOutcome, FetchData, Partition, PartitionError};
+use crate::partition::{AppendOutcome, FetchData, Partition, PartitionError, ReadLimit};
 use crate::runtime::mesh::Mesh;
 use crate::runtime::ShardId;
 
@@ -28,7 +29,7 @@ const METADATA_BARRIER_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub enum PartitionOp<X> {
     Produce { records: Bytes, acks: i16 },
-    Fetch { offset: i64, max_bytes: usize },
+    Fetch { offset: i64, limit: ReadLimit },
     /// -1 latest, -2 earliest, -3 max timestamp, -4 earliest local, else a timestamp.
     ListOffsets { timestamp: i64 },
     DeleteRecords { offset: i64 },
@@ -107,12 +108,32 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
     }
 
     /// Serves requests other shards send to this one.
+    ///
+    /// A long poll (`Watch`) ends as soon as its caller stops waiting (the caller's fetch
+    /// timed out or another partition woke it, and it dropped the reply receiver): without
+    /// that, an idle partition polled from another shard would keep one task and one
+    /// watcher per poll until its next append. Other operations run to completion (an
+    /// append is not cut short because its client went away).
     pub async fn serve_inbox(self: Rc<Self>, inbox: async_channel::Receiver<ShardRequest<X, Y>>) {
         while let Ok(req) = inbox.recv().await {
             let me = self.clone();
             glommio::spawn_local(async move {
-                let out = me.execute(&req.topic, req.partition, req.min_metadata_index, req.op).await;
-                let _ = req.reply.send(out);
+                let ShardRequest { topic, partition, min_metadata_index, op, mut reply } = req;
+                let cancellable = matches!(op, PartitionOp::Watch { .. });
+                let run = me.execute(&topic, partition, min_metadata_index, op);
+                let out = if cancellable {
+                    let mut run = std::pin::pin!(run.fuse());
+                    let mut canceled = std::pin::pin!(reply.cancellation().fuse());
+                    futures::select! {
+                        out = run.as_mut() => Some(out),
+                        _ = canceled.as_mut() => None,
+                    }
+                } else {
+                    Some(run.await)
+                };
+                if let Some(out) = out {
+                    let _ = reply.send(out);
+                }
             })
             .detach();
         }
@@ -133,7 +154,7 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
                 Ok(OpOutput::Extension(handler(p, x).await))
             }
             PartitionOp::Produce { records, acks } => p.append(records, acks).await.map(OpOutput::Produce),
-            PartitionOp::Fetch { offset, max_bytes } => p.read(offset, max_bytes).await.map(OpOutput::Fetch),
+            PartitionOp::Fetch { offset, limit } => p.read_with(offset, limit).await.map(OpOutput::Fetch),
             PartitionOp::ListOffsets { timestamp } => {
                 let found = match timestamp {
                     -1 => Some((p.high_watermark(), -1)),

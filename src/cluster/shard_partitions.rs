@@ -25,6 +25,10 @@ pub struct ShardPartitions {
     image: RefCell<Arc<MetadataImage>>,
     /// By topic, then partition index.
     partitions: RefCell<HashMap<String, HashMap<i32, Rc<Partition>>>>,
+    /// Operations waiting for newer metadata. Bounded: a waiter whose barrier timed out
+    /// drops its receiver and is pruned at the next wait, so the list holds the
+    /// operations waiting now (each a routed request, bounded by connections times
+    /// in-flight requests) plus those that gave up since the last wait.
     metadata_waiters: RefCell<Vec<oneshot::Sender<()>>>,
     /// The last metadata index the controller committed (read on catch-up only).
     committed_index: Box<dyn Fn() -> u64>,
@@ -72,6 +76,11 @@ impl ShardPartitions {
         self.partitions.borrow().get(topic).map(|m| m.values().cloned().collect()).unwrap_or_default()
     }
 
+    /// Operations registered as waiting for newer metadata (see `metadata_waiters`).
+    pub fn metadata_waiter_count(&self) -> usize {
+        self.metadata_waiters.borrow().len()
+    }
+
     pub fn count(&self) -> usize {
         self.partitions.borrow().values().map(|m| m.len()).sum()
     }
@@ -107,7 +116,11 @@ impl ShardPartitions {
                 return;
             }
             let (tx, rx) = oneshot::channel();
-            self.metadata_waiters.borrow_mut().push(tx);
+            {
+                let mut waiters = self.metadata_waiters.borrow_mut();
+                waiters.retain(|w| !w.is_canceled());
+                waiters.push(tx);
+            }
             futures::select! {
                 _ = rx.fuse() => {}
                 _ = glommio::timer::sleep(deadline - now).fuse() => {}

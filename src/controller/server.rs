@@ -39,6 +39,11 @@ pub fn start(
 > {
     let shard_count = check_shard_count(cfg.shard_count)?;
     raft_node_id(cfg.node_id)?;
+    // Unbounded, but bounded by what feeds it: one MetadataUpdate per committed metadata
+    // change, and changes are proposed one at a time by this thread (requests queue in the
+    // bounded REQUEST_QUEUE). The publisher cannot wait for a slow shard (it runs inside
+    // openraft's apply), and dropping an update would lose metadata; a shard behind by
+    // many updates is behind by that many admin operations, each applied in order.
     let (senders, receivers): (Vec<_>, Vec<_>) =
         (0..shard_count).map(|_| async_channel::unbounded()).unzip();
     let publisher = Arc::new(Publisher::new(senders));

@@ -18,4 +18,6 @@ pub enum PartitionError {
     UnknownTopicOrPartition,
     #[error("timestamp {0} is invalid")]
     InvalidTimestamp(i64),
+    #[error("invalid fetch size {0}: a read limit must not be negative")]
+    InvalidFetchSize(i64),
 }

@@ -29,5 +29,5 @@ mod tests;
 pub use append::AppendOutcome;
 pub use cleaner::CleanerStats;
 pub use error::PartitionError;
-pub use read::FetchData;
+pub use read::{FetchData, ReadLimit};
 pub use state::{Partition, PartitionSettings};

@@ -11,8 +11,12 @@ use crate::record::BatchHeader;
 use crate::storage::batch_reader::BatchReader;
 use crate::storage::log::DiskRead;
 
-/// Bytes read per disk fetch when the client allows less (keeps reads efficient).
-const MIN_DISK_READ_BYTES: usize = 64 * 1024;
+/// Most bytes one disk read of a fetch asks for: a fetch reads its range in chunks of at
+/// most this, and at most what it may still return, never the whole request at once.
+const MAX_FETCH_READ_CHUNK_BYTES: usize = 1 << 20;
+/// Fewest bytes a disk read of a fetch asks for (one block: a smaller O_DIRECT read
+/// costs the same).
+const MIN_FETCH_READ_CHUNK_BYTES: usize = 4096;
 /// Bytes read at a time by the ListOffsets scans.
 const SCAN_CHUNK_BYTES: usize = 1 << 20;
 
@@ -23,6 +27,24 @@ enum Pick {
     Stop,
 }
 
+/// How much one partition read may return: Kafka's `LogSegment.read` maxSize and
+/// minOneMessage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadLimit {
+    /// Whole batches up to this many bytes. Negative is refused when there is data to
+    /// read (Kafka's "Invalid max size"), never taken as "unlimited".
+    pub max_bytes: i64,
+    /// The first batch is returned whole even when larger than `max_bytes`.
+    pub min_one_batch: bool,
+}
+
+impl ReadLimit {
+    /// At most `max_bytes`, but at least one batch when there is one.
+    pub fn at_least_one(max_bytes: usize) -> ReadLimit {
+        ReadLimit { max_bytes: i64::try_from(max_bytes).unwrap_or(i64::MAX), min_one_batch: true }
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct FetchData {
     /// Stored batch bytes, whole batches, in offset order.
@@ -30,18 +52,28 @@ pub struct FetchData {
     pub bytes: usize,
     pub high_watermark: i64,
     pub log_start_offset: i64,
+    /// Kafka's firstEntryIncomplete: there is data to read but its first batch is larger
+    /// than the limit and `min_one_batch` was off, so `records` is empty.
+    pub first_batch_exceeds_limit: bool,
 }
 
 /// Long-poll fetches waiting for the high watermark to move. The log's writer wakes
 /// them (through its `on_written` hook) every time it has completed writes, and
 /// `Partition::close` wakes them; a woken fetch re-reads and waits again if need be.
+///
+/// Bounded: a long poll that ends without being woken (its deadline passed, or another
+/// partition woke it) drops its receiver, and `add` prunes such senders, so the list
+/// holds the fetches waiting now plus those that gave up since the last `add`, not every
+/// poll an idle partition ever saw.
 #[derive(Default)]
 pub(super) struct Watchers(RefCell<Vec<oneshot::Sender<()>>>);
 
 impl Watchers {
     fn add(&self) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();
-        self.0.borrow_mut().push(tx);
+        let mut list = self.0.borrow_mut();
+        list.retain(|w| !w.is_canceled());
+        list.push(tx);
         rx
     }
 
@@ -49,6 +81,10 @@ impl Watchers {
         for w in self.0.borrow_mut().drain(..) {
             let _ = w.send(());
         }
+    }
+
+    fn len(&self) -> usize {
+        self.0.borrow().len()
     }
 }
 
@@ -58,9 +94,22 @@ impl Partition {
         self.watchers.add()
     }
 
+    /// Long-poll fetches registered on this partition (waiting, or given up since the
+    /// last registration).
+    pub fn watcher_count(&self) -> usize {
+        self.watchers.len()
+    }
+
     /// Reads whole batches from `offset`, below the high watermark, up to `max_bytes`
     /// (at least one batch if any is available).
     pub async fn read(&self, offset: i64, max_bytes: usize) -> Result<FetchData, PartitionError> {
+        self.read_with(offset, ReadLimit::at_least_one(max_bytes)).await
+    }
+
+    /// Reads whole batches from `offset`, below the high watermark, within `limit`. The
+    /// memory it allocates is the batches it returns plus at most one read chunk (the
+    /// disk is read in chunks no larger than what may still be returned).
+    pub async fn read_with(&self, offset: i64, limit: ReadLimit) -> Result<FetchData, PartitionError> {
         self.assert_on_shard();
         let (hw, start, leo) = (self.high_watermark(), self.log_start_offset(), self.log_end_offset());
         if offset < start || offset > leo {
@@ -70,23 +119,48 @@ impl Partition {
         if offset >= hw {
             return Ok(data);
         }
-        let cached = self.log.borrow().read_cached(offset, hw, max_bytes, &mut data.records);
+        let max_bytes = usize::try_from(limit.max_bytes).map_err(|_| PartitionError::InvalidFetchSize(limit.max_bytes))?;
+        if max_bytes == 0 && !limit.min_one_batch {
+            // Kafka reads nothing for a zero limit; there is data below the high watermark.
+            data.first_batch_exceeds_limit = true;
+            return Ok(data);
+        }
+        let cached = self.log.borrow().read_cached(offset, hw, max_bytes, limit.min_one_batch, &mut data.records);
         match cached {
-            Some(n) => data.bytes = n,
-            None => self.read_disk(offset, hw, max_bytes, &mut data).await?,
+            Some(n) => {
+                data.bytes = n;
+                // The cache holds the log's tail: an empty read below the high watermark
+                // means the first batch did not fit.
+                data.first_batch_exceeds_limit = n == 0 && !limit.min_one_batch;
+            }
+            None => self.read_disk(offset, hw, max_bytes, limit.min_one_batch, &mut data).await?,
         }
         // Invariant 2: a consumer never sees an offset at or above the high watermark.
         debug_assert!(
             data.records.iter().all(|b| crate::record::parse_header(b).is_ok_and(|h| h.base_offset < hw)),
             "fetch read a batch at or above the high watermark {hw}"
         );
+        // The limit is hard except for a first batch taken under min_one_batch.
+        debug_assert!(
+            data.bytes <= max_bytes || (limit.min_one_batch && data.records.len() == 1),
+            "fetch returned {} bytes over its limit {max_bytes}",
+            data.bytes
+        );
+        debug_assert_eq!(data.bytes, data.records.iter().map(Bytes::len).sum::<usize>());
         Ok(data)
     }
 
-    async fn read_disk(&self, offset: i64, hw: i64, max_bytes: usize, data: &mut FetchData) -> Result<(), PartitionError> {
+    async fn read_disk(
+        &self,
+        offset: i64,
+        hw: i64,
+        max_bytes: usize,
+        min_one_batch: bool,
+        data: &mut FetchData,
+    ) -> Result<(), PartitionError> {
         let mut next = self.log.borrow().locate(offset);
         while let Some(plan) = next.take() {
-            if self.read_segment(&plan, offset, hw, max_bytes, data).await? || data.bytes > 0 {
+            if self.read_segment(&plan, offset, hw, max_bytes, min_one_batch, data).await? || data.bytes > 0 {
                 return Ok(());
             }
             // Nothing at or after `offset` in this segment: compaction removed its tail
@@ -104,15 +178,24 @@ impl Partition {
         offset: i64,
         hw: i64,
         max_bytes: usize,
+        min_one_batch: bool,
         data: &mut FetchData,
     ) -> Result<bool, PartitionError> {
-        let chunk_bytes = max_bytes.max(MIN_DISK_READ_BYTES);
-        let mut reader = BatchReader::new(plan.file.clone(), plan.position, plan.end, chunk_bytes);
+        // A batch of `len` bytes may be added to what `data` holds.
+        let fits = |data: &FetchData, len: usize| data.bytes + len <= max_bytes || (data.bytes == 0 && min_one_batch);
+        let chunk_for = |data: &FetchData| {
+            max_bytes.saturating_sub(data.bytes).clamp(MIN_FETCH_READ_CHUNK_BYTES, MAX_FETCH_READ_CHUNK_BYTES)
+        };
+        let mut reader = BatchReader::new(plan.file.clone(), plan.position, plan.end, chunk_for(data));
         loop {
             // A batch the last chunk cut is read whole only if it may still be sent.
-            if reader.cut_batch_len().is_some_and(|n| data.bytes > 0 && data.bytes + n > max_bytes) {
-                return Ok(true);
+            if let Some(n) = reader.cut_batch_len() {
+                if !fits(data, n) {
+                    data.first_batch_exceeds_limit = data.bytes == 0;
+                    return Ok(true);
+                }
             }
+            reader.set_chunk_bytes(chunk_for(data));
             let batches = reader.next_chunk().await?;
             if batches.is_empty() {
                 return match reader.damage("segment being read") {
@@ -126,7 +209,11 @@ impl Partition {
                 if h.last_offset() < offset {
                     continue;
                 }
-                if h.base_offset >= hw || (data.bytes > 0 && data.bytes + batch.len() > max_bytes) {
+                if h.base_offset >= hw {
+                    return Ok(true);
+                }
+                if !fits(data, batch.len()) {
+                    data.first_batch_exceeds_limit = data.bytes == 0;
                     return Ok(true);
                 }
                 data.bytes += batch.len();

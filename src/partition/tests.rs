@@ -211,3 +211,57 @@ proptest! {
     }
 }
 
+
+#[test]
+fn timed_out_long_polls_do_not_pile_up_on_an_idle_partition() {
+    run(|dir| async move {
+        let p = open(&dir, LogConfig::default()).await;
+        // One fetch keeps waiting; hundreds of others time out, as consumers polling an
+        // idle partition do (the fetch handler drops its receiver at the deadline).
+        let waiting = p.watch();
+        for _ in 0..500 {
+            let rx = p.watch();
+            futures::pin_mut!(rx);
+            let timeout = glommio::timer::sleep(std::time::Duration::from_micros(50));
+            futures::pin_mut!(timeout);
+            let _ = futures::future::select(rx, timeout).await;
+        }
+        assert!(p.watcher_count() <= 2, "{} watchers kept for 1 waiting fetch", p.watcher_count());
+        // The waiting one is still registered and is woken by the next append.
+        p.append(batch(1, 1000, None, Compression::None), -1).await.expect("append");
+        waiting.await.expect("woken, not dropped");
+        assert_eq!(p.watcher_count(), 0);
+    });
+}
+
+#[test]
+fn reads_honour_hard_limits_and_refuse_negative_ones() {
+    use super::ReadLimit;
+    run(|dir| async move {
+        // A tiny cache so the reads below come from disk in chunks.
+        let cfg = LogConfig { cache_bytes: 1, ..Default::default() };
+        let p = open(&dir, cfg).await;
+        for i in 0..10 {
+            p.append(batch(20, 1000 + i, None, Compression::None), -1).await.expect("append");
+        }
+        let one = p.read(0, 0).await.unwrap();
+        assert_eq!(one.records.len(), 1, "at least one batch");
+        let b = one.bytes;
+        // Hard limit: a first batch that does not fit is not returned, and said so.
+        let hard = p.read_with(0, ReadLimit { max_bytes: b as i64 - 1, min_one_batch: false }).await.unwrap();
+        assert!(hard.records.is_empty() && hard.first_batch_exceeds_limit);
+        let zero = p.read_with(0, ReadLimit { max_bytes: 0, min_one_batch: false }).await.unwrap();
+        assert!(zero.records.is_empty() && zero.first_batch_exceeds_limit);
+        // Whole batches up to the limit, from disk (the cache holds only the last batch).
+        let some = p.read_with(0, ReadLimit { max_bytes: 3 * b as i64 + 10, min_one_batch: false }).await.unwrap();
+        assert_eq!((some.records.len(), some.bytes), (3, 3 * b));
+        assert!(!some.first_batch_exceeds_limit);
+        // Negative is refused where there is data, and harmless where there is none.
+        assert!(matches!(
+            p.read_with(0, ReadLimit { max_bytes: -1, min_one_batch: true }).await,
+            Err(PartitionError::InvalidFetchSize(-1))
+        ));
+        let caught_up = p.read_with(p.high_watermark(), ReadLimit { max_bytes: -1, min_one_batch: true }).await.unwrap();
+        assert!(caught_up.records.is_empty());
+    });
+}

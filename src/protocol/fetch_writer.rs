@@ -134,14 +134,21 @@ fn put_string(buf: &mut BytesMut, flexible: bool, s: &str) {
     buf.put_slice(bytes);
 }
 
+/// A Fetch response that cannot be framed: lengths on the wire are i32. The fetch
+/// handler's budget (fetch_max_bytes <= i32::MAX, plus at most one batch) keeps
+/// responses far below this; the check stays so no size is ever written truncated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FetchWriteError {
+    #[error("partition {partition_index} has {records_bytes} record bytes, more than a Fetch response can carry")]
+    PartitionTooLarge { partition_index: i32, records_bytes: usize },
+    #[error("the Fetch response would be {frame_bytes} bytes, more than a frame can carry")]
+    ResponseTooLarge { frame_bytes: usize },
+}
+
 /// Write a complete Fetch response frame (4-byte length, header, body) for `version`
 /// (4..=17) as a list of buffers. Record bytes are the caller's `Bytes`, not copies.
-///
-/// # Panics
-/// If one partition's records exceed `i32::MAX` bytes or the frame exceeds `i32::MAX`:
-/// fetch sizes are bounded by the request's `max_bytes` (an i32) before this is called,
-/// so that is a broken invariant, not bad input.
-pub fn write_fetch_response(correlation_id: i32, version: i16, parts: &FetchResponseParts) -> Vec<Bytes> {
+/// Refused (never truncated) when a partition's records or the frame exceed `i32::MAX`.
+pub fn write_fetch_response(correlation_id: i32, version: i16, parts: &FetchResponseParts) -> Result<Vec<Bytes>, FetchWriteError> {
     debug_assert!((4..=17).contains(&version), "fetch writer covers v4-17, got v{version}");
     let flexible = version >= 12;
 
@@ -223,8 +230,9 @@ pub fn write_fetch_response(correlation_id: i32, version: i16, parts: &FetchResp
                 buf.put_i32(p.preferred_read_replica);
             }
             let records_len = p.records_len();
-            // Invariant (see # Panics): bounded by the fetch's max_bytes.
-            assert!(records_len <= i32::MAX as usize, "fetch partition records exceed i32::MAX");
+            if records_len > i32::MAX as usize {
+                return Err(FetchWriteError::PartitionTooLarge { partition_index: p.partition_index, records_bytes: records_len });
+            }
             if flexible {
                 put_uvarint(&mut buf, records_len as u64 + 1);
             } else {
@@ -266,13 +274,15 @@ pub fn write_fetch_response(correlation_id: i32, version: i16, parts: &FetchResp
     flush(&mut buf, &mut first, &mut out, &mut total);
 
     let frame_len = total - 4;
-    assert!(frame_len <= i32::MAX as usize, "fetch response exceeds i32::MAX bytes");
+    let Ok(frame_len_i32) = i32::try_from(frame_len) else {
+        return Err(FetchWriteError::ResponseTooLarge { frame_bytes: total });
+    };
     // `first` is set: the first flush always has at least the 8 header bytes written above.
     if let Some(mut head) = first {
-        head[..4].copy_from_slice(&(frame_len as i32).to_be_bytes());
+        head[..4].copy_from_slice(&frame_len_i32.to_be_bytes());
         out[0] = head.freeze();
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -360,7 +370,7 @@ mod tests {
 
     /// Write, check length prefix and header, decode the body with kafka-protocol.
     fn write_and_decode(corr: i32, version: i16, parts: &FetchResponseParts) -> (Vec<Bytes>, FetchResponse) {
-        let pieces = write_fetch_response(corr, version, parts);
+        let pieces = write_fetch_response(corr, version, parts).expect("small response");
         let mut f = concat(&pieces);
         let len = f.get_i32() as usize;
         assert_eq!(len, f.len(), "length prefix v{version}");
@@ -420,7 +430,7 @@ mod tests {
     fn records_are_not_copied() {
         let parts = sample();
         for v in [4, 11, 12, 13, 17] {
-            let pieces = write_fetch_response(1, v, &parts);
+            let pieces = write_fetch_response(1, v, &parts).expect("small response");
             let src = &parts.topics[0].partitions[0].records;
             let ptrs: Vec<*const u8> = pieces.iter().map(|b| b.as_ptr()).collect();
             for r in src {
@@ -441,7 +451,7 @@ mod tests {
             p.diverging_epoch = None;
         }
         for v in 4..=17 {
-            let ours = concat(&write_fetch_response(42, v, &parts));
+            let ours = concat(&write_fetch_response(42, v, &parts).expect("small response"));
             let body = expected(v, &parts);
             let mut theirs = BytesMut::new();
             let hv = if v >= 12 { 1 } else { 0 };
@@ -458,11 +468,25 @@ mod tests {
     fn empty_response_is_one_buffer() {
         let parts = FetchResponseParts::default();
         for v in 4..=17 {
-            let pieces = write_fetch_response(3, v, &parts);
+            let pieces = write_fetch_response(3, v, &parts).expect("small response");
             assert_eq!(pieces.len(), 1);
             let (_, body) = write_and_decode(3, v, &parts);
             assert_eq!(body, expected(v, &parts));
         }
+    }
+
+    #[test]
+    fn oversized_records_are_refused_not_truncated() {
+        // 2 GiB of records as one shared 1 MiB buffer repeated (no 2 GiB allocation).
+        let chunk = Bytes::from(vec![0u8; 1 << 20]);
+        let mut parts = sample();
+        parts.topics[0].partitions[0].records = vec![chunk.clone(); 2048];
+        let err = write_fetch_response(1, 12, &parts).unwrap_err();
+        assert_eq!(err, FetchWriteError::PartitionTooLarge { partition_index: 0, records_bytes: 2048 << 20 });
+        // Two partitions each below i32::MAX that together exceed it: the frame is refused.
+        parts.topics[0].partitions[0].records = vec![chunk.clone(); 1100];
+        parts.topics[0].partitions[1].records = vec![chunk; 1100];
+        assert!(matches!(write_fetch_response(1, 12, &parts), Err(FetchWriteError::ResponseTooLarge { .. })));
     }
 
     fn arb_partition() -> impl Strategy<Value = FetchPartitionParts> {

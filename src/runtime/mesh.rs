@@ -1,7 +1,13 @@
 //! Cross-shard channels: every shard has one inbox; any shard (or the controller side)
 //! holds a sender to each. Unbounded on purpose: a full mesh of bounded channels can
-//! deadlock when shards await sends to each other in a cycle; the bound on work comes
-//! from each connection's in-flight request limit instead.
+//! deadlock when shards await sends to each other in a cycle. What bounds an inbox
+//! instead: every message is one partition operation of a request a connection is
+//! serving, and its sender awaits the reply, so an inbox holds at most
+//! connections (max_connections_per_shard x shards) x max_inflight_requests_per_connection
+//! x partitions per request (bounded by socket_request_max_bytes) messages, plus the
+//! group coordinator's own operations (one per group request, same bound). Long polls
+//! (`Watch`) leave the owning shard as soon as their caller stops waiting (see
+//! `cluster::router::serve_inbox`), so idle consumers do not pile them up.
 use crate::runtime::ShardId;
 
 pub struct Mesh<M> {

@@ -66,8 +66,43 @@ fn ensure_offsets_topic(controller: &controller::ControllerHandle, config: &Conf
     }
 }
 
+/// Test hook, compiled in always: `SHARDLOG_TEST_PANIC_SHARD=<n>` (read once at start)
+/// makes shard n panic once the broker has logged that it is listening, so tests can
+/// check that a dead shard takes the whole process down. Never set it in production.
+pub const TEST_PANIC_SHARD_ENV: &str = "SHARDLOG_TEST_PANIC_SHARD";
+
+/// Invariant 5: a panic on any thread (a shard, the controller, a task that tokio or
+/// glommio would otherwise catch and drop) aborts the whole process after one clear log
+/// line naming the thread and shard. A broker with a dead shard would keep accepting
+/// connections for partitions nobody serves.
+///
+/// A hook rather than `panic = "abort"` in Cargo.toml: the hook runs at the panic site
+/// before any unwinding or catching, so it also stops panics that tokio catches in the
+/// controller's tasks; it logs through tracing (the broker's log) before aborting; and
+/// `cargo test` keeps unwinding, which libtest and proptest's shrinking need. The CLI
+/// tools (bench, topic, group) keep Rust's default behaviour.
+fn abort_on_panic() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let thread = std::thread::current();
+        let thread_name = thread.name().unwrap_or("unnamed");
+        let shard = crate::runtime::current_shard();
+        let location = info.location().map(|l| l.to_string()).unwrap_or_default();
+        let message = info.payload_as_str().unwrap_or("(no message)");
+        // One line, so the log says what happened even when grepped.
+        let message = message.replace('\n', " ");
+        tracing::error!(thread = thread_name, shard = ?shard,
+            "fatal: panic on thread {thread_name} (shard {shard:?}) at {location}: {message}; aborting the broker so no shard is lost silently");
+        default_hook(info);
+        std::process::abort();
+    }));
+}
+
 pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let started = Instant::now();
+    abort_on_panic();
+    let test_panic_shard: Option<u16> = std::env::var(TEST_PANIC_SHARD_ENV).ok().and_then(|v| v.parse().ok());
+    let listening = Arc::new(std::sync::atomic::AtomicBool::new(false));
     raise_memlock_limit();
     dma::write_iopoll_probe(&config.data_dir)
         .with_context(|| format!("cannot write to data dir {}", config.data_dir.display()))?;
@@ -93,6 +128,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     for (shard, ((core, updates), inbox)) in plan.shard_cores.iter().zip(updates).zip(inboxes).enumerate() {
         let (config, controller, mesh, defaults, ready) =
             (config.clone(), controller.clone(), mesh.clone(), defaults.clone(), ready_tx.clone());
+        let listening = listening.clone();
         let placement = if usable.len() > 1 { GlommioPlacement::Fixed(*core) } else { GlommioPlacement::Unbound };
         let handle = LocalExecutorBuilder::new(placement)
             .name(&format!("shard-{shard}"))
@@ -123,6 +159,15 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                     }
                 };
                 let _ = ready.send(Ok(()));
+                if test_panic_shard == Some(shard) {
+                    glommio::spawn_local(async move {
+                        while !listening.load(std::sync::atomic::Ordering::Acquire) {
+                            glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+                        }
+                        panic!("{TEST_PANIC_SHARD_ENV}={shard}: shard {shard} panics on purpose (test hook)");
+                    })
+                    .detach();
+                }
                 connection::accept_loop(ctx, listener).await;
             })
             .map_err(|e| anyhow::anyhow!("starting shard {shard}: {e}"))?;
@@ -141,6 +186,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         config.flush,
         started.elapsed().as_millis()
     );
+    listening.store(true, std::sync::atomic::Ordering::Release);
     for h in handles {
         let _ = h.join();
     }

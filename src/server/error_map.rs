@@ -4,7 +4,7 @@
 use crate::controller::ControllerError;
 use crate::partition::producer_state::SequenceError;
 use crate::partition::PartitionError;
-use crate::protocol::ErrorCode;
+use crate::protocol::{ErrorCode, FetchWriteError};
 use crate::record::BatchError;
 use crate::storage::StorageError;
 
@@ -29,7 +29,18 @@ impl From<&PartitionError> for ErrorCode {
             PartitionError::NotLeader => ErrorCode::NOT_LEADER_OR_FOLLOWER,
             PartitionError::UnknownTopicOrPartition => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
             PartitionError::InvalidTimestamp(_) => ErrorCode::INVALID_REQUEST,
+            // Kafka's LogSegment.read throws IllegalArgumentException for a negative size,
+            // which its fetch path answers with UNKNOWN_SERVER_ERROR for that partition.
+            PartitionError::InvalidFetchSize(_) => ErrorCode::UNKNOWN_SERVER_ERROR,
         }
+    }
+}
+
+/// A Fetch response too large to frame: each partition is answered with this code and
+/// no records (Kafka has no such case; its responses are bounded the same way).
+impl From<&FetchWriteError> for ErrorCode {
+    fn from(_: &FetchWriteError) -> ErrorCode {
+        ErrorCode::UNKNOWN_SERVER_ERROR
     }
 }
 

@@ -49,9 +49,9 @@ impl BatchCache {
     }
 
     /// Batches holding offsets >= `offset` and starting below `max_offset`, up to
-    /// `max_bytes` (the first batch is always returned whole, as Kafka does). `None` if
-    /// `offset` is older than the cache.
-    pub fn read(&self, offset: i64, max_offset: i64, max_bytes: usize, out: &mut Vec<Bytes>) -> Option<usize> {
+    /// `max_bytes`; with `min_one_batch` the first batch is returned whole even above
+    /// `max_bytes` (Kafka's minOneMessage). `None` if `offset` is older than the cache.
+    pub fn read(&self, offset: i64, max_offset: i64, max_bytes: usize, min_one_batch: bool, out: &mut Vec<Bytes>) -> Option<usize> {
         let first = self.batches.front()?;
         if offset < first.base_offset {
             return None;
@@ -59,7 +59,8 @@ impl BatchCache {
         let start = self.batches.partition_point(|b| b.last_offset < offset);
         let mut total = 0usize;
         for b in self.batches.range(start..) {
-            if b.base_offset >= max_offset || (total > 0 && total + b.bytes.len() > max_bytes) {
+            let fits = total + b.bytes.len() <= max_bytes || (total == 0 && min_one_batch);
+            if b.base_offset >= max_offset || !fits {
                 break;
             }
             total += b.bytes.len();
@@ -116,12 +117,14 @@ mod tests {
         c.push(batch(5, 9, 100));
         c.push(batch(10, 14, 100));
         let mut out = Vec::new();
-        assert_eq!(c.read(7, 15, 150, &mut out), Some(100));
+        assert_eq!(c.read(7, 15, 150, true, &mut out), Some(100));
         assert_eq!(out.len(), 1);
         out.clear();
-        assert_eq!(c.read(7, 10, 1000, &mut out), Some(100), "batches at or above the HW are not served");
+        assert_eq!(c.read(7, 10, 1000, true, &mut out), Some(100), "batches at or above the HW are not served");
         out.clear();
-        assert_eq!(c.read(0, 15, 1, &mut out), Some(100), "the first batch is whole even above max_bytes");
+        assert_eq!(c.read(0, 15, 1, false, &mut out), Some(0), "without min_one_batch max_bytes is hard");
+        assert!(out.is_empty());
+        assert_eq!(c.read(0, 15, 1, true, &mut out), Some(100), "the first batch is whole even above max_bytes");
         let cached = c.iter().next().unwrap().bytes.as_ptr();
         assert_eq!(out[0].as_ptr(), cached, "served bytes are the cached bytes, not a copy");
     }
@@ -134,7 +137,7 @@ mod tests {
         c.push(batch(10, 14, 100));
         assert_eq!(c.first_offset(), Some(5));
         let mut out = Vec::new();
-        assert_eq!(c.read(0, 15, 1000, &mut out), None);
+        assert_eq!(c.read(0, 15, 1000, true, &mut out), None);
         c.truncate_from(10);
         assert_eq!(c.bytes(), 100);
         c.evict_below(10);

@@ -48,6 +48,12 @@ impl BatchReader {
         BatchReader { file, pos: start, end, chunk_bytes, cut_len: None, stop: None }
     }
 
+    /// Changes the size of the next reads (a fetch shrinks it to what it may still
+    /// return, so no read asks for much more than the response can carry).
+    pub fn set_chunk_bytes(&mut self, chunk_bytes: usize) {
+        self.chunk_bytes = chunk_bytes.max(BATCH_HEADER_LEN);
+    }
+
     /// File position of the next batch not yet yielded (where a stop happened).
     pub fn position(&self) -> u64 {
         self.pos

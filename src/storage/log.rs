@@ -288,8 +288,8 @@ impl Log {
     }
 
     /// Serves from the cache when it covers `offset`.
-    pub fn read_cached(&self, offset: i64, max_offset: i64, max_bytes: usize, out: &mut Vec<Bytes>) -> Option<usize> {
-        self.cache.read(offset, max_offset, max_bytes, out)
+    pub fn read_cached(&self, offset: i64, max_offset: i64, max_bytes: usize, min_one_batch: bool, out: &mut Vec<Bytes>) -> Option<usize> {
+        self.cache.read(offset, max_offset, max_bytes, min_one_batch, out)
     }
 
     /// Where on disk to start reading for the first batch holding an offset >= `offset`:

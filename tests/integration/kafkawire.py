@@ -241,3 +241,55 @@ def message_v1(key: bytes | None, value: bytes, ts: int) -> bytes:
     body = i8(1) + i8(0) + i64(ts) + (i32(-1) if key is None else i32(len(key)) + key) + i32(len(value)) + value
     msg = u32(zlib.crc32(body) & 0xFFFFFFFF) + body
     return i64(0) + i32(len(msg)) + msg
+
+
+# -- Fetch ---------------------------------------------------------------------------------------------
+
+FETCH = 1
+
+
+def fetch_v4_request(correlation_id: int, topic: str, partitions: list[tuple[int, int, int]],
+                     max_bytes: int, min_bytes: int = 1, max_wait_ms: int = 0) -> bytes:
+    """Fetch v4 (no sessions, plain arrays) for `partitions` = [(partition, fetch_offset,
+    partition_max_bytes)] of one topic, in that order."""
+    body = (i32(-1) + i32(max_wait_ms) + i32(min_bytes) + i32(max_bytes) + i8(0)
+            + i32(1) + string(topic) + i32(len(partitions)))
+    for p, offset, pmax in partitions:
+        body += i32(p) + i64(offset) + i32(pmax)
+    return request(FETCH, 4, correlation_id, body, header_version=1)
+
+
+def parse_fetch_v4(resp: bytes) -> tuple[int, list[dict]]:
+    """(correlation id, partitions in response order: {topic, partition, error_code,
+    high_watermark, records})."""
+    r = Reader(resp)
+    corr = r.i32()
+    r.i32()  # throttle_time_ms
+    out = []
+    for _ in range(r.i32()):
+        name = r.string()
+        for _ in range(r.i32()):
+            d = {"topic": name, "partition": r.i32(), "error_code": r.i16(),
+                 "high_watermark": r.i64(), "last_stable_offset": r.i64()}
+            n_aborted = r.i32()
+            for _ in range(max(n_aborted, 0)):
+                r.i64()
+                r.i64()
+            size = r.i32()
+            d["records"] = b"" if size < 0 else r.b[r.i:r.i + size]
+            r.i += max(size, 0)
+            out.append(d)
+    return corr, out
+
+
+def batches_in(records: bytes) -> list[tuple[int, int, int]]:
+    """(base_offset, last_offset, size in bytes) of each whole RecordBatch in `records`."""
+    out, i = [], 0
+    while i + 12 <= len(records):
+        base, length = struct.unpack_from(">qi", records, i)
+        if i + 12 + length > len(records):
+            break
+        (last_delta,) = struct.unpack_from(">i", records, i + 23)
+        out.append((base, base + last_delta, 12 + length))
+        i += 12 + length
+    return out

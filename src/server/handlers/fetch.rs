@@ -3,6 +3,14 @@
 //! appends), and writes the response with the hand-written fetch writer so record
 //! bytes go to the socket as they are. Fetch sessions (KIP-227) are answered with full
 //! responses and session id 0, which clients accept as "no session".
+//!
+//! Memory is bounded as in Kafka's ReplicaManager.readFromLog: the response carries at
+//! most min(request `max_bytes`, `fetch_max_bytes`) record bytes, partitions are served in
+//! request order against what is left of that, each reads at most min(its
+//! `partition_max_bytes`, what is left), and only the first batch of the first partition
+//! that returns data may exceed the limits. Reads still run in parallel where that cannot
+//! change the answer (see `FetchBudget::wave_len`), so one Fetch holds at most its limit
+//! plus one batch (plus a block of read slack per partition read at once).
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -14,6 +22,7 @@ use super::{code, str_bytes};
 use crate::protocol::{write_fetch_response, ErrorCode, FetchPartitionParts, FetchResponseParts, FetchTopicParts};
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::cluster::router::{OpOutput, PartitionOp};
+use crate::partition::ReadLimit;
 use crate::server::shard::ShardContext;
 
 /// One partition a Fetch asks for, resolved against this shard's metadata image.
@@ -24,8 +33,102 @@ struct RequestedPartition {
     /// (shard, leader epoch), or the error for an unknown topic/partition.
     owner: Result<(u16, i32), ErrorCode>,
     offset: i64,
-    max_bytes: usize,
+    partition_max_bytes: i32,
     current_leader_epoch: i32,
+}
+
+impl RequestedPartition {
+    /// Whether the partition is read at all (else it is answered with an error at once).
+    fn is_readable(&self) -> bool {
+        match self.owner {
+            Ok((_, epoch)) => self.current_leader_epoch < 0 || self.current_leader_epoch == epoch,
+            Err(_) => false,
+        }
+    }
+}
+
+/// Kafka's response budget for one Fetch (ReplicaManager.readFromLog): partitions are
+/// served in request order against what is left of the response limit; each reads at
+/// most min(`partition_max_bytes`, what is left); until a partition has returned data the
+/// first batch may exceed the limits (minOneMessage), after that they are hard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FetchBudget {
+    /// Never negative once a partition was served (Kafka: max(0, limit - read)); negative
+    /// before only when the request's `max_bytes` is.
+    remaining_bytes: i64,
+    min_one_batch: bool,
+}
+
+impl FetchBudget {
+    fn new(request_max_bytes: i32, fetch_max_bytes: usize) -> FetchBudget {
+        let fetch_max_bytes = i64::try_from(fetch_max_bytes).unwrap_or(i64::MAX);
+        FetchBudget { remaining_bytes: i64::from(request_max_bytes).min(fetch_max_bytes), min_one_batch: true }
+    }
+
+    /// The limit the next partition reads with, served sequentially.
+    fn limit_for(&self, partition_max_bytes: i32) -> ReadLimit {
+        ReadLimit { max_bytes: i64::from(partition_max_bytes).min(self.remaining_bytes), min_one_batch: self.min_one_batch }
+    }
+
+    /// Records what the partition just served returned.
+    fn consume(&mut self, bytes: usize) {
+        if bytes > 0 {
+            self.min_one_batch = false;
+        }
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        self.remaining_bytes = self.remaining_bytes.saturating_sub(bytes).max(0);
+    }
+
+    /// How many of the next partitions (`Some(partition_max_bytes)` for one that is read,
+    /// `None` for one answered with an error) may be read at once: the first with
+    /// `limit_for`, each later one with its own `partition_max_bytes` and no
+    /// min_one_batch. While their maxima fit in what is left, that is the limit a
+    /// sequential read would give each, so the answer is Kafka's (`settle` corrects the
+    /// two cases where it is not: an oversized first batch read above its maximum, and a
+    /// later partition that sequentially would have had min_one_batch). The sum of what
+    /// they read is bounded by what is left, plus one batch.
+    fn wave_len(&self, next: impl IntoIterator<Item = Option<i32>>) -> usize {
+        let mut sum = 0i64;
+        let mut n = 0;
+        for partition_max_bytes in next {
+            let cost = partition_max_bytes.map_or(0, |m| i64::from(m.max(0)));
+            if n == 0 {
+                sum = cost.min(self.remaining_bytes.max(0));
+            } else if sum + cost > self.remaining_bytes {
+                break;
+            } else {
+                sum += cost;
+            }
+            n += 1;
+        }
+        n
+    }
+}
+
+/// What one partition read returned.
+struct PartitionRead {
+    part: FetchPartitionParts,
+    bytes: usize,
+    first_batch_exceeds_limit: bool,
+}
+
+impl PartitionRead {
+    /// Keeps the longest prefix of whole batches within `limit`: what a read with that
+    /// (smaller) limit returns.
+    fn trim_to(&mut self, limit: ReadLimit) {
+        let max_bytes = usize::try_from(limit.max_bytes).unwrap_or(0);
+        let (mut kept, mut bytes) = (0, 0usize);
+        for b in &self.part.records {
+            if bytes + b.len() > max_bytes && !(kept == 0 && limit.min_one_batch) {
+                self.first_batch_exceeds_limit = kept == 0;
+                break;
+            }
+            bytes += b.len();
+            kept += 1;
+        }
+        self.part.records.truncate(kept);
+        self.bytes = bytes;
+    }
 }
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest) -> Response {
@@ -45,27 +148,30 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
                 partition: p.partition,
                 owner,
                 offset: p.fetch_offset,
-                max_bytes: p.partition_max_bytes.max(0) as usize,
+                partition_max_bytes: p.partition_max_bytes,
                 current_leader_epoch: p.current_leader_epoch,
             });
         }
     }
-    let max_bytes = if req.max_bytes <= 0 { usize::MAX } else { req.max_bytes as usize };
-    let min_bytes = req.min_bytes.max(0) as usize;
+    let budget = FetchBudget::new(req.max_bytes, ctx.config.fetch_max_bytes);
+    // Kafka: fetchMinBytes = min(request min_bytes, the response limit).
+    let min_bytes = i64::from(req.min_bytes).min(budget.remaining_bytes).max(0) as usize;
     let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
-    let mut parts;
-    loop {
-        parts = read_all(ctx, &requested).await;
-        let total: usize = parts.iter().map(|p| p.records.iter().map(|r| r.len()).sum::<usize>()).sum();
-        let errored = parts.iter().any(|p| p.error_code != 0);
+    let parts = loop {
+        let parts = read_all(ctx, &requested, budget).await;
+        let total: usize = parts.iter().map(|p| p.bytes).sum();
+        let errored = parts.iter().any(|p| p.part.error_code != 0);
         let now = Instant::now();
         if total >= min_bytes.max(1) || errored || now >= deadline || requested.is_empty() {
-            break;
+            break parts;
         }
         // Long poll: wait for any partition's high watermark to move, or the deadline.
-        let watches = requested.iter().zip(&parts).filter_map(|(w, p)| {
+        // The read is dropped first: a waiting fetch holds no record bytes.
+        let seen: Vec<i64> = parts.iter().map(|p| p.part.high_watermark).collect();
+        drop(parts);
+        let watches = requested.iter().zip(seen).filter_map(|(w, seen_high_watermark)| {
             let (shard, _) = w.owner.ok()?;
-            let op = PartitionOp::Watch { seen_high_watermark: p.high_watermark };
+            let op = PartitionOp::Watch { seen_high_watermark };
             Some(ctx.router.call(shard, &w.topic, w.partition, op).boxed_local())
         });
         let watches: Vec<_> = watches.collect();
@@ -77,23 +183,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
             _ = select_all(watches).fuse() => {}
             _ = glommio::timer::sleep(deadline - now).fuse() => {}
         }
-    }
-    // Trim to the request's max_bytes: later partitions give their data back (at least
-    // the first non-empty partition keeps its data, as Kafka does).
-    let mut budget = max_bytes;
-    let mut any = false;
-    for p in parts.iter_mut() {
-        let size: usize = p.records.iter().map(|r| r.len()).sum();
-        if size == 0 {
-            continue;
-        }
-        if any && size > budget {
-            p.records.clear();
-        } else {
-            budget = budget.saturating_sub(size);
-            any = true;
-        }
-    }
+    };
     let mut topics: Vec<FetchTopicParts> = Vec::new();
     for (w, p) in requested.iter().zip(parts) {
         let same_topic = topics.last().is_some_and(|t| t.name.as_str() == w.topic && t.topic_id == w.topic_id);
@@ -101,50 +191,192 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
             topics.push(FetchTopicParts { name: str_bytes(&w.topic), topic_id: w.topic_id, partitions: Vec::new() });
         }
         if let Some(t) = topics.last_mut() {
-            t.partitions.push(p);
+            t.partitions.push(p.part);
         }
     }
-    let resp = FetchResponseParts { throttle_time_ms: 0, error_code: 0, session_id: 0, topics };
-    Response::Frames(write_fetch_response(meta.correlation_id, meta.version, &resp))
+    let mut resp = FetchResponseParts { throttle_time_ms: 0, error_code: 0, session_id: 0, topics };
+    match write_fetch_response(meta.correlation_id, meta.version, &resp) {
+        Ok(frames) => Response::Frames(frames),
+        Err(e) => {
+            // Unreachable while the budget holds (see FetchBudget); answer every partition
+            // with an error rather than send a length that lies.
+            tracing::error!(shard = ctx.shard, error = %e, "fetch response refused");
+            for p in resp.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+                p.records.clear();
+                p.error_code = code(&e);
+            }
+            match write_fetch_response(meta.correlation_id, meta.version, &resp) {
+                Ok(frames) => Response::Frames(frames),
+                Err(_) => Response::Close,
+            }
+        }
+    }
 }
 
-async fn read_all(ctx: &Rc<ShardContext>, requested: &[RequestedPartition]) -> Vec<FetchPartitionParts> {
-    join_all(requested.iter().map(|w| async move {
-        let mut part = FetchPartitionParts::new(w.partition);
-        let (shard, epoch) = match w.owner {
-            Ok(o) => o,
-            Err(e) => {
-                part.error_code = e.code();
-                return part;
-            }
-        };
-        if w.current_leader_epoch >= 0 && w.current_leader_epoch != epoch {
-            part.error_code = if w.current_leader_epoch > epoch {
-                ErrorCode::UNKNOWN_LEADER_EPOCH.code()
+/// Reads every requested partition within `budget` (see the module header): in waves of
+/// partitions read at once, settled in request order.
+async fn read_all(ctx: &Rc<ShardContext>, requested: &[RequestedPartition], mut budget: FetchBudget) -> Vec<PartitionRead> {
+    let mut out: Vec<PartitionRead> = Vec::with_capacity(requested.len());
+    while out.len() < requested.len() {
+        let rest = &requested[out.len()..];
+        let n = budget.wave_len(rest.iter().map(|w| w.is_readable().then_some(w.partition_max_bytes)));
+        debug_assert!(n >= 1, "every wave reads at least one partition");
+        let wave = &rest[..n.max(1)];
+        let reads = wave.iter().enumerate().map(|(i, w)| {
+            let limit = if i == 0 {
+                budget.limit_for(w.partition_max_bytes)
             } else {
-                ErrorCode::FENCED_LEADER_EPOCH.code()
+                ReadLimit { max_bytes: i64::from(w.partition_max_bytes), min_one_batch: false }
             };
-            return part;
-        }
-        match ctx.router.call(shard, &w.topic, w.partition, PartitionOp::Fetch { offset: w.offset, max_bytes: w.max_bytes }).await {
-            Ok(OpOutput::Fetch(data)) => {
-                part.high_watermark = data.high_watermark;
-                part.last_stable_offset = data.high_watermark;
-                part.log_start_offset = data.log_start_offset;
-                part.records = data.records;
+            read_one(ctx, w, limit)
+        });
+        let reads = join_all(reads).await;
+        // Settle in request order: each partition ends with what a sequential read gives.
+        for (w, mut read) in wave.iter().zip(reads) {
+            let limit = budget.limit_for(w.partition_max_bytes);
+            if read.first_batch_exceeds_limit && limit.min_one_batch {
+                // Nothing was returned before it: Kafka gives this partition its first
+                // batch whatever its size (rare: an empty partition, then a large batch).
+                read = read_one(ctx, w, limit).await;
+            } else {
+                read.trim_to(limit);
             }
-            Ok(_) => part.error_code = ErrorCode::UNKNOWN_SERVER_ERROR.code(),
-            Err(e) => {
-                // Kafka reports the partition's range with OFFSET_OUT_OF_RANGE so the
-                // client can apply auto.offset.reset without another round trip.
-                if let crate::partition::PartitionError::OffsetOutOfRange { log_start_offset, log_end_offset, .. } = &e {
-                    part.log_start_offset = *log_start_offset;
-                    part.high_watermark = *log_end_offset;
-                }
-                part.error_code = code(&e);
-            }
+            budget.consume(read.bytes);
+            out.push(read);
         }
-        part
-    }))
-    .await
+    }
+    out
+}
+
+async fn read_one(ctx: &Rc<ShardContext>, w: &RequestedPartition, limit: ReadLimit) -> PartitionRead {
+    let mut read = PartitionRead { part: FetchPartitionParts::new(w.partition), bytes: 0, first_batch_exceeds_limit: false };
+    let part = &mut read.part;
+    let (shard, epoch) = match w.owner {
+        Ok(o) => o,
+        Err(e) => {
+            part.error_code = e.code();
+            return read;
+        }
+    };
+    if w.current_leader_epoch >= 0 && w.current_leader_epoch != epoch {
+        part.error_code = if w.current_leader_epoch > epoch {
+            ErrorCode::UNKNOWN_LEADER_EPOCH.code()
+        } else {
+            ErrorCode::FENCED_LEADER_EPOCH.code()
+        };
+        return read;
+    }
+    match ctx.router.call(shard, &w.topic, w.partition, PartitionOp::Fetch { offset: w.offset, limit }).await {
+        Ok(OpOutput::Fetch(data)) => {
+            part.high_watermark = data.high_watermark;
+            part.last_stable_offset = data.high_watermark;
+            part.log_start_offset = data.log_start_offset;
+            part.records = data.records;
+            read.bytes = data.bytes;
+            read.first_batch_exceeds_limit = data.first_batch_exceeds_limit;
+        }
+        Ok(_) => part.error_code = ErrorCode::UNKNOWN_SERVER_ERROR.code(),
+        Err(e) => {
+            // Kafka reports the partition's range with OFFSET_OUT_OF_RANGE so the
+            // client can apply auto.offset.reset without another round trip.
+            if let crate::partition::PartitionError::OffsetOutOfRange { log_start_offset, log_end_offset, .. } = &e {
+                part.log_start_offset = *log_start_offset;
+                part.high_watermark = *log_end_offset;
+            }
+            part.error_code = code(&e);
+        }
+    }
+    read
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    const MIB: usize = 1 << 20;
+
+    /// Serves `sizes[i]` (the batch sizes partition i holds) sequentially, as Kafka does.
+    fn sequential(mut budget: FetchBudget, partitions: &[(i32, Vec<usize>)]) -> Vec<Vec<usize>> {
+        partitions
+            .iter()
+            .map(|(partition_max_bytes, batches)| {
+                let limit = budget.limit_for(*partition_max_bytes);
+                let mut read = PartitionRead { part: FetchPartitionParts::new(0), bytes: 0, first_batch_exceeds_limit: false };
+                read.part.records = batches.iter().map(|&n| Bytes::from(vec![0u8; n])).collect();
+                read.trim_to(limit);
+                budget.consume(read.bytes);
+                read.part.records.iter().map(Bytes::len).collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn response_limit_is_the_smaller_of_request_and_broker() {
+        assert_eq!(FetchBudget::new(i32::MAX, 57_671_680).remaining_bytes, 57_671_680);
+        assert_eq!(FetchBudget::new(1000, 57_671_680).remaining_bytes, 1000);
+        // max_bytes <= 0 is not "unlimited".
+        assert_eq!(FetchBudget::new(0, 57_671_680).remaining_bytes, 0);
+        assert_eq!(FetchBudget::new(-1, 57_671_680).remaining_bytes, -1);
+    }
+
+    #[test]
+    fn partitions_share_a_shrinking_budget_and_only_the_first_batch_may_exceed_it() {
+        // 10 MiB response limit, partitions allow 4 MiB each, 1 MiB batches.
+        let p = |n: usize| (4 * MIB as i32, vec![MIB; n]);
+        let got = sequential(FetchBudget::new(i32::MAX, 10 * MIB), &[p(6), p(6), p(6), p(6)]);
+        assert_eq!(got.iter().map(Vec::len).collect::<Vec<_>>(), vec![4, 4, 2, 0]);
+        // max_bytes = 0: the first partition with data gets one batch, nothing else.
+        let got = sequential(FetchBudget::new(0, 10 * MIB), &[(4 * MIB as i32, vec![]), p(3), p(3)]);
+        assert_eq!(got, vec![vec![], vec![MIB], vec![]]);
+        // A first batch above both limits is served whole (minOneMessage), later ones not.
+        let big = (1000, vec![5 * MIB]);
+        let got = sequential(FetchBudget::new(2000, 10 * MIB), &[big.clone(), big]);
+        assert_eq!(got, vec![vec![5 * MIB], vec![]]);
+        // partition_max_bytes = 0 still gives the first partition one batch; a negative
+        // one is a negative limit (the read refuses it), not "unlimited".
+        assert_eq!(FetchBudget::new(100, 1000).limit_for(0), ReadLimit { max_bytes: 0, min_one_batch: true });
+        assert_eq!(FetchBudget::new(100, 1000).limit_for(-5).max_bytes, -5);
+    }
+
+    #[test]
+    fn consume_never_goes_negative_and_ends_min_one_batch() {
+        let mut b = FetchBudget::new(-1, 1000);
+        b.consume(0);
+        assert_eq!(b, FetchBudget { remaining_bytes: 0, min_one_batch: true }, "Kafka: max(0, limit - read)");
+        b.consume(500);
+        assert_eq!(b, FetchBudget { remaining_bytes: 0, min_one_batch: false });
+    }
+
+    #[test]
+    fn waves_fit_in_what_is_left() {
+        let b = FetchBudget::new(i32::MAX, 10 * MIB);
+        let m = MIB as i32;
+        // 1 MiB per partition: ten fit after the first (which takes its own 1 MiB).
+        assert_eq!(b.wave_len(vec![Some(m); 30]), 10);
+        // A partition asking for more than the whole budget is read alone.
+        assert_eq!(b.wave_len(vec![Some(i32::MAX), Some(m)]), 1);
+        assert_eq!(b.wave_len(vec![Some(m), Some(i32::MAX), Some(m)]), 1);
+        // Partitions answered with errors cost nothing; negative maxima cost nothing.
+        assert_eq!(b.wave_len(vec![None, None, Some(-1), Some(10 * m), None]), 5);
+        assert_eq!(b.wave_len(Vec::<Option<i32>>::new()), 0);
+        // Nothing left: one at a time (each may still be the first to return data).
+        assert_eq!(FetchBudget::new(0, 10 * MIB).wave_len(vec![Some(m); 3]), 1);
+        // The wave's maxima never exceed what is left (the memory bound).
+        for parts in [vec![Some(3 * m); 8], vec![Some(m / 3); 100], vec![Some(7 * m), Some(2 * m), Some(m)]] {
+            let n = b.wave_len(parts.clone());
+            let sum: i64 = parts[..n].iter().map(|p| i64::from(p.unwrap_or(0).max(0))).sum();
+            assert!(n == 1 || sum <= b.remaining_bytes, "{n} partitions ask {sum} > {}", b.remaining_bytes);
+        }
+    }
+
+    #[test]
+    fn trim_keeps_whole_batches_within_the_limit() {
+        let mut read = PartitionRead { part: FetchPartitionParts::new(0), bytes: 0, first_batch_exceeds_limit: false };
+        read.part.records = [100, 200, 300].iter().map(|&n| Bytes::from(vec![0u8; n])).collect();
+        read.trim_to(ReadLimit { max_bytes: 350, min_one_batch: false });
+        assert_eq!((read.part.records.len(), read.bytes, read.first_batch_exceeds_limit), (2, 300, false));
+        read.trim_to(ReadLimit { max_bytes: 50, min_one_batch: false });
+        assert_eq!((read.part.records.len(), read.bytes, read.first_batch_exceeds_limit), (0, 0, true));
+    }
 }
