@@ -38,6 +38,13 @@ fn invalid(detail: impl Into<String>) -> BatchError {
 
 /// Reads a zigzag varint (Kafka's `ByteUtils.readVarlong`), at most 10 bytes.
 pub fn read_varlong(data: &[u8], at: &mut usize) -> Result<i64> {
+    // Fast path: most record fields (deltas, small lengths) fit one byte.
+    if let Some(&b) = data.get(*at) {
+        if b < 0x80 {
+            *at += 1;
+            return Ok(i64::from(b >> 1) ^ -i64::from(b & 1));
+        }
+    }
     let mut raw: u64 = 0;
     for i in 0..10 {
         let b = *data.get(*at).ok_or_else(|| invalid("varint past the end"))?;
