@@ -12,14 +12,25 @@ use shardlog::record::{encode_batch, NewRecord};
 use shardlog::protocol::fetch_writer::{
     write_fetch_response, FetchPartitionParts, FetchResponseParts, FetchTopicParts,
 };
-use shardlog::record::{iter_batches, validate_produce_records};
+use shardlog::record::{iter_batches, validate_produce_records, ProduceChecks};
 use shardlog::protocol::request::decode_request;
 
 /// One uncompressed producer batch of about `bytes` bytes (1 KiB values).
 fn batch(bytes: usize) -> Bytes {
-    let n = (bytes / 1024).max(1);
-    let records = (0..n).map(|i| NewRecord { key: None, value: Some(Bytes::from(vec![(i % 251) as u8; 1000])), timestamp_ms: 1_700_000_000_000 + i as i64 });
-    encode_batch(records, Compression::None).expect("a bench batch encodes")
+    batch_of(bytes, 1000, Compression::None)
+}
+
+/// One producer batch of about `bytes` uncompressed bytes: values of `value_bytes`
+/// (partly repetitive text, so codecs compress it as they would JSON), keyed, `compression`.
+fn batch_of(bytes: usize, value_bytes: usize, compression: Compression) -> Bytes {
+    let n = (bytes / (value_bytes + 24)).max(1);
+    let records = (0..n).map(|i| {
+        let text = format!("{{\"id\":{i},\"user\":\"user-{}\",\"payload\":\"", i % 97);
+        let mut v = text.into_bytes();
+        v.resize(value_bytes, b'a' + (i % 26) as u8);
+        NewRecord { key: Some(Bytes::from(format!("key-{}", i % 1000))), value: Some(Bytes::from(v)), timestamp_ms: 1_700_000_000_000 + i as i64 }
+    });
+    encode_batch(records, compression).expect("a bench batch encodes")
 }
 
 fn request_frame<R: Encodable + HeaderVersion>(key: ApiKey, version: i16, body: &R) -> Bytes {
@@ -61,7 +72,7 @@ fn bench_validate(c: &mut Criterion) {
     // 1 MiB as 64 produce batches of 16 KiB, validated one by one (one batch per partition),
     // and the same bytes as a stored log walked by iter_batches.
     let batches: Vec<Bytes> = (0..64).map(|_| batch(16 * 1024)).collect();
-    assert!(batches.iter().all(|b| validate_produce_records(b, 1 << 20).is_ok()));
+    assert!(batches.iter().all(|b| validate_produce_records(b, &ProduceChecks::with_max_message_bytes(1 << 20)).is_ok()));
     let total: usize = batches.iter().map(Bytes::len).sum();
     let mut log = BytesMut::new();
     for b in &batches {
@@ -70,9 +81,28 @@ fn bench_validate(c: &mut Criterion) {
     let mut g = c.benchmark_group("batch_validate");
     g.throughput(Throughput::Bytes(total as u64));
     g.bench_function("validate_produce_64x16KiB", |b| {
-        b.iter(|| batches.iter().all(|x| validate_produce_records(black_box(x), 1 << 20).is_ok()))
+        b.iter(|| batches.iter().all(|x| validate_produce_records(black_box(x), &ProduceChecks::with_max_message_bytes(1 << 20)).is_ok()))
     });
     g.bench_function("iter_batches_1MiB", |b| b.iter(|| iter_batches(black_box(&log)).count()));
+    g.finish();
+
+    // 100-byte records (the record walk costs per record), uncompressed and with each codec:
+    // 16 batches of 64 KiB uncompressed each (about 520 records per batch).
+    let mut g = c.benchmark_group("batch_validate_records");
+    g.throughput(Throughput::Bytes(16 * 64 * 1024));
+    for (name, compression) in [
+        ("none", Compression::None),
+        ("gzip", Compression::Gzip),
+        ("snappy", Compression::Snappy),
+        ("lz4", Compression::Lz4),
+        ("zstd", Compression::Zstd),
+    ] {
+        let batches: Vec<Bytes> = (0..16).map(|_| batch_of(64 * 1024, 100, compression)).collect();
+        assert!(batches.iter().all(|b| validate_produce_records(b, &ProduceChecks::with_max_message_bytes(1 << 20)).is_ok()));
+        g.bench_function(format!("validate_16x64KiB_100B_{name}"), |b| {
+            b.iter(|| batches.iter().all(|x| validate_produce_records(black_box(x), &ProduceChecks::with_max_message_bytes(1 << 20)).is_ok()))
+        });
+    }
     g.finish();
 }
 

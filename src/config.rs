@@ -68,6 +68,12 @@ pub struct Config {
     pub log_retention_bytes: i64,
     pub message_max_bytes: i32,
     pub log_message_timestamp_type: String,
+    /// log.message.timestamp.before.max.ms: CreateTime records older than now minus this
+    /// are refused (INVALID_TIMESTAMP). Kafka's default: unlimited.
+    pub log_message_timestamp_before_max_ms: i64,
+    /// log.message.timestamp.after.max.ms: CreateTime records newer than now plus this are
+    /// refused (INVALID_TIMESTAMP). Kafka 4.x default: 1 hour.
+    pub log_message_timestamp_after_max_ms: i64,
     pub log_retention_check_interval_ms: u64,
     /// log.cleaner.backoff.ms: how often each shard looks for compacted partitions to clean.
     pub log_cleaner_backoff_ms: u64,
@@ -138,6 +144,8 @@ impl Default for Config {
             log_retention_bytes: -1,
             message_max_bytes: 1_048_588,
             log_message_timestamp_type: "CreateTime".into(),
+            log_message_timestamp_before_max_ms: i64::MAX,
+            log_message_timestamp_after_max_ms: 3_600_000,
             log_retention_check_interval_ms: 300_000,
             log_cleaner_backoff_ms: 15_000,
             log_index_interval_bytes: 4096,
@@ -217,6 +225,12 @@ impl Config {
         }
         if !matches!(self.log_message_timestamp_type.as_str(), "CreateTime" | "LogAppendTime") {
             return bad("log_message_timestamp_type", "must be CreateTime or LogAppendTime");
+        }
+        if self.log_message_timestamp_before_max_ms < 0 {
+            return bad("log_message_timestamp_before_max_ms", "must not be negative");
+        }
+        if self.log_message_timestamp_after_max_ms < 0 {
+            return bad("log_message_timestamp_after_max_ms", "must not be negative");
         }
         if !(1..=10_000).contains(&self.offsets_topic_num_partitions) {
             return bad("offsets_topic_num_partitions", "must be between 1 and 10000");
@@ -300,6 +314,10 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub log_message_timestamp_type: Option<String>,
     #[arg(long)]
+    pub log_message_timestamp_before_max_ms: Option<i64>,
+    #[arg(long)]
+    pub log_message_timestamp_after_max_ms: Option<i64>,
+    #[arg(long)]
     pub log_retention_check_interval_ms: Option<u64>,
     #[arg(long)]
     pub log_cleaner_backoff_ms: Option<u64>,
@@ -349,7 +367,8 @@ impl ConfigArgs {
             auto_create_topics_enable, num_partitions, max_partitions_per_shard,
             batch_cache_bytes_per_partition, batch_cache_bytes_per_shard, log_segment_bytes,
             log_roll_ms, log_retention_ms, log_retention_bytes, message_max_bytes,
-            log_message_timestamp_type, log_retention_check_interval_ms, log_cleaner_backoff_ms,
+            log_message_timestamp_type, log_message_timestamp_before_max_ms,
+            log_message_timestamp_after_max_ms, log_retention_check_interval_ms, log_cleaner_backoff_ms,
             log_index_interval_bytes, log_level, offsets_topic_num_partitions, offsets_topic_segment_bytes,
             group_min_session_timeout_ms, group_max_session_timeout_ms,
             group_initial_rebalance_delay_ms, group_max_size, max_groups_per_shard,

@@ -17,6 +17,17 @@ pub const SEGMENT_MS: &str = "segment.ms";
 pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
 pub const CLEANUP_POLICY: &str = "cleanup.policy";
 pub const MESSAGE_TIMESTAMP_TYPE: &str = "message.timestamp.type";
+/// Kafka's `Topic.INTERNAL_TOPICS`: written only by the broker's own coordinators (a
+/// client's Produce is refused with INVALID_TOPIC_EXCEPTION) and reported internal by
+/// Metadata.
+pub const INTERNAL_TOPICS: &[&str] = &["__consumer_offsets", "__transaction_state", "__share_group_state"];
+
+pub fn is_internal_topic(name: &str) -> bool {
+    INTERNAL_TOPICS.contains(&name)
+}
+
+pub const MESSAGE_TIMESTAMP_BEFORE_MAX_MS: &str = "message.timestamp.before.max.ms";
+pub const MESSAGE_TIMESTAMP_AFTER_MAX_MS: &str = "message.timestamp.after.max.ms";
 pub const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
 pub const COMPRESSION_TYPE: &str = "compression.type";
 pub const MIN_COMPACTION_LAG_MS: &str = "min.compaction.lag.ms";
@@ -59,6 +70,10 @@ pub struct TopicConfig {
     pub segment_bytes: u64,
     pub segment_ms: i64,
     pub max_message_bytes: i32,
+    /// CreateTime records older than now minus this are refused on produce.
+    pub timestamp_before_max_ms: i64,
+    /// CreateTime records newer than now plus this are refused on produce.
+    pub timestamp_after_max_ms: i64,
     /// Each item is "delete" or "compact"; never empty.
     pub cleanup_policy: Vec<String>,
     pub timestamp_type: TimestampType,
@@ -79,6 +94,8 @@ pub struct TopicConfigDefaults {
     pub segment_bytes: u64,
     pub segment_ms: i64,
     pub max_message_bytes: i32,
+    pub timestamp_before_max_ms: i64,
+    pub timestamp_after_max_ms: i64,
     pub cleanup_policy: Vec<String>,
     pub timestamp_type: TimestampType,
     pub min_insync_replicas: i32,
@@ -94,6 +111,8 @@ impl Default for TopicConfigDefaults {
             segment_bytes: 1_073_741_824,
             segment_ms: 604_800_000,
             max_message_bytes: 1_048_588,
+            timestamp_before_max_ms: i64::MAX,
+            timestamp_after_max_ms: 3_600_000,
             cleanup_policy: vec!["delete".to_string()],
             timestamp_type: TimestampType::CreateTime,
             min_insync_replicas: 1,
@@ -189,14 +208,14 @@ const KEYS: &[KeySpec] = &[
         stored_default: "",
     },
     KeySpec {
-        name: "message.timestamp.after.max.ms",
+        name: MESSAGE_TIMESTAMP_AFTER_MAX_MS,
         kind: Kind::Long(0),
-        stored_default: "3600000",
+        stored_default: "",
     },
     KeySpec {
-        name: "message.timestamp.before.max.ms",
+        name: MESSAGE_TIMESTAMP_BEFORE_MAX_MS,
         kind: Kind::Long(0),
-        stored_default: I64_MAX,
+        stored_default: "",
     },
     KeySpec {
         name: MESSAGE_TIMESTAMP_TYPE,
@@ -433,6 +452,12 @@ impl TopicConfig {
             segment_bytes,
             segment_ms: parse_num(overrides, SEGMENT_MS, defaults.segment_ms)?,
             max_message_bytes: parse_i32(overrides, MAX_MESSAGE_BYTES, defaults.max_message_bytes)?,
+            timestamp_before_max_ms: parse_num(
+                overrides,
+                MESSAGE_TIMESTAMP_BEFORE_MAX_MS,
+                defaults.timestamp_before_max_ms,
+            )?,
+            timestamp_after_max_ms: parse_num(overrides, MESSAGE_TIMESTAMP_AFTER_MAX_MS, defaults.timestamp_after_max_ms)?,
             cleanup_policy,
             timestamp_type,
             min_insync_replicas: parse_i32(
@@ -468,6 +493,8 @@ pub fn default_value(defaults: &TopicConfigDefaults, key: &str) -> Option<String
         SEGMENT_BYTES => defaults.segment_bytes.to_string(),
         SEGMENT_MS => defaults.segment_ms.to_string(),
         MAX_MESSAGE_BYTES => defaults.max_message_bytes.to_string(),
+        MESSAGE_TIMESTAMP_BEFORE_MAX_MS => defaults.timestamp_before_max_ms.to_string(),
+        MESSAGE_TIMESTAMP_AFTER_MAX_MS => defaults.timestamp_after_max_ms.to_string(),
         CLEANUP_POLICY => defaults.cleanup_policy.join(","),
         MESSAGE_TIMESTAMP_TYPE => defaults.timestamp_type.as_str().to_string(),
         MIN_INSYNC_REPLICAS => defaults.min_insync_replicas.to_string(),

@@ -10,7 +10,6 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use glommio::sync::Semaphore;
-use kafka_protocol::records::RecordBatchDecoder;
 
 use super::membership;
 use super::ops::{GroupOp, GroupReply};
@@ -18,7 +17,7 @@ use super::coordinator_records::{build_batch, GroupValue, OffsetsRecord};
 use super::state::{CommittedOffset, Group, GroupState, Member};
 use super::OFFSETS_TOPIC;
 use crate::partition::Partition;
-use crate::record::parse_header;
+use crate::record::{parse_header, parse_records, records_section};
 use crate::protocol::ErrorCode;
 use super::context::CoordinatorContext;
 use crate::runtime::now_ms;
@@ -112,14 +111,16 @@ impl Coordinator {
                     return Ok(());
                 };
                 offset = offset.max(h.last_offset() + 1);
-                let mut b = batch.clone();
-                match RecordBatchDecoder::decode(&mut b) {
-                    Ok(set) => {
-                        for r in set.records {
-                            if r.control {
-                                continue;
-                            }
-                            match OffsetsRecord::parse(r.key, r.value) {
+                if h.is_control() {
+                    continue;
+                }
+                // Bounded decompression (record/), then the one record walker.
+                match records_section(&batch, &h).and_then(|section| Ok((parse_records(&section, &h)?, section))) {
+                    Ok((records, section)) => {
+                        for r in records {
+                            let key = r.key.map(|k| section.slice(k));
+                            let value = r.value.map(|v| section.slice(v));
+                            match OffsetsRecord::parse(key, value) {
                                 Ok(rec) => {
                                     self.replay(p.index, rec, r.offset);
                                     applied += 1;

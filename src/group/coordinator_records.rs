@@ -356,7 +356,7 @@ mod tests {
             assert_eq!(&OffsetsRecord::parse(Some(r.key()), r.value()).unwrap(), r);
         }
         let batch = build_batch(&recs, 1).unwrap();
-        let h = crate::record::validate_produce_records(&batch, 1 << 20).unwrap();
+        let h = crate::record::validate_produce_records(&batch, &crate::record::ProduceChecks::with_max_message_bytes(1 << 20)).unwrap();
         assert_eq!(h[0].records_count, 5);
         let mut b = batch.clone();
         let set = kafka_protocol::records::RecordBatchDecoder::decode(&mut b).unwrap();

@@ -41,3 +41,9 @@ pub use ops::{GroupOp, GroupReply, ShardRouter};
 
 /// The internal topic holding committed offsets and group metadata.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+#[cfg(test)]
+#[test]
+fn offsets_topic_is_internal_so_clients_cannot_produce_to_it() {
+    assert!(crate::cluster::topic_config::is_internal_topic(OFFSETS_TOPIC));
+}

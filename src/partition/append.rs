@@ -1,5 +1,6 @@
-//! Produce: validate batches (CRC-32C, size) outside the lock, then under the
-//! partition's append lock check producer sequences, roll the segment if needed, patch
+//! Produce: validate batches (framing, CRC-32C, size, then every record, as Kafka's
+//! LogValidator) outside the lock, then under the partition's append lock check producer
+//! sequences, roll the segment if needed, patch
 //! base offset / leader epoch / LogAppendTime into a copy of each batch and append it.
 //! The lock is released before waiting for the disk so concurrent producers share one
 //! write and one fdatasync (group commit, driven by the log's writer,
@@ -14,7 +15,10 @@ use super::error::PartitionError;
 use super::producer_state::{SequenceCheck, SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
 use super::state::Partition;
 use crate::config::FlushMode;
-use crate::record::{parse_header, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_produce_records};
+use crate::record::{
+    parse_header, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_produce_records,
+    ProduceChecks,
+};
 use crate::runtime::now_ms;
 use crate::storage::dma::{open_rw, write_checked_file};
 use crate::storage::log_writer::Durability;
@@ -36,13 +40,16 @@ impl Partition {
             return Err(PartitionError::NotLeader);
         }
         let settings = self.settings.borrow().clone();
-        let headers = validate_produce_records(&records, settings.max_message_bytes)?;
-        if self.log.borrow().config().compact {
-            // Kafka's LogValidator: every record of a compacted topic needs a key.
-            for h in &headers {
-                crate::record::check_keys_for_compaction(&records, h)?;
-            }
-        }
+        // Kafka's LogValidator, records included (a compacted topic needs keys).
+        let checks = ProduceChecks {
+            max_message_bytes: settings.max_message_bytes,
+            compacted_topic: self.log.borrow().config().compact,
+            log_append_time: settings.log_append_time,
+            timestamp_before_max_ms: settings.timestamp_before_max_ms,
+            timestamp_after_max_ms: settings.timestamp_after_max_ms,
+            now_ms: now_ms(),
+        };
+        let headers = validate_produce_records(&records, &checks)?;
         let total: usize = headers.iter().map(|h| h.total_len()).sum();
         let _permit = self
             .append_lock

@@ -20,7 +20,13 @@ use crate::storage::LogConfig;
 type Rec = (i64, Option<Bytes>, Option<Bytes>);
 
 fn settings() -> PartitionSettings {
-    PartitionSettings { max_message_bytes: 1 << 20, log_append_time: false, flush: FlushMode::Always }
+    PartitionSettings {
+        max_message_bytes: 1 << 20,
+        log_append_time: false,
+        timestamp_before_max_ms: i64::MAX,
+        timestamp_after_max_ms: i64::MAX,
+        flush: FlushMode::Always,
+    }
 }
 
 fn compact_cfg() -> LogConfig {

@@ -7,7 +7,7 @@ use futures::channel::oneshot;
 
 use super::error::PartitionError;
 use super::state::Partition;
-use crate::record::BatchHeader;
+use crate::record::{parse_records, records_section, BatchHeader};
 use crate::storage::batch_reader::BatchReader;
 use crate::storage::log::DiskRead;
 
@@ -297,16 +297,17 @@ impl Partition {
 
 
 /// The first record of a batch at or after `timestamp` (and at or after `min_offset`),
-/// decoding the batch (ListOffsets only; not on the fetch path).
+/// walking its records after a bounded decompression (ListOffsets only; not on the fetch
+/// path). A LogAppendTime batch's records all carry its maxTimestamp, as in Kafka.
 fn first_record_at_or_after(batch: Bytes, h: &BatchHeader, timestamp: i64, min_offset: i64) -> Option<(i64, i64)> {
-    let mut buf = batch;
-    match kafka_protocol::records::RecordBatchDecoder::decode(&mut buf) {
-        Ok(set) => set
-            .records
-            .iter()
-            .find(|r| r.timestamp >= timestamp && r.offset >= min_offset)
-            .map(|r| (r.offset, r.timestamp))
-            .or(Some((h.base_offset.max(min_offset), h.max_timestamp))),
-        Err(_) => Some((h.base_offset.max(min_offset), h.max_timestamp)),
-    }
+    let fallback = Some((h.base_offset.max(min_offset), h.max_timestamp));
+    let Ok(records) = records_section(&batch, h).and_then(|section| parse_records(&section, h)) else {
+        return fallback;
+    };
+    let record_timestamp = |t: i64| if h.timestamp_type_is_log_append() { h.max_timestamp } else { t };
+    records
+        .iter()
+        .map(|r| (r.offset, record_timestamp(r.timestamp)))
+        .find(|&(offset, ts)| ts >= timestamp && offset >= min_offset)
+        .or(fallback)
 }

@@ -24,6 +24,9 @@ use crate::storage::{LogConfig, StorageError};
 pub struct PartitionSettings {
     pub max_message_bytes: usize,
     pub log_append_time: bool,
+    /// message.timestamp.before.max.ms / after.max.ms (CreateTime topics).
+    pub timestamp_before_max_ms: i64,
+    pub timestamp_after_max_ms: i64,
     pub flush: FlushMode,
 }
 

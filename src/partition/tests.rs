@@ -21,7 +21,13 @@ pub(crate) fn batch(n: usize, ts: i64, producer: Option<(i64, i16, i32)>, compre
 }
 
 fn settings() -> PartitionSettings {
-    PartitionSettings { max_message_bytes: 1 << 20, log_append_time: false, flush: FlushMode::Always }
+    PartitionSettings {
+        max_message_bytes: 1 << 20,
+        log_append_time: false,
+        timestamp_before_max_ms: i64::MAX,
+        timestamp_after_max_ms: i64::MAX,
+        flush: FlushMode::Always,
+    }
 }
 
 pub(crate) use crate::storage::testing::run;

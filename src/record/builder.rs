@@ -47,7 +47,7 @@ mod tests {
     fn builds_exactly_one_valid_batch() {
         let recs = (0..10).map(|i| NewRecord { key: None, value: Some(Bytes::from(vec![i as u8; 100])), timestamp_ms: 1000 + i });
         let b = encode_batch(recs, Compression::Lz4).unwrap();
-        let headers = validate_produce_records(&b, 1 << 20).unwrap();
+        let headers = validate_produce_records(&b, &crate::record::ProduceChecks::with_max_message_bytes(1 << 20)).unwrap();
         assert_eq!(headers.len(), 1);
         assert_eq!(headers[0].records_count, 10);
         assert_eq!(headers[0].base_sequence, -1);

@@ -72,9 +72,22 @@ pub enum BatchError {
     MultipleBatches,
     #[error("zstd compression needs Produce v7+, request is v{version}")]
     CompressionNeedsNewerProduce { version: i16 },
-    /// A record inside a batch (after decompression) does not parse.
-    #[error("record batch holds an unreadable record: {0}")]
+    /// The compressed records section does not decompress.
+    #[error("record batch does not decompress: {0}")]
     CorruptRecord(String),
+    /// A record inside a batch (after decompression) does not follow the DefaultRecord
+    /// layout, or the records disagree with the header (count, offset deltas).
+    #[error("invalid record in batch: {0}")]
+    InvalidRecord(String),
+    /// The records section would expand past the decompression limit.
+    #[error("record batch expands past {limit} bytes when decompressed")]
+    DecompressedTooLarge { limit: usize },
+    /// A record's timestamp is outside the topic's message.timestamp.before/after.max.ms.
+    #[error("timestamp {timestamp} is out of range; it should be within [{min}, {max}]")]
+    InvalidTimestamp { timestamp: i64, min: i64, max: i64 },
+    /// A client batch claims LogAppendTime on a LogAppendTime topic.
+    #[error("producer should not set timestamp type to LogAppendTime")]
+    LogAppendTimeFromClient,
     /// Kafka's LogValidator: a compacted topic needs a key on every record.
     #[error("Compacted topic cannot accept message without key")]
     NullKeyInCompactedTopic,

@@ -2,7 +2,8 @@
 //! layout that protocol (produce validation, fetch), storage (segments, recovery,
 //! compaction) and partition (append) share. Batches are stored exactly as the producer
 //! sent them; the data path reads and patches only the fixed 61-byte header, and the
-//! records inside are walked only by the cleaner and the compacted-topic key check.
+//! records inside are walked by produce validation, the cleaner, the group replay and
+//! ListOffsets by timestamp, never by fetch.
 //!
 //! - `header.rs`   layout constants, `BatchHeader`, `parse_header`, framing, CRC-32C,
 //!   `BatchError` (why a batch is refused)
@@ -10,9 +11,11 @@
 //!   reports a zero-padded tail and a batch cut at the end of the range
 //! - `patch.rs`    set base offset / partition leader epoch / LogAppendTime (+ CRC), and
 //!   rebuild a batch around a new records section (compaction)
-//! - `validate.rs` `validate_produce_records`: Kafka's checks on a client's produce batch
-//! - `records.rs`  the records inside a batch: varints, bounded decompression,
-//!   `parse_records`, `check_keys_for_compaction`
+//! - `validate.rs` `validate_produce_records`: Kafka's checks on a client's produce batch,
+//!   records included (LogValidator); `check_produce_version` (zstd needs Produce v7)
+//! - `records.rs`  the records inside a batch: varints, the one bounded decompression
+//!   (`decompress_bounded`, `MAX_DECOMPRESSED_BYTES`), the one record walker
+//!   (`walk_records`, `parse_records`)
 //! - `builder.rs`  `encode_batch`: batches the broker writes itself (group offsets, bench)
 //! - `tests.rs`    layout tests and the test batches other modules' tests use
 //!
@@ -33,7 +36,7 @@ pub use header::{compute_crc, parse_header, BatchError, BatchHeader, BATCH_HEADE
 pub use iter::{iter_batches, BatchIter, IterStop};
 pub use patch::{rebuild_with_records, set_base_offset, set_log_append_time, set_partition_leader_epoch};
 pub use records::{
-    check_keys_for_compaction, parse_records, read_field, read_varint, read_varlong, records_section, RecordRef,
-    MAX_DECOMPRESSED_BYTES,
+    decompress_bounded, parse_records, read_field, read_varint, read_varlong, records_section, walk_records,
+    with_records_section, RecordRef, MAX_DECOMPRESSED_BYTES,
 };
-pub use validate::validate_produce_records;
+pub use validate::{check_produce_version, validate_produce_records, ProduceChecks};

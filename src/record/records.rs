@@ -1,7 +1,9 @@
-//! The records inside a batch (Kafka's DefaultRecord layout): zigzag varints, the
-//! records section decompressed with a size bound, walking the records, and the
-//! compacted-topic key check. Used by the log cleaner and by produce on compacted topics;
-//! never on the fetch path.
+//! The records inside a batch (Kafka's DefaultRecord layout): zigzag varints, the one
+//! bounded decompression every reader of records goes through (`decompress_bounded`,
+//! `records_section`, `with_records_section`), and the one record walker
+//! (`walk_records`, `parse_records`). Used by produce validation, the log cleaner, the
+//! group coordinator's replay and ListOffsets by timestamp; never on the fetch path.
+use std::cell::RefCell;
 use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
@@ -16,129 +18,243 @@ type Result<T> = std::result::Result<T, BatchError>;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordRef {
     pub offset: i64,
+    /// baseTimestamp + timestampDelta (the create time; a LogAppendTime batch's records
+    /// all carry the batch's maxTimestamp instead, see `BatchHeader`).
     pub timestamp: i64,
     /// Key bytes within the records section; None for a null key.
     pub key: Option<Range<usize>>,
+    /// Value bytes within the records section; None for a null value.
+    pub value: Option<Range<usize>>,
     /// A tombstone: the value is null.
     pub is_tombstone: bool,
     /// The whole record (length prefix included) within the records section.
     pub bytes: Range<usize>,
 }
 
-fn corrupt(detail: impl Into<String>) -> BatchError {
-    BatchError::CorruptRecord(detail.into())
+/// A record that does not follow the DefaultRecord layout (Kafka: InvalidRecordException).
+fn invalid(detail: impl Into<String>) -> BatchError {
+    BatchError::InvalidRecord(detail.into())
 }
 
 /// Reads a zigzag varint (Kafka's `ByteUtils.readVarlong`), at most 10 bytes.
 pub fn read_varlong(data: &[u8], at: &mut usize) -> Result<i64> {
+    // Fast path: most record fields (deltas, small lengths) fit one byte.
+    if let Some(&b) = data.get(*at) {
+        if b < 0x80 {
+            *at += 1;
+            return Ok(i64::from(b >> 1) ^ -i64::from(b & 1));
+        }
+    }
     let mut raw: u64 = 0;
     for i in 0..10 {
-        let b = *data.get(*at).ok_or_else(|| corrupt("varint past the end"))?;
+        let b = *data.get(*at).ok_or_else(|| invalid("varint past the end"))?;
         *at += 1;
         raw |= u64::from(b & 0x7f) << (7 * i);
         if b & 0x80 == 0 {
             return Ok(((raw >> 1) as i64) ^ -((raw & 1) as i64));
         }
     }
-    Err(corrupt("varint longer than 10 bytes"))
+    Err(invalid("varint longer than 10 bytes"))
 }
 
 pub fn read_varint(data: &[u8], at: &mut usize) -> Result<i32> {
     let v = read_varlong(data, at)?;
-    i32::try_from(v).map_err(|_| corrupt("varint out of i32 range"))
+    i32::try_from(v).map_err(|_| invalid("varint out of i32 range"))
 }
 
-/// A length-prefixed byte field (-1 = null) starting at `at`, bounded by `end`.
+/// A length-prefixed byte field (negative length = null, as Kafka reads it) starting at
+/// `at`, bounded by `end`.
 pub fn read_field(data: &[u8], at: &mut usize, end: usize) -> Result<Option<Range<usize>>> {
-    let len = read_varint(data, at)?;
+    let len = read_varint(data.get(..end).unwrap_or(data), at)?;
     if len < 0 {
         return Ok(None);
     }
     let start = *at;
-    let stop = start.checked_add(len as usize).filter(|&s| s <= end).ok_or_else(|| corrupt("field past the record"))?;
+    let stop = start.checked_add(len as usize).filter(|&s| s <= end).ok_or_else(|| invalid("field past the record"))?;
     *at = stop;
     Ok(Some(start..stop))
 }
 
-/// Most bytes a batch's records may decompress to (a producer's batch is at most
-/// max.message.bytes compressed; this bounds what it may expand to).
+/// Most bytes a batch's records may decompress to, anywhere in the broker (produce
+/// validation, cleaner, group replay, ListOffsets). Kafka streams and has no such limit;
+/// a client batch is at most max.message.bytes compressed, and this bounds what it may
+/// expand to (a decompression bomb is refused instead of allocated).
 pub const MAX_DECOMPRESSED_BYTES: usize = 128 << 20;
 
-/// The records section of a stored batch, decompressed (a cheap slice when uncompressed),
-/// refusing to expand past `MAX_DECOMPRESSED_BYTES`.
+/// Capacity of the per-thread scratch buffer kept between validations; a larger one
+/// (a batch that expanded past this) is freed after use, so a shard holds at most this
+/// much between produce requests.
+const SCRATCH_RETAIN_BYTES: usize = 4 << 20;
+
+thread_local! {
+    /// Where produce validation decompresses a batch: one per thread, that is one per
+    /// shard (glommio executors are pinned threads), reused so validating a compressed
+    /// batch allocates nothing in the steady state. Borrowed only inside
+    /// `with_records_section`, never across an await (the validation is synchronous).
+    static SCRATCH: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Decompresses `compressed` (a batch's records section as stored) with `compression`
+/// into `out` (cleared first), writing at most `limit` bytes: a section that would
+/// expand further is refused with `DecompressedTooLarge` without allocating past the
+/// limit. Undecodable input is `CorruptRecord`. The one decompression of record bytes
+/// in the broker: every reader of records comes through here.
+pub fn decompress_bounded(compression: Compression, compressed: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<()> {
+    out.clear();
+    match compression {
+        Compression::None => {
+            if compressed.len() > limit {
+                return Err(BatchError::DecompressedTooLarge { limit });
+            }
+            out.extend_from_slice(compressed);
+            Ok(())
+        }
+        Compression::Gzip => read_bounded(flate2::read::GzDecoder::new(compressed), limit, out),
+        Compression::Lz4 => {
+            let d = lz4::Decoder::new(compressed).map_err(|e| corrupt(format!("lz4: {e}")))?;
+            read_bounded(d, limit, out)
+        }
+        Compression::Zstd => {
+            // A `&[u8]` is already a BufRead: no extra copy buffer.
+            let d = zstd::stream::read::Decoder::with_buffer(compressed).map_err(|e| corrupt(format!("zstd: {e}")))?;
+            read_bounded(d, limit, out)
+        }
+        Compression::Snappy => snappy_bounded(compressed, limit, out),
+    }
+}
+
+/// The records section of a stored batch, decompressed into a new buffer (a cheap
+/// slice when uncompressed), at most `MAX_DECOMPRESSED_BYTES`. For callers that keep
+/// record bytes (the cleaner, the group replay); produce validation uses
+/// `with_records_section`.
 pub fn records_section(batch: &Bytes, header: &BatchHeader) -> Result<Bytes> {
     let end = header.total_len().min(batch.len());
     let body = batch.slice(BATCH_HEADER_LEN.min(end)..end);
     match header.compression() {
         Some(Compression::None) => Ok(body),
-        Some(Compression::Gzip) => read_bounded(flate2::read::GzDecoder::new(&body[..])),
-        Some(Compression::Lz4) => {
-            let d = lz4::Decoder::new(&body[..]).map_err(|e| corrupt(format!("lz4: {e}")))?;
-            read_bounded(d)
+        Some(c) => {
+            let mut out = Vec::new();
+            decompress_bounded(c, &body, MAX_DECOMPRESSED_BYTES, &mut out)?;
+            Ok(Bytes::from(out))
         }
-        Some(Compression::Zstd) => {
-            let d = zstd::stream::read::Decoder::new(&body[..]).map_err(|e| corrupt(format!("zstd: {e}")))?;
-            read_bounded(d)
-        }
-        Some(Compression::Snappy) => snappy_bounded(&body),
         None => Err(BatchError::UnknownCompression(header.compression_id())),
     }
 }
 
-fn read_bounded(r: impl std::io::Read) -> Result<Bytes> {
-    use std::io::Read;
-    let mut out = Vec::new();
-    r.take(MAX_DECOMPRESSED_BYTES as u64 + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| corrupt(format!("decompressing: {e}")))?;
-    if out.len() > MAX_DECOMPRESSED_BYTES {
-        return Err(corrupt(format!("records expand past {MAX_DECOMPRESSED_BYTES} bytes")));
+/// Runs `f` on the records section of `batch`: the bytes in place when uncompressed,
+/// else decompressed (at most `MAX_DECOMPRESSED_BYTES`) into this thread's reusable
+/// scratch buffer, so the hot path allocates nothing per batch or per record.
+pub fn with_records_section<T>(batch: &[u8], header: &BatchHeader, f: impl FnOnce(&[u8]) -> Result<T>) -> Result<T> {
+    let end = header.total_len().min(batch.len());
+    let body = batch.get(BATCH_HEADER_LEN.min(end)..end).unwrap_or(&[]);
+    let compression = header.compression().ok_or(BatchError::UnknownCompression(header.compression_id()))?;
+    if compression == Compression::None {
+        return f(body);
     }
-    Ok(Bytes::from(out))
+    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut buf) => {
+            let result = decompress_bounded(compression, body, MAX_DECOMPRESSED_BYTES, &mut buf).and_then(|()| f(&buf));
+            if buf.capacity() > SCRATCH_RETAIN_BYTES {
+                *buf = Vec::new();
+            } else {
+                buf.clear();
+            }
+            result
+        }
+        // Only if `f` itself validates another batch: give that one its own buffer.
+        Err(_) => {
+            let mut buf = Vec::new();
+            decompress_bounded(compression, body, MAX_DECOMPRESSED_BYTES, &mut buf)?;
+            f(&buf)
+        }
+    })
 }
 
-/// Kafka's snappy: xerial framing (magic header, then [u32 length][raw block]...), or
-/// one raw block. Each block states its decompressed length, checked before allocating.
-fn snappy_bounded(data: &[u8]) -> Result<Bytes> {
-    const XERIAL_MAGIC: &[u8; 16] = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01";
-    let blocks: Vec<&[u8]> = match data.strip_prefix(&XERIAL_MAGIC[..]) {
-        None => vec![data],
-        Some(mut rest) => {
-            let mut v = Vec::new();
-            while !rest.is_empty() {
-                let len = rest.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize);
-                let block = len.and_then(|l| rest.get(4..4 + l)).ok_or_else(|| corrupt("snappy block past the end"))?;
-                rest = &rest[4 + block.len()..];
-                v.push(block);
-            }
-            v
-        }
+/// Undecodable compressed bytes (Kafka fails such a produce too; see error_map.rs).
+fn corrupt(detail: impl Into<String>) -> BatchError {
+    BatchError::CorruptRecord(detail.into())
+}
+
+fn read_bounded(r: impl std::io::Read, limit: usize, out: &mut Vec<u8>) -> Result<()> {
+    use std::io::Read;
+    r.take(limit as u64 + 1).read_to_end(out).map_err(|e| corrupt(format!("decompressing: {e}")))?;
+    if out.len() > limit {
+        return Err(BatchError::DecompressedTooLarge { limit });
+    }
+    Ok(())
+}
+
+/// Kafka's snappy framing (xerial): a 16-byte magic header, then `[u32 length][raw block]`...
+const XERIAL_MAGIC: &[u8; 16] = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01";
+
+/// The raw snappy blocks of `data`: xerial-framed blocks, or `data` as one raw block.
+fn snappy_blocks(data: &[u8]) -> impl Iterator<Item = Result<&[u8]>> {
+    let (mut rest, framed) = match data.strip_prefix(&XERIAL_MAGIC[..]) {
+        Some(rest) => (rest, true),
+        None => (data, false),
     };
+    let mut single = Some(data).filter(|_| !framed);
+    std::iter::from_fn(move || {
+        if !framed {
+            return single.take().map(Ok);
+        }
+        if rest.is_empty() {
+            return None;
+        }
+        let block = rest
+            .get(..4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+            .and_then(|len| rest.get(4..4usize.checked_add(len)?));
+        match block {
+            Some(b) => {
+                rest = &rest[4 + b.len()..];
+                Some(Ok(b))
+            }
+            None => {
+                rest = &[];
+                Some(Err(corrupt("snappy block past the end")))
+            }
+        }
+    })
+}
+
+/// Snappy, bounded: each raw block states its decompressed length, so the total is
+/// checked against `limit` before anything is allocated.
+fn snappy_bounded(data: &[u8], limit: usize, out: &mut Vec<u8>) -> Result<()> {
     let mut total = 0usize;
-    for b in &blocks {
-        total = total.saturating_add(snap::raw::decompress_len(b).map_err(|e| corrupt(format!("snappy: {e}")))?);
+    for block in snappy_blocks(data) {
+        total = total.saturating_add(snap::raw::decompress_len(block?).map_err(|e| corrupt(format!("snappy: {e}")))?);
+        if total > limit {
+            return Err(BatchError::DecompressedTooLarge { limit });
+        }
     }
-    if total > MAX_DECOMPRESSED_BYTES {
-        return Err(corrupt(format!("records expand past {MAX_DECOMPRESSED_BYTES} bytes")));
-    }
-    let mut out = vec![0u8; total];
+    out.resize(total, 0);
     let mut at = 0;
     let mut dec = snap::raw::Decoder::new();
-    for b in blocks {
-        at += dec.decompress(b, &mut out[at..]).map_err(|e| corrupt(format!("snappy: {e}")))?;
+    for block in snappy_blocks(data) {
+        at += dec.decompress(block?, &mut out[at..]).map_err(|e| corrupt(format!("snappy: {e}")))?;
     }
     out.truncate(at);
-    Ok(Bytes::from(out))
+    Ok(())
 }
 
-/// Walks the records of a batch's records section (Kafka's DefaultRecord layout:
-/// length, attributes, timestampDelta, offsetDelta, key, value, headers).
-pub fn parse_records(section: &[u8], header: &BatchHeader) -> Result<Vec<RecordRef>> {
+/// The one record walker: visits the `header.records_count` records of a (decompressed)
+/// records section in order, with their index, following Kafka's `DefaultRecord.readFrom`
+/// and the batch iterator around it:
+/// length, attributes, timestampDelta, offsetDelta, key, value, headers (each header a
+/// non-null key and a value), and a record's length must be exactly what it holds.
+/// Fewer records than the count ("premature EOF") or bytes left after the last one
+/// ("records still remaining") are `InvalidRecord`. Offset deltas must grow strictly and
+/// stay within `lastOffsetDelta` (a cleaned batch has gaps; a producer's is 0..n-1,
+/// which the produce validation checks on top). Allocates nothing.
+pub fn walk_records(section: &[u8], header: &BatchHeader, mut visit: impl FnMut(usize, RecordRef) -> Result<()>) -> Result<()> {
     let count = usize::try_from(header.records_count).map_err(|_| BatchError::InvalidRecordCount(header.records_count))?;
-    // Each record takes at least 7 bytes: a hostile count cannot make us allocate much.
-    let mut out = Vec::with_capacity(count.min(section.len() / 7 + 1));
     let mut at = 0usize;
-    for _ in 0..count {
+    let mut prev_delta: i64 = -1;
+    for index in 0..count {
+        if at >= section.len() {
+            return Err(invalid(format!("batch declares {count} records but holds {index}")));
+        }
         let start = at;
         let len = read_varint(section, &mut at)?;
         let body_start = at;
@@ -146,50 +262,62 @@ pub fn parse_records(section: &[u8], header: &BatchHeader) -> Result<Vec<RecordR
             .ok()
             .and_then(|l| body_start.checked_add(l))
             .filter(|&e| e <= section.len())
-            .ok_or_else(|| corrupt("record past the batch"))?;
-        at += 1; // attributes (unused in v2)
-        let ts_delta = read_varlong(section, &mut at)?;
-        let offset_delta = read_varint(section, &mut at)?;
+            .ok_or_else(|| invalid(format!("record {index} of {len} bytes runs past the batch")))?;
+        // attributes: unused in v2, one byte.
+        if at >= end {
+            return Err(invalid(format!("record {index} is empty")));
+        }
+        at += 1;
+        let ts_delta = read_varlong(&section[..end], &mut at)?;
+        let offset_delta = read_varint(&section[..end], &mut at)?;
         let key = read_field(section, &mut at, end)?;
         let value = read_field(section, &mut at, end)?;
-        if at > end {
-            return Err(corrupt("record header past its length"));
+        let header_count = read_varint(&section[..end], &mut at)?;
+        if header_count < 0 {
+            return Err(invalid(format!("record {index} has {header_count} headers")));
         }
-        // Offsets inside a batch only grow and stay within the batch's range (a cleaned
-        // batch has gaps, a produced one is 0..n-1, see check_keys_for_compaction).
-        let prev_delta = out.last().map_or(-1, |r: &RecordRef| r.offset - header.base_offset);
+        for _ in 0..header_count {
+            // Each header takes at least two bytes, so a hostile count ends at `end`.
+            let Some(_key) = read_field(section, &mut at, end)? else {
+                return Err(invalid(format!("record {index} has a header with a null key")));
+            };
+            read_field(section, &mut at, end)?;
+        }
+        if at != end {
+            return Err(invalid(format!("record {index} declares {len} bytes but holds {}", at - body_start)));
+        }
         if i64::from(offset_delta) <= prev_delta || offset_delta > header.last_offset_delta {
-            return Err(corrupt(format!("record offset delta {offset_delta} out of order")));
+            return Err(invalid(format!("record {index} has offset delta {offset_delta} (out of order)")));
         }
-        out.push(RecordRef {
-            offset: header.base_offset.saturating_add(i64::from(offset_delta)),
-            timestamp: header.base_timestamp.saturating_add(ts_delta),
-            key,
-            is_tombstone: value.is_none(),
-            bytes: start..end,
-        });
-        at = end;
+        prev_delta = i64::from(offset_delta);
+        visit(
+            index,
+            RecordRef {
+                offset: header.base_offset.saturating_add(i64::from(offset_delta)),
+                timestamp: header.base_timestamp.saturating_add(ts_delta),
+                is_tombstone: value.is_none(),
+                key,
+                value,
+                bytes: start..end,
+            },
+        )?;
     }
     if at != section.len() {
-        return Err(corrupt("bytes after the last record"));
-    }
-    Ok(out)
-}
-
-/// Kafka refuses a record without a key on a compacted topic (INVALID_RECORD). Called on
-/// produce for compacted topics only: it decompresses the batch. Also checks that the
-/// records' offset deltas are 0..n-1 (Kafka checks inner offsets when it decompresses),
-/// so the cleaner can rely on well-formed records.
-pub fn check_keys_for_compaction(batch: &Bytes, header: &BatchHeader) -> Result<()> {
-    let section = records_section(batch, header)?;
-    let records = parse_records(&section, header)?;
-    if records.iter().enumerate().any(|(i, r)| r.offset != header.base_offset + i as i64) {
-        return Err(corrupt("record offset deltas are not 0..n-1"));
-    }
-    if records.iter().any(|r| r.key.is_none()) {
-        return Err(BatchError::NullKeyInCompactedTopic);
+        return Err(invalid(format!("bytes after the {count} records the batch declares")));
     }
     Ok(())
+}
+
+/// Every record of a records section (see `walk_records`), collected.
+pub fn parse_records(section: &[u8], header: &BatchHeader) -> Result<Vec<RecordRef>> {
+    let count = usize::try_from(header.records_count).map_err(|_| BatchError::InvalidRecordCount(header.records_count))?;
+    // Each record takes at least 7 bytes: a hostile count cannot make us allocate much.
+    let mut out = Vec::with_capacity(count.min(section.len() / 7 + 1));
+    walk_records(section, header, |_, r| {
+        out.push(r);
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 /// Compresses `plain` into the end of `out` with `compression`.
@@ -230,17 +358,22 @@ mod tests {
             for (p, e) in parsed.iter().zip(&expect) {
                 assert_eq!(p.offset, e.0);
                 assert_eq!(p.key.clone().map(|k| section.slice(k)), e.1);
+                assert_eq!(p.value.clone().map(|v| section.slice(v)), e.2);
                 assert_eq!(p.is_tombstone, e.2.is_none());
                 assert_eq!(p.timestamp, e.3);
             }
-            assert_eq!(check_keys_for_compaction(&b, &h), Err(BatchError::NullKeyInCompactedTopic));
+            // The scratch-buffer path sees the same records.
+            let n = with_records_section(&b, &h, |s| parse_records(s, &h).map(|v| v.len())).unwrap();
+            assert_eq!(n, recs.len());
         }
     }
 
     #[test]
     fn decompression_is_bounded() {
-        let big = std::io::Read::take(std::io::repeat(0), MAX_DECOMPRESSED_BYTES as u64 + 10);
-        assert!(matches!(read_bounded(big), Err(BatchError::CorruptRecord(_))));
+        let mut out = Vec::new();
+        let big = std::io::Read::take(std::io::repeat(0), 1000);
+        assert_eq!(read_bounded(big, 999, &mut out), Err(BatchError::DecompressedTooLarge { limit: 999 }));
+        assert!(out.len() <= 1000);
         // A raw snappy block whose header claims 200 MiB is refused before allocating.
         let mut claim = Vec::new();
         let mut n = 200u64 << 20;
@@ -250,7 +383,40 @@ mod tests {
         }
         claim.push(n as u8);
         claim.extend_from_slice(&[0u8; 8]);
-        assert!(matches!(snappy_bounded(&claim), Err(BatchError::CorruptRecord(_))));
+        let mut out = Vec::new();
+        assert_eq!(
+            snappy_bounded(&claim, MAX_DECOMPRESSED_BYTES, &mut out),
+            Err(BatchError::DecompressedTooLarge { limit: MAX_DECOMPRESSED_BYTES })
+        );
+        assert_eq!(out.capacity(), 0);
+    }
+
+    /// Every codec: a section of 1 MiB of zeros (a few KiB compressed) is refused past a
+    /// 64 KiB limit and accepted at 1 MiB, and garbage is CorruptRecord, not a panic.
+    #[test]
+    fn every_codec_is_bounded_and_refuses_garbage() {
+        let plain = BytesMut::from(&vec![0u8; 1 << 20][..]);
+        for c in 1..5u8 {
+            let compression = compression_of(c);
+            let mut packed = BytesMut::new();
+            compress_into(&mut packed, plain.clone(), compression).unwrap();
+            assert!(packed.len() < 64 << 10, "{compression:?} packs zeros");
+            let mut out = Vec::new();
+            assert_eq!(
+                decompress_bounded(compression, &packed, 64 << 10, &mut out),
+                Err(BatchError::DecompressedTooLarge { limit: 64 << 10 }),
+                "{compression:?}"
+            );
+            assert!(out.len() <= (64 << 10) + 1, "{compression:?} wrote {} bytes", out.len());
+            decompress_bounded(compression, &packed, 1 << 20, &mut out).unwrap();
+            assert_eq!(out.len(), 1 << 20);
+            assert!(out.iter().all(|&b| b == 0));
+            let garbage = [0x5au8; 64];
+            assert!(
+                matches!(decompress_bounded(compression, &garbage, 1 << 20, &mut out), Err(BatchError::CorruptRecord(_))),
+                "{compression:?}"
+            );
+        }
     }
 
     #[test]

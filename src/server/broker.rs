@@ -23,6 +23,8 @@ pub fn topic_defaults(config: &Config) -> TopicConfigDefaults {
         segment_bytes: config.log_segment_bytes,
         segment_ms: config.log_roll_ms,
         max_message_bytes: config.message_max_bytes,
+        timestamp_before_max_ms: config.log_message_timestamp_before_max_ms,
+        timestamp_after_max_ms: config.log_message_timestamp_after_max_ms,
         timestamp_type: if config.log_message_timestamp_type == "LogAppendTime" {
             TimestampType::LogAppendTime
         } else {

@@ -69,8 +69,19 @@ impl From<&ControllerError> for ErrorCode {
 ///   batches, non-zero base offset, negative sequence with a producer id -> INVALID_RECORD
 ///   (InvalidRecordException). Kafka 4.x answers INVALID_RECORD rather than
 ///   UNSUPPORTED_FOR_MESSAGE_FORMAT for old magic because v0-2 produce is rejected first.
+/// - records that disagree with the header or do not parse (count mismatch: "premature
+///   EOF" / "records still remaining", record lengths, headers), offset deltas other than
+///   0..n-1 -> INVALID_RECORD (InvalidRecordException from Kafka's batch iterator; Kafka
+///   rewrites a compressed batch with wrong inner offsets, shardlog stores batches as sent
+///   and refuses it instead);
+/// - compressed bytes that do not decompress -> CORRUPT_MESSAGE (Kafka answers
+///   UNKNOWN_SERVER_ERROR from a KafkaException there; the batch is damaged, so we say so);
+/// - records expanding past MAX_DECOMPRESSED_BYTES -> MESSAGE_TOO_LARGE (Kafka has no such
+///   limit; this is the code on which the Java producer splits a batch and retries);
 /// - zstd on Produce < v7 -> UNSUPPORTED_COMPRESSION_TYPE.
 /// - a record without a key on a compacted topic -> INVALID_RECORD (LogValidator).
+/// - a timestamp outside message.timestamp.before/after.max.ms, or a client batch claiming
+///   LogAppendTime on a LogAppendTime topic -> INVALID_TIMESTAMP (LogValidator).
 impl From<&BatchError> for ErrorCode {
     fn from(e: &BatchError) -> ErrorCode {
         match e {
@@ -79,7 +90,10 @@ impl From<&BatchError> for ErrorCode {
             | BatchError::CorruptMessage { .. }
             | BatchError::UnknownCompression(_)
             | BatchError::CorruptRecord(_) => ErrorCode::CORRUPT_MESSAGE,
-            BatchError::MessageTooLarge { .. } => ErrorCode::MESSAGE_TOO_LARGE,
+            BatchError::MessageTooLarge { .. } | BatchError::DecompressedTooLarge { .. } => {
+                ErrorCode::MESSAGE_TOO_LARGE
+            }
+            BatchError::InvalidTimestamp { .. } | BatchError::LogAppendTimeFromClient => ErrorCode::INVALID_TIMESTAMP,
             BatchError::UnsupportedMagic(_)
             | BatchError::NoBatch
             | BatchError::MultipleBatches
@@ -88,6 +102,7 @@ impl From<&BatchError> for ErrorCode {
             | BatchError::NonZeroBaseOffset(_)
             | BatchError::ControlBatchFromClient
             | BatchError::InvalidSequence { .. }
+            | BatchError::InvalidRecord(_)
             | BatchError::NullKeyInCompactedTopic => ErrorCode::INVALID_RECORD,
             BatchError::CompressionNeedsNewerProduce { .. } => {
                 ErrorCode::UNSUPPORTED_COMPRESSION_TYPE
@@ -120,5 +135,16 @@ mod tests {
         assert_eq!(ErrorCode::from(&BatchError::MultipleBatches), ErrorCode::INVALID_RECORD);
         // A keyless record on a compacted topic (partition/ names no Kafka code).
         assert_eq!(ErrorCode::from(BatchError::NullKeyInCompactedTopic), ErrorCode::INVALID_RECORD);
+        assert_eq!(ErrorCode::from(BatchError::InvalidRecord("count".into())), ErrorCode::INVALID_RECORD);
+        assert_eq!(ErrorCode::from(BatchError::CorruptRecord("gzip".into())), ErrorCode::CORRUPT_MESSAGE);
+        assert_eq!(ErrorCode::from(BatchError::DecompressedTooLarge { limit: 1 }), ErrorCode::MESSAGE_TOO_LARGE);
+        assert_eq!(
+            ErrorCode::from(BatchError::InvalidTimestamp { timestamp: 9, min: 0, max: 1 }),
+            ErrorCode::INVALID_TIMESTAMP
+        );
+        assert_eq!(
+            ErrorCode::from(BatchError::CompressionNeedsNewerProduce { version: 6 }),
+            ErrorCode::UNSUPPORTED_COMPRESSION_TYPE
+        );
     }
 }

@@ -1,6 +1,8 @@
 """Hand-built Kafka protocol bytes for the bad-input tests: framing, request headers,
-ApiVersions, Produce (v2 and v8) and RecordBatch v2 with CRC-32C (Castagnoli), all with
-struct only — so a test can send exactly the bytes it means, including wrong ones.
+ApiVersions, Produce (v2, v3-v8) and RecordBatch v2 with CRC-32C (Castagnoli), records
+built one by one (any offset delta, count or timestamp), gzip and zstd record sections,
+all with the standard library only — so a test can send exactly the bytes it means,
+including wrong ones.
 """
 
 from __future__ import annotations
@@ -165,21 +167,64 @@ def parse_api_versions_v0(resp: bytes) -> tuple[int, int, dict[int, tuple[int, i
 
 # -- RecordBatch v2 ---------------------------------------------------------------------------------
 
-def record_batch(records: list[tuple[bytes | None, bytes, list[tuple[str, bytes]]]], base_ts: int,
-                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-                 attributes: int = 0, crc_override: int | None = None) -> bytes:
-    body = bytearray()
-    for i, (k, v, hs) in enumerate(records):
-        rec = i8(0) + varint(0) + varint(i) + varbytes(k) + varbytes(v) + varint(len(hs))
-        for hk, hv in hs:
-            rec += varint(len(hk.encode())) + hk.encode() + varbytes(hv)
-        body += varint(len(rec)) + rec
-    after_crc = (i16(attributes) + i32(len(records) - 1) + i64(base_ts) + i64(base_ts)
-                 + i64(producer_id) + i16(producer_epoch) + i32(base_sequence) + i32(len(records))
-                 + bytes(body))
+def record(offset_delta: int, key: bytes | None, value: bytes | None,
+           headers: list[tuple[str, bytes]] = (), ts_delta: int = 0) -> bytes:
+    """One DefaultRecord (length-prefixed) as it sits in a records section."""
+    rec = i8(0) + varint(ts_delta) + varint(offset_delta) + varbytes(key) + varbytes(value) + varint(len(headers))
+    for hk, hv in headers:
+        rec += varint(len(hk.encode())) + hk.encode() + varbytes(hv)
+    return varint(len(rec)) + rec
+
+
+def batch(section: bytes, count: int, last_offset_delta: int, base_ts: int, max_ts: int | None = None,
+          producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+          attributes: int = 0, crc_override: int | None = None) -> bytes:
+    """A RecordBatch v2 around a records section as given (compressed or not: the codec
+    goes in `attributes`), header fields as given, CRC-32C computed unless overridden."""
+    after_crc = (i16(attributes) + i32(last_offset_delta) + i64(base_ts)
+                 + i64(base_ts if max_ts is None else max_ts)
+                 + i64(producer_id) + i16(producer_epoch) + i32(base_sequence) + i32(count)
+                 + bytes(section))
     crc = crc32c(after_crc) if crc_override is None else crc_override
     after_len = i32(-1) + i8(2) + u32(crc) + after_crc  # partition leader epoch, magic, crc
     return i64(0) + i32(len(after_len)) + after_len
+
+
+def record_batch(records: list[tuple[bytes | None, bytes, list[tuple[str, bytes]]]], base_ts: int,
+                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                 attributes: int = 0, crc_override: int | None = None) -> bytes:
+    section = b"".join(record(i, k, v, hs) for i, (k, v, hs) in enumerate(records))
+    return batch(section, len(records), len(records) - 1, base_ts, producer_id=producer_id,
+                 producer_epoch=producer_epoch, base_sequence=base_sequence, attributes=attributes,
+                 crc_override=crc_override)
+
+
+# Codec ids in a batch's attributes (bits 0-2).
+GZIP, SNAPPY, LZ4, ZSTD = 1, 2, 3, 4
+
+
+def gzip_compress(data: bytes) -> bytes:
+    import zlib
+    c = zlib.compressobj(6, zlib.DEFLATED, 31)  # wbits 31: gzip container, as Kafka's GZIPOutputStream
+    return c.compress(data) + c.flush()
+
+
+def zstd_stored_frame(data: bytes) -> bytes:
+    """A valid zstd frame holding `data` in raw (stored) blocks: no zstd library needed,
+    and any zstd decoder must accept it (RFC 8878: magic, frame header with a 128 KiB
+    window, then blocks of type Raw, the last one flagged)."""
+    out = bytearray(u32_le(0xFD2FB528))
+    out += bytes([0x00, 0x38])  # frame header descriptor (nothing optional), window 2^17
+    block_max = 128 * 1024
+    chunks = [data[i:i + block_max] for i in range(0, len(data), block_max)] or [b""]
+    for n, chunk in enumerate(chunks):
+        last = 1 if n == len(chunks) - 1 else 0
+        header = last | (0 << 1) | (len(chunk) << 3)  # block type 0 = Raw
+        out += header.to_bytes(3, "little") + chunk
+    return bytes(out)
+
+
+def u32_le(v): return struct.pack("<I", v)
 
 
 def batch_crc(batch: bytes) -> int:
@@ -188,14 +233,22 @@ def batch_crc(batch: bytes) -> int:
 
 # -- Produce -------------------------------------------------------------------------------------------
 
-def produce_v8_request(correlation_id: int, topic: str, partition: int, records: bytes,
-                       acks: int = -1, timeout_ms: int = 30000) -> bytes:
+def produce_request(version: int, correlation_id: int, topic: str, partition: int, records: bytes,
+                    acks: int = -1, timeout_ms: int = 30000, client_id: str | None = "shardlog-tests") -> bytes:
+    """Produce v3-v8 (the non-flexible versions with a transactional id): one partition."""
+    assert 3 <= version <= 8, version
     body = (string(None) + i16(acks) + i32(timeout_ms) + i32(1) + string(topic) + i32(1)
             + i32(partition) + i32(len(records)) + records)
-    return request(PRODUCE, 8, correlation_id, body, header_version=1)
+    return request(PRODUCE, version, correlation_id, body, header_version=1, client_id=client_id)
 
 
-def parse_produce_v8(resp: bytes) -> tuple[int, dict[tuple[str, int], dict]]:
+def produce_v8_request(correlation_id: int, topic: str, partition: int, records: bytes,
+                       acks: int = -1, timeout_ms: int = 30000) -> bytes:
+    return produce_request(8, correlation_id, topic, partition, records, acks, timeout_ms)
+
+
+def parse_produce(version: int, resp: bytes) -> tuple[int, dict[tuple[str, int], dict]]:
+    """A Produce v3-v8 response: (correlation id, {(topic, partition): fields})."""
     r = Reader(resp)
     corr = r.i32()
     out = {}
@@ -203,15 +256,21 @@ def parse_produce_v8(resp: bytes) -> tuple[int, dict[tuple[str, int], dict]]:
         name = r.string()
         for _ in range(r.i32()):
             idx = r.i32()
-            d = {"error_code": r.i16(), "base_offset": r.i64(), "log_append_time_ms": r.i64(),
-                 "log_start_offset": r.i64()}
-            errs = []
-            for _ in range(r.i32()):
-                errs.append((r.i32(), r.string()))
-            d["record_errors"] = errs
-            d["error_message"] = r.string()
+            d = {"error_code": r.i16(), "base_offset": r.i64(), "log_append_time_ms": r.i64()}
+            if version >= 5:
+                d["log_start_offset"] = r.i64()
+            if version >= 8:
+                errs = []
+                for _ in range(r.i32()):
+                    errs.append((r.i32(), r.string()))
+                d["record_errors"] = errs
+                d["error_message"] = r.string()
             out[(name, idx)] = d
     return corr, out
+
+
+def parse_produce_v8(resp: bytes) -> tuple[int, dict[tuple[str, int], dict]]:
+    return parse_produce(8, resp)
 
 
 def produce_v2_request(correlation_id: int, topic: str, partition: int, message_set: bytes) -> bytes:

@@ -47,7 +47,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequ
         MetadataResponseTopic::default()
             .with_name(Some(topic_name(&t.name)))
             .with_topic_id(uuid(&t.topic_id))
-            .with_is_internal(t.name == crate::group::OFFSETS_TOPIC)
+            .with_is_internal(crate::cluster::topic_config::is_internal_topic(&t.name))
             .with_topic_authorized_operations(i32::MIN)
             .with_partitions(
                 t.partitions

@@ -1,6 +1,10 @@
 //! Produce: each partition's records go to the shard that owns the partition; all
 //! partitions proceed concurrently and the response keeps the request's order.
-//! acks=0 sends no response at all, as Kafka does.
+//! acks=0 sends no response at all, as Kafka does. Checked here, in Kafka's order, before
+//! the partition validates the records: the topic exists, the codec is allowed for the
+//! request version (`ProduceRequest.validateRecords`), and the topic is not internal
+//! (`ReplicaManager.appendToLocalLog` with internalTopicsAllowed=false: the group
+//! coordinator appends to `__consumer_offsets` through `Partition::append`, never here).
 use std::rc::Rc;
 
 use futures::future::join_all;
@@ -8,7 +12,9 @@ use kafka_protocol::messages::produce_request::ProduceRequest;
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, ProduceResponse, TopicProduceResponse};
 
 use super::{code, str_bytes, topic_name};
+use crate::cluster::topic_config::is_internal_topic;
 use crate::partition::PartitionError;
+use crate::record::check_produce_version;
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::cluster::router::{OpOutput, PartitionOp};
@@ -40,6 +46,13 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ProduceReque
                 let Some(records) = pd.records else {
                     return resp.with_error_code(ErrorCode::CORRUPT_MESSAGE.code());
                 };
+                if let Err(e) = check_produce_version(&records, meta.version) {
+                    return resp.with_error_code(code(&e)).with_error_message(Some(str_bytes(&e.to_string())));
+                }
+                if is_internal_topic(&name) {
+                    let message = format!("Cannot append to internal topic {name}");
+                    return resp.with_error_code(ErrorCode::INVALID_TOPIC_EXCEPTION.code()).with_error_message(Some(str_bytes(&message)));
+                }
                 match ctx.router.route(topic, pd.index, PartitionOp::Produce { records, acks }).await {
                     Ok(OpOutput::Produce(out)) => resp
                         .with_base_offset(out.base_offset)

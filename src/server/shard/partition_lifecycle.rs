@@ -32,6 +32,8 @@ impl ShardContext {
         let settings = PartitionSettings {
             max_message_bytes: tc.max_message_bytes.max(0) as usize,
             log_append_time: tc.timestamp_type == TimestampType::LogAppendTime,
+            timestamp_before_max_ms: tc.timestamp_before_max_ms,
+            timestamp_after_max_ms: tc.timestamp_after_max_ms,
             flush: self.config.flush,
         };
         (log, settings)
