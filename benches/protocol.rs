@@ -129,8 +129,8 @@ fn bench_fetch(c: &mut Criterion) {
     };
     let mut g = c.benchmark_group("fetch_response");
     g.throughput(Throughput::Bytes(64 * records.len() as u64));
-    g.bench_function("v12_64x16KiB", |b| b.iter(|| write_fetch_response(1, 12, black_box(&parts)).len()));
-    g.bench_function("v17_64x16KiB", |b| b.iter(|| write_fetch_response(1, 17, black_box(&parts)).len()));
+    g.bench_function("v12_64x16KiB", |b| b.iter(|| write_fetch_response(1, 12, black_box(&parts)).map(|v| v.len())));
+    g.bench_function("v17_64x16KiB", |b| b.iter(|| write_fetch_response(1, 17, black_box(&parts)).map(|v| v.len())));
     g.finish();
 }
 

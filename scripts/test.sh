@@ -73,6 +73,8 @@ if [ "${SKIP_CARGO:-0}" != 1 ]; then
   "$PY" scripts/check_layers.py
   step "cargo test (unit + property tests)"
   cargo test 2>&1
+  # The benchmarks are not run here, but they must keep compiling (debug profile).
+  cargo build --benches 2>&1
   if [ -z "${SHARDLOG_BIN:-}" ]; then
     step "cargo build --release"
     cargo build --release --bin shardlog 2>&1
