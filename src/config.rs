@@ -18,6 +18,18 @@ pub enum FlushMode {
     Never,
 }
 
+/// Test hook: storage fault injection (`storage/file.rs`). Never for production.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum StorageFault {
+    /// Segment writes go straight to the file (production).
+    None,
+    /// Segment writes stay in memory until their fdatasync, so a kill -9 loses exactly
+    /// what was not synced, as a power loss would (crash-recovery tests). Unsynced data
+    /// is held in memory without bound (with flush=never, until the next segment roll).
+    DropUnsynced,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -32,6 +44,8 @@ pub struct Config {
     /// unpinned.
     pub controller_core: i64,
     pub flush: FlushMode,
+    /// Test hook (`storage_fault = "drop-unsynced"`): see `StorageFault`.
+    pub storage_fault: StorageFault,
     /// socket.request.max.bytes: frames above this are refused before allocation.
     pub socket_request_max_bytes: usize,
     /// queued.max.request.bytes, per shard: bytes of requests being received or handled
@@ -127,6 +141,7 @@ impl Default for Config {
             shards: 0,
             controller_core: -1,
             flush: FlushMode::Always,
+            storage_fault: StorageFault::None,
             socket_request_max_bytes: 100 * 1024 * 1024,
             queued_max_request_bytes: 512 * 1024 * 1024,
             max_connections_per_shard: 10_000,
@@ -279,6 +294,9 @@ pub struct ConfigArgs {
     pub controller_core: Option<i64>,
     #[arg(long, value_enum)]
     pub flush: Option<FlushMode>,
+    /// Test hook: `drop-unsynced` keeps unsynced segment writes in memory (kill -9 = power loss).
+    #[arg(long, value_enum)]
+    pub storage_fault: Option<StorageFault>,
     #[arg(long)]
     pub socket_request_max_bytes: Option<usize>,
     #[arg(long)]
@@ -361,7 +379,7 @@ impl ConfigArgs {
         macro_rules! set {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { c.$f = v.clone(); } )* };
         }
-        set!(listen, data_dir, node_id, shards, controller_core, flush, socket_request_max_bytes,
+        set!(listen, data_dir, node_id, shards, controller_core, flush, storage_fault, socket_request_max_bytes,
             queued_max_request_bytes,
             max_connections_per_shard, max_inflight_requests_per_connection, fetch_max_bytes, shard_preempt_timer_us,
             auto_create_topics_enable, num_partitions, max_partitions_per_shard,

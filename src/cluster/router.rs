@@ -156,6 +156,8 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
             PartitionOp::Produce { records, acks } => p.append(records, acks).await.map(OpOutput::Produce),
             PartitionOp::Fetch { offset, limit } => p.read_with(offset, limit).await.map(OpOutput::Fetch),
             PartitionOp::ListOffsets { timestamp } => {
+                // An offline log (failed fdatasync) answers KAFKA_STORAGE_ERROR here too.
+                p.check_online()?;
                 let found = match timestamp {
                     -1 => Some((p.high_watermark(), -1)),
                     -2 | -4 => Some((p.log_start_offset(), -1)),

@@ -1,5 +1,5 @@
 //! Small file helpers: durable atomic replace (write temp, fsync, rename, fsync dir).
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -20,10 +20,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     sync_dir(path)
 }
 
-/// fsyncs the directory holding `path`, so a create/rename in it is durable.
+/// fsyncs the directory holding `path`, so a create/rename in it is durable (storage's
+/// one directory-sync implementation; this thread may block).
 pub fn sync_dir(path: &Path) -> io::Result<()> {
     match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => File::open(dir)?.sync_all(),
+        Some(dir) if !dir.as_os_str().is_empty() => crate::storage::dma::sync_dir_blocking(dir),
         _ => Ok(()),
     }
 }

@@ -20,7 +20,7 @@ use crate::record::{
     ProduceChecks,
 };
 use crate::runtime::now_ms;
-use crate::storage::dma::{open_rw, write_checked_file};
+use crate::storage::dma::{open_rw, sync_dir, write_checked_file};
 use crate::storage::log_writer::Durability;
 use crate::storage::segment::snapshot_path;
 
@@ -39,6 +39,7 @@ impl Partition {
         if self.closed.get() {
             return Err(PartitionError::NotLeader);
         }
+        self.check_online()?;
         let settings = self.settings.borrow().clone();
         // Kafka's LogValidator, records included (a compacted topic needs keys).
         let checks = ProduceChecks {
@@ -59,6 +60,7 @@ impl Partition {
         if self.closed.get() {
             return Err(PartitionError::NotLeader);
         }
+        self.check_online()?;
         // Idempotence: a batch already appended answers with its original offsets.
         let dup = {
             let producers = self.producers.borrow();
@@ -115,10 +117,13 @@ impl Partition {
             }
         }
         let end = self.log.borrow().next_offset();
+        // The waiter is registered before the writer can run (and fail the write), so a
+        // rollback always reaches it. `durable` starts the writer.
+        let durable = (acks != 0).then(|| self.writer.durable(end, durability(acks, settings.flush)));
         drop(_permit);
         self.writer.kick();
-        if acks != 0 {
-            self.wait_durable(end, acks, settings.flush).await?;
+        if let Some(durable) = durable {
+            durable.await?;
         }
         Ok(AppendOutcome {
             base_offset: first_offset,
@@ -130,8 +135,7 @@ impl Partition {
     /// Waits until offsets below `end_offset` are as durable as `acks` and the topic's
     /// flush mode promise: fdatasync'ed for acks=-1 with flush=always, written otherwise.
     async fn wait_durable(&self, end_offset: i64, acks: i16, flush: FlushMode) -> Result<(), PartitionError> {
-        let level = if acks == -1 && flush == FlushMode::Always { Durability::Synced } else { Durability::Written };
-        self.writer.durable(end_offset, level).await?;
+        self.writer.durable(end_offset, durability(acks, flush)).await?;
         Ok(())
     }
 
@@ -142,14 +146,34 @@ impl Partition {
             let log = self.log.borrow();
             (log.next_segment_path(), log.dir().to_path_buf(), log.next_offset())
         };
-        // Producer state as of the new segment's base, so recovery of that segment can
-        // start from it instead of scanning older segments.
+        // The segment being sealed is written and fdatasync'ed first. The snapshot below is
+        // the producer state as of `base` (every batch appended so far), and recovery replays
+        // only the new segment on top of it: were the sealed segment's tail not durable, a
+        // crash could lose batches the snapshot already counts, and a producer retrying one
+        // of them would be answered "duplicate" with offsets that no longer exist. Syncing
+        // first also means the new segment's file never exists while the sealed one may
+        // still lose its tail (which would leave a gap in offsets between segments). The
+        // append lock is held, so nothing is appended meanwhile: the snapshot and `base`
+        // describe exactly the synced log. One fdatasync per segment roll.
+        self.writer.durable(base, Durability::Synced).await?;
+        debug_assert!(self.log.borrow().synced_offset() >= base, "the sealed segment is durable before its snapshot");
         let snapshot = self.producers.borrow().encode();
         write_checked_file(&snapshot_path(&dir, base), SNAPSHOT_MAGIC, SNAPSHOT_VERSION, &snapshot)
             .await?;
         let file = open_rw(&path).await?;
+        // The new segment's directory entry is durable before any ack depends on its data.
+        sync_dir(&dir).await?;
         self.log.borrow_mut().roll(file, now);
         tracing::debug!(topic = %self.topic, partition = self.index, base, "rolled segment");
         Ok(())
+    }
+}
+
+/// What an ack waits for: fdatasync for acks=-1 with flush=always, the write otherwise.
+fn durability(acks: i16, flush: FlushMode) -> Durability {
+    if acks == -1 && flush == FlushMode::Always {
+        Durability::Synced
+    } else {
+        Durability::Written
     }
 }

@@ -9,7 +9,7 @@
 //!
 //! Concurrency on the shard: the pass yields between batches, so appends, fetches,
 //! retention and index saves interleave with it. Why that is safe:
-//! - a fetch holds an `Rc<DmaFile>` of the segment it reads; the swap renames a new file
+//! - a fetch holds an `Rc<SegmentFile>` of the segment it reads; the swap renames a new file
 //!   over the name and never writes the old one, so a read in flight keeps reading the
 //!   old, valid bytes until it drops the handle;
 //! - only segments whose indexes are saved are cleaned, so no index save of the log
@@ -26,7 +26,7 @@
 //! clean and drops the tombstone on a later one).
 use std::rc::Rc;
 
-use glommio::io::DmaFile;
+use crate::storage::file::SegmentFile;
 
 use super::state::Partition;
 use super::PartitionError;
@@ -193,7 +193,7 @@ impl Partition {
     async fn copy_retained(
         &self,
         writer: &mut CleanedSegmentWriter,
-        file: Rc<DmaFile>,
+        file: Rc<SegmentFile>,
         end: u64,
         map: &OffsetMap,
         tombstone_horizon_ms: i64,
@@ -229,7 +229,7 @@ impl Partition {
     async fn swap(
         &self,
         base: i64,
-        read_file: &Rc<DmaFile>,
+        read_file: &Rc<SegmentFile>,
         cleaned: crate::storage::segment::Segment,
     ) -> Result<bool, PartitionError> {
         let dir = cleaned.dir.clone();

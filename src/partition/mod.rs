@@ -11,6 +11,7 @@
 //! - `producer_state.rs` the idempotent-producer table and its snapshot encoding
 //! - `error.rs`          `PartitionError`
 //! - `tests.rs`, `cleaner_tests.rs`  tests on a real executor with real DMA files
+//! - `fault_tests.rs`    the log under injected storage faults and crashes (proptest)
 //!
 //! Must never import: `server`, `group`, `protocol` (no connections, no Kafka messages or
 //! error codes here), nor `controller`. It builds on `storage` and `record`.
@@ -23,6 +24,8 @@ mod retention;
 mod state;
 #[cfg(test)]
 mod cleaner_tests;
+#[cfg(test)]
+mod fault_tests;
 #[cfg(test)]
 mod tests;
 

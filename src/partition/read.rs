@@ -111,6 +111,7 @@ impl Partition {
     /// disk is read in chunks no larger than what may still be returned).
     pub async fn read_with(&self, offset: i64, limit: ReadLimit) -> Result<FetchData, PartitionError> {
         self.assert_on_shard();
+        self.check_online()?;
         let (hw, start, leo) = (self.high_watermark(), self.log_start_offset(), self.log_end_offset());
         if offset < start || offset > leo {
             return Err(PartitionError::OffsetOutOfRange { offset, log_start_offset: start, log_end_offset: leo });
@@ -251,6 +252,7 @@ impl Partition {
     /// ListOffsets for a timestamp: (offset, timestamp) of the first record with a
     /// timestamp >= `timestamp`, below the high watermark; None if there is none.
     pub async fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>, PartitionError> {
+        self.check_online()?;
         if timestamp < 0 {
             return Err(PartitionError::InvalidTimestamp(timestamp));
         }
@@ -282,6 +284,7 @@ impl Partition {
     /// ListOffsets MAX_TIMESTAMP: (offset, timestamp) of the record with the largest
     /// timestamp (the first such record).
     pub async fn max_timestamp_offset(&self) -> Result<Option<(i64, i64)>, PartitionError> {
+        self.check_online()?;
         let Some((ts, batch_base)) = self.log.borrow().max_timestamp() else { return Ok(None) };
         if batch_base < self.log_start_offset() || batch_base >= self.high_watermark() {
             return Ok(None);

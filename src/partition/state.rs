@@ -163,6 +163,23 @@ impl Partition {
         *self.settings.borrow_mut() = settings;
     }
 
+    /// `PartitionError::Storage(StorageError::Offline)` once an fdatasync of the log
+    /// failed (invariant 8): produce, fetch and ListOffsets all answer with it until the
+    /// broker restarts.
+    pub fn check_online(&self) -> Result<(), PartitionError> {
+        Ok(self.log.borrow().check_online()?)
+    }
+
+    /// The log's writer has work in flight (tests wait for it to go idle).
+    #[cfg(test)]
+    pub(crate) fn writer_running(&self) -> bool {
+        self.writer.is_running()
+    }
+
+    pub fn is_offline(&self) -> bool {
+        self.log.borrow().is_offline()
+    }
+
     /// Stops serving: appends waiting for durability fail (`StorageError::Closed`, a
     /// storage error as before), long polls return; later calls answer NotLeader.
     pub fn close(&self) {

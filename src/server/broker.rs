@@ -142,6 +142,10 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                     let _ = ready.send(Err(anyhow::anyhow!("shard {shard}: {e}")));
                     return;
                 }
+                if config.storage_fault == crate::config::StorageFault::DropUnsynced {
+                    tracing::warn!(shard, "storage_fault = drop-unsynced (test hook): unsynced segment writes are kept in memory and lost on kill -9");
+                    crate::storage::file::set_shard_fault_injector(Some(crate::storage::file::FaultInjector::new(u64::from(shard) + 1)));
+                }
                 let ctx = Rc::new(ShardContext::new(shard, config.clone(), controller, mesh, defaults));
                 // Recover this shard's partitions before accepting clients.
                 if let Ok(initial) = updates.recv().await {

@@ -12,6 +12,9 @@ impl From<&StorageError> for ErrorCode {
     fn from(e: &StorageError) -> ErrorCode {
         match e {
             StorageError::OffsetOutOfRange { .. } => ErrorCode::OFFSET_OUT_OF_RANGE,
+            // A failed fdatasync took the log offline (Kafka marks the log dir offline and
+            // answers KAFKA_STORAGE_ERROR for its partitions until a restart).
+            StorageError::Offline { .. } => ErrorCode::KAFKA_STORAGE_ERROR,
             // Disk full, I/O errors, corrupt files: the log directory cannot serve this.
             _ => ErrorCode::KAFKA_STORAGE_ERROR,
         }
@@ -133,6 +136,10 @@ mod tests {
         );
         assert_eq!(ErrorCode::from(&BatchError::UnsupportedMagic(1)), ErrorCode::INVALID_RECORD);
         assert_eq!(ErrorCode::from(&BatchError::MultipleBatches), ErrorCode::INVALID_RECORD);
+        // A log offline after a failed fdatasync, directly and through a partition.
+        let offline = StorageError::Offline { reason: "EIO".into() };
+        assert_eq!(ErrorCode::from(&offline), ErrorCode::KAFKA_STORAGE_ERROR);
+        assert_eq!(ErrorCode::from(&PartitionError::Storage(offline)), ErrorCode::KAFKA_STORAGE_ERROR);
         // A keyless record on a compacted topic (partition/ names no Kafka code).
         assert_eq!(ErrorCode::from(BatchError::NullKeyInCompactedTopic), ErrorCode::INVALID_RECORD);
         assert_eq!(ErrorCode::from(BatchError::InvalidRecord("count".into())), ErrorCode::INVALID_RECORD);

@@ -11,9 +11,9 @@
 use std::rc::Rc;
 
 use bytes::Bytes;
-use glommio::io::DmaFile;
 
 use super::dma::read_bytes;
+use super::file::SegmentFile;
 use super::{Result, StorageError};
 use crate::record::{iter_batches, BatchError, BatchHeader, IterStop, BATCH_HEADER_LEN, LOG_OVERHEAD};
 
@@ -31,7 +31,7 @@ pub enum ReadStop {
 /// Reads the batches of `[start, end)` of a segment file in chunks of `chunk_bytes` (or
 /// one whole batch, when a batch is larger).
 pub struct BatchReader {
-    file: Rc<DmaFile>,
+    file: Rc<SegmentFile>,
     /// File position of the next batch not yet yielded.
     pos: u64,
     end: u64,
@@ -42,7 +42,7 @@ pub struct BatchReader {
 }
 
 impl BatchReader {
-    pub fn new(file: Rc<DmaFile>, start: u64, end: u64, chunk_bytes: usize) -> BatchReader {
+    pub fn new(file: Rc<SegmentFile>, start: u64, end: u64, chunk_bytes: usize) -> BatchReader {
         // A chunk holds at least a header, so every read makes progress.
         let chunk_bytes = chunk_bytes.max(BATCH_HEADER_LEN);
         BatchReader { file, pos: start, end, chunk_bytes, cut_len: None, stop: None }
@@ -170,7 +170,7 @@ mod tests {
         let path = dir.join(format!("{end}-{chunk_bytes}.log"));
         let file = crate::storage::dma::open_rw(&path).await.unwrap();
         crate::storage::dma::write_padded(&file, 0, data).await.unwrap();
-        let mut r = BatchReader::new(Rc::new(file), 0, end, chunk_bytes);
+        let mut r = BatchReader::new(file, 0, end, chunk_bytes);
         let mut bases = Vec::new();
         loop {
             let chunk = r.next_chunk().await.unwrap();

@@ -22,11 +22,11 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
-use glommio::io::DmaFile;
+use super::file::SegmentFile;
 
-use super::dma::{open_rw, read_checked_file, remove_file, write_checked_file, write_padded};
+use super::dma::{open_rw, read_checked_file, remove_file, sync_dir, write_checked_file, write_padded};
 use super::segment::{index_path, log_file_name, time_index_path, Segment};
-use super::{Result, StorageError};
+use super::Result;
 use crate::record::{parse_header, parse_records, rebuild_with_records, records_section, BatchError, BatchHeader, RecordRef};
 
 /// Suffix of a segment being rewritten by the cleaner.
@@ -181,7 +181,7 @@ impl CleanedSegmentWriter {
         })
     }
 
-    pub fn file(&self) -> &Rc<DmaFile> {
+    pub fn file(&self) -> &Rc<SegmentFile> {
         &self.scratch.file
     }
 
@@ -212,8 +212,8 @@ impl CleanedSegmentWriter {
         }
         let size = self.scratch.size();
         debug_assert_eq!(self.flushed + self.buf.len() as u64, size);
-        file.truncate(size).await.map_err(|e| StorageError::glommio("truncating a cleaned segment", e))?;
-        file.fdatasync().await.map_err(|e| StorageError::glommio("syncing a cleaned segment", e))?;
+        file.truncate(size).await?;
+        file.fdatasync().await?;
         let head_start = (file.align_down(size) - self.flushed) as usize;
         let head = self.buf[head_start..].to_vec();
         drop(file);
@@ -228,24 +228,13 @@ impl CleanedSegmentWriter {
     }
 }
 
-/// fsync of a directory, so renames and unlinks in it are durable.
-pub async fn sync_dir(dir: &Path) -> Result<()> {
-    let d = dir.to_path_buf();
-    glommio::executor()
-        .spawn_blocking(move || std::fs::File::open(&d).and_then(|f| f.sync_all()))
-        .await
-        .map_err(|e| StorageError::io(format!("syncing directory {}", dir.display()), e))
-}
-
 /// Steps 2 and 3 of the swap (module comment): afterwards `<base>.log` is the cleaned
 /// file and has no index on disk. `file` is the open cleaned file (it keeps its fd).
-pub async fn swap_in(dir: &Path, base_offset: i64, file: &DmaFile) -> Result<()> {
+pub async fn swap_in(dir: &Path, base_offset: i64, file: &SegmentFile) -> Result<()> {
     remove_file(&index_path(dir, base_offset)).await?;
     remove_file(&time_index_path(dir, base_offset)).await?;
     sync_dir(dir).await?;
-    file.rename(dir.join(log_file_name(base_offset)))
-        .await
-        .map_err(|e| StorageError::glommio("renaming a cleaned segment into place", e))?;
+    file.rename(&dir.join(log_file_name(base_offset))).await?;
     sync_dir(dir).await
 }
 

@@ -2,8 +2,11 @@
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use glommio::io::{DmaFile, OpenOptions};
+use std::rc::Rc;
 
+use glommio::io::DmaFile;
+
+use super::file::{FileRole, SegmentFile};
 use super::{Result, StorageError};
 
 /// Name of the non-empty file every executor opens first (see `open_iopoll_probe`).
@@ -26,29 +29,18 @@ pub async fn open_iopoll_probe(data_dir: &Path) -> Result<()> {
     Ok(())
 }
 
-pub async fn open_rw(path: &Path) -> Result<DmaFile> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .dma_open(path)
-        .await
-        .map_err(|e| StorageError::glommio(format!("opening {}", path.display()), e))
+/// Opens (creating) a segment file through the storage seam (`file.rs`).
+pub async fn open_rw(path: &Path) -> Result<Rc<SegmentFile>> {
+    SegmentFile::open_rw(path, FileRole::Segment).await
 }
 
 /// Reads `len` bytes at `pos` (any alignment) into owned `Bytes`. Short at end of file.
-pub async fn read_bytes(file: &DmaFile, pos: u64, len: usize) -> Result<Bytes> {
-    let r = file
-        .read_at(pos, len)
-        .await
-        .map_err(|e| StorageError::glommio("reading a segment", e))?;
-    // One copy: glommio's read buffers are tied to the executor (not Send), and fetch
-    // responses may be written by another shard's connection.
-    Ok(Bytes::copy_from_slice(&r))
+pub async fn read_bytes(file: &SegmentFile, pos: u64, len: usize) -> Result<Bytes> {
+    file.read_bytes(pos, len).await
 }
 
 /// Writes `data` at aligned `pos`, padding the last block with zeros.
-pub async fn write_padded(file: &DmaFile, pos: u64, data: &[u8]) -> Result<()> {
+pub async fn write_padded(file: &SegmentFile, pos: u64, data: &[u8]) -> Result<()> {
     debug_assert_eq!(file.align_down(pos), pos, "DMA writes start on a block boundary");
     let len = file.align_up(data.len() as u64) as usize;
     let mut buf = file.alloc_dma_buffer(len.max(file.alignment() as usize));
@@ -56,7 +48,7 @@ pub async fn write_padded(file: &DmaFile, pos: u64, data: &[u8]) -> Result<()> {
     dst[..data.len()].copy_from_slice(data);
     dst[data.len()..].fill(0);
     let want = dst.len();
-    let n = file.write_at(buf, pos).await.map_err(|e| StorageError::glommio("writing a segment", e))?;
+    let n = file.write_at(buf, pos).await?;
     if n < want {
         // A short O_DIRECT write means the device ran out of space mid-way.
         return Err(StorageError::NoSpace { context: format!("writing {want} bytes (wrote {n})") });
@@ -74,31 +66,21 @@ pub async fn write_checked_file(path: &Path, magic: u32, version: u16, payload: 
     data.extend_from_slice(&crc32c::crc32c(payload).to_be_bytes());
     data.extend_from_slice(payload);
     let tmp = tmp_path(path);
-    let file = open_rw(&tmp).await?;
-    let res = async {
-        write_padded(&file, 0, &data).await?;
-        file.fdatasync().await.map_err(|e| StorageError::glommio("syncing a checked file", e))?;
-        file.rename(path).await.map_err(|e| StorageError::glommio("renaming a checked file", e))
-    }
-    .await;
-    let _ = file.close().await;
-    res
+    let file = SegmentFile::open_rw(&tmp, FileRole::Metadata).await?;
+    write_padded(&file, 0, &data).await?;
+    file.fdatasync().await?;
+    file.rename(path).await?;
+    drop(file);
+    // The rename is durable only once the directory is.
+    sync_parent_dir(path).await
 }
 
 /// Reads a file written by `write_checked_file`; `Ok(None)` when it does not exist.
 pub async fn read_checked_file(path: &Path, magic: u32, version: u16) -> Result<Option<Vec<u8>>> {
-    let file = match DmaFile::open(path).await {
-        Ok(f) => f,
-        Err(glommio::GlommioError::IoError(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(glommio::GlommioError::EnhancedIoError { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(None)
-        }
-        Err(e) => return Err(StorageError::glommio(format!("opening {}", path.display()), e)),
-    };
-    let size = file.file_size().await.map_err(|e| StorageError::glommio("sizing a checked file", e))?;
-    let data = read_bytes(&file, 0, size as usize).await;
-    let _ = file.close().await;
-    let data = data?;
+    let Some(file) = SegmentFile::open_existing(path, FileRole::Metadata).await? else { return Ok(None) };
+    let size = file.file_size().await?;
+    let data = read_bytes(&file, 0, size as usize).await?;
+    drop(file);
     let corrupt = |detail: &str| StorageError::Corrupt { what: path.display().to_string(), detail: detail.into() };
     if data.len() < 14 {
         return Err(corrupt("shorter than its header"));
@@ -122,6 +104,30 @@ fn tmp_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     name.push(".tmp");
     path.with_file_name(name)
+}
+
+/// fsyncs directory `dir`, so the creates, renames and unlinks in it are durable. The
+/// one implementation: the async form runs it off the shard (`spawn_blocking`, invariant
+/// 6); threads that may block (the controller's) call `sync_dir_blocking`.
+pub async fn sync_dir(dir: &Path) -> Result<()> {
+    let d = dir.to_path_buf();
+    glommio::executor()
+        .spawn_blocking(move || sync_dir_blocking(&d))
+        .await
+        .map_err(|e| StorageError::io(format!("syncing directory {}", dir.display()), e))
+}
+
+/// `sync_dir` of the directory holding `path` (after creating or renaming `path`).
+pub async fn sync_parent_dir(path: &Path) -> Result<()> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => sync_dir(dir).await,
+        _ => Ok(()),
+    }
+}
+
+/// The blocking directory fsync behind `sync_dir`; never call it on a shard thread.
+pub fn sync_dir_blocking(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// Removes a file; missing is fine.

@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use bytes::Bytes;
-use glommio::io::DmaFile;
+use super::file::SegmentFile;
 
 use super::batch_cache::{BatchCache, CachedBatch};
-use super::dma::{read_checked_file, write_checked_file};
+use super::dma::{read_checked_file, sync_dir, sync_parent_dir, write_checked_file};
 use super::recovery::{list_segments, open_active, open_sealed, remove_cleaner_leftovers};
 use super::segment::{log_file_name, Segment, WriteJob};
 use super::{LogConfig, Result, StorageError};
@@ -31,8 +31,12 @@ pub struct Log {
     segments: BTreeMap<i64, Segment>,
     log_start_offset: i64,
     cache: BatchCache,
-    /// Offsets below this are on disk and fdatasync'ed.
+    /// Offsets below this are on disk and fdatasync'ed. Never moves past a failed
+    /// fdatasync (invariant 8: `offline` is set then, and `mark_synced` refuses).
     synced_offset: i64,
+    /// Why the log went offline: an fdatasync failed. Sticky until the broker restarts
+    /// (recovery re-validates what is on disk).
+    offline: Option<String>,
     /// Segments written since the last sync.
     unsynced: Vec<i64>,
     /// Compaction: offsets below this are in segments the cleaner already cleaned
@@ -60,7 +64,7 @@ pub struct OpenedLog {
 pub struct DiskRead {
     /// Base offset of the segment read.
     pub base_offset: i64,
-    pub file: Rc<DmaFile>,
+    pub file: Rc<SegmentFile>,
     pub position: u64,
     /// End of the bytes on disk in this segment.
     pub end: u64,
@@ -69,10 +73,18 @@ pub struct DiskRead {
 impl Log {
     pub async fn open(dir: &Path, config: LogConfig) -> Result<OpenedLog> {
         let d = dir.to_path_buf();
-        glommio::executor()
-            .spawn_blocking(move || std::fs::create_dir_all(d))
+        let created = glommio::executor()
+            .spawn_blocking(move || std::fs::create_dir(&d).map(|()| true).or_else(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => Ok(false),
+                std::io::ErrorKind::NotFound => std::fs::create_dir_all(&d).map(|()| true),
+                _ => Err(e),
+            }))
             .await
             .map_err(|e| StorageError::io(format!("creating {}", dir.display()), e))?;
+        if created {
+            // A new partition directory survives a crash only once its parent is synced.
+            sync_parent_dir(dir).await?;
+        }
         let leftovers = remove_cleaner_leftovers(dir).await?;
         if leftovers > 0 {
             tracing::info!(dir = %dir.display(), files = leftovers, "removed files of an interrupted log clean");
@@ -82,8 +94,9 @@ impl Log {
         let mut active_batches = Vec::new();
         let mut truncated_bytes = 0;
         if let Some((&last, sealed)) = bases.split_last() {
-            for &base in sealed {
-                segments.insert(base, open_sealed(dir, base, config.index_interval_bytes).await?);
+            for (i, &base) in sealed.iter().enumerate() {
+                let next_base = bases[i + 1];
+                segments.insert(base, open_sealed(dir, base, next_base, config.index_interval_bytes).await?);
             }
             let outcome = open_active(dir, last, config.index_interval_bytes).await?;
             active_batches = outcome.batches;
@@ -91,6 +104,8 @@ impl Log {
             segments.insert(last, outcome.segment);
         } else {
             let file = super::dma::open_rw(&dir.join(log_file_name(0))).await?;
+            // The segment's directory entry is durable before anything is written in it.
+            sync_dir(dir).await?;
             segments.insert(0, Segment::empty(dir, 0, file, crate::runtime::now_ms()));
         }
         let first_base = segments.keys().next().copied().unwrap_or(0);
@@ -106,6 +121,7 @@ impl Log {
             segments,
             log_start_offset: first_base,
             synced_offset: 0,
+            offline: None,
             unsynced: Vec::new(),
             first_dirty_offset,
             cleaner_running: false,
@@ -193,7 +209,7 @@ impl Log {
     }
 
     /// Seals the active segment and makes `file` (created at `next_segment_path`) active.
-    pub fn roll(&mut self, file: DmaFile, now_ms: i64) {
+    pub fn roll(&mut self, file: Rc<SegmentFile>, now_ms: i64) {
         let base = self.next_offset();
         self.active_mut().sealed = true;
         let seg = Segment::empty(&self.dir, base, file, now_ms);
@@ -234,8 +250,12 @@ impl Log {
 
     /// A write failed: drop every appended batch not on disk. Returns the segments
     /// created after the failure point (empty on disk; the caller deletes their files,
-    /// so recovery never sees a gap in base offsets).
-    pub fn rollback_unwritten(&mut self) -> Vec<Segment> {
+    /// so recovery never sees a gap in base offsets), and the (file, logical end) of each
+    /// segment that lost staged bytes: a failed write may have left some of them in the
+    /// file past that end, which the caller trims (see `LogWriter::on_write_failure`).
+    pub fn rollback_unwritten(&mut self) -> (Vec<Segment>, Vec<(Rc<SegmentFile>, u64)>) {
+        let trims: Vec<(Rc<SegmentFile>, u64)> =
+            self.segments.values().filter(|s| s.written() < s.size()).map(|s| (s.file.clone(), s.written())).collect();
         // Writes go oldest segment first, so everything after the first segment with
         // unwritten bytes was never written at all.
         let first_unwritten = self.segments.values().find(|s| s.written() < s.size()).map(|s| s.base_offset);
@@ -255,17 +275,38 @@ impl Log {
         self.active_mut().sealed = false;
         let end = self.next_offset();
         self.cache.truncate_from(end);
-        removed
+        (removed, trims)
     }
 
     /// Files to fdatasync now; call `mark_synced(offset)` once they all are.
-    pub fn take_unsynced_files(&mut self) -> Vec<Rc<DmaFile>> {
+    pub fn take_unsynced_files(&mut self) -> Vec<Rc<SegmentFile>> {
         let bases = std::mem::take(&mut self.unsynced);
         bases.iter().filter_map(|b| self.segments.get(b)).map(|s| s.file.clone()).collect()
     }
 
     pub fn mark_synced(&mut self, offset: i64) {
+        // Invariant 8: after a failed fdatasync nothing more is ever reported durable.
+        assert!(self.offline.is_none(), "mark_synced on a log whose fdatasync failed");
         self.synced_offset = self.synced_offset.max(offset);
+    }
+
+    /// An fdatasync failed: the log stops serving and never reports more synced data.
+    pub fn set_offline(&mut self, reason: String) {
+        if self.offline.is_none() {
+            self.offline = Some(reason);
+        }
+    }
+
+    /// `StorageError::Offline` once an fdatasync failed.
+    pub fn check_online(&self) -> Result<()> {
+        match &self.offline {
+            None => Ok(()),
+            Some(reason) => Err(StorageError::Offline { reason: reason.clone() }),
+        }
+    }
+
+    pub fn is_offline(&self) -> bool {
+        self.offline.is_some()
     }
 
     /// Sealed segments fully written and synced whose indexes are not saved yet.
@@ -465,7 +506,7 @@ impl Log {
     }
 
     /// (base, file, end position, next offset, created ms) of every cleanable segment.
-    pub fn cleanable_segments(&self) -> Vec<(i64, Rc<DmaFile>, u64, i64, i64)> {
+    pub fn cleanable_segments(&self) -> Vec<(i64, Rc<SegmentFile>, u64, i64, i64)> {
         self.cleanable().map(|s| (s.base_offset, s.file.clone(), s.size(), s.next_offset(), s.created_ms)).collect()
     }
 
@@ -479,7 +520,7 @@ impl Log {
 
     /// Marks segment `base` as being swapped; false if it is gone or no longer the file
     /// the cleaner read (retention removed it meanwhile).
-    pub fn begin_swap(&mut self, base: i64, read_file: &Rc<DmaFile>) -> bool {
+    pub fn begin_swap(&mut self, base: i64, read_file: &Rc<SegmentFile>) -> bool {
         assert!(self.swapping.is_none(), "one swap at a time");
         let same = self.segments.get(&base).is_some_and(|s| Rc::ptr_eq(&s.file, read_file) && s.sealed);
         if same {

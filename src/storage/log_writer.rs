@@ -19,8 +19,12 @@
 //!
 //! Failure: a failed write rolls the log back to what is on disk (dropping every staged
 //! batch, none of which was acknowledged) and fails the waiters above that point with the
-//! error; a failed fdatasync fails every waiter (invariant 8: nothing past an fdatasync
-//! error is reported durable). The layer above keeps state derived from the appended
+//! error. A failed fdatasync is sticky (invariant 8, the "fsyncgate" rule: the kernel
+//! may have dropped the dirty pages and a retried fdatasync would succeed on nothing):
+//! the log goes offline (`Log::set_offline`), every waiter fails with
+//! `StorageError::Offline`, later `durable()` calls fail at once, the loop stops writing,
+//! and `synced_offset()` never moves again. Only a restart (recovery re-validating the
+//! tail on disk) brings the partition back. The layer above keeps state derived from the appended
 //! batches (producer sequences); it learns of a rollback through `WriterHooks::on_rollback`,
 //! called synchronously — see there for the ordering it guarantees.
 //!
@@ -114,11 +118,25 @@ impl LogWriter {
 
     /// A future that resolves once offsets below `end_offset` are as durable as `level`
     /// asks, or fails with the storage error that prevented it (`StorageError::Closed`
-    /// when the log's owner closed it first).
+    /// when the log's owner closed it first). Call it right after appending, before
+    /// anything can await: the waiter must exist before the loop can fail the write
+    /// (a waiter asked for later gets `RolledBack` when its data is gone).
     pub fn durable(self: &Rc<Self>, end_offset: i64, level: Durability) -> Durable {
         let sync = level == Durability::Synced;
         {
             let log = self.log.borrow();
+            // Offline, or asked about offsets a failed write already rolled back (the
+            // waiter would otherwise wait for data that will never be written): fail now.
+            let refused = match log.check_online() {
+                Err(e) => Some(e),
+                Ok(()) if end_offset > log.next_offset() => Some(StorageError::RolledBack),
+                Ok(()) => None,
+            };
+            if let Some(e) = refused {
+                let (tx, rx) = oneshot::channel();
+                let _ = tx.send(Err(e));
+                return Durable { rx: Some(rx) };
+            }
             if log.written_offset() >= end_offset && (!sync || log.synced_offset() >= end_offset) {
                 return Durable { rx: None };
             }
@@ -127,6 +145,11 @@ impl LogWriter {
         self.waiters.borrow_mut().push(Waiter { end_offset, sync, tx });
         self.kick();
         Durable { rx: Some(rx) }
+    }
+
+    /// The write-and-sync loop is running (tests wait for it to go idle).
+    pub fn is_running(&self) -> bool {
+        self.running.get()
     }
 
     /// Fails every pending `Durable` with `error` (the owner is closing the log).
@@ -139,6 +162,11 @@ impl LogWriter {
     /// and the exit happen without an await in between, so no append is missed.
     async fn write_and_sync_loop(self: Rc<Self>) {
         loop {
+            if self.log.borrow().is_offline() {
+                // Nothing more is written to a log whose fdatasync failed.
+                self.running.set(false);
+                return;
+            }
             let jobs = self.log.borrow_mut().take_writes();
             let mut failed: Option<StorageError> = None;
             for (base, mut job) in jobs {
@@ -157,7 +185,7 @@ impl LogWriter {
                 match res {
                     Ok(n) if n >= want => self.log.borrow_mut().complete_write(base, job),
                     Ok(n) => failed = Some(StorageError::NoSpace { context: format!("short write ({n} of {want} bytes)") }),
-                    Err(e) => failed = Some(StorageError::glommio("writing a segment", e)),
+                    Err(e) => failed = Some(e),
                 }
             }
             if let Some(e) = failed {
@@ -176,14 +204,24 @@ impl LogWriter {
                 let mut sync_error = None;
                 for f in files {
                     if let Err(e) = f.fdatasync().await {
-                        sync_error = Some(StorageError::glommio("fdatasync", e));
+                        sync_error = Some(e);
                     }
                 }
                 match sync_error {
                     None => self.log.borrow_mut().mark_synced(written),
                     Some(e) => {
-                        tracing::error!(topic = %self.topic, partition = self.partition, error = %e, "fdatasync failed");
-                        self.fail_waiters(i64::MIN, &e);
+                        let synced = self.log.borrow().synced_offset();
+                        // Logged once: the log is offline from here on and never syncs again.
+                        tracing::error!(topic = %self.topic, partition = self.partition, error = %e, synced_offset = synced,
+                            "fdatasync failed; partition offline (KAFKA_STORAGE_ERROR) until the broker restarts: \
+                             fix the disk, then restart (recovery re-validates the log tail)");
+                        self.log.borrow_mut().set_offline(e.to_string());
+                        let offline = self.log.borrow().check_online().err().unwrap_or(e);
+                        self.fail_waiters(i64::MIN, &offline);
+                        // Long polls wake and meet the error.
+                        (self.hooks.on_written)();
+                        self.running.set(false);
+                        return;
                     }
                 }
             }
@@ -233,13 +271,23 @@ impl LogWriter {
     }
 
     async fn on_write_failure(&self, e: StorageError) {
-        let removed = self.log.borrow_mut().rollback_unwritten();
+        let (removed, trims) = self.log.borrow_mut().rollback_unwritten();
         let end = self.log.borrow().next_offset();
         // No await since the rollback: see `WriterHooks::on_rollback`.
         (self.hooks.on_rollback)(end);
         tracing::error!(topic = %self.topic, partition = self.partition, error = %e, log_end_offset = end,
             "write failed; dropped unacknowledged batches");
         self.fail_waiters(end, &e);
+        // A failed (torn) write may have put part of the dropped bytes in the file past its
+        // logical end. The next write rewrites only up to its own end, so cut them now:
+        // otherwise a sealed segment could hold a whole leftover batch past its end (an
+        // offset of the next segment, with other bytes) for a scan at recovery to find.
+        for (file, end_bytes) in trims {
+            if let Err(e) = file.truncate(end_bytes).await {
+                tracing::warn!(topic = %self.topic, partition = self.partition, error = %e,
+                    "could not cut a failed write's leftovers; recovery bounds the segment by the next one");
+            }
+        }
         for seg in removed {
             let dir = seg.dir.clone();
             let _ = remove_file(&dir.join(log_file_name(seg.base_offset))).await;

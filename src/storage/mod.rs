@@ -2,7 +2,10 @@
 //! io_uring (glommio DMA files). Batches are stored exactly as the producer sent them
 //! (RecordBatch v2) with the broker's base offset and leader epoch patched in.
 //!
-//! - `dma.rs`          DMA file helpers, the IOPOLL probe, small checksummed files
+//! - `dma.rs`          DMA file helpers, the IOPOLL probe, small checksummed files,
+//!   directory fsync
+//! - `file.rs`         `SegmentFile`: the one seam between the log and the file system
+//!   (every segment write, read and fdatasync), with optional fault injection
 //! - `segment.rs`      one `<base>.log` file: append staging, aligned writes, indexes,
 //!   the names of a segment's files
 //! - `index.rs`        sparse offset and time indexes, persisted when a segment is sealed
@@ -24,6 +27,7 @@ pub mod batch_cache;
 pub mod batch_reader;
 pub mod compaction;
 pub mod dma;
+pub mod file;
 pub mod index;
 pub mod log;
 pub mod log_writer;
@@ -48,6 +52,10 @@ pub enum StorageError {
     RolledBack,
     #[error("the log was closed before the write was durable")]
     Closed,
+    /// An fdatasync of the log failed (invariant 8): the kernel may have dropped the
+    /// unsynced pages, so nothing past the last good sync can be trusted or served.
+    #[error("log offline since an fdatasync failed ({reason}); fix the disk, then restart the broker (recovery re-validates the log tail)")]
+    Offline { reason: String },
 }
 
 impl StorageError {
@@ -76,6 +84,7 @@ impl StorageError {
             },
             StorageError::RolledBack => StorageError::RolledBack,
             StorageError::Closed => StorageError::Closed,
+            StorageError::Offline { reason } => StorageError::Offline { reason: reason.clone() },
         }
     }
 

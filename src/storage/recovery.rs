@@ -9,7 +9,9 @@
 //! deleted before anything is opened.
 use std::path::Path;
 
-use glommio::io::DmaFile;
+use std::rc::Rc;
+
+use super::file::SegmentFile;
 
 use super::dma::{open_rw, read_bytes};
 use super::index::{OffsetIndex, TimeIndex};
@@ -74,14 +76,15 @@ pub async fn remove_cleaner_leftovers(dir: &Path) -> Result<usize> {
 }
 
 /// Opens a sealed segment, from its saved index when that is intact.
-pub async fn open_sealed(dir: &Path, base: i64, index_interval_bytes: usize) -> Result<Segment> {
+/// `next_base` is the next segment's base: this one's offsets end below it.
+pub async fn open_sealed(dir: &Path, base: i64, next_base: i64, index_interval_bytes: usize) -> Result<Segment> {
     let file = open_rw(&dir.join(log_file_name(base))).await?;
     let file_size = file_size(&file).await?;
     if let (Some((summary, index)), Some(time_index)) =
         (OffsetIndex::load(&index_path(dir, base)).await, TimeIndex::load(&time_index_path(dir, base)).await)
     {
         let summary = SegmentSummary::decode(&summary);
-        if summary.size <= file_size && summary.next_offset >= base {
+        if summary.size <= file_size && summary.next_offset >= base && summary.next_offset <= next_base {
             let head = read_head(&file, summary.size).await?;
             let mut seg = Segment::opened(dir, base, file, summary, head, index, time_index, crate::runtime::now_ms());
             seg.sealed = true;
@@ -91,7 +94,7 @@ pub async fn open_sealed(dir: &Path, base: i64, index_interval_bytes: usize) -> 
     }
     tracing::warn!(dir = %dir.display(), base, "index of a sealed segment is missing or corrupt; scanning it");
     // A sealed segment may have been compacted: offsets grow but may skip.
-    let mut outcome = scan(dir, base, file, index_interval_bytes, true).await?;
+    let mut outcome = scan(dir, base, file, index_interval_bytes, Some(next_base)).await?;
     outcome.segment.sealed = true;
     Ok(outcome.segment)
 }
@@ -103,15 +106,15 @@ pub async fn open_active(dir: &Path, base: i64, index_interval_bytes: usize) -> 
     super::dma::remove_file(&index_path(dir, base)).await?;
     super::dma::remove_file(&time_index_path(dir, base)).await?;
     // The active segment is never compacted: its offsets must be dense.
-    scan(dir, base, file, index_interval_bytes, false).await
+    scan(dir, base, file, index_interval_bytes, None).await
 }
 
-async fn file_size(file: &DmaFile) -> Result<u64> {
-    file.file_size().await.map_err(|e| StorageError::glommio("sizing a segment", e))
+async fn file_size(file: &SegmentFile) -> Result<u64> {
+    file.file_size().await
 }
 
 /// Bytes [align_down(size), size) of the file.
-async fn read_head(file: &DmaFile, size: u64) -> Result<Vec<u8>> {
+async fn read_head(file: &SegmentFile, size: u64) -> Result<Vec<u8>> {
     let start = file.align_down(size);
     if start == size {
         return Ok(Vec::new());
@@ -123,11 +126,20 @@ async fn read_head(file: &DmaFile, size: u64) -> Result<Vec<u8>> {
     Ok(b.to_vec())
 }
 
-async fn scan(dir: &Path, base: i64, file: DmaFile, index_interval_bytes: usize, allow_gaps: bool) -> Result<ScanOutcome> {
+/// Scans a segment from its start. `sealed`: a sealed segment scanned for lack of an
+/// index; it was fdatasync'ed whole before the next segment's file was created (see
+/// `Partition::roll`), so damage in it is corruption, not a torn tail: it is reported
+/// (`StorageError::Corrupt`, the partition does not open) rather than truncated, which
+/// would silently drop acknowledged records and leave a gap before the next segment.
+/// Its offsets may skip (compaction) and end below `next_base`; the active segment's must
+/// be dense.
+async fn scan(dir: &Path, base: i64, file: Rc<SegmentFile>, index_interval_bytes: usize, next_base: Option<i64>) -> Result<ScanOutcome> {
+    let sealed = next_base.is_some();
     let file_size = file_size(&file).await?;
     let mut seg = Segment::empty(dir, base, file, crate::runtime::now_ms());
     let mut batches = Vec::new();
     let mut reader = BatchReader::new(seg.file.clone(), 0, file_size, SCAN_CHUNK_BYTES);
+    let mut misplaced = None;
     // The reader stops at the end, the zero padding, a torn batch or an invalid one
     // (framing, magic, CRC-32C, counts); this loop stops at an offset out of place.
     'scan: loop {
@@ -136,38 +148,45 @@ async fn scan(dir: &Path, base: i64, file: DmaFile, index_interval_bytes: usize,
             break;
         }
         for (header, batch) in chunk {
-            let offset_ok = if allow_gaps {
-                header.base_offset >= seg.next_offset()
+            let offset_ok = if let Some(next_base) = next_base {
+                header.base_offset >= seg.next_offset() && header.last_offset() < next_base
             } else {
                 header.base_offset == seg.next_offset()
             };
             if !offset_ok {
-                tracing::warn!(dir = %dir.display(), base, position = seg.size(), offset = header.base_offset,
-                    "invalid batch in the active segment; truncating the log here");
+                misplaced = Some((seg.size(), header.base_offset));
                 break 'scan;
             }
             seg.index_existing(&header, batch.len(), index_interval_bytes);
             batches.push(header);
         }
     }
-    if let Some(ReadStop::Invalid { position, error }) = reader.stop() {
-        tracing::warn!(dir = %dir.display(), base, position, error = %error,
-            "invalid batch in the active segment; truncating the log here");
+    let damage = match (misplaced, reader.stop()) {
+        (Some((position, offset)), _) => Some(format!("batch at position {position} has offset {offset} out of place")),
+        (None, Some(ReadStop::Invalid { position, error } | ReadStop::Torn { position, error })) => {
+            Some(format!("bad batch at position {position}: {error}"))
+        }
+        _ => None,
+    };
+    if let Some(detail) = damage {
+        if sealed {
+            tracing::error!(dir = %dir.display(), base, detail = %detail,
+                "corrupt sealed segment; not opening the partition: restore the segment (or move it aside, losing its records) and restart");
+            return Err(StorageError::Corrupt { what: format!("sealed segment {}", dir.join(log_file_name(base)).display()), detail });
+        }
+        tracing::warn!(dir = %dir.display(), base, detail = %detail, "invalid batch in the active segment; truncating the log here");
     }
     drop(reader);
     let valid_end = seg.size();
     let truncated_bytes = file_size.saturating_sub(valid_end);
     if truncated_bytes > 0 {
-        seg.file.truncate(valid_end).await.map_err(|e| StorageError::glommio("truncating a segment", e))?;
+        seg.file.truncate(valid_end).await?;
     }
     let head = read_head(&seg.file, valid_end).await?;
     let summary = seg.summary();
     let index = std::mem::take(&mut seg.index);
     let time_index = std::mem::take(&mut seg.time_index);
-    let file = match std::rc::Rc::try_unwrap(seg.file) {
-        Ok(f) => f,
-        Err(_) => unreachable!("the scan holds the only reference to the file"),
-    };
+    let file = seg.file.clone();
     let segment = Segment::opened(dir, base, file, summary, head, index, time_index, crate::runtime::now_ms());
     Ok(ScanOutcome { segment, batches, truncated_bytes })
 }

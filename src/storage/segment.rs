@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use bytes::Bytes;
-use glommio::io::{DmaBuffer, DmaFile};
+use glommio::io::DmaBuffer;
+
+use super::file::SegmentFile;
 
 use super::index::{OffsetIndex, TimeIndex, SUMMARY_LEN};
 use super::{Result, StorageError};
@@ -69,7 +71,7 @@ impl SegmentSummary {
 
 /// One aligned write handed to the device; see the module comment.
 pub struct WriteJob {
-    pub file: Rc<DmaFile>,
+    pub file: Rc<SegmentFile>,
     /// Taken by the writer (`write_at` consumes it); the rest of the job is kept to
     /// complete the write.
     pub buf: Option<DmaBuffer>,
@@ -84,7 +86,7 @@ pub struct WriteJob {
 
 pub struct Segment {
     pub base_offset: i64,
-    pub file: Rc<DmaFile>,
+    pub file: Rc<SegmentFile>,
     pub dir: PathBuf,
     /// Logical bytes appended (written or pending).
     size: u64,
@@ -117,7 +119,7 @@ impl Segment {
     pub fn opened(
         dir: &Path,
         base_offset: i64,
-        file: DmaFile,
+        file: Rc<SegmentFile>,
         summary: SegmentSummary,
         head_block: Vec<u8>,
         index: OffsetIndex,
@@ -127,7 +129,7 @@ impl Segment {
         debug_assert_eq!(file.align_down(summary.size) + head_block.len() as u64, summary.size);
         Segment {
             base_offset,
-            file: Rc::new(file),
+            file,
             dir: dir.to_path_buf(),
             size: summary.size,
             written: summary.size,
@@ -149,7 +151,7 @@ impl Segment {
         }
     }
 
-    pub fn empty(dir: &Path, base_offset: i64, file: DmaFile, now_ms: i64) -> Segment {
+    pub fn empty(dir: &Path, base_offset: i64, file: Rc<SegmentFile>, now_ms: i64) -> Segment {
         let summary = SegmentSummary { size: 0, next_offset: base_offset, max_timestamp: -1, offset_of_max_timestamp: -1 };
         Segment::opened(dir, base_offset, file, summary, Vec::new(), OffsetIndex::default(), TimeIndex::default(), now_ms)
     }

@@ -1,6 +1,13 @@
-"""kill -9 of the broker during an acks=all load (broker in --flush always), then restart on
-the same data dir: every acknowledged record is present at its acknowledged offset, offsets
-are dense, and new records continue right after the existing ones.
+"""kill -9 of the broker during an acks=all load, then restart on the same data dir: every
+acknowledged record is present at its acknowledged offset, offsets are dense, and new
+records continue right after the existing ones.
+
+Run three ways: `--flush always` as is (a process crash: the page cache survives); `--flush
+always` with the `--storage-fault drop-unsynced` test hook, which keeps segment writes in
+memory until their fdatasync so kill -9 loses exactly what was never synced (a power loss):
+this fails if any ack were sent before its fdatasync; and the same hook with `--flush never`
+(acks before fdatasync), where the test must see acknowledged records lost — proof that the
+hook detects an ack sent too early.
 """
 
 from __future__ import annotations
@@ -9,19 +16,20 @@ import time
 
 from confluent_kafka import Producer
 
-from clients import cli_create_topic, consume_confluent, produce_confluent, make_records, watermarks, Rec
+from clients import cli_create_topic, consume_confluent, produce_confluent, watermarks, Rec
+from conftest import skip_unless_shardlog
 
 PARTITIONS = 6
 KILL_AFTER_ACKED = 30_000
 SAFETY_NET_S = 180
+DROP_UNSYNCED = ["--storage-fault", "drop-unsynced"]
 
 
-def test_kill9_during_acks_all_load(broker_factory):
-    b = broker_factory(flush="always")
-    topic = "crash-recovery"
+def _load_then_kill9(b, topic: str, kill_after_acked: int) -> dict[tuple[int, int], bytes]:
+    """Produces with acks=all until `kill_after_acked` records are acknowledged, kills the
+    broker mid-load, and returns (partition, offset) -> value of every acknowledged record."""
     cli_create_topic(b.bootstrap, topic, PARTITIONS)
-
-    acked: dict[tuple[int, int], bytes] = {}  # (partition, offset) -> value
+    acked: dict[tuple[int, int], bytes] = {}
     failed = 0
 
     def on_delivery(err, msg):
@@ -45,36 +53,77 @@ def test_kill9_during_acks_all_load(broker_factory):
         except BufferError:
             p.poll(0.01)
         p.poll(0)
-        if killed_at is None and len(acked) >= KILL_AFTER_ACKED:
+        if killed_at is None and len(acked) >= kill_after_acked:
             b.kill9()  # mid-load: records are in flight right now
             killed_at = i
         if killed_at is not None and i >= killed_at + 2000:
             break  # keep producing a little into the dead broker, then stop
-        assert time.monotonic() < deadline, f"load did not reach {KILL_AFTER_ACKED} acks ({len(acked)} so far)"
+        assert time.monotonic() < deadline, f"load did not reach {kill_after_acked} acks ({len(acked)} so far)"
     p.flush(60)  # in-flight records fail (message.timeout.ms) or were acked just before the kill
-    acked_count = len(acked)
-    assert acked_count >= KILL_AFTER_ACKED
-    print(f"produced {i} records, {acked_count} acknowledged, {failed} failed before/after kill -9")
+    assert len(acked) >= kill_after_acked
+    print(f"produced {i} records, {len(acked)} acknowledged, {failed} failed before/after kill -9")
+    return acked
 
+
+def _lost_after_restart(b, topic: str, acked: dict[tuple[int, int], bytes]):
+    """Restarts the broker; returns (high watermarks, consumed records by partition, the
+    acknowledged records that are missing or changed)."""
     b.start()  # same port, same data dir
     hw = {part: high for part, (low, high) in watermarks(b.bootstrap, topic, PARTITIONS).items()}
+    consumed = consume_confluent(b.bootstrap, topic, PARTITIONS) if any(hw.values()) else {}
+    by_off = {(c.partition, c.offset): c.value for recs in consumed.values() for c in recs}
+    missing = [(k, v) for k, v in acked.items() if by_off.get(k) != v]
+    return hw, consumed, missing
+
+
+def _assert_every_ack_survived(b, topic: str, acked: dict[tuple[int, int], bytes]) -> None:
+    hw, consumed, missing = _lost_after_restart(b, topic, acked)
     max_acked = {part: max((o for (pp, o) in acked if pp == part), default=-1) for part in range(PARTITIONS)}
     for part in range(PARTITIONS):
         assert hw[part] > max_acked[part], (
             f"partition {part}: high watermark {hw[part]} after restart, but offset {max_acked[part]} was acknowledged")
-
-    consumed = consume_confluent(b.bootstrap, topic, PARTITIONS)
     for part, recs in consumed.items():
         offs = [c.offset for c in recs]
         assert offs == list(range(len(offs))), f"partition {part}: offsets not dense after recovery"
         assert len(recs) == hw[part]
-    by_off = {(c.partition, c.offset): c.value for recs in consumed.values() for c in recs}
-    missing = [(k, v) for k, v in acked.items() if by_off.get(k) != v]
     assert not missing, (f"{len(missing)} acknowledged records lost or changed after kill -9, e.g. "
-                         f"{[(k, v[:20], by_off.get(k, b'<absent>')[:20]) for k, v in sorted(missing)[:5]]}")
+                         f"{[(k, v[:20]) for k, v in sorted(missing)[:5]]}")
 
     # New records continue right after the recovered ones, in every partition.
     for part in range(PARTITIONS):
         [new] = produce_confluent(b.bootstrap, topic, [Rec(b"after", f"after-{part}".encode(), (), None)],
                                   partition=part)
         assert new.offset == hw[part], f"partition {part}: new record at {new.offset}, expected {hw[part]}"
+
+
+def test_kill9_during_acks_all_load(broker_factory):
+    b = broker_factory(flush="always")
+    topic = "crash-recovery"
+    acked = _load_then_kill9(b, topic, KILL_AFTER_ACKED)
+    _assert_every_ack_survived(b, topic, acked)
+
+
+def test_kill9_loses_no_ack_when_unsynced_writes_are_dropped(broker_factory):
+    """flush=always + acks=all under a simulated power loss: an ack means fdatasync'ed."""
+    skip_unless_shardlog("--storage-fault is a shardlog test hook")
+    b = broker_factory(flush="always", extra_args=DROP_UNSYNCED)
+    topic = "crash-recovery-dropped"
+    acked = _load_then_kill9(b, topic, KILL_AFTER_ACKED)
+    _assert_every_ack_survived(b, topic, acked)
+
+
+def test_dropped_unsynced_writes_expose_acks_sent_before_fdatasync(broker_factory):
+    """The negative control: with flush=never acks=all is answered once the write completed,
+    before any fdatasync; under the same simulated power loss, acknowledged records must be
+    seen lost. If this ever passes with nothing lost, the hook no longer models a power
+    loss and the test above proves nothing."""
+    skip_unless_shardlog("--storage-fault is a shardlog test hook")
+    b = broker_factory(flush="never", extra_args=DROP_UNSYNCED)
+    topic = "crash-recovery-early-acks"
+    acked = _load_then_kill9(b, topic, KILL_AFTER_ACKED // 3)
+    hw, consumed, missing = _lost_after_restart(b, topic, acked)
+    print(f"flush=never under drop-unsynced: {len(missing)} of {len(acked)} acknowledged records lost")
+    assert missing, "acks sent before fdatasync lost nothing under a simulated power loss"
+    for part, recs in consumed.items():
+        offs = [c.offset for c in recs]
+        assert offs == list(range(len(offs))), f"partition {part}: offsets not dense after recovery"

@@ -122,6 +122,11 @@ impl ShardContext {
                     let mut doomed = dir.clone().into_os_string();
                     doomed.push(format!(".{}-delete", crate::runtime::now_ms()));
                     std::fs::rename(&dir, &doomed)?;
+                    // The rename is durable before the files go: a crash during removal
+                    // never brings the old partition back under its name.
+                    if let Some(parent) = dir.parent() {
+                        crate::storage::dma::sync_dir_blocking(parent)?;
+                    }
                     std::fs::remove_dir_all(&doomed)
                 })
                 .await;

@@ -1,0 +1,537 @@
+//! The one seam between the log and the file system: `SegmentFile`, a glommio `DmaFile`
+//! plus an optional fault injector. Every write, read, fdatasync, truncate and rename of
+//! a segment (and of the checked files: indexes, snapshots, checkpoints) goes through it.
+//!
+//! Without an injector (production) each call is the `DmaFile` call behind one branch.
+//! With one (tests, and the `storage_fault = "drop-unsynced"` test hook of the binary)
+//! the file behaves like a disk behind a volatile cache:
+//! - writes land in an in-memory overlay of whole blocks, which reads see; `fdatasync`
+//!   writes the overlay to the file and syncs it. A process that dies (kill -9) or a
+//!   simulated crash (`FaultInjector::crash`) loses exactly what was never synced, as a
+//!   power loss would;
+//! - armed faults fail the next segment write (EIO, ENOSPC, or a torn write that applies
+//!   only a prefix of the bytes, cutting a block) or the next fdatasync (EIO, after which
+//!   the unsynced blocks are gone: the "fsyncgate" behaviour of Linux);
+//! - `crash` may tear the unsynced data instead of dropping it (a prefix of it, in file
+//!   order, reaches the disk, cutting a block).
+//!
+//! Invariant: with an injector, the bytes on the real file only change at `fdatasync`,
+//! `truncate` or a crash — never at a plain write.
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::io;
+use std::path::Path;
+use std::rc::{Rc, Weak};
+
+use bytes::Bytes;
+use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
+
+use super::{Result, StorageError};
+
+/// What a file is to the log; armed faults hit segments only (metadata files are synced
+/// and renamed as a unit, and a failure there is not sticky).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileRole {
+    Segment,
+    Metadata,
+}
+
+/// A fault armed for the next segment operation it matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The next write fails with EIO; nothing of it is applied.
+    WriteEio,
+    /// The next write fails with ENOSPC; nothing of it is applied.
+    WriteNoSpace,
+    /// The next write applies a prefix of its bytes (ending inside a block), then fails
+    /// with EIO.
+    TornWrite,
+    /// The next fdatasync fails with EIO, and the unsynced blocks are dropped.
+    SyncEio,
+}
+
+impl Fault {
+    fn is_write(self) -> bool {
+        !matches!(self, Fault::SyncEio)
+    }
+}
+
+/// Counts of what the injector did (tests assert faults really happened).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FaultStats {
+    pub write_errors: u64,
+    pub torn_writes: u64,
+    pub sync_errors: u64,
+    pub crashes: u64,
+}
+
+/// Fault injection shared by the files of one shard (see the module comment).
+pub struct FaultInjector {
+    /// xorshift64 state: torn lengths are drawn from it, so a seed replays a run.
+    rng: Cell<u64>,
+    armed: RefCell<Vec<Fault>>,
+    /// Between `crash` and `restart`, every operation fails with EIO.
+    crashed: Cell<bool>,
+    /// Files opened since the last restart (to drop or tear their overlays at a crash).
+    files: RefCell<Vec<Weak<SegmentFile>>>,
+    stats: Cell<FaultStats>,
+}
+
+thread_local! {
+    /// The injector of this shard's files (None in production).
+    static SHARD_INJECTOR: RefCell<Option<Rc<FaultInjector>>> = const { RefCell::new(None) };
+}
+
+/// Installs (or removes) the injector every file opened on this thread from now on uses.
+pub fn set_shard_fault_injector(injector: Option<Rc<FaultInjector>>) {
+    SHARD_INJECTOR.with(|i| *i.borrow_mut() = injector);
+}
+
+fn errno(context: &str, code: i32) -> StorageError {
+    StorageError::io(context, io::Error::from_raw_os_error(code))
+}
+
+impl FaultInjector {
+    pub fn new(seed: u64) -> Rc<FaultInjector> {
+        Rc::new(FaultInjector {
+            // xorshift needs a non-zero state.
+            rng: Cell::new(seed | 1),
+            armed: RefCell::new(Vec::new()),
+            crashed: Cell::new(false),
+            files: RefCell::new(Vec::new()),
+            stats: Cell::new(FaultStats::default()),
+        })
+    }
+
+    fn next_u64(&self) -> u64 {
+        let mut x = self.rng.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng.set(x);
+        x
+    }
+
+    /// A number in [lo, hi) (hi > lo).
+    fn below(&self, lo: u64, hi: u64) -> u64 {
+        debug_assert!(hi > lo);
+        lo + self.next_u64() % (hi - lo)
+    }
+
+    /// Arms `fault` for the next segment operation of its kind.
+    pub fn arm(&self, fault: Fault) {
+        self.armed.borrow_mut().push(fault);
+    }
+
+    /// Faults armed and not yet hit.
+    pub fn armed(&self) -> Vec<Fault> {
+        self.armed.borrow().clone()
+    }
+
+    pub fn disarm_all(&self) {
+        self.armed.borrow_mut().clear();
+    }
+
+    pub fn stats(&self) -> FaultStats {
+        self.stats.get()
+    }
+
+    fn bump(&self, f: impl FnOnce(&mut FaultStats)) {
+        let mut s = self.stats.get();
+        f(&mut s);
+        self.stats.set(s);
+    }
+
+    fn take_armed(&self, write: bool) -> Option<Fault> {
+        let mut armed = self.armed.borrow_mut();
+        let i = armed.iter().position(|f| f.is_write() == write)?;
+        Some(armed.remove(i))
+    }
+
+    fn check_alive(&self, context: &str) -> Result<()> {
+        if self.crashed.get() {
+            return Err(errno(context, libc::EIO));
+        }
+        Ok(())
+    }
+
+    /// Simulates a power loss: every file opened since the last restart loses its
+    /// unsynced blocks (with `tear`, a random prefix of them in file order reaches the disk
+    /// first, the last one cut inside a block). From now until `restart`, every file
+    /// operation fails with EIO, so the crashed incarnation can change nothing more.
+    pub async fn crash(&self, tear: bool) {
+        self.crashed.set(true);
+        self.armed.borrow_mut().clear();
+        self.bump(|s| s.crashes += 1);
+        let files: Vec<Rc<SegmentFile>> = self.files.borrow_mut().drain(..).filter_map(|w| w.upgrade()).collect();
+        for f in files {
+            let Some(state) = &f.fault else { continue };
+            let blocks = std::mem::take(&mut state.overlay.borrow_mut().blocks);
+            if tear && !blocks.is_empty() {
+                let total: u64 = blocks.values().map(|b| b.len() as u64).sum();
+                let keep = self.below(0, total);
+                // Best effort: the crashed file's own errors do not matter.
+                let _ = f.apply_prefix(&blocks, keep).await;
+            }
+        }
+    }
+
+    /// Ends a simulated crash: files opened from now on work again.
+    pub fn restart(&self) {
+        self.crashed.set(false);
+        self.files.borrow_mut().clear();
+    }
+
+    fn register(&self, file: &Rc<SegmentFile>) {
+        let mut files = self.files.borrow_mut();
+        // Bounded: forget closed files whenever the list doubles.
+        if files.len() >= 64 && files.len().is_power_of_two() {
+            files.retain(|w| w.strong_count() > 0);
+        }
+        files.push(Rc::downgrade(file));
+    }
+}
+
+/// Unsynced blocks of one file (see the module comment).
+struct Overlay {
+    /// Block index → the block's bytes (`alignment` long).
+    blocks: BTreeMap<u64, Vec<u8>>,
+    /// The file's size as reads and `file_size` see it.
+    size: u64,
+}
+
+struct FaultState {
+    injector: Rc<FaultInjector>,
+    role: FileRole,
+    overlay: RefCell<Overlay>,
+}
+
+/// A log file (see the module comment).
+pub struct SegmentFile {
+    file: DmaFile,
+    fault: Option<FaultState>,
+}
+
+impl SegmentFile {
+    /// Opens (creating) `path` for reads and writes.
+    pub async fn open_rw(path: &Path, role: FileRole) -> Result<Rc<SegmentFile>> {
+        let injector = SHARD_INJECTOR.with(|i| i.borrow().clone());
+        if let Some(inj) = &injector {
+            inj.check_alive("opening a file")?;
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .dma_open(path)
+            .await
+            .map_err(|e| StorageError::glommio(format!("opening {}", path.display()), e))?;
+        Self::wrap(file, role, injector).await
+    }
+
+    /// Opens an existing file read-only; `Ok(None)` when it does not exist.
+    pub async fn open_existing(path: &Path, role: FileRole) -> Result<Option<Rc<SegmentFile>>> {
+        let injector = SHARD_INJECTOR.with(|i| i.borrow().clone());
+        if let Some(inj) = &injector {
+            inj.check_alive("opening a file")?;
+        }
+        let file = match DmaFile::open(path).await {
+            Ok(f) => f,
+            Err(glommio::GlommioError::IoError(e)) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(glommio::GlommioError::EnhancedIoError { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                return Ok(None)
+            }
+            Err(e) => return Err(StorageError::glommio(format!("opening {}", path.display()), e)),
+        };
+        Self::wrap(file, role, injector).await.map(Some)
+    }
+
+    async fn wrap(file: DmaFile, role: FileRole, injector: Option<Rc<FaultInjector>>) -> Result<Rc<SegmentFile>> {
+        let Some(injector) = injector else { return Ok(Rc::new(SegmentFile { file, fault: None })) };
+        let size = file.file_size().await.map_err(|e| StorageError::glommio("sizing a file", e))?;
+        let overlay = RefCell::new(Overlay { blocks: BTreeMap::new(), size });
+        let f = Rc::new(SegmentFile { file, fault: Some(FaultState { injector: injector.clone(), role, overlay }) });
+        injector.register(&f);
+        Ok(f)
+    }
+
+    pub fn alignment(&self) -> u64 {
+        self.file.alignment()
+    }
+
+    pub fn align_down(&self, pos: u64) -> u64 {
+        self.file.align_down(pos)
+    }
+
+    pub fn align_up(&self, pos: u64) -> u64 {
+        self.file.align_up(pos)
+    }
+
+    pub fn alloc_dma_buffer(&self, len: usize) -> DmaBuffer {
+        self.file.alloc_dma_buffer(len)
+    }
+
+    /// Writes `buf` (whole blocks) at aligned `pos`; returns the bytes written.
+    pub async fn write_at(&self, buf: DmaBuffer, pos: u64) -> Result<usize> {
+        let Some(state) = &self.fault else {
+            return self.file.write_at(buf, pos).await.map_err(|e| StorageError::glommio("writing a segment", e));
+        };
+        let inj = &state.injector;
+        inj.check_alive("writing a segment")?;
+        let block = self.alignment();
+        debug_assert!(pos % block == 0 && buf.len() as u64 % block == 0, "DMA writes cover whole blocks");
+        let fault = if state.role == FileRole::Segment { inj.take_armed(true) } else { None };
+        match fault {
+            Some(Fault::WriteEio) => {
+                inj.bump(|s| s.write_errors += 1);
+                Err(errno("writing a segment", libc::EIO))
+            }
+            Some(Fault::WriteNoSpace) => {
+                inj.bump(|s| s.write_errors += 1);
+                Err(errno("writing a segment", libc::ENOSPC))
+            }
+            Some(Fault::TornWrite) if buf.len() > 1 => {
+                // A prefix ending inside a block (never the whole write).
+                let keep = inj.below(1, buf.len() as u64) as usize;
+                let mut data = self.read_bytes(pos, keep.next_multiple_of(block as usize)).await?.to_vec();
+                data.resize(keep.next_multiple_of(block as usize), 0);
+                data[..keep].copy_from_slice(&buf.as_bytes()[..keep]);
+                self.put_blocks(pos, &data);
+                inj.bump(|s| s.torn_writes += 1);
+                Err(errno("writing a segment (torn)", libc::EIO))
+            }
+            _ => {
+                self.put_blocks(pos, buf.as_bytes());
+                Ok(buf.len())
+            }
+        }
+    }
+
+    /// Puts whole blocks into the overlay.
+    fn put_blocks(&self, pos: u64, data: &[u8]) {
+        let Some(state) = &self.fault else { return };
+        let block = self.alignment() as usize;
+        let mut overlay = state.overlay.borrow_mut();
+        for (i, b) in data.chunks(block).enumerate() {
+            let mut v = b.to_vec();
+            v.resize(block, 0);
+            overlay.blocks.insert(pos / block as u64 + i as u64, v);
+        }
+        overlay.size = overlay.size.max(pos + data.len() as u64);
+    }
+
+    /// Reads `len` bytes at `pos` (any alignment) into owned `Bytes`; short at the end.
+    pub async fn read_bytes(&self, pos: u64, len: usize) -> Result<Bytes> {
+        let Some(state) = &self.fault else {
+            let r = self.file.read_at(pos, len).await.map_err(|e| StorageError::glommio("reading a segment", e))?;
+            // One copy: glommio's read buffers are tied to the executor (not Send), and
+            // fetch responses may be written by another shard's connection.
+            return Ok(Bytes::copy_from_slice(&r));
+        };
+        state.injector.check_alive("reading a segment")?;
+        // The overlay as of now: blocks synced during the read below are on disk by then.
+        let block = self.alignment();
+        let (end, patches) = {
+            let overlay = state.overlay.borrow();
+            let end = (pos + len as u64).min(overlay.size);
+            if pos >= end {
+                return Ok(Bytes::new());
+            }
+            let patches: Vec<(u64, Vec<u8>)> =
+                overlay.blocks.range(pos / block..end.div_ceil(block)).map(|(&i, b)| (i, b.clone())).collect();
+            (end, patches)
+        };
+        let want = (end - pos) as usize;
+        let disk = self.file.read_at(pos, want).await.map_err(|e| StorageError::glommio("reading a segment", e))?;
+        let mut out = disk.to_vec();
+        out.resize(want, 0);
+        for (i, b) in patches {
+            let (bstart, bend) = (i * block, (i + 1) * block);
+            let (from, to) = (bstart.max(pos), bend.min(end));
+            out[(from - pos) as usize..(to - pos) as usize].copy_from_slice(&b[(from - bstart) as usize..(to - bstart) as usize]);
+        }
+        Ok(Bytes::from(out))
+    }
+
+    /// fdatasync: with an injector, first writes the overlay to the file.
+    pub async fn fdatasync(&self) -> Result<()> {
+        let Some(state) = &self.fault else {
+            return self.file.fdatasync().await.map_err(|e| StorageError::glommio("fdatasync", e));
+        };
+        let inj = &state.injector;
+        inj.check_alive("fdatasync")?;
+        if state.role == FileRole::Segment && inj.take_armed(false) == Some(Fault::SyncEio) {
+            // Linux may drop the dirty pages of a failed fsync: the unsynced data is gone.
+            let disk_size = self.file.file_size().await.map_err(|e| StorageError::glommio("sizing a file", e))?;
+            let mut overlay = state.overlay.borrow_mut();
+            overlay.blocks.clear();
+            overlay.size = disk_size;
+            inj.bump(|s| s.sync_errors += 1);
+            return Err(errno("fdatasync", libc::EIO));
+        }
+        let (blocks, size) = {
+            let overlay = state.overlay.borrow();
+            (overlay.blocks.clone(), overlay.size)
+        };
+        let total = blocks.values().map(|b| b.len() as u64).sum();
+        self.apply_prefix(&blocks, total).await?;
+        let disk_size = self.file.file_size().await.map_err(|e| StorageError::glommio("sizing a file", e))?;
+        if disk_size > size {
+            self.file.truncate(size).await.map_err(|e| StorageError::glommio("truncating a file", e))?;
+        }
+        self.file.fdatasync().await.map_err(|e| StorageError::glommio("fdatasync", e))?;
+        // Forget only blocks no write replaced while this sync ran.
+        let mut overlay = state.overlay.borrow_mut();
+        for (i, b) in blocks {
+            if overlay.blocks.get(&i) == Some(&b) {
+                overlay.blocks.remove(&i);
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the first `keep` bytes of `blocks` (in file order) to the real file: whole
+    /// blocks, then the cut one merged with what the disk holds.
+    async fn apply_prefix(&self, blocks: &BTreeMap<u64, Vec<u8>>, keep: u64) -> Result<()> {
+        let block = self.alignment();
+        let mut left = keep;
+        for (&i, b) in blocks {
+            if left == 0 {
+                break;
+            }
+            let mut data = b.clone();
+            if left < block {
+                let disk = self.file.read_at(i * block, block as usize).await.map_err(|e| StorageError::glommio("reading a segment", e))?;
+                let mut merged = disk.to_vec();
+                merged.resize(block as usize, 0);
+                merged[..left as usize].copy_from_slice(&b[..left as usize]);
+                data = merged;
+            }
+            left = left.saturating_sub(block);
+            let mut buf = self.file.alloc_dma_buffer(block as usize);
+            buf.as_bytes_mut().copy_from_slice(&data);
+            let n = self.file.write_at(buf, i * block).await.map_err(|e| StorageError::glommio("writing a segment", e))?;
+            if (n as u64) < block {
+                return Err(StorageError::NoSpace { context: format!("writing a synced block (wrote {n} of {block})") });
+            }
+        }
+        Ok(())
+    }
+
+    pub async fn file_size(&self) -> Result<u64> {
+        match &self.fault {
+            None => self.file.file_size().await.map_err(|e| StorageError::glommio("sizing a file", e)),
+            Some(state) => {
+                state.injector.check_alive("sizing a file")?;
+                Ok(state.overlay.borrow().size)
+            }
+        }
+    }
+
+    /// Cuts the file to `size` bytes.
+    pub async fn truncate(&self, size: u64) -> Result<()> {
+        let Some(state) = &self.fault else {
+            return self.file.truncate(size).await.map_err(|e| StorageError::glommio("truncating a file", e));
+        };
+        state.injector.check_alive("truncating a file")?;
+        {
+            let block = self.alignment();
+            let mut overlay = state.overlay.borrow_mut();
+            let cut = size.div_ceil(block);
+            overlay.blocks.retain(|&i, _| i < cut);
+            if size % block != 0 {
+                if let Some(b) = overlay.blocks.get_mut(&(size / block)) {
+                    b[(size % block) as usize..].fill(0);
+                }
+            }
+            overlay.size = size;
+        }
+        let disk_size = self.file.file_size().await.map_err(|e| StorageError::glommio("sizing a file", e))?;
+        if disk_size > size {
+            self.file.truncate(size).await.map_err(|e| StorageError::glommio("truncating a file", e))?;
+        }
+        Ok(())
+    }
+
+    /// Renames the file (it keeps its descriptor and overlay).
+    pub async fn rename(&self, to: &Path) -> Result<()> {
+        if let Some(state) = &self.fault {
+            state.injector.check_alive("renaming a file")?;
+        }
+        self.file.rename(to).await.map_err(|e| StorageError::glommio(format!("renaming to {}", to.display()), e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::testing::run;
+
+    fn block_of(byte: u8, len: usize) -> Vec<u8> {
+        vec![byte; len]
+    }
+
+    async fn write(f: &SegmentFile, pos: u64, data: &[u8]) -> Result<usize> {
+        let mut buf = f.alloc_dma_buffer(data.len());
+        buf.as_bytes_mut().copy_from_slice(data);
+        f.write_at(buf, pos).await
+    }
+
+    #[test]
+    fn unsynced_writes_are_read_back_and_lost_at_a_crash() {
+        run(|dir| async move {
+            let inj = FaultInjector::new(7);
+            set_shard_fault_injector(Some(inj.clone()));
+            let path = dir.join("a.log");
+            let f = SegmentFile::open_rw(&path, FileRole::Segment).await.unwrap();
+            let bs = f.alignment() as usize;
+            write(&f, 0, &block_of(1, bs)).await.unwrap();
+            f.fdatasync().await.unwrap();
+            write(&f, bs as u64, &block_of(2, bs)).await.unwrap();
+            assert_eq!(f.file_size().await.unwrap(), 2 * bs as u64);
+            let seen = f.read_bytes(bs as u64 - 4, 8).await.unwrap();
+            assert_eq!(&seen[..], &[1, 1, 1, 1, 2, 2, 2, 2], "reads see unsynced writes");
+            assert_eq!(std::fs::metadata(&path).unwrap().len(), bs as u64, "the disk has only the synced block");
+            inj.crash(false).await;
+            assert!(f.read_bytes(0, 1).await.is_err(), "a crashed file refuses everything");
+            drop(f);
+            inj.restart();
+            let f = SegmentFile::open_rw(&path, FileRole::Segment).await.unwrap();
+            assert_eq!(f.file_size().await.unwrap(), bs as u64, "the unsynced block is gone");
+            set_shard_fault_injector(None);
+        });
+    }
+
+    #[test]
+    fn armed_faults_fail_and_tear() {
+        run(|dir| async move {
+            let inj = FaultInjector::new(11);
+            set_shard_fault_injector(Some(inj.clone()));
+            let f = SegmentFile::open_rw(&dir.join("b.log"), FileRole::Segment).await.unwrap();
+            let bs = f.alignment() as usize;
+            inj.arm(Fault::WriteNoSpace);
+            assert!(matches!(write(&f, 0, &block_of(3, bs)).await, Err(StorageError::NoSpace { .. })));
+            inj.arm(Fault::WriteEio);
+            assert!(matches!(write(&f, 0, &block_of(3, bs)).await, Err(StorageError::Io { .. })));
+            assert_eq!(f.file_size().await.unwrap(), 0, "a failed write applies nothing");
+            inj.arm(Fault::TornWrite);
+            assert!(write(&f, 0, &block_of(4, 2 * bs)).await.is_err());
+            let got = f.read_bytes(0, 2 * bs).await.unwrap();
+            let applied = got.iter().take_while(|&&b| b == 4).count();
+            assert!(applied > 0 && applied < 2 * bs, "a torn write applies a strict prefix ({applied})");
+            assert!(got[applied..].iter().all(|&b| b == 0));
+            write(&f, 0, &block_of(5, bs)).await.unwrap();
+            inj.arm(Fault::SyncEio);
+            assert!(f.fdatasync().await.is_err());
+            assert_eq!(f.file_size().await.unwrap(), 0, "a failed fdatasync drops the unsynced data");
+            // A metadata file is never hit by armed segment faults.
+            inj.arm(Fault::WriteEio);
+            let m = SegmentFile::open_rw(&dir.join("m"), FileRole::Metadata).await.unwrap();
+            write(&m, 0, &block_of(6, bs)).await.unwrap();
+            m.fdatasync().await.unwrap();
+            assert_eq!(inj.armed(), vec![Fault::WriteEio]);
+            assert_eq!(inj.stats(), FaultStats { write_errors: 2, torn_writes: 1, sync_errors: 1, crashes: 0 });
+            set_shard_fault_injector(None);
+        });
+    }
+}
