@@ -1,5 +1,6 @@
 //! Log compaction on a real glommio executor with real DMA files. Clean passes are
 //! triggered directly (`Partition::clean`), never by waiting on the cleaner loop.
+use super::tests::settings;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::rc::Rc;
@@ -9,8 +10,7 @@ use kafka_protocol::records::{Compression, RecordBatchDecoder};
 use proptest::prelude::*;
 
 use super::tests::run;
-use super::{Partition, PartitionError, PartitionSettings};
-use crate::config::FlushMode;
+use super::{Partition, PartitionError};
 use crate::record::tests::{compression_of, kv_batch};
 use crate::record::{iter_batches, parse_header, BatchError};
 use crate::runtime::now_ms;
@@ -18,16 +18,6 @@ use crate::storage::LogConfig;
 
 /// (offset, key, value) of one record read back.
 type Rec = (i64, Option<Bytes>, Option<Bytes>);
-
-fn settings() -> PartitionSettings {
-    PartitionSettings {
-        max_message_bytes: 1 << 20,
-        log_append_time: false,
-        timestamp_before_max_ms: i64::MAX,
-        timestamp_after_max_ms: i64::MAX,
-        flush: FlushMode::Always,
-    }
-}
 
 fn compact_cfg() -> LogConfig {
     LogConfig {

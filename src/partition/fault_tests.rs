@@ -26,8 +26,7 @@ use bytes::Bytes;
 use kafka_protocol::records::Compression;
 use proptest::prelude::*;
 
-use super::{Partition, PartitionError, PartitionSettings};
-use crate::config::FlushMode;
+use super::{Partition, PartitionError};
 use crate::record::tests::{decode_kv, kv_batch};
 use crate::storage::file::{set_shard_fault_injector, Fault, FaultInjector};
 use crate::storage::{LogConfig, StorageError};
@@ -43,7 +42,7 @@ fn log_config() -> LogConfig {
 }
 
 async fn open(dir: &Path) -> Rc<Partition> {
-    let settings = PartitionSettings { max_message_bytes: 1 << 20, log_append_time: false, timestamp_before_max_ms: i64::MAX, timestamp_after_max_ms: i64::MAX, flush: FlushMode::Always };
+    let settings = super::tests::settings();
     Partition::open(&dir.join("f-0"), "f".into(), 0, [2; 16], 0, 0, log_config(), settings).await.expect("recovery opens the log")
 }
 
@@ -247,7 +246,7 @@ async fn run_case(dir: PathBuf, ops: Vec<Op>, seed: u64) {
                 quiesce(&p).await;
                 drop(p);
                 inj.restart();
-                let settings = PartitionSettings { max_message_bytes: 1 << 20, log_append_time: false, timestamp_before_max_ms: i64::MAX, timestamp_after_max_ms: i64::MAX, flush: FlushMode::Always };
+                let settings = super::tests::settings();
                 match Partition::open(&dir.join("f-0"), "f".into(), 0, [2; 16], 0, 0, log_config(), settings).await {
                     Ok(reopened) => p = reopened,
                     // Detected at recovery: a sealed segment without its index is scanned,

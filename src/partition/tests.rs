@@ -20,7 +20,8 @@ pub(crate) fn batch(n: usize, ts: i64, producer: Option<(i64, i16, i32)>, compre
     kv_batch(0, &recs, compression, producer, ts)
 }
 
-fn settings() -> PartitionSettings {
+/// Partition settings for tests: 1 MiB batches, CreateTime, no timestamp window, flush=always.
+pub(crate) fn settings() -> PartitionSettings {
     PartitionSettings {
         max_message_bytes: 1 << 20,
         log_append_time: false,
