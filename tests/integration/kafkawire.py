@@ -101,6 +101,18 @@ def recv_exact(s: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
+def closed_or_reply(s: socket.socket, timeout_s: float) -> str:
+    """'closed' if the peer closed/reset, 'reply' if a frame came, 'silent' at the safety net."""
+    s.settimeout(timeout_s)
+    try:
+        data = s.recv(4)
+    except (ConnectionResetError, BrokenPipeError):
+        return "closed"
+    except socket.timeout:
+        return "silent"
+    return "reply" if data else "closed"
+
+
 def recv_frame(s: socket.socket) -> bytes:
     (size,) = struct.unpack(">i", recv_exact(s, 4))
     assert 0 <= size < 64 << 20, f"response frame size {size}"

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from clients import (Rec, admin_create_topic, consume_confluent, produce_confluent, watermarks)
-from kafkawire import (API_VERSIONS, api_versions_request, batch_crc, connect, i32, message_v1,
+from kafkawire import (closed_or_reply, API_VERSIONS, api_versions_request, batch_crc, connect, i32, message_v1,
                        parse_api_versions_v0, parse_produce_v2, parse_produce_v8, produce_v2_request,
                        produce_v8_request, recv_frame, record_batch, request, roundtrip)
 
@@ -29,17 +29,6 @@ def _api_versions_ok(bootstrap_or_sock) -> dict:
     assert API_VERSIONS in apis
     return apis
 
-
-def _closed_or_reply(s: socket.socket) -> str:
-    """'closed' if the peer closed/reset, 'reply' if a frame came, 'silent' at the safety net."""
-    s.settimeout(REPLY_TIMEOUT_S)
-    try:
-        data = s.recv(4)
-    except (ConnectionResetError, BrokenPipeError):
-        return "closed"
-    except socket.timeout:
-        return "silent"
-    return "reply" if data else "closed"
 
 
 def _produce_works(bootstrap: str, topic: str):
@@ -62,7 +51,7 @@ def test_oversized_or_negative_frame_closes_only_that_connection(broker, size):
         _api_versions_ok(other)
         with connect(bootstrap) as s:
             s.sendall(struct.pack(">I", size) + b"\x00\x12\x00\x00\x00\x00\x00\x01" + b"\x00" * 64)
-            assert _closed_or_reply(s) == "closed", f"frame length {size:#x}: connection not closed"
+            assert closed_or_reply(s, REPLY_TIMEOUT_S) == "closed", f"frame length {size:#x}: connection not closed"
         broker.assert_alive()
         _api_versions_ok(other)  # an existing connection is unaffected
     _api_versions_ok(bootstrap)  # and new ones are accepted
@@ -162,7 +151,7 @@ def test_garbage_bodies_for_every_api_key(broker, wire_topic):
             try:
                 with connect(bootstrap) as s:
                     s.sendall(i32(len(payload)) + payload)
-                    return _closed_or_reply(s)
+                    return closed_or_reply(s, REPLY_TIMEOUT_S)
             except (ConnectionResetError, BrokenPipeError):
                 return "closed"
         outcomes += list(pool.map(raw_case, raw))
