@@ -41,6 +41,7 @@ mod state_machine;
 mod types;
 
 pub use handle::ControllerHandle;
+pub use propose::validate_topic_name;
 
 /// Largest partition count one topic may have (every structure has a limit).
 pub const MAX_PARTITIONS_PER_TOPIC: i32 = 100_000;

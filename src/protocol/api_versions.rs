@@ -38,15 +38,26 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::InitProducerId, 0, 5),
+    // ACLs are off (no authorizer): SECURITY_DISABLED, as Kafka without one.
+    (ApiKey::DescribeAcls, 1, 3),
+    (ApiKey::CreateAcls, 1, 3),
+    (ApiKey::DeleteAcls, 1, 3),
     (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterReplicaLogDirs, 1, 2),
+    (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::DescribeTransactions, 0, 0),
+    (ApiKey::ListTransactions, 0, 2),
     // KIP-848 consumer groups, served by src/group/consumer/.
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
+    (ApiKey::ListConfigResources, 0, 1),
+    (ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 
 /// Kafka 4.1 ranges of the group APIs, kept here so the codec check covers them before

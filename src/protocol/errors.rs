@@ -20,6 +20,7 @@ impl ErrorCode {
     pub const LEADER_NOT_AVAILABLE: ErrorCode = ErrorCode(5);
     pub const NOT_LEADER_OR_FOLLOWER: ErrorCode = ErrorCode(6);
     pub const REQUEST_TIMED_OUT: ErrorCode = ErrorCode(7);
+    pub const REPLICA_NOT_AVAILABLE: ErrorCode = ErrorCode(9);
     pub const MESSAGE_TOO_LARGE: ErrorCode = ErrorCode(10);
     pub const OFFSET_METADATA_TOO_LARGE: ErrorCode = ErrorCode(12);
     pub const COORDINATOR_LOAD_IN_PROGRESS: ErrorCode = ErrorCode(14);
@@ -57,7 +58,9 @@ impl ErrorCode {
     pub const INVALID_TRANSACTION_TIMEOUT: ErrorCode = ErrorCode(50);
     pub const CONCURRENT_TRANSACTIONS: ErrorCode = ErrorCode(51);
     pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(53);
+    pub const SECURITY_DISABLED: ErrorCode = ErrorCode(54);
     pub const KAFKA_STORAGE_ERROR: ErrorCode = ErrorCode(56);
+    pub const LOG_DIR_NOT_FOUND: ErrorCode = ErrorCode(57);
     pub const UNKNOWN_PRODUCER_ID: ErrorCode = ErrorCode(59);
     pub const NON_EMPTY_GROUP: ErrorCode = ErrorCode(68);
     pub const GROUP_ID_NOT_FOUND: ErrorCode = ErrorCode(69);
@@ -72,13 +75,17 @@ impl ErrorCode {
     pub const INVALID_RECORD: ErrorCode = ErrorCode(87);
     pub const THROTTLING_QUOTA_EXCEEDED: ErrorCode = ErrorCode(89);
     pub const PRODUCER_FENCED: ErrorCode = ErrorCode(90);
+    pub const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode(91);
+    pub const DUPLICATE_RESOURCE: ErrorCode = ErrorCode(92);
     pub const UNKNOWN_TOPIC_ID: ErrorCode = ErrorCode(100);
     pub const INCONSISTENT_TOPIC_ID: ErrorCode = ErrorCode(103);
+    pub const TRANSACTIONAL_ID_NOT_FOUND: ErrorCode = ErrorCode(105);
     // KIP-848 consumer groups.
     pub const FENCED_MEMBER_EPOCH: ErrorCode = ErrorCode(110);
     pub const UNRELEASED_INSTANCE_ID: ErrorCode = ErrorCode(111);
     pub const UNSUPPORTED_ASSIGNOR: ErrorCode = ErrorCode(112);
     pub const STALE_MEMBER_EPOCH: ErrorCode = ErrorCode(113);
+    pub const INVALID_REGULAR_EXPRESSION: ErrorCode = ErrorCode(128);
 
     /// The wire value.
     #[inline]
@@ -174,6 +181,13 @@ mod tests {
             (ErrorCode::PRODUCER_FENCED, ResponseError::ProducerFenced),
             (ErrorCode::UNKNOWN_TOPIC_ID, ResponseError::UnknownTopicId),
             (ErrorCode::INCONSISTENT_TOPIC_ID, ResponseError::InconsistentTopicId),
+            (ErrorCode::REPLICA_NOT_AVAILABLE, ResponseError::ReplicaNotAvailable),
+            (ErrorCode::SECURITY_DISABLED, ResponseError::SecurityDisabled),
+            (ErrorCode::LOG_DIR_NOT_FOUND, ResponseError::LogDirNotFound),
+            (ErrorCode::RESOURCE_NOT_FOUND, ResponseError::ResourceNotFound),
+            (ErrorCode::DUPLICATE_RESOURCE, ResponseError::DuplicateResource),
+            (ErrorCode::TRANSACTIONAL_ID_NOT_FOUND, ResponseError::TransactionalIdNotFound),
+            (ErrorCode::INVALID_REGULAR_EXPRESSION, ResponseError::InvalidRegularExpression),
         ];
         for (ours, theirs) in pairs {
             assert_eq!(ours.code(), theirs.code(), "{theirs:?}");

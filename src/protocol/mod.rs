@@ -5,6 +5,7 @@
 //!
 //! - `frame.rs`        length-prefixed frames, response encoding
 //! - `request.rs`      request header + body decode (bounded)
+//! - `acl_operations.rs` the authorized_operations bit sets (no authorizer: all of them)
 //! - `api_versions.rs` the versions this broker serves and the ApiVersions response
 //! - `fetch_writer.rs` the hand-written Fetch response (stored batch bytes, no copy)
 //! - `errors.rs`       `ErrorCode`, the wire's int16
@@ -23,6 +24,7 @@
 //! that remain and against a limit before anything is sliced or allocated, and no
 //! function panics on input (see `fuzz/fuzz_targets/request_decode.rs`).
 
+pub mod acl_operations;
 pub mod api_versions;
 pub mod errors;
 pub mod fetch_writer;

@@ -9,6 +9,7 @@
 //! - `socket_split.rs` a glommio TCP stream split into read and write halves
 //! - `dispatch.rs`    request → handler
 //! - `handlers/`      one file per Kafka API
+//! - `log_dir.rs`     the one log dir: path, file-system bytes, partition sizes on disk
 //! - `error_map.rs`   the one place where internal errors become Kafka error codes
 //!
 //! Nothing below imports `server::`.
@@ -17,6 +18,7 @@ pub mod connection;
 pub mod dispatch;
 pub mod error_map;
 pub mod handlers;
+pub mod log_dir;
 pub mod request_memory;
 pub mod shard;
 mod socket_split;

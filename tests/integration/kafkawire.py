@@ -364,3 +364,68 @@ def batches_in(records: bytes) -> list[tuple[int, int, int]]:
         out.append((base, base + last_delta, 12 + length))
         i += 12 + length
     return out
+
+
+# -- flexible (compact) encoding, for the admin-API compatibility tests ------------------------
+
+def compact_nullable_string(s: str | None) -> bytes:
+    return uvarint(0) if s is None else compact_string(s)
+
+
+def compact_array(items: list[bytes]) -> bytes:
+    return uvarint(len(items) + 1) + b"".join(items)
+
+
+class FlexReader(Reader):
+    """Reads flexible-version fields (compact strings and arrays, tagged fields skipped)."""
+
+    def i8(self): return self.take(">b")
+
+    def uvarint(self) -> int:
+        shift = value = 0
+        while True:
+            byte = self.b[self.i]
+            self.i += 1
+            value |= (byte & 0x7F) << shift
+            if not byte & 0x80:
+                return value
+            shift += 7
+
+    def compact_string(self) -> str | None:
+        n = self.uvarint() - 1
+        if n < 0:
+            return None
+        s = self.b[self.i:self.i + n].decode()
+        self.i += n
+        return s
+
+    def compact_bytes(self) -> bytes | None:
+        n = self.uvarint() - 1
+        if n < 0:
+            return None
+        b = self.b[self.i:self.i + n]
+        self.i += n
+        return b
+
+    def array(self, item) -> list | None:
+        n = self.uvarint() - 1
+        return None if n < 0 else [item() for _ in range(n)]
+
+    def uuid(self) -> bytes:
+        u = self.b[self.i:self.i + 16]
+        self.i += 16
+        return u
+
+    def tags(self) -> None:
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self.i += self.uvarint()
+
+
+def flexible_roundtrip(bootstrap: str, api_key: int, version: int, body: bytes, correlation_id: int = 1) -> FlexReader:
+    """Sends a flexible-version request (header v2); returns a reader past the response header v1."""
+    resp = roundtrip(bootstrap, request(api_key, version, correlation_id, body + uvarint(0), header_version=2))
+    r = FlexReader(resp)
+    assert r.i32() == correlation_id
+    r.tags()
+    return r

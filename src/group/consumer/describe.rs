@@ -8,12 +8,9 @@ use super::group::Assignment;
 use crate::protocol::strings::str_bytes;
 use crate::cluster::image::MetadataImage;
 use crate::group::state::Group;
+use crate::protocol::acl_operations::{self, NOT_REQUESTED as OPERATIONS_NOT_REQUESTED};
 use crate::protocol::ErrorCode;
 
-/// authorized_operations when the client did not ask for them.
-const OPERATIONS_NOT_REQUESTED: i32 = i32::MIN;
-/// READ, DELETE and DESCRIBE on a group (no ACLs here: everything is allowed).
-const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
 /// Kafka's MemberType for a KIP-848 member (ConsumerGroupDescribe v1).
 const MEMBER_TYPE_CONSUMER: i8 = 1;
 
@@ -61,7 +58,7 @@ pub fn describe(group_id: &str, g: Option<&Group>, include_authorized_operations
         .with_assignment_epoch(c.assignment_epoch)
         .with_assignor_name(str_bytes(c.preferred_assignor()))
         .with_members(members)
-        .with_authorized_operations(if include_authorized_operations { GROUP_OPERATIONS } else { OPERATIONS_NOT_REQUESTED })
+        .with_authorized_operations(acl_operations::if_requested(include_authorized_operations, acl_operations::GROUP))
 }
 
 /// DescribeGroups (the classic API) on a consumer group: Kafka 4.1 answers that it is

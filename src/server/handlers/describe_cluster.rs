@@ -1,18 +1,21 @@
+//! DescribeCluster 0-1: this broker as the whole cluster and its controller. Cluster
+//! authorized operations when asked: all of them (no authorizer), as Kafka answers.
 use kafka_protocol::messages::describe_cluster_response::{DescribeClusterBroker, DescribeClusterResponse};
-use kafka_protocol::messages::BrokerId;
+use kafka_protocol::messages::{BrokerId, DescribeClusterRequest};
 
 use super::{str_bytes, this_node};
+use crate::protocol::acl_operations;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
-pub fn handle(ctx: &ShardContext, meta: RequestMeta) -> Response {
+pub fn handle(ctx: &ShardContext, meta: RequestMeta, req: DescribeClusterRequest) -> Response {
     let (node, host, port) = this_node(ctx);
     let image = ctx.image();
     let resp = DescribeClusterResponse::default()
         .with_endpoint_type(1)
         .with_cluster_id(str_bytes(&image.cluster_id))
         .with_controller_id(BrokerId(node))
-        .with_cluster_authorized_operations(i32::MIN)
+        .with_cluster_authorized_operations(acl_operations::if_requested(req.include_cluster_authorized_operations, acl_operations::CLUSTER))
         .with_brokers(vec![DescribeClusterBroker::default()
             .with_broker_id(BrokerId(node))
             .with_host(str_bytes(&host))

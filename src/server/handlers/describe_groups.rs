@@ -1,4 +1,6 @@
-//! DescribeGroups 0-6: each group described by its coordinating shard.
+//! DescribeGroups 0-6: each group described by its coordinating shard. When asked (v3+),
+//! groups described without error carry their authorized operations: all of them (no
+//! authorizer), as Kafka.
 use std::rc::Rc;
 
 use futures::future::join_all;
@@ -6,7 +8,7 @@ use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 
 use crate::group::ops::{route, GroupOp, GroupReply};
-use crate::protocol::ErrorCode;
+use crate::protocol::{acl_operations, ErrorCode};
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -15,6 +17,7 @@ const MAX_GROUPS: usize = 10_000;
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeGroupsRequest) -> Response {
     let v = meta.version;
+    let include_operations = req.include_authorized_operations;
     let groups = req.groups.into_iter().take(MAX_GROUPS).map(|g| async move {
         let id = g.0.to_string();
         let mut d = match route(&ctx.router, &id, GroupOp::Describe { group_id: id.clone(), version: v }).await {
@@ -25,6 +28,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeGrou
         if v < 6 {
             d.error_message = None;
         }
+        d.authorized_operations = acl_operations::if_requested(include_operations && d.error_code == ErrorCode::NONE.code(), acl_operations::GROUP);
         d
     });
     let groups = join_all(groups).await;

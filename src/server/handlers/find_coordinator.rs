@@ -1,6 +1,13 @@
 //! FindCoordinator 0-6: this broker coordinates every group once `__consumer_offsets`
-//! exists (single node). Batched keys from v4. Transaction coordinators do not exist yet:
-//! key type 1 gets COORDINATOR_NOT_AVAILABLE.
+//! exists (single node). Batched keys from v4.
+//!
+//! Transactions are not implemented, so key type 1 (a transactional id) gets
+//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED with a message saying why — what Kafka answers a
+//! client that may not use that transactional id. The code is chosen for what clients do
+//! with it: it is the one FindCoordinator error librdkafka treats as fatal (every other
+//! code, COORDINATOR_NOT_AVAILABLE included, is retried until `init_transactions` times
+//! out), and Java's producer, franz-go and kafka-python fail at once on it too (not
+//! retriable), showing our message where they show the broker's (librdkafka, franz-go).
 use std::rc::Rc;
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -16,15 +23,22 @@ use crate::server::shard::ShardContext;
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
-fn lookup(ctx: &ShardContext, key: &str, key_type: i8) -> Result<(i32, String, i32), ErrorCode> {
+/// Why a transactional id has no coordinator here (the error message clients show).
+pub const TRANSACTIONS_UNSUPPORTED: &str = "transactions are not supported by this broker (shardlog has no transaction coordinator)";
+
+/// A lookup failure: the code and the message sent with it.
+struct Failure(ErrorCode, String);
+
+fn lookup(ctx: &ShardContext, key: &str, key_type: i8) -> Result<(i32, String, i32), Failure> {
+    let plain = |e: ErrorCode| Failure(e, e.to_string());
     match key_type {
-        KEY_TYPE_GROUP if key.is_empty() => Err(ErrorCode::INVALID_REQUEST),
+        KEY_TYPE_GROUP if key.is_empty() => Err(plain(ErrorCode::INVALID_REQUEST)),
         KEY_TYPE_GROUP => match coordinator_of(&ctx.router, key) {
             Some(_) => Ok(this_node(ctx)),
-            None => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
+            None => Err(plain(ErrorCode::COORDINATOR_NOT_AVAILABLE)),
         },
-        KEY_TYPE_TRANSACTION => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
-        _ => Err(ErrorCode::INVALID_REQUEST),
+        KEY_TYPE_TRANSACTION => Err(Failure(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_UNSUPPORTED.to_string())),
+        _ => Err(plain(ErrorCode::INVALID_REQUEST)),
     }
 }
 
@@ -37,7 +51,7 @@ pub fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FindCoordinatorReq
                 let c = Coordinator::default().with_key(k.clone());
                 match lookup(ctx, k, req.key_type) {
                     Ok((id, host, port)) => c.with_node_id(BrokerId(id)).with_host(str_bytes(&host)).with_port(port),
-                    Err(e) => c.with_node_id(BrokerId(-1)).with_host(StrBytes::default()).with_port(-1).with_error_code(e.code()).with_error_message(Some(str_bytes(&e.to_string()))),
+                    Err(Failure(e, msg)) => c.with_node_id(BrokerId(-1)).with_host(StrBytes::default()).with_port(-1).with_error_code(e.code()).with_error_message(Some(str_bytes(&msg))),
                 }
             })
             .collect();
@@ -45,10 +59,10 @@ pub fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FindCoordinatorReq
     }
     let resp = match lookup(ctx, &req.key, req.key_type) {
         Ok((id, host, port)) => FindCoordinatorResponse::default().with_node_id(BrokerId(id)).with_host(str_bytes(&host)).with_port(port),
-        Err(e) => {
+        Err(Failure(e, msg)) => {
             let r = FindCoordinatorResponse::default().with_error_code(e.code()).with_node_id(BrokerId(-1)).with_port(-1);
             // error_message exists from v1.
-            if meta.version >= 1 { r.with_error_message(Some(str_bytes(&e.to_string()))) } else { r }
+            if meta.version >= 1 { r.with_error_message(Some(str_bytes(&msg))) } else { r }
         }
     };
     meta.respond(&resp)

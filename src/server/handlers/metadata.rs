@@ -1,5 +1,8 @@
 //! Metadata: this broker as the only node, every partition led by it. Unknown topics
 //! are created when the client allows it and `auto_create_topics_enable` is on.
+//! Authorized operations (v8+), when asked: every operation (no authorizer), as Kafka —
+//! per topic for every topic answered (errors too), for the cluster only in v8-10 (v11
+//! dropped the field; Kafka ignores the flag from then on).
 use std::rc::Rc;
 
 use kafka_protocol::messages::metadata_request::MetadataRequest;
@@ -10,7 +13,7 @@ use kafka_protocol::messages::BrokerId;
 
 use super::{code, str_bytes, this_node, topic_name, uuid};
 use crate::cluster::image::TopicMeta;
-use crate::protocol::ErrorCode;
+use crate::protocol::{acl_operations, ErrorCode};
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -43,12 +46,15 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequ
         ctx.catch_up_with_controller().await;
     }
     let image = ctx.image();
+    // The codec encodes neither field below v8.
+    let topic_ops = acl_operations::if_requested(req.include_topic_authorized_operations, acl_operations::TOPIC);
+    let cluster_ops = acl_operations::if_requested(meta.version <= 10 && req.include_cluster_authorized_operations, acl_operations::CLUSTER);
     let describe = |t: &TopicMeta| {
         MetadataResponseTopic::default()
             .with_name(Some(topic_name(&t.name)))
             .with_topic_id(uuid(&t.topic_id))
             .with_is_internal(crate::cluster::topic_config::is_internal_topic(&t.name))
-            .with_topic_authorized_operations(i32::MIN)
+            .with_topic_authorized_operations(topic_ops)
             .with_partitions(
                 t.partitions
                     .iter()
@@ -84,6 +90,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequ
                             .with_error_code(err)
                             .with_name(name.as_deref().map(topic_name))
                             .with_topic_id(uuid(id))
+                            .with_topic_authorized_operations(topic_ops)
                     }
                 }
             })
@@ -96,7 +103,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequ
             .with_port(port)])
         .with_cluster_id(Some(str_bytes(&image.cluster_id)))
         .with_controller_id(BrokerId(node))
-        .with_cluster_authorized_operations(i32::MIN)
+        .with_cluster_authorized_operations(cluster_ops)
         .with_topics(topics);
     meta.respond(&resp)
 }

@@ -4,6 +4,8 @@
 //!
 //! Handlers are the top of the stack: they may use every layer below; nothing below
 //! imports them (shared helpers for lower layers live in `protocol/`).
+pub mod acls_disabled;
+pub mod alter_replica_log_dirs;
 pub mod api_versions;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
@@ -15,6 +17,10 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_log_dirs;
+pub mod describe_topic_partitions;
+pub mod describe_transactions;
+pub mod describe_user_scram_credentials;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -22,8 +28,10 @@ pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;
+pub mod list_config_resources;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;

@@ -79,6 +79,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *       -> {"p":P,"low_watermark":L} or {"p":P,"error":"..."}
  *   create-topic --bootstrap B --topic T --partitions N [--config k=v,...]   (Admin)
  *       -> {"created":T} or {"error":"..."}
+ *   describe-topics, describe-cluster, describe-log-dirs: see AdminCompat.
  */
 public final class ClientTool {
   private static final Base64.Encoder B64 = Base64.getEncoder();
@@ -102,6 +103,9 @@ public final class ClientTool {
       case "list-offsets": rc = listOffsets(o, out); break;
       case "delete-records": rc = deleteRecords(o, out); break;
       case "create-topic": rc = createTopic(o, out); break;
+      case "describe-topics": rc = AdminCompat.describeTopics(o, out); break;
+      case "describe-cluster": rc = AdminCompat.describeCluster(o, out); break;
+      case "describe-log-dirs": rc = AdminCompat.describeLogDirs(o, out); break;
       default:
         System.err.println("unknown subcommand " + args[0]);
         rc = 2;
@@ -121,7 +125,7 @@ public final class ClientTool {
     return m;
   }
 
-  private static String need(Map<String, String> o, String k) {
+  static String need(Map<String, String> o, String k) {
     String v = o.get(k);
     if (v == null) throw new IllegalArgumentException("missing --" + k);
     return v;
@@ -443,7 +447,7 @@ public final class ClientTool {
     return 0;
   }
 
-  private static Admin admin(Map<String, String> o) {
+  static Admin admin(Map<String, String> o) {
     Properties p = new Properties();
     p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, need(o, "bootstrap"));
     extraProps(o, p);
