@@ -60,6 +60,66 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 
+/// Every API Apache Kafka 4.1 advertises that `SUPPORTED` does not serve, or serves in
+/// fewer versions: `(api, Kafka's min, Kafka's max, why)`. README's API section is made
+/// from this and `SUPPORTED` (`readme_section`); tests keep both in step with Kafka 4.1.
+const NOT_SERVED: &[(ApiKey, i16, i16, &str)] = &[
+    (ApiKey::Fetch, 4, 18, "v18 (KIP-1166 high-watermark fields for share fetch followers) not implemented; 4-17 served"),
+    (ApiKey::SaslHandshake, 0, 1, "no SASL: PLAINTEXT listener only"),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4, "no replication yet; clients skip offset validation when it is not advertised"),
+    (ApiKey::AddPartitionsToTxn, 0, 5, "transactions not implemented (FindCoordinator/InitProducerId fail fast for transactional ids)"),
+    (ApiKey::AddOffsetsToTxn, 0, 4, "transactions not implemented"),
+    (ApiKey::EndTxn, 0, 5, "transactions not implemented"),
+    (ApiKey::WriteTxnMarkers, 1, 1, "transactions not implemented (broker-to-broker)"),
+    (ApiKey::TxnOffsetCommit, 0, 5, "transactions not implemented"),
+    (ApiKey::AlterConfigs, 0, 2, "the legacy whole-set alter; IncrementalAlterConfigs is served"),
+    (ApiKey::SaslAuthenticate, 0, 2, "no SASL"),
+    (ApiKey::CreateDelegationToken, 1, 3, "no SASL, so no delegation tokens"),
+    (ApiKey::RenewDelegationToken, 1, 2, "no delegation tokens"),
+    (ApiKey::ExpireDelegationToken, 1, 2, "no delegation tokens"),
+    (ApiKey::DescribeDelegationToken, 1, 3, "no delegation tokens"),
+    (ApiKey::ElectLeaders, 0, 2, "one broker: every partition's leader is this node"),
+    (ApiKey::AlterPartitionReassignments, 0, 1, "one broker and one log dir: nothing to reassign"),
+    (ApiKey::ListPartitionReassignments, 0, 0, "one broker: no reassignments exist"),
+    (ApiKey::DescribeClientQuotas, 0, 1, "no client quotas"),
+    (ApiKey::AlterClientQuotas, 0, 1, "no client quotas"),
+    (ApiKey::AlterUserScramCredentials, 0, 0, "no SASL (DescribeUserScramCredentials answers: none defined)"),
+    (ApiKey::DescribeQuorum, 0, 2, "the metadata quorum is openraft, not KRaft"),
+    (ApiKey::UpdateFeatures, 0, 2, "no finalized features to update (transaction and group versions stay at 0)"),
+    (ApiKey::DescribeCluster, 0, 2, "v2 (KIP-1073 fenced brokers) not implemented; 0-1 served"),
+    (ApiKey::DescribeProducers, 0, 0, "producer state is not exposed yet"),
+    (ApiKey::UnregisterBroker, 0, 0, "one broker, no broker registrations"),
+    (ApiKey::ShareGroupHeartbeat, 1, 1, "share groups (KIP-932) not implemented"),
+    (ApiKey::ShareGroupDescribe, 1, 1, "share groups not implemented"),
+    (ApiKey::ShareFetch, 1, 1, "share groups not implemented"),
+    (ApiKey::ShareAcknowledge, 1, 1, "share groups not implemented"),
+    (ApiKey::AddRaftVoter, 0, 0, "the metadata quorum is openraft, not KRaft"),
+    (ApiKey::RemoveRaftVoter, 0, 0, "the metadata quorum is openraft, not KRaft"),
+    (ApiKey::InitializeShareGroupState, 0, 0, "share groups not implemented (broker-internal)"),
+    (ApiKey::ReadShareGroupState, 0, 0, "share groups not implemented (broker-internal)"),
+    (ApiKey::WriteShareGroupState, 0, 0, "share groups not implemented (broker-internal)"),
+    (ApiKey::DeleteShareGroupState, 0, 0, "share groups not implemented (broker-internal)"),
+    (ApiKey::ReadShareGroupStateSummary, 0, 0, "share groups not implemented (broker-internal)"),
+    (ApiKey::DescribeShareGroupOffsets, 0, 0, "share groups not implemented"),
+    (ApiKey::AlterShareGroupOffsets, 0, 0, "share groups not implemented"),
+    (ApiKey::DeleteShareGroupOffsets, 0, 0, "share groups not implemented"),
+];
+
+/// README's "Kafka APIs" section, generated from `SUPPORTED` and `NOT_SERVED` (a test
+/// fails, printing this text, when README.md differs).
+pub fn readme_section() -> String {
+    let mut s = String::from("| API | key | versions |\n|---|---|---|\n");
+    for &(k, lo, hi) in SUPPORTED {
+        let note = if k == ApiKey::Produce { " (v0-2 advertised, rejected, as Kafka 4.1)" } else { "" };
+        s += &format!("| {k:?} | {} | {lo}-{hi}{note} |\n", k as i16);
+    }
+    s += "\nApache Kafka 4.1 APIs not served here (or served in fewer versions):\n\n| API | key | Kafka 4.1 | why |\n|---|---|---|---|\n";
+    for &(k, lo, hi, why) in NOT_SERVED {
+        s += &format!("| {k:?} | {} | {lo}-{hi} | {why} |\n", k as i16);
+    }
+    s
+}
+
 /// Kafka 4.1 ranges of the group APIs, kept here so the codec check covers them before
 /// they are switched on.
 #[cfg(test)]
@@ -171,6 +231,54 @@ mod tests {
             let lo = if k == ApiKey::Produce { 3 } else { lo };
             assert!(codec.min <= lo && hi <= codec.max, "{k:?} {lo}-{hi} vs codec {codec}");
         }
+    }
+
+    /// What an Apache Kafka 4.1.1 node advertises (ApiVersions v0, read off the wire).
+    const KAFKA_41: &[(i16, i16, i16)] = &[
+        (0, 0, 13), (1, 4, 18), (2, 1, 10), (3, 0, 13), (8, 2, 9), (9, 1, 9), (10, 0, 6), (11, 0, 9), (12, 0, 4),
+        (13, 0, 5), (14, 0, 5), (15, 0, 6), (16, 0, 5), (17, 0, 1), (18, 0, 4), (19, 2, 7), (20, 1, 6), (21, 0, 2),
+        (22, 0, 5), (23, 2, 4), (24, 0, 5), (25, 0, 4), (26, 0, 5), (27, 1, 1), (28, 0, 5), (29, 1, 3), (30, 1, 3),
+        (31, 1, 3), (32, 1, 4), (33, 0, 2), (34, 1, 2), (35, 1, 4), (36, 0, 2), (37, 0, 3), (38, 1, 3), (39, 1, 2),
+        (40, 1, 2), (41, 1, 3), (42, 0, 2), (43, 0, 2), (44, 0, 1), (45, 0, 1), (46, 0, 0), (47, 0, 0), (48, 0, 1),
+        (49, 0, 1), (50, 0, 0), (51, 0, 0), (55, 0, 2), (57, 0, 2), (60, 0, 2), (61, 0, 0), (64, 0, 0), (65, 0, 0),
+        (66, 0, 2), (68, 0, 1), (69, 0, 1), (74, 0, 1), (75, 0, 0), (76, 1, 1), (77, 1, 1), (78, 1, 1), (79, 1, 1),
+        (80, 0, 0), (81, 0, 0), (83, 0, 0), (84, 0, 0), (85, 0, 0), (86, 0, 0), (87, 0, 0), (90, 0, 0), (91, 0, 0),
+        (92, 0, 0),
+    ];
+
+    /// Every Kafka 4.1 API is served in Kafka's range or listed in NOT_SERVED with Kafka's
+    /// range and a reason; nothing is served that Kafka does not advertise.
+    #[test]
+    fn every_kafka_api_served_or_explained() {
+        for &(key, lo, hi) in KAFKA_41 {
+            let api = ApiKey::try_from(key).unwrap();
+            let ours = supported(api);
+            let listed = NOT_SERVED.iter().find(|(k, ..)| *k == api);
+            match (ours, listed) {
+                (Some(r), None) => assert_eq!(r, (lo, hi), "{api:?} served in other versions than Kafka's, unexplained"),
+                (_, Some(&(_, klo, khi, why))) => {
+                    assert_eq!((klo, khi), (lo, hi), "{api:?}: NOT_SERVED has the wrong Kafka range");
+                    assert!(!why.is_empty());
+                    assert_ne!(ours, Some((lo, hi)), "{api:?} is served in full: drop it from NOT_SERVED");
+                }
+                (None, None) => panic!("{api:?} (Kafka 4.1: {lo}-{hi}) is neither served nor listed in NOT_SERVED"),
+            }
+        }
+        for &(k, ..) in SUPPORTED.iter() {
+            assert!(KAFKA_41.iter().any(|&(key, ..)| key == k as i16), "{k:?} is not a Kafka 4.1 API");
+        }
+    }
+
+    #[test]
+    fn readme_lists_the_table() {
+        let readme = include_str!("../../README.md");
+        let (begin, end) = ("<!-- api-versions:begin (generated: cargo test --lib readme_lists_the_table) -->\n", "<!-- api-versions:end -->");
+        let section = readme.split_once(begin).and_then(|(_, rest)| rest.split_once(end)).map(|(s, _)| s);
+        let want = readme_section();
+        assert!(
+            section == Some(want.as_str()),
+            "README.md's API section differs from the ApiVersions table; put this between the markers:\n{begin}{want}{end}"
+        );
     }
 
     #[test]
