@@ -53,7 +53,7 @@ pub fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeTopicParti
         return meta.respond(&DescribeTopicPartitionsResponse::default().with_topics(topics));
     }
 
-    let mut remaining = req.response_partition_limit.min(MAX_REQUEST_PARTITION_SIZE_LIMIT).max(1);
+    let mut remaining = req.response_partition_limit.clamp(1, MAX_REQUEST_PARTITION_SIZE_LIMIT);
     let mut resp = DescribeTopicPartitionsResponse::default();
     for name in &names {
         if remaining == 0 {
