@@ -70,7 +70,9 @@ def commit_group(bootstrap: str, group: str, topic: str, timeout_s: float = 60):
             c.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
             return
         except KafkaException as e:
-            assert e.args[0].retriable() and time.monotonic() < deadline, e
+            coordinator_moving = e.args[0].code() in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE,
+                                                      KafkaError.COORDINATOR_LOAD_IN_PROGRESS)
+            assert (coordinator_moving or e.args[0].retriable()) and time.monotonic() < deadline, e
             time.sleep(0.5)
         finally:
             c.close()
