@@ -1,10 +1,14 @@
-//! Runs an operation on the shard that owns a partition: a direct call when that is this
-//! shard, else one message over the cross-shard mesh and one reply. Every caller (the
-//! Kafka API handlers, the group coordinator) routes through here; record bytes travel
-//! as `Bytes` (no copy).
+//! Runs operations on the shards that own their partitions. A request's operations go
+//! as one `OpBatch`: those on this shard run directly, and each other shard gets ONE
+//! message carrying all of its partitions' operations and sends one reply, so a request
+//! over N partitions on S shards costs at most S messages, not N. On the owning shard the
+//! operations of one message run concurrently, and the results come back in the
+//! batch's order. A long poll registers once per shard the same way (`watch_any`).
+//! Every caller (the Kafka API handlers, the group coordinator) routes through here;
+//! record bytes travel as `Bytes` (no copy).
 //!
-//! The router knows partition operations (produce, fetch, offsets, delete records, long
-//! poll). A layer above may add its own operations addressed to a partition (the group
+//! The router knows partition operations (produce, fetch, offsets, delete records). A
+//! layer above may add its own operations addressed to a partition (the group
 //! coordinator's, addressed to a `__consumer_offsets` partition): they travel as
 //! `PartitionOp::Extension(X)` and run on the owning shard through the handler that layer
 //! installs with `set_extension`, so this module never names that layer.
@@ -14,12 +18,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::channel::oneshot;
-use futures::future::LocalBoxFuture;
+use futures::future::{join_all, select_all, Either, LocalBoxFuture};
 use futures::FutureExt;
 
 use super::image::TopicMeta;
 use super::shard_partitions::ShardPartitions;
-use crate::partition::{AppendOutcome, FetchData, Partition, PartitionError, ReadLimit};
+use crate::partition::{AppendOutcome, FetchData, Partition, PartitionError, ReadLimit, WatchSignal};
 use crate::runtime::mesh::Mesh;
 use crate::runtime::ShardId;
 
@@ -33,8 +37,6 @@ pub enum PartitionOp<X> {
     /// -1 latest, -2 earliest, -3 max timestamp, -4 earliest local, else a timestamp.
     ListOffsets { timestamp: i64 },
     DeleteRecords { offset: i64 },
-    /// Resolves when the high watermark passes `seen_high_watermark` (long poll).
-    Watch { seen_high_watermark: i64 },
     /// An operation of the layer above, run by its installed handler.
     Extension(X),
 }
@@ -45,7 +47,6 @@ pub enum OpOutput<Y> {
     /// (offset, timestamp); (-1, -1) when no record matches.
     Offset(i64, i64),
     LowWatermark(i64),
-    Watched,
     Extension(Y),
 }
 
@@ -54,14 +55,126 @@ pub type OpResult<Y> = Result<OpOutput<Y>, PartitionError>;
 /// Runs an extension operation on the owning shard, given the partition it addresses.
 pub type ExtensionHandler<X, Y> = Box<dyn Fn(Rc<Partition>, X) -> LocalBoxFuture<'static, Y>>;
 
-/// A partition operation sent to another shard.
-pub struct ShardRequest<X, Y> {
-    pub topic: String,
+/// Something addressed to one partition; `topic` indexes the topic names it travels with.
+pub struct Addressed<P> {
+    pub topic: u32,
     pub partition: i32,
+    pub payload: P,
+}
+
+/// The operations of one request on partitions of one shard, sent to that shard.
+pub struct ShardRequest<X, Y> {
+    /// The topic names the operations address, each once.
+    pub topics: Vec<String>,
     /// Metadata version the caller routed by; the owner waits until it has applied it.
     pub min_metadata_index: u64,
-    pub op: PartitionOp<X>,
-    pub reply: oneshot::Sender<OpResult<Y>>,
+    pub work: ShardWork<X, Y>,
+}
+
+pub enum ShardWork<X, Y> {
+    /// Run every operation (concurrently); reply with the results in the same order.
+    Run { ops: Vec<Addressed<PartitionOp<X>>>, reply: oneshot::Sender<Vec<OpResult<Y>>> },
+    /// Long poll: reply once the high watermark of any of these partitions moves past the
+    /// one given (what the caller saw), or one of them errors or leaves the shard.
+    /// Dropped unanswered once the caller stops waiting (see `serve_inbox`).
+    Watch { partitions: Vec<Addressed<i64>>, reply: oneshot::Sender<()> },
+}
+
+/// One request's partition operations in request order, each with its owning shard.
+/// Topic names are borrowed (from the request or the metadata image): only those sent to
+/// another shard are copied, once per topic and shard.
+pub struct OpBatch<'a, P> {
+    topics: Vec<&'a str>,
+    items: Vec<(ShardId, Addressed<P>)>,
+}
+
+impl<'a, P> OpBatch<'a, P> {
+    pub fn with_capacity(partitions: usize) -> OpBatch<'a, P> {
+        OpBatch { topics: Vec::new(), items: Vec::with_capacity(partitions) }
+    }
+
+    /// Adds `payload` for `topic`/`partition`, owned by `shard`. The partitions of one
+    /// topic are usually pushed one after another: they share one topic entry.
+    pub fn push(&mut self, shard: ShardId, topic: &'a str, partition: i32, payload: P) {
+        if self.topics.last() != Some(&topic) {
+            self.topics.push(topic);
+        }
+        // topics.len() <= items.len() + 1, itself bounded by the request's size.
+        let topic = u32::try_from(self.topics.len() - 1).unwrap_or(u32::MAX);
+        self.items.push((shard, Addressed { topic, partition, payload }));
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// Splits the batch by owning shard, keeping each shard's items in batch order.
+    fn split(self, shard_count: usize) -> SplitBatch<'a, P> {
+        let OpBatch { topics, items } = self;
+        let mut share_of_shard = vec![u16::MAX; shard_count];
+        let mut shares: Vec<Share<P>> = Vec::new();
+        let mut slots = Vec::with_capacity(items.len());
+        for (shard, item) in items {
+            let known = match share_of_shard.get(usize::from(shard)).copied() {
+                Some(s) if s != u16::MAX => Some(s),
+                // A shard id past the mesh (never placed so): found by a scan.
+                Some(_) => None,
+                None => shares.iter().position(|x| x.shard == shard).and_then(|i| u16::try_from(i).ok()),
+            };
+            let slot = match known {
+                Some(s) => s,
+                None => {
+                    // Fewer shares than shards (<= u16::MAX): the index fits.
+                    let s = u16::try_from(shares.len()).unwrap_or(u16::MAX);
+                    if let Some(x) = share_of_shard.get_mut(usize::from(shard)) {
+                        *x = s;
+                    }
+                    shares.push(Share { shard, topics: Vec::new(), topic_index: Vec::new(), items: Vec::new() });
+                    s
+                }
+            };
+            slots.push(slot);
+            shares[usize::from(slot)].items.push(item);
+        }
+        SplitBatch { topics, shares, slots }
+    }
+}
+
+/// A batch split by shard: `slots[i]` is the share that holds the batch's item `i`.
+struct SplitBatch<'a, P> {
+    topics: Vec<&'a str>,
+    shares: Vec<Share<P>>,
+    slots: Vec<u16>,
+}
+
+/// The items of one shard, in batch order.
+struct Share<P> {
+    shard: ShardId,
+    /// Filled by `for_remote`: the names this share addresses, and for each batch topic
+    /// its index here (u32::MAX when unused).
+    topics: Vec<String>,
+    topic_index: Vec<u32>,
+    items: Vec<Addressed<P>>,
+}
+
+impl<P> Share<P> {
+    /// Re-addresses the items to a topic list of their own (the message to another shard
+    /// carries only the names it uses).
+    fn for_remote(&mut self, batch_topics: &[&str]) {
+        self.topic_index = vec![u32::MAX; batch_topics.len()];
+        for item in &mut self.items {
+            let t = item.topic as usize;
+            if self.topic_index[t] == u32::MAX {
+                self.topic_index[t] = u32::try_from(self.topics.len()).unwrap_or(u32::MAX);
+                self.topics.push(batch_topics[t].to_string());
+            }
+            item.topic = self.topic_index[t];
+        }
+    }
 }
 
 /// One per shard (shard-owned).
@@ -86,6 +199,11 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
         &self.partitions
     }
 
+    /// Cross-shard messages this shard has sent (tests count them).
+    pub fn messages_sent(&self) -> u64 {
+        self.mesh.sent()
+    }
+
     /// Runs `op` on partition `partition` of `topic`, on the shard the metadata says
     /// owns it; UnknownTopicOrPartition if the topic has no such partition.
     pub async fn route(&self, topic: &TopicMeta, partition: i32, op: PartitionOp<X>) -> OpResult<Y> {
@@ -95,54 +213,140 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
 
     /// Runs `op` on partition `topic`/`partition`, owned by `shard`.
     pub async fn call(&self, shard: ShardId, topic: &str, partition: i32, op: PartitionOp<X>) -> OpResult<Y> {
-        let min_index = self.partitions.metadata_index();
-        if shard == self.partitions.shard() {
-            return self.execute(topic, partition, min_index, op).await;
-        }
-        let (tx, rx) = oneshot::channel();
-        let req = ShardRequest { topic: topic.to_string(), partition, min_metadata_index: min_index, op, reply: tx };
-        if self.mesh.send(shard, req).is_err() {
-            return Err(PartitionError::NotLeader);
-        }
-        rx.await.unwrap_or(Err(PartitionError::NotLeader))
+        let mut batch = OpBatch::with_capacity(1);
+        batch.push(shard, topic, partition, op);
+        self.run(batch).await.pop().unwrap_or(Err(PartitionError::NotLeader))
     }
 
-    /// Serves requests other shards send to this one.
+    /// Runs every operation of `batch` on its owning shard, all at once: directly for
+    /// this shard's partitions, one message per other shard. The results are in batch
+    /// order. A shard that cannot be reached answers NotLeader for its operations.
+    pub async fn run(&self, batch: OpBatch<'_, PartitionOp<X>>) -> Vec<OpResult<Y>> {
+        let n = batch.len();
+        let min_index = self.partitions.metadata_index();
+        let SplitBatch { topics, shares, slots } = batch.split(self.mesh.shard_count());
+        let topics = &topics;
+        let runs = shares.into_iter().map(|mut share| {
+            let count = share.items.len();
+            if share.shard == self.partitions.shard() {
+                return Either::Left(self.execute_all(topics, share.items));
+            }
+            share.for_remote(topics);
+            let (reply, rx) = oneshot::channel();
+            let work = ShardWork::Run { ops: share.items, reply };
+            let sent = self.send(share.shard, share.topics, min_index, work, count);
+            Either::Right(async move {
+                let replies = if sent { rx.await.ok() } else { None };
+                debug_assert!(replies.as_ref().is_none_or(|r| r.len() == count), "one result per operation");
+                replies.unwrap_or_else(|| (0..count).map(|_| Err(PartitionError::NotLeader)).collect())
+            })
+        });
+        let mut per_share: Vec<_> = join_all(runs).await.into_iter().map(Vec::into_iter).collect();
+        let out: Vec<OpResult<Y>> = slots
+            .iter()
+            .map(|&s| per_share[usize::from(s)].next().unwrap_or(Err(PartitionError::NotLeader)))
+            .collect();
+        debug_assert_eq!(out.len(), n);
+        out
+    }
+
+    /// Long poll: resolves when the high watermark of any partition of `batch` moves
+    /// past the one given with it (or one errors or leaves its shard). One watch per
+    /// shard; dropping the returned future withdraws them all (the owning shards see
+    /// their reply channel closed and drop their registrations).
+    pub async fn watch_any(&self, batch: OpBatch<'_, i64>) {
+        if batch.is_empty() {
+            return futures::future::pending().await;
+        }
+        let min_index = self.partitions.metadata_index();
+        let SplitBatch { topics, shares, .. } = batch.split(self.mesh.shard_count());
+        let topics = &topics;
+        let watches = shares.into_iter().map(|mut share| {
+            if share.shard == self.partitions.shard() {
+                return Either::Left(async move { self.watch_local(topics, &share.items).await });
+            }
+            share.for_remote(topics);
+            let count = share.items.len();
+            let (reply, rx) = oneshot::channel();
+            let work = ShardWork::Watch { partitions: share.items, reply };
+            let sent = self.send(share.shard, share.topics, min_index, work, count);
+            // An unreachable shard (or one that dropped the watch) ends the poll: the
+            // fetch re-reads and reports the partition's error.
+            Either::Right(async move {
+                if sent {
+                    let _ = rx.await;
+                }
+            })
+        });
+        let watches: Vec<_> = watches.map(FutureExt::boxed_local).collect();
+        select_all(watches).await;
+    }
+
+    fn send(&self, shard: ShardId, topics: Vec<String>, min_index: u64, work: ShardWork<X, Y>, count: usize) -> bool {
+        let sent = self.mesh.send(shard, ShardRequest { topics, min_metadata_index: min_index, work }).is_ok();
+        tracing::debug!(shard = self.partitions.shard(), to = shard, partitions = count, sent, "cross-shard message");
+        sent
+    }
+
+    /// Serves requests other shards send to this one, each in its own task.
     ///
     /// A long poll (`Watch`) ends as soon as its caller stops waiting (the caller's fetch
-    /// timed out or another partition woke it, and it dropped the reply receiver): without
+    /// timed out or another shard woke it, and it dropped the reply receiver): without
     /// that, an idle partition polled from another shard would keep one task and one
-    /// watcher per poll until its next append. Other operations run to completion (an
-    /// append is not cut short because its client went away).
+    /// registration per poll until its next append. Other operations run to completion
+    /// (an append is not cut short because its client went away).
     pub async fn serve_inbox(self: Rc<Self>, inbox: async_channel::Receiver<ShardRequest<X, Y>>) {
         while let Ok(req) = inbox.recv().await {
             let me = self.clone();
             glommio::spawn_local(async move {
-                let ShardRequest { topic, partition, min_metadata_index, op, mut reply } = req;
-                let cancellable = matches!(op, PartitionOp::Watch { .. });
-                let run = me.execute(&topic, partition, min_metadata_index, op);
-                let out = if cancellable {
-                    let mut run = std::pin::pin!(run.fuse());
-                    let mut canceled = std::pin::pin!(reply.cancellation().fuse());
-                    futures::select! {
-                        out = run.as_mut() => Some(out),
-                        _ = canceled.as_mut() => None,
+                let ShardRequest { topics, min_metadata_index, work } = req;
+                if me.partitions.metadata_index() < min_metadata_index {
+                    me.partitions.wait_for_metadata(min_metadata_index, METADATA_BARRIER_TIMEOUT).await;
+                }
+                match work {
+                    ShardWork::Run { ops, reply } => {
+                        let out = me.execute_all(&topics, ops).await;
+                        let _ = reply.send(out);
                     }
-                } else {
-                    Some(run.await)
-                };
-                if let Some(out) = out {
-                    let _ = reply.send(out);
+                    ShardWork::Watch { partitions, mut reply } => {
+                        let watch = std::pin::pin!(me.watch_local(&topics, &partitions).fuse());
+                        let canceled = std::pin::pin!(reply.cancellation().fuse());
+                        if let Either::Left(_) = futures::future::select(watch, canceled).await {
+                            let _ = reply.send(());
+                        }
+                    }
                 }
             })
             .detach();
         }
     }
 
-    async fn execute(&self, topic: &str, partition: i32, min_index: u64, op: PartitionOp<X>) -> OpResult<Y> {
-        if self.partitions.metadata_index() < min_index {
-            self.partitions.wait_for_metadata(min_index, METADATA_BARRIER_TIMEOUT).await;
+    /// Waits until the high watermark of one of `partitions` (of this shard) moves past
+    /// the one given, or one is gone or offline. One signal for them all; dropping this
+    /// future drops it, and the partitions prune the dead registration (`Watchers`).
+    async fn watch_local<T: AsRef<str>>(&self, topics: &[T], partitions: &[Addressed<i64>]) {
+        let signal = WatchSignal::new();
+        for w in partitions {
+            let topic = topics.get(w.topic as usize).map_or("", AsRef::as_ref);
+            let Some(p) = self.partitions.get(topic, w.partition) else { return };
+            if p.high_watermark() > w.payload || p.check_online().is_err() {
+                return;
+            }
+            p.watch(&signal);
         }
+        signal.woken().await;
+    }
+
+    /// Runs operations on this shard's partitions, concurrently; results in their order.
+    async fn execute_all<T: AsRef<str>>(&self, topics: &[T], ops: Vec<Addressed<PartitionOp<X>>>) -> Vec<OpResult<Y>> {
+        let runs = ops.into_iter().map(|a| {
+            let topic = topics.get(a.topic as usize).map_or("", AsRef::as_ref);
+            self.execute(topic, a.partition, a.payload)
+        });
+        join_all(runs).await
+    }
+
+    async fn execute(&self, topic: &str, partition: i32, op: PartitionOp<X>) -> OpResult<Y> {
         let Some(p) = self.partitions.get(topic, partition) else {
             return Err(PartitionError::UnknownTopicOrPartition);
         };
@@ -169,12 +373,6 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
                 Ok(OpOutput::Offset(offset, ts))
             }
             PartitionOp::DeleteRecords { offset } => p.delete_records(offset).await.map(OpOutput::LowWatermark),
-            PartitionOp::Watch { seen_high_watermark } => {
-                if p.high_watermark() <= seen_high_watermark {
-                    let _ = p.watch().await;
-                }
-                Ok(OpOutput::Watched)
-            }
         }
     }
 }

@@ -20,9 +20,14 @@ use crate::runtime::ShardId;
 /// How long a shard waits to catch up with metadata committed by the controller.
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The metadata image as a shard holds it: the controller hands each update over as an
+/// `Arc` (it crosses threads); the shard wraps it once per update in a shard-local `Rc`,
+/// so the handlers' per-request clone is a plain increment, not an atomic one.
+pub type ShardImage = Rc<Arc<MetadataImage>>;
+
 pub struct ShardPartitions {
     shard: ShardId,
-    image: RefCell<Arc<MetadataImage>>,
+    image: RefCell<ShardImage>,
     /// By topic, then partition index.
     partitions: RefCell<HashMap<String, HashMap<i32, Rc<Partition>>>>,
     /// Operations waiting for newer metadata. Bounded: a waiter whose barrier timed out
@@ -40,7 +45,7 @@ impl ShardPartitions {
     pub fn new(shard: ShardId, committed_index: Box<dyn Fn() -> u64>) -> ShardPartitions {
         ShardPartitions {
             shard,
-            image: RefCell::new(Arc::new(MetadataImage::default())),
+            image: RefCell::new(Rc::new(Arc::new(MetadataImage::default()))),
             partitions: RefCell::new(HashMap::new()),
             metadata_waiters: RefCell::new(Vec::new()),
             committed_index,
@@ -55,8 +60,9 @@ impl ShardPartitions {
         debug_assert_eq!(crate::runtime::current_shard(), Some(self.shard), "shard partitions used off their shard");
     }
 
-    /// The metadata image this shard has fully applied (partitions opened).
-    pub fn image(&self) -> Arc<MetadataImage> {
+    /// The metadata image this shard has fully applied (partitions opened); a
+    /// non-atomic clone.
+    pub fn image(&self) -> ShardImage {
         self.image.borrow().clone()
     }
 
@@ -100,7 +106,7 @@ impl ShardPartitions {
     pub fn publish(&self, image: Arc<MetadataImage>) {
         self.assert_on_shard();
         debug_assert!(image.applied_index >= self.metadata_index(), "the applied metadata never goes back");
-        *self.image.borrow_mut() = image;
+        *self.image.borrow_mut() = Rc::new(image);
         for w in self.metadata_waiters.borrow_mut().drain(..) {
             let _ = w.send(());
         }

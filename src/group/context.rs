@@ -3,11 +3,10 @@
 //! partitions and the metadata image) and the coordinator state itself. The broker's
 //! shard builds one at start (server/shard); the coordinator never sees the server.
 use std::rc::Rc;
-use std::sync::Arc;
 
 use super::coordinator::Coordinator;
-use crate::cluster::image::MetadataImage;
-use crate::cluster::shard_partitions::ShardPartitions;
+
+use crate::cluster::shard_partitions::{ShardImage, ShardPartitions};
 use crate::partition::Partition;
 use crate::runtime::ShardId;
 
@@ -40,7 +39,7 @@ impl CoordinatorContext {
         CoordinatorContext { shard: partitions.shard(), config, partitions, groups: Coordinator::default() }
     }
 
-    pub fn image(&self) -> Arc<MetadataImage> {
+    pub fn image(&self) -> ShardImage {
         self.partitions.image()
     }
 

@@ -32,5 +32,5 @@ mod tests;
 pub use append::AppendOutcome;
 pub use cleaner::CleanerStats;
 pub use error::PartitionError;
-pub use read::{FetchData, ReadLimit};
+pub use read::{FetchData, ReadLimit, WatchSignal};
 pub use state::{Partition, PartitionSettings};

@@ -1,9 +1,10 @@
 //! Reads: fetch (cache first, then disk through storage's `BatchReader`), the ListOffsets
 //! scans by timestamp, and the long-poll watchers woken when the high watermark moves.
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::rc::{Rc, Weak};
+use std::task::{Poll, Waker};
 
 use bytes::Bytes;
-use futures::channel::oneshot;
 
 use super::error::PartitionError;
 use super::state::Partition;
@@ -57,29 +58,68 @@ pub struct FetchData {
     pub first_batch_exceeds_limit: bool,
 }
 
+/// One waiting long poll's wake-up, shared by every partition of this shard it watches:
+/// a Fetch registers one signal per shard, not one channel per partition. Shard-local
+/// (no atomics): set by the partition's writer, awaited by the watch on the same shard.
+#[derive(Default)]
+pub struct WatchSignal {
+    woken: Cell<bool>,
+    waker: Cell<Option<Waker>>,
+}
+
+impl WatchSignal {
+    pub fn new() -> Rc<WatchSignal> {
+        Rc::new(WatchSignal::default())
+    }
+
+    fn wake(&self) {
+        self.woken.set(true);
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
+
+    pub fn is_woken(&self) -> bool {
+        self.woken.get()
+    }
+
+    /// Resolves once a watched partition's high watermark moved (or it closed).
+    pub async fn woken(&self) {
+        std::future::poll_fn(|cx| {
+            if self.woken.get() {
+                return Poll::Ready(());
+            }
+            self.waker.set(Some(cx.waker().clone()));
+            Poll::Pending
+        })
+        .await
+    }
+}
+
 /// Long-poll fetches waiting for the high watermark to move. The log's writer wakes
 /// them (through its `on_written` hook) every time it has completed writes, and
 /// `Partition::close` wakes them; a woken fetch re-reads and waits again if need be.
 ///
-/// Bounded: a long poll that ends without being woken (its deadline passed, or another
-/// partition woke it) drops its receiver, and `add` prunes such senders, so the list
-/// holds the fetches waiting now plus those that gave up since the last `add`, not every
-/// poll an idle partition ever saw.
+/// Bounded: the list holds weak references, so a long poll that ends without being woken
+/// (its deadline passed, another partition woke it, its connection closed) frees its
+/// signal by dropping it, and `add` prunes the dead entries: the list holds the fetches
+/// waiting now plus those that gave up since the last `add`, not every poll an idle
+/// partition ever saw.
 #[derive(Default)]
-pub(super) struct Watchers(RefCell<Vec<oneshot::Sender<()>>>);
+pub(super) struct Watchers(RefCell<Vec<Weak<WatchSignal>>>);
 
 impl Watchers {
-    fn add(&self) -> oneshot::Receiver<()> {
-        let (tx, rx) = oneshot::channel();
+    fn add(&self, signal: &Rc<WatchSignal>) {
         let mut list = self.0.borrow_mut();
-        list.retain(|w| !w.is_canceled());
-        list.push(tx);
-        rx
+        list.retain(|w| w.strong_count() > 0);
+        list.push(Rc::downgrade(signal));
     }
 
     pub(super) fn wake_all(&self) {
         for w in self.0.borrow_mut().drain(..) {
-            let _ = w.send(());
+            if let Some(signal) = w.upgrade() {
+                signal.wake();
+            }
         }
     }
 
@@ -89,9 +129,10 @@ impl Watchers {
 }
 
 impl Partition {
-    /// Resolves when the high watermark moves (or the partition closes).
-    pub fn watch(&self) -> oneshot::Receiver<()> {
-        self.watchers.add()
+    /// Wakes `signal` when the high watermark moves (or the partition closes). The
+    /// registration lasts until then or until every owner of `signal` dropped it.
+    pub fn watch(&self, signal: &Rc<WatchSignal>) {
+        self.watchers.add(signal);
     }
 
     /// Long-poll fetches registered on this partition (waiting, or given up since the

@@ -1,35 +1,45 @@
 //! DeleteRecords: moves each partition's log start offset (offset -1 = high watermark).
+//! Every partition of the request goes in one router batch (one message per other shard).
 use std::rc::Rc;
 
-use futures::future::join_all;
 use kafka_protocol::messages::delete_records_request::DeleteRecordsRequest;
 use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsResponse, DeleteRecordsTopicResult};
 
 use super::code;
+use crate::cluster::router::{OpBatch, OpOutput, PartitionOp};
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
-use crate::cluster::router::{OpOutput, PartitionOp};
 use crate::server::shard::ShardContext;
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DeleteRecordsRequest) -> Response {
     let image = ctx.image();
+    let partition_count = req.topics.iter().map(|t| t.partitions.len()).sum();
+    let mut batch = OpBatch::with_capacity(partition_count);
     let mut topics = Vec::with_capacity(req.topics.len());
-    for topic in req.topics {
-        let name = topic.name.0.to_string();
-        let t = image.topic(&name);
-        let futures = topic.partitions.into_iter().map(|p| {
-            async move {
-                let resp = DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index).with_low_watermark(-1);
-                let Some(t) = t else { return resp.with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()) };
-                match ctx.router.route(t, p.partition_index, PartitionOp::DeleteRecords { offset: p.offset }).await {
-                    Ok(OpOutput::LowWatermark(lw)) => resp.with_low_watermark(lw),
-                    Ok(_) => resp.with_error_code(ErrorCode::UNKNOWN_SERVER_ERROR.code()),
-                    Err(e) => resp.with_error_code(code(&e)),
+    for topic in &req.topics {
+        let t = image.topic(topic.name.0.as_str());
+        let mut partitions = Vec::with_capacity(topic.partitions.len());
+        for p in &topic.partitions {
+            let resp = DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index).with_low_watermark(-1);
+            match t.and_then(|t| Some((t.name.as_str(), t.partition(p.partition_index)?))) {
+                // Sent to its shard: error code 0 until the result is in.
+                Some((name, owner)) => batch.push(owner.shard, name, p.partition_index, PartitionOp::DeleteRecords { offset: p.offset }),
+                None => {
+                    partitions.push(resp.with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()));
+                    continue;
                 }
             }
-        });
-        let partitions = join_all(futures).await;
-        topics.push(DeleteRecordsTopicResult::default().with_name(topic.name).with_partitions(partitions));
+            partitions.push(resp);
+        }
+        topics.push(DeleteRecordsTopicResult::default().with_name(topic.name.clone()).with_partitions(partitions));
+    }
+    let mut results = ctx.router.run(batch).await.into_iter();
+    for resp in topics.iter_mut().flat_map(|t| t.partitions.iter_mut()).filter(|r| r.error_code == 0) {
+        match results.next() {
+            Some(Ok(OpOutput::LowWatermark(lw))) => resp.low_watermark = lw,
+            Some(Ok(_)) | None => resp.error_code = ErrorCode::UNKNOWN_SERVER_ERROR.code(),
+            Some(Err(e)) => resp.error_code = code(&e),
+        }
     }
     meta.respond(&DeleteRecordsResponse::default().with_topics(topics))
 }

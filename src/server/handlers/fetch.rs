@@ -1,6 +1,6 @@
 //! Fetch: reads each partition on its owning shard (stored batch bytes, no decode),
 //! long-polls until `min_bytes` are available or `max_wait_ms` passes (woken by
-//! appends), and writes the response with the hand-written fetch writer so record
+//! appends; one watch per shard), and writes the response with the hand-written fetch writer so record
 //! bytes go to the socket as they are. Fetch sessions (KIP-227) are answered with full
 //! responses and session id 0, which clients accept as "no session".
 //!
@@ -14,14 +14,13 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use futures::future::{join_all, select_all};
 use futures::FutureExt;
 use kafka_protocol::messages::fetch_request::FetchRequest;
 
 use super::{code, str_bytes};
 use crate::protocol::{write_fetch_response, ErrorCode, FetchPartitionParts, FetchResponseParts, FetchTopicParts};
 use crate::server::dispatch::{RequestMeta, Response};
-use crate::cluster::router::{OpOutput, PartitionOp};
+use crate::cluster::router::{OpBatch, OpOutput, PartitionOp};
 use crate::partition::ReadLimit;
 use crate::server::shard::ShardContext;
 
@@ -166,21 +165,21 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
             break parts;
         }
         // Long poll: wait for any partition's high watermark to move, or the deadline.
-        // The read is dropped first: a waiting fetch holds no record bytes.
-        let seen: Vec<i64> = parts.iter().map(|p| p.part.high_watermark).collect();
+        // The read is dropped first: a waiting fetch holds no record bytes. One watch per
+        // shard; when the deadline wins, dropping it withdraws them all.
+        let mut watches = OpBatch::with_capacity(requested.len());
+        for (w, p) in requested.iter().zip(&parts) {
+            if let Ok((shard, _)) = w.owner {
+                watches.push(shard, &w.topic, w.partition, p.part.high_watermark);
+            }
+        }
         drop(parts);
-        let watches = requested.iter().zip(seen).filter_map(|(w, seen_high_watermark)| {
-            let (shard, _) = w.owner.ok()?;
-            let op = PartitionOp::Watch { seen_high_watermark };
-            Some(ctx.router.call(shard, &w.topic, w.partition, op).boxed_local())
-        });
-        let watches: Vec<_> = watches.collect();
         if watches.is_empty() {
             glommio::timer::sleep(deadline - now).await;
             continue;
         }
         futures::select! {
-            _ = select_all(watches).fuse() => {}
+            _ = ctx.router.watch_any(watches).fuse() => {}
             _ = glommio::timer::sleep(deadline - now).fuse() => {}
         }
     };
@@ -214,7 +213,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
 }
 
 /// Reads every requested partition within `budget` (see the module header): in waves of
-/// partitions read at once, settled in request order.
+/// partitions read at once (one router batch each: one message per other shard),
+/// settled in request order.
 async fn read_all(ctx: &Rc<ShardContext>, requested: &[RequestedPartition], mut budget: FetchBudget) -> Vec<PartitionRead> {
     let mut out: Vec<PartitionRead> = Vec::with_capacity(requested.len());
     while out.len() < requested.len() {
@@ -222,22 +222,22 @@ async fn read_all(ctx: &Rc<ShardContext>, requested: &[RequestedPartition], mut 
         let n = budget.wave_len(rest.iter().map(|w| w.is_readable().then_some(w.partition_max_bytes)));
         debug_assert!(n >= 1, "every wave reads at least one partition");
         let wave = &rest[..n.max(1)];
-        let reads = wave.iter().enumerate().map(|(i, w)| {
-            let limit = if i == 0 {
+        let reads = read_wave(ctx, wave, |i, w| {
+            if i == 0 {
                 budget.limit_for(w.partition_max_bytes)
             } else {
                 ReadLimit { max_bytes: i64::from(w.partition_max_bytes), min_one_batch: false }
-            };
-            read_one(ctx, w, limit)
+            }
         });
-        let reads = join_all(reads).await;
+        let reads = reads.await;
         // Settle in request order: each partition ends with what a sequential read gives.
         for (w, mut read) in wave.iter().zip(reads) {
             let limit = budget.limit_for(w.partition_max_bytes);
             if read.first_batch_exceeds_limit && limit.min_one_batch {
                 // Nothing was returned before it: Kafka gives this partition its first
                 // batch whatever its size (rare: an empty partition, then a large batch).
-                read = read_one(ctx, w, limit).await;
+                let again = read_wave(ctx, std::slice::from_ref(w), |_, _| limit).await;
+                read = again.into_iter().next().unwrap_or(read);
             } else {
                 read.trim_to(limit);
             }
@@ -248,43 +248,61 @@ async fn read_all(ctx: &Rc<ShardContext>, requested: &[RequestedPartition], mut 
     out
 }
 
-async fn read_one(ctx: &Rc<ShardContext>, w: &RequestedPartition, limit: ReadLimit) -> PartitionRead {
-    let mut read = PartitionRead { part: FetchPartitionParts::new(w.partition), bytes: 0, first_batch_exceeds_limit: false };
-    let part = &mut read.part;
-    let (shard, epoch) = match w.owner {
-        Ok(o) => o,
-        Err(e) => {
-            part.error_code = e.code();
-            return read;
+/// Reads the partitions of `wave` at once, each within `limit_of(its index, it)`; the
+/// readable ones go to their shards as one router batch.
+async fn read_wave(
+    ctx: &Rc<ShardContext>,
+    wave: &[RequestedPartition],
+    limit_of: impl Fn(usize, &RequestedPartition) -> ReadLimit,
+) -> Vec<PartitionRead> {
+    let mut reads: Vec<PartitionRead> = wave.iter().map(unread).collect();
+    let mut batch = OpBatch::with_capacity(wave.len());
+    for (i, w) in wave.iter().enumerate() {
+        if let (true, Ok((shard, _))) = (w.is_readable(), w.owner) {
+            batch.push(shard, &w.topic, w.partition, PartitionOp::Fetch { offset: w.offset, limit: limit_of(i, w) });
         }
-    };
-    if w.current_leader_epoch >= 0 && w.current_leader_epoch != epoch {
-        part.error_code = if w.current_leader_epoch > epoch {
-            ErrorCode::UNKNOWN_LEADER_EPOCH.code()
-        } else {
-            ErrorCode::FENCED_LEADER_EPOCH.code()
-        };
-        return read;
     }
-    match ctx.router.call(shard, &w.topic, w.partition, PartitionOp::Fetch { offset: w.offset, limit }).await {
-        Ok(OpOutput::Fetch(data)) => {
-            part.high_watermark = data.high_watermark;
-            part.last_stable_offset = data.high_watermark;
-            part.log_start_offset = data.log_start_offset;
-            part.records = data.records;
-            read.bytes = data.bytes;
-            read.first_batch_exceeds_limit = data.first_batch_exceeds_limit;
-        }
-        Ok(_) => part.error_code = ErrorCode::UNKNOWN_SERVER_ERROR.code(),
-        Err(e) => {
-            // Kafka reports the partition's range with OFFSET_OUT_OF_RANGE so the
-            // client can apply auto.offset.reset without another round trip.
-            if let crate::partition::PartitionError::OffsetOutOfRange { log_start_offset, log_end_offset, .. } = &e {
-                part.log_start_offset = *log_start_offset;
-                part.high_watermark = *log_end_offset;
+    let mut results = ctx.router.run(batch).await.into_iter();
+    for (read, _) in reads.iter_mut().zip(wave).filter(|(_, w)| w.is_readable()) {
+        let part = &mut read.part;
+        match results.next() {
+            Some(Ok(OpOutput::Fetch(data))) => {
+                part.high_watermark = data.high_watermark;
+                part.last_stable_offset = data.high_watermark;
+                part.log_start_offset = data.log_start_offset;
+                part.records = data.records;
+                read.bytes = data.bytes;
+                read.first_batch_exceeds_limit = data.first_batch_exceeds_limit;
             }
-            part.error_code = code(&e);
+            Some(Ok(_)) | None => part.error_code = ErrorCode::UNKNOWN_SERVER_ERROR.code(),
+            Some(Err(e)) => {
+                // Kafka reports the partition's range with OFFSET_OUT_OF_RANGE so the
+                // client can apply auto.offset.reset without another round trip.
+                if let crate::partition::PartitionError::OffsetOutOfRange { log_start_offset, log_end_offset, .. } = &e {
+                    part.log_start_offset = *log_start_offset;
+                    part.high_watermark = *log_end_offset;
+                }
+                part.error_code = code(&e);
+            }
         }
+    }
+    reads
+}
+
+/// A partition before its read: empty, or answered with its error when it is not read
+/// (unknown topic or partition, stale or future leader epoch).
+fn unread(w: &RequestedPartition) -> PartitionRead {
+    let mut read = PartitionRead { part: FetchPartitionParts::new(w.partition), bytes: 0, first_batch_exceeds_limit: false };
+    match w.owner {
+        Err(e) => read.part.error_code = e.code(),
+        Ok((_, epoch)) if w.current_leader_epoch >= 0 && w.current_leader_epoch != epoch => {
+            read.part.error_code = if w.current_leader_epoch > epoch {
+                ErrorCode::UNKNOWN_LEADER_EPOCH.code()
+            } else {
+                ErrorCode::FENCED_LEADER_EPOCH.code()
+            };
+        }
+        Ok(_) => {}
     }
     read
 }

@@ -1,84 +1,114 @@
-//! Produce: each partition's records go to the shard that owns the partition; all
-//! partitions proceed concurrently and the response keeps the request's order.
-//! acks=0 sends no response at all, as Kafka does. Checked here, in Kafka's order, before
-//! the partition validates the records: the topic exists, the codec is allowed for the
-//! request version (`ProduceRequest.validateRecords`), and the topic is not internal
-//! (`ReplicaManager.appendToLocalLog` with internalTopicsAllowed=false: the group
-//! coordinator appends to `__consumer_offsets` through `Partition::append`, never here).
+//! Produce: each partition's records go to the shard that owns the partition. All
+//! partitions of all topics proceed at once, in one router batch (one message per other
+//! shard, see `cluster::router`), and the request awaits them together; the response
+//! keeps the request's order. acks=0 sends no response at all, as Kafka does. Checked
+//! here, in Kafka's order, before the partition validates the records: the topic exists,
+//! the codec is allowed for the request version (`ProduceRequest.validateRecords`), and
+//! the topic is not internal (`ReplicaManager.appendToLocalLog` with
+//! internalTopicsAllowed=false: the group coordinator appends to `__consumer_offsets`
+//! through `Partition::append`, never here).
 use std::rc::Rc;
 
-use futures::future::join_all;
-use kafka_protocol::messages::produce_request::ProduceRequest;
+use bytes::Bytes;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, ProduceRequest};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, ProduceResponse, TopicProduceResponse};
 
 use super::{code, str_bytes, topic_name};
+use crate::cluster::image::TopicMeta;
+use crate::cluster::router::{OpBatch, OpOutput, PartitionOp};
 use crate::cluster::topic_config::is_internal_topic;
 use crate::partition::PartitionError;
-use crate::record::check_produce_version;
 use crate::protocol::ErrorCode;
+use crate::record::check_produce_version;
+use crate::runtime::ShardId;
 use crate::server::dispatch::{RequestMeta, Response};
-use crate::cluster::router::{OpOutput, PartitionOp};
 use crate::server::shard::ShardContext;
 
-pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ProduceRequest) -> Response {
+pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, mut req: ProduceRequest) -> Response {
     let acks = req.acks;
     let image = ctx.image();
-    let valid_acks = matches!(acks, -1..=1);
+    let unknown = if meta.version >= 13 { ErrorCode::UNKNOWN_TOPIC_ID } else { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION };
+    let partition_count = req.topic_data.iter().map(|t| t.partition_data.len()).sum();
+    let mut batch = OpBatch::with_capacity(partition_count);
     let mut topics = Vec::with_capacity(req.topic_data.len());
-    for topic in req.topic_data {
+    for topic in &mut req.topic_data {
+        // The records move into the batch; the names stay borrowed from the request.
+        let partition_data = std::mem::take(&mut topic.partition_data);
+        let topic = &*topic;
         let meta_topic = if meta.version >= 13 {
             image.topic_by_id(topic.topic_id.as_bytes())
         } else {
             image.topic(topic.name.0.as_str())
         };
-        let unknown = if meta.version >= 13 { ErrorCode::UNKNOWN_TOPIC_ID } else { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION };
-        let name = meta_topic.map(|t| t.name.clone()).unwrap_or_else(|| topic.name.0.to_string());
-        let futures = topic.partition_data.into_iter().map(|pd| {
-            let name = name.clone();
-            async move {
-                let resp = PartitionProduceResponse::default().with_index(pd.index).with_base_offset(-1).with_log_append_time_ms(-1).with_log_start_offset(-1);
-                if !valid_acks {
-                    return resp.with_error_code(ErrorCode::INVALID_REQUIRED_ACKS.code());
+        let name = meta_topic.map_or(topic.name.0.as_str(), |t| t.name.as_str());
+        let mut partitions = Vec::with_capacity(partition_data.len());
+        for pd in partition_data {
+            let resp = PartitionProduceResponse::default().with_index(pd.index).with_base_offset(-1).with_log_append_time_ms(-1).with_log_start_offset(-1);
+            // A partition sent to its shard keeps error code 0 until its result is in.
+            match admit(meta.version, acks, meta_topic, name, unknown, pd) {
+                Ok((shard, records)) => {
+                    batch.push(shard, name, resp.index, PartitionOp::Produce { records, acks });
+                    partitions.push(resp);
                 }
-                let Some(topic) = meta_topic.filter(|t| t.partition(pd.index).is_some()) else {
-                    return resp.with_error_code(unknown.code());
-                };
-                let Some(records) = pd.records else {
-                    return resp.with_error_code(ErrorCode::CORRUPT_MESSAGE.code());
-                };
-                if let Err(e) = check_produce_version(&records, meta.version) {
-                    return resp.with_error_code(code(&e)).with_error_message(Some(str_bytes(&e.to_string())));
-                }
-                if is_internal_topic(&name) {
-                    let message = format!("Cannot append to internal topic {name}");
-                    return resp.with_error_code(ErrorCode::INVALID_TOPIC_EXCEPTION.code()).with_error_message(Some(str_bytes(&message)));
-                }
-                match ctx.router.route(topic, pd.index, PartitionOp::Produce { records, acks }).await {
-                    Ok(OpOutput::Produce(out)) => resp
-                        .with_base_offset(out.base_offset)
-                        .with_log_append_time_ms(out.log_append_time_ms)
-                        .with_log_start_offset(out.log_start_offset),
-                    Ok(_) => resp.with_error_code(ErrorCode::UNKNOWN_SERVER_ERROR.code()),
-                    Err(e) => {
-                        if !matches!(e, PartitionError::Sequence(_)) {
-                            tracing::debug!(topic = %name, partition = pd.index, error = %e, "produce refused");
-                        }
-                        resp.with_error_code(code(&e)).with_error_message(Some(str_bytes(&e.to_string())))
-                    }
+                Err((error, message)) => {
+                    partitions.push(resp.with_error_code(error).with_error_message(message.map(|m| str_bytes(&m))));
                 }
             }
-        });
-        let partitions = join_all(futures).await;
+        }
         let mut t = TopicProduceResponse::default().with_partition_responses(partitions);
         if meta.version >= 13 {
             t.topic_id = topic.topic_id;
         } else {
-            t.name = topic_name(&name);
+            t.name = topic_name(name);
         }
         topics.push(t);
+    }
+    let mut results = ctx.router.run(batch).await.into_iter();
+    for t in &mut topics {
+        for resp in t.partition_responses.iter_mut().filter(|r| r.error_code == 0) {
+            match results.next() {
+                Some(Ok(OpOutput::Produce(out))) => {
+                    resp.base_offset = out.base_offset;
+                    resp.log_append_time_ms = out.log_append_time_ms;
+                    resp.log_start_offset = out.log_start_offset;
+                }
+                Some(Ok(_)) | None => resp.error_code = ErrorCode::UNKNOWN_SERVER_ERROR.code(),
+                Some(Err(e)) => {
+                    if !matches!(e, PartitionError::Sequence(_)) {
+                        tracing::debug!(shard = ctx.shard, partition = resp.index, error = %e, "produce refused");
+                    }
+                    resp.error_code = code(&e);
+                    resp.error_message = Some(str_bytes(&e.to_string()));
+                }
+            }
+        }
     }
     if acks == 0 {
         return Response::NoResponse;
     }
     meta.respond(&ProduceResponse::default().with_responses(topics))
+}
+
+/// The owning shard and records of a partition that may be appended to, or the error
+/// code (and message) it is answered with.
+fn admit(
+    version: i16,
+    acks: i16,
+    topic: Option<&TopicMeta>,
+    name: &str,
+    unknown: ErrorCode,
+    pd: PartitionProduceData,
+) -> Result<(ShardId, Bytes), (i16, Option<String>)> {
+    if !matches!(acks, -1..=1) {
+        return Err((ErrorCode::INVALID_REQUIRED_ACKS.code(), None));
+    }
+    let Some(owner) = topic.and_then(|t| t.partition(pd.index)) else { return Err((unknown.code(), None)) };
+    let Some(records) = pd.records else { return Err((ErrorCode::CORRUPT_MESSAGE.code(), None)) };
+    if let Err(e) = check_produce_version(&records, version) {
+        return Err((code(&e), Some(e.to_string())));
+    }
+    if is_internal_topic(name) {
+        return Err((ErrorCode::INVALID_TOPIC_EXCEPTION.code(), Some(format!("Cannot append to internal topic {name}"))));
+    }
+    Ok((owner.shard, records))
 }

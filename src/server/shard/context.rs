@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::cluster::image::MetadataImage;
+
 use crate::cluster::router::ShardRequest;
-use crate::cluster::shard_partitions::ShardPartitions;
+use crate::cluster::shard_partitions::{ShardImage, ShardPartitions};
 use crate::cluster::topic_config::TopicConfigDefaults;
 use crate::config::Config;
 use crate::controller::ControllerHandle;
@@ -72,7 +72,7 @@ impl ShardContext {
     }
 
     /// The metadata image this shard has fully applied (partitions opened).
-    pub fn image(&self) -> Arc<MetadataImage> {
+    pub fn image(&self) -> ShardImage {
         self.partitions.image()
     }
 

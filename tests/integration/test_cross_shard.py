@@ -1,0 +1,148 @@
+"""Requests over partitions of both shards (`--shards 2`): what they cost in cross-shard
+messages, and that they are answered whole.
+
+The broker's router logs one debug line per cross-shard message ("cross-shard message",
+target shardlog::cluster::router); this suite turns that target on and counts the lines a
+request adds. A topic of 6 partitions is spread over both shards (the controller places
+each partition on the least-loaded shard), so whichever shard accepted the connection,
+a request naming every partition must reach the other shard: exactly one message, where
+routing each partition alone would send one per remote partition (3 or more).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import kafkawire as kw
+from clients import cli_create_topic, now_ms
+from conftest import skip_unless_shardlog
+
+PARTITIONS = 6
+LIST_OFFSETS = 2
+ROUTER_LOG = "cross-shard message"
+
+
+@pytest.fixture
+def two_shards(broker_factory, monkeypatch):
+    skip_unless_shardlog("counts the router's debug log lines")
+    monkeypatch.setenv("RUST_LOG", "info,openraft=warn,shardlog::cluster::router=debug")
+    b = broker_factory(shards=2)
+    stamp = now_ms()
+    topics = [f"xs-a-{stamp}", f"xs-b-{stamp}"]
+    for t in topics:
+        cli_create_topic(b.bootstrap, t, PARTITIONS)
+    return b, topics
+
+
+def messages_logged(broker) -> int:
+    return broker.log_path.read_text(errors="replace").count(ROUTER_LOG)
+
+
+def produce_v8(correlation_id: int, topics: list[str], value: bytes) -> bytes:
+    """Produce v8 with one batch of one record for every partition of every topic."""
+    body = kw.string(None) + kw.i16(-1) + kw.i32(30000) + kw.i32(len(topics))
+    for t in topics:
+        body += kw.string(t) + kw.i32(PARTITIONS)
+        for p in range(PARTITIONS):
+            records = kw.record_batch([(None, value + b"-%d" % p, [])], now_ms())
+            body += kw.i32(p) + kw.i32(len(records)) + records
+    return kw.request(kw.PRODUCE, 8, correlation_id, body)
+
+
+def list_offsets_v1(correlation_id: int, topics: list[str], timestamp: int) -> bytes:
+    body = kw.i32(-1) + kw.i32(len(topics))
+    for t in topics:
+        body += kw.string(t) + kw.i32(PARTITIONS)
+        for p in range(PARTITIONS):
+            body += kw.i32(p) + kw.i64(timestamp)
+    return kw.request(LIST_OFFSETS, 1, correlation_id, body)
+
+
+def parse_list_offsets_v1(resp: bytes) -> dict[tuple[str, int], tuple[int, int]]:
+    r = kw.Reader(resp)
+    r.i32()
+    out = {}
+    for _ in range(r.i32()):
+        name = r.string()
+        for _ in range(r.i32()):
+            p, err, _ts, offset = r.i32(), r.i16(), r.i64(), r.i64()
+            out[(name, p)] = (err, offset)
+    return out
+
+
+def test_requests_over_both_shards_send_one_message_each(two_shards):
+    broker, topics = two_shards
+    every = {(t, p) for t in topics for p in range(PARTITIONS)}
+    s = kw.connect(broker.bootstrap)
+    try:
+        # Produce to two topics (12 partitions): every partition acknowledged, one message.
+        before = messages_logged(broker)
+        _, acked = kw.parse_produce_v8(kw.roundtrip(s, produce_v8(1, topics, b"one")))
+        assert set(acked) == every
+        assert all(d["error_code"] == 0 and d["base_offset"] == 0 for d in acked.values()), acked
+        assert messages_logged(broker) - before == 1
+
+        _, acked = kw.parse_produce_v8(kw.roundtrip(s, produce_v8(2, topics, b"two")))
+        assert all(d["error_code"] == 0 and d["base_offset"] == 1 for d in acked.values()), acked
+
+        # Fetch every partition of one topic (one read wave): one message.
+        before = messages_logged(broker)
+        parts = [(p, 0, 1 << 20) for p in range(PARTITIONS)]
+        _, fetched = kw.parse_fetch_v4(kw.roundtrip(s, kw.fetch_v4_request(3, topics[0], parts, 50 << 20)))
+        assert [d["partition"] for d in fetched] == list(range(PARTITIONS)), "request order kept"
+        for d in fetched:
+            assert (d["error_code"], d["high_watermark"]) == (0, 2)
+            assert [(b, last) for b, last, _ in kw.batches_in(d["records"])] == [(0, 0), (1, 1)]
+        assert messages_logged(broker) - before == 1
+
+        # ListOffsets latest over both topics: one message.
+        before = messages_logged(broker)
+        offsets = parse_list_offsets_v1(kw.roundtrip(s, list_offsets_v1(4, topics, -1)))
+        assert offsets == {tp: (0, 2) for tp in every}
+        assert messages_logged(broker) - before == 1
+    finally:
+        s.close()
+
+
+def test_a_long_poll_over_many_partitions_is_woken_by_a_produce_to_any_one(two_shards):
+    broker, topics = two_shards
+    topic = topics[1]
+    # Every partition of the topic, waiting at its end (offset 0, empty), for up to 60 s.
+    parts = [(p, 0, 1 << 20) for p in range(PARTITIONS)]
+    poll = kw.fetch_v4_request(7, topic, parts, 50 << 20, min_bytes=1, max_wait_ms=60_000)
+    waiter = kw.connect(broker.bootstrap, timeout_s=120)
+    result: dict = {}
+
+    def wait():
+        result["fetched"] = kw.parse_fetch_v4(kw.roundtrip(waiter, poll))[1]
+
+    t = threading.Thread(target=wait)
+    try:
+        before = messages_logged(broker)
+        t.start()
+        # The poll reads (one message to the other shard), finds nothing and registers
+        # its watch (one more message); produce only then, so the wake is what answers.
+        deadline = time.monotonic() + 60
+        while messages_logged(broker) - before < 2:
+            assert time.monotonic() < deadline, "the long poll never started waiting"
+            time.sleep(0.05)
+        # Produce to one partition only, on another connection.
+        producer = kw.connect(broker.bootstrap)
+        try:
+            target = PARTITIONS - 2
+            records = kw.record_batch([(None, b"wake", [])], now_ms())
+            _, acked = kw.parse_produce_v8(kw.roundtrip(producer, kw.produce_v8_request(8, topic, target, records)))
+            assert acked[(topic, target)]["error_code"] == 0
+        finally:
+            producer.close()
+        t.join(timeout=90)
+        assert not t.is_alive(), "the long poll never answered"
+        fetched = {d["partition"]: d for d in result["fetched"]}
+        # Woken by that produce (a poll that missed it would answer empty at its deadline).
+        assert [b for b, _, _ in kw.batches_in(fetched[target]["records"])] == [0]
+        assert all(d["error_code"] == 0 for d in fetched.values())
+    finally:
+        waiter.close()
