@@ -3,30 +3,40 @@
 #
 #   scripts/bench.sh           # full: W1..W6, A B A B, both generators (~20 min)
 #   scripts/bench.sh --quick   # smoke: short W1, W3, W5, A B (< 3 min after the build)
+#   scripts/bench.sh --profile # separate profiled runs: W1 and W3 under `perf record`
+#                              # (combine with --quick); their figures are perturbed
 #
 # Workloads (1 KiB records): W1 max produce, 6 partitions, acks=1; W2 the same, acks=all;
 # W3 fixed 50 MB/s produce (latency); W4 consume a pre-filled topic (2 GiB; 256 MiB
 # quick); W5 end-to-end latency at 10 MB/s; W6 1000 partitions at 20 MB/s.
 # Durability: both brokers acknowledge without fsync (Kafka's default; shardlog
-# --flush never = acked once the O_DIRECT write completed); W2 also runs shardlog with
-# --flush always (fdatasync before the ack).
+# --flush never = acked once the O_DIRECT write completed). W2 also runs both with an
+# fsync before the ack: shardlog --flush always (group-committed fdatasync) against Kafka
+# with log.flush.interval.messages=1 (Kafka flushes in the append path once that many
+# messages are unflushed, so every produce is fsynced before it is acknowledged).
 # Generators: `shardlog bench` (native) and Kafka's ProducerPerformance /
 # ConsumerPerformance / EndToEndLatency (kafka-tools).
-# Output: a table on stdout, results/<timestamp>/{summary.json,latency.svg,throughput.svg},
-# raw outputs in results/<timestamp>/runs/. MB = 2^20 bytes, as Kafka's tools count.
+# Output: a table on stdout, then every shardlog/Kafka ratio (medians over repetitions),
+# results/<timestamp>/{summary.json,latency.svg,throughput.svg}, raw outputs in
+# results/<timestamp>/runs/; with --profile also profile.txt (top symbols, kernel/user
+# split per broker) and runs/*.perf.data. MB = 2^20 bytes, as Kafka's tools count.
 #
 # Env: BENCH_WORK (data dirs; default target/bench-work, on the repo's disk),
 #      SHARDLOG_PORT (29092), KAFKA_PORT (39092), BENCH_NO_BUILD=1 (use the existing
-#      release binary), BENCH_REPS (A B repetitions; 1 quick, 2 full).
+#      release binary), BENCH_REPS (A B repetitions; 1 quick, 2 full), BENCH_PROFILE=1
+#      (= --profile), BENCH_PERF_HZ (perf sampling rate, 499), BENCH_WORKLOADS (e.g.
+#      "W2": run only these; for trying the script, the targets need W1 W2 W3).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 QUICK=0
+PROFILE="${BENCH_PROFILE:-0}"
 for a in "$@"; do
   case "$a" in
     --quick) QUICK=1 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    *) echo "usage: $0 [--quick]" >&2; exit 2 ;;
+    --profile) PROFILE=1 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    *) echo "usage: $0 [--quick] [--profile]" >&2; exit 2 ;;
   esac
 done
 
@@ -36,6 +46,8 @@ WORK="${BENCH_WORK:-$ROOT/target/bench-work}"
 SL_PORT="${SHARDLOG_PORT:-29092}"
 SL_FSYNC_PORT="$((SL_PORT + 10))"
 KAFKA_PORT="${KAFKA_PORT:-39092}"
+KAFKA_FSYNC_PORT="$((KAFKA_PORT + 10))"
+PERF_HZ="${BENCH_PERF_HZ:-499}"
 BIN="$ROOT/target/release/shardlog"
 RUNS="$OUT/runs.jsonl"
 CLK_TCK="$(getconf CLK_TCK)"
@@ -47,6 +59,9 @@ else
   DUR=20; WARM=3; REPS="${BENCH_REPS:-2}"; FIO_S=30; W4_MB=2048; E2E_TOOL_MSGS=5000
   WORKLOADS="W1 W2 W3 W4 W5 W6"
 fi
+# Profiled runs are their own runs: perf perturbs the figures they would compare.
+[ "$PROFILE" = 1 ] && WORKLOADS="W1 W3"
+WORKLOADS="${BENCH_WORKLOADS:-$WORKLOADS}"
 
 log() { echo "bench: $*" >&2; }
 mkdir -p "$OUT/runs" "$WORK"
@@ -59,6 +74,9 @@ fi
 [ -x "$BIN" ] || { echo "bench: $BIN missing (cargo build --release)" >&2; exit 1; }
 "$ROOT/scripts/kafka_local.sh" fetch
 CP="$("$ROOT/scripts/kafka_local.sh" classpath)"
+if [ "$PROFILE" = 1 ] && ! command -v perf >/dev/null; then
+  echo "bench: --profile needs perf (linux-perf)" >&2; exit 1
+fi
 if ! command -v fio >/dev/null; then
   log "installing fio"
   (apt-get install -y fio >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y fio >/dev/null; }) >&2
@@ -85,37 +103,78 @@ start_shardlog() { # NAME PORT FLUSH -> echoes pid
   done
   tail -20 "$dir/broker.log" >&2; return 1
 }
+start_kafka() { # NAME PORT EXTRA_PROPS (fresh data dir, -Xmx1g, controller on PORT+1)
+  local dir="$WORK/$1"
+  "$ROOT/scripts/kafka_local.sh" stop "$dir" >/dev/null 2>&1 || true
+  rm -rf "$dir"
+  KAFKA_HEAP=-Xmx1g KAFKA_CONTROLLER_PORT=$(($2 + 1)) KAFKA_EXTRA_PROPS="$3" \
+    "$ROOT/scripts/kafka_local.sh" start "$dir" "$2" >&2
+}
 stop_pid() { [ -n "${1:-}" ] && kill "$1" 2>/dev/null && { for _ in $(seq 1 50); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done; kill -9 "$1" 2>/dev/null; } || true; }
 
 cleanup() {
   stop_pid "$SL_PID"; stop_pid "$SLF_PID"
   "$ROOT/scripts/kafka_local.sh" stop "$WORK/kafka" >/dev/null 2>&1 || true
+  "$ROOT/scripts/kafka_local.sh" stop "$WORK/kafka-fsync" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 
-port_of() { case "$1" in shardlog) echo "$SL_PORT" ;; shardlog-fsync) echo "$SL_FSYNC_PORT" ;; kafka) echo "$KAFKA_PORT" ;; esac; }
-pid_of() { case "$1" in shardlog) echo "$SL_PID" ;; shardlog-fsync) echo "$SLF_PID" ;; kafka) cat "$WORK/kafka/kafka.pid" ;; esac; }
-durability_of() { case "$1" in shardlog-fsync) echo "fsync-before-ack" ;; *) echo "no-fsync" ;; esac; }
+port_of() {
+  case "$1" in shardlog) echo "$SL_PORT" ;; shardlog-fsync) echo "$SL_FSYNC_PORT" ;;
+    kafka) echo "$KAFKA_PORT" ;; kafka-fsync) echo "$KAFKA_FSYNC_PORT" ;; esac
+}
+pid_of() {
+  case "$1" in shardlog) echo "$SL_PID" ;; shardlog-fsync) echo "$SLF_PID" ;;
+    kafka|kafka-fsync) cat "$WORK/$1/kafka.pid" ;; esac
+}
+durability_of() { case "$1" in *-fsync) echo "fsync-before-ack" ;; *) echo "no-fsync" ;; esac; }
 
 create_topic() { "$BIN" topic create "$2" --partitions "$3" --bootstrap "127.0.0.1:$(port_of "$1")" >/dev/null; }
 delete_topic() { "$BIN" topic delete "$2" --bootstrap "127.0.0.1:$(port_of "$1")" >/dev/null 2>&1 || true; }
 
+# Profiles the broker PID for DUR seconds after WARM seconds (the generator's measured
+# window, not its warm-up) with perf's cpu-clock event (software: works on a VM without
+# a PMU). Root, or perf_event_paranoid <= 1, is needed for kernel samples; otherwise only
+# user space is sampled and the kernel/user split says so.
+PERF_PID=""
+start_profile() { # PID NAME -> PERF_PID (a child of this shell, so finish_profile can wait)
+  local ev=cpu-clock
+  if [ "$(id -u)" != 0 ] && [ "$(cat /proc/sys/kernel/perf_event_paranoid)" -ge 2 ]; then ev=cpu-clock:u; fi
+  ( sleep "$WARM"
+    exec perf record -g -e "$ev" -F "$PERF_HZ" -p "$1" -o "$OUT/runs/$2.perf.data" -- sleep "$DUR"
+  ) >"$OUT/runs/$2.perf.log" 2>&1 &
+  PERF_PID=$!
+}
+finish_profile() { # PERF_SUBSHELL_PID BROKER_PID NAME BROKER
+  wait "$1" 2>/dev/null || true
+  # JIT-compiled Java has no symbols on disk: JDK 17's Compiler.perfmap writes
+  # /tmp/perf-<pid>.map, which perf report reads for those addresses.
+  case "$4" in kafka*) jcmd "$2" Compiler.perfmap >/dev/null 2>&1 || log "jcmd Compiler.perfmap failed: Java frames stay unnamed" ;; esac
+  perf report -i "$OUT/runs/$3.perf.data" --no-children --sort sym -g none --percent-limit 0 --stdio \
+    >"$OUT/runs/$3.perf.txt" 2>>"$OUT/runs/$3.perf.log" || true
+}
+
 # run WORKLOAD BROKER GENERATOR KIND REP TOPIC -- command...
 # Measures the broker's CPU seconds and peak RSS around the command; appends a line to
 # runs.jsonl; the command's stdout goes to runs/<name>.out (parsed by bench_report.py).
+# The command's --warmup-s is recorded so the report can count the MB the broker took in
+# the whole command (CPU is measured over the whole command too).
 run() {
   local w="$1" broker="$2" gen="$3" kind="$4" rep="$5" topic="$6"; shift 7
-  local port pid name t0 t1 status=ok
+  local port pid name t0 t1 status=ok warm=0 prev="" a perf_pid=""
   port="$(port_of "$broker")"; pid="$(pid_of "$broker")"
   name="$w-$broker-$gen-r$rep"
+  for a in "$@"; do [ "$prev" = --warmup-s ] && warm="$a"; prev="$a"; done
   reset_peak_rss "$pid"
+  if [ "$PROFILE" = 1 ]; then start_profile "$pid" "$name"; perf_pid="$PERF_PID"; fi
   t0="$(cpu_ticks "$pid")"
   "$@" >"$OUT/runs/$name.out" 2>"$OUT/runs/$name.err" || status=failed
   t1="$(cpu_ticks "$pid")"
-  printf '{"workload":"%s","broker":"%s","generator":"%s","kind":"%s","rep":%s,"durability":"%s","cpu_s":%s,"rss_mb":%s,"status":"%s","out":"runs/%s.out"}\n' \
+  if [ -n "$perf_pid" ]; then finish_profile "$perf_pid" "$pid" "$name" "$broker"; fi
+  printf '{"workload":"%s","broker":"%s","generator":"%s","kind":"%s","rep":%s,"durability":"%s","cpu_s":%s,"rss_mb":%s,"warmup_s":%s,"status":"%s","out":"runs/%s.out"}\n' \
     "$w" "${broker%-fsync}" "$gen" "$kind" "$rep" "$(durability_of "$broker")" \
     "$(awk -v a="$t0" -v b="$t1" -v h="$CLK_TCK" 'BEGIN { printf "%.2f", (b - a) / h }')" \
-    "$(peak_rss_mb "$pid")" "$status" "$name" >>"$RUNS"
+    "$(peak_rss_mb "$pid")" "$warm" "$status" "$name" >>"$RUNS"
   python3 "$ROOT/scripts/bench_report.py" line "$OUT" "$name" >&2 || true
 }
 
@@ -186,43 +245,60 @@ workload() { # W BROKER REP
 }
 
 # ---------------------------------------------------------------- disk ceiling
-log "fio: sequential O_DIRECT write, QD16, 1 MiB, ${FIO_S} s (the ceiling for W1)"
+# The device's sequential-write ceiling, not the page cache's: O_DIRECT (--direct=1), so
+# every byte counted reached the device, through the same filesystem and directory the
+# brokers write to. A buffered fio would measure memcpy into the page cache until dirty
+# limits throttle it, which says nothing about the disk.
+FIO_METHOD="fio sequential write, O_DIRECT (device, not page cache), libaio QD16, 1 MiB blocks, ${FIO_S} s, on $(df --output=source "$WORK" | tail -1)"
+log "fio: ${FIO_METHOD} (the ceiling for W1)"
 fio --name=ceiling --filename="$WORK/fio.tmp" --rw=write --bs=1M --iodepth=16 --direct=1 \
   --ioengine=libaio --size=4G --runtime="$FIO_S" --time_based --output-format=json >"$OUT/fio.json" 2>"$OUT/fio.err" || true
 rm -f "$WORK/fio.tmp"
 FIO_MB_S="$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["jobs"][0]["write"]["bw_bytes"]/2**20,1))' "$OUT/fio.json" 2>/dev/null || echo 0)"
-echo "disk ceiling (fio seq write, O_DIRECT, QD16, 1 MiB): $FIO_MB_S MB/s"
+echo "disk ceiling ($FIO_METHOD): $FIO_MB_S MB/s"
 
 # ---------------------------------------------------------------- brokers
 log "starting shardlog (tuning/throughput.toml, --flush never) on $SL_PORT"
 SL_PID="$(start_shardlog shardlog "$SL_PORT" never)"
 log "starting Apache Kafka 4.1 (-Xmx1g) on $KAFKA_PORT"
-"$ROOT/scripts/kafka_local.sh" stop "$WORK/kafka" >/dev/null 2>&1 || true
-rm -rf "$WORK/kafka" "$WORK"/.w4-*
-KAFKA_HEAP=-Xmx1g KAFKA_CONTROLLER_PORT=$((KAFKA_PORT + 1)) \
-KAFKA_EXTRA_PROPS="log.segment.delete.delay.ms=1000" \
-  "$ROOT/scripts/kafka_local.sh" start "$WORK/kafka" "$KAFKA_PORT" >&2
+rm -f "$WORK"/.w4-*
+KAFKA_PROPS="log.segment.delete.delay.ms=1000"
+start_kafka kafka "$KAFKA_PORT" "$KAFKA_PROPS"
 
 cat >"$OUT/meta.json" <<META
-{"quick": $([ "$QUICK" = 1 ] && echo true || echo false), "duration_s": $DUR, "warmup_s": $WARM, "reps": $REPS,
- "disk_seq_write_mb_s": $FIO_MB_S, "shardlog_rev": "$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)",
+{"quick": $([ "$QUICK" = 1 ] && echo true || echo false), "profiled": $([ "$PROFILE" = 1 ] && echo true || echo false),
+ "duration_s": $DUR, "warmup_s": $WARM, "reps": $REPS, "e2e_tool_msgs": $E2E_TOOL_MSGS, "record_bytes": 1024,
+ "disk_seq_write_mb_s": $FIO_MB_S, "disk_ceiling_method": "$FIO_METHOD",
+ "shardlog_rev": "$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)",
  "kafka_version": "${KAFKA_VERSION:-4.1.1}", "shardlog_config": "tuning/throughput.toml"}
 META
 
 # ---------------------------------------------------------------- workloads, A B A B
 for w in $WORKLOADS; do
+  if [ "$w" = W2 ]; then
+    # The fsync-before-ack pair, started for W2 alone so it does not sit on the cores
+    # during the other runs, and kept across W2's repetitions (a JVM restarted for each
+    # would run its first produce cold). Same partitions, records, generators and
+    # durations as the no-fsync pair.
+    log "starting shardlog --flush always on $SL_FSYNC_PORT, Kafka log.flush.interval.messages=1 on $KAFKA_FSYNC_PORT"
+    SLF_PID="$(start_shardlog shardlog-fsync "$SL_FSYNC_PORT" always)"
+    start_kafka kafka-fsync "$KAFKA_FSYNC_PORT" "$KAFKA_PROPS
+log.flush.interval.messages=1"
+  fi
   for rep in $(seq 1 "$REPS"); do
     workload "$w" shardlog "$rep"
     workload "$w" kafka "$rep"
     if [ "$w" = W2 ]; then
-      # fsync-before-ack only exists on shardlog; started for W2 alone so it does not
-      # sit on the cores during the other runs.
-      SLF_PID="$(start_shardlog shardlog-fsync "$SL_FSYNC_PORT" always)"
       workload W2 shardlog-fsync "$rep"
-      stop_pid "$SLF_PID"; SLF_PID=""
+      workload W2 kafka-fsync "$rep"
     fi
   done
+  if [ "$w" = W2 ]; then
+    stop_pid "$SLF_PID"; SLF_PID=""
+    "$ROOT/scripts/kafka_local.sh" stop "$WORK/kafka-fsync" >/dev/null 2>&1 || true
+  fi
 done
 
 cleanup; trap - EXIT
 python3 "$ROOT/scripts/bench_report.py" summarize "$OUT"
+if [ "$PROFILE" = 1 ]; then python3 "$ROOT/scripts/bench_report.py" profile "$OUT"; fi

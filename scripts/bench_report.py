@@ -2,7 +2,8 @@
 """Turns the raw outputs of scripts/bench.sh into summary.json, a table, two SVG charts.
 
   bench_report.py line DIR NAME     one status line for a finished run (stderr)
-  bench_report.py summarize DIR     summary.json, latency.svg, throughput.svg, table
+  bench_report.py summarize DIR     summary.json, latency.svg, throughput.svg, table, ratios
+  bench_report.py profile DIR       profile.txt from runs/*.perf.txt (perf report output)
 
 Standard library only (no matplotlib): the SVG is written by hand.
 Parsers read each generator's own output format; a run that failed or printed nothing
@@ -18,6 +19,7 @@ import sys
 from collections import OrderedDict
 
 FIELDS = ["throughput_mb_s", "records_s", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "p9999_ms", "max_ms"]
+MB = 2**20
 
 
 def parse_native(text):
@@ -26,7 +28,8 @@ def parse_native(text):
         if line.startswith("{"):
             j = json.loads(line)
             lat = j.get("latency") or {}
-            r = {"throughput_mb_s": j["mb_s"], "records_s": j["records_s"], "latency_from": j.get("latency_from")}
+            r = {"throughput_mb_s": j["mb_s"], "records_s": j["records_s"], "latency_from": j.get("latency_from"),
+                 "window_mb": j["bytes"] / MB, "window_s": j["elapsed_s"]}
             if lat.get("count"):
                 for k in ["p50", "p90", "p99", "p999", "p9999", "max"]:
                     r[k + "_ms"] = lat[k + "_ms"]
@@ -48,7 +51,8 @@ def parse_producer_perf(text):
         if m:
             g = m.groups()
             return {"throughput_mb_s": float(g[2]), "records_s": float(g[1]), "p50_ms": float(g[5]), "p99_ms": float(g[7]),
-                    "p999_ms": float(g[8]), "max_ms": float(g[4]), "latency_from": "send() to callback"}
+                    "p999_ms": float(g[8]), "max_ms": float(g[4]), "latency_from": "send() to callback",
+                    "total_records": int(g[0])}
     return None
 
 
@@ -60,7 +64,8 @@ def parse_consumer_perf(text):
             vals = [v.strip() for v in lines[i + 1].split(",")]
             d = dict(zip(keys, vals))
             try:
-                return {"throughput_mb_s": float(d["fetch.MB.sec"]), "records_s": float(d["fetch.nMsg.sec"])}
+                return {"throughput_mb_s": float(d["fetch.MB.sec"]), "records_s": float(d["fetch.nMsg.sec"]),
+                        "total_mb": float(d["data.consumed.in.MB"])}
             except (KeyError, ValueError):
                 return None
     return None
@@ -78,8 +83,36 @@ PARSERS = {"produce": parse_native, "consume": parse_native, "e2e": parse_native
            "producer-perf": parse_producer_perf, "consumer-perf": parse_consumer_perf, "e2e-latency": parse_e2e_latency}
 
 
+def broker_mb(meta, parsed, run_meta):
+    """MB the broker took in (produce) or served (consume) during the whole command, the
+    span its CPU seconds were measured over. Exact for Kafka's tools (they count records);
+    for the native generator, which reports its measured window only, the window's rate
+    times (warm-up + window): a warm-up slower than the window makes this a little high,
+    the same way for both brokers."""
+    if parsed.get("total_mb") is not None:
+        return parsed["total_mb"]
+    if parsed.get("total_records") is not None:
+        return parsed["total_records"] * meta.get("record_bytes", 1024) / MB
+    if run_meta["kind"] == "e2e-latency":
+        return meta.get("e2e_tool_msgs", 0) * meta.get("record_bytes", 1024) / MB or None
+    if parsed.get("window_mb") is not None:
+        if not parsed.get("window_s"):
+            return parsed["window_mb"] or None
+        warm = float(run_meta.get("warmup_s", meta.get("warmup_s", 0)))
+        return parsed["window_mb"] * (parsed["window_s"] + warm) / parsed["window_s"] or None
+    return None
+
+
+def load_meta(d):
+    try:
+        return json.load(open(os.path.join(d, "meta.json")))
+    except (OSError, ValueError):
+        return {}
+
+
 def load_runs(d):
     runs = []
+    bench_meta = load_meta(d)
     path = os.path.join(d, "runs.jsonl")
     if not os.path.exists(path):
         return runs
@@ -99,12 +132,18 @@ def load_runs(d):
         for f in FIELDS:
             run[f] = None
         run["cpu_s"] = meta["cpu_s"]
+        run["cpu_s_per_mb"] = None
         run["rss_mb"] = meta["rss_mb"]
         run["rep"] = meta["rep"]
         run["tool"] = meta["kind"]
         run["status"] = "ok" if parsed else "failed"
         if parsed:
+            mb = broker_mb(bench_meta, parsed, meta)
+            for k in ["window_mb", "window_s", "total_records", "total_mb"]:
+                parsed.pop(k, None)
             run.update(parsed)
+            run["broker_mb"] = mb
+            run["cpu_s_per_mb"] = meta["cpu_s"] / mb if mb else None
             if meta["status"] != "ok":
                 # e.g. EndToEndLatency against shardlog: figures printed, then the tool
                 # fails at close on FIND_COORDINATOR (no consumer groups yet).
@@ -132,8 +171,12 @@ def series_label(r):
     return f"{b} / {r['generator']}"
 
 
+AGG_FIELDS = FIELDS + ["cpu_s", "cpu_s_per_mb", "rss_mb"]
+
+
 def aggregate(runs):
-    """Mean over repetitions per (workload, broker, durability, generator)."""
+    """Median over repetitions per (workload, broker, durability, generator): one noisy
+    repetition on a shared machine moves a median less than a mean."""
     groups = OrderedDict()
     for r in runs:
         groups.setdefault((r["workload"], r["broker"], r["durability"], r["generator"]), []).append(r)
@@ -141,9 +184,9 @@ def aggregate(runs):
     for (w, b, dur, g), rs in groups.items():
         ok = [r for r in rs if r["status"] == "ok"]
         a = OrderedDict(workload=w, broker=b, durability=dur, generator=g, n=len(ok), of=len(rs))
-        for f in FIELDS + ["cpu_s", "rss_mb"]:
+        for f in AGG_FIELDS:
             vals = [r[f] for r in ok if r.get(f) is not None]
-            a[f] = statistics.mean(vals) if vals else None
+            a[f] = statistics.median(vals) if vals else None
         a["note"] = next((r.get("note") for r in rs if r.get("note")), None)
         out.append(a)
     order = {"shardlog": 0, "kafka": 1}
@@ -162,6 +205,64 @@ def ratio(a, b):
     if a is None or b is None or not b:
         return None
     return a / b
+
+
+# (field, label, which way is better for shardlog/kafka)
+RATIO_METRICS = [("throughput_mb_s", "MB/s", "higher"), ("p50_ms", "p50", "lower"), ("p99_ms", "p99", "lower"),
+                 ("p999_ms", "p99.9", "lower"), ("cpu_s_per_mb", "CPU s/MB", "lower")]
+
+
+def ratios(agg, disk):
+    """shardlog/kafka for every metric of every (workload, durability, generator) both
+    brokers ran, from the medians over repetitions; W1 also as fractions of the disk
+    ceiling measured in the same run."""
+    out = []
+    for s in agg:
+        if s["broker"] != "shardlog":
+            continue
+        k = find(agg, s["workload"], "kafka", s["generator"], s["durability"])
+        if not k:
+            continue
+        r = OrderedDict(workload=s["workload"], durability=s["durability"], generator=s["generator"],
+                        runs_shardlog=f"{s['n']}/{s['of']}", runs_kafka=f"{k['n']}/{k['of']}", metrics=OrderedDict())
+        for f, label, better in RATIO_METRICS:
+            r["metrics"][f] = OrderedDict(shardlog=s[f], kafka=k[f], ratio=ratio(s[f], k[f]), better=better)
+        if s["workload"] == "W1" and disk:
+            fs, fk = ratio(s["throughput_mb_s"], disk), ratio(k["throughput_mb_s"], disk)
+            r["metrics"]["fraction_of_disk_ceiling"] = OrderedDict(shardlog=fs, kafka=fk, ratio=ratio(fs, fk), better="higher")
+        out.append(r)
+    return out
+
+
+def print_table(hdr, rows):
+    widths = [max(len(str(x)) for x in col) for col in zip(hdr, *rows)]
+    print("  ".join(h.ljust(w) for h, w in zip(hdr, widths)))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print("  ".join(str(x).ljust(w) for x, w in zip(r, widths)))
+
+
+def print_ratios(rs, disk, meta):
+    arrow = {"higher": "higher better", "lower": "lower better"}
+    print()
+    print(f"shardlog/kafka ratios (medians over {meta.get('reps', '?')} repetition(s) per side, same durability and "
+          "generator): x>1 is better for shardlog where the column says 'higher better', x<1 where it says 'lower better'")
+    hdr = ["workload", "durability", "generator"] + [f"{label} ({arrow[b]})" for _, label, b in RATIO_METRICS] + ["runs s/k"]
+    rows = []
+    for r in rs:
+        m = r["metrics"]
+        rows.append([r["workload"], r["durability"], r["generator"]]
+                    + [("x" + fmt(m[f]["ratio"], 2)) if m[f]["ratio"] is not None else "-" for f, _, _ in RATIO_METRICS]
+                    + [f"{r['runs_shardlog']} {r['runs_kafka']}"])
+    print_table(hdr, rows)
+    for r in rs:
+        c = r["metrics"].get("fraction_of_disk_ceiling")
+        if c:
+            print(f"{r['workload']} {r['durability']} {r['generator']}: fraction of the disk ceiling ({disk} MB/s, "
+                  f"higher better): shardlog {fmt(c['shardlog'], 2)}, kafka {fmt(c['kafka'], 2)}, x{fmt(c['ratio'], 2)}")
+    if disk:
+        print(f"disk ceiling: {meta.get('disk_ceiling_method', 'fio')}. Kafka acknowledges from the page cache and "
+              "can exceed it for a while; shardlog --flush never writes O_DIRECT and cannot.")
 
 
 # ---------------------------------------------------------------- SVG
@@ -312,54 +413,100 @@ def cmd_line(d, name):
 
 
 def cmd_summarize(d):
-    meta = {}
-    try:
-        meta = json.load(open(os.path.join(d, "meta.json")))
-    except (OSError, ValueError):
-        pass
+    meta = load_meta(d)
     runs = load_runs(d)
-    summary = OrderedDict(machine=machine(meta), runs=runs)
-    json.dump(summary, open(os.path.join(d, "summary.json"), "w"), indent=1)
     agg = aggregate(runs)
+    disk = meta.get("disk_seq_write_mb_s")
+    rs = ratios(agg, disk)
+    summary = OrderedDict(machine=machine(meta), runs=runs, medians=agg, ratios=rs)
+    json.dump(summary, open(os.path.join(d, "summary.json"), "w"), indent=1)
     latency_svg(agg, os.path.join(d, "latency.svg"))
     throughput_svg(agg, os.path.join(d, "throughput.svg"))
 
-    hdr = ["workload", "broker", "durability", "generator", "MB/s", "rec/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "cpu s", "RSS MB", "runs"]
+    hdr = ["workload", "broker", "durability", "generator", "MB/s", "rec/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "cpu s",
+           "cpu s/MB", "RSS MB", "runs"]
     rows = [[a["workload"], a["broker"], a["durability"], a["generator"], fmt(a["throughput_mb_s"]), fmt(a["records_s"], 0),
              fmt(a["p50_ms"], 2), fmt(a["p99_ms"], 2), fmt(a["p999_ms"], 2), fmt(a["max_ms"], 2), fmt(a["cpu_s"]),
-             fmt(a["rss_mb"], 0), f"{a['n']}/{a['of']}"] for a in agg]
-    widths = [max(len(str(x)) for x in col) for col in zip(hdr, *rows)]
+             fmt(a["cpu_s_per_mb"], 3), fmt(a["rss_mb"], 0), f"{a['n']}/{a['of']}"] for a in agg]
     print()
-    print("  ".join(h.ljust(w) for h, w in zip(hdr, widths)))
-    print("  ".join("-" * w for w in widths))
-    for r in rows:
-        print("  ".join(str(x).ljust(w) for x, w in zip(r, widths)))
+    if meta.get("profiled"):
+        print("PROFILED RUN: perf was sampling the broker, figures are perturbed; compare only unprofiled runs")
+    print_table(hdr, rows)
     failed = [a for a in agg if a["n"] < a["of"]]
     for a in failed:
         print(f"note: {a['workload']} {a['broker']} {a['generator']}: {a['of'] - a['n']} run(s) failed: {a['note'] or '(see runs/*.err)'}")
     print()
-    print(f"results: {d}/summary.json, latency.svg, throughput.svg (figures are means over repetitions; "
+    print_ratios(rs, disk, meta)
+    print()
+    print(f"results: {d}/summary.json, latency.svg, throughput.svg (figures are medians over repetitions; "
           f"{'quick run' if meta.get('quick') else 'full run'}, {meta.get('reps', '?')} rep(s))")
-    disk = meta.get("disk_seq_write_mb_s")
     w1s, w1k = find(agg, "W1", "shardlog"), find(agg, "W1", "kafka")
     w2s, w2k = find(agg, "W2", "shardlog"), find(agg, "W2", "kafka")
+    w2fs, w2fk = find(agg, "W2", "shardlog", dur="fsync-before-ack"), find(agg, "W2", "kafka", dur="fsync-before-ack")
     w3s, w3k = find(agg, "W3", "shardlog"), find(agg, "W3", "kafka")
     get = lambda a, k: a[k] if a else None
     r_w1 = ratio(get(w1s, "throughput_mb_s"), get(w1k, "throughput_mb_s"))
     r_w2 = ratio(get(w2s, "throughput_mb_s"), get(w2k, "throughput_mb_s"))
+    r_w2f = ratio(get(w2fs, "throughput_mb_s"), get(w2fk, "throughput_mb_s"))
     r_p99 = ratio(get(w3s, "p99_ms"), get(w3k, "p99_ms"))
     r_p999 = ratio(get(w3s, "p999_ms"), get(w3k, "p999_ms"))
     check = lambda ok: "-" if ok is None else ("met" if ok else "NOT met")
     print("targets (native generator, equal durability):")
-    print(f"  W1 throughput >= 2x kafka: x{fmt(r_w1, 2)} {check(None if r_w1 is None else r_w1 >= 2)}")
+    if r_w1 is not None:
+        print(f"  W1 throughput >= 2x kafka: x{fmt(r_w1, 2)} {check(r_w1 >= 2)}")
     if r_w2 is not None:
         print(f"  W2 throughput >= 2x kafka: x{fmt(r_w2, 2)} {check(r_w2 >= 2)}")
-    print(f"  W3 p99 <= 1/5 of kafka: x{fmt(r_p99, 2)} {check(None if r_p99 is None else r_p99 <= 0.2)}")
-    print(f"  W3 p99.9 <= 1/10 of kafka: x{fmt(r_p999, 2)} {check(None if r_p999 is None else r_p999 <= 0.1)}")
+    if r_w2f is not None:
+        print(f"  W2 fsync-before-ack throughput >= 2x kafka: x{fmt(r_w2f, 2)} {check(r_w2f >= 2)}")
+    if r_p99 is not None:
+        print(f"  W3 p99 <= 1/5 of kafka: x{fmt(r_p99, 2)} {check(r_p99 <= 0.2)}")
+    if r_p999 is not None:
+        print(f"  W3 p99.9 <= 1/10 of kafka: x{fmt(r_p999, 2)} {check(r_p999 <= 0.1)}")
     if disk and w1s and w1s["throughput_mb_s"]:
         print(f"  W1 >= half the disk ceiling ({disk} MB/s): {w1s['throughput_mb_s'] / disk:.2f} of it "
               f"{check(w1s['throughput_mb_s'] >= disk / 2)}")
     print(f"shardlog/kafka: W1 throughput x{fmt(r_w1, 2)}, W3 p99 x{fmt(r_p99, 2)}")
+
+
+PERF_LINE = re.compile(r"^\s*([\d.]+)%\s+\[(.)\]\s+(.*?)\s*$")
+
+
+def parse_perf_report(text):
+    """(samples, [(self %, mode, symbol)]) from `perf report --no-children --sort sym
+    -g none --stdio`; mode is perf's marker: k kernel, . user (JIT code included)."""
+    m = re.search(r"# Samples: (\S+)", text)
+    samples = m.group(1) if m else "?"
+    rows = []
+    for line in text.splitlines():
+        p = PERF_LINE.match(line)
+        if p:
+            rows.append((float(p.group(1)), p.group(2), p.group(3)))
+    return samples, rows
+
+
+def cmd_profile(d, top=10):
+    meta = load_meta(d)
+    names = sorted(f[:-len(".perf.txt")] for f in os.listdir(os.path.join(d, "runs")) if f.endswith(".perf.txt"))
+    out = [f"Profiles: perf record -g -e cpu-clock -p <broker pid> over each run's measured window "
+           f"({meta.get('duration_s', '?')} s after {meta.get('warmup_s', '?')} s of warm-up). Profiled runs are "
+           "separate runs: do not compare their throughput or latency with unprofiled ones.",
+           "self % = share of the broker's samples in that symbol itself; kernel/user from perf's [k]/[.] marks."]
+    for n in names:
+        samples, rows = parse_perf_report(open(os.path.join(d, "runs", n + ".perf.txt")).read())
+        out.append("")
+        if not rows:
+            out.append(f"== {n}: no samples (see runs/{n}.perf.log)")
+            continue
+        kernel = sum(p for p, mode, _ in rows if mode == "k")
+        user = sum(p for p, mode, _ in rows if mode != "k")
+        out.append(f"== {n}: {samples} samples; kernel {kernel:.1f}%, user {user:.1f}%")
+        for p, mode, sym in sorted(rows, key=lambda r: -r[0])[:top]:
+            out.append(f"  {p:6.2f}%  [{mode}] {sym[:110]}")
+    text = "\n".join(out) + "\n"
+    open(os.path.join(d, "profile.txt"), "w").write(text)
+    print()
+    print(text, end="")
+    print(f"profile: {d}/profile.txt (perf data in runs/*.perf.data: perf report -i FILE)")
 
 
 if __name__ == "__main__":
@@ -367,5 +514,7 @@ if __name__ == "__main__":
         cmd_line(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 3 and sys.argv[1] == "summarize":
         cmd_summarize(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "profile":
+        cmd_profile(sys.argv[2])
     else:
         sys.exit(__doc__)
