@@ -237,6 +237,17 @@ impl Partition {
         self.log.borrow().synced_offset()
     }
 
+    /// (segment file, end of its written whole batches) for every segment: bytes below
+    /// are written and may have been acknowledged (tests check no write covers them).
+    #[cfg(test)]
+    pub(crate) fn written_positions(&self) -> Vec<(PathBuf, u64)> {
+        let log = self.log.borrow();
+        log.segment_bases()
+            .into_iter()
+            .filter_map(|b| log.segment(b).map(|s| (log.dir().join(crate::storage::segment::log_file_name(b)), s.written())))
+            .collect()
+    }
+
     /// The log's writer has work in flight (tests wait for it to go idle).
     #[cfg(test)]
     pub(crate) fn writer_running(&self) -> bool {

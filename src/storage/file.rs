@@ -83,6 +83,16 @@ pub struct FaultInjector {
     /// Files opened since the last restart (to drop or tear their overlays at a crash).
     files: RefCell<Vec<Weak<SegmentFile>>>,
     stats: Cell<FaultStats>,
+    /// With `record_writes`: every segment write since the last restart, as issued.
+    writes: RefCell<Option<Vec<SegmentWrite>>>,
+}
+
+/// One segment write as issued (tests check that no write covers acknowledged bytes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentWrite {
+    pub path: std::path::PathBuf,
+    pub pos: u64,
+    pub len: u64,
 }
 
 thread_local! {
@@ -108,6 +118,7 @@ impl FaultInjector {
             crashed: Cell::new(false),
             files: RefCell::new(Vec::new()),
             stats: Cell::new(FaultStats::default()),
+            writes: RefCell::new(None),
         })
     }
 
@@ -124,6 +135,16 @@ impl FaultInjector {
     fn below(&self, lo: u64, hi: u64) -> u64 {
         debug_assert!(hi > lo);
         lo + self.next_u64() % (hi - lo)
+    }
+
+    /// Starts recording segment writes (tests only: the list grows with every write).
+    pub fn record_writes(&self) {
+        self.writes.borrow_mut().get_or_insert_with(Vec::new);
+    }
+
+    /// The segment writes recorded since the last restart, in issue order.
+    pub fn segment_writes(&self) -> Vec<SegmentWrite> {
+        self.writes.borrow().clone().unwrap_or_default()
     }
 
     /// Arms `fault` for the next segment operation of its kind.
@@ -188,6 +209,9 @@ impl FaultInjector {
     pub fn restart(&self) {
         self.crashed.set(false);
         self.files.borrow_mut().clear();
+        if let Some(w) = self.writes.borrow_mut().as_mut() {
+            w.clear();
+        }
     }
 
     fn register(&self, file: &Rc<SegmentFile>) {
@@ -211,6 +235,7 @@ struct Overlay {
 struct FaultState {
     injector: Rc<FaultInjector>,
     role: FileRole,
+    path: std::path::PathBuf,
     overlay: RefCell<Overlay>,
 }
 
@@ -291,7 +316,7 @@ impl SegmentFile {
                 Inner::Buffered(f)
             }
         };
-        Self::wrap(file, role, injector).await
+        Self::wrap(file, role, injector, path).await
     }
 
     /// Opens an existing file read-only (O_DIRECT); `Ok(None)` when it does not exist.
@@ -308,15 +333,15 @@ impl SegmentFile {
             }
             Err(e) => return Err(StorageError::glommio(format!("opening {}", path.display()), e)),
         };
-        Self::wrap(Inner::Direct(file), role, injector).await.map(Some)
+        Self::wrap(Inner::Direct(file), role, injector, path).await.map(Some)
     }
 
-    async fn wrap(file: Inner, role: FileRole, injector: Option<Rc<FaultInjector>>) -> Result<Rc<SegmentFile>> {
+    async fn wrap(file: Inner, role: FileRole, injector: Option<Rc<FaultInjector>>, path: &Path) -> Result<Rc<SegmentFile>> {
         let Some(injector) = injector else { return Ok(Rc::new(SegmentFile { file, fault: None })) };
         let mut f = SegmentFile { file, fault: None };
         let size = f.raw_file_size().await?;
         let overlay = RefCell::new(Overlay { blocks: BTreeMap::new(), size });
-        f.fault = Some(FaultState { injector: injector.clone(), role, overlay });
+        f.fault = Some(FaultState { injector: injector.clone(), role, path: path.to_path_buf(), overlay });
         let f = Rc::new(f);
         injector.register(&f);
         Ok(f)
@@ -435,6 +460,11 @@ impl SegmentFile {
             Inner::Buffered(_) => 1,
         };
         debug_assert!(pos % unit == 0 && buf.len() as u64 % unit == 0, "DMA writes cover whole blocks");
+        if state.role == FileRole::Segment {
+            if let Some(w) = inj.writes.borrow_mut().as_mut() {
+                w.push(SegmentWrite { path: state.path.clone(), pos, len: buf.len() as u64 });
+            }
+        }
         let fault = if state.role == FileRole::Segment { inj.take_armed(true) } else { None };
         match fault {
             Some(Fault::WriteEio) => {
