@@ -13,8 +13,9 @@
 //! - `Durability::Synced` (flush=always with acks=-1) resolves once the write completed
 //!   and an fdatasync that started after it returned.
 //!
-//! Group commit: appends made while writes or an fdatasync are in flight are written by
-//! the next pass, and one fdatasync covers every write completed before it started.
+//! Group commit: one fdatasync (at most one in flight) covers every write completed
+//! before it started; it runs beside the writes, which keep starting and completing
+//! meanwhile.
 //! Waiters that need no fdatasync are resolved as soon as their write completes,
 //! before the pass syncs or saves indexes, so a segment roll or a slow fdatasync never
 //! holds up an acks=1 producer or a long-poll fetch.
@@ -56,6 +57,12 @@ use super::{StorageError, FLUSH_NEVER};
 
 fn log_is_offline(log: &RefCell<Log>) -> bool {
     log.borrow().is_offline()
+}
+
+/// What the loop waits for.
+enum Event {
+    Written(WriteDone),
+    Synced(Result<(), StorageError>),
 }
 
 /// A finished segment write, as the loop books it.
@@ -192,9 +199,12 @@ impl LogWriter {
     /// exit happen without an await in between, so no append is missed.
     async fn write_and_sync_loop(self: Rc<Self>) {
         let mut writes = FuturesUnordered::new();
+        // The fdatasync in flight (with the sealed-segment saves after it): it runs beside
+        // the writes, so no ack that needs no sync ever waits for one.
+        let mut sync: Option<Pin<Box<dyn Future<Output = Result<(), StorageError>>>>> = None;
         let mut failed: Option<StorageError> = None;
         loop {
-            if self.log.borrow().is_offline() && writes.is_empty() {
+            if self.log.borrow().is_offline() && writes.is_empty() && sync.is_none() {
                 // Nothing more is written to (or synced in) a log whose fdatasync failed.
                 self.running.set(false);
                 return;
@@ -217,44 +227,39 @@ impl LogWriter {
                 self.finish_write(done, &mut failed);
             }
             if let Some(e) = failed.take() {
-                // A rollback must not race writes still in flight: let them land first.
+                // A rollback must not race writes or a sync still in flight: let them land.
                 while let Some(done) = writes.next().await {
                     self.finish_write(done, &mut None);
+                }
+                if let Some(s) = sync.take() {
+                    if let Err(sync_error) = s.await {
+                        self.go_offline(sync_error);
+                    }
                 }
                 self.on_write_failure(e).await;
                 continue;
             }
+            // Acks that need no fdatasync (and fetch long polls) are answered now.
+            self.wake(self.log.borrow().written_offset());
             let written = self.log.borrow().written_offset();
-            // Acks that need no fdatasync (and fetch long polls) are answered now, not after
-            // the sync and index saves below: a segment roll would otherwise stall every
-            // producer of the partition behind an fdatasync.
-            self.wake(written);
-            if self.wants_sync(written) && self.log.borrow().synced_offset() < written && !self.log.borrow().is_offline() {
-                if let Err(e) = self.sync(written).await {
-                    let synced = self.log.borrow().synced_offset();
-                    // Logged once: the log is offline from here on and never syncs again.
-                    tracing::error!(topic = %self.topic, partition = self.partition, error = %e, synced_offset = synced,
-                        "fdatasync failed; partition offline (KAFKA_STORAGE_ERROR) until the broker restarts: \
-                         fix the disk, then restart (recovery re-validates the log tail)");
-                    self.log.borrow_mut().set_offline(e.to_string());
-                    let offline = self.log.borrow().check_online().err().unwrap_or(e);
-                    self.fail_waiters(i64::MIN, &offline);
-                    // Writes in flight land (nothing more is reported about them).
-                    while writes.next().await.is_some() {}
-                    // Long polls wake and meet the error.
-                    (self.hooks.on_written)();
-                    self.running.set(false);
-                    return;
-                }
+            if sync.is_none()
+                && !self.log.borrow().is_offline()
+                && self.log.borrow().synced_offset() < written
+                && self.wants_sync(written)
+            {
+                let me = self.clone();
+                sync = Some(Box::pin(async move {
+                    me.sync(written).await?;
+                    me.save_sealed().await;
+                    Ok(())
+                }));
             }
-            self.save_sealed().await;
-            self.wake(written);
-            if writes.is_empty() {
+            if writes.is_empty() && sync.is_none() {
                 let more = self.log.borrow().has_pending_writes() || {
                     let log = self.log.borrow();
                     let (w, synced) = (log.written_offset(), log.synced_offset());
                     drop(log);
-                    synced < w && self.wants_sync(w)
+                    synced < w && self.wants_sync(w) && !self.log.borrow().is_offline()
                 };
                 if !more {
                     self.arm_flush_timer();
@@ -263,10 +268,53 @@ impl LogWriter {
                 }
                 continue;
             }
-            if let Some(done) = writes.next().await {
-                self.finish_write(done, &mut failed);
+            // Wait for the next write to finish or the sync to return, whichever is first.
+            let event = futures::future::poll_fn(|cx| {
+                if let Some(s) = sync.as_mut() {
+                    if let Poll::Ready(res) = s.as_mut().poll(cx) {
+                        return Poll::Ready(Event::Synced(res));
+                    }
+                }
+                if !writes.is_empty() {
+                    if let Poll::Ready(Some(done)) = writes.poll_next_unpin(cx) {
+                        return Poll::Ready(Event::Written(done));
+                    }
+                }
+                Poll::Pending
+            })
+            .await;
+            match event {
+                Event::Written(done) => self.finish_write(done, &mut failed),
+                Event::Synced(res) => {
+                    sync = None;
+                    match res {
+                        // Waiters for fdatasync are answered at the top of the loop.
+                        Ok(()) => {}
+                        Err(e) => {
+                            self.go_offline(e);
+                            // Writes in flight land (nothing more is reported about them).
+                            while writes.next().await.is_some() {}
+                            self.running.set(false);
+                            return;
+                        }
+                    }
+                }
             }
         }
+    }
+
+    /// An fdatasync failed: the log goes offline for good (invariant 8), every waiter
+    /// fails, and long polls wake to meet the error.
+    fn go_offline(&self, e: StorageError) {
+        let synced = self.log.borrow().synced_offset();
+        // Logged once: the log is offline from here on and never syncs again.
+        tracing::error!(topic = %self.topic, partition = self.partition, error = %e, synced_offset = synced,
+            "fdatasync failed; partition offline (KAFKA_STORAGE_ERROR) until the broker restarts: \
+             fix the disk, then restart (recovery re-validates the log tail)");
+        self.log.borrow_mut().set_offline(e.to_string());
+        let offline = self.log.borrow().check_online().err().unwrap_or(e);
+        self.fail_waiters(i64::MIN, &offline);
+        (self.hooks.on_written)();
     }
 
     /// Books a finished write: the segment's written prefix grows, or `failed` is set
