@@ -116,7 +116,7 @@ impl BatchReader {
             let rest = self.end - self.pos;
             match it.stop() {
                 None | Some(IterStop::End) => {}
-                Some(IterStop::ZeroTail) if self.pos % PADDING_BLOCK != 0 => {
+                Some(IterStop::ZeroTail) if !self.pos.is_multiple_of(PADDING_BLOCK) => {
                     // Padding: the data continues at the next block boundary, if anywhere.
                     self.pos = after_padding(self.pos);
                     if self.pos >= self.end {

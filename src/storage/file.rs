@@ -459,7 +459,7 @@ impl SegmentFile {
             Inner::Direct(_) => self.alignment(),
             Inner::Buffered(_) => 1,
         };
-        debug_assert!(pos % unit == 0 && buf.len() as u64 % unit == 0, "DMA writes cover whole blocks");
+        debug_assert!(pos.is_multiple_of(unit) && (buf.len() as u64).is_multiple_of(unit), "DMA writes cover whole blocks");
         if state.role == FileRole::Segment {
             if let Some(w) = inj.writes.borrow_mut().as_mut() {
                 w.push(SegmentWrite { path: state.path.clone(), pos, len: buf.len() as u64 });
@@ -636,7 +636,7 @@ impl SegmentFile {
             let mut overlay = state.overlay.borrow_mut();
             let cut = size.div_ceil(block);
             overlay.blocks.retain(|&i, _| i < cut);
-            if size % block != 0 {
+            if !size.is_multiple_of(block) {
                 if let Some(b) = overlay.blocks.get_mut(&(size / block)) {
                     b[(size % block) as usize..].fill(0);
                 }

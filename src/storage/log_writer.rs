@@ -59,6 +59,9 @@ fn log_is_offline(log: &RefCell<Log>) -> bool {
     log.borrow().is_offline()
 }
 
+/// The loop's fdatasync in flight (with the sealed-segment saves after it).
+type SyncInFlight = Pin<Box<dyn Future<Output = Result<(), StorageError>>>>;
+
 /// What the loop waits for.
 enum Event {
     Written(WriteDone),
@@ -201,7 +204,7 @@ impl LogWriter {
         let mut writes = FuturesUnordered::new();
         // The fdatasync in flight (with the sealed-segment saves after it): it runs beside
         // the writes, so no ack that needs no sync ever waits for one.
-        let mut sync: Option<Pin<Box<dyn Future<Output = Result<(), StorageError>>>>> = None;
+        let mut sync: Option<SyncInFlight> = None;
         let mut failed: Option<StorageError> = None;
         loop {
             if self.log.borrow().is_offline() && writes.is_empty() && sync.is_none() {

@@ -131,7 +131,7 @@ pub const PADDING_BLOCK: u64 = 4096;
 
 /// Where the data continues after padding that starts at `pos` (see the module comment).
 pub fn after_padding(pos: u64) -> u64 {
-    if pos % PADDING_BLOCK == 0 {
+    if pos.is_multiple_of(PADDING_BLOCK) {
         return pos;
     }
     (pos + crate::record::LOG_OVERHEAD as u64).next_multiple_of(PADDING_BLOCK)
