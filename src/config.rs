@@ -10,11 +10,15 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum FlushMode {
-    /// acks=all is acknowledged only after fdatasync (group-committed across producers);
-    /// acks=1 after the O_DIRECT write completed.
+    /// Segments are written O_DIRECT (several aligned writes in flight); acks=all is
+    /// acknowledged only after fdatasync (group-committed across producers); acks=1 after
+    /// the O_DIRECT write completed.
     Always,
-    /// Kafka's default: acknowledge once the O_DIRECT write completed (the data survives a
-    /// process crash, not a power loss). fdatasync still runs on segment roll.
+    /// Kafka's default: segments are written through the page cache and a produce is
+    /// acknowledged once the kernel has the bytes (they survive a process crash, not a
+    /// power loss). fdatasync runs in the background: at segment roll and as
+    /// log.flush.interval.messages / log.flush.interval.ms (topic flush.messages /
+    /// flush.ms) ask; a topic with flush.messages=1 behaves as `Always`.
     Never,
 }
 
@@ -44,6 +48,12 @@ pub struct Config {
     /// unpinned.
     pub controller_core: i64,
     pub flush: FlushMode,
+    /// log.flush.interval.messages: with flush = never, fdatasync in the background once
+    /// this many messages of a partition are unsynced. Kafka's default: never.
+    pub log_flush_interval_messages: i64,
+    /// log.flush.interval.ms: with flush = never, fdatasync in the background once a
+    /// partition's unsynced data is this old. Kafka's default: never.
+    pub log_flush_interval_ms: i64,
     /// Test hook (`storage_fault = "drop-unsynced"`): see `StorageFault`.
     pub storage_fault: StorageFault,
     /// socket.request.max.bytes: frames above this are refused before allocation.
@@ -141,6 +151,8 @@ impl Default for Config {
             shards: 0,
             controller_core: -1,
             flush: FlushMode::Always,
+            log_flush_interval_messages: i64::MAX,
+            log_flush_interval_ms: i64::MAX,
             storage_fault: StorageFault::None,
             socket_request_max_bytes: 100 * 1024 * 1024,
             queued_max_request_bytes: 512 * 1024 * 1024,
@@ -235,6 +247,13 @@ impl Config {
         if self.log_segment_bytes < 14 {
             return bad("log_segment_bytes", "must be at least 14");
         }
+        // Kafka: log.flush.interval.messages at least 1, log.flush.interval.ms at least 0.
+        if self.log_flush_interval_messages < 1 {
+            return bad("log_flush_interval_messages", "must be at least 1");
+        }
+        if self.log_flush_interval_ms < 0 {
+            return bad("log_flush_interval_ms", "must not be negative");
+        }
         if self.message_max_bytes < 0 {
             return bad("message_max_bytes", "must not be negative");
         }
@@ -294,6 +313,10 @@ pub struct ConfigArgs {
     pub controller_core: Option<i64>,
     #[arg(long, value_enum)]
     pub flush: Option<FlushMode>,
+    #[arg(long)]
+    pub log_flush_interval_messages: Option<i64>,
+    #[arg(long)]
+    pub log_flush_interval_ms: Option<i64>,
     /// Test hook: `drop-unsynced` keeps unsynced segment writes in memory (kill -9 = power loss).
     #[arg(long, value_enum)]
     pub storage_fault: Option<StorageFault>,
@@ -379,7 +402,8 @@ impl ConfigArgs {
         macro_rules! set {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { c.$f = v.clone(); } )* };
         }
-        set!(listen, data_dir, node_id, shards, controller_core, flush, storage_fault, socket_request_max_bytes,
+        set!(listen, data_dir, node_id, shards, controller_core, flush, log_flush_interval_messages,
+            log_flush_interval_ms, storage_fault, socket_request_max_bytes,
             queued_max_request_bytes,
             max_connections_per_shard, max_inflight_requests_per_connection, fetch_max_bytes, shard_preempt_timer_us,
             auto_create_topics_enable, num_partitions, max_partitions_per_shard,

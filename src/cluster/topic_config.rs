@@ -14,6 +14,8 @@ pub const RETENTION_MS: &str = "retention.ms";
 pub const RETENTION_BYTES: &str = "retention.bytes";
 pub const SEGMENT_BYTES: &str = "segment.bytes";
 pub const SEGMENT_MS: &str = "segment.ms";
+pub const FLUSH_MESSAGES: &str = "flush.messages";
+pub const FLUSH_MS: &str = "flush.ms";
 pub const MAX_MESSAGE_BYTES: &str = "max.message.bytes";
 pub const CLEANUP_POLICY: &str = "cleanup.policy";
 pub const MESSAGE_TIMESTAMP_TYPE: &str = "message.timestamp.type";
@@ -84,6 +86,11 @@ pub struct TopicConfig {
     pub min_cleanable_dirty_ratio: f64,
     /// Compaction: how long tombstones are kept.
     pub delete_retention_ms: i64,
+    /// flush.messages: fdatasync once this many messages are unsynced (1: every write,
+    /// i.e. flush = always for the topic).
+    pub flush_messages: i64,
+    /// flush.ms: fdatasync once unsynced data is this old.
+    pub flush_ms: i64,
 }
 
 /// Broker-level defaults for topic configs (Kafka's `log.*` server settings).
@@ -100,6 +107,9 @@ pub struct TopicConfigDefaults {
     pub timestamp_type: TimestampType,
     pub min_insync_replicas: i32,
     pub compression_type: String,
+    /// log.flush.interval.messages / log.flush.interval.ms.
+    pub flush_messages: i64,
+    pub flush_ms: i64,
 }
 
 impl Default for TopicConfigDefaults {
@@ -117,6 +127,8 @@ impl Default for TopicConfigDefaults {
             timestamp_type: TimestampType::CreateTime,
             min_insync_replicas: 1,
             compression_type: "producer".to_string(),
+            flush_messages: i64::MAX,
+            flush_ms: i64::MAX,
         }
     }
 }
@@ -183,12 +195,12 @@ const KEYS: &[KeySpec] = &[
         stored_default: "60000",
     },
     KeySpec {
-        name: "flush.messages",
+        name: FLUSH_MESSAGES,
         kind: Kind::Long(1),
         stored_default: I64_MAX,
     },
     KeySpec {
-        name: "flush.ms",
+        name: FLUSH_MS,
         kind: Kind::Long(0),
         stored_default: I64_MAX,
     },
@@ -472,6 +484,8 @@ impl TopicConfig {
                 DEFAULT_MIN_CLEANABLE_DIRTY_RATIO,
             )?,
             delete_retention_ms: parse_num(overrides, DELETE_RETENTION_MS, DEFAULT_DELETE_RETENTION_MS)?,
+            flush_messages: parse_num(overrides, FLUSH_MESSAGES, defaults.flush_messages)?,
+            flush_ms: parse_num(overrides, FLUSH_MS, defaults.flush_ms)?,
         })
     }
 
@@ -499,6 +513,8 @@ pub fn default_value(defaults: &TopicConfigDefaults, key: &str) -> Option<String
         MESSAGE_TIMESTAMP_TYPE => defaults.timestamp_type.as_str().to_string(),
         MIN_INSYNC_REPLICAS => defaults.min_insync_replicas.to_string(),
         COMPRESSION_TYPE => defaults.compression_type.clone(),
+        FLUSH_MESSAGES => defaults.flush_messages.to_string(),
+        FLUSH_MS => defaults.flush_ms.to_string(),
         _ => s.stored_default.to_string(),
     })
 }

@@ -20,9 +20,9 @@ use crate::record::{
     ProduceChecks,
 };
 use crate::runtime::now_ms;
-use crate::storage::dma::{open_rw, sync_dir, write_checked_file};
+use crate::storage::dma::open_segment;
 use crate::storage::log_writer::Durability;
-use crate::storage::segment::snapshot_path;
+use crate::storage::segment::SealSnapshot;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AppendOutcome {
@@ -140,30 +140,24 @@ impl Partition {
     }
 
     /// Seals the active segment and starts a new one at the log end. Called with the
-    /// append lock held.
+    /// append lock held, so it only opens the new file (no fsync here): the writer syncs
+    /// the sealed segment and the directory, then saves the producer snapshot handed over
+    /// here (the producer state as of `base`, every batch appended so far) and the sealed
+    /// segment's indexes, off the append path. A crash before that leaves no snapshot at
+    /// `base`: recovery then starts from an older snapshot (or none) and replays the
+    /// batches on disk, so producer state never counts a batch a crash lost (a retry of
+    /// it is appended again, never answered "duplicate").
     async fn roll(&self, now: i64) -> Result<(), PartitionError> {
-        let (path, dir, base) = {
+        let (path, base, mode) = {
             let log = self.log.borrow();
-            (log.next_segment_path(), log.dir().to_path_buf(), log.next_offset())
+            (log.next_segment_path(), log.next_offset(), log.write_mode())
         };
-        // The segment being sealed is written and fdatasync'ed first. The snapshot below is
-        // the producer state as of `base` (every batch appended so far), and recovery replays
-        // only the new segment on top of it: were the sealed segment's tail not durable, a
-        // crash could lose batches the snapshot already counts, and a producer retrying one
-        // of them would be answered "duplicate" with offsets that no longer exist. Syncing
-        // first also means the new segment's file never exists while the sealed one may
-        // still lose its tail (which would leave a gap in offsets between segments). The
-        // append lock is held, so nothing is appended meanwhile: the snapshot and `base`
-        // describe exactly the synced log. One fdatasync per segment roll.
-        self.writer.durable(base, Durability::Synced).await?;
-        debug_assert!(self.log.borrow().synced_offset() >= base, "the sealed segment is durable before its snapshot");
-        let snapshot = self.producers.borrow().encode();
-        write_checked_file(&snapshot_path(&dir, base), SNAPSHOT_MAGIC, SNAPSHOT_VERSION, &snapshot)
-            .await?;
-        let file = open_rw(&path).await?;
-        // The new segment's directory entry is durable before any ack depends on its data.
-        sync_dir(&dir).await?;
-        self.log.borrow_mut().roll(file, now);
+        let snapshot =
+            SealSnapshot { magic: SNAPSHOT_MAGIC, version: SNAPSHOT_VERSION, payload: self.producers.borrow().encode() };
+        let file = open_segment(&path, mode).await?;
+        // The append lock is held: nothing was appended while the file opened.
+        debug_assert_eq!(self.log.borrow().next_offset(), base);
+        self.log.borrow_mut().roll(file, now, Some(snapshot));
         tracing::debug!(topic = %self.topic, partition = self.index, base, "rolled segment");
         Ok(())
     }

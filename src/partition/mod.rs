@@ -33,4 +33,4 @@ pub use append::AppendOutcome;
 pub use cleaner::CleanerStats;
 pub use error::PartitionError;
 pub use read::{FetchData, ReadLimit, WatchSignal};
-pub use state::{Partition, PartitionSettings};
+pub use state::{effective_flush, write_mode, Partition, PartitionSettings};

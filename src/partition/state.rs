@@ -13,11 +13,12 @@ use super::producer_state::{ProducerStateTable, SNAPSHOT_MAGIC, SNAPSHOT_VERSION
 use super::read::Watchers;
 use crate::config::FlushMode;
 use crate::runtime::ShardId;
+use crate::storage::batch_reader::BatchReader;
 use crate::storage::dma::read_checked_file;
 use crate::storage::log::Log;
 use crate::storage::log_writer::{LogWriter, WriterHooks};
 use crate::storage::segment::snapshot_path;
-use crate::storage::{LogConfig, StorageError};
+use crate::storage::{LogConfig, StorageError, WriteMode};
 
 /// Settings applied to appends, from the topic config.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,6 +29,24 @@ pub struct PartitionSettings {
     pub timestamp_before_max_ms: i64,
     pub timestamp_after_max_ms: i64,
     pub flush: FlushMode,
+}
+
+/// The flush mode of a topic: the broker's `flush`, except that a topic whose
+/// flush.messages is 1 (Kafka: fdatasync after every message) is flushed always.
+pub fn effective_flush(broker: FlushMode, flush_messages: i64) -> FlushMode {
+    if flush_messages <= 1 {
+        FlushMode::Always
+    } else {
+        broker
+    }
+}
+
+/// How a flush mode writes segments: through the page cache (never) or O_DIRECT (always).
+pub fn write_mode(flush: FlushMode) -> WriteMode {
+    match flush {
+        FlushMode::Never => WriteMode::PageCache,
+        FlushMode::Always => WriteMode::Direct,
+    }
 }
 
 /// One partition on its owning shard (invariant 1: touched only there; `assert_on_shard`).
@@ -51,6 +70,60 @@ pub struct Partition {
     pub(super) closed: Cell<bool>,
 }
 
+/// The producer state as of the log end: the newest readable snapshot at a segment base
+/// (saved by the writer once everything below that base was synced), then every batch
+/// on disk from that base on (the active segment's come from recovery's scan). Without
+/// a snapshot it replays the whole log. Only batches on disk count, so a batch a crash
+/// lost is never taken for a duplicate.
+async fn recover_producers(
+    log: &Log,
+    active_batches: &[crate::record::BatchHeader],
+    topic: &str,
+    index: i32,
+) -> Result<ProducerStateTable, PartitionError> {
+    let bases = log.segment_bases();
+    let mut from = 0;
+    let mut producers = ProducerStateTable::default();
+    for (i, &base) in bases.iter().enumerate().rev() {
+        match read_checked_file(&snapshot_path(log.dir(), base), SNAPSHOT_MAGIC, SNAPSHOT_VERSION).await {
+            Ok(Some(p)) => {
+                if let Some(table) = ProducerStateTable::decode(&p) {
+                    producers = table;
+                    from = i;
+                    break;
+                }
+                tracing::warn!(topic, partition = index, base, "producer snapshot undecodable; trying an older one");
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(topic, partition = index, base, error = %e, "producer snapshot unreadable; trying an older one"),
+        }
+    }
+    // Sealed segments after the snapshot, then the active one.
+    let sealed_after: Vec<_> = log.disk_reads().into_iter().skip(from).take(bases.len().saturating_sub(from + 1)).collect();
+    if !sealed_after.is_empty() {
+        tracing::info!(topic, partition = index, segments = sealed_after.len(), "replaying sealed segments to rebuild producer state");
+    }
+    for plan in sealed_after {
+        let mut reader = BatchReader::new(plan.file.clone(), plan.position, plan.end, REPLAY_CHUNK_BYTES);
+        loop {
+            let chunk = reader.next_chunk_strict("sealed segment replayed for producer state").await?;
+            if chunk.is_empty() {
+                break;
+            }
+            for (h, _) in chunk {
+                producers.update(&h);
+            }
+        }
+    }
+    for h in active_batches {
+        producers.update(h);
+    }
+    Ok(producers)
+}
+
+/// Bytes read at a time while replaying sealed segments for producer state.
+const REPLAY_CHUNK_BYTES: usize = 1 << 20;
+
 impl Partition {
     /// Opens (recovering) or creates the partition's log in `dir`.
     #[allow(clippy::too_many_arguments)]
@@ -66,19 +139,7 @@ impl Partition {
     ) -> Result<Rc<Partition>, PartitionError> {
         let opened = Log::open(dir, log_config).await?;
         let log = opened.log;
-        let active_base = log.segment_bases().last().copied().unwrap_or(0);
-        let snapshot = snapshot_path(dir, active_base);
-        let mut producers = match read_checked_file(&snapshot, SNAPSHOT_MAGIC, SNAPSHOT_VERSION).await {
-            Ok(Some(p)) => ProducerStateTable::decode(&p).unwrap_or_default(),
-            Ok(None) => ProducerStateTable::default(),
-            Err(e) => {
-                tracing::warn!(topic, partition = index, error = %e, "producer snapshot unreadable; starting from the active segment");
-                ProducerStateTable::default()
-            }
-        };
-        for h in &opened.active_batches {
-            producers.update(h);
-        }
+        let producers = recover_producers(&log, &opened.active_batches, &topic, index).await?;
         if opened.truncated_bytes > 0 {
             tracing::info!(topic, partition = index, bytes = opened.truncated_bytes,
                 log_end_offset = log.next_offset(), "recovered log; cut the invalid or padded tail");
@@ -168,6 +229,23 @@ impl Partition {
     /// broker restarts.
     pub fn check_online(&self) -> Result<(), PartitionError> {
         Ok(self.log.borrow().check_online()?)
+    }
+
+    /// Offsets below this are fdatasync'ed (tests compare it with what acks promised).
+    #[cfg(test)]
+    pub(crate) fn synced_offset(&self) -> i64 {
+        self.log.borrow().synced_offset()
+    }
+
+    /// (segment file, end of its written whole batches) for every segment: bytes below
+    /// are written and may have been acknowledged (tests check no write covers them).
+    #[cfg(test)]
+    pub(crate) fn written_positions(&self) -> Vec<(PathBuf, u64)> {
+        let log = self.log.borrow();
+        log.segment_bases()
+            .into_iter()
+            .filter_map(|b| log.segment(b).map(|s| (log.dir().join(crate::storage::segment::log_file_name(b)), s.written())))
+            .collect()
     }
 
     /// The log's writer has work in flight (tests wait for it to go idle).

@@ -37,6 +37,13 @@ async fn open(dir: &Path, cfg: LogConfig) -> Rc<Partition> {
     Partition::open(&dir.join("t-0"), "t".into(), 0, [1; 16], 0, 0, cfg, settings()).await.expect("open")
 }
 
+/// `open` with segments written the way `flush` writes them (page cache or O_DIRECT).
+pub(crate) async fn open_flushed(dir: &Path, cfg: LogConfig, flush: FlushMode) -> Rc<Partition> {
+    let cfg = LogConfig { write_mode: super::write_mode(flush), ..cfg };
+    let settings = PartitionSettings { flush, ..settings() };
+    Partition::open(&dir.join("t-0"), "t".into(), 0, [1; 16], 0, 0, cfg, settings).await.expect("open")
+}
+
 fn offsets_of(records: &[Bytes]) -> Vec<i64> {
     let mut out = Vec::new();
     for b in records {
@@ -191,15 +198,28 @@ fn timestamps_delete_records_and_retention() {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
     /// Recovery after cutting the active segment at any byte keeps exactly the batches
-    /// that are whole before the cut, and offsets continue from there.
+    /// that are whole before the cut, and offsets continue from there; in both write
+    /// modes, reopened in either (the format is the same; O_DIRECT pads after each
+    /// synced append, which every reader skips).
     #[test]
-    fn recovery_after_truncation_at_random_byte(cut_frac in 0.0f64..1.0, n_batches in 1usize..12) {
+    fn recovery_after_truncation_at_random_byte(
+        cut_frac in 0.0f64..1.0,
+        n_batches in 1usize..12,
+        direct in any::<bool>(),
+        reopen_direct in any::<bool>(),
+    ) {
+        let mode = |d: bool| if d { FlushMode::Always } else { FlushMode::Never };
         run(move |dir| async move {
-            let p = open(&dir, LogConfig::default()).await;
+            let p = open_flushed(&dir, LogConfig::default(), mode(direct)).await;
             let mut ends = Vec::new();
             let mut size = 0u64;
             for i in 0..n_batches {
                 let b = batch(3, i as i64, None, Compression::None);
+                if direct {
+                    // Each synced append was written alone, padded: the next one starts
+                    // after the padding.
+                    size = crate::storage::after_padding(size);
+                }
                 size += b.len() as u64;
                 p.append(b, -1).await.unwrap();
                 ends.push((size, p.log_end_offset()));
@@ -210,7 +230,7 @@ proptest! {
             let cut = (size as f64 * cut_frac) as u64;
             std::fs::OpenOptions::new().write(true).open(&seg).unwrap().set_len(cut).unwrap();
             let expected_end = ends.iter().filter(|(e, _)| *e <= cut).map(|(_, o)| *o).last().unwrap_or(0);
-            let p = open(&dir, LogConfig::default()).await;
+            let p = open_flushed(&dir, LogConfig::default(), mode(reopen_direct)).await;
             assert_eq!(p.log_end_offset(), expected_end);
             assert_eq!(read_all(&p).await, (0..expected_end).collect::<Vec<_>>());
             assert_eq!(p.append(batch(1, 0, None, Compression::None), -1).await.unwrap().base_offset, expected_end);
@@ -273,5 +293,90 @@ fn reads_honour_hard_limits_and_refuse_negative_ones() {
         ));
         let caught_up = p.read_with(p.high_watermark(), ReadLimit { max_bytes: -1, min_one_batch: true }).await.unwrap();
         assert!(caught_up.records.is_empty());
+    });
+}
+
+/// Waits until the partition's writer is idle (its background syncs and saves done).
+async fn writer_idle(p: &Partition) {
+    for _ in 0..10_000 {
+        if !p.writer_running() {
+            return;
+        }
+        glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    panic!("the log writer did not go idle");
+}
+
+#[test]
+fn flush_never_acks_without_fdatasync_and_syncs_every_flush_messages() {
+    run(|dir| async move {
+        // Kafka's defaults (never by count or time): acks=-1 is answered without any sync.
+        let p = open_flushed(&dir.join("a"), LogConfig::default(), FlushMode::Never).await;
+        for i in 0..25 {
+            p.append(batch(1, i, None, Compression::None), -1).await.unwrap();
+        }
+        writer_idle(&p).await;
+        assert_eq!(p.synced_offset(), 0, "nothing asked for an fdatasync");
+        assert_eq!(read_all(&p).await, (0..25).collect::<Vec<_>>(), "written data is readable unsynced");
+        // flush.messages=10: the writer syncs in the background each time 10 are unsynced,
+        // with no acks=-1 waiter at all.
+        let cfg = LogConfig { flush_interval_messages: 10, ..LogConfig::default() };
+        let p = open_flushed(&dir.join("b"), cfg, FlushMode::Never).await;
+        for i in 0..25 {
+            p.append(batch(1, i, None, Compression::None), 1).await.unwrap();
+        }
+        writer_idle(&p).await;
+        let synced = p.synced_offset();
+        assert!((20..25).contains(&synced), "synced {synced}: every 10 messages, and the last 5 are not due");
+    });
+}
+
+#[test]
+fn flush_never_syncs_after_flush_ms_without_more_appends() {
+    run(|dir| async move {
+        let cfg = LogConfig { flush_interval_ms: 20, ..LogConfig::default() };
+        let p = open_flushed(&dir, cfg, FlushMode::Never).await;
+        for i in 0..3 {
+            p.append(batch(2, i, None, Compression::None), 1).await.unwrap();
+        }
+        // An idle writer is woken by its flush.ms timer (bounded wait: liveness, not timing).
+        for _ in 0..5_000 {
+            if p.synced_offset() == 6 {
+                break;
+            }
+            glommio::timer::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        assert_eq!(p.synced_offset(), 6, "flush.ms synced the unsynced data in the background");
+    });
+}
+
+#[test]
+fn flush_never_roll_syncs_the_sealed_segment_and_saves_its_snapshot_in_the_background() {
+    run(|dir| async move {
+        let cfg = LogConfig { segment_bytes: 2048, ..LogConfig::default() };
+        let p = open_flushed(&dir, cfg.clone(), FlushMode::Never).await;
+        for i in 0..40 {
+            p.append(batch(2, i, Some((7, 0, i as i32 * 2)), Compression::None), 1).await.unwrap();
+        }
+        writer_idle(&p).await;
+        let bases = p.log.borrow().segment_bases();
+        assert!(bases.len() > 2, "the load rolled segments");
+        let active = *bases.last().unwrap();
+        assert!(p.synced_offset() >= active, "every sealed segment was synced at its roll");
+        for b in &bases[1..] {
+            assert!(crate::storage::segment::snapshot_path(&p.dir(), *b).exists(), "seal snapshot at {b}");
+        }
+        p.close();
+        drop(p);
+        // Without the newest snapshot (a crash before the writer saved it), recovery
+        // replays from an older one: the producer's next sequence is still accepted and
+        // a retry of its last batch is still a duplicate.
+        std::fs::remove_file(crate::storage::segment::snapshot_path(&dir.join("t-0"), active)).unwrap();
+        let p = open_flushed(&dir, cfg, FlushMode::Never).await;
+        let end = p.log_end_offset();
+        let dup = p.append(batch(2, 39, Some((7, 0, 78)), Compression::None), 1).await.unwrap();
+        assert_eq!(dup.base_offset, end - 2, "the last batch is recognised as a duplicate");
+        let next = p.append(batch(2, 40, Some((7, 0, 80)), Compression::None), 1).await.unwrap();
+        assert_eq!(next.base_offset, end, "the next sequence continues");
     });
 }

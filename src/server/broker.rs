@@ -25,6 +25,8 @@ pub fn topic_defaults(config: &Config) -> TopicConfigDefaults {
         max_message_bytes: config.message_max_bytes,
         timestamp_before_max_ms: config.log_message_timestamp_before_max_ms,
         timestamp_after_max_ms: config.log_message_timestamp_after_max_ms,
+        flush_messages: config.log_flush_interval_messages,
+        flush_ms: config.log_flush_interval_ms,
         timestamp_type: if config.log_message_timestamp_type == "LogAppendTime" {
             TimestampType::LogAppendTime
         } else {

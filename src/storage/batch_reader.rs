@@ -3,8 +3,10 @@
 //!
 //! It reads bounded chunks, yields the whole batches of each (checked by
 //! `record::iter_batches`: framing, magic 2, CRC-32C) as `Bytes` slices of the chunk with
-//! their headers, reads a batch cut by a chunk's end whole on the next call, and stops
-//! cleanly at the end of the range or at the zero-padded tail DMA writes leave. A batch
+//! their headers, reads a batch cut by a chunk's end whole on the next call, skips the
+//! zero padding O_DIRECT writes leave inside a block (the padding rule of `storage`'s
+//! module comment: a zero length field off a `PADDING_BLOCK` boundary continues at the
+//! boundary past it, `after_padding`), and stops cleanly at the end of the range or at zeros on a boundary. A batch
 //! that runs past the end of the range (a torn write) or is invalid stops it too; `stop()`
 //! says which, and each caller decides what that means (recovery truncates there, the
 //! cleaner gives up, a fetch reports the damage).
@@ -14,13 +16,13 @@ use bytes::Bytes;
 
 use super::dma::read_bytes;
 use super::file::SegmentFile;
-use super::{Result, StorageError};
+use super::{after_padding, Result, StorageError, PADDING_BLOCK};
 use crate::record::{iter_batches, BatchError, BatchHeader, IterStop, BATCH_HEADER_LEN, LOG_OVERHEAD};
 
 /// Why a [`BatchReader`] stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReadStop {
-    /// The end of the range, or the zero padding after the last batch.
+    /// The end of the range, or zeros at a block boundary after the last batch.
     End,
     /// The batch at `position` runs past the end of the range (or of the file).
     Torn { position: u64, error: BatchError },
@@ -34,6 +36,8 @@ pub struct BatchReader {
     file: Rc<SegmentFile>,
     /// File position of the next batch not yet yielded.
     pos: u64,
+    /// File position of the first batch of the last chunk yielded.
+    chunk_start: u64,
     end: u64,
     chunk_bytes: usize,
     /// Size of the batch at `pos`, which the last chunk cut: the next read covers it.
@@ -45,7 +49,7 @@ impl BatchReader {
     pub fn new(file: Rc<SegmentFile>, start: u64, end: u64, chunk_bytes: usize) -> BatchReader {
         // A chunk holds at least a header, so every read makes progress.
         let chunk_bytes = chunk_bytes.max(BATCH_HEADER_LEN);
-        BatchReader { file, pos: start, end, chunk_bytes, cut_len: None, stop: None }
+        BatchReader { file, pos: start, chunk_start: start, end, chunk_bytes, cut_len: None, stop: None }
     }
 
     /// Changes the size of the next reads (a fetch shrinks it to what it may still
@@ -57,6 +61,12 @@ impl BatchReader {
     /// File position of the next batch not yet yielded (where a stop happened).
     pub fn position(&self) -> u64 {
         self.pos
+    }
+
+    /// File position of the first batch `next_chunk` returned last (the batches of one
+    /// chunk are contiguous; padding is only ever skipped between chunks).
+    pub fn chunk_start(&self) -> u64 {
+        self.chunk_start
     }
 
     /// The size of the next batch when the last chunk cut it (the next call reads it).
@@ -94,6 +104,7 @@ impl BatchReader {
             let want = self.chunk_bytes.max(self.cut_len.take().unwrap_or(0));
             let len = (want as u64).min(self.end - self.pos) as usize;
             let chunk = read_bytes(&self.file, self.pos, len).await?;
+            let chunk_start = self.pos;
             if chunk.len() < len {
                 // The file is shorter than the range: its data ends here.
                 self.end = self.pos + chunk.len() as u64;
@@ -105,6 +116,14 @@ impl BatchReader {
             let rest = self.end - self.pos;
             match it.stop() {
                 None | Some(IterStop::End) => {}
+                Some(IterStop::ZeroTail) if !self.pos.is_multiple_of(PADDING_BLOCK) => {
+                    // Padding: the data continues at the next block boundary, if anywhere.
+                    self.pos = after_padding(self.pos);
+                    if self.pos >= self.end {
+                        self.pos = self.pos.min(self.end);
+                        self.stop = Some(ReadStop::End);
+                    }
+                }
                 Some(IterStop::ZeroTail) => self.stop = Some(ReadStop::End),
                 Some(IterStop::Cut { total_len: Some(n) }) if *n as u64 <= rest => self.cut_len = Some(*n),
                 Some(IterStop::Cut { total_len: Some(n) }) => {
@@ -127,6 +146,7 @@ impl BatchReader {
                 }
             }
             if !out.is_empty() || self.stop.is_some() {
+                self.chunk_start = chunk_start;
                 return Ok(out);
             }
             // The chunk's first batch was cut: the loop reads it whole.
@@ -194,7 +214,42 @@ mod tests {
                 // The exact range, and the whole padded file: both end cleanly.
                 assert_eq!(read_all(&dir, &log, end, chunk).await, (vec![0, 2, 3], Some(ReadStop::End), end), "chunk {chunk}");
                 let padded = end.next_multiple_of(4096);
-                assert_eq!(read_all(&dir, &log, padded, chunk).await, (vec![0, 2, 3], Some(ReadStop::End), end), "chunk {chunk}");
+                let (bases, stop, _) = read_all(&dir, &log, padded, chunk).await;
+                assert_eq!((bases, stop), (vec![0, 2, 3], Some(ReadStop::End)), "chunk {chunk}");
+            }
+        });
+    }
+
+    /// A stored batch of exactly `len` bytes at offset `base`.
+    fn batch_of_len(base: i64, len: usize) -> Vec<u8> {
+        for n in len.saturating_sub(120)..len {
+            let mut b = make_batch(&[vec![7u8; n]], Compression::None, -1, 1);
+            if b.len() == len {
+                set_base_offset(&mut b, base).unwrap();
+                return b.to_vec();
+            }
+        }
+        panic!("no batch of {len} bytes");
+    }
+
+    #[test]
+    fn skips_padding_inside_blocks_and_ends_at_zeros_on_a_boundary() {
+        run(|dir| async move {
+            // A batch ending 6 bytes before a boundary (the padding runs on to the next
+            // one: it always holds a whole offset-and-length field), one ending mid-block,
+            // and one after that padding; then zeros on a boundary: the end.
+            let mut log = batch_of_len(0, 4090);
+            assert_eq!(crate::storage::after_padding(4090), 8192);
+            log.resize(8192, 0);
+            log.extend_from_slice(&batch_of_len(1, 300));
+            let second_end = log.len() as u64;
+            log.resize(crate::storage::after_padding(second_end) as usize, 0);
+            log.extend_from_slice(&batch_of_len(2, 5000));
+            let end = log.len() as u64;
+            for chunk in [61, 100, 4096, 1 << 20] {
+                let padded = end.next_multiple_of(4096) + 4096;
+                let (bases, stop, _) = read_all(&dir, &log, padded, chunk).await;
+                assert_eq!((bases, stop), (vec![0, 1, 2], Some(ReadStop::End)), "chunk {chunk}");
             }
         });
     }

@@ -214,10 +214,8 @@ impl CleanedSegmentWriter {
         debug_assert_eq!(self.flushed + self.buf.len() as u64, size);
         file.truncate(size).await?;
         file.fdatasync().await?;
-        let head_start = (file.align_down(size) - self.flushed) as usize;
-        let head = self.buf[head_start..].to_vec();
         drop(file);
-        Ok(Segment::cleaned(self.scratch, next_offset, head))
+        Ok(Segment::cleaned(self.scratch, next_offset))
     }
 
     /// Gives up: deletes the partial file.

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use glommio::io::DmaFile;
 
 use super::file::{FileRole, SegmentFile};
-use super::{Result, StorageError};
+use super::{Result, StorageError, WriteMode};
 
 /// Name of the non-empty file every executor opens first (see `open_iopoll_probe`).
 pub const IOPOLL_PROBE_FILE: &str = ".iopoll-probe";
@@ -29,9 +29,14 @@ pub async fn open_iopoll_probe(data_dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Opens (creating) a segment file through the storage seam (`file.rs`).
+/// Opens (creating) an O_DIRECT segment file through the storage seam (`file.rs`).
 pub async fn open_rw(path: &Path) -> Result<Rc<SegmentFile>> {
     SegmentFile::open_rw(path, FileRole::Segment).await
+}
+
+/// Opens (creating) a segment file of kind `mode` through the storage seam.
+pub async fn open_segment(path: &Path, mode: WriteMode) -> Result<Rc<SegmentFile>> {
+    SegmentFile::open_rw_as(path, FileRole::Segment, mode).await
 }
 
 /// Reads `len` bytes at `pos` (any alignment) into owned `Bytes`. Short at end of file.
@@ -43,11 +48,9 @@ pub async fn read_bytes(file: &SegmentFile, pos: u64, len: usize) -> Result<Byte
 pub async fn write_padded(file: &SegmentFile, pos: u64, data: &[u8]) -> Result<()> {
     debug_assert_eq!(file.align_down(pos), pos, "DMA writes start on a block boundary");
     let len = file.align_up(data.len() as u64) as usize;
-    let mut buf = file.alloc_dma_buffer(len.max(file.alignment() as usize));
-    let dst = buf.as_bytes_mut();
-    dst[..data.len()].copy_from_slice(data);
-    dst[data.len()..].fill(0);
-    let want = dst.len();
+    let mut buf = file.alloc_write_buffer(len.max(file.alignment() as usize));
+    buf.as_bytes_mut()[..data.len()].copy_from_slice(data);
+    let want = buf.len();
     let n = file.write_at(buf, pos).await?;
     if n < want {
         // A short O_DIRECT write means the device ran out of space mid-way.

@@ -1,11 +1,15 @@
-//! The one seam between the log and the file system: `SegmentFile`, a glommio `DmaFile`
-//! plus an optional fault injector. Every write, read, fdatasync, truncate and rename of
-//! a segment (and of the checked files: indexes, snapshots, checkpoints) goes through it.
+//! The one seam between the log and the file system: `SegmentFile`, a glommio file of
+//! either kind — `DmaFile` (O_DIRECT, `WriteMode::Direct`: aligned writes of whole
+//! blocks) or `BufferedFile` (through the page cache, `WriteMode::PageCache`: writes of
+//! any bytes at any position) — plus an optional fault injector. Every write, read,
+//! fdatasync, truncate and rename of a segment (and of the checked files: indexes,
+//! snapshots, checkpoints, always O_DIRECT) goes through it.
 //!
-//! Without an injector (production) each call is the `DmaFile` call behind one branch.
+//! Without an injector (production) each call is the glommio call behind one branch.
 //! With one (tests, and the `storage_fault = "drop-unsynced"` test hook of the binary)
-//! the file behaves like a disk behind a volatile cache:
-//! - writes land in an in-memory overlay of whole blocks, which reads see; `fdatasync`
+//! the file behaves like a disk behind a volatile cache, whatever its kind:
+//! - writes land in an in-memory overlay of whole blocks (a buffered write that covers
+//!   part of a block is merged with what the file shows there), which reads see; `fdatasync`
 //!   writes the overlay to the file and syncs it. A process that dies (kill -9) or a
 //!   simulated crash (`FaultInjector::crash`) loses exactly what was never synced, as a
 //!   power loss would;
@@ -24,9 +28,13 @@ use std::path::Path;
 use std::rc::{Rc, Weak};
 
 use bytes::Bytes;
-use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
+use glommio::io::{BufferedFile, DmaBuffer, DmaFile, OpenOptions, ReadResult};
 
-use super::{Result, StorageError};
+use super::{Result, StorageError, WriteMode};
+
+/// Block size of the injector's overlay for page-cache files (O_DIRECT files use their
+/// device's alignment).
+const PAGE_CACHE_BLOCK: u64 = super::PADDING_BLOCK;
 
 /// What a file is to the log; armed faults hit segments only (metadata files are synced
 /// and renamed as a unit, and a failure there is not sticky).
@@ -75,6 +83,16 @@ pub struct FaultInjector {
     /// Files opened since the last restart (to drop or tear their overlays at a crash).
     files: RefCell<Vec<Weak<SegmentFile>>>,
     stats: Cell<FaultStats>,
+    /// With `record_writes`: every segment write since the last restart, as issued.
+    writes: RefCell<Option<Vec<SegmentWrite>>>,
+}
+
+/// One segment write as issued (tests check that no write covers acknowledged bytes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentWrite {
+    pub path: std::path::PathBuf,
+    pub pos: u64,
+    pub len: u64,
 }
 
 thread_local! {
@@ -100,6 +118,7 @@ impl FaultInjector {
             crashed: Cell::new(false),
             files: RefCell::new(Vec::new()),
             stats: Cell::new(FaultStats::default()),
+            writes: RefCell::new(None),
         })
     }
 
@@ -116,6 +135,16 @@ impl FaultInjector {
     fn below(&self, lo: u64, hi: u64) -> u64 {
         debug_assert!(hi > lo);
         lo + self.next_u64() % (hi - lo)
+    }
+
+    /// Starts recording segment writes (tests only: the list grows with every write).
+    pub fn record_writes(&self) {
+        self.writes.borrow_mut().get_or_insert_with(Vec::new);
+    }
+
+    /// The segment writes recorded since the last restart, in issue order.
+    pub fn segment_writes(&self) -> Vec<SegmentWrite> {
+        self.writes.borrow().clone().unwrap_or_default()
     }
 
     /// Arms `fault` for the next segment operation of its kind.
@@ -180,6 +209,9 @@ impl FaultInjector {
     pub fn restart(&self) {
         self.crashed.set(false);
         self.files.borrow_mut().clear();
+        if let Some(w) = self.writes.borrow_mut().as_mut() {
+            w.clear();
+        }
     }
 
     fn register(&self, file: &Rc<SegmentFile>) {
@@ -203,33 +235,91 @@ struct Overlay {
 struct FaultState {
     injector: Rc<FaultInjector>,
     role: FileRole,
+    path: std::path::PathBuf,
     overlay: RefCell<Overlay>,
+}
+
+/// The glommio file behind a `SegmentFile`.
+enum Inner {
+    Direct(DmaFile),
+    Buffered(BufferedFile),
+}
+
+/// Bytes for one `SegmentFile::write_at`: an aligned DMA buffer for O_DIRECT files, a
+/// plain vector for page-cache files (`SegmentFile::alloc_write_buffer` picks).
+pub enum WriteBuffer {
+    Dma(DmaBuffer),
+    Heap(Vec<u8>),
+}
+
+impl WriteBuffer {
+    pub fn len(&self) -> usize {
+        self.as_bytes().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            WriteBuffer::Dma(b) => b.as_bytes(),
+            WriteBuffer::Heap(v) => v,
+        }
+    }
+
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            WriteBuffer::Dma(b) => b.as_bytes_mut(),
+            WriteBuffer::Heap(v) => v,
+        }
+    }
 }
 
 /// A log file (see the module comment).
 pub struct SegmentFile {
-    file: DmaFile,
+    file: Inner,
     fault: Option<FaultState>,
 }
 
+fn glommio_err(context: &'static str) -> impl FnOnce(glommio::GlommioError<()>) -> StorageError {
+    move |e| StorageError::glommio(context, e)
+}
+
 impl SegmentFile {
-    /// Opens (creating) `path` for reads and writes.
+    /// Opens (creating) `path` for reads and writes, O_DIRECT.
     pub async fn open_rw(path: &Path, role: FileRole) -> Result<Rc<SegmentFile>> {
+        Self::open_rw_as(path, role, WriteMode::Direct).await
+    }
+
+    /// Opens (creating) `path` for reads and writes as a file of kind `mode`. A page-cache
+    /// file is advised sequential (the kernel reads ahead further for consumers that
+    /// catch up from older segments).
+    pub async fn open_rw_as(path: &Path, role: FileRole, mode: WriteMode) -> Result<Rc<SegmentFile>> {
         let injector = SHARD_INJECTOR.with(|i| i.borrow().clone());
         if let Some(inj) = &injector {
             inj.check_alive("opening a file")?;
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .dma_open(path)
-            .await
-            .map_err(|e| StorageError::glommio(format!("opening {}", path.display()), e))?;
-        Self::wrap(file, role, injector).await
+        let mut options = OpenOptions::new();
+        options.read(true).write(true).create(true);
+        let context = || format!("opening {}", path.display());
+        let file = match mode {
+            WriteMode::Direct => Inner::Direct(options.dma_open(path).await.map_err(|e| StorageError::glommio(context(), e))?),
+            WriteMode::PageCache => {
+                let f = options.buffered_open(path).await.map_err(|e| StorageError::glommio(context(), e))?;
+                // SAFETY: a plain advisory syscall on a descriptor `f` owns; it does not block
+                // (it only sets the descriptor's read-ahead mode) and its failure is harmless.
+                let rc = unsafe { libc::posix_fadvise(std::os::fd::AsRawFd::as_raw_fd(&f), 0, 0, libc::POSIX_FADV_SEQUENTIAL) };
+                if rc != 0 {
+                    tracing::debug!(path = %path.display(), rc, "posix_fadvise(SEQUENTIAL) failed; default read-ahead");
+                }
+                Inner::Buffered(f)
+            }
+        };
+        Self::wrap(file, role, injector, path).await
     }
 
-    /// Opens an existing file read-only; `Ok(None)` when it does not exist.
+    /// Opens an existing file read-only (O_DIRECT); `Ok(None)` when it does not exist.
     pub async fn open_existing(path: &Path, role: FileRole) -> Result<Option<Rc<SegmentFile>>> {
         let injector = SHARD_INJECTOR.with(|i| i.borrow().clone());
         if let Some(inj) = &injector {
@@ -243,43 +333,138 @@ impl SegmentFile {
             }
             Err(e) => return Err(StorageError::glommio(format!("opening {}", path.display()), e)),
         };
-        Self::wrap(file, role, injector).await.map(Some)
+        Self::wrap(Inner::Direct(file), role, injector, path).await.map(Some)
     }
 
-    async fn wrap(file: DmaFile, role: FileRole, injector: Option<Rc<FaultInjector>>) -> Result<Rc<SegmentFile>> {
+    async fn wrap(file: Inner, role: FileRole, injector: Option<Rc<FaultInjector>>, path: &Path) -> Result<Rc<SegmentFile>> {
         let Some(injector) = injector else { return Ok(Rc::new(SegmentFile { file, fault: None })) };
-        let size = file.file_size().await.map_err(|e| StorageError::glommio("sizing a file", e))?;
+        let mut f = SegmentFile { file, fault: None };
+        let size = f.raw_file_size().await?;
         let overlay = RefCell::new(Overlay { blocks: BTreeMap::new(), size });
-        let f = Rc::new(SegmentFile { file, fault: Some(FaultState { injector: injector.clone(), role, overlay }) });
+        f.fault = Some(FaultState { injector: injector.clone(), role, path: path.to_path_buf(), overlay });
+        let f = Rc::new(f);
         injector.register(&f);
         Ok(f)
     }
 
+    /// The kind of file: how the log writes it.
+    pub fn mode(&self) -> WriteMode {
+        match self.file {
+            Inner::Direct(_) => WriteMode::Direct,
+            Inner::Buffered(_) => WriteMode::PageCache,
+        }
+    }
+
+    /// The device block size of an O_DIRECT file; the overlay block for a page-cache one.
     pub fn alignment(&self) -> u64 {
-        self.file.alignment()
+        match &self.file {
+            Inner::Direct(f) => f.alignment(),
+            Inner::Buffered(_) => PAGE_CACHE_BLOCK,
+        }
+    }
+
+    /// The unit the log's writes cover: the padding block for O_DIRECT (a multiple of
+    /// the device's alignment), a byte through the page cache.
+    pub fn write_unit(&self) -> u64 {
+        match self.file {
+            Inner::Direct(_) => {
+                debug_assert_eq!(super::PADDING_BLOCK % self.alignment(), 0, "the padding block is whole device blocks");
+                super::PADDING_BLOCK.max(self.alignment())
+            }
+            Inner::Buffered(_) => 1,
+        }
     }
 
     pub fn align_down(&self, pos: u64) -> u64 {
-        self.file.align_down(pos)
+        pos - pos % self.alignment()
     }
 
     pub fn align_up(&self, pos: u64) -> u64 {
-        self.file.align_up(pos)
+        pos.next_multiple_of(self.alignment())
     }
 
-    pub fn alloc_dma_buffer(&self, len: usize) -> DmaBuffer {
-        self.file.alloc_dma_buffer(len)
+    /// A zeroed buffer of `len` bytes for `write_at` (`len` whole blocks for O_DIRECT).
+    pub fn alloc_write_buffer(&self, len: usize) -> WriteBuffer {
+        match &self.file {
+            Inner::Direct(f) => {
+                let mut b = f.alloc_dma_buffer(len);
+                b.as_bytes_mut().fill(0);
+                WriteBuffer::Dma(b)
+            }
+            Inner::Buffered(_) => WriteBuffer::Heap(vec![0; len]),
+        }
     }
 
-    /// Writes `buf` (whole blocks) at aligned `pos`; returns the bytes written.
-    pub async fn write_at(&self, buf: DmaBuffer, pos: u64) -> Result<usize> {
+    async fn raw_read(&self, pos: u64, len: usize) -> Result<ReadResult> {
+        match &self.file {
+            Inner::Direct(f) => f.read_at(pos, len).await,
+            Inner::Buffered(f) => f.read_at(pos, len).await,
+        }
+        .map_err(glommio_err("reading a segment"))
+    }
+
+    async fn raw_write(&self, buf: WriteBuffer, pos: u64) -> Result<usize> {
+        match (&self.file, buf) {
+            (Inner::Direct(f), WriteBuffer::Dma(b)) => f.write_at(b, pos).await,
+            (Inner::Buffered(f), WriteBuffer::Heap(v)) => f.write_at(v, pos).await,
+            (Inner::Buffered(f), WriteBuffer::Dma(b)) => f.write_at(b.as_bytes().to_vec(), pos).await,
+            (Inner::Direct(f), WriteBuffer::Heap(v)) => {
+                let mut b = f.alloc_dma_buffer(v.len());
+                b.as_bytes_mut().copy_from_slice(&v);
+                f.write_at(b, pos).await
+            }
+        }
+        .map_err(glommio_err("writing a segment"))
+    }
+
+    async fn raw_write_slice(&self, data: &[u8], pos: u64) -> Result<usize> {
+        let mut buf = self.alloc_write_buffer(data.len());
+        buf.as_bytes_mut().copy_from_slice(data);
+        self.raw_write(buf, pos).await
+    }
+
+    async fn raw_fdatasync(&self) -> Result<()> {
+        match &self.file {
+            Inner::Direct(f) => f.fdatasync().await,
+            Inner::Buffered(f) => f.fdatasync().await,
+        }
+        .map_err(glommio_err("fdatasync"))
+    }
+
+    async fn raw_file_size(&self) -> Result<u64> {
+        match &self.file {
+            Inner::Direct(f) => f.file_size().await,
+            Inner::Buffered(f) => f.file_size().await,
+        }
+        .map_err(glommio_err("sizing a file"))
+    }
+
+    async fn raw_truncate(&self, size: u64) -> Result<()> {
+        match &self.file {
+            Inner::Direct(f) => f.truncate(size).await,
+            Inner::Buffered(f) => f.truncate(size).await,
+        }
+        .map_err(glommio_err("truncating a file"))
+    }
+
+    /// Writes `buf` at `pos` (for an O_DIRECT file: whole blocks at an aligned position);
+    /// returns the bytes written.
+    pub async fn write_at(&self, buf: WriteBuffer, pos: u64) -> Result<usize> {
         let Some(state) = &self.fault else {
-            return self.file.write_at(buf, pos).await.map_err(|e| StorageError::glommio("writing a segment", e));
+            return self.raw_write(buf, pos).await;
         };
         let inj = &state.injector;
         inj.check_alive("writing a segment")?;
-        let block = self.alignment();
-        debug_assert!(pos % block == 0 && buf.len() as u64 % block == 0, "DMA writes cover whole blocks");
+        let unit = match self.file {
+            Inner::Direct(_) => self.alignment(),
+            Inner::Buffered(_) => 1,
+        };
+        debug_assert!(pos.is_multiple_of(unit) && (buf.len() as u64).is_multiple_of(unit), "DMA writes cover whole blocks");
+        if state.role == FileRole::Segment {
+            if let Some(w) = inj.writes.borrow_mut().as_mut() {
+                w.push(SegmentWrite { path: state.path.clone(), pos, len: buf.len() as u64 });
+            }
+        }
         let fault = if state.role == FileRole::Segment { inj.take_armed(true) } else { None };
         match fault {
             Some(Fault::WriteEio) => {
@@ -293,37 +478,51 @@ impl SegmentFile {
             Some(Fault::TornWrite) if buf.len() > 1 => {
                 // A prefix ending inside a block (never the whole write).
                 let keep = inj.below(1, buf.len() as u64) as usize;
-                let mut data = self.read_bytes(pos, keep.next_multiple_of(block as usize)).await?.to_vec();
-                data.resize(keep.next_multiple_of(block as usize), 0);
-                data[..keep].copy_from_slice(&buf.as_bytes()[..keep]);
-                self.put_blocks(pos, &data);
+                let mut data = buf.as_bytes()[..keep].to_vec();
+                if unit > 1 {
+                    // An O_DIRECT block is cut: the rest of it keeps what the file had.
+                    let old = self.read_bytes(pos + keep as u64, keep.next_multiple_of(unit as usize) - keep).await?;
+                    data.extend_from_slice(&old);
+                    data.resize(keep.next_multiple_of(unit as usize), 0);
+                }
+                self.put(pos, &data, pos + keep as u64).await?;
                 inj.bump(|s| s.torn_writes += 1);
                 Err(errno("writing a segment (torn)", libc::EIO))
             }
             _ => {
-                self.put_blocks(pos, buf.as_bytes());
+                self.put(pos, buf.as_bytes(), pos + buf.len() as u64).await?;
                 Ok(buf.len())
             }
         }
     }
 
-    /// Puts whole blocks into the overlay.
-    fn put_blocks(&self, pos: u64, data: &[u8]) {
-        let Some(state) = &self.fault else { return };
-        let block = self.alignment() as usize;
+    /// Puts `data` at `pos` into the overlay as whole blocks: a partial block at either
+    /// end is merged with what reads show there now. The file then reads at least up to
+    /// `end`.
+    async fn put(&self, pos: u64, data: &[u8], end: u64) -> Result<()> {
+        let Some(state) = &self.fault else { return Ok(()) };
+        let block = self.alignment();
+        let (start, stop) = (self.align_down(pos), self.align_up(pos + data.len() as u64));
+        let merged = if start == pos && stop == pos + data.len() as u64 {
+            data.to_vec()
+        } else {
+            let mut m = self.read_bytes(start, (stop - start) as usize).await?.to_vec();
+            m.resize((stop - start) as usize, 0);
+            m[(pos - start) as usize..(pos - start) as usize + data.len()].copy_from_slice(data);
+            m
+        };
         let mut overlay = state.overlay.borrow_mut();
-        for (i, b) in data.chunks(block).enumerate() {
-            let mut v = b.to_vec();
-            v.resize(block, 0);
-            overlay.blocks.insert(pos / block as u64 + i as u64, v);
+        for (i, b) in merged.chunks(block as usize).enumerate() {
+            overlay.blocks.insert(start / block + i as u64, b.to_vec());
         }
-        overlay.size = overlay.size.max(pos + data.len() as u64);
+        overlay.size = overlay.size.max(end);
+        Ok(())
     }
 
     /// Reads `len` bytes at `pos` (any alignment) into owned `Bytes`; short at the end.
     pub async fn read_bytes(&self, pos: u64, len: usize) -> Result<Bytes> {
         let Some(state) = &self.fault else {
-            let r = self.file.read_at(pos, len).await.map_err(|e| StorageError::glommio("reading a segment", e))?;
+            let r = self.raw_read(pos, len).await?;
             // One copy: glommio's read buffers are tied to the executor (not Send), and
             // fetch responses may be written by another shard's connection.
             return Ok(Bytes::copy_from_slice(&r));
@@ -342,7 +541,7 @@ impl SegmentFile {
             (end, patches)
         };
         let want = (end - pos) as usize;
-        let disk = self.file.read_at(pos, want).await.map_err(|e| StorageError::glommio("reading a segment", e))?;
+        let disk = self.raw_read(pos, want).await?;
         let mut out = disk.to_vec();
         out.resize(want, 0);
         for (i, b) in patches {
@@ -356,13 +555,13 @@ impl SegmentFile {
     /// fdatasync: with an injector, first writes the overlay to the file.
     pub async fn fdatasync(&self) -> Result<()> {
         let Some(state) = &self.fault else {
-            return self.file.fdatasync().await.map_err(|e| StorageError::glommio("fdatasync", e));
+            return self.raw_fdatasync().await;
         };
         let inj = &state.injector;
         inj.check_alive("fdatasync")?;
         if state.role == FileRole::Segment && inj.take_armed(false) == Some(Fault::SyncEio) {
             // Linux may drop the dirty pages of a failed fsync: the unsynced data is gone.
-            let disk_size = self.file.file_size().await.map_err(|e| StorageError::glommio("sizing a file", e))?;
+            let disk_size = self.raw_file_size().await?;
             let mut overlay = state.overlay.borrow_mut();
             overlay.blocks.clear();
             overlay.size = disk_size;
@@ -375,11 +574,11 @@ impl SegmentFile {
         };
         let total = blocks.values().map(|b| b.len() as u64).sum();
         self.apply_prefix(&blocks, total).await?;
-        let disk_size = self.file.file_size().await.map_err(|e| StorageError::glommio("sizing a file", e))?;
+        let disk_size = self.raw_file_size().await?;
         if disk_size > size {
-            self.file.truncate(size).await.map_err(|e| StorageError::glommio("truncating a file", e))?;
+            self.raw_truncate(size).await?;
         }
-        self.file.fdatasync().await.map_err(|e| StorageError::glommio("fdatasync", e))?;
+        self.raw_fdatasync().await?;
         // Forget only blocks no write replaced while this sync ran.
         let mut overlay = state.overlay.borrow_mut();
         for (i, b) in blocks {
@@ -401,16 +600,14 @@ impl SegmentFile {
             }
             let mut data = b.clone();
             if left < block {
-                let disk = self.file.read_at(i * block, block as usize).await.map_err(|e| StorageError::glommio("reading a segment", e))?;
+                let disk = self.raw_read(i * block, block as usize).await?;
                 let mut merged = disk.to_vec();
                 merged.resize(block as usize, 0);
                 merged[..left as usize].copy_from_slice(&b[..left as usize]);
                 data = merged;
             }
             left = left.saturating_sub(block);
-            let mut buf = self.file.alloc_dma_buffer(block as usize);
-            buf.as_bytes_mut().copy_from_slice(&data);
-            let n = self.file.write_at(buf, i * block).await.map_err(|e| StorageError::glommio("writing a segment", e))?;
+            let n = self.raw_write_slice(&data, i * block).await?;
             if (n as u64) < block {
                 return Err(StorageError::NoSpace { context: format!("writing a synced block (wrote {n} of {block})") });
             }
@@ -420,7 +617,7 @@ impl SegmentFile {
 
     pub async fn file_size(&self) -> Result<u64> {
         match &self.fault {
-            None => self.file.file_size().await.map_err(|e| StorageError::glommio("sizing a file", e)),
+            None => self.raw_file_size().await,
             Some(state) => {
                 state.injector.check_alive("sizing a file")?;
                 Ok(state.overlay.borrow().size)
@@ -431,7 +628,7 @@ impl SegmentFile {
     /// Cuts the file to `size` bytes.
     pub async fn truncate(&self, size: u64) -> Result<()> {
         let Some(state) = &self.fault else {
-            return self.file.truncate(size).await.map_err(|e| StorageError::glommio("truncating a file", e));
+            return self.raw_truncate(size).await;
         };
         state.injector.check_alive("truncating a file")?;
         {
@@ -439,26 +636,30 @@ impl SegmentFile {
             let mut overlay = state.overlay.borrow_mut();
             let cut = size.div_ceil(block);
             overlay.blocks.retain(|&i, _| i < cut);
-            if size % block != 0 {
+            if !size.is_multiple_of(block) {
                 if let Some(b) = overlay.blocks.get_mut(&(size / block)) {
                     b[(size % block) as usize..].fill(0);
                 }
             }
             overlay.size = size;
         }
-        let disk_size = self.file.file_size().await.map_err(|e| StorageError::glommio("sizing a file", e))?;
+        let disk_size = self.raw_file_size().await?;
         if disk_size > size {
-            self.file.truncate(size).await.map_err(|e| StorageError::glommio("truncating a file", e))?;
+            self.raw_truncate(size).await?;
         }
         Ok(())
     }
 
-    /// Renames the file (it keeps its descriptor and overlay).
+    /// Renames the file (it keeps its descriptor and overlay). O_DIRECT files only (the
+    /// checked files and cleaned segments, never a page-cache segment).
     pub async fn rename(&self, to: &Path) -> Result<()> {
         if let Some(state) = &self.fault {
             state.injector.check_alive("renaming a file")?;
         }
-        self.file.rename(to).await.map_err(|e| StorageError::glommio(format!("renaming to {}", to.display()), e))
+        match &self.file {
+            Inner::Direct(f) => f.rename(to).await.map_err(|e| StorageError::glommio(format!("renaming to {}", to.display()), e)),
+            Inner::Buffered(_) => Err(StorageError::io("renaming a page-cache segment", io::Error::from(io::ErrorKind::Unsupported))),
+        }
     }
 }
 
@@ -472,7 +673,7 @@ mod tests {
     }
 
     async fn write(f: &SegmentFile, pos: u64, data: &[u8]) -> Result<usize> {
-        let mut buf = f.alloc_dma_buffer(data.len());
+        let mut buf = f.alloc_write_buffer(data.len());
         buf.as_bytes_mut().copy_from_slice(data);
         f.write_at(buf, pos).await
     }

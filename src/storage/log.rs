@@ -6,7 +6,8 @@
 //!
 //! Offsets: `append` takes batches at exactly `next_offset()` (dense, strictly
 //! increasing; asserted); `written_offset() <= next_offset()` always, and only the
-//! writer's completed writes move `written_offset()` forward.
+//! writer's completed writes move `written_offset()` forward, over the contiguous prefix
+//! of completed writes (several may be in flight; see `segment.rs`).
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -16,8 +17,8 @@ use super::file::SegmentFile;
 
 use super::batch_cache::{BatchCache, CachedBatch};
 use super::dma::{read_checked_file, sync_dir, sync_parent_dir, write_checked_file};
-use super::recovery::{list_segments, open_active, open_sealed, remove_cleaner_leftovers};
-use super::segment::{log_file_name, Segment, WriteJob};
+use super::recovery::{list_segments, open_active, open_sealed, remove_cleaner_leftovers, remove_segment_files, SealedOpen};
+use super::segment::{log_file_name, SealSnapshot, Segment, WriteJob};
 use super::{LogConfig, Result, StorageError};
 use crate::record::BatchHeader;
 
@@ -93,17 +94,39 @@ impl Log {
         let mut segments = BTreeMap::new();
         let mut active_batches = Vec::new();
         let mut truncated_bytes = 0;
+        let mode = config.write_mode;
         if let Some((&last, sealed)) = bases.split_last() {
+            let mut cut_short = None;
             for (i, &base) in sealed.iter().enumerate() {
                 let next_base = bases[i + 1];
-                segments.insert(base, open_sealed(dir, base, next_base, config.index_interval_bytes).await?);
+                match open_sealed(dir, base, next_base, config.index_interval_bytes, mode).await? {
+                    SealedOpen::Whole(seg) => {
+                        segments.insert(base, seg);
+                    }
+                    SealedOpen::LostTail(outcome) => {
+                        // A crash cut a sealed segment the writer had not synced yet. Later
+                        // segments hold nothing synced either (one sync covers every file
+                        // written before it), so the log ends in this one and continues
+                        // densely from there.
+                        tracing::warn!(dir = %dir.display(), base, end = outcome.segment.next_offset(), next_base,
+                            "a crash cut an unsynced sealed segment; dropping the later segments");
+                        for &later in &bases[i + 1..] {
+                            remove_segment_files(dir, later).await?;
+                        }
+                        cut_short = Some((base, outcome));
+                        break;
+                    }
+                }
             }
-            let outcome = open_active(dir, last, config.index_interval_bytes).await?;
+            let (active, outcome) = match cut_short {
+                Some(found) => found,
+                None => (last, open_active(dir, last, config.index_interval_bytes, mode).await?),
+            };
             active_batches = outcome.batches;
             truncated_bytes = outcome.truncated_bytes;
-            segments.insert(last, outcome.segment);
+            segments.insert(active, outcome.segment);
         } else {
-            let file = super::dma::open_rw(&dir.join(log_file_name(0))).await?;
+            let file = super::dma::open_segment(&dir.join(log_file_name(0)), mode).await?;
             // The segment's directory entry is durable before anything is written in it.
             sync_dir(dir).await?;
             segments.insert(0, Segment::empty(dir, 0, file, crate::runtime::now_ms()));
@@ -208,12 +231,22 @@ impl Log {
         self.dir.join(log_file_name(self.next_offset()))
     }
 
-    /// Seals the active segment and makes `file` (created at `next_segment_path`) active.
-    pub fn roll(&mut self, file: Rc<SegmentFile>, now_ms: i64) {
+    /// Seals the active segment and makes `file` (created at `next_segment_path`, its
+    /// directory entry not synced yet) active. `snapshot` is saved as `<base>.snapshot`
+    /// once the sealed segment is synced (by the writer, off the append path).
+    pub fn roll(&mut self, file: Rc<SegmentFile>, now_ms: i64, snapshot: Option<SealSnapshot>) {
         let base = self.next_offset();
-        self.active_mut().sealed = true;
-        let seg = Segment::empty(&self.dir, base, file, now_ms);
+        let sealed = self.active_mut();
+        sealed.sealed = true;
+        sealed.snapshot = snapshot;
+        let mut seg = Segment::empty(&self.dir, base, file, now_ms);
+        seg.dir_synced = false;
         self.segments.insert(base, seg);
+    }
+
+    /// How new segments are written (from the config; a change applies at the next roll).
+    pub fn write_mode(&self) -> super::WriteMode {
+        self.config.write_mode
     }
 
     /// Appends a batch (base offset already assigned = `next_offset()`).
@@ -224,24 +257,35 @@ impl Log {
         self.cache.push(CachedBatch { base_offset: header.base_offset, last_offset: header.last_offset(), bytes: batch });
     }
 
-    /// Write jobs for every segment with pending data, oldest segment first.
+    /// The writes to start now, oldest segment first. A segment's partial O_DIRECT tail
+    /// is written (padded) once nothing else of it is in flight, so data never waits in
+    /// memory while its device is idle. A newer segment is written only once the older
+    /// ones are fully written (a failed write then never leaves a hole between segments).
     pub fn take_writes(&mut self) -> Vec<(i64, WriteJob)> {
         let mut jobs = Vec::new();
         for (&base, seg) in self.segments.iter_mut() {
-            if let Some(job) = seg.take_write() {
+            while let Some(job) = seg.take_write(seg.writes_in_flight() == 0 || seg.sealed) {
                 jobs.push((base, job));
+            }
+            if !seg.is_fully_written() {
+                break;
             }
         }
         jobs
+    }
+
+    /// Writes in flight over all segments.
+    pub fn writes_in_flight(&self) -> usize {
+        self.segments.values().map(|s| s.writes_in_flight()).sum()
     }
 
     pub fn has_pending_writes(&self) -> bool {
         self.segments.values().any(|s| s.has_pending())
     }
 
-    pub fn complete_write(&mut self, base: i64, job: WriteJob) {
+    pub fn complete_write(&mut self, base: i64, end: u64) {
         if let Some(seg) = self.segments.get_mut(&base) {
-            seg.complete_write(job);
+            seg.complete_write(end);
             if !self.unsynced.contains(&base) {
                 self.unsynced.push(base);
             }
@@ -255,10 +299,10 @@ impl Log {
     /// file past that end, which the caller trims (see `LogWriter::on_write_failure`).
     pub fn rollback_unwritten(&mut self) -> (Vec<Segment>, Vec<(Rc<SegmentFile>, u64)>) {
         let trims: Vec<(Rc<SegmentFile>, u64)> =
-            self.segments.values().filter(|s| s.written() < s.size()).map(|s| (s.file.clone(), s.written())).collect();
-        // Writes go oldest segment first, so everything after the first segment with
-        // unwritten bytes was never written at all.
-        let first_unwritten = self.segments.values().find(|s| s.written() < s.size()).map(|s| s.base_offset);
+            self.segments.values().filter(|s| s.has_unwritten()).map(|s| (s.file.clone(), s.written())).collect();
+        // Writes go oldest segment first (`take_writes`), so everything after the first
+        // segment with unwritten bytes was never written at all.
+        let first_unwritten = self.segments.values().find(|s| !s.is_fully_written()).map(|s| s.base_offset);
         let mut removed = Vec::new();
         if let Some(first) = first_unwritten {
             let later: Vec<i64> = self.segments.range(first + 1..).map(|(&b, _)| b).collect();
@@ -272,7 +316,10 @@ impl Log {
         for seg in self.segments.values_mut() {
             seg.rollback_unwritten();
         }
-        self.active_mut().sealed = false;
+        let active = self.active_mut();
+        active.sealed = false;
+        // Its seal snapshot described an end that no longer exists.
+        active.snapshot = None;
         let end = self.next_offset();
         self.cache.truncate_from(end);
         (removed, trims)
@@ -282,6 +329,20 @@ impl Log {
     pub fn take_unsynced_files(&mut self) -> Vec<Rc<SegmentFile>> {
         let bases = std::mem::take(&mut self.unsynced);
         bases.iter().filter_map(|b| self.segments.get(b)).map(|s| s.file.clone()).collect()
+    }
+
+    /// Segments whose directory entry is not synced yet (a roll created them).
+    pub fn segments_needing_dir_sync(&self) -> Vec<i64> {
+        self.segments.values().filter(|s| !s.dir_synced).map(|s| s.base_offset).collect()
+    }
+
+    /// The directory was synced after the files of segments `bases` were created.
+    pub fn mark_dir_synced(&mut self, bases: &[i64]) {
+        for b in bases {
+            if let Some(s) = self.segments.get_mut(b) {
+                s.dir_synced = true;
+            }
+        }
     }
 
     pub fn mark_synced(&mut self, offset: i64) {
@@ -313,7 +374,7 @@ impl Log {
     pub fn sealed_needing_indexes(&self) -> Vec<i64> {
         self.segments
             .values()
-            .filter(|s| s.sealed && !s.indexes_saved && s.written() == s.size() && s.next_offset() <= self.synced_offset)
+            .filter(|s| s.sealed && !s.indexes_saved && s.is_fully_written() && s.next_offset() <= self.synced_offset)
             .map(|s| s.base_offset)
             .collect()
     }
@@ -489,7 +550,7 @@ impl Log {
     fn cleanable(&self) -> impl Iterator<Item = &Segment> {
         self.segments
             .values()
-            .filter(|s| s.sealed && s.indexes_saved && s.written() == s.size() && s.next_offset() <= self.synced_offset)
+            .filter(|s| s.sealed && s.indexes_saved && s.is_fully_written() && s.next_offset() <= self.synced_offset)
     }
 
     /// Kafka's cleanable ratio: dirty bytes ÷ all bytes, over sealed segments. None when

@@ -2,22 +2,32 @@
 //! they are durable.
 //!
 //! `Log::append` only stages a batch in memory. `LogWriter::kick` starts the
-//! write-and-sync loop (one task per log, only while there is work), which writes every
-//! segment's staged bytes (oldest segment first, one aligned write per segment at a
-//! time), fdatasyncs when someone waits for that, saves the indexes of sealed segments,
-//! and resolves the `Durable` futures handed out by `durable()`:
+//! write-and-sync loop (one task per log, only while there is work), which starts the
+//! writes each segment allows (`Segment::take_write`: one page-cache write at a time, or
+//! up to four O_DIRECT writes of whole blocks, oldest segment first), fdatasyncs when
+//! someone waits for that or the flush policy says so, saves what sealed segments leave
+//! behind (indexes, the seal snapshot of the layer above) once they are synced, and
+//! resolves the `Durable` futures handed out by `durable()`:
 //! - `Durability::Written` (flush=never, or acks other than -1) resolves once the
 //!   write completed (the kernel has the bytes: survives a process crash);
 //! - `Durability::Synced` (flush=always with acks=-1) resolves once the write completed
 //!   and an fdatasync that started after it returned.
 //!
-//! Group commit: appends made while a write or fdatasync is in flight are written by the
-//! next pass, and one fdatasync covers every waiter whose data was written before it
-//! started. Waiters that need no fdatasync are resolved as soon as their write completes,
-//! before the pass syncs or saves indexes, so a segment roll (index saves) or a slow
-//! fdatasync never holds up an acks=1 producer or a long-poll fetch.
+//! Group commit: one fdatasync (at most one in flight) covers every write completed
+//! before it started; it runs beside the writes, which keep starting and completing
+//! meanwhile.
+//! Waiters that need no fdatasync are resolved as soon as their write completes,
+//! before the pass syncs or saves indexes, so a segment roll or a slow fdatasync never
+//! holds up an acks=1 producer or a long-poll fetch.
 //!
-//! Failure: a failed write rolls the log back to what is on disk (dropping every staged
+//! Flushing (`LogConfig::flush_interval_messages` / `flush_interval_ms`, Kafka's
+//! flush.messages / flush.ms): with flush=never nothing waits for an fdatasync; the loop
+//! syncs in the background once that many messages are unsynced or the oldest unsynced
+//! data is that old (a timer kicks an idle loop), and when a segment is sealed. The
+//! directory is synced before the data of a segment created by a roll counts as synced.
+//!
+//! Failure: a failed write waits for the other writes in flight, then rolls the log back
+//! to the whole batches written before the first unfinished write (dropping every staged
 //! batch, none of which was acknowledged) and fails the waiters above that point with the
 //! error. A failed fdatasync is sticky (invariant 8, the "fsyncgate" rule: the kernel
 //! may have dropped the dirty pages and a retried fdatasync would succeed on nothing):
@@ -38,11 +48,34 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
+use futures::stream::{FuturesUnordered, StreamExt};
 
-use super::dma::remove_file;
+use super::dma::{remove_file, sync_dir, write_checked_file};
 use super::log::Log;
 use super::segment::{index_path, log_file_name, snapshot_path, time_index_path};
-use super::StorageError;
+use super::{StorageError, FLUSH_NEVER};
+
+fn log_is_offline(log: &RefCell<Log>) -> bool {
+    log.borrow().is_offline()
+}
+
+/// The loop's fdatasync in flight (with the sealed-segment saves after it).
+type SyncInFlight = Pin<Box<dyn Future<Output = Result<(), StorageError>>>>;
+
+/// What the loop waits for.
+enum Event {
+    Written(WriteDone),
+    Synced(Result<(), StorageError>),
+}
+
+/// A finished segment write, as the loop books it.
+struct WriteDone {
+    base: i64,
+    end: u64,
+    want: usize,
+    took: Duration,
+    res: Result<usize, StorageError>,
+}
 
 /// A segment write slower than this is logged (the disk, not the broker, set the latency).
 const SLOW_WRITE: Duration = Duration::from_millis(200);
@@ -90,6 +123,10 @@ pub struct LogWriter {
     waiters: RefCell<Vec<Waiter>>,
     /// Last written offset the loop reported (debug check: it never moves back).
     last_written: Cell<i64>,
+    /// When the last fdatasync finished (flush.ms counts from it).
+    last_sync: Cell<Instant>,
+    /// A flush.ms timer is pending.
+    flush_timer_armed: Cell<bool>,
 }
 
 impl LogWriter {
@@ -103,6 +140,8 @@ impl LogWriter {
             running: Cell::new(false),
             waiters: RefCell::new(Vec::new()),
             last_written: Cell::new(written),
+            last_sync: Cell::new(Instant::now()),
+            flush_timer_armed: Cell::new(false),
         })
     }
 
@@ -157,85 +196,212 @@ impl LogWriter {
         self.fail_waiters(i64::MIN, error);
     }
 
-    /// Writes staged batches, syncs when someone waits for it, saves indexes of sealed
-    /// segments, and resolves waiters. Exits when there is nothing left to do; the check
-    /// and the exit happen without an await in between, so no append is missed.
+    /// Starts the writes that may start, syncs when someone waits for it or the flush
+    /// policy asks, saves what sealed segments leave behind (indexes, seal snapshot),
+    /// and resolves waiters. Exits when there is nothing left to do; the check and the
+    /// exit happen without an await in between, so no append is missed.
     async fn write_and_sync_loop(self: Rc<Self>) {
+        let mut writes = FuturesUnordered::new();
+        // The fdatasync in flight (with the sealed-segment saves after it): it runs beside
+        // the writes, so no ack that needs no sync ever waits for one.
+        let mut sync: Option<SyncInFlight> = None;
+        let mut failed: Option<StorageError> = None;
         loop {
-            if self.log.borrow().is_offline() {
-                // Nothing more is written to a log whose fdatasync failed.
+            if self.log.borrow().is_offline() && writes.is_empty() && sync.is_none() {
+                // Nothing more is written to (or synced in) a log whose fdatasync failed.
                 self.running.set(false);
                 return;
             }
-            let jobs = self.log.borrow_mut().take_writes();
-            let mut failed: Option<StorageError> = None;
-            for (base, mut job) in jobs {
-                if failed.is_some() {
-                    continue;
-                }
-                let Some(buf) = job.buf.take() else { continue };
-                let want = buf.len();
-                let started = Instant::now();
-                let res = job.file.write_at(buf, job.pos).await;
-                let took = started.elapsed();
-                if took >= SLOW_WRITE {
-                    // Every ack of this partition waited for it: say so, it explains tail latency.
-                    tracing::warn!(topic = %self.topic, partition = self.partition, bytes = want, ms = took.as_millis() as u64, "slow segment write");
-                }
-                match res {
-                    Ok(n) if n >= want => self.log.borrow_mut().complete_write(base, job),
-                    Ok(n) => failed = Some(StorageError::NoSpace { context: format!("short write ({n} of {want} bytes)") }),
-                    Err(e) => failed = Some(e),
+            if failed.is_none() && !self.log.borrow().is_offline() {
+                let jobs = self.log.borrow_mut().take_writes();
+                for (base, mut job) in jobs {
+                    let Some(buf) = job.buf.take() else { continue };
+                    let (file, pos, end) = (job.file.clone(), job.pos, job.end);
+                    writes.push(async move {
+                        let want = buf.len();
+                        let started = Instant::now();
+                        let res = file.write_at(buf, pos).await;
+                        WriteDone { base, end, want, took: started.elapsed(), res }
+                    });
                 }
             }
-            if let Some(e) = failed {
+            // The first poll submits the new writes; collect those already done.
+            while let Poll::Ready(Some(done)) = futures::poll!(writes.next()) {
+                self.finish_write(done, &mut failed);
+            }
+            if let Some(e) = failed.take() {
+                // A rollback must not race writes or a sync still in flight: let them land.
+                while let Some(done) = writes.next().await {
+                    self.finish_write(done, &mut None);
+                }
+                if let Some(s) = sync.take() {
+                    if let Err(sync_error) = s.await {
+                        self.go_offline(sync_error);
+                    }
+                }
                 self.on_write_failure(e).await;
                 continue;
             }
+            // Acks that need no fdatasync (and fetch long polls) are answered now.
+            self.wake(self.log.borrow().written_offset());
             let written = self.log.borrow().written_offset();
-            // Acks that need no fdatasync (and fetch long polls) are answered now, not after
-            // the sync and index saves below: a segment roll would otherwise stall every
-            // producer of the partition behind an fdatasync.
-            self.wake(written);
-            let want_sync = self.waiters.borrow().iter().any(|w| w.sync && w.end_offset <= written)
-                || self.log.borrow().segment_bases().len() > 1 && self.has_unsaved_sealed(written);
-            if want_sync && self.log.borrow().synced_offset() < written {
-                let files = self.log.borrow_mut().take_unsynced_files();
-                let mut sync_error = None;
-                for f in files {
-                    if let Err(e) = f.fdatasync().await {
-                        sync_error = Some(e);
-                    }
-                }
-                match sync_error {
-                    None => self.log.borrow_mut().mark_synced(written),
-                    Some(e) => {
-                        let synced = self.log.borrow().synced_offset();
-                        // Logged once: the log is offline from here on and never syncs again.
-                        tracing::error!(topic = %self.topic, partition = self.partition, error = %e, synced_offset = synced,
-                            "fdatasync failed; partition offline (KAFKA_STORAGE_ERROR) until the broker restarts: \
-                             fix the disk, then restart (recovery re-validates the log tail)");
-                        self.log.borrow_mut().set_offline(e.to_string());
-                        let offline = self.log.borrow().check_online().err().unwrap_or(e);
-                        self.fail_waiters(i64::MIN, &offline);
-                        // Long polls wake and meet the error.
-                        (self.hooks.on_written)();
-                        self.running.set(false);
-                        return;
-                    }
-                }
+            if sync.is_none()
+                && !self.log.borrow().is_offline()
+                && self.log.borrow().synced_offset() < written
+                && self.wants_sync(written)
+            {
+                let me = self.clone();
+                sync = Some(Box::pin(async move {
+                    me.sync(written).await?;
+                    me.save_sealed().await;
+                    Ok(())
+                }));
             }
-            self.save_sealed_indexes().await;
-            self.wake(written);
-            let more = self.log.borrow().has_pending_writes()
-                || self.waiters.borrow().iter().any(|w| {
-                    w.end_offset <= self.log.borrow().written_offset() && w.sync && w.end_offset > self.log.borrow().synced_offset()
-                });
-            if !more {
-                self.running.set(false);
-                return;
+            if writes.is_empty() && sync.is_none() {
+                let more = self.log.borrow().has_pending_writes() || {
+                    let log = self.log.borrow();
+                    let (w, synced) = (log.written_offset(), log.synced_offset());
+                    drop(log);
+                    synced < w && self.wants_sync(w) && !self.log.borrow().is_offline()
+                };
+                if !more {
+                    self.arm_flush_timer();
+                    self.running.set(false);
+                    return;
+                }
+                continue;
+            }
+            // Wait for the next write to finish or the sync to return, whichever is first.
+            let event = futures::future::poll_fn(|cx| {
+                if let Some(s) = sync.as_mut() {
+                    if let Poll::Ready(res) = s.as_mut().poll(cx) {
+                        return Poll::Ready(Event::Synced(res));
+                    }
+                }
+                if !writes.is_empty() {
+                    if let Poll::Ready(Some(done)) = writes.poll_next_unpin(cx) {
+                        return Poll::Ready(Event::Written(done));
+                    }
+                }
+                Poll::Pending
+            })
+            .await;
+            match event {
+                Event::Written(done) => self.finish_write(done, &mut failed),
+                Event::Synced(res) => {
+                    sync = None;
+                    match res {
+                        // Waiters for fdatasync are answered at the top of the loop.
+                        Ok(()) => {}
+                        Err(e) => {
+                            self.go_offline(e);
+                            // Writes in flight land (nothing more is reported about them).
+                            while writes.next().await.is_some() {}
+                            self.running.set(false);
+                            return;
+                        }
+                    }
+                }
             }
         }
+    }
+
+    /// An fdatasync failed: the log goes offline for good (invariant 8), every waiter
+    /// fails, and long polls wake to meet the error.
+    fn go_offline(&self, e: StorageError) {
+        let synced = self.log.borrow().synced_offset();
+        // Logged once: the log is offline from here on and never syncs again.
+        tracing::error!(topic = %self.topic, partition = self.partition, error = %e, synced_offset = synced,
+            "fdatasync failed; partition offline (KAFKA_STORAGE_ERROR) until the broker restarts: \
+             fix the disk, then restart (recovery re-validates the log tail)");
+        self.log.borrow_mut().set_offline(e.to_string());
+        let offline = self.log.borrow().check_online().err().unwrap_or(e);
+        self.fail_waiters(i64::MIN, &offline);
+        (self.hooks.on_written)();
+    }
+
+    /// Books a finished write: the segment's written prefix grows, or `failed` is set
+    /// (the first failure wins).
+    fn finish_write(&self, done: WriteDone, failed: &mut Option<StorageError>) {
+        if done.took >= SLOW_WRITE {
+            // Acks of this partition may have waited for it: say so, it explains tail latency.
+            tracing::warn!(topic = %self.topic, partition = self.partition, bytes = done.want,
+                ms = done.took.as_millis() as u64, "slow segment write");
+        }
+        let error = match done.res {
+            Ok(n) if n >= done.want => {
+                self.log.borrow_mut().complete_write(done.base, done.end);
+                return;
+            }
+            Ok(n) => StorageError::NoSpace { context: format!("short write ({n} of {} bytes)", done.want) },
+            Err(e) => e,
+        };
+        if failed.is_none() {
+            *failed = Some(error);
+        }
+    }
+
+    /// Whether to fdatasync now: a waiter needs it, a sealed segment must be synced
+    /// before its indexes and snapshot are saved, or the flush policy (flush.messages,
+    /// flush.ms) says unsynced data is due. Acks that need no sync never wait for it.
+    fn wants_sync(&self, written: i64) -> bool {
+        if self.waiters.borrow().iter().any(|w| w.sync && w.end_offset <= written) {
+            return true;
+        }
+        if self.log.borrow().segment_bases().len() > 1 && self.has_unsaved_sealed(written) {
+            return true;
+        }
+        let log = self.log.borrow();
+        let config = log.config();
+        let unsynced = written - log.synced_offset();
+        unsynced > 0
+            && (unsynced >= config.flush_interval_messages
+                || self.last_sync.get().elapsed().as_millis() >= u128::try_from(config.flush_interval_ms).unwrap_or(0))
+    }
+
+    /// One group commit: the directory (when a roll created a file since), then every
+    /// file written since the last sync; then offsets below `written` are synced.
+    async fn sync(&self, written: i64) -> Result<(), StorageError> {
+        let new_entries = self.log.borrow().segments_needing_dir_sync();
+        if !new_entries.is_empty() {
+            let dir = self.log.borrow().dir().to_path_buf();
+            sync_dir(&dir).await?;
+            self.log.borrow_mut().mark_dir_synced(&new_entries);
+        }
+        let files = self.log.borrow_mut().take_unsynced_files();
+        let mut sync_error = None;
+        for f in files {
+            if let Err(e) = f.fdatasync().await {
+                sync_error = Some(e);
+            }
+        }
+        if let Some(e) = sync_error {
+            return Err(e);
+        }
+        self.log.borrow_mut().mark_synced(written);
+        self.last_sync.set(Instant::now());
+        Ok(())
+    }
+
+    /// flush.ms: when the loop goes idle with unsynced data, a timer kicks it once the
+    /// data is due (one timer at a time).
+    fn arm_flush_timer(self: &Rc<Self>) {
+        let (due, unsynced) = {
+            let log = self.log.borrow();
+            (log.config().flush_interval_ms, log.written_offset() > log.synced_offset())
+        };
+        if !unsynced || due == FLUSH_NEVER || self.flush_timer_armed.get() || log_is_offline(&self.log) {
+            return;
+        }
+        let wait = Duration::from_millis(u64::try_from(due).unwrap_or(0)).saturating_sub(self.last_sync.get().elapsed());
+        self.flush_timer_armed.set(true);
+        let me = self.clone();
+        glommio::spawn_local(async move {
+            glommio::timer::sleep(wait).await;
+            me.flush_timer_armed.set(false);
+            me.kick();
+        })
+        .detach();
     }
 
     fn has_unsaved_sealed(&self, written: i64) -> bool {
@@ -245,28 +411,35 @@ impl LogWriter {
         })
     }
 
-    async fn save_sealed_indexes(&self) {
+    /// Saves what each synced sealed segment leaves behind: its seal snapshot (the
+    /// layer above's state as of its end), then its indexes. Off the append path: a
+    /// roll only hands them over.
+    async fn save_sealed(&self) {
         let bases = self.log.borrow().sealed_needing_indexes();
         for base in bases {
             // Clone what is saved: the log is borrowed mutably by appends meanwhile.
-            let (index, time_index, summary, dir) = {
+            let (index, time_index, summary, dir, snapshot) = {
                 let log = self.log.borrow();
                 let Some(seg) = log.segment(base) else { continue };
-                (seg.index.clone(), seg.time_index.clone(), seg.summary(), log.dir().to_path_buf())
+                (seg.index.clone(), seg.time_index.clone(), seg.summary(), log.dir().to_path_buf(), seg.snapshot.clone())
             };
+            if let Some(snap) = snapshot {
+                debug_assert!(self.log.borrow().synced_offset() >= summary.next_offset, "a seal snapshot is saved after its segment is synced");
+                if let Err(e) = write_checked_file(&snapshot_path(&dir, summary.next_offset), snap.magic, snap.version, &snap.payload).await {
+                    // Recovery then starts from an older snapshot (or none): slower, not wrong.
+                    tracing::warn!(topic = %self.topic, partition = self.partition, base, error = %e, "could not save the seal snapshot");
+                }
+            }
             let res = async {
                 index.save(&index_path(&dir, base), &summary.encode()).await?;
                 time_index.save(&time_index_path(&dir, base)).await
             }
             .await;
-            match res {
-                Ok(()) => self.log.borrow_mut().mark_indexes_saved(base),
-                Err(e) => {
-                    // Recovery rebuilds a missing index by scanning; not fatal.
-                    tracing::warn!(topic = %self.topic, partition = self.partition, base, error = %e, "could not save segment indexes");
-                    self.log.borrow_mut().mark_indexes_saved(base);
-                }
+            if let Err(e) = res {
+                // Recovery rebuilds a missing index by scanning; not fatal.
+                tracing::warn!(topic = %self.topic, partition = self.partition, base, error = %e, "could not save segment indexes");
             }
+            self.log.borrow_mut().mark_indexes_saved(base);
         }
     }
 

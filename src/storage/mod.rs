@@ -1,6 +1,20 @@
-//! Storage: one partition's log as a directory of segments written with O_DIRECT through
-//! io_uring (glommio DMA files). Batches are stored exactly as the producer sent them
-//! (RecordBatch v2) with the broker's base offset and leader epoch patched in.
+//! Storage: one partition's log as a directory of segments written through io_uring,
+//! in one of two modes (`WriteMode`): through the page cache with background
+//! fdatasync (flush = never, Kafka's default durability), or O_DIRECT with several
+//! aligned writes in flight and group-committed fdatasync (flush = always). Batches are
+//! stored exactly as the producer sent them (RecordBatch v2) with the broker's base
+//! offset and leader epoch patched in.
+//!
+//! Padding rule (the one place it is defined; `batch_reader.rs` applies it for every
+//! reader): an O_DIRECT write never rewrites bytes already written, so when a write must
+//! end inside a block (a sync or an idle writer needs the tail on disk) the rest of the
+//! block is zeros and the next batch starts at a block boundary: the first multiple of
+//! `PADDING_BLOCK` (4096) at or after the padding's start plus 12 bytes (so the padding
+//! always holds a whole, zero, offset-and-length field; `after_padding`). A zero length
+//! field at a position that is not a multiple of 4096 therefore means "continue at
+//! `after_padding(position)`"; at a boundary (or at the end of the file) it means the end
+//! of the data. Page-cache writes never pad. Fetch and the cleaner see whole batches only, never
+//! padding.
 //!
 //! - `dma.rs`          DMA file helpers, the IOPOLL probe, small checksummed files,
 //!   directory fsync
@@ -99,6 +113,33 @@ impl StorageError {
 
 pub type Result<T> = std::result::Result<T, StorageError>;
 
+/// How a log's segments are written (see `log_writer.rs`). The on-disk format is the
+/// same (a sequence of RecordBatch v2, with zero padding up to a block boundary where an
+/// O_DIRECT write had to end early), so a log written in one mode opens in the other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteMode {
+    /// Buffered writes through the page cache (io_uring), exactly the new bytes at the
+    /// end; fdatasync in the background (flush = never).
+    PageCache,
+    /// O_DIRECT writes of whole blocks, several in flight (flush = always).
+    Direct,
+}
+
+/// The padding block (see the module comment): O_DIRECT segment writes cover whole
+/// multiples of it, and a zero length field inside one means "continue at its end".
+pub const PADDING_BLOCK: u64 = 4096;
+
+/// Where the data continues after padding that starts at `pos` (see the module comment).
+pub fn after_padding(pos: u64) -> u64 {
+    if pos.is_multiple_of(PADDING_BLOCK) {
+        return pos;
+    }
+    (pos + crate::record::LOG_OVERHEAD as u64).next_multiple_of(PADDING_BLOCK)
+}
+
+/// Kafka's "never" for flush.messages / flush.ms (Long.MAX_VALUE).
+pub const FLUSH_NEVER: i64 = i64::MAX;
+
 /// Per-log settings, resolved from the topic config and the broker config.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LogConfig {
@@ -118,6 +159,13 @@ pub struct LogConfig {
     /// delete.retention.ms: how long tombstones survive cleaning (simplified, see
     /// compaction.rs).
     pub delete_retention_ms: i64,
+    /// How segments are written; a change applies from the next segment on.
+    pub write_mode: WriteMode,
+    /// flush.messages: fdatasync in the background once this many messages are written
+    /// and not synced (`FLUSH_NEVER`: only at segment roll). Acks never wait for it.
+    pub flush_interval_messages: i64,
+    /// flush.ms: fdatasync in the background once unsynced data is this old.
+    pub flush_interval_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -133,6 +181,9 @@ impl Default for LogConfig {
             delete: true,
             min_cleanable_dirty_ratio: 0.5,
             delete_retention_ms: 86_400_000,
+            write_mode: WriteMode::Direct,
+            flush_interval_messages: FLUSH_NEVER,
+            flush_interval_ms: FLUSH_NEVER,
         }
     }
 }

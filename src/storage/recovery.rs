@@ -2,8 +2,12 @@
 //!
 //! Sealed segments open from their saved index (summary + entries); if that file is
 //! missing or fails its CRC, the segment is scanned. The active (last) segment is always
-//! scanned: every batch's CRC-32C is checked and offsets must continue densely; the
-//! first bad, torn or zero-padded batch ends the log and the file is truncated there.
+//! scanned: every batch's CRC-32C is checked and offsets must continue densely; padding
+//! inside a block is skipped (the padding rule, `storage` module comment); the first bad
+//! or torn batch, or zeros at a block boundary, end the log and the file is truncated at
+//! the end of the last good batch (an O_DIRECT writer then continues after padding, so
+//! the block holding that batch is never rewritten). Files open in the log's write mode
+//! whichever mode wrote them: the format is the same.
 //! A sealed segment scanned for lack of an index may have been compacted, so there
 //! offsets must only increase. Leftovers of an interrupted clean (`*.log.cleaned`) are
 //! deleted before anything is opened.
@@ -13,10 +17,10 @@ use std::rc::Rc;
 
 use super::file::SegmentFile;
 
-use super::dma::{open_rw, read_bytes};
+use super::dma::{open_segment, remove_file};
 use super::index::{OffsetIndex, TimeIndex};
-use super::segment::{index_path, log_file_name, time_index_path, Segment, SegmentSummary};
-use super::{Result, StorageError};
+use super::segment::{index_path, log_file_name, snapshot_path, time_index_path, Segment, SegmentSummary};
+use super::{Result, StorageError, WriteMode};
 use super::batch_reader::{BatchReader, ReadStop};
 use crate::record::BatchHeader;
 
@@ -75,55 +79,80 @@ pub async fn remove_cleaner_leftovers(dir: &Path) -> Result<usize> {
         .map_err(|e| StorageError::io(format!("removing cleaner leftovers in {}", dir.display()), e))
 }
 
-/// Opens a sealed segment, from its saved index when that is intact.
-/// `next_base` is the next segment's base: this one's offsets end below it.
-pub async fn open_sealed(dir: &Path, base: i64, next_base: i64, index_interval_bytes: usize) -> Result<Segment> {
-    let file = open_rw(&dir.join(log_file_name(base))).await?;
-    let file_size = file_size(&file).await?;
+/// What `open_sealed` found.
+pub enum SealedOpen {
+    /// The segment, whole.
+    Whole(Segment),
+    /// The segment was never synced whole and a crash cut it: scanned as an active
+    /// segment (its bad tail cut); the log ends in it.
+    LostTail(ScanOutcome),
+}
+
+/// Opens a sealed segment, from its saved index when that is intact. `next_base` is the
+/// next segment's base: this one's offsets end below it. Without an index, a segment
+/// the writer synced whole (`sealed_was_synced`) is scanned as sealed (damage is
+/// corruption, gaps are compaction's); one it never synced (a roll does not wait for the
+/// sync, and a crash came first) is scanned as the active segment is.
+pub async fn open_sealed(
+    dir: &Path,
+    base: i64,
+    next_base: i64,
+    index_interval_bytes: usize,
+    mode: WriteMode,
+) -> Result<SealedOpen> {
+    let file = open_segment(&dir.join(log_file_name(base)), mode).await?;
+    let file_size = file.file_size().await?;
     if let (Some((summary, index)), Some(time_index)) =
         (OffsetIndex::load(&index_path(dir, base)).await, TimeIndex::load(&time_index_path(dir, base)).await)
     {
         let summary = SegmentSummary::decode(&summary);
         if summary.size <= file_size && summary.next_offset >= base && summary.next_offset <= next_base {
-            let head = read_head(&file, summary.size).await?;
-            let mut seg = Segment::opened(dir, base, file, summary, head, index, time_index, crate::runtime::now_ms());
+            let mut seg = Segment::opened(dir, base, file, summary, index, time_index, crate::runtime::now_ms());
             seg.sealed = true;
             seg.indexes_saved = true;
-            return Ok(seg);
+            return Ok(SealedOpen::Whole(seg));
         }
+    }
+    if !sealed_was_synced(dir, next_base).await {
+        let outcome = scan(dir, base, file, index_interval_bytes, None).await?;
+        if outcome.truncated_bytes == 0 && outcome.segment.next_offset() == next_base {
+            let mut seg = outcome.segment;
+            seg.sealed = true;
+            return Ok(SealedOpen::Whole(seg));
+        }
+        return Ok(SealedOpen::LostTail(outcome));
     }
     tracing::warn!(dir = %dir.display(), base, "index of a sealed segment is missing or corrupt; scanning it");
     // A sealed segment may have been compacted: offsets grow but may skip.
     let mut outcome = scan(dir, base, file, index_interval_bytes, Some(next_base)).await?;
     outcome.segment.sealed = true;
-    Ok(outcome.segment)
+    Ok(SealedOpen::Whole(outcome.segment))
+}
+
+/// Removes a segment's files (log, indexes, seal snapshot): recovery drops segments
+/// that follow a lost tail.
+pub async fn remove_segment_files(dir: &Path, base: i64) -> Result<()> {
+    remove_file(&dir.join(log_file_name(base))).await?;
+    remove_file(&index_path(dir, base)).await?;
+    remove_file(&time_index_path(dir, base)).await?;
+    remove_file(&snapshot_path(dir, base)).await
+}
+
+/// True when the segment ending at `next_base` was synced whole: the writer saved its
+/// seal snapshot (`<next_base>.snapshot`), which it does only after that sync.
+pub async fn sealed_was_synced(dir: &Path, next_base: i64) -> bool {
+    let path = snapshot_path(dir, next_base);
+    glommio::executor().spawn_blocking(move || path.exists()).await
 }
 
 /// Scans the active segment, validating every batch, and truncates a bad tail.
-pub async fn open_active(dir: &Path, base: i64, index_interval_bytes: usize) -> Result<ScanOutcome> {
-    let file = open_rw(&dir.join(log_file_name(base))).await?;
+pub async fn open_active(dir: &Path, base: i64, index_interval_bytes: usize, mode: WriteMode) -> Result<ScanOutcome> {
+    let file = open_segment(&dir.join(log_file_name(base)), mode).await?;
     // Indexes of the active segment are rebuilt, never trusted.
     super::dma::remove_file(&index_path(dir, base)).await?;
     super::dma::remove_file(&time_index_path(dir, base)).await?;
     // The active segment is never compacted: its offsets must be dense.
     scan(dir, base, file, index_interval_bytes, None).await
-}
-
-async fn file_size(file: &SegmentFile) -> Result<u64> {
-    file.file_size().await
-}
-
-/// Bytes [align_down(size), size) of the file.
-async fn read_head(file: &SegmentFile, size: u64) -> Result<Vec<u8>> {
-    let start = file.align_down(size);
-    if start == size {
-        return Ok(Vec::new());
-    }
-    let b = read_bytes(file, start, (size - start) as usize).await?;
-    if (b.len() as u64) < size - start {
-        return Err(StorageError::Corrupt { what: "segment".into(), detail: "shorter than its summary".into() });
-    }
-    Ok(b.to_vec())
 }
 
 /// Scans a segment from its start. `sealed`: a sealed segment scanned for lack of an
@@ -135,7 +164,7 @@ async fn read_head(file: &SegmentFile, size: u64) -> Result<Vec<u8>> {
 /// be dense.
 async fn scan(dir: &Path, base: i64, file: Rc<SegmentFile>, index_interval_bytes: usize, next_base: Option<i64>) -> Result<ScanOutcome> {
     let sealed = next_base.is_some();
-    let file_size = file_size(&file).await?;
+    let file_size = file.file_size().await?;
     let mut seg = Segment::empty(dir, base, file, crate::runtime::now_ms());
     let mut batches = Vec::new();
     let mut reader = BatchReader::new(seg.file.clone(), 0, file_size, SCAN_CHUNK_BYTES);
@@ -147,6 +176,7 @@ async fn scan(dir: &Path, base: i64, file: Rc<SegmentFile>, index_interval_bytes
         if chunk.is_empty() {
             break;
         }
+        let chunk_start = reader.chunk_start();
         for (header, batch) in chunk {
             let offset_ok = if let Some(next_base) = next_base {
                 header.base_offset >= seg.next_offset() && header.last_offset() < next_base
@@ -156,6 +186,10 @@ async fn scan(dir: &Path, base: i64, file: Rc<SegmentFile>, index_interval_bytes
             if !offset_ok {
                 misplaced = Some((seg.size(), header.base_offset));
                 break 'scan;
+            }
+            if chunk_start > seg.size() {
+                // Padding before this chunk (the reader skipped it): the batch follows it.
+                seg.skip_padding_to(chunk_start);
             }
             seg.index_existing(&header, batch.len(), index_interval_bytes);
             batches.push(header);
@@ -177,16 +211,15 @@ async fn scan(dir: &Path, base: i64, file: Rc<SegmentFile>, index_interval_bytes
         tracing::warn!(dir = %dir.display(), base, detail = %detail, "invalid batch in the active segment; truncating the log here");
     }
     drop(reader);
-    let valid_end = seg.size();
+    let valid_end = seg.written();
     let truncated_bytes = file_size.saturating_sub(valid_end);
     if truncated_bytes > 0 {
         seg.file.truncate(valid_end).await?;
     }
-    let head = read_head(&seg.file, valid_end).await?;
-    let summary = seg.summary();
+    let summary = SegmentSummary { size: valid_end, ..seg.summary() };
     let index = std::mem::take(&mut seg.index);
     let time_index = std::mem::take(&mut seg.time_index);
     let file = seg.file.clone();
-    let segment = Segment::opened(dir, base, file, summary, head, index, time_index, crate::runtime::now_ms());
+    let segment = Segment::opened(dir, base, file, summary, index, time_index, crate::runtime::now_ms());
     Ok(ScanOutcome { segment, batches, truncated_bytes })
 }

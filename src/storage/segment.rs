@@ -1,22 +1,36 @@
-//! One segment: the `<base>.log` file plus its in-memory indexes.
+//! One segment: the `<base>.log` file plus its in-memory indexes and its write state.
 //!
-//! Writes use O_DIRECT, so they must cover whole blocks at aligned positions. Appends
-//! go to `pending` (the batch bytes, not copied); a write job copies the last partial
-//! block already on disk (`head`) plus the pending batches into one aligned DMA buffer,
-//! zero-pads it and writes it at `align_down(written)`. The padding is overwritten by
-//! the next job; recovery treats a zero length field as the end of the data.
+//! Appends go to `pending` (the batch bytes, not copied). `take_write` hands the next
+//! bytes to a write job, which copies them into one buffer and writes them at `issued`,
+//! the end of what earlier jobs took. Every byte of the file is written once: no job
+//! ever covers a byte an earlier job wrote (invariant 2), so a write in flight never
+//! endangers acknowledged data.
+//! - Page-cache files (`WriteMode::PageCache`): a job takes every pending byte; one job
+//!   in flight at a time (buffered writes are quick, and serial completion keeps the
+//!   written prefix trivially in order).
+//! - O_DIRECT files: a job covers whole `PADDING_BLOCK`s only, up to
+//!   `MAX_DIRECT_WRITES_IN_FLIGHT` jobs in flight. The partial tail block stays in
+//!   memory while writes are in flight (they will be followed by more data); once the
+//!   segment has no write in flight (or is sealed) the tail is written zero-padded and
+//!   the next batch starts after the padding (`storage::after_padding`, the padding
+//!   rule every reader applies).
+//!
+//! Completions may arrive out of order; `written` advances only over the contiguous
+//! prefix of completed jobs, and readers see only whole batches inside it.
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use bytes::Bytes;
-use glommio::io::DmaBuffer;
 
-use super::file::SegmentFile;
+use super::file::{SegmentFile, WriteBuffer};
 
 use super::index::{OffsetIndex, TimeIndex, SUMMARY_LEN};
-use super::{Result, StorageError};
+use super::{after_padding, Result, StorageError};
 use crate::record::BatchHeader;
 
+/// O_DIRECT writes one segment may have in flight (bounded queue depth per partition).
+pub const MAX_DIRECT_WRITES_IN_FLIGHT: usize = 4;
 pub fn log_file_name(base_offset: i64) -> String {
     format!("{base_offset:020}.log")
 }
@@ -69,116 +83,160 @@ impl SegmentSummary {
     }
 }
 
-/// One aligned write handed to the device; see the module comment.
-pub struct WriteJob {
-    pub file: Rc<SegmentFile>,
-    /// Taken by the writer (`write_at` consumes it); the rest of the job is kept to
-    /// complete the write.
-    pub buf: Option<DmaBuffer>,
-    pub pos: u64,
-    /// Logical end of the segment once this write completes.
-    end: u64,
-    next_offset: i64,
-    max_timestamp: (i64, i64),
-    new_head: Vec<u8>,
+/// A small checked file (magic, version, payload) the layer above hands over at a roll,
+/// to be saved as `<end>.snapshot` once the sealed segment is synced (storage does not
+/// read it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SealSnapshot {
+    pub magic: u32,
+    pub version: u16,
+    pub payload: Vec<u8>,
 }
 
+/// One write handed to the device; see the module comment.
+pub struct WriteJob {
+    pub file: Rc<SegmentFile>,
+    /// Taken by the writer (`write_at` consumes it); `end` is kept to complete the write.
+    pub buf: Option<WriteBuffer>,
+    pub pos: u64,
+    /// Segment position once this write completes (names the job among those in flight).
+    pub end: u64,
+}
+
+/// A batch staged in memory, with where the segment stands once it is written.
+struct PendingBatch {
+    bytes: Bytes,
+    mark: WriteMark,
+}
+
+/// Where a segment's written data stands after some prefix of its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct WriteMark {
+    /// End of the last whole batch.
+    batch_end: u64,
+    next_offset: i64,
+    max_timestamp: (i64, i64),
+}
+
+struct InFlight {
+    end: u64,
+    mark: WriteMark,
+    done: bool,
+}
 
 pub struct Segment {
     pub base_offset: i64,
     pub file: Rc<SegmentFile>,
     pub dir: PathBuf,
-    /// Logical bytes appended (written or pending).
+    /// Logical bytes appended (written or pending), padding included.
     size: u64,
-    /// Bytes whose write completed.
+    /// Bytes handed to write jobs.
+    issued: u64,
+    /// The contiguous prefix of bytes whose writes completed.
     written: u64,
-    /// Copy of bytes [align_down(written), written): rewritten with the next job.
-    head: Vec<u8>,
-    pending: Vec<Bytes>,
-    pending_bytes: usize,
-    write_in_flight: bool,
+    /// What `written` holds in whole batches, and what `issued` will.
+    written_mark: WriteMark,
+    issued_mark: WriteMark,
+    /// Batches not (wholly) handed to a job yet; `front_issued` bytes of the first are.
+    pending: VecDeque<PendingBatch>,
+    front_issued: usize,
+    in_flight: VecDeque<InFlight>,
     next_offset: i64,
-    written_next_offset: i64,
     max_timestamp: i64,
     offset_of_max_timestamp: i64,
-    written_max_timestamp: (i64, i64),
     pub created_ms: i64,
     pub index: OffsetIndex,
     pub time_index: TimeIndex,
     bytes_since_index: usize,
     /// A newer segment exists; this one takes no more appends.
     pub sealed: bool,
-    /// Its indexes (with the summary) are on disk.
+    /// Its indexes (with the summary) and its seal snapshot are on disk.
     pub indexes_saved: bool,
+    /// Its file's directory entry is synced (a rolled segment's is synced by the writer
+    /// before any of its data counts as synced).
+    pub dir_synced: bool,
+    /// Saved next to the segment once it is sealed and synced (see `SealSnapshot`).
+    pub snapshot: Option<SealSnapshot>,
 }
 
 impl Segment {
-    /// A segment whose first `size` bytes are valid and on disk; `head_block` holds the
-    /// bytes from `align_down(size)` to `size`.
-    #[allow(clippy::too_many_arguments)]
+    /// A segment whose first `summary.size` bytes are valid and on disk. An O_DIRECT
+    /// file's next write starts after padding (the last block on disk is never rewritten).
     pub fn opened(
         dir: &Path,
         base_offset: i64,
         file: Rc<SegmentFile>,
         summary: SegmentSummary,
-        head_block: Vec<u8>,
         index: OffsetIndex,
         time_index: TimeIndex,
         created_ms: i64,
     ) -> Segment {
-        debug_assert_eq!(file.align_down(summary.size) + head_block.len() as u64, summary.size);
+        let end = if file.write_unit() > 1 { after_padding(summary.size) } else { summary.size };
+        let mark = WriteMark {
+            batch_end: summary.size,
+            next_offset: summary.next_offset,
+            max_timestamp: (summary.max_timestamp, summary.offset_of_max_timestamp),
+        };
         Segment {
             base_offset,
             file,
             dir: dir.to_path_buf(),
-            size: summary.size,
-            written: summary.size,
-            head: head_block,
-            pending: Vec::new(),
-            pending_bytes: 0,
-            write_in_flight: false,
+            size: end,
+            issued: end,
+            written: end,
+            written_mark: mark,
+            issued_mark: mark,
+            pending: VecDeque::new(),
+            front_issued: 0,
+            in_flight: VecDeque::new(),
             next_offset: summary.next_offset,
-            written_next_offset: summary.next_offset,
             max_timestamp: summary.max_timestamp,
             offset_of_max_timestamp: summary.offset_of_max_timestamp,
-            written_max_timestamp: (summary.max_timestamp, summary.offset_of_max_timestamp),
             created_ms,
             index,
             time_index,
             bytes_since_index: 0,
             sealed: false,
             indexes_saved: false,
+            dir_synced: true,
+            snapshot: None,
         }
     }
 
     pub fn empty(dir: &Path, base_offset: i64, file: Rc<SegmentFile>, now_ms: i64) -> Segment {
         let summary = SegmentSummary { size: 0, next_offset: base_offset, max_timestamp: -1, offset_of_max_timestamp: -1 };
-        Segment::opened(dir, base_offset, file, summary, Vec::new(), OffsetIndex::default(), TimeIndex::default(), now_ms)
+        Segment::opened(dir, base_offset, file, summary, OffsetIndex::default(), TimeIndex::default(), now_ms)
     }
 
     /// Turns the scratch segment the cleaner built (every batch tracked with
     /// `index_existing`, all of it on disk) into the sealed segment that replaces the
     /// original. `next_offset` is the original's end: compaction never moves it, so the
     /// next segment's base stays adjacent even when the last records were removed.
-    pub fn cleaned(mut scratch: Segment, next_offset: i64, head_block: Vec<u8>) -> Segment {
+    pub fn cleaned(mut scratch: Segment, next_offset: i64) -> Segment {
         assert!(next_offset >= scratch.next_offset, "a cleaned segment ends where the original did");
-        assert_eq!(scratch.written, scratch.size, "a cleaned segment is fully written");
-        debug_assert_eq!(scratch.file.align_down(scratch.size) + head_block.len() as u64, scratch.size);
+        assert!(scratch.is_fully_written(), "a cleaned segment is fully written");
         scratch.next_offset = next_offset;
-        scratch.written_next_offset = next_offset;
-        scratch.head = head_block;
+        scratch.written_mark.next_offset = next_offset;
+        scratch.issued_mark.next_offset = next_offset;
         scratch.sealed = true;
         // The cleaner saves them itself; the log writer must not race it.
         scratch.indexes_saved = true;
         scratch
     }
 
+    /// Logical size, padding included.
     pub fn size(&self) -> u64 {
         self.size
     }
 
+    /// End of the whole batches whose writes completed: what readers may read.
     pub fn written(&self) -> u64 {
-        self.written
+        self.written_mark.batch_end
+    }
+
+    /// Every appended byte is written (nothing pending or in flight).
+    pub fn is_fully_written(&self) -> bool {
+        self.pending.is_empty() && self.in_flight.is_empty() && self.written == self.size
     }
 
     pub fn next_offset(&self) -> i64 {
@@ -186,7 +244,7 @@ impl Segment {
     }
 
     pub fn written_next_offset(&self) -> i64 {
-        self.written_next_offset
+        self.written_mark.next_offset
     }
 
     pub fn max_timestamp(&self) -> i64 {
@@ -212,13 +270,30 @@ impl Segment {
         rel as u32
     }
 
+    fn mark_now(&self) -> WriteMark {
+        WriteMark { batch_end: self.size, next_offset: self.next_offset, max_timestamp: (self.max_timestamp, self.offset_of_max_timestamp) }
+    }
+
     /// Records a batch that is already on disk at the current end (recovery scan).
     pub fn index_existing(&mut self, header: &BatchHeader, len: usize, index_interval_bytes: usize) {
+        debug_assert!(self.pending.is_empty() && self.in_flight.is_empty());
         self.track(header, len, index_interval_bytes);
         self.size += len as u64;
+        self.set_all_written();
+    }
+
+    /// A scan found padding: the next batch on disk starts at `pos`.
+    pub fn skip_padding_to(&mut self, pos: u64) {
+        assert!(pos >= self.size && self.pending.is_empty() && self.in_flight.is_empty(), "padding only after written data");
+        self.size = pos;
+        self.set_all_written();
+    }
+
+    fn set_all_written(&mut self) {
+        self.issued = self.size;
         self.written = self.size;
-        self.written_next_offset = self.next_offset;
-        self.written_max_timestamp = (self.max_timestamp, self.offset_of_max_timestamp);
+        self.written_mark = self.mark_now();
+        self.issued_mark = self.written_mark;
     }
 
     fn track(&mut self, header: &BatchHeader, len: usize, index_interval_bytes: usize) {
@@ -248,68 +323,102 @@ impl Segment {
         debug_assert_eq!(batch.len(), header.total_len());
         self.track(header, batch.len(), index_interval_bytes);
         self.size += batch.len() as u64;
-        self.pending_bytes += batch.len();
-        self.pending.push(batch);
+        let mark = self.mark_now();
+        self.pending.push_back(PendingBatch { bytes: batch, mark });
     }
 
     pub fn has_pending(&self) -> bool {
         !self.pending.is_empty()
     }
 
-    /// Builds the next write (head block + pending batches), or None if nothing is pending.
-    pub fn take_write(&mut self) -> Option<WriteJob> {
-        if self.pending.is_empty() {
+    pub fn writes_in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// The next write (see the module comment), or None when nothing may be written now.
+    /// `flush_tail`: an O_DIRECT segment writes its partial tail block too, zero-padded.
+    pub fn take_write(&mut self, flush_tail: bool) -> Option<WriteJob> {
+        let unit = self.file.write_unit();
+        let max_in_flight = if unit == 1 { 1 } else { MAX_DIRECT_WRITES_IN_FLIGHT };
+        if self.in_flight.len() >= max_in_flight || self.pending.is_empty() {
             return None;
         }
-        assert!(!self.write_in_flight, "one write per segment at a time");
-        let pos = self.file.align_down(self.written);
-        let len = self.head.len() + self.pending_bytes;
-        debug_assert_eq!(pos + len as u64, self.size);
-        let mut buf = self.file.alloc_dma_buffer(self.file.align_up(len as u64) as usize);
-        let dst = buf.as_bytes_mut();
-        dst[..self.head.len()].copy_from_slice(&self.head);
-        let mut at = self.head.len();
-        for b in self.pending.drain(..) {
-            dst[at..at + b.len()].copy_from_slice(&b);
-            at += b.len();
+        debug_assert_eq!(self.issued % unit, 0, "every write starts on a write unit");
+        let avail = self.size - self.issued;
+        let whole = avail - avail % unit;
+        let pad = flush_tail && whole < avail;
+        let len = if pad { avail } else { whole };
+        if len == 0 {
+            return None;
         }
-        dst[at..].fill(0);
-        let head_start = self.file.align_down(len as u64) as usize;
-        let new_head = dst[head_start..len].to_vec();
-        self.pending_bytes = 0;
-        self.write_in_flight = true;
-        Some(WriteJob {
-            file: self.file.clone(),
-            buf: Some(buf),
-            pos,
-            end: self.size,
-            next_offset: self.next_offset,
-            max_timestamp: (self.max_timestamp, self.offset_of_max_timestamp),
-            new_head,
-        })
+        let pos = self.issued;
+        let buf_len = if pad { after_padding(pos + len) - pos } else { len };
+        let mut buf = self.file.alloc_write_buffer(buf_len as usize);
+        let dst = buf.as_bytes_mut();
+        let mut at = 0usize;
+        while at < len as usize {
+            let Some(front) = self.pending.front() else { break };
+            let from = self.front_issued;
+            let n = (front.bytes.len() - from).min(len as usize - at);
+            dst[at..at + n].copy_from_slice(&front.bytes[from..from + n]);
+            at += n;
+            if from + n == front.bytes.len() {
+                self.issued_mark = front.mark;
+                self.pending.pop_front();
+                self.front_issued = 0;
+            } else {
+                self.front_issued += n;
+            }
+        }
+        debug_assert_eq!(at as u64, len, "pending bytes cover the write");
+        // Zeros after the data (the buffer comes zeroed): the padding is part of the segment.
+        if pad {
+            debug_assert!(self.pending.is_empty());
+            self.size = pos + buf_len;
+        }
+        self.issued = pos + buf_len;
+        self.in_flight.push_back(InFlight { end: self.issued, mark: self.issued_mark, done: false });
+        Some(WriteJob { file: self.file.clone(), buf: Some(buf), pos, end: self.issued })
     }
 
-    /// The job's write completed: its bytes are on disk (not necessarily synced).
-    pub fn complete_write(&mut self, job: WriteJob) {
-        assert!(self.write_in_flight);
-        assert!(job.end >= self.written && job.end <= self.size, "writes complete in order");
-        self.write_in_flight = false;
-        self.written = job.end;
-        self.written_next_offset = job.next_offset;
-        self.written_max_timestamp = job.max_timestamp;
-        self.head = job.new_head;
+    /// The job ending at `end` completed: `written` advances over the completed prefix.
+    pub fn complete_write(&mut self, end: u64) {
+        let job = self.in_flight.iter_mut().find(|j| j.end == end);
+        assert!(job.as_ref().is_some_and(|j| !j.done), "a completed write was in flight");
+        if let Some(j) = job {
+            j.done = true;
+        }
+        while self.in_flight.front().is_some_and(|j| j.done) {
+            let Some(j) = self.in_flight.pop_front() else { break };
+            assert!(j.end > self.written && j.end <= self.issued, "the written prefix only grows");
+            self.written = j.end;
+            self.written_mark = j.mark;
+        }
     }
 
-    /// A write failed: forget everything not on disk, so the log ends at `written`.
-    /// Returns the new next offset.
+    /// Bytes past the written whole batches that a failed write may have left in the
+    /// file (the caller cuts the file at `written()` when true).
+    pub fn has_unwritten(&self) -> bool {
+        self.issued > self.written_mark.batch_end || !self.pending.is_empty()
+    }
+
+    /// A write failed (and no write of this segment is in flight any more): forget
+    /// everything beyond the written whole batches, so the log ends there. The caller
+    /// cuts the file at `written()`; an O_DIRECT segment continues after padding there,
+    /// never rewriting the block holding written data. Returns the new next offset.
     pub fn rollback_unwritten(&mut self) -> i64 {
-        self.write_in_flight = false;
         self.pending.clear();
-        self.pending_bytes = 0;
-        self.size = self.written;
-        self.next_offset = self.written_next_offset;
-        (self.max_timestamp, self.offset_of_max_timestamp) = self.written_max_timestamp;
-        self.index.truncate_to_position(self.written as u32);
+        self.front_issued = 0;
+        self.in_flight.clear();
+        let cut = self.written_mark.batch_end;
+        let end = if self.file.write_unit() > 1 { after_padding(cut) } else { cut };
+        self.size = end;
+        self.issued = end;
+        self.written = end;
+        self.issued_mark = self.written_mark;
+        self.next_offset = self.written_mark.next_offset;
+        (self.max_timestamp, self.offset_of_max_timestamp) = self.written_mark.max_timestamp;
+        self.index.truncate_to_position(cut as u32);
         let rel = self.relative(self.next_offset);
         self.time_index.truncate_to_offset(rel);
         self.bytes_since_index = 0;
@@ -329,7 +438,7 @@ impl Segment {
 
     /// Saves the indexes and the summary of a sealed, fully written segment.
     pub async fn save_indexes(&self) -> Result<()> {
-        if !self.sealed || self.written != self.size {
+        if !self.sealed || !self.is_fully_written() {
             return Err(StorageError::Corrupt {
                 what: format!("segment {}", self.base_offset),
                 detail: "indexes saved before the segment was sealed and written".into(),

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use super::context::ShardContext;
 use crate::cluster::image::{MetadataDelta, MetadataUpdate, TopicMeta};
 use crate::cluster::topic_config::{TimestampType, TopicConfig};
-use crate::partition::{Partition, PartitionSettings};
+use crate::partition::{effective_flush, write_mode, Partition, PartitionSettings};
 use crate::storage::LogConfig;
 
 impl ShardContext {
@@ -17,6 +17,7 @@ impl ShardContext {
             tracing::error!(topic = %topic.name, error = %e, "stored topic config invalid; using defaults");
             TopicConfig::resolve(&self.topic_defaults, &Default::default()).unwrap_or_else(|_| unreachable!("defaults are valid"))
         });
+        let flush = effective_flush(self.config.flush, tc.flush_messages);
         let log = LogConfig {
             segment_bytes: tc.segment_bytes,
             segment_ms: tc.segment_ms,
@@ -28,13 +29,16 @@ impl ShardContext {
             delete: tc.is_delete(),
             min_cleanable_dirty_ratio: tc.min_cleanable_dirty_ratio,
             delete_retention_ms: tc.delete_retention_ms,
+            write_mode: write_mode(flush),
+            flush_interval_messages: tc.flush_messages,
+            flush_interval_ms: tc.flush_ms,
         };
         let settings = PartitionSettings {
             max_message_bytes: tc.max_message_bytes.max(0) as usize,
             log_append_time: tc.timestamp_type == TimestampType::LogAppendTime,
             timestamp_before_max_ms: tc.timestamp_before_max_ms,
             timestamp_after_max_ms: tc.timestamp_after_max_ms,
-            flush: self.config.flush,
+            flush,
         };
         (log, settings)
     }
