@@ -10,7 +10,7 @@
 # W3 fixed 50 MB/s produce (latency); W4 consume a pre-filled topic (2 GiB; 256 MiB
 # quick); W5 end-to-end latency at 10 MB/s; W6 1000 partitions at 20 MB/s.
 # Durability: both brokers acknowledge without fsync (Kafka's default; shardlog
-# --flush never = acked once the O_DIRECT write completed). W2 also runs both with an
+# --flush never = acked once the page-cache write returned). W2 also runs both with an
 # fsync before the ack: shardlog --flush always (group-committed fdatasync) against Kafka
 # with log.flush.interval.messages=1 (Kafka flushes in the append path once that many
 # messages are unflushed, so every produce is fsynced before it is acknowledged).

@@ -261,8 +261,8 @@ def print_ratios(rs, disk, meta):
             print(f"{r['workload']} {r['durability']} {r['generator']}: fraction of the disk ceiling ({disk} MB/s, "
                   f"higher better): shardlog {fmt(c['shardlog'], 2)}, kafka {fmt(c['kafka'], 2)}, x{fmt(c['ratio'], 2)}")
     if disk:
-        print(f"disk ceiling: {meta.get('disk_ceiling_method', 'fio')}. Kafka acknowledges from the page cache and "
-              "can exceed it for a while; shardlog --flush never writes O_DIRECT and cannot.")
+        print(f"disk ceiling: {meta.get('disk_ceiling_method', 'fio')}. With no fsync before the ack both brokers "
+              "acknowledge from the page cache (shardlog --flush never) and can exceed it until dirty pages are throttled.")
 
 
 # ---------------------------------------------------------------- SVG
