@@ -32,6 +32,10 @@ SAFETY_NET_S = 180
 DROP_UNSYNCED = ["--storage-fault", "drop-unsynced"]
 # 256 KiB segments: the load rolls each partition's segment several times.
 SMALL_SEGMENTS = ["--log-segment-bytes", str(256 * 1024)]
+# 64 KiB segments for the power-loss negative control: its ~1 MB of records roll every
+# partition a few times, so sealed (synced) segments survive and the dense-prefix check
+# below has records to check, while the active segments' acked records are lost.
+TINY_SEGMENTS = ["--log-segment-bytes", str(64 * 1024)]
 
 
 def _load_then_kill9(b, topic: str, kill_after_acked: int) -> dict[tuple[int, int], bytes]:
@@ -131,7 +135,7 @@ def test_dropped_unsynced_writes_expose_acks_sent_before_fdatasync(broker_factor
     seen lost. If this ever passes with nothing lost, the hook no longer models a power
     loss and the test above proves nothing."""
     skip_unless_shardlog("--storage-fault is a shardlog test hook")
-    b = broker_factory(flush="never", extra_args=DROP_UNSYNCED + SMALL_SEGMENTS)
+    b = broker_factory(flush="never", extra_args=DROP_UNSYNCED + TINY_SEGMENTS)
     topic = "crash-recovery-early-acks"
     acked = _load_then_kill9(b, topic, KILL_AFTER_ACKED // 3)
     hw, consumed, missing = _lost_after_restart(b, topic, acked)
@@ -145,4 +149,5 @@ def test_dropped_unsynced_writes_expose_acks_sent_before_fdatasync(broker_factor
         assert offs == list(range(len(offs))), f"partition {part}: offsets not dense after recovery"
         changed = [c.offset for c in recs if (part, c.offset) in acked and acked[(part, c.offset)] != c.value]
         assert not changed, f"partition {part}: recovered records differ from the acknowledged ones at {changed[:5]}"
+    assert any(consumed.values()), "no sealed segment survived: the dense-prefix check above checked nothing"
     _assert_new_records_continue(b, topic, hw)
