@@ -256,6 +256,12 @@ fio --name=ceiling --filename="$WORK/fio.tmp" --rw=write --bs=1M --iodepth=16 --
 rm -f "$WORK/fio.tmp"
 FIO_MB_S="$(python3 -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["jobs"][0]["write"]["bw_bytes"]/2**20,1))' "$OUT/fio.json" 2>/dev/null || echo 0)"
 echo "disk ceiling ($FIO_METHOD): $FIO_MB_S MB/s"
+# Free page reporting (virtio-balloon, e.g. Firecracker): freed guest memory is handed back
+# to the host, so every fresh page (page-cache writes, large mallocs) faults on the host.
+# It caps page-cache write throughput on such VMs (issue 10 notes); record it with the run.
+PAGE_REPORTING_ORDER="$(grep -o 'page_reporting.page_reporting_order=[0-9]*' /proc/cmdline | cut -d= -f2 || true)"
+PAGE_REPORTING_ORDER="${PAGE_REPORTING_ORDER:-none}"
+echo "free page reporting (page_reporting_order on the kernel command line): $PAGE_REPORTING_ORDER"
 
 # ---------------------------------------------------------------- brokers
 log "starting shardlog (tuning/throughput.toml, --flush never) on $SL_PORT"
@@ -268,7 +274,7 @@ start_kafka kafka "$KAFKA_PORT" "$KAFKA_PROPS"
 cat >"$OUT/meta.json" <<META
 {"quick": $([ "$QUICK" = 1 ] && echo true || echo false), "profiled": $([ "$PROFILE" = 1 ] && echo true || echo false),
  "duration_s": $DUR, "warmup_s": $WARM, "reps": $REPS, "e2e_tool_msgs": $E2E_TOOL_MSGS, "record_bytes": 1024,
- "disk_seq_write_mb_s": $FIO_MB_S, "disk_ceiling_method": "$FIO_METHOD",
+ "disk_seq_write_mb_s": $FIO_MB_S, "disk_ceiling_method": "$FIO_METHOD", "page_reporting_order": "$PAGE_REPORTING_ORDER",
  "shardlog_rev": "$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)",
  "kafka_version": "${KAFKA_VERSION:-4.1.1}", "shardlog_config": "tuning/throughput.toml"}
 META
