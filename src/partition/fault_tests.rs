@@ -28,6 +28,7 @@ use proptest::prelude::*;
 
 use super::{Partition, PartitionError, PartitionSettings};
 use crate::config::FlushMode;
+use super::tests::writer_idle;
 use crate::record::tests::{decode_kv, kv_batch};
 use crate::storage::file::{set_shard_fault_injector, Fault, FaultInjector, SegmentWrite};
 use crate::storage::{LogConfig, StorageError};
@@ -82,18 +83,6 @@ async fn read_log(p: &Partition) -> (Vec<(i64, Bytes)>, Option<PartitionError>) 
 
 fn is_offline(e: &PartitionError) -> bool {
     matches!(e, PartitionError::Storage(StorageError::Offline { .. }))
-}
-
-/// Waits until the partition's writer has nothing in flight (crash at a quiet point, so
-/// the crashed incarnation's loop does not outlive it).
-async fn quiesce(p: &Partition) {
-    for _ in 0..1000 {
-        if !p.writer_running() {
-            return;
-        }
-        glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
-    }
-    panic!("the log writer did not go idle");
 }
 
 #[derive(Clone, Debug)]
@@ -245,7 +234,7 @@ async fn run_case(dir: PathBuf, ops: Vec<Op>, seed: u64, flush: FlushMode) {
             Op::Crash { tear } => {
                 inj.crash(tear).await;
                 p.close();
-                quiesce(&p).await;
+                writer_idle(&p).await;
                 assert_no_write_covers_acked_bytes(&inj.segment_writes(), &acked);
                 drop(p);
                 inj.restart();
@@ -263,7 +252,7 @@ async fn run_case(dir: PathBuf, ops: Vec<Op>, seed: u64, flush: FlushMode) {
                 }
                 inj.crash(false).await;
                 p.close();
-                quiesce(&p).await;
+                writer_idle(&p).await;
                 drop(p);
                 inj.restart();
                 match try_open(&dir, flush).await {
@@ -310,7 +299,7 @@ fn assert_no_write_covers_acked_bytes(writes: &[SegmentWrite], acked: &[(usize, 
 async fn finish(p: Option<Rc<Partition>>) {
     if let Some(p) = p {
         p.close();
-        quiesce(&p).await;
+        writer_idle(&p).await;
     }
     set_shard_fault_injector(None);
 }
@@ -395,7 +384,7 @@ fn fdatasync_failure_is_sticky_until_restart() {
         assert!(p.offset_for_timestamp(0).await.is_err_and(|e| is_offline(&e)));
         assert!(p.max_timestamp_offset().await.is_err_and(|e| is_offline(&e)));
         p.close();
-        quiesce(&p).await;
+        writer_idle(&p).await;
         drop(p);
         // The dropped pages of the failed sync are gone; a restart serves what is on disk.
         inj.crash(false).await;

@@ -296,8 +296,10 @@ fn reads_honour_hard_limits_and_refuse_negative_ones() {
     });
 }
 
-/// Waits until the partition's writer is idle (its background syncs and saves done).
-async fn writer_idle(p: &Partition) {
+/// Waits until the partition's writer is idle (its background syncs and saves done; the
+/// fault tests crash at such a quiet point, so a crashed incarnation's loop does not
+/// outlive it).
+pub(crate) async fn writer_idle(p: &Partition) {
     for _ in 0..10_000 {
         if !p.writer_running() {
             return;
