@@ -9,7 +9,7 @@
 //! Invariant 2 on this path: offsets are assigned densely and strictly increasing (each
 //! batch gets `log.next_offset()`; `Log::append` asserts it), and nothing is acknowledged
 //! before the writer says it is as durable as acks ask.
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::error::PartitionError;
 use super::producer_state::{SequenceCheck, SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
@@ -96,9 +96,9 @@ impl Partition {
             let mut at = 0usize;
             for h in &headers {
                 let len = h.total_len();
-                // The one copy of record bytes on the produce path: the request frame is
-                // shared, and the stored batch needs its offset and epoch patched.
-                let mut batch = BytesMut::from(&records[at..at + len]);
+                // The one copy of record bytes on the produce path: into the segment's
+                // stage buffer, patched there, then written and cached from there.
+                let mut batch = log.stage_batch(&records[at..at + len]);
                 at += len;
                 let base = log.next_offset();
                 set_base_offset(&mut batch, base)?;

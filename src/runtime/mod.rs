@@ -5,8 +5,10 @@
 //! - `placement.rs` which cores run shards and the controller
 //! - `mesh.rs`      one inbox per shard, a sender to each for everyone
 //! - `clock.rs`     `now_ms` (Kafka timestamps)
+//! - `buffer_pool.rs` per-shard pools of large buffers (stage buffers of the log)
 //!
 //! Never imports anything else of this crate: every other module builds on this one.
+pub mod buffer_pool;
 pub mod clock;
 pub mod mesh;
 pub mod placement;

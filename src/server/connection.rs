@@ -25,6 +25,7 @@ use super::shard::ShardContext;
 use super::socket_split::{split, ReadHalf, WriteHalf};
 use crate::protocol::api_versions::unsupported_version_response_v0;
 use crate::protocol::{decode_request, frame_len, RequestError};
+use crate::runtime::buffer_pool::{with_frame_pool, FRAME_BUFFER_BYTES};
 
 /// Bytes asked of the socket per read when no bigger frame is pending; also the least
 /// the buffer grows by.
@@ -73,7 +74,7 @@ async fn read_requests(
     peer: Option<SocketAddr>,
 ) {
     let max = ctx.config.socket_request_max_bytes;
-    let mut rb = ReadBuf { buf: BytesMut::new(), filled: 0 };
+    let mut rb = ReadBuf::new();
     loop {
         if !rb.fill(&mut reader, 4).await {
             return;
@@ -127,29 +128,57 @@ async fn read_requests(
 }
 
 /// The connection's receive buffer. `buf[..filled]` holds received bytes; the rest of
-/// `buf` is zeroed scratch that reads land in. Keeping the scratch around means each
-/// byte of buffer is zeroed once, not once per read (a profile under load showed the
-/// per-read memset of a 64 KiB chunk among the top costs).
+/// `buf` is initialised scratch that reads land in (zeroed when the buffer grew, or earlier
+/// bytes of a pooled buffer). Keeping the scratch around means each byte of buffer is
+/// zeroed once, not once per read (a profile under load showed the per-read memset of a
+/// 64 KiB chunk among the top costs).
 ///
 /// Memory is committed as bytes arrive, not when a frame's length is announced: the
 /// scratch ahead of the received bytes is at most `max(READ_CHUNK_BYTES, min(filled,
 /// MAX_READ_STEP_BYTES))`, so a large frame grows the buffer by doubling steps of at
 /// most 1 MiB, and a client that announces 100 MiB and sends nothing costs 64 KiB.
+///
+/// Large frames (above `READ_CHUNK_BYTES`, up to the pool's 1 MiB): after one, the
+/// connection reads on in a buffer of the shard's frame pool (`runtime/buffer_pool.rs`),
+/// already allocated and touched, so the next large frame lands there whole — no growth
+/// by reallocation (each a copy of the bytes received so far), no fresh mmapped pages to
+/// fault in, no zeroing. A read never goes past a large frame's end, so nothing follows
+/// it into the next buffer. The pool reuses the buffer once the frames cut from it are
+/// released; a small frame after a pooled one moves the connection back to its own small
+/// buffer.
 struct ReadBuf {
     buf: BytesMut,
     filled: usize,
+    /// `buf` came from the frame pool: all of its capacity is initialised bytes.
+    pooled: bool,
 }
 
 impl ReadBuf {
+    fn new() -> ReadBuf {
+        ReadBuf { buf: BytesMut::new(), filled: 0, pooled: false }
+    }
+
     /// Reads until at least `want` bytes are buffered; false on EOF or error. `want` is
     /// bounded by the frame limit before this is called.
     async fn fill(&mut self, reader: &mut ReadHalf, want: usize) -> bool {
         while self.filled < want {
             let ahead = self.filled.clamp(READ_CHUNK_BYTES, MAX_READ_STEP_BYTES);
-            // Read past the frame's end only by one chunk (the next pipelined requests).
-            let target = (self.filled + ahead).min(want.max(self.filled + READ_CHUNK_BYTES));
+            // Read past the frame's end only by one chunk (the next pipelined requests),
+            // and not at all past a large frame (see the type's comment).
+            let past_end = if want > READ_CHUNK_BYTES { want } else { want.max(self.filled + READ_CHUNK_BYTES) };
+            let target = (self.filled + ahead).min(past_end);
             if self.buf.len() < target {
-                self.buf.resize(target, 0);
+                if self.pooled && target <= self.buf.capacity() {
+                    // SAFETY: a pooled buffer's whole capacity is initialised (zeroed at
+                    // allocation, `BufferPool` with `zero_new`; bytes never become
+                    // uninitialised), so exposing it as scratch reads nothing undefined.
+                    unsafe { self.buf.set_len(target) };
+                } else {
+                    // Beyond a pooled buffer the growth reallocates: the memory is no
+                    // longer the pool's.
+                    self.buf.resize(target, 0);
+                    self.pooled = false;
+                }
             }
             debug_assert!(target <= 2 * self.filled + READ_CHUNK_BYTES, "committed ahead of arrival");
             match reader.read(&mut self.buf[self.filled..]).await {
@@ -166,11 +195,23 @@ impl ReadBuf {
         self.buf.advance(4);
         let frame = self.buf.split_to(len).freeze();
         self.filled -= 4 + len;
-        if len > READ_CHUNK_BYTES {
-            // The bytes after a large frame move to a buffer of their own: the next
-            // (maybe long-lived) request must not share, and keep alive, the large
-            // frame's allocation after its pool reservation is released.
-            self.buf = BytesMut::from(&self.buf[..self.filled]);
+        let large = len > READ_CHUNK_BYTES;
+        if large || self.pooled {
+            // The next (maybe long-lived) request must not share, and keep alive, this
+            // frame's allocation after its pool reservation is released: the bytes after
+            // the frame (none after a large one, which reads stop at) move to a buffer of
+            // their own — a pooled one while large frames come.
+            let mut next = if large && self.filled <= FRAME_BUFFER_BYTES {
+                with_frame_pool(|p| p.take())
+            } else {
+                BytesMut::new()
+            };
+            next.extend_from_slice(&self.buf[..self.filled]);
+            let old = std::mem::replace(&mut self.buf, next);
+            if self.pooled {
+                with_frame_pool(|p| p.give_back(old));
+            }
+            self.pooled = large && self.buf.capacity() >= FRAME_BUFFER_BYTES;
         }
         frame
     }

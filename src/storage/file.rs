@@ -28,7 +28,7 @@ use std::path::Path;
 use std::rc::{Rc, Weak};
 
 use bytes::Bytes;
-use glommio::io::{BufferedFile, DmaBuffer, DmaFile, OpenOptions, ReadResult};
+use glommio::io::{BufferedFile, DmaBuffer, DmaFile, OpenOptions, PinnedBytes, ReadResult};
 
 use super::{Result, StorageError, WriteMode};
 
@@ -246,10 +246,13 @@ enum Inner {
 }
 
 /// Bytes for one `SegmentFile::write_at`: an aligned DMA buffer for O_DIRECT files, a
-/// plain vector for page-cache files (`SegmentFile::alloc_write_buffer` picks).
+/// plain vector for page-cache files (`SegmentFile::alloc_write_buffer` picks), or bytes
+/// written where they are (`Pinned`: a run of a segment's stage buffer, see
+/// `segment.rs`; aligned by its maker for O_DIRECT).
 pub enum WriteBuffer {
     Dma(DmaBuffer),
     Heap(Vec<u8>),
+    Pinned(PinnedBytes),
 }
 
 impl WriteBuffer {
@@ -265,13 +268,17 @@ impl WriteBuffer {
         match self {
             WriteBuffer::Dma(b) => b.as_bytes(),
             WriteBuffer::Heap(v) => v,
+            WriteBuffer::Pinned(p) => p.as_bytes(),
         }
     }
 
+    /// The bytes to fill, of a buffer from `alloc_write_buffer`.
     pub fn as_bytes_mut(&mut self) -> &mut [u8] {
         match self {
             WriteBuffer::Dma(b) => b.as_bytes_mut(),
             WriteBuffer::Heap(v) => v,
+            // Pinned bytes are shared (batch views point at them): never written to.
+            WriteBuffer::Pinned(_) => unreachable!("pinned write buffers are read-only; only alloc_write_buffer's are filled"),
         }
     }
 }
@@ -407,6 +414,8 @@ impl SegmentFile {
         match (&self.file, buf) {
             (Inner::Direct(f), WriteBuffer::Dma(b)) => f.write_at(b, pos).await,
             (Inner::Buffered(f), WriteBuffer::Heap(v)) => f.write_at(v, pos).await,
+            (Inner::Direct(f), WriteBuffer::Pinned(p)) => f.write_pinned_at(p, pos).await,
+            (Inner::Buffered(f), WriteBuffer::Pinned(p)) => f.write_pinned_at(p, pos).await,
             (Inner::Buffered(f), WriteBuffer::Dma(b)) => f.write_at(b.as_bytes().to_vec(), pos).await,
             (Inner::Direct(f), WriteBuffer::Heap(v)) => {
                 let mut b = f.alloc_dma_buffer(v.len());

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use super::file::SegmentFile;
 
 use super::batch_cache::{BatchCache, CachedBatch};
@@ -238,6 +238,7 @@ impl Log {
         let base = self.next_offset();
         let sealed = self.active_mut();
         sealed.sealed = true;
+        sealed.release_stage();
         sealed.snapshot = snapshot;
         let mut seg = Segment::empty(&self.dir, base, file, now_ms);
         seg.dir_synced = false;
@@ -247,6 +248,13 @@ impl Log {
     /// How new segments are written (from the config; a change applies at the next roll).
     pub fn write_mode(&self) -> super::WriteMode {
         self.config.write_mode
+    }
+
+    /// Copies `src` (the next batch to append) into the active segment's stage buffer:
+    /// the one copy of a produced batch (`segment.rs`). Patch the bytes, then `append`
+    /// them frozen.
+    pub fn stage_batch(&mut self, src: &[u8]) -> BytesMut {
+        self.active_mut().stage(src)
     }
 
     /// Appends a batch (base offset already assigned = `next_offset()`).

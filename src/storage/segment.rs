@@ -1,8 +1,8 @@
 //! One segment: the `<base>.log` file plus its in-memory indexes and its write state.
 //!
 //! Appends go to `pending` (the batch bytes, not copied). `take_write` hands the next
-//! bytes to a write job, which copies them into one buffer and writes them at `issued`,
-//! the end of what earlier jobs took. Every byte of the file is written once: no job
+//! bytes to a write job, which writes them at `issued`, the end of what earlier jobs
+//! took. Every byte of the file is written once: no job
 //! ever covers a byte an earlier job wrote (invariant 2), so a write in flight never
 //! endangers acknowledged data.
 //! - Page-cache files (`WriteMode::PageCache`): a job takes every pending byte; one job
@@ -17,17 +17,31 @@
 //!
 //! Completions may arrive out of order; `written` advances only over the contiguous
 //! prefix of completed jobs, and readers see only whole batches inside it.
+//!
+//! One copy (issue 10): the produce path copies each batch once, from the request frame
+//! into the segment's *stage buffer* (`stage`), at the address that matches its file
+//! position modulo `PADDING_BLOCK`, patches it there, and appends a `Bytes` view of it:
+//! the batch cache shares that view, and a write job whose bytes are one contiguous run
+//! of a stage buffer is written straight from it (`WriteBuffer::Pinned`, no copy; for
+//! O_DIRECT the congruence makes a block-aligned position a block-aligned address, and
+//! the tail padding is zeroed stage memory right after the data, never part of a batch's
+//! view). A job whose bytes are not one run (a batch not staged here, or the block that
+//! straddles two stage buffers) is copied into a fresh buffer as before. Stage buffers
+//! come from the shard's pool (`runtime/buffer_pool.rs`) and return to it when the
+//! segment moves to a new one; the pool reuses a buffer once the cache and every write
+//! and response are done with its views.
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use super::file::{SegmentFile, WriteBuffer};
+use crate::runtime::buffer_pool::{skip_to_alignment, with_stage_pool, STAGE_BUFFER_ALIGN};
 
 use super::index::{OffsetIndex, TimeIndex, SUMMARY_LEN};
-use super::{after_padding, Result, StorageError};
-use crate::record::BatchHeader;
+use super::{after_padding, Result, StorageError, PADDING_BLOCK};
+use crate::record::{BatchHeader, LOG_OVERHEAD};
 
 /// O_DIRECT writes one segment may have in flight (bounded queue depth per partition).
 pub const MAX_DIRECT_WRITES_IN_FLIGHT: usize = 4;
@@ -107,7 +121,33 @@ pub struct WriteJob {
 struct PendingBatch {
     bytes: Bytes,
     mark: WriteMark,
+    /// The stage buffer holding `bytes` (see `Stage::id`); 0 when not staged here.
+    stage_id: u64,
 }
+
+/// The segment's current stage buffer (see the module comment).
+struct Stage {
+    /// Free room; its first byte is where the batch at segment position `at` goes.
+    buf: BytesMut,
+    at: u64,
+    /// Names the buffer among the segment's (ids start at 1): bytes of two pending
+    /// batches are one run only when they share the id and are adjacent.
+    id: u64,
+    /// From the shard pool (given back there when the segment moves on).
+    pooled: bool,
+}
+
+impl Stage {
+    fn give_back(self) {
+        if self.pooled {
+            with_stage_pool(|p| p.give_back(self.buf));
+        }
+    }
+}
+
+/// Room an O_DIRECT stage buffer keeps after its data: the tail padding
+/// (`after_padding` adds at most a block plus `LOG_OVERHEAD`).
+const STAGE_PAD_ROOM: usize = PADDING_BLOCK as usize + LOG_OVERHEAD;
 
 /// Where a segment's written data stands after some prefix of its bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,6 +197,8 @@ pub struct Segment {
     pub dir_synced: bool,
     /// Saved next to the segment once it is sealed and synced (see `SealSnapshot`).
     pub snapshot: Option<SealSnapshot>,
+    stage: Option<Stage>,
+    stages_made: u64,
 }
 
 impl Segment {
@@ -200,6 +242,8 @@ impl Segment {
             indexes_saved: false,
             dir_synced: true,
             snapshot: None,
+            stage: None,
+            stages_made: 0,
         }
     }
 
@@ -317,14 +361,75 @@ impl Segment {
         self.next_offset = header.last_offset() + 1;
     }
 
+    /// Copies `src`, the next batch to append, into the stage buffer at the place of
+    /// segment position `size()` (the one copy of the produce path; see the module
+    /// comment). The caller patches the returned bytes and appends them frozen.
+    pub fn stage(&mut self, src: &[u8]) -> BytesMut {
+        let room = src.len() + if self.file.write_unit() > 1 { STAGE_PAD_ROOM } else { 0 };
+        let fits = self.stage.as_ref().is_some_and(|s| s.at == self.size && s.buf.capacity() >= room);
+        if !fits {
+            if let Some(old) = self.stage.take() {
+                old.give_back();
+            }
+            let phase = (self.size % PADDING_BLOCK) as usize;
+            let (buf, pooled) = with_stage_pool(|p| {
+                if room + phase <= p.size() {
+                    (p.take(), true)
+                } else {
+                    // A batch larger than a pooled buffer gets one of its own.
+                    (BytesMut::with_capacity(room + 2 * STAGE_BUFFER_ALIGN), false)
+                }
+            });
+            let buf = skip_to_alignment(buf, STAGE_BUFFER_ALIGN, phase);
+            self.stages_made += 1;
+            self.stage = Some(Stage { buf, at: self.size, id: self.stages_made, pooled });
+        }
+        let Some(stage) = self.stage.as_mut() else { unreachable!("a stage buffer was just set") };
+        debug_assert!(stage.buf.capacity() >= room, "no reallocation: views point into this buffer");
+        stage.buf.extend_from_slice(src);
+        stage.at += src.len() as u64;
+        stage.buf.split_to(src.len())
+    }
+
     /// Appends a batch whose header fields (base offset, epoch) are already final.
     pub fn append(&mut self, header: &BatchHeader, batch: Bytes, index_interval_bytes: usize) {
         assert!(!self.sealed, "no appends to a sealed segment");
         debug_assert_eq!(batch.len(), header.total_len());
+        // Staged here when it ends where the stage buffer's free room starts.
+        let stage_id = match &self.stage {
+            Some(s) if s.at == self.size + batch.len() as u64 && batch.as_ptr_range().end == s.buf.as_ptr() => s.id,
+            _ => 0,
+        };
         self.track(header, batch.len(), index_interval_bytes);
         self.size += batch.len() as u64;
         let mark = self.mark_now();
-        self.pending.push_back(PendingBatch { bytes: batch, mark });
+        self.pending.push_back(PendingBatch { bytes: batch, mark, stage_id });
+    }
+
+    /// Gives the stage buffer back to the shard pool (the segment is sealed or rolled
+    /// back; views already handed out keep their bytes).
+    pub fn release_stage(&mut self) {
+        if let Some(s) = self.stage.take() {
+            s.give_back();
+        }
+    }
+
+    /// The run of stage-buffer memory holding the next `want` unissued bytes, as far as
+    /// it goes: (a view that keeps the buffer alive, start address, length).
+    fn staged_run(&self, want: usize) -> Option<(Bytes, *const u8, usize)> {
+        let front = self.pending.front()?;
+        if front.stage_id == 0 {
+            return None;
+        }
+        let start = front.bytes[self.front_issued..].as_ptr();
+        let mut len = front.bytes.len() - self.front_issued;
+        for b in self.pending.iter().skip(1) {
+            if len >= want || b.stage_id != front.stage_id || b.bytes.as_ptr() != start.wrapping_add(len) {
+                break;
+            }
+            len += b.bytes.len();
+        }
+        Some((front.bytes.clone(), start, len.min(want)))
     }
 
     pub fn has_pending(&self) -> bool {
@@ -346,32 +451,63 @@ impl Segment {
         debug_assert_eq!(self.issued % unit, 0, "every write starts on a write unit");
         let avail = self.size - self.issued;
         let whole = avail - avail % unit;
-        let pad = flush_tail && whole < avail;
-        let len = if pad { avail } else { whole };
+        let mut pad = flush_tail && whole < avail;
+        let mut len = if pad { avail } else { whole };
         if len == 0 {
             return None;
         }
         let pos = self.issued;
-        let buf_len = if pad { after_padding(pos + len) - pos } else { len };
-        let mut buf = self.file.alloc_write_buffer(buf_len as usize);
-        let dst = buf.as_bytes_mut();
-        let mut at = 0usize;
-        while at < len as usize {
-            let Some(front) = self.pending.front() else { break };
-            let from = self.front_issued;
-            let n = (front.bytes.len() - from).min(len as usize - at);
-            dst[at..at + n].copy_from_slice(&front.bytes[from..from + n]);
-            at += n;
-            if from + n == front.bytes.len() {
-                self.issued_mark = front.mark;
-                self.pending.pop_front();
-                self.front_issued = 0;
-            } else {
-                self.front_issued += n;
+        // Written in place when the bytes are one run of a stage buffer (and, with
+        // padding, the zeros can follow them there); else copied as before.
+        let mut pinned = None;
+        if let Some((owner, start, run)) = self.staged_run(len as usize) {
+            if run as u64 == len {
+                let pad_len = if pad { (after_padding(pos + len) - pos - len) as usize } else { 0 };
+                let zeros_follow = pad_len == 0
+                    || self.stage.as_ref().is_some_and(|s| {
+                        s.at == self.size && s.buf.as_ptr() == start.wrapping_add(run) && s.buf.capacity() >= pad_len
+                    });
+                if zeros_follow {
+                    if pad_len > 0 {
+                        let Some(stage) = self.stage.as_mut() else { unreachable!("checked above") };
+                        // The padding's zeros, right after the data; no view covers them.
+                        stage.buf.resize(pad_len, 0);
+                        drop(stage.buf.split_to(pad_len));
+                        stage.at += pad_len as u64;
+                    }
+                    pinned = Some((owner, start, run + pad_len));
+                }
+            } else if run as u64 >= unit {
+                // The run ends early (the next stage buffer, or a batch not staged here):
+                // write its whole units in place now, the rest with the next job.
+                len = run as u64 - run as u64 % unit;
+                pad = false;
+                pinned = Some((owner, start, len as usize));
+            } else if unit > 1 && len > unit {
+                // The run ends inside the first block: copy that block alone.
+                len = unit;
+                pad = false;
             }
         }
-        debug_assert_eq!(at as u64, len, "pending bytes cover the write");
-        // Zeros after the data (the buffer comes zeroed): the padding is part of the segment.
+        let buf_len = if pad { after_padding(pos + len) - pos } else { len };
+        let buf = match pinned {
+            Some((owner, start, n)) => {
+                debug_assert_eq!(n as u64, buf_len);
+                debug_assert!(unit == 1 || start as usize % PADDING_BLOCK as usize == 0, "stage memory is congruent to positions");
+                // SAFETY: `start..start + n` lies in the stage buffer `owner` is a view of
+                // (same stage id, adjacent views, padding split off that buffer's free
+                // room), which `owner` keeps alive; nothing writes to it again: views are
+                // frozen and the buffer's free room starts after it.
+                WriteBuffer::Pinned(unsafe { glommio::io::PinnedBytes::new(owner, start, n) })
+            }
+            None => {
+                let mut buf = self.file.alloc_write_buffer(buf_len as usize);
+                self.copy_pending(buf.as_bytes_mut(), len as usize);
+                buf
+            }
+        };
+        self.mark_issued(len as usize);
+        // The padding is part of the segment (zeros after the data, in either buffer).
         if pad {
             debug_assert!(self.pending.is_empty());
             self.size = pos + buf_len;
@@ -379,6 +515,40 @@ impl Segment {
         self.issued = pos + buf_len;
         self.in_flight.push_back(InFlight { end: self.issued, mark: self.issued_mark, done: false });
         Some(WriteJob { file: self.file.clone(), buf: Some(buf), pos, end: self.issued })
+    }
+
+    /// Copies the next `len` unissued bytes into `dst` (the fallback of `take_write`).
+    fn copy_pending(&self, dst: &mut [u8], len: usize) {
+        let mut at = 0usize;
+        let mut from = self.front_issued;
+        for b in &self.pending {
+            if at == len {
+                break;
+            }
+            let n = (b.bytes.len() - from).min(len - at);
+            dst[at..at + n].copy_from_slice(&b.bytes[from..from + n]);
+            at += n;
+            from = 0;
+        }
+        debug_assert_eq!(at, len, "pending bytes cover the write");
+    }
+
+    /// The next `len` pending bytes are handed to a job: whole batches leave `pending`.
+    fn mark_issued(&mut self, len: usize) {
+        let mut at = 0usize;
+        while at < len {
+            let Some(front) = self.pending.front() else { break };
+            let n = (front.bytes.len() - self.front_issued).min(len - at);
+            at += n;
+            if self.front_issued + n == front.bytes.len() {
+                self.issued_mark = front.mark;
+                self.pending.pop_front();
+                self.front_issued = 0;
+            } else {
+                self.front_issued += n;
+            }
+        }
+        debug_assert_eq!(at, len, "pending bytes cover the write");
     }
 
     /// The job ending at `end` completed: `written` advances over the completed prefix.
@@ -408,6 +578,7 @@ impl Segment {
     /// never rewriting the block holding written data. Returns the new next offset.
     pub fn rollback_unwritten(&mut self) -> i64 {
         self.pending.clear();
+        self.release_stage();
         self.front_issued = 0;
         self.in_flight.clear();
         let cut = self.written_mark.batch_end;
@@ -446,5 +617,112 @@ impl Segment {
         }
         self.index.save(&index_path(&self.dir, self.base_offset), &self.summary().encode()).await?;
         self.time_index.save(&time_index_path(&self.dir, self.base_offset)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{parse_header, set_base_offset};
+    use crate::storage::file::FileRole;
+    use crate::storage::testing::run;
+    use crate::storage::WriteMode;
+
+    /// A batch of `n` records of 100-byte values, as a producer sends it.
+    fn produced(n: usize) -> Bytes {
+        let values: Vec<String> = (0..n).map(|_| "v".repeat(100)).collect();
+        let recs: Vec<(Option<&str>, Option<&str>)> = values.iter().map(|v| (Some("k"), Some(v.as_str()))).collect();
+        crate::record::tests::kv_batch(0, &recs, kafka_protocol::records::Compression::None, None, 1000)
+    }
+
+    /// Stages, patches and appends `src` as the produce path does; returns the view the
+    /// segment (and the batch cache) keeps.
+    fn append_staged(seg: &mut Segment, src: &[u8]) -> Bytes {
+        let mut b = seg.stage(src);
+        set_base_offset(&mut b, seg.next_offset()).expect("patch");
+        let h = parse_header(&b).expect("header");
+        let view = b.freeze();
+        seg.append(&h, view.clone(), 4096);
+        view
+    }
+
+    /// Takes every write the segment allows now (completing each at once); returns
+    /// (position, bytes, written in place) per job.
+    fn drain(seg: &mut Segment, flush_tail: bool) -> Vec<(u64, Vec<u8>, bool)> {
+        let mut out = Vec::new();
+        while let Some(mut job) = seg.take_write(flush_tail) {
+            let buf = job.buf.take().expect("a buffer");
+            out.push((job.pos, buf.as_bytes().to_vec(), matches!(buf, WriteBuffer::Pinned(_))));
+            seg.complete_write(job.end);
+        }
+        out
+    }
+
+    /// What the file holds after `jobs`: batches where they were appended, padding zeros.
+    fn file_image(jobs: &[(u64, Vec<u8>, bool)]) -> Vec<u8> {
+        let mut image = Vec::new();
+        for (pos, bytes, _) in jobs {
+            assert_eq!(*pos as usize, image.len(), "jobs cover the file in order, each byte once");
+            image.extend_from_slice(bytes);
+        }
+        image
+    }
+
+    #[test]
+    fn staged_batches_are_written_from_the_cached_bytes_in_both_modes() {
+        run(|dir| async move {
+            for mode in [WriteMode::PageCache, WriteMode::Direct] {
+                let file = SegmentFile::open_rw_as(&dir.join(format!("{mode:?}.log")), FileRole::Segment, mode).await.unwrap();
+                let mut seg = Segment::empty(&dir, 0, file, 0);
+                let src = produced(10);
+                let view = append_staged(&mut seg, &src);
+                let jobs = drain(&mut seg, true);
+                assert_eq!(jobs.len(), 1);
+                let (pos, bytes, pinned) = &jobs[0];
+                assert!(*pinned, "{mode:?}: written from the stage buffer, not copied");
+                assert_eq!((*pos, &bytes[..view.len()]), (0, &view[..]));
+                if mode == WriteMode::Direct {
+                    assert_eq!(bytes.len() as u64, after_padding(view.len() as u64), "the tail block is padded");
+                    assert!(bytes[view.len()..].iter().all(|&b| b == 0), "padding is zeros");
+                } else {
+                    assert_eq!(bytes.len(), view.len(), "page-cache writes never pad");
+                }
+                // The next batch follows the padding, in place again, and the cached view
+                // of the first batch never saw the padding.
+                let second = append_staged(&mut seg, &src);
+                let jobs2 = drain(&mut seg, true);
+                assert!(jobs2.iter().all(|j| j.2), "{mode:?}: in place after padding too");
+                assert_eq!(jobs2[0].0, seg.size() - jobs2[0].1.len() as u64);
+                assert_eq!(&jobs2[0].1[..second.len()], &second[..]);
+                assert_eq!(view.len(), src.len());
+            }
+        });
+    }
+
+    #[test]
+    fn writes_across_stage_buffers_copy_at_most_one_block() {
+        run(|dir| async move {
+            for mode in [WriteMode::PageCache, WriteMode::Direct] {
+                let file = SegmentFile::open_rw_as(&dir.join(format!("x{mode:?}.log")), FileRole::Segment, mode).await.unwrap();
+                let unit = file.write_unit() as usize;
+                let mut seg = Segment::empty(&dir, 0, file, 0);
+                let src = produced(150);
+                let mut jobs = Vec::new();
+                let mut views = Vec::new();
+                // ~17 KiB batches: several stage buffers; whole blocks are taken as they fill.
+                for i in 0..150 {
+                    views.push(append_staged(&mut seg, &src));
+                    jobs.extend(drain(&mut seg, i == 149));
+                }
+                let copied: Vec<usize> = jobs.iter().filter(|j| !j.2).map(|j| j.1.len()).collect();
+                assert!(seg.stages_made >= 2, "the test crosses stage buffers ({})", seg.stages_made);
+                assert!(copied.len() < seg.stages_made as usize, "{mode:?}: a copy only where a buffer ends: {copied:?}");
+                assert!(copied.iter().all(|&n| n <= unit.max(1)), "{mode:?}: at most one block copied per switch: {copied:?}");
+                let image = file_image(&jobs);
+                let expect: Vec<u8> = views.iter().flat_map(|v| v.iter().copied()).collect();
+                assert_eq!(&image[..expect.len()], &expect[..], "{mode:?}: the file holds the batches, in order");
+                assert!(image[expect.len()..].iter().all(|&b| b == 0));
+            }
+        });
     }
 }

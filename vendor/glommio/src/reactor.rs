@@ -327,6 +327,17 @@ impl Reactor {
         pos: u64,
         pollable: PollableStatus,
     ) -> Source {
+        self.write_dma_io(raw, IoBuffer::DmaSource(buf), pos, pollable)
+    }
+
+    // shardlog patch: `write_dma` for any buffer kind (`IoBuffer::Pinned` too).
+    pub(crate) fn write_dma_io(
+        &self,
+        raw: RawFd,
+        buf: IoBuffer,
+        pos: u64,
+        pollable: PollableStatus,
+    ) -> Source {
         let stats = StatsCollection {
             fulfilled: Some(|result, stats, op_count| {
                 if let Ok(result) = result {
@@ -340,7 +351,7 @@ impl Reactor {
 
         let source = self.new_source(
             raw,
-            SourceType::Write(pollable, IoBuffer::DmaSource(buf)),
+            SourceType::Write(pollable, buf),
             Some(stats),
         );
         self.sys.write_dma(&source, pos);
@@ -383,6 +394,11 @@ impl Reactor {
     }
 
     pub(crate) fn write_buffered(&self, raw: RawFd, buf: Vec<u8>, pos: u64) -> Source {
+        self.write_buffered_io(raw, IoBuffer::Buffered(buf), pos)
+    }
+
+    // shardlog patch: `write_buffered` for any buffer kind (`IoBuffer::Pinned` too).
+    pub(crate) fn write_buffered_io(&self, raw: RawFd, buf: IoBuffer, pos: u64) -> Source {
         let stats = StatsCollection {
             fulfilled: Some(|result, stats, op_count| {
                 if let Ok(result) = result {
@@ -396,10 +412,7 @@ impl Reactor {
 
         let source = self.new_source(
             raw,
-            SourceType::Write(
-                PollableStatus::NonPollable(DirectIo::Disabled),
-                IoBuffer::Buffered(buf),
-            ),
+            SourceType::Write(PollableStatus::NonPollable(DirectIo::Disabled), buf),
             Some(stats),
         );
         self.sys.write_buffered(&source, pos);

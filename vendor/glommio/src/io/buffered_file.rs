@@ -159,6 +159,23 @@ impl BufferedFile {
         })
     }
 
+    /// shardlog patch: writes shared bytes (see `PinnedBytes`) without copying them.
+    pub async fn write_pinned_at(&self, buf: crate::sys::PinnedBytes, pos: u64) -> Result<usize> {
+        let source = self.file.reactor.upgrade().unwrap().write_buffered_io(
+            self.as_raw_fd(),
+            crate::sys::IoBuffer::Pinned(buf),
+            pos,
+        );
+        source.collect_rw().await.map_err(|source| {
+            GlommioError::create_enhanced(
+                source,
+                "Writing",
+                self.file.path.borrow().as_ref(),
+                Some(self.as_raw_fd()),
+            )
+        })
+    }
+
     /// Reads data at the specified position into a buffer allocated by this
     /// library.
     ///

@@ -372,6 +372,18 @@ impl DmaFile {
         enhanced_try!(source.collect_rw().await, "Writing", self.file).map_err(Into::into)
     }
 
+    /// shardlog patch: writes shared bytes (see `PinnedBytes`) without copying them. The
+    /// caller aligns the memory, the position and the length as O_DIRECT requires.
+    pub async fn write_pinned_at(&self, buf: crate::sys::PinnedBytes, pos: u64) -> Result<usize> {
+        let source = self.file.reactor.upgrade().unwrap().write_dma_io(
+            self.as_raw_fd(),
+            crate::sys::IoBuffer::Pinned(buf),
+            pos,
+            self.pollable,
+        );
+        enhanced_try!(source.collect_rw().await, "Writing", self.file).map_err(Into::into)
+    }
+
     /// Reads from a specific position in the file and returns the buffer.
     ///
     /// The position must be aligned to for Direct I/O. In most platforms

@@ -172,6 +172,8 @@ pub use self::{
     stat::Stat,
 };
 pub use crate::sys::DmaBuffer;
+// shardlog patch: bytes written in place (`DmaFile::write_pinned_at`, `BufferedFile::write_pinned_at`).
+pub use crate::sys::PinnedBytes;
 
 #[cfg(test)]
 mod test {

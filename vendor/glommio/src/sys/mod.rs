@@ -393,6 +393,33 @@ pub(crate) enum IoBuffer {
     DmaSink(DmaBuffer),
     DmaSource(DmaSource),
     Buffered(Vec<u8>),
+    // shardlog patch: bytes the caller shares (see `PinnedBytes`).
+    Pinned(PinnedBytes),
+}
+
+/// shardlog patch: a range of memory kept alive by a `bytes::Bytes` that shares its
+/// allocation, written without copying it into a `Vec` or a `DmaBuffer` first. The
+/// source owns the `Bytes` until the kernel is done with the range.
+#[derive(Debug)]
+pub struct PinnedBytes {
+    _owner: bytes::Bytes,
+    ptr: *const u8,
+    len: usize,
+}
+
+impl PinnedBytes {
+    /// # Safety
+    /// `ptr..ptr + len` must lie in the allocation `owner` keeps alive, and nothing may
+    /// write to that range until the write that takes this buffer has completed.
+    pub unsafe fn new(owner: bytes::Bytes, ptr: *const u8, len: usize) -> PinnedBytes {
+        PinnedBytes { _owner: owner, ptr, len }
+    }
+
+    /// The bytes to write.
+    pub fn as_bytes(&self) -> &[u8] {
+        // SAFETY: the constructor's contract.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
 }
 
 impl Deref for IoBuffer {
@@ -403,6 +430,7 @@ impl Deref for IoBuffer {
             IoBuffer::DmaSink(buffer) => buffer.as_bytes(),
             IoBuffer::DmaSource(buffer) => buffer.deref(),
             IoBuffer::Buffered(buffer) => buffer.as_slice(),
+            IoBuffer::Pinned(buffer) => buffer.as_bytes(),
         }
     }
 }

@@ -1398,6 +1398,10 @@ impl Reactor {
                 Some(id) => UringOpDescriptor::WriteFixed(buf.as_ptr(), buf.len(), pos, id),
                 None => UringOpDescriptor::Write(buf.as_ptr(), buf.len(), pos),
             },
+            // shardlog patch: shared bytes (aligned by the caller for O_DIRECT).
+            SourceType::Write(_, IoBuffer::Pinned(buf)) => {
+                UringOpDescriptor::Write(buf.as_bytes().as_ptr(), buf.as_bytes().len(), pos)
+            }
             x => panic!("Unexpected source type for write: {:?}", x),
         };
         queue_request_into_ring(
@@ -1414,6 +1418,10 @@ impl Reactor {
                 PollableStatus::NonPollable(DirectIo::Disabled),
                 IoBuffer::Buffered(buf),
             ) => UringOpDescriptor::Write(buf.as_ptr(), buf.len(), pos),
+            // shardlog patch: shared bytes, through the page cache or O_DIRECT alike.
+            SourceType::Write(_, IoBuffer::Pinned(buf)) => {
+                UringOpDescriptor::Write(buf.as_bytes().as_ptr(), buf.as_bytes().len(), pos)
+            }
             x => panic!("Unexpected source type for write: {:?}", x),
         };
         queue_request_into_ring(

@@ -1,0 +1,206 @@
+//! Allocations per request on the produce and fetch paths in steady state (issue 10:
+//! "no allocation per request on the produce and fetch paths; count them with a counting
+//! allocator"). Its own test binary, because it counts with a global allocator (per
+//! thread: the shard's executor thread, so other threads cannot disturb the figures).
+//!
+//! One round = what a shard does for one Produce (acks=1, one partition, one 16 KiB
+//! batch) and one tailing consumer's Fetch: decode the Produce frame, append (validate,
+//! the one copy into the segment's stage buffer, patch, cache, write through the page
+//! cache or O_DIRECT, wait for the write), encode the Produce response, read from the
+//! batch cache, write the Fetch response. After a warm-up, rounds must not allocate
+//! anything proportional to the record bytes: no allocation of `LARGE_BYTES` or more
+//! (the stage buffers come from the shard's pool and are reused, the fetch response
+//! shares the cached bytes). Small allocations (request decoding's Vecs, the writer's
+//! waiter and task, the response structs) are counted and bounded; the figures are
+//! printed (`cargo test --test produce_fetch_allocations -- --nocapture`).
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::path::Path;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, RequestHeader, RequestKind, TopicName};
+use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
+use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use shardlog::config::FlushMode;
+use shardlog::partition::{Partition, PartitionSettings};
+use shardlog::protocol::fetch_writer::{write_fetch_response, FetchPartitionParts, FetchResponseParts, FetchTopicParts};
+use shardlog::protocol::{decode_request, frame::encode_response};
+use shardlog::storage::LogConfig;
+
+struct Counting;
+
+/// An allocation this large is one that scales with record bytes (a copy of a batch, a
+/// write buffer, a read buffer).
+const LARGE_BYTES: usize = 4096;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+    static LARGE: Cell<u64> = const { Cell::new(0) };
+    static BYTES: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count(size: usize) {
+    let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
+    let _ = BYTES.try_with(|c| c.set(c.get() + size as u64));
+    if size >= LARGE_BYTES {
+        let _ = LARGE.try_with(|c| c.set(c.get() + 1));
+    }
+}
+
+// SAFETY: every call is forwarded to the system allocator unchanged; the thread-locals
+// only count (const-initialised, no destructor, so touching them never allocates).
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        System.alloc(layout)
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        System.alloc_zeroed(layout)
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        System.dealloc(ptr, layout)
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count(new_size);
+        System.realloc(ptr, layout, new_size)
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn counters() -> (u64, u64, u64) {
+    (ALLOCATIONS.with(|c| c.get()), LARGE.with(|c| c.get()), BYTES.with(|c| c.get()))
+}
+
+/// A RecordBatch v2 of `n` records of `value_bytes` each (no producer id: the same
+/// bytes can be produced again and again).
+fn batch(n: usize, value_bytes: usize) -> Bytes {
+    let records: Vec<Record> = (0..n)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: 0,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            sequence: -1,
+            timestamp: 1_700_000_000_000 + i as i64,
+            key: Some(Bytes::from(format!("key-{i}"))),
+            value: Some(Bytes::from(vec![b'v'; value_bytes])),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(&mut buf, records.iter(), &RecordEncodeOptions { version: 2, compression: Compression::None })
+        .expect("batch encodes");
+    buf.freeze()
+}
+
+/// A Produce v9 request frame (without its length prefix) for partition 0 of "t".
+fn produce_frame(records: Bytes) -> Bytes {
+    let version = 9;
+    let header = RequestHeader::default()
+        .with_request_api_key(ApiKey::Produce as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(1)
+        .with_client_id(Some(StrBytes::from_static_str("alloc-test")));
+    let body = ProduceRequest::default().with_acks(1).with_timeout_ms(30_000).with_topic_data(vec![TopicProduceData::default()
+        .with_name(TopicName(StrBytes::from_static_str("t")))
+        .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(records))])]);
+    let mut b = BytesMut::new();
+    header.encode(&mut b, ProduceRequest::header_version(version)).expect("header encodes");
+    body.encode(&mut b, version).expect("body encodes");
+    b.freeze()
+}
+
+/// Allocations (all, large, bytes) per round over `rounds` rounds after `warmup` ones.
+async fn measure(dir: &Path, flush: FlushMode, warmup: usize, rounds: usize) -> (f64, f64, f64) {
+    let cfg = LogConfig { write_mode: shardlog::partition::write_mode(flush), ..Default::default() };
+    let settings = PartitionSettings {
+        max_message_bytes: 1 << 20,
+        log_append_time: false,
+        timestamp_before_max_ms: i64::MAX,
+        timestamp_after_max_ms: i64::MAX,
+        flush,
+    };
+    let p = Partition::open(&dir.join(format!("t-{flush:?}")), "t".into(), 0, [1; 16], 0, 0, cfg, settings).await.expect("open");
+    let frame = produce_frame(batch(100, 150));
+    let mut next_fetch = 0i64;
+    let mut before = counters();
+    for round in 0..warmup + rounds {
+        if round == warmup {
+            before = counters();
+        }
+        // Produce: decode, append, answer.
+        let req = decode_request(frame.clone()).expect("decodes");
+        let RequestKind::Produce(produce) = req.body else { panic!("a Produce request") };
+        let records = produce.topic_data[0].partition_data[0].records.clone().expect("records");
+        let out = p.append(records, 1).await.expect("append");
+        let resp = ProduceResponse::default().with_responses(vec![TopicProduceResponse::default()
+            .with_name(produce.topic_data[0].name.clone())
+            .with_partition_responses(vec![PartitionProduceResponse::default()
+                .with_index(0)
+                .with_base_offset(out.base_offset)
+                .with_log_append_time_ms(out.log_append_time_ms)
+                .with_log_start_offset(out.log_start_offset)])]);
+        let produce_resp = encode_response(req.header.correlation_id, ApiKey::Produce, req.version, &resp).expect("encodes");
+        // Fetch: the tailing consumer reads what was just produced.
+        let data = p.read(next_fetch, 1 << 20).await.expect("read");
+        assert!(!data.records.is_empty(), "the consumer sees the new batch");
+        next_fetch = out.base_offset + 100;
+        let mut part = FetchPartitionParts::new(0);
+        part.high_watermark = data.high_watermark;
+        part.log_start_offset = data.log_start_offset;
+        part.records = data.records;
+        let parts = FetchResponseParts {
+            topics: vec![FetchTopicParts { name: StrBytes::from_static_str("t"), topic_id: [1; 16], partitions: vec![part] }],
+            ..Default::default()
+        };
+        let fetch_resp = write_fetch_response(2, 12, &parts).expect("fetch response");
+        let mut sent = produce_resp.len();
+        sent += fetch_resp.iter().map(|b| b.len()).sum::<usize>();
+        assert!(sent > 15_000, "the response carries the batch");
+    }
+    let after = counters();
+    let per = |a: u64, b: u64| (a - b) as f64 / rounds as f64;
+    (per(after.0, before.0), per(after.1, before.1), per(after.2, before.2))
+}
+
+fn run_on_shard(flush: FlushMode) -> (f64, f64, f64) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_path_buf();
+    shardlog::storage::dma::write_iopoll_probe(&path).expect("probe");
+    let figures = glommio::LocalExecutorBuilder::default()
+        .spawn(move || async move {
+            shardlog::runtime::enter_shard(0);
+            shardlog::storage::dma::open_iopoll_probe(&path).await.expect("probe open");
+            // 2000 rounds of 16 KiB: 32 MiB, past the 8 MiB batch cache (evictions and
+            // stage buffer reuse are part of the steady state).
+            measure(&path, flush, 1000, 2000).await
+        })
+        .expect("executor")
+        .join()
+        .expect("join");
+    drop(dir);
+    figures
+}
+
+/// Small allocations per round, at most (see `steady_state_rounds_allocate_nothing_per_record_byte`).
+const SMALL_ALLOCATIONS_PER_ROUND: f64 = 40.0;
+
+#[test]
+fn steady_state_rounds_allocate_nothing_per_record_byte() {
+    for flush in [FlushMode::Never, FlushMode::Always] {
+        let (all, large, bytes) = run_on_shard(flush);
+        println!("flush={flush:?}: {all:.2} allocations, {large:.3} of >= {LARGE_BYTES} bytes, {bytes:.0} bytes per produce+fetch round");
+        assert!(large < 0.01, "flush={flush:?}: {large} allocations of >= {LARGE_BYTES} bytes per round (a copy or buffer per request)");
+        assert!(bytes < 4096.0, "flush={flush:?}: {bytes} bytes allocated per round (a 16 KiB batch must not be copied into fresh memory)");
+        assert!(all <= SMALL_ALLOCATIONS_PER_ROUND, "flush={flush:?}: {all} allocations per round");
+    }
+}
