@@ -133,9 +133,12 @@ pub const STAGE_BUFFER_BYTES: usize = 1024 * 1024;
 pub const STAGE_BUFFER_ALIGN: usize = 4096;
 
 thread_local! {
-    /// This shard's stage buffers. 64 idle handles: a shard's partitions seal a buffer
-    /// every MiB they append, and the batch cache keeps recent ones alive for a while.
-    static STAGE_POOL: BufferPool = const { BufferPool::new(STAGE_BUFFER_BYTES, STAGE_BUFFER_ALIGN, 64, false) };
+    /// This shard's stage buffers. A buffer comes back once the batch cache evicted its
+    /// batches, so the handles given back must outnumber the buffers the cache keeps
+    /// alive (the shard's cache budget in MiB: 512 by default) or every buffer would be
+    /// forgotten before it is reusable: 1024 handles. Only reusable ones hold memory of
+    /// their own (at most 1 GiB after a burst; the others are the cache's bytes).
+    static STAGE_POOL: BufferPool = const { BufferPool::new(STAGE_BUFFER_BYTES, STAGE_BUFFER_ALIGN, 1024, false) };
 }
 
 /// Runs `f` with this shard's stage buffer pool.

@@ -493,7 +493,7 @@ impl Segment {
         let buf = match pinned {
             Some((owner, start, n)) => {
                 debug_assert_eq!(n as u64, buf_len);
-                debug_assert!(unit == 1 || start as usize % PADDING_BLOCK as usize == 0, "stage memory is congruent to positions");
+                debug_assert!(unit == 1 || (start as usize).is_multiple_of(PADDING_BLOCK as usize), "stage memory is congruent to positions");
                 // SAFETY: `start..start + n` lies in the stage buffer `owner` is a view of
                 // (same stage id, adjacent views, padding split off that buffer's free
                 // room), which `owner` keeps alive; nothing writes to it again: views are
