@@ -85,6 +85,10 @@ pub struct Config {
     pub batch_cache_bytes_per_partition: usize,
     /// Bytes of batch cache per shard, across its partitions.
     pub batch_cache_bytes_per_shard: usize,
+    /// Written page-cache segment bytes a shard leaves in the page cache (`flush =
+    /// never`); older written-back ranges are dropped from it (storage/page_cache.rs).
+    /// 0 = the kernel decides, as with Apache Kafka.
+    pub page_cache_bytes_per_shard: u64,
     /// Topic defaults (Kafka's broker-level log.* settings).
     pub log_segment_bytes: u64,
     pub log_roll_ms: i64,
@@ -165,6 +169,7 @@ impl Default for Config {
             max_partitions_per_shard: 10_000,
             batch_cache_bytes_per_partition: 8 * 1024 * 1024,
             batch_cache_bytes_per_shard: 512 * 1024 * 1024,
+            page_cache_bytes_per_shard: 2 << 30,
             log_segment_bytes: 1024 * 1024 * 1024,
             log_roll_ms: 7 * 24 * 3600 * 1000,
             log_retention_ms: 7 * 24 * 3600 * 1000,
@@ -343,6 +348,8 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub batch_cache_bytes_per_shard: Option<usize>,
     #[arg(long)]
+    pub page_cache_bytes_per_shard: Option<u64>,
+    #[arg(long)]
     pub log_segment_bytes: Option<u64>,
     #[arg(long)]
     pub log_roll_ms: Option<i64>,
@@ -407,7 +414,7 @@ impl ConfigArgs {
             queued_max_request_bytes,
             max_connections_per_shard, max_inflight_requests_per_connection, fetch_max_bytes, shard_preempt_timer_us,
             auto_create_topics_enable, num_partitions, max_partitions_per_shard,
-            batch_cache_bytes_per_partition, batch_cache_bytes_per_shard, log_segment_bytes,
+            batch_cache_bytes_per_partition, batch_cache_bytes_per_shard, page_cache_bytes_per_shard, log_segment_bytes,
             log_roll_ms, log_retention_ms, log_retention_bytes, message_max_bytes,
             log_message_timestamp_type, log_message_timestamp_before_max_ms,
             log_message_timestamp_after_max_ms, log_retention_check_interval_ms, log_cleaner_backoff_ms,

@@ -148,6 +148,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                     tracing::warn!(shard, "storage_fault = drop-unsynced (test hook): unsynced segment writes are kept in memory and lost on kill -9");
                     crate::storage::file::set_shard_fault_injector(Some(crate::storage::file::FaultInjector::new(u64::from(shard) + 1)));
                 }
+                crate::storage::page_cache::set_shard_page_cache_budget(config.page_cache_bytes_per_shard);
                 let ctx = Rc::new(ShardContext::new(shard, config.clone(), controller, mesh, defaults));
                 // Recover this shard's partitions before accepting clients.
                 if let Ok(initial) = updates.recv().await {

@@ -30,6 +30,7 @@ use std::rc::{Rc, Weak};
 use bytes::Bytes;
 use glommio::io::{BufferedFile, DmaBuffer, DmaFile, OpenOptions, PinnedBytes, ReadResult};
 
+use super::page_cache::{self, CachedFile};
 use super::{Result, StorageError, WriteMode};
 
 /// Block size of the injector's overlay for page-cache files (O_DIRECT files use their
@@ -287,6 +288,8 @@ impl WriteBuffer {
 pub struct SegmentFile {
     file: Inner,
     fault: Option<FaultState>,
+    /// Page-cache files of a shard that recycles its page cache (`page_cache.rs`).
+    page_cache: Option<Rc<CachedFile>>,
 }
 
 fn glommio_err(context: &'static str) -> impl FnOnce(glommio::GlommioError<()>) -> StorageError {
@@ -344,8 +347,15 @@ impl SegmentFile {
     }
 
     async fn wrap(file: Inner, role: FileRole, injector: Option<Rc<FaultInjector>>, path: &Path) -> Result<Rc<SegmentFile>> {
-        let Some(injector) = injector else { return Ok(Rc::new(SegmentFile { file, fault: None })) };
-        let mut f = SegmentFile { file, fault: None };
+        let Some(injector) = injector else {
+            let page_cache = match &file {
+                Inner::Buffered(f) if role == FileRole::Segment => page_cache::track(std::os::fd::AsRawFd::as_raw_fd(f)),
+                _ => None,
+            };
+            return Ok(Rc::new(SegmentFile { file, fault: None, page_cache }));
+        };
+        // With an injector the real file changes only at fdatasync: nothing to recycle.
+        let mut f = SegmentFile { file, fault: None, page_cache: None };
         let size = f.raw_file_size().await?;
         let overlay = RefCell::new(Overlay { blocks: BTreeMap::new(), size });
         f.fault = Some(FaultState { injector: injector.clone(), role, path: path.to_path_buf(), overlay });
@@ -460,7 +470,11 @@ impl SegmentFile {
     /// returns the bytes written.
     pub async fn write_at(&self, buf: WriteBuffer, pos: u64) -> Result<usize> {
         let Some(state) = &self.fault else {
-            return self.raw_write(buf, pos).await;
+            let n = self.raw_write(buf, pos).await?;
+            if let Some(c) = &self.page_cache {
+                c.wrote(pos + n as u64);
+            }
+            return Ok(n);
         };
         let inj = &state.injector;
         inj.check_alive("writing a segment")?;
@@ -564,7 +578,11 @@ impl SegmentFile {
     /// fdatasync: with an injector, first writes the overlay to the file.
     pub async fn fdatasync(&self) -> Result<()> {
         let Some(state) = &self.fault else {
-            return self.raw_fdatasync().await;
+            self.raw_fdatasync().await?;
+            if let Some(c) = &self.page_cache {
+                c.synced();
+            }
+            return Ok(());
         };
         let inj = &state.injector;
         inj.check_alive("fdatasync")?;
@@ -637,6 +655,9 @@ impl SegmentFile {
     /// Cuts the file to `size` bytes.
     pub async fn truncate(&self, size: u64) -> Result<()> {
         let Some(state) = &self.fault else {
+            if let Some(c) = &self.page_cache {
+                c.truncated(size);
+            }
             return self.raw_truncate(size).await;
         };
         state.injector.check_alive("truncating a file")?;

@@ -30,6 +30,8 @@
 //!   retention targets, compaction bookkeeping
 //! - `log_writer.rs`   the log's writer: the write-and-sync loop, group commit, the
 //!   `Durable` futures appends wait on, rollback after a failed write
+//! - `page_cache.rs`   page-cache recycling: early writeback and a per-shard budget of
+//!   written bytes left cached (page-cache segments)
 //! - `recovery.rs`     opening a log directory after a crash
 //! - `compaction.rs`   log compaction: key map, record filtering, cleaned-segment swap
 //! - `testing.rs`      (tests) running a test on a glommio executor
@@ -45,6 +47,7 @@ pub mod file;
 pub mod index;
 pub mod log;
 pub mod log_writer;
+pub mod page_cache;
 pub mod recovery;
 pub mod segment;
 #[cfg(test)]
