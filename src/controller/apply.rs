@@ -1,7 +1,7 @@
 //! The deterministic metadata transition: (image, committed command) → (image', response,
 //! deltas). Every replica and every replay computes the same result from the same log, so
 //! nothing here may read the clock, randomness or local config.
-use crate::cluster::image::{MetadataDelta, MetadataImage, PartitionMeta, TopicMeta};
+use crate::cluster::image::{ConfigResource, MetadataDelta, MetadataImage, PartitionMeta, TopicMeta};
 
 use super::types::{Applied, Command, Rejection, Response};
 
@@ -142,6 +142,23 @@ fn apply_inner(
             image.next_producer_id = next;
             Ok((Applied::ProducerIds { first }, Vec::new()))
         }
+        Command::SetResourceConfigs { resource, configs } => {
+            if image.configs_of(resource) == configs {
+                return Ok((Applied::Done, Vec::new()));
+            }
+            if configs.is_empty() {
+                image.resource_configs.remove(resource);
+            } else {
+                image.resource_configs.insert(resource.clone(), configs.clone());
+            }
+            // Group configs are read by the coordinator when it needs them; broker configs
+            // change topic defaults, which shards apply to their partitions.
+            let deltas = match resource {
+                ConfigResource::Broker(_) => vec![MetadataDelta::BrokerConfigChanged],
+                ConfigResource::Group(_) => Vec::new(),
+            };
+            Ok((Applied::Done, deltas))
+        }
     }
 }
 
@@ -173,6 +190,16 @@ pub fn diff_images(old: &MetadataImage, new: &MetadataImage) -> Vec<MetadataDelt
             }
             _ => deltas.push(MetadataDelta::TopicCreated { name: name.clone() }),
         }
+    }
+    let brokers = |img: &MetadataImage| {
+        img.resource_configs
+            .iter()
+            .filter(|(r, _)| matches!(r, ConfigResource::Broker(_)))
+            .map(|(r, c)| (r.clone(), c.clone()))
+            .collect::<Vec<_>>()
+    };
+    if brokers(old) != brokers(new) {
+        deltas.push(MetadataDelta::BrokerConfigChanged);
     }
     deltas
 }

@@ -504,7 +504,7 @@ mod simulation {
                         1 => ConfigOp::Append("cleanup.policy".into(), "compact".into()),
                         _ => ConfigOp::Subtract("cleanup.policy".into(), "delete".into()),
                     };
-                    propose::alter_configs(&ctx, &img, &name, vec![op])
+                    propose::alter_configs(&ctx, &img, &name, vec![op], false)
                 }
                 _ => propose::allocate_producer_ids(&img, rng.below(3) as i64),
             };
