@@ -88,6 +88,9 @@ pub enum MetadataDelta {
     /// Dynamic broker configs changed (this broker's or the cluster-wide default): topic
     /// defaults may differ, so every partition is reconfigured.
     BrokerConfigChanged,
+    /// A group's dynamic configs changed: nothing to reconfigure (the coordinator reads
+    /// them from the image), but the shards must get the new image.
+    GroupConfigChanged { group: String },
 }
 
 /// Sent to every shard after each committed change (and once at start with no deltas,

@@ -151,11 +151,9 @@ fn apply_inner(
             } else {
                 image.resource_configs.insert(resource.clone(), configs.clone());
             }
-            // Group configs are read by the coordinator when it needs them; broker configs
-            // change topic defaults, which shards apply to their partitions.
             let deltas = match resource {
                 ConfigResource::Broker(_) => vec![MetadataDelta::BrokerConfigChanged],
-                ConfigResource::Group(_) => Vec::new(),
+                ConfigResource::Group(group) => vec![MetadataDelta::GroupConfigChanged { group: group.clone() }],
             };
             Ok((Applied::Done, deltas))
         }
@@ -191,14 +189,18 @@ pub fn diff_images(old: &MetadataImage, new: &MetadataImage) -> Vec<MetadataDelt
             _ => deltas.push(MetadataDelta::TopicCreated { name: name.clone() }),
         }
     }
-    let brokers = |img: &MetadataImage| {
-        img.resource_configs
-            .iter()
-            .filter(|(r, _)| matches!(r, ConfigResource::Broker(_)))
-            .map(|(r, c)| (r.clone(), c.clone()))
-            .collect::<Vec<_>>()
-    };
-    if brokers(old) != brokers(new) {
+    let resources = old.resource_configs.keys().chain(new.resource_configs.keys()).collect::<std::collections::BTreeSet<_>>();
+    let mut brokers_changed = false;
+    for r in resources {
+        if old.configs_of(r) == new.configs_of(r) {
+            continue;
+        }
+        match r {
+            ConfigResource::Broker(_) => brokers_changed = true,
+            ConfigResource::Group(group) => deltas.push(MetadataDelta::GroupConfigChanged { group: group.clone() }),
+        }
+    }
+    if brokers_changed {
         deltas.push(MetadataDelta::BrokerConfigChanged);
     }
     deltas

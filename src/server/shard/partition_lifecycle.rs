@@ -113,6 +113,8 @@ impl ShardContext {
                         self.reconfigure_topic(&image, topic);
                     }
                 }
+                // The coordinator reads group configs from the published image.
+                MetadataDelta::GroupConfigChanged { .. } => {}
             }
         }
         self.partitions.publish(image);
