@@ -283,3 +283,30 @@ pub fn load(dir: &Path) -> Result<Option<(SnapshotMeta, MetadataImage, Vec<u8>)>
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_1_files_still_load() {
+        let meta = SnapshotMeta::default();
+        let v1 = SnapFileV1 {
+            meta_json: serde_json::to_vec(&meta).unwrap(),
+            image: SnapImageV1 { cluster_id: "c".into(), applied_index: 7, next_producer_id: 9, topics: Vec::new() },
+        };
+        let archived = rkyv::to_bytes::<rkyv::rancor::Error>(&v1).unwrap();
+        let (_, image) = decode(&frame::encode(MAGIC, VERSION_1, &archived)).unwrap();
+        assert_eq!((image.cluster_id.as_str(), image.applied_index, image.next_producer_id), ("c", 7, 9));
+        assert!(image.resource_configs.is_empty());
+    }
+
+    #[test]
+    fn resource_configs_round_trip() {
+        let mut image = MetadataImage::default();
+        image.resource_configs.insert(ConfigResource::Broker(String::new()), [("log.retention.ms".to_string(), "5".to_string())].into());
+        image.resource_configs.insert(ConfigResource::Group("g".into()), [("consumer.session.timeout.ms".to_string(), "50000".to_string())].into());
+        let (_, back) = decode(&encode(&SnapshotMeta::default(), &image).unwrap()).unwrap();
+        assert_eq!(back, image);
+    }
+}

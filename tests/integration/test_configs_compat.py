@@ -19,7 +19,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 import kafkawire as w
 from clients import admin, admin_create_topic, cli_create_topic, java_tool, json_lines, wait_topic
 from conftest import is_kafka, kafka_classpath
-from test_admin_compat import kafka_tool
+from test_admin_compat import _list_config_resources, kafka_tool
 from test_groups_kip848 import NONE, heartbeat
 
 INVALID_REQUEST, INVALID_CONFIG = "INVALID_REQUEST", "INVALID_CONFIG"
@@ -259,6 +259,8 @@ def test_group_configs_describe_alter_and_heartbeat_interval(bootstrap, topic_na
     c = describe(bootstrap, ResourceType.GROUP, group)
     assert (c["consumer.session.timeout.ms"].value, c["consumer.session.timeout.ms"].source) == \
         ("50000", ConfigSource.GROUP_CONFIG.value)
+    # ListConfigResources v1 now names the group (a resource with dynamic configs).
+    assert (group, 32) in _list_config_resources(bootstrap, 1, [32])[1]
     # Kafka's bounds (group.consumer.min/max.*).
     assert error_name(lambda: incremental(bootstrap, ResourceType.GROUP, group, [
         ("consumer.session.timeout.ms", "1000", AlterConfigOpType.SET)])) == INVALID_CONFIG
