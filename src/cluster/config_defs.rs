@@ -419,8 +419,7 @@ mod tests {
 
     #[test]
     fn broker_sources_follow_kafka_precedence() {
-        let mut config = Config::default();
-        config.log_retention_ms = 1000;
+        let config = Config { log_retention_ms: 1000, ..Config::default() };
         let img = image_with(ConfigResource::Broker(String::new()), &[("log.retention.ms", "2000"), ("message.max.bytes", "5000")]);
         let all = describe_broker(&config, &img, "1");
         let get = |n: &str| all.iter().find(|d| d.name == n).unwrap().clone();

@@ -17,6 +17,14 @@ use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
+/// A resource's error code and message in an alter response (NONE and null when it worked).
+pub fn error_fields(outcome: Result<(), (ErrorCode, String)>) -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
+    match outcome {
+        Ok(()) => (ErrorCode::NONE.code(), None),
+        Err((code, message)) => (code.code(), Some(str_bytes(&message))),
+    }
+}
+
 /// What an alter request names.
 pub enum Target {
     Topic(String),
@@ -56,13 +64,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: AlterConfigs
             Err(e) => Err(e),
             Ok(t) => replace(ctx, t, &res.configs, req.validate_only).await,
         };
-        match outcome {
-            Ok(()) => changed |= !req.validate_only,
-            Err((code, message)) => {
-                r.error_code = code.code();
-                r.error_message = Some(str_bytes(&message));
-            }
-        }
+        changed |= outcome.is_ok() && !req.validate_only;
+        (r.error_code, r.error_message) = error_fields(outcome);
         responses.push(r);
     }
     if changed {

@@ -8,8 +8,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::incremental_alter_configs_request::IncrementalAlterConfigsRequest;
 use kafka_protocol::messages::incremental_alter_configs_response::{AlterConfigsResourceResponse, IncrementalAlterConfigsResponse};
 
-use super::alter_configs::{target, Target};
-use super::str_bytes;
+use super::alter_configs::{error_fields, target, Target};
 use crate::controller::ConfigOp;
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
@@ -29,13 +28,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: IncrementalA
                 .await
                 .map_err(|e| (ErrorCode::from(&e), e.to_string())),
         };
-        match outcome {
-            Ok(()) => changed |= !req.validate_only,
-            Err((code, message)) => {
-                r.error_code = code.code();
-                r.error_message = Some(str_bytes(&message));
-            }
-        }
+        changed |= outcome.is_ok() && !req.validate_only;
+        (r.error_code, r.error_message) = error_fields(outcome);
         responses.push(r);
     }
     if changed {
