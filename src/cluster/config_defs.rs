@@ -31,7 +31,7 @@
 //! shardlog has no per-broker-only keys (Kafka's are listener and SSL settings).
 use std::collections::BTreeMap;
 
-use crate::config::Config;
+use crate::config::{Config, FlushMode};
 
 use super::image::{ConfigResource, MetadataImage};
 use super::topic_config::{self, TopicConfig, TopicConfigDefaults};
@@ -143,7 +143,9 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     ro("log.cleaner.min.cleanable.ratio", T::Double, "Default of min.cleanable.dirty.ratio.", |_| topic_config::DEFAULT_MIN_CLEANABLE_DIRTY_RATIO.to_string()),
     dynamic("log.cleanup.policy", T::List, "Default of cleanup.policy: delete, compact or both.", topic_config::CLEANUP_POLICY, |_| "delete".into()),
     ro("log.dirs", T::String, "The data directory.", |c| c.data_dir.display().to_string()),
-    dynamic("log.flush.interval.messages", T::Long, "Default of flush.messages: fdatasync once this many messages of a partition are unsynced (with flush = never).", topic_config::FLUSH_MESSAGES, |c| c.log_flush_interval_messages.to_string()),
+    dynamic("log.flush.interval.messages", T::Long, "Default of flush.messages: fdatasync once this many messages of a partition are unsynced (with flush = never; flush = always syncs every write: 1, read-only).", topic_config::FLUSH_MESSAGES, |c| {
+        if c.flush == FlushMode::Always { "1".into() } else { c.log_flush_interval_messages.to_string() }
+    }),
     dynamic("log.flush.interval.ms", T::Long, "Default of flush.ms: fdatasync once a partition's unsynced data is this old (with flush = never).", topic_config::FLUSH_MS, |c| c.log_flush_interval_ms.to_string()),
     ro("log.index.interval.bytes", T::Int, "An offset index entry every this many bytes.", |c| c.log_index_interval_bytes.to_string()),
     dynamic("log.message.timestamp.after.max.ms", T::Long, "Default of message.timestamp.after.max.ms.", topic_config::MESSAGE_TIMESTAMP_AFTER_MAX_MS, |c| c.log_message_timestamp_after_max_ms.to_string()),
@@ -168,6 +170,14 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     ro("socket.request.max.bytes", T::Int, "Largest request frame accepted.", |c| c.socket_request_max_bytes.to_string()),
     ro("unclean.leader.election.enable", T::Boolean, "No unclean leader election.", |_| "false".into()),
 ];
+
+/// Why a dynamic key cannot change under this broker's static config, if it cannot: with
+/// `flush = always` every write is synced whatever log.flush.interval.messages says.
+pub fn fixed_by_static_config(config: &Config, name: &str) -> Option<String> {
+    (name == "log.flush.interval.messages" && config.flush == FlushMode::Always).then(|| {
+        format!("Cannot update {name}: this broker runs with flush = always, which syncs every write (set flush = never to use it)")
+    })
+}
 
 pub fn broker_key(name: &str) -> Option<&'static BrokerKey> {
     BROKER_KEYS.iter().find(|k| k.name == name)
@@ -253,7 +263,10 @@ pub fn describe_broker(config: &Config, image: &MetadataImage, node_id: &str) ->
     }
     BROKER_KEYS
         .iter()
-        .map(|k| described(k.name, k.ty, k.doc, k.scope == Scope::ReadOnly, k.sensitive, broker_synonyms(k, config, image, node_id)))
+        .map(|k| {
+            let read_only = k.scope == Scope::ReadOnly || fixed_by_static_config(config, k.name).is_some();
+            described(k.name, k.ty, k.doc, read_only, k.sensitive, broker_synonyms(k, config, image, node_id))
+        })
         .collect()
 }
 
@@ -432,6 +445,12 @@ mod tests {
         // The default resource lists only what is set on it.
         let d = describe_broker(&config, &img, "");
         assert_eq!(d.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), vec!["log.retention.ms", "message.max.bytes"]);
+        // flush = always (the default) syncs every write: reported as 1, read-only.
+        let f = get("log.flush.interval.messages");
+        assert_eq!((f.value.as_deref(), f.read_only), (Some("1"), true));
+        let never = Config { flush: FlushMode::Never, ..Config::default() };
+        let f = describe_broker(&never, &img, "1").into_iter().find(|d| d.name == "log.flush.interval.messages").unwrap();
+        assert_eq!((f.value, f.read_only), (Some(i64::MAX.to_string()), false));
     }
 
     #[test]

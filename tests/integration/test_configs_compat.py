@@ -222,31 +222,38 @@ def test_broker_alter_errors(bootstrap):
     assert error_name(lambda: incremental(bootstrap, ResourceType.BROKER, node, [
         ("log.retention.ms", "abc", AlterConfigOpType.SET)])) in (INVALID_CONFIG, INVALID_REQUEST)
     # validate_only changes nothing.
-    incremental(bootstrap, ResourceType.BROKER, node, [("log.flush.interval.messages", "77", AlterConfigOpType.SET)],
+    incremental(bootstrap, ResourceType.BROKER, node, [("log.retention.bytes", "77000", AlterConfigOpType.SET)],
                 validate_only=True)
-    assert describe(bootstrap, ResourceType.BROKER, node)["log.flush.interval.messages"].source == \
+    assert describe(bootstrap, ResourceType.BROKER, node)["log.retention.bytes"].source == \
         ConfigSource.DEFAULT_CONFIG.value
+    if not is_kafka():
+        # flush = always (shardlog's default) syncs every write: log.flush.interval.messages
+        # is reported as 1 and cannot change (Kafka has no such mode).
+        f = describe(bootstrap, ResourceType.BROKER, node)["log.flush.interval.messages"]
+        assert (f.value, f.is_read_only) == ("1", True)
+        assert error_name(lambda: incremental(bootstrap, ResourceType.BROKER, node, [
+            ("log.flush.interval.messages", "10", AlterConfigOpType.SET)])) == INVALID_REQUEST
 
 
 def test_legacy_alter_configs_broker_replaces_the_set(own_broker):
     b = own_broker
     node = broker_id(b.bootstrap)
     legacy_alter(b.bootstrap, ResourceType.BROKER, node, {"log.retention.ms": "3600000",
-                                                          "log.flush.interval.messages": "1000"})
+                                                          "log.retention.bytes": "1000000"})
     pair = lambda: tuple(describe(b.bootstrap, ResourceType.BROKER, node)[k].value  # noqa: E731
-                         for k in ("log.retention.ms", "log.flush.interval.messages"))
-    assert eventually(pair, ("3600000", "1000")) == ("3600000", "1000")
+                         for k in ("log.retention.ms", "log.retention.bytes"))
+    assert eventually(pair, ("3600000", "1000000")) == ("3600000", "1000000")
     # Full replacement: what is not named goes back to its default.
-    legacy_alter(b.bootstrap, ResourceType.BROKER, node, {"log.flush.interval.messages": "2000"})
+    legacy_alter(b.bootstrap, ResourceType.BROKER, node, {"log.retention.bytes": "2000000"})
     def replaced():
         c = describe(b.bootstrap, ResourceType.BROKER, node)
         return (c["log.retention.ms"].source != ConfigSource.DYNAMIC_BROKER_CONFIG.value,
-                c["log.flush.interval.messages"].value)
-    assert eventually(replaced, (True, "2000")) == (True, "2000")
+                c["log.retention.bytes"].value)
+    assert eventually(replaced, (True, "2000000")) == (True, "2000000")
     c = describe(b.bootstrap, ResourceType.BROKER, node)
     assert c["log.retention.ms"].source != ConfigSource.DYNAMIC_BROKER_CONFIG.value
-    assert (c["log.flush.interval.messages"].value, c["log.flush.interval.messages"].source) == \
-        ("2000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    assert (c["log.retention.bytes"].value, c["log.retention.bytes"].source) == \
+        ("2000000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
     assert error_name(lambda: legacy_alter(b.bootstrap, ResourceType.BROKER, node, {"node.id": "5"})) == INVALID_REQUEST
     legacy_alter(b.bootstrap, ResourceType.BROKER, node, {})
 

@@ -25,6 +25,17 @@ pub fn error_fields(outcome: Result<(), (ErrorCode, String)>) -> (i16, Option<ka
     }
 }
 
+/// Refuses broker keys this broker's static config pins (INVALID_REQUEST, as a read-only key).
+pub fn refuse_pinned_keys<'a>(ctx: &ShardContext, target: &Target, mut keys: impl Iterator<Item = &'a str>) -> Result<(), (ErrorCode, String)> {
+    if !matches!(target, Target::Resource(ConfigResource::Broker(_))) {
+        return Ok(());
+    }
+    match keys.find_map(|k| crate::cluster::config_defs::fixed_by_static_config(&ctx.config, k)) {
+        Some(why) => Err((ErrorCode::INVALID_REQUEST, why)),
+        None => Ok(()),
+    }
+}
+
 /// What an alter request names.
 pub enum Target {
     Topic(String),
@@ -89,6 +100,7 @@ async fn replace(
             return Err((ErrorCode::INVALID_REQUEST, format!("Duplicate config key: {}", c.name.as_str())));
         }
     }
+    refuse_pinned_keys(ctx, &target, map.keys().map(String::as_str))?;
     let res = match target {
         Target::Topic(name) => ctx.controller.replace_topic_configs(name, map, validate_only).await,
         Target::Resource(resource) => {

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::incremental_alter_configs_request::IncrementalAlterConfigsRequest;
 use kafka_protocol::messages::incremental_alter_configs_response::{AlterConfigsResourceResponse, IncrementalAlterConfigsResponse};
 
-use super::alter_configs::{error_fields, target, Target};
+use super::alter_configs::{error_fields, refuse_pinned_keys, target, Target};
 use crate::controller::ConfigOp;
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
@@ -19,7 +19,9 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: IncrementalA
     let mut changed = false;
     for res in req.resources {
         let mut r = AlterConfigsResourceResponse::default().with_resource_type(res.resource_type).with_resource_name(res.resource_name.clone());
-        let outcome = match (target(ctx, res.resource_type, res.resource_name.as_str(), true), ops(&res.configs)) {
+        let target = target(ctx, res.resource_type, res.resource_name.as_str(), true)
+            .and_then(|t| refuse_pinned_keys(ctx, &t, res.configs.iter().map(|c| c.name.as_str())).map(|()| t));
+        let outcome = match (target, ops(&res.configs)) {
             (Err(e), _) | (_, Err(e)) => Err(e),
             (Ok(Target::Topic(name)), Ok(ops)) => ctx.controller.alter_topic_configs(name, ops, req.validate_only).await.map_err(|e| (ErrorCode::from(&e), e.to_string())),
             (Ok(Target::Resource(resource)), Ok(ops)) => ctx
