@@ -1,5 +1,5 @@
 //! The metadata image: topics, partitions, their owning shard and leader epoch, topic
-//! configs. Built by the controller from committed records; shards get an `Arc` of it
+//! configs, dynamic broker and group configs. Built by the controller from committed records; shards get an `Arc` of it
 //! through their update channel and never mutate it.
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -44,6 +44,21 @@ pub struct MetadataImage {
     pub topics: BTreeMap<String, TopicMeta>,
     /// First producer id not yet handed out.
     pub next_producer_id: i64,
+    /// Dynamic configs of non-topic resources (Kafka's ConfigRecords for BROKER and GROUP
+    /// resources): only the keys set, already validated (`config_defs.rs`). A resource
+    /// with no keys set has no entry.
+    #[serde(default)]
+    pub resource_configs: BTreeMap<ConfigResource, BTreeMap<String, String>>,
+}
+
+/// A non-topic resource that can carry dynamic configs.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum ConfigResource {
+    /// A broker by id; the empty name is the cluster-wide default of every broker
+    /// (Kafka's `--entity-default`).
+    Broker(String),
+    /// A consumer group by id (KIP-848 group configs).
+    Group(String),
 }
 
 impl MetadataImage {
@@ -53,6 +68,12 @@ impl MetadataImage {
 
     pub fn topic_by_id(&self, id: &[u8; 16]) -> Option<&TopicMeta> {
         self.topics.values().find(|t| &t.topic_id == id)
+    }
+
+    /// The dynamic configs set on `resource` (empty if none).
+    pub fn configs_of(&self, resource: &ConfigResource) -> &BTreeMap<String, String> {
+        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+        self.resource_configs.get(resource).unwrap_or(&EMPTY)
     }
 }
 
@@ -64,6 +85,12 @@ pub enum MetadataDelta {
     PartitionsCreated { name: String, first_new: i32 },
     TopicDeleted { name: String, topic_id: [u8; 16] },
     TopicConfigChanged { name: String },
+    /// Dynamic broker configs changed (this broker's or the cluster-wide default): topic
+    /// defaults may differ, so every partition is reconfigured.
+    BrokerConfigChanged,
+    /// A group's dynamic configs changed: nothing to reconfigure (the coordinator reads
+    /// them from the image), but the shards must get the new image.
+    GroupConfigChanged { group: String },
 }
 
 /// Sent to every shard after each committed change (and once at start with no deltas,

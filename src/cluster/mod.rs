@@ -5,12 +5,14 @@
 //!
 //! - `image.rs`            the metadata image and deltas (built by the controller)
 //! - `topic_config.rs`     typed topic configs resolved against broker defaults
+//! - `config_defs.rs`      broker and group config definitions (types, docs, dynamic keys)
 //! - `shard_partitions.rs` one shard's partitions and applied image; the metadata barrier
 //! - `router.rs`           run a request's operations on their owning shards (local, or one
 //!   mesh message per other shard); `router_tests.rs` runs it on two real shards
 //!
 //! Never imports `server::`, `group::`, `controller::` or `protocol::` (the router carries
 //! the layers' own operations as an opaque extension instead).
+pub mod config_defs;
 pub mod image;
 pub mod router;
 pub mod shard_partitions;

@@ -10,6 +10,8 @@
 //! keep small segments usable for tests).
 use std::collections::BTreeMap;
 
+use super::config_defs::ConfigType;
+
 pub const RETENTION_MS: &str = "retention.ms";
 pub const RETENTION_BYTES: &str = "retention.bytes";
 pub const SEGMENT_BYTES: &str = "segment.bytes";
@@ -166,6 +168,8 @@ const COMPRESSION_TYPES: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "g
 /// default (typed keys take their default from `TopicConfigDefaults`).
 struct KeySpec {
     name: &'static str,
+    /// DescribeConfigs documentation (short, shardlog's own words).
+    doc: &'static str,
     kind: Kind,
     stored_default: &'static str,
 }
@@ -176,120 +180,157 @@ const I64_MAX: &str = "9223372036854775807";
 const KEYS: &[KeySpec] = &[
     KeySpec {
         name: CLEANUP_POLICY,
+        doc: "delete (by retention), compact (keep the last record per key), or both.",
         kind: Kind::List(CLEANUP_POLICIES),
         stored_default: "",
     },
     KeySpec {
         name: COMPRESSION_TYPE,
+        doc: "Compression of stored batches; shardlog keeps the producer's.",
         kind: Kind::OneOf(COMPRESSION_TYPES),
         stored_default: "",
     },
     KeySpec {
         name: DELETE_RETENTION_MS,
+        doc: "Compacted topics: how long tombstones are kept.",
         kind: Kind::Long(0),
         stored_default: "86400000",
     },
     KeySpec {
         name: "file.delete.delay.ms",
+        doc: "Stored only: shardlog removes deleted segments at once.",
         kind: Kind::Long(0),
         stored_default: "60000",
     },
     KeySpec {
         name: FLUSH_MESSAGES,
+        doc: "fdatasync once this many messages are unsynced (1: every write).",
         kind: Kind::Long(1),
         stored_default: I64_MAX,
     },
     KeySpec {
         name: FLUSH_MS,
+        doc: "fdatasync once unsynced data is this old.",
         kind: Kind::Long(0),
         stored_default: I64_MAX,
     },
     KeySpec {
         name: "index.interval.bytes",
+        doc: "Stored only: the broker's log.index.interval.bytes applies.",
         kind: Kind::Int(0),
         stored_default: "4096",
     },
     KeySpec {
         name: MAX_COMPACTION_LAG_MS,
+        doc: "Stored only: longest time a record stays uncompacted.",
         kind: Kind::Long(1),
         stored_default: I64_MAX,
     },
     KeySpec {
         name: MAX_MESSAGE_BYTES,
+        doc: "Largest record batch accepted.",
         kind: Kind::Int(0),
         stored_default: "",
     },
     KeySpec {
         name: MESSAGE_TIMESTAMP_AFTER_MAX_MS,
+        doc: "CreateTime records newer than now plus this are refused.",
         kind: Kind::Long(0),
         stored_default: "",
     },
     KeySpec {
         name: MESSAGE_TIMESTAMP_BEFORE_MAX_MS,
+        doc: "CreateTime records older than now minus this are refused.",
         kind: Kind::Long(0),
         stored_default: "",
     },
     KeySpec {
         name: MESSAGE_TIMESTAMP_TYPE,
+        doc: "CreateTime (producer's timestamp) or LogAppendTime (broker's).",
         kind: Kind::OneOf(TIMESTAMP_TYPES),
         stored_default: "",
     },
     KeySpec {
         name: MIN_CLEANABLE_DIRTY_RATIO,
+        doc: "Compacted topics: clean when dirty bytes reach this share of the log.",
         kind: Kind::Ratio(0.0, 1.0),
         stored_default: "0.5",
     },
     KeySpec {
         name: MIN_COMPACTION_LAG_MS,
+        doc: "Stored only: shortest time a record stays uncompacted.",
         kind: Kind::Long(0),
         stored_default: "0",
     },
     KeySpec {
         name: MIN_INSYNC_REPLICAS,
+        doc: "Stored only: one replica per partition.",
         kind: Kind::Int(1),
         stored_default: "",
     },
     KeySpec {
         name: "preallocate",
+        doc: "Stored only: segments are not preallocated.",
         kind: Kind::Bool,
         stored_default: "false",
     },
     KeySpec {
         name: RETENTION_BYTES,
+        doc: "Delete old segments beyond this size per partition (-1: unlimited).",
         kind: Kind::Long(i64::MIN),
         stored_default: "",
     },
     KeySpec {
         name: RETENTION_MS,
+        doc: "Delete segments older than this (-1: unlimited).",
         kind: Kind::Long(-1),
         stored_default: "",
     },
     KeySpec {
         name: SEGMENT_BYTES,
+        doc: "Roll a segment at this size.",
         kind: Kind::Int(MIN_SEGMENT_BYTES as i32),
         stored_default: "",
     },
     KeySpec {
         name: "segment.index.bytes",
+        doc: "Stored only: index files grow as needed.",
         kind: Kind::Int(4),
         stored_default: "10485760",
     },
     KeySpec {
         name: "segment.jitter.ms",
+        doc: "Stored only: no roll jitter.",
         kind: Kind::Long(0),
         stored_default: "0",
     },
     KeySpec {
         name: SEGMENT_MS,
+        doc: "Roll a segment this old.",
         kind: Kind::Long(1),
         stored_default: "",
     },
     KeySpec {
         name: "unclean.leader.election.enable",
+        doc: "Stored only: one replica, no unclean election.",
         kind: Kind::Bool,
         stored_default: "false",
     },
 ];
+
+/// The Kafka config type of a topic key and its documentation, for DescribeConfigs.
+pub fn type_and_doc(key: &str) -> Option<(ConfigType, &'static str)> {
+    let s = spec(key)?;
+    let ty = match s.kind {
+        Kind::Long(_) => ConfigType::Long,
+        Kind::Int(_) => ConfigType::Int,
+        Kind::Ratio(..) => ConfigType::Double,
+        Kind::Bool => ConfigType::Boolean,
+        Kind::List(_) => ConfigType::List,
+        Kind::OneOf(_) => ConfigType::String,
+    };
+    Some((ty, s.doc))
+}
 
 fn spec(key: &str) -> Option<&'static KeySpec> {
     KEYS.iter().find(|k| k.name == key)
@@ -489,6 +530,26 @@ impl TopicConfig {
         })
     }
 
+    /// These values as the defaults of other topics (dynamic broker configs are resolved
+    /// as a topic's overrides, then used as defaults).
+    pub fn as_defaults(&self) -> TopicConfigDefaults {
+        TopicConfigDefaults {
+            retention_ms: self.retention_ms,
+            retention_bytes: self.retention_bytes,
+            segment_bytes: self.segment_bytes,
+            segment_ms: self.segment_ms,
+            max_message_bytes: self.max_message_bytes,
+            timestamp_before_max_ms: self.timestamp_before_max_ms,
+            timestamp_after_max_ms: self.timestamp_after_max_ms,
+            cleanup_policy: self.cleanup_policy.clone(),
+            timestamp_type: self.timestamp_type,
+            min_insync_replicas: self.min_insync_replicas,
+            compression_type: self.compression_type.clone(),
+            flush_messages: self.flush_messages,
+            flush_ms: self.flush_ms,
+        }
+    }
+
     pub fn is_compacted(&self) -> bool {
         self.cleanup_policy.iter().any(|p| p == "compact")
     }
@@ -625,6 +686,17 @@ mod tests {
             let err = validate_key_value(k, v).expect_err(k);
             assert!(err.contains(k), "{err}");
         }
+    }
+
+    #[test]
+    fn types_follow_kafka() {
+        assert_eq!(type_and_doc(RETENTION_MS).unwrap().0, ConfigType::Long);
+        assert_eq!(type_and_doc(SEGMENT_BYTES).unwrap().0, ConfigType::Int);
+        assert_eq!(type_and_doc(CLEANUP_POLICY).unwrap().0, ConfigType::List);
+        assert_eq!(type_and_doc(MIN_CLEANABLE_DIRTY_RATIO).unwrap().0, ConfigType::Double);
+        assert_eq!(type_and_doc(COMPRESSION_TYPE).unwrap().0, ConfigType::String);
+        assert_eq!(type_and_doc("preallocate").unwrap().0, ConfigType::Boolean);
+        assert!(KEYS.iter().all(|k| !k.doc.is_empty()));
     }
 
     #[test]

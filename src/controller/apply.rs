@@ -1,7 +1,7 @@
 //! The deterministic metadata transition: (image, committed command) → (image', response,
 //! deltas). Every replica and every replay computes the same result from the same log, so
 //! nothing here may read the clock, randomness or local config.
-use crate::cluster::image::{MetadataDelta, MetadataImage, PartitionMeta, TopicMeta};
+use crate::cluster::image::{ConfigResource, MetadataDelta, MetadataImage, PartitionMeta, TopicMeta};
 
 use super::types::{Applied, Command, Rejection, Response};
 
@@ -142,6 +142,21 @@ fn apply_inner(
             image.next_producer_id = next;
             Ok((Applied::ProducerIds { first }, Vec::new()))
         }
+        Command::SetResourceConfigs { resource, configs } => {
+            if image.configs_of(resource) == configs {
+                return Ok((Applied::Done, Vec::new()));
+            }
+            if configs.is_empty() {
+                image.resource_configs.remove(resource);
+            } else {
+                image.resource_configs.insert(resource.clone(), configs.clone());
+            }
+            let deltas = match resource {
+                ConfigResource::Broker(_) => vec![MetadataDelta::BrokerConfigChanged],
+                ConfigResource::Group(group) => vec![MetadataDelta::GroupConfigChanged { group: group.clone() }],
+            };
+            Ok((Applied::Done, deltas))
+        }
     }
 }
 
@@ -173,6 +188,20 @@ pub fn diff_images(old: &MetadataImage, new: &MetadataImage) -> Vec<MetadataDelt
             }
             _ => deltas.push(MetadataDelta::TopicCreated { name: name.clone() }),
         }
+    }
+    let resources = old.resource_configs.keys().chain(new.resource_configs.keys()).collect::<std::collections::BTreeSet<_>>();
+    let mut brokers_changed = false;
+    for r in resources {
+        if old.configs_of(r) == new.configs_of(r) {
+            continue;
+        }
+        match r {
+            ConfigResource::Broker(_) => brokers_changed = true,
+            ConfigResource::Group(group) => deltas.push(MetadataDelta::GroupConfigChanged { group: group.clone() }),
+        }
+    }
+    if brokers_changed {
+        deltas.push(MetadataDelta::BrokerConfigChanged);
     }
     deltas
 }

@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 
 use futures::channel::oneshot;
 
-use crate::cluster::image::{MetadataImage, TopicMeta};
+use crate::cluster::image::{ConfigResource, MetadataImage, TopicMeta};
 
 use super::state_machine::Publisher;
 use super::{ConfigOp, ControllerError};
@@ -38,6 +38,15 @@ pub(super) enum Request {
     AlterConfigs {
         name: String,
         ops: Vec<ConfigOp>,
+        /// Legacy AlterConfigs: the ops (all `Set`) replace every override.
+        replace: bool,
+        validate_only: bool,
+        reply: Reply<()>,
+    },
+    AlterResourceConfigs {
+        resource: ConfigResource,
+        ops: Vec<ConfigOp>,
+        replace: bool,
         validate_only: bool,
         reply: Reply<()>,
     },
@@ -132,10 +141,36 @@ impl ControllerHandle {
         self.call(|reply| Request::AlterConfigs {
             name,
             ops,
+            replace: false,
             validate_only,
             reply,
         })
         .await
+    }
+
+    /// Legacy AlterConfigs on a topic: `configs` become the topic's whole override set.
+    pub async fn replace_topic_configs(
+        &self,
+        name: String,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<(), ControllerError> {
+        let ops = configs.into_iter().map(|(k, v)| ConfigOp::Set(k, v)).collect();
+        self.call(|reply| Request::AlterConfigs { name, ops, replace: true, validate_only, reply })
+            .await
+    }
+
+    /// Changes the dynamic configs of a broker (or the cluster-wide default) or a group;
+    /// `replace` = legacy AlterConfigs (keys not in `ops` are removed).
+    pub async fn alter_resource_configs(
+        &self,
+        resource: ConfigResource,
+        ops: Vec<ConfigOp>,
+        replace: bool,
+        validate_only: bool,
+    ) -> Result<(), ControllerError> {
+        self.call(|reply| Request::AlterResourceConfigs { resource, ops, replace, validate_only, reply })
+            .await
     }
 
     /// Reserves `count` producer ids; returns the first of the block.

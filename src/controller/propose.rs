@@ -3,7 +3,8 @@
 //! committed record is self-contained. Error texts follow Kafka's where it has one.
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::cluster::image::{MetadataImage, TopicMeta};
+use crate::cluster::config_defs::{self, ConfigDefError};
+use crate::cluster::image::{ConfigResource, MetadataImage, TopicMeta};
 use crate::cluster::topic_config::{self, TopicConfig, TopicConfigDefaults};
 
 use super::placement::place;
@@ -181,29 +182,40 @@ pub fn delete_topic(image: &MetadataImage, name: &str) -> Result<Command, Contro
     })
 }
 
-/// Applies IncrementalAlterConfigs ops to the topic's overrides; the result is validated
-/// as a whole and replaces the overrides when committed.
+/// The key an op names.
+fn op_key(op: &ConfigOp) -> &str {
+    match op {
+        ConfigOp::Set(k, _) | ConfigOp::Delete(k) | ConfigOp::Append(k, _) | ConfigOp::Subtract(k, _) => k,
+    }
+}
+
+/// Refuses a request naming one key twice (Kafka: INVALID_CONFIG on the resource).
+fn check_unique_keys(ops: &[ConfigOp]) -> Result<(), ControllerError> {
+    let mut seen = BTreeSet::new();
+    for op in ops {
+        let key = op_key(op);
+        if !seen.insert(key) {
+            return Err(ControllerError::InvalidConfig(format!("Error due to duplicate config keys: {key}")));
+        }
+    }
+    Ok(())
+}
+
+/// Applies IncrementalAlterConfigs ops (or, with `replace`, legacy AlterConfigs: the ops
+/// are the whole new set) to the topic's overrides; the result is validated as a whole and
+/// replaces the overrides when committed.
 pub fn alter_configs(
     ctx: &ProposeCtx<'_>,
     image: &MetadataImage,
     name: &str,
     ops: Vec<ConfigOp>,
+    replace: bool,
 ) -> Result<Command, ControllerError> {
     let topic = live_topic(image, name)?;
-    let mut configs = topic.configs.clone();
-    let mut seen = BTreeSet::new();
+    let mut configs = if replace { BTreeMap::new() } else { topic.configs.clone() };
+    check_unique_keys(&ops)?;
     for op in ops {
-        let key = match &op {
-            ConfigOp::Set(k, _)
-            | ConfigOp::Delete(k)
-            | ConfigOp::Append(k, _)
-            | ConfigOp::Subtract(k, _) => k.clone(),
-        };
-        if !seen.insert(key.clone()) {
-            return Err(ControllerError::InvalidConfig(format!(
-                "Error due to duplicate config keys: {key}"
-            )));
-        }
+        let key = op_key(&op).to_string();
         if !topic_config::is_known_key(&key) {
             return Err(ControllerError::InvalidConfig(format!(
                 "Unknown topic config name: {key}"
@@ -247,6 +259,39 @@ pub fn alter_configs(
         topic_id: topic.topic_id,
         configs,
     })
+}
+
+/// Applies config ops to a broker's or group's dynamic configs (`replace`: legacy
+/// AlterConfigs, the ops are the whole new set). List ops (APPEND/SUBTRACT) are refused:
+/// the one dynamic list key, log.cleanup.policy, is SET as a whole.
+pub fn alter_resource_configs(
+    image: &MetadataImage,
+    resource: ConfigResource,
+    ops: Vec<ConfigOp>,
+    replace: bool,
+) -> Result<Command, ControllerError> {
+    let mut configs = if replace { BTreeMap::new() } else { image.configs_of(&resource).clone() };
+    check_unique_keys(&ops)?;
+    for op in ops {
+        match op {
+            ConfigOp::Set(k, v) => {
+                configs.insert(k, v);
+            }
+            ConfigOp::Delete(k) => {
+                configs.remove(&k);
+            }
+            ConfigOp::Append(k, _) | ConfigOp::Subtract(k, _) => {
+                return Err(ControllerError::InvalidConfig(format!(
+                    "Config value append/subtract is not allowed for config key: {k} (set the whole value)"
+                )));
+            }
+        }
+    }
+    config_defs::validate_resource_configs(&resource, &configs).map_err(|e| match e {
+        ConfigDefError::InvalidRequest(m) => ControllerError::InvalidRequest(m),
+        ConfigDefError::InvalidConfig(m) => ControllerError::InvalidConfig(m),
+    })?;
+    Ok(Command::SetResourceConfigs { resource, configs })
 }
 
 /// The effective items of list config `key`: the override if set, else the default.

@@ -312,10 +312,19 @@ async fn handle_request(ctx: &ProposeCtx<'_>, raft: &Raft, publisher: &Publisher
         Request::AlterConfigs {
             name,
             ops,
+            replace,
             validate_only,
             reply,
         } => {
-            let res = match propose::alter_configs(ctx, &image, &name, ops) {
+            let res = match propose::alter_configs(ctx, &image, &name, ops, replace) {
+                Err(e) => Err(e),
+                Ok(_) if validate_only => Ok(()),
+                Ok(cmd) => write(raft, cmd).await.map(|_| ()),
+            };
+            let _ = reply.send(res);
+        }
+        Request::AlterResourceConfigs { resource, ops, replace, validate_only, reply } => {
+            let res = match propose::alter_resource_configs(&image, resource, ops, replace) {
                 Err(e) => Err(e),
                 Ok(_) if validate_only => Ok(()),
                 Ok(cmd) => write(raft, cmd).await.map(|_| ()),

@@ -12,14 +12,16 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 
-use crate::cluster::image::{MetadataImage, PartitionMeta, TopicMeta};
+use crate::cluster::image::{ConfigResource, MetadataImage, PartitionMeta, TopicMeta};
 
 use super::files::{read_if_exists, write_atomic};
 use super::frame::{self, FrameError};
 use super::types::SnapshotMeta;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"SLSS");
-const VERSION: u16 = 1;
+/// 2 added dynamic broker and group configs; version 1 files are still read.
+const VERSION: u16 = 2;
+const VERSION_1: u16 = 1;
 /// Largest snapshot accepted (from disk or from a peer).
 pub const MAX_SNAPSHOT_BYTES: usize = 1 << 30;
 pub const SNAPSHOT_FILE: &str = "snapshot.bin";
@@ -57,6 +59,37 @@ struct SnapImage {
     applied_index: u64,
     next_producer_id: i64,
     topics: Vec<SnapTopic>,
+    resource_configs: Vec<SnapResourceConfigs>,
+}
+
+/// Version 1 layout (before dynamic broker and group configs).
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapFileV1 {
+    meta_json: Vec<u8>,
+    image: SnapImageV1,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapImageV1 {
+    cluster_id: String,
+    applied_index: u64,
+    next_producer_id: i64,
+    topics: Vec<SnapTopic>,
+}
+
+/// `kind`: 0 = broker, 1 = group.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapResourceConfigs {
+    kind: u8,
+    name: String,
+    configs: Vec<SnapConfig>,
+}
+
+const RESOURCE_BROKER: u8 = 0;
+const RESOURCE_GROUP: u8 = 1;
+
+fn snap_configs(configs: &BTreeMap<String, String>) -> Vec<SnapConfig> {
+    configs.iter().map(|(k, v)| SnapConfig { key: k.clone(), value: v.clone() }).collect()
 }
 
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
@@ -101,22 +134,38 @@ impl From<&MetadataImage> for SnapImage {
                             leader_epoch: p.leader_epoch,
                         })
                         .collect(),
-                    configs: t
-                        .configs
-                        .iter()
-                        .map(|(k, v)| SnapConfig {
-                            key: k.clone(),
-                            value: v.clone(),
-                        })
-                        .collect(),
+                    configs: snap_configs(&t.configs),
+                })
+                .collect(),
+            resource_configs: img
+                .resource_configs
+                .iter()
+                .map(|(r, c)| {
+                    let (kind, name) = match r {
+                        ConfigResource::Broker(n) => (RESOURCE_BROKER, n.clone()),
+                        ConfigResource::Group(n) => (RESOURCE_GROUP, n.clone()),
+                    };
+                    SnapResourceConfigs { kind, name, configs: snap_configs(c) }
                 })
                 .collect(),
         }
     }
 }
 
-impl From<SnapImage> for MetadataImage {
-    fn from(s: SnapImage) -> Self {
+impl TryFrom<SnapImage> for MetadataImage {
+    type Error = SnapshotError;
+
+    fn try_from(s: SnapImage) -> Result<Self, SnapshotError> {
+        let mut resource_configs = BTreeMap::new();
+        for r in s.resource_configs {
+            let resource = match r.kind {
+                RESOURCE_BROKER => ConfigResource::Broker(r.name),
+                RESOURCE_GROUP => ConfigResource::Group(r.name),
+                other => return Err(SnapshotError::Archive(format!("unknown config resource kind {other}"))),
+            };
+            let configs = r.configs.into_iter().map(|c| (c.key, c.value)).collect::<BTreeMap<_, _>>();
+            resource_configs.insert(resource, configs);
+        }
         let topics = s
             .topics
             .into_iter()
@@ -142,12 +191,13 @@ impl From<SnapImage> for MetadataImage {
                 (t.name, meta)
             })
             .collect();
-        MetadataImage {
+        Ok(MetadataImage {
             cluster_id: s.cluster_id,
             applied_index: s.applied_index,
             topics,
             next_producer_id: s.next_producer_id,
-        }
+            resource_configs,
+        })
     }
 }
 
@@ -171,7 +221,16 @@ pub fn encode(meta: &SnapshotMeta, image: &MetadataImage) -> Result<Vec<u8>, Sna
 
 /// Checks (frame, CRC, archive validation) and decodes snapshot-file bytes.
 pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotError> {
-    let (payload, used) = frame::decode(bytes, MAGIC, VERSION, MAX_SNAPSHOT_BYTES)?;
+    let (payload, used, version) = match frame::decode(bytes, MAGIC, VERSION, MAX_SNAPSHOT_BYTES) {
+        Err(FrameError::BadVersion { found: VERSION_1, .. }) => {
+            let (p, u) = frame::decode(bytes, MAGIC, VERSION_1, MAX_SNAPSHOT_BYTES)?;
+            (p, u, VERSION_1)
+        }
+        other => {
+            let (p, u) = other?;
+            (p, u, VERSION)
+        }
+    };
     if used != bytes.len() {
         return Err(SnapshotError::Archive(format!(
             "{} trailing bytes after the snapshot record",
@@ -181,11 +240,25 @@ pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotErr
     // rkyv reads in place and needs its buffer aligned; a Vec<u8> from disk is not.
     let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(payload.len());
     aligned.extend_from_slice(payload);
-    let file = rkyv::from_bytes::<SnapFile, rkyv::rancor::Error>(&aligned)
-        .map_err(|e| SnapshotError::Archive(e.to_string()))?;
+    let file = if version == VERSION_1 {
+        let v1 = rkyv::from_bytes::<SnapFileV1, rkyv::rancor::Error>(&aligned)
+            .map_err(|e| SnapshotError::Archive(e.to_string()))?;
+        let i = v1.image;
+        let image = SnapImage {
+            cluster_id: i.cluster_id,
+            applied_index: i.applied_index,
+            next_producer_id: i.next_producer_id,
+            topics: i.topics,
+            resource_configs: Vec::new(),
+        };
+        SnapFile { meta_json: v1.meta_json, image }
+    } else {
+        rkyv::from_bytes::<SnapFile, rkyv::rancor::Error>(&aligned)
+            .map_err(|e| SnapshotError::Archive(e.to_string()))?
+    };
     let meta: SnapshotMeta =
         serde_json::from_slice(&file.meta_json).map_err(|e| SnapshotError::Meta(e.to_string()))?;
-    Ok((meta, MetadataImage::from(file.image)))
+    Ok((meta, MetadataImage::try_from(file.image)?))
 }
 
 /// Durably replaces the snapshot file in `dir`.
@@ -208,5 +281,32 @@ pub fn load(dir: &Path) -> Result<Option<(SnapshotMeta, MetadataImage, Vec<u8>)>
             "{} is corrupt ({e}); the log before it was purged, so restore the file from a backup or another controller",
             path.display()
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_1_files_still_load() {
+        let meta = SnapshotMeta::default();
+        let v1 = SnapFileV1 {
+            meta_json: serde_json::to_vec(&meta).unwrap(),
+            image: SnapImageV1 { cluster_id: "c".into(), applied_index: 7, next_producer_id: 9, topics: Vec::new() },
+        };
+        let archived = rkyv::to_bytes::<rkyv::rancor::Error>(&v1).unwrap();
+        let (_, image) = decode(&frame::encode(MAGIC, VERSION_1, &archived)).unwrap();
+        assert_eq!((image.cluster_id.as_str(), image.applied_index, image.next_producer_id), ("c", 7, 9));
+        assert!(image.resource_configs.is_empty());
+    }
+
+    #[test]
+    fn resource_configs_round_trip() {
+        let mut image = MetadataImage::default();
+        image.resource_configs.insert(ConfigResource::Broker(String::new()), [("log.retention.ms".to_string(), "5".to_string())].into());
+        image.resource_configs.insert(ConfigResource::Group("g".into()), [("consumer.session.timeout.ms".to_string(), "50000".to_string())].into());
+        let (_, back) = decode(&encode(&SnapshotMeta::default(), &image).unwrap()).unwrap();
+        assert_eq!(back, image);
     }
 }

@@ -10,7 +10,7 @@ use futures::executor::block_on;
 use super::log_store::{LogStore, LOG_FILE};
 use super::snapshot::SNAPSHOT_FILE;
 use super::*;
-use crate::cluster::image::{MetadataDelta, MetadataImage};
+use crate::cluster::image::{ConfigResource, MetadataDelta, MetadataImage};
 
 fn cfg(dir: &Path, shards: u16) -> ControllerConfig {
     ControllerConfig {
@@ -318,6 +318,68 @@ fn populate(h: &ControllerHandle) {
     .unwrap();
     block_on(h.allocate_producer_ids(5000)).unwrap();
     block_on(h.delete_topic("gone".into())).unwrap();
+    set_resource_configs(h);
+}
+
+/// Dynamic broker (cluster default and per broker) and group configs.
+fn set_resource_configs(h: &ControllerHandle) {
+    let set = |k: &str, v: &str| ConfigOp::Set(k.into(), v.into());
+    block_on(h.alter_resource_configs(ConfigResource::Broker(String::new()), vec![set("log.retention.ms", "1000")], false, false)).unwrap();
+    block_on(h.alter_resource_configs(ConfigResource::Broker("1".into()), vec![set("message.max.bytes", "5000")], false, false)).unwrap();
+    block_on(h.alter_resource_configs(ConfigResource::Group("g".into()), vec![set("consumer.session.timeout.ms", "50000")], false, false)).unwrap();
+}
+
+#[test]
+fn resource_configs_validate_replace_and_publish() {
+    let dir = tempfile::tempdir().unwrap();
+    let (h, rxs) = start(cfg(dir.path(), 1)).unwrap();
+    rxs[0].try_recv().unwrap();
+    set_resource_configs(&h);
+    let deltas: Vec<MetadataDelta> = std::iter::from_fn(|| rxs[0].try_recv().ok()).flat_map(|u| u.deltas).collect();
+    assert_eq!(
+        deltas,
+        vec![MetadataDelta::BrokerConfigChanged, MetadataDelta::BrokerConfigChanged, MetadataDelta::GroupConfigChanged { group: "g".into() }]
+    );
+    let broker = ConfigResource::Broker("1".into());
+    // Read-only and unknown keys, bad values, list ops: refused, nothing committed.
+    let bad = [
+        (ConfigOp::Set("num.partitions".into(), "3".into()), "InvalidRequest"),
+        (ConfigOp::Set("no.such".into(), "3".into()), "InvalidRequest"),
+        (ConfigOp::Set("log.retention.ms".into(), "x".into()), "InvalidConfig"),
+        (ConfigOp::Append("log.cleanup.policy".into(), "compact".into()), "InvalidConfig"),
+    ];
+    for (op, kind) in bad {
+        let e = block_on(h.alter_resource_configs(broker.clone(), vec![op.clone()], false, false)).unwrap_err();
+        assert!(format!("{e:?}").starts_with(kind), "{op:?}: {e:?}");
+    }
+    // validate_only commits nothing; replace drops the keys not named.
+    let set = |k: &str, v: &str| ConfigOp::Set(k.into(), v.into());
+    block_on(h.alter_resource_configs(broker.clone(), vec![set("log.segment.bytes", "1048576")], true, true)).unwrap();
+    assert_eq!(h.image().configs_of(&broker), &cfgs(&[("message.max.bytes", "5000")]));
+    block_on(h.alter_resource_configs(broker.clone(), vec![set("log.segment.bytes", "1048576")], true, false)).unwrap();
+    assert_eq!(h.image().configs_of(&broker), &cfgs(&[("log.segment.bytes", "1048576")]));
+    block_on(h.alter_resource_configs(broker.clone(), vec![ConfigOp::Delete("log.segment.bytes".into())], false, false)).unwrap();
+    assert!(!h.image().resource_configs.contains_key(&broker));
+    stop(&h);
+}
+
+#[test]
+fn resource_configs_survive_a_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = cfg(dir.path(), 1);
+    c.snapshot_every_entries = 2;
+    let (h, _rxs) = start(c.clone()).unwrap();
+    set_resource_configs(&h);
+    for i in 0..4 {
+        block_on(h.create_topic(format!("t{i}"), 1, 1, BTreeMap::new(), false)).unwrap();
+    }
+    let before = h.image();
+    assert_eq!(before.resource_configs.len(), 3);
+    stop(&h);
+    assert!(dir.path().join("controller").join(SNAPSHOT_FILE).exists());
+    let (h2, _rxs2) = start(c).unwrap();
+    assert_eq!(content(&h2.image()), content(&before));
+    stop(&h2);
 }
 
 #[test]
@@ -504,7 +566,7 @@ mod simulation {
                         1 => ConfigOp::Append("cleanup.policy".into(), "compact".into()),
                         _ => ConfigOp::Subtract("cleanup.policy".into(), "delete".into()),
                     };
-                    propose::alter_configs(&ctx, &img, &name, vec![op])
+                    propose::alter_configs(&ctx, &img, &name, vec![op], false)
                 }
                 _ => propose::allocate_producer_ids(&img, rng.below(3) as i64),
             };

@@ -7,7 +7,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::image::TopicMeta;
+use crate::cluster::image::{ConfigResource, TopicMeta};
 use crate::runtime::ShardId;
 
 use super::ControllerError;
@@ -66,6 +66,12 @@ pub enum Command {
     AllocateProducerIds {
         count: i64,
     },
+    /// Replaces the whole dynamic config map of a broker or group (already validated);
+    /// an empty map removes the resource's entry.
+    SetResourceConfigs {
+        resource: ConfigResource,
+        configs: BTreeMap<String, String>,
+    },
 }
 
 impl fmt::Display for Command {
@@ -85,6 +91,9 @@ impl fmt::Display for Command {
                 write!(f, "SetTopicConfigs({name}, {} keys)", configs.len())
             }
             Command::AllocateProducerIds { count } => write!(f, "AllocateProducerIds({count})"),
+            Command::SetResourceConfigs { resource, configs } => {
+                write!(f, "SetResourceConfigs({resource:?}, {} keys)", configs.len())
+            }
         }
     }
 }

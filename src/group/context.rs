@@ -43,6 +43,18 @@ impl CoordinatorContext {
         self.partitions.image()
     }
 
+    /// Session timeout (ms) and heartbeat interval (ms) of KIP-848 group `group_id`: its
+    /// group configs (consumer.session.timeout.ms, consumer.heartbeat.interval.ms) if set,
+    /// else the broker's group.consumer.* defaults.
+    pub fn consumer_timeouts(&self, image: &crate::cluster::image::MetadataImage, group_id: &str) -> (u64, i32) {
+        crate::cluster::config_defs::group_consumer_timeouts(
+            image,
+            group_id,
+            self.config.group_consumer_session_timeout_ms,
+            self.config.group_consumer_heartbeat_interval_ms,
+        )
+    }
+
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
         self.partitions.get(topic, partition)
     }

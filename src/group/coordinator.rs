@@ -191,12 +191,14 @@ impl Coordinator {
         // One append per group and tick, so a group's records land together and in order.
         let mut to_persist: Vec<(i32, Vec<OffsetsRecord>)> = Vec::new();
         {
+            let image = ctx.image();
             let mut groups = self.groups.borrow_mut();
             for g in groups.values_mut() {
                 if let Some(rec) = membership::expire(g, now, ctx.config.group_initial_rebalance_delay_ms) {
                     to_persist.push((g.partition, vec![rec]));
                 }
-                let recs = super::consumer::expire(g, now, ctx.config.group_consumer_session_timeout_ms);
+                let (session_timeout_ms, _) = ctx.consumer_timeouts(&image, &g.id);
+                let recs = super::consumer::expire(g, now, session_timeout_ms);
                 if !recs.is_empty() {
                     to_persist.push((g.partition, recs));
                 }

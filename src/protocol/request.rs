@@ -235,6 +235,7 @@ pub(crate) mod tests {
         check::<DescribeConfigsRequest>(ApiKey::DescribeConfigs);
         check::<CreatePartitionsRequest>(ApiKey::CreatePartitions);
         check::<IncrementalAlterConfigsRequest>(ApiKey::IncrementalAlterConfigs);
+        check::<AlterConfigsRequest>(ApiKey::AlterConfigs);
         check::<DescribeClusterRequest>(ApiKey::DescribeCluster);
         check::<OffsetCommitRequest>(ApiKey::OffsetCommit);
         check::<OffsetFetchRequest>(ApiKey::OffsetFetch);

@@ -59,6 +59,7 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, peer: Option<
         RequestKind::DeleteRecords(r) => handlers::delete_records::handle(ctx, meta, r).await,
         RequestKind::DescribeConfigs(r) => handlers::describe_configs::handle(ctx, meta, r),
         RequestKind::IncrementalAlterConfigs(r) => handlers::incremental_alter_configs::handle(ctx, meta, r).await,
+        RequestKind::AlterConfigs(r) => handlers::alter_configs::handle(ctx, meta, r).await,
         RequestKind::DescribeCluster(r) => handlers::describe_cluster::handle(ctx, meta, r),
         RequestKind::DescribeLogDirs(r) => handlers::describe_log_dirs::handle(ctx, meta, r).await,
         RequestKind::AlterReplicaLogDirs(r) => handlers::alter_replica_log_dirs::handle(ctx, meta, r),

@@ -216,9 +216,10 @@ impl Coordinator {
             return heartbeat::error_response(e);
         }
         let cfg = &ctx.config;
-        let settings = heartbeat::Settings { heartbeat_interval_ms: cfg.group_consumer_heartbeat_interval_ms, max_size: cfg.group_max_size };
         let group_id = req.group_id.0.to_string();
         let image = ctx.image();
+        let (_, heartbeat_interval_ms) = ctx.consumer_timeouts(&image, &group_id);
+        let settings = heartbeat::Settings { heartbeat_interval_ms, max_size: cfg.group_max_size };
         let outcome: Result<(ConsumerGroupHeartbeatResponse, Vec<OffsetsRecord>), heartbeat::HeartbeatError> = {
             let mut groups = self.groups.borrow_mut();
             if !groups.contains_key(&group_id) {

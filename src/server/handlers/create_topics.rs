@@ -56,7 +56,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreateTopics
                 result.replication_factor = 1;
                 if meta.version >= 5 {
                     result.configs = Some(
-                        describe(&ctx.topic_defaults, &topic.configs)
+                        describe(&ctx.topic_defaults(), &topic.configs)
                             .into_iter()
                             .map(|e| {
                                 CreatableTopicConfigs::default()

@@ -1,19 +1,30 @@
-//! DescribeConfigs for topics (every known key: set on the topic = DYNAMIC_TOPIC_CONFIG,
-//! else DEFAULT_CONFIG) and for this broker (its effective settings, read-only).
+//! DescribeConfigs for topics, brokers and groups, as Kafka 4.1 answers it.
+//! - topic: every known key; DYNAMIC_TOPIC_CONFIG where set on the topic, else the source
+//!   of the broker key it defaults to (`config_defs::topic_key_broker_synonyms`);
+//! - broker `<this node id>`: every key of `config_defs::BROKER_KEYS` with the value in force
+//!   and its source (dynamic per-broker > dynamic cluster default > static > default);
+//!   broker "" (the cluster-wide default): only the dynamic defaults set, as Kafka;
+//!   another broker id: INVALID_REQUEST, as Kafka;
+//! - group: the KIP-848 group keys, GROUP_CONFIG where set (the group need not exist).
+//!
+//! Synonyms only when `include_synonyms`, documentation only when
+//! `include_documentation`; the config type always. Sensitive values are null.
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsRequest;
-use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResponse, DescribeConfigsResult};
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResponse, DescribeConfigsResult, DescribeConfigsSynonym,
+};
 
 use super::str_bytes;
+use crate::cluster::config_defs::{self, source, Described, Synonym};
 use crate::cluster::topic_config::describe;
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
-const RESOURCE_TOPIC: i8 = 2;
-const RESOURCE_BROKER: i8 = 4;
-const SOURCE_DYNAMIC_TOPIC: i8 = 1;
-const SOURCE_STATIC_BROKER: i8 = 4;
-const SOURCE_DEFAULT: i8 = 5;
+/// Kafka's ConfigResource.Type ids.
+pub const RESOURCE_TOPIC: i8 = 2;
+pub const RESOURCE_BROKER: i8 = 4;
+pub const RESOURCE_GROUP: i8 = 32;
 
 pub fn handle(ctx: &ShardContext, meta: RequestMeta, req: DescribeConfigsRequest) -> Response {
     let image = ctx.image();
@@ -22,41 +33,48 @@ pub fn handle(ctx: &ShardContext, meta: RequestMeta, req: DescribeConfigsRequest
         .iter()
         .map(|res| {
             let mut r = DescribeConfigsResult::default().with_resource_type(res.resource_type).with_resource_name(res.resource_name.clone());
-            let entries: Vec<(String, String, i8, bool)> = match res.resource_type {
-                RESOURCE_TOPIC => match image.topic(res.resource_name.as_str()) {
-                    Some(t) => describe(&ctx.topic_defaults, &t.configs)
+            let name = res.resource_name.as_str();
+            let entries: Vec<Described> = match res.resource_type {
+                RESOURCE_TOPIC => match image.topic(name) {
+                    Some(t) => describe(&ctx.topic_defaults(), &t.configs)
                         .into_iter()
-                        .map(|e| (e.name, e.value, if e.is_default { SOURCE_DEFAULT } else { SOURCE_DYNAMIC_TOPIC }, false))
+                        .map(|e| {
+                            let mut synonyms = Vec::new();
+                            if !e.is_default {
+                                synonyms.push(Synonym { name: e.name.clone(), value: Some(e.value.clone()), source: source::DYNAMIC_TOPIC_CONFIG });
+                            }
+                            synonyms.extend(config_defs::topic_key_broker_synonyms(&e.name, &ctx.config, &image));
+                            let source = synonyms.first().map_or(source::DEFAULT_CONFIG, |s| s.source);
+                            let (ty, doc) = crate::cluster::topic_config::type_and_doc(&e.name).unwrap_or((config_defs::ConfigType::String, ""));
+                            Described { name: e.name, value: Some(e.value), source, read_only: false, sensitive: false, ty, doc, synonyms }
+                        })
                         .collect(),
                     None => {
                         r.error_code = ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code();
+                        r.error_message = Some(str_bytes(&format!("Topic {name} does not exist")));
                         return r;
                     }
                 },
                 RESOURCE_BROKER => {
-                    if res.resource_name.as_str() != ctx.config.node_id.to_string() && !res.resource_name.is_empty() {
+                    let node = ctx.config.node_id.to_string();
+                    if !name.is_empty() && name != node {
                         r.error_code = ErrorCode::INVALID_REQUEST.code();
-                        r.error_message = Some(str_bytes("unknown broker id"));
+                        r.error_message = Some(str_bytes(&format!("Unexpected broker id, expected {node} or empty string, but received {name}")));
                         return r;
                     }
-                    broker_configs(ctx)
+                    config_defs::describe_broker(&ctx.config, &image, name)
                 }
-                _ => {
+                RESOURCE_GROUP => config_defs::describe_group(&ctx.config, &image, name),
+                other => {
                     r.error_code = ErrorCode::INVALID_REQUEST.code();
-                    r.error_message = Some(str_bytes("only topic and broker resources are supported"));
+                    r.error_message = Some(str_bytes(&format!("Unsupported resource type {other}: topic, broker and group configs are served")));
                     return r;
                 }
             };
             r.configs = entries
                 .into_iter()
-                .filter(|(name, ..)| res.configuration_keys.as_ref().is_none_or(|keys| keys.iter().any(|k| k.as_str() == name)))
-                .map(|(name, value, source, read_only)| {
-                    DescribeConfigsResourceResult::default()
-                        .with_name(str_bytes(&name))
-                        .with_value(Some(str_bytes(&value)))
-                        .with_read_only(read_only)
-                        .with_config_source(source)
-                })
+                .filter(|d| res.configuration_keys.as_ref().is_none_or(|keys| keys.iter().any(|k| k.as_str() == d.name)))
+                .map(|d| entry(d, req.include_synonyms, req.include_documentation))
                 .collect();
             r
         })
@@ -64,22 +82,27 @@ pub fn handle(ctx: &ShardContext, meta: RequestMeta, req: DescribeConfigsRequest
     meta.respond(&DescribeConfigsResponse::default().with_results(results))
 }
 
-fn broker_configs(ctx: &ShardContext) -> Vec<(String, String, i8, bool)> {
-    let c = &ctx.config;
-    let s = |k: &str, v: String| (k.to_string(), v, SOURCE_STATIC_BROKER, true);
-    vec![
-        s("broker.id", c.node_id.to_string()),
-        s("node.id", c.node_id.to_string()),
-        s("num.partitions", c.num_partitions.to_string()),
-        s("auto.create.topics.enable", c.auto_create_topics_enable.to_string()),
-        s("log.segment.bytes", c.log_segment_bytes.to_string()),
-        s("log.roll.ms", c.log_roll_ms.to_string()),
-        s("log.retention.ms", c.log_retention_ms.to_string()),
-        s("log.retention.bytes", c.log_retention_bytes.to_string()),
-        s("message.max.bytes", c.message_max_bytes.to_string()),
-        s("log.message.timestamp.type", c.log_message_timestamp_type.clone()),
-        s("socket.request.max.bytes", c.socket_request_max_bytes.to_string()),
-        s("log.retention.check.interval.ms", c.log_retention_check_interval_ms.to_string()),
-        s("log.cleaner.backoff.ms", c.log_cleaner_backoff_ms.to_string()),
-    ]
+fn entry(d: Described, include_synonyms: bool, include_documentation: bool) -> DescribeConfigsResourceResult {
+    let synonyms = if include_synonyms {
+        d.synonyms
+            .iter()
+            .map(|s| {
+                DescribeConfigsSynonym::default()
+                    .with_name(str_bytes(&s.name))
+                    .with_value(s.value.as_deref().map(str_bytes))
+                    .with_source(s.source)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    DescribeConfigsResourceResult::default()
+        .with_name(str_bytes(&d.name))
+        .with_value(d.value.as_deref().map(str_bytes))
+        .with_read_only(d.read_only)
+        .with_config_source(d.source)
+        .with_is_sensitive(d.sensitive)
+        .with_synonyms(synonyms)
+        .with_config_type(d.ty as i8)
+        .with_documentation(include_documentation.then(|| str_bytes(d.doc)))
 }

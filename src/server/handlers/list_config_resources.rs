@@ -3,8 +3,8 @@
 //! - v0 lists client-metrics resources only: none here (no client-metrics configs exist);
 //! - v1 lists the resource types asked for, all supported ones when the list is empty:
 //!   BROKER_LOGGER and BROKER (this node's id), TOPIC (every topic, internal ones too),
-//!   CLIENT_METRICS and GROUP (resources with dynamic configs: none here, shardlog stores
-//!   no group or client-metrics configs);
+//!   CLIENT_METRICS and GROUP (resources with dynamic configs: groups with group configs
+//!   set, no client-metrics configs);
 //! - any other type (UNKNOWN, ANY, CLUSTER, TRANSACTIONAL_ID, ...) makes the whole answer
 //!   UNSUPPORTED_VERSION with no resources.
 use std::rc::Rc;
@@ -44,8 +44,15 @@ pub fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListConfigResource
     if wants(BROKER) {
         resp.config_resources.push(resource(&node, BROKER));
     }
+    let image = ctx.image();
     if wants(TOPIC) {
-        resp.config_resources.extend(ctx.image().topics.keys().map(|n| resource(n, TOPIC)));
+        resp.config_resources.extend(image.topics.keys().map(|n| resource(n, TOPIC)));
+    }
+    if wants(GROUP) {
+        resp.config_resources.extend(image.resource_configs.keys().filter_map(|r| match r {
+            crate::cluster::image::ConfigResource::Group(g) => Some(resource(g, GROUP)),
+            crate::cluster::image::ConfigResource::Broker(_) => None,
+        }));
     }
     meta.respond(&resp)
 }

@@ -5,6 +5,7 @@
 //! Handlers are the top of the stack: they may use every layer below; nothing below
 //! imports them (shared helpers for lower layers live in `protocol/`).
 pub mod acls_disabled;
+pub mod alter_configs;
 pub mod alter_replica_log_dirs;
 pub mod api_versions;
 pub mod consumer_group_describe;

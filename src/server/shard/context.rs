@@ -29,7 +29,8 @@ pub struct ShardContext {
     pub shard: ShardId,
     pub config: Arc<Config>,
     pub controller: ControllerHandle,
-    pub topic_defaults: TopicConfigDefaults,
+    /// Topic defaults from the static config; `topic_defaults()` adds the dynamic ones.
+    pub static_topic_defaults: TopicConfigDefaults,
     /// The partitions this shard owns and the metadata image it has applied.
     pub partitions: Rc<ShardPartitions>,
     /// Runs partition and group operations on their owning shard.
@@ -61,7 +62,7 @@ impl ShardContext {
             shard,
             config,
             controller,
-            topic_defaults,
+            static_topic_defaults: topic_defaults,
             partitions,
             router,
             coordinator,
@@ -74,6 +75,17 @@ impl ShardContext {
     /// The metadata image this shard has fully applied (partitions opened).
     pub fn image(&self) -> ShardImage {
         self.partitions.image()
+    }
+
+    /// The topic defaults in force in `image`: static ones with the dynamic broker configs
+    /// (cluster-wide default, then this broker's) on top.
+    pub fn topic_defaults_in(&self, image: &crate::cluster::image::MetadataImage) -> TopicConfigDefaults {
+        crate::cluster::config_defs::effective_topic_defaults(&self.static_topic_defaults, image, &self.config.node_id.to_string())
+    }
+
+    /// The topic defaults in force in the image this shard has applied.
+    pub fn topic_defaults(&self) -> TopicConfigDefaults {
+        self.topic_defaults_in(&self.image())
     }
 
     /// Waits until this shard has applied everything the controller committed so far.

@@ -5,17 +5,19 @@
 use std::rc::Rc;
 
 use super::context::ShardContext;
-use crate::cluster::image::{MetadataDelta, MetadataUpdate, TopicMeta};
+use crate::cluster::image::{MetadataDelta, MetadataImage, MetadataUpdate, TopicMeta};
 use crate::cluster::topic_config::{TimestampType, TopicConfig};
 use crate::partition::{effective_flush, write_mode, Partition, PartitionSettings};
 use crate::storage::LogConfig;
 
 impl ShardContext {
-    pub(super) fn settings_for(&self, topic: &TopicMeta) -> (LogConfig, PartitionSettings) {
-        let tc = TopicConfig::resolve(&self.topic_defaults, &topic.configs).unwrap_or_else(|e| {
+    /// `image` is the one being applied: its dynamic broker configs give the defaults.
+    pub(super) fn settings_for(&self, image: &MetadataImage, topic: &TopicMeta) -> (LogConfig, PartitionSettings) {
+        let defaults = self.topic_defaults_in(image);
+        let tc = TopicConfig::resolve(&defaults, &topic.configs).unwrap_or_else(|e| {
             // The controller validated these; an invalid stored value falls back to defaults.
             tracing::error!(topic = %topic.name, error = %e, "stored topic config invalid; using defaults");
-            TopicConfig::resolve(&self.topic_defaults, &Default::default()).unwrap_or_else(|_| unreachable!("defaults are valid"))
+            TopicConfig::resolve(&defaults, &Default::default()).unwrap_or_else(|_| unreachable!("defaults are valid"))
         });
         let flush = effective_flush(self.config.flush, tc.flush_messages);
         let log = LogConfig {
@@ -57,7 +59,7 @@ impl ShardContext {
         }
     }
 
-    async fn open_partition(&self, topic: &TopicMeta, index: i32) {
+    async fn open_partition(&self, image: &MetadataImage, topic: &TopicMeta, index: i32) {
         let Some(meta) = topic.partition(index) else { return };
         if meta.shard != self.shard || self.partitions.get(&topic.name, index).is_some() {
             return;
@@ -68,7 +70,7 @@ impl ShardContext {
                 limit = self.config.max_partitions_per_shard, "partition limit per shard reached; not opening (raise max_partitions_per_shard)");
             return;
         }
-        let (log, settings) = self.settings_for(topic);
+        let (log, settings) = self.settings_for(image, topic);
         let dir = self.partition_dir(&topic.name, index);
         match Partition::open(&dir, topic.name.clone(), index, topic.topic_id, self.shard, meta.leader_epoch, log, settings).await {
             Ok(p) => {
@@ -87,7 +89,7 @@ impl ShardContext {
             // Initial image (or a snapshot): open everything this shard owns.
             for topic in image.topics.values() {
                 for p in &topic.partitions {
-                    self.open_partition(topic, p.partition).await;
+                    self.open_partition(&image, topic, p.partition).await;
                 }
             }
         }
@@ -96,22 +98,33 @@ impl ShardContext {
                 MetadataDelta::TopicCreated { name } | MetadataDelta::PartitionsCreated { name, .. } => {
                     if let Some(topic) = image.topic(name) {
                         for p in &topic.partitions {
-                            self.open_partition(topic, p.partition).await;
+                            self.open_partition(&image, topic, p.partition).await;
                         }
                     }
                 }
                 MetadataDelta::TopicDeleted { name, .. } => self.delete_topic(name).await,
                 MetadataDelta::TopicConfigChanged { name } => {
                     if let Some(topic) = image.topic(name) {
-                        let (log, settings) = self.settings_for(topic);
-                        for p in self.partitions.of_topic(name) {
-                            p.apply_config(log.clone(), settings.clone());
-                        }
+                        self.reconfigure_topic(&image, topic);
                     }
                 }
+                MetadataDelta::BrokerConfigChanged => {
+                    for topic in image.topics.values() {
+                        self.reconfigure_topic(&image, topic);
+                    }
+                }
+                // The coordinator reads group configs from the published image.
+                MetadataDelta::GroupConfigChanged { .. } => {}
             }
         }
         self.partitions.publish(image);
+    }
+
+    fn reconfigure_topic(&self, image: &MetadataImage, topic: &TopicMeta) {
+        let (log, settings) = self.settings_for(image, topic);
+        for p in self.partitions.of_topic(&topic.name) {
+            p.apply_config(log.clone(), settings.clone());
+        }
     }
 
     async fn delete_topic(&self, name: &str) {

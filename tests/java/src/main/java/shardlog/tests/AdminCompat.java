@@ -8,6 +8,9 @@ import java.util.Set;
 import java.util.TreeSet;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.DescribeConfigsOptions;
 import org.apache.kafka.clients.admin.DescribeClusterOptions;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DescribeTopicsOptions;
@@ -19,6 +22,7 @@ import org.apache.kafka.common.TopicCollection;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.acl.AclOperation;
+import org.apache.kafka.common.config.ConfigResource;
 
 /**
  * Admin calls of the admin-API compatibility suite (tests/integration/test_admin_compat.py).
@@ -32,6 +36,9 @@ import org.apache.kafka.common.acl.AclOperation;
  *   describe-log-dirs --bootstrap B
  *       describeLogDirs for every node -> {"node":N,"dir":D,"total":T,"usable":U,"error":..|null,
  *           "replicas":{"t-p":{"size":S,"lag":L,"future":b}}} per log dir
+ *   describe-configs --bootstrap B --type broker|topic|group --name N [--synonyms true] [--docs true]
+ *       describeConfigs -> {"name":K,"value":V|null,"source":S,"type":T,"doc":D|null,"read_only":b,
+ *           "sensitive":b,"synonyms":[{"name":K,"value":V|null,"source":S}]} per config, or {"error":"..."}
  */
 final class AdminCompat {
   private AdminCompat() {}
@@ -107,6 +114,36 @@ final class AdminCompat {
               + ",\"error\":" + (d.error() == null ? "null" : ClientTool.jstr(d.error().toString()))
               + ",\"replicas\":{" + String.join(",", replicas) + "}}");
         }
+      }
+    }
+    return 0;
+  }
+
+  static int describeConfigs(Map<String, String> o, PrintWriter out) throws Exception {
+    ConfigResource.Type type = ConfigResource.Type.valueOf(ClientTool.need(o, "type").toUpperCase());
+    ConfigResource res = new ConfigResource(type, o.getOrDefault("name", ""));
+    DescribeConfigsOptions opts = new DescribeConfigsOptions()
+        .includeSynonyms(Boolean.parseBoolean(o.getOrDefault("synonyms", "false")))
+        .includeDocumentation(Boolean.parseBoolean(o.getOrDefault("docs", "false")));
+    try (Admin a = ClientTool.admin(o)) {
+      Config c;
+      try {
+        c = a.describeConfigs(List.of(res), opts).all().get().get(res);
+      } catch (java.util.concurrent.ExecutionException e) {
+        out.println("{\"error\":" + ClientTool.jstr(e.getCause().toString()) + "}");
+        return 1;
+      }
+      for (ConfigEntry e : c.entries()) {
+        List<String> syn = new ArrayList<>();
+        for (ConfigEntry.ConfigSynonym s : e.synonyms()) {
+          syn.add("{\"name\":" + ClientTool.jstr(s.name()) + ",\"value\":" + (s.value() == null ? "null" : ClientTool.jstr(s.value()))
+              + ",\"source\":" + ClientTool.jstr(s.source().name()) + "}");
+        }
+        out.println("{\"name\":" + ClientTool.jstr(e.name()) + ",\"value\":" + (e.value() == null ? "null" : ClientTool.jstr(e.value()))
+            + ",\"source\":" + ClientTool.jstr(e.source().name()) + ",\"type\":" + ClientTool.jstr(e.type().name())
+            + ",\"doc\":" + (e.documentation() == null ? "null" : ClientTool.jstr(e.documentation()))
+            + ",\"read_only\":" + e.isReadOnly() + ",\"sensitive\":" + e.isSensitive()
+            + ",\"synonyms\":[" + String.join(",", syn) + "]}");
       }
     }
     return 0;

@@ -79,7 +79,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *       -> {"p":P,"low_watermark":L} or {"p":P,"error":"..."}
  *   create-topic --bootstrap B --topic T --partitions N [--config k=v,...]   (Admin)
  *       -> {"created":T} or {"error":"..."}
- *   describe-topics, describe-cluster, describe-log-dirs: see AdminCompat.
+ *   describe-topics, describe-cluster, describe-log-dirs, describe-configs: see AdminCompat.
  */
 public final class ClientTool {
   private static final Base64.Encoder B64 = Base64.getEncoder();
@@ -106,6 +106,7 @@ public final class ClientTool {
       case "describe-topics": rc = AdminCompat.describeTopics(o, out); break;
       case "describe-cluster": rc = AdminCompat.describeCluster(o, out); break;
       case "describe-log-dirs": rc = AdminCompat.describeLogDirs(o, out); break;
+      case "describe-configs": rc = AdminCompat.describeConfigs(o, out); break;
       default:
         System.err.println("unknown subcommand " + args[0]);
         rc = 2;

@@ -1,0 +1,492 @@
+//! Config definitions for broker and group resources, as DescribeConfigs reports them and
+//! IncrementalAlterConfigs / AlterConfigs accept them (topic keys have their own table in
+//! `topic_config.rs`, with the same type and documentation columns).
+//!
+//! Broker keys are the subset of what Apache Kafka 4.1 answers for
+//! `kafka-configs --describe --entity-type brokers --entity-name 1 --all` that applies to
+//! shardlog, each with the value shardlog actually uses (read from `Config`). Kafka keys
+//! left out, and why:
+//! - SSL, SASL, OAuth, delegation tokens, authorizer, principal builder: PLAINTEXT only;
+//! - remote.log.*, log.local.retention.*: no tiered storage;
+//! - replica.*, num.replica.fetchers, replication quotas, leader.imbalance.*,
+//!   controlled.shutdown.*, broker.heartbeat/session.*, controller.quorum.*, metadata.log.*,
+//!   metadata.max.*: one node, and the metadata quorum is openraft, not KRaft;
+//! - transaction.*, transactional.id.*, producer.id.expiration.ms: no transactions yet;
+//! - group.share.*, group.streams.*, share.coordinator.*: no share or streams groups;
+//! - num.io.threads, num.network.threads, background.threads, num.recovery.threads.*,
+//!   log.cleaner.threads, group.coordinator.threads: thread-per-core, one shard per core;
+//! - log.retention.hours/minutes, log.roll.hours, log.roll.jitter.*: shardlog has only the
+//!   millisecond forms (Kafka reports the others as synonyms of them);
+//! - log.dir, log.preallocate, log.index.size.max.bytes, log.segment.delete.delay.ms,
+//!   log.cleaner.io.*, log.cleaner.dedupe.buffer.size, log.cleaner.*compaction.lag.ms,
+//!   log.flush.*checkpoint*, log.flush.scheduler.interval.ms, socket buffers, quotas,
+//!   metrics reporters, max.connections*, offsets.commit.timeout.ms,
+//!   offsets.load.buffer.size, purgatory intervals, queued.max.requests: shardlog has no
+//!   such knob, so Kafka's default would not describe what it does.
+//!
+//! Dynamic broker keys are the topic defaults (Kafka's cluster-wide `log.*` keys): each maps
+//! to a topic key (`topic_key`), is validated like it, and changes every partition's
+//! effective config at run time. They are stored in the metadata log (a
+//! `SetResourceConfigs` record), so every shard sees them and they survive a restart.
+//! shardlog has no per-broker-only keys (Kafka's are listener and SSL settings).
+use std::collections::BTreeMap;
+
+use crate::config::{Config, FlushMode};
+
+use super::image::{ConfigResource, MetadataImage};
+use super::topic_config::{self, TopicConfig, TopicConfigDefaults};
+
+/// Kafka's DescribeConfigs `config_type` codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i8)]
+pub enum ConfigType {
+    Boolean = 1,
+    String = 2,
+    Int = 3,
+    Short = 4,
+    Long = 5,
+    Double = 6,
+    List = 7,
+    Class = 8,
+    Password = 9,
+}
+
+/// Kafka's DescribeConfigs `config_source` codes.
+pub mod source {
+    pub const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+    pub const DYNAMIC_BROKER_CONFIG: i8 = 2;
+    pub const DYNAMIC_DEFAULT_BROKER_CONFIG: i8 = 3;
+    pub const STATIC_BROKER_CONFIG: i8 = 4;
+    pub const DEFAULT_CONFIG: i8 = 5;
+    pub const GROUP_CONFIG: i8 = 8;
+}
+
+/// Kafka 4.1's bounds of the group configs (group.consumer.{min,max}.*); they are also the
+/// broker keys of those names.
+pub const GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS: i32 = 45_000;
+pub const GROUP_CONSUMER_MAX_SESSION_TIMEOUT_MS: i32 = 60_000;
+pub const GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS: i32 = 5_000;
+pub const GROUP_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS: i32 = 15_000;
+
+pub const CONSUMER_SESSION_TIMEOUT_MS: &str = "consumer.session.timeout.ms";
+pub const CONSUMER_HEARTBEAT_INTERVAL_MS: &str = "consumer.heartbeat.interval.ms";
+
+/// Longest config value accepted from the network (values land in the metadata log).
+pub const MAX_VALUE_LEN: usize = topic_config::MAX_VALUE_LEN;
+
+/// Whether a broker key may change at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Set only in the config file / command line.
+    ReadOnly,
+    /// Dynamic, for this broker or as the cluster-wide default (Kafka's cluster-wide keys).
+    ClusterWide,
+}
+
+pub struct BrokerKey {
+    pub name: &'static str,
+    pub ty: ConfigType,
+    pub doc: &'static str,
+    pub scope: Scope,
+    /// Reported with a null value (Kafka's PASSWORD keys); shardlog has none today.
+    pub sensitive: bool,
+    /// The topic key a dynamic broker key is the default of.
+    pub topic_key: Option<&'static str>,
+    /// The value shardlog uses, from its static config.
+    pub value: fn(&Config) -> String,
+}
+
+const fn ro(name: &'static str, ty: ConfigType, doc: &'static str, value: fn(&Config) -> String) -> BrokerKey {
+    BrokerKey { name, ty, doc, scope: Scope::ReadOnly, sensitive: false, topic_key: None, value }
+}
+
+const fn dynamic(
+    name: &'static str,
+    ty: ConfigType,
+    doc: &'static str,
+    topic_key: &'static str,
+    value: fn(&Config) -> String,
+) -> BrokerKey {
+    BrokerKey { name, ty, doc, scope: Scope::ClusterWide, sensitive: false, topic_key: Some(topic_key), value }
+}
+
+use ConfigType as T;
+
+/// Every broker key shardlog reports, sorted by name.
+pub const BROKER_KEYS: &[BrokerKey] = &[
+    ro("advertised.listeners", T::String, "Address clients are told to connect to.", |c| {
+        let (host, port) = c.advertised();
+        format!("PLAINTEXT://{host}:{port}")
+    }),
+    ro("auto.create.topics.enable", T::Boolean, "Create a topic when a client asks for metadata of an unknown one.", |c| c.auto_create_topics_enable.to_string()),
+    ro("broker.id", T::Int, "This broker's id (same as node.id).", |c| c.node_id.to_string()),
+    ro("compression.type", T::String, "Stored batches keep the producer's compression.", |_| "producer".into()),
+    ro("default.replication.factor", T::Int, "Replicas of an auto-created topic (one node: 1).", |_| "1".into()),
+    ro("delete.topic.enable", T::Boolean, "Topics can be deleted.", |_| "true".into()),
+    ro("fetch.max.bytes", T::Int, "Most record bytes one Fetch response carries.", |c| c.fetch_max_bytes.to_string()),
+    ro("group.consumer.assignors", T::List, "Server-side assignors of KIP-848 consumer groups, the first is the default.", |_| "uniform,range".into()),
+    ro("group.consumer.heartbeat.interval.ms", T::Int, "How often KIP-848 members heartbeat (default of consumer.heartbeat.interval.ms).", |c| c.group_consumer_heartbeat_interval_ms.to_string()),
+    ro("group.consumer.max.heartbeat.interval.ms", T::Int, "Upper bound of a group's consumer.heartbeat.interval.ms.", |_| GROUP_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS.to_string()),
+    ro("group.consumer.max.session.timeout.ms", T::Int, "Upper bound of a group's consumer.session.timeout.ms.", |_| GROUP_CONSUMER_MAX_SESSION_TIMEOUT_MS.to_string()),
+    ro("group.consumer.max.size", T::Int, "Most members of a KIP-848 consumer group.", |c| c.group_max_size.to_string()),
+    ro("group.consumer.min.heartbeat.interval.ms", T::Int, "Lower bound of a group's consumer.heartbeat.interval.ms.", |_| GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS.to_string()),
+    ro("group.consumer.min.session.timeout.ms", T::Int, "Lower bound of a group's consumer.session.timeout.ms.", |_| GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS.to_string()),
+    ro("group.consumer.session.timeout.ms", T::Int, "A KIP-848 member silent this long is removed (default of consumer.session.timeout.ms).", |c| c.group_consumer_session_timeout_ms.to_string()),
+    ro("group.initial.rebalance.delay.ms", T::Int, "How long a new classic group waits for more members before its first rebalance.", |c| c.group_initial_rebalance_delay_ms.to_string()),
+    ro("group.max.session.timeout.ms", T::Int, "Longest session timeout a classic group member may ask for.", |c| c.group_max_session_timeout_ms.to_string()),
+    ro("group.max.size", T::Int, "Most members of a classic group.", |c| c.group_max_size.to_string()),
+    ro("group.min.session.timeout.ms", T::Int, "Shortest session timeout a classic group member may ask for.", |c| c.group_min_session_timeout_ms.to_string()),
+    ro("listeners", T::String, "Address the broker listens on.", |c| format!("PLAINTEXT://{}", c.listen)),
+    ro("log.cleaner.backoff.ms", T::Long, "How often each shard looks for compacted partitions to clean.", |c| c.log_cleaner_backoff_ms.to_string()),
+    ro("log.cleaner.delete.retention.ms", T::Long, "Default of delete.retention.ms: how long tombstones are kept.", |_| topic_config::DEFAULT_DELETE_RETENTION_MS.to_string()),
+    ro("log.cleaner.enable", T::Boolean, "Compacted topics are cleaned.", |_| "true".into()),
+    ro("log.cleaner.min.cleanable.ratio", T::Double, "Default of min.cleanable.dirty.ratio.", |_| topic_config::DEFAULT_MIN_CLEANABLE_DIRTY_RATIO.to_string()),
+    dynamic("log.cleanup.policy", T::List, "Default of cleanup.policy: delete, compact or both.", topic_config::CLEANUP_POLICY, |_| "delete".into()),
+    ro("log.dirs", T::String, "The data directory.", |c| c.data_dir.display().to_string()),
+    dynamic("log.flush.interval.messages", T::Long, "Default of flush.messages: fdatasync once this many messages of a partition are unsynced (with flush = never; flush = always syncs every write: 1, read-only).", topic_config::FLUSH_MESSAGES, |c| {
+        if c.flush == FlushMode::Always { "1".into() } else { c.log_flush_interval_messages.to_string() }
+    }),
+    dynamic("log.flush.interval.ms", T::Long, "Default of flush.ms: fdatasync once a partition's unsynced data is this old (with flush = never).", topic_config::FLUSH_MS, |c| c.log_flush_interval_ms.to_string()),
+    ro("log.index.interval.bytes", T::Int, "An offset index entry every this many bytes.", |c| c.log_index_interval_bytes.to_string()),
+    dynamic("log.message.timestamp.after.max.ms", T::Long, "Default of message.timestamp.after.max.ms.", topic_config::MESSAGE_TIMESTAMP_AFTER_MAX_MS, |c| c.log_message_timestamp_after_max_ms.to_string()),
+    dynamic("log.message.timestamp.before.max.ms", T::Long, "Default of message.timestamp.before.max.ms.", topic_config::MESSAGE_TIMESTAMP_BEFORE_MAX_MS, |c| c.log_message_timestamp_before_max_ms.to_string()),
+    dynamic("log.message.timestamp.type", T::String, "Default of message.timestamp.type: CreateTime or LogAppendTime.", topic_config::MESSAGE_TIMESTAMP_TYPE, |c| c.log_message_timestamp_type.clone()),
+    dynamic("log.retention.bytes", T::Long, "Default of retention.bytes (-1: unlimited).", topic_config::RETENTION_BYTES, |c| c.log_retention_bytes.to_string()),
+    ro("log.retention.check.interval.ms", T::Long, "How often retention is enforced.", |c| c.log_retention_check_interval_ms.to_string()),
+    dynamic("log.retention.ms", T::Long, "Default of retention.ms (-1: unlimited).", topic_config::RETENTION_MS, |c| c.log_retention_ms.to_string()),
+    dynamic("log.roll.ms", T::Long, "Default of segment.ms: roll a segment this old.", topic_config::SEGMENT_MS, |c| c.log_roll_ms.to_string()),
+    dynamic("log.segment.bytes", T::Int, "Default of segment.bytes: roll a segment this large.", topic_config::SEGMENT_BYTES, |c| c.log_segment_bytes.to_string()),
+    dynamic("message.max.bytes", T::Int, "Default of max.message.bytes: largest record batch accepted.", topic_config::MAX_MESSAGE_BYTES, |c| c.message_max_bytes.to_string()),
+    ro("min.insync.replicas", T::Int, "One replica per partition: acks=all waits for it alone.", |_| "1".into()),
+    ro("node.id", T::Int, "This node's id.", |c| c.node_id.to_string()),
+    ro("num.partitions", T::Int, "Partitions of an auto-created topic.", |c| c.num_partitions.to_string()),
+    ro("offset.metadata.max.bytes", T::Int, "Longest metadata string of an offset commit.", |c| c.offset_metadata_max_bytes.to_string()),
+    ro("offsets.retention.check.interval.ms", T::Long, "How often expired committed offsets are looked for.", |c| c.offsets_retention_check_interval_ms.to_string()),
+    ro("offsets.retention.minutes", T::Int, "Committed offsets of an empty group expire after this.", |c| c.offsets_retention_minutes.to_string()),
+    ro("offsets.topic.num.partitions", T::Int, "Partitions of __consumer_offsets (set at creation).", |c| c.offsets_topic_num_partitions.to_string()),
+    ro("offsets.topic.replication.factor", T::Short, "Replicas of __consumer_offsets (one node: 1).", |_| "1".into()),
+    ro("offsets.topic.segment.bytes", T::Int, "Segment size of __consumer_offsets.", |c| c.offsets_topic_segment_bytes.to_string()),
+    ro("queued.max.request.bytes", T::Long, "Bytes of requests a shard's connections may hold together.", |c| c.queued_max_request_bytes.to_string()),
+    ro("socket.request.max.bytes", T::Int, "Largest request frame accepted.", |c| c.socket_request_max_bytes.to_string()),
+    ro("unclean.leader.election.enable", T::Boolean, "No unclean leader election.", |_| "false".into()),
+];
+
+/// Why a dynamic key cannot change under this broker's static config, if it cannot: with
+/// `flush = always` every write is synced whatever log.flush.interval.messages says.
+pub fn fixed_by_static_config(config: &Config, name: &str) -> Option<String> {
+    (name == "log.flush.interval.messages" && config.flush == FlushMode::Always).then(|| {
+        format!("Cannot update {name}: this broker runs with flush = always, which syncs every write (set flush = never to use it)")
+    })
+}
+
+pub fn broker_key(name: &str) -> Option<&'static BrokerKey> {
+    BROKER_KEYS.iter().find(|k| k.name == name)
+}
+
+/// One synonym of a described config: where a value comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Synonym {
+    pub name: String,
+    pub value: Option<String>,
+    pub source: i8,
+}
+
+/// One described config: the effective value first in `synonyms` order (Kafka's
+/// precedence), `source` that of the effective one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Described {
+    pub name: String,
+    pub value: Option<String>,
+    pub source: i8,
+    pub read_only: bool,
+    pub sensitive: bool,
+    pub ty: ConfigType,
+    pub doc: &'static str,
+    pub synonyms: Vec<Synonym>,
+}
+
+/// Why a config change is refused; the server maps the kinds to Kafka error codes.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigDefError {
+    /// Kafka: INVALID_REQUEST (read-only broker key, unknown broker key).
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// Kafka: INVALID_CONFIG (a value out of range or of the wrong type).
+    #[error("{0}")]
+    InvalidConfig(String),
+}
+
+fn broker_synonyms(k: &BrokerKey, config: &Config, image: &MetadataImage, node_id: &str) -> Vec<Synonym> {
+    let mut out = Vec::new();
+    let mut dynamic = |resource: ConfigResource, source: i8| {
+        if let Some(v) = image.configs_of(&resource).get(k.name) {
+            out.push(Synonym { name: k.name.to_string(), value: Some(v.clone()), source });
+        }
+    };
+    if !node_id.is_empty() {
+        dynamic(ConfigResource::Broker(node_id.to_string()), source::DYNAMIC_BROKER_CONFIG);
+    }
+    dynamic(ConfigResource::Broker(String::new()), source::DYNAMIC_DEFAULT_BROKER_CONFIG);
+    let static_value = (k.value)(config);
+    let default_value = (k.value)(&Config::default());
+    if static_value != default_value {
+        out.push(Synonym { name: k.name.to_string(), value: Some(static_value), source: source::STATIC_BROKER_CONFIG });
+    }
+    out.push(Synonym { name: k.name.to_string(), value: Some(default_value), source: source::DEFAULT_CONFIG });
+    out
+}
+
+fn described(name: &str, ty: ConfigType, doc: &'static str, read_only: bool, sensitive: bool, synonyms: Vec<Synonym>) -> Described {
+    let (value, source) = synonyms.first().map(|s| (s.value.clone(), s.source)).unwrap_or((None, source::DEFAULT_CONFIG));
+    let mut synonyms = synonyms;
+    if sensitive {
+        for s in &mut synonyms {
+            s.value = None;
+        }
+    }
+    Described { name: name.to_string(), value: if sensitive { None } else { value }, source, read_only, sensitive, ty, doc, synonyms }
+}
+
+/// DescribeConfigs of a broker resource: `node_id` is this broker's id, or empty for the
+/// cluster-wide default resource (which lists only the dynamic defaults set, as Kafka).
+pub fn describe_broker(config: &Config, image: &MetadataImage, node_id: &str) -> Vec<Described> {
+    if node_id.is_empty() {
+        return image
+            .configs_of(&ConfigResource::Broker(String::new()))
+            .iter()
+            .filter_map(|(name, value)| {
+                let k = broker_key(name)?;
+                let syn = Synonym { name: name.clone(), value: Some(value.clone()), source: source::DYNAMIC_DEFAULT_BROKER_CONFIG };
+                Some(described(name, k.ty, k.doc, false, k.sensitive, vec![syn]))
+            })
+            .collect();
+    }
+    BROKER_KEYS
+        .iter()
+        .map(|k| {
+            let read_only = k.scope == Scope::ReadOnly || fixed_by_static_config(config, k.name).is_some();
+            described(k.name, k.ty, k.doc, read_only, k.sensitive, broker_synonyms(k, config, image, node_id))
+        })
+        .collect()
+}
+
+/// The topic defaults this broker applies now: the static ones with the dynamic broker
+/// configs on top (cluster-wide default, then this broker's own).
+pub fn effective_topic_defaults(base: &TopicConfigDefaults, image: &MetadataImage, node_id: &str) -> TopicConfigDefaults {
+    let mut overrides = BTreeMap::new();
+    for resource in [ConfigResource::Broker(String::new()), ConfigResource::Broker(node_id.to_string())] {
+        for (name, value) in image.configs_of(&resource) {
+            if let Some(topic_key) = broker_key(name).and_then(|k| k.topic_key) {
+                overrides.insert(topic_key.to_string(), value.clone());
+            }
+        }
+    }
+    match TopicConfig::resolve(base, &overrides) {
+        Ok(tc) => tc.as_defaults(),
+        Err(e) => {
+            // Validated before commit; a bad stored value falls back to the static defaults.
+            tracing::error!(error = %e, "stored dynamic broker config invalid; using static defaults");
+            base.clone()
+        }
+    }
+}
+
+/// Synonyms of a topic key below the topic itself: the broker key it defaults to.
+pub fn topic_key_broker_synonyms(topic_key: &str, config: &Config, image: &MetadataImage) -> Vec<Synonym> {
+    let node_id = config.node_id.to_string();
+    BROKER_KEYS
+        .iter()
+        .find(|k| k.topic_key == Some(topic_key))
+        .map(|k| broker_synonyms(k, config, image, &node_id))
+        .unwrap_or_default()
+}
+
+/// Checks a whole dynamic config map of a broker or group before it is committed.
+pub fn validate_resource_configs(resource: &ConfigResource, configs: &BTreeMap<String, String>) -> Result<(), ConfigDefError> {
+    for (name, value) in configs {
+        if value.len() > MAX_VALUE_LEN {
+            return Err(ConfigDefError::InvalidConfig(format!("Invalid value for configuration {name}: longer than {MAX_VALUE_LEN} bytes")));
+        }
+        match resource {
+            ConfigResource::Broker(_) => validate_broker_key(name, value)?,
+            ConfigResource::Group(_) => validate_group_key(name, value)?,
+        }
+    }
+    Ok(())
+}
+
+fn validate_broker_key(name: &str, value: &str) -> Result<(), ConfigDefError> {
+    let Some(k) = broker_key(name) else {
+        return Err(ConfigDefError::InvalidRequest(format!("Unknown broker config name: {name} (shardlog reports the keys it knows with DescribeConfigs)")));
+    };
+    let Some(topic_key) = k.topic_key else {
+        // Kafka's DynamicBrokerConfig refuses these with this wording.
+        return Err(ConfigDefError::InvalidRequest(format!("Cannot update these configs dynamically: Set({name})")));
+    };
+    topic_config::validate_key_value(topic_key, value)
+        .map_err(|e| ConfigDefError::InvalidConfig(e.replace(topic_key, name)))
+}
+
+/// A KIP-848 group config key shardlog applies.
+pub struct GroupKey {
+    pub name: &'static str,
+    pub doc: &'static str,
+    pub min: i32,
+    pub max: i32,
+    /// The broker default (group.consumer.*).
+    pub default: fn(&Config) -> String,
+}
+
+/// Kafka 4.1's group configs that apply to shardlog (share.* and streams.* keys are left
+/// out: no share or streams groups), sorted by name.
+pub const GROUP_KEYS: &[GroupKey] = &[
+    GroupKey {
+        name: CONSUMER_HEARTBEAT_INTERVAL_MS,
+        doc: "How often members of this consumer group heartbeat.",
+        min: GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS,
+        max: GROUP_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS,
+        default: |c| c.group_consumer_heartbeat_interval_ms.to_string(),
+    },
+    GroupKey {
+        name: CONSUMER_SESSION_TIMEOUT_MS,
+        doc: "A member of this consumer group silent this long is removed.",
+        min: GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS,
+        max: GROUP_CONSUMER_MAX_SESSION_TIMEOUT_MS,
+        default: |c| c.group_consumer_session_timeout_ms.to_string(),
+    },
+];
+
+fn validate_group_key(name: &str, value: &str) -> Result<(), ConfigDefError> {
+    let Some(k) = GROUP_KEYS.iter().find(|k| k.name == name) else {
+        return Err(ConfigDefError::InvalidConfig(format!("Unknown group config name: {name}")));
+    };
+    let n: i32 = value
+        .trim()
+        .parse()
+        .map_err(|_| ConfigDefError::InvalidConfig(format!("Invalid value {value} for configuration {name}: Not a number of type INT")))?;
+    // The bounds also keep the heartbeat interval below the session timeout (15 s < 45 s),
+    // which Kafka checks separately.
+    if n < k.min || n > k.max {
+        return Err(ConfigDefError::InvalidConfig(format!(
+            "Invalid value {n} for configuration {name}: must be between {} and {} (group.consumer.min/max)",
+            k.min, k.max
+        )));
+    }
+    Ok(())
+}
+
+/// DescribeConfigs of a group resource: every group key, GROUP_CONFIG where set on the
+/// group, else the broker default.
+pub fn describe_group(config: &Config, image: &MetadataImage, group: &str) -> Vec<Described> {
+    let set = image.configs_of(&ConfigResource::Group(group.to_string()));
+    GROUP_KEYS
+        .iter()
+        .map(|k| {
+            let mut synonyms = Vec::new();
+            if let Some(v) = set.get(k.name) {
+                synonyms.push(Synonym { name: k.name.to_string(), value: Some(v.clone()), source: source::GROUP_CONFIG });
+            }
+            synonyms.push(Synonym { name: k.name.to_string(), value: Some((k.default)(config)), source: source::DEFAULT_CONFIG });
+            described(k.name, ConfigType::Int, k.doc, false, false, synonyms)
+        })
+        .collect()
+}
+
+/// The session timeout and heartbeat interval of a KIP-848 group: its group configs, else
+/// the broker's defaults.
+pub fn group_consumer_timeouts(image: &MetadataImage, group: &str, default_session_ms: u64, default_heartbeat_ms: i32) -> (u64, i32) {
+    // Called per group on every coordinator tick: skip the lookup when nothing is set.
+    if image.resource_configs.is_empty() {
+        return (default_session_ms, default_heartbeat_ms);
+    }
+    let set = image.configs_of(&ConfigResource::Group(group.to_string()));
+    let session = set.get(CONSUMER_SESSION_TIMEOUT_MS).and_then(|v| v.trim().parse().ok()).unwrap_or(default_session_ms);
+    let heartbeat = set.get(CONSUMER_HEARTBEAT_INTERVAL_MS).and_then(|v| v.trim().parse().ok()).unwrap_or(default_heartbeat_ms);
+    (session, heartbeat)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image_with(resource: ConfigResource, pairs: &[(&str, &str)]) -> MetadataImage {
+        let mut img = MetadataImage::default();
+        img.resource_configs.insert(resource, pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+        img
+    }
+
+    #[test]
+    fn broker_keys_are_sorted_unique_and_dynamic_ones_map_to_topic_keys() {
+        for w in BROKER_KEYS.windows(2) {
+            assert!(w[0].name < w[1].name, "{} !< {}", w[0].name, w[1].name);
+        }
+        for k in BROKER_KEYS {
+            assert_eq!(k.scope == Scope::ClusterWide, k.topic_key.is_some(), "{}", k.name);
+            if let Some(t) = k.topic_key {
+                assert!(topic_config::is_known_key(t), "{t}");
+                // The static value is a valid value of the topic key.
+                topic_config::validate_key_value(t, &(k.value)(&Config::default())).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn broker_sources_follow_kafka_precedence() {
+        let config = Config { log_retention_ms: 1000, ..Config::default() };
+        let img = image_with(ConfigResource::Broker(String::new()), &[("log.retention.ms", "2000"), ("message.max.bytes", "5000")]);
+        let all = describe_broker(&config, &img, "1");
+        let get = |n: &str| all.iter().find(|d| d.name == n).unwrap().clone();
+        let r = get("log.retention.ms");
+        assert_eq!((r.value.as_deref(), r.source, r.read_only), (Some("2000"), source::DYNAMIC_DEFAULT_BROKER_CONFIG, false));
+        let sources: Vec<i8> = r.synonyms.iter().map(|s| s.source).collect();
+        assert_eq!(sources, vec![source::DYNAMIC_DEFAULT_BROKER_CONFIG, source::STATIC_BROKER_CONFIG, source::DEFAULT_CONFIG]);
+        let n = get("num.partitions");
+        assert_eq!((n.source, n.read_only, n.ty), (source::DEFAULT_CONFIG, true, ConfigType::Int));
+        // The default resource lists only what is set on it.
+        let d = describe_broker(&config, &img, "");
+        assert_eq!(d.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), vec!["log.retention.ms", "message.max.bytes"]);
+        // flush = always (the default) syncs every write: reported as 1, read-only.
+        let f = get("log.flush.interval.messages");
+        assert_eq!((f.value.as_deref(), f.read_only), (Some("1"), true));
+        let never = Config { flush: FlushMode::Never, ..Config::default() };
+        let f = describe_broker(&never, &img, "1").into_iter().find(|d| d.name == "log.flush.interval.messages").unwrap();
+        assert_eq!((f.value, f.read_only), (Some(i64::MAX.to_string()), false));
+    }
+
+    #[test]
+    fn per_broker_beats_cluster_default_in_topic_defaults() {
+        let mut img = image_with(ConfigResource::Broker(String::new()), &[("log.retention.ms", "2000")]);
+        img.resource_configs.insert(ConfigResource::Broker("1".into()), [("log.retention.ms".to_string(), "3000".to_string())].into());
+        let d = effective_topic_defaults(&TopicConfigDefaults::default(), &img, "1");
+        assert_eq!(d.retention_ms, 3000);
+        let d = effective_topic_defaults(&TopicConfigDefaults::default(), &img, "2");
+        assert_eq!(d.retention_ms, 2000);
+    }
+
+    #[test]
+    fn broker_validation_kinds() {
+        let broker = ConfigResource::Broker("1".into());
+        let one = |k: &str, v: &str| validate_resource_configs(&broker, &[(k.to_string(), v.to_string())].into());
+        assert!(one("log.flush.interval.messages", "10").is_ok());
+        assert!(matches!(one("num.partitions", "3"), Err(ConfigDefError::InvalidRequest(_))));
+        assert!(matches!(one("no.such.key", "3"), Err(ConfigDefError::InvalidRequest(_))));
+        let e = one("log.retention.ms", "-5").unwrap_err();
+        assert!(matches!(&e, ConfigDefError::InvalidConfig(m) if m.contains("log.retention.ms")), "{e}");
+    }
+
+    #[test]
+    fn group_bounds_and_resolution() {
+        let g = ConfigResource::Group("g".into());
+        let one = |k: &str, v: &str| validate_resource_configs(&g, &[(k.to_string(), v.to_string())].into());
+        assert!(one(CONSUMER_SESSION_TIMEOUT_MS, "50000").is_ok());
+        assert!(one(CONSUMER_SESSION_TIMEOUT_MS, "44999").is_err());
+        assert!(one(CONSUMER_HEARTBEAT_INTERVAL_MS, "15001").is_err());
+        assert!(one("share.auto.offset.reset", "latest").is_err());
+        let img = image_with(g, &[(CONSUMER_SESSION_TIMEOUT_MS, "50000")]);
+        assert_eq!(group_consumer_timeouts(&img, "g", 45_000, 5_000), (50_000, 5_000));
+        assert_eq!(group_consumer_timeouts(&img, "other", 45_000, 5_000), (45_000, 5_000));
+        let d = describe_group(&Config::default(), &img, "g");
+        assert_eq!(d.iter().map(|d| (d.name.as_str(), d.source)).collect::<Vec<_>>(),
+            vec![(CONSUMER_HEARTBEAT_INTERVAL_MS, source::DEFAULT_CONFIG), (CONSUMER_SESSION_TIMEOUT_MS, source::GROUP_CONFIG)]);
+    }
+}
