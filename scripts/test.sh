@@ -59,6 +59,18 @@ if [ ! -f "$JAR" ] || [ -n "$(find tests/java/pom.xml tests/java/src -newer "$JA
 fi
 echo "java client tool: $JAR"
 
+# franz-go programs (tests/go): built when Go is installed; their tests skip otherwise.
+GO_BIN=tests/go/target/txnfailfast
+if command -v go >/dev/null 2>&1; then
+  if [ ! -f "$GO_BIN" ] || [ -n "$(find tests/go -name '*.go' -newer "$GO_BIN" -print -quit)" ]; then
+    echo "building the franz-go test programs (Go modules)"
+    (cd tests/go && go build -o target/txnfailfast ./txnfailfast)
+  fi
+  echo "franz-go tool: $GO_BIN"
+else
+  echo "go not installed: franz-go tests will be skipped"
+fi
+
 # ---------------------------------------------------------------------------------------
 TARGET="${SHARDLOG_TEST_TARGET:-shardlog}"
 if [ "$TARGET" = "kafka" ]; then

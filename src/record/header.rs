@@ -82,15 +82,13 @@ pub enum BatchError {
     /// The records section would expand past the decompression limit.
     #[error("record batch expands past {limit} bytes when decompressed")]
     DecompressedTooLarge { limit: usize },
-    /// A record's timestamp is outside the topic's message.timestamp.before/after.max.ms.
-    #[error("timestamp {timestamp} is out of range; it should be within [{min}, {max}]")]
-    InvalidTimestamp { timestamp: i64, min: i64, max: i64 },
     /// A client batch claims LogAppendTime on a LogAppendTime topic.
     #[error("producer should not set timestamp type to LogAppendTime")]
     LogAppendTimeFromClient,
-    /// Kafka's LogValidator: a compacted topic needs a key on every record.
-    #[error("Compacted topic cannot accept message without key")]
-    NullKeyInCompactedTopic,
+    /// Kafka's LogValidator refused records of the batch one by one (a compacted topic
+    /// needs keys, timestamps within the topic's window); boxed to keep the enum small.
+    #[error("{0}")]
+    RecordErrors(Box<super::validate::RecordErrors>),
 }
 
 /// The decoded fixed header of one RecordBatch v2.

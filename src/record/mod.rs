@@ -39,4 +39,4 @@ pub use records::{
     decompress_bounded, parse_records, read_field, read_varint, read_varlong, records_section, walk_records,
     with_records_section, RecordRef, MAX_DECOMPRESSED_BYTES,
 };
-pub use validate::{check_produce_version, validate_produce_records, ProduceChecks};
+pub use validate::{check_produce_version, validate_produce_records, ProduceChecks, RecordError, RecordErrorKind, RecordErrors};

@@ -3,7 +3,7 @@
 use super::header::*;
 use super::iter::{iter_batches, IterStop};
 use super::patch::{set_base_offset, set_log_append_time, set_partition_leader_epoch};
-use super::validate::{check_produce_version, validate_produce_records, ProduceChecks};
+use super::validate::{check_produce_version, validate_produce_records, ProduceChecks, RecordError, RecordErrorKind, RecordErrors};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::protocol::StrBytes;
@@ -524,7 +524,7 @@ fn compacted_topics_need_keys_and_timestamps_stay_in_the_window() {
         assert!(validate_produce_records(&raw_batch(&compress(&keyed, codec), 2, 1, codec, 1000), &checks).is_ok());
         assert_eq!(
             validate_produce_records(&raw_batch(&compress(&keyless, codec), 2, 1, codec, 1000), &checks),
-            Err(BatchError::NullKeyInCompactedTopic),
+            Err(refused(vec![RecordError { batch_index: 1, kind: RecordErrorKind::NoKeyOnCompactedTopic }])),
             "{codec:?}"
         );
     }
@@ -533,8 +533,13 @@ fn compacted_topics_need_keys_and_timestamps_stay_in_the_window() {
     let at = |base: i64| validate_produce_records(&raw_batch(&keyed, 2, 1, Compression::None, base), &checks);
     assert!(at(9_900).is_ok());
     assert!(at(10_005).is_ok());
-    assert_eq!(at(10_006), Err(BatchError::InvalidTimestamp { timestamp: 10_011, min: 9_900, max: 10_010 }));
-    assert_eq!(at(9_899), Err(BatchError::InvalidTimestamp { timestamp: 9_899, min: 9_900, max: 10_010 }));
+    let late = |timestamp, offset| RecordErrorKind::TimestampOutOfRange { timestamp, offset, min: 9_900, max: 10_010 };
+    assert_eq!(at(10_006), Err(refused(vec![RecordError { batch_index: 1, kind: late(10_011, 1) }])));
+    assert_eq!(
+        at(9_899),
+        Err(refused(vec![RecordError { batch_index: 0, kind: late(9_899, 0) }])),
+        "the second record (9_904) is in the window"
+    );
     // No timestamp (-1) is never range-checked; a LogAppendTime topic checks no window but
     // refuses a client batch that claims LogAppendTime.
     let none = [raw_record(0, 0, Some(b"k"), Some(b"v"), &[])].concat();
@@ -545,6 +550,40 @@ fn compacted_topics_need_keys_and_timestamps_stay_in_the_window() {
     claims[OFF_ATTRIBUTES + 1] |= ATTR_TIMESTAMP_LOG_APPEND as u8;
     reseal(&mut claims);
     assert_eq!(validate_produce_records(&claims, &lat), Err(BatchError::LogAppendTimeFromClient));
+}
+
+fn refused(errors: Vec<RecordError>) -> BatchError {
+    BatchError::RecordErrors(Box::new(RecordErrors { errors }))
+}
+
+/// KIP-467: every bad record of the batch is listed (not only the first), with Kafka's
+/// messages; a timestamp error makes the batch message Kafka's timestamp one.
+#[test]
+fn every_refused_record_is_listed_with_kafkas_messages() {
+    let records: Vec<Vec<u8>> = (0..10i64)
+        .map(|i| if i % 3 == 1 { raw_record(i, 0, None, Some(b"v"), &[]) } else { raw_record(i, 0, Some(b"k"), Some(b"v"), &[]) })
+        .collect();
+    let mut checks = ProduceChecks::with_max_message_bytes(1 << 20);
+    checks.compacted_topic = true;
+    let b = raw_batch(&records.concat(), 10, 9, Compression::None, 1000);
+    let Err(BatchError::RecordErrors(r)) = validate_produce_records(&b, &checks) else { panic!("keyless records accepted") };
+    assert_eq!(r.errors.iter().map(|e| e.batch_index).collect::<Vec<_>>(), vec![1, 4, 7]);
+    assert_eq!(r.errors[0].message("t-0"), "Compacted topic cannot accept message without key in topic partition t-0");
+    let no_key = "message='Compacted topic cannot accept message without key in topic partition t-0'";
+    assert_eq!(
+        r.batch_message("t-0"),
+        format!("One or more records have been rejected due to 3 record errors in total, and only showing the first three errors at most: [RecordError(batchIndex=1, {no_key}), RecordError(batchIndex=4, {no_key}), RecordError(batchIndex=7, {no_key})]")
+    );
+    // A record with a key but a bad timestamp is listed too; the batch message is Kafka's
+    // timestamp message then.
+    checks.now_ms = 1000;
+    checks.timestamp_after_max_ms = 5;
+    checks.timestamp_before_max_ms = 100;
+    let records = [raw_record(0, 0, Some(b"k"), None, &[]), raw_record(1, 10, Some(b"k"), None, &[]), raw_record(2, 0, None, None, &[])].concat();
+    let Err(BatchError::RecordErrors(r)) = validate_produce_records(&raw_batch(&records, 3, 2, Compression::None, 1000), &checks) else { panic!() };
+    assert_eq!(r.errors.iter().map(|e| e.batch_index).collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(r.errors[0].message("t-0"), "Timestamp 1010 of message with offset 1 is out of range. The timestamp should be within [900, 1005]");
+    assert_eq!(r.batch_message("t-0"), "One or more records have been rejected due to invalid timestamp");
 }
 
 #[test]

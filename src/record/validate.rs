@@ -126,6 +126,9 @@ fn validate_records(batch: &[u8], h: &BatchHeader, checks: &ProduceChecks) -> Re
     let window = (!checks.log_append_time).then(|| {
         (checks.now_ms.saturating_sub(checks.timestamp_before_max_ms), checks.now_ms.saturating_add(checks.timestamp_after_max_ms))
     });
+    // Kafka collects every record's key and timestamp error before refusing the batch, so
+    // the Produce response (v8+, KIP-467) can name each bad record.
+    let mut record_errors = Vec::new();
     with_records_section(batch, h, |section| {
         walk_records(section, h, |index, r| {
             // Invariant the offsets assigned at append rely on: record i is at base + i.
@@ -136,16 +139,98 @@ fn validate_records(batch: &[u8], h: &BatchHeader, checks: &ProduceChecks) -> Re
                     h.last_offset_delta
                 )));
             }
+            // `index` < records_count (an i32), checked by walk_records.
+            let batch_index = i32::try_from(index).unwrap_or(i32::MAX);
             if checks.compacted_topic && r.key.is_none() {
-                return Err(BatchError::NullKeyInCompactedTopic);
+                record_errors.push(RecordError { batch_index, kind: RecordErrorKind::NoKeyOnCompactedTopic });
+                return Ok(());
             }
             if let Some((min, max)) = window {
                 let timestamp = if h.timestamp_type_is_log_append() { h.max_timestamp } else { r.timestamp };
                 if timestamp != NO_TIMESTAMP && (timestamp < min || timestamp > max) {
-                    return Err(BatchError::InvalidTimestamp { timestamp, min, max });
+                    let kind = RecordErrorKind::TimestampOutOfRange { timestamp, offset: r.offset, min, max };
+                    record_errors.push(RecordError { batch_index, kind });
                 }
             }
             Ok(())
         })
-    })
+    })?;
+    if record_errors.is_empty() {
+        Ok(())
+    } else {
+        Err(BatchError::RecordErrors(Box::new(RecordErrors { errors: record_errors })))
+    }
+}
+
+/// Why LogValidator refused one record of a batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordErrorKind {
+    /// The topic's cleanup.policy includes compact and the record has no key.
+    NoKeyOnCompactedTopic,
+    /// The record's timestamp (the batch's max timestamp for a LogAppendTime batch on a
+    /// CreateTime topic) lies outside `[min, max]`.
+    TimestampOutOfRange { timestamp: i64, offset: i64, min: i64, max: i64 },
+}
+
+/// One refused record: its index in the batch and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordError {
+    pub batch_index: i32,
+    pub kind: RecordErrorKind,
+}
+
+impl RecordError {
+    /// Kafka's RecordError message; `topic_partition` ("topic-0") where Kafka names it.
+    pub fn message(&self, topic_partition: &str) -> String {
+        match self.kind {
+            RecordErrorKind::NoKeyOnCompactedTopic => {
+                format!("Compacted topic cannot accept message without key in topic partition {topic_partition}")
+            }
+            RecordErrorKind::TimestampOutOfRange { timestamp, offset, min, max } => format!(
+                "Timestamp {timestamp} of message with offset {offset} is out of range. The timestamp should be within [{min}, {max}]"
+            ),
+        }
+    }
+}
+
+/// Every refused record of one batch, in batch order (never empty): Kafka's
+/// RecordValidationException. The whole batch is refused; the response lists these.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordErrors {
+    pub errors: Vec<RecordError>,
+}
+
+/// Kafka's processRecordErrors shows at most this many record errors in the batch message.
+const ERRORS_IN_BATCH_MESSAGE: usize = 3;
+
+impl RecordErrors {
+    /// Any timestamp error makes the batch's code INVALID_TIMESTAMP, else INVALID_RECORD.
+    pub fn has_timestamp_error(&self) -> bool {
+        self.errors.iter().any(|e| matches!(e.kind, RecordErrorKind::TimestampOutOfRange { .. }))
+    }
+
+    /// Kafka's batch error message (the partition's `error_message`).
+    pub fn batch_message(&self, topic_partition: &str) -> String {
+        if self.has_timestamp_error() {
+            return "One or more records have been rejected due to invalid timestamp".to_string();
+        }
+        let shown: Vec<String> = self
+            .errors
+            .iter()
+            .take(ERRORS_IN_BATCH_MESSAGE)
+            .map(|e| format!("RecordError(batchIndex={}, message='{}')", e.batch_index, e.message(topic_partition)))
+            .collect();
+        format!(
+            "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
+            self.errors.len(),
+            shown.join(", ")
+        )
+    }
+}
+
+impl std::fmt::Display for RecordErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Without the topic partition, which record/ does not know.
+        f.write_str(&self.batch_message("?"))
+    }
 }

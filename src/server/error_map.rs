@@ -82,9 +82,10 @@ impl From<&ControllerError> for ErrorCode {
 /// - records expanding past MAX_DECOMPRESSED_BYTES -> MESSAGE_TOO_LARGE (Kafka has no such
 ///   limit; this is the code on which the Java producer splits a batch and retries);
 /// - zstd on Produce < v7 -> UNSUPPORTED_COMPRESSION_TYPE.
-/// - a record without a key on a compacted topic -> INVALID_RECORD (LogValidator).
-/// - a timestamp outside message.timestamp.before/after.max.ms, or a client batch claiming
-///   LogAppendTime on a LogAppendTime topic -> INVALID_TIMESTAMP (LogValidator).
+/// - records refused one by one (LogValidator's record errors, KIP-467): INVALID_TIMESTAMP
+///   if any timestamp is outside message.timestamp.before/after.max.ms, else
+///   INVALID_RECORD (records without a key on a compacted topic);
+/// - a client batch claiming LogAppendTime on a LogAppendTime topic -> INVALID_TIMESTAMP.
 impl From<&BatchError> for ErrorCode {
     fn from(e: &BatchError) -> ErrorCode {
         match e {
@@ -96,7 +97,9 @@ impl From<&BatchError> for ErrorCode {
             BatchError::MessageTooLarge { .. } | BatchError::DecompressedTooLarge { .. } => {
                 ErrorCode::MESSAGE_TOO_LARGE
             }
-            BatchError::InvalidTimestamp { .. } | BatchError::LogAppendTimeFromClient => ErrorCode::INVALID_TIMESTAMP,
+            BatchError::LogAppendTimeFromClient => ErrorCode::INVALID_TIMESTAMP,
+            BatchError::RecordErrors(r) if r.has_timestamp_error() => ErrorCode::INVALID_TIMESTAMP,
+            BatchError::RecordErrors(_) => ErrorCode::INVALID_RECORD,
             BatchError::UnsupportedMagic(_)
             | BatchError::NoBatch
             | BatchError::MultipleBatches
@@ -105,8 +108,7 @@ impl From<&BatchError> for ErrorCode {
             | BatchError::NonZeroBaseOffset(_)
             | BatchError::ControlBatchFromClient
             | BatchError::InvalidSequence { .. }
-            | BatchError::InvalidRecord(_)
-            | BatchError::NullKeyInCompactedTopic => ErrorCode::INVALID_RECORD,
+            | BatchError::InvalidRecord(_) => ErrorCode::INVALID_RECORD,
             BatchError::CompressionNeedsNewerProduce { .. } => {
                 ErrorCode::UNSUPPORTED_COMPRESSION_TYPE
             }
@@ -123,6 +125,7 @@ impl From<BatchError> for ErrorCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::{RecordError, RecordErrorKind, RecordErrors};
 
     #[test]
     fn batch_errors_map_like_kafka() {
@@ -141,14 +144,14 @@ mod tests {
         assert_eq!(ErrorCode::from(&offline), ErrorCode::KAFKA_STORAGE_ERROR);
         assert_eq!(ErrorCode::from(&PartitionError::Storage(offline)), ErrorCode::KAFKA_STORAGE_ERROR);
         // A keyless record on a compacted topic (partition/ names no Kafka code).
-        assert_eq!(ErrorCode::from(BatchError::NullKeyInCompactedTopic), ErrorCode::INVALID_RECORD);
+        let no_key = RecordError { batch_index: 1, kind: RecordErrorKind::NoKeyOnCompactedTopic };
+        let late = RecordError { batch_index: 2, kind: RecordErrorKind::TimestampOutOfRange { timestamp: 9, offset: 2, min: 0, max: 1 } };
+        let refused = |errors: Vec<RecordError>| BatchError::RecordErrors(Box::new(RecordErrors { errors }));
+        assert_eq!(ErrorCode::from(refused(vec![no_key.clone()])), ErrorCode::INVALID_RECORD);
+        assert_eq!(ErrorCode::from(refused(vec![no_key, late])), ErrorCode::INVALID_TIMESTAMP);
         assert_eq!(ErrorCode::from(BatchError::InvalidRecord("count".into())), ErrorCode::INVALID_RECORD);
         assert_eq!(ErrorCode::from(BatchError::CorruptRecord("gzip".into())), ErrorCode::CORRUPT_MESSAGE);
         assert_eq!(ErrorCode::from(BatchError::DecompressedTooLarge { limit: 1 }), ErrorCode::MESSAGE_TOO_LARGE);
-        assert_eq!(
-            ErrorCode::from(BatchError::InvalidTimestamp { timestamp: 9, min: 0, max: 1 }),
-            ErrorCode::INVALID_TIMESTAMP
-        );
         assert_eq!(
             ErrorCode::from(BatchError::CompressionNeedsNewerProduce { version: 6 }),
             ErrorCode::UNSUPPORTED_COMPRESSION_TYPE

@@ -46,7 +46,7 @@ pub struct MemberMetadataValue {
     pub client_id: String,
     pub client_host: String,
     pub subscribed_topic_names: Vec<String>,
-    /// Always None here (regex subscriptions are refused), kept for Kafka's layout.
+    /// The member's regex subscription (KIP-848), if any.
     pub subscribed_topic_regex: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub server_assignor: Option<String>,

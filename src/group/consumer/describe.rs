@@ -48,6 +48,7 @@ pub fn describe(group_id: &str, g: Option<&Group>, include_authorized_operations
                 .with_client_id(str_bytes(&m.client_id))
                 .with_client_host(str_bytes(&m.client_host))
                 .with_subscribed_topic_names(m.subscribed_topic_names.iter().map(|n| TopicName(str_bytes(n))).collect())
+                .with_subscribed_topic_regex(m.subscribed_topic_regex.as_deref().map(str_bytes))
                 .with_assignment(described_assignment(&m.assigned, image))
                 .with_target_assignment(described_assignment(&target, image))
                 .with_member_type(MEMBER_TYPE_CONSUMER)

@@ -7,6 +7,7 @@ use std::time::Instant;
 use uuid::Uuid;
 
 use super::consumer_group_records::{CurrentAssignmentValue, MemberMetadataValue};
+use super::subscription_regex::GroupRegexes;
 use crate::protocol::ErrorCode;
 
 /// Partitions by topic id (Kafka's `Map<Uuid, Set<Integer>>`).
@@ -81,6 +82,8 @@ pub struct ConsumerMember {
     pub state: MemberState,
     pub rebalance_timeout_ms: i32,
     pub subscribed_topic_names: Vec<String>,
+    /// KIP-848 regex subscription (subscription_regex.rs), besides the names.
+    pub subscribed_topic_regex: Option<String>,
     pub server_assignor: Option<String>,
     /// Partitions the member may consume now.
     pub assigned: Assignment,
@@ -105,6 +108,7 @@ impl ConsumerMember {
             state: MemberState::Stable,
             rebalance_timeout_ms: 0,
             subscribed_topic_names: Vec::new(),
+            subscribed_topic_regex: None,
             server_assignor: None,
             assigned: Assignment::new(),
             pending_revocation: Assignment::new(),
@@ -121,7 +125,7 @@ impl ConsumerMember {
             client_id: self.client_id.clone(),
             client_host: self.client_host.clone(),
             subscribed_topic_names: self.subscribed_topic_names.clone(),
-            subscribed_topic_regex: None,
+            subscribed_topic_regex: self.subscribed_topic_regex.clone(),
             rebalance_timeout_ms: self.rebalance_timeout_ms,
             server_assignor: self.server_assignor.clone(),
         }
@@ -144,6 +148,7 @@ impl ConsumerMember {
         self.client_id = v.client_id;
         self.client_host = v.client_host;
         self.subscribed_topic_names = v.subscribed_topic_names;
+        self.subscribed_topic_regex = v.subscribed_topic_regex.filter(|r| !r.is_empty());
         self.rebalance_timeout_ms = v.rebalance_timeout_ms;
         self.server_assignor = v.server_assignor;
     }
@@ -204,6 +209,9 @@ pub struct ConsumerGroup {
     /// Every topic name some member subscribes to (kept current by
     /// `refresh_subscribed_names` when subscriptions or members change).
     pub subscribed_names: BTreeSet<String>,
+    /// The members' regex subscriptions, compiled (kept current with `subscribed_names`);
+    /// the topics they match are resolved against the image at each heartbeat.
+    pub regexes: GroupRegexes,
     /// The subscribed topics as last seen (empty after a load until the next heartbeat).
     pub subscription_metadata: SubscriptionMetadata,
     /// Kafka's metadata hash of `subscription_metadata`, stored with the group epoch: a
@@ -238,6 +246,19 @@ impl ConsumerGroup {
 
     pub fn refresh_subscribed_names(&mut self) {
         self.subscribed_names = self.members.values().flat_map(|m| m.subscribed_topic_names.iter().cloned()).collect();
+        self.regexes.refresh(self.members.values().filter_map(|m| m.subscribed_topic_regex.as_deref()));
+    }
+
+    /// The ids of the existing topics `m` subscribes to, by name or by its regex, in name
+    /// order (from `subscription_metadata`).
+    pub fn member_topics(&self, m: &ConsumerMember) -> Vec<Uuid> {
+        let meta = &self.subscription_metadata;
+        let mut topics: BTreeMap<&str, Uuid> =
+            m.subscribed_topic_names.iter().filter_map(|n| meta.get_key_value(n).map(|(n, (id, _))| (n.as_str(), *id))).collect();
+        if let Some(r) = m.subscribed_topic_regex.as_deref() {
+            topics.extend(meta.iter().filter(|(n, _)| self.regexes.matches(r, n)).map(|(n, (id, _))| (n.as_str(), *id)));
+        }
+        topics.into_values().collect()
     }
 
     /// The assignor the group uses: the one most members ask for (ties: by name), else

@@ -11,6 +11,7 @@ use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeart
 use uuid::Uuid;
 
 use super::assignor::{self, MemberSpec};
+use super::subscription_regex;
 use super::group::{Assignment, ConsumerGroup, ConsumerMember, MemberState, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH};
 use super::consumer_group_records::ConsumerRecord;
 use crate::protocol::strings::str_bytes;
@@ -99,9 +100,12 @@ pub fn validate(req: &ConsumerGroupHeartbeatRequest, version: i16) -> Result<(),
         }
         _ => return Err(invalid("MemberEpoch is invalid.")),
     }
-    if req.subscribed_topic_regex.is_some() {
-        // Regex subscriptions (KIP-848 with RE2J) are not implemented here.
-        return Err((ErrorCode::INVALID_REQUEST, "SubscribedTopicRegex is not supported by this broker.".into()));
+    // Kafka's throwIfRegularExpressionIsInvalid. An empty pattern means no regex (librdkafka
+    // sends "" with a names-only subscription).
+    if let Some(pattern) = req.subscribed_topic_regex.as_deref().filter(|p| !p.is_empty()) {
+        if let Err(reason) = subscription_regex::compile(pattern) {
+            return Err((ErrorCode::INVALID_REGULAR_EXPRESSION, subscription_regex::invalid_message(pattern, &reason)));
+        }
     }
     if let Some(a) = req.server_assignor.as_deref() {
         if !assignor::is_supported(a) {
@@ -177,12 +181,17 @@ fn bump(c: &mut ConsumerGroup, group_id: &str, records: &mut Vec<OffsetsRecord>)
     tracing::info!(group = group_id, epoch = c.group_epoch, "consumer group epoch bumped");
 }
 
-/// The subscribed topics as the metadata image has them now.
+/// The subscribed topics (by name, or matched by a member's regex) as the metadata image
+/// has them now.
 fn subscription_metadata(c: &ConsumerGroup, image: &MetadataImage) -> super::group::SubscriptionMetadata {
-    c.subscribed_names
-        .iter()
-        .filter_map(|n| image.topic(n).map(|t| (n.clone(), (Uuid::from_bytes(t.topic_id), i32::try_from(t.partitions.len()).unwrap_or(i32::MAX)))))
-        .collect()
+    let entry = |t: &crate::cluster::image::TopicMeta| (t.name.clone(), (Uuid::from_bytes(t.topic_id), i32::try_from(t.partitions.len()).unwrap_or(i32::MAX)));
+    let mut meta: super::group::SubscriptionMetadata = c.subscribed_names.iter().filter_map(|n| image.topic(n).map(entry)).collect();
+    if !c.regexes.is_empty() {
+        // Every topic of the image is tried: O(topics x distinct patterns) per heartbeat,
+        // paid only by groups that subscribe by regex.
+        meta.extend(image.topics.values().filter(|t| c.regexes.any_matches(&t.name)).map(entry));
+    }
+    meta
 }
 
 /// Recomputes every member's target with the group's assignor (Kafka's
@@ -196,7 +205,7 @@ pub fn update_target(c: &mut ConsumerGroup, group_id: &str, records: &mut Vec<Of
         .map(|m| MemberSpec {
             id: &m.id,
             instance_id: m.instance_id.as_deref(),
-            topics: m.subscribed_topic_names.iter().filter_map(|n| c.subscription_metadata.get(n).map(|(id, _)| *id)).collect(),
+            topics: c.member_topics(m),
             current: c.target.get(&m.id),
         })
         .collect();
@@ -343,6 +352,14 @@ pub fn heartbeat(
             subscription_changed = true;
         }
     }
+    if let Some(r) = req.subscribed_topic_regex.as_deref() {
+        // Validated in `validate`; "" clears it.
+        let regex = Some(r.to_string()).filter(|r| !r.is_empty());
+        if regex != m.subscribed_topic_regex {
+            m.subscribed_topic_regex = regex;
+            subscription_changed = true;
+        }
+    }
     if let Some(a) = req.server_assignor.as_deref() {
         if m.server_assignor.as_deref() != Some(a) {
             m.server_assignor = Some(a.to_string());
@@ -422,7 +439,8 @@ pub fn heartbeat(
         .with_member_epoch(epoch)
         .with_heartbeat_interval_ms(settings.heartbeat_interval_ms);
     // The assignment goes out on a full request (join, or after an error) or a change.
-    let full = member_epoch == 0 || (req.rebalance_timeout_ms != -1 && req.subscribed_topic_names.is_some() && req.topic_partitions.is_some());
+    let subscription_sent = req.subscribed_topic_names.is_some() || req.subscribed_topic_regex.is_some();
+    let full = member_epoch == 0 || (req.rebalance_timeout_ms != -1 && subscription_sent && req.topic_partitions.is_some());
     if full || assigned_changed {
         resp.assignment = Some(ResponseAssignment::default().with_topic_partitions(
             assignment.into_iter().map(|(t, ps)| TopicPartitions::default().with_topic_id(t).with_partitions(ps.into_iter().collect())).collect(),
@@ -632,6 +650,69 @@ mod tests {
         let img = image(&[("t", 1, 3), ("later", 2, 1)]);
         let r = run(&mut g, &beat("a", 1, None), &img).unwrap();
         assert_eq!((r.member_epoch, assigned(&r)), (2, vec![0, 0, 1, 2]));
+    }
+
+    fn join_regex(member: &str, regex: &str) -> ConsumerGroupHeartbeatRequest {
+        join(member, &[]).with_subscribed_topic_names(None).with_subscribed_topic_regex(Some(str_bytes(regex)))
+    }
+
+    fn assigned_topics(resp: &ConsumerGroupHeartbeatResponse) -> Vec<Uuid> {
+        resp.assignment.iter().flat_map(|a| a.topic_partitions.iter().map(|t| t.topic_id)).collect()
+    }
+
+    #[test]
+    fn regex_subscriptions_follow_created_and_deleted_topics() {
+        let mut g = Group::new("g".into(), 0);
+        let img = image(&[("t-a", 1, 1), ("other", 2, 1), ("__consumer_offsets", 3, 1)]);
+        let r = run(&mut g, &join_regex("a", "t-.*"), &img).unwrap();
+        assert_eq!((r.member_epoch, assigned_topics(&r)), (1, vec![Uuid::from_bytes([1; 16])]));
+        // A second member by name; a regex `.*` never takes the internal topic.
+        let r = run(&mut g, &join_regex("b", ".*"), &img).unwrap();
+        assert_eq!(r.member_epoch, 2);
+        let c = g.consumer.as_deref().unwrap();
+        assert_eq!(c.subscription_metadata.keys().collect::<Vec<_>>(), vec!["other", "t-a"]);
+        // A topic created: the next heartbeat bumps the epoch and a's target includes it.
+        let img = image(&[("t-a", 1, 1), ("other", 2, 1), ("t-b", 4, 2), ("__consumer_offsets", 3, 1)]);
+        run(&mut g, &beat("a", 1, None), &img).unwrap();
+        let c = g.consumer.as_deref().unwrap();
+        assert_eq!(c.group_epoch, 3);
+        assert!(c.target["a"].keys().chain(c.target["b"].keys()).any(|t| *t == Uuid::from_bytes([4; 16])));
+        assert!(c.target["a"].keys().all(|t| [[1; 16], [4; 16]].contains(t.as_bytes())), "a only gets t-* topics");
+        // Deleted: gone from every target at the next bump.
+        let img = image(&[("other", 2, 1), ("t-b", 4, 2)]);
+        run(&mut g, &beat("b", 2, None), &img).unwrap();
+        let c = g.consumer.as_deref().unwrap();
+        assert_eq!(c.group_epoch, 4);
+        assert!(c.target.values().all(|a| !a.contains_key(&Uuid::from_bytes([1; 16]))));
+        // Described with its regex.
+        let d = super::super::describe::describe("g", Some(&g), false, &img);
+        let a = d.members.iter().find(|m| m.member_id.as_str() == "a").unwrap();
+        assert_eq!(a.subscribed_topic_regex.as_deref(), Some("t-.*"));
+    }
+
+    #[test]
+    fn invalid_regex_is_refused_and_empty_means_none() {
+        let img = image(&[("t", 1, 1)]);
+        let mut g = Group::new("g".into(), 0);
+        let e = validate(&join_regex("a", "t-("), 1).unwrap_err();
+        assert_eq!(e.0, ErrorCode::INVALID_REGULAR_EXPRESSION);
+        assert!(e.1.starts_with("SubscribedTopicRegex `t-(` is not a valid regular expression: "), "{}", e.1);
+        // librdkafka sends "" beside its names: no regex.
+        let r = run(&mut g, &join("a", &["t"]).with_subscribed_topic_regex(Some(str_bytes(""))), &img).unwrap();
+        assert_eq!(assigned(&r), vec![0]);
+        assert_eq!(g.consumer.as_deref().unwrap().members["a"].subscribed_topic_regex, None);
+    }
+
+    #[test]
+    fn regex_survives_a_reload() {
+        let img = image(&[("t-a", 1, 2)]);
+        let mut g = Group::new("g".into(), 0);
+        let mut log = Vec::new();
+        run_rec(&mut g, &join_regex("a", "t-.*"), &img, &mut log);
+        let r = reload(&log);
+        assert_restored(&g, &r);
+        assert_eq!(r.consumer.as_deref().unwrap().members["a"].subscribed_topic_regex.as_deref(), Some("t-.*"));
+        assert!(!r.consumer.as_deref().unwrap().regexes.is_empty());
     }
 
     /// Runs a request on `g`, appending the records it stores to `log`.

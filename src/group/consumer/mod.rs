@@ -11,6 +11,7 @@
 //! - `group.rs`      members, group epoch, target assignment and epoch, ownership
 //! - `heartbeat.rs`  join / heartbeat / leave / fencing / session expiry
 //! - `reconcile.rs`  one member's current assignment → its target
+//! - `subscription_regex.rs` regex subscriptions (SubscribedTopicRegex) matched against topics
 //! - `assignor/`     `uniform` (default) and `range`
 //! - `describe.rs`   ConsumerGroupDescribe; what DescribeGroups / ListGroups report
 //! - `consumer_group_records.rs` the group's records in `__consumer_offsets` (epoch, members, target
@@ -37,6 +38,7 @@ pub mod describe;
 pub mod group;
 pub mod heartbeat;
 pub mod reconcile;
+pub mod subscription_regex;
 pub mod consumer_group_records;
 
 pub use group::ConsumerGroup;

@@ -23,7 +23,16 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequ
     let wanted: Option<Vec<(Option<String>, [u8; 16])>> = match &req.topics {
         None => None,
         Some(t) if t.is_empty() && meta.version == 0 => None,
-        Some(t) => Some(t.iter().map(|t| (t.name.as_ref().map(|n| n.0.to_string()), *t.topic_id.as_bytes())).collect()),
+        // A topic named by id (v10+) is looked up by id, its name ignored, as Kafka does: the
+        // Java consumer sends ids with an empty name for a regex subscription's topics.
+        Some(t) => Some(
+            t.iter()
+                .map(|t| {
+                    let by_id = !t.topic_id.is_nil();
+                    (t.name.as_ref().filter(|_| !by_id).map(|n| n.0.to_string()), *t.topic_id.as_bytes())
+                })
+                .collect(),
+        ),
     };
     let allow_create = (meta.version < 4 || req.allow_auto_topic_creation) && ctx.config.auto_create_topics_enable;
     let mut created_any = false;

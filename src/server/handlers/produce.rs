@@ -6,12 +6,13 @@
 //! the codec is allowed for the request version (`ProduceRequest.validateRecords`), and
 //! the topic is not internal (`ReplicaManager.appendToLocalLog` with
 //! internalTopicsAllowed=false: the group coordinator appends to `__consumer_offsets`
-//! through `Partition::append`, never here).
+//! through `Partition::append`, never here). Records refused one by one by the partition's
+//! validation are listed in the response (KIP-467 `record_errors`).
 use std::rc::Rc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, ProduceRequest};
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, ProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{BatchIndexAndErrorMessage, PartitionProduceResponse, ProduceResponse, TopicProduceResponse};
 
 use super::{code, str_bytes, topic_name};
 use crate::cluster::image::TopicMeta;
@@ -19,7 +20,7 @@ use crate::cluster::router::{OpBatch, OpOutput, PartitionOp};
 use crate::cluster::topic_config::is_internal_topic;
 use crate::partition::PartitionError;
 use crate::protocol::ErrorCode;
-use crate::record::check_produce_version;
+use crate::record::{check_produce_version, BatchError, RecordErrors};
 use crate::runtime::ShardId;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
@@ -65,6 +66,11 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, mut req: ProduceR
     }
     let mut results = ctx.router.run(batch).await.into_iter();
     for t in &mut topics {
+        let name = if meta.version >= 13 {
+            image.topic_by_id(t.topic_id.as_bytes()).map_or("", |m| m.name.as_str()).to_string()
+        } else {
+            t.name.0.to_string()
+        };
         for resp in t.partition_responses.iter_mut().filter(|r| r.error_code == 0) {
             match results.next() {
                 Some(Ok(OpOutput::Produce(out))) => {
@@ -78,7 +84,11 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, mut req: ProduceR
                         tracing::debug!(shard = ctx.shard, partition = resp.index, error = %e, "produce refused");
                     }
                     resp.error_code = code(&e);
-                    resp.error_message = Some(str_bytes(&e.to_string()));
+                    if let PartitionError::Batch(BatchError::RecordErrors(r)) = &e {
+                        set_record_errors(resp, r, &format!("{name}-{}", resp.index));
+                    } else {
+                        resp.error_message = Some(str_bytes(&e.to_string()));
+                    }
                 }
             }
         }
@@ -87,6 +97,17 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, mut req: ProduceR
         return Response::NoResponse;
     }
     meta.respond(&ProduceResponse::default().with_responses(topics))
+}
+
+/// KIP-467 (Produce v8+; older versions drop both fields): each refused record's index
+/// and message, and Kafka's batch message, so a client fails exactly those records.
+fn set_record_errors(resp: &mut PartitionProduceResponse, r: &RecordErrors, topic_partition: &str) {
+    resp.error_message = Some(str_bytes(&r.batch_message(topic_partition)));
+    resp.record_errors = r
+        .errors
+        .iter()
+        .map(|e| BatchIndexAndErrorMessage::default().with_batch_index(e.batch_index).with_batch_index_error_message(Some(str_bytes(&e.message(topic_partition)))))
+        .collect();
 }
 
 /// The owning shard and records of a partition that may be appended to, or the error
