@@ -43,13 +43,18 @@ pub struct BatchReader {
     /// Size of the batch at `pos`, which the last chunk cut: the next read covers it.
     cut_len: Option<usize>,
     stop: Option<ReadStop>,
+    /// The unparsed rest of the last read (its file position, its bytes), when padding
+    /// was skipped inside it: the next batches are parsed from it, not read again. Without
+    /// it, a segment of small padded batches (flush = always, one sync per batch) costs a
+    /// whole chunk read per batch.
+    rest_of_read: Option<(u64, Bytes)>,
 }
 
 impl BatchReader {
     pub fn new(file: Rc<SegmentFile>, start: u64, end: u64, chunk_bytes: usize) -> BatchReader {
         // A chunk holds at least a header, so every read makes progress.
         let chunk_bytes = chunk_bytes.max(BATCH_HEADER_LEN);
-        BatchReader { file, pos: start, chunk_start: start, end, chunk_bytes, cut_len: None, stop: None }
+        BatchReader { file, pos: start, chunk_start: start, end, chunk_bytes, cut_len: None, stop: None, rest_of_read: None }
     }
 
     /// Changes the size of the next reads (a fetch shrinks it to what it may still
@@ -101,11 +106,18 @@ impl BatchReader {
                 self.stop = Some(ReadStop::End);
                 return Ok(Vec::new());
             }
-            let want = self.chunk_bytes.max(self.cut_len.take().unwrap_or(0));
+            let cut = self.cut_len.take();
+            let want = self.chunk_bytes.max(cut.unwrap_or(0));
             let len = (want as u64).min(self.end - self.pos) as usize;
-            let chunk = read_bytes(&self.file, self.pos, len).await?;
+            // The rest of the last read serves unless a batch it cut must be read whole.
+            let rest = self.rest_of_read.take().filter(|(at, b)| cut.is_none() && *at == self.pos && !b.is_empty());
+            let from_rest = rest.is_some();
+            let chunk = match rest {
+                Some((_, b)) => b.slice(..b.len().min(len)),
+                None => read_bytes(&self.file, self.pos, len).await?,
+            };
             let chunk_start = self.pos;
-            if chunk.len() < len {
+            if chunk.len() < len && !from_rest {
                 // The file is shorter than the range: its data ends here.
                 self.end = self.pos + chunk.len() as u64;
             }
@@ -122,6 +134,10 @@ impl BatchReader {
                     if self.pos >= self.end {
                         self.pos = self.pos.min(self.end);
                         self.stop = Some(ReadStop::End);
+                    } else if self.pos < chunk_start + chunk.len() as u64 {
+                        // Progress was made (pos moved past the padding), so parsing the
+                        // rest next cannot loop.
+                        self.rest_of_read = Some((self.pos, chunk.slice((self.pos - chunk_start) as usize..)));
                     }
                 }
                 Some(IterStop::ZeroTail) => self.stop = Some(ReadStop::End),
