@@ -47,9 +47,16 @@ def _consume_all(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, by
 
 
 def _segments(data_dir: Path, topic: str) -> list[tuple[int, int]]:
-    """(base offset, file size) of each segment of partition 0, in order."""
+    """(base offset, file size) of each segment of partition 0, in order. The cleaner
+    runs meanwhile: a segment it deletes between the listing and the stat is skipped."""
     d = data_dir / f"{topic}-0"
-    return sorted((int(p.name[:-4]), p.stat().st_size) for p in d.glob("*.log"))
+    out = []
+    for p in d.glob("*.log"):
+        try:
+            out.append((int(p.name[:-4]), p.stat().st_size))
+        except FileNotFoundError:
+            continue
+    return sorted(out)
 
 
 def _check_compacted(records, latest: dict[bytes, tuple[int, bytes]], active_base: int):
