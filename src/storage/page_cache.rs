@@ -156,8 +156,9 @@ impl CachedFile {
     }
 }
 
-/// What this shard's budget holds and has dropped (tests and diagnostics).
-pub fn shard_page_cache_stats() -> Option<(u64, u64)> {
+/// What this shard's budget holds and has dropped (for tests).
+#[cfg(test)]
+fn shard_page_cache_stats() -> Option<(u64, u64)> {
     SHARD_BUDGET.with(|b| b.borrow().as_ref().map(|b| (b.charged_bytes.get(), b.dropped_bytes.get())))
 }
 
