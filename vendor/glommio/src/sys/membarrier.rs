@@ -24,10 +24,22 @@ enum Strategy {
     Fallback,
 }
 
+/// shardlog patch: upstream's choice (`sys_membarrier`, else `mprotect`) is kept behind
+/// this switch; see `STRATEGY`.
+const USE_PROCESS_WIDE_BARRIER: bool = false;
+
 lazy_static! {
     /// The right strategy to use on the current machine.
     static ref STRATEGY: Strategy = {
-        if syscall::is_supported() {
+        // shardlog patch: always the symmetric `SeqCst` fences. The only heavy barrier
+        // is an executor's going to sleep, which happens thousands of times a second on
+        // a lightly loaded broker; `sys_membarrier` then interrupts every core that runs
+        // one of our threads (an IPI, a VM exit each under virtualisation): 5-7% of a
+        // shard's CPU under a 50 MB/s produce load, and a stall for whatever the other
+        // core was running. The notifier pairs this with `light()` (a fence too).
+        if !USE_PROCESS_WIDE_BARRIER {
+            Strategy::Fallback
+        } else if syscall::is_supported() {
             Strategy::Membarrier
         } else if mprotect::is_supported() {
             Strategy::Mprotect

@@ -306,6 +306,12 @@ impl SleepNotifier {
     }
 
     pub(crate) fn notify(&self, force: bool) {
+        // shardlog patch: the notifier's half of the Dekker pair with the sleeper's
+        // `membarrier::heavy()` (uring.rs): whatever this thread pushed before (a
+        // channel item, a waker) must be visible before it reads `should_notify`, as
+        // the sleeper's flag store must be before it sweeps the channels once more.
+        // With `heavy()` a full fence, this must be one as well.
+        membarrier::light();
         if self
             .should_notify
             .compare_exchange(true, false, Ordering::Relaxed, Ordering::Relaxed)
