@@ -20,8 +20,7 @@
 //! - `network.rs`       the client side: openraft's `RaftNetworkV2` over TCP
 //! - `rpc_server.rs`    the receiving side on the controller listener
 //! - `handle.rs`        `ControllerHandle`, the request channel
-//! - `server.rs`        the controller thread: runtime, raft start-up, request loop,
-//!                      forwarding to the quorum leader
+//! - `server.rs`        the controller thread: runtime, raft start-up, request loop, forwarding
 //!
 //! Cluster state (issue 11, first steps): the controllers listed in
 //! `controller_quorum_voters` form one openraft quorum over TCP; any node accepts

@@ -10,8 +10,9 @@ Without a base port the tests pick free ports (no clash with other suites).
 
 The active controller is read from the nodes' logs: each node logs one
 "controller quorum: leader=<id> term=<t> ..." line per change (src/controller/server.rs);
-the live node reporting the highest term names it. DescribeQuorum (API 55) is the
-on-the-wire way, not done yet.
+the live node reporting the highest term names it. (DescribeQuorum, API 55, answers the
+same on the wire; the harness reads logs so it needs no Kafka client and works while a
+node is SIGSTOPped.)
 
 No pytest import: this file is also a command-line tool.
 """

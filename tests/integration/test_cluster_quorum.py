@@ -6,7 +6,7 @@ AdminClient, one per node, so each request goes to that node only):
   Metadata of nodes 1 and 3 (forwarded to the leader, committed, applied everywhere);
 - `kill -9` of the active controller: a new leader is elected, a CreateTopics through a
   survivor succeeds, no topic created before is lost; the killed node restarts, rejoins
-  and sees every topic;
+  and sees every topic; a SIGSTOPped leader is replaced and follows after SIGCONT;
 - DescribeQuorum (API 55) through Kafka's `kafka-metadata-quorum` tool, on every node and
   on a single node (that test also runs against Apache Kafka).
 No timed assertions: every wait polls with a generous deadline. The failover time is
@@ -148,6 +148,29 @@ def test_kill9_of_the_active_controller_loses_no_metadata(cluster):
     for nd in cluster.nodes:
         wait_seen(nd, {rejoined})
 
+
+
+def test_sigstopped_active_controller_is_replaced_and_steps_down_on_sigcont(cluster):
+    """A hung leader (SIGSTOP: its sockets stay open, it answers nothing) is replaced; the
+    survivors keep committing; once resumed it follows the new leader and catches up."""
+    leader, term = cluster.wait_leader(timeout_s=DEADLINE_S)
+    hung = cluster.node(leader)
+    survivors = [nd for nd in cluster.nodes if nd.node_id != leader]
+    hung.pause()
+    try:
+        new_leader, new_term = cluster.wait_leader(timeout_s=DEADLINE_S, not_id=leader)
+        assert new_term > term
+        name = new_name("while-stopped")
+        create_through(survivors[0], name)
+        for nd in survivors:
+            wait_seen(nd, {name})
+    finally:
+        hung.resume()
+    wait_seen(hung, {name})
+    deadline = time.monotonic() + DEADLINE_S
+    while hung.latest_leader() is None or hung.latest_leader()[0] < new_term:
+        assert time.monotonic() < deadline, f"node {leader} never saw term {new_term}: {hung.latest_leader()}"
+        time.sleep(0.1)
 
 # -- DescribeQuorum (API 55) through Kafka's own kafka-metadata-quorum tool ---------------
 QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"
