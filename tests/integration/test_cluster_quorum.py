@@ -6,7 +6,8 @@ AdminClient, one per node, so each request goes to that node only):
   Metadata of nodes 1 and 3 (forwarded to the leader, committed, applied everywhere);
 - `kill -9` of the active controller: a new leader is elected, a CreateTopics through a
   survivor succeeds, no topic created before is lost; the killed node restarts, rejoins
-  and sees every topic; a SIGSTOPped leader is replaced and follows after SIGCONT;
+  and sees every topic; a SIGSTOPped leader is replaced and follows after SIGCONT; the
+  whole cluster restarted on its data dirs re-forms the quorum with every topic;
 - DescribeQuorum (API 55) through Kafka's `kafka-metadata-quorum` tool, on every node and
   on a single node (that test also runs against Apache Kafka).
 No timed assertions: every wait polls with a generous deadline. The failover time is
@@ -220,3 +221,23 @@ def test_kafka_metadata_quorum_tool_on_every_node(cluster):
     assert list(statuses.values()).count("Leader") == 1, rows
     # Every voter's log end offset is a number >= 1 (the leader knows each follower's).
     assert all(int(ln[2]) >= 1 for ln in lines), rows
+
+
+def test_whole_cluster_restart_keeps_metadata(cluster):
+    """Every node stopped, then all started again on their data dirs: the quorum re-forms
+    from the logs (no re-initialization) and every node lists every topic."""
+    cluster.wait_leader(timeout_s=DEADLINE_S)
+    name = new_name("before-restart")
+    create_through(cluster.node(3), name)
+    for nd in cluster.nodes:
+        wait_seen(nd, {name})
+    everything = topics_seen_by(cluster.node(1))
+    cluster.close()
+    cluster.start()
+    cluster.wait_ready(timeout_s=DEADLINE_S)
+    for nd in cluster.nodes:
+        wait_seen(nd, everything)
+    after = new_name("after-restart")
+    create_through(cluster.node(2), after)
+    for nd in cluster.nodes:
+        wait_seen(nd, {after})
