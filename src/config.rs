@@ -41,7 +41,25 @@ pub struct Config {
     /// host:port clients are told to connect to; defaults to `listen`.
     pub advertised_listener: Option<String>,
     pub data_dir: PathBuf,
+    /// node.id: this node's id in the cluster (broker id and controller/raft voter id).
     pub node_id: i32,
+    /// process.roles: "broker", "controller" or both (a combined node). Today only the
+    /// combined node runs; a broker-only or controller-only node is refused at start-up
+    /// until the brokers follow the metadata log (issue 11, next steps).
+    pub process_roles: Vec<String>,
+    /// The controller listener (Kafka's CONTROLLER listener in `listeners`): host:port the
+    /// metadata quorum's raft RPCs are served on. None = a single node whose controller
+    /// runs in-process with no peers (the default, and the behaviour before issue 11).
+    pub controller_listener: Option<String>,
+    /// controller.quorum.voters: `id@host:port,...`, every voter's node id and controller
+    /// listener. Empty = single node. Must name this node (with its controller_listener's
+    /// port) when process_roles has "controller".
+    pub controller_quorum_voters: String,
+    /// broker.rack: this broker's rack (rack-aware placement, later); None = no rack.
+    pub broker_rack: Option<String>,
+    /// broker.session.timeout.ms: a broker whose heartbeats stop this long is fenced
+    /// (Kafka's default: 9000). Not enforced yet: registration and heartbeats come next.
+    pub broker_session_timeout_ms: u64,
     /// Number of shards (one pinned executor each); 0 = one per available core.
     pub shards: usize,
     /// Core for the controller thread; -1 = a core no shard uses if there is one, else
@@ -152,6 +170,11 @@ impl Default for Config {
             advertised_listener: None,
             data_dir: PathBuf::from("./data"),
             node_id: 1,
+            process_roles: vec!["broker".into(), "controller".into()],
+            controller_listener: None,
+            controller_quorum_voters: String::new(),
+            broker_rack: None,
+            broker_session_timeout_ms: 9000,
             shards: 0,
             controller_core: -1,
             flush: FlushMode::Always,
@@ -294,8 +317,119 @@ impl Config {
                 return bad("advertised_listener", "must be host:port");
             }
         }
+        self.validate_quorum()
+    }
+
+    /// Roles, controller listener and voters must describe one consistent node.
+    fn validate_quorum(&self) -> Result<(), ConfigError> {
+        let bad = |key, message: String| Err(ConfigError::Invalid { key, message });
+        if self.node_id < 0 {
+            return bad("node_id", format!("must be >= 0, got {}", self.node_id));
+        }
+        if self.process_roles.is_empty() {
+            return bad("process_roles", "must name \"broker\", \"controller\" or both".into());
+        }
+        for r in &self.process_roles {
+            if r != "broker" && r != "controller" {
+                return bad("process_roles", format!("unknown role '{r}': expected \"broker\" or \"controller\""));
+            }
+        }
+        if self.broker_session_timeout_ms == 0 {
+            return bad("broker_session_timeout_ms", "must be positive".into());
+        }
+        if let Some(l) = &self.controller_listener {
+            split_host_port(l).map_err(|m| ConfigError::Invalid { key: "controller_listener", message: m })?;
+        }
+        let voters = parse_quorum_voters(&self.controller_quorum_voters)
+            .map_err(|message| ConfigError::Invalid { key: "controller_quorum_voters", message })?;
+        if voters.is_empty() {
+            if self.controller_listener.is_some() {
+                return bad("controller_quorum_voters", "must be set when controller_listener is (id@host:port,...)".into());
+            }
+            return Ok(());
+        }
+        if self.has_role("controller") {
+            let Some(me) = voters.iter().find(|v| v.id == self.node_id) else {
+                return bad("controller_quorum_voters", format!("node_id {} has the controller role but is not a voter", self.node_id));
+            };
+            let Some(listener) = &self.controller_listener else {
+                return bad("controller_listener", "a controller in a quorum needs a controller_listener (host:port)".into());
+            };
+            let (_, port) = split_host_port(listener).map_err(|m| ConfigError::Invalid { key: "controller_listener", message: m })?;
+            if port != me.port {
+                return bad("controller_listener", format!("port {port} differs from this node's voter entry {}@{}:{}", me.id, me.host, me.port));
+            }
+        }
         Ok(())
     }
+
+    pub fn has_role(&self, role: &str) -> bool {
+        self.process_roles.iter().any(|r| r == role)
+    }
+}
+
+/// One entry of controller.quorum.voters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuorumVoter {
+    pub id: i32,
+    pub host: String,
+    pub port: u16,
+}
+
+impl QuorumVoter {
+    pub fn addr(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// Most voters a quorum may list (a limit, as on everything; Kafka quorums have 3 or 5).
+pub const MAX_QUORUM_VOTERS: usize = 64;
+
+/// `host:port` (IPv6 hosts in brackets) → (host, port).
+pub fn split_host_port(s: &str) -> Result<(String, u16), String> {
+    let (host, port) = s.rsplit_once(':').ok_or_else(|| format!("'{s}' is not host:port"))?;
+    let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+    if host.is_empty() {
+        return Err(format!("'{s}' has no host"));
+    }
+    let port = port.parse::<u16>().map_err(|_| format!("'{s}' has no valid port (0-65535)"))?;
+    if port == 0 {
+        return Err(format!("'{s}': port 0 is not a fixed port"));
+    }
+    Ok((host.to_string(), port))
+}
+
+/// Parses Kafka's controller.quorum.voters syntax, `id@host:port,id@host:port,...`.
+/// Empty (or blank) = no voters. Ids must be unique and >= 0.
+pub fn parse_quorum_voters(s: &str) -> Result<Vec<QuorumVoter>, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut out: Vec<QuorumVoter> = Vec::new();
+    for entry in s.split(',') {
+        let entry = entry.trim();
+        let (id, addr) = entry
+            .split_once('@')
+            .ok_or_else(|| format!("'{entry}' is not id@host:port"))?;
+        let id: i32 = id.trim().parse().map_err(|_| format!("'{entry}': the id '{id}' is not a number"))?;
+        if id < 0 {
+            return Err(format!("'{entry}': the id must be >= 0"));
+        }
+        let (host, port) = split_host_port(addr.trim()).map_err(|m| format!("'{entry}': {m}"))?;
+        if out.iter().any(|v| v.id == id) {
+            return Err(format!("voter id {id} is listed twice"));
+        }
+        if out.len() == MAX_QUORUM_VOTERS {
+            return Err(format!("more than {MAX_QUORUM_VOTERS} voters"));
+        }
+        out.push(QuorumVoter { id, host, port });
+    }
+    Ok(out)
 }
 
 /// Command-line overrides for `shardlog serve`: one flag per config key.
@@ -312,6 +446,18 @@ pub struct ConfigArgs {
     pub data_dir: Option<PathBuf>,
     #[arg(long)]
     pub node_id: Option<i32>,
+    /// Comma-separated: broker,controller (the default) / broker / controller.
+    #[arg(long, value_delimiter = ',')]
+    pub process_roles: Option<Vec<String>>,
+    #[arg(long)]
+    pub controller_listener: Option<String>,
+    /// `id@host:port,...` (Kafka's controller.quorum.voters).
+    #[arg(long)]
+    pub controller_quorum_voters: Option<String>,
+    #[arg(long)]
+    pub broker_rack: Option<String>,
+    #[arg(long)]
+    pub broker_session_timeout_ms: Option<u64>,
     #[arg(long)]
     pub shards: Option<usize>,
     #[arg(long)]
@@ -409,7 +555,8 @@ impl ConfigArgs {
         macro_rules! set {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { c.$f = v.clone(); } )* };
         }
-        set!(listen, data_dir, node_id, shards, controller_core, flush, log_flush_interval_messages,
+        set!(listen, data_dir, node_id, process_roles, controller_quorum_voters,
+            broker_session_timeout_ms, shards, controller_core, flush, log_flush_interval_messages,
             log_flush_interval_ms, storage_fault, socket_request_max_bytes,
             queued_max_request_bytes,
             max_connections_per_shard, max_inflight_requests_per_connection, fetch_max_bytes, shard_preempt_timer_us,
@@ -426,6 +573,12 @@ impl ConfigArgs {
             offsets_retention_check_interval_ms);
         if let Some(a) = &self.advertised_listener {
             c.advertised_listener = Some(a.clone());
+        }
+        if let Some(a) = &self.controller_listener {
+            c.controller_listener = Some(a.clone());
+        }
+        if let Some(a) = &self.broker_rack {
+            c.broker_rack = Some(a.clone());
         }
         c.validate()?;
         Ok(c)
@@ -468,6 +621,49 @@ mod tests {
         assert!(matches!(c.validate(), Err(ConfigError::Invalid { key: "queued_max_request_bytes", .. })));
         c.queued_max_request_bytes = 115 * 1024 * 1024;
         c.validate().unwrap();
+    }
+
+    #[test]
+    fn quorum_voters_parse_kafka_syntax() {
+        let v = parse_quorum_voters("1@127.0.0.1:19093, 2@[::1]:19094,3@ctl-3:9093").unwrap();
+        assert_eq!(v.len(), 3);
+        assert_eq!(v[0], QuorumVoter { id: 1, host: "127.0.0.1".into(), port: 19093 });
+        assert_eq!(v[1].addr(), "[::1]:19094");
+        assert_eq!(v[2].addr(), "ctl-3:9093");
+        assert!(parse_quorum_voters("  ").unwrap().is_empty());
+        for bad in ["1", "x@h:1", "-1@h:1", "1@h", "1@h:99999", "1@:9", "1@h:0", "1@h:1,1@g:2", "1@h:1,", "@h:1"] {
+            let err = parse_quorum_voters(bad).unwrap_err();
+            assert!(!err.is_empty(), "{bad}");
+        }
+        let many: Vec<String> = (0..=MAX_QUORUM_VOTERS).map(|i| format!("{i}@h:{}", 1000 + i)).collect();
+        assert!(parse_quorum_voters(&many.join(",")).unwrap_err().contains("more than"));
+    }
+
+    #[test]
+    fn quorum_settings_must_agree() {
+        let mut c = Config::default();
+        assert_eq!(c.process_roles, vec!["broker", "controller"]);
+        c.validate().unwrap();
+        let key = |c: &Config| match c.validate() {
+            Err(ConfigError::Invalid { key, .. }) => key,
+            other => panic!("expected an invalid setting, got {other:?}"),
+        };
+        c.controller_listener = Some("127.0.0.1:19093".into());
+        assert_eq!(key(&c), "controller_quorum_voters");
+        c.controller_quorum_voters = "1@127.0.0.1:19093,2@127.0.0.1:19094".into();
+        c.validate().unwrap();
+        c.node_id = 3;
+        assert_eq!(key(&c), "controller_quorum_voters");
+        c.node_id = 2;
+        assert_eq!(key(&c), "controller_listener"); // port 19093 is node 1's
+        c.controller_listener = None;
+        assert_eq!(key(&c), "controller_listener");
+        c.process_roles = vec!["broker".into()];
+        c.validate().unwrap(); // a broker-only node needs no controller listener
+        c.process_roles = vec!["borker".into()];
+        assert_eq!(key(&c), "process_roles");
+        c.process_roles.clear();
+        assert_eq!(key(&c), "process_roles");
     }
 
     #[test]

@@ -53,14 +53,18 @@ fn u32_at(buf: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(b)
 }
 
-/// Decodes the record at the start of `buf`; returns its payload and the bytes consumed.
-/// The length is checked against `limit` and against what remains before anything is read.
-pub fn decode(
-    buf: &[u8],
+/// Checks a header's magic, version and length (against `limit`) and returns the payload
+/// length, so a reader can bound a length from the network before allocating for it.
+pub fn payload_len(
+    header: &[u8; HEADER_LEN],
     magic: u32,
     version: u16,
     limit: usize,
-) -> Result<(&[u8], usize), FrameError> {
+) -> Result<usize, FrameError> {
+    check_header(header, magic, version, limit)
+}
+
+fn check_header(buf: &[u8], magic: u32, version: u16, limit: usize) -> Result<usize, FrameError> {
     if buf.len() < HEADER_LEN {
         return Err(FrameError::Truncated {
             need: HEADER_LEN,
@@ -85,6 +89,18 @@ pub fn decode(
     if len > limit {
         return Err(FrameError::TooLong { len, limit });
     }
+    Ok(len)
+}
+
+/// Decodes the record at the start of `buf`; returns its payload and the bytes consumed.
+/// The length is checked against `limit` and against what remains before anything is read.
+pub fn decode(
+    buf: &[u8],
+    magic: u32,
+    version: u16,
+    limit: usize,
+) -> Result<(&[u8], usize), FrameError> {
+    let len = check_header(buf, magic, version, limit)?;
     let total = HEADER_LEN + len;
     if buf.len() < total {
         return Err(FrameError::Truncated {

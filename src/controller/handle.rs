@@ -11,49 +11,20 @@ use futures::channel::oneshot;
 use crate::cluster::image::{ConfigResource, MetadataImage, TopicMeta};
 
 use super::state_machine::Publisher;
+use super::quorum_info::QuorumInfo;
+use super::rpc::{ClientReply, ClientRequest};
 use super::{ConfigOp, ControllerError};
 
 type Reply<T> = oneshot::Sender<Result<T, ControllerError>>;
 
-/// One client request to the controller thread.
-pub(super) enum Request {
-    CreateTopic {
-        name: String,
-        num_partitions: i32,
-        replication_factor: i16,
-        configs: BTreeMap<String, String>,
-        validate_only: bool,
-        reply: Reply<TopicMeta>,
-    },
-    DeleteTopic {
-        name: String,
-        reply: Reply<[u8; 16]>,
-    },
-    CreatePartitions {
-        name: String,
-        total_count: i32,
-        validate_only: bool,
-        reply: Reply<()>,
-    },
-    AlterConfigs {
-        name: String,
-        ops: Vec<ConfigOp>,
-        /// Legacy AlterConfigs: the ops (all `Set`) replace every override.
-        replace: bool,
-        validate_only: bool,
-        reply: Reply<()>,
-    },
-    AlterResourceConfigs {
-        resource: ConfigResource,
-        ops: Vec<ConfigOp>,
-        replace: bool,
-        validate_only: bool,
-        reply: Reply<()>,
-    },
-    AllocateProducerIds {
-        count: i64,
-        reply: Reply<i64>,
-    },
+/// One client request to the controller thread, from this node's broker side or forwarded
+/// by a peer controller (`rpc_server.rs`).
+pub(super) struct Request {
+    pub body: ClientRequest,
+    /// Forwarded by a peer: answer NOT_CONTROLLER rather than forward again if this node
+    /// does not lead (no forwarding loops between nodes that disagree about the leader).
+    pub forwarded: bool,
+    pub reply: Reply<ClientReply>,
 }
 
 /// Cheap to clone; Send + Sync.
@@ -62,6 +33,12 @@ pub struct ControllerHandle {
     tx: async_channel::Sender<Request>,
     publisher: Arc<Publisher>,
     thread: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+/// The controller answered a request with another request's kind of reply (a bug, or a
+/// peer of another version): an error, not a panic.
+fn mismatch(what: &str, got: ClientReply) -> ControllerError {
+    ControllerError::Storage(format!("internal: {what} answered with {got:?}"))
 }
 
 fn stopped() -> ControllerError {
@@ -81,9 +58,14 @@ impl ControllerHandle {
         }
     }
 
-    async fn call<T>(&self, make: impl FnOnce(Reply<T>) -> Request) -> Result<T, ControllerError> {
+    async fn call(&self, body: ClientRequest) -> Result<ClientReply, ControllerError> {
         let (reply, rx) = oneshot::channel();
-        self.tx.send(make(reply)).await.map_err(|_| stopped())?;
+        let req = Request {
+            body,
+            forwarded: false,
+            reply,
+        };
+        self.tx.send(req).await.map_err(|_| stopped())?;
         rx.await.map_err(|_| stopped())?
     }
 
@@ -100,21 +82,27 @@ impl ControllerHandle {
         configs: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<TopicMeta, ControllerError> {
-        self.call(|reply| Request::CreateTopic {
-            name,
-            num_partitions,
-            replication_factor,
-            configs,
-            validate_only,
-            reply,
-        })
-        .await
+        match self
+            .call(ClientRequest::CreateTopic {
+                name,
+                num_partitions,
+                replication_factor,
+                configs,
+                validate_only,
+            })
+            .await?
+        {
+            ClientReply::Topic(meta) => Ok(meta),
+            other => Err(mismatch("CreateTopic", other)),
+        }
     }
 
     /// Returns the deleted topic's id.
     pub async fn delete_topic(&self, name: String) -> Result<[u8; 16], ControllerError> {
-        self.call(|reply| Request::DeleteTopic { name, reply })
-            .await
+        match self.call(ClientRequest::DeleteTopic { name }).await? {
+            ClientReply::TopicId(id) => Ok(id),
+            other => Err(mismatch("DeleteTopic", other)),
+        }
     }
 
     pub async fn create_partitions(
@@ -123,13 +111,13 @@ impl ControllerHandle {
         total_count: i32,
         validate_only: bool,
     ) -> Result<(), ControllerError> {
-        self.call(|reply| Request::CreatePartitions {
+        self.call(ClientRequest::CreatePartitions {
             name,
             total_count,
             validate_only,
-            reply,
         })
         .await
+        .map(|_| ())
     }
 
     pub async fn alter_topic_configs(
@@ -138,14 +126,14 @@ impl ControllerHandle {
         ops: Vec<ConfigOp>,
         validate_only: bool,
     ) -> Result<(), ControllerError> {
-        self.call(|reply| Request::AlterConfigs {
+        self.call(ClientRequest::AlterConfigs {
             name,
             ops,
             replace: false,
             validate_only,
-            reply,
         })
         .await
+        .map(|_| ())
     }
 
     /// Legacy AlterConfigs on a topic: `configs` become the topic's whole override set.
@@ -156,8 +144,9 @@ impl ControllerHandle {
         validate_only: bool,
     ) -> Result<(), ControllerError> {
         let ops = configs.into_iter().map(|(k, v)| ConfigOp::Set(k, v)).collect();
-        self.call(|reply| Request::AlterConfigs { name, ops, replace: true, validate_only, reply })
+        self.call(ClientRequest::AlterConfigs { name, ops, replace: true, validate_only })
             .await
+            .map(|_| ())
     }
 
     /// Changes the dynamic configs of a broker (or the cluster-wide default) or a group;
@@ -169,14 +158,25 @@ impl ControllerHandle {
         replace: bool,
         validate_only: bool,
     ) -> Result<(), ControllerError> {
-        self.call(|reply| Request::AlterResourceConfigs { resource, ops, replace, validate_only, reply })
+        self.call(ClientRequest::AlterResourceConfigs { resource, ops, replace, validate_only })
             .await
+            .map(|_| ())
     }
 
     /// Reserves `count` producer ids; returns the first of the block.
     pub async fn allocate_producer_ids(&self, count: i64) -> Result<i64, ControllerError> {
-        self.call(|reply| Request::AllocateProducerIds { count, reply })
-            .await
+        match self.call(ClientRequest::AllocateProducerIds { count }).await? {
+            ClientReply::FirstProducerId(first) => Ok(first),
+            other => Err(mismatch("AllocateProducerIds", other)),
+        }
+    }
+
+    /// The metadata quorum as its leader sees it (asked of the leader, wherever it is).
+    pub async fn describe_quorum(&self) -> Result<QuorumInfo, ControllerError> {
+        match self.call(ClientRequest::DescribeQuorum).await? {
+            ClientReply::Quorum(q) => Ok(q),
+            other => Err(mismatch("DescribeQuorum", other)),
+        }
     }
 
     /// Asks the controller to stop (non-blocking): queued requests are still answered, later

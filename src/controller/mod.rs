@@ -15,13 +15,24 @@
 //! - `apply.rs`         the pure, deterministic command → image transition
 //! - `propose.rs`       validates client requests against the image and builds commands
 //! - `placement.rs`     partition → shard balancing
-//! - `network.rs`       the raft RPC seam (no peers yet)
+//! - `rpc.rs`           controller-to-controller wire format (raft RPCs, forwarded requests)
+//! - `quorum_info.rs`   the quorum as DescribeQuorum reports it (leader, epoch, progress)
+//! - `network.rs`       the client side: openraft's `RaftNetworkV2` over TCP
+//! - `rpc_server.rs`    the receiving side on the controller listener
 //! - `handle.rs`        `ControllerHandle`, the request channel
-//! - `server.rs`        the controller thread: runtime, raft start-up, request loop
+//! - `server.rs`        the controller thread: runtime, raft start-up, request loop, forwarding
+//!
+//! Cluster state (issue 11, first steps): the controllers listed in
+//! `controller_quorum_voters` form one openraft quorum over TCP; any node accepts
+//! controller requests and forwards them to the leader. Partition placement over brokers
+//! is NOT done yet: every node's shards host every partition, as on a single node.
 //!
 //! Never imports `server::`, `group::`, `partition::` or `protocol::`: shards learn what
 //! the controller decided only from `MetadataUpdate`s.
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
 
 use crate::cluster::image::MetadataUpdate;
 use crate::runtime::ShardId;
@@ -35,6 +46,9 @@ mod log_store;
 mod network;
 mod placement;
 mod propose;
+mod quorum_info;
+mod rpc;
+mod rpc_server;
 mod server;
 mod snapshot;
 mod state_machine;
@@ -42,6 +56,7 @@ mod types;
 
 pub use handle::ControllerHandle;
 pub use propose::validate_topic_name;
+pub use quorum_info::{QuorumInfo, ReplicaProgress};
 
 /// Largest partition count one topic may have (every structure has a limit).
 pub const MAX_PARTITIONS_PER_TOPIC: i32 = 100_000;
@@ -64,6 +79,11 @@ pub struct ControllerConfig {
     pub topic_defaults: TopicConfigDefaults,
     /// Take a state-machine snapshot (and purge the log before it) every this many entries.
     pub snapshot_every_entries: u64,
+    /// host:port to serve controller RPCs on; None = single node, no peers.
+    pub listener: Option<String>,
+    /// Raft id → controller listener of every voter (controller.quorum.voters). Empty =
+    /// a single-voter quorum of this node alone (the behaviour before issue 11).
+    pub voters: BTreeMap<u64, String>,
 }
 
 impl Default for ControllerConfig {
@@ -76,12 +96,14 @@ impl Default for ControllerConfig {
             default_num_partitions: 1,
             topic_defaults: TopicConfigDefaults::default(),
             snapshot_every_entries: 1024,
+            listener: None,
+            voters: BTreeMap::new(),
         }
     }
 }
 
 /// One IncrementalAlterConfigs operation.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ConfigOp {
     Set(String, String),
     Delete(String),
@@ -93,7 +115,7 @@ pub enum ConfigOp {
 
 /// Errors of the controller. Kafka error-code mapping lives in `protocol/`; the variant
 /// names follow Kafka's exception names.
-#[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
+#[derive(thiserror::Error, Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ControllerError {
     #[error("topic '{0}' already exists")]
     TopicAlreadyExists(String),
@@ -154,5 +176,7 @@ fn check_shard_count(n: u16) -> Result<ShardId, ControllerError> {
     Ok(n)
 }
 
+#[cfg(test)]
+mod quorum_tests;
 #[cfg(test)]
 mod tests;

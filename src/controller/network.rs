@@ -1,24 +1,32 @@
-//! The raft RPC seam between controllers.
+//! The client side of the controller RPCs: openraft's `RaftNetworkV2` over TCP to the
+//! peers' controller listeners (`rpc.rs` is the wire format, `rpc_server.rs` the receiving
+//! side).
 //!
-//! Today the quorum has one voter, so openraft never asks for a client; if it does (a peer
-//! was added before a transport exists), every RPC fails as Unreachable and raft keeps
-//! retrying with backoff. The cluster work replaces `PeerClient` with a transport over
-//! the controller listener and adds the receiving side.
+//! Each `PeerClient` owns one connection to its peer, opened on first use and dropped on
+//! any error (the next call reconnects), and sends one request at a time. Every call is
+//! bounded by openraft's hard TTL, so a stopped (SIGSTOP) peer costs a timeout, not a hang.
+//! A single-node quorum never asks for a client.
 use std::future::Future;
+use std::time::Duration;
 
-use openraft::errors::{RPCError, ReplicationClosed, StreamingError, Unreachable};
+use base64::Engine;
+use openraft::errors::{
+    NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable,
+};
 use openraft::network::v2::RaftNetworkV2;
 use openraft::network::{RPCOption, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
 use openraft::OptionalSend;
+use tokio::net::TcpStream;
 
+use super::rpc::{self, RpcRequest, RpcResponse};
 use super::types::{ControllerTypes, Snapshot, SnapshotData, Vote};
 
 type Node = openraft::impls::BasicNode;
 
-/// Creates clients to peer controllers.
+/// Creates clients to peer controllers; `BasicNode.addr` is the peer's controller listener.
 #[derive(Default)]
 pub struct Network;
 
@@ -28,23 +36,98 @@ impl RaftNetworkFactory<ControllerTypes> for Network {
     async fn new_client(&mut self, target: u64, node: &Node) -> PeerClient {
         PeerClient {
             target,
-            addr: node.addr.clone(),
+            conn: Connection::new(node.addr.clone()),
         }
     }
 }
 
-/// A client to one peer. No transport yet: every call is Unreachable.
+/// Why a call failed: the peer could not be reached (connect/io/timeout), or it answered
+/// with something other than the expected response.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("controller at '{addr}' unreachable: {why}")]
+    Unreachable { addr: String, why: String },
+    #[error("controller at '{addr}' answered unexpectedly: {why}")]
+    Protocol { addr: String, why: String },
+}
+
+/// One lazily (re)opened connection to a peer's controller listener.
+pub struct Connection {
+    addr: String,
+    stream: Option<TcpStream>,
+}
+
+impl Connection {
+    pub fn new(addr: String) -> Connection {
+        Connection { addr, stream: None }
+    }
+
+    /// Sends `req` and waits for the answer, all within `ttl`. Any failure drops the
+    /// connection: a half-read answer must never be taken for the next call's.
+    pub async fn call(&mut self, req: &RpcRequest, ttl: Duration) -> Result<RpcResponse, CallError> {
+        let res = tokio::time::timeout(ttl, self.call_inner(req)).await;
+        let res = match res {
+            Ok(r) => r,
+            Err(_) => Err(format!("no answer within {} ms", ttl.as_millis())),
+        };
+        match res {
+            Ok(RpcResponse::Failed(why)) => Err(CallError::Protocol {
+                addr: self.addr.clone(),
+                why,
+            }),
+            Ok(resp) => Ok(resp),
+            Err(why) => {
+                self.stream = None;
+                Err(CallError::Unreachable {
+                    addr: self.addr.clone(),
+                    why,
+                })
+            }
+        }
+    }
+
+    async fn call_inner(&mut self, req: &RpcRequest) -> Result<RpcResponse, String> {
+        if self.stream.is_none() {
+            let s = TcpStream::connect(&self.addr)
+                .await
+                .map_err(|e| format!("connect: {e}"))?;
+            // Small request/response messages: send each at once.
+            let _ = s.set_nodelay(true);
+            self.stream = Some(s);
+        }
+        let Some(stream) = self.stream.as_mut() else {
+            return Err("no connection".into());
+        };
+        rpc::write_msg(stream, req).await.map_err(|e| e.to_string())?;
+        match rpc::read_msg(stream).await {
+            Ok(Some(resp)) => Ok(resp),
+            Ok(None) => Err("connection closed by the peer".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// A client to one peer.
 pub struct PeerClient {
     target: u64,
-    addr: String,
+    conn: Connection,
 }
 
 impl PeerClient {
-    fn unreachable(&self, what: &str) -> Unreachable<ControllerTypes> {
-        Unreachable::from_string(format!(
-            "controller {} at '{}': no controller-to-controller transport yet ({what})",
-            self.target, self.addr
-        ))
+    fn rpc_error(&self, e: CallError) -> RPCError<ControllerTypes> {
+        match e {
+            CallError::Unreachable { .. } => {
+                RPCError::Unreachable(Unreachable::new(&e))
+            }
+            CallError::Protocol { .. } => RPCError::Network(NetworkError::new(&e)),
+        }
+    }
+
+    fn unexpected(&self, what: &str, got: &RpcResponse) -> CallError {
+        CallError::Protocol {
+            addr: format!("{} (node {})", self.conn.addr, self.target),
+            why: format!("expected a {what} response, got {got:?}"),
+        }
     }
 }
 
@@ -53,29 +136,53 @@ impl RaftNetworkV2<ControllerTypes> for PeerClient {
 
     async fn append_entries(
         &mut self,
-        _rpc: AppendEntriesRequest<ControllerTypes>,
-        _option: RPCOption,
+        req: AppendEntriesRequest<ControllerTypes>,
+        option: RPCOption,
     ) -> Result<AppendEntriesResponse<ControllerTypes>, RPCError<ControllerTypes>> {
-        Err(RPCError::Unreachable(self.unreachable("append_entries")))
+        let req = RpcRequest::AppendEntries(req);
+        match self.conn.call(&req, option.hard_ttl()).await {
+            Ok(RpcResponse::AppendEntries(r)) => Ok(r),
+            Ok(other) => Err(self.rpc_error(self.unexpected("AppendEntries", &other))),
+            Err(e) => Err(self.rpc_error(e)),
+        }
     }
 
     async fn vote(
         &mut self,
-        _rpc: VoteRequest<ControllerTypes>,
-        _option: RPCOption,
+        req: VoteRequest<ControllerTypes>,
+        option: RPCOption,
     ) -> Result<VoteResponse<ControllerTypes>, RPCError<ControllerTypes>> {
-        Err(RPCError::Unreachable(self.unreachable("vote")))
+        let req = RpcRequest::Vote(req);
+        match self.conn.call(&req, option.hard_ttl()).await {
+            Ok(RpcResponse::Vote(r)) => Ok(r),
+            Ok(other) => Err(self.rpc_error(self.unexpected("Vote", &other))),
+            Err(e) => Err(self.rpc_error(e)),
+        }
     }
 
     async fn full_snapshot(
         &mut self,
-        _vote: Vote,
-        _snapshot: Snapshot,
-        _cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
-        _option: RPCOption,
+        vote: Vote,
+        snapshot: Snapshot,
+        cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
+        option: RPCOption,
     ) -> Result<SnapshotResponse<ControllerTypes>, StreamingError<ControllerTypes>> {
-        Err(StreamingError::Unreachable(
-            self.unreachable("full_snapshot"),
-        ))
+        let req = RpcRequest::InstallSnapshot {
+            vote,
+            meta: snapshot.meta,
+            data_base64: base64::engine::general_purpose::STANDARD.encode(&snapshot.snapshot),
+        };
+        // A snapshot may be large: allow it the hard TTL times a few, and stop early when
+        // openraft closes the replication stream.
+        let ttl = option.hard_ttl().saturating_mul(10);
+        tokio::select! {
+            closed = cancel => Err(StreamingError::Closed(closed)),
+            res = self.conn.call(&req, ttl) => match res {
+                Ok(RpcResponse::InstallSnapshot(r)) => Ok(r),
+                Ok(other) => Err(StreamingError::Network(NetworkError::new(&self.unexpected("InstallSnapshot", &other)))),
+                Err(e @ CallError::Unreachable { .. }) => Err(StreamingError::Unreachable(Unreachable::new(&e))),
+                Err(e) => Err(StreamingError::Network(NetworkError::new(&e))),
+            }
+        }
     }
 }

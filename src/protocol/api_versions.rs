@@ -51,6 +51,8 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
+    // The openraft metadata quorum in KRaft's terms (server/handlers/describe_quorum.rs).
+    (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
@@ -84,7 +86,6 @@ const NOT_SERVED: &[(ApiKey, i16, i16, &str)] = &[
     (ApiKey::DescribeClientQuotas, 0, 1, "no client quotas"),
     (ApiKey::AlterClientQuotas, 0, 1, "no client quotas"),
     (ApiKey::AlterUserScramCredentials, 0, 0, "no SASL (DescribeUserScramCredentials answers: none defined)"),
-    (ApiKey::DescribeQuorum, 0, 2, "the metadata quorum is openraft, not KRaft"),
     (ApiKey::UpdateFeatures, 0, 2, "no finalized features to update (transaction and group versions stay at 0)"),
     (ApiKey::DescribeCluster, 0, 2, "v2 (KIP-1073 fenced brokers) not implemented; 0-1 served"),
     (ApiKey::DescribeProducers, 0, 0, "producer state is not exposed yet"),

@@ -237,6 +237,7 @@ pub(crate) mod tests {
         check::<IncrementalAlterConfigsRequest>(ApiKey::IncrementalAlterConfigs);
         check::<AlterConfigsRequest>(ApiKey::AlterConfigs);
         check::<DescribeClusterRequest>(ApiKey::DescribeCluster);
+        check::<DescribeQuorumRequest>(ApiKey::DescribeQuorum);
         check::<OffsetCommitRequest>(ApiKey::OffsetCommit);
         check::<OffsetFetchRequest>(ApiKey::OffsetFetch);
         check::<FindCoordinatorRequest>(ApiKey::FindCoordinator);

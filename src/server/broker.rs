@@ -114,6 +114,20 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let plan = placement::plan(&usable, config.shards, config.controller_core);
     let shard_count = plan.shard_cores.len();
     let defaults = topic_defaults(&config);
+    // Issue 11, first steps: only combined nodes run. A broker-only node needs to follow
+    // the metadata log from the quorum, and a controller-only node runs no shards: both
+    // come with the next steps.
+    if !(config.has_role("broker") && config.has_role("controller")) {
+        anyhow::bail!(
+            "process_roles = {:?}: only combined nodes (broker and controller) run so far",
+            config.process_roles
+        );
+    }
+    let voters = crate::config::parse_quorum_voters(&config.controller_quorum_voters)
+        .map_err(|e| anyhow::anyhow!("controller_quorum_voters: {e}"))?
+        .into_iter()
+        .map(|v| (v.id as u64, v.addr())) // ids are >= 0 (checked by the parser)
+        .collect();
     let (controller, updates) = controller::start(ControllerConfig {
         data_dir: config.data_dir.clone(),
         node_id: config.node_id,
@@ -121,6 +135,8 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         core: plan.controller_core,
         default_num_partitions: config.num_partitions,
         topic_defaults: defaults.clone(),
+        listener: config.controller_listener.clone(),
+        voters,
         ..ControllerConfig::default()
     })
     .context("starting the controller")?;
@@ -187,10 +203,12 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         ready_rx.recv().context("a shard stopped during start-up")??;
     }
     tracing::info!(
-        "shardlog listening on {} with {} shards (controller core {:?}, data dir {}, flush {:?}), started in {} ms",
+        "shardlog node {} listening on {} with {} shards (controller core {:?}, controller listener {}, data dir {}, flush {:?}), started in {} ms",
+        config.node_id,
         config.listen,
         shard_count,
         plan.controller_core,
+        config.controller_listener.as_deref().unwrap_or("none"),
         config.data_dir.display(),
         config.flush,
         started.elapsed().as_millis()

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# A local shardlog cluster: N combined (broker+controller) nodes on loopback, distinct
+# ports and data dirs. The layout lives in one place, tests/integration/cluster_harness.py
+# (the integration tests use the same code); this script only calls it.
+#
+#   scripts/cluster.sh start N [--base-port P] [--shards S]   # prints host:port,... of the brokers
+#   scripts/cluster.sh status                                # roles, pid, active controller per node
+#   scripts/cluster.sh stop
+#
+# Node i listens for clients on P+i-1 and for controller RPCs on P+100+i-1 (P = 19092).
+# State, data and logs: $SHARDLOG_CLUSTER_DIR (default target/cluster). The binary:
+# $SHARDLOG_BIN (default target/release/shardlog).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+exec python3 "$here/../tests/integration/cluster_harness.py" "$@"

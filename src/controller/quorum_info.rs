@@ -1,0 +1,100 @@
+//! The metadata quorum as DescribeQuorum (API 55) reports it, read from openraft's metrics
+//! on the leader: only the leader knows how far each follower got, so other nodes forward
+//! the question to it (as Kafka's brokers forward DescribeQuorum to the active controller).
+//!
+//! KRaft terms, mapped: the leader epoch is the raft term; offsets count log entries, so
+//! the log end offset of a replica is (last index it holds) + 1 and the high watermark is
+//! (last committed index) + 1. Observers are openraft learners (none until broker-only
+//! nodes follow the log).
+use std::collections::BTreeMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use openraft::{Instant as _, RaftMetrics};
+use serde::{Deserialize, Serialize};
+
+use super::types::ControllerTypes;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuorumInfo {
+    pub leader_id: u64,
+    pub leader_epoch: u64,
+    pub high_watermark: i64,
+    pub voters: Vec<ReplicaProgress>,
+    pub observers: Vec<ReplicaProgress>,
+    /// Controller listener (host:port) of each member as the membership records it;
+    /// empty for a single node without a controller listener.
+    pub listeners: BTreeMap<u64, String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaProgress {
+    pub id: u64,
+    /// Offset after the last entry the leader knows this replica holds; -1 = unknown.
+    pub log_end_offset: i64,
+    /// Wall-clock ms of the replica's last answer to the leader (the leader itself: now);
+    /// -1 = none yet.
+    pub last_fetch_timestamp_ms: i64,
+    /// Wall-clock ms when the replica was last known to hold everything committed: its
+    /// last answer if it then held the whole committed log, else -1.
+    pub last_caught_up_timestamp_ms: i64,
+}
+
+fn offset_after(index: Option<u64>) -> i64 {
+    index.map_or(0, |i| i64::try_from(i).unwrap_or(i64::MAX - 1) + 1)
+}
+
+/// The quorum as this node sees it, or None if it does not lead (then it knows no
+/// follower's progress).
+pub fn describe(m: &RaftMetrics<ControllerTypes>) -> Option<QuorumInfo> {
+    if m.current_leader != Some(m.id) {
+        return None;
+    }
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let high_watermark = offset_after(m.local_committed.as_ref().map(|l| l.index));
+    let membership = m.membership_config.membership();
+    let progress = |id: u64| -> ReplicaProgress {
+        if id == m.id {
+            return ReplicaProgress {
+                id,
+                log_end_offset: offset_after(m.last_log_index),
+                last_fetch_timestamp_ms: now_ms,
+                last_caught_up_timestamp_ms: now_ms,
+            };
+        }
+        let matched = m.replication.as_ref().and_then(|r| r.get(&id).cloned().flatten());
+        let acked_ms = m
+            .heartbeat
+            .as_ref()
+            .and_then(|h| h.get(&id).cloned().flatten())
+            .map_or(-1, |at| {
+                now_ms - i64::try_from(at.elapsed().as_millis()).unwrap_or(now_ms)
+            });
+        let log_end_offset = match &matched {
+            Some(l) => offset_after(Some(l.index)),
+            None => -1,
+        };
+        ReplicaProgress {
+            id,
+            log_end_offset,
+            last_fetch_timestamp_ms: acked_ms,
+            last_caught_up_timestamp_ms: if log_end_offset >= high_watermark { acked_ms } else { -1 },
+        }
+    };
+    let voters = membership.voter_ids().map(progress).collect();
+    let observers = membership.learner_ids().map(progress).collect();
+    let listeners = membership
+        .nodes()
+        .filter(|(_, n)| !n.addr.is_empty())
+        .map(|(id, n)| (*id, n.addr.clone()))
+        .collect();
+    Some(QuorumInfo {
+        leader_id: m.id,
+        leader_epoch: m.current_term,
+        high_watermark,
+        voters,
+        observers,
+        listeners,
+    })
+}

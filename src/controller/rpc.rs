@@ -1,0 +1,264 @@
+//! The controller-to-controller wire format: raft RPCs and forwarded client requests over
+//! TCP on the controller listener.
+//!
+//! One request frame, then one response frame, on a connection, in turn (a client keeps a
+//! connection per peer and sends the next request after the answer). Each frame is the
+//! controller's record framing (`frame.rs`: magic, version, length, CRC-32C) around a
+//! serde_json payload: openraft's messages are serde types, metadata RPCs are rare and
+//! small, and JSON keeps them readable in a packet capture; not a hot path. The length
+//! is checked against `MAX_RPC_FRAME` before anything is allocated.
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
+
+use crate::cluster::image::{ConfigResource, TopicMeta};
+
+use super::frame::{self, FrameError, HEADER_LEN};
+use super::quorum_info::QuorumInfo;
+use super::types::{ControllerTypes, SnapshotMeta, Vote};
+use super::{ConfigOp, ControllerError};
+
+const RPC_MAGIC: u32 = u32::from_le_bytes(*b"SLCR");
+const RPC_VERSION: u16 = 1;
+/// Largest RPC frame either side reads; a longer length from the network is refused
+/// before allocation. Bounds a snapshot sent to a lagging follower (base64 in JSON), so it
+/// bounds the metadata a cluster may hold: far above what 100k partitions need.
+pub const MAX_RPC_FRAME: usize = 256 * 1024 * 1024;
+
+/// A client request to the controller, as the broker side makes it. Forwarded as is from
+/// a controller that does not lead to the one that does.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClientRequest {
+    CreateTopic {
+        name: String,
+        num_partitions: i32,
+        replication_factor: i16,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    },
+    DeleteTopic {
+        name: String,
+    },
+    CreatePartitions {
+        name: String,
+        total_count: i32,
+        validate_only: bool,
+    },
+    AlterConfigs {
+        name: String,
+        ops: Vec<ConfigOp>,
+        /// Legacy AlterConfigs: the ops (all `Set`) replace every override.
+        replace: bool,
+        validate_only: bool,
+    },
+    AlterResourceConfigs {
+        resource: ConfigResource,
+        ops: Vec<ConfigOp>,
+        replace: bool,
+        validate_only: bool,
+    },
+    AllocateProducerIds {
+        count: i64,
+    },
+    /// DescribeQuorum: read-only, answered by the leader (it alone knows the followers'
+    /// progress).
+    DescribeQuorum,
+}
+
+/// The answer to a `ClientRequest`, one variant per kind of result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClientReply {
+    Topic(TopicMeta),
+    TopicId([u8; 16]),
+    Done,
+    FirstProducerId(i64),
+    Quorum(QuorumInfo),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum RpcRequest {
+    AppendEntries(AppendEntriesRequest<ControllerTypes>),
+    Vote(VoteRequest<ControllerTypes>),
+    /// The snapshot file's bytes travel base64-encoded (JSON has no bytes type).
+    InstallSnapshot {
+        vote: Vote,
+        meta: SnapshotMeta,
+        data_base64: String,
+    },
+    /// A client request forwarded to the node its sender believes leads. The receiver
+    /// executes it only if it leads, and never forwards it again (no forwarding loops).
+    Client(ClientRequest),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum RpcResponse {
+    AppendEntries(AppendEntriesResponse<ControllerTypes>),
+    Vote(VoteResponse<ControllerTypes>),
+    InstallSnapshot(SnapshotResponse<ControllerTypes>),
+    /// The leader's answer to a forwarded request, with the index its state machine had
+    /// applied when it answered: the forwarding node waits until it has applied that far
+    /// too, so the client's next request to it sees the change (as on a single node).
+    Client {
+        result: Result<ClientReply, ControllerError>,
+        applied_index: Option<u64>,
+    },
+    /// The receiver could not handle the request (raft stopped, bad payload).
+    Failed(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RpcError {
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("frame: {0}")]
+    Frame(#[from] FrameError),
+    #[error("payload: {0}")]
+    Payload(String),
+}
+
+/// Frames `msg` (JSON inside the controller's record framing).
+pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, RpcError> {
+    let payload = serde_json::to_vec(msg).map_err(|e| RpcError::Payload(e.to_string()))?;
+    if payload.len() > MAX_RPC_FRAME {
+        return Err(RpcError::Frame(FrameError::TooLong {
+            len: payload.len(),
+            limit: MAX_RPC_FRAME,
+        }));
+    }
+    Ok(frame::encode(RPC_MAGIC, RPC_VERSION, &payload))
+}
+
+/// Decodes one whole frame (header and payload) into a message.
+pub fn decode<T: for<'de> Deserialize<'de>>(buf: &[u8]) -> Result<T, RpcError> {
+    let (payload, used) = frame::decode(buf, RPC_MAGIC, RPC_VERSION, MAX_RPC_FRAME)?;
+    if used != buf.len() {
+        return Err(RpcError::Payload(format!(
+            "{} bytes after the frame",
+            buf.len() - used
+        )));
+    }
+    serde_json::from_slice(payload).map_err(|e| RpcError::Payload(e.to_string()))
+}
+
+pub async fn write_msg<W: AsyncWrite + Unpin, T: Serialize>(
+    w: &mut W,
+    msg: &T,
+) -> Result<(), RpcError> {
+    let bytes = encode(msg)?;
+    w.write_all(&bytes).await?;
+    w.flush().await?;
+    Ok(())
+}
+
+/// Reads one frame; the header's magic, version and length are checked before the
+/// payload buffer is allocated. `Ok(None)` = the peer closed the connection between frames.
+pub async fn read_msg<R: AsyncRead + Unpin, T: for<'de> Deserialize<'de>>(
+    r: &mut R,
+) -> Result<Option<T>, RpcError> {
+    let mut header = [0u8; HEADER_LEN];
+    // A close before the first byte is a clean end; a close inside a frame is an error.
+    if r.read(&mut header[..1]).await? == 0 {
+        return Ok(None);
+    }
+    r.read_exact(&mut header[1..]).await?;
+    let len = frame::payload_len(&header, RPC_MAGIC, RPC_VERSION, MAX_RPC_FRAME)?;
+    let mut buf = vec![0u8; HEADER_LEN + len];
+    buf[..HEADER_LEN].copy_from_slice(&header);
+    r.read_exact(&mut buf[HEADER_LEN..]).await?;
+    decode(&buf).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn create(name: &str) -> RpcRequest {
+        RpcRequest::Client(ClientRequest::CreateTopic {
+            name: name.into(),
+            num_partitions: 3,
+            replication_factor: -1,
+            configs: BTreeMap::from([("cleanup.policy".into(), "compact".into())]),
+            validate_only: false,
+        })
+    }
+
+    #[test]
+    fn roundtrip() {
+        let bytes = encode(&create("t")).unwrap();
+        match decode::<RpcRequest>(&bytes).unwrap() {
+            RpcRequest::Client(c) => assert_eq!(
+                c,
+                match create("t") {
+                    RpcRequest::Client(c) => c,
+                    _ => unreachable!(),
+                }
+            ),
+            other => panic!("{other:?}"),
+        }
+        let resp = RpcResponse::Client {
+            result: Err(ControllerError::NotController("x".into())),
+            applied_index: Some(7),
+        };
+        let back: RpcResponse = decode(&encode(&resp).unwrap()).unwrap();
+        assert!(matches!(back, RpcResponse::Client { result: Err(ControllerError::NotController(m)), applied_index: Some(7) } if m == "x"));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn stream_roundtrip_and_clean_eof() {
+        let mut wire = Vec::new();
+        write_msg(&mut wire, &create("a")).await.unwrap();
+        write_msg(&mut wire, &create("b")).await.unwrap();
+        let mut r = &wire[..];
+        assert!(read_msg::<_, RpcRequest>(&mut r).await.unwrap().is_some());
+        assert!(read_msg::<_, RpcRequest>(&mut r).await.unwrap().is_some());
+        assert!(read_msg::<_, RpcRequest>(&mut r).await.unwrap().is_none());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn oversized_length_is_refused_before_allocation() {
+        let mut wire = encode(&create("a")).unwrap();
+        // Claim a 4 GiB payload: refused from the header alone, nothing allocated.
+        wire[6..10].copy_from_slice(&u32::MAX.to_le_bytes());
+        let mut r = &wire[..];
+        let err = read_msg::<_, RpcRequest>(&mut r).await.unwrap_err();
+        assert!(matches!(err, RpcError::Frame(FrameError::TooLong { .. })), "{err}");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn malformed_input_is_an_error_never_a_panic() {
+        let good = encode(&create("a")).unwrap();
+        // Every truncation, every single-byte flip, and seeded random garbage.
+        for cut in 0..good.len() {
+            let mut r = &good[..cut];
+            let res = read_msg::<_, RpcRequest>(&mut r).await;
+            assert!(cut == 0 && matches!(res, Ok(None)) || res.is_err(), "cut {cut}");
+        }
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x20;
+            let mut r = &bad[..];
+            assert!(read_msg::<_, RpcRequest>(&mut r).await.is_err(), "flip at {i}");
+        }
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..2000 {
+            let len = (x % 64) as usize;
+            let mut junk = Vec::with_capacity(len);
+            for _ in 0..len {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                junk.push(x as u8);
+            }
+            let mut r = &junk[..];
+            let _ = read_msg::<_, RpcRequest>(&mut r).await;
+            // A well-framed payload that is not a valid message is an error too.
+            let framed = frame::encode(RPC_MAGIC, RPC_VERSION, &junk);
+            assert!(decode::<RpcRequest>(&framed).is_err());
+        }
+    }
+}

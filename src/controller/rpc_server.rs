@@ -1,0 +1,156 @@
+//! The receiving side of the controller RPCs: a tokio `TcpListener` on the controller
+//! listener, on the controller's own thread (its current-thread runtime), feeding
+//! `raft.append_entries / vote / install_full_snapshot` and queueing forwarded client
+//! requests behind the local ones (`server.rs` executes both, one at a time).
+//!
+//! Each connection is served by one task: read a request frame, answer it, repeat. A peer
+//! that sends garbage gets its connection closed; nothing it sends can panic this side.
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use base64::Engine;
+use openraft::async_runtime::WatchReceiver as _;
+use futures::channel::oneshot;
+use tokio::net::{TcpListener, TcpStream};
+
+use super::handle::Request;
+use super::rpc::{self, RpcRequest, RpcResponse};
+use super::types::{Raft, Snapshot};
+use super::ControllerError;
+
+/// Connections served at once; more are closed at accept (peers reconnect on their next
+/// call). A quorum needs one or two per peer.
+const MAX_RPC_CONNECTIONS: usize = 256;
+
+/// Binds the controller listener (a host:port; host names are resolved).
+pub async fn bind(addr: &str) -> Result<TcpListener, ControllerError> {
+    TcpListener::bind(addr).await.map_err(|e| {
+        ControllerError::Config(format!("cannot listen on controller_listener {addr}: {e}"))
+    })
+}
+
+/// Accepts peers until the runtime stops.
+pub async fn serve(listener: TcpListener, raft: Raft, requests: async_channel::Sender<Request>) {
+    let open = Arc::new(AtomicUsize::new(0));
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::warn!(error = %e, "controller listener: accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        if open.load(Ordering::Relaxed) >= MAX_RPC_CONNECTIONS {
+            tracing::warn!(%peer, "controller listener: too many connections, closing");
+            continue;
+        }
+        open.fetch_add(1, Ordering::Relaxed);
+        let (raft, requests, open) = (raft.clone(), requests.clone(), open.clone());
+        tokio::spawn(async move {
+            serve_connection(stream, peer, &raft, &requests).await;
+            open.fetch_sub(1, Ordering::Relaxed);
+        });
+    }
+}
+
+async fn serve_connection(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    raft: &Raft,
+    requests: &async_channel::Sender<Request>,
+) {
+    let _ = stream.set_nodelay(true);
+    loop {
+        let req: RpcRequest = match rpc::read_msg(&mut stream).await {
+            Ok(Some(r)) => r,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(%peer, error = %e, "controller RPC: bad request, closing the connection");
+                return;
+            }
+        };
+        let resp = answer(raft, requests, req).await;
+        if let Err(e) = rpc::write_msg(&mut stream, &resp).await {
+            tracing::debug!(%peer, error = %e, "controller RPC: cannot answer");
+            return;
+        }
+    }
+}
+
+async fn answer(
+    raft: &Raft,
+    requests: &async_channel::Sender<Request>,
+    req: RpcRequest,
+) -> RpcResponse {
+    let failed = |e: &dyn std::fmt::Display| RpcResponse::Failed(e.to_string());
+    match req {
+        RpcRequest::AppendEntries(r) => match raft.append_entries(r).await {
+            Ok(resp) => RpcResponse::AppendEntries(resp),
+            Err(e) => failed(&e),
+        },
+        RpcRequest::Vote(r) => match raft.vote(r).await {
+            Ok(resp) => RpcResponse::Vote(resp),
+            Err(e) => failed(&e),
+        },
+        RpcRequest::InstallSnapshot {
+            vote,
+            meta,
+            data_base64,
+        } => {
+            let data = match base64::engine::general_purpose::STANDARD.decode(data_base64) {
+                Ok(d) => d,
+                Err(e) => return failed(&format!("snapshot data is not base64: {e}")),
+            };
+            let snapshot = Snapshot {
+                meta,
+                snapshot: data,
+            };
+            match raft.install_full_snapshot(vote, snapshot).await {
+                Ok(resp) => RpcResponse::InstallSnapshot(resp),
+                Err(e) => failed(&e),
+            }
+        }
+        RpcRequest::Client(body) => {
+            // Not the leader: say so now rather than queue behind this node's own requests
+            // (two nodes forwarding to each other on stale beliefs would wait out a TTL).
+            let (me, leader) = {
+                let m = raft.metrics();
+                let m = m.borrow_watched();
+                (m.id, m.current_leader)
+            };
+            if leader != Some(me) {
+                return RpcResponse::Client {
+                    result: Err(ControllerError::NotController(format!(
+                        "node {me} does not lead the metadata quorum (leader: {leader:?})"
+                    ))),
+                    applied_index: None,
+                };
+            }
+            let (reply, rx) = oneshot::channel();
+            let req = Request {
+                body,
+                forwarded: true,
+                reply,
+            };
+            let stopping = || RpcResponse::Client {
+                result: Err(ControllerError::NotController("the controller is stopping".into())),
+                applied_index: None,
+            };
+            if requests.send(req).await.is_err() {
+                return stopping();
+            }
+            match rx.await {
+                Ok(result) => {
+                    // Requests run one at a time and each waits for its apply, so this index
+                    // covers this request's entry.
+                    let applied_index = raft.metrics().borrow_watched().last_applied.as_ref().map(|l| l.index);
+                    RpcResponse::Client { result, applied_index }
+                }
+                Err(_) => stopping(),
+            }
+        }
+    }
+}

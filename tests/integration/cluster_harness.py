@@ -1,0 +1,347 @@
+"""N real `shardlog` processes on loopback as one cluster: the one place that knows how a
+local cluster is laid out. Used by the cluster tests (later issues reuse it) and by
+`scripts/cluster.sh` (through the command line at the bottom).
+
+Layout, for base port P and node ids 1..N (combined broker+controller nodes):
+    node i: client listener 127.0.0.1:P+i-1, controller listener 127.0.0.1:P+100+i-1,
+            data dir <root>/node-<i>/data, log <root>/node-<i>.log, pid <root>/node-<i>.pid
+    controller_quorum_voters = 1@127.0.0.1:P+100,2@127.0.0.1:P+101,...
+Without a base port the tests pick free ports (no clash with other suites).
+
+The active controller is read from the nodes' logs: each node logs one
+"controller quorum: leader=<id> term=<t> ..." line per change (src/controller/server.rs);
+the live node reporting the highest term names it. (DescribeQuorum, API 55, answers the
+same on the wire; the harness reads logs so it needs no Kafka client and works while a
+node is SIGSTOPped.)
+
+No pytest import: this file is also a command-line tool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+LEADER_LINE = re.compile(r"controller quorum: leader=(-?\d+) term=(\d+) node=(\d+)")
+CONTROLLER_PORT_OFFSET = 100
+
+
+def default_bin() -> Path:
+    return Path(os.environ.get("SHARDLOG_BIN", REPO / "target" / "release" / "shardlog"))
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ClusterError(Exception):
+    pass
+
+
+class Node:
+    """One shardlog process of the cluster; survives kill -9 / restart with its data dir."""
+
+    def __init__(self, cluster: "Cluster", node_id: int, port: int, controller_port: int):
+        self.cluster = cluster
+        self.node_id = node_id
+        self.port = port
+        self.controller_port = controller_port
+        self.data_dir = cluster.root / f"node-{node_id}" / "data"
+        self.log_path = cluster.log_dir / f"{cluster.name}node-{node_id}.log"
+        self.pid_path = cluster.root / f"node-{node_id}.pid"
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+        self._log_offset = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def controller_listener(self) -> str:
+        return f"127.0.0.1:{self.controller_port}"
+
+    def command(self) -> list[str]:
+        return [str(self.cluster.binary), "serve",
+                "--node-id", str(self.node_id),
+                "--listen", self.bootstrap,
+                "--data-dir", str(self.data_dir),
+                "--process-roles", "broker,controller",
+                "--controller-listener", self.controller_listener,
+                "--controller-quorum-voters", self.cluster.voters,
+                "--shards", str(self.cluster.shards),
+                *self.cluster.extra_args]
+
+    def start(self) -> "Node":
+        """Starts the process (does not wait; see Cluster.wait_ready)."""
+        if self.alive():
+            raise ClusterError(f"node {self.node_id} already running")
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.starts += 1
+        cmd = self.command()
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n===== start #{self.starts}: {' '.join(cmd)}\n".encode())
+            log.flush()
+            self._log_offset = log.tell()
+            env = dict(os.environ)
+            env.setdefault("RUST_BACKTRACE", "1")
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=env,
+                                         start_new_session=True)
+        self.pid_path.write_text(f"{self.proc.pid}\n")
+        return self
+
+    def pid(self) -> int | None:
+        """The process id, also for a cluster started by another process (cluster.sh)."""
+        if self.proc is not None:
+            return self.proc.pid if self.proc.poll() is None else None
+        try:
+            pid = int(self.pid_path.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        return pid if _pid_alive(pid, self.log_path) else None
+
+    def alive(self) -> bool:
+        return self.pid() is not None
+
+    def ready(self) -> bool:
+        return f"listening on {self.bootstrap}" in self.log_since_start()
+
+    def log_since_start(self) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self._log_offset)
+                return f.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+    def latest_leader(self) -> tuple[int, int] | None:
+        """(term, leader id) from this node's latest leader-change line since it started."""
+        found = None
+        for m in LEADER_LINE.finditer(self.log_since_start()):
+            found = (int(m.group(2)), int(m.group(1)))
+        return found
+
+    def _signal(self, sig: int) -> None:
+        pid = self.pid()
+        if pid is None:
+            return
+        try:
+            os.killpg(pid, sig)  # the node runs in its own session: its whole group
+        except ProcessLookupError:
+            pass
+
+    def kill9(self) -> None:
+        self._signal(signal.SIGKILL)
+        self._wait_exit(30)
+
+    def pause(self) -> None:
+        """SIGSTOP: the process stays, answers nothing (a hung machine)."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def stop(self, timeout_s: float = 20) -> None:
+        if not self.alive():
+            return
+        self.resume()
+        self._signal(signal.SIGTERM)
+        if not self._wait_exit(timeout_s):
+            self.kill9()
+
+    def _wait_exit(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc is not None:
+                try:
+                    self.proc.wait(timeout=0.05)
+                    return True
+                except subprocess.TimeoutExpired:
+                    continue
+            if not self.alive():
+                return True
+            time.sleep(0.05)
+        return False
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+
+def _pid_alive(pid: int, log_path: Path) -> bool:
+    """True if pid runs a shardlog (guards against a recycled pid after a reboot)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, PermissionError):
+        return False
+    return b"shardlog" in cmdline and b"serve" in cmdline
+
+
+class Cluster:
+    """N combined nodes on loopback. `start()` then `wait_ready()`; always `close()`."""
+
+    def __init__(self, n: int, root: Path, base_port: int | None = None,
+                 log_dir: Path | None = None, name: str = "", shards: int = 1,
+                 extra_args: list[str] | None = None, binary: Path | None = None):
+        if n < 1:
+            raise ClusterError("a cluster has at least 1 node")
+        self.root = Path(root)
+        self.log_dir = Path(log_dir) if log_dir is not None else self.root
+        self.name = name
+        self.shards = shards
+        self.extra_args = list(extra_args or [])
+        self.binary = binary or default_bin()
+        self.nodes: list[Node] = []
+        for i in range(1, n + 1):
+            if base_port is None:
+                port, cport = free_port(), free_port()
+            else:
+                port, cport = base_port + i - 1, base_port + CONTROLLER_PORT_OFFSET + i - 1
+            self.nodes.append(Node(self, i, port, cport))
+        self.voters = ",".join(f"{nd.node_id}@{nd.controller_listener}" for nd in self.nodes)
+
+    def node(self, node_id: int) -> Node:
+        return self.nodes[node_id - 1]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(nd.bootstrap for nd in self.nodes)
+
+    def start(self) -> "Cluster":
+        if not self.binary.exists():
+            raise ClusterError(f"shardlog binary {self.binary} not found: build it or set SHARDLOG_BIN")
+        for nd in self.nodes:
+            nd.start()
+        return self
+
+    def wait_ready(self, timeout_s: float = 60, nodes: list[Node] | None = None) -> None:
+        """Waits until every given (default: every) node logs that it listens."""
+        nodes = self.nodes if nodes is None else nodes
+        deadline = time.monotonic() + timeout_s
+        while True:
+            pending = [nd for nd in nodes if not nd.ready()]
+            if not pending:
+                return
+            for nd in pending:
+                if not nd.alive():
+                    raise ClusterError(f"node {nd.node_id} exited before it was ready; log tail:\n{nd.log_tail()}")
+            if time.monotonic() > deadline:
+                raise ClusterError(f"nodes {[nd.node_id for nd in pending]} not ready within {timeout_s} s")
+            time.sleep(0.05)
+
+    def active_controller(self) -> tuple[int, int] | None:
+        """(leader id, term) as the live node with the highest term reports it; None if no
+        live node knows a leader."""
+        best = None
+        for nd in self.nodes:
+            if not nd.alive():
+                continue
+            seen = nd.latest_leader()
+            if seen is not None and seen[1] >= 0 and (best is None or seen[0] > best[0]):
+                best = seen
+        return None if best is None else (best[1], best[0])
+
+    def wait_leader(self, timeout_s: float = 30, not_id: int | None = None) -> tuple[int, int]:
+        """Waits for a live active controller (other than `not_id`); returns (id, term)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            got = self.active_controller()
+            if got is not None and got[0] != not_id and self.node(got[0]).alive():
+                return got
+            if time.monotonic() > deadline:
+                raise ClusterError(f"no quorum leader (other than {not_id}) within {timeout_s} s")
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        """Stops every node (SIGTERM, then SIGKILL); never raises."""
+        for nd in self.nodes:
+            try:
+                nd.stop()
+            except Exception as e:  # cleanup goes on for the other nodes
+                print(f"cluster_harness: stopping node {nd.node_id}: {e}", file=sys.stderr)
+
+    def status_lines(self) -> list[str]:
+        active = self.active_controller()
+        lines = []
+        for nd in self.nodes:
+            pid = nd.pid()
+            role = "broker,controller"
+            mark = " (active controller)" if active is not None and active[0] == nd.node_id and pid else ""
+            lines.append(f"node {nd.node_id}: roles={role} pid={pid if pid else 'down'} "
+                         f"client={nd.bootstrap} controller={nd.controller_listener}{mark}")
+        lines.append(f"active controller: {'node %d (term %d)' % active if active else 'unknown'}")
+        return lines
+
+
+# -- command line (scripts/cluster.sh) ---------------------------------------------------
+STATE_FILE = "cluster.state"
+
+
+def _save(cluster: Cluster, base_port: int) -> None:
+    (cluster.root / STATE_FILE).write_text(f"{len(cluster.nodes)} {base_port}\n")
+
+
+def _load(root: Path) -> Cluster:
+    try:
+        n, base = (int(x) for x in (root / STATE_FILE).read_text().split())
+    except FileNotFoundError:
+        raise ClusterError(f"no cluster in {root} (run start first)")
+    return Cluster(n, root, base_port=base)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="cluster.sh", description="a local shardlog cluster")
+    ap.add_argument("--dir", type=Path, default=Path(os.environ.get("SHARDLOG_CLUSTER_DIR", REPO / "target" / "cluster")))
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    st = sub.add_parser("start")
+    st.add_argument("n", type=int)
+    st.add_argument("--base-port", type=int, default=19092)
+    st.add_argument("--shards", type=int, default=1)
+    sub.add_parser("stop")
+    sub.add_parser("status")
+    a = ap.parse_args(argv)
+    try:
+        if a.cmd == "start":
+            if (a.dir / STATE_FILE).exists() and any(nd.alive() for nd in _load(a.dir).nodes):
+                raise ClusterError(f"a cluster already runs in {a.dir}: stop it first")
+            a.dir.mkdir(parents=True, exist_ok=True)
+            c = Cluster(a.n, a.dir, base_port=a.base_port, shards=a.shards)
+            _save(c, a.base_port)
+            try:
+                c.start()
+                c.wait_ready()
+                c.wait_leader()
+            except Exception:
+                c.close()
+                raise
+            print(c.bootstrap)  # the only host:port output of start
+        elif a.cmd == "stop":
+            c = _load(a.dir)
+            c.close()
+            (a.dir / STATE_FILE).unlink(missing_ok=True)
+        else:
+            for line in _load(a.dir).status_lines():
+                print(line)
+        return 0
+    except ClusterError as e:
+        print(f"cluster.sh: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
