@@ -18,6 +18,7 @@ use crate::group::ops::GroupResult;
 use crate::runtime::mesh::Mesh;
 use crate::runtime::ShardId;
 use crate::server::request_memory::RequestMemoryPool;
+use crate::storage::log_dirs::LogDirs;
 
 /// Producer ids fetched from the controller at a time.
 const PRODUCER_ID_BLOCK: i64 = 1000;
@@ -42,6 +43,8 @@ pub struct ShardContext {
     /// queued.max.request.bytes: what this shard's connections may hold of requests
     /// being received or handled.
     pub request_memory: Rc<RequestMemoryPool>,
+    /// The broker's log dirs, shared by every shard: where each partition's log lives.
+    pub log_dirs: Arc<LogDirs>,
 }
 
 impl ShardContext {
@@ -51,6 +54,7 @@ impl ShardContext {
         controller: ControllerHandle,
         mesh: Mesh<ShardMessage>,
         topic_defaults: TopicConfigDefaults,
+        log_dirs: Arc<LogDirs>,
     ) -> ShardContext {
         let committed = controller.clone();
         let partitions = Rc::new(ShardPartitions::new(shard, Box::new(move || committed.image().applied_index)));
@@ -69,6 +73,7 @@ impl ShardContext {
             producer_ids: Cell::new((0, 0)),
             connections: Cell::new(0),
             request_memory,
+            log_dirs,
         }
     }
 
@@ -105,8 +110,9 @@ impl ShardContext {
         Ok(first)
     }
 
+    /// The directory of a partition's log: where it is, or (new) where it goes.
     pub fn partition_dir(&self, topic: &str, partition: i32) -> PathBuf {
-        self.config.data_dir.join(format!("{topic}-{partition}"))
+        self.log_dirs.place(topic, partition)
     }
 }
 
