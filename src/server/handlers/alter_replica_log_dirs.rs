@@ -24,7 +24,10 @@ use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
-pub fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: AlterReplicaLogDirsRequest) -> Response {
+pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: AlterReplicaLogDirsRequest) -> Response {
+    // A topic another shard already reported (Metadata, CreateTopics) is known here too,
+    // with its partitions placed in their log dirs.
+    ctx.catch_up_with_controller().await;
     let image = ctx.image();
     let mut outcome: BTreeMap<String, BTreeMap<i32, ErrorCode>> = BTreeMap::new();
     for dir in &req.dirs {
