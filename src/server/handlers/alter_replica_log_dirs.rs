@@ -37,7 +37,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: AlterReplica
             for &p in &t.partitions {
                 let code = match target {
                     None => ErrorCode::LOG_DIR_NOT_FOUND,
-                    Some(_) if !hosted.is_some_and(|m| m.partition(p).is_some()) => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+                    Some(_) if hosted.is_none_or(|m| m.partition(p).is_none()) => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
                     // Not placed yet (no files): Kafka would remember the dir for its creation;
                     // shardlog places it itself, so it cannot promise that dir.
                     Some(i) if ctx.log_dirs.dir_index_of(&t.name.0, p) == Some(i) => ErrorCode::NONE,
