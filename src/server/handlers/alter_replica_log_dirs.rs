@@ -25,9 +25,9 @@ use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: AlterReplicaLogDirsRequest) -> Response {
-    // A topic another shard already reported (Metadata, CreateTopics) is known here too,
-    // with its partitions placed in their log dirs.
-    ctx.catch_up_with_controller().await;
+    // A topic another shard already reported (Metadata, CreateTopics) is known here too.
+    let named: Vec<&str> = req.dirs.iter().flat_map(|d| d.topics.iter().map(|t| &*t.name.0)).collect();
+    ctx.catch_up_for_topics(Some(&named)).await;
     let image = ctx.image();
     let mut outcome: BTreeMap<String, BTreeMap<i32, ErrorCode>> = BTreeMap::new();
     for dir in &req.dirs {

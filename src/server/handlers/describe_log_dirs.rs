@@ -25,9 +25,9 @@ use crate::server::shard::ShardContext;
 use crate::storage::log_dirs::partition_dir_name;
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeLogDirsRequest) -> Response {
-    // A topic another shard already reported (Metadata, CreateTopics) is known here too,
-    // with its partitions placed in their log dirs.
-    ctx.catch_up_with_controller().await;
+    // A topic another shard already reported (Metadata, CreateTopics) is known here too.
+    let named: Option<Vec<&str>> = req.topics.as_ref().map(|ts| ts.iter().map(|t| &*t.topic.0).collect());
+    ctx.catch_up_for_topics(named.as_deref()).await;
     let image = ctx.image();
     // (topic, partition) hosted here and asked for.
     let mut wanted: Vec<(String, i32)> = Vec::new();

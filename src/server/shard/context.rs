@@ -98,6 +98,23 @@ impl ShardContext {
         self.partitions.catch_up_with_controller().await;
     }
 
+    /// Catches up with the controller when it has committed a topic of `names` (all topics
+    /// if `None`) that this shard has not applied yet: a client may have learnt of it from
+    /// another shard. Only then: the committed index also counts entries that never reach
+    /// the shards (producer-id blocks), so an unconditional catch-up could wait until its
+    /// timeout.
+    pub async fn catch_up_for_topics(&self, names: Option<&[&str]>) {
+        let committed = self.controller.image();
+        let here = self.image();
+        let behind = match names {
+            Some(names) => names.iter().any(|n| committed.topic(n).is_some() && here.topic(n).is_none()),
+            None => committed.topics.values().any(|t| here.topic(&t.name).is_none()),
+        };
+        if behind {
+            self.catch_up_with_controller().await;
+        }
+    }
+
     /// A fresh producer id (blocks of ids come from the controller).
     pub async fn next_producer_id(&self) -> Result<i64, crate::controller::ControllerError> {
         let (next, end) = self.producer_ids.get();
