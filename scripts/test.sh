@@ -13,6 +13,7 @@
 #   SHARDLOG_TEST_TARGET=kafka  run the integration tests against real Apache Kafka 4.1
 #                               instead (skips the cargo steps; checks the tests themselves)
 #   SKIP_CARGO=1                skip steps 2 and 3
+#   SETUP_ONLY=1                stop after step 1 (install the test dependencies)
 #   PYTEST_ARGS="..."           extra pytest arguments (e.g. "-k roundtrip -x")
 # Exits non-zero on any failure.
 set -euo pipefail
@@ -59,16 +60,92 @@ if [ ! -f "$JAR" ] || [ -n "$(find tests/java/pom.xml tests/java/src -newer "$JA
 fi
 echo "java client tool: $JAR"
 
-# franz-go programs (tests/go): built when Go is installed; their tests skip otherwise.
-GO_BIN=tests/go/target/txnfailfast
-if command -v go >/dev/null 2>&1; then
-  if [ ! -f "$GO_BIN" ] || [ -n "$(find tests/go -name '*.go' -newer "$GO_BIN" -print -quit)" ]; then
-    echo "building the franz-go test programs (Go modules)"
-    (cd tests/go && go build -o target/txnfailfast ./txnfailfast)
+# franz-go programs (tests/go) need the Go that tests/go/go.mod names (GO_MIN); Debian 12's
+# golang-go (1.19) is too old.
+# A missing or older go is replaced, for this script only, by a pinned Go release from the
+# Go module proxy, which serves every release as the module golang.org/toolchain (the way
+# the go command's own GOTOOLCHAIN switching fetches it). It is unpacked once under the
+# cache dir and checked against the pinned h1: hash (the go.sum / sum.golang.org form).
+GO_MIN="$(awk '$1 == "go" {print $2; exit}' tests/go/go.mod)"
+GO_PIN=1.24.13
+GO_CACHE="${SHARDLOG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/shardlog}/go"
+go_new_enough() { # PATH-resolved go is at least GO_MIN
+  local v
+  v="$(go env GOVERSION 2>/dev/null)" || return 1
+  v="${v#go}"
+  [ "$(printf '%s\n%s\n' "$GO_MIN" "$v" | sort -V | head -1)" = "$GO_MIN" ]
+}
+install_go_toolchain() { # unpacks go$GO_PIN into $GO_CACHE/go$GO_PIN (idempotent); prints its GOROOT
+  local arch h1
+  case "$(uname -m)" in
+    x86_64) arch=amd64; h1="$GO_H1_AMD64" ;;
+    aarch64|arm64) arch=arm64; h1="$GO_H1_ARM64" ;;
+    *) echo "no pinned Go toolchain for $(uname -m)" >&2; return 1 ;;
+  esac
+  local mod="golang.org/toolchain@v0.0.1-go$GO_PIN.linux-$arch"
+  local root="$GO_CACHE/go$GO_PIN"
+  if [ ! -x "$root/bin/go" ]; then
+    echo "fetching Go $GO_PIN (linux-$arch) from the Go module proxy" >&2
+    mkdir -p "$GO_CACHE"
+    local tmp
+    tmp="$(mktemp -d "$GO_CACHE/.fetch.XXXXXX")"
+    "$PY" - "${GOPROXY_URL:-https://proxy.golang.org}" "$tmp/x" "$mod" "$h1" <<'PYEOF' >&2
+import base64, hashlib, io, os, sys, urllib.request, zipfile
+proxy, dest, mod, want = sys.argv[1:]
+path, version = mod.split("@")
+with urllib.request.urlopen(f"{proxy}/{path}/@v/{version}.zip", timeout=600) as r:
+    data = r.read()
+with zipfile.ZipFile(io.BytesIO(data)) as z:
+    names = sorted(n for n in z.namelist() if not n.endswith("/"))
+    # dirhash.Hash1: sha256 over "<sha256 hex>  <name>\n" of every file, sorted by name.
+    summary = "".join(f"{hashlib.sha256(z.read(n)).hexdigest()}  {n}\n" for n in names)
+    got = "h1:" + base64.b64encode(hashlib.sha256(summary.encode()).digest()).decode()
+    if got != want:
+        sys.exit(f"Go toolchain {mod}: hash {got}, expected {want}; not installing it")
+    prefix = mod + "/"
+    for n in names:
+        if not n.startswith(prefix) or ".." in n.split("/"):
+            sys.exit(f"unexpected path in the toolchain zip: {n}")
+        out = os.path.join(dest, n[len(prefix):])
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, "wb") as f:
+            f.write(z.read(n))
+        # Module zips keep no file modes: the go command marks bin/ and pkg/tool/ executable.
+        rel = n[len(prefix):]
+        if rel.startswith("bin/") or rel.startswith("pkg/tool/"):
+            os.chmod(out, 0o755)
+PYEOF
+    # (Called from an `if`, where set -e is off: every step checks its own status.)
+    [ -x "$tmp/x/bin/go" ] || { rm -rf "$tmp"; return 1; }
+    rm -rf "$root" && mv "$tmp/x" "$root" && rm -rf "$tmp" || return 1
   fi
-  echo "franz-go tool: $GO_BIN"
+  echo "$root"
+}
+# h1: hashes of golang.org/toolchain@v0.0.1-go$GO_PIN.linux-{amd64,arm64}, the form go.sum and
+# sum.golang.org use (amd64 checked equal to what `go mod download -json` reports).
+GO_H1_AMD64="h1:5sgfUhn9QCgVl4UYj32GrIYFHI3bi2UX55tNfupXwxc="
+GO_H1_ARM64="h1:l0oOtQpOBay3IDfyGSF3ZLivy3x5c1byllrr/QfyDeM="
+GO_BIN=tests/go/target/txnfailfast
+if ! go_new_enough; then
+  if GOROOT_PINNED="$(install_go_toolchain)"; then
+    export PATH="$GOROOT_PINNED/bin:$PATH"
+    export GOTOOLCHAIN=local
+  fi
+fi
+if go_new_enough; then
+  if [ ! -f "$GO_BIN" ] || [ -n "$(find tests/go \( -name '*.go' -o -name 'go.*' \) -newer "$GO_BIN" -print -quit)" ] \
+     || [ ! -f tests/go/target/txnadmin ]; then
+    echo "building the franz-go test programs (Go modules)"
+    (cd tests/go && go build -o target/txnfailfast ./txnfailfast && go build -o target/txnadmin ./txnadmin)
+  fi
+  echo "franz-go tools: tests/go/target/ (go: $(command -v go), $(go env GOVERSION))"
 else
-  echo "go not installed: franz-go tests will be skipped"
+  echo "no Go >= $GO_MIN and none could be fetched: franz-go tests will be skipped"
+fi
+
+if [ "${SETUP_ONLY:-0}" = 1 ]; then
+  step "SETUP_ONLY=1: test dependencies installed, stopping"
+  exit 0
 fi
 
 # ---------------------------------------------------------------------------------------

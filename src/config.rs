@@ -40,7 +40,12 @@ pub struct Config {
     pub listen: SocketAddr,
     /// host:port clients are told to connect to; defaults to `listen`.
     pub advertised_listener: Option<String>,
+    /// log.dir: the one log dir when `log_dirs` is empty.
     pub data_dir: PathBuf,
+    /// log.dirs: the log dirs partitions are spread over (JBOD; storage/log_dirs.rs). When
+    /// set, `data_dir` is not used (as Kafka's log.dirs overrides log.dir); the first dir
+    /// also holds the metadata (Kafka's metadata.log.dir default). Empty: `[data_dir]`.
+    pub log_dirs: Vec<PathBuf>,
     /// node.id: this node's id in the cluster (broker id and controller/raft voter id).
     pub node_id: i32,
     /// process.roles: "broker", "controller" or both (a combined node). Today only the
@@ -169,6 +174,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
             advertised_listener: None,
             data_dir: PathBuf::from("./data"),
+            log_dirs: Vec::new(),
             node_id: 1,
             process_roles: vec!["broker".into(), "controller".into()],
             controller_listener: None,
@@ -239,6 +245,21 @@ impl Config {
             .map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })
     }
 
+    /// The log dirs in use: `log_dirs`, or `data_dir` alone when that is empty.
+    pub fn resolved_log_dirs(&self) -> Vec<PathBuf> {
+        if self.log_dirs.is_empty() {
+            vec![self.data_dir.clone()]
+        } else {
+            self.log_dirs.clone()
+        }
+    }
+
+    /// Where the controller keeps the metadata: the first log dir, as Kafka's
+    /// metadata.log.dir defaults to the first of log.dirs.
+    pub fn metadata_dir(&self) -> &Path {
+        self.log_dirs.first().unwrap_or(&self.data_dir)
+    }
+
     /// The address clients are told to connect to, split into host and port.
     pub fn advertised(&self) -> (String, i32) {
         if let Some(adv) = &self.advertised_listener {
@@ -253,6 +274,14 @@ impl Config {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |key, message: &str| Err(ConfigError::Invalid { key, message: message.into() });
+        let dirs: Vec<PathBuf> =
+            self.resolved_log_dirs().iter().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone())).collect();
+        if dirs.iter().any(|d| d.as_os_str().is_empty()) {
+            return bad("log_dirs", "a log dir path is empty");
+        }
+        if (1..dirs.len()).any(|i| dirs[..i].contains(&dirs[i])) {
+            return bad("log_dirs", "a directory is listed twice");
+        }
         if self.socket_request_max_bytes < 1024 {
             return bad("socket_request_max_bytes", "must be at least 1024");
         }
@@ -444,6 +473,9 @@ pub struct ConfigArgs {
     pub advertised_listener: Option<String>,
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
+    /// Log dirs, comma-separated (Kafka's log.dirs); overrides --data-dir.
+    #[arg(long, value_delimiter = ',')]
+    pub log_dirs: Option<Vec<PathBuf>>,
     #[arg(long)]
     pub node_id: Option<i32>,
     /// Comma-separated: broker,controller (the default) / broker / controller.
@@ -555,7 +587,7 @@ impl ConfigArgs {
         macro_rules! set {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { c.$f = v.clone(); } )* };
         }
-        set!(listen, data_dir, node_id, process_roles, controller_quorum_voters,
+        set!(listen, data_dir, log_dirs, node_id, process_roles, controller_quorum_voters,
             broker_session_timeout_ms, shards, controller_core, flush, log_flush_interval_messages,
             log_flush_interval_ms, storage_fault, socket_request_max_bytes,
             queued_max_request_bytes,
@@ -599,6 +631,23 @@ mod tests {
         assert_eq!(c.flush, FlushMode::Never);
         assert_eq!(c.num_partitions, 6);
         assert_eq!(c.socket_request_max_bytes, 100 * 1024 * 1024);
+    }
+
+    #[test]
+    fn log_dirs_override_data_dir() {
+        let mut c = Config::default();
+        assert_eq!(c.resolved_log_dirs(), vec![PathBuf::from("./data")]);
+        assert_eq!(c.metadata_dir(), Path::new("./data"));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(&path, "log_dirs = [\"/d1\", \"/d2\"]\n").unwrap();
+        c = ConfigArgs { config: Some(path.clone()), ..Default::default() }.resolve().unwrap();
+        assert_eq!(c.resolved_log_dirs(), vec![PathBuf::from("/d1"), PathBuf::from("/d2")]);
+        assert_eq!(c.metadata_dir(), Path::new("/d1"), "the metadata stays in the first log dir");
+        let flags = ConfigArgs { config: Some(path), log_dirs: Some(vec!["/e1".into()]), ..Default::default() };
+        assert_eq!(flags.resolve().unwrap().resolved_log_dirs(), vec![PathBuf::from("/e1")]);
+        c.log_dirs = vec!["/d1".into(), "/d2".into(), "/d1".into()];
+        assert!(matches!(c.validate(), Err(ConfigError::Invalid { key: "log_dirs", .. })));
     }
 
     #[test]

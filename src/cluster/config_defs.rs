@@ -142,7 +142,9 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     ro("log.cleaner.enable", T::Boolean, "Compacted topics are cleaned.", |_| "true".into()),
     ro("log.cleaner.min.cleanable.ratio", T::Double, "Default of min.cleanable.dirty.ratio.", |_| topic_config::DEFAULT_MIN_CLEANABLE_DIRTY_RATIO.to_string()),
     dynamic("log.cleanup.policy", T::List, "Default of cleanup.policy: delete, compact or both.", topic_config::CLEANUP_POLICY, |_| "delete".into()),
-    ro("log.dirs", T::String, "The data directory.", |c| c.data_dir.display().to_string()),
+    ro("log.dirs", T::String, "The log directories partitions are spread over (comma-separated; the first also holds the metadata).", |c| {
+        c.resolved_log_dirs().iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(",")
+    }),
     dynamic("log.flush.interval.messages", T::Long, "Default of flush.messages: fdatasync once this many messages of a partition are unsynced (with flush = never; flush = always syncs every write: 1, read-only).", topic_config::FLUSH_MESSAGES, |c| {
         if c.flush == FlushMode::Always { "1".into() } else { c.log_flush_interval_messages.to_string() }
     }),

@@ -81,7 +81,7 @@ const NOT_SERVED: &[(ApiKey, i16, i16, &str)] = &[
     (ApiKey::ExpireDelegationToken, 1, 2, "no delegation tokens"),
     (ApiKey::DescribeDelegationToken, 1, 3, "no delegation tokens"),
     (ApiKey::ElectLeaders, 0, 2, "one broker: every partition's leader is this node"),
-    (ApiKey::AlterPartitionReassignments, 0, 1, "one broker and one log dir: nothing to reassign"),
+    (ApiKey::AlterPartitionReassignments, 0, 1, "one broker: no replica to reassign to another broker (moves between log dirs are AlterReplicaLogDirs)"),
     (ApiKey::ListPartitionReassignments, 0, 0, "one broker: no reassignments exist"),
     (ApiKey::DescribeClientQuotas, 0, 1, "no client quotas"),
     (ApiKey::AlterClientQuotas, 0, 1, "no client quotas"),

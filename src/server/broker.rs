@@ -15,6 +15,7 @@ use crate::config::Config;
 use crate::controller::{self, ControllerConfig};
 use crate::runtime::{enter_shard, mesh::Mesh, placement};
 use crate::storage::dma;
+use crate::storage::log_dirs::LogDirs;
 
 pub fn topic_defaults(config: &Config) -> TopicConfigDefaults {
     TopicConfigDefaults {
@@ -70,6 +71,19 @@ fn ensure_offsets_topic(controller: &controller::ControllerHandle, config: &Conf
     }
 }
 
+/// `log_dirs` overrides `data_dir` (as Kafka's log.dirs overrides log.dir): say so when a
+/// data_dir other than the default is set but not among the log dirs, so its partitions
+/// are not thought lost.
+fn warn_if_data_dir_ignored(config: &Config) {
+    let ignored = !config.log_dirs.is_empty()
+        && config.data_dir != Config::default().data_dir
+        && !config.log_dirs.contains(&config.data_dir);
+    if ignored {
+        tracing::warn!(data_dir = %config.data_dir.display(),
+            "data_dir is not used because log_dirs is set; add it to log_dirs to keep serving the partitions it holds");
+    }
+}
+
 /// Test hook, compiled in always: `SHARDLOG_TEST_PANIC_SHARD=<n>` (read once at start)
 /// makes shard n panic once the broker has logged that it is listening, so tests can
 /// check that a dead shard takes the whole process down. Never set it in production.
@@ -108,8 +122,13 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let test_panic_shard: Option<u16> = std::env::var(TEST_PANIC_SHARD_ENV).ok().and_then(|v| v.parse().ok());
     let listening = Arc::new(std::sync::atomic::AtomicBool::new(false));
     raise_memlock_limit();
-    dma::write_iopoll_probe(&config.data_dir)
-        .with_context(|| format!("cannot write to data dir {}", config.data_dir.display()))?;
+    let log_dir_paths = config.resolved_log_dirs();
+    // Each log dir may sit on its own device: glommio probes each device's first DMA file.
+    for dir in &log_dir_paths {
+        dma::write_iopoll_probe(dir).with_context(|| format!("cannot write to log dir {}", dir.display()))?;
+    }
+    let log_dirs = Arc::new(LogDirs::open(&log_dir_paths).context("scanning the log dirs")?);
+    warn_if_data_dir_ignored(&config);
     let usable = placement::usable_cores();
     let plan = placement::plan(&usable, config.shards, config.controller_core);
     let shard_count = plan.shard_cores.len();
@@ -129,7 +148,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         .map(|v| (v.id as u64, v.addr())) // ids are >= 0 (checked by the parser)
         .collect();
     let (controller, updates) = controller::start(ControllerConfig {
-        data_dir: config.data_dir.clone(),
+        data_dir: config.metadata_dir().to_path_buf(),
         node_id: config.node_id,
         shard_count: u16::try_from(shard_count).context("too many shards")?,
         core: plan.controller_core,
@@ -146,8 +165,8 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
     let mut handles = Vec::new();
     for (shard, ((core, updates), inbox)) in plan.shard_cores.iter().zip(updates).zip(inboxes).enumerate() {
-        let (config, controller, mesh, defaults, ready) =
-            (config.clone(), controller.clone(), mesh.clone(), defaults.clone(), ready_tx.clone());
+        let (config, controller, mesh, defaults, ready, log_dirs) =
+            (config.clone(), controller.clone(), mesh.clone(), defaults.clone(), ready_tx.clone(), log_dirs.clone());
         let listening = listening.clone();
         let placement = if usable.len() > 1 { GlommioPlacement::Fixed(*core) } else { GlommioPlacement::Unbound };
         let handle = LocalExecutorBuilder::new(placement)
@@ -156,16 +175,18 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
             .spawn(move || async move {
                 let shard = shard as u16;
                 enter_shard(shard);
-                if let Err(e) = dma::open_iopoll_probe(&config.data_dir).await {
-                    let _ = ready.send(Err(anyhow::anyhow!("shard {shard}: {e}")));
-                    return;
+                for dir in log_dirs.dirs() {
+                    if let Err(e) = dma::open_iopoll_probe(dir).await {
+                        let _ = ready.send(Err(anyhow::anyhow!("shard {shard}: {e}")));
+                        return;
+                    }
                 }
                 if config.storage_fault == crate::config::StorageFault::DropUnsynced {
                     tracing::warn!(shard, "storage_fault = drop-unsynced (test hook): unsynced segment writes are kept in memory and lost on kill -9");
                     crate::storage::file::set_shard_fault_injector(Some(crate::storage::file::FaultInjector::new(u64::from(shard) + 1)));
                 }
                 crate::storage::page_cache::set_shard_page_cache_budget(config.page_cache_bytes_per_shard);
-                let ctx = Rc::new(ShardContext::new(shard, config.clone(), controller, mesh, defaults));
+                let ctx = Rc::new(ShardContext::new(shard, config.clone(), controller, mesh, defaults, log_dirs));
                 // Recover this shard's partitions before accepting clients.
                 if let Ok(initial) = updates.recv().await {
                     ctx.apply_update(initial).await;
@@ -203,13 +224,13 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         ready_rx.recv().context("a shard stopped during start-up")??;
     }
     tracing::info!(
-        "shardlog node {} listening on {} with {} shards (controller core {:?}, controller listener {}, data dir {}, flush {:?}), started in {} ms",
+        "shardlog node {} listening on {} with {} shards (controller core {:?}, controller listener {}, log dirs {}, flush {:?}), started in {} ms",
         config.node_id,
         config.listen,
         shard_count,
         plan.controller_core,
         config.controller_listener.as_deref().unwrap_or("none"),
-        config.data_dir.display(),
+        log_dir_paths.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "),
         config.flush,
         started.elapsed().as_millis()
     );

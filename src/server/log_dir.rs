@@ -1,9 +1,9 @@
-//! The broker's one log directory as the log-dir admin APIs (DescribeLogDirs,
-//! AlterReplicaLogDirs) see it: its absolute path, its file system's total and usable
-//! bytes, and the bytes of each partition's segments on disk.
+//! The broker's log dirs as the log-dir admin APIs (DescribeLogDirs, AlterReplicaLogDirs)
+//! see them: each dir's absolute path, its file system's total and usable bytes, and the
+//! bytes of each partition's segments on disk.
 //!
-//! shardlog has exactly one log dir, `data_dir` (Kafka's `log.dirs` with one entry);
-//! several log dirs (JBOD) are not supported.
+//! The log dirs are `log_dirs` (Kafka's `log.dirs`), or `data_dir` alone; which dir holds
+//! which partition is `storage::log_dirs::LogDirs`.
 //!
 //! Sizes are read from the disk, off the shard (`spawn_blocking`, invariant 6): the
 //! partitions live on every shard and this answer is for an operator, not the data path.
@@ -19,13 +19,13 @@ use std::path::{Path, PathBuf};
 /// Partitions one answer measures at most (each is one directory listing).
 pub const MAX_PARTITIONS_MEASURED: usize = 100_000;
 
-/// The log dir path clients see and must name in AlterReplicaLogDirs: `data_dir` made
+/// The log dir path clients see and must name in AlterReplicaLogDirs: the dir made
 /// absolute without resolving links, as Kafka's `File.getAbsolutePath`.
-pub fn log_dir_path(data_dir: &Path) -> String {
-    std::path::absolute(data_dir).unwrap_or_else(|_| data_dir.to_path_buf()).to_string_lossy().into_owned()
+pub fn log_dir_path(dir: &Path) -> String {
+    std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()).to_string_lossy().into_owned()
 }
 
-/// What DescribeLogDirs reports about the log dir.
+/// What DescribeLogDirs reports about one log dir.
 #[derive(Debug, Default)]
 pub struct LogDirUsage {
     /// Size of the file system holding the log dir (statvfs f_blocks * f_frsize).

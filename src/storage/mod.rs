@@ -26,6 +26,8 @@
 //! - `batch_cache.rs`  recent batches kept in memory for zero-copy fetch
 //! - `batch_reader.rs` the one chunked reader of a segment's batches (fetch, ListOffsets,
 //!   recovery, cleaner)
+//! - `log_dirs.rs`     the log dirs (JBOD): which dir each partition lives in, placement
+//!   of new partitions, the start-up scan
 //! - `log.rs`          the segments of a partition: append, read plans, roll, truncate,
 //!   retention targets, compaction bookkeeping
 //! - `log_writer.rs`   the log's writer: the write-and-sync loop, group commit, the
@@ -46,6 +48,7 @@ pub mod dma;
 pub mod file;
 pub mod index;
 pub mod log;
+pub mod log_dirs;
 pub mod log_writer;
 pub mod page_cache;
 pub mod recovery;

@@ -21,7 +21,7 @@ from confluent_kafka import (OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcept
                              TopicPartition)
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import REPO, SHARDLOG_BIN, is_kafka
+from conftest import REPO, SHARDLOG_BIN, is_kafka, kafka_classpath
 
 JAVA_JAR = Path(os.environ.get("SHARDLOG_JAVA_TOOL", REPO / "tests" / "java" / "target" / "clienttool.jar"))
 # Safety nets only: no assertion is about how fast anything is.
@@ -137,6 +137,17 @@ def admin_create_topic(bootstrap: str, name: str, partitions: int, config: dict 
                          operation_timeout=30, request_timeout=30)
     fs[name].result(timeout=60)
     wait_topic(bootstrap, name, partitions)
+
+
+def kafka_tool(cls: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Runs one of Kafka's own CLI tools (the class a kafka-*.sh script runs)."""
+    cmd = ["java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", kafka_classpath(), cls, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def segment_bytes(partition_dir: Path) -> int:
+    """Bytes of a partition's `.log` segments on disk (what DescribeLogDirs reports)."""
+    return sum(f.stat().st_size for f in partition_dir.glob("*.log"))
 
 
 def wait_topic(bootstrap: str, name: str, partitions: int, timeout_s: float = 30):

@@ -61,8 +61,10 @@ class Broker:
 
     def __init__(self, data_dir: Path, log_path: Path, shards: int | None = None,
                  flush: str | None = None, auto_create_topics: bool | None = None,
-                 extra_args: list[str] | None = None):
+                 extra_args: list[str] | None = None, log_dirs: list[Path] | None = None):
         self.data_dir = Path(data_dir)
+        # Several log dirs (JBOD): `--log-dirs` / Kafka's log.dirs; None = one, in data_dir.
+        self.log_dirs = [Path(d) for d in log_dirs] if log_dirs else None
         self.log_path = Path(log_path)
         self.port = free_port()
         self.controller_port = free_port() if is_kafka() else None
@@ -79,8 +81,11 @@ class Broker:
 
     # -- command lines -------------------------------------------------------------
     def _shardlog_cmd(self) -> list[str]:
-        cmd = [str(SHARDLOG_BIN), "serve", "--listen", self.bootstrap,
-               "--data-dir", str(self.data_dir)]
+        cmd = [str(SHARDLOG_BIN), "serve", "--listen", self.bootstrap]
+        if self.log_dirs:
+            cmd += ["--log-dirs", ",".join(str(d) for d in self.log_dirs)]
+        else:
+            cmd += ["--data-dir", str(self.data_dir)]
         if self.shards is not None:
             cmd += ["--shards", str(self.shards)]
         if self.flush is not None:
@@ -102,7 +107,7 @@ class Broker:
                 "controller.listener.names=CONTROLLER",
                 "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
                 "inter.broker.listener.name=PLAINTEXT",
-                f"log.dirs={self.data_dir / 'logs'}",
+                f"log.dirs={','.join(str(d) for d in self.kafka_log_dirs())}",
                 "num.partitions=1",
                 "offsets.topic.replication.factor=1",
                 "transaction.state.log.replication.factor=1",
@@ -114,11 +119,14 @@ class Broker:
             if self.auto_create_topics is not None:
                 lines.append(f"auto.create.topics.enable={'true' if self.auto_create_topics else 'false'}")
             props.write_text("\n".join(lines) + "\n")
-        if not (self.data_dir / "logs" / "meta.properties").exists():
+        if not (self.kafka_log_dirs()[0] / "meta.properties").exists():
             subprocess.run(["java", "-cp", cp, "kafka.tools.StorageTool", "format", "--standalone",
                             "-t", base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode(), "-c", str(props)],
                            check=True, capture_output=True, timeout=120)
         return ["java", "-Xmx1g", "-cp", cp, "kafka.Kafka", str(props)]
+
+    def kafka_log_dirs(self) -> list[Path]:
+        return self.log_dirs or [self.data_dir / "logs"]
 
     def _ready_pattern(self) -> re.Pattern:
         if is_kafka():

@@ -429,3 +429,18 @@ def flexible_roundtrip(bootstrap: str, api_key: int, version: int, body: bytes, 
     assert r.i32() == correlation_id
     r.tags()
     return r
+
+
+def alter_replica_log_dirs(bootstrap: str, path: str, topic: str, partitions: list[int]) -> dict[int, int]:
+    """AlterReplicaLogDirs v1 moving `partitions` of `topic` to `path`: {partition: error code}."""
+    body = (i32(1) + string(path) + i32(1) + string(topic) + i32(len(partitions))
+            + b"".join(i32(p) for p in partitions))
+    r = Reader(roundtrip(bootstrap, request(34, 1, 5, body)))
+    assert r.i32() == 5 and r.i32() == 0  # correlation id, throttle
+    out = {}
+    for _ in range(r.i32()):
+        assert r.string() == topic
+        for _ in range(r.i32()):
+            p = r.i32()
+            out[p] = r.i16()
+    return out

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from pathlib import Path
 
@@ -22,8 +21,8 @@ from confluent_kafka.admin import AclBinding, AclBindingFilter, AclOperation, Ac
     ResourcePatternType, ResourceType
 
 import kafkawire as w
-from clients import admin, admin_create_topic, java_tool, json_lines, wait_topic
-from conftest import is_kafka, kafka_classpath, skip_unless_shardlog
+from clients import admin, admin_create_topic, java_tool, json_lines, kafka_tool, segment_bytes, wait_topic
+from conftest import is_kafka, skip_unless_shardlog
 
 # AclOperation bit sets Kafka 4.1 answers without an authorizer (read off a real node).
 TOPIC_OPS = 3576
@@ -42,16 +41,6 @@ def _names(bits: int) -> set[int]:
 
 def log_dir(broker) -> Path:
     return Path(broker.data_dir) / "logs" if is_kafka() else Path(broker.data_dir)
-
-
-def segment_bytes(partition_dir: Path) -> int:
-    return sum(f.stat().st_size for f in partition_dir.glob("*.log"))
-
-
-def kafka_tool(cls: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Runs one of Kafka's own CLI tools (the class a kafka-*.sh script runs)."""
-    cmd = ["java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", kafka_classpath(), cls, *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
 def produce(bootstrap: str, topic: str, partition: int, n: int, size: int = 1000):
@@ -130,30 +119,16 @@ def test_java_describe_log_dirs_file_system_bytes(broker, topic_name):
     assert rep["size"] == segment_bytes(log_dir(broker) / f"{topic_name}-0") and rep["lag"] == 0 and not rep["future"]
 
 
-def _alter_log_dir(bootstrap: str, path: str, topic: str, partitions: list[int]) -> dict[int, int]:
-    body = (w.i32(1) + w.string(path) + w.i32(1) + w.string(topic) + w.i32(len(partitions))
-            + b"".join(w.i32(p) for p in partitions))
-    r = w.Reader(w.roundtrip(bootstrap, w.request(34, 1, 5, body)))
-    assert r.i32() == 5 and r.i32() == 0  # correlation id, throttle
-    out = {}
-    for _ in range(r.i32()):
-        assert r.string() == topic
-        for _ in range(r.i32()):
-            p = r.i32()
-            out[p] = r.i16()
-    return out
-
-
 def test_alter_replica_log_dirs_one_log_dir(broker, topic_name):
     bootstrap = broker.bootstrap
     admin_create_topic(bootstrap, topic_name, 1)
     wait_topic(bootstrap, topic_name, 1)
     here = str(log_dir(broker))
     # Already there: nothing to move. A partition the broker does not host: unknown.
-    assert _alter_log_dir(bootstrap, here, topic_name, [0, 7]) == {0: 0, 7: 3}
+    assert w.alter_replica_log_dirs(bootstrap, here, topic_name, [0, 7]) == {0: 0, 7: 3}
     # A directory that is not a log dir of the broker: LOG_DIR_NOT_FOUND, whatever the partition.
-    assert _alter_log_dir(bootstrap, "/nonexistent/dir", topic_name, [0]) == {0: 57}
-    assert _alter_log_dir(bootstrap, "/nonexistent/dir", "no-such-topic", [0]) == {0: 57}
+    assert w.alter_replica_log_dirs(bootstrap, "/nonexistent/dir", topic_name, [0]) == {0: 57}
+    assert w.alter_replica_log_dirs(bootstrap, "/nonexistent/dir", "no-such-topic", [0]) == {0: 57}
 
 
 # -- DescribeTopicPartitions ---------------------------------------------------------------------

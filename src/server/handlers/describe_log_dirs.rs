@@ -1,12 +1,14 @@
-//! DescribeLogDirs 1-4 (Kafka 4.1 removed v0): the one log dir, each partition's bytes on
-//! disk and offset lag, and the file system's total and usable bytes (v4).
+//! DescribeLogDirs 1-4 (Kafka 4.1 removed v0): every log dir (`log_dirs`, JBOD), each with
+//! the partitions it holds, their bytes on disk and offset lag, and the file system's total
+//! and usable bytes (v4).
 //!
 //! As Kafka's ReplicaManager.describeLogDirs: `topics` null means every partition;
-//! partitions the request names that this broker does not host are left out (no error).
+//! partitions the request names that this broker does not host are left out (no error); a
+//! dir holding none of the partitions asked for is still listed, with no topics.
 //! Offset lag is `max(high watermark - log end offset, 0)` for a current (not future)
 //! replica: 0 for every partition here (one replica, the leader, whose high watermark
-//! never passes its log end). If the log dir cannot be read the result carries
-//! KAFKA_STORAGE_ERROR and no topics, as Kafka reports an offline log dir.
+//! never passes its log end). A log dir that cannot be read carries KAFKA_STORAGE_ERROR
+//! and no topics, as Kafka reports an offline log dir; the others are still answered.
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -20,10 +22,14 @@ use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::log_dir::{log_dir_path, measure, MAX_PARTITIONS_MEASURED};
 use crate::server::shard::ShardContext;
+use crate::storage::log_dirs::partition_dir_name;
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeLogDirsRequest) -> Response {
+    // A topic another shard already reported (Metadata, CreateTopics) is known here too.
+    let named: Option<Vec<&str>> = req.topics.as_ref().map(|ts| ts.iter().map(|t| &*t.topic.0).collect());
+    ctx.catch_up_for_topics(named.as_deref()).await;
     let image = ctx.image();
-    // (topic, partition) hosted here and asked for, sorted by topic for the answer.
+    // (topic, partition) hosted here and asked for.
     let mut wanted: Vec<(String, i32)> = Vec::new();
     match &req.topics {
         None => {
@@ -43,14 +49,31 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeLogD
         }
     }
     wanted.truncate(MAX_PARTITIONS_MEASURED);
-    let dirs = wanted.iter().map(|(t, p)| format!("{t}-{p}")).collect();
-    let log_dir = log_dir_path(&ctx.config.data_dir);
+    // Each partition is measured in the dir that holds it (not placed yet: no files, left out).
+    let dirs = ctx.log_dirs.dirs();
+    let mut in_dir: Vec<Vec<(String, i32)>> = vec![Vec::new(); dirs.len()];
+    for (t, p) in wanted {
+        if let Some(i) = ctx.log_dirs.dir_index_of(&t, p) {
+            in_dir[i].push((t, p));
+        }
+    }
+    let mut results = Vec::with_capacity(dirs.len());
+    for (dir, partitions) in dirs.iter().zip(in_dir) {
+        results.push(describe_dir(ctx, dir, partitions).await);
+    }
+    meta.respond(&DescribeLogDirsResponse::default().with_results(results))
+}
+
+/// One log dir's result: `partitions` are the ones asked for that it holds.
+async fn describe_dir(ctx: &ShardContext, dir: &std::path::Path, partitions: Vec<(String, i32)>) -> DescribeLogDirsResult {
+    let log_dir = log_dir_path(dir);
     let result = DescribeLogDirsResult::default().with_log_dir(str_bytes(&log_dir));
-    let result = match measure(ctx.config.data_dir.clone(), dirs).await {
+    let names = partitions.iter().map(|(t, p)| partition_dir_name(t, *p)).collect();
+    match measure(dir.to_path_buf(), names).await {
         Ok(usage) => {
             let mut by_topic: BTreeMap<&str, Vec<DescribeLogDirsPartition>> = BTreeMap::new();
-            for (t, p) in &wanted {
-                let Some(&bytes) = usage.partition_bytes.get(&format!("{t}-{p}")) else { continue };
+            for (t, p) in &partitions {
+                let Some(&bytes) = usage.partition_bytes.get(&partition_dir_name(t, *p)) else { continue };
                 by_topic.entry(t).or_default().push(
                     DescribeLogDirsPartition::default()
                         .with_partition_index(*p)
@@ -73,6 +96,5 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeLogD
             // Kafka's offline log dir: error, no topics, sizes unknown (-1).
             result.with_error_code(ErrorCode::KAFKA_STORAGE_ERROR.code()).with_total_bytes(-1).with_usable_bytes(-1)
         }
-    };
-    meta.respond(&DescribeLogDirsResponse::default().with_results(vec![result]))
+    }
 }

@@ -18,6 +18,7 @@ use crate::group::ops::GroupResult;
 use crate::runtime::mesh::Mesh;
 use crate::runtime::ShardId;
 use crate::server::request_memory::RequestMemoryPool;
+use crate::storage::log_dirs::LogDirs;
 
 /// Producer ids fetched from the controller at a time.
 const PRODUCER_ID_BLOCK: i64 = 1000;
@@ -42,6 +43,8 @@ pub struct ShardContext {
     /// queued.max.request.bytes: what this shard's connections may hold of requests
     /// being received or handled.
     pub request_memory: Rc<RequestMemoryPool>,
+    /// The broker's log dirs, shared by every shard: where each partition's log lives.
+    pub log_dirs: Arc<LogDirs>,
 }
 
 impl ShardContext {
@@ -51,6 +54,7 @@ impl ShardContext {
         controller: ControllerHandle,
         mesh: Mesh<ShardMessage>,
         topic_defaults: TopicConfigDefaults,
+        log_dirs: Arc<LogDirs>,
     ) -> ShardContext {
         let committed = controller.clone();
         let partitions = Rc::new(ShardPartitions::new(shard, Box::new(move || committed.image().applied_index)));
@@ -69,6 +73,7 @@ impl ShardContext {
             producer_ids: Cell::new((0, 0)),
             connections: Cell::new(0),
             request_memory,
+            log_dirs,
         }
     }
 
@@ -93,6 +98,23 @@ impl ShardContext {
         self.partitions.catch_up_with_controller().await;
     }
 
+    /// Catches up with the controller when it has committed a topic of `names` (all topics
+    /// if `None`) that this shard has not applied yet: a client may have learnt of it from
+    /// another shard. Only then: the committed index also counts entries that never reach
+    /// the shards (producer-id blocks), so an unconditional catch-up could wait until its
+    /// timeout.
+    pub async fn catch_up_for_topics(&self, names: Option<&[&str]>) {
+        let committed = self.controller.image();
+        let here = self.image();
+        let behind = match names {
+            Some(names) => names.iter().any(|n| committed.topic(n).is_some() && here.topic(n).is_none()),
+            None => committed.topics.values().any(|t| here.topic(&t.name).is_none()),
+        };
+        if behind {
+            self.catch_up_with_controller().await;
+        }
+    }
+
     /// A fresh producer id (blocks of ids come from the controller).
     pub async fn next_producer_id(&self) -> Result<i64, crate::controller::ControllerError> {
         let (next, end) = self.producer_ids.get();
@@ -105,8 +127,9 @@ impl ShardContext {
         Ok(first)
     }
 
+    /// The directory of a partition's log: where it is, or (new) where it goes.
     pub fn partition_dir(&self, topic: &str, partition: i32) -> PathBuf {
-        self.config.data_dir.join(format!("{topic}-{partition}"))
+        self.log_dirs.place(topic, partition)
     }
 }
 

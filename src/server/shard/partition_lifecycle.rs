@@ -130,23 +130,40 @@ impl ShardContext {
     async fn delete_topic(&self, name: &str) {
         for (index, p) in self.partitions.remove_topic(name) {
             p.close();
-            let dir = self.partition_dir(name, index);
+            // Whichever log dir the partition is in.
+            let dir = p.dir();
             drop(p);
             // Kafka renames a deleted partition's directory, then removes it in the
             // background; the rename frees the name for a topic created right after.
-            let res = glommio::executor()
-                .spawn_blocking(move || {
-                    let mut doomed = dir.clone().into_os_string();
-                    doomed.push(format!(".{}-delete", crate::runtime::now_ms()));
-                    std::fs::rename(&dir, &doomed)?;
-                    // The rename is durable before the files go: a crash during removal
-                    // never brings the old partition back under its name.
-                    if let Some(parent) = dir.parent() {
-                        crate::storage::dma::sync_dir_blocking(parent)?;
+            let mut doomed = dir.clone().into_os_string();
+            doomed.push(format!(".{}-delete", crate::runtime::now_ms()));
+            let renamed = glommio::executor()
+                .spawn_blocking({
+                    let doomed = doomed.clone();
+                    move || {
+                        std::fs::rename(&dir, &doomed)?;
+                        // The rename is durable before the files go: a crash during removal
+                        // never brings the old partition back under its name.
+                        match dir.parent() {
+                            Some(parent) => crate::storage::dma::sync_dir_blocking(parent),
+                            None => Ok(()),
+                        }
                     }
-                    std::fs::remove_dir_all(&doomed)
                 })
                 .await;
+            let res = match renamed {
+                Ok(()) => {
+                    // Only now: while the directory is there, a partition re-created under
+                    // the name must go to the same log dir (two copies would stop a restart).
+                    self.log_dirs.forget(name, index);
+                    glommio::executor().spawn_blocking(move || std::fs::remove_dir_all(&doomed)).await
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    self.log_dirs.forget(name, index);
+                    Ok(())
+                }
+                Err(e) => Err(e),
+            };
             if let Err(e) = res {
                 tracing::warn!(shard = self.shard, topic = name, partition = index, error = %e, "could not remove a deleted partition's files");
             }

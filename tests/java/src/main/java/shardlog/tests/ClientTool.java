@@ -80,7 +80,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *   create-topic --bootstrap B --topic T --partitions N [--config k=v,...]   (Admin)
  *       -> {"created":T} or {"error":"..."}
  *   describe-topics, describe-cluster, describe-log-dirs, describe-configs: see AdminCompat.
- *   pattern-worker: see PatternWorker; init-transactions: see TxnFailFast.
+ *   pattern-worker: see PatternWorker; init-transactions: see TxnFailFast;
+ *   list-transactions, describe-transactions: see TxnAdmin.
  */
 public final class ClientTool {
   private static final Base64.Encoder B64 = Base64.getEncoder();
@@ -110,6 +111,8 @@ public final class ClientTool {
       case "describe-configs": rc = AdminCompat.describeConfigs(o, out); break;
       case "pattern-worker": rc = PatternWorker.run(o, out); break;
       case "init-transactions": rc = TxnFailFast.run(o, out); break;
+      case "list-transactions": rc = TxnAdmin.list(o, out); break;
+      case "describe-transactions": rc = TxnAdmin.describe(o, out); break;
       default:
         System.err.println("unknown subcommand " + args[0]);
         rc = 2;
