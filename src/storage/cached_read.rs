@@ -24,10 +24,17 @@ use crate::runtime::buffer_pool::BufferPool;
 /// reads at most 1 MiB per chunk; a larger single batch takes the io_uring path).
 pub const CACHED_READ_BUFFER_BYTES: usize = 1 << 20;
 
+/// Given-back buffers a shard's pool keeps (see `READ_POOL`).
+const READ_POOL_BUFFERS: usize = 16;
+
 thread_local! {
-    /// Not zeroed: a read fills the bytes it exposes. 64 idle buffers bound what the pool
-    /// keeps beyond those still referenced by responses in flight.
-    static READ_POOL: BufferPool = const { BufferPool::new(CACHED_READ_BUFFER_BYTES, 64, 64, false) };
+    /// Not zeroed: a read fills the bytes it exposes. The pool keeps at most
+    /// `READ_POOL_BUFFERS` given-back buffers (those still referenced by responses in
+    /// flight among them), so it holds at most 16 MiB per shard once they are sent:
+    /// enough for the fetches in flight on a shard under W4, and far below the bound
+    /// `test_fetch_limits.py` puts on the broker's growth (64 would keep 64 MiB per shard
+    /// for good after a burst of large fetches: 139 MiB of growth there).
+    static READ_POOL: BufferPool = const { BufferPool::new(CACHED_READ_BUFFER_BYTES, 64, READ_POOL_BUFFERS, false) };
     /// The buffer reads are cut from: each read takes the next part of it (views of
     /// earlier reads stay valid), and a new pooled buffer replaces it when too little
     /// is left.
