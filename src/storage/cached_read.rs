@@ -25,15 +25,15 @@ use crate::runtime::buffer_pool::BufferPool;
 pub const CACHED_READ_BUFFER_BYTES: usize = 1 << 20;
 
 /// Given-back buffers a shard's pool keeps (see `READ_POOL`).
-const READ_POOL_BUFFERS: usize = 16;
+const READ_POOL_BUFFERS: usize = 8;
 
 thread_local! {
     /// Not zeroed: a read fills the bytes it exposes. The pool keeps at most
     /// `READ_POOL_BUFFERS` given-back buffers (those still referenced by responses in
-    /// flight among them), so it holds at most 16 MiB per shard once they are sent:
-    /// enough for the fetches in flight on a shard under W4, and far below the bound
-    /// `test_fetch_limits.py` puts on the broker's growth (64 would keep 64 MiB per shard
-    /// for good after a burst of large fetches: 139 MiB of growth there).
+    /// flight among them), so it holds at most 8 MiB per shard once they are sent:
+    /// about what a shard's fetches have in flight under W4, and little against the bound
+    /// `test_fetch_limits.py` puts on the broker's growth while large fetches run (with 64
+    /// it grew by 139 MiB there, with 16 by 133 MiB in the full suite: bound 128).
     static READ_POOL: BufferPool = const { BufferPool::new(CACHED_READ_BUFFER_BYTES, 64, READ_POOL_BUFFERS, false) };
     /// The buffer reads are cut from: each read takes the next part of it (views of
     /// earlier reads stay valid), and a new pooled buffer replaces it when too little
