@@ -23,6 +23,7 @@ use glommio::Task;
 use super::dispatch::{dispatch, Response};
 use super::shard::ShardContext;
 use super::socket_split::{split, ReadHalf, WriteHalf};
+use super::vectored_write::write_all_buffers;
 use crate::protocol::api_versions::unsupported_version_response_v0;
 use crate::protocol::{decode_request, frame_len, RequestError};
 use crate::runtime::buffer_pool::{with_frame_pool, FRAME_BUFFER_BYTES};
@@ -229,12 +230,9 @@ async fn write_responses(mut writer: WriteHalf, rx: local_channel::LocalReceiver
                 return;
             }
         };
-        for b in buffers {
-            // glommio's stream sends only the first slice of a vectored write, so each
-            // buffer goes out on its own (stored batch bytes are still not copied).
-            if writer.write_all(&b).await.is_err() {
-                return;
-            }
+        // One vectored send per socket-buffer's worth (stored batch bytes not copied).
+        if write_all_buffers(&mut writer, &buffers).await.is_err() {
+            return;
         }
     }
     let _ = writer.flush().await;

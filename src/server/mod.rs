@@ -22,5 +22,6 @@ pub mod log_dir;
 pub mod request_memory;
 pub mod shard;
 mod socket_split;
+mod vectored_write;
 
 pub use broker::run_broker;

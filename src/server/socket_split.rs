@@ -35,6 +35,12 @@ impl AsyncWrite for WriteHalf {
         Pin::new(&mut *s).poll_write(cx, buf)
     }
 
+    /// One `sendmsg` of many slices (the vendored glommio's `shardlog patch`).
+    fn poll_write_vectored(self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let mut s = self.0.borrow_mut();
+        Pin::new(&mut *s).poll_write_vectored(cx, bufs)
+    }
+
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut s = self.0.borrow_mut();
         Pin::new(&mut *s).poll_flush(cx)

@@ -545,6 +545,12 @@ impl SegmentFile {
     /// Reads `len` bytes at `pos` (any alignment) into owned `Bytes`; short at the end.
     pub async fn read_bytes(&self, pos: u64, len: usize) -> Result<Bytes> {
         let Some(state) = &self.fault else {
+            if let Inner::Buffered(f) = &self.file {
+                // Cached data without a wait or a second copy (`cached_read.rs`).
+                if let Some(b) = super::cached_read::read_if_cached(std::os::fd::AsRawFd::as_raw_fd(f), pos, len) {
+                    return Ok(b);
+                }
+            }
             let r = self.raw_read(pos, len).await?;
             // One copy: glommio's read buffers are tied to the executor (not Send), and
             // fetch responses may be written by another shard's connection.

@@ -43,6 +43,7 @@
 //! It builds on `record` (the batch layout) and `runtime`.
 pub mod batch_cache;
 pub mod batch_reader;
+pub mod cached_read;
 pub mod compaction;
 pub mod dma;
 pub mod file;

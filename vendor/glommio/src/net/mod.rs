@@ -37,6 +37,27 @@ fn yolo_send(fd: RawFd, buf: &[u8]) -> Option<io::Result<usize>> {
     }
 }
 
+// shardlog patch: a vectored send. `sendmsg` of up to `UIO_MAXIOV` slices in one
+// syscall (upstream's `poll_write_vectored` is the default, which sends the first
+// non-empty slice only), so a response made of many buffers costs one send, not one per
+// buffer. Like `yolo_send`: never blocks (MSG_DONTWAIT); `None` when the socket is full.
+fn yolo_send_vectored(fd: RawFd, bufs: &[io::IoSlice<'_>]) -> Option<io::Result<usize>> {
+    // SAFETY: `IoSlice` is ABI-compatible with `iovec` on Unix (std guarantees it), the
+    // slices outlive the call, and the kernel only reads them.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = bufs.len().min(libc::UIO_MAXIOV as usize) as _;
+    let r = unsafe { libc::sendmsg(fd, &msg, MsgFlags::MSG_DONTWAIT.bits()) };
+    if r >= 0 {
+        return Some(Ok(r as usize));
+    }
+    let err = io::Error::last_os_error();
+    match err.kind() {
+        io::ErrorKind::WouldBlock => None,
+        _ => Some(Err(err)),
+    }
+}
+
 fn yolo_peek(fd: RawFd, buf: &mut [u8]) -> Option<io::Result<usize>> {
     match sys::recv_syscall(
         fd,

@@ -298,6 +298,31 @@ impl<S: AsRawFd> NonBufferedStream<S> {
         Poll::Pending
     }
 
+    // shardlog patch: the vectored twin of `poll_write` (see `yolo_send_vectored`).
+    pub(crate) fn poll_write_vectored(
+        &mut self,
+        cx: &Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        if let Some(result) = super::yolo_send_vectored(self.stream.as_raw_fd(), bufs) {
+            let reactor = self.reactor.upgrade().unwrap();
+            self.write_timeout.cancel_timer(reactor.as_ref());
+            self.source_tx.take();
+            return Poll::Ready(result);
+        }
+        let reactor = self.reactor.upgrade().unwrap();
+        let reactor = reactor.as_ref();
+        poll_err!(self.write_timeout.check(reactor));
+        let no_pending_poll = self.source_tx.as_ref().map(|src| src.result().is_some()).unwrap_or(true);
+        if no_pending_poll {
+            self.source_tx = Some(reactor.poll_write_ready(self.stream.as_raw_fd()));
+        }
+        let source = self.source_tx.as_ref().unwrap();
+        source.add_waiter_single(cx.waker());
+        self.write_timeout.maybe_set_timer(reactor, cx.waker());
+        Poll::Pending
+    }
+
     pub(crate) fn poll_write(&mut self, cx: &Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         // On the write path, we always start with calling `yolo_send`, because
         // it is very likely to success. It could be a waste if it already timed
@@ -459,6 +484,15 @@ impl<S: AsRawFd, B: RxBuf> GlommioStream<S, B> {
 
     pub(crate) fn poll_write(&mut self, cx: &Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         self.stream.poll_write(cx, buf)
+    }
+
+    // shardlog patch: see `NonBufferedStream::poll_write_vectored`.
+    pub(crate) fn poll_write_vectored(
+        &mut self,
+        cx: &Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.stream.poll_write_vectored(cx, bufs)
     }
 
     pub(crate) fn poll_flush(&self, _cx: &Context<'_>) -> Poll<io::Result<()>> {
