@@ -170,7 +170,7 @@ def test_oversized_assignment_is_refused_and_group_recovers(broker_factory):
 
 
 def test_offsets_expire_and_empty_group_is_deleted(broker_factory):
-    """offsets.retention: a standalone commit with a 1 s retention time (OffsetCommit v2)
+    """offsets.retention: a standalone commit with a 5 s retention time (OffsetCommit v2)
     expires, the group left without offsets disappears, and stays gone after a restart;
     a commit without retention time (7 days by default) stays."""
     skip_unless_shardlog("sets shardlog's offsets_retention_check_interval_ms flag")
@@ -180,12 +180,14 @@ def test_offsets_expire_and_empty_group_is_deleted(broker_factory):
     cli_create_topic(b.bootstrap, topic, 2)
     short, kept = f"short-{uuid.uuid4().hex[:8]}", f"kept-{uuid.uuid4().hex[:8]}"
     with w.connect(b.bootstrap) as s:
-        assert commit_v2(s, short, topic, 0, 42, retention_ms=1000) == NONE
+        # 5 s, not 1: the read below (a client's OffsetFetch) must come before expiry
+        # even on a loaded machine (with 1 s it once read the offset already expired).
+        assert commit_v2(s, short, topic, 0, 42, retention_ms=5000) == NONE
         assert commit_v5(s, kept, -1, "", topic, 1, 7) == NONE
     assert committed(b.bootstrap, short, topic, 1) == {0: 42}
     deadline = time.monotonic() + 30
     while committed(b.bootstrap, short, topic, 1) != {0: -1001}:
-        assert time.monotonic() < deadline, "offset with 1 s retention never expired"
+        assert time.monotonic() < deadline, "offset with 5 s retention never expired"
         time.sleep(0.2)
     deadline = time.monotonic() + 10
     while short in list_group_ids(b.bootstrap):
