@@ -32,7 +32,10 @@ pub struct TopicMeta {
 impl TopicMeta {
     /// The partition with index `partition`, if the topic has it.
     pub fn partition(&self, partition: i32) -> Option<&PartitionMeta> {
-        self.partitions.iter().find(|p| p.partition == partition)
+        // Partitions are kept in index order, so the index is the position; the scan is a
+        // fallback that never runs while that holds.
+        let at = usize::try_from(partition).ok().and_then(|i| self.partitions.get(i));
+        at.filter(|p| p.partition == partition).or_else(|| self.partitions.iter().find(|p| p.partition == partition))
     }
 }
 

@@ -74,6 +74,12 @@ impl ControllerHandle {
         self.publisher.image()
     }
 
+    /// The newest metadata index the shards will apply (committed entries that change
+    /// nothing on a shard are not sent to them).
+    pub fn shard_index(&self) -> u64 {
+        self.publisher.shard_index()
+    }
+
     pub async fn create_topic(
         &self,
         name: String,

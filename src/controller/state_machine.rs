@@ -30,6 +30,11 @@ struct PubState {
     /// False until start-up recovery is done: replayed records are not sent as deltas,
     /// the shards get the recovered image as their first update instead.
     live: bool,
+    /// The applied index of the last image sent to the shards. Entries that change
+    /// nothing a shard holds (producer-id blocks, raft blanks) are committed without
+    /// being sent, so a shard catching up waits for this index, never the committed
+    /// one: it would wait for an update that is not coming.
+    sent_index: u64,
 }
 
 impl Publisher {
@@ -39,6 +44,7 @@ impl Publisher {
                 image: Arc::new(MetadataImage::default()),
                 senders,
                 live: false,
+                sent_index: 0,
             }),
         }
     }
@@ -52,12 +58,19 @@ impl Publisher {
         self.lock().image.clone()
     }
 
+    /// The newest metadata index the shards will apply: what a shard catching up with
+    /// the controller waits for (see `PubState::sent_index`).
+    pub fn shard_index(&self) -> u64 {
+        self.lock().sent_index
+    }
+
     /// Stores `image` as the latest committed one and, once live, sends it with `deltas` to
     /// every shard (only when something changed for them).
     fn publish(&self, image: Arc<MetadataImage>, deltas: Vec<MetadataDelta>) {
         let mut st = self.lock();
         st.image = image.clone();
         if st.live && !deltas.is_empty() {
+            st.sent_index = image.applied_index;
             send_all(&st.senders, MetadataUpdate { image, deltas });
         }
     }
@@ -69,6 +82,7 @@ impl Publisher {
             return;
         }
         st.live = true;
+        st.sent_index = st.image.applied_index;
         send_all(
             &st.senders,
             MetadataUpdate {

@@ -146,3 +146,37 @@ def test_a_long_poll_over_many_partitions_is_woken_by_a_produce_to_any_one(two_s
         assert all(d["error_code"] == 0 for d in fetched.values())
     finally:
         waiter.close()
+
+
+def test_produce_on_any_shard_right_after_create_topics(broker_factory):
+    """CreateTopics answers once the shard that took the request has the topic; the next
+    produce may come on a connection of the other shard, before that shard has applied
+    the new metadata. It must wait for it (the controller has committed the topic), not
+    answer UNKNOWN_TOPIC_OR_PARTITION: CI once saw exactly that, with flush=always (where
+    opening a partition syncs its files, so a shard takes longer to apply a topic).
+
+    Several connections are opened first so both shards hold some; each new topic is
+    then produced to on all of them at once, the moment CreateTopics returns."""
+    from confluent_kafka.admin import NewTopic
+
+    from clients import admin
+
+    b = broker_factory(shards=2, flush="always")
+    a = admin(b.bootstrap)
+    conns = [kw.connect(b.bootstrap, timeout_s=60) for _ in range(6)]
+    try:
+        stamp = now_ms()
+        for i in range(12):
+            topic = f"xs-new-{stamp}-{i}"
+            a.create_topics([NewTopic(topic, 4, 1)], operation_timeout=30)[topic].result(timeout=60)
+            records = kw.record_batch([(None, b"v", [])], now_ms())
+            for n, s in enumerate(conns):
+                s.sendall(kw.produce_request(8, n, topic, n % 4, records))
+            for n, s in enumerate(conns):
+                corr, res = kw.parse_produce(8, kw.recv_frame(s))
+                assert corr == n
+                assert res[(topic, n % 4)]["error_code"] == 0, (topic, n, res)
+    finally:
+        for s in conns:
+            s.close()
+    b.assert_alive()

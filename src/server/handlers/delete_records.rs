@@ -12,7 +12,11 @@ use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DeleteRecordsRequest) -> Response {
-    let image = ctx.image();
+    let image = ctx
+        .image_for_request(|image| {
+            req.topics.iter().map(|t| super::unknown_partitions(image.topic(t.name.0.as_str()), t.partitions.iter().map(|p| p.partition_index))).sum()
+        })
+        .await;
     let partition_count = req.topics.iter().map(|t| t.partitions.len()).sum();
     let mut batch = OpBatch::with_capacity(partition_count);
     let mut topics = Vec::with_capacity(req.topics.len());

@@ -131,7 +131,14 @@ impl PartitionRead {
 }
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest) -> Response {
-    let image = ctx.image();
+    let image = ctx
+        .image_for_request(|image| {
+            let topic = |t: &kafka_protocol::messages::fetch_request::FetchTopic| {
+                if meta.version >= 13 { image.topic_by_id(t.topic_id.as_bytes()) } else { image.topic(t.topic.0.as_str()) }
+            };
+            req.topics.iter().map(|t| super::unknown_partitions(topic(t), t.partitions.iter().map(|p| p.partition))).sum()
+        })
+        .await;
     let mut requested = Vec::new();
     for t in &req.topics {
         let topic = if meta.version >= 13 { image.topic_by_id(t.topic_id.as_bytes()) } else { image.topic(t.topic.0.as_str()) };

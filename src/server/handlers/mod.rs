@@ -56,6 +56,15 @@ pub(crate) fn this_node(ctx: &ShardContext) -> (i32, String, i32) {
     (ctx.config.node_id, host, port)
 }
 
+/// How many of `partitions` of a topic (`None`: unknown topic) an image does not have:
+/// what `ShardContext::image_for_request` compares between this shard and the controller.
+pub(crate) fn unknown_partitions(topic: Option<&crate::cluster::image::TopicMeta>, partitions: impl Iterator<Item = i32>) -> usize {
+    match topic {
+        None => partitions.count().max(1),
+        Some(t) => partitions.filter(|&p| t.partition(p).is_none()).count(),
+    }
+}
+
 pub(crate) fn code(e: impl Into<ErrorCode>) -> i16 {
     e.into().code()
 }

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, ProduceRequest};
 use kafka_protocol::messages::produce_response::{BatchIndexAndErrorMessage, PartitionProduceResponse, ProduceResponse, TopicProduceResponse};
 
-use super::{code, str_bytes, topic_name};
+use super::{code, str_bytes, topic_name, unknown_partitions};
 use crate::cluster::image::TopicMeta;
 use crate::cluster::router::{OpBatch, OpOutput, PartitionOp};
 use crate::cluster::topic_config::is_internal_topic;
@@ -27,7 +27,14 @@ use crate::server::shard::ShardContext;
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, mut req: ProduceRequest) -> Response {
     let acks = req.acks;
-    let image = ctx.image();
+    let image = ctx
+        .image_for_request(|image| {
+            let topic = |t: &kafka_protocol::messages::produce_request::TopicProduceData| {
+                if meta.version >= 13 { image.topic_by_id(t.topic_id.as_bytes()) } else { image.topic(t.name.0.as_str()) }
+            };
+            req.topic_data.iter().map(|t| unknown_partitions(topic(t), t.partition_data.iter().map(|p| p.index))).sum()
+        })
+        .await;
     let unknown = if meta.version >= 13 { ErrorCode::UNKNOWN_TOPIC_ID } else { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION };
     let partition_count = req.topic_data.iter().map(|t| t.partition_data.len()).sum();
     let mut batch = OpBatch::with_capacity(partition_count);

@@ -8,6 +8,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 
+use crate::cluster::image::MetadataImage;
 use crate::cluster::router::ShardRequest;
 use crate::cluster::shard_partitions::{ShardImage, ShardPartitions};
 use crate::cluster::topic_config::TopicConfigDefaults;
@@ -57,7 +58,7 @@ impl ShardContext {
         log_dirs: Arc<LogDirs>,
     ) -> ShardContext {
         let committed = controller.clone();
-        let partitions = Rc::new(ShardPartitions::new(shard, Box::new(move || committed.image().applied_index)));
+        let partitions = Rc::new(ShardPartitions::new(shard, Box::new(move || committed.shard_index())));
         let router = Rc::new(ShardRouter::new(partitions.clone(), mesh));
         let coordinator = Rc::new(CoordinatorContext::new(group_config(&config), partitions.clone()));
         crate::group::ops::serve_group_ops(&router, &coordinator);
@@ -84,7 +85,7 @@ impl ShardContext {
 
     /// The topic defaults in force in `image`: static ones with the dynamic broker configs
     /// (cluster-wide default, then this broker's) on top.
-    pub fn topic_defaults_in(&self, image: &crate::cluster::image::MetadataImage) -> TopicConfigDefaults {
+    pub fn topic_defaults_in(&self, image: &MetadataImage) -> TopicConfigDefaults {
         crate::cluster::config_defs::effective_topic_defaults(&self.static_topic_defaults, image, &self.config.node_id.to_string())
     }
 
@@ -98,11 +99,26 @@ impl ShardContext {
         self.partitions.catch_up_with_controller().await;
     }
 
+    /// The image this shard has applied, first caught up with the controller when the
+    /// committed image knows more of what a request names than this shard does: a client
+    /// may learn of a topic (or new partitions) from a CreateTopics answered on another
+    /// shard and send its next request here before this shard has applied it. `missing`
+    /// counts what the request names that an image lacks; it runs on the committed image
+    /// only when this shard's image lacks something, so the steady state is one call.
+    pub async fn image_for_request(&self, missing: impl Fn(&MetadataImage) -> usize) -> ShardImage {
+        let image = self.image();
+        let lacking = missing(&image);
+        if lacking == 0 || missing(&self.controller.image()) >= lacking {
+            return image;
+        }
+        self.catch_up_with_controller().await;
+        self.image()
+    }
+
     /// Catches up with the controller when it has committed a topic of `names` (all topics
     /// if `None`) that this shard has not applied yet: a client may have learnt of it from
-    /// another shard. Only then: the committed index also counts entries that never reach
-    /// the shards (producer-id blocks), so an unconditional catch-up could wait until its
-    /// timeout.
+    /// another shard. Only then: a catch-up waits for this shard's metadata loop, which
+    /// may be busy opening other partitions.
     pub async fn catch_up_for_topics(&self, names: Option<&[&str]>) {
         let committed = self.controller.image();
         let here = self.image();
