@@ -89,6 +89,9 @@ fn main() {
             let filter = tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{},openraft=warn", config.log_level)));
             tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+            if !shardlog::runtime::malloc_policy::bound_large_allocations() {
+                tracing::warn!("mallopt(M_MMAP_THRESHOLD) refused: large freed buffers may stay resident");
+            }
             shardlog::server::run_broker(config)
         }),
         Command::Bench { mode } => shardlog::bench::run(mode),

@@ -237,7 +237,12 @@ impl Partition {
                     return Ok(true);
                 }
             }
-            reader.set_chunk_bytes(chunk_for(data));
+            let want = chunk_for(data);
+            let pos = reader.position();
+            let end = self.log.borrow().chunk_end(plan.base_offset, pos, want);
+            // Whole batches only when the index knows a boundary in range; never below
+            // a header's worth (`BatchReader` keeps every read making progress).
+            reader.set_chunk_bytes(usize::try_from(end - pos).unwrap_or(want));
             let batches = reader.next_chunk().await?;
             if batches.is_empty() {
                 return match reader.damage("segment being read") {

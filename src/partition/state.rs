@@ -14,6 +14,7 @@ use super::read::Watchers;
 use crate::config::FlushMode;
 use crate::runtime::ShardId;
 use crate::storage::batch_reader::BatchReader;
+use crate::storage::partition_metadata::{discard_if_stray, record as record_topic_id, DirClaim};
 use crate::storage::dma::read_checked_file;
 use crate::storage::log::Log;
 use crate::storage::log_writer::{LogWriter, WriterHooks};
@@ -137,7 +138,12 @@ impl Partition {
         log_config: LogConfig,
         settings: PartitionSettings,
     ) -> Result<Rc<Partition>, PartitionError> {
+        if let DirClaim::RemovedStray(old) = discard_if_stray(dir, topic_id).await? {
+            tracing::warn!(topic, partition = index, dir = %dir.display(), old_topic_id = %uuid::Uuid::from_bytes(old),
+                "removed a partition directory left by a deleted topic of the same name");
+        }
         let opened = Log::open(dir, log_config).await?;
+        record_topic_id(dir, topic_id).await?;
         let log = opened.log;
         let producers = recover_producers(&log, &opened.active_batches, &topic, index).await?;
         if opened.truncated_bytes > 0 {

@@ -10,6 +10,7 @@
 //! Never imports anything else of this crate: every other module builds on this one.
 pub mod buffer_pool;
 pub mod clock;
+pub mod malloc_policy;
 pub mod mesh;
 pub mod placement;
 pub use clock::now_ms;

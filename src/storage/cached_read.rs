@@ -32,8 +32,9 @@ thread_local! {
     /// `READ_POOL_BUFFERS` given-back buffers (those still referenced by responses in
     /// flight among them), so it holds at most 8 MiB per shard once they are sent:
     /// about what a shard's fetches have in flight under W4, and little against the bound
-    /// `test_fetch_limits.py` puts on the broker's growth while large fetches run (with 64
-    /// it grew by 139 MiB there, with 16 by 133 MiB in the full suite: bound 128).
+    /// `test_fetch_limits.py` puts on the broker's growth while large fetches run (68–75
+    /// MiB there, bound 128, once `runtime::malloc_policy` keeps freed 1 MiB buffers from
+    /// staying resident; before that, 105–139 MiB whatever this limit was).
     static READ_POOL: BufferPool = const { BufferPool::new(CACHED_READ_BUFFER_BYTES, 64, READ_POOL_BUFFERS, false) };
     /// The buffer reads are cut from: each read takes the next part of it (views of
     /// earlier reads stay valid), and a new pooled buffer replaces it when too little

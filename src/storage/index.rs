@@ -33,6 +33,14 @@ impl OffsetIndex {
         if i == 0 { 0 } else { self.entries[i - 1].1 }
     }
 
+    /// The last indexed batch start in `(after, limit]`, if any: a read of `[after, it)`
+    /// ends on a batch boundary, so it holds whole batches only (see `Log::chunk_end`).
+    pub fn batch_start_in(&self, after: u32, limit: u32) -> Option<u32> {
+        let i = self.entries.partition_point(|&(_, pos)| pos <= limit);
+        let (_, pos) = *self.entries.get(i.checked_sub(1)?)?;
+        (pos > after).then_some(pos)
+    }
+
     /// Drops entries at or past `position` (after truncation).
     pub fn truncate_to_position(&mut self, position: u32) {
         let i = self.entries.partition_point(|&(_, pos)| pos < position);
@@ -135,6 +143,21 @@ impl TimeIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batch_start_in_is_the_last_indexed_start_strictly_after_and_up_to_the_limit() {
+        let mut idx = OffsetIndex::default();
+        idx.push(0, 0);
+        idx.push(10, 4096);
+        idx.push(25, 9000);
+        assert_eq!(idx.batch_start_in(0, 4095), None, "no start inside (0, 4095]");
+        assert_eq!(idx.batch_start_in(0, 4096), Some(4096), "the limit itself counts");
+        assert_eq!(idx.batch_start_in(0, 8999), Some(4096));
+        assert_eq!(idx.batch_start_in(0, 1 << 20), Some(9000));
+        assert_eq!(idx.batch_start_in(4096, 8999), None, "the start of the read itself does not count");
+        assert_eq!(idx.batch_start_in(9000, 1 << 20), None);
+        assert_eq!(OffsetIndex::default().batch_start_in(0, 1 << 20), None);
+    }
 
     #[test]
     fn offset_lookup_finds_floor_entry() {

@@ -416,6 +416,20 @@ impl Log {
         })
     }
 
+    /// Where a read of at most `max_len` bytes from `position` of the segment with base
+    /// `base_offset` should end so that it holds whole batches only: the last indexed
+    /// batch start inside the range (the offset index has one at least every
+    /// `index_interval_bytes`), or `position + max_len` when none is (a batch larger than
+    /// the range; `BatchReader` then reads it whole). A fetch read that ended anywhere else
+    /// would keep the cut tail of the next batch alive with the batches it returns (each
+    /// is a view of the read buffer) and read that tail twice; with batches near the chunk
+    /// size, that doubled the memory of large fetches. Only a hint: if the segment was
+    /// replaced meanwhile (compaction, deletion), a cut read is still handled.
+    pub fn chunk_end(&self, base_offset: i64, position: u64, max_len: usize) -> u64 {
+        let limit = position.saturating_add(max_len as u64);
+        self.segments.get(&base_offset).and_then(|s| s.batch_start_in(position, limit)).unwrap_or(limit)
+    }
+
     /// The segment after the one with base `base_offset`, read from its start (a read
     /// that found nothing at or after its offset in a compacted segment continues here).
     pub fn locate_after(&self, base_offset: i64) -> Option<DiskRead> {

@@ -52,6 +52,7 @@ pub mod log;
 pub mod log_dirs;
 pub mod log_writer;
 pub mod page_cache;
+pub mod partition_metadata;
 pub mod recovery;
 pub mod segment;
 #[cfg(test)]

@@ -601,6 +601,12 @@ impl Segment {
         u64::from(self.index.lookup(self.relative(offset.max(self.base_offset))))
     }
 
+    /// The last indexed batch start in `(after, limit]` (see `OffsetIndex::batch_start_in`).
+    pub fn batch_start_in(&self, after: u64, limit: u64) -> Option<u64> {
+        let clamp = |p: u64| u32::try_from(p).unwrap_or(u32::MAX);
+        self.index.batch_start_in(clamp(after), clamp(limit)).map(u64::from)
+    }
+
     /// File position to scan from for the first timestamp >= `timestamp`.
     pub fn position_for_timestamp(&self, timestamp: i64) -> u64 {
         let rel = self.time_index.lookup(timestamp);
