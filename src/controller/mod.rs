@@ -49,6 +49,7 @@ mod propose;
 mod quorum_info;
 mod rpc;
 mod rpc_server;
+mod runtime;
 mod server;
 mod snapshot;
 mod state_machine;
@@ -178,5 +179,7 @@ fn check_shard_count(n: u16) -> Result<ShardId, ControllerError> {
 
 #[cfg(test)]
 mod quorum_tests;
+#[cfg(test)]
+mod simulation;
 #[cfg(test)]
 mod tests;

@@ -20,6 +20,7 @@ openraft::declare_raft_types!(
         R = Response,
         NodeId = u64,
         Node = openraft::impls::BasicNode,
+        AsyncRuntime = super::runtime::ControllerRuntime,
 );
 
 pub type Raft = openraft::Raft<ControllerTypes, super::state_machine::StateMachine>;
