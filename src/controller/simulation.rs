@@ -276,7 +276,7 @@ fn observe_leaders(world: &Shared, run: &mut Run) {
 async fn client_write(world: &Shared, run: &mut Run, n: u64) {
     let leader = lock(world).nodes.iter().map(|(id, r)| (*id, r.clone())).find(|(_, r)| r.metrics().borrow_watched().state == ServerState::Leader);
     let Some((id, raft)) = leader else { return };
-    let cmd = if n % 2 == 0 {
+    let cmd = if n.is_multiple_of(2) {
         let name = format!("t{n}");
         let mut topic_id = [0u8; 16];
         topic_id[..8].copy_from_slice(&n.to_be_bytes());

@@ -70,7 +70,7 @@ impl OffsetIndex {
     /// `Ok(None)` when missing or unusable; the caller rebuilds by scanning.
     pub async fn load(path: &Path) -> Option<([u8; SUMMARY_LEN], OffsetIndex)> {
         let payload = read_checked_file(path, INDEX_MAGIC, INDEX_VERSION).await.ok()??;
-        if payload.len() < SUMMARY_LEN || (payload.len() - SUMMARY_LEN) % 8 != 0 {
+        if payload.len() < SUMMARY_LEN || !(payload.len() - SUMMARY_LEN).is_multiple_of(8) {
             return None;
         }
         let mut summary = [0u8; SUMMARY_LEN];
