@@ -6,7 +6,10 @@
 //! controller's record framing (`frame.rs`: magic, version, length, CRC-32C) around a
 //! serde_json payload: openraft's messages are serde types, metadata RPCs are rare and
 //! small, and JSON keeps them readable in a packet capture; not a hot path. The length
-//! is checked against `MAX_RPC_FRAME` before anything is allocated.
+//! is checked against `MAX_RPC_FRAME` before anything is allocated, the payload buffer
+//! grows only as its bytes arrive, and the frames being read at once, over every
+//! connection of this process, share `MAX_RPC_BYTES_IN_FLIGHT` (a reader waits for room):
+//! up to 256 connections claiming the largest frame each cannot make a node hold 64 GiB.
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -29,6 +32,15 @@ const RPC_VERSION: u16 = 1;
 /// before allocation. Bounds a snapshot sent to a lagging follower (base64 in JSON), so it
 /// bounds the metadata a cluster may hold: far above what 100k partitions need.
 pub const MAX_RPC_FRAME: usize = 256 * 1024 * 1024;
+
+/// Payload bytes of the frames this process reads at once; at least `MAX_RPC_FRAME`, so
+/// the largest frame always fits when it reads alone.
+pub const MAX_RPC_BYTES_IN_FLIGHT: usize = 2 * MAX_RPC_FRAME;
+
+static FRAME_BUDGET: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_RPC_BYTES_IN_FLIGHT);
+
+/// The payload buffer starts at most this large and grows with the bytes received.
+const FIRST_READ_CAPACITY: usize = 64 * 1024;
 
 /// A client request to the controller, as the broker side makes it. Forwarded as is from
 /// a controller that does not lead to the one that does.
@@ -167,9 +179,15 @@ pub async fn read_msg<R: AsyncRead + Unpin, T: for<'de> Deserialize<'de>>(
     }
     r.read_exact(&mut header[1..]).await?;
     let len = frame::payload_len(&header, RPC_MAGIC, RPC_VERSION, MAX_RPC_FRAME)?;
-    let mut buf = vec![0u8; HEADER_LEN + len];
-    buf[..HEADER_LEN].copy_from_slice(&header);
-    r.read_exact(&mut buf[HEADER_LEN..]).await?;
+    const _: () = assert!(MAX_RPC_BYTES_IN_FLIGHT >= MAX_RPC_FRAME && MAX_RPC_FRAME <= u32::MAX as usize);
+    // Held until the frame is decoded; `len <= MAX_RPC_FRAME` fits in a u32 (above).
+    let _budget = FRAME_BUDGET.acquire_many(len as u32).await.map_err(|_| RpcError::Io(std::io::Error::other("RPC frame budget closed")))?;
+    let mut buf = Vec::with_capacity(HEADER_LEN + len.min(FIRST_READ_CAPACITY));
+    buf.extend_from_slice(&header);
+    let got = r.take(len as u64).read_to_end(&mut buf).await?;
+    if got < len {
+        return Err(RpcError::Io(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, format!("RPC frame cut after {got} of {len} bytes"))));
+    }
     decode(&buf).map(Some)
 }
 
@@ -227,6 +245,20 @@ mod tests {
         let mut r = &wire[..];
         let err = read_msg::<_, RpcRequest>(&mut r).await.unwrap_err();
         assert!(matches!(err, RpcError::Frame(FrameError::TooLong { .. })), "{err}");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_frame_that_claims_the_maximum_but_stops_costs_only_what_arrived() {
+        let mut wire = encode(&create("a")).unwrap();
+        let sent = wire.len() - HEADER_LEN;
+        // Claim the largest frame, send only the small payload, then close.
+        wire[6..10].copy_from_slice(&(MAX_RPC_FRAME as u32).to_le_bytes());
+        let mut r = &wire[..];
+        let err = read_msg::<_, RpcRequest>(&mut r).await.unwrap_err();
+        assert!(err.to_string().contains(&format!("cut after {sent} of {MAX_RPC_FRAME} bytes")), "{err}");
+        // Its share of the budget came back when the read ended (other tests of this
+        // process may be reading small frames meanwhile).
+        assert!(FRAME_BUDGET.available_permits() > MAX_RPC_BYTES_IN_FLIGHT - (1 << 20));
     }
 
     #[tokio::test(flavor = "current_thread")]
