@@ -37,6 +37,8 @@ pub enum PartitionOp<X> {
     /// -1 latest, -2 earliest, -3 max timestamp, -4 earliest local, else a timestamp.
     ListOffsets { timestamp: i64 },
     DeleteRecords { offset: i64 },
+    /// OffsetForLeaderEpoch: where the log's `epoch` (or the largest below it) ended.
+    EpochEndOffset { epoch: i32 },
     /// An operation of the layer above, run by its installed handler.
     Extension(X),
 }
@@ -47,6 +49,8 @@ pub enum OpOutput<Y> {
     /// (offset, timestamp); (-1, -1) when no record matches.
     Offset(i64, i64),
     LowWatermark(i64),
+    /// (leader epoch, end offset), Kafka's -1s when unknown.
+    EpochEnd(i32, i64),
     Extension(Y),
 }
 
@@ -373,6 +377,11 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
                 Ok(OpOutput::Offset(offset, ts))
             }
             PartitionOp::DeleteRecords { offset } => p.delete_records(offset).await.map(OpOutput::LowWatermark),
+            PartitionOp::EpochEndOffset { epoch } => {
+                p.check_online()?;
+                let (epoch, end) = p.epoch_end_offset(epoch);
+                Ok(OpOutput::EpochEnd(epoch, end))
+            }
         }
     }
 }

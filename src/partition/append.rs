@@ -88,6 +88,15 @@ impl Partition {
             self.roll(now).await?;
         }
         let epoch = self.leader_epoch.get();
+        // The first append of a new leader epoch records where it begins, saved before
+        // anything is staged: waiting here lets the writer run, and a write it fails must
+        // not roll back records whose waiter is not registered yet (see below). Still
+        // under the append lock, so epochs are saved in order.
+        let start = self.log.borrow().next_offset();
+        if self.epochs.borrow_mut().assign(epoch, start) {
+            let saved = self.epochs.borrow().save_job();
+            saved.await?;
+        }
         let log_append_time = if settings.log_append_time { now } else { -1 };
         let mut first_offset = -1;
         {

@@ -14,6 +14,7 @@ use super::read::Watchers;
 use crate::config::FlushMode;
 use crate::runtime::ShardId;
 use crate::storage::batch_reader::BatchReader;
+use crate::storage::leader_epoch_cache::LeaderEpochCache;
 use crate::storage::partition_metadata::{discard_if_stray, record as record_topic_id, DirClaim};
 use crate::storage::dma::read_checked_file;
 use crate::storage::log::Log;
@@ -62,6 +63,9 @@ pub struct Partition {
     pub(super) writer: Rc<LogWriter>,
     /// Shared with the writer's rollback hook (see `open`).
     pub(super) producers: Rc<RefCell<ProducerStateTable>>,
+    /// Where each leader epoch began writing (`storage::leader_epoch_cache`); shared with
+    /// the rollback hook like `producers`.
+    pub(super) epochs: Rc<RefCell<LeaderEpochCache>>,
     pub(super) settings: RefCell<PartitionSettings>,
     /// Held from the producer-sequence checks to the log append (not across the wait
     /// for durability, so concurrent producers share writes and syncs).
@@ -69,6 +73,20 @@ pub struct Partition {
     /// Long-poll fetches waiting for the high watermark to move; the writer wakes them.
     pub(super) watchers: Rc<Watchers>,
     pub(super) closed: Cell<bool>,
+}
+
+/// The leader-epoch cache as saved, completed from the active segment's batches (an epoch
+/// appended but not saved before a crash is found there) and cut to the recovered log end.
+async fn open_epochs(dir: &Path, log: &Log, active_batches: &[crate::record::BatchHeader]) -> Result<LeaderEpochCache, PartitionError> {
+    let mut epochs = LeaderEpochCache::load(dir).await?;
+    let mut changed = epochs.truncate_from_end(log.next_offset());
+    for h in active_batches {
+        changed |= epochs.assign(h.partition_leader_epoch, h.base_offset);
+    }
+    if changed {
+        epochs.save().await?;
+    }
+    Ok(epochs)
 }
 
 /// The producer state as of the log end: the newest readable snapshot at a segment base
@@ -150,8 +168,10 @@ impl Partition {
             tracing::info!(topic, partition = index, bytes = opened.truncated_bytes,
                 log_end_offset = log.next_offset(), "recovered log; cut the invalid or padded tail");
         }
+        let epochs = open_epochs(dir, &log, &opened.active_batches).await?;
         let log = Rc::new(RefCell::new(log));
         let producers = Rc::new(RefCell::new(producers));
+        let epochs = Rc::new(RefCell::new(epochs));
         let watchers = Rc::new(Watchers::default());
         let hooks = WriterHooks {
             on_written: Box::new({
@@ -162,8 +182,13 @@ impl Partition {
             // (no await in between, and appends run on this same thread), so no append
             // checks sequences against producer state that still holds dropped batches.
             on_rollback: Box::new({
-                let producers = producers.clone();
-                move |log_end_offset| producers.borrow_mut().truncate_from(log_end_offset)
+                let (producers, epochs) = (producers.clone(), epochs.clone());
+                move |log_end_offset| {
+                    producers.borrow_mut().truncate_from(log_end_offset);
+                    // The saved checkpoint may still name the dropped offsets: the next
+                    // open truncates it to the log end the same way.
+                    epochs.borrow_mut().truncate_from_end(log_end_offset);
+                }
             }),
         };
         let writer = LogWriter::new(log.clone(), topic.clone(), index, hooks);
@@ -176,6 +201,7 @@ impl Partition {
             log,
             writer,
             producers,
+            epochs,
             settings: RefCell::new(settings),
             append_lock: Semaphore::new(1),
             watchers,
@@ -190,6 +216,12 @@ impl Partition {
 
     pub fn leader_epoch(&self) -> i32 {
         self.leader_epoch.get()
+    }
+
+    /// OffsetForLeaderEpoch for this log: the largest epoch at or below `epoch` it holds
+    /// and where that epoch's writes end (`LeaderEpochCache::end_offset_for`).
+    pub fn epoch_end_offset(&self, epoch: i32) -> (i32, i64) {
+        self.epochs.borrow().end_offset_for(epoch, self.log.borrow().next_offset())
     }
 
     /// The high watermark: consumers see only offsets below it (invariant 2). With one

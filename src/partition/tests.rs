@@ -382,3 +382,34 @@ fn flush_never_roll_syncs_the_sealed_segment_and_saves_its_snapshot_in_the_backg
         assert_eq!(next.base_offset, end, "the next sequence continues");
     });
 }
+
+#[test]
+fn leader_epochs_are_remembered_across_restarts_and_answer_offset_for_leader_epoch() {
+    run(|dir| async move {
+        let open_at = |epoch: i32| {
+            let dir = dir.join("t-0");
+            async move { Partition::open(&dir, "t".into(), 0, [1; 16], 0, epoch, LogConfig::default(), settings()).await.unwrap() }
+        };
+        let p = open_at(0).await;
+        p.append(batch(3, 5, None, Compression::None), -1).await.unwrap();
+        assert_eq!(p.epoch_end_offset(0), (0, 3), "the current epoch ends at the log end");
+        p.close();
+        drop(p);
+        // A new leadership (as after a restart that bumped the epoch): epoch 2 from offset 3.
+        let p = open_at(2).await;
+        assert_eq!(p.epoch_end_offset(0), (0, 3), "saved before the restart");
+        p.append(batch(2, 5, None, Compression::None), -1).await.unwrap();
+        assert_eq!(p.epoch_end_offset(0), (0, 3), "epoch 0 ended where epoch 2 began");
+        assert_eq!(p.epoch_end_offset(1), (0, 3), "an epoch this log never had: the one below it");
+        assert_eq!(p.epoch_end_offset(2), (2, 5));
+        assert_eq!(p.epoch_end_offset(3), (-1, -1), "a future epoch is unknown");
+        p.close();
+        drop(p);
+        // The checkpoint is Kafka's file, and it survives a restart.
+        let text = std::fs::read_to_string(dir.join("t-0").join("leader-epoch-checkpoint")).unwrap();
+        assert_eq!(text, "0\n2\n0 0\n2 3\n");
+        let p = open_at(2).await;
+        assert_eq!(p.epoch_end_offset(0), (0, 3));
+        assert_eq!(p.epoch_end_offset(2), (2, 5));
+    });
+}

@@ -38,6 +38,7 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
     // ACLs are off (no authorizer): SECURITY_DISABLED, as Kafka without one.
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::CreateAcls, 1, 3),
@@ -69,7 +70,6 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 const NOT_SERVED: &[(ApiKey, i16, i16, &str)] = &[
     (ApiKey::Fetch, 4, 18, "v18 (KIP-1166 high-watermark fields for share fetch followers) not implemented; 4-17 served"),
     (ApiKey::SaslHandshake, 0, 1, "no SASL: PLAINTEXT listener only"),
-    (ApiKey::OffsetForLeaderEpoch, 2, 4, "no replication yet; clients skip offset validation when it is not advertised"),
     (ApiKey::AddPartitionsToTxn, 0, 5, "transactions not implemented (FindCoordinator/InitProducerId fail fast for transactional ids)"),
     (ApiKey::AddOffsetsToTxn, 0, 4, "transactions not implemented"),
     (ApiKey::EndTxn, 0, 5, "transactions not implemented"),

@@ -53,6 +53,7 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, peer: Option<
         RequestKind::Produce(r) => handlers::produce::handle(ctx, meta, r).await,
         RequestKind::Fetch(r) => handlers::fetch::handle(ctx, meta, r).await,
         RequestKind::ListOffsets(r) => handlers::list_offsets::handle(ctx, meta, r).await,
+        RequestKind::OffsetForLeaderEpoch(r) => handlers::offset_for_leader_epoch::handle(ctx, meta, r).await,
         RequestKind::CreateTopics(r) => handlers::create_topics::handle(ctx, meta, r).await,
         RequestKind::DeleteTopics(r) => handlers::delete_topics::handle(ctx, meta, r).await,
         RequestKind::CreatePartitions(r) => handlers::create_partitions::handle(ctx, meta, r).await,

@@ -48,6 +48,7 @@ pub mod compaction;
 pub mod dma;
 pub mod file;
 pub mod index;
+pub mod leader_epoch_cache;
 pub mod log;
 pub mod log_dirs;
 pub mod log_writer;

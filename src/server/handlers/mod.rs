@@ -33,6 +33,7 @@ pub mod leave_group;
 pub mod list_config_resources;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod offset_for_leader_epoch;
 pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
