@@ -76,13 +76,16 @@ pub struct Partition {
 }
 
 /// The leader-epoch cache as saved, completed from the active segment's batches (an epoch
-/// appended but not saved before a crash is found there) and cut to the recovered log end.
-async fn open_epochs(dir: &Path, log: &Log, active_batches: &[crate::record::BatchHeader]) -> Result<LeaderEpochCache, PartitionError> {
+/// appended but not saved before a crash is found there) and cut to the recovered log end;
+/// then the epoch this partition opens in starts at the log end, as Kafka assigns it when
+/// a replica becomes leader (so an empty partition answers its epoch, ending at 0).
+async fn open_epochs(dir: &Path, log: &Log, active_batches: &[crate::record::BatchHeader], leader_epoch: i32) -> Result<LeaderEpochCache, PartitionError> {
     let mut epochs = LeaderEpochCache::load(dir).await?;
     let mut changed = epochs.truncate_from_end(log.next_offset());
     for h in active_batches {
         changed |= epochs.assign(h.partition_leader_epoch, h.base_offset);
     }
+    changed |= epochs.assign(leader_epoch, log.next_offset());
     if changed {
         epochs.save().await?;
     }
@@ -168,7 +171,7 @@ impl Partition {
             tracing::info!(topic, partition = index, bytes = opened.truncated_bytes,
                 log_end_offset = log.next_offset(), "recovered log; cut the invalid or padded tail");
         }
-        let epochs = open_epochs(dir, &log, &opened.active_batches).await?;
+        let epochs = open_epochs(dir, &log, &opened.active_batches, leader_epoch).await?;
         let log = Rc::new(RefCell::new(log));
         let producers = Rc::new(RefCell::new(producers));
         let epochs = Rc::new(RefCell::new(epochs));
