@@ -41,9 +41,25 @@ thread_local! {
     static BYTES: Cell<u64> = const { Cell::new(0) };
     /// Allocations by size class: [2^i, 2^(i+1)) bytes (printed with the figures).
     static BY_SIZE: [Cell<u64>; 32] = const { [const { Cell::new(0) }; 32] };
+    /// Set for one round when `ALLOC_BACKTRACES=1`: each allocation prints its backtrace.
+    static TRACE: Cell<bool> = const { Cell::new(false) };
+    /// Inside a traced allocation (the backtrace allocates itself).
+    static IN_TRACE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Prints where an allocation of `size` bytes comes from (only while `TRACE` is set).
+fn trace(size: usize) {
+    if !TRACE.try_with(|t| t.get()).unwrap_or(false) || IN_TRACE.try_with(|t| t.replace(true)).unwrap_or(true) {
+        return;
+    }
+    eprintln!("=== allocation of {size} bytes\n{}", std::backtrace::Backtrace::force_capture());
+    IN_TRACE.with(|t| t.set(false));
 }
 
 fn count(size: usize) {
+    if IN_TRACE.try_with(|t| t.get()).unwrap_or(true) {
+        return;
+    }
     let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
     let _ = BYTES.try_with(|c| c.set(c.get() + size as u64));
     let _ = BY_SIZE.try_with(|b| {
@@ -53,6 +69,7 @@ fn count(size: usize) {
     if size >= LARGE_BYTES {
         let _ = LARGE.try_with(|c| c.set(c.get() + 1));
     }
+    trace(size);
 }
 
 // SAFETY: every call is forwarded to the system allocator unchanged; the thread-locals
@@ -140,7 +157,9 @@ async fn measure(dir: &Path, flush: FlushMode, warmup: usize, rounds: usize) -> 
     let frame = produce_frame(batch(100, 150));
     let mut next_fetch = 0i64;
     let mut before = counters();
+    let trace_round = std::env::var_os("ALLOC_BACKTRACES").is_some().then_some(warmup + 7);
     for round in 0..warmup + rounds {
+        TRACE.with(|t| t.set(Some(round) == trace_round));
         if round == warmup {
             before = counters();
             BY_SIZE.with(|b| b.iter().for_each(|c| c.set(0)));
