@@ -5,6 +5,7 @@
 //!
 //! - `frame.rs`        length-prefixed frames, response encoding
 //! - `request.rs`      request header + body decode (bounded)
+//! - `produce_request_view.rs` the hot path's borrowing Produce request parser (v3–v12)
 //! - `acl_operations.rs` the authorized_operations bit sets (no authorizer: all of them)
 //! - `api_versions.rs` the versions this broker serves and the ApiVersions response
 //! - `fetch_writer.rs` the hand-written Fetch response (stored batch bytes, no copy)
@@ -17,7 +18,8 @@
 //!
 //! Message bodies are decoded and encoded with the vendored `kafka-protocol` crate, except
 //! the Fetch response, which is written by hand so stored batch bytes go to the socket
-//! without a copy. Record batches are never decoded on the data path: only their 61-byte
+//! without a copy, and the Produce request (v3–v12), read in place so the produce path
+//! allocates nothing per request. Record batches are never decoded on the data path: only their 61-byte
 //! header is read, checked and patched.
 //!
 //! Everything here treats its input as hostile: lengths are checked against the bytes
@@ -29,6 +31,7 @@ pub mod api_versions;
 pub mod errors;
 pub mod fetch_writer;
 pub mod frame;
+pub mod produce_request_view;
 pub mod request;
 pub mod strings;
 
