@@ -19,14 +19,14 @@ use std::path::Path;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, RequestHeader, RequestKind, TopicName};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, RequestHeader, TopicName};
 use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 use shardlog::config::FlushMode;
 use shardlog::partition::{Partition, PartitionSettings};
 use shardlog::protocol::fetch_writer::{write_fetch_response, FetchPartitionParts, FetchResponseParts, FetchTopicParts};
-use shardlog::protocol::{decode_request, frame::encode_response};
+use shardlog::protocol::produce_request_view::ProduceRequestView;
+use shardlog::protocol::produce_response_writer::{write_produce_response, PartitionAnswer, TopicAnswer};
 use shardlog::storage::LogConfig;
 
 struct Counting;
@@ -165,18 +165,22 @@ async fn measure(dir: &Path, flush: FlushMode, warmup: usize, rounds: usize) -> 
             BY_SIZE.with(|b| b.iter().for_each(|c| c.set(0)));
         }
         // Produce: decode, append, answer.
-        let req = decode_request(frame.clone()).expect("decodes");
-        let RequestKind::Produce(produce) = req.body else { panic!("a Produce request") };
-        let records = produce.topic_data[0].partition_data[0].records.clone().expect("records");
+        // As the connection reads it (`server/connection.rs`): in place.
+        let produce = ProduceRequestView::parse(frame.clone()).expect("a Produce request the view reads");
+        let topic = produce.topics().next().expect("a topic");
+        let partition = topic.partitions.clone().next().expect("a partition");
+        let records = produce.records(&partition).expect("records");
         let out = p.append(records, 1).await.expect("append");
-        let resp = ProduceResponse::default().with_responses(vec![TopicProduceResponse::default()
-            .with_name(produce.topic_data[0].name.clone())
-            .with_partition_responses(vec![PartitionProduceResponse::default()
-                .with_index(0)
-                .with_base_offset(out.base_offset)
-                .with_log_append_time_ms(out.log_append_time_ms)
-                .with_log_start_offset(out.log_start_offset)])]);
-        let produce_resp = encode_response(req.header.correlation_id, ApiKey::Produce, req.version, &resp).expect("encodes");
+        // As the handler answers (`server/handlers/produce.rs`): one flat answer list,
+        // written by hand into the shard's response arena.
+        let answer = [PartitionAnswer {
+            base_offset: out.base_offset,
+            log_append_time_ms: out.log_append_time_ms,
+            log_start_offset: out.log_start_offset,
+            ..PartitionAnswer::pending(partition.index)
+        }];
+        let topics = [TopicAnswer { name: topic.name, topic_id: [0; 16], partitions: &answer }];
+        let produce_resp = write_produce_response(produce.correlation_id(), produce.version(), topics.iter().cloned()).expect("encodes");
         // Fetch: the tailing consumer reads what was just produced.
         let data = p.read(next_fetch, 1 << 20).await.expect("read");
         assert!(!data.records.is_empty(), "the consumer sees the new batch");
