@@ -260,8 +260,9 @@ fn run_on_shard(flush: FlushMode) -> Figures {
 ///    736 B) — cure: a fixed set of write slots polled by hand;
 /// 3. `BatchCache::read`'s list of cached batches (`Vec<Bytes>`, 128 B) — cure: a
 ///    SmallVec, or a list reused by the fetch handler;
-/// 4-5. the Fetch response's parts (`Vec<FetchTopicParts>`, `Vec<FetchPartitionParts>`,
-///    built by the fetch handler as here) — cure: SmallVecs in `FetchResponseParts`;
+/// 4. the Fetch response's topic list (`Vec<FetchTopicParts>`, built by the fetch
+///    handler as here) — cure: a SmallVec in `FetchResponseParts`;
+/// 5. its partition list (`Vec<FetchPartitionParts>`) — cure: the same;
 /// 6. the Fetch response's frame list (`Vec<Bytes>`, 128 B) — cure: a SmallVec in
 ///    `Response::Frames`.
 ///

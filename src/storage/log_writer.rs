@@ -88,13 +88,11 @@ struct WriteDone {
 
 /// One segment write, as the loop runs it (a function, not a closure, so the writer's
 /// task can name the future's type and keep one `FuturesUnordered` across passes).
-fn write_job(base: i64, file: Rc<SegmentFile>, buf: WriteBuffer, pos: u64, end: u64) -> impl Future<Output = WriteDone> {
-    async move {
-        let want = buf.len();
-        let started = Instant::now();
-        let res = file.write_at(buf, pos).await;
-        WriteDone { base, end, want, took: started.elapsed(), res }
-    }
+async fn write_job(base: i64, file: Rc<SegmentFile>, buf: WriteBuffer, pos: u64, end: u64) -> WriteDone {
+    let want = buf.len();
+    let started = Instant::now();
+    let res = file.write_at(buf, pos).await;
+    WriteDone { base, end, want, took: started.elapsed(), res }
 }
 
 /// A segment write slower than this is logged (the disk, not the broker, set the latency).
