@@ -406,6 +406,28 @@ mod tests {
         }
     }
 
+    /// The fuzz seeds (frames as real clients send them): every Produce one is read, and
+    /// read as the crate reads it; every other frame is left to the crate.
+    #[test]
+    fn reads_the_fuzz_seed_frames_as_the_crate_does() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/request_decode");
+        let mut produce = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let bytes = std::fs::read(&path).unwrap();
+            let frame = Bytes::from(bytes[4..].to_vec());
+            let is_produce = frame[..2] == [0, 0];
+            match ProduceRequestView::parse(frame.clone()) {
+                Ok(view) => {
+                    produce += 1;
+                    assert_eq!(Some(view_content(&view)), crate_content(frame), "{}", path.display());
+                }
+                Err(e) => assert!(!is_produce, "{}: {e:?}", path.display()),
+            }
+        }
+        assert!(produce >= 2, "the seeds hold Produce frames");
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 500, ..Default::default() })]
 
