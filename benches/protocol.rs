@@ -1,4 +1,6 @@
-//! Protocol hot paths: request decode, produce batch validation, fetch response assembly.
+//! Protocol hot paths: request decode, the Produce request-to-response codec (the crate's
+//! decode and encode against the in-place view and the hand-written response, A B in one
+//! run), produce batch validation, fetch response assembly.
 //! `cargo bench --bench protocol -- --quick` for a short run.
 
 use bytes::{Bytes, BytesMut};
@@ -13,6 +15,9 @@ use shardlog::protocol::fetch_writer::{
     write_fetch_response, FetchPartitionParts, FetchResponseParts, FetchTopicParts,
 };
 use shardlog::record::{iter_batches, validate_produce_records, ProduceChecks};
+use shardlog::protocol::frame::encode_response;
+use shardlog::protocol::produce_request_view::ProduceRequestView;
+use shardlog::protocol::produce_response_writer::{write_produce_response, PartitionAnswer, TopicAnswer};
 use shardlog::protocol::request::decode_request;
 
 /// One uncompressed producer batch of about `bytes` bytes (1 KiB values).
@@ -66,6 +71,49 @@ fn bench_decode(c: &mut Criterion) {
     g.bench_function("produce_v9_16KiB", |b| b.iter(|| decode_request(black_box(produce.clone())).is_ok()));
     g.bench_function("metadata_v12_3_topics", |b| b.iter(|| decode_request(black_box(metadata.clone())).is_ok()));
     g.finish();
+
+    // What the produce path does around the append: read the request, answer it.
+    let mut g = c.benchmark_group("produce_decode_and_answer_v9_16KiB");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("crate_decode_and_structs", |b| b.iter(|| produce_with_the_crate(black_box(&produce))));
+    g.bench_function("view_and_hand_written", |b| b.iter(|| produce_in_place(black_box(&produce))));
+    g.finish();
+}
+
+/// The Produce path before issue 10: kafka-protocol's decode, response structs, encode.
+fn produce_with_the_crate(frame: &Bytes) -> usize {
+    use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+    use kafka_protocol::messages::{ProduceResponse, RequestKind};
+    let req = decode_request(frame.clone()).expect("decodes");
+    let RequestKind::Produce(p) = req.body else { unreachable!("a Produce request") };
+    let topics = p
+        .topic_data
+        .iter()
+        .map(|t| {
+            let parts = t
+                .partition_data
+                .iter()
+                .map(|pd| PartitionProduceResponse::default().with_index(pd.index).with_base_offset(pd.records.as_ref().map_or(0, |r| r.len() as i64)))
+                .collect();
+            TopicProduceResponse::default().with_name(t.name.clone()).with_partition_responses(parts)
+        })
+        .collect();
+    encode_response(req.header.correlation_id, ApiKey::Produce, req.version, &ProduceResponse::default().with_responses(topics)).expect("encodes").len()
+}
+
+/// The Produce path now: the in-place view, flat answers, the hand-written response.
+fn produce_in_place(frame: &Bytes) -> usize {
+    let view = ProduceRequestView::parse(frame.clone()).expect("a viewable request");
+    let mut answers: smallvec::SmallVec<[PartitionAnswer; 4]> = smallvec::SmallVec::new();
+    for t in view.topics() {
+        for p in t.partitions {
+            let base_offset = view.records(&p).map_or(0, |r| r.len() as i64);
+            answers.push(PartitionAnswer { base_offset, ..PartitionAnswer::pending(p.index) });
+        }
+    }
+    let t = view.topics().next().expect("a topic");
+    let topics = [TopicAnswer { name: t.name, topic_id: [0; 16], partitions: &answers }];
+    write_produce_response(view.correlation_id(), view.version(), topics.iter().cloned()).expect("encodes").len()
 }
 
 fn bench_validate(c: &mut Criterion) {

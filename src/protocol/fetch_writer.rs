@@ -170,7 +170,8 @@ pub fn write_fetch_response(correlation_id: i32, version: i16, parts: &FetchResp
     out.push(Bytes::new());
     let mut first: Option<BytesMut> = None;
     let mut total: usize = 0;
-    let mut buf = BytesMut::with_capacity(estimate);
+    // From the shard's arena: no allocation of its own (see `response_arena.rs`).
+    let mut buf = super::response_arena::response_buffer(estimate);
 
     // Move the scratch contents into the output as one piece (same allocation, no copy).
     fn flush(buf: &mut BytesMut, first: &mut Option<BytesMut>, out: &mut Vec<Bytes>, total: &mut usize) {

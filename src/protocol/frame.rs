@@ -53,7 +53,7 @@ pub fn encode_response<R: Encodable + HeaderVersion>(
     let body_len = body.compute_size(version).map_err(enc_err)?;
     let len = header_len + body_len;
     let len_i32 = i32::try_from(len).map_err(|_| ProtocolError::ResponseTooLarge(len))?;
-    let mut buf = BytesMut::with_capacity(4 + len);
+    let mut buf = super::response_arena::response_buffer(4 + len);
     buf.put_i32(len_i32);
     header.encode(&mut buf, header_version).map_err(enc_err)?;
     body.encode(&mut buf, version).map_err(enc_err)?;

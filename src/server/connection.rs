@@ -20,11 +20,12 @@ use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
 use glommio::Task;
 
-use super::dispatch::{dispatch, Response};
+use super::dispatch::{dispatch, dispatch_produce_view, Response};
 use super::shard::ShardContext;
 use super::socket_split::{split, ReadHalf, WriteHalf};
 use super::vectored_write::write_all_buffers;
 use crate::protocol::api_versions::unsupported_version_response_v0;
+use crate::protocol::produce_request_view::ProduceRequestView;
 use crate::protocol::{decode_request, frame_len, RequestError};
 use crate::runtime::buffer_pool::{with_frame_pool, FRAME_BUFFER_BYTES};
 
@@ -101,8 +102,19 @@ async fn read_requests(
             return;
         }
         let frame = rb.take_frame(len);
-        let task = match decode_request(frame) {
-            Ok(req) => {
+        // Produce v3-v12 is read in place (no allocation per request); everything else,
+        // and any Produce frame the view leaves to it, goes through the crate's decoder.
+        let view = ProduceRequestView::parse(frame.clone());
+        let task = match view.map_err(|_| decode_request(frame)) {
+            Ok(view) => {
+                let ctx = ctx.clone();
+                glommio::spawn_local(async move {
+                    let response = dispatch_produce_view(&ctx, view, peer).await;
+                    drop(memory);
+                    response
+                })
+            }
+            Err(Ok(req)) => {
                 let ctx = ctx.clone();
                 glommio::spawn_local(async move {
                     let response = dispatch(&ctx, req, peer).await;
@@ -111,13 +123,13 @@ async fn read_requests(
                     response
                 })
             }
-            Err(RequestError::UnsupportedVersion {
+            Err(Err(RequestError::UnsupportedVersion {
                 api_key: kafka_protocol::messages::ApiKey::ApiVersions, correlation_id, ..
-            }) => {
+            })) => {
                 let resp = Response::Frames(vec![unsupported_version_response_v0(correlation_id).freeze()]);
                 glommio::spawn_local(async move { resp })
             }
-            Err(e) => {
+            Err(Err(e)) => {
                 tracing::warn!(shard = ctx.shard, peer = ?peer, error = %e, "bad request; closing connection");
                 return;
             }

@@ -7,6 +7,8 @@ use kafka_protocol::protocol::{Encodable, HeaderVersion};
 
 use super::handlers;
 use super::shard::ShardContext;
+use crate::protocol::produce_input::ProduceInput;
+use crate::protocol::produce_request_view::ProduceRequestView;
 use crate::protocol::{encode_response, DecodedRequest};
 
 /// What a request gets back.
@@ -44,13 +46,20 @@ impl RequestMeta {
     }
 }
 
+/// A Produce request the hot path read in place (`protocol/produce_request_view.rs`).
+pub async fn dispatch_produce_view(ctx: &Rc<ShardContext>, view: ProduceRequestView, peer: Option<std::net::SocketAddr>) -> Response {
+    let meta = RequestMeta { api_key: ApiKey::Produce, version: view.version(), correlation_id: view.correlation_id(), peer };
+    handlers::produce::handle(ctx, meta, ProduceInput::View(view)).await
+}
+
 pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, peer: Option<std::net::SocketAddr>) -> Response {
     let meta = RequestMeta { api_key: req.api_key, version: req.version, correlation_id: req.header.correlation_id, peer };
-    let client_id = req.header.client_id.as_deref().unwrap_or("").to_string();
+    // Only the group APIs want it (no String per request for the others).
+    let client_id = || req.header.client_id.as_deref().unwrap_or("").to_string();
     match req.body {
         RequestKind::ApiVersions(_) => handlers::api_versions::handle(meta),
         RequestKind::Metadata(r) => handlers::metadata::handle(ctx, meta, r).await,
-        RequestKind::Produce(r) => handlers::produce::handle(ctx, meta, r).await,
+        RequestKind::Produce(r) => handlers::produce::handle(ctx, meta, ProduceInput::Decoded(r)).await,
         RequestKind::Fetch(r) => handlers::fetch::handle(ctx, meta, r).await,
         RequestKind::ListOffsets(r) => handlers::list_offsets::handle(ctx, meta, r).await,
         RequestKind::OffsetForLeaderEpoch(r) => handlers::offset_for_leader_epoch::handle(ctx, meta, r).await,
@@ -75,7 +84,7 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, peer: Option<
         RequestKind::DescribeTransactions(r) => handlers::describe_transactions::handle(meta, r),
         RequestKind::InitProducerId(r) => handlers::init_producer_id::handle(ctx, meta, r).await,
         RequestKind::FindCoordinator(r) => handlers::find_coordinator::handle(ctx, meta, r),
-        RequestKind::JoinGroup(r) => handlers::join_group::handle(ctx, meta, r, client_id).await,
+        RequestKind::JoinGroup(r) => handlers::join_group::handle(ctx, meta, r, client_id()).await,
         RequestKind::SyncGroup(r) => handlers::sync_group::handle(ctx, meta, r).await,
         RequestKind::Heartbeat(r) => handlers::heartbeat::handle(ctx, meta, r).await,
         RequestKind::LeaveGroup(r) => handlers::leave_group::handle(ctx, meta, r).await,
@@ -85,7 +94,7 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, peer: Option<
         RequestKind::ListGroups(r) => handlers::list_groups::handle(ctx, meta, r).await,
         RequestKind::DeleteGroups(r) => handlers::delete_groups::handle(ctx, meta, r).await,
         RequestKind::OffsetDelete(r) => handlers::offset_delete::handle(ctx, meta, r).await,
-        RequestKind::ConsumerGroupHeartbeat(r) => handlers::consumer_group_heartbeat::handle(ctx, meta, r, client_id).await,
+        RequestKind::ConsumerGroupHeartbeat(r) => handlers::consumer_group_heartbeat::handle(ctx, meta, r, client_id()).await,
         RequestKind::ConsumerGroupDescribe(r) => handlers::consumer_group_describe::handle(ctx, meta, r).await,
         other => {
             // decode_request admits only APIs in our ApiVersions table; reaching here

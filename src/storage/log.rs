@@ -269,8 +269,8 @@ impl Log {
     /// is written (padded) once nothing else of it is in flight, so data never waits in
     /// memory while its device is idle. A newer segment is written only once the older
     /// ones are fully written (a failed write then never leaves a hole between segments).
-    pub fn take_writes(&mut self) -> Vec<(i64, WriteJob)> {
-        let mut jobs = Vec::new();
+    /// Appends the jobs to `jobs` (the writer's reused list: no allocation per pass).
+    pub fn take_writes(&mut self, jobs: &mut Vec<(i64, WriteJob)>) {
         for (&base, seg) in self.segments.iter_mut() {
             while let Some(job) = seg.take_write(seg.writes_in_flight() == 0 || seg.sealed) {
                 jobs.push((base, job));
@@ -279,7 +279,6 @@ impl Log {
                 break;
             }
         }
-        jobs
     }
 
     /// Writes in flight over all segments.
@@ -536,6 +535,14 @@ impl Log {
     /// All segment files, for deleting the whole log.
     pub fn segment_bases(&self) -> Vec<i64> {
         self.segments.keys().copied().collect()
+    }
+
+    /// A sealed segment wholly below `written` still waits for its indexes and seal
+    /// snapshot to be saved (the writer syncs, then saves them). Allocates nothing: the
+    /// writer asks on every pass.
+    pub fn has_unsaved_sealed(&self, written: i64) -> bool {
+        self.segments.len() > 1
+            && self.segments.values().any(|s| s.sealed && !s.indexes_saved && s.next_offset() <= written)
     }
 }
 

@@ -1,8 +1,10 @@
 //! The log's writer: hands the batches appended to a `Log` to the disk and says when
 //! they are durable.
 //!
-//! `Log::append` only stages a batch in memory. `LogWriter::kick` starts the
-//! write-and-sync loop (one task per log, only while there is work), which starts the
+//! `Log::append` only stages a batch in memory. `LogWriter::kick` wakes the
+//! write-and-sync loop (one long-lived task per log, spawned at the first kick, asleep
+//! while there is no work; a task per kick cost an allocation of ~2 KiB per produce
+//! request), which starts the
 //! writes each segment allows (`Segment::take_write`: one page-cache write at a time, or
 //! up to four O_DIRECT writes of whole blocks, oldest segment first), fdatasyncs when
 //! someone waits for that or the flush policy says so, saves what sealed segments leave
@@ -40,18 +42,25 @@
 //!
 //! Borrow discipline: the loop never holds a `RefCell` borrow of the log across an
 //! await, so appends, reads and the cleaner interleave with it freely.
+//!
+//! Allocation: a steady-state pass allocates only what glommio and `futures` do per
+//! write (the I/O source, the `FuturesUnordered` slot) and the waiter's oneshot; the
+//! write list, the waiter list and the woken waiters are reused (issue 10: no
+//! allocation per request on the produce path, `tests/produce_fetch_allocations.rs`).
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
-use std::rc::Rc;
-use std::task::{Context, Poll};
+use std::rc::{Rc, Weak};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use futures::channel::oneshot;
 use futures::stream::{FuturesUnordered, StreamExt};
 
 use super::dma::{remove_file, sync_dir, write_checked_file};
+use super::file::{SegmentFile, WriteBuffer};
 use super::log::Log;
+use super::segment::WriteJob;
 use super::segment::{index_path, log_file_name, snapshot_path, time_index_path};
 use super::{StorageError, FLUSH_NEVER};
 
@@ -75,6 +84,15 @@ struct WriteDone {
     want: usize,
     took: Duration,
     res: Result<usize, StorageError>,
+}
+
+/// One segment write, as the loop runs it (a function, not a closure, so the writer's
+/// task can name the future's type and keep one `FuturesUnordered` across passes).
+async fn write_job(base: i64, file: Rc<SegmentFile>, buf: WriteBuffer, pos: u64, end: u64) -> WriteDone {
+    let want = buf.len();
+    let started = Instant::now();
+    let res = file.write_at(buf, pos).await;
+    WriteDone { base, end, want, took: started.elapsed(), res }
 }
 
 /// A segment write slower than this is logged (the disk, not the broker, set the latency).
@@ -103,6 +121,48 @@ pub struct WriterHooks {
     pub on_rollback: Box<dyn Fn(i64)>,
 }
 
+/// Wakes the writer's long-lived task (see `LogWriter::kick`). Shared by the writer and
+/// its task, which holds the writer only while a pass runs, so dropping the writer ends
+/// the task.
+#[derive(Default)]
+struct KickSignal {
+    kicked: Cell<bool>,
+    /// The writer is gone: the task ends.
+    closed: Cell<bool>,
+    waker: Cell<Option<Waker>>,
+}
+
+impl KickSignal {
+    fn raise(&self) {
+        self.kicked.set(true);
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
+
+    fn close(&self) {
+        self.closed.set(true);
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
+
+    /// Waits for the next kick (true) or the writer's end (false).
+    async fn next(&self) -> bool {
+        futures::future::poll_fn(|cx| {
+            if self.closed.get() {
+                return Poll::Ready(false);
+            }
+            if self.kicked.replace(false) {
+                return Poll::Ready(true);
+            }
+            self.waker.set(Some(cx.waker().clone()));
+            Poll::Pending
+        })
+        .await
+    }
+}
+
 struct Waiter {
     /// Resolve once offsets below this are durable enough.
     end_offset: i64,
@@ -120,7 +180,15 @@ pub struct LogWriter {
     hooks: WriterHooks,
     /// The write-and-sync loop is running.
     running: Cell<bool>,
+    /// The loop's task was spawned (at the first kick).
+    task_spawned: Cell<bool>,
+    kick_signal: Rc<KickSignal>,
     waiters: RefCell<Vec<Waiter>>,
+    /// The waiters `wake` and `fail_waiters` answer, moved out of `waiters` so none is
+    /// answered under its borrow; kept to reuse its capacity.
+    answered: RefCell<Vec<Waiter>>,
+    /// The write jobs of one pass (reused).
+    jobs: RefCell<Vec<(i64, WriteJob)>>,
     /// Last written offset the loop reported (debug check: it never moves back).
     last_written: Cell<i64>,
     /// When the last fdatasync finished (flush.ms counts from it).
@@ -138,7 +206,11 @@ impl LogWriter {
             partition,
             hooks,
             running: Cell::new(false),
+            task_spawned: Cell::new(false),
+            kick_signal: Rc::default(),
             waiters: RefCell::new(Vec::new()),
+            answered: RefCell::new(Vec::new()),
+            jobs: RefCell::new(Vec::new()),
             last_written: Cell::new(written),
             last_sync: Cell::new(Instant::now()),
             flush_timer_armed: Cell::new(false),
@@ -151,8 +223,20 @@ impl LogWriter {
             return;
         }
         self.running.set(true);
-        let me = self.clone();
-        glommio::spawn_local(async move { me.write_and_sync_loop().await }).detach();
+        if !self.task_spawned.replace(true) {
+            glommio::spawn_local(Self::writer_task(Rc::downgrade(self), self.kick_signal.clone())).detach();
+        }
+        self.kick_signal.raise();
+    }
+
+    /// The writer's long-lived task: one write-and-sync pass per kick, holding the
+    /// writer only during a pass. The write futures' set lives here, across passes.
+    async fn writer_task(writer: Weak<Self>, kicks: Rc<KickSignal>) {
+        let mut writes = FuturesUnordered::new();
+        while kicks.next().await {
+            let Some(me) = writer.upgrade() else { return };
+            me.write_and_sync_loop(&mut writes, write_job).await;
+        }
     }
 
     /// A future that resolves once offsets below `end_offset` are as durable as `level`
@@ -200,8 +284,11 @@ impl LogWriter {
     /// policy asks, saves what sealed segments leave behind (indexes, seal snapshot),
     /// and resolves waiters. Exits when there is nothing left to do; the check and the
     /// exit happen without an await in between, so no append is missed.
-    async fn write_and_sync_loop(self: Rc<Self>) {
-        let mut writes = FuturesUnordered::new();
+    async fn write_and_sync_loop<W>(self: &Rc<Self>, writes: &mut FuturesUnordered<W>, start_write: fn(i64, Rc<SegmentFile>, WriteBuffer, u64, u64) -> W)
+    where
+        W: Future<Output = WriteDone>,
+    {
+        debug_assert!(writes.is_empty(), "a pass starts with no write in flight");
         // The fdatasync in flight (with the sealed-segment saves after it): it runs beside
         // the writes, so no ack that needs no sync ever waits for one.
         let mut sync: Option<SyncInFlight> = None;
@@ -213,17 +300,13 @@ impl LogWriter {
                 return;
             }
             if failed.is_none() && !self.log.borrow().is_offline() {
-                let jobs = self.log.borrow_mut().take_writes();
-                for (base, mut job) in jobs {
+                let mut jobs = self.jobs.take();
+                self.log.borrow_mut().take_writes(&mut jobs);
+                for (base, mut job) in jobs.drain(..) {
                     let Some(buf) = job.buf.take() else { continue };
-                    let (file, pos, end) = (job.file.clone(), job.pos, job.end);
-                    writes.push(async move {
-                        let want = buf.len();
-                        let started = Instant::now();
-                        let res = file.write_at(buf, pos).await;
-                        WriteDone { base, end, want, took: started.elapsed(), res }
-                    });
+                    writes.push(start_write(base, job.file.clone(), buf, job.pos, job.end));
                 }
+                *self.jobs.borrow_mut() = jobs;
             }
             // The first poll submits the new writes; collect those already done.
             while let Poll::Ready(Some(done)) = futures::poll!(writes.next()) {
@@ -348,7 +431,7 @@ impl LogWriter {
         if self.waiters.borrow().iter().any(|w| w.sync && w.end_offset <= written) {
             return true;
         }
-        if self.log.borrow().segment_bases().len() > 1 && self.has_unsaved_sealed(written) {
+        if self.log.borrow().has_unsaved_sealed(written) {
             return true;
         }
         let log = self.log.borrow();
@@ -402,13 +485,6 @@ impl LogWriter {
             me.kick();
         })
         .detach();
-    }
-
-    fn has_unsaved_sealed(&self, written: i64) -> bool {
-        let log = self.log.borrow();
-        log.segment_bases().iter().any(|&b| {
-            log.segment(b).is_some_and(|s| s.sealed && !s.indexes_saved && s.next_offset() <= written)
-        })
     }
 
     /// Saves what each synced sealed segment leaves behind: its seal snapshot (the
@@ -470,13 +546,20 @@ impl LogWriter {
 
     /// Fails waiters for offsets above `end` (all of them when `end` is i64::MIN).
     fn fail_waiters(&self, end: i64, error: &StorageError) {
-        let mut waiters = self.waiters.borrow_mut();
-        let (fail, keep): (Vec<Waiter>, Vec<Waiter>) = waiters.drain(..).partition(|w| w.end_offset > end || end == i64::MIN);
-        *waiters = keep;
-        drop(waiters);
-        for w in fail {
+        let mut fail = self.take_waiters(|w| w.end_offset > end || end == i64::MIN);
+        for w in fail.drain(..) {
             let _ = w.tx.send(Err(error.duplicate()));
         }
+        *self.answered.borrow_mut() = fail;
+    }
+
+    /// Moves the waiters `answer` picks out of the waiter list, in order, into the
+    /// (reused) answered list, which the caller answers and gives back.
+    fn take_waiters(&self, answer: impl Fn(&Waiter) -> bool) -> Vec<Waiter> {
+        let mut picked = self.answered.take();
+        debug_assert!(picked.is_empty(), "the answered list is given back empty");
+        picked.extend(self.waiters.borrow_mut().extract_if(.., |w| answer(w)));
+        picked
     }
 
     /// Resolves the waiters whose data is durable enough (nothing is acknowledged before
@@ -486,16 +569,19 @@ impl LogWriter {
         debug_assert!(written >= self.last_written.get(), "written data never moves back");
         self.last_written.set(written);
         let synced = self.log.borrow().synced_offset();
-        let mut waiters = self.waiters.borrow_mut();
-        let (done, keep): (Vec<Waiter>, Vec<Waiter>) = waiters
-            .drain(..)
-            .partition(|w| w.end_offset <= written && (!w.sync || w.end_offset <= synced));
-        *waiters = keep;
-        drop(waiters);
-        for w in done {
+        let mut done = self.take_waiters(|w| w.end_offset <= written && (!w.sync || w.end_offset <= synced));
+        for w in done.drain(..) {
             let _ = w.tx.send(Ok(()));
         }
+        *self.answered.borrow_mut() = done;
         (self.hooks.on_written)();
+    }
+}
+
+impl Drop for LogWriter {
+    fn drop(&mut self) {
+        // Its task holds it only during a pass: it is asleep, and ends.
+        self.kick_signal.close();
     }
 }
 

@@ -8,77 +8,73 @@
 //! internalTopicsAllowed=false: the group coordinator appends to `__consumer_offsets`
 //! through `Partition::append`, never here). Records refused one by one by the partition's
 //! validation are listed in the response (KIP-467 `record_errors`).
+//!
+//! Allocation (issue 10): the request is usually the in-place view
+//! (`protocol/produce_request_view.rs`), the answers one flat list, and the response is
+//! written by hand into the shard's response arena (`protocol/produce_response_writer.rs`);
+//! what still allocates per request is the router's batch and results and the response's
+//! frame list.
 use std::rc::Rc;
 
 use bytes::Bytes;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, ProduceRequest};
-use kafka_protocol::messages::produce_response::{BatchIndexAndErrorMessage, PartitionProduceResponse, ProduceResponse, TopicProduceResponse};
+use smallvec::SmallVec;
 
-use super::{code, str_bytes, topic_name, unknown_partitions};
-use crate::cluster::image::TopicMeta;
+use super::{code, unknown_partitions};
+use crate::cluster::image::{MetadataImage, TopicMeta};
 use crate::cluster::router::{OpBatch, OpOutput, PartitionOp};
 use crate::cluster::topic_config::is_internal_topic;
 use crate::partition::PartitionError;
+use crate::protocol::produce_input::{InputTopic, InputTopics, ProduceInput};
+use crate::protocol::produce_response_writer::{write_produce_response, PartitionAnswer, TopicAnswer};
 use crate::protocol::ErrorCode;
 use crate::record::{check_produce_version, BatchError, RecordErrors};
 use crate::runtime::ShardId;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
-pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, mut req: ProduceRequest) -> Response {
-    let acks = req.acks;
+/// The image's topic a request topic names: by id from v13 on, by name before.
+fn lookup<'i>(image: &'i MetadataImage, version: i16, topic: &InputTopic) -> Option<&'i TopicMeta> {
+    if version >= 13 { image.topic_by_id(&topic.topic_id) } else { image.topic(topic.name) }
+}
+
+pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ProduceInput) -> Response {
+    let acks = req.acks();
     let image = ctx
         .image_for_request(|image| {
-            let topic = |t: &kafka_protocol::messages::produce_request::TopicProduceData| {
-                if meta.version >= 13 { image.topic_by_id(t.topic_id.as_bytes()) } else { image.topic(t.name.0.as_str()) }
-            };
-            req.topic_data.iter().map(|t| unknown_partitions(topic(t), t.partition_data.iter().map(|p| p.index))).sum()
+            req.topics().map(|t| unknown_partitions(lookup(image, meta.version, &t), t.partitions.clone().map(|(index, _)| index))).sum()
         })
         .await;
     let unknown = if meta.version >= 13 { ErrorCode::UNKNOWN_TOPIC_ID } else { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION };
-    let partition_count = req.topic_data.iter().map(|t| t.partition_data.len()).sum();
+    let partition_count = req.topics().map(|t| t.partitions.count()).sum();
     let mut batch = OpBatch::with_capacity(partition_count);
-    let mut topics = Vec::with_capacity(req.topic_data.len());
-    for topic in &mut req.topic_data {
-        // The records move into the batch; the names stay borrowed from the request.
-        let partition_data = std::mem::take(&mut topic.partition_data);
-        let topic = &*topic;
-        let meta_topic = if meta.version >= 13 {
-            image.topic_by_id(topic.topic_id.as_bytes())
-        } else {
-            image.topic(topic.name.0.as_str())
-        };
-        let name = meta_topic.map_or(topic.name.0.as_str(), |t| t.name.as_str());
-        let mut partitions = Vec::with_capacity(partition_data.len());
-        for pd in partition_data {
-            let resp = PartitionProduceResponse::default().with_index(pd.index).with_base_offset(-1).with_log_append_time_ms(-1).with_log_start_offset(-1);
+    // One answer per partition, in request order (the topics are walked again from the
+    // request to write the response): no Vec per topic, none at all for a few partitions.
+    let mut answers: SmallVec<[PartitionAnswer; 4]> = SmallVec::with_capacity(partition_count);
+    for topic in req.topics() {
+        // The records go into the batch as slices of the request frame; the names stay
+        // borrowed from the request or the image.
+        let meta_topic = lookup(&image, meta.version, &topic);
+        let name = meta_topic.map_or(topic.name, |t| t.name.as_str());
+        for (index, records) in topic.partitions {
             // A partition sent to its shard keeps error code 0 until its result is in.
-            match admit(meta.version, acks, meta_topic, name, unknown, pd) {
+            match admit(meta.version, acks, meta_topic, name, unknown, index, records) {
                 Ok((shard, records)) => {
-                    batch.push(shard, name, resp.index, PartitionOp::Produce { records, acks });
-                    partitions.push(resp);
+                    batch.push(shard, name, index, PartitionOp::Produce { records, acks });
+                    answers.push(PartitionAnswer::pending(index));
                 }
-                Err((error, message)) => {
-                    partitions.push(resp.with_error_code(error).with_error_message(message.map(|m| str_bytes(&m))));
-                }
+                Err((error_code, error_message)) => answers.push(PartitionAnswer { error_code, error_message, ..PartitionAnswer::pending(index) }),
             }
         }
-        let mut t = TopicProduceResponse::default().with_partition_responses(partitions);
-        if meta.version >= 13 {
-            t.topic_id = topic.topic_id;
-        } else {
-            t.name = topic_name(name);
-        }
-        topics.push(t);
     }
     let mut results = ctx.router.run(batch).await.into_iter();
-    for t in &mut topics {
-        let name = if meta.version >= 13 {
-            image.topic_by_id(t.topic_id.as_bytes()).map_or("", |m| m.name.as_str()).to_string()
-        } else {
-            t.name.0.to_string()
-        };
-        for resp in t.partition_responses.iter_mut().filter(|r| r.error_code == 0) {
+    let mut rest = &mut answers[..];
+    for topic in req.topics() {
+        let n = topic.partitions.count().min(rest.len());
+        let (mine, tail) = std::mem::take(&mut rest).split_at_mut(n);
+        rest = tail;
+        // Only an error message needs it.
+        let name = || if meta.version >= 13 { image.topic_by_id(&topic.topic_id).map_or("", |m| m.name.as_str()) } else { topic.name };
+        for resp in mine.iter_mut().filter(|r| r.error_code == 0) {
             match results.next() {
                 Some(Ok(OpOutput::Produce(out))) => {
                     resp.base_offset = out.base_offset;
@@ -92,9 +88,9 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, mut req: ProduceR
                     }
                     resp.error_code = code(&e);
                     if let PartitionError::Batch(BatchError::RecordErrors(r)) = &e {
-                        set_record_errors(resp, r, &format!("{name}-{}", resp.index));
+                        set_record_errors(resp, r, &format!("{}-{}", name(), resp.index));
                     } else {
-                        resp.error_message = Some(str_bytes(&e.to_string()));
+                        resp.error_message = Some(e.to_string());
                     }
                 }
             }
@@ -103,35 +99,59 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, mut req: ProduceR
     if acks == 0 {
         return Response::NoResponse;
     }
-    meta.respond(&ProduceResponse::default().with_responses(topics))
+    let topics = TopicAnswers { topics: req.topics(), answers: &answers };
+    match write_produce_response(meta.correlation_id, meta.version, topics) {
+        Ok(frame) => Response::Frames(vec![frame.freeze()]),
+        Err(e) => {
+            tracing::error!(version = meta.version, error = %e, "cannot encode the Produce response");
+            Response::Close
+        }
+    }
+}
+
+/// The request's topics with their answers (the flat list cut topic by topic).
+#[derive(Clone)]
+struct TopicAnswers<'a> {
+    topics: InputTopics<'a>,
+    answers: &'a [PartitionAnswer],
+}
+
+impl<'a> Iterator for TopicAnswers<'a> {
+    type Item = TopicAnswer<'a>;
+
+    fn next(&mut self) -> Option<TopicAnswer<'a>> {
+        let t = self.topics.next()?;
+        let n = t.partitions.count().min(self.answers.len());
+        let (partitions, rest) = self.answers.split_at(n);
+        self.answers = rest;
+        Some(TopicAnswer { name: t.name, topic_id: t.topic_id, partitions })
+    }
 }
 
 /// KIP-467 (Produce v8+; older versions drop both fields): each refused record's index
 /// and message, and Kafka's batch message, so a client fails exactly those records.
-fn set_record_errors(resp: &mut PartitionProduceResponse, r: &RecordErrors, topic_partition: &str) {
-    resp.error_message = Some(str_bytes(&r.batch_message(topic_partition)));
-    resp.record_errors = r
-        .errors
-        .iter()
-        .map(|e| BatchIndexAndErrorMessage::default().with_batch_index(e.batch_index).with_batch_index_error_message(Some(str_bytes(&e.message(topic_partition)))))
-        .collect();
+fn set_record_errors(resp: &mut PartitionAnswer, r: &RecordErrors, topic_partition: &str) {
+    resp.error_message = Some(r.batch_message(topic_partition));
+    resp.record_errors = r.errors.iter().map(|e| (e.batch_index, Some(e.message(topic_partition)))).collect();
 }
 
 /// The owning shard and records of a partition that may be appended to, or the error
 /// code (and message) it is answered with.
+#[allow(clippy::too_many_arguments)]
 fn admit(
     version: i16,
     acks: i16,
     topic: Option<&TopicMeta>,
     name: &str,
     unknown: ErrorCode,
-    pd: PartitionProduceData,
+    index: i32,
+    records: Option<Bytes>,
 ) -> Result<(ShardId, Bytes), (i16, Option<String>)> {
     if !matches!(acks, -1..=1) {
         return Err((ErrorCode::INVALID_REQUIRED_ACKS.code(), None));
     }
-    let Some(owner) = topic.and_then(|t| t.partition(pd.index)) else { return Err((unknown.code(), None)) };
-    let Some(records) = pd.records else { return Err((ErrorCode::CORRUPT_MESSAGE.code(), None)) };
+    let Some(owner) = topic.and_then(|t| t.partition(index)) else { return Err((unknown.code(), None)) };
+    let Some(records) = records else { return Err((ErrorCode::CORRUPT_MESSAGE.code(), None)) };
     if let Err(e) = check_produce_version(&records, version) {
         return Err((code(&e), Some(e.to_string())));
     }
