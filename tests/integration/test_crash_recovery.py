@@ -133,21 +133,31 @@ def test_dropped_unsynced_writes_expose_acks_sent_before_fdatasync(broker_factor
     """The negative control: with flush=never acks=all is answered once the write completed,
     before any fdatasync; under the same simulated power loss, acknowledged records must be
     seen lost. If this ever passes with nothing lost, the hook no longer models a power
-    loss and the test above proves nothing."""
+    loss and the test above proves nothing.
+
+    A loss is possible, not certain, on each kill: when every partition happens to have
+    synced its tail (a segment roll) between the last ack and the kill, nothing is lost,
+    which a loaded machine makes likelier. So up to three kills, each on a fresh topic,
+    must show at least one loss; every run must keep the flush=never promise below."""
     skip_unless_shardlog("--storage-fault is a shardlog test hook")
     b = broker_factory(flush="never", extra_args=DROP_UNSYNCED + TINY_SEGMENTS)
-    topic = "crash-recovery-early-acks"
-    acked = _load_then_kill9(b, topic, KILL_AFTER_ACKED // 3)
-    hw, consumed, missing = _lost_after_restart(b, topic, acked)
-    print(f"flush=never under drop-unsynced: {len(missing)} of {len(acked)} acknowledged records lost")
-    assert missing, "acks sent before fdatasync lost nothing under a simulated power loss"
-    # What flush=never does promise after a power loss: what is left is a dense prefix of
-    # the log, every record in it the one acknowledged at its offset (nothing changed or
-    # invented), and the log continues after it.
-    for part, recs in consumed.items():
-        offs = [c.offset for c in recs]
-        assert offs == list(range(len(offs))), f"partition {part}: offsets not dense after recovery"
-        changed = [c.offset for c in recs if (part, c.offset) in acked and acked[(part, c.offset)] != c.value]
-        assert not changed, f"partition {part}: recovered records differ from the acknowledged ones at {changed[:5]}"
-    assert any(consumed.values()), "no sealed segment survived: the dense-prefix check above checked nothing"
-    _assert_new_records_continue(b, topic, hw)
+    losses = []
+    for attempt in range(3):
+        topic = f"crash-recovery-early-acks-{attempt}"
+        acked = _load_then_kill9(b, topic, KILL_AFTER_ACKED // 3)
+        hw, consumed, missing = _lost_after_restart(b, topic, acked)
+        print(f"flush=never under drop-unsynced, run {attempt}: {len(missing)} of {len(acked)} acknowledged records lost")
+        # What flush=never does promise after a power loss: what is left is a dense prefix
+        # of the log, every record in it the one acknowledged at its offset (nothing
+        # changed or invented), and the log continues after it.
+        for part, recs in consumed.items():
+            offs = [c.offset for c in recs]
+            assert offs == list(range(len(offs))), f"partition {part}: offsets not dense after recovery"
+            changed = [c.offset for c in recs if (part, c.offset) in acked and acked[(part, c.offset)] != c.value]
+            assert not changed, f"partition {part}: recovered records differ from the acknowledged ones at {changed[:5]}"
+        assert any(consumed.values()), "no sealed segment survived: the dense-prefix check above checked nothing"
+        _assert_new_records_continue(b, topic, hw)
+        losses.append(len(missing))
+        if missing:
+            break
+    assert any(losses), f"acks sent before fdatasync lost nothing under a simulated power loss in {len(losses)} runs"
