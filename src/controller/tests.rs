@@ -36,12 +36,21 @@ fn stop(h: &ControllerHandle) {
     h.join();
 }
 
-/// The image without `applied_index` (a restart appends a blank entry for the new term).
+/// The image without what a restart changes by itself: `applied_index` (it appends a
+/// blank entry for the new term), and the broker's incarnation with the epochs its
+/// re-registration bumps.
 fn content(img: &MetadataImage) -> MetadataImage {
-    MetadataImage {
+    let mut img = MetadataImage {
         applied_index: 0,
         ..img.clone()
+    };
+    for b in img.brokers.values_mut() {
+        b.incarnation = [0; 16];
     }
+    for p in img.topics.values_mut().flat_map(|t| t.partitions.iter_mut()) {
+        (p.leader_epoch, p.partition_epoch) = (0, 0);
+    }
+    img
 }
 
 #[test]
@@ -514,6 +523,14 @@ mod simulation {
         }
     }
 
+    /// An image where broker 1 (with `shard_count` shards) has registered.
+    fn registered(shard_count: u16) -> MetadataImage {
+        let mut img = MetadataImage::default();
+        let broker = crate::cluster::image::BrokerMeta { id: 1, incarnation: [1; 16], host: "h".into(), port: 9092, rack: None, shard_count, fenced: false };
+        let _ = apply(&mut img, 1, &Command::RegisterBroker { broker });
+        img
+    }
+
     fn check_invariants(img: &MetadataImage, shard_count: u16) {
         let mut ids = std::collections::BTreeSet::new();
         for (name, t) in &img.topics {
@@ -533,12 +550,11 @@ mod simulation {
         let defaults = TopicConfigDefaults::default();
         let shard_count = 1 + (seed % 5) as u16;
         let ctx = ProposeCtx {
-            shard_count,
             default_num_partitions: 2,
             defaults: &defaults,
         };
         let mut rng = Rng(seed | 1);
-        let mut img = MetadataImage::default();
+        let mut img = registered(shard_count);
         let names: Vec<String> = (0..8).map(|i| format!("topic-{i}")).collect();
         let mut index = 0u64;
         for _ in 0..steps {
@@ -549,7 +565,7 @@ mod simulation {
             let proposal: Result<Command, ControllerError> = match rng.below(5) {
                 0 => {
                     let n = rng.below(6) as i32 - 1;
-                    propose::create_topic(&ctx, &img, name, n, 1, BTreeMap::new(), id)
+                    propose::create_topic(&ctx, &img, name, n, 1, &[], BTreeMap::new(), id)
                         .map(|(c, _)| c)
                 }
                 1 => propose::delete_topic(&img, &name),
@@ -601,12 +617,11 @@ mod simulation {
     fn creations_only_stay_balanced() {
         let defaults = TopicConfigDefaults::default();
         let ctx = ProposeCtx {
-            shard_count: 4,
             default_num_partitions: 1,
             defaults: &defaults,
         };
         let mut rng = Rng(42);
-        let mut img = MetadataImage::default();
+        let mut img = registered(4);
         for i in 0..50u64 {
             let n = 1 + rng.below(7) as i32;
             let (cmd, _) = propose::create_topic(
@@ -615,6 +630,7 @@ mod simulation {
                 format!("t{i}"),
                 n,
                 1,
+                &[],
                 BTreeMap::new(),
                 [i as u8; 16],
             )

@@ -186,6 +186,13 @@ impl Partition {
         self.leader_epoch.get()
     }
 
+    /// A new leader epoch while this replica keeps leading (the controller bumped it, e.g.
+    /// its broker re-registered): batches appended from now on carry it.
+    pub fn set_leader_epoch(&self, epoch: i32) {
+        debug_assert!(epoch >= self.leader_epoch.get(), "leader epochs never go back");
+        self.leader_epoch.set(epoch);
+    }
+
     /// The high watermark: consumers see only offsets below it (invariant 2). With one
     /// replica (no replication yet) it is the end of the data whose write completed,
     /// `Log::written_offset()` — fdatasync'ed or not, as Kafka's high watermark does not

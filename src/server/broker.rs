@@ -156,6 +156,10 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         topic_defaults: defaults.clone(),
         listener: config.controller_listener.clone(),
         voters,
+        advertised_host: config.advertised().0,
+        advertised_port: config.advertised().1,
+        rack: config.broker_rack.clone(),
+        session_timeout: std::time::Duration::from_millis(config.broker_session_timeout_ms),
         ..ControllerConfig::default()
     })
     .context("starting the controller")?;
