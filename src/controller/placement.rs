@@ -1,9 +1,11 @@
 //! Replica placement, decided once by the controller when it builds a proposal and written
 //! into the committed record (never recomputed on apply or replay).
 //!
-//! Across brokers: each new partition's replicas go to the live (unfenced) brokers with
-//! the fewest replicas, the leader (first replica) to the one with the fewest leaders, and
-//! with racks set no two replicas share a rack while an unused rack is left. Inside a
+//! Across brokers: the partitions of one request spread evenly over the live (unfenced)
+//! brokers first (so every topic's leaders cover the cluster), then by the load already
+//! there: the leader (first replica) to the broker with the fewest leaders, the others to
+//! those with the fewest replicas; with racks set no two replicas of a partition share a
+//! rack while an unused rack is left. Inside a
 //! broker: the replica goes to its shard with the fewest replicas (the broker's shard
 //! count is in its registration), ties to the lowest id.
 use std::collections::BTreeMap;
@@ -22,6 +24,9 @@ struct Load {
 struct BrokerLoad {
     leaders: u64,
     replicas: u64,
+    /// Leaders and replicas placed by this request.
+    new_leaders: u64,
+    new_replicas: u64,
     shards: Vec<u64>,
     rack: Option<String>,
 }
@@ -30,7 +35,7 @@ impl Load {
     fn of(image: &MetadataImage) -> Load {
         let mut brokers: BTreeMap<BrokerId, BrokerLoad> = image
             .live_brokers()
-            .map(|b| (b.id, BrokerLoad { leaders: 0, replicas: 0, shards: vec![0; usize::from(b.shard_count)], rack: b.rack.clone() }))
+            .map(|b| (b.id, BrokerLoad { leaders: 0, replicas: 0, new_leaders: 0, new_replicas: 0, shards: vec![0; usize::from(b.shard_count)], rack: b.rack.clone() }))
             .collect();
         for p in image.topics.values().flat_map(|t| t.partitions.iter()) {
             for (i, r) in p.replicas.iter().enumerate() {
@@ -54,6 +59,8 @@ impl Load {
         l.shards[shard] += 1;
         l.replicas += 1;
         l.leaders += u64::from(leader);
+        l.new_replicas += 1;
+        l.new_leaders += u64::from(leader);
         // shard < shard_count <= u16::MAX.
         Some(ReplicaMeta { broker, shard: ShardId::try_from(shard).ok()? })
     }
@@ -69,7 +76,8 @@ impl Load {
             .filter(|(id, _)| !chosen.iter().any(|r| r.broker == **id))
             .min_by_key(|(id, l)| {
                 let rack_used = l.rack.is_some() && used_racks.contains(&&l.rack);
-                (rack_used, if leader { l.leaders } else { 0 }, l.replicas, **id)
+                let this_request = if leader { l.new_leaders } else { l.new_replicas };
+                (rack_used, this_request, if leader { l.leaders } else { 0 }, l.replicas, **id)
             })
             .map(|(id, _)| *id)
     }
@@ -152,6 +160,15 @@ mod tests {
         let rs = vec![ReplicaMeta { broker: 1, shard: 0 }];
         img.topics.insert("a".into(), TopicMeta { name: "a".into(), topic_id: [0; 16], partitions: vec![PartitionMeta::new_on(0, rs)], configs: Default::default() });
         assert_eq!(flat(&place(&img, 2, 1, &[]).unwrap()), vec![vec![(2, 0)], vec![(1, 0)]]);
+    }
+
+    #[test]
+    fn a_topic_spreads_over_every_broker_whatever_the_load() {
+        let mut img = image(&[(1, 1, None), (2, 1, None), (3, 1, None)]);
+        let busy = (0..10).map(|i| PartitionMeta::new_on(i, vec![ReplicaMeta { broker: 1, shard: 0 }])).collect();
+        img.topics.insert("a".into(), TopicMeta { name: "a".into(), topic_id: [0; 16], partitions: busy, configs: Default::default() });
+        let leaders: Vec<_> = place(&img, 6, 1, &[]).unwrap().iter().map(|rs| rs[0].broker).collect();
+        assert_eq!(leaders, vec![2, 3, 1, 2, 3, 1]);
     }
 
     #[test]
