@@ -209,3 +209,21 @@ def test_a_killed_broker_is_fenced_and_comes_back_with_its_data(cluster):
             got.add(m.value().decode())
     c.close()
     assert acked <= got, sorted(acked - got)[:10]
+
+
+def test_delete_topics_removes_the_data_on_every_broker(cluster):
+    topic = f"doomed-{uuid.uuid4().hex[:8]}"
+    create(cluster.node(1), topic, 6)
+    wait_for("leaders on every broker",
+             lambda: (l := leaders(cluster.node(1), topic)) and set(l.values()) == {1, 2, 3})
+    p = Producer({"bootstrap.servers": cluster.node(1).bootstrap, "acks": "all"})
+    for i in range(60):
+        p.produce(topic, value=b"x", partition=i % 6)
+    assert p.flush(60) == 0
+
+    def dirs():
+        return sorted(str(d) for nd in cluster.nodes for d in nd.data_dir.rglob(f"{topic}-*"))
+    assert len(dirs()) == 6, dirs()  # one replica each, on its leader
+    a = admin(cluster.node(2))
+    a.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
+    wait_for("every broker removed the topic's files", lambda: dirs() == [])

@@ -157,11 +157,26 @@ impl ShardContext {
     }
 
     async fn delete_topic(&self, name: &str) {
+        let mut doomed: Vec<(i32, std::path::PathBuf)> = Vec::new();
         for (index, p) in self.partitions.remove_topic(name) {
             p.close();
             // Whichever log dir the partition is in.
-            let dir = p.dir();
-            drop(p);
+            doomed.push((index, p.dir()));
+        }
+        // This shard's replicas it does not serve now (another broker leads them, or
+        // nobody): their files go too, so a deletion removes the data on every broker.
+        let before = self.partitions.image();
+        let me = self.config.node_id;
+        for p in before.topic(name).map(|t| t.partitions.as_slice()).unwrap_or_default() {
+            let here = match p.replica_on(me) {
+                Some(r) => r.shard == self.shard,
+                None => p.replicas.is_empty() && p.shard == self.shard,
+            };
+            if here && !doomed.iter().any(|(i, _)| *i == p.partition) && self.log_dirs.dir_index_of(name, p.partition).is_some() {
+                doomed.push((p.partition, self.partition_dir(name, p.partition)));
+            }
+        }
+        for (index, dir) in doomed {
             // Kafka renames a deleted partition's directory, then removes it in the
             // background; the rename frees the name for a topic created right after.
             let mut doomed = dir.clone().into_os_string();
