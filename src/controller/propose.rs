@@ -68,17 +68,32 @@ pub struct ProposeCtx<'a> {
     pub defaults: &'a TopicConfigDefaults,
 }
 
+/// How a CreateTopics asks for its partitions: counts (-1 = the default), or an explicit
+/// assignment (broker ids per partition; then both counts are -1).
+#[derive(Clone, Copy)]
+pub struct Layout<'a> {
+    pub num_partitions: i32,
+    pub replication_factor: i16,
+    pub assignments: &'a [Vec<BrokerId>],
+}
+
+#[cfg(test)]
+impl Layout<'_> {
+    pub fn counts(num_partitions: i32, replication_factor: i16) -> Layout<'static> {
+        Layout { num_partitions, replication_factor, assignments: &[] }
+    }
+}
+
 /// Returns the command and the topic as it will be once committed (for validate_only).
 pub fn create_topic(
     ctx: &ProposeCtx<'_>,
     image: &MetadataImage,
     name: String,
-    num_partitions: i32,
-    replication_factor: i16,
-    assignments: &[Vec<BrokerId>],
+    layout: Layout<'_>,
     configs: BTreeMap<String, String>,
     topic_id: [u8; 16],
 ) -> Result<(Command, TopicMeta), ControllerError> {
+    let Layout { num_partitions, replication_factor, assignments } = layout;
     validate_topic_name(&name)?;
     if image.topics.contains_key(&name) {
         return Err(ControllerError::TopicAlreadyExists(name));

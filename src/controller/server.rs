@@ -500,9 +500,7 @@ async fn execute(
                 ctx,
                 &image,
                 name,
-                num_partitions,
-                replication_factor,
-                &assignments,
+                propose::Layout { num_partitions, replication_factor, assignments: &assignments },
                 configs,
                 topic_id,
             ) {

@@ -565,7 +565,7 @@ mod simulation {
             let proposal: Result<Command, ControllerError> = match rng.below(5) {
                 0 => {
                     let n = rng.below(6) as i32 - 1;
-                    propose::create_topic(&ctx, &img, name, n, 1, &[], BTreeMap::new(), id)
+                    propose::create_topic(&ctx, &img, name, propose::Layout::counts(n, 1), BTreeMap::new(), id)
                         .map(|(c, _)| c)
                 }
                 1 => propose::delete_topic(&img, &name),
@@ -628,9 +628,7 @@ mod simulation {
                 &ctx,
                 &img,
                 format!("t{i}"),
-                n,
-                1,
-                &[],
+                propose::Layout::counts(n, 1),
                 BTreeMap::new(),
                 [i as u8; 16],
             )
