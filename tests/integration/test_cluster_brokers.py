@@ -27,8 +27,6 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import conftest
-from conftest import LOG_ROOT, SHARDLOG_BIN, skip_unless_shardlog
-from cluster_harness import Cluster
 from kafkawire import parse_produce_v8, produce_v8_request, record_batch, roundtrip
 
 DEADLINE_S = 60
@@ -37,19 +35,7 @@ RACKS = ["rack-a", "rack-b", "rack-c"]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    skip_unless_shardlog("the cluster harness starts shardlog processes")
-    c = Cluster(3, tmp_path_factory.mktemp("cluster-brokers"), log_dir=LOG_ROOT,
-                name="test_cluster_brokers-", binary=SHARDLOG_BIN, racks=RACKS)
-    conftest._LIVE.extend(c.nodes)
-    try:
-        c.start()
-        c.wait_ready(timeout_s=DEADLINE_S)
-        yield c
-    finally:
-        c.close()
-        for nd in c.nodes:
-            if nd in conftest._LIVE:
-                conftest._LIVE.remove(nd)
+    yield from conftest.running_cluster(tmp_path_factory, "cluster-brokers", racks=RACKS)
 
 
 def admin(node) -> AdminClient:
@@ -105,6 +91,8 @@ def test_leaders_spread_and_a_group_consumes_everything_across_brokers(cluster):
     for nd in cluster.nodes:
         ls = wait_for(f"{nd.node_id} sees the leaders", lambda: (l := leaders(nd, topic)) and len(l) == 6 and l)
         assert set(ls.values()) == {1, 2, 3}, ls
+    # The group coordinators (leaders of __consumer_offsets) spread over the cluster too.
+    assert set(leaders(cluster.node(1), "__consumer_offsets").values()) == {1, 2, 3}
     # One bootstrap server: the client finds the other brokers in Metadata.
     p = Producer({"bootstrap.servers": cluster.node(1).bootstrap, "acks": "all", "linger.ms": 5})
     failed = []
