@@ -82,6 +82,14 @@ def test_metadata_lists_every_broker_with_its_rack(cluster):
         desc = a.describe_cluster(request_timeout=10).result(timeout=30)
         assert {n.id: n.rack for n in desc.nodes} == {n.node_id: RACKS[n.node_id - 1] for n in cluster.nodes}
         assert desc.controller is not None and desc.controller.id in {1, 2, 3}
+    # Another client's view (kafka-python asks Metadata).
+    from kafka.admin import KafkaAdminClient
+    kp = KafkaAdminClient(bootstrap_servers=cluster.node(2).bootstrap)
+    try:
+        brokers = kp.describe_cluster()["brokers"]
+    finally:
+        kp.close()
+    assert {b["broker_id"]: b["rack"] for b in brokers} == {n.node_id: RACKS[n.node_id - 1] for n in cluster.nodes}
 
 
 def test_leaders_spread_and_a_group_consumes_everything_across_brokers(cluster):
