@@ -27,7 +27,8 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import conftest
-from kafkawire import parse_produce_v8, produce_v8_request, record_batch, roundtrip
+from kafkawire import (FlexReader, compact_array, compact_nullable_string, compact_string, flexible_roundtrip, i16, i32,
+                       parse_produce_v8, produce_v8_request, record_batch, roundtrip, uvarint)
 
 DEADLINE_S = 60
 RACKS = ["rack-a", "rack-b", "rack-c"]
@@ -140,6 +141,64 @@ def test_a_broker_refuses_partitions_it_does_not_lead(cluster):
                 assert code == 0, (nd.node_id, part)
             else:
                 assert code == KafkaError.NOT_LEADER_FOR_PARTITION, (nd.node_id, part, code)
+
+
+def produce_v10(bootstrap: str, topic: str, partition: int, records: bytes) -> tuple[int, tuple | None, dict]:
+    """Produce v10 (flexible) of one partition: (error code, KIP-951 current leader
+    (id, epoch) or None, node endpoints {id: (host, port, rack)})."""
+    part = i32(partition) + uvarint(len(records) + 1) + records + uvarint(0)
+    body = (compact_nullable_string(None) + i16(-1) + i32(30000)
+            + compact_array([compact_string(topic) + compact_array([part]) + uvarint(0)]))
+    r = flexible_roundtrip(bootstrap, 0, 10, body)
+
+    def tagged(read_tag) -> None:
+        for _ in range(r.uvarint()):
+            tag, size = r.uvarint(), r.uvarint()
+            end = r.i + size
+            read_tag(tag)
+            r.i = end
+
+    out = {}
+
+    def partition_response():
+        idx, code = r.i32(), r.i16()
+        r.i64(), r.i64(), r.i64()
+        r.array(lambda: (r.i32(), r.compact_string(), r.tags()))
+        r.compact_string()
+        leader = [None]
+
+        def read(tag):
+            if tag == 0:
+                leader[0] = (r.i32(), r.i32())
+        tagged(read)
+        out[idx] = (code, leader[0])
+
+    r.array(lambda: (r.compact_string(), r.array(partition_response), r.tags()))
+    r.i32()  # throttle
+    endpoints = {}
+
+    def read_top(tag):
+        if tag == 0:
+            for nid, host, port, rack, _ in r.array(lambda: (r.i32(), r.compact_string(), r.i32(), r.compact_string(), r.tags())):
+                endpoints[nid] = (host, port, rack)
+    tagged(read_top)
+    code, leader = out[partition]
+    return code, leader, endpoints
+
+
+def test_not_leader_names_the_leader_kip_951(cluster):
+    topic = f"kip951-{uuid.uuid4().hex[:8]}"
+    create(cluster.node(1), topic, 3)
+    ls = wait_for("leaders", lambda: (l := leaders(cluster.node(1), topic)) and len(l) == 3 and -1 not in l.values() and l)
+    batch = record_batch([(None, b"x", [])], base_ts=int(time.time() * 1000))
+    for part, leader in ls.items():
+        other = next(nd for nd in cluster.nodes if nd.node_id != leader)
+        code, current, endpoints = produce_v10(other.bootstrap, topic, part, batch)
+        assert code == KafkaError.NOT_LEADER_FOR_PARTITION
+        assert current is not None and current[0] == leader
+        lead = cluster.node(leader)
+        assert endpoints == {leader: ("127.0.0.1", lead.port, RACKS[leader - 1])}
+        assert produce_v10(lead.bootstrap, topic, part, batch)[:2] == (0, None)
 
 
 def test_replication_factor_above_the_broker_count_is_refused(cluster):

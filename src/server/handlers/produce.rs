@@ -12,10 +12,13 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, ProduceRequest};
-use kafka_protocol::messages::produce_response::{BatchIndexAndErrorMessage, PartitionProduceResponse, ProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
+};
+use kafka_protocol::messages::BrokerId;
 
 use super::{code, str_bytes, topic_name, unknown_partitions};
-use crate::cluster::image::TopicMeta;
+use crate::cluster::image::{MetadataImage, TopicMeta};
 use crate::cluster::router::{OpBatch, OpOutput, PartitionOp};
 use crate::cluster::topic_config::is_internal_topic;
 use crate::partition::PartitionError;
@@ -103,7 +106,28 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, mut req: ProduceR
     if acks == 0 {
         return Response::NoResponse;
     }
-    meta.respond(&ProduceResponse::default().with_responses(topics))
+    // KIP-951 (v10+): a partition led elsewhere names its leader and the leader's endpoint.
+    let node_endpoints = if meta.version >= 10 { leader_hints(&image, meta.version, &mut topics) } else { Vec::new() };
+    meta.respond(&ProduceResponse::default().with_responses(topics).with_node_endpoints(node_endpoints))
+}
+
+/// Fills `current_leader` of every NOT_LEADER_OR_FOLLOWER partition whose leader is a live
+/// broker, and returns those brokers' endpoints (each once). Error path only.
+fn leader_hints(image: &MetadataImage, version: i16, topics: &mut [TopicProduceResponse]) -> Vec<NodeEndpoint> {
+    let mut endpoints: Vec<NodeEndpoint> = Vec::new();
+    for t in topics {
+        let meta_topic = if version >= 13 { image.topic_by_id(t.topic_id.as_bytes()) } else { image.topic(t.name.0.as_str()) };
+        let not_leader = ErrorCode::NOT_LEADER_OR_FOLLOWER.code();
+        for resp in t.partition_responses.iter_mut().filter(|r| r.error_code == not_leader) {
+            let Some((leader, epoch)) = meta_topic.and_then(|m| m.partition(resp.index)).map(|p| (p.leader, p.leader_epoch)) else { continue };
+            let Some(b) = image.brokers.get(&leader).filter(|b| !b.fenced) else { continue };
+            resp.current_leader = LeaderIdAndEpoch::default().with_leader_id(BrokerId(leader)).with_leader_epoch(epoch);
+            if !endpoints.iter().any(|e| e.node_id.0 == leader) {
+                endpoints.push(NodeEndpoint::default().with_node_id(BrokerId(leader)).with_host(str_bytes(&b.host)).with_port(b.port).with_rack(b.rack.as_deref().map(str_bytes)));
+            }
+        }
+    }
+    endpoints
 }
 
 /// KIP-467 (Produce v8+; older versions drop both fields): each refused record's index
