@@ -12,8 +12,8 @@ use crate::cluster::image::{BrokerId, MetadataImage};
 
 pub struct Liveness {
     session_timeout: Duration,
-    /// Since when this node leads the quorum; None while it does not.
-    leading_since: Option<Instant>,
+    /// The term this node leads and since when; None while it does not lead.
+    leading_since: Option<(u64, Instant)>,
     /// Last heartbeat heard while leading, by broker (incarnation, when).
     heard: HashMap<BrokerId, ([u8; 16], Instant)>,
 }
@@ -23,16 +23,13 @@ impl Liveness {
         Liveness { session_timeout, leading_since: None, heard: HashMap::new() }
     }
 
-    /// Called on every timer tick and request with whether this node leads now.
-    pub fn set_leading(&mut self, leading: bool, now: Instant) {
-        match (leading, self.leading_since) {
-            (true, None) => self.leading_since = Some(now),
-            (false, Some(_)) => {
-                self.leading_since = None;
-                // A later term starts from nothing: these are another leader's business.
-                self.heard.clear();
-            }
-            _ => {}
+    /// Called on every timer tick and heartbeat with the term this node leads now (None:
+    /// it does not lead). A new term starts from nothing, even if this node led before:
+    /// in between, heartbeats went to another leader.
+    pub fn set_leading(&mut self, term: Option<u64>, now: Instant) {
+        if self.leading_since.map(|(t, _)| t) != term {
+            self.leading_since = term.map(|t| (t, now));
+            self.heard.clear();
         }
     }
 
@@ -43,7 +40,7 @@ impl Liveness {
     /// Unfenced brokers (other than `me`, whose controller is this very process) silent
     /// for a session timeout: (id, incarnation) to fence. Empty unless leading.
     pub fn expired(&self, image: &MetadataImage, me: BrokerId, now: Instant) -> Vec<(BrokerId, [u8; 16])> {
-        let Some(since) = self.leading_since else { return Vec::new() };
+        let Some((_, since)) = self.leading_since else { return Vec::new() };
         image
             .live_brokers()
             .filter(|b| b.id != me)
@@ -79,7 +76,7 @@ mod tests {
         let img = image(&[1, 2, 3]);
         let mut l = Liveness::new(s);
         assert!(l.expired(&img, 1, t0 + s * 10).is_empty(), "not leading");
-        l.set_leading(true, t0);
+        l.set_leading(Some(1), t0);
         assert!(l.expired(&img, 1, t0 + s).is_empty(), "grace period");
         l.heard(2, [2; 16], t0 + s);
         assert_eq!(l.expired(&img, 1, t0 + s + Duration::from_millis(1)), vec![(3, [3; 16])]);
@@ -87,8 +84,13 @@ mod tests {
         l.heard(3, [9; 16], t0 + s * 2);
         assert_eq!(l.expired(&img, 1, t0 + s * 2 + Duration::from_millis(1)), vec![(2, [2; 16]), (3, [3; 16])]);
         // Losing leadership forgets; leading again restarts the grace period.
-        l.set_leading(false, t0 + s * 3);
-        l.set_leading(true, t0 + s * 4);
+        l.set_leading(None, t0 + s * 3);
+        l.set_leading(Some(2), t0 + s * 4);
         assert!(l.expired(&img, 1, t0 + s * 5).is_empty());
+        // So does a new term seen without the loss in between (re-elected between ticks).
+        l.heard(2, [2; 16], t0 + s * 5);
+        l.set_leading(Some(4), t0 + s * 5);
+        l.set_leading(Some(4), t0 + s * 6);
+        assert!(l.expired(&img, 1, t0 + s * 6).is_empty());
     }
 }

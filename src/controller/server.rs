@@ -472,7 +472,7 @@ async fn execute(
     match req {
         ClientRequest::BrokerHeartbeat { broker } => {
             let now = Instant::now();
-            liveness.set_leading(true, now);
+            liveness.set_leading(Some(raft.metrics().borrow_watched().current_term), now);
             liveness.heard(broker.id, broker.incarnation, now);
             let cmd = match image.brokers.get(&broker.id) {
                 Some(b) if b.incarnation == broker.incarnation && !b.fenced => return Ok(ClientReply::Done),
@@ -584,7 +584,8 @@ impl Router<'_> {
     /// session timeout (one committed record each; their partitions move in its apply).
     async fn fence_silent_brokers(&mut self, raft: &Raft, publisher: &Publisher) {
         let now = Instant::now();
-        self.liveness.set_leading(raft.current_leader().await == Some(self.me), now);
+        let m = raft.metrics().borrow_watched().clone();
+        self.liveness.set_leading((m.current_leader == Some(self.me)).then_some(m.current_term), now);
         // self.me came from a non-negative i32 node id.
         let me = i32::try_from(self.me).unwrap_or(i32::MAX);
         for (broker, incarnation) in self.liveness.expired(&publisher.image(), me, now) {
