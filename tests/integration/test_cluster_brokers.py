@@ -131,7 +131,10 @@ def test_leaders_spread_and_a_group_consumes_everything_across_brokers(cluster):
 def test_a_broker_refuses_partitions_it_does_not_lead(cluster):
     topic = f"foreign-{uuid.uuid4().hex[:8]}"
     create(cluster.node(1), topic, 3)
-    ls = wait_for("leaders", lambda: (l := leaders(cluster.node(1), topic)) and len(l) == 3 and -1 not in l.values() and l)
+    # Every node must have applied the creation (a node that has not answers
+    # UNKNOWN_TOPIC_OR_PARTITION, as Kafka's brokers do until their metadata arrives).
+    for nd in cluster.nodes:
+        ls = wait_for("leaders", lambda: (l := leaders(nd, topic)) and len(l) == 3 and -1 not in l.values() and l)
     batch = record_batch([(None, b"x", [])], base_ts=int(time.time() * 1000))
     for part, leader in ls.items():
         for nd in cluster.nodes:
@@ -189,7 +192,8 @@ def produce_v10(bootstrap: str, topic: str, partition: int, records: bytes) -> t
 def test_not_leader_names_the_leader_kip_951(cluster):
     topic = f"kip951-{uuid.uuid4().hex[:8]}"
     create(cluster.node(1), topic, 3)
-    ls = wait_for("leaders", lambda: (l := leaders(cluster.node(1), topic)) and len(l) == 3 and -1 not in l.values() and l)
+    for nd in cluster.nodes:
+        ls = wait_for("leaders", lambda: (l := leaders(nd, topic)) and len(l) == 3 and -1 not in l.values() and l)
     batch = record_batch([(None, b"x", [])], base_ts=int(time.time() * 1000))
     for part, leader in ls.items():
         other = next(nd for nd in cluster.nodes if nd.node_id != leader)

@@ -57,7 +57,17 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequ
     if created_any {
         ctx.catch_up_with_controller().await;
     }
-    let image = ctx.image();
+    // A topic created a moment ago (through another connection, so on another shard)
+    // may not be applied here yet: catch up with the controller before calling it unknown.
+    let image = match &wanted {
+        None => ctx.image(),
+        Some(w) => {
+            ctx.image_for_request(|image| {
+                w.iter().filter(|(name, id)| name.as_ref().map_or_else(|| image.topic_by_id(id).is_none(), |n| image.topic(n).is_none())).count()
+            })
+            .await
+        }
+    };
     // The codec encodes neither field below v8.
     let topic_ops = acl_operations::if_requested(req.include_topic_authorized_operations, acl_operations::TOPIC);
     let cluster_ops = acl_operations::if_requested(meta.version <= 10 && req.include_cluster_authorized_operations, acl_operations::CLUSTER);
