@@ -60,10 +60,12 @@ pub struct Config {
     /// listener. Empty = single node. Must name this node (with its controller_listener's
     /// port) when process_roles has "controller".
     pub controller_quorum_voters: String,
-    /// broker.rack: this broker's rack (rack-aware placement, later); None = no rack.
+    /// broker.rack: this broker's rack (rack-aware replica placement); None = no rack.
     pub broker_rack: Option<String>,
-    /// broker.session.timeout.ms: a broker whose heartbeats stop this long is fenced
-    /// (Kafka's default: 9000). Not enforced yet: registration and heartbeats come next.
+    /// broker.session.timeout.ms: a broker whose heartbeats stop this long is fenced and
+    /// loses its leaderships. 3000 (Kafka: 9000): leadership leaves a dead broker within
+    /// ~3 s; heartbeats go every timeout / 6 (500 ms), so fencing a live broker takes six
+    /// heartbeats lost or late in a row. Combined nodes never fence themselves.
     pub broker_session_timeout_ms: u64,
     /// Number of shards (one pinned executor each); 0 = one per available core.
     pub shards: usize,
@@ -180,7 +182,7 @@ impl Default for Config {
             controller_listener: None,
             controller_quorum_voters: String::new(),
             broker_rack: None,
-            broker_session_timeout_ms: 9000,
+            broker_session_timeout_ms: 3000,
             shards: 0,
             controller_core: -1,
             flush: FlushMode::Always,

@@ -1,5 +1,6 @@
-//! The metadata image: topics, partitions, their owning shard and leader epoch, topic
-//! configs, dynamic broker and group configs. Built by the controller from committed records; shards get an `Arc` of it
+//! The metadata image: registered brokers, topics, partitions (replicas, leader, ISR,
+//! epochs, and the shard owning each replica on its broker), topic configs, dynamic
+//! broker and group configs. Built by the controller from committed records; shards get an `Arc` of it
 //! through their update channel and never mutate it.
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -8,15 +9,88 @@ use serde::{Deserialize, Serialize};
 
 use crate::runtime::ShardId;
 
+/// A Kafka broker (node) id.
+pub type BrokerId = i32;
+/// `PartitionMeta::leader` of a partition no live broker leads (offline).
+pub const NO_LEADER: BrokerId = -1;
+
+/// One replica of a partition: the broker holding it and the shard owning its log there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaMeta {
+    pub broker: BrokerId,
+    pub shard: ShardId,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionMeta {
     pub partition: i32,
-    /// The shard that owns this partition's log. Decided by the controller, recorded in
-    /// metadata, never recomputed.
+    /// The shard of the leader's replica on the leader's broker (of the first replica
+    /// when there is no leader): what a broker routes a request by, one field read.
+    /// Kept equal to the replica's shard by the controller's apply (`leadership.rs`).
     pub shard: ShardId,
+    /// Replicas in preference order (the first is the preferred leader). Empty only in a
+    /// data dir written before brokers existed, until the first broker registers and
+    /// adopts them (`leadership::adopt_unassigned`).
+    #[serde(default)]
+    pub replicas: Vec<ReplicaMeta>,
+    /// The leading broker, or `NO_LEADER`.
+    #[serde(default = "no_leader")]
+    pub leader: BrokerId,
+    /// In-sync replicas (broker ids). Without replication (before issue 12) = [leader]
+    /// and kept when that leader is fenced, as Kafka keeps the last ISR member.
+    #[serde(default)]
+    pub isr: Vec<BrokerId>,
     /// Bumped on every leadership change; stamped into stored batches
     /// (partitionLeaderEpoch) so replication can truncate by epoch later.
     pub leader_epoch: i32,
+    /// Bumped on every change of the partition (leader, ISR, replicas), as Kafka's.
+    #[serde(default)]
+    pub partition_epoch: i32,
+}
+
+fn no_leader() -> BrokerId {
+    NO_LEADER
+}
+
+impl PartitionMeta {
+    /// A partition with no replicas yet (pre-cluster data, or a test): led by nobody.
+    pub fn unassigned(partition: i32, shard: ShardId) -> PartitionMeta {
+        PartitionMeta { partition, shard, replicas: Vec::new(), leader: NO_LEADER, isr: Vec::new(), leader_epoch: 0, partition_epoch: 0 }
+    }
+
+    /// A new partition on `replicas` (non-empty): the first leads, ISR = [leader].
+    pub fn new_on(partition: i32, replicas: Vec<ReplicaMeta>) -> PartitionMeta {
+        let first = replicas.first().copied();
+        PartitionMeta {
+            partition,
+            shard: first.map_or(0, |r| r.shard),
+            replicas,
+            leader: first.map_or(NO_LEADER, |r| r.broker),
+            isr: first.map(|r| vec![r.broker]).unwrap_or_default(),
+            leader_epoch: 0,
+            partition_epoch: 0,
+        }
+    }
+
+    pub fn replica_on(&self, broker: BrokerId) -> Option<&ReplicaMeta> {
+        self.replicas.iter().find(|r| r.broker == broker)
+    }
+}
+
+/// A registered broker (Kafka's BrokerRegistrationRecord plus its fencing state). When it
+/// last heartbeated is not here: liveness is the quorum leader's in-memory view.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BrokerMeta {
+    pub id: BrokerId,
+    /// New on every process start: a re-registration with another incarnation is a restart.
+    pub incarnation: [u8; 16],
+    /// The client listener as advertised to clients.
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
+    pub shard_count: u16,
+    /// A fenced broker leads nothing and is not listed to clients.
+    pub fenced: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +126,9 @@ pub struct MetadataImage {
     /// with no keys set has no entry.
     #[serde(default)]
     pub resource_configs: BTreeMap<ConfigResource, BTreeMap<String, String>>,
+    /// Every broker that ever registered, fenced or not.
+    #[serde(default)]
+    pub brokers: BTreeMap<BrokerId, BrokerMeta>,
 }
 
 /// A non-topic resource that can carry dynamic configs.
@@ -71,6 +148,15 @@ impl MetadataImage {
 
     pub fn topic_by_id(&self, id: &[u8; 16]) -> Option<&TopicMeta> {
         self.topics.values().find(|t| &t.topic_id == id)
+    }
+
+    /// Registered brokers that are not fenced, by id.
+    pub fn live_brokers(&self) -> impl Iterator<Item = &BrokerMeta> {
+        self.brokers.values().filter(|b| !b.fenced)
+    }
+
+    pub fn is_live(&self, broker: BrokerId) -> bool {
+        self.brokers.get(&broker).is_some_and(|b| !b.fenced)
     }
 
     /// The dynamic configs set on `resource` (empty if none).
@@ -94,6 +180,11 @@ pub enum MetadataDelta {
     /// A group's dynamic configs changed: nothing to reconfigure (the coordinator reads
     /// them from the image), but the shards must get the new image.
     GroupConfigChanged { group: String },
+    /// A broker registered, was fenced or unfenced: the shards need the new broker list.
+    BrokersChanged,
+    /// Leaders of some partitions of this topic changed: each shard opens the ones it now
+    /// leads and stops serving the ones it no longer leads (keeping their files).
+    LeadersChanged { name: String },
 }
 
 /// Sent to every shard after each committed change (and once at start with no deltas,

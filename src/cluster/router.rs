@@ -352,7 +352,7 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
 
     async fn execute(&self, topic: &str, partition: i32, op: PartitionOp<X>) -> OpResult<Y> {
         let Some(p) = self.partitions.get(topic, partition) else {
-            return Err(PartitionError::UnknownTopicOrPartition);
+            return Err(self.partitions.missing(topic, partition));
         };
         match op {
             PartitionOp::Extension(x) => {

@@ -42,7 +42,7 @@ fn records(n: usize) -> bytes::Bytes {
 
 async fn open_shard(dir: &Path, shard: ShardId, mesh: Mesh<ShardRequest<(), usize>>) -> Rc<TestRouter> {
     dma::open_iopoll_probe(dir).await.expect("probe open");
-    let partitions = Rc::new(ShardPartitions::new(shard, Box::new(|| 0)));
+    let partitions = Rc::new(ShardPartitions::new(shard, 1, Box::new(|| 0)));
     let settings = PartitionSettings {
         max_message_bytes: 1 << 20,
         log_append_time: false,

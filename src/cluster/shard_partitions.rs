@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use futures::channel::oneshot;
 use futures::FutureExt;
 
-use super::image::MetadataImage;
-use crate::partition::Partition;
+use super::image::{BrokerId, MetadataImage, NO_LEADER};
+use crate::partition::{Partition, PartitionError};
 use crate::runtime::ShardId;
 
 /// How long a shard waits to catch up with metadata committed by the controller.
@@ -27,6 +27,8 @@ pub type ShardImage = Rc<Arc<MetadataImage>>;
 
 pub struct ShardPartitions {
     shard: ShardId,
+    /// This node's broker id: the shard holds (and serves) only partitions it leads.
+    broker: BrokerId,
     image: RefCell<ShardImage>,
     /// By topic, then partition index.
     partitions: RefCell<HashMap<String, HashMap<i32, Rc<Partition>>>>,
@@ -42,9 +44,10 @@ pub struct ShardPartitions {
 impl ShardPartitions {
     /// `committed_index` tells the newest metadata the controller committed, so a shard
     /// can wait for it (this layer knows no controller).
-    pub fn new(shard: ShardId, committed_index: Box<dyn Fn() -> u64>) -> ShardPartitions {
+    pub fn new(shard: ShardId, broker: BrokerId, committed_index: Box<dyn Fn() -> u64>) -> ShardPartitions {
         ShardPartitions {
             shard,
+            broker,
             image: RefCell::new(Rc::new(Arc::new(MetadataImage::default()))),
             partitions: RefCell::new(HashMap::new()),
             metadata_waiters: RefCell::new(Vec::new()),
@@ -54,6 +57,22 @@ impl ShardPartitions {
 
     pub fn shard(&self) -> ShardId {
         self.shard
+    }
+
+    pub fn broker(&self) -> BrokerId {
+        self.broker
+    }
+
+    /// Why an operation found no open partition here (the slow path only: an open
+    /// partition is one this shard leads, so serving needs no leader check): another
+    /// broker leads it, nobody does, or it does not exist.
+    pub fn missing(&self, topic: &str, partition: i32) -> PartitionError {
+        let image = self.image();
+        match image.topic(topic).and_then(|t| t.partition(partition)) {
+            Some(p) if p.leader == NO_LEADER => PartitionError::LeaderNotAvailable,
+            Some(p) if p.leader != self.broker => PartitionError::NotLeader,
+            _ => PartitionError::UnknownTopicOrPartition,
+        }
     }
 
     fn assert_on_shard(&self) {
@@ -94,6 +113,12 @@ impl ShardPartitions {
     pub fn insert(&self, partition: Rc<Partition>) {
         self.assert_on_shard();
         self.partitions.borrow_mut().entry(partition.topic.clone()).or_default().insert(partition.index, partition);
+    }
+
+    /// Removes one partition (this shard stopped leading it), if open here.
+    pub fn remove(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
+        self.assert_on_shard();
+        self.partitions.borrow_mut().get_mut(topic)?.remove(&partition)
     }
 
     /// Removes every partition of `topic`, returning them by index.

@@ -1,7 +1,10 @@
 //! The deterministic metadata transition: (image, committed command) → (image', response,
 //! deltas). Every replica and every replay computes the same result from the same log, so
 //! nothing here may read the clock, randomness or local config.
-use crate::cluster::image::{ConfigResource, MetadataDelta, MetadataImage, PartitionMeta, TopicMeta};
+use crate::cluster::image::{ConfigResource, MetadataDelta, MetadataImage, PartitionMeta, ReplicaMeta, TopicMeta};
+use crate::runtime::ShardId;
+
+use super::leadership::{self, ChangedTopics};
 
 use super::types::{Applied, Command, Rejection, Response};
 
@@ -48,6 +51,7 @@ fn apply_inner(
             name,
             topic_id,
             shards,
+            replicas,
             configs,
         } => {
             if image.topics.contains_key(name) {
@@ -58,15 +62,7 @@ fn apply_inner(
                     "topic id of '{name}' collides with an existing topic"
                 )));
             }
-            let partitions = shards
-                .iter()
-                .enumerate()
-                .map(|(i, shard)| PartitionMeta {
-                    partition: i as i32,
-                    shard: *shard,
-                    leader_epoch: 0,
-                })
-                .collect();
+            let partitions = new_partitions(0, shards, replicas);
             let meta = TopicMeta {
                 name: name.clone(),
                 topic_id: *topic_id,
@@ -83,16 +79,11 @@ fn apply_inner(
             name,
             topic_id,
             new_shards,
+            new_replicas,
         } => {
             let topic = live_topic(image, name, topic_id)?;
             let first_new = topic.partitions.len() as i32;
-            for (i, shard) in new_shards.iter().enumerate() {
-                topic.partitions.push(PartitionMeta {
-                    partition: first_new + i as i32,
-                    shard: *shard,
-                    leader_epoch: 0,
-                });
-            }
+            topic.partitions.extend(new_partitions(first_new, new_shards, new_replicas));
             Ok((
                 Applied::Done,
                 vec![MetadataDelta::PartitionsCreated {
@@ -157,7 +148,54 @@ fn apply_inner(
             };
             Ok((Applied::Done, deltas))
         }
+        Command::RegisterBroker { broker } => {
+            let mut changed = ChangedTopics::new();
+            if let Some(old) = image.brokers.get_mut(&broker.id) {
+                if old.incarnation != broker.incarnation && !old.fenced {
+                    // A restart the session timeout has not caught: the old incarnation's
+                    // leaderships end (epochs bump) before the new one takes them back.
+                    old.fenced = true;
+                    changed.extend(leadership::on_fenced(image, broker.id));
+                }
+            }
+            let mut registered = broker.clone();
+            registered.fenced = false;
+            image.brokers.insert(broker.id, registered);
+            changed.extend(leadership::adopt_unassigned(image, broker));
+            changed.extend(leadership::on_unfenced(image, broker.id));
+            Ok((Applied::Done, broker_deltas(changed)))
+        }
+        Command::FenceBroker { broker, incarnation } | Command::UnfenceBroker { broker, incarnation } => {
+            let fence = matches!(cmd, Command::FenceBroker { .. });
+            let Some(b) = image.brokers.get_mut(broker) else {
+                return Err(Rejection::StaleIncarnation(*broker));
+            };
+            if &b.incarnation != incarnation {
+                return Err(Rejection::StaleIncarnation(*broker));
+            }
+            if b.fenced == fence {
+                return Ok((Applied::Done, Vec::new()));
+            }
+            b.fenced = fence;
+            let changed = if fence { leadership::on_fenced(image, *broker) } else { leadership::on_unfenced(image, *broker) };
+            Ok((Applied::Done, broker_deltas(changed)))
+        }
     }
+}
+
+/// Partitions `first..` from a record: its replica lists, or (a record written before
+/// brokers existed) its shards, unassigned until a broker adopts them.
+fn new_partitions(first: i32, shards: &[ShardId], replicas: &[Vec<ReplicaMeta>]) -> Vec<PartitionMeta> {
+    if replicas.is_empty() {
+        return shards.iter().enumerate().map(|(i, s)| PartitionMeta::unassigned(first + i as i32, *s)).collect();
+    }
+    replicas.iter().enumerate().map(|(i, rs)| PartitionMeta::new_on(first + i as i32, rs.clone())).collect()
+}
+
+fn broker_deltas(changed: ChangedTopics) -> Vec<MetadataDelta> {
+    let mut deltas = vec![MetadataDelta::BrokersChanged];
+    deltas.extend(changed.into_iter().map(|name| MetadataDelta::LeadersChanged { name }));
+    deltas
 }
 
 /// What a shard must do to go from `old` to `new` (used when a whole snapshot replaces the
@@ -185,6 +223,10 @@ pub fn diff_images(old: &MetadataImage, new: &MetadataImage) -> Vec<MetadataDelt
                 if n.configs != t.configs {
                     deltas.push(MetadataDelta::TopicConfigChanged { name: name.clone() });
                 }
+                let leaders = |m: &TopicMeta| m.partitions.iter().map(|p| (p.leader, p.leader_epoch)).collect::<Vec<_>>();
+                if leaders(n) != leaders(t) {
+                    deltas.push(MetadataDelta::LeadersChanged { name: name.clone() });
+                }
             }
             _ => deltas.push(MetadataDelta::TopicCreated { name: name.clone() }),
         }
@@ -202,6 +244,9 @@ pub fn diff_images(old: &MetadataImage, new: &MetadataImage) -> Vec<MetadataDelt
     }
     if brokers_changed {
         deltas.push(MetadataDelta::BrokerConfigChanged);
+    }
+    if old.brokers != new.brokers {
+        deltas.push(MetadataDelta::BrokersChanged);
     }
     deltas
 }

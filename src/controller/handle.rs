@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 
 use futures::channel::oneshot;
 
-use crate::cluster::image::{ConfigResource, MetadataImage, TopicMeta};
+use crate::cluster::image::{BrokerId, ConfigResource, MetadataImage, TopicMeta};
 
 use super::state_machine::Publisher;
 use super::quorum_info::QuorumInfo;
@@ -93,11 +93,27 @@ impl ControllerHandle {
                 name,
                 num_partitions,
                 replication_factor,
+                assignments: Vec::new(),
                 configs,
                 validate_only,
             })
             .await?
         {
+            ClientReply::Topic(meta) => Ok(meta),
+            other => Err(mismatch("CreateTopic", other)),
+        }
+    }
+
+    /// CreateTopics with an explicit replica assignment (broker ids per partition).
+    pub async fn create_topic_assigned(
+        &self,
+        name: String,
+        assignments: Vec<Vec<BrokerId>>,
+        configs: BTreeMap<String, String>,
+        validate_only: bool,
+    ) -> Result<TopicMeta, ControllerError> {
+        let req = ClientRequest::CreateTopic { name, num_partitions: -1, replication_factor: -1, assignments, configs, validate_only };
+        match self.call(req).await? {
             ClientReply::Topic(meta) => Ok(meta),
             other => Err(mismatch("CreateTopic", other)),
         }

@@ -42,6 +42,8 @@ mod apply;
 mod files;
 mod frame;
 mod handle;
+mod leadership;
+mod liveness;
 mod log_store;
 mod network;
 mod placement;
@@ -85,6 +87,12 @@ pub struct ControllerConfig {
     /// Raft id → controller listener of every voter (controller.quorum.voters). Empty =
     /// a single-voter quorum of this node alone (the behaviour before issue 11).
     pub voters: BTreeMap<u64, String>,
+    /// This node's broker as it registers: client listener as advertised, and rack.
+    pub advertised_host: String,
+    pub advertised_port: i32,
+    pub rack: Option<String>,
+    /// `broker_session_timeout_ms`: the leader fences a broker silent this long.
+    pub session_timeout: std::time::Duration,
 }
 
 impl Default for ControllerConfig {
@@ -99,6 +107,10 @@ impl Default for ControllerConfig {
             snapshot_every_entries: 1024,
             listener: None,
             voters: BTreeMap::new(),
+            advertised_host: "localhost".into(),
+            advertised_port: 9092,
+            rack: None,
+            session_timeout: std::time::Duration::from_millis(3000),
         }
     }
 }
@@ -128,6 +140,8 @@ pub enum ControllerError {
     InvalidPartitions(String),
     #[error("invalid replication factor: {0}")]
     InvalidReplicationFactor(String),
+    #[error("invalid replica assignment: {0}")]
+    InvalidReplicaAssignment(String),
     #[error("invalid config: {0}")]
     InvalidConfig(String),
     /// A malformed request that fits no narrower variant (e.g. a producer-id block size).

@@ -1,68 +1,190 @@
-//! Partition → shard placement, decided once by the controller when it builds a proposal
-//! and written into the committed record (never recomputed on apply or replay).
-use crate::cluster::image::MetadataImage;
+//! Replica placement, decided once by the controller when it builds a proposal and written
+//! into the committed record (never recomputed on apply or replay).
+//!
+//! Across brokers: the partitions of one request spread evenly over the live (unfenced)
+//! brokers first (so every topic's leaders cover the cluster), then by the load already
+//! there: the leader (first replica) to the broker with the fewest leaders, the others to
+//! those with the fewest replicas; with racks set no two replicas of a partition share a
+//! rack while an unused rack is left. Inside a
+//! broker: the replica goes to its shard with the fewest replicas (the broker's shard
+//! count is in its registration), ties to the lowest id.
+use std::collections::BTreeMap;
+
+use crate::cluster::image::{BrokerId, MetadataImage, ReplicaMeta};
 use crate::runtime::ShardId;
 
-/// Shards for `n` new partitions: each goes to the shard with the fewest partitions
-/// (counting all topics and the ones placed before it), ties to the lowest shard id.
-/// Partitions already placed on shards >= `shard_count` are ignored for balance.
-pub fn place(image: &MetadataImage, shard_count: ShardId, n: usize) -> Vec<ShardId> {
-    let mut load = vec![0u64; usize::from(shard_count)];
-    for p in image.topics.values().flat_map(|t| t.partitions.iter()) {
-        if let Some(c) = load.get_mut(usize::from(p.shard)) {
-            *c += 1;
+use super::ControllerError;
+
+/// Replica counts the placement balances, for the brokers new replicas may go to.
+struct Load {
+    /// broker → (leaders, replicas, replicas per shard, rack).
+    brokers: BTreeMap<BrokerId, BrokerLoad>,
+}
+
+struct BrokerLoad {
+    leaders: u64,
+    replicas: u64,
+    /// Leaders and replicas placed by this request.
+    new_leaders: u64,
+    new_replicas: u64,
+    shards: Vec<u64>,
+    rack: Option<String>,
+}
+
+impl Load {
+    fn of(image: &MetadataImage) -> Load {
+        let mut brokers: BTreeMap<BrokerId, BrokerLoad> = image
+            .live_brokers()
+            .map(|b| (b.id, BrokerLoad { leaders: 0, replicas: 0, new_leaders: 0, new_replicas: 0, shards: vec![0; usize::from(b.shard_count)], rack: b.rack.clone() }))
+            .collect();
+        for p in image.topics.values().flat_map(|t| t.partitions.iter()) {
+            for (i, r) in p.replicas.iter().enumerate() {
+                if let Some(l) = brokers.get_mut(&r.broker) {
+                    l.replicas += 1;
+                    l.leaders += u64::from(i == 0);
+                    if let Some(c) = l.shards.get_mut(usize::from(r.shard)) {
+                        *c += 1;
+                    }
+                }
+            }
         }
+        Load { brokers }
+    }
+
+    /// Takes a replica slot on `broker` (known live): its least-loaded shard.
+    fn take(&mut self, broker: BrokerId, leader: bool) -> Option<ReplicaMeta> {
+        let l = self.brokers.get_mut(&broker)?;
+        // min_by_key returns the first minimum: the lowest shard id among ties.
+        let (shard, _) = l.shards.iter().enumerate().min_by_key(|(_, c)| **c)?;
+        l.shards[shard] += 1;
+        l.replicas += 1;
+        l.leaders += u64::from(leader);
+        l.new_replicas += 1;
+        l.new_leaders += u64::from(leader);
+        // shard < shard_count <= u16::MAX.
+        Some(ReplicaMeta { broker, shard: ShardId::try_from(shard).ok()? })
+    }
+
+    /// The next replica of a partition that already has `chosen`: the live broker not yet
+    /// chosen, on an unused rack if any is left, least loaded (leaders first for the
+    /// first replica), ties to the lowest id.
+    fn pick(&self, chosen: &[ReplicaMeta]) -> Option<BrokerId> {
+        let used_racks: Vec<&Option<String>> = chosen.iter().filter_map(|r| self.brokers.get(&r.broker)).map(|l| &l.rack).collect();
+        let leader = chosen.is_empty();
+        self.brokers
+            .iter()
+            .filter(|(id, _)| !chosen.iter().any(|r| r.broker == **id))
+            .min_by_key(|(id, l)| {
+                let rack_used = l.rack.is_some() && used_racks.contains(&&l.rack);
+                let this_request = if leader { l.new_leaders } else { l.new_replicas };
+                (rack_used, this_request, if leader { l.leaders } else { 0 }, l.replicas, **id)
+            })
+            .map(|(id, _)| *id)
+    }
+}
+
+/// Replicas for `n` new partitions with `rf` replicas each (`rf` >= 1), or with the given
+/// `assignments` (broker ids per partition; then `n` = their count).
+pub fn place(image: &MetadataImage, n: usize, rf: usize, assignments: &[Vec<BrokerId>]) -> Result<Vec<Vec<ReplicaMeta>>, ControllerError> {
+    let mut load = Load::of(image);
+    if !assignments.is_empty() {
+        return assignments
+            .iter()
+            .map(|brokers| {
+                brokers
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| {
+                        load.take(*b, i == 0).ok_or_else(|| {
+                            ControllerError::InvalidReplicaAssignment(format!("The manual partition assignment includes broker {b}, which is not a registered, unfenced broker."))
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+    }
+    let live = load.brokers.len();
+    if rf > live {
+        return Err(ControllerError::InvalidReplicationFactor(format!(
+            "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {live} broker(s) are registered."
+        )));
     }
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
-        // min_by_key returns the first minimum: the lowest shard id among ties.
-        let Some((shard, _)) = load.iter().enumerate().min_by_key(|(_, c)| **c) else {
-            break; // shard_count == 0: nothing to place on (rejected earlier by the caller).
-        };
-        load[shard] += 1;
-        // shard < shard_count <= u16::MAX, so the conversion cannot fail.
-        out.push(ShardId::try_from(shard).unwrap_or(ShardId::MAX));
+        let mut replicas = Vec::with_capacity(rf);
+        while replicas.len() < rf {
+            let next = load.pick(&replicas).and_then(|b| load.take(b, replicas.is_empty()));
+            let Some(r) = next else { break };
+            replicas.push(r);
+        }
+        debug_assert_eq!(replicas.len(), rf, "rf <= live brokers, each with >= 1 shard");
+        out.push(replicas);
     }
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
-    use crate::cluster::image::{PartitionMeta, TopicMeta};
+    use crate::cluster::image::{BrokerMeta, PartitionMeta, TopicMeta};
 
-    fn topic(name: &str, shards: &[ShardId]) -> TopicMeta {
-        TopicMeta {
-            name: name.into(),
-            topic_id: [0; 16],
-            partitions: shards
-                .iter()
-                .enumerate()
-                .map(|(i, s)| PartitionMeta {
-                    partition: i as i32,
-                    shard: *s,
-                    leader_epoch: 0,
-                })
-                .collect(),
-            configs: BTreeMap::new(),
+    fn image(brokers: &[(BrokerId, u16, Option<&str>)]) -> MetadataImage {
+        let mut img = MetadataImage::default();
+        for (id, shards, rack) in brokers {
+            img.brokers.insert(*id, BrokerMeta { id: *id, incarnation: [0; 16], host: "h".into(), port: 1, rack: rack.map(str::to_string), shard_count: *shards, fenced: false });
+        }
+        img
+    }
+
+    fn flat(v: &[Vec<ReplicaMeta>]) -> Vec<Vec<(BrokerId, ShardId)>> {
+        v.iter().map(|rs| rs.iter().map(|r| (r.broker, r.shard)).collect()).collect()
+    }
+
+    #[test]
+    fn single_broker_round_robins_its_shards() {
+        let img = image(&[(1, 3, None)]);
+        assert_eq!(flat(&place(&img, 4, 1, &[]).unwrap()), vec![vec![(1, 0)], vec![(1, 1)], vec![(1, 2)], vec![(1, 0)]]);
+    }
+
+    #[test]
+    fn leaders_spread_over_brokers_and_shards() {
+        let img = image(&[(1, 2, None), (2, 2, None), (3, 2, None)]);
+        let placed = place(&img, 6, 1, &[]).unwrap();
+        assert_eq!(flat(&placed), vec![vec![(1, 0)], vec![(2, 0)], vec![(3, 0)], vec![(1, 1)], vec![(2, 1)], vec![(3, 1)]]);
+    }
+
+    #[test]
+    fn fills_least_loaded_first_and_skips_fenced() {
+        let mut img = image(&[(1, 1, None), (2, 1, None), (3, 1, None)]);
+        img.brokers.get_mut(&3).unwrap().fenced = true;
+        let rs = vec![ReplicaMeta { broker: 1, shard: 0 }];
+        img.topics.insert("a".into(), TopicMeta { name: "a".into(), topic_id: [0; 16], partitions: vec![PartitionMeta::new_on(0, rs)], configs: Default::default() });
+        assert_eq!(flat(&place(&img, 2, 1, &[]).unwrap()), vec![vec![(2, 0)], vec![(1, 0)]]);
+    }
+
+    #[test]
+    fn a_topic_spreads_over_every_broker_whatever_the_load() {
+        let mut img = image(&[(1, 1, None), (2, 1, None), (3, 1, None)]);
+        let busy = (0..10).map(|i| PartitionMeta::new_on(i, vec![ReplicaMeta { broker: 1, shard: 0 }])).collect();
+        img.topics.insert("a".into(), TopicMeta { name: "a".into(), topic_id: [0; 16], partitions: busy, configs: Default::default() });
+        let leaders: Vec<_> = place(&img, 6, 1, &[]).unwrap().iter().map(|rs| rs[0].broker).collect();
+        assert_eq!(leaders, vec![2, 3, 1, 2, 3, 1]);
+    }
+
+    #[test]
+    fn rack_aware() {
+        let img = image(&[(1, 1, Some("a")), (2, 1, Some("a")), (3, 1, Some("b"))]);
+        for rs in place(&img, 3, 2, &[]).unwrap() {
+            let racks: Vec<_> = rs.iter().map(|r| img.brokers[&r.broker].rack.clone()).collect();
+            assert_ne!(racks[0], racks[1], "{rs:?}");
         }
     }
 
     #[test]
-    fn round_robin_on_empty() {
-        assert_eq!(
-            place(&MetadataImage::default(), 3, 7),
-            vec![0, 1, 2, 0, 1, 2, 0]
-        );
-    }
-
-    #[test]
-    fn fills_least_loaded_first() {
-        let mut img = MetadataImage::default();
-        img.topics.insert("a".into(), topic("a", &[0, 0, 0, 1]));
-        // loads: [3,1,0,0] -> 2,3,1,2,3,1,...
-        assert_eq!(place(&img, 4, 6), vec![2, 3, 1, 2, 3, 1]);
+    fn too_few_brokers_and_unknown_assignment() {
+        let img = image(&[(1, 1, None)]);
+        assert!(matches!(place(&img, 1, 2, &[]), Err(ControllerError::InvalidReplicationFactor(_))));
+        assert!(matches!(place(&img, 1, 1, &[vec![9]]), Err(ControllerError::InvalidReplicaAssignment(_))));
+        assert_eq!(flat(&place(&img, 1, 1, &[vec![1]]).unwrap()), vec![vec![(1, 0)]]);
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::cluster::config_defs::{self, ConfigDefError};
-use crate::cluster::image::{ConfigResource, MetadataImage, TopicMeta};
+use crate::cluster::image::{BrokerId, ConfigResource, MetadataImage, TopicMeta};
 use crate::cluster::topic_config::{self, TopicConfig, TopicConfigDefaults};
 
 use super::placement::place;
@@ -64,9 +64,24 @@ fn resolve_configs(
 
 /// The settings proposals depend on.
 pub struct ProposeCtx<'a> {
-    pub shard_count: u16,
     pub default_num_partitions: i32,
     pub defaults: &'a TopicConfigDefaults,
+}
+
+/// How a CreateTopics asks for its partitions: counts (-1 = the default), or an explicit
+/// assignment (broker ids per partition; then both counts are -1).
+#[derive(Clone, Copy)]
+pub struct Layout<'a> {
+    pub num_partitions: i32,
+    pub replication_factor: i16,
+    pub assignments: &'a [Vec<BrokerId>],
+}
+
+#[cfg(test)]
+impl Layout<'_> {
+    pub fn counts(num_partitions: i32, replication_factor: i16) -> Layout<'static> {
+        Layout { num_partitions, replication_factor, assignments: &[] }
+    }
 }
 
 /// Returns the command and the topic as it will be once committed (for validate_only).
@@ -74,11 +89,11 @@ pub fn create_topic(
     ctx: &ProposeCtx<'_>,
     image: &MetadataImage,
     name: String,
-    num_partitions: i32,
-    replication_factor: i16,
+    layout: Layout<'_>,
     configs: BTreeMap<String, String>,
     topic_id: [u8; 16],
 ) -> Result<(Command, TopicMeta), ControllerError> {
+    let Layout { num_partitions, replication_factor, assignments } = layout;
     validate_topic_name(&name)?;
     if image.topics.contains_key(&name) {
         return Err(ControllerError::TopicAlreadyExists(name));
@@ -88,7 +103,15 @@ pub fn create_topic(
             "Topic '{name}' collides with existing topic: {other}"
         )));
     }
-    let n = if num_partitions == -1 {
+    // Kafka: with an explicit assignment, num_partitions and replication_factor are -1.
+    let n = if !assignments.is_empty() {
+        if num_partitions != -1 || replication_factor != -1 {
+            return Err(ControllerError::InvalidRequest(
+                "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".into(),
+            ));
+        }
+        i32::try_from(assignments.len()).unwrap_or(i32::MAX)
+    } else if num_partitions == -1 {
         ctx.default_num_partitions
     } else {
         num_partitions
@@ -103,26 +126,24 @@ pub fn create_topic(
             "Number of partitions {n} exceeds the limit of {MAX_PARTITIONS_PER_TOPIC} per topic."
         )));
     }
-    match replication_factor {
-        -1 | 1 => {}
+    let rf = match replication_factor {
+        -1 => DEFAULT_REPLICATION_FACTOR,
         rf if rf <= 0 => {
             return Err(ControllerError::InvalidReplicationFactor(
                 "Replication factor must be larger than 0, or -1 to use the default value.".into(),
             ))
         }
-        rf => {
-            return Err(ControllerError::InvalidReplicationFactor(format!(
-                "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only 1 broker(s) are registered."
-            )))
-        }
-    }
+        rf => rf as usize, // > 0
+    };
+    check_assignments(assignments)?;
     resolve_configs(ctx.defaults, &configs)?;
     // n is in 1..=MAX_PARTITIONS_PER_TOPIC, so it fits usize.
-    let shards = place(image, ctx.shard_count, n as usize);
+    let replicas = place(image, n as usize, rf, assignments)?;
     let cmd = Command::CreateTopic {
         name: name.clone(),
         topic_id,
-        shards: shards.clone(),
+        shards: Vec::new(),
+        replicas,
         configs: configs.clone(),
     };
     // Preview = what apply will produce; computed by the same code.
@@ -136,6 +157,27 @@ pub fn create_topic(
     }
 }
 
+/// Kafka's `default.replication.factor` (1), used for replication factor -1.
+pub const DEFAULT_REPLICATION_FACTOR: usize = 1;
+
+/// Every partition of an explicit assignment names at least one broker, each once, and
+/// all partitions have the same number of replicas (Kafka's checks).
+fn check_assignments(assignments: &[Vec<BrokerId>]) -> Result<(), ControllerError> {
+    let rf = assignments.first().map_or(0, Vec::len);
+    for (i, brokers) in assignments.iter().enumerate() {
+        if brokers.is_empty() {
+            return Err(ControllerError::InvalidReplicaAssignment(format!("The manual partition assignment includes an empty replica list for partition {i}.")));
+        }
+        if brokers.len() != rf {
+            return Err(ControllerError::InvalidReplicaAssignment(format!("The manual partition assignment includes the partition {i} with {} replica(s), but this is not consistent with previous partitions, which have {rf} replica(s).", brokers.len())));
+        }
+        if brokers.iter().enumerate().any(|(j, b)| brokers[..j].contains(b)) {
+            return Err(ControllerError::InvalidReplicaAssignment(format!("The manual partition assignment includes the partition {i} with duplicate replicas.")));
+        }
+    }
+    Ok(())
+}
+
 fn live_topic<'a>(image: &'a MetadataImage, name: &str) -> Result<&'a TopicMeta, ControllerError> {
     image
         .topic(name)
@@ -143,7 +185,7 @@ fn live_topic<'a>(image: &'a MetadataImage, name: &str) -> Result<&'a TopicMeta,
 }
 
 pub fn create_partitions(
-    ctx: &ProposeCtx<'_>,
+    _ctx: &ProposeCtx<'_>,
     image: &MetadataImage,
     name: &str,
     total_count: i32,
@@ -165,12 +207,15 @@ pub fn create_partitions(
             "Number of partitions {total_count} exceeds the limit of {MAX_PARTITIONS_PER_TOPIC} per topic."
         )));
     }
+    // New partitions get as many replicas as the topic's first partition has.
+    let rf = topic.partitions.first().map_or(DEFAULT_REPLICATION_FACTOR, |p| p.replicas.len().max(1));
     // total_count > current >= 0, so the difference is positive.
-    let new_shards = place(image, ctx.shard_count, (total_count - current) as usize);
+    let new_replicas = place(image, (total_count - current) as usize, rf, &[])?;
     Ok(Command::CreatePartitions {
         name: name.to_string(),
         topic_id: topic.topic_id,
-        new_shards,
+        new_shards: Vec::new(),
+        new_replicas,
     })
 }
 

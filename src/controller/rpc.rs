@@ -19,7 +19,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
 
-use crate::cluster::image::{ConfigResource, TopicMeta};
+use crate::cluster::image::{BrokerId, BrokerMeta, ConfigResource, TopicMeta};
 
 use super::frame::{self, FrameError, HEADER_LEN};
 use super::quorum_info::QuorumInfo;
@@ -50,6 +50,9 @@ pub enum ClientRequest {
         name: String,
         num_partitions: i32,
         replication_factor: i16,
+        /// Explicit replica assignment (broker ids per partition), or empty.
+        #[serde(default)]
+        assignments: Vec<Vec<BrokerId>>,
         configs: BTreeMap<String, String>,
         validate_only: bool,
     },
@@ -80,6 +83,12 @@ pub enum ClientRequest {
     /// DescribeQuorum: read-only, answered by the leader (it alone knows the followers'
     /// progress).
     DescribeQuorum,
+    /// A broker's heartbeat, carrying its registration: the leader notes it alive and
+    /// registers or unfences it when the image says otherwise (Kafka's
+    /// BrokerRegistration and BrokerHeartbeat in one idempotent request).
+    BrokerHeartbeat {
+        broker: BrokerMeta,
+    },
 }
 
 /// The answer to a `ClientRequest`, one variant per kind of result.
@@ -200,6 +209,7 @@ mod tests {
             name: name.into(),
             num_partitions: 3,
             replication_factor: -1,
+            assignments: Vec::new(),
             configs: BTreeMap::from([("cleanup.policy".into(), "compact".into())]),
             validate_only: false,
         })

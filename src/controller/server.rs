@@ -22,9 +22,10 @@ use openraft::async_runtime::WatchReceiver as _;
 use openraft::metrics::WaitError;
 use openraft::{Config, SnapshotPolicy};
 
-use crate::cluster::image::{MetadataImage, MetadataUpdate};
+use crate::cluster::image::{BrokerMeta, MetadataImage, MetadataUpdate};
 
 use super::handle::{ControllerHandle, Request};
+use super::liveness::Liveness;
 use super::log_store::LogStore;
 use super::network::{Connection, Network};
 use super::propose::{self, ProposeCtx};
@@ -129,6 +130,7 @@ fn run_thread(
         }
     };
     rt.block_on(async move {
+        let heartbeats = forwarded.clone();
         let raft = match boot(&cfg, &publisher, forwarded).await {
             Ok(raft) => raft,
             Err(e) => {
@@ -137,10 +139,7 @@ fn run_thread(
                 return;
             }
         };
-        publisher.go_live();
-        let _ = ready.send(Ok(()));
         let ctx = ProposeCtx {
-            shard_count: cfg.shard_count,
             default_num_partitions: cfg.default_num_partitions,
             defaults: &cfg.topic_defaults,
         };
@@ -148,12 +147,31 @@ fn run_thread(
             me: cfg.node_id as u64, // checked >= 0 by raft_node_id in start()
             voters: &cfg.voters,
             peers: BTreeMap::new(),
+            liveness: Liveness::new(cfg.session_timeout),
         };
-        while let Ok(req) = requests.recv().await {
-            let res = router
-                .route(&ctx, &raft, &publisher, req.body, req.forwarded)
-                .await;
-            let _ = req.reply.send(res);
+        // Registered before the shards get their first image, so they start leading
+        // their partitions at once (a single node is then as before: it leads all).
+        let registration = registration(&cfg);
+        let heartbeat = ClientRequest::BrokerHeartbeat { broker: registration.clone() };
+        if let Err(e) = router.route(&ctx, &raft, &publisher, heartbeat, false).await {
+            tracing::warn!(error = %e, "controller: broker registration failed; heartbeats retry it");
+        }
+        publisher.go_live();
+        let _ = ready.send(Ok(()));
+        tokio::spawn(send_heartbeats(registration, heartbeat_interval(cfg.session_timeout), heartbeats));
+        let mut fencing_timer = tokio::time::interval(fencing_check_interval(cfg.session_timeout));
+        fencing_timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                req = requests.recv() => {
+                    let Ok(req) = req else { break };
+                    let res = router
+                        .route(&ctx, &raft, &publisher, req.body, req.forwarded)
+                        .await;
+                    let _ = req.reply.send(res);
+                }
+                _ = fencing_timer.tick() => router.fence_silent_brokers(&raft, &publisher).await,
+            }
         }
         tracing::info!("controller shutting down");
         if let Err(e) = raft.shutdown().await {
@@ -290,12 +308,57 @@ async fn recover(
         }
     }
     let image = publisher.image();
-    check_placement(&image, cfg.shard_count)?;
+    check_placement(&image, cfg.node_id, cfg.shard_count)?;
     tracing::info!(
         cluster_id = %image.cluster_id, topics = image.topics.len(), applied_index = image.applied_index,
         "controller recovered"
     );
     Ok(())
+}
+
+/// How often a broker heartbeats: six per session timeout, so a broker is fenced only
+/// after missing about six in a row (a loaded 2-core machine can delay one or two).
+fn heartbeat_interval(session_timeout: Duration) -> Duration {
+    (session_timeout / 6).max(Duration::from_millis(10))
+}
+
+/// How often the leader looks for silent brokers: fencing lags the session timeout by
+/// at most this.
+fn fencing_check_interval(session_timeout: Duration) -> Duration {
+    (session_timeout / 10).max(Duration::from_millis(10))
+}
+
+/// This node's broker registration; a new incarnation id per process start.
+fn registration(cfg: &ControllerConfig) -> BrokerMeta {
+    BrokerMeta {
+        id: cfg.node_id,
+        incarnation: *uuid::Uuid::new_v4().as_bytes(),
+        host: cfg.advertised_host.clone(),
+        port: cfg.advertised_port,
+        rack: cfg.rack.clone(),
+        shard_count: cfg.shard_count,
+        fenced: false,
+    }
+}
+
+/// The broker side of liveness: heartbeats through the controller's own request queue,
+/// which forwards them to the quorum leader (the same path as every request). Runs in
+/// the controller thread's runtime; a broker-only node will run it against the remote
+/// quorum (a seam for the broker-only role).
+async fn send_heartbeats(broker: BrokerMeta, every: Duration, requests: async_channel::Sender<Request>) {
+    loop {
+        tokio::time::sleep(every).await;
+        let (reply, answer) = futures::channel::oneshot::channel();
+        let req = Request { body: ClientRequest::BrokerHeartbeat { broker: broker.clone() }, forwarded: false, reply };
+        if requests.send(req).await.is_err() {
+            return; // the controller is shutting down
+        }
+        match answer.await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::debug!(error = %e, "broker heartbeat not accepted"),
+            Err(_) => return,
+        }
+    }
 }
 
 /// Logs one line per change of quorum leader or term. `scripts/cluster.sh status` and the
@@ -352,17 +415,23 @@ async fn initialize(cfg: &ControllerConfig, node_id: u64, raft: &Raft) -> Result
         .map_err(|e| ControllerError::Storage(format!("raft initialize: {e}")))
 }
 
-/// Every partition must live on a shard this broker runs.
-fn check_placement(image: &MetadataImage, shard_count: u16) -> Result<(), ControllerError> {
+/// Every replica of this broker must live on a shard it runs (partitions of a data dir
+/// from before brokers existed have no replicas yet: they are all this node's).
+fn check_placement(image: &MetadataImage, me: i32, shard_count: u16) -> Result<(), ControllerError> {
     for t in image.topics.values() {
-        if let Some(p) = t.partitions.iter().find(|p| p.shard >= shard_count) {
+        let mine = |p: &&crate::cluster::image::PartitionMeta| match p.replica_on(me) {
+            Some(r) => r.shard >= shard_count,
+            None => p.replicas.is_empty() && p.shard >= shard_count,
+        };
+        if let Some(p) = t.partitions.iter().find(mine) {
+            let shard = p.replica_on(me).map_or(p.shard, |r| r.shard);
             return Err(ControllerError::Config(format!(
                 "topic '{}' partition {} is placed on shard {} but only {shard_count} shards are configured; \
                  start with at least {} shards",
                 t.name,
                 p.partition,
-                p.shard,
-                p.shard + 1
+                shard,
+                shard + 1
             )));
         }
     }
@@ -396,14 +465,33 @@ async fn execute(
     ctx: &ProposeCtx<'_>,
     raft: &Raft,
     publisher: &Publisher,
+    liveness: &mut Liveness,
     req: ClientRequest,
 ) -> Result<ClientReply, ControllerError> {
     let image = publisher.image();
     match req {
+        ClientRequest::BrokerHeartbeat { broker } => {
+            let now = Instant::now();
+            liveness.set_leading(Some(raft.metrics().borrow_watched().current_term), now);
+            liveness.heard(broker.id, broker.incarnation, now);
+            let cmd = match image.brokers.get(&broker.id) {
+                Some(b) if b.incarnation == broker.incarnation && !b.fenced => return Ok(ClientReply::Done),
+                Some(b) if b.incarnation == broker.incarnation => {
+                    tracing::info!(broker = broker.id, "controller: unfencing a broker that heartbeats again");
+                    Command::UnfenceBroker { broker: broker.id, incarnation: broker.incarnation }
+                }
+                _ => {
+                    tracing::info!(broker = broker.id, host = %broker.host, port = broker.port, "controller: registering a broker");
+                    Command::RegisterBroker { broker }
+                }
+            };
+            write(raft, cmd).await.map(|_| ClientReply::Done)
+        }
         ClientRequest::CreateTopic {
             name,
             num_partitions,
             replication_factor,
+            assignments,
             configs,
             validate_only,
         } => {
@@ -412,8 +500,7 @@ async fn execute(
                 ctx,
                 &image,
                 name,
-                num_partitions,
-                replication_factor,
+                propose::Layout { num_partitions, replication_factor, assignments: &assignments },
                 configs,
                 topic_id,
             ) {
@@ -488,9 +575,27 @@ struct Router<'a> {
     me: u64,
     voters: &'a BTreeMap<u64, String>,
     peers: BTreeMap<u64, Connection>,
+    /// Brokers' heartbeats, as this node sees them while it leads.
+    liveness: Liveness,
 }
 
 impl Router<'_> {
+    /// On the fencing timer: if this node leads, fences every broker silent for a
+    /// session timeout (one committed record each; their partitions move in its apply).
+    async fn fence_silent_brokers(&mut self, raft: &Raft, publisher: &Publisher) {
+        let now = Instant::now();
+        let m = raft.metrics().borrow_watched().clone();
+        self.liveness.set_leading((m.current_leader == Some(self.me)).then_some(m.current_term), now);
+        // self.me came from a non-negative i32 node id.
+        let me = i32::try_from(self.me).unwrap_or(i32::MAX);
+        for (broker, incarnation) in self.liveness.expired(&publisher.image(), me, now) {
+            tracing::info!(broker, "controller: fencing a broker that missed its heartbeats");
+            if let Err(e) = write(raft, Command::FenceBroker { broker, incarnation }).await {
+                tracing::warn!(broker, error = %e, "controller: could not fence a broker");
+            }
+        }
+    }
+
     async fn route(
         &mut self,
         ctx: &ProposeCtx<'_>,
@@ -502,7 +607,7 @@ impl Router<'_> {
         let deadline = Instant::now() + ROUTE_DEADLINE;
         loop {
             let res = match raft.current_leader().await {
-                Some(leader) if leader == self.me => execute(ctx, raft, publisher, req.clone()).await,
+                Some(leader) if leader == self.me => execute(ctx, raft, publisher, &mut self.liveness, req.clone()).await,
                 _ if forwarded => {
                     return Err(ControllerError::NotController(format!(
                         "node {} does not lead the metadata quorum",

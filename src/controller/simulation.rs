@@ -37,7 +37,7 @@ use super::log_store::LogStore;
 use super::runtime::seed_thread_rng;
 use super::state_machine::{Publisher, StateMachine};
 use super::types::{Applied, Command, ControllerTypes, Raft, Response, Snapshot, SnapshotData, Vote};
-use crate::cluster::image::MetadataImage;
+use crate::cluster::image::{MetadataImage, ReplicaMeta};
 
 const NODES: u64 = 3;
 /// Virtual time one run covers (faults on), then a healed phase to converge.
@@ -280,7 +280,7 @@ async fn client_write(world: &Shared, run: &mut Run, n: u64) {
         let name = format!("t{n}");
         let mut topic_id = [0u8; 16];
         topic_id[..8].copy_from_slice(&n.to_be_bytes());
-        Command::CreateTopic { name, topic_id, shards: vec![0], configs: BTreeMap::new() }
+        Command::CreateTopic { name, topic_id, shards: Vec::new(), replicas: vec![vec![ReplicaMeta { broker: 1, shard: 0 }]], configs: BTreeMap::new() }
     } else {
         Command::AllocateProducerIds { count: PRODUCER_ID_BLOCK }
     };

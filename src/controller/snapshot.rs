@@ -12,15 +12,18 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 
-use crate::cluster::image::{ConfigResource, MetadataImage, PartitionMeta, TopicMeta};
+use crate::cluster::image::{BrokerMeta, ConfigResource, MetadataImage, PartitionMeta, ReplicaMeta, TopicMeta};
 
 use super::files::{read_if_exists, write_atomic};
 use super::frame::{self, FrameError};
 use super::types::SnapshotMeta;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"SLSS");
-/// 2 added dynamic broker and group configs; version 1 files are still read.
-const VERSION: u16 = 2;
+/// 2 added dynamic broker and group configs; 3 brokers and each partition's replicas,
+/// leader, ISR and partition epoch. Versions 1 and 2 are still read (their partitions
+/// have no replicas until the node registers and adopts them).
+const VERSION: u16 = 3;
+const VERSION_2: u16 = 2;
 const VERSION_1: u16 = 1;
 /// Largest snapshot accepted (from disk or from a peer).
 pub const MAX_SNAPSHOT_BYTES: usize = 1 << 30;
@@ -60,6 +63,63 @@ struct SnapImage {
     next_producer_id: i64,
     topics: Vec<SnapTopic>,
     resource_configs: Vec<SnapResourceConfigs>,
+    brokers: Vec<SnapBroker>,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapBroker {
+    id: i32,
+    incarnation: [u8; 16],
+    host: String,
+    port: i32,
+    rack: Option<String>,
+    shard_count: u16,
+    fenced: bool,
+}
+
+/// Version 2 layout (before brokers and replicas).
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapFileV2 {
+    meta_json: Vec<u8>,
+    image: SnapImageV2,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapImageV2 {
+    cluster_id: String,
+    applied_index: u64,
+    next_producer_id: i64,
+    topics: Vec<SnapTopicV2>,
+    resource_configs: Vec<SnapResourceConfigs>,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapTopicV2 {
+    name: String,
+    topic_id: [u8; 16],
+    partitions: Vec<SnapPartitionV2>,
+    configs: Vec<SnapConfig>,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapPartitionV2 {
+    partition: i32,
+    shard: u16,
+    leader_epoch: i32,
+}
+
+impl From<SnapTopicV2> for SnapTopic {
+    fn from(t: SnapTopicV2) -> SnapTopic {
+        let partitions = t
+            .partitions
+            .into_iter()
+            .map(|p| {
+                let u = PartitionMeta::unassigned(p.partition, p.shard);
+                SnapPartition { partition: p.partition, shard: p.shard, leader_epoch: p.leader_epoch, replicas: Vec::new(), leader: u.leader, isr: Vec::new(), partition_epoch: 0 }
+            })
+            .collect();
+        SnapTopic { name: t.name, topic_id: t.topic_id, partitions, configs: t.configs }
+    }
 }
 
 /// Version 1 layout (before dynamic broker and group configs).
@@ -74,7 +134,7 @@ struct SnapImageV1 {
     cluster_id: String,
     applied_index: u64,
     next_producer_id: i64,
-    topics: Vec<SnapTopic>,
+    topics: Vec<SnapTopicV2>,
 }
 
 /// `kind`: 0 = broker, 1 = group.
@@ -105,6 +165,11 @@ struct SnapPartition {
     partition: i32,
     shard: u16,
     leader_epoch: i32,
+    /// (broker, shard) pairs.
+    replicas: Vec<(i32, u16)>,
+    leader: i32,
+    isr: Vec<i32>,
+    partition_epoch: i32,
 }
 
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
@@ -132,6 +197,10 @@ impl From<&MetadataImage> for SnapImage {
                             partition: p.partition,
                             shard: p.shard,
                             leader_epoch: p.leader_epoch,
+                            replicas: p.replicas.iter().map(|r| (r.broker, r.shard)).collect(),
+                            leader: p.leader,
+                            isr: p.isr.clone(),
+                            partition_epoch: p.partition_epoch,
                         })
                         .collect(),
                     configs: snap_configs(&t.configs),
@@ -147,6 +216,11 @@ impl From<&MetadataImage> for SnapImage {
                     };
                     SnapResourceConfigs { kind, name, configs: snap_configs(c) }
                 })
+                .collect(),
+            brokers: img
+                .brokers
+                .values()
+                .map(|b| SnapBroker { id: b.id, incarnation: b.incarnation, host: b.host.clone(), port: b.port, rack: b.rack.clone(), shard_count: b.shard_count, fenced: b.fenced })
                 .collect(),
         }
     }
@@ -180,6 +254,10 @@ impl TryFrom<SnapImage> for MetadataImage {
                             partition: p.partition,
                             shard: p.shard,
                             leader_epoch: p.leader_epoch,
+                            replicas: p.replicas.into_iter().map(|(broker, shard)| ReplicaMeta { broker, shard }).collect(),
+                            leader: p.leader,
+                            isr: p.isr,
+                            partition_epoch: p.partition_epoch,
                         })
                         .collect(),
                     configs: t
@@ -197,6 +275,11 @@ impl TryFrom<SnapImage> for MetadataImage {
             topics,
             next_producer_id: s.next_producer_id,
             resource_configs,
+            brokers: s
+                .brokers
+                .into_iter()
+                .map(|b| (b.id, BrokerMeta { id: b.id, incarnation: b.incarnation, host: b.host, port: b.port, rack: b.rack, shard_count: b.shard_count, fenced: b.fenced }))
+                .collect(),
         })
     }
 }
@@ -222,9 +305,9 @@ pub fn encode(meta: &SnapshotMeta, image: &MetadataImage) -> Result<Vec<u8>, Sna
 /// Checks (frame, CRC, archive validation) and decodes snapshot-file bytes.
 pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotError> {
     let (payload, used, version) = match frame::decode(bytes, MAGIC, VERSION, MAX_SNAPSHOT_BYTES) {
-        Err(FrameError::BadVersion { found: VERSION_1, .. }) => {
-            let (p, u) = frame::decode(bytes, MAGIC, VERSION_1, MAX_SNAPSHOT_BYTES)?;
-            (p, u, VERSION_1)
+        Err(FrameError::BadVersion { found: old @ (VERSION_1 | VERSION_2), .. }) => {
+            let (p, u) = frame::decode(bytes, MAGIC, old, MAX_SNAPSHOT_BYTES)?;
+            (p, u, old)
         }
         other => {
             let (p, u) = other?;
@@ -248,10 +331,24 @@ pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotErr
             cluster_id: i.cluster_id,
             applied_index: i.applied_index,
             next_producer_id: i.next_producer_id,
-            topics: i.topics,
+            topics: i.topics.into_iter().map(SnapTopic::from).collect(),
             resource_configs: Vec::new(),
+            brokers: Vec::new(),
         };
         SnapFile { meta_json: v1.meta_json, image }
+    } else if version == VERSION_2 {
+        let v2 = rkyv::from_bytes::<SnapFileV2, rkyv::rancor::Error>(&aligned)
+            .map_err(|e| SnapshotError::Archive(e.to_string()))?;
+        let i = v2.image;
+        let image = SnapImage {
+            cluster_id: i.cluster_id,
+            applied_index: i.applied_index,
+            next_producer_id: i.next_producer_id,
+            topics: i.topics.into_iter().map(SnapTopic::from).collect(),
+            resource_configs: i.resource_configs,
+            brokers: Vec::new(),
+        };
+        SnapFile { meta_json: v2.meta_json, image }
     } else {
         rkyv::from_bytes::<SnapFile, rkyv::rancor::Error>(&aligned)
             .map_err(|e| SnapshotError::Archive(e.to_string()))?
@@ -299,6 +396,36 @@ mod tests {
         let (_, image) = decode(&frame::encode(MAGIC, VERSION_1, &archived)).unwrap();
         assert_eq!((image.cluster_id.as_str(), image.applied_index, image.next_producer_id), ("c", 7, 9));
         assert!(image.resource_configs.is_empty());
+    }
+
+    #[test]
+    fn version_2_partitions_load_unassigned() {
+        let v2 = SnapFileV2 {
+            meta_json: serde_json::to_vec(&SnapshotMeta::default()).unwrap(),
+            image: SnapImageV2 {
+                cluster_id: "c".into(),
+                applied_index: 7,
+                next_producer_id: 9,
+                topics: vec![SnapTopicV2 { name: "t".into(), topic_id: [2; 16], partitions: vec![SnapPartitionV2 { partition: 0, shard: 1, leader_epoch: 3 }], configs: Vec::new() }],
+                resource_configs: Vec::new(),
+            },
+        };
+        let archived = rkyv::to_bytes::<rkyv::rancor::Error>(&v2).unwrap();
+        let (_, image) = decode(&frame::encode(MAGIC, VERSION_2, &archived)).unwrap();
+        let mut expected = PartitionMeta::unassigned(0, 1);
+        expected.leader_epoch = 3;
+        assert_eq!(image.topics["t"].partitions, vec![expected]);
+    }
+
+    #[test]
+    fn brokers_and_replicas_round_trip() {
+        let mut image = MetadataImage::default();
+        image.brokers.insert(2, BrokerMeta { id: 2, incarnation: [5; 16], host: "h".into(), port: 1, rack: Some("r".into()), shard_count: 3, fenced: true });
+        let mut p = PartitionMeta::new_on(0, vec![ReplicaMeta { broker: 2, shard: 1 }, ReplicaMeta { broker: 3, shard: 0 }]);
+        p.partition_epoch = 4;
+        image.topics.insert("t".into(), TopicMeta { name: "t".into(), topic_id: [1; 16], partitions: vec![p], configs: BTreeMap::new() });
+        let (_, back) = decode(&encode(&SnapshotMeta::default(), &image).unwrap()).unwrap();
+        assert_eq!(back, image);
     }
 
     #[test]

@@ -36,12 +36,21 @@ fn stop(h: &ControllerHandle) {
     h.join();
 }
 
-/// The image without `applied_index` (a restart appends a blank entry for the new term).
+/// The image without what a restart changes by itself: `applied_index` (it appends a
+/// blank entry for the new term), and the broker's incarnation with the epochs its
+/// re-registration bumps.
 fn content(img: &MetadataImage) -> MetadataImage {
-    MetadataImage {
+    let mut img = MetadataImage {
         applied_index: 0,
         ..img.clone()
+    };
+    for b in img.brokers.values_mut() {
+        b.incarnation = [0; 16];
     }
+    for p in img.topics.values_mut().flat_map(|t| t.partitions.iter_mut()) {
+        (p.leader_epoch, p.partition_epoch) = (0, 0);
+    }
+    img
 }
 
 #[test]
@@ -514,6 +523,14 @@ mod simulation {
         }
     }
 
+    /// An image where broker 1 (with `shard_count` shards) has registered.
+    fn registered(shard_count: u16) -> MetadataImage {
+        let mut img = MetadataImage::default();
+        let broker = crate::cluster::image::BrokerMeta { id: 1, incarnation: [1; 16], host: "h".into(), port: 9092, rack: None, shard_count, fenced: false };
+        let _ = apply(&mut img, 1, &Command::RegisterBroker { broker });
+        img
+    }
+
     fn check_invariants(img: &MetadataImage, shard_count: u16) {
         let mut ids = std::collections::BTreeSet::new();
         for (name, t) in &img.topics {
@@ -533,12 +550,11 @@ mod simulation {
         let defaults = TopicConfigDefaults::default();
         let shard_count = 1 + (seed % 5) as u16;
         let ctx = ProposeCtx {
-            shard_count,
             default_num_partitions: 2,
             defaults: &defaults,
         };
         let mut rng = Rng(seed | 1);
-        let mut img = MetadataImage::default();
+        let mut img = registered(shard_count);
         let names: Vec<String> = (0..8).map(|i| format!("topic-{i}")).collect();
         let mut index = 0u64;
         for _ in 0..steps {
@@ -549,7 +565,7 @@ mod simulation {
             let proposal: Result<Command, ControllerError> = match rng.below(5) {
                 0 => {
                     let n = rng.below(6) as i32 - 1;
-                    propose::create_topic(&ctx, &img, name, n, 1, BTreeMap::new(), id)
+                    propose::create_topic(&ctx, &img, name, propose::Layout::counts(n, 1), BTreeMap::new(), id)
                         .map(|(c, _)| c)
                 }
                 1 => propose::delete_topic(&img, &name),
@@ -601,20 +617,18 @@ mod simulation {
     fn creations_only_stay_balanced() {
         let defaults = TopicConfigDefaults::default();
         let ctx = ProposeCtx {
-            shard_count: 4,
             default_num_partitions: 1,
             defaults: &defaults,
         };
         let mut rng = Rng(42);
-        let mut img = MetadataImage::default();
+        let mut img = registered(4);
         for i in 0..50u64 {
             let n = 1 + rng.below(7) as i32;
             let (cmd, _) = propose::create_topic(
                 &ctx,
                 &img,
                 format!("t{i}"),
-                n,
-                1,
+                propose::Layout::counts(n, 1),
                 BTreeMap::new(),
                 [i as u8; 16],
             )
@@ -628,4 +642,38 @@ mod simulation {
             assert!(max - min <= 1, "unbalanced after {i}: {load:?}");
         }
     }
+}
+
+/// A log written before brokers existed (CreateTopic with shards, no replicas) still
+/// applies; the node's first registration adopts its partitions, on the same shards.
+#[test]
+fn pre_broker_records_are_adopted_by_the_first_registration() {
+    use super::apply::apply;
+    use super::types::Command;
+    use crate::cluster::image::{BrokerMeta, ReplicaMeta};
+    let old: Command = serde_json::from_str(
+        r#"{"CreateTopic":{"name":"t","topic_id":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],"shards":[1,0],"configs":{}}}"#,
+    )
+    .unwrap();
+    let mut img = MetadataImage::default();
+    let _ = apply(&mut img, 1, &old);
+    assert!(img.topics["t"].partitions.iter().all(|p| p.leader == -1 && p.replicas.is_empty()));
+    let me = BrokerMeta { id: 4, incarnation: [4; 16], host: "h".into(), port: 1, rack: None, shard_count: 2, fenced: false };
+    let (_, deltas) = apply(&mut img, 2, &Command::RegisterBroker { broker: me.clone() });
+    assert!(deltas.contains(&MetadataDelta::LeadersChanged { name: "t".into() }));
+    let p = &img.topics["t"].partitions;
+    assert_eq!((p[0].leader, p[0].shard, p[0].replicas.clone(), p[0].isr.clone()), (4, 1, vec![ReplicaMeta { broker: 4, shard: 1 }], vec![4]));
+    assert_eq!((p[1].leader, p[1].shard), (4, 0));
+
+    // A restart (new incarnation, never fenced): the old incarnation's leaderships end,
+    // the new one leads again, each change a new leader epoch.
+    let again = BrokerMeta { incarnation: [5; 16], ..me };
+    let _ = apply(&mut img, 3, &Command::RegisterBroker { broker: again });
+    let p = &img.topics["t"].partitions[0];
+    assert_eq!((p.leader, p.leader_epoch), (4, 2));
+    assert_eq!(img.brokers[&4].incarnation, [5; 16]);
+    // A fencing record for the old incarnation is stale.
+    let (resp, _) = apply(&mut img, 4, &Command::FenceBroker { broker: 4, incarnation: [4; 16] });
+    assert!(resp.0.is_err());
+    assert!(!img.brokers[&4].fenced);
 }

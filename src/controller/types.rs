@@ -7,7 +7,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::image::{ConfigResource, TopicMeta};
+use crate::cluster::image::{BrokerId, BrokerMeta, ConfigResource, ReplicaMeta, TopicMeta};
 use crate::runtime::ShardId;
 
 use super::ControllerError;
@@ -40,19 +40,27 @@ pub enum Command {
     InitCluster {
         cluster_id: String,
     },
-    /// `shards[i]` is the shard of partition i.
+    /// `replicas[i]` are partition i's replicas (the first leads). Records written before
+    /// brokers existed have `shards[i]` (partition i's shard) and no replicas instead.
     CreateTopic {
         name: String,
         topic_id: [u8; 16],
+        #[serde(default)]
         shards: Vec<ShardId>,
+        #[serde(default)]
+        replicas: Vec<Vec<ReplicaMeta>>,
         configs: BTreeMap<String, String>,
     },
     /// Appends partitions `current..current+new_shards.len()`; `topic_id` guards against the
     /// topic having been deleted and re-created since the proposal was built.
+    /// Older records carry `new_shards` and no `new_replicas`, as `CreateTopic`.
     CreatePartitions {
         name: String,
         topic_id: [u8; 16],
+        #[serde(default)]
         new_shards: Vec<ShardId>,
+        #[serde(default)]
+        new_replicas: Vec<Vec<ReplicaMeta>>,
     },
     DeleteTopic {
         name: String,
@@ -73,20 +81,38 @@ pub enum Command {
         resource: ConfigResource,
         configs: BTreeMap<String, String>,
     },
+    /// A broker (re-)registers: a new incarnation replaces the old one (a restart) and the
+    /// broker is unfenced.
+    RegisterBroker {
+        broker: BrokerMeta,
+    },
+    /// The quorum leader saw no heartbeat from this incarnation for a session timeout.
+    FenceBroker {
+        broker: BrokerId,
+        incarnation: [u8; 16],
+    },
+    /// A fenced incarnation heartbeats again.
+    UnfenceBroker {
+        broker: BrokerId,
+        incarnation: [u8; 16],
+    },
 }
 
 impl fmt::Display for Command {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Command::InitCluster { cluster_id } => write!(f, "InitCluster({cluster_id})"),
-            Command::CreateTopic { name, shards, .. } => {
-                write!(f, "CreateTopic({name}, {} partitions)", shards.len())
+            Command::CreateTopic { name, shards, replicas, .. } => {
+                write!(f, "CreateTopic({name}, {} partitions)", shards.len().max(replicas.len()))
             }
             Command::CreatePartitions {
-                name, new_shards, ..
+                name, new_shards, new_replicas, ..
             } => {
-                write!(f, "CreatePartitions({name}, +{})", new_shards.len())
+                write!(f, "CreatePartitions({name}, +{})", new_shards.len().max(new_replicas.len()))
             }
+            Command::RegisterBroker { broker } => write!(f, "RegisterBroker({}, shards {})", broker.id, broker.shard_count),
+            Command::FenceBroker { broker, .. } => write!(f, "FenceBroker({broker})"),
+            Command::UnfenceBroker { broker, .. } => write!(f, "UnfenceBroker({broker})"),
             Command::DeleteTopic { name, .. } => write!(f, "DeleteTopic({name})"),
             Command::SetTopicConfigs { name, configs, .. } => {
                 write!(f, "SetTopicConfigs({name}, {} keys)", configs.len())
@@ -115,6 +141,8 @@ pub enum Rejection {
     TopicAlreadyExists(String),
     UnknownTopic(String),
     InvalidRequest(String),
+    /// A fencing or unfencing record for an incarnation that has since re-registered.
+    StaleIncarnation(BrokerId),
 }
 
 impl From<Rejection> for ControllerError {
@@ -123,6 +151,7 @@ impl From<Rejection> for ControllerError {
             Rejection::TopicAlreadyExists(n) => ControllerError::TopicAlreadyExists(n),
             Rejection::UnknownTopic(n) => ControllerError::UnknownTopic(n),
             Rejection::InvalidRequest(m) => ControllerError::InvalidRequest(m),
+            Rejection::StaleIncarnation(b) => ControllerError::InvalidRequest(format!("broker {b} has re-registered since")),
         }
     }
 }

@@ -98,6 +98,7 @@ pub async fn call_partition(router: &ShardRouter, shard: ShardId, partition: i32
         Ok(OpOutput::Extension(r)) => r,
         Ok(_) => Err(ErrorCode::UNKNOWN_SERVER_ERROR),
         Err(PartitionError::UnknownTopicOrPartition | PartitionError::NotLeader) => Err(ErrorCode::NOT_COORDINATOR),
+        Err(PartitionError::LeaderNotAvailable) => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
         Err(e) => Err(ErrorCode::from(&e)),
     }
 }

@@ -14,6 +14,9 @@ pub enum PartitionError {
     OffsetOutOfRange { offset: i64, log_start_offset: i64, log_end_offset: i64 },
     #[error("partition is being deleted or moved")]
     NotLeader,
+    /// The partition has no leader (its replicas' brokers are fenced).
+    #[error("partition has no leader")]
+    LeaderNotAvailable,
     #[error("unknown topic or partition")]
     UnknownTopicOrPartition,
     #[error("timestamp {0} is invalid")]

@@ -227,6 +227,27 @@ impl Partition {
         self.epochs.borrow().end_offset_for(epoch, self.log.borrow().next_offset())
     }
 
+    /// A new leader epoch while this replica keeps leading (the controller bumped it, e.g.
+    /// its broker re-registered): batches appended from now on carry it.
+    pub fn set_leader_epoch(&self, epoch: i32) {
+        debug_assert!(epoch >= self.leader_epoch.get(), "leader epochs never go back");
+        self.leader_epoch.set(epoch);
+        // Kafka's makeLeader: the new epoch starts at the log end, also before anything is
+        // appended in it. Saved in the background; an append in the epoch finds it
+        // assigned, and a restart re-derives it (`open_epochs`).
+        let start = self.log.borrow().next_offset();
+        if self.epochs.borrow_mut().assign(epoch, start) {
+            let save = self.epochs.borrow().save_job();
+            let (topic, index) = (self.topic.clone(), self.index);
+            glommio::spawn_local(async move {
+                if let Err(e) = save.await {
+                    tracing::warn!(topic, partition = index, error = %e, "cannot save the leader-epoch checkpoint");
+                }
+            })
+            .detach();
+        }
+    }
+
     /// The high watermark: consumers see only offsets below it (invariant 2). With one
     /// replica (no replication yet) it is the end of the data whose write completed,
     /// `Log::written_offset()` — fdatasync'ed or not, as Kafka's high watermark does not

@@ -45,10 +45,25 @@ fn raise_memlock_limit() {
     let _ = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
 }
 
+/// How long the first node of a cluster waits for the others' brokers before it creates
+/// `__consumer_offsets` (then it creates it on the brokers registered so far).
+const OFFSETS_TOPIC_WAIT_FOR_BROKERS: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Creates `__consumer_offsets` (offsets_topic_num_partitions, compacted) if the
 /// recovered metadata lacks it, before the shards start: the group coordinator needs it.
 /// Runs on the start-up thread; the controller thread answers.
-fn ensure_offsets_topic(controller: &controller::ControllerHandle, config: &Config) -> anyhow::Result<()> {
+///
+/// In a cluster the first node up creates it; it first waits (up to
+/// `OFFSETS_TOPIC_WAIT_FOR_BROKERS`) for every voter's broker to register, so the
+/// coordinators spread over the cluster rather than all landing on the first broker.
+fn ensure_offsets_topic(controller: &controller::ControllerHandle, config: &Config, voters: usize) -> anyhow::Result<()> {
+    if controller.image().topic(crate::group::OFFSETS_TOPIC).is_some() {
+        return Ok(());
+    }
+    let deadline = std::time::Instant::now() + OFFSETS_TOPIC_WAIT_FOR_BROKERS;
+    while controller.image().live_brokers().count() < voters && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     if controller.image().topic(crate::group::OFFSETS_TOPIC).is_some() {
         return Ok(());
     }
@@ -146,7 +161,8 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("controller_quorum_voters: {e}"))?
         .into_iter()
         .map(|v| (v.id as u64, v.addr())) // ids are >= 0 (checked by the parser)
-        .collect();
+        .collect::<std::collections::BTreeMap<_, _>>();
+    let voter_count = voters.len();
     let (controller, updates) = controller::start(ControllerConfig {
         data_dir: config.metadata_dir().to_path_buf(),
         node_id: config.node_id,
@@ -156,10 +172,14 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         topic_defaults: defaults.clone(),
         listener: config.controller_listener.clone(),
         voters,
+        advertised_host: config.advertised().0,
+        advertised_port: config.advertised().1,
+        rack: config.broker_rack.clone(),
+        session_timeout: std::time::Duration::from_millis(config.broker_session_timeout_ms),
         ..ControllerConfig::default()
     })
     .context("starting the controller")?;
-    ensure_offsets_topic(&controller, &config)?;
+    ensure_offsets_topic(&controller, &config, voter_count)?;
     let (mesh, inboxes) = Mesh::new(shard_count);
     let config = Arc::new(config);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();

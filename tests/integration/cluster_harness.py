@@ -81,6 +81,7 @@ class Node:
                 "--controller-listener", self.controller_listener,
                 "--controller-quorum-voters", self.cluster.voters,
                 "--shards", str(self.cluster.shards),
+                *(["--broker-rack", self.cluster.racks[self.node_id - 1]] if self.cluster.racks else []),
                 *self.cluster.extra_args]
 
     def start(self) -> "Node":
@@ -197,9 +198,14 @@ class Cluster:
 
     def __init__(self, n: int, root: Path, base_port: int | None = None,
                  log_dir: Path | None = None, name: str = "", shards: int = 1,
-                 extra_args: list[str] | None = None, binary: Path | None = None):
+                 extra_args: list[str] | None = None, binary: Path | None = None,
+                 racks: list[str] | None = None):
         if n < 1:
             raise ClusterError("a cluster has at least 1 node")
+        if racks is not None and len(racks) != n:
+            raise ClusterError("racks names one rack per node")
+        # Node i's broker_rack is racks[i-1]; None = no racks.
+        self.racks = racks
         self.root = Path(root)
         self.log_dir = Path(log_dir) if log_dir is not None else self.root
         self.name = name
@@ -207,9 +213,19 @@ class Cluster:
         self.extra_args = list(extra_args or [])
         self.binary = binary or default_bin()
         self.nodes: list[Node] = []
+        taken: set[int] = set()
+
+        def fresh_port() -> int:
+            # free_port closes its socket, so two calls can return the same port: the
+            # nodes (which bind with SO_REUSEPORT) would then share a listener.
+            while (p := free_port()) in taken:
+                pass
+            taken.add(p)
+            return p
+
         for i in range(1, n + 1):
             if base_port is None:
-                port, cport = free_port(), free_port()
+                port, cport = fresh_port(), fresh_port()
             else:
                 port, cport = base_port + i - 1, base_port + CONTROLLER_PORT_OFFSET + i - 1
             self.nodes.append(Node(self, i, port, cport))

@@ -255,6 +255,26 @@ class BrokerFactory:
                 _LIVE.remove(b)
 
 
+
+def running_cluster(tmp_path_factory, name: str, n: int = 3, **kwargs):
+    """A started local cluster (tests/integration/cluster_harness.py) for a module
+    fixture to yield from: ready on return, closed after; failing tests get the nodes'
+    log tails in their report."""
+    from cluster_harness import Cluster
+    skip_unless_shardlog("the cluster harness starts shardlog processes")
+    c = Cluster(n, tmp_path_factory.mktemp(name), log_dir=LOG_ROOT, name=f"test_{name.replace('-', '_')}-",
+                binary=SHARDLOG_BIN, **kwargs)
+    _LIVE.extend(c.nodes)
+    try:
+        c.start()
+        c.wait_ready(timeout_s=60)
+        yield c
+    finally:
+        c.close()
+        for nd in c.nodes:
+            if nd in _LIVE:
+                _LIVE.remove(nd)
+
 @pytest.fixture
 def broker_factory(tmp_path_factory, request):
     """Start extra brokers (own data dir and port) for one test; all stopped afterwards."""

@@ -24,8 +24,6 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import conftest
-from conftest import LOG_ROOT, SHARDLOG_BIN, skip_unless_shardlog
-from cluster_harness import Cluster
 from test_admin_compat import kafka_tool
 
 DEADLINE_S = 60
@@ -33,20 +31,7 @@ DEADLINE_S = 60
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    skip_unless_shardlog("the cluster harness starts shardlog processes")
-    c = Cluster(3, tmp_path_factory.mktemp("cluster-quorum"), log_dir=LOG_ROOT,
-                name="test_cluster_quorum-", binary=SHARDLOG_BIN)
-    # Failing tests get the nodes' log tails in their report (conftest's hook).
-    conftest._LIVE.extend(c.nodes)
-    try:
-        c.start()
-        c.wait_ready(timeout_s=DEADLINE_S)
-        yield c
-    finally:
-        c.close()
-        for nd in c.nodes:
-            if nd in conftest._LIVE:
-                conftest._LIVE.remove(nd)
+    yield from conftest.running_cluster(tmp_path_factory, "cluster-quorum")
 
 
 def topics_seen_by(node) -> set[str]:

@@ -529,7 +529,7 @@ mod tests {
     fn image(topics: &[(&str, u8, i32)]) -> MetadataImage {
         let mut img = MetadataImage::default();
         for &(name, id, n) in topics {
-            let partitions = (0..n).map(|p| PartitionMeta { partition: p, shard: 0, leader_epoch: 0 }).collect();
+            let partitions = (0..n).map(|p| PartitionMeta::unassigned(p, 0)).collect();
             img.topics.insert(name.into(), TopicMeta { name: name.into(), topic_id: [id; 16], partitions, configs: Default::default() });
         }
         img

@@ -28,19 +28,9 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreateTopics
                 None => bad_config = Some(format!("config {} has a null value", c.name.as_str())),
             }
         }
-        let (mut partitions, mut rf) = (t.num_partitions, t.replication_factor);
-        if !t.assignments.is_empty() {
-            if partitions != -1 || rf != -1 {
-                bad_config = Some("num_partitions and replication_factor must be -1 with manual assignments".into());
-            }
-            if t.assignments.iter().any(|a| a.broker_ids.len() != 1 || a.broker_ids[0].0 != ctx.config.node_id) {
-                result.error_code = ErrorCode::INVALID_REPLICA_ASSIGNMENT.code();
-                result.error_message = Some(str_bytes("every replica must be this broker"));
-                results.push(result);
-                continue;
-            }
-            partitions = t.assignments.len() as i32;
-            rf = 1;
+        let (partitions, rf) = (t.num_partitions, t.replication_factor);
+        if !t.assignments.is_empty() && (partitions != -1 || rf != -1) {
+            bad_config = Some("num_partitions and replication_factor must be -1 with manual assignments".into());
         }
         if let Some(msg) = bad_config {
             result.error_code = ErrorCode::INVALID_REQUEST.code();
@@ -48,12 +38,27 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreateTopics
             results.push(result);
             continue;
         }
-        match ctx.controller.create_topic(name, partitions, rf, configs.clone(), req.validate_only).await {
+        let outcome = if t.assignments.is_empty() {
+            ctx.controller.create_topic(name, partitions, rf, configs.clone(), req.validate_only).await
+        } else {
+            // Kafka orders assignments by partition index; they arrive in any order.
+            let mut by_index: Vec<_> = t.assignments.iter().map(|a| (a.partition_index, a.broker_ids.iter().map(|b| b.0).collect::<Vec<_>>())).collect();
+            by_index.sort_by_key(|(i, _)| *i);
+            if by_index.iter().enumerate().any(|(i, (p, _))| *p != i as i32) {
+                result.error_code = ErrorCode::INVALID_REPLICA_ASSIGNMENT.code();
+                result.error_message = Some(str_bytes("partitions of a manual assignment must be numbered 0..n without gaps"));
+                results.push(result);
+                continue;
+            }
+            let assignments = by_index.into_iter().map(|(_, b)| b).collect();
+            ctx.controller.create_topic_assigned(name, assignments, configs.clone(), req.validate_only).await
+        };
+        match outcome {
             Ok(topic) => {
                 created |= !req.validate_only;
                 result.topic_id = uuid(&topic.topic_id);
                 result.num_partitions = topic.partitions.len() as i32;
-                result.replication_factor = 1;
+                result.replication_factor = topic.partitions.first().map_or(1, |p| p.replicas.len() as i16);
                 if meta.version >= 5 {
                     result.configs = Some(
                         describe(&ctx.topic_defaults(), &topic.configs)

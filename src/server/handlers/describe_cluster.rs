@@ -1,24 +1,34 @@
-//! DescribeCluster 0-1: this broker as the whole cluster and its controller. Cluster
+//! DescribeCluster 0-1: every live broker; the controller id is this broker (KIP-919:
+//! a broker names any live broker, which forwards to the quorum). Cluster
 //! authorized operations when asked: all of them (no authorizer), as Kafka answers.
 use kafka_protocol::messages::describe_cluster_response::{DescribeClusterBroker, DescribeClusterResponse};
 use kafka_protocol::messages::{BrokerId, DescribeClusterRequest};
 
+use super::cluster_view::live_brokers;
 use super::{str_bytes, this_node};
 use crate::protocol::acl_operations;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
 pub fn handle(ctx: &ShardContext, meta: RequestMeta, req: DescribeClusterRequest) -> Response {
-    let (node, host, port) = this_node(ctx);
+    let (node, _, _) = this_node(ctx);
     let image = ctx.image();
     let resp = DescribeClusterResponse::default()
         .with_endpoint_type(1)
         .with_cluster_id(str_bytes(&image.cluster_id))
         .with_controller_id(BrokerId(node))
         .with_cluster_authorized_operations(acl_operations::if_requested(req.include_cluster_authorized_operations, acl_operations::CLUSTER))
-        .with_brokers(vec![DescribeClusterBroker::default()
-            .with_broker_id(BrokerId(node))
-            .with_host(str_bytes(&host))
-            .with_port(port)]);
+        .with_brokers(
+            live_brokers(ctx, &image)
+                .into_iter()
+                .map(|b| {
+                    DescribeClusterBroker::default()
+                        .with_broker_id(BrokerId(b.id))
+                        .with_host(str_bytes(&b.host))
+                        .with_port(b.port)
+                        .with_rack(b.rack.as_deref().map(str_bytes))
+                })
+                .collect(),
+        );
     meta.respond(&resp)
 }

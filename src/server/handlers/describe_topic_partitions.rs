@@ -18,10 +18,11 @@ use std::rc::Rc;
 use kafka_protocol::messages::describe_topic_partitions_response::{
     Cursor, DescribeTopicPartitionsResponse, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
 };
-use kafka_protocol::messages::{BrokerId, DescribeTopicPartitionsRequest};
+use kafka_protocol::messages::DescribeTopicPartitionsRequest;
 
-use super::{this_node, topic_name, uuid};
-use crate::cluster::image::TopicMeta;
+use super::cluster_view::partition_view;
+use super::{topic_name, uuid};
+use crate::cluster::image::{MetadataImage, TopicMeta};
 use crate::cluster::topic_config::is_internal_topic;
 use crate::protocol::{acl_operations, ErrorCode};
 use crate::server::dispatch::{RequestMeta, Response};
@@ -32,7 +33,6 @@ const MAX_REQUEST_PARTITION_SIZE_LIMIT: i32 = 2000;
 
 pub fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeTopicPartitionsRequest) -> Response {
     let image = ctx.image();
-    let (node, _, _) = this_node(ctx);
     let all_topics = req.topics.is_empty();
     let cursor_topic = req.cursor.as_ref().map(|c| c.topic_name.0.to_string()).unwrap_or_default();
     let names: BTreeSet<String> = if all_topics {
@@ -67,7 +67,7 @@ pub fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeTopicParti
             continue;
         };
         let start = if *name == cursor_topic { req.cursor.as_ref().map_or(0, |c| c.partition_index) } else { 0 };
-        let (topic, next) = describe(t, node, start, remaining);
+        let (topic, next) = describe(&image, t, start, remaining);
         remaining -= topic.partitions.len() as i32;
         resp.topics.push(topic);
         if let Some(next) = next {
@@ -82,19 +82,22 @@ pub fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeTopicParti
 }
 
 /// Partitions `start..` of `t`, at most `limit`; and the first partition left out, if any.
-fn describe(t: &TopicMeta, node: i32, start: i32, limit: i32) -> (DescribeTopicPartitionsResponseTopic, Option<i32>) {
+fn describe(image: &MetadataImage, t: &TopicMeta, start: i32, limit: i32) -> (DescribeTopicPartitionsResponseTopic, Option<i32>) {
     debug_assert!(limit > 0 && start >= 0);
     let count = t.partitions.len() as i32;
     let end = count.min(start.saturating_add(limit));
     let partitions = (start..end)
         .filter_map(|i| t.partition(i))
         .map(|p| {
+            let v = partition_view(image, p);
             DescribeTopicPartitionsResponsePartition::default()
+                .with_error_code(v.error)
                 .with_partition_index(p.partition)
-                .with_leader_id(BrokerId(node))
+                .with_leader_id(v.leader)
                 .with_leader_epoch(p.leader_epoch)
-                .with_replica_nodes(vec![BrokerId(node)])
-                .with_isr_nodes(vec![BrokerId(node)])
+                .with_replica_nodes(v.replicas)
+                .with_isr_nodes(v.isr)
+                .with_offline_replicas(v.offline)
                 .with_eligible_leader_replicas(Some(Vec::new()))
                 .with_last_known_elr(Some(Vec::new()))
         })

@@ -1,5 +1,6 @@
-//! FindCoordinator 0-6: this broker coordinates every group once `__consumer_offsets`
-//! exists (single node). Batched keys from v4.
+//! FindCoordinator 0-6: a group's coordinator is the broker leading its
+//! `__consumer_offsets` partition (the coordinator runs on the shard owning it there);
+//! none while that partition has no leader. Batched keys from v4.
 //!
 //! Transactions are not implemented, so key type 1 (a transactional id) gets
 //! TRANSACTIONAL_ID_AUTHORIZATION_FAILED with a message saying why — what Kafka answers a
@@ -14,7 +15,8 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::{str_bytes, this_node};
+use super::cluster_view::endpoint_of;
+use super::str_bytes;
 use crate::group::ops::coordinator_of;
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
@@ -33,10 +35,15 @@ fn lookup(ctx: &ShardContext, key: &str, key_type: i8) -> Result<(i32, String, i
     let plain = |e: ErrorCode| Failure(e, e.to_string());
     match key_type {
         KEY_TYPE_GROUP if key.is_empty() => Err(plain(ErrorCode::INVALID_REQUEST)),
-        KEY_TYPE_GROUP => match coordinator_of(&ctx.router, key) {
-            Some(_) => Ok(this_node(ctx)),
-            None => Err(plain(ErrorCode::COORDINATOR_NOT_AVAILABLE)),
-        },
+        KEY_TYPE_GROUP => {
+            let image = ctx.image();
+            let leader = coordinator_of(&ctx.router, key)
+                .and_then(|(p, _)| image.topic(crate::group::OFFSETS_TOPIC)?.partition(p).map(|m| m.leader));
+            match leader.and_then(|l| endpoint_of(&image, l)) {
+                Some(node) => Ok(node),
+                None => Err(plain(ErrorCode::COORDINATOR_NOT_AVAILABLE)),
+            }
+        }
         KEY_TYPE_TRANSACTION => Err(Failure(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_UNSUPPORTED.to_string())),
         _ => Err(plain(ErrorCode::INVALID_REQUEST)),
     }

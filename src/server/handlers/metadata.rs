@@ -1,4 +1,6 @@
-//! Metadata: this broker as the only node, every partition led by it. Unknown topics
+//! Metadata: every live broker (with its rack) and each partition's leader, replicas,
+//! ISR and offline replicas (`cluster_view.rs`); the controller id is this broker, as
+//! Kafka's brokers answer since KIP-919 (any live broker forwards to the quorum). Unknown topics
 //! are created when the client allows it and `auto_create_topics_enable` is on.
 //! Authorized operations (v8+), when asked: every operation (no authorizer), as Kafka —
 //! per topic for every topic answered (errors too), for the cluster only in v8-10 (v11
@@ -11,6 +13,7 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::BrokerId;
 
+use super::cluster_view::{live_brokers, partition_view};
 use super::{code, str_bytes, this_node, topic_name, uuid};
 use crate::cluster::image::TopicMeta;
 use crate::protocol::{acl_operations, ErrorCode};
@@ -18,7 +21,7 @@ use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequest) -> Response {
-    let (node, host, port) = this_node(ctx);
+    let (node, _, _) = this_node(ctx);
     // v0: an empty list means all topics; v1+: null means all.
     let wanted: Option<Vec<(Option<String>, [u8; 16])>> = match &req.topics {
         None => None,
@@ -54,7 +57,17 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequ
     if created_any {
         ctx.catch_up_with_controller().await;
     }
-    let image = ctx.image();
+    // A topic created a moment ago (through another connection, so on another shard)
+    // may not be applied here yet: catch up with the controller before calling it unknown.
+    let image = match &wanted {
+        None => ctx.image(),
+        Some(w) => {
+            ctx.image_for_request(|image| {
+                w.iter().filter(|(name, id)| name.as_ref().map_or_else(|| image.topic_by_id(id).is_none(), |n| image.topic(n).is_none())).count()
+            })
+            .await
+        }
+    };
     // The codec encodes neither field below v8.
     let topic_ops = acl_operations::if_requested(req.include_topic_authorized_operations, acl_operations::TOPIC);
     let cluster_ops = acl_operations::if_requested(meta.version <= 10 && req.include_cluster_authorized_operations, acl_operations::CLUSTER);
@@ -68,12 +81,15 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequ
                 t.partitions
                     .iter()
                     .map(|p| {
+                        let v = partition_view(&image, p);
                         MetadataResponsePartition::default()
+                            .with_error_code(v.error)
                             .with_partition_index(p.partition)
-                            .with_leader_id(BrokerId(node))
+                            .with_leader_id(v.leader)
                             .with_leader_epoch(p.leader_epoch)
-                            .with_replica_nodes(vec![BrokerId(node)])
-                            .with_isr_nodes(vec![BrokerId(node)])
+                            .with_replica_nodes(v.replicas)
+                            .with_isr_nodes(v.isr)
+                            .with_offline_replicas(v.offline)
                     })
                     .collect(),
             )
@@ -106,10 +122,18 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequ
             .collect(),
     };
     let resp = MetadataResponse::default()
-        .with_brokers(vec![MetadataResponseBroker::default()
-            .with_node_id(BrokerId(node))
-            .with_host(str_bytes(&host))
-            .with_port(port)])
+        .with_brokers(
+            live_brokers(ctx, &image)
+                .into_iter()
+                .map(|b| {
+                    MetadataResponseBroker::default()
+                        .with_node_id(BrokerId(b.id))
+                        .with_host(str_bytes(&b.host))
+                        .with_port(b.port)
+                        .with_rack(b.rack.as_deref().map(str_bytes))
+                })
+                .collect(),
+        )
         .with_cluster_id(Some(str_bytes(&image.cluster_id)))
         .with_controller_id(BrokerId(node))
         .with_cluster_authorized_operations(cluster_ops)

@@ -8,6 +8,7 @@ pub mod acls_disabled;
 pub mod alter_configs;
 pub mod alter_replica_log_dirs;
 pub mod api_versions;
+pub(crate) mod cluster_view;
 pub mod consumer_group_describe;
 pub mod consumer_group_heartbeat;
 pub mod create_partitions;

@@ -19,7 +19,12 @@ use std::rc::Rc;
 use bytes::Bytes;
 use smallvec::SmallVec;
 
-use super::{code, unknown_partitions};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, ProduceResponse, TopicProduceResponse,
+};
+use kafka_protocol::messages::BrokerId;
+
+use super::{code, str_bytes, topic_name, unknown_partitions};
 use crate::cluster::image::{MetadataImage, TopicMeta};
 use crate::cluster::router::{OpBatch, OpOutput, PartitionOp};
 use crate::cluster::topic_config::is_internal_topic;
@@ -100,6 +105,12 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ProduceInput
         return Response::NoResponse;
     }
     let topics = TopicAnswers { topics: req.topics(), answers: &answers };
+    // KIP-951 (v10+): a partition led elsewhere names its leader and the leader's
+    // endpoint. Error path only, so it goes through the crate's response structs.
+    let not_leader = ErrorCode::NOT_LEADER_OR_FOLLOWER.code();
+    if meta.version >= 10 && answers.iter().any(|a| a.error_code == not_leader) {
+        return respond_with_leader_hints(&meta, &image, topics);
+    }
     match write_produce_response(meta.correlation_id, meta.version, topics) {
         Ok(frame) => Response::Frames(vec![frame.freeze()]),
         Err(e) => {
@@ -126,6 +137,56 @@ impl<'a> Iterator for TopicAnswers<'a> {
         self.answers = rest;
         Some(TopicAnswer { name: t.name, topic_id: t.topic_id, partitions })
     }
+}
+
+/// The response as the crate's structs, with KIP-951's leader hints (`leader_hints`).
+fn respond_with_leader_hints(meta: &RequestMeta, image: &MetadataImage, answers: TopicAnswers) -> Response {
+    let mut topics: Vec<TopicProduceResponse> = answers
+        .map(|t| {
+            let partitions = t
+                .partitions
+                .iter()
+                .map(|a| {
+                    PartitionProduceResponse::default()
+                        .with_index(a.index)
+                        .with_error_code(a.error_code)
+                        .with_base_offset(a.base_offset)
+                        .with_log_append_time_ms(a.log_append_time_ms)
+                        .with_log_start_offset(a.log_start_offset)
+                        .with_error_message(a.error_message.as_deref().map(str_bytes))
+                        .with_record_errors(
+                            a.record_errors
+                                .iter()
+                                .map(|(i, m)| BatchIndexAndErrorMessage::default().with_batch_index(*i).with_batch_index_error_message(m.as_deref().map(str_bytes)))
+                                .collect(),
+                        )
+                })
+                .collect();
+            let r = TopicProduceResponse::default().with_partition_responses(partitions);
+            if meta.version >= 13 { r.with_topic_id(uuid::Uuid::from_bytes(t.topic_id)) } else { r.with_name(topic_name(t.name)) }
+        })
+        .collect();
+    let node_endpoints = leader_hints(image, meta.version, &mut topics);
+    meta.respond(&ProduceResponse::default().with_responses(topics).with_node_endpoints(node_endpoints))
+}
+
+/// Fills `current_leader` of every NOT_LEADER_OR_FOLLOWER partition whose leader is a live
+/// broker, and returns those brokers' endpoints (each once). Error path only.
+fn leader_hints(image: &MetadataImage, version: i16, topics: &mut [TopicProduceResponse]) -> Vec<NodeEndpoint> {
+    let mut endpoints: Vec<NodeEndpoint> = Vec::new();
+    for t in topics {
+        let meta_topic = if version >= 13 { image.topic_by_id(t.topic_id.as_bytes()) } else { image.topic(t.name.0.as_str()) };
+        let not_leader = ErrorCode::NOT_LEADER_OR_FOLLOWER.code();
+        for resp in t.partition_responses.iter_mut().filter(|r| r.error_code == not_leader) {
+            let Some((leader, epoch)) = meta_topic.and_then(|m| m.partition(resp.index)).map(|p| (p.leader, p.leader_epoch)) else { continue };
+            let Some(b) = image.brokers.get(&leader).filter(|b| !b.fenced) else { continue };
+            resp.current_leader = LeaderIdAndEpoch::default().with_leader_id(BrokerId(leader)).with_leader_epoch(epoch);
+            if !endpoints.iter().any(|e| e.node_id.0 == leader) {
+                endpoints.push(NodeEndpoint::default().with_node_id(BrokerId(leader)).with_host(str_bytes(&b.host)).with_port(b.port).with_rack(b.rack.as_deref().map(str_bytes)));
+            }
+        }
+    }
+    endpoints
 }
 
 /// KIP-467 (Produce v8+; older versions drop both fields): each refused record's index

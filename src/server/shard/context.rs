@@ -58,7 +58,7 @@ impl ShardContext {
         log_dirs: Arc<LogDirs>,
     ) -> ShardContext {
         let committed = controller.clone();
-        let partitions = Rc::new(ShardPartitions::new(shard, Box::new(move || committed.shard_index())));
+        let partitions = Rc::new(ShardPartitions::new(shard, config.node_id, Box::new(move || committed.shard_index())));
         let router = Rc::new(ShardRouter::new(partitions.clone(), mesh));
         let coordinator = Rc::new(CoordinatorContext::new(group_config(&config), partitions.clone()));
         crate::group::ops::serve_group_ops(&router, &coordinator);

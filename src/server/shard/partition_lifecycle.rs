@@ -1,7 +1,9 @@
 //! The partition lifecycle of one shard: it applies each metadata update — opening
-//! (recovering) the partitions the controller placed on this shard, reconfiguring them,
-//! deleting them with their files — and then publishes the image, so operations routed
-//! by it find their partitions. The batch-cache budget is split over open partitions.
+//! (recovering) the partitions whose leader replica the controller placed on this
+//! broker's shard, closing those it no longer leads (keeping their files: the data is
+//! still this replica's), reconfiguring them, deleting them with their files — and then
+//! publishes the image, so operations routed by it find their partitions. Followers hold
+//! no open log until replication (issue 12) gives them one. The batch-cache budget is split over open partitions.
 use std::rc::Rc;
 
 use super::context::ShardContext;
@@ -61,7 +63,7 @@ impl ShardContext {
 
     async fn open_partition(&self, image: &MetadataImage, topic: &TopicMeta, index: i32) {
         let Some(meta) = topic.partition(index) else { return };
-        if meta.shard != self.shard || self.partitions.get(&topic.name, index).is_some() {
+        if meta.leader != self.config.node_id || meta.shard != self.shard || self.partitions.get(&topic.name, index).is_some() {
             return;
         }
         let count = self.partitions.count();
@@ -115,9 +117,36 @@ impl ShardContext {
                 }
                 // The coordinator reads group configs from the published image.
                 MetadataDelta::GroupConfigChanged { .. } => {}
+                // Handlers read the broker list from the published image.
+                MetadataDelta::BrokersChanged => {}
+                MetadataDelta::LeadersChanged { name } => {
+                    if let Some(topic) = image.topic(name) {
+                        self.follow_leaders(&image, topic).await;
+                    }
+                }
             }
         }
         self.partitions.publish(image);
+    }
+
+    /// Stops serving the partitions of `topic` this shard no longer leads, takes the new
+    /// leader epoch of those it still leads, then opens those it leads now.
+    async fn follow_leaders(&self, image: &MetadataImage, topic: &TopicMeta) {
+        for p in self.partitions.of_topic(&topic.name) {
+            match topic.partition(p.index).filter(|m| m.leader == self.config.node_id && m.shard == self.shard) {
+                Some(m) => p.set_leader_epoch(m.leader_epoch),
+                None => {
+                    if let Some(p) = self.partitions.remove(&topic.name, p.index) {
+                        tracing::info!(shard = self.shard, topic = %topic.name, partition = p.index, "no longer leading this partition (files kept)");
+                        p.close();
+                    }
+                }
+            }
+        }
+        for p in &topic.partitions {
+            self.open_partition(image, topic, p.partition).await;
+        }
+        self.rebalance_cache_budgets();
     }
 
     fn reconfigure_topic(&self, image: &MetadataImage, topic: &TopicMeta) {
@@ -128,11 +157,26 @@ impl ShardContext {
     }
 
     async fn delete_topic(&self, name: &str) {
+        let mut doomed: Vec<(i32, std::path::PathBuf)> = Vec::new();
         for (index, p) in self.partitions.remove_topic(name) {
             p.close();
             // Whichever log dir the partition is in.
-            let dir = p.dir();
-            drop(p);
+            doomed.push((index, p.dir()));
+        }
+        // This shard's replicas it does not serve now (another broker leads them, or
+        // nobody): their files go too, so a deletion removes the data on every broker.
+        let before = self.partitions.image();
+        let me = self.config.node_id;
+        for p in before.topic(name).map(|t| t.partitions.as_slice()).unwrap_or_default() {
+            let here = match p.replica_on(me) {
+                Some(r) => r.shard == self.shard,
+                None => p.replicas.is_empty() && p.shard == self.shard,
+            };
+            if here && !doomed.iter().any(|(i, _)| *i == p.partition) && self.log_dirs.dir_index_of(name, p.partition).is_some() {
+                doomed.push((p.partition, self.partition_dir(name, p.partition)));
+            }
+        }
+        for (index, dir) in doomed {
             // Kafka renames a deleted partition's directory, then removes it in the
             // background; the rename frees the name for a topic created right after.
             let mut doomed = dir.clone().into_os_string();

@@ -1,0 +1,96 @@
+//! Broker liveness as the quorum leader sees it: when it last heard each broker's
+//! heartbeat. In memory only (as Kafka's BrokerHeartbeatManager): a new leader starts with
+//! no history, so it gives every broker one session timeout from the moment it began
+//! leading before fencing anybody (else an election would fence the whole cluster).
+//!
+//! The controller thread asks `expired` on a timer and proposes a FenceBroker record for
+//! each answer; the clock is passed in, so this is tested without threads or sleeps.
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use crate::cluster::image::{BrokerId, MetadataImage};
+
+pub struct Liveness {
+    session_timeout: Duration,
+    /// The term this node leads and since when; None while it does not lead.
+    leading_since: Option<(u64, Instant)>,
+    /// Last heartbeat heard while leading, by broker (incarnation, when).
+    heard: HashMap<BrokerId, ([u8; 16], Instant)>,
+}
+
+impl Liveness {
+    pub fn new(session_timeout: Duration) -> Liveness {
+        Liveness { session_timeout, leading_since: None, heard: HashMap::new() }
+    }
+
+    /// Called on every timer tick and heartbeat with the term this node leads now (None:
+    /// it does not lead). A new term starts from nothing, even if this node led before:
+    /// in between, heartbeats went to another leader.
+    pub fn set_leading(&mut self, term: Option<u64>, now: Instant) {
+        if self.leading_since.map(|(t, _)| t) != term {
+            self.leading_since = term.map(|t| (t, now));
+            self.heard.clear();
+        }
+    }
+
+    pub fn heard(&mut self, broker: BrokerId, incarnation: [u8; 16], now: Instant) {
+        self.heard.insert(broker, (incarnation, now));
+    }
+
+    /// Unfenced brokers (other than `me`, whose controller is this very process) silent
+    /// for a session timeout: (id, incarnation) to fence. Empty unless leading.
+    pub fn expired(&self, image: &MetadataImage, me: BrokerId, now: Instant) -> Vec<(BrokerId, [u8; 16])> {
+        let Some((_, since)) = self.leading_since else { return Vec::new() };
+        image
+            .live_brokers()
+            .filter(|b| b.id != me)
+            .filter(|b| {
+                let last = match self.heard.get(&b.id) {
+                    Some((inc, at)) if *inc == b.incarnation => (*at).max(since),
+                    _ => since,
+                };
+                now.saturating_duration_since(last) > self.session_timeout
+            })
+            .map(|b| (b.id, b.incarnation))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::image::BrokerMeta;
+
+    fn image(ids: &[BrokerId]) -> MetadataImage {
+        let mut img = MetadataImage::default();
+        for id in ids {
+            img.brokers.insert(*id, BrokerMeta { id: *id, incarnation: [*id as u8; 16], host: "h".into(), port: 1, rack: None, shard_count: 1, fenced: false });
+        }
+        img
+    }
+
+    #[test]
+    fn fences_the_silent_after_a_grace_period_never_itself() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs(3);
+        let img = image(&[1, 2, 3]);
+        let mut l = Liveness::new(s);
+        assert!(l.expired(&img, 1, t0 + s * 10).is_empty(), "not leading");
+        l.set_leading(Some(1), t0);
+        assert!(l.expired(&img, 1, t0 + s).is_empty(), "grace period");
+        l.heard(2, [2; 16], t0 + s);
+        assert_eq!(l.expired(&img, 1, t0 + s + Duration::from_millis(1)), vec![(3, [3; 16])]);
+        // A heartbeat of an older incarnation does not keep the new one alive.
+        l.heard(3, [9; 16], t0 + s * 2);
+        assert_eq!(l.expired(&img, 1, t0 + s * 2 + Duration::from_millis(1)), vec![(2, [2; 16]), (3, [3; 16])]);
+        // Losing leadership forgets; leading again restarts the grace period.
+        l.set_leading(None, t0 + s * 3);
+        l.set_leading(Some(2), t0 + s * 4);
+        assert!(l.expired(&img, 1, t0 + s * 5).is_empty());
+        // So does a new term seen without the loss in between (re-elected between ticks).
+        l.heard(2, [2; 16], t0 + s * 5);
+        l.set_leading(Some(4), t0 + s * 5);
+        l.set_leading(Some(4), t0 + s * 6);
+        assert!(l.expired(&img, 1, t0 + s * 6).is_empty());
+    }
+}
