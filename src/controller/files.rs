@@ -1,24 +1,11 @@
 //! Small file helpers: durable atomic replace (write temp, fsync, rename, fsync dir).
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::Path;
 
 /// Replaces `path` with `bytes` so that after a crash the file holds either the old or the
-/// new contents, never a mix.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    fs::rename(&tmp, path)?;
-    sync_dir(path)
-}
+/// new contents, never a mix (storage's one implementation).
+pub use crate::storage::dma::write_atomic_blocking as write_atomic;
 
 /// fsyncs the directory holding `path`, so a create/rename in it is durable (storage's
 /// one directory-sync implementation; this thread may block).

@@ -128,6 +128,24 @@ pub async fn sync_parent_dir(path: &Path) -> Result<()> {
     }
 }
 
+/// Replaces `path` with `bytes` so that after a crash the file holds either the old or the
+/// new contents, never a mix: temp file, fsync, rename, fsync the directory. Blocking:
+/// shards run it through `spawn_blocking`, the controller's thread calls it directly.
+pub fn write_atomic_blocking(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => sync_dir_blocking(dir),
+        _ => Ok(()),
+    }
+}
+
 /// The blocking directory fsync behind `sync_dir`; never call it on a shard thread.
 pub fn sync_dir_blocking(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()

@@ -13,7 +13,7 @@
 //! Invariant: epochs and start offsets both strictly increase along the entries.
 use std::path::{Path, PathBuf};
 
-use super::dma::sync_dir_blocking;
+use super::dma::write_atomic_blocking;
 use super::{Result, StorageError};
 
 pub const LEADER_EPOCH_CHECKPOINT_FILE: &str = "leader-epoch-checkpoint";
@@ -134,17 +134,7 @@ impl LeaderEpochCache {
 async fn save_text(path: PathBuf, text: String) -> Result<()> {
     let p = path.clone();
     glommio::executor()
-        .spawn_blocking(move || -> std::io::Result<()> {
-            let tmp = p.with_extension("tmp");
-            {
-                use std::io::Write;
-                let mut f = std::fs::File::create(&tmp)?;
-                f.write_all(text.as_bytes())?;
-                f.sync_all()?;
-            }
-            std::fs::rename(&tmp, &p)?;
-            sync_dir_blocking(p.parent().unwrap_or(Path::new(".")))
-        })
+        .spawn_blocking(move || write_atomic_blocking(&p, text.as_bytes()))
         .await
         .map_err(|e| StorageError::io(format!("writing {}", path.display()), e))
 }

@@ -15,7 +15,7 @@ use std::path::Path;
 
 use base64::Engine;
 
-use super::dma::{sync_dir_blocking, sync_parent_dir};
+use super::dma::{sync_parent_dir, write_atomic_blocking};
 use super::{Result, StorageError};
 
 pub const PARTITION_METADATA_FILE: &str = "partition.metadata";
@@ -104,15 +104,7 @@ pub async fn record(dir: &Path, topic_id: [u8; 16]) -> Result<()> {
             if std::fs::read_to_string(&path).is_ok_and(|t| t == text) {
                 return Ok(());
             }
-            let tmp = d.join(format!("{PARTITION_METADATA_FILE}.tmp"));
-            {
-                use std::io::Write;
-                let mut f = std::fs::File::create(&tmp)?;
-                f.write_all(text.as_bytes())?;
-                f.sync_all()?;
-            }
-            std::fs::rename(&tmp, &path)?;
-            sync_dir_blocking(&d)
+            write_atomic_blocking(&path, text.as_bytes())
         })
         .await
         .map_err(|e| StorageError::io(format!("writing {}", dir.join(PARTITION_METADATA_FILE).display()), e))

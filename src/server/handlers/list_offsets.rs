@@ -32,12 +32,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListOffsetsR
                 partitions.push(resp.with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()));
                 continue;
             };
-            if p.current_leader_epoch >= 0 && p.current_leader_epoch > owner.leader_epoch {
-                partitions.push(resp.with_error_code(ErrorCode::UNKNOWN_LEADER_EPOCH.code()));
-                continue;
-            }
-            if p.current_leader_epoch >= 0 && p.current_leader_epoch < owner.leader_epoch {
-                partitions.push(resp.with_error_code(ErrorCode::FENCED_LEADER_EPOCH.code()));
+            if let Some(e) = super::leader_epoch_error(p.current_leader_epoch, owner.leader_epoch) {
+                partitions.push(resp.with_error_code(e.code()));
                 continue;
             }
             // Sent to its shard: error code 0 until the result is in. leader_epoch exists

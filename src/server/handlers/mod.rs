@@ -67,6 +67,19 @@ pub(crate) fn unknown_partitions(topic: Option<&crate::cluster::image::TopicMeta
     }
 }
 
+/// Kafka's check of a request's `current_leader_epoch` (-1: not given) against the
+/// partition's: a client ahead of this broker gets UNKNOWN_LEADER_EPOCH, one behind it
+/// FENCED_LEADER_EPOCH.
+pub(crate) fn leader_epoch_error(current_leader_epoch: i32, partition_epoch: i32) -> Option<ErrorCode> {
+    if current_leader_epoch < 0 || current_leader_epoch == partition_epoch {
+        None
+    } else if current_leader_epoch > partition_epoch {
+        Some(ErrorCode::UNKNOWN_LEADER_EPOCH)
+    } else {
+        Some(ErrorCode::FENCED_LEADER_EPOCH)
+    }
+}
+
 pub(crate) fn code(e: impl Into<ErrorCode>) -> i16 {
     e.into().code()
 }
