@@ -174,6 +174,7 @@ fn bench_fetch(c: &mut Criterion) {
                 })
                 .collect(),
         }],
+        node_endpoints: Vec::new(),
     };
     let mut g = c.benchmark_group("fetch_response");
     g.throughput(Throughput::Bytes(64 * records.len() as u64));

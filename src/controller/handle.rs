@@ -127,15 +127,18 @@ impl ControllerHandle {
         }
     }
 
+    /// `assignments`: broker ids per new partition, or empty for placement.
     pub async fn create_partitions(
         &self,
         name: String,
         total_count: i32,
+        assignments: Vec<Vec<i32>>,
         validate_only: bool,
     ) -> Result<(), ControllerError> {
         self.call(ClientRequest::CreatePartitions {
             name,
             total_count,
+            assignments,
             validate_only,
         })
         .await

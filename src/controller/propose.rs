@@ -184,11 +184,14 @@ fn live_topic<'a>(image: &'a MetadataImage, name: &str) -> Result<&'a TopicMeta,
         .ok_or_else(|| ControllerError::UnknownTopic(name.to_string()))
 }
 
+/// Grows `name` to `total_count` partitions; `assignments` (Kafka's explicit replica
+/// assignment, broker ids per new partition) is empty or names every new partition.
 pub fn create_partitions(
     _ctx: &ProposeCtx<'_>,
     image: &MetadataImage,
     name: &str,
     total_count: i32,
+    assignments: &[Vec<BrokerId>],
 ) -> Result<Command, ControllerError> {
     let topic = live_topic(image, name)?;
     let current = topic.partitions.len() as i32;
@@ -210,7 +213,25 @@ pub fn create_partitions(
     // New partitions get as many replicas as the topic's first partition has.
     let rf = topic.partitions.first().map_or(DEFAULT_REPLICATION_FACTOR, |p| p.replicas.len().max(1));
     // total_count > current >= 0, so the difference is positive.
-    let new_replicas = place(image, (total_count - current) as usize, rf, &[])?;
+    let added = (total_count - current) as usize;
+    if !assignments.is_empty() {
+        // Kafka's ReplicationControlManager messages, word for word.
+        if assignments.len() != added {
+            return Err(ControllerError::InvalidReplicaAssignment(format!(
+                "Attempted to add {added} additional partition(s), but only {} assignment(s) were specified.",
+                assignments.len()
+            )));
+        }
+        check_assignments(assignments)?;
+        if let Some((i, a)) = assignments.iter().enumerate().find(|(_, a)| a.len() != rf) {
+            return Err(ControllerError::InvalidReplicaAssignment(format!(
+                "The manual partition assignment includes the partition {} with {} replica(s), but this is not consistent with previous partitions, which have {rf} replica(s).",
+                current as usize + i,
+                a.len()
+            )));
+        }
+    }
+    let new_replicas = place(image, added, rf, assignments)?;
     Ok(Command::CreatePartitions {
         name: name.to_string(),
         topic_id: topic.topic_id,

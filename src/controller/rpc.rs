@@ -62,6 +62,8 @@ pub enum ClientRequest {
     CreatePartitions {
         name: String,
         total_count: i32,
+        /// Explicit replica assignment of the new partitions (broker ids); empty = placed.
+        assignments: Vec<Vec<BrokerId>>,
         validate_only: bool,
     },
     AlterConfigs {

@@ -526,9 +526,10 @@ async fn execute(
         ClientRequest::CreatePartitions {
             name,
             total_count,
+            assignments,
             validate_only,
         } => {
-            match propose::create_partitions(ctx, &image, &name, total_count) {
+            match propose::create_partitions(ctx, &image, &name, total_count, &assignments) {
                 Err(e) => Err(e),
                 Ok(_) if validate_only => Ok(ClientReply::Done),
                 Ok(cmd) => write(raft, cmd).await.map(|_| ClientReply::Done),

@@ -90,11 +90,11 @@ fn create_delete_alter_partitions_happy_path() {
     let v = block_on(h.create_topic("dry".into(), 5, 1, BTreeMap::new(), true)).unwrap();
     assert_eq!(v.partitions.len(), 5);
     assert!(h.image().topic("dry").is_none());
-    block_on(h.create_partitions("orders".into(), 10, true)).unwrap();
+    block_on(h.create_partitions("orders".into(), 10, vec![], true)).unwrap();
     assert_eq!(h.image().topic("orders").unwrap().partitions.len(), 3);
     assert!(rxs[0].try_recv().is_err());
 
-    block_on(h.create_partitions("orders".into(), 5, false)).unwrap();
+    block_on(h.create_partitions("orders".into(), 5, vec![], false)).unwrap();
     let parts = &h.image().topic("orders").unwrap().partitions.clone();
     assert_eq!(
         parts.iter().map(|p| p.partition).collect::<Vec<_>>(),
@@ -227,15 +227,15 @@ fn error_paths() {
         Err(ControllerError::UnknownTopic(_))
     ));
     assert!(matches!(
-        block_on(h.create_partitions("nope".into(), 3, false)),
+        block_on(h.create_partitions("nope".into(), 3, vec![], false)),
         Err(ControllerError::UnknownTopic(_))
     ));
     assert!(matches!(
-        block_on(h.create_partitions("a.b".into(), 1, false)),
+        block_on(h.create_partitions("a.b".into(), 1, vec![], false)),
         Err(ControllerError::InvalidPartitions(_))
     ));
     assert!(matches!(
-        block_on(h.create_partitions("a.b".into(), 0, false)),
+        block_on(h.create_partitions("a.b".into(), 0, vec![], false)),
         Err(ControllerError::InvalidPartitions(_))
     ));
     let alter = |ops| block_on(h.alter_topic_configs("a.b".into(), ops, false));
@@ -302,7 +302,7 @@ fn placement_balances_across_topics() {
     block_on(h.create_topic("b".into(), 2, 1, BTreeMap::new(), false)).unwrap();
     assert_eq!(shards("b"), vec![1, 2]);
     block_on(h.delete_topic("a".into())).unwrap();
-    block_on(h.create_partitions("b".into(), 4, false)).unwrap();
+    block_on(h.create_partitions("b".into(), 4, vec![], false)).unwrap();
     assert_eq!(shards("b"), vec![1, 2, 0, 0]);
     stop(&h);
 }
@@ -318,7 +318,7 @@ fn populate(h: &ControllerHandle) {
     .unwrap();
     block_on(h.create_topic("t2".into(), 1, 1, BTreeMap::new(), false)).unwrap();
     block_on(h.create_topic("gone".into(), 2, 1, BTreeMap::new(), false)).unwrap();
-    block_on(h.create_partitions("t2".into(), 3, false)).unwrap();
+    block_on(h.create_partitions("t2".into(), 3, vec![], false)).unwrap();
     block_on(h.alter_topic_configs(
         "t2".into(),
         vec![ConfigOp::Set("retention.bytes".into(), "123".into())],
@@ -571,7 +571,7 @@ mod simulation {
                 1 => propose::delete_topic(&img, &name),
                 2 => {
                     let total = rng.below(10) as i32;
-                    propose::create_partitions(&ctx, &img, &name, total)
+                    propose::create_partitions(&ctx, &img, &name, total, &[])
                 }
                 3 => {
                     let op = match rng.below(3) {

@@ -14,7 +14,8 @@
 //!   bytes); v12+ tagged fields: 0 diverging_epoch, 1 current_leader, 2 snapshot_id
 //!   (written only when set, as Kafka does)
 //! - v12+: compact arrays/strings/bytes and tagged-field sections on every struct; the
-//!   top-level node_endpoints (tag 0, v16+) is omitted.
+//!   top-level node_endpoints (tag 0, v16+: the leaders named in `current_leader`, KIP-951)
+//!   is written only when non-empty.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::protocol::StrBytes;
@@ -40,12 +41,23 @@ pub struct CurrentLeader {
     pub leader_epoch: i32,
 }
 
+/// A broker named in a partition's `current_leader` (top-level tag 0, v16+, KIP-951).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeEndpoint {
+    pub node_id: i32,
+    pub host: StrBytes,
+    pub port: i32,
+    pub rack: Option<StrBytes>,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct FetchResponseParts {
     pub throttle_time_ms: i32,
     pub error_code: i16,
     pub session_id: i32,
     pub topics: Vec<FetchTopicParts>,
+    /// Written for v16+ only, and only when non-empty (as Kafka does).
+    pub node_endpoints: Vec<NodeEndpoint>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -132,6 +144,20 @@ fn put_string(buf: &mut BytesMut, flexible: bool, s: &str) {
         buf.put_i16(bytes.len() as i16);
     }
     buf.put_slice(bytes);
+}
+
+fn uvarint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// Bytes of the node_endpoints tagged field's value (compact array of endpoints).
+fn node_endpoints_size(endpoints: &[NodeEndpoint]) -> usize {
+    let compact = |n: usize| uvarint_len(n as u64 + 1) + n;
+    uvarint_len(endpoints.len() as u64 + 1)
+        + endpoints
+            .iter()
+            .map(|e| 4 + compact(e.host.len()) + 4 + e.rack.as_ref().map_or(1, |r| compact(r.len())) + 1)
+            .sum::<usize>()
 }
 
 /// A Fetch response that cannot be framed: lengths on the wire are i32. The fetch
@@ -270,7 +296,27 @@ pub fn write_fetch_response(correlation_id: i32, version: i16, parts: &FetchResp
         }
     }
     if flexible {
-        put_uvarint(&mut buf, 0); // top-level tagged fields (node_endpoints omitted)
+        if version >= 16 && !parts.node_endpoints.is_empty() {
+            put_uvarint(&mut buf, 1); // one top-level tagged field: node_endpoints
+            put_uvarint(&mut buf, 0); // tag
+            let size = node_endpoints_size(&parts.node_endpoints);
+            put_uvarint(&mut buf, size as u64);
+            let before = buf.len();
+            put_array_len(&mut buf, true, parts.node_endpoints.len());
+            for e in &parts.node_endpoints {
+                buf.put_i32(e.node_id);
+                put_string(&mut buf, true, e.host.as_str());
+                buf.put_i32(e.port);
+                match &e.rack {
+                    Some(r) => put_string(&mut buf, true, r.as_str()),
+                    None => put_uvarint(&mut buf, 0),
+                }
+                put_uvarint(&mut buf, 0);
+            }
+            debug_assert_eq!(buf.len() - before, size, "node_endpoints size");
+        } else {
+            put_uvarint(&mut buf, 0); // no top-level tagged fields
+        }
     }
     flush(&mut buf, &mut first, &mut out, &mut total);
 
@@ -291,7 +337,8 @@ mod tests {
     use super::*;
     use bytes::Buf;
     use kafka_protocol::messages::fetch_response::{
-        AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, PartitionData,
+        AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint as CodecNodeEndpoint,
+        PartitionData,
     };
     use kafka_protocol::messages::{FetchResponse, ResponseHeader, TopicName};
     use kafka_protocol::protocol::{Decodable, Encodable};
@@ -311,6 +358,19 @@ mod tests {
         let mut r = FetchResponse::default().with_throttle_time_ms(parts.throttle_time_ms);
         if version >= 7 {
             r = r.with_error_code(parts.error_code).with_session_id(parts.session_id);
+        }
+        if version >= 16 {
+            r.node_endpoints = parts
+                .node_endpoints
+                .iter()
+                .map(|e| {
+                    CodecNodeEndpoint::default()
+                        .with_node_id(e.node_id.into())
+                        .with_host(e.host.clone())
+                        .with_port(e.port)
+                        .with_rack(e.rack.clone())
+                })
+                .collect();
         }
         r.with_responses(
             parts
@@ -415,6 +475,10 @@ mod tests {
                 },
                 FetchTopicParts { name: StrBytes::from_static_str("empty"), topic_id: [7; 16], partitions: vec![] },
             ],
+            node_endpoints: vec![
+                NodeEndpoint { node_id: 2, host: StrBytes::from_static_str("broker-2"), port: 9092, rack: Some(StrBytes::from_static_str("r1")) },
+                NodeEndpoint { node_id: 3, host: StrBytes::from_static_str("10.0.0.3"), port: 19093, rack: None },
+            ],
         }
     }
 
@@ -445,7 +509,8 @@ mod tests {
 
     #[test]
     fn matches_codec_encoding_byte_for_byte() {
-        // For a response without tagged extras, our bytes equal the codec's encoding.
+        // Without partition-level tagged extras (whose order the codec may choose), our
+        // bytes equal the codec's encoding, node_endpoints included.
         let mut parts = sample();
         for p in &mut parts.topics[0].partitions {
             p.current_leader = None;
@@ -529,12 +594,21 @@ mod tests {
                 topic_id,
                 partitions,
             });
-        (any::<i32>(), any::<i16>(), any::<i32>(), proptest::collection::vec(topic, 0..4)).prop_map(
-            |(throttle_time_ms, error_code, session_id, topics)| FetchResponseParts {
+        let endpoint = (any::<i32>(), "[a-z0-9.-]{0,200}", any::<i32>(), proptest::option::of("[a-z0-9-]{0,20}"))
+            .prop_map(|(node_id, host, port, rack)| NodeEndpoint {
+                node_id,
+                host: StrBytes::from_string(host),
+                port,
+                rack: rack.map(StrBytes::from_string),
+            });
+        let endpoints = proptest::collection::vec(endpoint, 0..3);
+        (any::<i32>(), any::<i16>(), any::<i32>(), proptest::collection::vec(topic, 0..4), endpoints).prop_map(
+            |(throttle_time_ms, error_code, session_id, topics, node_endpoints)| FetchResponseParts {
                 throttle_time_ms,
                 error_code,
                 session_id,
                 topics,
+                node_endpoints,
             },
         )
     }

@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use glommio::{LocalExecutorBuilder, Placement as GlommioPlacement};
 
 use super::connection;
+use super::stray_partitions;
 use super::shard::{cleaner_loop, follow_metadata, retention_loop, ShardContext};
 use crate::cluster::topic_config::{TimestampType, TopicConfigDefaults};
 use crate::config::Config;
@@ -179,6 +180,9 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         ..ControllerConfig::default()
     })
     .context("starting the controller")?;
+    // The recovered image holds every change committed before this start: remove the
+    // partitions it no longer gives this broker before a shard could open one.
+    stray_partitions::remove_stray_partitions(&controller.image(), config.node_id, &log_dirs);
     ensure_offsets_topic(&controller, &config, voter_count)?;
     let (mesh, inboxes) = Mesh::new(shard_count);
     let config = Arc::new(config);

@@ -19,6 +19,7 @@ measured by benches/broker_fencing.py.
 
 from __future__ import annotations
 
+import struct
 import time
 import uuid
 
@@ -28,7 +29,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 import conftest
 from kafkawire import (FlexReader, compact_array, compact_nullable_string, compact_string, flexible_roundtrip, i16, i32,
-                       parse_produce_v8, produce_v8_request, record_batch, roundtrip, uvarint)
+                       i64, parse_produce_v8, produce_v8_request, record_batch, roundtrip, uvarint)
 
 DEADLINE_S = 60
 RACKS = ["rack-a", "rack-b", "rack-c"]
@@ -205,6 +206,75 @@ def test_not_leader_names_the_leader_kip_951(cluster):
         assert produce_v10(lead.bootstrap, topic, part, batch)[:2] == (0, None)
 
 
+def topic_id(node, topic: str) -> bytes:
+    from confluent_kafka import TopicCollection
+    a = admin(node)  # kept referenced until the result is in (else the handle is destroyed)
+    d = a.describe_topics(TopicCollection([topic]))[topic].result(timeout=30)
+    u = d.topic_id
+    return struct.pack(">qq", u.get_most_significant_bits(), u.get_least_significant_bits())
+
+
+def fetch_v16(bootstrap: str, tid: bytes, partition: int) -> tuple[int, tuple | None, dict]:
+    """Fetch v16 of one partition from offset 0: (error code, KIP-951 current leader
+    (id, epoch) or None, node endpoints {id: (host, port, rack)})."""
+    part = i32(partition) + i32(-1) + i64(0) + i32(-1) + i64(-1) + i32(1 << 20) + uvarint(0)
+    body = (i32(0) + i32(1) + i32(1 << 20) + struct.pack(">b", 0) + i32(0) + i32(-1)
+            + compact_array([tid + compact_array([part]) + uvarint(0)])
+            + compact_array([]) + compact_string(""))
+    r = flexible_roundtrip(bootstrap, 1, 16, body)
+    r.i32(), r.i16(), r.i32()  # throttle, error, session
+
+    def tagged(read_tag) -> None:
+        for _ in range(r.uvarint()):
+            tag, size = r.uvarint(), r.uvarint()
+            end = r.i + size
+            read_tag(tag)
+            r.i = end
+
+    out = {}
+
+    def partition_response():
+        idx, code = r.i32(), r.i16()
+        r.i64(), r.i64(), r.i64()
+        r.array(lambda: (r.i64(), r.i64(), r.tags()))
+        r.i32()
+        r.compact_bytes()
+        leader = [None]
+
+        def read(tag):
+            if tag == 1:
+                leader[0] = (r.i32(), r.i32())
+        tagged(read)
+        out[idx] = (code, leader[0])
+
+    r.array(lambda: (r.uuid(), r.array(partition_response), r.tags()))
+    endpoints = {}
+
+    def read_top(tag):
+        if tag == 0:
+            for nid, host, port, rack, _ in r.array(lambda: (r.i32(), r.compact_string(), r.i32(), r.compact_string(), r.tags())):
+                endpoints[nid] = (host, port, rack)
+    tagged(read_top)
+    code, leader = out[partition]
+    return code, leader, endpoints
+
+
+def test_fetch_from_a_follower_names_the_leader_kip_951(cluster):
+    topic = f"kip951f-{uuid.uuid4().hex[:8]}"
+    create(cluster.node(1), topic, 3)
+    for nd in cluster.nodes:
+        ls = wait_for("leaders", lambda: (l := leaders(nd, topic)) and len(l) == 3 and -1 not in l.values() and l)
+    tid = topic_id(cluster.node(1), topic)
+    for part, leader in ls.items():
+        other = next(nd for nd in cluster.nodes if nd.node_id != leader)
+        code, current, endpoints = fetch_v16(other.bootstrap, tid, part)
+        assert code == KafkaError.NOT_LEADER_FOR_PARTITION, (part, code)
+        assert current is not None and current[0] == leader
+        lead = cluster.node(leader)
+        assert endpoints == {leader: ("127.0.0.1", lead.port, RACKS[leader - 1])}
+        assert fetch_v16(lead.bootstrap, tid, part) == (0, None, {})
+
+
 def test_replication_factor_above_the_broker_count_is_refused(cluster):
     name = f"rf4-{uuid.uuid4().hex[:8]}"
     a = admin(cluster.node(1))
@@ -286,3 +356,54 @@ def test_delete_topics_removes_the_data_on_every_broker(cluster):
     a = admin(cluster.node(2))
     a.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
     wait_for("every broker removed the topic's files", lambda: dirs() == [])
+
+
+def test_a_topic_deleted_while_a_broker_was_down_leaves_no_files_there(cluster):
+    """Stray partitions (Kafka's KAFKA-14616): the deletion committed while broker 3 was
+    down never reached its shards; at its next start it removes the directories the
+    metadata no longer gives it, before any shard opens them."""
+    topic = f"stray-{uuid.uuid4().hex[:8]}"
+    create(cluster.node(1), topic, 6)
+    wait_for("leaders on every broker",
+             lambda: (l := leaders(cluster.node(1), topic)) and set(l.values()) == {1, 2, 3})
+    p = Producer({"bootstrap.servers": cluster.node(1).bootstrap, "acks": "all"})
+    for i in range(60):
+        p.produce(topic, value=b"x", partition=i % 6)
+    assert p.flush(60) == 0
+    victim = cluster.node(3)
+    mine = sorted(victim.data_dir.rglob(f"{topic}-*"))
+    assert mine, "broker 3 holds some of the topic's partitions"
+    victim.kill9()
+    a = admin(cluster.node(1))
+    wait_for("broker 3 fenced", lambda: 3 not in a.list_topics(timeout=10).brokers)
+    a.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
+    assert sorted(victim.data_dir.rglob(f"{topic}-*")) == mine, "a killed broker's files stay until it starts"
+    victim.start()
+    cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[victim])
+    assert sorted(victim.data_dir.rglob(f"{topic}-*")) == []
+    assert "removing a stray partition directory" in victim.log_since_start()
+
+
+def test_create_partitions_with_an_explicit_assignment(cluster):
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import NewPartitions
+    topic = f"grow-{uuid.uuid4().hex[:8]}"
+    create(cluster.node(1), topic, 2)
+    a = admin(cluster.node(2))
+
+    def refused(total: int, assignment: list[list[int]]) -> int:
+        f = a.create_partitions([NewPartitions(topic, total, replica_assignment=assignment)], operation_timeout=30)[topic]
+        with pytest.raises(KafkaException) as e:
+            f.result(timeout=60)
+        return e.value.args[0].code()
+
+    assert refused(4, [[2]]) == KafkaError.INVALID_REPLICA_ASSIGNMENT  # one assignment for two new partitions
+    assert refused(4, [[2], [9]]) == KafkaError.INVALID_REPLICA_ASSIGNMENT  # no broker 9
+    assert refused(4, [[2], [2, 3]]) == KafkaError.INVALID_REPLICA_ASSIGNMENT  # replication factor differs
+    a.create_partitions([NewPartitions(topic, 4, replica_assignment=[[3], [2]])], operation_timeout=30)[topic].result(timeout=60)
+    ls = wait_for("4 partitions led", lambda: (l := leaders(cluster.node(1), topic)) and len(l) == 4 and -1 not in l.values() and l)
+    assert (ls[2], ls[3]) == (3, 2), ls
+    p = Producer({"bootstrap.servers": cluster.node(1).bootstrap, "acks": "all"})
+    for part in (2, 3):
+        p.produce(topic, value=b"v", partition=part)
+    assert p.flush(60) == 0

@@ -1,11 +1,11 @@
-//! CreatePartitions: grow a topic to `count` partitions (never shrink).
+//! CreatePartitions: grow a topic to `count` partitions (never shrink), placed by the
+//! controller or on the brokers an explicit assignment names.
 use std::rc::Rc;
 
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsRequest;
 use kafka_protocol::messages::create_partitions_response::{CreatePartitionsResponse, CreatePartitionsTopicResult};
 
 use super::{code, str_bytes};
-use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -14,17 +14,14 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreatePartit
     let mut changed = false;
     for t in req.topics {
         let mut r = CreatePartitionsTopicResult::default().with_name(t.name.clone());
-        let foreign = t.assignments.iter().flatten().any(|a| a.broker_ids.iter().any(|b| b.0 != ctx.config.node_id));
-        if foreign {
-            r.error_code = ErrorCode::INVALID_REPLICA_ASSIGNMENT.code();
-            r.error_message = Some(str_bytes("every replica must be this broker"));
-        } else {
-            match ctx.controller.create_partitions(t.name.0.to_string(), t.count, req.validate_only).await {
-                Ok(()) => changed |= !req.validate_only,
-                Err(e) => {
-                    r.error_code = code(&e);
-                    r.error_message = Some(str_bytes(&e.to_string()));
-                }
+        // Kafka: a null assignment lets the controller place the new partitions.
+        let assignments: Vec<Vec<i32>> =
+            t.assignments.iter().flatten().map(|a| a.broker_ids.iter().map(|b| b.0).collect()).collect();
+        match ctx.controller.create_partitions(t.name.0.to_string(), t.count, assignments, req.validate_only).await {
+            Ok(()) => changed |= !req.validate_only,
+            Err(e) => {
+                r.error_code = code(&e);
+                r.error_message = Some(str_bytes(&e.to_string()));
             }
         }
         results.push(r);

@@ -18,7 +18,10 @@ use futures::FutureExt;
 use kafka_protocol::messages::fetch_request::FetchRequest;
 
 use super::{code, str_bytes};
-use crate::protocol::{write_fetch_response, ErrorCode, FetchPartitionParts, FetchResponseParts, FetchTopicParts};
+use crate::cluster::image::MetadataImage;
+use crate::protocol::{
+    write_fetch_response, CurrentLeader, ErrorCode, FetchPartitionParts, FetchResponseParts, FetchTopicParts, NodeEndpoint,
+};
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::cluster::router::{OpBatch, OpOutput, PartitionOp};
 use crate::partition::ReadLimit;
@@ -144,10 +147,14 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
         let topic = if meta.version >= 13 { image.topic_by_id(t.topic_id.as_bytes()) } else { image.topic(t.topic.0.as_str()) };
         let unknown = if meta.version >= 13 { ErrorCode::UNKNOWN_TOPIC_ID } else { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION };
         for p in &t.partitions {
+            // A partition another broker leads (or none) is not read here: Kafka answers
+            // NOT_LEADER_OR_FOLLOWER (with the leader, v16+: see `leader_hints`).
             let owner = topic
                 .and_then(|tm| tm.partition(p.partition))
-                .map(|x| (x.shard, x.leader_epoch))
-                .ok_or(if topic.is_some() { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION } else { unknown });
+                .ok_or(if topic.is_some() { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION } else { unknown })
+                .and_then(|x| {
+                    if x.leader == ctx.config.node_id { Ok((x.shard, x.leader_epoch)) } else { Err(ErrorCode::NOT_LEADER_OR_FOLLOWER) }
+                });
             requested.push(RequestedPartition {
                 topic: topic.map(|x| x.name.clone()).unwrap_or_else(|| t.topic.0.to_string()),
                 topic_id: *t.topic_id.as_bytes(),
@@ -200,7 +207,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
             t.partitions.push(p.part);
         }
     }
-    let mut resp = FetchResponseParts { throttle_time_ms: 0, error_code: 0, session_id: 0, topics };
+    let node_endpoints = if meta.version >= 16 { leader_hints(&image, &mut topics) } else { Vec::new() };
+    let mut resp = FetchResponseParts { throttle_time_ms: 0, error_code: 0, session_id: 0, topics, node_endpoints };
     match write_fetch_response(meta.correlation_id, meta.version, &resp) {
         Ok(frames) => Response::Frames(frames),
         Err(e) => {
@@ -217,6 +225,27 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
             }
         }
     }
+}
+
+/// KIP-951 (Fetch v16+, as Kafka's KafkaApis): each partition answered
+/// NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names its current leader when a live
+/// broker leads it, and the response carries those brokers' endpoints (each once), so the
+/// consumer moves without a metadata round trip. Error path only.
+fn leader_hints(image: &MetadataImage, topics: &mut [FetchTopicParts]) -> Vec<NodeEndpoint> {
+    let hinted = [ErrorCode::NOT_LEADER_OR_FOLLOWER.code(), ErrorCode::FENCED_LEADER_EPOCH.code()];
+    let mut endpoints: Vec<NodeEndpoint> = Vec::new();
+    for t in topics {
+        let Some(meta_topic) = image.topic(t.name.as_str()) else { continue };
+        for p in t.partitions.iter_mut().filter(|p| hinted.contains(&p.error_code)) {
+            let Some(pm) = meta_topic.partition(p.partition_index) else { continue };
+            let Some(b) = image.brokers.get(&pm.leader).filter(|b| !b.fenced) else { continue };
+            p.current_leader = Some(CurrentLeader { leader_id: pm.leader, leader_epoch: pm.leader_epoch });
+            if !endpoints.iter().any(|e| e.node_id == pm.leader) {
+                endpoints.push(NodeEndpoint { node_id: b.id, host: str_bytes(&b.host), port: b.port, rack: b.rack.as_deref().map(str_bytes) });
+            }
+        }
+    }
+    endpoints
 }
 
 /// Reads every requested partition within `budget` (see the module header): in waves of

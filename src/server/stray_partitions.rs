@@ -1,0 +1,187 @@
+//! Start-up removal of stray partition directories, as Kafka's KRaft brokers do
+//! (KAFKA-14616): a directory is stray when the committed metadata no longer gives this
+//! broker that partition. That happens when a topic was deleted while the broker was down
+//! (its shards never saw the deletion, so nothing else would remove the files), when a
+//! topic lost partitions' worth of directories to a deletion interrupted by a crash
+//! (`<dir>.<ms>-delete` left behind), or when the directory belongs to an older topic of
+//! the same name (its `partition.metadata` names another topic id).
+//!
+//! Runs on the start-up thread after the controller has recovered (its image holds every
+//! change committed before this process started: `controller::start` returns only once
+//! the committed log is applied) and before any shard opens a partition, so no directory
+//! it looks at is in use and none can be created under it meanwhile. A directory is
+//! renamed to `<dir>.<ms>-stray` (durably) before its files go, so a crash midway never
+//! brings it back under its name; leftover `-stray` and `-delete` directories are removed.
+use std::path::{Path, PathBuf};
+
+use crate::cluster::image::{BrokerId, MetadataImage};
+use crate::storage::log_dirs::LogDirs;
+use crate::storage::partition_metadata::{self, PARTITION_METADATA_FILE};
+
+/// Why a partition directory is stray.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stray {
+    /// Its topic is not in the metadata (deleted while this broker was down).
+    UnknownTopic,
+    /// The topic has no partition with this index.
+    UnknownPartition,
+    /// `partition.metadata` names another topic (an older topic of the same name).
+    OtherTopicId,
+    /// The partition's replicas do not include this broker.
+    NotAReplica,
+}
+
+/// Splits `<topic>-<n>` (the `LogDirs` naming) into topic and partition.
+fn parse_partition_dir(name: &str) -> Option<(&str, i32)> {
+    let (topic, n) = name.rsplit_once('-')?;
+    let n: i32 = n.parse().ok().filter(|n| *n >= 0)?;
+    (!topic.is_empty()).then_some((topic, n))
+}
+
+/// Whether the partition directory `dir` (named `name`) is stray for broker `me`.
+pub fn classify(image: &MetadataImage, me: BrokerId, dir: &Path, name: &str) -> Option<Stray> {
+    let (topic, index) = parse_partition_dir(name)?;
+    let Some(t) = image.topic(topic) else { return Some(Stray::UnknownTopic) };
+    let Some(p) = t.partition(index) else { return Some(Stray::UnknownPartition) };
+    // No file (written by an older shardlog) or an unreadable one: kept, and adopted or
+    // checked again when the partition opens (`partition_metadata::discard_if_stray`).
+    let recorded = std::fs::read_to_string(dir.join(PARTITION_METADATA_FILE)).ok().and_then(|s| partition_metadata::decode(&s));
+    if recorded.is_some_and(|id| id != t.topic_id) {
+        return Some(Stray::OtherTopicId);
+    }
+    // Empty replicas: metadata from before brokers existed, adopted by this broker later.
+    if !p.replicas.is_empty() && p.replica_on(me).is_none() {
+        return Some(Stray::NotAReplica);
+    }
+    None
+}
+
+/// Whether `name` is a directory already on its way out (`.<ms>-delete` / `.<ms>-stray`).
+fn is_doomed(name: &str) -> bool {
+    name.rsplit_once('.').is_some_and(|(_, tail)| tail.ends_with("-delete") || tail.ends_with("-stray"))
+}
+
+/// Removes the stray partition directories of every log dir (see the module header) and
+/// the leftovers of interrupted removals. Returns the stray partitions removed.
+/// Blocking (std::fs): call before the shards start.
+pub fn remove_stray_partitions(image: &MetadataImage, me: BrokerId, log_dirs: &LogDirs) -> Vec<(PathBuf, Stray)> {
+    let mut removed = Vec::new();
+    for dir in log_dirs.dirs() {
+        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        for entry in entries.flatten() {
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let path = entry.path();
+            if is_doomed(&name) {
+                if let Err(e) = std::fs::remove_dir_all(&path) {
+                    tracing::warn!(dir = %path.display(), error = %e, "cannot remove a deleted partition's leftover directory");
+                }
+                continue;
+            }
+            let Some(why) = classify(image, me, &path, &name) else { continue };
+            let Some((topic, index)) = parse_partition_dir(&name) else { continue };
+            let mut doomed = path.clone().into_os_string();
+            doomed.push(format!(".{}-stray", crate::runtime::now_ms()));
+            let renamed = std::fs::rename(&path, &doomed).and_then(|()| crate::storage::dma::sync_dir_blocking(dir));
+            match renamed {
+                Ok(()) => {
+                    log_dirs.forget(topic, index);
+                    tracing::warn!(dir = %path.display(), reason = ?why, "removing a stray partition directory (the committed metadata does not give this broker that partition)");
+                    if let Err(e) = std::fs::remove_dir_all(&doomed) {
+                        tracing::warn!(dir = ?doomed, error = %e, "cannot remove a stray partition directory; it is removed at the next start");
+                    }
+                    removed.push((path, why));
+                }
+                Err(e) => tracing::warn!(dir = %path.display(), error = %e, "cannot rename a stray partition directory; it is kept"),
+            }
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::image::{PartitionMeta, ReplicaMeta, TopicMeta};
+
+    fn topic(name: &str, id: u8, replicas_per_partition: &[&[BrokerId]]) -> TopicMeta {
+        TopicMeta {
+            name: name.into(),
+            topic_id: [id; 16],
+            partitions: replicas_per_partition
+                .iter()
+                .enumerate()
+                .map(|(i, rs)| PartitionMeta {
+                    partition: i as i32,
+                    shard: 0,
+                    replicas: rs.iter().map(|&broker| ReplicaMeta { broker, shard: 0 }).collect(),
+                    leader: rs.first().copied().unwrap_or(-1),
+                    isr: rs.to_vec(),
+                    leader_epoch: 0,
+                    partition_epoch: 0,
+                })
+                .collect(),
+            configs: Default::default(),
+        }
+    }
+
+    fn mkdir(root: &Path, name: &str, topic_id: Option<u8>) {
+        let d = root.join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("00000000000000000000.log"), b"data").unwrap();
+        if let Some(id) = topic_id {
+            std::fs::write(d.join(PARTITION_METADATA_FILE), partition_metadata::encode(&[id; 16])).unwrap();
+        }
+    }
+
+    #[test]
+    fn only_what_the_metadata_does_not_give_this_broker_is_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        let mut image = MetadataImage::default();
+        for t in [topic("kept", 1, &[&[1], &[1, 2]]), topic("moved", 2, &[&[2]]), topic("re-made", 3, &[&[1]]), topic("old", 4, &[&[]])] {
+            image.topics.insert(t.name.clone(), t);
+        }
+        mkdir(&a, "kept-0", Some(1));
+        mkdir(&b, "kept-1", None); // no partition.metadata: adopted, kept
+        mkdir(&a, "kept-2", Some(1)); // no such partition
+        mkdir(&a, "gone-0", Some(9)); // topic deleted while down
+        mkdir(&b, "moved-0", Some(2)); // not a replica here
+        mkdir(&a, "re-made-0", Some(8)); // an older topic of the same name
+        mkdir(&b, "old-0", None); // replicas from before brokers existed
+        mkdir(&a, "gone-1.1700000000000-delete", None); // an interrupted deletion
+        mkdir(&b, "gone-2.1700000000000-stray", None);
+        std::fs::create_dir_all(a.join("controller")).unwrap();
+        let log_dirs = LogDirs::open(&[a.clone(), b.clone()]).unwrap();
+        let mut removed = remove_stray_partitions(&image, 1, &log_dirs);
+        removed.sort();
+        let mut want = vec![
+            (a.join("gone-0"), Stray::UnknownTopic),
+            (a.join("kept-2"), Stray::UnknownPartition),
+            (a.join("re-made-0"), Stray::OtherTopicId),
+            (b.join("moved-0"), Stray::NotAReplica),
+        ];
+        want.sort();
+        assert_eq!(removed.iter().map(|(p, w)| (std::path::absolute(p).unwrap(), w.clone())).collect::<Vec<_>>(),
+            want.iter().map(|(p, w)| (std::path::absolute(p).unwrap(), w.clone())).collect::<Vec<_>>());
+        let left = |d: &Path| {
+            let mut v: Vec<String> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(left(&a), vec!["controller", "kept-0"]);
+        assert_eq!(left(&b), vec!["kept-1", "old-0"]);
+        assert_eq!(log_dirs.partition_counts(), vec![1, 2], "removed partitions are forgotten by the placement table");
+    }
+
+    #[test]
+    fn partition_dir_names_parse_as_log_dirs_names_them() {
+        assert_eq!(parse_partition_dir("a-b-3"), Some(("a-b", 3)));
+        for not in ["controller", "-1", "t-", "t-x", "t-2147483648"] {
+            assert_eq!(parse_partition_dir(not), None, "{not}");
+        }
+        assert!(is_doomed("t-0.1700000000000-delete") && is_doomed("t-0.17-stray") && !is_doomed("t-0") && !is_doomed("a.b-0"));
+    }
+}
