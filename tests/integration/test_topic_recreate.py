@@ -6,7 +6,8 @@ directory's `partition.metadata`, Kafka's file) tells two topics of one name apa
 files of a deleted topic can outlive it: the broker may be killed between the committed
 DeleteTopics and the removal of its files, and in a cluster a broker may be down while a
 topic is deleted. This test puts such a directory back by hand (saved before the delete,
-restored after), which is what the broker finds on disk in both cases.
+restored after), which is what the broker finds on disk in both cases. It is removed at
+the next start (stray partitions, as Kafka's KRaft brokers do).
 """
 from __future__ import annotations
 
@@ -49,6 +50,11 @@ def test_recreated_topic_does_not_serve_a_deleted_topics_leftover_directory(brok
     shutil.copytree(saved, part_dir)  # the leftover: as if the delete had not reached the files
 
     b.start()
+    # The metadata no longer has the topic: the directory is stray and goes at start-up,
+    # before any shard could open it (server/stray_partitions.rs). Had it survived (the
+    # open-time check, partition_metadata.rs), its other topic id would still keep it out.
+    assert "removing a stray partition directory" in b.log_path.read_text(errors="replace")
+    assert not part_dir.exists(), "the stray directory was removed at start-up"
     admin_create_topic(b.bootstrap, topic, 1)
     assert watermarks(b.bootstrap, topic, 1)[0] == (0, 0), "the new topic starts empty"
     new_meta = (part_dir / META).read_text()
@@ -56,7 +62,6 @@ def test_recreated_topic_does_not_serve_a_deleted_topics_leftover_directory(brok
     produce_confluent(b.bootstrap, topic, [Rec(b"k", b"new", (), None)])
     got = consume_confluent(b.bootstrap, topic, 1)[0]
     assert [(m.offset, m.value) for m in got] == [(0, b"new")]
-    assert "removed a partition directory left by a deleted topic" in b.log_path.read_text(errors="replace")
 
     # A restart keeps the new topic's data: its own directory is never taken for stray.
     b.stop()
