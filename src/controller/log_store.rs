@@ -68,7 +68,7 @@ fn invalid(msg: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, msg)
 }
 
-fn encode_entry(out: &mut Vec<u8>, entry: &Entry) -> io::Result<()> {
+pub(super) fn encode_entry(out: &mut Vec<u8>, entry: &Entry) -> io::Result<()> {
     let json = serde_json::to_vec(entry).map_err(|e| invalid(format!("encode log entry: {e}")))?;
     if json.len() > MAX_ENTRY_BYTES {
         return Err(invalid(format!(

@@ -21,6 +21,7 @@
 //! - `rpc_server.rs`    the receiving side on the controller listener
 //! - `handle.rs`        `ControllerHandle`, the request channel
 //! - `server.rs`        the controller thread: runtime, raft start-up, request loop, forwarding
+//! - `scale.rs`         measurement seam for benches/metadata_scale.rs (not on any path)
 //!
 //! Cluster state (issue 11, first steps): the controllers listed in
 //! `controller_quorum_voters` form one openraft quorum over TCP; any node accepts
@@ -52,6 +53,7 @@ mod quorum_info;
 mod rpc;
 mod rpc_server;
 mod runtime;
+pub mod scale;
 mod server;
 mod snapshot;
 mod state_machine;
