@@ -324,7 +324,10 @@ async fn recover(
         }
     }
     let image = publisher.image();
-    check_placement(&image, cfg.node_id, cfg.shard_count)?;
+    if cfg.broker {
+        // A controller-only node hosts no partitions (legacy replica-less ones included).
+        check_placement(&image, cfg.node_id, cfg.shard_count)?;
+    }
     tracing::info!(
         cluster_id = %image.cluster_id, topics = image.topics.len(), applied_index = image.applied_index,
         "controller recovered"
