@@ -404,7 +404,14 @@ impl Config {
             };
             return bad("controller_listener", why.into());
         };
-        let (_, port) = split_host_port(listener).map_err(|m| ConfigError::Invalid { key: "controller_listener", message: m })?;
+        let (host, port) = split_host_port(listener).map_err(|m| ConfigError::Invalid { key: "controller_listener", message: m })?;
+        let unspecified = host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified());
+        if !self.has_role("controller") && unspecified {
+            // The leader connects to the address the observer registers with.
+            return bad("controller_listener", format!(
+                "a broker-only node's controller listener is where the quorum leader connects: \
+                 give an address the controllers can reach, not {host}"));
+        }
         match me {
             None if self.has_role("controller") => {
                 bad("controller_quorum_voters", format!("node_id {} has the controller role but is not a voter", self.node_id))
@@ -767,6 +774,8 @@ mod tests {
         assert_eq!(key(&b), "controller_quorum_voters");
         b.controller_quorum_voters = voters.into();
         assert_eq!(key(&b), "controller_listener");
+        b.controller_listener = Some("0.0.0.0:19096".into());
+        assert_eq!(key(&b), "controller_listener"); // the leader cannot connect to 0.0.0.0
         b.controller_listener = Some("127.0.0.1:19096".into());
         b.validate().unwrap();
         b.node_id = 3;
