@@ -60,7 +60,7 @@ pub struct Config {
     pub controller_listener: Option<String>,
     /// controller.quorum.voters: `id@host:port,...`, every voter's node id and controller
     /// listener. Empty = single node. Must name this node (with its controller_listener's
-    /// port) when process_roles has "controller".
+    /// port) when process_roles has "controller", and must not name a broker-only node.
     pub controller_quorum_voters: String,
     /// Take a metadata snapshot (and purge the metadata log before it) every this many
     /// committed entries (Kafka: metadata.log.max.record.bytes.between.snapshots, in bytes).
