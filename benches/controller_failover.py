@@ -6,7 +6,10 @@ through a survivor until one succeeds; the time from the kill to that success is
 sample (election + forwarding + commit + apply on the survivor). The killed node is then
 restarted and waited for (it rejoins as a follower) before the next round.
 
-Usage: benches/controller_failover.py [--kills 20] [--bin target/release/shardlog]
+With `--controllers 3 --brokers 2`: the split layout (3 controller-only voters, 2
+broker-only observers); the CreateTopics goes through a broker (never killed).
+
+Usage: benches/controller_failover.py [--kills 20] [--bin target/release/shardlog] [--controllers 3 --brokers 2]
 Prints one line per kill and then p50 / p99 / max in ms. Apache Kafka 4.1 on 3 local
 nodes: 2.25 s median, up to 3.8 s (issue 11's figures).
 """
@@ -51,17 +54,22 @@ def percentile(xs: list[float], p: float) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kills", type=int, default=20)
+    ap.add_argument("--controllers", type=int, default=0, help="controller-only nodes; 0 = 3 combined nodes")
+    ap.add_argument("--brokers", type=int, default=2, help="broker-only nodes (with --controllers)")
     ap.add_argument("--bin", type=Path, default=Path(os.environ.get("SHARDLOG_BIN", REPO / "target" / "release" / "shardlog")))
     a = ap.parse_args()
     samples: list[float] = []
     with tempfile.TemporaryDirectory(prefix="failover-") as root:
-        c = Cluster(3, Path(root), binary=a.bin)
+        if a.controllers:
+            c = Cluster(a.brokers, Path(root), binary=a.bin, controllers=a.controllers)
+        else:
+            c = Cluster(3, Path(root), binary=a.bin)
         try:
             c.start()
             c.wait_ready()
             for i in range(a.kills):
                 leader, term = c.wait_leader(timeout_s=60)
-                survivor = next(nd for nd in c.nodes if nd.node_id != leader)
+                survivor = next(nd for nd in c.brokers if nd.node_id != leader)
                 create_until_ok(survivor.bootstrap, f"warm-{i}")  # connections open, quorum healthy
                 victim = c.node(leader)
                 t0 = time.monotonic()

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # A local shardlog cluster: N combined (broker+controller) nodes on loopback, distinct
-# ports and data dirs. The layout lives in one place, tests/integration/cluster_harness.py
+# ports and data dirs; or, with --controllers C, C controller-only nodes (ids 1..C) and N
+# broker-only nodes (ids C+1..C+N). The layout lives in one place, tests/integration/cluster_harness.py
 # (the integration tests use the same code); this script only calls it.
 #
-#   scripts/cluster.sh start N [--base-port P] [--shards S]   # prints host:port,... of the brokers
+#   scripts/cluster.sh start N [--base-port P] [--shards S] [--controllers C]
+#                                                            # prints host:port,... of the brokers
 #   scripts/cluster.sh status                                # roles, pid, active controller per node
 #   scripts/cluster.sh stop
 #

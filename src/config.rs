@@ -48,9 +48,11 @@ pub struct Config {
     pub log_dirs: Vec<PathBuf>,
     /// node.id: this node's id in the cluster (broker id and controller/raft voter id).
     pub node_id: i32,
-    /// process.roles: "broker", "controller" or both (a combined node). Today only the
-    /// combined node runs; a broker-only or controller-only node is refused at start-up
-    /// until the brokers follow the metadata log (issue 11, next steps).
+    /// process.roles: "broker", "controller" or both (a combined node). A controller-only
+    /// node is a quorum voter that runs no shards and never registers as a broker; a
+    /// broker-only node follows the metadata log as an openraft learner (an observer in
+    /// DescribeQuorum) and needs a controller_listener the quorum leader replicates to,
+    /// but is not a voter.
     pub process_roles: Vec<String>,
     /// The controller listener (Kafka's CONTROLLER listener in `listeners`): host:port the
     /// metadata quorum's raft RPCs are served on. None = a single node whose controller
@@ -58,8 +60,11 @@ pub struct Config {
     pub controller_listener: Option<String>,
     /// controller.quorum.voters: `id@host:port,...`, every voter's node id and controller
     /// listener. Empty = single node. Must name this node (with its controller_listener's
-    /// port) when process_roles has "controller".
+    /// port) when process_roles has "controller", and must not name a broker-only node.
     pub controller_quorum_voters: String,
+    /// Take a metadata snapshot (and purge the metadata log before it) every this many
+    /// committed entries (Kafka: metadata.log.max.record.bytes.between.snapshots, in bytes).
+    pub metadata_snapshot_every_entries: u64,
     /// broker.rack: this broker's rack (rack-aware replica placement); None = no rack.
     pub broker_rack: Option<String>,
     /// broker.session.timeout.ms: a broker whose heartbeats stop this long is fenced and
@@ -183,6 +188,7 @@ impl Default for Config {
             controller_quorum_voters: String::new(),
             broker_rack: None,
             broker_session_timeout_ms: 3000,
+            metadata_snapshot_every_entries: 1024,
             shards: 0,
             controller_core: -1,
             flush: FlushMode::Always,
@@ -368,30 +374,57 @@ impl Config {
         if self.broker_session_timeout_ms == 0 {
             return bad("broker_session_timeout_ms", "must be positive".into());
         }
+        if self.metadata_snapshot_every_entries == 0 {
+            return bad("metadata_snapshot_every_entries", "must be positive".into());
+        }
         if let Some(l) = &self.controller_listener {
             split_host_port(l).map_err(|m| ConfigError::Invalid { key: "controller_listener", message: m })?;
         }
         let voters = parse_quorum_voters(&self.controller_quorum_voters)
             .map_err(|message| ConfigError::Invalid { key: "controller_quorum_voters", message })?;
+        let combined = self.has_role("broker") && self.has_role("controller");
         if voters.is_empty() {
+            if !combined {
+                return bad("controller_quorum_voters", format!(
+                    "process_roles = {:?} needs a quorum: set controller_quorum_voters (id@host:port,...) to the controller nodes; \
+                     only a combined node (broker and controller) runs alone", self.process_roles));
+            }
             if self.controller_listener.is_some() {
                 return bad("controller_quorum_voters", "must be set when controller_listener is (id@host:port,...)".into());
             }
             return Ok(());
         }
-        if self.has_role("controller") {
-            let Some(me) = voters.iter().find(|v| v.id == self.node_id) else {
-                return bad("controller_quorum_voters", format!("node_id {} has the controller role but is not a voter", self.node_id));
+        let me = voters.iter().find(|v| v.id == self.node_id);
+        let Some(listener) = &self.controller_listener else {
+            let why = if self.has_role("controller") {
+                "a controller in a quorum needs a controller_listener (host:port)"
+            } else {
+                "a broker-only node needs a controller_listener (host:port, reachable from the controllers): \
+                 the quorum leader replicates the metadata log to it there"
             };
-            let Some(listener) = &self.controller_listener else {
-                return bad("controller_listener", "a controller in a quorum needs a controller_listener (host:port)".into());
-            };
-            let (_, port) = split_host_port(listener).map_err(|m| ConfigError::Invalid { key: "controller_listener", message: m })?;
-            if port != me.port {
-                return bad("controller_listener", format!("port {port} differs from this node's voter entry {}@{}:{}", me.id, me.host, me.port));
-            }
+            return bad("controller_listener", why.into());
+        };
+        let (host, port) = split_host_port(listener).map_err(|m| ConfigError::Invalid { key: "controller_listener", message: m })?;
+        let unspecified = host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified());
+        if !self.has_role("controller") && unspecified {
+            // The leader connects to the address the observer registers with.
+            return bad("controller_listener", format!(
+                "a broker-only node's controller listener is where the quorum leader connects: \
+                 give an address the controllers can reach, not {host}"));
         }
-        Ok(())
+        match me {
+            None if self.has_role("controller") => {
+                bad("controller_quorum_voters", format!("node_id {} has the controller role but is not a voter", self.node_id))
+            }
+            Some(me) if !self.has_role("controller") => bad("controller_quorum_voters", format!(
+                "node_id {} is broker-only but is listed as voter {}@{}:{}; a broker-only node follows the quorum \
+                 as an observer: remove it from controller_quorum_voters or add the controller role",
+                self.node_id, me.id, me.host, me.port)),
+            Some(me) if port != me.port => {
+                bad("controller_listener", format!("port {port} differs from this node's voter entry {}@{}:{}", me.id, me.host, me.port))
+            }
+            _ => Ok(()),
+        }
     }
 
     pub fn has_role(&self, role: &str) -> bool {
@@ -493,6 +526,8 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub broker_session_timeout_ms: Option<u64>,
     #[arg(long)]
+    pub metadata_snapshot_every_entries: Option<u64>,
+    #[arg(long)]
     pub shards: Option<usize>,
     #[arg(long)]
     pub controller_core: Option<i64>,
@@ -590,7 +625,7 @@ impl ConfigArgs {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { c.$f = v.clone(); } )* };
         }
         set!(listen, data_dir, log_dirs, node_id, process_roles, controller_quorum_voters,
-            broker_session_timeout_ms, shards, controller_core, flush, log_flush_interval_messages,
+            broker_session_timeout_ms, metadata_snapshot_every_entries, shards, controller_core, flush, log_flush_interval_messages,
             log_flush_interval_ms, storage_fault, socket_request_max_bytes,
             queued_max_request_bytes,
             max_connections_per_shard, max_inflight_requests_per_connection, fetch_max_bytes, shard_preempt_timer_us,
@@ -709,12 +744,46 @@ mod tests {
         assert_eq!(key(&c), "controller_listener"); // port 19093 is node 1's
         c.controller_listener = None;
         assert_eq!(key(&c), "controller_listener");
-        c.process_roles = vec!["broker".into()];
-        c.validate().unwrap(); // a broker-only node needs no controller listener
         c.process_roles = vec!["borker".into()];
         assert_eq!(key(&c), "process_roles");
         c.process_roles.clear();
         assert_eq!(key(&c), "process_roles");
+    }
+
+    #[test]
+    fn split_roles_must_agree_with_the_voters() {
+        let key = |c: &Config| match c.validate() {
+            Err(ConfigError::Invalid { key, message }) => {
+                assert!(!message.is_empty());
+                key
+            }
+            other => panic!("expected an invalid setting, got {other:?}"),
+        };
+        let voters = "1@127.0.0.1:19093,2@127.0.0.1:19094,3@127.0.0.1:19095";
+        // A controller-only node: a voter with its voter entry's port.
+        let mut c = Config { process_roles: vec!["controller".into()], node_id: 2, ..Config::default() };
+        assert_eq!(key(&c), "controller_quorum_voters"); // both roles alone need voters
+        c.controller_quorum_voters = voters.into();
+        assert_eq!(key(&c), "controller_listener");
+        c.controller_listener = Some("127.0.0.1:19094".into());
+        c.validate().unwrap();
+        c.node_id = 4;
+        assert_eq!(key(&c), "controller_quorum_voters"); // a controller must be a voter
+        // A broker-only node: not a voter, but with a controller listener of its own.
+        let mut b = Config { process_roles: vec!["broker".into()], node_id: 4, ..Config::default() };
+        assert_eq!(key(&b), "controller_quorum_voters");
+        b.controller_quorum_voters = voters.into();
+        assert_eq!(key(&b), "controller_listener");
+        b.controller_listener = Some("0.0.0.0:19096".into());
+        assert_eq!(key(&b), "controller_listener"); // the leader cannot connect to 0.0.0.0
+        b.controller_listener = Some("127.0.0.1:19096".into());
+        b.validate().unwrap();
+        b.node_id = 3;
+        b.controller_listener = Some("127.0.0.1:19095".into());
+        assert_eq!(key(&b), "controller_quorum_voters"); // a broker-only node must not vote
+        b.node_id = 4;
+        b.metadata_snapshot_every_entries = 0;
+        assert_eq!(key(&b), "metadata_snapshot_every_entries");
     }
 
     #[test]

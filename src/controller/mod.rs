@@ -23,10 +23,17 @@
 //! - `server.rs`        the controller thread: runtime, raft start-up, request loop, forwarding
 //! - `scale.rs`         measurement seam for benches/metadata_scale.rs (not on any path)
 //!
-//! Cluster state (issue 11, first steps): the controllers listed in
-//! `controller_quorum_voters` form one openraft quorum over TCP; any node accepts
-//! controller requests and forwards them to the leader. Partition placement over brokers
-//! is NOT done yet: every node's shards host every partition, as on a single node.
+//! - `observer.rs`      broker-only nodes as raft learners: joining, and adding them
+//!
+//! Roles (`process_roles`): the controllers listed in `controller_quorum_voters` form one
+//! openraft quorum over TCP; any node accepts controller requests and forwards them to the
+//! leader. A combined node runs both a voter and a broker. A controller-only node runs a
+//! voter and no broker (`ControllerConfig::broker` false: no shards, never registered). A
+//! broker-only node runs this same controller thread as an openraft LEARNER: it asks the
+//! quorum to add it, then receives the replicated log and snapshots like any replica,
+//! applies them through the same state machine and publishes to its shards through the
+//! same channels; it never votes and forwards every request to the leader (why a learner
+//! rather than a delta fetcher: see `observer.rs`).
 //!
 //! Never imports `server::`, `group::`, `partition::` or `protocol::`: shards learn what
 //! the controller decided only from `MetadataUpdate`s.
@@ -47,6 +54,7 @@ mod leadership;
 mod liveness;
 mod log_store;
 mod network;
+mod observer;
 mod placement;
 mod propose;
 mod quorum_info;
@@ -84,11 +92,18 @@ pub struct ControllerConfig {
     pub topic_defaults: TopicConfigDefaults,
     /// Take a state-machine snapshot (and purge the log before it) every this many entries.
     pub snapshot_every_entries: u64,
-    /// host:port to serve controller RPCs on; None = single node, no peers.
+    /// host:port to serve controller RPCs on; None = single node, no peers. A broker-only
+    /// node is added as an observer at this address, so it must be reachable from the
+    /// controllers.
     pub listener: Option<String>,
     /// Raft id → controller listener of every voter (controller.quorum.voters). Empty =
-    /// a single-voter quorum of this node alone (the behaviour before issue 11).
+    /// a single-voter quorum of this node alone (the behaviour before issue 11). A node
+    /// not in a non-empty `voters` is an observer (a raft learner): a broker-only node.
     pub voters: BTreeMap<u64, String>,
+    /// This node runs a broker: it registers and heartbeats, and has `shard_count` shards
+    /// to publish to. False on a controller-only node (no shards, never registered, so
+    /// placement never puts partitions on it).
+    pub broker: bool,
     /// This node's broker as it registers: client listener as advertised, and rack.
     pub advertised_host: String,
     pub advertised_port: i32,
@@ -109,6 +124,7 @@ impl Default for ControllerConfig {
             snapshot_every_entries: 1024,
             listener: None,
             voters: BTreeMap::new(),
+            broker: true,
             advertised_host: "localhost".into(),
             advertised_port: 9092,
             rack: None,
@@ -184,8 +200,8 @@ fn raft_node_id(node_id: i32) -> Result<u64, ControllerError> {
         .map_err(|_| ControllerError::Config(format!("node_id must be >= 0, got {node_id}")))
 }
 
-fn check_shard_count(n: u16) -> Result<ShardId, ControllerError> {
-    if n == 0 {
+fn check_shard_count(n: u16, broker: bool) -> Result<ShardId, ControllerError> {
+    if n == 0 && broker {
         return Err(ControllerError::Config(
             "shard_count must be at least 1".into(),
         ));

@@ -130,3 +130,53 @@ fn a_single_node_describes_itself_as_the_whole_quorum() {
     h.shutdown();
     h.join();
 }
+
+/// Roles: a controller-only voter (no shards, never a broker) and a broker-only observer
+/// (a raft learner). The observer joins through the voter, follows the log, forwards its
+/// requests; DescribeQuorum lists it as an observer; a restart re-joins idempotently.
+#[test]
+fn a_controller_only_voter_and_a_broker_only_observer() {
+    let dir = tempfile::tempdir().unwrap();
+    let voters = BTreeMap::from([(1u64, format!("127.0.0.1:{}", free_port()))]);
+    let controller = ControllerConfig { shard_count: 0, broker: false, ..voter_cfg(dir.path(), 1, &voters) };
+    let observer_addr = format!("127.0.0.1:{}", free_port());
+    let observer = ControllerConfig {
+        data_dir: dir.path().join("node-7"),
+        node_id: 7,
+        shard_count: 2,
+        listener: Some(observer_addr.clone()),
+        voters: voters.clone(),
+        ..Default::default()
+    };
+    let (c, no_shards) = start(controller).unwrap();
+    assert!(no_shards.is_empty());
+    let (o, rx) = start(observer.clone()).unwrap();
+    assert_eq!(rx.len(), 2);
+    // Only the observer's broker registered; the controller-only node never does.
+    wait_until("the observer's broker registered", || c.image().brokers.keys().copied().collect::<Vec<_>>() == vec![7]);
+    assert_eq!(o.image().cluster_id, c.image().cluster_id);
+    // Forwarded to the voter, committed, applied on the observer before it answers.
+    let t = block_on(o.create_topic("via-observer".into(), 3, -1, BTreeMap::new(), false)).unwrap();
+    assert_eq!(o.image().topic("via-observer"), Some(&t));
+    assert!(t.partitions.iter().all(|p| p.replicas.iter().all(|r| r.broker == 7)));
+    let q = block_on(o.describe_quorum()).unwrap();
+    assert_eq!(q.leader_id, 1);
+    assert_eq!(q.voters.iter().map(|r| r.id).collect::<Vec<_>>(), vec![1]);
+    assert_eq!(q.observers.iter().map(|r| r.id).collect::<Vec<_>>(), vec![7]);
+    assert_eq!(q.listeners.get(&7), Some(&observer_addr));
+    // A restarted observer re-joins (AddObserver is idempotent) and has everything.
+    o.shutdown();
+    o.join();
+    let before = c.image().brokers[&7].incarnation;
+    let (o, _rx) = start(observer).unwrap();
+    // (Its partitions' leader epochs moved: the new incarnation re-registered.)
+    assert_eq!(o.image().topic("via-observer").map(|x| x.topic_id), Some(t.topic_id));
+    // Its new incarnation re-registered before start returned.
+    assert_ne!(c.image().brokers[&7].incarnation, before);
+    let q = block_on(c.describe_quorum()).unwrap();
+    assert_eq!(q.observers.iter().map(|r| r.id).collect::<Vec<_>>(), vec![7]);
+    o.shutdown();
+    o.join();
+    c.shutdown();
+    c.join();
+}

@@ -91,6 +91,12 @@ pub enum ClientRequest {
     BrokerHeartbeat {
         broker: BrokerMeta,
     },
+    /// A broker-only node asks to follow the metadata log as an observer (a raft learner
+    /// the leader replicates to at `addr`, its controller listener). Idempotent.
+    AddObserver {
+        id: u64,
+        addr: String,
+    },
 }
 
 /// The answer to a `ClientRequest`, one variant per kind of result.

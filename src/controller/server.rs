@@ -28,6 +28,7 @@ use super::handle::{ControllerHandle, Request};
 use super::liveness::Liveness;
 use super::log_store::LogStore;
 use super::network::{Connection, Network};
+use super::observer;
 use super::propose::{self, ProposeCtx};
 use super::quorum_info;
 use super::rpc::{ClientReply, ClientRequest, RpcRequest, RpcResponse};
@@ -58,7 +59,7 @@ pub fn start(
     ),
     ControllerError,
 > {
-    let shard_count = check_shard_count(cfg.shard_count)?;
+    let shard_count = check_shard_count(cfg.shard_count, cfg.broker)?;
     raft_node_id(cfg.node_id)?;
     // Unbounded, but bounded by what feeds it: one MetadataUpdate per committed metadata
     // change, and changes are proposed one at a time by this thread (requests queue in the
@@ -148,17 +149,23 @@ fn run_thread(
             voters: &cfg.voters,
             peers: BTreeMap::new(),
             liveness: Liveness::new(cfg.session_timeout),
+            next_voter: 0,
         };
         // Registered before the shards get their first image, so they start leading
-        // their partitions at once (a single node is then as before: it leads all).
-        let registration = registration(&cfg);
-        let heartbeat = ClientRequest::BrokerHeartbeat { broker: registration.clone() };
-        if let Err(e) = router.route(&ctx, &raft, &publisher, heartbeat, false).await {
-            tracing::warn!(error = %e, "controller: broker registration failed; heartbeats retry it");
+        // their partitions at once (a single node is then as before: it leads all). A
+        // controller-only node has no broker: it never registers.
+        let registration = cfg.broker.then(|| registration(&cfg));
+        if let Some(registration) = &registration {
+            let heartbeat = ClientRequest::BrokerHeartbeat { broker: registration.clone() };
+            if let Err(e) = router.route(&ctx, &raft, &publisher, heartbeat, false).await {
+                tracing::warn!(error = %e, "controller: broker registration failed; heartbeats retry it");
+            }
         }
         publisher.go_live();
         let _ = ready.send(Ok(()));
-        tokio::spawn(send_heartbeats(registration, heartbeat_interval(cfg.session_timeout), heartbeats));
+        if let Some(registration) = registration {
+            tokio::spawn(send_heartbeats(registration, heartbeat_interval(cfg.session_timeout), heartbeats));
+        }
         let mut fencing_timer = tokio::time::interval(fencing_check_interval(cfg.session_timeout));
         fencing_timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -215,12 +222,16 @@ async fn boot(
     forwarded: async_channel::Sender<Request>,
 ) -> Result<Raft, ControllerError> {
     let node_id = raft_node_id(cfg.node_id)?;
-    if !cfg.voters.is_empty() && !cfg.voters.contains_key(&node_id) {
-        return Err(ControllerError::Config(format!(
-            "node {node_id} is not among the quorum voters {:?}",
-            cfg.voters.keys().collect::<Vec<_>>()
-        )));
-    }
+    let observer_addr = match &cfg.listener {
+        Some(addr) if is_observer(cfg, node_id) => Some(addr.clone()),
+        None if is_observer(cfg, node_id) => {
+            return Err(ControllerError::Config(format!(
+                "node {node_id} is not among the quorum voters {:?}: as an observer it needs a controller listener",
+                cfg.voters.keys().collect::<Vec<_>>()
+            )))
+        }
+        _ => None,
+    };
     // Bind first: a taken port fails start-up before anything else is opened.
     let listener = match &cfg.listener {
         Some(addr) => Some(rpc_server::bind(addr).await?),
@@ -241,7 +252,12 @@ async fn boot(
         tokio::spawn(rpc_server::serve(listener, raft.clone(), forwarded));
     }
     tokio::spawn(log_leader_changes(raft.clone(), node_id));
-    match recover(cfg, node_id, &raft, publisher).await {
+    let joined = match &observer_addr {
+        // The leader must know this learner before it replicates anything to it.
+        Some(addr) => observer::join(node_id, addr, &cfg.voters, Instant::now() + RECOVERY_TIMEOUT).await,
+        None => Ok(()),
+    };
+    match async { joined?; recover(cfg, node_id, &raft, publisher).await }.await {
         Ok(()) => Ok(raft),
         Err(e) => {
             if let Err(se) = raft.shutdown().await {
@@ -262,7 +278,7 @@ async fn recover(
         .is_initialized()
         .await
         .map_err(|e| ControllerError::Storage(e.to_string()))?;
-    if !initialized {
+    if !initialized && !is_observer(cfg, node_id) {
         initialize(cfg, node_id, raft).await?;
     }
     // Wait for a leader (this node, in a single-node quorum) and for this node to have
@@ -308,12 +324,20 @@ async fn recover(
         }
     }
     let image = publisher.image();
-    check_placement(&image, cfg.node_id, cfg.shard_count)?;
+    if cfg.broker {
+        // A controller-only node hosts no partitions (legacy replica-less ones included).
+        check_placement(&image, cfg.node_id, cfg.shard_count)?;
+    }
     tracing::info!(
         cluster_id = %image.cluster_id, topics = image.topics.len(), applied_index = image.applied_index,
         "controller recovered"
     );
     Ok(())
+}
+
+/// A node outside a non-empty voter set follows the quorum as a learner (broker-only).
+fn is_observer(cfg: &ControllerConfig, node_id: u64) -> bool {
+    !cfg.voters.is_empty() && !cfg.voters.contains_key(&node_id)
 }
 
 /// How often a broker heartbeats: six per session timeout, so a broker is fenced only
@@ -554,6 +578,7 @@ async fn execute(
                 Ok(cmd) => write(raft, cmd).await.map(|_| ClientReply::Done),
             }
         }
+        ClientRequest::AddObserver { id, addr } => observer::add(raft, id, addr, ROUTE_DEADLINE).await,
         ClientRequest::DescribeQuorum => quorum_info::describe(&raft.metrics().borrow_watched())
             .map(ClientReply::Quorum)
             .ok_or_else(|| ControllerError::NotController("this node no longer leads".into())),
@@ -578,6 +603,8 @@ struct Router<'a> {
     peers: BTreeMap<u64, Connection>,
     /// Brokers' heartbeats, as this node sees them while it leads.
     liveness: Liveness,
+    /// An observer that knows no leader yet asks the voters in turn: this one next.
+    next_voter: usize,
 }
 
 impl Router<'_> {
@@ -616,6 +643,16 @@ impl Router<'_> {
                     )))
                 }
                 Some(leader) => self.forward(raft, leader, &req).await,
+                // An observer learns the leader only from its appends: meanwhile any voter
+                // may lead (a voter that does not answers NOT_CONTROLLER; the next is asked).
+                None if !self.voters.is_empty() && !self.voters.contains_key(&self.me) => {
+                    let voter = self.voters.keys().nth(self.next_voter % self.voters.len()).copied();
+                    self.next_voter = self.next_voter.wrapping_add(1);
+                    match voter {
+                        Some(v) => self.forward(raft, v, &req).await,
+                        None => Err(ControllerError::NotController("no voters".into())),
+                    }
+                }
                 None => Err(ControllerError::NotController("no metadata quorum leader yet".into())),
             };
             match res {

@@ -49,20 +49,38 @@ fn raise_memlock_limit() {
 /// How long the first node of a cluster waits for the others' brokers before it creates
 /// `__consumer_offsets` (then it creates it on the brokers registered so far).
 const OFFSETS_TOPIC_WAIT_FOR_BROKERS: std::time::Duration = std::time::Duration::from_secs(10);
+/// Broker-only nodes do not know how many brokers the cluster has: they take the broker
+/// set as complete once no broker has registered for this long (or at the deadline above).
+const OFFSETS_TOPIC_BROKERS_SETTLED: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Creates `__consumer_offsets` (offsets_topic_num_partitions, compacted) if the
 /// recovered metadata lacks it, before the shards start: the group coordinator needs it.
 /// Runs on the start-up thread; the controller thread answers.
 ///
-/// In a cluster the first node up creates it; it first waits (up to
-/// `OFFSETS_TOPIC_WAIT_FOR_BROKERS`) for every voter's broker to register, so the
-/// coordinators spread over the cluster rather than all landing on the first broker.
-fn ensure_offsets_topic(controller: &controller::ControllerHandle, config: &Config, voters: usize) -> anyhow::Result<()> {
+/// In a cluster the first broker up creates it (controller-only nodes never do: they run
+/// no broker). It first waits (up to `OFFSETS_TOPIC_WAIT_FOR_BROKERS`) for the other
+/// brokers to register, so the coordinators spread over the cluster rather than all landing
+/// on the first broker: for `expected_brokers` of them (combined nodes: one per voter), or,
+/// when unknown (broker-only nodes), until the broker set has settled.
+fn ensure_offsets_topic(controller: &controller::ControllerHandle, config: &Config, expected_brokers: Option<usize>) -> anyhow::Result<()> {
     if controller.image().topic(crate::group::OFFSETS_TOPIC).is_some() {
         return Ok(());
     }
-    let deadline = std::time::Instant::now() + OFFSETS_TOPIC_WAIT_FOR_BROKERS;
-    while controller.image().live_brokers().count() < voters && std::time::Instant::now() < deadline {
+    let now = std::time::Instant::now;
+    let deadline = now() + OFFSETS_TOPIC_WAIT_FOR_BROKERS;
+    let (mut seen, mut changed_at) = (0, now());
+    while now() < deadline {
+        let live = controller.image().live_brokers().count();
+        if live != seen {
+            (seen, changed_at) = (live, now());
+        }
+        let done = match expected_brokers {
+            Some(n) => live >= n,
+            None => live > 0 && now() >= changed_at + OFFSETS_TOPIC_BROKERS_SETTLED,
+        };
+        if done {
+            break;
+        }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     if controller.image().topic(crate::group::OFFSETS_TOPIC).is_some() {
@@ -132,9 +150,65 @@ fn abort_on_panic() {
     }));
 }
 
+/// `controller_quorum_voters` as the controller takes it: raft id → controller listener.
+fn quorum_voters(config: &Config) -> anyhow::Result<std::collections::BTreeMap<u64, String>> {
+    Ok(crate::config::parse_quorum_voters(&config.controller_quorum_voters)
+        .map_err(|e| anyhow::anyhow!("controller_quorum_voters: {e}"))?
+        .into_iter()
+        .map(|v| (v.id as u64, v.addr())) // ids are >= 0 (checked by the parser)
+        .collect())
+}
+
+/// The controller's settings from the node's config (shards and core: the caller's).
+fn controller_config(config: &Config, voters: std::collections::BTreeMap<u64, String>) -> ControllerConfig {
+    ControllerConfig {
+        data_dir: config.metadata_dir().to_path_buf(),
+        node_id: config.node_id,
+        default_num_partitions: config.num_partitions,
+        topic_defaults: topic_defaults(config),
+        snapshot_every_entries: config.metadata_snapshot_every_entries,
+        listener: config.controller_listener.clone(),
+        voters,
+        broker: config.has_role("broker"),
+        advertised_host: config.advertised().0,
+        advertised_port: config.advertised().1,
+        rack: config.broker_rack.clone(),
+        session_timeout: std::time::Duration::from_millis(config.broker_session_timeout_ms),
+        ..ControllerConfig::default()
+    }
+}
+
+/// A controller-only node: the quorum voter alone, on its own (pinned) thread; no shards,
+/// no client listener, no broker registration. The main thread waits on the controller
+/// until it stops.
+fn run_controller_only(config: Config) -> anyhow::Result<()> {
+    let started = Instant::now();
+    std::fs::create_dir_all(config.metadata_dir())
+        .with_context(|| format!("cannot create the metadata dir {}", config.metadata_dir().display()))?;
+    let plan = placement::plan(&placement::usable_cores(), config.shards, config.controller_core);
+    let (controller, _no_shards) = controller::start(ControllerConfig {
+        shard_count: 0,
+        core: plan.controller_core,
+        ..controller_config(&config, quorum_voters(&config)?)
+    })
+    .context("starting the controller")?;
+    tracing::info!(
+        "shardlog node {} is a controller only (no client listener), controller listener {}, metadata in {}, started in {} ms",
+        config.node_id,
+        config.controller_listener.as_deref().unwrap_or("none"),
+        config.metadata_dir().display(),
+        started.elapsed().as_millis()
+    );
+    controller.join();
+    Ok(())
+}
+
 pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let started = Instant::now();
     abort_on_panic();
+    if !config.has_role("broker") {
+        return run_controller_only(config);
+    }
     let test_panic_shard: Option<u16> = std::env::var(TEST_PANIC_SHARD_ENV).ok().and_then(|v| v.parse().ok());
     let listening = Arc::new(std::sync::atomic::AtomicBool::new(false));
     raise_memlock_limit();
@@ -149,41 +223,19 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let plan = placement::plan(&usable, config.shards, config.controller_core);
     let shard_count = plan.shard_cores.len();
     let defaults = topic_defaults(&config);
-    // Issue 11, first steps: only combined nodes run. A broker-only node needs to follow
-    // the metadata log from the quorum, and a controller-only node runs no shards: both
-    // come with the next steps.
-    if !(config.has_role("broker") && config.has_role("controller")) {
-        anyhow::bail!(
-            "process_roles = {:?}: only combined nodes (broker and controller) run so far",
-            config.process_roles
-        );
-    }
-    let voters = crate::config::parse_quorum_voters(&config.controller_quorum_voters)
-        .map_err(|e| anyhow::anyhow!("controller_quorum_voters: {e}"))?
-        .into_iter()
-        .map(|v| (v.id as u64, v.addr())) // ids are >= 0 (checked by the parser)
-        .collect::<std::collections::BTreeMap<_, _>>();
-    let voter_count = voters.len();
+    let voters = quorum_voters(&config)?;
+    // Combined nodes: one broker per voter. Broker-only nodes cannot know the count.
+    let expected_brokers = config.has_role("controller").then_some(voters.len());
     let (controller, updates) = controller::start(ControllerConfig {
-        data_dir: config.metadata_dir().to_path_buf(),
-        node_id: config.node_id,
         shard_count: u16::try_from(shard_count).context("too many shards")?,
         core: plan.controller_core,
-        default_num_partitions: config.num_partitions,
-        topic_defaults: defaults.clone(),
-        listener: config.controller_listener.clone(),
-        voters,
-        advertised_host: config.advertised().0,
-        advertised_port: config.advertised().1,
-        rack: config.broker_rack.clone(),
-        session_timeout: std::time::Duration::from_millis(config.broker_session_timeout_ms),
-        ..ControllerConfig::default()
+        ..controller_config(&config, voters)
     })
     .context("starting the controller")?;
     // The recovered image holds every change committed before this start: remove the
     // partitions it no longer gives this broker before a shard could open one.
     stray_partitions::remove_stray_partitions(&controller.image(), config.node_id, &log_dirs);
-    ensure_offsets_topic(&controller, &config, voter_count)?;
+    ensure_offsets_topic(&controller, &config, expected_brokers)?;
     let (mesh, inboxes) = Mesh::new(shard_count);
     let config = Arc::new(config);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();

@@ -2,10 +2,13 @@
 local cluster is laid out. Used by the cluster tests (later issues reuse it) and by
 `scripts/cluster.sh` (through the command line at the bottom).
 
-Layout, for base port P and node ids 1..N (combined broker+controller nodes):
+Layout, for base port P and node ids 1..N (combined broker+controller nodes, the default):
     node i: client listener 127.0.0.1:P+i-1, controller listener 127.0.0.1:P+100+i-1,
             data dir <root>/node-<i>/data, log <root>/node-<i>.log, pid <root>/node-<i>.pid
     controller_quorum_voters = 1@127.0.0.1:P+100,2@127.0.0.1:P+101,...
+Split layout (`controllers=C`, N brokers): nodes 1..C are controller-only voters (no
+client listener), nodes C+1..C+N broker-only observers (raft learners; their controller
+listener is where the quorum leader replicates the metadata log to). Same port scheme.
 Without a base port the tests pick free ports (no clash with other suites).
 
 The active controller is read from the nodes' logs: each node logs one
@@ -52,9 +55,12 @@ class ClusterError(Exception):
 class Node:
     """One shardlog process of the cluster; survives kill -9 / restart with its data dir."""
 
-    def __init__(self, cluster: "Cluster", node_id: int, port: int, controller_port: int):
+    def __init__(self, cluster: "Cluster", node_id: int, port: int, controller_port: int,
+                 roles: str = "broker,controller", rack: str | None = None):
         self.cluster = cluster
         self.node_id = node_id
+        self.roles = roles  # process_roles, comma-separated
+        self.rack = rack
         self.port = port
         self.controller_port = controller_port
         self.data_dir = cluster.root / f"node-{node_id}" / "data"
@@ -69,6 +75,14 @@ class Node:
         return f"127.0.0.1:{self.port}"
 
     @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles.split(",")
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.roles.split(",")
+
+    @property
     def controller_listener(self) -> str:
         return f"127.0.0.1:{self.controller_port}"
 
@@ -77,11 +91,11 @@ class Node:
                 "--node-id", str(self.node_id),
                 "--listen", self.bootstrap,
                 "--data-dir", str(self.data_dir),
-                "--process-roles", "broker,controller",
+                "--process-roles", self.roles,
                 "--controller-listener", self.controller_listener,
                 "--controller-quorum-voters", self.cluster.voters,
                 "--shards", str(self.cluster.shards),
-                *(["--broker-rack", self.cluster.racks[self.node_id - 1]] if self.cluster.racks else []),
+                *(["--broker-rack", self.rack] if self.rack is not None else []),
                 *self.cluster.extra_args]
 
     def start(self) -> "Node":
@@ -118,6 +132,8 @@ class Node:
         return self.pid() is not None
 
     def ready(self) -> bool:
+        if not self.is_broker:  # no client listener: ready once its controller runs
+            return f"shardlog node {self.node_id} is a controller only" in self.log_since_start()
         return f"listening on {self.bootstrap}" in self.log_since_start()
 
     def log_since_start(self) -> str:
@@ -194,18 +210,26 @@ def _pid_alive(pid: int, log_path: Path) -> bool:
 
 
 class Cluster:
-    """N combined nodes on loopback. `start()` then `wait_ready()`; always `close()`."""
+    """N combined nodes on loopback, or (`controllers=C`) C controller-only nodes and N
+    broker-only nodes (`Cluster(root=..., controllers=3, brokers=2)` or
+    `Cluster(2, root, controllers=3)`). `start()` then `wait_ready()`; always `close()`."""
 
-    def __init__(self, n: int, root: Path, base_port: int | None = None,
+    def __init__(self, n: int | None = None, root: Path | None = None, base_port: int | None = None,
                  log_dir: Path | None = None, name: str = "", shards: int = 1,
                  extra_args: list[str] | None = None, binary: Path | None = None,
-                 racks: list[str] | None = None):
+                 racks: list[str] | None = None, controllers: int = 0, brokers: int | None = None):
+        n = brokers if n is None else n
+        if n is None or root is None:
+            raise ClusterError("a cluster needs a node (broker) count and a root dir")
         if n < 1:
-            raise ClusterError("a cluster has at least 1 node")
+            raise ClusterError("a cluster has at least 1 broker")
+        if controllers < 0:
+            raise ClusterError("controllers must be >= 0 (0 = combined nodes)")
         if racks is not None and len(racks) != n:
-            raise ClusterError("racks names one rack per node")
-        # Node i's broker_rack is racks[i-1]; None = no racks.
+            raise ClusterError("racks names one rack per broker")
+        # The k-th broker's broker_rack is racks[k-1]; None = no racks.
         self.racks = racks
+        self.controllers = controllers
         self.root = Path(root)
         self.log_dir = Path(log_dir) if log_dir is not None else self.root
         self.name = name
@@ -223,20 +247,36 @@ class Cluster:
             taken.add(p)
             return p
 
-        for i in range(1, n + 1):
+        for i in range(1, controllers + n + 1):
             if base_port is None:
                 port, cport = fresh_port(), fresh_port()
             else:
                 port, cport = base_port + i - 1, base_port + CONTROLLER_PORT_OFFSET + i - 1
-            self.nodes.append(Node(self, i, port, cport))
-        self.voters = ",".join(f"{nd.node_id}@{nd.controller_listener}" for nd in self.nodes)
+            if controllers == 0:
+                roles = "broker,controller"
+            else:
+                roles = "controller" if i <= controllers else "broker"
+            broker_index = i - controllers - 1  # 0-based among the brokers
+            rack = racks[broker_index] if racks is not None and broker_index >= 0 else None
+            self.nodes.append(Node(self, i, port, cport, roles=roles, rack=rack))
+        self.voters = ",".join(f"{nd.node_id}@{nd.controller_listener}" for nd in self.nodes if nd.is_controller)
 
     def node(self, node_id: int) -> Node:
         return self.nodes[node_id - 1]
 
     @property
+    def brokers(self) -> list[Node]:
+        return [nd for nd in self.nodes if nd.is_broker]
+
+    @property
+    def controller_nodes(self) -> list[Node]:
+        """The quorum voters."""
+        return [nd for nd in self.nodes if nd.is_controller]
+
+    @property
     def bootstrap(self) -> str:
-        return ",".join(nd.bootstrap for nd in self.nodes)
+        """The brokers' client listeners (controller-only nodes have none)."""
+        return ",".join(nd.bootstrap for nd in self.brokers)
 
     def start(self) -> "Cluster":
         if not self.binary.exists():
@@ -296,10 +336,10 @@ class Cluster:
         lines = []
         for nd in self.nodes:
             pid = nd.pid()
-            role = "broker,controller"
             mark = " (active controller)" if active is not None and active[0] == nd.node_id and pid else ""
-            lines.append(f"node {nd.node_id}: roles={role} pid={pid if pid else 'down'} "
-                         f"client={nd.bootstrap} controller={nd.controller_listener}{mark}")
+            client = nd.bootstrap if nd.is_broker else "none"
+            lines.append(f"node {nd.node_id}: roles={nd.roles} pid={pid if pid else 'down'} "
+                         f"client={client} controller={nd.controller_listener}{mark}")
         lines.append(f"active controller: {'node %d (term %d)' % active if active else 'unknown'}")
         return lines
 
@@ -309,15 +349,16 @@ STATE_FILE = "cluster.state"
 
 
 def _save(cluster: Cluster, base_port: int) -> None:
-    (cluster.root / STATE_FILE).write_text(f"{len(cluster.nodes)} {base_port}\n")
+    (cluster.root / STATE_FILE).write_text(f"{len(cluster.brokers)} {base_port} {cluster.controllers}\n")
 
 
 def _load(root: Path) -> Cluster:
     try:
-        n, base = (int(x) for x in (root / STATE_FILE).read_text().split())
+        fields = [int(x) for x in (root / STATE_FILE).read_text().split()]
     except FileNotFoundError:
         raise ClusterError(f"no cluster in {root} (run start first)")
-    return Cluster(n, root, base_port=base)
+    n, base, controllers = (fields + [0])[:3]  # older state files: combined nodes
+    return Cluster(n, root, base_port=base, controllers=controllers)
 
 
 def main(argv: list[str]) -> int:
@@ -328,6 +369,8 @@ def main(argv: list[str]) -> int:
     st.add_argument("n", type=int)
     st.add_argument("--base-port", type=int, default=19092)
     st.add_argument("--shards", type=int, default=1)
+    st.add_argument("--controllers", type=int, default=0,
+                    help="C controller-only nodes (ids 1..C) and N broker-only nodes; 0 = N combined nodes")
     sub.add_parser("stop")
     sub.add_parser("status")
     a = ap.parse_args(argv)
@@ -336,7 +379,7 @@ def main(argv: list[str]) -> int:
             if (a.dir / STATE_FILE).exists() and any(nd.alive() for nd in _load(a.dir).nodes):
                 raise ClusterError(f"a cluster already runs in {a.dir}: stop it first")
             a.dir.mkdir(parents=True, exist_ok=True)
-            c = Cluster(a.n, a.dir, base_port=a.base_port, shards=a.shards)
+            c = Cluster(a.n, a.dir, base_port=a.base_port, shards=a.shards, controllers=a.controllers)
             _save(c, a.base_port)
             try:
                 c.start()

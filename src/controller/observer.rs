@@ -1,0 +1,89 @@
+//! Broker-only nodes follow the metadata quorum as openraft learners (KRaft's observers).
+//!
+//! Why a learner rather than fetching committed deltas: the learner receives the same
+//! AppendEntries and InstallSnapshot as a voter, applies them through the same state
+//! machine (`state_machine.rs`) and so publishes to its shards through the same per-shard
+//! channels; there is one apply path, one snapshot path and one catch-up path (a learner
+//! behind the purge point gets the snapshot, as a lagging voter does). A delta fetcher
+//! would need its own cursor, its own snapshot download and its own gap handling. The cost
+//! is that the leader pushes to every learner (a few bytes per metadata change and a
+//! heartbeat every 50 ms per learner), which is what Kafka's observers cost in fetches.
+//!
+//! - Learner side (`join`): at start-up, before waiting for the log, the node asks the
+//!   quorum to add it (`ClientRequest::AddObserver` with its controller listener), trying
+//!   each voter in turn until the leader answers: a voter that does not lead says
+//!   NOT_CONTROLLER and the next one is asked. Idempotent across restarts.
+//! - Leader side (`add`): adds or re-addresses the learner with one membership change, or
+//!   does nothing if the membership already has it at that address. A voter id is refused
+//!   (a learner never becomes a voter here: no membership changes of voters yet).
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use openraft::async_runtime::WatchReceiver as _;
+use openraft::impls::BasicNode;
+use openraft::ChangeMembers;
+
+use super::network::Connection;
+use super::rpc::{ClientReply, ClientRequest, RpcRequest, RpcResponse};
+use super::types::Raft;
+use super::ControllerError;
+
+/// One attempt to reach a voter.
+const ASK_TTL: Duration = Duration::from_secs(5);
+/// Pause after every voter has been asked once without success.
+const ROUND_PAUSE: Duration = Duration::from_millis(100);
+
+/// Asks the quorum (any voter; forwarded answers come only from the leader) to add this
+/// node as a learner reached at `addr`; retries until `deadline`.
+pub async fn join(me: u64, addr: &str, voters: &BTreeMap<u64, String>, deadline: Instant) -> Result<(), ControllerError> {
+    let req = RpcRequest::Client(ClientRequest::AddObserver { id: me, addr: addr.to_string() });
+    let mut conns: Vec<(u64, Connection)> = voters.iter().map(|(id, a)| (*id, Connection::new(a.clone()))).collect();
+    let mut last = String::from("no voter asked yet");
+    while Instant::now() < deadline {
+        for (voter, conn) in conns.iter_mut() {
+            match conn.call(&req, ASK_TTL).await {
+                Ok(RpcResponse::Client { result: Ok(_), .. }) => {
+                    tracing::info!(node = me, leader = *voter, addr, "controller: joined the metadata quorum as an observer (raft learner)");
+                    return Ok(());
+                }
+                // A refusal that is no NOT_CONTROLLER is final (e.g. this id is a voter).
+                Ok(RpcResponse::Client { result: Err(e), .. }) if !matches!(e, ControllerError::NotController(_)) => return Err(e),
+                Ok(RpcResponse::Client { result: Err(e), .. }) => last = format!("voter {voter}: {e}"),
+                Ok(other) => last = format!("voter {voter} answered {other:?}"),
+                Err(e) => last = format!("voter {voter}: {e}"),
+            }
+        }
+        tracing::debug!(%last, "controller: waiting for the quorum leader to add this observer");
+        tokio::time::sleep(ROUND_PAUSE).await;
+    }
+    Err(ControllerError::NotController(format!("no quorum leader added this node as an observer: {last}")))
+}
+
+/// On the leader: makes `id` a learner reached at `addr` (one membership entry, committed
+/// before the answer), unless the membership already says so.
+pub async fn add(raft: &Raft, id: u64, addr: String, timeout: Duration) -> Result<ClientReply, ControllerError> {
+    if addr.is_empty() {
+        return Err(ControllerError::InvalidRequest("an observer needs a controller listener address".into()));
+    }
+    let current = raft.metrics().borrow_watched().membership_config.clone();
+    let membership = current.membership();
+    if membership.voter_ids().any(|v| v == id) {
+        return Err(ControllerError::InvalidRequest(format!(
+            "node {id} is a voter of the metadata quorum; it cannot also follow it as an observer"
+        )));
+    }
+    if membership.get_node(&id).is_some_and(|n| n.addr == addr) {
+        return Ok(ClientReply::Done);
+    }
+    tracing::info!(node = id, addr, "controller: adding an observer (raft learner)");
+    // SetNodes adds the learner or replaces its address; it never touches the voters.
+    let change = ChangeMembers::SetNodes(BTreeMap::from([(id, BasicNode { addr })]));
+    match tokio::time::timeout(timeout, raft.change_membership(change, true)).await {
+        Ok(Ok(_)) => Ok(ClientReply::Done),
+        Ok(Err(e)) => Err(ControllerError::NotController(format!("adding observer {id}: {e}"))),
+        Err(_) => Err(ControllerError::NotController(format!(
+            "adding observer {id} was not committed within {} s",
+            timeout.as_secs()
+        ))),
+    }
+}
