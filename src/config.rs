@@ -67,6 +67,14 @@ pub struct Config {
     /// ~3 s; heartbeats go every timeout / 6 (500 ms), so fencing a live broker takes six
     /// heartbeats lost or late in a row. Combined nodes never fence themselves.
     pub broker_session_timeout_ms: u64,
+    /// auto.leader.rebalance.enable: the quorum leader moves leadership back to preferred
+    /// replicas (the first of each partition) when leaders are imbalanced.
+    pub auto_leader_rebalance_enable: bool,
+    /// leader.imbalance.check.interval.seconds: how often the quorum leader checks.
+    pub leader_imbalance_check_interval_seconds: u64,
+    /// leader.imbalance.per.broker.percentage: a broker's share (%) of the partitions it is
+    /// the preferred leader of but does not lead, above which they are moved back to it.
+    pub leader_imbalance_per_broker_percentage: u32,
     /// Number of shards (one pinned executor each); 0 = one per available core.
     pub shards: usize,
     /// Core for the controller thread; -1 = a core no shard uses if there is one, else
@@ -183,6 +191,9 @@ impl Default for Config {
             controller_quorum_voters: String::new(),
             broker_rack: None,
             broker_session_timeout_ms: 3000,
+            auto_leader_rebalance_enable: true,
+            leader_imbalance_check_interval_seconds: 300,
+            leader_imbalance_per_broker_percentage: 10,
             shards: 0,
             controller_core: -1,
             flush: FlushMode::Always,
@@ -368,6 +379,13 @@ impl Config {
         if self.broker_session_timeout_ms == 0 {
             return bad("broker_session_timeout_ms", "must be positive".into());
         }
+        // Kafka: leader.imbalance.check.interval.seconds at least 1, the percentage 0-100.
+        if !(1..=86_400 * 365).contains(&self.leader_imbalance_check_interval_seconds) {
+            return bad("leader_imbalance_check_interval_seconds", "must be between 1 and 31536000".into());
+        }
+        if self.leader_imbalance_per_broker_percentage > 100 {
+            return bad("leader_imbalance_per_broker_percentage", "must be between 0 and 100".into());
+        }
         if let Some(l) = &self.controller_listener {
             split_host_port(l).map_err(|m| ConfigError::Invalid { key: "controller_listener", message: m })?;
         }
@@ -493,6 +511,12 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub broker_session_timeout_ms: Option<u64>,
     #[arg(long)]
+    pub auto_leader_rebalance_enable: Option<bool>,
+    #[arg(long)]
+    pub leader_imbalance_check_interval_seconds: Option<u64>,
+    #[arg(long)]
+    pub leader_imbalance_per_broker_percentage: Option<u32>,
+    #[arg(long)]
     pub shards: Option<usize>,
     #[arg(long)]
     pub controller_core: Option<i64>,
@@ -590,7 +614,8 @@ impl ConfigArgs {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { c.$f = v.clone(); } )* };
         }
         set!(listen, data_dir, log_dirs, node_id, process_roles, controller_quorum_voters,
-            broker_session_timeout_ms, shards, controller_core, flush, log_flush_interval_messages,
+            broker_session_timeout_ms, auto_leader_rebalance_enable, leader_imbalance_check_interval_seconds,
+            leader_imbalance_per_broker_percentage, shards, controller_core, flush, log_flush_interval_messages,
             log_flush_interval_ms, storage_fault, socket_request_max_bytes,
             queued_max_request_bytes,
             max_connections_per_shard, max_inflight_requests_per_connection, fetch_max_bytes, shard_preempt_timer_us,

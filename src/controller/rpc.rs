@@ -21,6 +21,7 @@ use openraft::raft::{
 
 use crate::cluster::image::{BrokerId, BrokerMeta, ConfigResource, TopicMeta};
 
+use super::election::{ElectionType, TopicElection};
 use super::frame::{self, FrameError, HEADER_LEN};
 use super::quorum_info::QuorumInfo;
 use super::types::{ControllerTypes, SnapshotMeta, Vote};
@@ -89,6 +90,11 @@ pub enum ClientRequest {
     BrokerHeartbeat {
         broker: BrokerMeta,
     },
+    /// ElectLeaders: `topics` None = every partition.
+    ElectLeaders {
+        election: ElectionType,
+        topics: Option<Vec<(String, Vec<i32>)>>,
+    },
 }
 
 /// The answer to a `ClientRequest`, one variant per kind of result.
@@ -99,6 +105,7 @@ pub enum ClientReply {
     Done,
     FirstProducerId(i64),
     Quorum(QuorumInfo),
+    Elections(Vec<TopicElection>),
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -176,6 +176,9 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         advertised_port: config.advertised().1,
         rack: config.broker_rack.clone(),
         session_timeout: std::time::Duration::from_millis(config.broker_session_timeout_ms),
+        auto_leader_rebalance_enable: config.auto_leader_rebalance_enable,
+        leader_imbalance_check_interval: std::time::Duration::from_secs(config.leader_imbalance_check_interval_seconds),
+        leader_imbalance_per_broker_percentage: config.leader_imbalance_per_broker_percentage,
         ..ControllerConfig::default()
     })
     .context("starting the controller")?;
