@@ -9,7 +9,8 @@
 //! broker (its shard count is in its registration): a leader replica goes to the shard
 //! leading the fewest partitions, then the one with the fewest replicas, so leaders spread
 //! over shards as well as brokers (a shard serves only what it leads); a follower replica
-//! to the shard with the fewest replicas; ties to the lowest id.
+//! to the shard with the fewest followers, then the fewest replicas (so replicas balance
+//! too); ties to the lowest id.
 use std::collections::BTreeMap;
 
 use crate::cluster::image::{BrokerId, MetadataImage, ReplicaMeta};
@@ -29,7 +30,7 @@ struct BrokerLoad {
     /// Leaders and replicas placed by this request.
     new_leaders: u64,
     new_replicas: u64,
-    /// Per shard: (leader replicas, replicas).
+    /// Per shard: (leader replicas, follower replicas).
     shards: Vec<(u64, u64)>,
     rack: Option<String>,
 }
@@ -46,8 +47,7 @@ impl Load {
                     l.replicas += 1;
                     l.leaders += u64::from(i == 0);
                     if let Some(c) = l.shards.get_mut(usize::from(r.shard)) {
-                        c.0 += u64::from(i == 0);
-                        c.1 += 1;
+                        if i == 0 { c.0 += 1 } else { c.1 += 1 }
                     }
                 }
             }
@@ -56,13 +56,13 @@ impl Load {
     }
 
     /// Takes a replica slot on `broker` (known live): its least-loaded shard, by leaders
-    /// first for a leader replica.
+    /// for a leader replica, by followers for a follower.
     fn take(&mut self, broker: BrokerId, leader: bool) -> Option<ReplicaMeta> {
         let l = self.brokers.get_mut(&broker)?;
         // min_by_key returns the first minimum: the lowest shard id among ties.
-        let (shard, _) = l.shards.iter().enumerate().min_by_key(|(_, &(leaders, replicas))| if leader { (leaders, replicas) } else { (0, replicas) })?;
-        l.shards[shard].0 += u64::from(leader);
-        l.shards[shard].1 += 1;
+        let key = |&(leaders, followers): &(u64, u64)| if leader { (leaders, leaders + followers) } else { (followers, leaders + followers) };
+        let (shard, _) = l.shards.iter().enumerate().min_by_key(|(_, c)| key(c))?;
+        if leader { l.shards[shard].0 += 1 } else { l.shards[shard].1 += 1 }
         l.replicas += 1;
         l.leaders += u64::from(leader);
         l.new_replicas += 1;
