@@ -86,7 +86,7 @@ def brokers(node) -> set[int]:
 
 def create(node, name: str, assignment: list[list[int]]) -> None:
     a = admin(node)
-    a.create_topics([NewTopic(name, replica_assignment=assignment)], operation_timeout=30)[name].result(timeout=60)
+    a.create_topics([NewTopic(name, len(assignment), replica_assignment=assignment)], operation_timeout=30)[name].result(timeout=60)
 
 
 def elect(bootstrap: str, election: str, *target: str):
