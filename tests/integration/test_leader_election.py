@@ -25,6 +25,7 @@ No timed assertions: every wait polls with a generous deadline.
 from __future__ import annotations
 
 import re
+import struct
 import time
 import uuid
 
@@ -141,6 +142,24 @@ def elect_leaders_v0(bootstrap: str, topic: str, parts: list[int]) -> tuple[int,
     return throttle, out
 
 
+def elect_leaders_v1(bootstrap: str, election_type: int, topic: str, parts: list[int]) -> tuple[int, dict[int, int]]:
+    """ElectLeaders v1: (top-level error code, {partition: error code})."""
+    body = (struct.pack(">b", election_type) + i32(1) + string(topic) + i32(len(parts))
+            + b"".join(i32(p) for p in parts) + i32(30000))
+    r = Reader(roundtrip(bootstrap, request(43, 1, 8, body)))
+    assert r.i32() == 8
+    r.i32()  # throttle
+    top = r.i16()
+    out = {}
+    for _ in range(r.i32()):
+        assert r.string() == topic
+        for _ in range(r.i32()):
+            part, code = r.i32(), r.i16()
+            r.string()
+            out[part] = code
+    return top, out
+
+
 def test_preferred_leaders_need_no_election(cluster):
     node = cluster.node(1)
     wait_for("3 brokers", lambda: brokers(node) == {1, 2, 3})
@@ -164,6 +183,9 @@ def test_preferred_leaders_need_no_election(cluster):
     # v0 on the wire: per-partition codes only.
     throttle, codes = elect_leaders_v0(cluster.node(3).bootstrap, topic, [0, 2, 5])
     assert (throttle, codes) == (0, {0: 84, 2: 84, 5: KafkaError.UNKNOWN_TOPIC_OR_PART})
+    # v1: an election type Kafka does not know is an invalid request, on every partition.
+    assert elect_leaders_v1(node.bootstrap, 1, topic, [0]) == (0, {0: 84})
+    assert elect_leaders_v1(node.bootstrap, 7, topic, [0, 1]) == (42, {0: 42, 1: 42})
     assert leaders(node, topic) == {0: 1, 1: 2, 2: 3}
 
     # The broker reports the rebalance keys it runs with.
