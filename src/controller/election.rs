@@ -388,6 +388,51 @@ mod tests {
         assert!(img.topics["t"].partitions.iter().all(|p| p.leader == 0));
     }
 
+    /// Through committed records (`apply.rs`): an unclean election after the only ISR
+    /// member is fenced, the old leader's return, a preferred election that finds it out
+    /// of the ISR. The deltas tell the shards; replaying the log gives the same image.
+    #[test]
+    fn elections_as_committed_records_replay_identically() {
+        use super::super::apply::apply;
+        use super::super::types::{Applied, Command, Response};
+        use crate::cluster::image::MetadataDelta;
+        let broker = |id: BrokerId, inc: u8| BrokerMeta { id, incarnation: [inc; 16], host: "h".into(), port: 9092, rack: None, shard_count: 2, fenced: false };
+        let on = |b: BrokerId| ReplicaMeta { broker: b, shard: 1 };
+        let t0 = refs(&[0]);
+        let log = vec![
+            Command::RegisterBroker { broker: broker(1, 1) },
+            Command::RegisterBroker { broker: broker(2, 2) },
+            Command::RegisterBroker { broker: broker(3, 3) },
+            Command::CreateTopic { name: "t".into(), topic_id: [1; 16], shards: vec![], replicas: vec![vec![on(1), on(2), on(3)]], configs: BTreeMap::new() },
+            Command::FenceBroker { broker: 1, incarnation: [1; 16] },
+            Command::ElectLeaders { election: ElectionType::Preferred, partitions: t0.clone() },
+            Command::ElectLeaders { election: ElectionType::Unclean, partitions: t0.clone() },
+            Command::ElectLeaders { election: ElectionType::Unclean, partitions: t0.clone() },
+            Command::RegisterBroker { broker: broker(1, 9) },
+            Command::ElectLeaders { election: ElectionType::Preferred, partitions: t0.clone() },
+        ];
+        let run = || {
+            let mut img = MetadataImage::default();
+            let out: Vec<_> = log.iter().enumerate().map(|(i, c)| apply(&mut img, i as u64 + 1, c)).collect();
+            (img, out)
+        };
+        let (img, out) = run();
+        let elected = |i: usize| match &out[i].0 {
+            Response(Ok(Applied::Elected(r))) => r.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(elected(5), vec![Err(ElectionError::PreferredLeaderNotAvailable)]);
+        assert!(out[5].1.is_empty(), "nothing changed, nothing to tell the shards");
+        assert_eq!(elected(6), vec![Ok(())]);
+        assert_eq!(out[6].1, vec![MetadataDelta::LeadersChanged { name: "t".into() }]);
+        assert_eq!((elected(7), out[7].1.clone()), (vec![Err(ElectionError::NotNeeded)], vec![]));
+        assert_eq!(elected(9), vec![Err(ElectionError::PreferredLeaderNotAvailable)]);
+        let p = part(&img, 0);
+        // Leader epochs: 0 at creation, 1 when fenced (offline), 2 for the unclean leader.
+        assert_eq!((p.leader, p.isr.clone(), p.leader_epoch), (2, vec![2], 2));
+        assert_eq!(run(), (img, out));
+    }
+
     proptest! {
         /// Any mix of fencings, unfencings, replicas rejoining the ISR and elections of
         /// either type: nobody fenced leads, a clean election elects only an ISR member,
