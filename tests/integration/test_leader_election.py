@@ -2,8 +2,9 @@
 (`auto_leader_rebalance_enable`), on 3 combined nodes (tests/integration/cluster_harness.py).
 
 Real clients: Kafka's own `kafka-leader-election` tool (LeaderElectionCommand, run from the
-jars as the other tests run Kafka's tools), confluent-kafka for produce/consume, Metadata
-and DescribeConfigs, and a raw ElectLeaders v0 request (kafkawire).
+jars as the other tests run Kafka's tools), confluent-kafka (librdkafka's `elect_leaders`,
+produce/consume, Metadata, DescribeConfigs), and raw ElectLeaders v0/v1 requests
+(kafkawire).
 
 - every leader already preferred: PREFERRED over every partition elects nothing, a named
   partition answers ELECTION_NOT_NEEDED ("Valid replica already elected"), an unknown one
@@ -30,7 +31,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 import conftest
@@ -186,6 +187,11 @@ def test_preferred_leaders_need_no_election(cluster):
     # v1: an election type Kafka does not know is an invalid request, on every partition.
     assert elect_leaders_v1(node.bootstrap, 1, topic, [0]) == (0, {0: 84})
     assert elect_leaders_v1(node.bootstrap, 7, topic, [0, 1]) == (42, {0: 42, 1: 42})
+    # librdkafka's AdminClient (confluent-kafka elect_leaders).
+    a = admin(cluster.node(2))
+    got = a.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0), TopicPartition(topic, 7)]).result(timeout=60)
+    codes = {tp.partition: (err.code() if err is not None else 0) for tp, err in got.items()}
+    assert codes == {0: KafkaError.ELECTION_NOT_NEEDED, 7: KafkaError.UNKNOWN_TOPIC_OR_PART}, got
     assert leaders(node, topic) == {0: 1, 1: 2, 2: 3}
 
     # The broker reports the rebalance keys it runs with.
