@@ -206,6 +206,8 @@ fn check_shard_count(n: u16) -> Result<ShardId, ControllerError> {
 #[cfg(test)]
 mod quorum_tests;
 #[cfg(test)]
+mod rebalance_tests;
+#[cfg(test)]
 mod simulation;
 #[cfg(test)]
 mod tests;
