@@ -19,7 +19,8 @@ produce/consume, Metadata, DescribeConfigs), and raw ElectLeaders v0/v1 requests
   `kafka-leader-election --election-type PREFERRED` and by the automatic rebalance. These
   two need a fenced leader's partitions to move to another in-sync replica, which only
   replication (issue 12) makes possible: until then they skip, saying so, after checking
-  that the fenced broker's partitions went offline instead.
+  that the fenced broker's partitions went offline instead (the move back itself runs on
+  the real controller thread in src/controller/rebalance_tests.rs).
 No timed assertions: every wait polls with a generous deadline.
 """
 
