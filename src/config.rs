@@ -72,6 +72,14 @@ pub struct Config {
     /// ~3 s; heartbeats go every timeout / 6 (500 ms), so fencing a live broker takes six
     /// heartbeats lost or late in a row. Combined nodes never fence themselves.
     pub broker_session_timeout_ms: u64,
+    /// auto.leader.rebalance.enable: the quorum leader moves leadership back to preferred
+    /// replicas (the first of each partition) when leaders are imbalanced.
+    pub auto_leader_rebalance_enable: bool,
+    /// leader.imbalance.check.interval.seconds: how often the quorum leader checks.
+    pub leader_imbalance_check_interval_seconds: u64,
+    /// leader.imbalance.per.broker.percentage: a broker's share (%) of the partitions it is
+    /// the preferred leader of but does not lead, above which they are moved back to it.
+    pub leader_imbalance_per_broker_percentage: u32,
     /// Number of shards (one pinned executor each); 0 = one per available core.
     pub shards: usize,
     /// Core for the controller thread; -1 = a core no shard uses if there is one, else
@@ -189,6 +197,9 @@ impl Default for Config {
             broker_rack: None,
             broker_session_timeout_ms: 3000,
             metadata_snapshot_every_entries: 1024,
+            auto_leader_rebalance_enable: true,
+            leader_imbalance_check_interval_seconds: 300,
+            leader_imbalance_per_broker_percentage: 10,
             shards: 0,
             controller_core: -1,
             flush: FlushMode::Always,
@@ -377,6 +388,13 @@ impl Config {
         if self.metadata_snapshot_every_entries == 0 {
             return bad("metadata_snapshot_every_entries", "must be positive".into());
         }
+        // Kafka: leader.imbalance.check.interval.seconds at least 1, the percentage 0-100.
+        if !(1..=86_400 * 365).contains(&self.leader_imbalance_check_interval_seconds) {
+            return bad("leader_imbalance_check_interval_seconds", "must be between 1 and 31536000".into());
+        }
+        if self.leader_imbalance_per_broker_percentage > 100 {
+            return bad("leader_imbalance_per_broker_percentage", "must be between 0 and 100".into());
+        }
         if let Some(l) = &self.controller_listener {
             split_host_port(l).map_err(|m| ConfigError::Invalid { key: "controller_listener", message: m })?;
         }
@@ -528,6 +546,12 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub metadata_snapshot_every_entries: Option<u64>,
     #[arg(long)]
+    pub auto_leader_rebalance_enable: Option<bool>,
+    #[arg(long)]
+    pub leader_imbalance_check_interval_seconds: Option<u64>,
+    #[arg(long)]
+    pub leader_imbalance_per_broker_percentage: Option<u32>,
+    #[arg(long)]
     pub shards: Option<usize>,
     #[arg(long)]
     pub controller_core: Option<i64>,
@@ -625,7 +649,8 @@ impl ConfigArgs {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { c.$f = v.clone(); } )* };
         }
         set!(listen, data_dir, log_dirs, node_id, process_roles, controller_quorum_voters,
-            broker_session_timeout_ms, metadata_snapshot_every_entries, shards, controller_core, flush, log_flush_interval_messages,
+            broker_session_timeout_ms, metadata_snapshot_every_entries, auto_leader_rebalance_enable, leader_imbalance_check_interval_seconds,
+            leader_imbalance_per_broker_percentage, shards, controller_core, flush, log_flush_interval_messages,
             log_flush_interval_ms, storage_fault, socket_request_max_bytes,
             queued_max_request_bytes,
             max_connections_per_shard, max_inflight_requests_per_connection, fetch_max_bytes, shard_preempt_timer_us,

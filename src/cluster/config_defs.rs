@@ -8,7 +8,7 @@
 //! left out, and why:
 //! - SSL, SASL, OAuth, delegation tokens, authorizer, principal builder: PLAINTEXT only;
 //! - remote.log.*, log.local.retention.*: no tiered storage;
-//! - replica.*, num.replica.fetchers, replication quotas, leader.imbalance.*,
+//! - replica.*, num.replica.fetchers, replication quotas,
 //!   controlled.shutdown.*, broker.heartbeat/session.*, controller.quorum.*, metadata.log.*,
 //!   metadata.max.*: one node, and the metadata quorum is openraft, not KRaft;
 //! - transaction.*, transactional.id.*, producer.id.expiration.ms: no transactions yet;
@@ -119,6 +119,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         format!("PLAINTEXT://{host}:{port}")
     }),
     ro("auto.create.topics.enable", T::Boolean, "Create a topic when a client asks for metadata of an unknown one.", |c| c.auto_create_topics_enable.to_string()),
+    ro("auto.leader.rebalance.enable", T::Boolean, "The active controller moves leadership back to preferred replicas when leaders are imbalanced.", |c| c.auto_leader_rebalance_enable.to_string()),
     ro("broker.id", T::Int, "This broker's id (same as node.id).", |c| c.node_id.to_string()),
     ro("compression.type", T::String, "Stored batches keep the producer's compression.", |_| "producer".into()),
     ro("default.replication.factor", T::Int, "Replicas of an auto-created topic (one node: 1).", |_| "1".into()),
@@ -136,6 +137,8 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     ro("group.max.session.timeout.ms", T::Int, "Longest session timeout a classic group member may ask for.", |c| c.group_max_session_timeout_ms.to_string()),
     ro("group.max.size", T::Int, "Most members of a classic group.", |c| c.group_max_size.to_string()),
     ro("group.min.session.timeout.ms", T::Int, "Shortest session timeout a classic group member may ask for.", |c| c.group_min_session_timeout_ms.to_string()),
+    ro("leader.imbalance.check.interval.seconds", T::Long, "How often the active controller checks whether leaders are imbalanced.", |c| c.leader_imbalance_check_interval_seconds.to_string()),
+    ro("leader.imbalance.per.broker.percentage", T::Int, "A broker's share (%) of partitions it should lead but does not, above which preferred leaders are elected.", |c| c.leader_imbalance_per_broker_percentage.to_string()),
     ro("listeners", T::String, "Address the broker listens on.", |c| format!("PLAINTEXT://{}", c.listen)),
     ro("log.cleaner.backoff.ms", T::Long, "How often each shard looks for compacted partitions to clean.", |c| c.log_cleaner_backoff_ms.to_string()),
     ro("log.cleaner.delete.retention.ms", T::Long, "Default of delete.retention.ms: how long tombstones are kept.", |_| topic_config::DEFAULT_DELETE_RETENTION_MS.to_string()),

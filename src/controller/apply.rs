@@ -4,6 +4,7 @@
 use crate::cluster::image::{ConfigResource, MetadataDelta, MetadataImage, PartitionMeta, ReplicaMeta, TopicMeta};
 use crate::runtime::ShardId;
 
+use super::election;
 use super::leadership::{self, ChangedTopics};
 
 use super::types::{Applied, Command, Rejection, Response};
@@ -179,6 +180,11 @@ fn apply_inner(
             b.fenced = fence;
             let changed = if fence { leadership::on_fenced(image, *broker) } else { leadership::on_unfenced(image, *broker) };
             Ok((Applied::Done, broker_deltas(changed)))
+        }
+        Command::ElectLeaders { election, partitions } => {
+            let (results, changed) = election::apply_elections(image, *election, partitions);
+            let deltas = changed.into_iter().map(|name| MetadataDelta::LeadersChanged { name }).collect();
+            Ok((Applied::Elected(results), deltas))
         }
     }
 }

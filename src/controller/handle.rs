@@ -10,6 +10,7 @@ use futures::channel::oneshot;
 
 use crate::cluster::image::{BrokerId, ConfigResource, MetadataImage, TopicMeta};
 
+use super::election::{ElectionType, TopicElection};
 use super::state_machine::Publisher;
 use super::quorum_info::QuorumInfo;
 use super::rpc::{ClientReply, ClientRequest};
@@ -201,6 +202,19 @@ impl ControllerHandle {
         match self.call(ClientRequest::DescribeQuorum).await? {
             ClientReply::Quorum(q) => Ok(q),
             other => Err(mismatch("DescribeQuorum", other)),
+        }
+    }
+
+    /// ElectLeaders: elects leaders of `topics` (None: every partition); the answer per
+    /// partition, as Kafka's controller gives it.
+    pub async fn elect_leaders(
+        &self,
+        election: ElectionType,
+        topics: Option<Vec<(String, Vec<i32>)>>,
+    ) -> Result<Vec<TopicElection>, ControllerError> {
+        match self.call(ClientRequest::ElectLeaders { election, topics }).await? {
+            ClientReply::Elections(results) => Ok(results),
+            other => Err(mismatch("ElectLeaders", other)),
         }
     }
 

@@ -21,7 +21,7 @@ pub fn elect(p: &PartitionMeta, image: &MetadataImage) -> BrokerId {
 }
 
 /// Sets the leader (bumping the epochs when it changes) and keeps `shard` in step.
-fn set_leader(p: &mut PartitionMeta, leader: BrokerId) {
+pub(super) fn set_leader(p: &mut PartitionMeta, leader: BrokerId) {
     if p.leader != leader {
         p.leader = leader;
         p.leader_epoch = p.leader_epoch.saturating_add(1);

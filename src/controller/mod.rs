@@ -15,6 +15,7 @@
 //! - `apply.rs`         the pure, deterministic command → image transition
 //! - `propose.rs`       validates client requests against the image and builds commands
 //! - `placement.rs`     partition → shard balancing
+//! - `election.rs`      ElectLeaders (preferred / unclean) and the automatic preferred-leader rebalance
 //! - `rpc.rs`           controller-to-controller wire format (raft RPCs, forwarded requests)
 //! - `quorum_info.rs`   the quorum as DescribeQuorum reports it (leader, epoch, progress)
 //! - `network.rs`       the client side: openraft's `RaftNetworkV2` over TCP
@@ -47,6 +48,7 @@ use crate::runtime::ShardId;
 use crate::cluster::topic_config::TopicConfigDefaults;
 
 mod apply;
+mod election;
 mod files;
 mod frame;
 mod handle;
@@ -67,6 +69,7 @@ mod snapshot;
 mod state_machine;
 mod types;
 
+pub use election::{ElectionError, ElectionResult, ElectionType, TopicElection};
 pub use handle::ControllerHandle;
 pub use propose::validate_topic_name;
 pub use quorum_info::{QuorumInfo, ReplicaProgress};
@@ -110,6 +113,12 @@ pub struct ControllerConfig {
     pub rack: Option<String>,
     /// `broker_session_timeout_ms`: the leader fences a broker silent this long.
     pub session_timeout: std::time::Duration,
+    /// `auto_leader_rebalance_enable`: the quorum leader moves leadership back to
+    /// preferred replicas every `leader_imbalance_check_interval` when a broker's share of
+    /// partitions it should lead but does not is above `leader_imbalance_per_broker_percentage`.
+    pub auto_leader_rebalance_enable: bool,
+    pub leader_imbalance_check_interval: std::time::Duration,
+    pub leader_imbalance_per_broker_percentage: u32,
 }
 
 impl Default for ControllerConfig {
@@ -129,6 +138,9 @@ impl Default for ControllerConfig {
             advertised_port: 9092,
             rack: None,
             session_timeout: std::time::Duration::from_millis(3000),
+            auto_leader_rebalance_enable: true,
+            leader_imbalance_check_interval: std::time::Duration::from_secs(300),
+            leader_imbalance_per_broker_percentage: 10,
         }
     }
 }
@@ -211,6 +223,8 @@ fn check_shard_count(n: u16, broker: bool) -> Result<ShardId, ControllerError> {
 
 #[cfg(test)]
 mod quorum_tests;
+#[cfg(test)]
+mod rebalance_tests;
 #[cfg(test)]
 mod simulation;
 #[cfg(test)]

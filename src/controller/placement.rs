@@ -6,8 +6,11 @@
 //! there: the leader (first replica) to the broker with the fewest leaders, the others to
 //! those with the fewest replicas; with racks set no two replicas of a partition share a
 //! rack while an unused rack is left. Inside a
-//! broker: the replica goes to its shard with the fewest replicas (the broker's shard
-//! count is in its registration), ties to the lowest id.
+//! broker (its shard count is in its registration): a leader replica goes to the shard
+//! leading the fewest partitions, then the one with the fewest replicas, so leaders spread
+//! over shards as well as brokers (a shard serves only what it leads); a follower replica
+//! to the shard with the fewest followers, then the fewest replicas (so replicas balance
+//! too); ties to the lowest id.
 use std::collections::BTreeMap;
 
 use crate::cluster::image::{BrokerId, MetadataImage, ReplicaMeta};
@@ -27,7 +30,8 @@ struct BrokerLoad {
     /// Leaders and replicas placed by this request.
     new_leaders: u64,
     new_replicas: u64,
-    shards: Vec<u64>,
+    /// Per shard: (leader replicas, follower replicas).
+    shards: Vec<(u64, u64)>,
     rack: Option<String>,
 }
 
@@ -35,7 +39,7 @@ impl Load {
     fn of(image: &MetadataImage) -> Load {
         let mut brokers: BTreeMap<BrokerId, BrokerLoad> = image
             .live_brokers()
-            .map(|b| (b.id, BrokerLoad { leaders: 0, replicas: 0, new_leaders: 0, new_replicas: 0, shards: vec![0; usize::from(b.shard_count)], rack: b.rack.clone() }))
+            .map(|b| (b.id, BrokerLoad { leaders: 0, replicas: 0, new_leaders: 0, new_replicas: 0, shards: vec![(0, 0); usize::from(b.shard_count)], rack: b.rack.clone() }))
             .collect();
         for p in image.topics.values().flat_map(|t| t.partitions.iter()) {
             for (i, r) in p.replicas.iter().enumerate() {
@@ -43,7 +47,7 @@ impl Load {
                     l.replicas += 1;
                     l.leaders += u64::from(i == 0);
                     if let Some(c) = l.shards.get_mut(usize::from(r.shard)) {
-                        *c += 1;
+                        if i == 0 { c.0 += 1 } else { c.1 += 1 }
                     }
                 }
             }
@@ -51,12 +55,14 @@ impl Load {
         Load { brokers }
     }
 
-    /// Takes a replica slot on `broker` (known live): its least-loaded shard.
+    /// Takes a replica slot on `broker` (known live): its least-loaded shard, by leaders
+    /// for a leader replica, by followers for a follower.
     fn take(&mut self, broker: BrokerId, leader: bool) -> Option<ReplicaMeta> {
         let l = self.brokers.get_mut(&broker)?;
         // min_by_key returns the first minimum: the lowest shard id among ties.
-        let (shard, _) = l.shards.iter().enumerate().min_by_key(|(_, c)| **c)?;
-        l.shards[shard] += 1;
+        let key = |&(leaders, followers): &(u64, u64)| if leader { (leaders, leaders + followers) } else { (followers, leaders + followers) };
+        let (shard, _) = l.shards.iter().enumerate().min_by_key(|(_, c)| key(c))?;
+        if leader { l.shards[shard].0 += 1 } else { l.shards[shard].1 += 1 }
         l.replicas += 1;
         l.leaders += u64::from(leader);
         l.new_replicas += 1;
@@ -151,6 +157,26 @@ mod tests {
         let img = image(&[(1, 2, None), (2, 2, None), (3, 2, None)]);
         let placed = place(&img, 6, 1, &[]).unwrap();
         assert_eq!(flat(&placed), vec![vec![(1, 0)], vec![(2, 0)], vec![(3, 0)], vec![(1, 1)], vec![(2, 1)], vec![(3, 1)]]);
+    }
+
+    /// RF 2 over 2 brokers with 2 shards each: replicas alone would put every leader of a
+    /// broker on one shard (leader, follower, leader, ... lands on shards 0, 1, 0, ...).
+    #[test]
+    fn leaders_spread_over_the_shards_of_each_broker_whatever_the_replicas() {
+        let img = image(&[(1, 2, None), (2, 2, None)]);
+        let placed = place(&img, 8, 2, &[]).unwrap();
+        for broker in [1, 2] {
+            let mut leaders = [0; 2];
+            let mut replicas = [0; 2];
+            for rs in &placed {
+                for (i, r) in rs.iter().enumerate().filter(|(_, r)| r.broker == broker) {
+                    leaders[usize::from(r.shard)] += u32::from(i == 0);
+                    replicas[usize::from(r.shard)] += 1;
+                }
+            }
+            assert_eq!(leaders, [2, 2], "broker {broker}: {:?}", flat(&placed));
+            assert_eq!(replicas, [4, 4], "broker {broker}: {:?}", flat(&placed));
+        }
     }
 
     #[test]

@@ -21,6 +21,7 @@ use openraft::raft::{
 
 use crate::cluster::image::{BrokerId, BrokerMeta, ConfigResource, TopicMeta};
 
+use super::election::{ElectionType, TopicElection};
 use super::frame::{self, FrameError, HEADER_LEN};
 use super::quorum_info::QuorumInfo;
 use super::types::{ControllerTypes, SnapshotMeta, Vote};
@@ -97,6 +98,11 @@ pub enum ClientRequest {
         id: u64,
         addr: String,
     },
+    /// ElectLeaders: `topics` None = every partition.
+    ElectLeaders {
+        election: ElectionType,
+        topics: Option<Vec<(String, Vec<i32>)>>,
+    },
 }
 
 /// The answer to a `ClientRequest`, one variant per kind of result.
@@ -107,6 +113,7 @@ pub enum ClientReply {
     Done,
     FirstProducerId(i64),
     Quorum(QuorumInfo),
+    Elections(Vec<TopicElection>),
 }
 
 #[derive(Debug, Serialize, Deserialize)]

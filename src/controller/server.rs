@@ -24,6 +24,7 @@ use openraft::{Config, SnapshotPolicy};
 
 use crate::cluster::image::{BrokerMeta, MetadataImage, MetadataUpdate};
 
+use super::election::{self, ElectionType};
 use super::handle::{ControllerHandle, Request};
 use super::liveness::Liveness;
 use super::log_store::LogStore;
@@ -168,6 +169,10 @@ fn run_thread(
         }
         let mut fencing_timer = tokio::time::interval(fencing_check_interval(cfg.session_timeout));
         fencing_timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Kafka's first imbalance check comes one interval after start, too.
+        let every = cfg.leader_imbalance_check_interval.max(Duration::from_secs(1));
+        let mut rebalance_timer = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        rebalance_timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 req = requests.recv() => {
@@ -178,6 +183,9 @@ fn run_thread(
                     let _ = req.reply.send(res);
                 }
                 _ = fencing_timer.tick() => router.fence_silent_brokers(&raft, &publisher).await,
+                _ = rebalance_timer.tick(), if cfg.auto_leader_rebalance_enable => {
+                    router.rebalance_leaders(&raft, &publisher, cfg.leader_imbalance_per_broker_percentage).await
+                }
             }
         }
         tracing::info!("controller shutting down");
@@ -579,6 +587,16 @@ async fn execute(
             }
         }
         ClientRequest::AddObserver { id, addr } => observer::add(raft, id, addr, ROUTE_DEADLINE).await,
+        ClientRequest::ElectLeaders { election, topics } => {
+            let mut plan = election::plan(&image, election, topics.as_deref());
+            if !plan.to_elect.is_empty() {
+                match write(raft, Command::ElectLeaders { election, partitions: plan.to_elect.clone() }).await? {
+                    Applied::Elected(applied) => plan.settle(&applied),
+                    other => return Err(unexpected("ElectLeaders", other)),
+                }
+            }
+            Ok(ClientReply::Elections(plan.results))
+        }
         ClientRequest::DescribeQuorum => quorum_info::describe(&raft.metrics().borrow_watched())
             .map(ClientReply::Quorum)
             .ok_or_else(|| ControllerError::NotController("this node no longer leads".into())),
@@ -621,6 +639,22 @@ impl Router<'_> {
             if let Err(e) = write(raft, Command::FenceBroker { broker, incarnation }).await {
                 tracing::warn!(broker, error = %e, "controller: could not fence a broker");
             }
+        }
+    }
+
+    /// On the rebalance timer: if this node leads, moves leadership back to the preferred
+    /// replicas of brokers whose imbalance is above `percentage` (`election::imbalanced`).
+    async fn rebalance_leaders(&self, raft: &Raft, publisher: &Publisher, percentage: u32) {
+        if raft.metrics().borrow_watched().current_leader != Some(self.me) {
+            return;
+        }
+        let partitions = election::imbalanced(&publisher.image(), percentage);
+        if partitions.is_empty() {
+            return;
+        }
+        tracing::info!(partitions = partitions.len(), percentage, "controller: leaders imbalanced; electing preferred leaders");
+        if let Err(e) = write(raft, Command::ElectLeaders { election: ElectionType::Preferred, partitions }).await {
+            tracing::warn!(error = %e, "controller: preferred-leader rebalance not committed");
         }
     }
 

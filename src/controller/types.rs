@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::cluster::image::{BrokerId, BrokerMeta, ConfigResource, ReplicaMeta, TopicMeta};
 use crate::runtime::ShardId;
 
+use super::election::{ElectionResult, ElectionType, PartitionRef};
 use super::ControllerError;
 
 openraft::declare_raft_types!(
@@ -96,6 +97,12 @@ pub enum Command {
         broker: BrokerId,
         incarnation: [u8; 16],
     },
+    /// Elect leaders of these partitions (ElectLeaders, or the leader's automatic
+    /// preferred-leader rebalance); each is checked again on apply (`election.rs`).
+    ElectLeaders {
+        election: ElectionType,
+        partitions: Vec<PartitionRef>,
+    },
 }
 
 impl fmt::Display for Command {
@@ -113,6 +120,7 @@ impl fmt::Display for Command {
             Command::RegisterBroker { broker } => write!(f, "RegisterBroker({}, shards {})", broker.id, broker.shard_count),
             Command::FenceBroker { broker, .. } => write!(f, "FenceBroker({broker})"),
             Command::UnfenceBroker { broker, .. } => write!(f, "UnfenceBroker({broker})"),
+            Command::ElectLeaders { election, partitions } => write!(f, "ElectLeaders({election:?}, {} partitions)", partitions.len()),
             Command::DeleteTopic { name, .. } => write!(f, "DeleteTopic({name})"),
             Command::SetTopicConfigs { name, configs, .. } => {
                 write!(f, "SetTopicConfigs({name}, {} keys)", configs.len())
@@ -132,6 +140,8 @@ pub enum Applied {
     TopicCreated(TopicMeta),
     TopicDeleted { topic_id: [u8; 16] },
     ProducerIds { first: i64 },
+    /// One result per partition of an `ElectLeaders` record, in its order.
+    Elected(Vec<ElectionResult>),
 }
 
 /// A command the state machine refused when applying it (the image changed between

@@ -49,6 +49,8 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DeleteGroups, 0, 2),
+    // Preferred and unclean elections through the quorum leader (controller/election.rs).
+    (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
@@ -80,7 +82,6 @@ const NOT_SERVED: &[(ApiKey, i16, i16, &str)] = &[
     (ApiKey::RenewDelegationToken, 1, 2, "no delegation tokens"),
     (ApiKey::ExpireDelegationToken, 1, 2, "no delegation tokens"),
     (ApiKey::DescribeDelegationToken, 1, 3, "no delegation tokens"),
-    (ApiKey::ElectLeaders, 0, 2, "one broker: every partition's leader is this node"),
     (ApiKey::AlterPartitionReassignments, 0, 1, "one broker: no replica to reassign to another broker (moves between log dirs are AlterReplicaLogDirs)"),
     (ApiKey::ListPartitionReassignments, 0, 0, "one broker: no reassignments exist"),
     (ApiKey::DescribeClientQuotas, 0, 1, "no client quotas"),

@@ -69,8 +69,11 @@ impl ErrorCode {
     pub const UNSUPPORTED_COMPRESSION_TYPE: ErrorCode = ErrorCode(76);
     pub const OFFSET_NOT_AVAILABLE: ErrorCode = ErrorCode(78);
     pub const MEMBER_ID_REQUIRED: ErrorCode = ErrorCode(79);
+    pub const PREFERRED_LEADER_NOT_AVAILABLE: ErrorCode = ErrorCode(80);
     pub const GROUP_MAX_SIZE_REACHED: ErrorCode = ErrorCode(81);
     pub const FENCED_INSTANCE_ID: ErrorCode = ErrorCode(82);
+    pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: ErrorCode = ErrorCode(83);
+    pub const ELECTION_NOT_NEEDED: ErrorCode = ErrorCode(84);
     pub const GROUP_SUBSCRIBED_TO_TOPIC: ErrorCode = ErrorCode(86);
     pub const INVALID_RECORD: ErrorCode = ErrorCode(87);
     pub const THROTTLING_QUOTA_EXCEEDED: ErrorCode = ErrorCode(89);

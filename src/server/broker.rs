@@ -174,6 +174,9 @@ fn controller_config(config: &Config, voters: std::collections::BTreeMap<u64, St
         advertised_port: config.advertised().1,
         rack: config.broker_rack.clone(),
         session_timeout: std::time::Duration::from_millis(config.broker_session_timeout_ms),
+        auto_leader_rebalance_enable: config.auto_leader_rebalance_enable,
+        leader_imbalance_check_interval: std::time::Duration::from_secs(config.leader_imbalance_check_interval_seconds),
+        leader_imbalance_per_broker_percentage: config.leader_imbalance_per_broker_percentage,
         ..ControllerConfig::default()
     }
 }

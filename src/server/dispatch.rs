@@ -72,6 +72,7 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, peer: Option<
         RequestKind::AlterConfigs(r) => handlers::alter_configs::handle(ctx, meta, r).await,
         RequestKind::DescribeCluster(r) => handlers::describe_cluster::handle(ctx, meta, r),
         RequestKind::DescribeQuorum(r) => handlers::describe_quorum::handle(ctx, meta, r).await,
+        RequestKind::ElectLeaders(r) => handlers::elect_leaders::handle(ctx, meta, r).await,
         RequestKind::DescribeLogDirs(r) => handlers::describe_log_dirs::handle(ctx, meta, r).await,
         RequestKind::AlterReplicaLogDirs(r) => handlers::alter_replica_log_dirs::handle(ctx, meta, r).await,
         RequestKind::DescribeTopicPartitions(r) => handlers::describe_topic_partitions::handle(ctx, meta, r),

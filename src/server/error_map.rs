@@ -1,7 +1,7 @@
 //! Internal errors → Kafka error codes: the one place that decides which code a client
 //! sees for a record-batch, storage, partition or controller error (Kafka 4.1's choices).
 //! Lower layers raise their own `thiserror` enums and know no Kafka codes.
-use crate::controller::ControllerError;
+use crate::controller::{ControllerError, ElectionError};
 use crate::partition::producer_state::SequenceError;
 use crate::partition::PartitionError;
 use crate::protocol::{ErrorCode, FetchWriteError};
@@ -61,6 +61,17 @@ impl From<&ControllerError> for ErrorCode {
             ControllerError::InvalidRequest(_) => ErrorCode::INVALID_REQUEST,
             ControllerError::NotController(_) => ErrorCode::NOT_CONTROLLER,
             ControllerError::Storage(_) | ControllerError::Config(_) => ErrorCode::UNKNOWN_SERVER_ERROR,
+        }
+    }
+}
+
+impl From<&ElectionError> for ErrorCode {
+    fn from(e: &ElectionError) -> ErrorCode {
+        match e {
+            ElectionError::NotNeeded => ErrorCode::ELECTION_NOT_NEEDED,
+            ElectionError::PreferredLeaderNotAvailable => ErrorCode::PREFERRED_LEADER_NOT_AVAILABLE,
+            ElectionError::EligibleLeadersNotAvailable => ErrorCode::ELIGIBLE_LEADERS_NOT_AVAILABLE,
+            ElectionError::UnknownTopicOrPartition => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
         }
     }
 }
