@@ -58,6 +58,12 @@ pub struct Config {
     /// metadata quorum's raft RPCs are served on. None = a single node whose controller
     /// runs in-process with no peers (the default, and the behaviour before issue 11).
     pub controller_listener: Option<String>,
+    /// The controller listener as the quorum reaches it (Kafka's advertised.listeners entry
+    /// for the CONTROLLER listener, KIP-853): what a broker-only node announces to the
+    /// quorum leader, which replicates the metadata log to it there. Defaults to
+    /// `controller_listener`; needed when that binds a wildcard (0.0.0.0) or a private
+    /// address. (Voters are reached at their `controller_quorum_voters` entries.)
+    pub advertised_controller_listener: Option<String>,
     /// controller.quorum.voters: `id@host:port,...`, every voter's node id and controller
     /// listener. Empty = single node. Must name this node (with its controller_listener's
     /// port) when process_roles has "controller", and must not name a broker-only node.
@@ -193,6 +199,7 @@ impl Default for Config {
             node_id: 1,
             process_roles: vec!["broker".into(), "controller".into()],
             controller_listener: None,
+            advertised_controller_listener: None,
             controller_quorum_voters: String::new(),
             broker_rack: None,
             broker_session_timeout_ms: 3000,
@@ -423,12 +430,18 @@ impl Config {
             return bad("controller_listener", why.into());
         };
         let (host, port) = split_host_port(listener).map_err(|m| ConfigError::Invalid { key: "controller_listener", message: m })?;
+        if let Some(adv) = &self.advertised_controller_listener {
+            let (adv_host, _) = split_host_port(adv).map_err(|m| ConfigError::Invalid { key: "advertised_controller_listener", message: m })?;
+            if adv_host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified()) {
+                return bad("advertised_controller_listener", format!("must be an address the controllers can reach, not {adv_host}"));
+            }
+        }
         let unspecified = host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified());
-        if !self.has_role("controller") && unspecified {
+        if !self.has_role("controller") && unspecified && self.advertised_controller_listener.is_none() {
             // The leader connects to the address the observer registers with.
             return bad("controller_listener", format!(
                 "a broker-only node's controller listener is where the quorum leader connects: \
-                 give an address the controllers can reach, not {host}"));
+                 give an address the controllers can reach, not {host}, or set advertised_controller_listener"));
         }
         match me {
             None if self.has_role("controller") => {
@@ -536,6 +549,8 @@ pub struct ConfigArgs {
     pub process_roles: Option<Vec<String>>,
     #[arg(long)]
     pub controller_listener: Option<String>,
+    #[arg(long)]
+    pub advertised_controller_listener: Option<String>,
     /// `id@host:port,...` (Kafka's controller.quorum.voters).
     #[arg(long)]
     pub controller_quorum_voters: Option<String>,
@@ -671,6 +686,9 @@ impl ConfigArgs {
         if let Some(a) = &self.controller_listener {
             c.controller_listener = Some(a.clone());
         }
+        if let Some(a) = &self.advertised_controller_listener {
+            c.advertised_controller_listener = Some(a.clone());
+        }
         if let Some(a) = &self.broker_rack {
             c.broker_rack = Some(a.clone());
         }
@@ -801,6 +819,11 @@ mod tests {
         assert_eq!(key(&b), "controller_listener");
         b.controller_listener = Some("0.0.0.0:19096".into());
         assert_eq!(key(&b), "controller_listener"); // the leader cannot connect to 0.0.0.0
+        b.advertised_controller_listener = Some("0.0.0.0:19096".into());
+        assert_eq!(key(&b), "advertised_controller_listener");
+        b.advertised_controller_listener = Some("10.0.0.4:19096".into());
+        b.validate().unwrap(); // binds every interface, announces a reachable address
+        b.advertised_controller_listener = None;
         b.controller_listener = Some("127.0.0.1:19096".into());
         b.validate().unwrap();
         b.node_id = 3;

@@ -99,6 +99,9 @@ pub struct ControllerConfig {
     /// node is added as an observer at this address, so it must be reachable from the
     /// controllers.
     pub listener: Option<String>,
+    /// The address an observer announces to the leader (`advertised_controller_listener`);
+    /// None = `listener`.
+    pub advertised_listener: Option<String>,
     /// Raft id → controller listener of every voter (controller.quorum.voters). Empty =
     /// a single-voter quorum of this node alone (the behaviour before issue 11). A node
     /// not in a non-empty `voters` is an observer (a raft learner): a broker-only node.
@@ -132,6 +135,7 @@ impl Default for ControllerConfig {
             topic_defaults: TopicConfigDefaults::default(),
             snapshot_every_entries: 1024,
             listener: None,
+            advertised_listener: None,
             voters: BTreeMap::new(),
             broker: true,
             advertised_host: "localhost".into(),

@@ -231,7 +231,7 @@ async fn boot(
 ) -> Result<Raft, ControllerError> {
     let node_id = raft_node_id(cfg.node_id)?;
     let observer_addr = match &cfg.listener {
-        Some(addr) if is_observer(cfg, node_id) => Some(addr.clone()),
+        Some(addr) if is_observer(cfg, node_id) => Some(cfg.advertised_listener.clone().unwrap_or_else(|| addr.clone())),
         None if is_observer(cfg, node_id) => {
             return Err(ControllerError::Config(format!(
                 "node {node_id} is not among the quorum voters {:?}: as an observer it needs a controller listener",

@@ -168,6 +168,7 @@ fn controller_config(config: &Config, voters: std::collections::BTreeMap<u64, St
         topic_defaults: topic_defaults(config),
         snapshot_every_entries: config.metadata_snapshot_every_entries,
         listener: config.controller_listener.clone(),
+        advertised_listener: config.advertised_controller_listener.clone(),
         voters,
         broker: config.has_role("broker"),
         advertised_host: config.advertised().0,

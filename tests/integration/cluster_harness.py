@@ -86,13 +86,22 @@ class Node:
     def controller_listener(self) -> str:
         return f"127.0.0.1:{self.controller_port}"
 
+    def controller_listener_args(self) -> list[str]:
+        """Voters bind their voter entry. A broker-only node binds every interface and
+        announces its loopback address (advertised_controller_listener), as a broker on
+        a machine with several interfaces would."""
+        if self.is_controller:
+            return ["--controller-listener", self.controller_listener]
+        return ["--controller-listener", f"0.0.0.0:{self.controller_port}",
+                "--advertised-controller-listener", self.controller_listener]
+
     def command(self) -> list[str]:
         return [str(self.cluster.binary), "serve",
                 "--node-id", str(self.node_id),
                 "--listen", self.bootstrap,
                 "--data-dir", str(self.data_dir),
                 "--process-roles", self.roles,
-                "--controller-listener", self.controller_listener,
+                *self.controller_listener_args(),
                 "--controller-quorum-voters", self.cluster.voters,
                 "--shards", str(self.cluster.shards),
                 *(["--broker-rack", self.rack] if self.rack is not None else []),
