@@ -3,12 +3,16 @@
 //! no history, so it gives every broker one session timeout from the moment it began
 //! leading before fencing anybody (else an election would fence the whole cluster).
 //!
-//! The controller thread asks `expired` on a timer and proposes a FenceBroker record for
-//! each answer; the clock is passed in, so this is tested without threads or sleeps.
+//! The controller thread calls `on_heartbeat` for each heartbeat that reaches it while it
+//! leads and `on_fencing_tick` on a timer, and commits the commands they return; the clock
+//! is passed in, so this is tested without threads or sleeps, and the seeded simulation
+//! (`simulation_brokers.rs`) drives the very same decisions on a virtual clock.
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::cluster::image::{BrokerId, MetadataImage};
+use crate::cluster::image::{BrokerId, BrokerMeta, MetadataImage};
+
+use super::types::Command;
 
 pub struct Liveness {
     session_timeout: Duration,
@@ -54,6 +58,50 @@ impl Liveness {
             .map(|b| (b.id, b.incarnation))
             .collect()
     }
+
+    /// A heartbeat that reached this node while it leads `term`: remembers it and says
+    /// what to commit, if anything: a registration (unknown broker or new incarnation), an
+    /// unfencing (a fenced broker of the same incarnation heartbeats again), or nothing.
+    pub fn on_heartbeat(&mut self, term: u64, image: &MetadataImage, broker: &BrokerMeta, now: Instant) -> Option<Command> {
+        self.set_leading(Some(term), now);
+        self.heard(broker.id, broker.incarnation, now);
+        match image.brokers.get(&broker.id) {
+            Some(b) if b.incarnation == broker.incarnation && !b.fenced => None,
+            Some(b) if b.incarnation == broker.incarnation => {
+                tracing::info!(broker = broker.id, "controller: unfencing a broker that heartbeats again");
+                Some(Command::UnfenceBroker { broker: broker.id, incarnation: broker.incarnation })
+            }
+            _ => {
+                tracing::info!(broker = broker.id, host = %broker.host, port = broker.port, "controller: registering a broker");
+                Some(Command::RegisterBroker { broker: broker.clone() })
+            }
+        }
+    }
+
+    /// The fencing timer of node `me`, which leads `leading` (None: it does not): one
+    /// FenceBroker record per broker silent for a session timeout.
+    pub fn on_fencing_tick(&mut self, leading: Option<u64>, image: &MetadataImage, me: BrokerId, now: Instant) -> Vec<Command> {
+        self.set_leading(leading, now);
+        self.expired(image, me, now)
+            .into_iter()
+            .map(|(broker, incarnation)| {
+                tracing::info!(broker, "controller: fencing a broker that missed its heartbeats");
+                Command::FenceBroker { broker, incarnation }
+            })
+            .collect()
+    }
+}
+
+/// How often a broker heartbeats: six per session timeout, so a broker is fenced only
+/// after missing about six in a row (a loaded 2-core machine can delay one or two).
+pub fn heartbeat_interval(session_timeout: Duration) -> Duration {
+    (session_timeout / 6).max(Duration::from_millis(10))
+}
+
+/// How often the leader looks for silent brokers: fencing lags the session timeout by
+/// at most this.
+pub fn fencing_check_interval(session_timeout: Duration) -> Duration {
+    (session_timeout / 10).max(Duration::from_millis(10))
 }
 
 #[cfg(test)]

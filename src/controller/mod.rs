@@ -196,4 +196,6 @@ mod quorum_tests;
 #[cfg(test)]
 mod simulation;
 #[cfg(test)]
+mod simulation_brokers;
+#[cfg(test)]
 mod tests;

@@ -7,6 +7,9 @@ Layout, for base port P and node ids 1..N (combined broker+controller nodes):
             data dir <root>/node-<i>/data, log <root>/node-<i>.log, pid <root>/node-<i>.pid
     controller_quorum_voters = 1@127.0.0.1:P+100,2@127.0.0.1:P+101,...
 Without a base port the tests pick free ports (no clash with other suites).
+Optional, per node (tests/integration/test_cluster_netns.py): a host IP to listen on and
+advertise instead of 127.0.0.1, and a command prefix (e.g. `ip netns exec NS`) to run
+the node inside a network namespace.
 
 The active controller is read from the nodes' logs: each node logs one
 "controller quorum: leader=<id> term=<t> ..." line per change (src/controller/server.rs);
@@ -52,11 +55,14 @@ class ClusterError(Exception):
 class Node:
     """One shardlog process of the cluster; survives kill -9 / restart with its data dir."""
 
-    def __init__(self, cluster: "Cluster", node_id: int, port: int, controller_port: int):
+    def __init__(self, cluster: "Cluster", node_id: int, port: int, controller_port: int,
+                 host: str = "127.0.0.1", prefix: list[str] | None = None):
         self.cluster = cluster
         self.node_id = node_id
         self.port = port
         self.controller_port = controller_port
+        self.host = host
+        self.prefix = list(prefix or [])
         self.data_dir = cluster.root / f"node-{node_id}" / "data"
         self.log_path = cluster.log_dir / f"{cluster.name}node-{node_id}.log"
         self.pid_path = cluster.root / f"node-{node_id}.pid"
@@ -66,14 +72,14 @@ class Node:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def controller_listener(self) -> str:
-        return f"127.0.0.1:{self.controller_port}"
+        return f"{self.host}:{self.controller_port}"
 
     def command(self) -> list[str]:
-        return [str(self.cluster.binary), "serve",
+        return [*self.prefix, str(self.cluster.binary), "serve",
                 "--node-id", str(self.node_id),
                 "--listen", self.bootstrap,
                 "--data-dir", str(self.data_dir),
@@ -199,11 +205,15 @@ class Cluster:
     def __init__(self, n: int, root: Path, base_port: int | None = None,
                  log_dir: Path | None = None, name: str = "", shards: int = 1,
                  extra_args: list[str] | None = None, binary: Path | None = None,
-                 racks: list[str] | None = None):
+                 racks: list[str] | None = None, hosts: list[str] | None = None,
+                 prefixes: list[list[str] | None] | None = None):
         if n < 1:
             raise ClusterError("a cluster has at least 1 node")
         if racks is not None and len(racks) != n:
             raise ClusterError("racks names one rack per node")
+        # Node i listens on and advertises hosts[i-1] and runs behind prefixes[i-1].
+        if (hosts is not None and len(hosts) != n) or (prefixes is not None and len(prefixes) != n):
+            raise ClusterError("hosts and prefixes name one entry per node")
         # Node i's broker_rack is racks[i-1]; None = no racks.
         self.racks = racks
         self.root = Path(root)
@@ -228,7 +238,8 @@ class Cluster:
                 port, cport = fresh_port(), fresh_port()
             else:
                 port, cport = base_port + i - 1, base_port + CONTROLLER_PORT_OFFSET + i - 1
-            self.nodes.append(Node(self, i, port, cport))
+            host = hosts[i - 1] if hosts else "127.0.0.1"
+            self.nodes.append(Node(self, i, port, cport, host, prefixes[i - 1] if prefixes else None))
         self.voters = ",".join(f"{nd.node_id}@{nd.controller_listener}" for nd in self.nodes)
 
     def node(self, node_id: int) -> Node:
