@@ -141,4 +141,26 @@ mod tests {
         l.set_leading(Some(4), t0 + s * 6);
         assert!(l.expired(&img, 1, t0 + s * 6).is_empty());
     }
+
+    #[test]
+    fn a_heartbeat_registers_unfences_or_changes_nothing() {
+        let t0 = Instant::now();
+        let mut img = image(&[1, 2]);
+        let mut l = Liveness::new(Duration::from_secs(3));
+        let two = img.brokers[&2].clone();
+        assert_eq!(l.on_heartbeat(1, &img, &two, t0), None, "live, same incarnation");
+        img.brokers.get_mut(&2).unwrap().fenced = true;
+        assert_eq!(l.on_heartbeat(1, &img, &two, t0), Some(Command::UnfenceBroker { broker: 2, incarnation: two.incarnation }));
+        let restarted = BrokerMeta { incarnation: [7; 16], ..two.clone() };
+        assert_eq!(l.on_heartbeat(1, &img, &restarted, t0), Some(Command::RegisterBroker { broker: restarted.clone() }));
+        let new = BrokerMeta { id: 3, ..restarted };
+        assert!(matches!(l.on_heartbeat(1, &img, &new, t0), Some(Command::RegisterBroker { .. })));
+        // The fencing timer: nothing while not leading, then the silent broker 1 (not me = 2).
+        assert!(l.on_fencing_tick(None, &img, 2, t0 + Duration::from_secs(9)).is_empty());
+        assert!(l.on_fencing_tick(Some(2), &img, 2, t0 + Duration::from_secs(9)).is_empty(), "a new term's grace period");
+        assert_eq!(
+            l.on_fencing_tick(Some(2), &img, 2, t0 + Duration::from_secs(13)),
+            vec![Command::FenceBroker { broker: 1, incarnation: [1; 16] }]
+        );
+    }
 }

@@ -26,7 +26,7 @@ use rand::{RngExt, SeedableRng};
 
 use super::liveness::{fencing_check_interval, heartbeat_interval, Liveness};
 use super::server::caught_up;
-use super::simulation::{lock, Shared, SimPeer, NODES};
+use super::simulation::{lock, Shared, SimPeer, World, NODES};
 use super::types::{Command, Raft};
 use crate::cluster::image::{BrokerId, BrokerMeta, MetadataImage, MetadataUpdate, NO_LEADER};
 
@@ -285,13 +285,18 @@ pub fn broker_event(world: &Shared, trace: &mut Vec<String>) {
     let (roll, id) = (w.rng.random_range(0..100u32), w.rng.random_range(NODES as BrokerId + 1..=BROKERS));
     let link = BROKER_LINK + id as u64;
     let state = w.brokers.brokers[&id].state;
+    let set = |w: &mut World, state: State| {
+        if let Some(b) = w.brokers.brokers.get_mut(&id) {
+            b.state = state;
+        }
+    };
     match (roll, state) {
         (0..=29, State::Up) => {
-            w.brokers.brokers.get_mut(&id).map(|b| b.state = State::Down);
+            set(&mut w, State::Down);
             trace.push(format!("crash broker {id}"));
         }
         (30..=54, State::Up) => {
-            w.brokers.brokers.get_mut(&id).map(|b| b.state = State::Paused);
+            set(&mut w, State::Paused);
             trace.push(format!("pause broker {id}"));
         }
         (55..=84, State::Down) => {
@@ -299,7 +304,7 @@ pub fn broker_event(world: &Shared, trace: &mut Vec<String>) {
             trace.push(format!("restart broker {id}"));
         }
         (55..=84, State::Paused) => {
-            w.brokers.brokers.get_mut(&id).map(|b| b.state = State::Up);
+            set(&mut w, State::Up);
             trace.push(format!("resume broker {id}"));
         }
         (85..=92, _) => {
