@@ -477,6 +477,11 @@ fn simulate(seed: u64, faults: Faults) -> Run {
         check_logs_agree(root).await;
         run
     });
+    if !run.split_brain.is_empty() && std::env::var("SIM_TRACE").is_ok() {
+        for line in run.trace.iter().filter(|l| !l.contains(" via ")) {
+            eprintln!("  {line}");
+        }
+    }
     assert!(run.split_brain.is_empty(), "seed {seed}: two leaders in one term: {:?}", run.split_brain);
     run
 }
