@@ -3,12 +3,16 @@
 //! no history, so it gives every broker one session timeout from the moment it began
 //! leading before fencing anybody (else an election would fence the whole cluster).
 //!
-//! The controller thread asks `expired` on a timer and proposes a FenceBroker record for
-//! each answer; the clock is passed in, so this is tested without threads or sleeps.
+//! The controller thread calls `on_heartbeat` for each heartbeat that reaches it while it
+//! leads and `on_fencing_tick` on a timer, and commits the commands they return; the clock
+//! is passed in, so this is tested without threads or sleeps, and the seeded simulation
+//! (`simulation_brokers.rs`) drives the very same decisions on a virtual clock.
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::cluster::image::{BrokerId, MetadataImage};
+use crate::cluster::image::{BrokerId, BrokerMeta, MetadataImage};
+
+use super::types::Command;
 
 pub struct Liveness {
     session_timeout: Duration,
@@ -54,6 +58,50 @@ impl Liveness {
             .map(|b| (b.id, b.incarnation))
             .collect()
     }
+
+    /// A heartbeat that reached this node while it leads `term`: remembers it and says
+    /// what to commit, if anything: a registration (unknown broker or new incarnation), an
+    /// unfencing (a fenced broker of the same incarnation heartbeats again), or nothing.
+    pub fn on_heartbeat(&mut self, term: u64, image: &MetadataImage, broker: &BrokerMeta, now: Instant) -> Option<Command> {
+        self.set_leading(Some(term), now);
+        self.heard(broker.id, broker.incarnation, now);
+        match image.brokers.get(&broker.id) {
+            Some(b) if b.incarnation == broker.incarnation && !b.fenced => None,
+            Some(b) if b.incarnation == broker.incarnation => {
+                tracing::info!(broker = broker.id, "controller: unfencing a broker that heartbeats again");
+                Some(Command::UnfenceBroker { broker: broker.id, incarnation: broker.incarnation })
+            }
+            _ => {
+                tracing::info!(broker = broker.id, host = %broker.host, port = broker.port, "controller: registering a broker");
+                Some(Command::RegisterBroker { broker: broker.clone() })
+            }
+        }
+    }
+
+    /// The fencing timer of node `me`, which leads `leading` (None: it does not): one
+    /// FenceBroker record per broker silent for a session timeout.
+    pub fn on_fencing_tick(&mut self, leading: Option<u64>, image: &MetadataImage, me: BrokerId, now: Instant) -> Vec<Command> {
+        self.set_leading(leading, now);
+        self.expired(image, me, now)
+            .into_iter()
+            .map(|(broker, incarnation)| {
+                tracing::info!(broker, "controller: fencing a broker that missed its heartbeats");
+                Command::FenceBroker { broker, incarnation }
+            })
+            .collect()
+    }
+}
+
+/// How often a broker heartbeats: six per session timeout, so a broker is fenced only
+/// after missing about six in a row (a loaded 2-core machine can delay one or two).
+pub fn heartbeat_interval(session_timeout: Duration) -> Duration {
+    (session_timeout / 6).max(Duration::from_millis(10))
+}
+
+/// How often the leader looks for silent brokers: fencing lags the session timeout by
+/// at most this.
+pub fn fencing_check_interval(session_timeout: Duration) -> Duration {
+    (session_timeout / 10).max(Duration::from_millis(10))
 }
 
 #[cfg(test)]
@@ -92,5 +140,27 @@ mod tests {
         l.set_leading(Some(4), t0 + s * 5);
         l.set_leading(Some(4), t0 + s * 6);
         assert!(l.expired(&img, 1, t0 + s * 6).is_empty());
+    }
+
+    #[test]
+    fn a_heartbeat_registers_unfences_or_changes_nothing() {
+        let t0 = Instant::now();
+        let mut img = image(&[1, 2]);
+        let mut l = Liveness::new(Duration::from_secs(3));
+        let two = img.brokers[&2].clone();
+        assert_eq!(l.on_heartbeat(1, &img, &two, t0), None, "live, same incarnation");
+        img.brokers.get_mut(&2).unwrap().fenced = true;
+        assert_eq!(l.on_heartbeat(1, &img, &two, t0), Some(Command::UnfenceBroker { broker: 2, incarnation: two.incarnation }));
+        let restarted = BrokerMeta { incarnation: [7; 16], ..two.clone() };
+        assert_eq!(l.on_heartbeat(1, &img, &restarted, t0), Some(Command::RegisterBroker { broker: restarted.clone() }));
+        let new = BrokerMeta { id: 3, ..restarted };
+        assert!(matches!(l.on_heartbeat(1, &img, &new, t0), Some(Command::RegisterBroker { .. })));
+        // The fencing timer: nothing while not leading, then the silent broker 1 (not me = 2).
+        assert!(l.on_fencing_tick(None, &img, 2, t0 + Duration::from_secs(9)).is_empty());
+        assert!(l.on_fencing_tick(Some(2), &img, 2, t0 + Duration::from_secs(9)).is_empty(), "a new term's grace period");
+        assert_eq!(
+            l.on_fencing_tick(Some(2), &img, 2, t0 + Duration::from_secs(13)),
+            vec![Command::FenceBroker { broker: 1, incarnation: [1; 16] }]
+        );
     }
 }

@@ -232,4 +232,6 @@ mod rebalance_tests;
 #[cfg(test)]
 mod simulation;
 #[cfg(test)]
+mod simulation_brokers;
+#[cfg(test)]
 mod tests;

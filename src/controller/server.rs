@@ -20,13 +20,13 @@ use std::time::{Duration, Instant};
 use openraft::impls::BasicNode;
 use openraft::async_runtime::WatchReceiver as _;
 use openraft::metrics::WaitError;
-use openraft::{Config, SnapshotPolicy};
+use openraft::{Config, ReadPolicy, SnapshotPolicy};
 
 use crate::cluster::image::{BrokerMeta, MetadataImage, MetadataUpdate};
 
 use super::election::{self, ElectionType};
 use super::handle::{ControllerHandle, Request};
-use super::liveness::Liveness;
+use super::liveness::{fencing_check_interval, heartbeat_interval, Liveness};
 use super::log_store::LogStore;
 use super::network::{Connection, Network};
 use super::observer;
@@ -216,6 +216,12 @@ fn raft_config(cfg: &ControllerConfig) -> Result<Config, ControllerError> {
         // The snapshot holds everything; keeping no log behind it keeps the log file small.
         // A follower that falls behind the purge point gets the snapshot (InstallSnapshot).
         max_in_snapshot_log_to_keep: 0,
+        // A restarted leader campaigns like everybody else. openraft's default lets it
+        // resume leading at once, which its docs call unsafe when the committed index is
+        // not persisted (ours is not): it leads with a stale image, and its linearizable
+        // read (`caught_up`) does not see the records committed before the crash (the
+        // seeded simulation found it: a CreateTopic placed a leader on a fenced broker).
+        enable_leader_restore: Some(false),
         ..Default::default()
     }
     .validate()
@@ -348,18 +354,6 @@ fn is_observer(cfg: &ControllerConfig, node_id: u64) -> bool {
     !cfg.voters.is_empty() && !cfg.voters.contains_key(&node_id)
 }
 
-/// How often a broker heartbeats: six per session timeout, so a broker is fenced only
-/// after missing about six in a row (a loaded 2-core machine can delay one or two).
-fn heartbeat_interval(session_timeout: Duration) -> Duration {
-    (session_timeout / 6).max(Duration::from_millis(10))
-}
-
-/// How often the leader looks for silent brokers: fencing lags the session timeout by
-/// at most this.
-fn fencing_check_interval(session_timeout: Duration) -> Duration {
-    (session_timeout / 10).max(Duration::from_millis(10))
-}
-
 /// This node's broker registration; a new incarnation id per process start.
 fn registration(cfg: &ControllerConfig) -> BrokerMeta {
     BrokerMeta {
@@ -487,6 +481,20 @@ async fn write(raft: &Raft, cmd: Command) -> Result<Applied, ControllerError> {
     }
 }
 
+/// Waits until this leader's image holds every committed record: a new leader has all of
+/// them in its log but applies its predecessor's last ones only once its own first entry
+/// commits. A proposal validated before that could undo one (a CreateTopic placing a
+/// leader on a broker a FenceBroker just fenced: found by the seeded simulation,
+/// `simulation_brokers.rs`). openraft's linearizable read; with the lease it costs no
+/// round trip while the lease holds, and fails (NOT_CONTROLLER, retried) when it lapsed.
+pub(super) async fn caught_up(raft: &Raft) -> Result<(), ControllerError> {
+    match tokio::time::timeout(FORWARD_TTL, raft.ensure_linearizable(ReadPolicy::LeaseRead)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(ControllerError::NotController(format!("not ready to lead: {e}"))),
+        Err(_) => Err(ControllerError::NotController("the committed log was not applied in time".into())),
+    }
+}
+
 fn unexpected(what: &str, got: Applied) -> ControllerError {
     ControllerError::Storage(format!("internal: {what} applied as {got:?}"))
 }
@@ -503,21 +511,11 @@ async fn execute(
     let image = publisher.image();
     match req {
         ClientRequest::BrokerHeartbeat { broker } => {
-            let now = Instant::now();
-            liveness.set_leading(Some(raft.metrics().borrow_watched().current_term), now);
-            liveness.heard(broker.id, broker.incarnation, now);
-            let cmd = match image.brokers.get(&broker.id) {
-                Some(b) if b.incarnation == broker.incarnation && !b.fenced => return Ok(ClientReply::Done),
-                Some(b) if b.incarnation == broker.incarnation => {
-                    tracing::info!(broker = broker.id, "controller: unfencing a broker that heartbeats again");
-                    Command::UnfenceBroker { broker: broker.id, incarnation: broker.incarnation }
-                }
-                _ => {
-                    tracing::info!(broker = broker.id, host = %broker.host, port = broker.port, "controller: registering a broker");
-                    Command::RegisterBroker { broker }
-                }
-            };
-            write(raft, cmd).await.map(|_| ClientReply::Done)
+            let term = raft.metrics().borrow_watched().current_term;
+            match liveness.on_heartbeat(term, &image, &broker, Instant::now()) {
+                None => Ok(ClientReply::Done),
+                Some(cmd) => write(raft, cmd).await.map(|_| ClientReply::Done),
+            }
         }
         ClientRequest::CreateTopic {
             name,
@@ -629,15 +627,16 @@ impl Router<'_> {
     /// On the fencing timer: if this node leads, fences every broker silent for a
     /// session timeout (one committed record each; their partitions move in its apply).
     async fn fence_silent_brokers(&mut self, raft: &Raft, publisher: &Publisher) {
-        let now = Instant::now();
         let m = raft.metrics().borrow_watched().clone();
-        self.liveness.set_leading((m.current_leader == Some(self.me)).then_some(m.current_term), now);
+        let leading = (m.current_leader == Some(self.me)).then_some(m.current_term);
+        if leading.is_some() && caught_up(raft).await.is_err() {
+            return; // the next tick decides
+        }
         // self.me came from a non-negative i32 node id.
         let me = i32::try_from(self.me).unwrap_or(i32::MAX);
-        for (broker, incarnation) in self.liveness.expired(&publisher.image(), me, now) {
-            tracing::info!(broker, "controller: fencing a broker that missed its heartbeats");
-            if let Err(e) = write(raft, Command::FenceBroker { broker, incarnation }).await {
-                tracing::warn!(broker, error = %e, "controller: could not fence a broker");
+        for cmd in self.liveness.on_fencing_tick(leading, &publisher.image(), me, Instant::now()) {
+            if let Err(e) = write(raft, cmd.clone()).await {
+                tracing::warn!(command = %cmd, error = %e, "controller: could not fence a broker");
             }
         }
     }
@@ -645,7 +644,8 @@ impl Router<'_> {
     /// On the rebalance timer: if this node leads, moves leadership back to the preferred
     /// replicas of brokers whose imbalance is above `percentage` (`election::imbalanced`).
     async fn rebalance_leaders(&self, raft: &Raft, publisher: &Publisher, percentage: u32) {
-        if raft.metrics().borrow_watched().current_leader != Some(self.me) {
+        // Planned on a caught-up image (as every proposal); apply re-checks each partition.
+        if raft.metrics().borrow_watched().current_leader != Some(self.me) || caught_up(raft).await.is_err() {
             return;
         }
         let partitions = election::imbalanced(&publisher.image(), percentage);
@@ -669,7 +669,10 @@ impl Router<'_> {
         let deadline = Instant::now() + ROUTE_DEADLINE;
         loop {
             let res = match raft.current_leader().await {
-                Some(leader) if leader == self.me => execute(ctx, raft, publisher, &mut self.liveness, req.clone()).await,
+                Some(leader) if leader == self.me => match caught_up(raft).await {
+                    Ok(()) => execute(ctx, raft, publisher, &mut self.liveness, req.clone()).await,
+                    Err(e) => Err(e),
+                },
                 _ if forwarded => {
                     return Err(ControllerError::NotController(format!(
                         "node {} does not lead the metadata quorum",

@@ -10,12 +10,14 @@
 //! - committed metadata is never lost or reordered: every write a client got an answer for
 //!   is in every node's final image, and every node's log agrees with every other at each
 //!   index both still hold (same term, same command);
-//! - producer-id blocks never overlap, whichever leader handed them out.
+//! - producer-id blocks never overlap, whichever leader handed them out;
+//! - broker liveness (`simulation_brokers.rs`): a fenced broker never leads, leader epochs
+//!   never go back and rise with every leader change, and after the heal every running
+//!   broker is unfenced and every partition with a live replica has a leader.
 //!
 //! Seeded: the network's faults and openraft's own random draws (election timeouts,
 //! through `runtime::seed_thread_rng`) come from the seed, the clock is virtual and the
 //! scheduler single-threaded, so a failing seed is replayed with `SIM_SEED=<seed>`.
-//! (Broker liveness joins these properties once brokers register with the quorum.)
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Display;
 use std::future::Future;
@@ -34,12 +36,15 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 use super::log_store::LogStore;
+use super::propose::{self, Layout, ProposeCtx};
 use super::runtime::seed_thread_rng;
+use super::simulation_brokers::{self as brokers, Brokers, Counts};
 use super::state_machine::{Publisher, StateMachine};
 use super::types::{Applied, Command, ControllerTypes, Raft, Response, Snapshot, SnapshotData, Vote};
-use crate::cluster::image::{MetadataImage, ReplicaMeta};
+use crate::cluster::image::MetadataImage;
+use crate::cluster::topic_config::TopicConfigDefaults;
 
-const NODES: u64 = 3;
+pub(super) const NODES: u64 = 3;
 /// Virtual time one run covers (faults on), then a healed phase to converge.
 const FAULTY_FOR: Duration = Duration::from_secs(40);
 const HEAL_FOR: Duration = Duration::from_secs(10);
@@ -60,26 +65,27 @@ struct Faults {
 const HEALED: Faults = Faults { loss: 0.0, duplicate: 0.0, max_delay: Duration::from_millis(2) };
 
 /// The network and the nodes on it.
-struct World {
-    seed: u64,
+pub(super) struct World {
+    pub(super) seed: u64,
     /// Fault events and the clients' choices.
-    rng: StdRng,
+    pub(super) rng: StdRng,
     /// One generator per directed link, for the fates of its messages: what happens to a
     /// message depends on how many went over its link before, not on how openraft
     /// interleaves its sends to different peers.
     links: BTreeMap<(u64, u64), StdRng>,
     faults: Faults,
     /// Live nodes; a crashed node is absent.
-    nodes: BTreeMap<u64, Raft>,
+    pub(super) nodes: BTreeMap<u64, Raft>,
     /// Directed links that are down.
-    cut: BTreeSet<(u64, u64)>,
+    pub(super) cut: BTreeSet<(u64, u64)>,
     /// Each node's committed image, as its state machine publishes it.
-    images: BTreeMap<u64, Arc<Publisher>>,
+    pub(super) images: BTreeMap<u64, Arc<Publisher>>,
+    pub(super) brokers: Brokers,
 }
 
-type Shared = Arc<Mutex<World>>;
+pub(super) type Shared = Arc<Mutex<World>>;
 
-fn lock(world: &Shared) -> std::sync::MutexGuard<'_, World> {
+pub(super) fn lock(world: &Shared) -> std::sync::MutexGuard<'_, World> {
     world.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -103,10 +109,10 @@ impl RaftNetworkFactory<ControllerTypes> for SimNetwork {
     }
 }
 
-struct SimPeer {
-    from: u64,
-    to: u64,
-    world: Shared,
+pub(super) struct SimPeer {
+    pub(super) from: u64,
+    pub(super) to: u64,
+    pub(super) world: Shared,
 }
 
 impl SimPeer {
@@ -124,7 +130,7 @@ impl SimPeer {
     }
 
     /// Delivers one request through `call` as its fate says; `Err` is "unreachable".
-    async fn deliver<T, E: Display, Fut>(&self, call: impl Fn(Raft) -> Fut) -> Result<T, String>
+    pub(super) async fn deliver<T, E: Display, Fut>(&self, call: impl Fn(Raft) -> Fut) -> Result<T, String>
     where
         Fut: Future<Output = Result<T, E>>,
     {
@@ -220,6 +226,7 @@ fn config() -> Arc<Config> {
         election_timeout_max: 400,
         snapshot_policy: SnapshotPolicy::LogsSinceLast(40),
         max_in_snapshot_log_to_keep: 0,
+        enable_leader_restore: Some(false),
         ..Default::default()
     };
     Arc::new(c.validate().expect("sim raft config"))
@@ -228,11 +235,15 @@ fn config() -> Arc<Config> {
 async fn boot(root: &Path, id: u64, world: &Shared) -> Raft {
     let dir = node_dir(root, id);
     let log = LogStore::open(&dir).expect("sim log store");
-    let publisher = Arc::new(Publisher::new(Vec::new()));
+    // One "shard" channel: the checks see every image the state machine publishes.
+    let (updates, published) = async_channel::unbounded();
+    let publisher = Arc::new(Publisher::new(vec![updates]));
     let sm = StateMachine::open(dir, publisher.clone()).expect("sim state machine");
+    publisher.go_live();
     lock(world).images.insert(id, publisher);
     let raft = Raft::new(id, config(), SimNetwork { from: id, world: world.clone() }, log, sm).await.expect("sim raft");
     lock(world).nodes.insert(id, raft.clone());
+    brokers::node_started(world, id, raft.clone(), published);
     raft
 }
 
@@ -254,6 +265,9 @@ struct Run {
     split_brain: Vec<(u64, u64, u64)>,
     crashes: usize,
     trace: Vec<String>,
+    /// Committed registrations, fencings and unfencings, in commit order.
+    liveness: Vec<String>,
+    counts: Counts,
 }
 
 fn observe_leaders(world: &Shared, run: &mut Run) {
@@ -271,16 +285,33 @@ fn observe_leaders(world: &Shared, run: &mut Run) {
     }
 }
 
-/// One client write through whichever live node believes it leads; what the client was
-/// told is recorded (an error or a timeout teaches it nothing).
+/// One client write through whichever live node believes it leads, in its request loop
+/// (one request at a time, with heartbeats and fencing); what the client was told is
+/// recorded (an error or a timeout teaches it nothing). Topics are placed by the
+/// production code over the brokers the leader's image has live, 1-3 replicas.
 async fn client_write(world: &Shared, run: &mut Run, n: u64) {
     let leader = lock(world).nodes.iter().map(|(id, r)| (*id, r.clone())).find(|(_, r)| r.metrics().borrow_watched().state == ServerState::Leader);
     let Some((id, raft)) = leader else { return };
+    let (request_loop, publisher) = {
+        let w = lock(world);
+        (w.brokers.request_loop(id), w.images.get(&id).cloned())
+    };
+    let (Some(request_loop), Some(publisher)) = (request_loop, publisher) else { return };
+    let _serial = request_loop.lock().await;
+    if super::server::caught_up(&raft).await.is_err() {
+        return;
+    }
     let cmd = if n.is_multiple_of(2) {
         let name = format!("t{n}");
         let mut topic_id = [0u8; 16];
         topic_id[..8].copy_from_slice(&n.to_be_bytes());
-        Command::CreateTopic { name, topic_id, shards: Vec::new(), replicas: vec![vec![ReplicaMeta { broker: 1, shard: 0 }]], configs: BTreeMap::new() }
+        let defaults = TopicConfigDefaults::default();
+        let ctx = ProposeCtx { default_num_partitions: 1, defaults: &defaults };
+        let layout = Layout { num_partitions: 2, replication_factor: 1 + (n / 2 % 3) as i16, assignments: &[] };
+        match propose::create_topic(&ctx, &publisher.image(), name, layout, BTreeMap::new(), topic_id) {
+            Ok((cmd, _)) => cmd,
+            Err(_) => return, // e.g. fewer live brokers than replicas
+        }
     } else {
         Command::AllocateProducerIds { count: PRODUCER_ID_BLOCK }
     };
@@ -357,6 +388,7 @@ async fn fault_event(root: &Path, world: &Shared, run: &mut Run) {
 
 async fn crash(world: &Shared, run: &mut Run, id: u64, what: &str) {
     let Some(raft) = lock(world).nodes.remove(&id) else { return };
+    brokers::node_crashed(world, id);
     let _ = raft.shutdown().await;
     run.crashes += 1;
     run.trace.push(format!("{what} {id}"));
@@ -373,6 +405,7 @@ async fn restart_all_and_heal(root: &Path, world: &Shared) {
             boot(root, id, world).await;
         }
     }
+    brokers::restart_all(world);
 }
 
 /// Runs one seeded simulation and checks its invariants; returns what it observed.
@@ -388,6 +421,7 @@ fn simulate(seed: u64, faults: Faults) -> Run {
         nodes: BTreeMap::new(),
         cut: BTreeSet::new(),
         images: BTreeMap::new(),
+        brokers: Brokers::new(seed),
     }));
     let run = rt.block_on(async {
         let mut run = Run::default();
@@ -399,6 +433,7 @@ fn simulate(seed: u64, faults: Faults) -> Run {
         let first = lock(&world).nodes[&1].clone();
         first.initialize(members).await.expect("initialize");
         lock(&world).faults = faults;
+        brokers::spawn_brokers(&world);
 
         let start = tokio::time::Instant::now();
         let mut n = 0u64;
@@ -410,6 +445,10 @@ fn simulate(seed: u64, faults: Faults) -> Run {
             if lock(&world).rng.random_bool(0.08) {
                 fault_event(root, &world, &mut run).await;
             }
+            if lock(&world).rng.random_bool(0.04) {
+                brokers::broker_event(&world, &mut run.trace);
+            }
+            brokers::check_updates(&world);
         }
         restart_all_and_heal(root, &world).await;
         let healed = tokio::time::Instant::now();
@@ -418,11 +457,19 @@ fn simulate(seed: u64, faults: Faults) -> Run {
             observe_leaders(&world, &mut run);
             client_write(&world, &mut run, n).await;
             n += 1;
+            brokers::check_updates(&world);
         }
         // Let the last writes reach every node.
         tokio::time::sleep(Duration::from_secs(2)).await;
         observe_leaders(&world, &mut run);
         check_final_state(&world, &run);
+        brokers::check_healed(&world);
+        {
+            let mut w = lock(&world);
+            w.brokers.stopped = true;
+            run.liveness = std::mem::take(&mut w.brokers.events);
+            run.counts = w.brokers.counts;
+        }
         let nodes: Vec<Raft> = lock(&world).nodes.values().cloned().collect();
         for raft in nodes {
             let _ = raft.shutdown().await;
@@ -430,6 +477,11 @@ fn simulate(seed: u64, faults: Faults) -> Run {
         check_logs_agree(root).await;
         run
     });
+    if !run.split_brain.is_empty() && std::env::var("SIM_TRACE").is_ok() {
+        for line in run.trace.iter().filter(|l| !l.contains(" via ")) {
+            eprintln!("  {line}");
+        }
+    }
     assert!(run.split_brain.is_empty(), "seed {seed}: two leaders in one term: {:?}", run.split_brain);
     run
 }
@@ -485,32 +537,49 @@ async fn check_logs_agree(root: &Path) {
 fn seeds() -> Vec<u64> {
     match std::env::var("SIM_SEED") {
         Ok(s) => vec![s.parse().expect("SIM_SEED is a number")],
-        // More for a soak: SIM_SEEDS=200.
-        Err(_) => (1..=std::env::var("SIM_SEEDS").ok().and_then(|n| n.parse().ok()).unwrap_or(4)).collect(),
+        // More for a soak: SIM_SEEDS=200 (seeds 1..=200), or a range, SIM_SEEDS=101-200.
+        Err(_) => {
+            let spec = std::env::var("SIM_SEEDS").unwrap_or_else(|_| "4".into());
+            let (first, last) = match spec.split_once('-') {
+                Some((a, b)) => (a.parse().expect("SIM_SEEDS=first-last"), b.parse().expect("SIM_SEEDS=first-last")),
+                None => (1, spec.parse().expect("SIM_SEEDS is a number")),
+            };
+            (first..=last).collect()
+        }
     }
 }
 
 #[test]
 fn quorum_keeps_its_invariants_under_loss_delay_duplication_partitions_and_crashes() {
     let faults = Faults { loss: 0.1, duplicate: 0.05, max_delay: Duration::from_millis(60) };
+    let (mut totals, mut multi_leader) = (Vec::new(), 0);
     for seed in seeds() {
         let run = simulate(seed, faults);
-        // The checks above must have had something to check.
-        assert!(run.leaders.len() >= 2, "seed {seed}: one leadership only: {:?}", run.leaders);
+        // The checks above must have had something to check (leader changes: over the
+        // seeds, as a single seed's faults may all miss the leader).
+        multi_leader += usize::from(run.leaders.len() >= 2);
         assert!(!run.acked.topics.is_empty() && !run.acked.producer_blocks.is_empty(), "seed {seed}: nothing acknowledged");
+        assert!(run.counts.registered > 0 && run.counts.images_checked > 0, "seed {seed}: no broker registered: {:?}", run.counts);
         if std::env::var("SIM_TRACE").is_ok() {
             for line in run.trace.iter().filter(|l| !l.contains(" via ")) {
                 eprintln!("  {line}");
             }
         }
         eprintln!(
-            "seed {seed}: {} terms with a leader, {} crashes, {} topics and {} producer-id blocks acknowledged",
+            "seed {seed}: {} terms with a leader, {} crashes, {} topics and {} producer-id blocks acknowledged; brokers: {:?}",
             run.leaders.len(),
             run.crashes,
             run.acked.topics.len(),
-            run.acked.producer_blocks.len()
+            run.acked.producer_blocks.len(),
+            run.counts,
         );
+        totals.push(run.counts);
     }
+    // Over the seeds (one seed may be quiet), fencing and leader moves were exercised.
+    let fenced: usize = totals.iter().map(|c| c.fenced).sum();
+    let moved: usize = totals.iter().map(|c| c.leader_changes).sum();
+    assert!(fenced > 0 && moved > 0, "no broker was fenced or no leader moved: {totals:?}");
+    assert!(multi_leader * 2 >= totals.len(), "most seeds kept one quorum leader throughout: {multi_leader} of {}", totals.len());
 }
 
 #[test]
@@ -519,4 +588,6 @@ fn a_seed_replays_the_same_run() {
     let a = simulate(7, faults);
     let b = simulate(7, faults);
     assert_eq!(a.trace, b.trace, "same seed, different runs");
+    assert_eq!(a.liveness, b.liveness, "same seed, different broker liveness");
+    assert_eq!(a.counts, b.counts);
 }

@@ -10,6 +10,9 @@ Split layout (`controllers=C`, N brokers): nodes 1..C are controller-only voters
 client listener), nodes C+1..C+N broker-only observers (raft learners; their controller
 listener is where the quorum leader replicates the metadata log to). Same port scheme.
 Without a base port the tests pick free ports (no clash with other suites).
+Optional, per node (tests/integration/test_cluster_netns.py): a host IP to listen on and
+advertise instead of 127.0.0.1, and a command prefix (e.g. `ip netns exec NS`) to run
+the node inside a network namespace.
 
 The active controller is read from the nodes' logs: each node logs one
 "controller quorum: leader=<id> term=<t> ..." line per change (src/controller/server.rs);
@@ -56,13 +59,16 @@ class Node:
     """One shardlog process of the cluster; survives kill -9 / restart with its data dir."""
 
     def __init__(self, cluster: "Cluster", node_id: int, port: int, controller_port: int,
-                 roles: str = "broker,controller", rack: str | None = None):
+                 roles: str = "broker,controller", rack: str | None = None,
+                 host: str = "127.0.0.1", prefix: list[str] | None = None):
         self.cluster = cluster
         self.node_id = node_id
         self.roles = roles  # process_roles, comma-separated
         self.rack = rack
         self.port = port
         self.controller_port = controller_port
+        self.host = host
+        self.prefix = list(prefix or [])
         self.data_dir = cluster.root / f"node-{node_id}" / "data"
         self.log_path = cluster.log_dir / f"{cluster.name}node-{node_id}.log"
         self.pid_path = cluster.root / f"node-{node_id}.pid"
@@ -72,7 +78,7 @@ class Node:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def is_broker(self) -> bool:
@@ -84,7 +90,7 @@ class Node:
 
     @property
     def controller_listener(self) -> str:
-        return f"127.0.0.1:{self.controller_port}"
+        return f"{self.host}:{self.controller_port}"
 
     def controller_listener_args(self) -> list[str]:
         """Voters bind their voter entry. A broker-only node binds every interface and
@@ -96,7 +102,7 @@ class Node:
                 "--advertised-controller-listener", self.controller_listener]
 
     def command(self) -> list[str]:
-        return [str(self.cluster.binary), "serve",
+        return [*self.prefix, str(self.cluster.binary), "serve",
                 "--node-id", str(self.node_id),
                 "--listen", self.bootstrap,
                 "--data-dir", str(self.data_dir),
@@ -226,7 +232,8 @@ class Cluster:
     def __init__(self, n: int | None = None, root: Path | None = None, base_port: int | None = None,
                  log_dir: Path | None = None, name: str = "", shards: int = 1,
                  extra_args: list[str] | None = None, binary: Path | None = None,
-                 racks: list[str] | None = None, controllers: int = 0, brokers: int | None = None):
+                 racks: list[str] | None = None, controllers: int = 0, brokers: int | None = None,
+                 hosts: list[str] | None = None, prefixes: list[list[str] | None] | None = None):
         n = brokers if n is None else n
         if n is None or root is None:
             raise ClusterError("a cluster needs a node (broker) count and a root dir")
@@ -237,6 +244,10 @@ class Cluster:
         if racks is not None and len(racks) != n:
             raise ClusterError("racks names one rack per broker")
         # The k-th broker's broker_rack is racks[k-1]; None = no racks.
+        # Node i listens on and advertises hosts[i-1] and runs behind prefixes[i-1].
+        total = n + controllers
+        if (hosts is not None and len(hosts) != total) or (prefixes is not None and len(prefixes) != total):
+            raise ClusterError("hosts and prefixes name one entry per node")
         self.racks = racks
         self.controllers = controllers
         self.root = Path(root)
@@ -267,7 +278,9 @@ class Cluster:
                 roles = "controller" if i <= controllers else "broker"
             broker_index = i - controllers - 1  # 0-based among the brokers
             rack = racks[broker_index] if racks is not None and broker_index >= 0 else None
-            self.nodes.append(Node(self, i, port, cport, roles=roles, rack=rack))
+            host = hosts[i - 1] if hosts else "127.0.0.1"
+            self.nodes.append(Node(self, i, port, cport, roles=roles, rack=rack, host=host,
+                                   prefix=prefixes[i - 1] if prefixes else None))
         self.voters = ",".join(f"{nd.node_id}@{nd.controller_listener}" for nd in self.nodes if nd.is_controller)
 
     def node(self, node_id: int) -> Node:

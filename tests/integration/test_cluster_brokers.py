@@ -12,7 +12,9 @@ Real clients (confluent-kafka) and raw wire requests (kafkawire):
   naming an unknown broker: INVALID_REPLICA_ASSIGNMENT;
 - `kill -9` of a broker: it disappears from Metadata, its partitions report
   LEADER_NOT_AVAILABLE while the others keep serving; restarted, it re-registers, leads
-  its partitions again and every acknowledged record is still there.
+  its partitions again and every acknowledged record is still there;
+- SIGSTOP of a broker that is not the active controller: fenced the same way; SIGCONT:
+  unfenced, it leads its partitions again.
 No timed assertions: every wait polls with a generous deadline; the time to fence is
 measured by benches/broker_fencing.py.
 """
@@ -407,3 +409,34 @@ def test_create_partitions_with_an_explicit_assignment(cluster):
     for part in (2, 3):
         p.produce(topic, value=b"v", partition=part)
     assert p.flush(60) == 0
+
+
+def test_a_stopped_broker_is_fenced_and_comes_back_on_sigcont(cluster):
+    """SIGSTOP of a broker that is not the active controller: the process stays (a hung
+    machine) but sends no heartbeats, so the quorum fences it; SIGCONT: its next heartbeat
+    unfences it (same incarnation, no re-registration) and it leads its partitions again."""
+    active, _ = cluster.wait_leader(timeout_s=DEADLINE_S)
+    victim_id = next(nd.node_id for nd in cluster.nodes if nd.node_id != active)
+    victim, survivor = cluster.node(victim_id), cluster.node(active)
+    topic = f"stop-{uuid.uuid4().hex[:8]}"
+    create(survivor, topic, 6)
+    ls = wait_for("leaders on every broker", lambda: (l := leaders(survivor, topic)) and set(l.values()) == {1, 2, 3} and l)
+
+    victim.pause()
+    try:
+        def fenced():
+            md = admin(survivor).list_topics(topic, timeout=10)
+            if victim_id in md.brokers:
+                return None
+            return {i: (pm.leader, pm.error.code() if pm.error else 0) for i, pm in md.topics[topic].partitions.items()}
+        after = wait_for(f"stopped broker {victim_id} fenced", fenced)
+        for part, leader in ls.items():
+            expected = (-1, KafkaError.LEADER_NOT_AVAILABLE) if leader == victim_id else (leader, 0)
+            assert after[part] == expected, after
+        assert victim.alive(), "a stopped process is still there"
+    finally:
+        victim.resume()
+    wait_for(f"broker {victim_id} leads its partitions again", lambda: leaders(survivor, topic) == ls)
+    assert victim_id in admin(survivor).list_topics(topic, timeout=10).brokers
+    # Resumed, it follows the quorum again: its own Metadata catches up.
+    wait_for("the resumed broker's Metadata agrees", lambda: leaders(victim, topic) == ls)
