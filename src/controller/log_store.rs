@@ -335,19 +335,13 @@ impl RaftLogStorage<ControllerTypes> for LogStore {
 #[cfg(test)]
 mod tests {
     use openraft::entry::RaftEntry;
-    use openraft::vote::leader_id_adv::LeaderId;
+    use openraft::vote::leader_id_std::CommittedLeaderId;
 
     use super::*;
     use crate::controller::types::Command;
 
     fn entry(index: u64) -> Entry {
-        let log_id = LogId::new(
-            LeaderId {
-                term: 1,
-                node_id: 1,
-            },
-            index,
-        );
+        let log_id = LogId::new(CommittedLeaderId::new(1), index);
         Entry::new_normal(
             log_id,
             Command::AllocateProducerIds {

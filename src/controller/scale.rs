@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use openraft::entry::RaftEntry;
-use openraft::vote::leader_id_adv::LeaderId;
+use openraft::vote::leader_id_std::CommittedLeaderId;
 
 use super::propose::{self, Layout, ProposeCtx};
 use super::types::{Command, Entry, LogId, SnapshotMeta};
@@ -35,7 +35,7 @@ pub fn build(brokers: i32, topics: usize, partitions_per_topic: i32, replication
     let mut commit = |image: &mut MetadataImage, cmd: Command| -> Result<(), ControllerError> {
         entries += 1;
         let index = entries as u64;
-        let entry = Entry::new_normal(LogId::new(LeaderId { term: 1, node_id: 1 }, index), cmd.clone());
+        let entry = Entry::new_normal(LogId::new(CommittedLeaderId::new(1), index), cmd.clone());
         let mut framed = Vec::new();
         log_store::encode_entry(&mut framed, &entry).map_err(|e| ControllerError::Storage(e.to_string()))?;
         log_bytes += framed.len();

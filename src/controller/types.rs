@@ -22,6 +22,10 @@ openraft::declare_raft_types!(
         NodeId = u64,
         Node = openraft::impls::BasicNode,
         AsyncRuntime = super::runtime::ControllerRuntime,
+        // Standard raft leader ids: one leader per term, as KRaft has one active controller
+        // per epoch (openraft's default "advanced" ids allow a leader per (term, node): the
+        // seeded simulation saw two leaders in one term, seed 76).
+        LeaderId = openraft::impls::leader_id_std::LeaderId<u64, u64>,
 );
 
 pub type Raft = openraft::Raft<ControllerTypes, super::state_machine::StateMachine>;
