@@ -81,8 +81,12 @@ pub(super) fn encode_entry(out: &mut Vec<u8>, entry: &Entry) -> io::Result<()> {
     Ok(())
 }
 
-/// Scans `raft.log`; returns the valid entries and where the valid prefix ends.
-fn scan_log(buf: &[u8], path: &Path) -> (BTreeMap<u64, Stored>, u64) {
+/// Scans `raft.log`; returns the valid entries and where the valid prefix ends. A torn or
+/// corrupt record (bad frame or CRC) ends the valid prefix; a record whose CRC holds but
+/// whose entry does not decode was written whole by another format (another version of
+/// shardlog or openraft's types): an error, never a truncation, so no committed metadata
+/// is dropped by an upgrade.
+fn scan_log(buf: &[u8], path: &Path) -> io::Result<(BTreeMap<u64, Stored>, u64)> {
     let mut entries = BTreeMap::new();
     let mut pos = 0usize;
     let mut prev: Option<u64> = None;
@@ -105,7 +109,13 @@ fn scan_log(buf: &[u8], path: &Path) -> (BTreeMap<u64, Stored>, u64) {
                     "entry index {} does not follow {:?}",
                     entry.log_id.index, prev
                 ),
-                Err(e) => format!("undecodable entry: {e}"),
+                Err(e) => {
+                    return Err(invalid(format!(
+                        "{}: the record at offset {pos} is intact but does not decode ({e}): written by another version? \
+                         Refusing to truncate committed metadata",
+                        path.display()
+                    )))
+                }
             },
             Err(FrameError::Truncated { .. }) => "torn record at end of file".to_string(),
             Err(e) => e.to_string(),
@@ -116,7 +126,7 @@ fn scan_log(buf: &[u8], path: &Path) -> (BTreeMap<u64, Stored>, u64) {
         );
         break;
     }
-    (entries, pos as u64)
+    Ok((entries, pos as u64))
 }
 
 fn write_meta(path: &Path, meta: &LogMeta) -> io::Result<()> {
@@ -143,7 +153,7 @@ impl LogStore {
         };
 
         let buf = read_if_exists(&log_path)?.unwrap_or_default();
-        let (mut entries, valid_len) = scan_log(&buf, &log_path);
+        let (mut entries, valid_len) = scan_log(&buf, &log_path)?;
         let log = OpenOptions::new()
             .read(true)
             .append(true)
@@ -403,5 +413,24 @@ mod tests {
         drop(s);
         let mut s = LogStore::open(dir.path()).unwrap();
         assert_eq!(indexes(&mut s), vec![1, 2]);
+    }
+
+    #[test]
+    fn an_intact_record_of_another_format_is_refused_not_truncated() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = LogStore::open(dir.path()).unwrap();
+        append(&mut s, 1..=2);
+        drop(s);
+        // A whole, CRC-valid record whose entry is another shape (e.g. log ids written by
+        // openraft's "advanced" leader ids, before 2026-12-01).
+        let path = dir.path().join(LOG_FILE);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let before = bytes.len();
+        let old = br#"{"log_id":{"leader_id":{"term":1,"node_id":1},"index":3},"payload":"Blank"}"#;
+        frame::encode_into(&mut bytes, LOG_MAGIC, LOG_VERSION, old);
+        std::fs::write(&path, &bytes).unwrap();
+        let err = LogStore::open(dir.path()).err().expect("refused");
+        assert!(err.to_string().contains("does not decode"), "{err}");
+        assert!(std::fs::metadata(&path).unwrap().len() > before as u64, "nothing truncated");
     }
 }

@@ -238,7 +238,10 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     .context("starting the controller")?;
     // The recovered image holds every change committed before this start: remove the
     // partitions it no longer gives this broker before a shard could open one.
-    stray_partitions::remove_stray_partitions(&controller.image(), config.node_id, &log_dirs);
+    if let Err(e) = stray_partitions::check_log_dirs_and_remove_strays(&controller.image(), config.node_id, &log_dirs) {
+        controller.shutdown();
+        anyhow::bail!("log dirs: {e}");
+    }
     ensure_offsets_topic(&controller, &config, expected_brokers)?;
     let (mesh, inboxes) = Mesh::new(shard_count);
     let config = Arc::new(config);

@@ -6,6 +6,10 @@
 //! (`<dir>.<ms>-delete` left behind), or when the directory belongs to an older topic of
 //! the same name (its `partition.metadata` names another topic id).
 //!
+//! Only in log dirs whose `meta.properties` names this cluster and node
+//! (`check_log_dirs_and_remove_strays`): lost or replaced metadata stops the broker
+//! instead of making every directory look stray.
+//!
 //! Runs on the start-up thread after the controller has recovered (its image holds every
 //! change committed before this process started: `controller::start` returns only once
 //! the committed log is applied) and before any shard opens a partition, so no directory
@@ -16,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use crate::cluster::image::{BrokerId, MetadataImage};
 use crate::storage::log_dirs::LogDirs;
+use crate::storage::meta_properties::{check_or_claim, DirIdentity};
 use crate::storage::partition_metadata::{self, PARTITION_METADATA_FILE};
 
 /// Why a partition directory is stray.
@@ -56,17 +61,35 @@ pub fn classify(image: &MetadataImage, me: BrokerId, dir: &Path, name: &str) -> 
     None
 }
 
+/// Checks every log dir's `meta.properties` against the recovered metadata (Kafka's
+/// start-up check: another cluster's or node's dir stops the broker, so lost metadata
+/// never makes its data look stray), and removes stray partitions in the dirs that were
+/// this cluster's already. A dir seen for the first time with partitions in it (written
+/// before shardlog kept `meta.properties`) is claimed and left as it is this once.
+pub fn check_log_dirs_and_remove_strays(image: &MetadataImage, me: BrokerId, log_dirs: &LogDirs) -> Result<Vec<(PathBuf, Stray)>, String> {
+    let mut scan = Vec::new();
+    for dir in log_dirs.dirs() {
+        match check_or_claim(dir, &image.cluster_id, me)? {
+            DirIdentity::Matches | DirIdentity::Claimed { held_partitions: false } => scan.push(dir.clone()),
+            DirIdentity::Claimed { held_partitions: true } => {
+                tracing::info!(dir = %dir.display(), "log dir claimed for this cluster (meta.properties written); stray partitions are looked for from the next start");
+            }
+        }
+    }
+    Ok(remove_stray_partitions(image, me, log_dirs, &scan))
+}
+
 /// Whether `name` is a directory already on its way out (`.<ms>-delete` / `.<ms>-stray`).
 fn is_doomed(name: &str) -> bool {
     name.rsplit_once('.').is_some_and(|(_, tail)| tail.ends_with("-delete") || tail.ends_with("-stray"))
 }
 
-/// Removes the stray partition directories of every log dir (see the module header) and
-/// the leftovers of interrupted removals. Returns the stray partitions removed.
-/// Blocking (std::fs): call before the shards start.
-pub fn remove_stray_partitions(image: &MetadataImage, me: BrokerId, log_dirs: &LogDirs) -> Vec<(PathBuf, Stray)> {
+/// Removes the stray partition directories of the log dirs `scan` (see the module
+/// header) and the leftovers of interrupted removals. Returns the stray partitions
+/// removed. Blocking (std::fs): call before the shards start.
+pub fn remove_stray_partitions(image: &MetadataImage, me: BrokerId, log_dirs: &LogDirs, scan: &[PathBuf]) -> Vec<(PathBuf, Stray)> {
     let mut removed = Vec::new();
-    for dir in log_dirs.dirs() {
+    for dir in log_dirs.dirs().iter().filter(|d| scan.contains(d)) {
         let Ok(entries) = std::fs::read_dir(dir) else { continue };
         for entry in entries.flatten() {
             let Some(name) = entry.file_name().to_str().map(str::to_owned) else { continue };
@@ -155,7 +178,7 @@ mod tests {
         mkdir(&b, "gone-2.1700000000000-stray", None);
         std::fs::create_dir_all(a.join("controller")).unwrap();
         let log_dirs = LogDirs::open(&[a.clone(), b.clone()]).unwrap();
-        let mut removed = remove_stray_partitions(&image, 1, &log_dirs);
+        let mut removed = remove_stray_partitions(&image, 1, &log_dirs, log_dirs.dirs());
         removed.sort();
         let mut want = vec![
             (a.join("gone-0"), Stray::UnknownTopic),
@@ -174,6 +197,31 @@ mod tests {
         assert_eq!(left(&a), vec!["controller", "kept-0"]);
         assert_eq!(left(&b), vec!["kept-1", "old-0"]);
         assert_eq!(log_dirs.partition_counts(), vec![1, 2], "removed partitions are forgotten by the placement table");
+    }
+
+    #[test]
+    fn strays_go_only_from_dirs_this_cluster_claimed_before() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        let mut image = MetadataImage { cluster_id: "c1".into(), ..MetadataImage::default() };
+        image.topics.insert("kept".into(), topic("kept", 1, &[&[1]]));
+        mkdir(&a, "gone-0", Some(9));
+        std::fs::create_dir_all(&b).unwrap();
+        let log_dirs = LogDirs::open(&[a.clone(), b.clone()]).unwrap();
+        // First start with meta.properties: `a` held partitions already, so it is only
+        // claimed; `b` was empty and is scanned (nothing to remove).
+        assert_eq!(check_log_dirs_and_remove_strays(&image, 1, &log_dirs), Ok(vec![]));
+        assert!(a.join("gone-0").is_dir());
+        // Next start: `a` is this cluster's, its stray goes.
+        let removed = check_log_dirs_and_remove_strays(&image, 1, &log_dirs).unwrap();
+        assert_eq!(removed.len(), 1);
+        assert!(!a.join("gone-0").exists());
+        // Metadata of another cluster (a wiped controller dir): refused, nothing touched.
+        mkdir(&a, "kept-0", Some(1));
+        let other = MetadataImage { cluster_id: "c2".into(), ..MetadataImage::default() };
+        let err = check_log_dirs_and_remove_strays(&other, 1, &log_dirs).unwrap_err();
+        assert!(err.contains("Invalid cluster.id"), "{err}");
+        assert!(a.join("kept-0").is_dir());
     }
 
     #[test]

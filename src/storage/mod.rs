@@ -27,6 +27,7 @@
 //! - `batch_reader.rs` the one chunked reader of a segment's batches (fetch, ListOffsets,
 //!   recovery, cleaner)
 //! - `log_dirs.rs`     the log dirs (JBOD): which dir each partition lives in, placement
+//! - `meta_properties.rs` each log dir's cluster and node id (Kafka's meta.properties)
 //!   of new partitions, the start-up scan
 //! - `log.rs`          the segments of a partition: append, read plans, roll, truncate,
 //!   retention targets, compaction bookkeeping
@@ -52,6 +53,7 @@ pub mod leader_epoch_cache;
 pub mod log;
 pub mod log_dirs;
 pub mod log_writer;
+pub mod meta_properties;
 pub mod page_cache;
 pub mod partition_metadata;
 pub mod recovery;

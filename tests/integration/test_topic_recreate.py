@@ -12,10 +12,11 @@ the next start (stray partitions, as Kafka's KRaft brokers do).
 from __future__ import annotations
 
 import shutil
+import subprocess
 import time
 
 from clients import Rec, admin, admin_create_topic, consume_confluent, produce_confluent, watermarks
-from conftest import skip_unless_shardlog
+from conftest import SHARDLOG_BIN, skip_unless_shardlog
 
 META = "partition.metadata"
 
@@ -67,3 +68,22 @@ def test_recreated_topic_does_not_serve_a_deleted_topics_leftover_directory(brok
     b.stop()
     b.start()
     assert watermarks(b.bootstrap, topic, 1)[0] == (0, 1)
+
+
+def test_lost_metadata_stops_the_broker_instead_of_removing_its_data(broker_factory):
+    """meta.properties (Kafka's): with its controller dir wiped, a broker would start a new
+    cluster whose metadata has none of its topics, and every partition directory would
+    look stray. It refuses to start instead, as Kafka does, and the data stays."""
+    skip_unless_shardlog("wipes the broker's metadata directory")
+    b = broker_factory(shards=1)
+    admin_create_topic(b.bootstrap, "kept", 1)
+    produce_confluent(b.bootstrap, "kept", [Rec(b"k", b"v", (), None)])
+    b.stop()
+    assert (b.data_dir / "meta.properties").read_text().count("cluster.id=") == 1
+    shutil.rmtree(b.data_dir / "controller")
+    r = subprocess.run([str(SHARDLOG_BIN), "serve", "--listen", b.bootstrap, "--data-dir", str(b.data_dir)],
+                       capture_output=True, text=True, timeout=120)
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out[-3000:]
+    assert "Invalid cluster.id in: " in out, out[-3000:]
+    assert (b.data_dir / "kept-0").is_dir(), "the partition's data is still there"
