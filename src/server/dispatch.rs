@@ -75,7 +75,7 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, peer: Option<
         RequestKind::ElectLeaders(r) => handlers::elect_leaders::handle(ctx, meta, r).await,
         RequestKind::DescribeLogDirs(r) => handlers::describe_log_dirs::handle(ctx, meta, r).await,
         RequestKind::AlterReplicaLogDirs(r) => handlers::alter_replica_log_dirs::handle(ctx, meta, r).await,
-        RequestKind::DescribeTopicPartitions(r) => handlers::describe_topic_partitions::handle(ctx, meta, r),
+        RequestKind::DescribeTopicPartitions(r) => handlers::describe_topic_partitions::handle(ctx, meta, r).await,
         RequestKind::ListConfigResources(r) => handlers::list_config_resources::handle(ctx, meta, r),
         RequestKind::DescribeAcls(_) => handlers::acls_disabled::describe(meta),
         RequestKind::CreateAcls(r) => handlers::acls_disabled::create(meta, r),

@@ -180,3 +180,50 @@ def test_produce_on_any_shard_right_after_create_topics(broker_factory):
         for s in conns:
             s.close()
     b.assert_alive()
+
+
+def _metadata_all_topics_v1(sock, corr: int) -> set[str]:
+    """Metadata v1 for every topic (null list) on an open connection: the topic names."""
+    sock.sendall(kw.request(3, 1, corr, kw.i32(-1)))
+    r = kw.Reader(kw.recv_frame(sock))
+    assert r.i32() == corr
+    for _ in range(r.i32()):  # brokers
+        r.i32(), r.string(), r.i32(), r.string()
+    r.i32()  # controller id
+    names = set()
+    for _ in range(r.i32()):
+        r.i16()
+        names.add(r.string())
+        r.take(">b")  # is_internal
+        for _ in range(r.i32()):
+            r.i16(), r.i32(), r.i32()
+            for _ in range(r.i32()):
+                r.i32()
+            for _ in range(r.i32()):
+                r.i32()
+    return names
+
+
+def test_metadata_of_all_topics_right_after_create_topics_lists_it_on_every_shard(broker_factory):
+    """A Metadata for all topics right after CreateTopics returned (on another
+    connection, so maybe another shard still applying it) lists the new topic: the
+    shard catches up with what the controller committed first. CI once saw an empty
+    list from a shard still opening `__consumer_offsets`."""
+    from confluent_kafka.admin import NewTopic
+
+    from clients import admin
+
+    b = broker_factory(shards=2, flush="always")
+    a = admin(b.bootstrap)
+    conns = [kw.connect(b.bootstrap, timeout_s=60) for _ in range(6)]
+    try:
+        stamp = now_ms()
+        for i in range(12):
+            topic = f"xs-md-{stamp}-{i}"
+            a.create_topics([NewTopic(topic, 4, 1)], operation_timeout=30)[topic].result(timeout=60)
+            for n, s in enumerate(conns):
+                names = _metadata_all_topics_v1(s, n)
+                assert topic in names and "__consumer_offsets" in names, (topic, n, sorted(names))
+    finally:
+        for s in conns:
+            s.close()

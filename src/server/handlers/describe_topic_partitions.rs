@@ -31,7 +31,11 @@ use crate::server::shard::ShardContext;
 /// Kafka's `max.request.partition.size.limit` default.
 const MAX_REQUEST_PARTITION_SIZE_LIMIT: i32 = 2000;
 
-pub fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeTopicPartitionsRequest) -> Response {
+pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeTopicPartitionsRequest) -> Response {
+    // What the controller committed, even if this shard is still applying it (a topic
+    // created a moment ago on another connection).
+    let named: Vec<&str> = req.topics.iter().map(|t| t.name.0.as_str()).collect();
+    ctx.catch_up_for_topics(if named.is_empty() { None } else { Some(&named) }).await;
     let image = ctx.image();
     let all_topics = req.topics.is_empty();
     let cursor_topic = req.cursor.as_ref().map(|c| c.topic_name.0.to_string()).unwrap_or_default();

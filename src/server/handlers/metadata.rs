@@ -60,7 +60,13 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequ
     // A topic created a moment ago (through another connection, so on another shard)
     // may not be applied here yet: catch up with the controller before calling it unknown.
     let image = match &wanted {
-        None => ctx.image(),
+        // All topics: a shard still applying earlier changes (opening a new topic's
+        // partitions) would list fewer topics than the controller committed, even one
+        // this client just created on another connection.
+        None => {
+            ctx.catch_up_for_topics(None).await;
+            ctx.image()
+        }
         Some(w) => {
             ctx.image_for_request(|image| {
                 w.iter().filter(|(name, id)| name.as_ref().map_or_else(|| image.topic_by_id(id).is_none(), |n| image.topic(n).is_none())).count()
