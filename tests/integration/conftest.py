@@ -256,6 +256,24 @@ class BrokerFactory:
 
 
 
+def wait_for(what: str, check, deadline_s: float = 60):
+    """Polls `check` until it returns something truthy and returns that; fails the test
+    after `deadline_s` (generous: a bound for a wait, not a timed assertion). An exception
+    counts as not yet: a node restarting, or cut off, refuses or times out meanwhile."""
+    deadline = time.monotonic() + deadline_s
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except Exception as e:
+            last = e
+        else:
+            if last:
+                return last
+        time.sleep(0.2)
+    pytest.fail(f"not within {deadline_s} s: {what} (last: {last!r})")
+
+
 def running_cluster(tmp_path_factory, name: str, n: int = 3, **kwargs):
     """A started local cluster (tests/integration/cluster_harness.py) for a module
     fixture to yield from: ready on return, closed after; failing tests get the nodes'

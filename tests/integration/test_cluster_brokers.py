@@ -30,6 +30,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import conftest
+from conftest import wait_for
 from kafkawire import (FlexReader, compact_array, compact_nullable_string, compact_string, flexible_roundtrip, i16, i32,
                        i64, parse_produce_v8, produce_v8_request, record_batch, roundtrip, uvarint)
 
@@ -46,20 +47,6 @@ def admin(node) -> AdminClient:
     return AdminClient({"bootstrap.servers": node.bootstrap})
 
 
-def wait_for(what: str, check):
-    """Polls `check` until it returns something truthy; returns that."""
-    deadline = time.monotonic() + DEADLINE_S
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except Exception as e:  # a node restarting refuses connections for a while
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(0.2)
-    pytest.fail(f"not within {DEADLINE_S} s: {what} (last: {last!r})")
 
 
 def create(node, name: str, partitions: int, rf: int = 1):

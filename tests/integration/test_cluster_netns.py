@@ -32,6 +32,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import conftest
+from conftest import wait_for
 
 DEADLINE_S = 60
 
@@ -124,20 +125,6 @@ def admin(node) -> AdminClient:
     return AdminClient({"bootstrap.servers": node.bootstrap})
 
 
-def wait_for(what: str, check):
-    """Polls `check` until it returns something truthy; returns that."""
-    deadline = time.monotonic() + DEADLINE_S
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except Exception as e:  # a cut-off node times out; a client can hit it meanwhile
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(0.2)
-    pytest.fail(f"not within {DEADLINE_S} s: {what} (last: {last!r})")
 
 
 def create(node, name: str, partitions: int) -> bool:

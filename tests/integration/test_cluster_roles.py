@@ -27,6 +27,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import conftest
+from conftest import wait_for
 from clients import kafka_tool
 
 DEADLINE_S = 60
@@ -48,20 +49,6 @@ def admin(node) -> AdminClient:
     return AdminClient({"bootstrap.servers": node.bootstrap})
 
 
-def wait_for(what: str, check):
-    """Polls `check` until it returns something truthy; returns that."""
-    deadline = time.monotonic() + DEADLINE_S
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except Exception as e:  # a node restarting refuses connections for a while
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(0.2)
-    pytest.fail(f"not within {DEADLINE_S} s: {what} (last: {last!r})")
 
 
 def create(node, name: str, partitions: int) -> None:

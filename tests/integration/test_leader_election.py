@@ -36,6 +36,7 @@ from confluent_kafka import Consumer, ElectionType, KafkaError, Producer, TopicP
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 import conftest
+from conftest import wait_for
 from clients import kafka_tool
 from kafkawire import Reader, i16, i32, parse_produce_v8, produce_v8_request, record_batch, request, roundtrip, string
 
@@ -53,20 +54,6 @@ def admin(node) -> AdminClient:
     return AdminClient({"bootstrap.servers": node.bootstrap})
 
 
-def wait_for(what: str, check):
-    """Polls `check` until it returns something truthy; returns that."""
-    deadline = time.monotonic() + DEADLINE_S
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = check()
-        except Exception as e:  # a node restarting refuses connections for a while
-            last = e
-        else:
-            if last:
-                return last
-        time.sleep(0.2)
-    pytest.fail(f"not within {DEADLINE_S} s: {what} (last: {last!r})")
 
 
 def partitions(node, topic: str) -> dict[int, tuple[int, list[int], list[int]]] | None:
