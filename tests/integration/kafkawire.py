@@ -416,6 +416,15 @@ class FlexReader(Reader):
         self.i += 16
         return u
 
+    def tagged(self, read_tag) -> None:
+        """A tagged-field section: `read_tag(tag)` reads the fields it knows; the reader
+        then moves past each field whatever was read."""
+        for _ in range(self.uvarint()):
+            tag, size = self.uvarint(), self.uvarint()
+            end = self.i + size
+            read_tag(tag)
+            self.i = end
+
     def tags(self) -> None:
         for _ in range(self.uvarint()):
             self.uvarint()

@@ -144,13 +144,6 @@ def produce_v10(bootstrap: str, topic: str, partition: int, records: bytes) -> t
             + compact_array([compact_string(topic) + compact_array([part]) + uvarint(0)]))
     r = flexible_roundtrip(bootstrap, 0, 10, body)
 
-    def tagged(read_tag) -> None:
-        for _ in range(r.uvarint()):
-            tag, size = r.uvarint(), r.uvarint()
-            end = r.i + size
-            read_tag(tag)
-            r.i = end
-
     out = {}
 
     def partition_response():
@@ -163,7 +156,7 @@ def produce_v10(bootstrap: str, topic: str, partition: int, records: bytes) -> t
         def read(tag):
             if tag == 0:
                 leader[0] = (r.i32(), r.i32())
-        tagged(read)
+        r.tagged(read)
         out[idx] = (code, leader[0])
 
     r.array(lambda: (r.compact_string(), r.array(partition_response), r.tags()))
@@ -174,7 +167,7 @@ def produce_v10(bootstrap: str, topic: str, partition: int, records: bytes) -> t
         if tag == 0:
             for nid, host, port, rack, _ in r.array(lambda: (r.i32(), r.compact_string(), r.i32(), r.compact_string(), r.tags())):
                 endpoints[nid] = (host, port, rack)
-    tagged(read_top)
+    r.tagged(read_top)
     code, leader = out[partition]
     return code, leader, endpoints
 
@@ -213,13 +206,6 @@ def fetch_v16(bootstrap: str, tid: bytes, partition: int) -> tuple[int, tuple | 
     r = flexible_roundtrip(bootstrap, 1, 16, body)
     r.i32(), r.i16(), r.i32()  # throttle, error, session
 
-    def tagged(read_tag) -> None:
-        for _ in range(r.uvarint()):
-            tag, size = r.uvarint(), r.uvarint()
-            end = r.i + size
-            read_tag(tag)
-            r.i = end
-
     out = {}
 
     def partition_response():
@@ -233,7 +219,7 @@ def fetch_v16(bootstrap: str, tid: bytes, partition: int) -> tuple[int, tuple | 
         def read(tag):
             if tag == 1:
                 leader[0] = (r.i32(), r.i32())
-        tagged(read)
+        r.tagged(read)
         out[idx] = (code, leader[0])
 
     r.array(lambda: (r.uuid(), r.array(partition_response), r.tags()))
@@ -243,7 +229,7 @@ def fetch_v16(bootstrap: str, tid: bytes, partition: int) -> tuple[int, tuple | 
         if tag == 0:
             for nid, host, port, rack, _ in r.array(lambda: (r.i32(), r.compact_string(), r.i32(), r.compact_string(), r.tags())):
                 endpoints[nid] = (host, port, rack)
-    tagged(read_top)
+    r.tagged(read_top)
     code, leader = out[partition]
     return code, leader, endpoints
 
