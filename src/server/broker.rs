@@ -278,6 +278,13 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 glommio::spawn_local(ctx.router.clone().serve_inbox(inbox)).detach();
                 glommio::spawn_local(retention_loop(ctx.clone())).detach();
                 glommio::spawn_local(cleaner_loop(ctx.clone())).detach();
+                glommio::spawn_local(crate::replication::isr::isr_loop(
+                    ctx.partitions.clone(),
+                    ctx.controller.clone(),
+                    ctx.config.node_id,
+                    ctx.config.replica_lag_time_max_ms,
+                ))
+                .detach();
                 glommio::spawn_local(crate::group::tick_loop(ctx.coordinator.clone())).detach();
                 glommio::spawn_local(crate::group::expiry_loop(ctx.coordinator.clone())).detach();
                 let listener = match glommio::net::TcpListener::bind(config.listen) {

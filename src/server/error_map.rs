@@ -36,6 +36,13 @@ impl From<&PartitionError> for ErrorCode {
             // Kafka's LogSegment.read throws IllegalArgumentException for a negative size,
             // which its fetch path answers with UNKNOWN_SERVER_ERROR for that partition.
             PartitionError::InvalidFetchSize(_) => ErrorCode::UNKNOWN_SERVER_ERROR,
+            // acks=all with fewer in-sync replicas than min.insync.replicas: before the
+            // append (nothing written), or after it (written, not acknowledged).
+            PartitionError::NotEnoughReplicas { .. } => ErrorCode::NOT_ENOUGH_REPLICAS,
+            PartitionError::NotEnoughReplicasAfterAppend { .. } => ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+            // Internal to replication (a follower's append at the wrong offset): a client
+            // never causes it.
+            PartitionError::OffsetMismatch { .. } => ErrorCode::UNKNOWN_SERVER_ERROR,
         }
     }
 }
