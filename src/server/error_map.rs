@@ -36,6 +36,13 @@ impl From<&PartitionError> for ErrorCode {
             // Kafka's LogSegment.read throws IllegalArgumentException for a negative size,
             // which its fetch path answers with UNKNOWN_SERVER_ERROR for that partition.
             PartitionError::InvalidFetchSize(_) => ErrorCode::UNKNOWN_SERVER_ERROR,
+            PartitionError::NotEnoughReplicas { .. } => ErrorCode::NOT_ENOUGH_REPLICAS,
+            PartitionError::NotEnoughReplicasAfterAppend { .. } => ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+            PartitionError::FencedLeaderEpoch { .. } => ErrorCode::FENCED_LEADER_EPOCH,
+            PartitionError::UnknownLeaderEpoch { .. } => ErrorCode::UNKNOWN_LEADER_EPOCH,
+            // Internal to replication (the fetcher handles them); never a client's answer.
+            PartitionError::NotFollower => ErrorCode::NOT_LEADER_OR_FOLLOWER,
+            PartitionError::OffsetMismatch { .. } => ErrorCode::UNKNOWN_SERVER_ERROR,
         }
     }
 }

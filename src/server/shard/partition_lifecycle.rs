@@ -43,6 +43,7 @@ impl ShardContext {
             timestamp_before_max_ms: tc.timestamp_before_max_ms,
             timestamp_after_max_ms: tc.timestamp_after_max_ms,
             flush,
+            min_insync_replicas: tc.min_insync_replicas,
         };
         (log, settings)
     }
