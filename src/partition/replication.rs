@@ -169,10 +169,13 @@ impl Partition {
     }
 
     /// A follower fetched at `fetch_offset` (it has everything below): the leader records
-    /// it and recomputes the high watermark. True if the high watermark moved.
+    /// it and recomputes the high watermark. True if the high watermark moved. Call it
+    /// only for a fetch that passed the diverging-epoch check (as Kafka's fetchRecords: a
+    /// diverging follower's offset says nothing about what it shares with this log); an
+    /// offset past this log's end is ignored (OFFSET_OUT_OF_RANGE for the fetch).
     pub fn record_follower_fetch(&self, replica: BrokerId, fetch_offset: i64, now_ms: i64) -> bool {
         self.assert_on_shard();
-        if !self.is_leader() {
+        if !self.is_leader() || fetch_offset > self.log_end_offset() {
             return false;
         }
         let written = self.log.borrow().written_offset();
