@@ -15,7 +15,8 @@
 //! - `cleaner.rs`        one compaction pass over the sealed segments (Kafka's cleaner)
 //! - `producer_state.rs` the idempotent-producer table and its snapshot encoding
 //! - `error.rs`          `PartitionError`
-//! - `tests.rs`, `cleaner_tests.rs`  tests on a real executor with real DMA files
+//! - `tests.rs`, `cleaner_tests.rs`, `replication_tests.rs`  tests on a real executor
+//!   with real DMA files
 //! - `fault_tests.rs`    the log under injected storage faults and crashes (proptest)
 //!
 //! Must never import: `server`, `group`, `protocol` (no connections, no Kafka messages or

@@ -343,3 +343,43 @@ fn truncation_cuts_log_producer_state_epochs_and_high_watermark() {
         assert_eq!((f.log_start_offset(), f.log_end_offset(), f.high_watermark(), f.last_fetched_epoch()), (100, 100, 100, -1));
     });
 }
+
+#[test]
+fn a_fetched_batch_cut_by_the_size_limit_waits_for_the_next_fetch() {
+    run(|dir| async move {
+        let leader = open_leader(&dir.join("a"), &[1, 2], &[1, 2], FlushMode::Never).await;
+        let follower = open_follower(&dir.join("b"), 2, 0, FlushMode::Never).await;
+        leader.append(one(3), 1).await.unwrap();
+        leader.append(one(2), 1).await.unwrap();
+        writer_idle(&leader).await;
+        let data = leader.read_for_follower(0, ReadLimit::at_least_one(1 << 20)).await.unwrap();
+        assert_eq!(data.records.len(), 2);
+        let mut cut = BytesMut::from(&data.records[0][..]);
+        cut.extend_from_slice(&data.records[1][..data.records[1].len() - 7]);
+        assert_eq!(follower.append_as_follower(cut.freeze()).await.unwrap(), 3, "the whole first batch only");
+        let only_cut = data.records[1].slice(..20);
+        assert!(matches!(follower.append_as_follower(only_cut).await, Err(PartitionError::Batch(_))), "no whole batch at all");
+        assert_eq!(follower.append_as_follower(Bytes::new()).await.unwrap(), 3, "nothing fetched: nothing to do");
+        assert_eq!(follower.append_as_follower(data.records[1].clone()).await.unwrap(), 5);
+    });
+}
+
+#[test]
+fn producer_state_replayed_from_disk_matches_the_live_table() {
+    // The rebuild after a truncation replays the active segment from disk (at open its
+    // batches come from recovery's scan): with nothing cut, it must give the live table.
+    run(|dir| async move {
+        let cfg = LogConfig { segment_bytes: 2048, ..LogConfig::default() };
+        let settings = PartitionSettings { flush: FlushMode::Never, ..settings() };
+        let p = Partition::open(&dir.join("t-0"), "t".into(), 0, [1; 16], 0, 0, cfg, settings).await.unwrap();
+        for i in 0..30 {
+            let producer = (i % 4, 0, (i / 4) as i32 * 2);
+            p.append(batch(2, i, Some(producer), Compression::None), 1).await.unwrap();
+        }
+        writer_idle(&p).await;
+        assert!(p.log.borrow().segment_count() > 2, "several segments, some with snapshots");
+        let replayed = super::state::recover_producers(&p.log, None, "t", 0).await.unwrap();
+        assert_eq!(&replayed, &*p.producers.borrow());
+        assert!(p.producers.borrow().has_batches_from(58) && !p.producers.borrow().has_batches_from(60));
+    });
+}
