@@ -383,3 +383,86 @@ fn producer_state_replayed_from_disk_matches_the_live_table() {
         assert!(p.producers.borrow().has_batches_from(58) && !p.producers.borrow().has_batches_from(60));
     });
 }
+
+#[derive(Clone, Debug)]
+enum Step {
+    Append(usize),
+    /// A follower fetches `ahead` offsets further than it was (never past the leader).
+    Fetch { broker: BrokerId, ahead: i64 },
+    /// Time passes; the leader's ISR loop runs and proposes what it wants.
+    Tick { ms: i64 },
+    /// The controller answers the proposal in flight: commit or refuse.
+    Answer { commit: bool },
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        2 => (1..4usize).prop_map(Step::Append),
+        4 => (2..=3i32, 0..8i64).prop_map(|(broker, ahead)| Step::Fetch { broker, ahead }),
+        2 => (0..400i64).prop_map(|ms| Step::Tick { ms }),
+        2 => any::<bool>().prop_map(|commit| Step::Answer { commit }),
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 16, ..Default::default() })]
+    /// Under any interleaving of appends, follower fetches, ISR proposals and the
+    /// controller's answers: the high watermark never moves back, never passes the
+    /// leader's written offset, never passes the log end of a member of the maximal ISR
+    /// (members join only once caught up), and moves as far as that allows.
+    #[test]
+    fn the_leaders_high_watermark_follows_the_isr(steps in proptest::collection::vec(step(), 1..50)) {
+        run(move |dir| async move {
+            let p = open_leader(&dir, &[1, 2, 3], &[1, 2, 3], FlushMode::Never).await;
+            let lag = 300;
+            let mut now = now_ms();
+            let mut fetched = std::collections::HashMap::from([(2, 0i64), (3, 0i64)]);
+            let mut proposal: Option<Vec<BrokerId>> = None;
+            // Both followers have fetched once (their log ends are known from here on).
+            p.record_follower_fetch(2, 0, now);
+            p.record_follower_fetch(3, 0, now);
+            let mut hw = p.high_watermark();
+            for s in steps {
+                match s {
+                    Step::Append(n) => {
+                        p.append(one(n), 1).await.unwrap();
+                    }
+                    Step::Fetch { broker, ahead } => {
+                        let written = p.log.borrow().written_offset();
+                        let at = (fetched[&broker] + ahead).min(written);
+                        fetched.insert(broker, at);
+                        p.record_follower_fetch(broker, at, now);
+                    }
+                    Step::Tick { ms } => {
+                        now += ms;
+                        if let Some(isr) = p.isr_change_wanted(now, lag) {
+                            assert!(isr.contains(&1), "the leader stays in its ISR");
+                            p.set_pending_isr(isr.clone());
+                            proposal = Some(isr);
+                        }
+                    }
+                    Step::Answer { commit } => match proposal.take() {
+                        Some(isr) if commit => p.update_isr(p.partition_epoch() + 1, isr),
+                        Some(_) => p.clear_pending_isr(),
+                        None => {}
+                    },
+                }
+                let written = p.log.borrow().written_offset();
+                let tracker = p.tracker_snapshot();
+                let mut bound = written;
+                for b in tracker.maximal_isr() {
+                    if b != 1 {
+                        bound = bound.min(tracker.follower(b).map_or(-1, |f| f.log_end_offset));
+                    }
+                }
+                let now_hw = p.high_watermark();
+                assert!(now_hw >= hw, "the high watermark moved back: {hw} -> {now_hw}");
+                assert!(now_hw <= written, "past the written offset");
+                assert_eq!(now_hw, hw.max(bound), "as far as the maximal ISR allows, never back");
+                assert!(now_hw <= bound, "above a member of the maximal ISR (members join only once caught up)");
+                hw = now_hw;
+            }
+        });
+    }
+}
