@@ -49,6 +49,7 @@ async fn open_shard(dir: &Path, shard: ShardId, mesh: Mesh<ShardRequest<(), usiz
         timestamp_before_max_ms: i64::MAX,
         timestamp_after_max_ms: i64::MAX,
         flush: FlushMode::Never,
+        min_insync_replicas: 1,
     };
     for topic in TOPICS {
         for i in (0..PARTITIONS).filter(|i| owner(*i) == shard) {

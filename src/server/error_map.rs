@@ -40,8 +40,10 @@ impl From<&PartitionError> for ErrorCode {
             // append (nothing written), or after it (written, not acknowledged).
             PartitionError::NotEnoughReplicas { .. } => ErrorCode::NOT_ENOUGH_REPLICAS,
             PartitionError::NotEnoughReplicasAfterAppend { .. } => ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-            // Internal to replication (a follower's append at the wrong offset): a client
-            // never causes it.
+            PartitionError::FencedLeaderEpoch { .. } => ErrorCode::FENCED_LEADER_EPOCH,
+            PartitionError::UnknownLeaderEpoch { .. } => ErrorCode::UNKNOWN_LEADER_EPOCH,
+            // Internal to replication (the fetcher handles them); never a client's answer.
+            PartitionError::NotFollower => ErrorCode::NOT_LEADER_OR_FOLLOWER,
             PartitionError::OffsetMismatch { .. } => ErrorCode::UNKNOWN_SERVER_ERROR,
         }
     }
