@@ -413,15 +413,12 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
                 // Kafka's Partition.fetchRecords for a follower: a follower whose last
                 // epoch ends elsewhere here (or is unknown here) learns where to truncate,
                 // and its position is not recorded (its fetch offset is not valid yet).
-                if last_fetched_epoch >= 0 {
-                    let (epoch, end) = p.epoch_end_offset(last_fetched_epoch);
-                    if epoch != last_fetched_epoch || end < offset {
-                        let data = FetchData { high_watermark: p.high_watermark(), log_start_offset: p.log_start_offset(), ..Default::default() };
-                        return Ok(OpOutput::ReplicaFetch(ReplicaRead { data, diverging: Some((epoch, end)) }));
-                    }
+                if let Some(diverging) = crate::partition::divergence::diverging_epoch(last_fetched_epoch, offset, |e| p.epoch_end_offset(e)) {
+                    let data = FetchData { high_watermark: p.high_watermark(), log_start_offset: p.log_start_offset(), ..Default::default() };
+                    return Ok(OpOutput::ReplicaFetch(ReplicaRead { data, diverging: Some(diverging) }));
                 }
-                let data = p.read_for_follower(offset, limit).await?;
                 p.record_follower_fetch(replica, offset, crate::runtime::now_ms());
+                let data = p.read_for_follower(offset, limit).await?;
                 Ok(OpOutput::ReplicaFetch(ReplicaRead { data, diverging: None }))
             }
         }

@@ -22,6 +22,7 @@
 //! Must never import: `server`, `group`, `protocol` (no connections, no Kafka messages or
 //! error codes here), nor `controller`. It builds on `storage` and `record`.
 mod append;
+pub mod divergence;
 mod cleaner;
 pub mod error;
 mod follower;

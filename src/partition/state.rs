@@ -364,6 +364,11 @@ impl Partition {
         self.log.borrow().next_offset()
     }
 
+    /// The end of the data whose write completed: what a follower can fetch from a leader.
+    pub fn written_offset(&self) -> i64 {
+        self.log.borrow().written_offset()
+    }
+
     pub fn log_start_offset(&self) -> i64 {
         self.log.borrow().log_start_offset()
     }

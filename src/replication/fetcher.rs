@@ -27,11 +27,11 @@ use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{FetchResponse, PartitionData};
 use kafka_protocol::ResponseError;
 
-use super::divergence::truncation_offset;
 use super::leader_connection::{FetchShape, LeaderConnection, PartitionFetch};
 use super::settings::FetcherSettings;
 use crate::cluster::image::BrokerId;
 use crate::cluster::shard_partitions::ShardPartitions;
+use crate::partition::divergence::truncation_offset;
 use crate::partition::{Partition, PartitionError, Role};
 
 /// A partition this fetcher pulls, with its back-off state.

@@ -3,7 +3,6 @@
 //! positions, the high watermark: `partition::replica_tracker`); this layer moves data
 //! and proposes ISR changes:
 //!
-//! - `divergence.rs`        where a follower's log parts from its leader's (both halves)
 //! - `leader_connection.rs` a follower's connection to a leader: Fetch as a replica
 //! - `fetcher.rs`           one fetcher per (leader broker, shard): fetch, append, truncate
 //! - `fetcher_manager.rs`   which fetcher pulls which followed partition on a shard
@@ -11,10 +10,10 @@
 //! - `settings.rs`          the replica.fetch.* settings
 //!
 //! The leader's half of a follower fetch is `server/handlers/replica_fetch.rs` (a Kafka
-//! request) with the partition operation `PartitionOp::ReplicaFetch` (cluster/router.rs).
+//! request) with the partition operation `PartitionOp::ReplicaFetch` (cluster/router.rs);
+//! where a follower's log parts from its leader's is `partition/divergence.rs` (both halves).
 //!
 //! Must never import `server` or `group`.
-pub mod divergence;
 pub mod fetcher;
 pub mod fetcher_manager;
 pub mod isr;

@@ -10,7 +10,7 @@ use std::rc::Rc;
 use super::context::ShardContext;
 use crate::cluster::image::{BrokerId, MetadataDelta, MetadataImage, MetadataUpdate, PartitionMeta, TopicMeta};
 use crate::cluster::topic_config::{TimestampType, TopicConfig};
-use crate::partition::{effective_flush, write_mode, Partition, PartitionSettings, Role};
+use crate::partition::{effective_flush, write_mode, Partition, PartitionSettings, Role, RoleState};
 use crate::storage::LogConfig;
 
 impl ShardContext {
@@ -94,18 +94,22 @@ impl ShardContext {
         }
         let (log, settings) = self.settings_for(image, topic);
         let dir = self.partition_dir(&topic.name, index);
-        let opened = Partition::open(&dir, topic.name.clone(), index, topic.topic_id, self.shard, meta.leader_epoch, role, log, settings).await;
+        let role_state = match role {
+            Role::Leader => RoleState::Leader {
+                leader_epoch: meta.leader_epoch,
+                partition_epoch: meta.partition_epoch,
+                replicas: replica_ids(meta),
+                isr: meta.isr.clone(),
+            },
+            Role::Follower { leader } => RoleState::Follower { leader_epoch: meta.leader_epoch, leader },
+        };
+        let opened =
+            Partition::open_replica(&dir, topic.name.clone(), index, topic.topic_id, self.shard, self.config.node_id, role_state, log, settings).await;
         match opened {
             Ok(p) => {
                 match role {
-                    Role::Leader => {
-                        p.become_leader(meta.leader_epoch, meta.partition_epoch, replica_ids(meta), meta.isr.clone());
-                        self.partitions.insert(p);
-                    }
-                    Role::Follower { leader } => {
-                        p.become_follower(meta.leader_epoch, leader);
-                        self.partitions.insert_follower(p);
-                    }
+                    Role::Leader => self.partitions.insert(p),
+                    Role::Follower { .. } => self.partitions.insert_follower(p),
                 }
                 self.rebalance_cache_budgets();
             }
