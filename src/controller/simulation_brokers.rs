@@ -127,7 +127,7 @@ pub fn node_started(world: &Shared, id: u64, raft: Raft, updates: async_channel:
     let boot = {
         let mut w = lock(world);
         let b = &mut w.brokers;
-        b.loops.insert(id, Arc::new(tokio::sync::Mutex::new(Liveness::new(SESSION_TIMEOUT))));
+        b.loops.insert(id, Arc::new(tokio::sync::Mutex::new(Liveness::new(SESSION_TIMEOUT, false))));
         b.updates.insert(id, (updates, None));
         let boot = b.boots.entry(id).or_default();
         *boot += 1;
