@@ -244,4 +244,6 @@ mod simulation;
 #[cfg(test)]
 mod simulation_brokers;
 #[cfg(test)]
+mod simulation_isr;
+#[cfg(test)]
 mod tests;
