@@ -262,7 +262,7 @@ pub fn diff_images(old: &MetadataImage, new: &MetadataImage) -> Vec<MetadataDelt
                     deltas.push(MetadataDelta::TopicConfigChanged { name: name.clone() });
                 }
                 // Leader or ISR: an AlterPartition changes only the ISR and partition epoch.
-                let leaders = |m: &TopicMeta| m.partitions.iter().map(|p| (p.leader, p.leader_epoch, p.partition_epoch, &p.isr)).collect::<Vec<_>>();
+                let leaders = |m: &TopicMeta| m.partitions.iter().map(|p| (p.leader, p.leader_epoch, p.partition_epoch, p.isr.clone())).collect::<Vec<_>>();
                 if leaders(n) != leaders(t) {
                     deltas.push(MetadataDelta::LeadersChanged { name: name.clone() });
                 }

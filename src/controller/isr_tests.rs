@@ -314,3 +314,101 @@ fn alter_partition_through_the_controller_thread() {
     h.shutdown();
     h.join();
 }
+
+mod prop {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Brokers 1..=4; topic "t" with a partition per assignment; unclean elections as asked.
+    fn start(assignments: &[Vec<BrokerId>], unclean: bool) -> Log {
+        let mut log = Log { img: MetadataImage::default(), index: 0 };
+        for id in 1..=4 {
+            log.ok(Command::RegisterBroker { broker: broker(id, id as u8), unclean_default: false });
+        }
+        let replicas = assignments.iter().map(|bs| bs.iter().map(|b| ReplicaMeta { broker: *b, shard: 0 }).collect()).collect();
+        let configs = if unclean { [(UNCLEAN_LEADER_ELECTION_ENABLE.to_string(), "true".to_string())].into() } else { BTreeMap::new() };
+        log.ok(Command::CreateTopic { name: "t".into(), topic_id: T, shards: vec![], replicas, configs });
+        log
+    }
+
+    fn check(img: &MetadataImage) -> Result<(), TestCaseError> {
+        for p in &img.topics["t"].partitions {
+            prop_assert!(!p.isr.is_empty() && p.isr.iter().all(|b| p.replica_on(*b).is_some()), "{p:?}");
+            prop_assert!(p.isr.len() == 1 || p.isr.iter().all(|b| img.is_live(*b)), "a fenced broker in a shared ISR: {p:?}");
+            if p.leader == NO_LEADER {
+                prop_assert!(!p.isr.iter().any(|b| img.is_live(*b)), "leaderless with a live ISR member: {p:?}");
+            } else {
+                prop_assert!(img.is_live(p.leader) && p.isr.contains(&p.leader), "{p:?}");
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        /// AlterPartitions built from the current or an older image, mixed with fencings,
+        /// unfencings and restarts: the ISR rules hold after every record, epochs never go
+        /// back, and an AlterPartition is applied only at the current epochs.
+        #[test]
+        fn alter_partition_fencing_and_restarts_keep_the_isr_rules(
+            assignments in prop::collection::vec(prop::sample::subsequence(vec![1, 2, 3, 4], 2..=3), 1..4),
+            unclean in any::<bool>(),
+            steps in prop::collection::vec((0..5u8, 1..=4i32, 0..4usize, any::<u8>(), 0..8usize), 1..60),
+        ) {
+            let mut log = start(&assignments, unclean);
+            let mut past: Vec<Vec<PartitionMeta>> = vec![log.img.topics["t"].partitions.clone()];
+            let mut incarnation = 10u8;
+            for (kind, b, part, mask, age) in steps {
+                let before = log.img.topics["t"].partitions.clone();
+                match kind {
+                    0 | 1 => {
+                        // From a view `age` records old (or the current one).
+                        let view = &past[past.len() - 1 - age.min(past.len() - 1)];
+                        let p = &view[part % view.len()];
+                        if p.leader == NO_LEADER {
+                            continue;
+                        }
+                        let new_isr: Vec<BrokerId> = p.replicas.iter().enumerate().filter(|(i, r)| mask & (1 << i) != 0 || r.broker == p.leader && kind == 0).map(|(_, r)| r.broker).collect();
+                        let cmd = Command::AlterPartition { topic_id: T, partition: p.partition, leader: p.leader, leader_epoch: p.leader_epoch, partition_epoch: p.partition_epoch, new_isr };
+                        let cur = &before[p.partition as usize];
+                        match log.apply(cmd).0 {
+                            Response(Ok(Applied::PartitionAltered(after))) => {
+                                prop_assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (cur.leader, cur.leader_epoch, cur.partition_epoch), "applied a stale request");
+                                prop_assert_eq!(after.leader_epoch, cur.leader_epoch);
+                                let changed = after.isr != cur.isr;
+                                prop_assert_eq!(after.partition_epoch, cur.partition_epoch + i32::from(changed));
+                            }
+                            Response(Err(Rejection::AlterPartition(_))) => prop_assert_eq!(&log.img.topics["t"].partitions, &before),
+                            other => prop_assert!(false, "{:?}", other),
+                        }
+                    }
+                    2 => {
+                        if log.img.is_live(b) {
+                            log.fence(b, false);
+                        }
+                    }
+                    3 => {
+                        if !log.img.is_live(b) {
+                            log.unfence(b, false);
+                        }
+                    }
+                    _ => {
+                        incarnation = incarnation.wrapping_add(1);
+                        log.ok(Command::RegisterBroker { broker: broker(b, incarnation), unclean_default: false });
+                    }
+                }
+                check(&log.img)?;
+                for (p, q) in before.iter().zip(&log.img.topics["t"].partitions) {
+                    prop_assert!(q.leader_epoch >= p.leader_epoch && q.partition_epoch >= p.partition_epoch);
+                    if q.leader != p.leader {
+                        prop_assert!(q.leader_epoch > p.leader_epoch);
+                    }
+                    if q.isr != p.isr || q.leader != p.leader {
+                        prop_assert!(q.partition_epoch > p.partition_epoch);
+                    }
+                }
+                past.push(log.img.topics["t"].partitions.clone());
+            }
+        }
+    }
+}

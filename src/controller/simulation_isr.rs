@@ -106,8 +106,8 @@ fn propose(world: &Shared) -> Option<Request> {
     if n == 0 {
         return None;
     }
-    // Recent views more often: the newest half of the time.
-    let i = if w.rng.random_bool(0.5) { n - 1 } else { w.rng.random_range(0..n) };
+    // The newest view a quarter of the time, else any: stale epochs are common.
+    let i = if w.rng.random_bool(0.25) { n - 1 } else { w.rng.random_range(0..n) };
     let view = w.isr.views[i].clone();
     let parts: Vec<([u8; 16], &PartitionMeta)> = view
         .topics
