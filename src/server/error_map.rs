@@ -1,7 +1,7 @@
 //! Internal errors → Kafka error codes: the one place that decides which code a client
 //! sees for a record-batch, storage, partition or controller error (Kafka 4.1's choices).
 //! Lower layers raise their own `thiserror` enums and know no Kafka codes.
-use crate::controller::{ControllerError, ElectionError};
+use crate::controller::{AlterPartitionError, ControllerError, ElectionError};
 use crate::partition::producer_state::SequenceError;
 use crate::partition::PartitionError;
 use crate::protocol::{ErrorCode, FetchWriteError};
@@ -70,6 +70,20 @@ impl From<&ControllerError> for ErrorCode {
             ControllerError::InvalidRequest(_) => ErrorCode::INVALID_REQUEST,
             ControllerError::NotController(_) => ErrorCode::NOT_CONTROLLER,
             ControllerError::Storage(_) | ControllerError::Config(_) => ErrorCode::UNKNOWN_SERVER_ERROR,
+            ControllerError::AlterPartition(e) => ErrorCode::from(e),
+        }
+    }
+}
+
+impl From<&AlterPartitionError> for ErrorCode {
+    fn from(e: &AlterPartitionError) -> ErrorCode {
+        use kafka_protocol::ResponseError;
+        match e {
+            AlterPartitionError::UnknownTopicOrPartition => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            AlterPartitionError::FencedLeaderEpoch => ErrorCode::FENCED_LEADER_EPOCH,
+            AlterPartitionError::InvalidUpdateVersion => ErrorCode::from(ResponseError::InvalidUpdateVersion),
+            AlterPartitionError::InvalidRequest(_) => ErrorCode::INVALID_REQUEST,
+            AlterPartitionError::IneligibleReplica => ErrorCode::from(ResponseError::IneligibleReplica),
         }
     }
 }
