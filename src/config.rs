@@ -89,6 +89,19 @@ pub struct Config {
     /// replica.lag.time.max.ms: a follower that has not caught up with its leader's log
     /// end for this long leaves the ISR (the leader proposes AlterPartition).
     pub replica_lag_time_max_ms: u64,
+    /// replica.fetch.wait.max.ms: how long a leader holds a follower's fetch that finds no
+    /// new data.
+    pub replica_fetch_wait_max_ms: i32,
+    /// replica.fetch.max.bytes: record bytes a follower asks per partition (the first
+    /// batch may exceed it).
+    pub replica_fetch_max_bytes: i32,
+    /// replica.fetch.response.max.bytes: record bytes per follower fetch response.
+    pub replica_fetch_response_max_bytes: i32,
+    /// replica.fetch.backoff.ms: a follower's pause after a fetch error.
+    pub replica_fetch_backoff_ms: u64,
+    /// replica.socket.timeout.ms: a follower drops its connection to a leader that has not
+    /// answered a fetch for this long.
+    pub replica_socket_timeout_ms: u64,
     /// min.insync.replicas: the default of the topic key: acks=all needs at least this
     /// many in-sync replicas (NOT_ENOUGH_REPLICAS otherwise).
     pub min_insync_replicas: i32,
@@ -221,6 +234,11 @@ impl Default for Config {
             leader_imbalance_check_interval_seconds: 300,
             leader_imbalance_per_broker_percentage: 10,
             replica_lag_time_max_ms: 30_000,
+            replica_fetch_wait_max_ms: 500,
+            replica_fetch_max_bytes: 1_048_576,
+            replica_fetch_response_max_bytes: 10_485_760,
+            replica_fetch_backoff_ms: 1000,
+            replica_socket_timeout_ms: 30_000,
             min_insync_replicas: 1,
             unclean_leader_election_enable: false,
             shards: 0,
@@ -385,6 +403,12 @@ impl Config {
         }
         if self.replica_lag_time_max_ms == 0 {
             return bad("replica_lag_time_max_ms", "must be positive");
+        }
+        if self.replica_fetch_wait_max_ms < 0 || self.replica_socket_timeout_ms <= self.replica_fetch_wait_max_ms as u64 {
+            return bad("replica_socket_timeout_ms", "must exceed replica_fetch_wait_max_ms (which must not be negative)");
+        }
+        if self.replica_fetch_max_bytes < 1 || self.replica_fetch_response_max_bytes < 1 {
+            return bad("replica_fetch_max_bytes", "replica_fetch_max_bytes and replica_fetch_response_max_bytes must be positive");
         }
         if self.offsets_retention_minutes == 0 || self.offsets_retention_check_interval_ms == 0 {
             return bad("offsets_retention_minutes", "offsets_retention_minutes and offsets_retention_check_interval_ms must be positive");
@@ -597,6 +621,16 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub replica_lag_time_max_ms: Option<u64>,
     #[arg(long)]
+    pub replica_fetch_wait_max_ms: Option<i32>,
+    #[arg(long)]
+    pub replica_fetch_max_bytes: Option<i32>,
+    #[arg(long)]
+    pub replica_fetch_response_max_bytes: Option<i32>,
+    #[arg(long)]
+    pub replica_fetch_backoff_ms: Option<u64>,
+    #[arg(long)]
+    pub replica_socket_timeout_ms: Option<u64>,
+    #[arg(long)]
     pub min_insync_replicas: Option<i32>,
     #[arg(long)]
     pub unclean_leader_election_enable: Option<bool>,
@@ -701,7 +735,8 @@ impl ConfigArgs {
         }
         set!(listen, data_dir, log_dirs, node_id, process_roles, controller_quorum_voters,
             broker_session_timeout_ms, metadata_snapshot_every_entries, auto_leader_rebalance_enable, leader_imbalance_check_interval_seconds,
-            leader_imbalance_per_broker_percentage, replica_lag_time_max_ms, min_insync_replicas,
+            leader_imbalance_per_broker_percentage, replica_lag_time_max_ms, replica_fetch_wait_max_ms, replica_fetch_max_bytes,
+            replica_fetch_response_max_bytes, replica_fetch_backoff_ms, replica_socket_timeout_ms, min_insync_replicas,
             unclean_leader_election_enable, shards, controller_core, flush, log_flush_interval_messages,
             log_flush_interval_ms, storage_fault, socket_request_max_bytes,
             queued_max_request_bytes,

@@ -13,7 +13,7 @@ use glommio::net::TcpStream;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic, ReplicaState};
 use kafka_protocol::messages::fetch_response::FetchResponse;
 use kafka_protocol::messages::{ApiKey, BrokerId as WireBrokerId, RequestHeader};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
 
 /// The Fetch version followers send: the first with `replica_state` (KIP-903); v12+
 /// carries diverging epochs, v13+ topic ids.

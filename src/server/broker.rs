@@ -92,10 +92,14 @@ fn ensure_offsets_topic(controller: &controller::ControllerHandle, config: &Conf
         ("cleanup.policy".to_string(), "compact".to_string()),
         ("segment.bytes".to_string(), config.offsets_topic_segment_bytes.to_string()),
     ]);
+    // offsets_topic_replication_factor, as far as the live brokers allow (issue 12:
+    // default min(3, brokers)); the group coordinator then survives the loss of a broker.
+    let live = controller.image().live_brokers().count().max(1);
+    let replication_factor = config.offsets_topic_replication_factor.min(i16::try_from(live).unwrap_or(i16::MAX));
     let created = futures::executor::block_on(controller.create_topic(
         crate::group::OFFSETS_TOPIC.to_string(),
         config.offsets_topic_num_partitions,
-        1,
+        replication_factor,
         configs,
         false,
     ));
