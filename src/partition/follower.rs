@@ -182,11 +182,13 @@ fn frame_fetched(records: &[u8]) -> Result<Vec<(BatchHeader, Range<usize>)>, Par
     }
 }
 
-/// The batches start at `expected` and continue densely.
+/// The batches start at `expected` (or after it: a compacted leader's cleaned segments
+/// skip the offsets of removed batches, and the follower copies those gaps) and increase.
+/// Never below: that would rewrite offsets this log already holds.
 fn check_dense(batches: &[(BatchHeader, Range<usize>)], expected: i64) -> Result<(), PartitionError> {
     let mut next = expected;
     for (h, _) in batches {
-        if h.base_offset != next || h.last_offset() < h.base_offset {
+        if h.base_offset < next || h.last_offset() < h.base_offset {
             return Err(PartitionError::OffsetMismatch { expected: next, got: h.base_offset });
         }
         next = h.last_offset() + 1;
