@@ -497,13 +497,16 @@ fn verification_off_keeps_the_old_behaviour() {
 #[ignore = "a measurement: cargo test --lib verification_cost -- --ignored --nocapture"]
 fn verification_cost() {
     let mib: usize = std::env::var("SHARDLOG_VERIFY_MIB").ok().and_then(|v| v.parse().ok()).unwrap_or(1024);
+    let batch_bytes: usize = std::env::var("SHARDLOG_VERIFY_BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(16 * 1024);
+    // O_DIRECT reads (`SHARDLOG_VERIFY_DIRECT=1`) come from the device, not the page cache.
+    let mode = if std::env::var_os("SHARDLOG_VERIFY_DIRECT").is_some() { WriteMode::Direct } else { WriteMode::PageCache };
     run(move |root| async move {
         let dir = root.join("big");
-        let t = open_log(&dir, WriteMode::PageCache, true).await.unwrap();
-        let cfg = LogConfig { segment_bytes: 128 << 20, ..config(WriteMode::PageCache, true) };
+        let t = open_log(&dir, mode, true).await.unwrap();
+        let cfg = LogConfig { segment_bytes: 128 << 20, ..config(mode, true) };
         t.log.borrow_mut().set_config(cfg.clone());
-        // One 16 KiB batch, appended over and over (encoding is not what is measured).
-        let record = "v".repeat(16 * 1024 - 100);
+        // One batch, appended over and over (encoding is not what is measured).
+        let record = "v".repeat(batch_bytes.saturating_sub(100).max(1));
         let src = kv_batch(0, &[(Some("k"), Some(record.as_str()))], Compression::None, None, 1);
         let t0 = std::time::Instant::now();
         let mut written = 0usize;
@@ -512,7 +515,7 @@ fn verification_cost() {
                 let now = crate::runtime::now_ms();
                 if t.log.borrow().should_roll(src.len(), now) {
                     let path = t.log.borrow().next_segment_path();
-                    let file = open_segment(&path, WriteMode::PageCache).await.unwrap();
+                    let file = open_segment(&path, mode).await.unwrap();
                     t.log.borrow_mut().roll(file, now, Some(SealSnapshot { magic: 1, version: 1, payload: vec![] }));
                 }
                 let mut log = t.log.borrow_mut();
@@ -530,7 +533,7 @@ fn verification_cost() {
         t.writer.close_cleanly().await.unwrap();
         let segments = t.log.borrow().segment_count();
         drop(t);
-        eprintln!("wrote {mib} MiB in {segments} segments in {:?}", t0.elapsed());
+        eprintln!("wrote {mib} MiB of {}-byte batches in {segments} segments in {:?}", src.len(), t0.elapsed());
         for verify in [false, true] {
             // An unclean open each time (no marker): verification applies when asked.
             let _ = std::fs::remove_file(dir.join(CLEAN_SHUTDOWN_FILE));
