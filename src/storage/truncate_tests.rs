@@ -63,6 +63,15 @@ impl TestLog {
     /// the segment is full as the partition does, then waits until they are as durable as
     /// `level`. Returns each batch's base offset.
     async fn append(&self, batches: &[(Vec<String>, i64)], level: Durability) -> Result<Vec<i64>, StorageError> {
+        let bases = self.append_no_wait(batches).await?;
+        let durable = self.writer.durable(self.end(), level);
+        self.writer.kick();
+        durable.await?;
+        Ok(bases)
+    }
+
+    /// `append` without waiting: the writes are started (kicked), maybe not done.
+    async fn append_no_wait(&self, batches: &[(Vec<String>, i64)]) -> Result<Vec<i64>, StorageError> {
         let mut bases = Vec::new();
         for (values, ts) in batches {
             let recs: Vec<(Option<&str>, Option<&str>)> = values.iter().map(|v| (Some("k"), Some(v.as_str()))).collect();
@@ -85,9 +94,7 @@ impl TestLog {
             log.append(&h, b.freeze());
             bases.push(base);
         }
-        let durable = self.writer.durable(self.end(), level);
         self.writer.kick();
-        durable.await?;
         Ok(bases)
     }
 
@@ -392,6 +399,40 @@ fn waiters_above_the_cut_fail_and_a_closed_log_refuses_everything() {
     });
 }
 
+#[test]
+fn truncation_waits_for_the_writes_in_flight_in_both_modes() {
+    run(|root| async move {
+        for mode in MODES {
+            let dir = root.join(format!("{mode:?}"));
+            let t = open_log(&dir, mode, true).await.unwrap();
+            let mut m = Model::default();
+            fill(&t, &mut m, "a", 3, 3).await;
+            // Batches staged and kicked, their writes (maybe a roll's too) not done: the
+            // truncation lets them land, then cuts inside them.
+            for g in 0..3 {
+                let group: Vec<(Vec<String>, i64)> = (0..6).map(|i| (values(&format!("f{g}.{i}"), 3), 5)).collect();
+                let bases = t.append_no_wait(&group).await.unwrap();
+                for (base, (v, ts)) in bases.into_iter().zip(group) {
+                    m.push(base, v, ts + 2);
+                }
+            }
+            assert!(t.writer.is_running() || t.log.borrow().has_pending_writes() || t.log.borrow().written_offset() < m.end(),
+                "{mode:?}: writes are still under way");
+            let cut = m.batches[m.batches.len() - 8].0 + 1;
+            let end = t.writer.truncate_to(cut).await.unwrap();
+            assert_eq!(end, cut - 1, "{mode:?}");
+            m.truncate(end);
+            check(&t, &m, "cut behind writes in flight").await;
+            fill(&t, &mut m, "b", 2, 2).await;
+            check(&t, &m, "appended after").await;
+            t.idle().await;
+            drop(t);
+            let t = open_log(&dir, mode, true).await.unwrap();
+            check(&t, &m, "reopened").await;
+        }
+    });
+}
+
 /// Flips one byte inside the CRC-covered part of batch `nth` of `file` (not its offset,
 /// length or epoch, which the CRC-32C does not cover). Returns that batch's base offset.
 fn flip_byte(file: &Path, nth: usize) -> i64 {
@@ -551,7 +592,8 @@ fn verification_cost() {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Append { batches: usize, records: usize, synced: bool, ts: i64 },
+    /// `wait`: until written (or synced); else only kicked, the writes under way.
+    Append { batches: usize, records: usize, synced: bool, wait: bool, ts: i64 },
     /// Truncate at a point picked among the offsets (sometimes past the end).
     Truncate { pick: u64 },
     TruncateFully { ahead: i64 },
@@ -563,7 +605,8 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        8 => (1usize..5, 1usize..4, any::<bool>(), 0i64..1000).prop_map(|(batches, records, synced, ts)| Op::Append { batches, records, synced, ts }),
+        8 => (1usize..5, 1usize..4, any::<bool>(), any::<bool>(), 0i64..1000)
+            .prop_map(|(batches, records, synced, wait, ts)| Op::Append { batches, records, synced, wait, ts }),
         4 => any::<u64>().prop_map(|pick| Op::Truncate { pick }),
         1 => (0i64..20).prop_map(|ahead| Op::TruncateFully { ahead }),
         2 => any::<bool>().prop_map(|tear| Op::Crash { tear }),
@@ -582,12 +625,17 @@ async fn run_case(dir: PathBuf, ops: Vec<Op>, seed: u64, mode: WriteMode) {
     let mut attempt = 0u64;
     for op in ops {
         match op {
-            Op::Append { batches, records, synced, ts } => {
+            Op::Append { batches, records, synced, wait, ts } => {
                 attempt += 1;
                 let group: Vec<(Vec<String>, i64)> =
                     (0..batches).map(|i| (values(&format!("{attempt}.{i}"), records), ts + i as i64 * 37 % 500)).collect();
                 let level = if synced { Durability::Synced } else { Durability::Written };
-                let bases = t.append(&group, level).await.expect("no fault is armed");
+                let synced = synced && wait;
+                let bases = match wait {
+                    true => t.append(&group, level).await,
+                    false => t.append_no_wait(&group).await,
+                }
+                .expect("no fault is armed");
                 for (base, (v, ts)) in bases.into_iter().zip(group) {
                     let n = v.len() as i64;
                     m.push(base, v, ts + n - 1);
