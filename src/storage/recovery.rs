@@ -119,7 +119,9 @@ pub async fn open_sealed(
     let indexed = match (OffsetIndex::load(&index_path(dir, base)).await, TimeIndex::load(&time_index_path(dir, base)).await) {
         (Some((summary, index)), Some(time_index)) => {
             let summary = SegmentSummary::decode(&summary);
-            (summary.size <= file_size && summary.next_offset >= base && summary.next_offset <= next_base)
+            // Verified, a file shorter than its index says is damage (found below), not a
+            // reason to scan without the index (which would take the loss for compaction).
+            (summary.next_offset >= base && summary.next_offset <= next_base && (verify || summary.size <= file_size))
                 .then_some((summary, index, time_index))
         }
         _ => None,
@@ -129,9 +131,16 @@ pub async fn open_sealed(
             // Every byte is read and checked; the saved index stays (a scan rebuilds the same).
             let scanned = scan_batches(dir, base, file.clone(), index_interval_bytes, Some(next_base)).await?;
             let end = scanned.segment.written();
+            let next = scanned.segment.next_offset();
             let damage = scanned.damage.clone().or_else(|| {
-                // Zeros where the index says data is (a lost or zeroed block at the end).
-                (after_padding(end) < summary.size).then(|| format!("data ends at position {end}, its index says {}", summary.size))
+                // The data ends before the index says (a lost or zeroed tail, cut on a batch
+                // boundary). The index's size is the end of the last batch, or of the
+                // padding after it (O_DIRECT; its next offset then is the last batch's:
+                // only a compacted segment's may lie beyond, and its size is exact).
+                let whole = end == summary.size || (after_padding(end) == summary.size && next == summary.next_offset);
+                (end < summary.size && !whole).then(|| {
+                    format!("data ends at position {end} (offset {next}), its index says {} (offset {})", summary.size, summary.next_offset)
+                })
             });
             if let Some(detail) = damage {
                 return Ok(SealedOpen::Damaged { position: end, detail, outcome: scanned.into_outcome(dir, base, false).await? });

@@ -487,6 +487,55 @@ fn a_flipped_byte_in_a_sealed_segment_cuts_the_log_after_an_unclean_shutdown() {
 }
 
 #[test]
+fn a_sealed_segment_shorter_than_its_index_says_is_cut_at_its_last_whole_batch() {
+    run(|root| async move {
+        for mode in MODES {
+            let dir = root.join(format!("{mode:?}"));
+            let t = open_log(&dir, mode, true).await.unwrap();
+            let mut m = Model::default();
+            fill(&t, &mut m, "a", 14, 5).await;
+            t.idle().await;
+            let bases = t.log.borrow().segment_bases();
+            drop(t);
+            // The second segment loses its last two batches exactly (a cut at a batch
+            // boundary reads as a clean end: only the index tells).
+            let path = dir.join(log_file_name(bases[1]));
+            let data = std::fs::read(&path).unwrap();
+            let starts: Vec<(i64, usize)> =
+                crate::record::iter_batches(&data).map_while(|r| r.ok()).map(|(h, r)| (h.base_offset, r.start)).collect();
+            let (lost_from, at) = starts[starts.len() - 2];
+            std::fs::write(&path, &data[..at]).unwrap();
+            let t = open_log(&dir, mode, true).await.unwrap();
+            assert_eq!(t.end(), lost_from, "{mode:?}: the log ends at the last whole batch");
+            m.truncate(lost_from);
+            check(&t, &m, "cut at the loss").await;
+            fill(&t, &mut m, "b", 1, 2).await;
+            check(&t, &m, "appended after").await;
+        }
+    });
+}
+
+#[test]
+fn a_clean_that_read_a_cut_segment_cannot_swap_its_copy_in() {
+    run(|root| async move {
+        let t = open_log(&root.join("c"), WriteMode::Direct, false).await.unwrap();
+        let mut m = Model::default();
+        fill(&t, &mut m, "a", 6, 5).await;
+        t.idle().await;
+        // What a cleaner read before the cut: the sealed segments and their files.
+        let read = t.log.borrow().cleanable_segments();
+        assert!(read.len() >= 2);
+        let (base, file) = (read[0].0, read[0].1.clone());
+        let (next, next_file) = (read[1].0, read[1].1.clone());
+        let inside = m.batches.iter().map(|b| b.0).find(|&b| b > base && b < next).unwrap();
+        t.writer.truncate_to(inside).await.unwrap();
+        let mut log = t.log.borrow_mut();
+        assert!(!log.begin_swap(base, &file), "the cut segment has a new file handle: the old copy is refused");
+        assert!(!log.begin_swap(next, &next_file), "a removed segment cannot be swapped in");
+    });
+}
+
+#[test]
 fn a_clean_shutdown_skips_the_verification_and_the_marker_lasts_one_open() {
     run(|root| async move {
         for mode in MODES {
