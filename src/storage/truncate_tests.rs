@@ -536,6 +536,64 @@ fn a_clean_that_read_a_cut_segment_cannot_swap_its_copy_in() {
 }
 
 #[test]
+fn truncation_waits_for_a_cleaner_swap_in_flight() {
+    run(|root| async move {
+        let t = Rc::new(open_log(&root.join("s"), WriteMode::PageCache, false).await.unwrap());
+        let mut m = Model::default();
+        fill(&t, &mut m, "a", 8, 5).await;
+        t.idle().await;
+        let (base, file) = {
+            let read = t.log.borrow().cleanable_segments();
+            (read[0].0, read[0].1.clone())
+        };
+        assert!(t.log.borrow_mut().begin_swap(base, &file));
+        let cut = m.batches[2].0;
+        let task = glommio::spawn_local({
+            let t = t.clone();
+            async move { t.writer.truncate_to(cut).await }
+        });
+        glommio::timer::sleep(Duration::from_millis(20)).await;
+        assert_eq!(t.end(), m.end(), "no cut while the swap is in flight");
+        t.log.borrow_mut().end_swap();
+        assert_eq!(task.await.unwrap(), cut);
+        m.truncate(cut);
+        check(&t, &m, "after the swap").await;
+    });
+}
+
+#[test]
+fn a_failed_sync_during_truncation_takes_the_log_offline_and_recovery_finds_a_prefix() {
+    run(|root| async move {
+        for mode in MODES {
+            let inj = FaultInjector::new(3);
+            set_shard_fault_injector(Some(inj.clone()));
+            let dir = root.join(format!("{mode:?}"));
+            let t = open_log(&dir, mode, true).await.unwrap();
+            let mut m = Model::default();
+            fill(&t, &mut m, "a", 14, 5).await;
+            t.idle().await;
+            let bases = t.log.borrow().segment_bases();
+            let inside = m.batches.iter().map(|b| b.0).find(|&b| b > bases[1] && b < bases[2]).unwrap();
+            inj.arm(super::file::Fault::SyncEio);
+            assert!(t.writer.truncate_to(inside).await.is_err(), "{mode:?}: the failed fdatasync fails the truncation");
+            assert!(matches!(t.log.borrow().check_online(), Err(StorageError::Offline { .. })), "{mode:?}: and takes the log offline");
+            inj.crash(false).await;
+            t.idle().await;
+            drop(t);
+            inj.restart();
+            let t = open_log(&dir, mode, true).await.unwrap();
+            let got = t.read_all().await;
+            let all = m.records();
+            assert!(got.len() <= all.len() && got[..] == all[..got.len()], "{mode:?}: a dense prefix of the old log");
+            assert_eq!(got.len() as i64, t.end());
+            t.idle().await;
+            drop(t);
+            set_shard_fault_injector(None);
+        }
+    });
+}
+
+#[test]
 fn a_clean_shutdown_skips_the_verification_and_the_marker_lasts_one_open() {
     run(|root| async move {
         for mode in MODES {
