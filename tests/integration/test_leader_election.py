@@ -240,7 +240,7 @@ def test_unclean_election_for_a_partition_whose_only_in_sync_replica_is_gone(spl
     b6.start()
     cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[b6])
     wait_for("broker 6 registered again", lambda: brokers(b5) == {4, 5, 6})
-    wait_for("broker 6 back in the ISR", lambda: partitions(b5, topic)[0][2] == [4, 6], deadline_s=120)
+    wait_for("broker 6 back in the ISR", lambda: sorted(partitions(b5, topic)[0][2]) == [4, 6], deadline_s=120)
     assert leaders(b5, topic)[0] == 4
     assert produce_code(b6, topic, 0) == KafkaError.NOT_LEADER_FOR_PARTITION
     assert produce_code(b4, topic, 0) == 0
