@@ -102,6 +102,11 @@ pub struct Config {
     /// replica.socket.timeout.ms: a follower drops its connection to a leader that has not
     /// answered a fetch for this long.
     pub replica_socket_timeout_ms: u64,
+    /// replica.selector.class (KIP-392): empty (Kafka's default: consumers always read
+    /// from the leader) or `org.apache.kafka.common.replica.RackAwareReplicaSelector`
+    /// (also `rack-aware`): a consumer with `client.rack` reads from an in-sync replica in
+    /// its rack.
+    pub replica_selector_class: String,
     /// min.insync.replicas: the default of the topic key: acks=all needs at least this
     /// many in-sync replicas (NOT_ENOUGH_REPLICAS otherwise).
     pub min_insync_replicas: i32,
@@ -239,6 +244,7 @@ impl Default for Config {
             replica_fetch_response_max_bytes: 10_485_760,
             replica_fetch_backoff_ms: 1000,
             replica_socket_timeout_ms: 30_000,
+            replica_selector_class: String::new(),
             min_insync_replicas: 1,
             unclean_leader_election_enable: false,
             shards: 0,
@@ -407,6 +413,9 @@ impl Config {
         if self.replica_fetch_wait_max_ms < 0 || self.replica_socket_timeout_ms <= self.replica_fetch_wait_max_ms as u64 {
             return bad("replica_socket_timeout_ms", "must exceed replica_fetch_wait_max_ms (which must not be negative)");
         }
+        if !matches!(self.replica_selector_class.as_str(), "" | RACK_AWARE_REPLICA_SELECTOR | "rack-aware") {
+            return bad("replica_selector_class", "must be empty or org.apache.kafka.common.replica.RackAwareReplicaSelector");
+        }
         if self.replica_fetch_max_bytes < 1 || self.replica_fetch_response_max_bytes < 1 {
             return bad("replica_fetch_max_bytes", "replica_fetch_max_bytes and replica_fetch_response_max_bytes must be positive");
         }
@@ -552,6 +561,16 @@ pub fn split_host_port(s: &str) -> Result<(String, u16), String> {
 
 /// Parses Kafka's controller.quorum.voters syntax, `id@host:port,id@host:port,...`.
 /// Empty (or blank) = no voters. Ids must be unique and >= 0.
+/// Kafka's rack-aware replica selector (KIP-392), the one `replica_selector_class` knows.
+pub const RACK_AWARE_REPLICA_SELECTOR: &str = "org.apache.kafka.common.replica.RackAwareReplicaSelector";
+
+impl Config {
+    /// Whether consumers with a rack may be sent to a same-rack follower (KIP-392).
+    pub fn rack_aware_reads(&self) -> bool {
+        !self.replica_selector_class.is_empty()
+    }
+}
+
 pub fn parse_quorum_voters(s: &str) -> Result<Vec<QuorumVoter>, String> {
     let s = s.trim();
     if s.is_empty() {
@@ -630,6 +649,8 @@ pub struct ConfigArgs {
     pub replica_fetch_backoff_ms: Option<u64>,
     #[arg(long)]
     pub replica_socket_timeout_ms: Option<u64>,
+    #[arg(long)]
+    pub replica_selector_class: Option<String>,
     #[arg(long)]
     pub min_insync_replicas: Option<i32>,
     #[arg(long)]
@@ -736,7 +757,7 @@ impl ConfigArgs {
         set!(listen, data_dir, log_dirs, node_id, process_roles, controller_quorum_voters,
             broker_session_timeout_ms, metadata_snapshot_every_entries, auto_leader_rebalance_enable, leader_imbalance_check_interval_seconds,
             leader_imbalance_per_broker_percentage, replica_lag_time_max_ms, replica_fetch_wait_max_ms, replica_fetch_max_bytes,
-            replica_fetch_response_max_bytes, replica_fetch_backoff_ms, replica_socket_timeout_ms, min_insync_replicas,
+            replica_fetch_response_max_bytes, replica_fetch_backoff_ms, replica_socket_timeout_ms, replica_selector_class, min_insync_replicas,
             unclean_leader_election_enable, shards, controller_core, flush, log_flush_interval_messages,
             log_flush_interval_ms, storage_fault, socket_request_max_bytes,
             queued_max_request_bytes,

@@ -43,6 +43,9 @@ pub enum PartitionOp<X> {
     /// leader's written offset (not the high watermark), then the follower's position
     /// recorded (`Partition::record_follower_fetch`).
     ReplicaFetch { replica: BrokerId, offset: i64, last_fetched_epoch: i32, limit: ReadLimit },
+    /// A consumer's fetch from this broker's follower replica (KIP-392): below the
+    /// follower's high watermark. Answered as `OpOutput::Fetch`.
+    FollowerFetch { offset: i64, limit: ReadLimit },
     /// An operation of the layer above, run by its installed handler.
     Extension(X),
 }
@@ -354,7 +357,8 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
         let signal = WatchSignal::new();
         for w in partitions {
             let topic = topics.get(w.topic as usize).map_or("", AsRef::as_ref);
-            let Some(p) = self.partitions.get(topic, w.partition) else { return };
+            // A consumer reading from a follower (KIP-392) watches the follower replica.
+            let Some(p) = self.partitions.get(topic, w.partition).or_else(|| self.partitions.follower(topic, w.partition)) else { return };
             let moved = match w.payload {
                 WatchPoint::HighWatermark(hw) => p.high_watermark() > hw,
                 WatchPoint::WrittenOffset(offset) => p.written_offset() > offset,
@@ -377,6 +381,10 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
     }
 
     async fn execute(&self, topic: &str, partition: i32, op: PartitionOp<X>) -> OpResult<Y> {
+        if let PartitionOp::FollowerFetch { offset, limit } = op {
+            let Some(p) = self.partitions.follower(topic, partition) else { return Err(PartitionError::NotLeader) };
+            return p.read_from_follower(offset, limit).await.map(OpOutput::Fetch);
+        }
         let Some(p) = self.partitions.get(topic, partition) else {
             return Err(self.partitions.missing(topic, partition));
         };
@@ -408,6 +416,8 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
                 let (epoch, end) = p.epoch_end_offset(epoch);
                 Ok(OpOutput::EpochEnd(epoch, end))
             }
+            // Served from the follower map before this lookup (above).
+            PartitionOp::FollowerFetch { .. } => Err(PartitionError::NotFollower),
             PartitionOp::ReplicaFetch { replica, offset, last_fetched_epoch, limit } => {
                 p.check_online()?;
                 // Kafka's Partition.fetchRecords for a follower: a follower whose last

@@ -167,6 +167,17 @@ impl Partition {
         self.read_below(offset, limit, written).await
     }
 
+    /// A consumer's read from this replica as a follower (KIP-392): whole batches from
+    /// `offset` below this replica's high watermark (what its leader told it the whole
+    /// ISR has), so a consumer never sees more than on the leader.
+    pub async fn read_from_follower(&self, offset: i64, limit: ReadLimit) -> Result<FetchData, PartitionError> {
+        if self.is_leader() {
+            return Err(PartitionError::NotFollower);
+        }
+        let hw = self.high_watermark();
+        self.read_below(offset, limit, hw).await
+    }
+
     /// NotLeader unless this replica leads: consumers' reads, ListOffsets and
     /// DeleteRecords are the leader's (KIP-392's follower reads would relax the reads).
     pub fn check_leader(&self) -> Result<(), PartitionError> {

@@ -34,6 +34,9 @@ struct RequestedPartition {
     partition: i32,
     /// (shard, leader epoch), or the error for an unknown topic/partition.
     owner: Result<(u16, i32), ErrorCode>,
+    /// Where it is read: the leader's log, this broker's follower replica (KIP-392), or
+    /// nowhere: the leader sends the consumer to a same-rack follower.
+    source: ReadSource,
     offset: i64,
     partition_max_bytes: i32,
     current_leader_epoch: i32,
@@ -47,6 +50,16 @@ impl RequestedPartition {
             Err(_) => false,
         }
     }
+}
+
+/// Which replica on this broker serves a consumer's partition (KIP-392).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReadSource {
+    Leader,
+    Follower,
+    /// This broker leads, and the rack-aware selector sends the consumer to this replica:
+    /// answered with `preferred_read_replica` and no records, as Kafka does.
+    Redirect(i32),
 }
 
 /// Kafka's response budget for one Fetch (ReplicaManager.readFromLog): partitions are
@@ -147,18 +160,33 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
             req.topics.iter().map(|t| super::unknown_partitions(topic(t), t.partitions.iter().map(|p| p.partition))).sum()
         })
         .await;
+    // The consumer's rack (client.rack, Fetch v11+), if rack-aware reads are on.
+    let rack = Some(req.rack_id.as_str()).filter(|r| !r.is_empty() && meta.version >= 11 && ctx.config.rack_aware_reads());
     let mut requested = Vec::new();
     for t in &req.topics {
         let topic = if meta.version >= 13 { image.topic_by_id(t.topic_id.as_bytes()) } else { image.topic(t.topic.0.as_str()) };
         let unknown = if meta.version >= 13 { ErrorCode::UNKNOWN_TOPIC_ID } else { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION };
         for p in &t.partitions {
             // A partition another broker leads (or none) is not read here: Kafka answers
-            // NOT_LEADER_OR_FOLLOWER (with the leader, v16+: see `leader_hints`).
+            // NOT_LEADER_OR_FOLLOWER (with the leader, v16+: see `leader_hints`), unless
+            // this broker holds a follower replica and the consumer may read from it
+            // (KIP-392, Fetch v11+: it was sent here by the leader's preferred replica).
+            let mut source = ReadSource::Leader;
             let owner = topic
                 .and_then(|tm| tm.partition(p.partition))
                 .ok_or(if topic.is_some() { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION } else { unknown })
                 .and_then(|x| {
-                    if x.leader == ctx.config.node_id { Ok((x.shard, x.leader_epoch)) } else { Err(ErrorCode::NOT_LEADER_OR_FOLLOWER) }
+                    if x.leader == ctx.config.node_id {
+                        if let Some(replica) = preferred_read_replica(ctx, &image, x, rack) {
+                            source = ReadSource::Redirect(replica);
+                        }
+                        Ok((x.shard, x.leader_epoch))
+                    } else if let Some(r) = x.replica_on(ctx.config.node_id).filter(|_| meta.version >= 11 && x.leader >= 0) {
+                        source = ReadSource::Follower;
+                        Ok((r.shard, x.leader_epoch))
+                    } else {
+                        Err(ErrorCode::NOT_LEADER_OR_FOLLOWER)
+                    }
                 });
             requested.push(RequestedPartition {
                 topic: topic.map(|x| x.name.clone()).unwrap_or_else(|| t.topic.0.to_string()),
@@ -168,6 +196,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
                 offset: p.fetch_offset,
                 partition_max_bytes: p.partition_max_bytes,
                 current_leader_epoch: p.current_leader_epoch,
+                source,
             });
         }
     }
@@ -180,7 +209,10 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
         let total: usize = parts.iter().map(|p| p.bytes).sum();
         let errored = parts.iter().any(|p| p.part.error_code != 0);
         let now = Instant::now();
-        if total >= min_bytes.max(1) || errored || now >= deadline || requested.is_empty() {
+        // A partition sent to a preferred replica answers at once (Kafka does not hold a
+        // fetch that redirects the consumer).
+        let redirected = requested.iter().any(|w| matches!(w.source, ReadSource::Redirect(_)));
+        if total >= min_bytes.max(1) || errored || redirected || now >= deadline || requested.is_empty() {
             break parts;
         }
         // Long poll: wait for any partition's high watermark to move, or the deadline.
@@ -230,6 +262,19 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
             }
         }
     }
+}
+
+/// KIP-392's rack-aware replica selector (Kafka's RackAwareReplicaSelector), on the
+/// leader: a consumer in `rack` is sent to an in-sync replica on a live broker in its rack
+/// (the first in replica order), unless the leader is in that rack itself or no such
+/// replica exists (then it reads here, as without a rack).
+fn preferred_read_replica(ctx: &ShardContext, image: &MetadataImage, p: &crate::cluster::image::PartitionMeta, rack: Option<&str>) -> Option<i32> {
+    let rack = rack?;
+    let rack_of = |b: i32| image.brokers.get(&b).filter(|m| !m.fenced).and_then(|m| m.rack.as_deref());
+    if rack_of(ctx.config.node_id) == Some(rack) {
+        return None;
+    }
+    p.replicas.iter().map(|r| r.broker).find(|b| *b != ctx.config.node_id && p.isr.contains(b) && rack_of(*b) == Some(rack))
 }
 
 /// KIP-951 (Fetch v16+, as Kafka's KafkaApis): each partition answered
@@ -300,14 +345,23 @@ async fn read_wave(
     let mut batch = OpBatch::with_capacity(wave.len());
     for (i, w) in wave.iter().enumerate() {
         if let (true, Ok((shard, _))) = (w.is_readable(), w.owner) {
-            batch.push(shard, &w.topic, w.partition, PartitionOp::Fetch { offset: w.offset, limit: limit_of(i, w) });
+            let op = match w.source {
+                ReadSource::Leader => PartitionOp::Fetch { offset: w.offset, limit: limit_of(i, w) },
+                ReadSource::Follower => PartitionOp::FollowerFetch { offset: w.offset, limit: limit_of(i, w) },
+                // No records: the offsets only (Kafka's answer with a preferred replica).
+                ReadSource::Redirect(_) => PartitionOp::Fetch { offset: w.offset, limit: ReadLimit { max_bytes: 0, min_one_batch: false } },
+            };
+            batch.push(shard, &w.topic, w.partition, op);
         }
     }
     let mut results = ctx.router.run(batch).await.into_iter();
-    for (read, _) in reads.iter_mut().zip(wave).filter(|(_, w)| w.is_readable()) {
+    for (read, w) in reads.iter_mut().zip(wave).filter(|(_, w)| w.is_readable()) {
         let part = &mut read.part;
         match results.next() {
             Some(Ok(OpOutput::Fetch(data))) => {
+                if let ReadSource::Redirect(replica) = w.source {
+                    part.preferred_read_replica = replica;
+                }
                 part.high_watermark = data.high_watermark;
                 part.last_stable_offset = data.high_watermark;
                 part.log_start_offset = data.log_start_offset;

@@ -12,7 +12,8 @@ pub async fn retention_loop(ctx: Rc<ShardContext>) {
     loop {
         glommio::timer::sleep(every).await;
         let now = crate::runtime::now_ms();
-        for p in ctx.partitions.all() {
+        // Followers too: each replica applies retention to its own log, as Kafka's do.
+        for p in ctx.partitions.all().into_iter().chain(ctx.partitions.followers()) {
             if let Err(e) = p.apply_retention(now).await {
                 tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e, "retention failed");
             }
@@ -27,7 +28,7 @@ pub async fn cleaner_loop(ctx: Rc<ShardContext>) {
     let every = Duration::from_millis(ctx.config.log_cleaner_backoff_ms.max(10));
     loop {
         glommio::timer::sleep(every).await;
-        for p in ctx.partitions.all() {
+        for p in ctx.partitions.all().into_iter().chain(ctx.partitions.followers()) {
             if !p.needs_cleaning() {
                 continue;
             }
