@@ -10,10 +10,10 @@
 //!   as Kafka's "replica is not recognized" case);
 //! - the long poll waits for new data (the written offset), not the high watermark.
 //!
-//! Bounded as a consumer fetch is: every partition reads at most its
-//! `partition_max_bytes` and the remaining share of min(request max_bytes,
-//! replica_fetch_response_max_bytes); only the first partition may exceed it with its
-//! first batch (the fetcher rotates which partition goes first).
+//! Bounded as a consumer fetch is (Kafka's readFromLog): partitions in request order, each
+//! reads at most min(its `partition_max_bytes`, what is left of min(request max_bytes,
+//! replica_fetch_response_max_bytes)); only the first batch of the first partition that
+//! returns data may exceed it (the fetcher rotates which partition goes first).
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -114,50 +114,77 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
     }
 }
 
-/// Reads every partition at once, each within its share of `max_bytes` (the first may
-/// exceed it with one batch). Returns each partition's answer and its record bytes.
+/// Reads the partitions in request order against what is left of `max_bytes` (Kafka's
+/// ReplicaManager.readFromLog): each reads at most min(its `partition_max_bytes`, what is
+/// left), and until one has returned data the first batch may exceed that (so a batch
+/// larger than the limits still replicates). Partitions are read at once in waves whose
+/// worst case fits in what is left, so the response stays within its limit plus one
+/// batch. Returns each partition's answer and its record bytes.
 async fn read_all(ctx: &Rc<ShardContext>, asked: &[Asked], replica: i32, max_bytes: i64) -> Vec<(FetchPartitionParts, usize)> {
-    let readable = asked.iter().filter(|a| a.owner.is_ok()).count().max(1) as i64;
-    let share = (max_bytes / readable).max(1);
-    let mut batch = OpBatch::with_capacity(asked.len());
-    let mut first = true;
-    for a in asked {
-        if let Ok(shard) = a.owner {
-            let limit = ReadLimit { max_bytes: i64::from(a.partition_max_bytes.max(0)).min(share), min_one_batch: first };
-            first = false;
-            let op = PartitionOp::ReplicaFetch { replica, offset: a.offset, last_fetched_epoch: a.last_fetched_epoch, limit };
-            batch.push(shard, &a.topic, a.partition, op);
+    let mut out: Vec<(FetchPartitionParts, usize)> = Vec::with_capacity(asked.len());
+    let mut remaining = max_bytes;
+    let mut returned_data = false;
+    while out.len() < asked.len() {
+        let rest = &asked[out.len()..];
+        let mut worst = 0i64;
+        let mut n = 0;
+        for a in rest {
+            let cost = if a.owner.is_ok() { i64::from(a.partition_max_bytes.max(0)).min(remaining.max(0)) } else { 0 };
+            if n > 0 && worst + cost > remaining.max(0) {
+                break;
+            }
+            worst += cost;
+            n += 1;
         }
-    }
-    let mut results = ctx.router.run(batch).await.into_iter();
-    let mut out = Vec::with_capacity(asked.len());
-    for a in asked {
-        let mut part = FetchPartitionParts::new(a.partition);
-        let mut bytes = 0;
-        match a.owner {
-            Err(e) => part.error_code = e.code(),
-            Ok(_) => match results.next() {
-                Some(Ok(OpOutput::ReplicaFetch(read))) => {
-                    part.high_watermark = read.data.high_watermark;
-                    part.last_stable_offset = read.data.high_watermark;
-                    part.log_start_offset = read.data.log_start_offset;
-                    if let Some((epoch, end_offset)) = read.diverging {
-                        part.diverging_epoch = Some(DivergingEpoch { epoch, end_offset });
-                    }
-                    bytes = read.data.bytes;
-                    part.records = read.data.records;
-                }
-                Some(Ok(_)) | None => part.error_code = ErrorCode::UNKNOWN_SERVER_ERROR.code(),
-                Some(Err(e)) => {
-                    if let crate::partition::PartitionError::OffsetOutOfRange { log_start_offset, log_end_offset, .. } = &e {
-                        part.log_start_offset = *log_start_offset;
-                        part.high_watermark = *log_end_offset;
-                    }
-                    part.error_code = code(&e);
-                }
-            },
+        let wave = &rest[..n.max(1)];
+        let mut batch = OpBatch::with_capacity(wave.len());
+        for (i, a) in wave.iter().enumerate() {
+            if let Ok(shard) = a.owner {
+                let limit = ReadLimit {
+                    max_bytes: i64::from(a.partition_max_bytes.max(0)).min(remaining.max(0)),
+                    min_one_batch: !returned_data && i == 0,
+                };
+                let op = PartitionOp::ReplicaFetch { replica, offset: a.offset, last_fetched_epoch: a.last_fetched_epoch, limit };
+                batch.push(shard, &a.topic, a.partition, op);
+            }
         }
-        out.push((part, bytes));
+        let mut results = ctx.router.run(batch).await.into_iter();
+        for a in wave {
+            let (part, bytes) = answer(a, &mut results);
+            remaining -= bytes as i64;
+            returned_data |= bytes > 0;
+            out.push((part, bytes));
+        }
     }
     out
+}
+
+/// One partition's answer from its read result (or its error when it was not read).
+fn answer(a: &Asked, results: &mut impl Iterator<Item = crate::cluster::router::OpResult<crate::group::ops::GroupResult>>) -> (FetchPartitionParts, usize) {
+    let mut part = FetchPartitionParts::new(a.partition);
+    let mut bytes = 0;
+    match a.owner {
+        Err(e) => part.error_code = e.code(),
+        Ok(_) => match results.next() {
+            Some(Ok(OpOutput::ReplicaFetch(read))) => {
+                part.high_watermark = read.data.high_watermark;
+                part.last_stable_offset = read.data.high_watermark;
+                part.log_start_offset = read.data.log_start_offset;
+                if let Some((epoch, end_offset)) = read.diverging {
+                    part.diverging_epoch = Some(DivergingEpoch { epoch, end_offset });
+                }
+                bytes = read.data.bytes;
+                part.records = read.data.records;
+            }
+            Some(Ok(_)) | None => part.error_code = ErrorCode::UNKNOWN_SERVER_ERROR.code(),
+            Some(Err(e)) => {
+                if let crate::partition::PartitionError::OffsetOutOfRange { log_start_offset, log_end_offset, .. } = &e {
+                    part.log_start_offset = *log_start_offset;
+                    part.high_watermark = *log_end_offset;
+                }
+                part.error_code = code(&e);
+            }
+        },
+    }
+    (part, bytes)
 }
