@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fails when a lower layer of src/ names an upper one (issue 8, DESIGN.md's map).
 
-Layers, top to bottom:  server -> group -> {partition, cluster, protocol, controller}
+Layers, top to bottom:  server -> {group, replication} -> {partition, cluster, protocol, controller}
 -> storage -> record -> runtime.  bench/ and cli/ are clients: they know the wire
 (protocol, record) and nothing of the broker's inside. A module may name itself, the
 layers below it, and `config` (the one config struct).
@@ -16,17 +16,18 @@ from pathlib import Path
 
 # module -> modules it must never name
 FORBIDDEN = {
-    "runtime": {"config", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli"},
-    "record": {"config", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli"},
-    "storage": {"partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli"},
-    "partition": {"cluster", "protocol", "controller", "group", "server", "bench", "cli"},
-    "cluster": {"protocol", "controller", "group", "server", "bench", "cli"},
-    "protocol": {"storage", "partition", "cluster", "controller", "group", "server", "bench", "cli"},
-    "controller": {"partition", "protocol", "group", "server", "bench", "cli"},
-    "group": {"controller", "server", "bench", "cli"},
-    "config": {"record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli"},
-    "bench": {"storage", "partition", "cluster", "controller", "group", "server"},
-    "cli": {"storage", "partition", "cluster", "controller", "group", "server"},
+    "runtime": {"config", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
+    "record": {"config", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
+    "storage": {"partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
+    "partition": {"cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
+    "cluster": {"protocol", "controller", "group", "server", "bench", "cli", "replication"},
+    "protocol": {"storage", "partition", "cluster", "controller", "group", "server", "bench", "cli", "replication"},
+    "controller": {"partition", "protocol", "group", "server", "bench", "cli", "replication"},
+    "group": {"controller", "server", "bench", "cli", "replication"},
+    "config": {"record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
+    "bench": {"storage", "partition", "cluster", "controller", "group", "server", "replication"},
+    "cli": {"storage", "partition", "cluster", "controller", "group", "server", "replication"},
+    "replication": {"group", "server", "bench", "cli"},
 }
 
 PATH = re.compile(r"\bcrate::(\{[^}]*\}|\w+)")
