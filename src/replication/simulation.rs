@@ -1,0 +1,1176 @@
+//! A seeded, deterministic simulation of replication (issue 12, section 9): one partition
+//! on RF brokers, producers sending acks=all appends, followers pulling, the leader
+//! tracking them and proposing ISR changes, a controller electing leaders on fencing and
+//! restarts, over a lossy, delaying, reordering network, with crashes (kill -9: the
+//! written tail survives in the page cache; power loss: the unsynced tail is gone),
+//! restarts, pauses and fencing. Simulated time (10 ms ticks), one thread, no clock, one
+//! seeded RNG: a seed replays exactly.
+//!
+//! The decisions are the real code's, called on in-memory state:
+//! - `ReplicaTracker` (follower positions, the high watermark over the maximal ISR,
+//!   shrink / expand candidates, the pending ISR change);
+//! - `divergence::diverging_epoch` (the leader) and `divergence::truncation_offset` (the
+//!   follower);
+//! - `LeaderEpochCache` (assign / end_offset_for / truncate_from_end), its "file" a copy
+//!   of the entries that survives crashes;
+//! - the controller's `apply` (RegisterBroker, FenceBroker, UnfenceBroker,
+//!   AlterPartition, CreateTopic), with its elections, on a `MetadataImage`;
+//! - `isr::check_interval` for the ISR loop's period.
+//!
+//! The glue is modelled step by step on the real brokers (each function below names the
+//! code it follows): `Partition::append` (NOT_ENOUGH_REPLICAS before appending, the
+//! acknowledgement once the high watermark passes the batch and the leader's own write is
+//! as durable as the flush mode promises, NOT_ENOUGH_REPLICAS_AFTER_APPEND, a deposed
+//! leader acknowledges nothing), the replica fetch handler and the router's
+//! `PartitionOp::ReplicaFetch` arm, the fetcher's round and `apply_partition`,
+//! `append_as_follower`, `truncate_to`, `become_leader` / `become_follower` /
+//! `update_isr` as the partition lifecycle calls them, `isr_change_wanted` and the ISR
+//! loop's proposal, `open_epochs` and the high-watermark checkpoint at restart.
+//! Simplifications: one record per batch; a write completes at once (written = log end);
+//! no long poll (a fetch is answered at once); no log start moves (retention).
+//!
+//! Invariants, checked after every tick (`check`):
+//! 1. Durability (runs within the failure budget): every acknowledged record, and every
+//!    record below a high watermark a leader ever reached ("committed"), is at its offset
+//!    in the log of the current leader and of every live ISR member. The budget: a fault
+//!    (kill, power loss, pause) is injected only while fewer than minISR − 1 replicas are
+//!    impaired (down, paused, not open yet, or outside the committed ISR), so at most
+//!    minISR − 1 replicas are failed at once.
+//! 2. High watermark: on a leader it never decreases within one leadership (same broker,
+//!    incarnation and leader epoch); on every replica it never passes the log end. Kafka
+//!    does not promise more: a new leader starts from the high watermark it had as a
+//!    follower (or its checkpoint after a restart), which may be below the old leader's;
+//!    it catches up as the ISR fetches. What consumers read below any high watermark
+//!    never changes (1, committed records). Those regressions are counted, not failed.
+//! 3. Logs of any two live, open replicas agree on every offset below the smaller of
+//!    their high watermarks (runs within the budget).
+//! 4. Offsets dense; epochs non-decreasing along a log; the epoch cache strictly
+//!    increasing and agreeing with the batches (the entry covering each offset names that
+//!    batch's epoch).
+//!
+//! A "chaos" mode injects faults with no budget: 2 and 4 must still hold; losses of
+//! committed records are counted (Kafka loses them too when too many replicas fail).
+use std::collections::BTreeMap;
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+use crate::cluster::image::{BrokerId, BrokerMeta, MetadataImage, PartitionMeta, ReplicaMeta, NO_LEADER};
+use crate::controller::sim_api::{apply, Applied, Command};
+use crate::partition::divergence::{diverging_epoch, truncation_offset};
+use crate::partition::{ReplicaTracker, Role};
+use crate::replication::isr::check_interval;
+use crate::storage::leader_epoch_cache::{EpochEntry, LeaderEpochCache, UNDEFINED_EPOCH};
+
+const TICK_MS: u64 = 10;
+const TOPIC: &str = "t";
+const TOPIC_ID: [u8; 16] = [7; 16];
+/// replica_lag_time_max_ms, as tests set it low.
+const LAG_MS: u64 = 300;
+const SESSION_TIMEOUT_MS: u64 = 450;
+/// A request with no answer by then is given up (the connection's request timeout).
+const REQUEST_TIMEOUT_MS: u64 = 200;
+const FETCH_BACKOFF_MS: u64 = 50;
+/// At most this many batches per fetch answer.
+const FETCH_MAX_BATCHES: usize = 8;
+
+#[derive(Clone, Copy, Debug)]
+pub struct SimConfig {
+    pub rf: usize,
+    pub min_isr: usize,
+    /// flush=always (acks wait for the leader's fdatasync, followers report synced data)
+    /// or flush=never (written data counts).
+    pub flush_always: bool,
+    /// Faults with no budget (durability and agreement are then not checked).
+    pub chaos: bool,
+    pub ticks: u64,
+    /// Probability that a message is lost.
+    pub loss: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Batch {
+    offset: i64,
+    epoch: i32,
+    payload: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct FetchReq {
+    current_leader_epoch: i32,
+    fetch_offset: i64,
+    last_fetched_epoch: i32,
+}
+
+#[derive(Clone, Debug)]
+enum FetchResp {
+    /// NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, ...
+    Error(&'static str),
+    OutOfRange { log_start: i64, log_end: i64 },
+    Diverging { epoch: i32, end_offset: i64 },
+    Data { batches: Vec<Batch>, hw: i64 },
+}
+
+#[derive(Clone, Debug)]
+enum Msg {
+    Fetch { from: BrokerId, req: FetchReq },
+    FetchResp { from: BrokerId, req: FetchReq, resp: FetchResp },
+    Produce { payload: u64 },
+    /// To the controller.
+    Alter { from: BrokerId, incarnation: u64, leader_epoch: i32, partition_epoch: i32, isr: Vec<BrokerId>, id: u64 },
+    AlterResp { id: u64, result: Result<PartitionMeta, String> },
+    Metadata { meta: PartitionMeta },
+    /// To the controller.
+    Heartbeat { from: BrokerId, incarnation: u64 },
+}
+
+/// A message in flight to `to` (`CONTROLLER` for the controller), for the process
+/// incarnation `incarnation` of the receiver (a restarted process has new connections:
+/// what was sent to the old one is gone).
+struct InFlight {
+    at: u64,
+    seq: u64,
+    to: BrokerId,
+    incarnation: u64,
+    msg: Msg,
+}
+
+const CONTROLLER: BrokerId = -100;
+
+struct Waiter {
+    end: i64,
+    batch: Batch,
+    leadership: u64,
+}
+
+/// One broker's replica of the partition and its process state.
+struct Replica {
+    id: BrokerId,
+    up: bool,
+    paused_until: Option<u64>,
+    down_until: u64,
+    incarnation: u64,
+    // Durable state.
+    log: Vec<Batch>,
+    synced: usize,
+    epochs_saved: Vec<EpochEntry>,
+    hw_saved: i64,
+    // Process state.
+    epochs: LeaderEpochCache,
+    /// set_leader_epoch's background save of the checkpoint, not done yet.
+    epochs_save_pending: bool,
+    hw: i64,
+    /// None: not open (down, or restarted and waiting for its metadata).
+    role: Option<Role>,
+    leader_epoch: i32,
+    view: Option<PartitionMeta>,
+    tracker: ReplicaTracker,
+    leadership: u64,
+    waiters: Vec<Waiter>,
+    /// Deadline of the fetch in flight.
+    fetch_deadline: Option<u64>,
+    backoff_until: u64,
+    next_isr_check: u64,
+    /// (id, deadline) of the AlterPartition in flight.
+    alter: Option<(u64, u64)>,
+}
+
+impl Replica {
+    fn new(id: BrokerId) -> Replica {
+        Replica {
+            id,
+            up: true,
+            paused_until: None,
+            down_until: 0,
+            incarnation: 1,
+            log: Vec::new(),
+            synced: 0,
+            epochs_saved: Vec::new(),
+            hw_saved: 0,
+            epochs: LeaderEpochCache::in_memory(&[]),
+            epochs_save_pending: false,
+            hw: 0,
+            role: None,
+            leader_epoch: -1,
+            view: None,
+            tracker: ReplicaTracker::alone(id),
+            leadership: 0,
+            waiters: Vec::new(),
+            fetch_deadline: None,
+            backoff_until: 0,
+            next_isr_check: 0,
+            alter: None,
+        }
+    }
+
+    fn log_end(&self) -> i64 {
+        self.log.len() as i64
+    }
+
+    fn active(&self, now: u64) -> bool {
+        self.up && self.paused_until.is_none_or(|t| t <= now)
+    }
+
+    fn is_leader(&self) -> bool {
+        self.role == Some(Role::Leader)
+    }
+
+    fn end_offset_for(&self, epoch: i32) -> (i32, i64) {
+        // Partition::epoch_end_offset: against the log end (next offset).
+        self.epochs.end_offset_for(epoch, self.log_end())
+    }
+
+    fn last_fetched_epoch(&self) -> i32 {
+        self.epochs.latest_epoch().unwrap_or(UNDEFINED_EPOCH)
+    }
+
+    /// Partition::raise_high_watermark.
+    fn raise_hw(&mut self, candidate: i64) -> bool {
+        let new = candidate.min(self.log_end());
+        if new <= self.hw {
+            return false;
+        }
+        self.hw = new;
+        true
+    }
+
+    /// Partition::maybe_increment_high_watermark (written offset = log end here).
+    fn maybe_increment_hw(&mut self) -> bool {
+        if !self.is_leader() {
+            return false;
+        }
+        let candidate = self.tracker.high_watermark(self.log_end());
+        self.raise_hw(candidate)
+    }
+
+    /// Partition::set_leader_epoch: a leader's new epoch starts at the log end, saved in
+    /// the background.
+    fn set_leader_epoch(&mut self, epoch: i32) {
+        self.leader_epoch = epoch;
+        if !self.is_leader() {
+            return;
+        }
+        if self.epochs.assign(epoch, self.log_end()) {
+            self.epochs_save_pending = true;
+        }
+    }
+
+    /// Partition::become_leader.
+    fn become_leader(&mut self, meta: &PartitionMeta, now: u64) {
+        if meta.leader_epoch < self.leader_epoch {
+            return;
+        }
+        let was_leader = self.is_leader();
+        self.role = Some(Role::Leader);
+        self.set_leader_epoch(meta.leader_epoch);
+        let replicas: Vec<BrokerId> = meta.replicas.iter().map(|r| r.broker).collect();
+        if was_leader {
+            self.tracker.set_replicas(&replicas, &meta.isr, now as i64);
+            self.tracker.set_isr(&meta.isr, meta.partition_epoch);
+        } else {
+            self.tracker = ReplicaTracker::new(self.id, &replicas, &meta.isr, meta.partition_epoch, now as i64);
+        }
+        self.maybe_increment_hw();
+    }
+
+    /// Partition::become_follower.
+    fn become_follower(&mut self, leader_epoch: i32, leader: BrokerId) {
+        if leader_epoch < self.leader_epoch {
+            return;
+        }
+        let was_leader = self.is_leader();
+        self.role = Some(Role::Follower { leader });
+        self.leader_epoch = leader_epoch;
+        if was_leader {
+            self.leadership += 1;
+            self.tracker.clear_pending();
+            // fail_hw_waiters(NotLeader)
+            self.waiters.clear();
+        }
+    }
+
+    /// Partition::truncate_to (one record per batch: the cut is at `offset`).
+    fn truncate_to(&mut self, offset: i64) -> i64 {
+        if offset >= self.log_end() {
+            return self.log_end();
+        }
+        let end = offset.max(0);
+        self.log.truncate(end as usize);
+        self.synced = self.synced.min(self.log.len());
+        if self.hw > end {
+            self.hw = end;
+        }
+        if self.epochs.truncate_from_end(end) {
+            self.epochs_saved = self.epochs.entries().to_vec();
+        }
+        end
+    }
+
+    /// Partition::append_as_follower; Err(()) is OffsetMismatch.
+    fn append_as_follower(&mut self, batches: &[Batch], flush_always: bool) -> Result<(), ()> {
+        let mut next = self.log_end();
+        for b in batches {
+            if b.offset != next {
+                return Err(());
+            }
+            next += 1;
+        }
+        let mut changed = false;
+        for b in batches {
+            changed |= self.epochs.assign(b.epoch, b.offset);
+        }
+        if changed {
+            self.epochs_saved = self.epochs.entries().to_vec();
+        }
+        self.log.extend_from_slice(batches);
+        if flush_always {
+            // The fetcher's next round waits for the fdatasync (`durable` in
+            // append_as_follower), so the next fetch offset is synced data.
+            self.synced = self.log.len();
+        }
+        Ok(())
+    }
+
+    /// Partition::isr_change_wanted.
+    fn isr_change_wanted(&self, now: u64) -> Option<Vec<BrokerId>> {
+        if !self.is_leader() || self.tracker.pending.is_some() {
+            return None;
+        }
+        let shrink = self.tracker.shrink_candidates(now as i64, LAG_MS as i64, self.log_end());
+        if !shrink.is_empty() {
+            return Some(self.tracker.isr().iter().copied().filter(|b| !shrink.contains(b)).collect());
+        }
+        let epoch_start = self.epochs.entries().last().filter(|e| e.epoch == self.leader_epoch).map(|e| e.start_offset)?;
+        let expand = self.tracker.expand_candidates(self.hw, epoch_start);
+        if expand.is_empty() {
+            return None;
+        }
+        let mut isr = self.tracker.isr().to_vec();
+        isr.extend(expand);
+        Some(isr)
+    }
+
+    /// Partition::update_isr.
+    fn update_isr(&mut self, partition_epoch: i32, isr: &[BrokerId]) {
+        if self.tracker.set_isr(isr, partition_epoch) {
+            self.maybe_increment_hw();
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SimStats {
+    pub produced: u64,
+    pub acked: u64,
+    pub refused_not_enough: u64,
+    pub refused_after_append: u64,
+    pub committed: u64,
+    pub faults: u64,
+    pub elections: u64,
+    pub isr_changes: u64,
+    pub truncations: u64,
+    /// A new leader's high watermark started below the highest one served before
+    /// (allowed: Kafka's new leader catches up).
+    pub hw_regressions_across_leaders: u64,
+    /// Chaos only: committed records no longer on the leader.
+    pub lost_committed: u64,
+}
+
+pub struct Sim {
+    cfg: SimConfig,
+    rng: StdRng,
+    now: u64,
+    seq: u64,
+    queue: Vec<InFlight>,
+    replicas: Vec<Replica>,
+    image: MetadataImage,
+    index: u64,
+    last_heartbeat: BTreeMap<BrokerId, u64>,
+    /// When the last metadata delivery to each broker is due (they arrive in order).
+    meta_clock: BTreeMap<BrokerId, u64>,
+    next_payload: u64,
+    next_alter: u64,
+    /// (broker, incarnation, leader epoch) → the leader's high watermark last seen.
+    leader_hw: BTreeMap<(BrokerId, u64, i32), i64>,
+    max_served_hw: i64,
+    last_leader: (BrokerId, u64, i32),
+    /// Records below some leader's high watermark, by offset.
+    committed: Vec<Batch>,
+    /// Acknowledged records by offset (a zombie leader's too, if it ever acknowledged).
+    acked: BTreeMap<i64, Batch>,
+    pub stats: SimStats,
+    pub trace: Vec<String>,
+    full_check_due: bool,
+}
+
+fn incarnation_bytes(id: BrokerId, incarnation: u64) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..4].copy_from_slice(&id.to_be_bytes());
+    b[8..].copy_from_slice(&incarnation.to_be_bytes());
+    b
+}
+
+fn broker_meta(id: BrokerId, incarnation: u64) -> BrokerMeta {
+    BrokerMeta { id, incarnation: incarnation_bytes(id, incarnation), host: "sim".into(), port: 9092, rack: None, shard_count: 1, fenced: false }
+}
+
+impl Sim {
+    pub fn new(seed: u64, cfg: SimConfig) -> Sim {
+        let mut sim = Sim {
+            cfg,
+            rng: StdRng::seed_from_u64(seed),
+            now: 0,
+            seq: 0,
+            queue: Vec::new(),
+            replicas: (0..cfg.rf as BrokerId).map(Replica::new).collect(),
+            image: MetadataImage::default(),
+            index: 0,
+            last_heartbeat: BTreeMap::new(),
+            meta_clock: BTreeMap::new(),
+            next_payload: 1,
+            next_alter: 1,
+            leader_hw: BTreeMap::new(),
+            max_served_hw: 0,
+            last_leader: (NO_LEADER, 0, -1),
+            committed: Vec::new(),
+            acked: BTreeMap::new(),
+            stats: SimStats::default(),
+            trace: Vec::new(),
+            full_check_due: false,
+        };
+        for id in 0..cfg.rf as BrokerId {
+            let registered = sim.command(Command::RegisterBroker { broker: broker_meta(id, 1), unclean_default: false });
+            assert!(registered.is_ok(), "{registered:?}");
+            sim.last_heartbeat.insert(id, 0);
+        }
+        let replicas = vec![(0..cfg.rf as BrokerId).map(|b| ReplicaMeta { broker: b, shard: 0 }).collect()];
+        let created = sim.command(Command::CreateTopic { name: TOPIC.into(), topic_id: TOPIC_ID, shards: vec![0], replicas, configs: BTreeMap::new() });
+        assert!(created.is_ok(), "{created:?}");
+        sim
+    }
+
+    fn log(&mut self, line: String) {
+        self.trace.push(format!("{:>6} {line}", self.now));
+    }
+
+    fn meta(&self) -> Option<&PartitionMeta> {
+        self.image.topics.get(TOPIC).and_then(|t| t.partition(0))
+    }
+
+    fn send(&mut self, to: BrokerId, msg: Msg, max_delay_ms: u64) {
+        if self.rng.random_bool(self.cfg.loss) {
+            return;
+        }
+        let at = self.now + self.rng.random_range(1..=max_delay_ms.max(1));
+        let incarnation = if to == CONTROLLER { 0 } else { self.replicas[to as usize].incarnation };
+        self.seq += 1;
+        self.queue.push(InFlight { at, seq: self.seq, to, incarnation, msg });
+    }
+
+    /// The controller applies `cmd` (the real `apply`); a change of the partition goes
+    /// to every broker, delayed, in order.
+    fn command(&mut self, cmd: Command) -> Result<Applied, String> {
+        let before = self.meta().cloned();
+        self.index += 1;
+        let text = cmd.to_string();
+        let (resp, _deltas) = apply(&mut self.image, self.index, &cmd);
+        let after = self.meta().cloned();
+        if let Some(m) = &after {
+            if before.as_ref() != Some(m) {
+                self.log(format!("controller: {text} -> leader {} epochs {}/{} isr {:?}", m.leader, m.leader_epoch, m.partition_epoch, m.isr));
+                if before.as_ref().is_some_and(|b| b.leader != m.leader) {
+                    self.stats.elections += 1;
+                }
+                for b in 0..self.cfg.rf as BrokerId {
+                    self.send_metadata(b, m.clone());
+                }
+            }
+        }
+        resp.0.map_err(|e| format!("{e:?}"))
+    }
+
+    fn send_metadata(&mut self, to: BrokerId, meta: PartitionMeta) {
+        let at = (self.now + self.rng.random_range(1..=60u64)).max(self.meta_clock.get(&to).copied().unwrap_or(0));
+        self.meta_clock.insert(to, at);
+        let incarnation = self.replicas[to as usize].incarnation;
+        self.seq += 1;
+        self.queue.push(InFlight { at, seq: self.seq, to, incarnation, msg: Msg::Metadata { meta } });
+    }
+
+    pub fn run(&mut self) -> Result<(), String> {
+        let ticks = self.cfg.ticks;
+        for _ in 0..ticks {
+            self.now += TICK_MS;
+            self.tick();
+            self.check()?;
+        }
+        // Quiet end: no faults, no loss, everyone back; then a full check.
+        Ok(())
+    }
+
+    fn tick(&mut self) {
+        self.deliver();
+        self.restarts();
+        self.faults();
+        self.controller_tick();
+        for i in 0..self.replicas.len() {
+            self.broker_tick(i);
+        }
+        if self.rng.random_bool(0.3) {
+            self.produce();
+        }
+    }
+
+    fn deliver(&mut self) {
+        loop {
+            let due = self.queue.iter().enumerate().filter(|(_, m)| m.at <= self.now).min_by_key(|(_, m)| (m.at, m.seq)).map(|(i, _)| i);
+            let Some(i) = due else { break };
+            let m = self.queue.swap_remove(i);
+            if m.to == CONTROLLER {
+                self.controller_receive(m.msg);
+                continue;
+            }
+            let r = &self.replicas[m.to as usize];
+            if !r.up || r.incarnation != m.incarnation {
+                continue;
+            }
+            if let Some(until) = r.paused_until.filter(|t| *t > self.now) {
+                // Paused: it waits in the socket until the process runs again.
+                let mut m = m;
+                m.at = until;
+                self.queue.push(m);
+                continue;
+            }
+            self.broker_receive(m.to as usize, m.msg);
+        }
+    }
+
+    // ---- controller ----
+
+    fn controller_receive(&mut self, msg: Msg) {
+        match msg {
+            Msg::Heartbeat { from, incarnation } => {
+                let Some(b) = self.image.brokers.get(&from) else { return };
+                if b.incarnation != incarnation_bytes(from, incarnation) {
+                    return;
+                }
+                let fenced = b.fenced;
+                self.last_heartbeat.insert(from, self.now);
+                if fenced {
+                    let _ = self.command(Command::UnfenceBroker { broker: from, incarnation: incarnation_bytes(from, incarnation), unclean_default: false });
+                }
+            }
+            Msg::Alter { from, incarnation, leader_epoch, partition_epoch, isr, id } => {
+                let cmd = Command::AlterPartition { topic_id: TOPIC_ID, partition: 0, leader: from, leader_epoch, partition_epoch, new_isr: isr };
+                let result = match self.command(cmd) {
+                    Ok(Applied::PartitionAltered(meta)) => Ok(meta),
+                    Ok(other) => Err(format!("unexpected {other:?}")),
+                    Err(e) => Err(e),
+                };
+                if result.is_ok() {
+                    self.stats.isr_changes += 1;
+                }
+                if self.replicas[from as usize].incarnation == incarnation {
+                    self.send(from, Msg::AlterResp { id, result }, 30);
+                }
+            }
+            _ => unreachable!("only heartbeats and AlterPartition go to the controller"),
+        }
+    }
+
+    fn controller_tick(&mut self) {
+        // Session timeouts (the liveness check of the quorum leader).
+        let expired: Vec<(BrokerId, [u8; 16])> = self
+            .image
+            .brokers
+            .values()
+            .filter(|b| !b.fenced)
+            .filter(|b| self.now.saturating_sub(self.last_heartbeat.get(&b.id).copied().unwrap_or(0)) > SESSION_TIMEOUT_MS)
+            .map(|b| (b.id, b.incarnation))
+            .collect();
+        for (broker, incarnation) in expired {
+            let _ = self.command(Command::FenceBroker { broker, incarnation, unclean_default: false });
+        }
+    }
+
+    // ---- faults ----
+
+    /// Replicas that count as failed now: down, paused, not open, or outside the ISR.
+    fn impaired(&self) -> usize {
+        let isr = self.meta().map(|m| m.isr.clone()).unwrap_or_default();
+        self.replicas.iter().filter(|r| !r.active(self.now) || r.role.is_none() || !isr.contains(&r.id)).count()
+    }
+
+    fn faults(&mut self) {
+        if !self.rng.random_bool(if self.cfg.chaos { 0.02 } else { 0.01 }) {
+            return;
+        }
+        if !self.cfg.chaos && self.impaired() + 1 > self.cfg.min_isr.saturating_sub(1) {
+            return;
+        }
+        let i = self.rng.random_range(0..self.replicas.len());
+        if !self.replicas[i].active(self.now) {
+            return;
+        }
+        self.stats.faults += 1;
+        let kind = self.rng.random_range(0..3u32);
+        let now = self.now;
+        if kind == 2 {
+            let until = now + self.rng.random_range(100..1200u64);
+            self.log(format!("fault: pause broker {i} until {until}"));
+            self.replicas[i].paused_until = Some(until);
+            return;
+        }
+        let power_loss = kind == 1;
+        let down_for = self.rng.random_range(50..900u64);
+        let r = &mut self.replicas[i];
+        let lost = if power_loss { r.log.len() - r.synced } else { 0 };
+        if power_loss {
+            r.log.truncate(r.synced);
+        }
+        r.up = false;
+        r.down_until = now + down_for;
+        r.role = None;
+        r.view = None;
+        r.waiters.clear();
+        r.fetch_deadline = None;
+        r.alter = None;
+        r.epochs_save_pending = false;
+        let line = format!("fault: {} broker {i} (lost {lost} unsynced batches), down until {}", if power_loss { "power loss of" } else { "kill -9 of" }, now + down_for);
+        self.log(line);
+        self.full_check_due = true;
+    }
+
+    /// Restarts brokers whose down time is over: the log as it survived, the epoch cache
+    /// as `open_epochs` rebuilds it, the high watermark from its checkpoint; registers
+    /// with a new incarnation (leaving its ISRs, apply.rs) and opens once metadata comes.
+    fn restarts(&mut self) {
+        for i in 0..self.replicas.len() {
+            let r = &mut self.replicas[i];
+            if r.up || r.down_until > self.now {
+                continue;
+            }
+            r.up = true;
+            r.incarnation += 1;
+            let log_end = r.log_end();
+            let mut epochs = LeaderEpochCache::in_memory(&r.epochs_saved);
+            let mut changed = epochs.truncate_from_end(log_end);
+            for b in &r.log {
+                changed |= epochs.assign(b.epoch, b.offset);
+            }
+            if changed {
+                r.epochs_saved = epochs.entries().to_vec();
+            }
+            r.epochs = epochs;
+            r.hw = r.hw_saved.clamp(0, log_end);
+            r.leader_epoch = -1;
+            r.tracker = ReplicaTracker::alone(r.id);
+            r.backoff_until = 0;
+            let (id, inc) = (r.id, r.incarnation);
+            self.log(format!("restart broker {id} (incarnation {inc}), log end {log_end}"));
+            let _ = self.command(Command::RegisterBroker { broker: broker_meta(id, inc), unclean_default: false });
+            self.last_heartbeat.insert(id, self.now);
+            if let Some(m) = self.meta().cloned() {
+                self.send_metadata(id, m);
+            }
+        }
+    }
+
+    // ---- brokers ----
+
+    fn broker_tick(&mut self, i: usize) {
+        let now = self.now;
+        if !self.replicas[i].active(now) {
+            return;
+        }
+        if self.replicas[i].paused_until.is_some() {
+            self.replicas[i].paused_until = None;
+            self.log(format!("broker {i} resumes"));
+        }
+        let flush_always = self.cfg.flush_always;
+        let (id, inc) = (self.replicas[i].id, self.replicas[i].incarnation);
+        self.send(CONTROLLER, Msg::Heartbeat { from: id, incarnation: inc }, 30);
+        // The writer's background work: fdatasync (soon with flush=always, rarely with
+        // flush=never: rolls and the periodic flush), the checkpoints.
+        let sync_p = if flush_always { 0.7 } else { 0.05 };
+        let sync = self.rng.random_bool(sync_p);
+        let save_hw = self.rng.random_bool(0.1);
+        let r = &mut self.replicas[i];
+        if sync {
+            r.synced = r.log.len();
+        }
+        if save_hw {
+            r.hw_saved = r.hw;
+        }
+        if r.epochs_save_pending {
+            r.epochs_save_pending = false;
+            r.epochs_saved = r.epochs.entries().to_vec();
+        }
+        if r.role.is_none() {
+            return;
+        }
+        self.complete_waiters(i);
+        // The follower's fetcher round.
+        let r = &mut self.replicas[i];
+        if r.fetch_deadline.is_some_and(|d| d <= now) {
+            r.fetch_deadline = None;
+            r.backoff_until = now + FETCH_BACKOFF_MS;
+        }
+        if let Some(Role::Follower { leader }) = r.role {
+            if leader != NO_LEADER && r.fetch_deadline.is_none() && r.backoff_until <= now {
+                let req = FetchReq { current_leader_epoch: r.leader_epoch, fetch_offset: r.log_end(), last_fetched_epoch: r.last_fetched_epoch() };
+                r.fetch_deadline = Some(now + REQUEST_TIMEOUT_MS);
+                self.send(leader, Msg::Fetch { from: id, req }, 25);
+            }
+        }
+        // The leader's ISR loop (isr.rs).
+        let r = &mut self.replicas[i];
+        if r.alter.is_some_and(|(_, d)| d <= now) {
+            // No answer: ControllerHandle's call fails; propose clears the pending change.
+            r.alter = None;
+            r.tracker.clear_pending();
+            r.maybe_increment_hw();
+        }
+        if now >= r.next_isr_check {
+            r.next_isr_check = now + check_interval(LAG_MS).as_millis() as u64;
+            if let Some(isr) = r.isr_change_wanted(now) {
+                r.tracker.set_pending(&isr);
+                let id_ = self.next_alter;
+                self.next_alter += 1;
+                let r = &mut self.replicas[i];
+                r.alter = Some((id_, now + 2 * REQUEST_TIMEOUT_MS));
+                let msg = Msg::Alter { from: id, incarnation: inc, leader_epoch: r.leader_epoch, partition_epoch: r.tracker.partition_epoch(), isr: isr.clone(), id: id_ };
+                self.log(format!("broker {id} proposes isr {isr:?}"));
+                self.send(CONTROLLER, msg, 30);
+            }
+        }
+    }
+
+    /// The acks=all waiters of `Partition::append` / `wait_acks`.
+    fn complete_waiters(&mut self, i: usize) {
+        let flush_always = self.cfg.flush_always;
+        let min_isr = self.cfg.min_isr;
+        let r = &mut self.replicas[i];
+        let waiters = std::mem::take(&mut r.waiters);
+        let mut keep = Vec::new();
+        let mut done = Vec::new();
+        for w in waiters {
+            if w.leadership != r.leadership || !r.is_leader() {
+                continue;
+            }
+            let durable = !flush_always || r.synced as i64 >= w.end;
+            if !(durable && r.hw >= w.end) {
+                keep.push(w);
+                continue;
+            }
+            done.push((w.batch, r.tracker.isr().len() < min_isr));
+        }
+        r.waiters = keep;
+        for (b, short) in done {
+            if short {
+                self.stats.refused_after_append += 1;
+            } else {
+                self.stats.acked += 1;
+                self.acked.insert(b.offset, b);
+                self.log(format!("ack offset {} payload {} epoch {} by broker {i}", b.offset, b.payload, b.epoch));
+            }
+        }
+    }
+
+    fn produce(&mut self) {
+        let payload = self.next_payload;
+        self.next_payload += 1;
+        self.stats.produced += 1;
+        // The producer's metadata: the controller's leader, sometimes a stale one.
+        let leader = self.meta().map_or(NO_LEADER, |m| m.leader);
+        let to = if leader == NO_LEADER || self.rng.random_bool(0.15) { self.rng.random_range(0..self.replicas.len()) as BrokerId } else { leader };
+        self.send(to, Msg::Produce { payload }, 20);
+    }
+
+    fn broker_receive(&mut self, i: usize, msg: Msg) {
+        let now = self.now;
+        let flush_always = self.cfg.flush_always;
+        match msg {
+            Msg::Metadata { meta } => self.apply_metadata(i, meta),
+            Msg::Produce { payload } => {
+                // Partition::append with acks=-1.
+                let min_isr = self.cfg.min_isr;
+                let r = &mut self.replicas[i];
+                if !r.is_leader() {
+                    return;
+                }
+                if r.tracker.isr().len() < min_isr {
+                    self.stats.refused_not_enough += 1;
+                    return;
+                }
+                let start = r.log_end();
+                if r.epochs.assign(r.leader_epoch, start) {
+                    // Saved before anything is staged.
+                    r.epochs_saved = r.epochs.entries().to_vec();
+                }
+                let batch = Batch { offset: start, epoch: r.leader_epoch, payload };
+                r.log.push(batch);
+                r.waiters.push(Waiter { end: start + 1, batch, leadership: r.leadership });
+                // on_written
+                r.maybe_increment_hw();
+                self.complete_waiters(i);
+            }
+            Msg::Fetch { from, req } => {
+                let resp = self.serve_fetch(i, from, req, now);
+                self.complete_waiters(i);
+                let id = self.replicas[i].id;
+                self.send(from, Msg::FetchResp { from: id, req, resp }, 25);
+            }
+            Msg::FetchResp { from, req, resp } => {
+                let r = &mut self.replicas[i];
+                r.fetch_deadline = None;
+                // Fetcher::still_following
+                if r.role != Some(Role::Follower { leader: from }) || r.leader_epoch != req.current_leader_epoch {
+                    return;
+                }
+                match resp {
+                    FetchResp::Error(e) => {
+                        r.backoff_until = now + FETCH_BACKOFF_MS;
+                        self.log(format!("broker {i} fetch from {from}: {e}"));
+                    }
+                    FetchResp::OutOfRange { log_start, log_end } => {
+                        if req.fetch_offset < log_start {
+                            unreachable!("no log start moves here");
+                        } else if log_end >= 0 && log_end < req.fetch_offset {
+                            let to = r.truncate_to(log_end.max(0));
+                            self.stats.truncations += 1;
+                            self.full_check_due = true;
+                            self.log(format!("broker {i} ahead of leader {from}: truncated to {to}"));
+                        } else {
+                            r.backoff_until = now + FETCH_BACKOFF_MS;
+                        }
+                    }
+                    FetchResp::Diverging { epoch, end_offset } => {
+                        let to = truncation_offset((epoch, end_offset), |e| r.end_offset_for(e), 0, r.log_end());
+                        let before = r.log_end();
+                        let end = r.truncate_to(to);
+                        if end < before {
+                            self.stats.truncations += 1;
+                            self.full_check_due = true;
+                        }
+                        self.log(format!("broker {i} diverging ({epoch}, {end_offset}) from leader {from}: log end {before} -> {end}"));
+                    }
+                    FetchResp::Data { batches, hw } => {
+                        if !batches.is_empty() {
+                            if r.append_as_follower(&batches, flush_always).is_err() {
+                                return;
+                            }
+                        } else if req.fetch_offset != r.log_end() {
+                            return;
+                        }
+                        // set_follower_high_watermark
+                        let capped = hw.min(r.log_end());
+                        r.raise_hw(capped);
+                    }
+                }
+            }
+            Msg::AlterResp { id, result } => {
+                let r = &mut self.replicas[i];
+                if r.alter.map(|(a, _)| a) != Some(id) {
+                    return;
+                }
+                r.alter = None;
+                match result {
+                    Ok(meta) => r.update_isr(meta.partition_epoch, &meta.isr),
+                    Err(_) => {
+                        r.tracker.clear_pending();
+                        r.maybe_increment_hw();
+                    }
+                }
+                self.complete_waiters(i);
+            }
+            Msg::Heartbeat { .. } | Msg::Alter { .. } => unreachable!("controller messages"),
+        }
+    }
+
+    /// The replica fetch handler's checks, then the router's `PartitionOp::ReplicaFetch`.
+    fn serve_fetch(&mut self, i: usize, from: BrokerId, req: FetchReq, now: u64) -> FetchResp {
+        let r = &mut self.replicas[i];
+        let Some(view) = &r.view else { return FetchResp::Error("NOT_LEADER_OR_FOLLOWER") };
+        if view.leader != r.id || view.replica_on(from).is_none() {
+            return FetchResp::Error("NOT_LEADER_OR_FOLLOWER");
+        }
+        if req.current_leader_epoch >= 0 && req.current_leader_epoch < view.leader_epoch {
+            return FetchResp::Error("FENCED_LEADER_EPOCH");
+        }
+        if req.current_leader_epoch > view.leader_epoch {
+            return FetchResp::Error("UNKNOWN_LEADER_EPOCH");
+        }
+        if let Some((epoch, end_offset)) = diverging_epoch(req.last_fetched_epoch, req.fetch_offset, |e| r.end_offset_for(e)) {
+            return FetchResp::Diverging { epoch, end_offset };
+        }
+        // record_follower_fetch
+        if r.is_leader() && req.fetch_offset <= r.log_end() {
+            let written = r.log_end();
+            if r.tracker.on_follower_fetch(from, req.fetch_offset, written, now as i64) {
+                r.maybe_increment_hw();
+            }
+        }
+        // read_for_follower
+        if !r.is_leader() {
+            return FetchResp::Error("NOT_LEADER_OR_FOLLOWER");
+        }
+        if req.fetch_offset < 0 || req.fetch_offset > r.log_end() {
+            return FetchResp::OutOfRange { log_start: 0, log_end: r.log_end() };
+        }
+        let from_ix = req.fetch_offset as usize;
+        let to_ix = (from_ix + FETCH_MAX_BATCHES).min(r.log.len());
+        FetchResp::Data { batches: r.log[from_ix..to_ix].to_vec(), hw: r.hw }
+    }
+
+    /// The partition lifecycle's `sync_partition` (or `open_partition` for a replica not
+    /// open yet).
+    fn apply_metadata(&mut self, i: usize, meta: PartitionMeta) {
+        let now = self.now;
+        let r = &mut self.replicas[i];
+        if r.view.as_ref().is_some_and(|v| v.partition_epoch > meta.partition_epoch) {
+            return;
+        }
+        r.view = Some(meta.clone());
+        let wanted = if meta.leader == r.id { Role::Leader } else { Role::Follower { leader: meta.leader } };
+        let line = match (r.role, wanted) {
+            (None, Role::Leader) => {
+                // open_replica as leader: open_epochs assigns the epoch at the log end.
+                r.become_leader(&meta, now);
+                Some(format!("broker {i} opens as leader, epoch {}, log end {}, hw {}", meta.leader_epoch, r.log_end(), r.hw))
+            }
+            (None, Role::Follower { leader }) => {
+                r.role = Some(Role::Follower { leader });
+                r.leader_epoch = meta.leader_epoch;
+                None
+            }
+            (Some(Role::Leader), Role::Leader) => {
+                if meta.leader_epoch != r.leader_epoch {
+                    r.become_leader(&meta, now);
+                } else if meta.partition_epoch > r.tracker.partition_epoch() {
+                    r.update_isr(meta.partition_epoch, &meta.isr);
+                }
+                None
+            }
+            (Some(Role::Leader), Role::Follower { leader }) => {
+                r.become_follower(meta.leader_epoch, leader);
+                Some(format!("broker {i} becomes follower of {leader}, epoch {}", meta.leader_epoch))
+            }
+            (Some(Role::Follower { .. }), Role::Leader) => {
+                r.become_leader(&meta, now);
+                Some(format!("broker {i} becomes leader, epoch {}, log end {}, hw {}", meta.leader_epoch, r.log_end(), r.hw))
+            }
+            (Some(Role::Follower { leader: before }), Role::Follower { leader }) => {
+                if before != leader || meta.leader_epoch != r.leader_epoch {
+                    r.become_follower(meta.leader_epoch, leader);
+                }
+                None
+            }
+        };
+        if let Some(line) = line {
+            self.log(line);
+        }
+        self.complete_waiters(i);
+    }
+
+    // ---- invariants ----
+
+    fn check(&mut self) -> Result<(), String> {
+        let now = self.now;
+        // 4: dense offsets, epochs, the cache against the batches; 2: hw <= log end.
+        for r in &self.replicas {
+            if !r.up {
+                continue;
+            }
+            let entries = r.epochs.entries();
+            if !entries.windows(2).all(|w| w[0].epoch < w[1].epoch && w[0].start_offset < w[1].start_offset) {
+                return Err(format!("broker {}: epoch cache not increasing: {entries:?}", r.id));
+            }
+            let mut e = 0usize;
+            for (o, b) in r.log.iter().enumerate() {
+                if b.offset != o as i64 {
+                    return Err(format!("broker {}: offset {} at position {o}", r.id, b.offset));
+                }
+                if o > 0 && r.log[o - 1].epoch > b.epoch {
+                    return Err(format!("broker {}: epoch goes back at offset {o}", r.id));
+                }
+                while e + 1 < entries.len() && entries[e + 1].start_offset <= o as i64 {
+                    e += 1;
+                }
+                match entries.get(e) {
+                    Some(entry) if entry.start_offset <= o as i64 && entry.epoch == b.epoch => {}
+                    other => return Err(format!("broker {}: offset {o} epoch {} but the cache says {other:?} ({entries:?})", r.id, b.epoch)),
+                }
+            }
+            if r.hw > r.log_end() {
+                return Err(format!("broker {}: high watermark {} past log end {}", r.id, r.hw, r.log_end()));
+            }
+        }
+        // 2: a leader's high watermark never goes back within its leadership.
+        let leader = self.meta().map_or(NO_LEADER, |m| m.leader);
+        for r in &self.replicas {
+            if !r.up || !r.is_leader() {
+                continue;
+            }
+            let key = (r.id, r.incarnation, r.leader_epoch);
+            if let Some(&before) = self.leader_hw.get(&key) {
+                if r.hw < before {
+                    return Err(format!("broker {} (leader, epoch {}): high watermark went back {before} -> {}", r.id, r.leader_epoch, r.hw));
+                }
+            }
+            self.leader_hw.insert(key, r.hw);
+        }
+        // Committed records: what the controller's leader, leading, exposes below its
+        // high watermark (a zombie's exposure is checked by agreement, 3).
+        if leader != NO_LEADER {
+            let r = &self.replicas[leader as usize];
+            if r.active(now) && r.is_leader() && r.leader_epoch == self.meta().map_or(-1, |m| m.leader_epoch) {
+                let key = (r.id, r.incarnation, r.leader_epoch);
+                if key != self.last_leader {
+                    if r.hw < self.max_served_hw {
+                        self.stats.hw_regressions_across_leaders += 1;
+                    }
+                    self.last_leader = key;
+                    self.full_check_due = true;
+                }
+                self.max_served_hw = self.max_served_hw.max(r.hw);
+                let hw = r.hw as usize;
+                while self.committed.len() < hw {
+                    let b = r.log[self.committed.len()];
+                    self.committed.push(b);
+                    self.stats.committed += 1;
+                }
+            }
+        }
+        if self.cfg.chaos {
+            if leader != NO_LEADER {
+                let r = &self.replicas[leader as usize];
+                if r.active(now) && r.is_leader() {
+                    let lost = self.committed.iter().filter(|b| r.log.get(b.offset as usize) != Some(b)).count() as u64;
+                    if lost > 0 {
+                        self.stats.lost_committed = self.stats.lost_committed.max(lost);
+                    }
+                }
+            }
+            return Ok(());
+        }
+        if !(self.full_check_due || now % 50 == 0) {
+            return Ok(());
+        }
+        self.full_check_due = false;
+        // 1: durability on the leader and every live ISR member.
+        let isr = self.meta().map(|m| m.isr.clone()).unwrap_or_default();
+        for r in &self.replicas {
+            let is_leader = r.id == leader;
+            if !r.up || r.role.is_none() || !(is_leader || isr.contains(&r.id)) {
+                continue;
+            }
+            for b in self.committed.iter().chain(self.acked.values()) {
+                if r.log.get(b.offset as usize) != Some(b) {
+                    let what = if self.acked.contains_key(&b.offset) { "acknowledged" } else { "committed" };
+                    return Err(format!(
+                        "broker {} ({}, isr {isr:?}) lost the {what} record {b:?}: has {:?}",
+                        r.id,
+                        if is_leader { "leader" } else { "ISR member" },
+                        r.log.get(b.offset as usize)
+                    ));
+                }
+            }
+        }
+        // 3: agreement below the smaller high watermark.
+        for a in &self.replicas {
+            for b in &self.replicas {
+                if a.id >= b.id || !a.up || !b.up || a.role.is_none() || b.role.is_none() {
+                    continue;
+                }
+                let below = a.hw.min(b.hw) as usize;
+                if let Some(o) = (0..below).find(|&o| a.log[o] != b.log[o]) {
+                    return Err(format!("brokers {} and {} disagree at offset {o} below their high watermarks ({}, {}): {:?} vs {:?}", a.id, b.id, a.hw, b.hw, a.log[o], b.log[o]));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs `seed`; on failure the error names the seed and ends with the trace's tail.
+pub fn run_seed(seed: u64, cfg: SimConfig) -> Result<SimStats, String> {
+    let mut sim = Sim::new(seed, cfg);
+    match sim.run() {
+        Ok(()) => Ok(sim.stats),
+        Err(e) => {
+            let tail = sim.trace.len().saturating_sub(80);
+            Err(format!("seed {seed} ({cfg:?}) at {} ms: {e}\n{}", sim.now, sim.trace[tail..].join("\n")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seeds() -> std::ops::RangeInclusive<u64> {
+        let n = std::env::var("SHARDLOG_REPL_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
+        1..=n
+    }
+
+    fn run_all(cfg: SimConfig) -> SimStats {
+        let mut total = SimStats::default();
+        let mut failures = Vec::new();
+        for seed in seeds() {
+            match run_seed(seed, cfg) {
+                Ok(s) => {
+                    total.produced += s.produced;
+                    total.acked += s.acked;
+                    total.refused_not_enough += s.refused_not_enough;
+                    total.refused_after_append += s.refused_after_append;
+                    total.committed += s.committed;
+                    total.faults += s.faults;
+                    total.elections += s.elections;
+                    total.isr_changes += s.isr_changes;
+                    total.truncations += s.truncations;
+                    total.hw_regressions_across_leaders += s.hw_regressions_across_leaders;
+                    total.lost_committed += s.lost_committed;
+                }
+                Err(e) => failures.push(e),
+            }
+        }
+        eprintln!("{cfg:?}: {total:?}");
+        if let Some(first) = failures.first() {
+            panic!("{} of {} seeds failed; first:\n{first}", failures.len(), seeds().count());
+        }
+        total
+    }
+
+    const BASE: SimConfig = SimConfig { rf: 3, min_isr: 2, flush_always: false, chaos: false, ticks: 1000, loss: 0.03 };
+
+    #[test]
+    fn rf3_min_isr2_flush_never() {
+        let s = run_all(BASE);
+        assert!(s.acked > 0 && s.faults > 0 && s.elections > 0 && s.isr_changes > 0 && s.truncations > 0, "{s:?}");
+    }
+
+    #[test]
+    fn rf3_min_isr2_flush_always() {
+        let s = run_all(SimConfig { flush_always: true, ..BASE });
+        assert!(s.acked > 0 && s.faults > 0 && s.elections > 0, "{s:?}");
+    }
+
+    #[test]
+    fn rf3_min_isr1_network_faults_only() {
+        let s = run_all(SimConfig { min_isr: 1, loss: 0.08, ..BASE });
+        assert!(s.acked > 0 && s.isr_changes > 0, "{s:?}");
+    }
+
+    #[test]
+    fn rf2_min_isr2() {
+        let s = run_all(SimConfig { rf: 2, ..BASE });
+        assert!(s.acked > 0, "{s:?}");
+    }
+
+    #[test]
+    fn chaos_keeps_the_structural_invariants() {
+        let s = run_all(SimConfig { chaos: true, ..BASE });
+        assert!(s.faults > 0, "{s:?}");
+    }
+}
