@@ -62,6 +62,16 @@ use crate::partition::{ReplicaTracker, Role};
 use crate::replication::isr::check_interval;
 use crate::storage::leader_epoch_cache::{EpochEntry, LeaderEpochCache, UNDEFINED_EPOCH};
 
+/// A trace line, formatted only when tracing (a failed seed runs again with it on).
+macro_rules! trace {
+    ($sim:expr, $($arg:tt)*) => {
+        if $sim.tracing {
+            let line = format!($($arg)*);
+            $sim.log(line);
+        }
+    };
+}
+
 const TICK_MS: u64 = 10;
 const TOPIC: &str = "t";
 const TOPIC_ID: [u8; 16] = [7; 16];
@@ -84,6 +94,10 @@ pub struct SimConfig {
     /// Faults with no budget (durability and agreement are then not checked).
     pub chaos: bool,
     pub ticks: u64,
+    /// Finding 1 (a restarted replica let back into the ISR on its pre-crash position)
+    /// ends the run, counted, instead of failing it on the durability violation it leads
+    /// to. False reproduces the violation.
+    pub tolerate_stale_expansion: bool,
     /// Probability that a message is lost.
     pub loss: f64,
 }
@@ -117,7 +131,9 @@ enum Msg {
     FetchResp { from: BrokerId, req: FetchReq, resp: FetchResp },
     Produce { payload: u64 },
     /// To the controller.
-    Alter { from: BrokerId, incarnation: u64, leader_epoch: i32, partition_epoch: i32, isr: Vec<BrokerId>, id: u64 },
+    /// `stale_adds` is the simulation's knowledge, not the request's: the members it adds
+    /// whose log is shorter than the leader's tracker says (see `SimStats::stale_isr_expansions`).
+    Alter { from: BrokerId, incarnation: u64, leader_epoch: i32, partition_epoch: i32, isr: Vec<BrokerId>, id: u64, stale_adds: Vec<BrokerId> },
     AlterResp { id: u64, result: Result<PartitionMeta, String> },
     Metadata { meta: PartitionMeta },
     /// To the controller.
@@ -374,6 +390,9 @@ pub struct SimStats {
     pub hw_regressions_across_leaders: u64,
     /// Chaos only: committed records no longer on the leader.
     pub lost_committed: u64,
+    /// Finding 1: AlterPartitions that added a replica whose log is shorter than the
+    /// position the leader's tracker had for it (its pre-restart fetch offset).
+    pub stale_isr_expansions: u64,
 }
 
 pub struct Sim {
@@ -400,6 +419,9 @@ pub struct Sim {
     acked: BTreeMap<i64, Batch>,
     pub stats: SimStats,
     pub trace: Vec<String>,
+    tracing: bool,
+    /// Stop the run here (a tolerated finding).
+    stop: bool,
     full_check_due: bool,
 }
 
@@ -436,6 +458,8 @@ impl Sim {
             acked: BTreeMap::new(),
             stats: SimStats::default(),
             trace: Vec::new(),
+            tracing: false,
+            stop: false,
             full_check_due: false,
         };
         for id in 0..cfg.rf as BrokerId {
@@ -450,7 +474,8 @@ impl Sim {
     }
 
     fn log(&mut self, line: String) {
-        self.trace.push(format!("{:>6} {line}", self.now));
+        let now = self.now;
+        self.trace.push(format!("{now:>6} {line}"));
     }
 
     fn meta(&self) -> Option<&PartitionMeta> {
@@ -477,7 +502,7 @@ impl Sim {
         let after = self.meta().cloned();
         if let Some(m) = &after {
             if before.as_ref() != Some(m) {
-                self.log(format!("controller: {text} -> leader {} epochs {}/{} isr {:?}", m.leader, m.leader_epoch, m.partition_epoch, m.isr));
+                trace!(self, "controller: {text} -> leader {} epochs {}/{} isr {:?}", m.leader, m.leader_epoch, m.partition_epoch, m.isr);
                 if before.as_ref().is_some_and(|b| b.leader != m.leader) {
                     self.stats.elections += 1;
                 }
@@ -502,9 +527,11 @@ impl Sim {
         for _ in 0..ticks {
             self.now += TICK_MS;
             self.tick();
+            if self.stop {
+                break;
+            }
             self.check()?;
         }
-        // Quiet end: no faults, no loss, everyone back; then a full check.
         Ok(())
     }
 
@@ -560,15 +587,26 @@ impl Sim {
                     let _ = self.command(Command::UnfenceBroker { broker: from, incarnation: incarnation_bytes(from, incarnation), unclean_default: false });
                 }
             }
-            Msg::Alter { from, incarnation, leader_epoch, partition_epoch, isr, id } => {
+            Msg::Alter { from, incarnation, leader_epoch, partition_epoch, isr, id, stale_adds } => {
+                let before = self.meta().map(|m| m.isr.clone()).unwrap_or_default();
                 let cmd = Command::AlterPartition { topic_id: TOPIC_ID, partition: 0, leader: from, leader_epoch, partition_epoch, new_isr: isr };
                 let result = match self.command(cmd) {
                     Ok(Applied::PartitionAltered(meta)) => Ok(meta),
                     Ok(other) => Err(format!("unexpected {other:?}")),
                     Err(e) => Err(e),
                 };
-                if result.is_ok() {
+                if let Ok(meta) = &result {
                     self.stats.isr_changes += 1;
+                    let stale: Vec<BrokerId> = stale_adds.into_iter().filter(|b| meta.isr.contains(b) && !before.contains(b)).collect();
+                    if !stale.is_empty() {
+                        // Finding 1 (see the module comment): the controller let a replica
+                        // into the ISR on a position its log no longer has.
+                        self.stats.stale_isr_expansions += 1;
+                        trace!(self, "FINDING: ISR expanded with {stale:?} on a stale follower position (no broker epoch in fetches, KIP-903)");
+                        if self.cfg.tolerate_stale_expansion {
+                            self.stop = true;
+                        }
+                    }
                 }
                 if self.replicas[from as usize].incarnation == incarnation {
                     self.send(from, Msg::AlterResp { id, result }, 30);
@@ -617,7 +655,7 @@ impl Sim {
         let now = self.now;
         if kind == 2 {
             let until = now + self.rng.random_range(100..1200u64);
-            self.log(format!("fault: pause broker {i} until {until}"));
+            trace!(self, "fault: pause broker {i} until {until}");
             self.replicas[i].paused_until = Some(until);
             return;
         }
@@ -636,8 +674,8 @@ impl Sim {
         r.fetch_deadline = None;
         r.alter = None;
         r.epochs_save_pending = false;
-        let line = format!("fault: {} broker {i} (lost {lost} unsynced batches), down until {}", if power_loss { "power loss of" } else { "kill -9 of" }, now + down_for);
-        self.log(line);
+        let what = if power_loss { "power loss of" } else { "kill -9 of" };
+        trace!(self, "fault: {what} broker {i} (lost {lost} unsynced batches), down until {}", now + down_for);
         self.full_check_due = true;
     }
 
@@ -667,7 +705,7 @@ impl Sim {
             r.tracker = ReplicaTracker::alone(r.id);
             r.backoff_until = 0;
             let (id, inc) = (r.id, r.incarnation);
-            self.log(format!("restart broker {id} (incarnation {inc}), log end {log_end}"));
+            trace!(self, "restart broker {id} (incarnation {inc}), log end {log_end}");
             let _ = self.command(Command::RegisterBroker { broker: broker_meta(id, inc), unclean_default: false });
             self.last_heartbeat.insert(id, self.now);
             if let Some(m) = self.meta().cloned() {
@@ -685,7 +723,7 @@ impl Sim {
         }
         if self.replicas[i].paused_until.is_some() {
             self.replicas[i].paused_until = None;
-            self.log(format!("broker {i} resumes"));
+            trace!(self, "broker {i} resumes");
         }
         let flush_always = self.cfg.flush_always;
         let (id, inc) = (self.replicas[i].id, self.replicas[i].incarnation);
@@ -739,8 +777,13 @@ impl Sim {
                 self.next_alter += 1;
                 let r = &mut self.replicas[i];
                 r.alter = Some((id_, now + 2 * REQUEST_TIMEOUT_MS));
-                let msg = Msg::Alter { from: id, incarnation: inc, leader_epoch: r.leader_epoch, partition_epoch: r.tracker.partition_epoch(), isr: isr.clone(), id: id_ };
-                self.log(format!("broker {id} proposes isr {isr:?}"));
+                let (leader_epoch, partition_epoch) = (r.leader_epoch, r.tracker.partition_epoch());
+                let seen: Vec<(BrokerId, i64)> = self.replicas[i].tracker.followers().iter().map(|f| (f.broker, f.log_end_offset)).collect();
+                let actual: Vec<(BrokerId, i64)> = self.replicas.iter().map(|r| (r.id, r.log_end())).collect();
+                trace!(self, "broker {id} proposes isr {isr:?} (followers' log ends as tracked {seen:?}, actual {actual:?})");
+                let tracker_isr = self.replicas[i].tracker.isr().to_vec();
+                let stale_adds = seen.iter().filter(|(b, tracked)| isr.contains(b) && !tracker_isr.contains(b) && *tracked > self.replicas[*b as usize].log_end()).map(|(b, _)| *b).collect();
+                let msg = Msg::Alter { from: id, incarnation: inc, leader_epoch, partition_epoch, isr, id: id_, stale_adds };
                 self.send(CONTROLLER, msg, 30);
             }
         }
@@ -772,7 +815,7 @@ impl Sim {
             } else {
                 self.stats.acked += 1;
                 self.acked.insert(b.offset, b);
-                self.log(format!("ack offset {} payload {} epoch {} by broker {i}", b.offset, b.payload, b.epoch));
+                trace!(self, "ack offset {} payload {} epoch {} by broker {i}", b.offset, b.payload, b.epoch);
             }
         }
     }
@@ -831,7 +874,7 @@ impl Sim {
                 match resp {
                     FetchResp::Error(e) => {
                         r.backoff_until = now + FETCH_BACKOFF_MS;
-                        self.log(format!("broker {i} fetch from {from}: {e}"));
+                        trace!(self, "broker {i} fetch from {from}: {e}");
                     }
                     FetchResp::OutOfRange { log_start, log_end } => {
                         if req.fetch_offset < log_start {
@@ -840,7 +883,7 @@ impl Sim {
                             let to = r.truncate_to(log_end.max(0));
                             self.stats.truncations += 1;
                             self.full_check_due = true;
-                            self.log(format!("broker {i} ahead of leader {from}: truncated to {to}"));
+                            trace!(self, "broker {i} ahead of leader {from}: truncated to {to}");
                         } else {
                             r.backoff_until = now + FETCH_BACKOFF_MS;
                         }
@@ -853,7 +896,7 @@ impl Sim {
                             self.stats.truncations += 1;
                             self.full_check_due = true;
                         }
-                        self.log(format!("broker {i} diverging ({epoch}, {end_offset}) from leader {from}: log end {before} -> {end}"));
+                        trace!(self, "broker {i} diverging ({epoch}, {end_offset}) from leader {from}: log end {before} -> {end}");
                     }
                     FetchResp::Data { batches, hw } => {
                         if !batches.is_empty() {
@@ -942,7 +985,7 @@ impl Sim {
             (None, Role::Follower { leader }) => {
                 r.role = Some(Role::Follower { leader });
                 r.leader_epoch = meta.leader_epoch;
-                None
+                Some(format!("broker {i} opens as follower of {leader}, epoch {}, log end {}", meta.leader_epoch, r.log_end()))
             }
             (Some(Role::Leader), Role::Leader) => {
                 if meta.leader_epoch != r.leader_epoch {
@@ -967,7 +1010,7 @@ impl Sim {
                 None
             }
         };
-        if let Some(line) = line {
+        if let Some(line) = line.filter(|_| self.tracing) {
             self.log(line);
         }
         self.complete_waiters(i);
@@ -977,9 +1020,18 @@ impl Sim {
 
     fn check(&mut self) -> Result<(), String> {
         let now = self.now;
+        // The full scans run every 50 ms and after every truncation, crash or leader
+        // change (what they look for, once there, stays until such an event).
+        let mut full = std::mem::take(&mut self.full_check_due) || now % 50 == 0;
         // 4: dense offsets, epochs, the cache against the batches; 2: hw <= log end.
         for r in &self.replicas {
             if !r.up {
+                continue;
+            }
+            if r.hw > r.log_end() {
+                return Err(format!("broker {}: high watermark {} past log end {}", r.id, r.hw, r.log_end()));
+            }
+            if !full {
                 continue;
             }
             let entries = r.epochs.entries();
@@ -1001,9 +1053,6 @@ impl Sim {
                     Some(entry) if entry.start_offset <= o as i64 && entry.epoch == b.epoch => {}
                     other => return Err(format!("broker {}: offset {o} epoch {} but the cache says {other:?} ({entries:?})", r.id, b.epoch)),
                 }
-            }
-            if r.hw > r.log_end() {
-                return Err(format!("broker {}: high watermark {} past log end {}", r.id, r.hw, r.log_end()));
             }
         }
         // 2: a leader's high watermark never goes back within its leadership.
@@ -1031,7 +1080,7 @@ impl Sim {
                         self.stats.hw_regressions_across_leaders += 1;
                     }
                     self.last_leader = key;
-                    self.full_check_due = true;
+                    full = true;
                 }
                 self.max_served_hw = self.max_served_hw.max(r.hw);
                 let hw = r.hw as usize;
@@ -1054,10 +1103,9 @@ impl Sim {
             }
             return Ok(());
         }
-        if !(self.full_check_due || now % 50 == 0) {
+        if !full {
             return Ok(());
         }
-        self.full_check_due = false;
         // 1: durability on the leader and every live ISR member.
         let isr = self.meta().map(|m| m.isr.clone()).unwrap_or_default();
         for r in &self.replicas {
@@ -1099,10 +1147,26 @@ pub fn run_seed(seed: u64, cfg: SimConfig) -> Result<SimStats, String> {
     match sim.run() {
         Ok(()) => Ok(sim.stats),
         Err(e) => {
-            let tail = sim.trace.len().saturating_sub(80);
-            Err(format!("seed {seed} ({cfg:?}) at {} ms: {e}\n{}", sim.now, sim.trace[tail..].join("\n")))
+            // Deterministic: the same run again, traced.
+            let trace = trace_seed(seed, cfg);
+            let tail = trace.len().saturating_sub(TRACE_TAIL);
+            Err(format!("seed {seed} ({cfg:?}) at {} ms: {e}\n{}", sim.now, trace[tail..].join("\n")))
         }
     }
+}
+
+/// How many trace lines a failure shows.
+const TRACE_TAIL: usize = 80;
+
+/// The trace of `seed` (up to its first failure).
+pub fn trace_seed(seed: u64, cfg: SimConfig) -> Vec<String> {
+    let mut sim = Sim::new(seed, cfg);
+    sim.tracing = true;
+    if let Err(e) = sim.run() {
+        let now = sim.now;
+        sim.trace.push(format!("{now:>6} FAILED: {e}"));
+    }
+    sim.trace
 }
 
 #[cfg(test)]
@@ -1131,18 +1195,44 @@ mod tests {
                     total.truncations += s.truncations;
                     total.hw_regressions_across_leaders += s.hw_regressions_across_leaders;
                     total.lost_committed += s.lost_committed;
+                    total.stale_isr_expansions += s.stale_isr_expansions;
                 }
                 Err(e) => failures.push(e),
             }
         }
         eprintln!("{cfg:?}: {total:?}");
+        for f in &failures {
+            eprintln!("FAILED {}", f.lines().next().unwrap_or(""));
+        }
         if let Some(first) = failures.first() {
             panic!("{} of {} seeds failed; first:\n{first}", failures.len(), seeds().count());
         }
         total
     }
 
-    const BASE: SimConfig = SimConfig { rf: 3, min_isr: 2, flush_always: false, chaos: false, ticks: 1000, loss: 0.03 };
+    const BASE: SimConfig = SimConfig { rf: 3, min_isr: 2, flush_always: false, chaos: false, ticks: 1000, loss: 0.03, tolerate_stale_expansion: true };
+
+    fn named(name: &str) -> SimConfig {
+        match name {
+            "always" => SimConfig { flush_always: true, ..BASE },
+            "minisr1" => SimConfig { min_isr: 1, loss: 0.08, ..BASE },
+            "rf2" => SimConfig { rf: 2, ..BASE },
+            "chaos" => SimConfig { chaos: true, ..BASE },
+            _ => BASE,
+        }
+    }
+
+    /// `SHARDLOG_REPL_SIM_TRACE=<seed> [SHARDLOG_REPL_SIM_CFG=always|minisr1|rf2|chaos]
+    /// cargo test --lib replication::simulation::tests::print_trace -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn print_trace() {
+        let seed = std::env::var("SHARDLOG_REPL_SIM_TRACE").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+        let cfg = named(&std::env::var("SHARDLOG_REPL_SIM_CFG").unwrap_or_default());
+        for line in trace_seed(seed, cfg) {
+            println!("{line}");
+        }
+    }
 
     #[test]
     fn rf3_min_isr2_flush_never() {
