@@ -100,6 +100,11 @@ pub struct SimConfig {
     pub tolerate_stale_expansion: bool,
     /// Probability that a message is lost.
     pub loss: f64,
+    /// Probability that a message also arrives a second time, later.
+    pub duplicate: f64,
+    /// Faults are kill -9 and pauses only (nothing written is ever lost), with no
+    /// budget: every invariant must hold however many replicas fail.
+    pub kills_only: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,8 +132,8 @@ enum FetchResp {
 
 #[derive(Clone, Debug)]
 enum Msg {
-    Fetch { from: BrokerId, req: FetchReq },
-    FetchResp { from: BrokerId, req: FetchReq, resp: FetchResp },
+    Fetch { from: BrokerId, req: FetchReq, request: u64 },
+    FetchResp { from: BrokerId, req: FetchReq, resp: FetchResp, request: u64 },
     Produce { payload: u64 },
     /// To the controller.
     /// `stale_adds` is the simulation's knowledge, not the request's: the members it adds
@@ -183,8 +188,9 @@ struct Replica {
     tracker: ReplicaTracker,
     leadership: u64,
     waiters: Vec<Waiter>,
-    /// Deadline of the fetch in flight.
-    fetch_deadline: Option<u64>,
+    /// (id, deadline) of the fetch in flight: one at a time per leader connection; an
+    /// answer to an earlier one (its connection dropped at the timeout) is never read.
+    fetch_in_flight: Option<(u64, u64)>,
     backoff_until: u64,
     next_isr_check: u64,
     /// (id, deadline) of the AlterPartition in flight.
@@ -212,7 +218,7 @@ impl Replica {
             tracker: ReplicaTracker::alone(id),
             leadership: 0,
             waiters: Vec::new(),
-            fetch_deadline: None,
+            fetch_in_flight: None,
             backoff_until: 0,
             next_isr_check: 0,
             alter: None,
@@ -409,6 +415,7 @@ pub struct Sim {
     meta_clock: BTreeMap<BrokerId, u64>,
     next_payload: u64,
     next_alter: u64,
+    next_request: u64,
     /// (broker, incarnation, leader epoch) → the leader's high watermark last seen.
     leader_hw: BTreeMap<(BrokerId, u64, i32), i64>,
     max_served_hw: i64,
@@ -451,6 +458,7 @@ impl Sim {
             meta_clock: BTreeMap::new(),
             next_payload: 1,
             next_alter: 1,
+            next_request: 0,
             leader_hw: BTreeMap::new(),
             max_served_hw: 0,
             last_leader: (NO_LEADER, 0, -1),
@@ -488,6 +496,12 @@ impl Sim {
         }
         let at = self.now + self.rng.random_range(1..=max_delay_ms.max(1));
         let incarnation = if to == CONTROLLER { 0 } else { self.replicas[to as usize].incarnation };
+        if self.rng.random_bool(self.cfg.duplicate) {
+            // A late copy (a request a dead connection delivered after all, a retry).
+            let late = self.now + self.rng.random_range(1..=4 * max_delay_ms.max(1));
+            self.seq += 1;
+            self.queue.push(InFlight { at: late, seq: self.seq, to, incarnation, msg: msg.clone() });
+        }
         self.seq += 1;
         self.queue.push(InFlight { at, seq: self.seq, to, incarnation, msg });
     }
@@ -643,7 +657,7 @@ impl Sim {
         if !self.rng.random_bool(if self.cfg.chaos { 0.02 } else { 0.01 }) {
             return;
         }
-        if !self.cfg.chaos && self.impaired() + 1 > self.cfg.min_isr.saturating_sub(1) {
+        if !self.cfg.chaos && !self.cfg.kills_only && self.impaired() + 1 > self.cfg.min_isr.saturating_sub(1) {
             return;
         }
         let i = self.rng.random_range(0..self.replicas.len());
@@ -651,7 +665,7 @@ impl Sim {
             return;
         }
         self.stats.faults += 1;
-        let kind = self.rng.random_range(0..3u32);
+        let kind = if self.cfg.kills_only { [0, 2][self.rng.random_range(0..2usize)] } else { self.rng.random_range(0..3u32) };
         let now = self.now;
         if kind == 2 {
             let until = now + self.rng.random_range(100..1200u64);
@@ -671,7 +685,7 @@ impl Sim {
         r.role = None;
         r.view = None;
         r.waiters.clear();
-        r.fetch_deadline = None;
+        r.fetch_in_flight = None;
         r.alter = None;
         r.epochs_save_pending = false;
         let what = if power_loss { "power loss of" } else { "kill -9 of" };
@@ -750,15 +764,18 @@ impl Sim {
         self.complete_waiters(i);
         // The follower's fetcher round.
         let r = &mut self.replicas[i];
-        if r.fetch_deadline.is_some_and(|d| d <= now) {
-            r.fetch_deadline = None;
+        if r.fetch_in_flight.is_some_and(|(_, d)| d <= now) {
+            r.fetch_in_flight = None;
             r.backoff_until = now + FETCH_BACKOFF_MS;
         }
         if let Some(Role::Follower { leader }) = r.role {
-            if leader != NO_LEADER && r.fetch_deadline.is_none() && r.backoff_until <= now {
+            if leader != NO_LEADER && r.fetch_in_flight.is_none() && r.backoff_until <= now {
                 let req = FetchReq { current_leader_epoch: r.leader_epoch, fetch_offset: r.log_end(), last_fetched_epoch: r.last_fetched_epoch() };
-                r.fetch_deadline = Some(now + REQUEST_TIMEOUT_MS);
-                self.send(leader, Msg::Fetch { from: id, req }, 25);
+                self.next_request += 1;
+                let request = self.next_request;
+                let r = &mut self.replicas[i];
+                r.fetch_in_flight = Some((request, now + REQUEST_TIMEOUT_MS));
+                self.send(leader, Msg::Fetch { from: id, req, request }, 25);
             }
         }
         // The leader's ISR loop (isr.rs).
@@ -858,15 +875,18 @@ impl Sim {
                 r.maybe_increment_hw();
                 self.complete_waiters(i);
             }
-            Msg::Fetch { from, req } => {
+            Msg::Fetch { from, req, request } => {
                 let resp = self.serve_fetch(i, from, req, now);
                 self.complete_waiters(i);
                 let id = self.replicas[i].id;
-                self.send(from, Msg::FetchResp { from: id, req, resp }, 25);
+                self.send(from, Msg::FetchResp { from: id, req, resp, request }, 25);
             }
-            Msg::FetchResp { from, req, resp } => {
+            Msg::FetchResp { from, req, resp, request } => {
                 let r = &mut self.replicas[i];
-                r.fetch_deadline = None;
+                if r.fetch_in_flight.map(|(id, _)| id) != Some(request) {
+                    return;
+                }
+                r.fetch_in_flight = None;
                 // Fetcher::still_following
                 if r.role != Some(Role::Follower { leader: from }) || r.leader_epoch != req.current_leader_epoch {
                     return;
@@ -1210,7 +1230,8 @@ mod tests {
         total
     }
 
-    const BASE: SimConfig = SimConfig { rf: 3, min_isr: 2, flush_always: false, chaos: false, ticks: 1000, loss: 0.03, tolerate_stale_expansion: true };
+    const BASE: SimConfig =
+        SimConfig { rf: 3, min_isr: 2, flush_always: false, chaos: false, kills_only: false, ticks: 1000, loss: 0.03, duplicate: 0.01, tolerate_stale_expansion: true };
 
     fn named(name: &str) -> SimConfig {
         match name {
@@ -1218,6 +1239,8 @@ mod tests {
             "minisr1" => SimConfig { min_isr: 1, loss: 0.08, ..BASE },
             "rf2" => SimConfig { rf: 2, ..BASE },
             "chaos" => SimConfig { chaos: true, ..BASE },
+            "kills" => SimConfig { kills_only: true, ..BASE },
+            "kills1" => SimConfig { kills_only: true, min_isr: 1, ..BASE },
             _ => BASE,
         }
     }
@@ -1256,6 +1279,14 @@ mod tests {
     fn rf2_min_isr2() {
         let s = run_all(SimConfig { rf: 2, ..BASE });
         assert!(s.acked > 0, "{s:?}");
+    }
+
+    #[test]
+    fn kills_and_pauses_without_budget_lose_nothing() {
+        let s = run_all(named("kills"));
+        assert!(s.acked > 0 && s.faults > 0 && s.elections > 0, "{s:?}");
+        let s = run_all(named("kills1"));
+        assert!(s.acked > 0 && s.faults > 0 && s.elections > 0, "{s:?}");
     }
 
     #[test]
