@@ -80,7 +80,7 @@ pub use alter_partition::AlterPartitionError;
 #[cfg(test)]
 pub(crate) mod sim_api {
     pub(crate) use super::apply::apply;
-    pub(crate) use super::types::{Applied, Command};
+    pub(crate) use super::types::{Applied, Command, Rejection};
 }
 pub use election::{ElectionError, ElectionResult, ElectionType, TopicElection};
 pub use handle::ControllerHandle;

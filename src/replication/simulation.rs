@@ -56,10 +56,10 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 use crate::cluster::image::{BrokerId, BrokerMeta, MetadataImage, PartitionMeta, ReplicaMeta, NO_LEADER};
-use crate::controller::sim_api::{apply, Applied, Command};
+use crate::controller::sim_api::{apply, Applied, Command, Rejection};
 use crate::partition::divergence::{diverging_epoch, truncation_offset};
 use crate::partition::{ReplicaTracker, Role};
-use crate::replication::isr::check_interval;
+use crate::replication::isr::{check_interval, not_applied};
 use crate::storage::leader_epoch_cache::{EpochEntry, LeaderEpochCache, UNDEFINED_EPOCH};
 
 /// A trace line, formatted only when tracing (a failed seed runs again with it on).
@@ -81,6 +81,8 @@ const SESSION_TIMEOUT_MS: u64 = 450;
 /// A request with no answer by then is given up (the connection's request timeout).
 const REQUEST_TIMEOUT_MS: u64 = 200;
 const FETCH_BACKOFF_MS: u64 = 50;
+/// isr.rs RETRY_BACKOFF.
+const ALTER_RETRY_MS: u64 = 200;
 /// At most this many batches per fetch answer.
 const FETCH_MAX_BATCHES: usize = 8;
 
@@ -94,10 +96,11 @@ pub struct SimConfig {
     /// Faults with no budget (durability and agreement are then not checked).
     pub chaos: bool,
     pub ticks: u64,
-    /// Finding 1 (a restarted replica let back into the ISR on its pre-crash position)
-    /// ends the run, counted, instead of failing it on the durability violation it leads
-    /// to. False reproduces the violation.
-    pub tolerate_stale_expansion: bool,
+    /// Findings 1 (a restarted replica let back into the ISR on its pre-crash position)
+    /// and 3 (the last ISR member leads again after losing acknowledged records) end the
+    /// run, counted, instead of failing it on the durability violation they lead to.
+    /// False reproduces the violations.
+    pub tolerate_known_findings: bool,
     /// Probability that a message is lost.
     pub loss: f64,
     /// Probability that a message also arrives a second time, later.
@@ -139,7 +142,7 @@ enum Msg {
     /// `stale_adds` is the simulation's knowledge, not the request's: the members it adds
     /// whose log is shorter than the leader's tracker says (see `SimStats::stale_isr_expansions`).
     Alter { from: BrokerId, incarnation: u64, leader_epoch: i32, partition_epoch: i32, isr: Vec<BrokerId>, id: u64, stale_adds: Vec<BrokerId> },
-    AlterResp { id: u64, result: Result<PartitionMeta, String> },
+    AlterResp { id: u64, result: Result<PartitionMeta, Rejection> },
     Metadata { meta: PartitionMeta },
     /// To the controller.
     Heartbeat { from: BrokerId, incarnation: u64 },
@@ -162,6 +165,16 @@ struct Waiter {
     end: i64,
     batch: Batch,
     leadership: u64,
+}
+
+/// An AlterPartition `propose` is waiting on.
+struct AlterCall {
+    id: u64,
+    deadline: u64,
+    leader_epoch: i32,
+    partition_epoch: i32,
+    isr: Vec<BrokerId>,
+    stale_adds: Vec<BrokerId>,
 }
 
 /// One broker's replica of the partition and its process state.
@@ -193,8 +206,8 @@ struct Replica {
     fetch_in_flight: Option<(u64, u64)>,
     backoff_until: u64,
     next_isr_check: u64,
-    /// (id, deadline) of the AlterPartition in flight.
-    alter: Option<(u64, u64)>,
+    /// The AlterPartition in flight (isr.rs `propose`).
+    alter: Option<AlterCall>,
 }
 
 impl Replica {
@@ -372,6 +385,14 @@ impl Replica {
         Some(isr)
     }
 
+    /// isr.rs `still_pending`.
+    fn still_pending(&self, a: &AlterCall) -> bool {
+        self.is_leader()
+            && self.leader_epoch == a.leader_epoch
+            && self.tracker.partition_epoch() == a.partition_epoch
+            && self.tracker.pending.as_ref().is_some_and(|c| c.isr == a.isr)
+    }
+
     /// Partition::update_isr.
     fn update_isr(&mut self, partition_epoch: i32, isr: &[BrokerId]) {
         if self.tracker.set_isr(isr, partition_epoch) {
@@ -399,6 +420,9 @@ pub struct SimStats {
     /// Finding 1: AlterPartitions that added a replica whose log is shorter than the
     /// position the leader's tracker had for it (its pre-restart fetch offset).
     pub stale_isr_expansions: u64,
+    /// Finding 3: the last ISR member restarted without acknowledged records (lost
+    /// unsynced writes) and leads again.
+    pub last_isr_member_lost_acked: u64,
 }
 
 pub struct Sim {
@@ -491,10 +515,15 @@ impl Sim {
     }
 
     fn send(&mut self, to: BrokerId, msg: Msg, max_delay_ms: u64) {
+        self.send_at(to, msg, 0, max_delay_ms);
+    }
+
+    /// `send`, leaving `after_ms` from now.
+    fn send_at(&mut self, to: BrokerId, msg: Msg, after_ms: u64, max_delay_ms: u64) {
         if self.rng.random_bool(self.cfg.loss) {
             return;
         }
-        let at = self.now + self.rng.random_range(1..=max_delay_ms.max(1));
+        let at = self.now + after_ms + self.rng.random_range(1..=max_delay_ms.max(1));
         let incarnation = if to == CONTROLLER { 0 } else { self.replicas[to as usize].incarnation };
         if self.rng.random_bool(self.cfg.duplicate) {
             // A late copy (a request a dead connection delivered after all, a retry).
@@ -508,7 +537,7 @@ impl Sim {
 
     /// The controller applies `cmd` (the real `apply`); a change of the partition goes
     /// to every broker, delayed, in order.
-    fn command(&mut self, cmd: Command) -> Result<Applied, String> {
+    fn command(&mut self, cmd: Command) -> Result<Applied, Rejection> {
         let before = self.meta().cloned();
         self.index += 1;
         let text = cmd.to_string();
@@ -525,7 +554,7 @@ impl Sim {
                 }
             }
         }
-        resp.0.map_err(|e| format!("{e:?}"))
+        resp.0
     }
 
     fn send_metadata(&mut self, to: BrokerId, meta: PartitionMeta) {
@@ -608,7 +637,7 @@ impl Sim {
                 let cmd = Command::AlterPartition { topic_id: TOPIC_ID, partition: 0, leader: from, leader_epoch, partition_epoch, new_isr: isr };
                 let result = match self.command(cmd) {
                     Ok(Applied::PartitionAltered(meta)) => Ok(meta),
-                    Ok(other) => Err(format!("unexpected {other:?}")),
+                    Ok(other) => panic!("AlterPartition applied as {other:?}"),
                     Err(e) => Err(e),
                 };
                 if let Ok(meta) = &result {
@@ -619,7 +648,7 @@ impl Sim {
                         // into the ISR on a position its log no longer has.
                         self.stats.stale_isr_expansions += 1;
                         trace!(self, "FINDING: ISR expanded with {stale:?} on a stale follower position (no broker epoch in fetches, KIP-903)");
-                        if self.cfg.tolerate_stale_expansion {
+                        if self.cfg.tolerate_known_findings {
                             self.stop = true;
                         }
                     }
@@ -725,6 +754,18 @@ impl Sim {
             let (id, inc) = (r.id, r.incarnation);
             trace!(self, "restart broker {id} (incarnation {inc}), log end {log_end}");
             let _ = self.command(Command::RegisterBroker { broker: broker_meta(id, inc), unclean_default: false });
+            // Finding 3: the last ISR member stays in the ISR however it shut down, and
+            // leads again without what its crash lost (Kafka 4.1 moves leadership to an
+            // eligible leader replica instead, KIP-966, not implemented here).
+            let sole = self.meta().is_some_and(|m| m.isr == [id]);
+            let acked_end = self.acked.keys().next_back().map_or(0, |o| o + 1);
+            if sole && log_end < acked_end {
+                self.stats.last_isr_member_lost_acked += 1;
+                trace!(self, "FINDING: broker {id}, the last ISR member, restarted without acknowledged records ({log_end} < {acked_end}): no eligible leader replica (KIP-966)");
+                if self.cfg.tolerate_known_findings {
+                    self.stop = true;
+                }
+            }
             self.last_heartbeat.insert(id, self.now);
             if let Some(m) = self.meta().cloned() {
                 self.send_metadata(id, m);
@@ -784,12 +825,20 @@ impl Sim {
         }
         // The leader's ISR loop (isr.rs).
         let r = &mut self.replicas[i];
-        if r.alter.is_some_and(|(_, d)| d <= now) {
-            // No answer: ControllerHandle's call fails; propose clears the pending change.
-            r.alter = None;
-            r.tracker.clear_pending();
-            r.maybe_increment_hw();
+        if r.alter.as_ref().is_some_and(|a| a.deadline <= now) {
+            // No answer (the controller's NotController after its deadline: the outcome
+            // is unknown): propose sends the same request again while it is still pending.
+            let a = r.alter.take().expect("checked");
+            if r.still_pending(&a) {
+                let id_ = self.next_alter;
+                self.next_alter += 1;
+                trace!(self, "broker {id} resends isr {:?} (epochs {}/{})", a.isr, a.leader_epoch, a.partition_epoch);
+                let msg = Msg::Alter { from: id, incarnation: inc, leader_epoch: a.leader_epoch, partition_epoch: a.partition_epoch, isr: a.isr.clone(), id: id_, stale_adds: a.stale_adds.clone() };
+                self.replicas[i].alter = Some(AlterCall { id: id_, deadline: now + ALTER_RETRY_MS + 2 * REQUEST_TIMEOUT_MS, ..a });
+                self.send_at(CONTROLLER, msg, ALTER_RETRY_MS, 30);
+            }
         }
+        let r = &mut self.replicas[i];
         if now >= r.next_isr_check {
             r.next_isr_check = now + check_interval(LAG_MS).as_millis() as u64;
             if let Some(isr) = r.isr_change_wanted(now) {
@@ -797,14 +846,14 @@ impl Sim {
                 let id_ = self.next_alter;
                 self.next_alter += 1;
                 let r = &mut self.replicas[i];
-                r.alter = Some((id_, now + 2 * REQUEST_TIMEOUT_MS));
                 let (leader_epoch, partition_epoch) = (r.leader_epoch, r.tracker.partition_epoch());
                 let seen: Vec<(BrokerId, i64)> = self.replicas[i].tracker.followers().iter().map(|f| (f.broker, f.log_end_offset)).collect();
                 let actual: Vec<(BrokerId, i64)> = self.replicas.iter().map(|r| (r.id, r.log_end())).collect();
                 trace!(self, "broker {id} proposes isr {isr:?} (followers' log ends as tracked {seen:?}, actual {actual:?})");
                 let tracker_isr = self.replicas[i].tracker.isr().to_vec();
-                let stale_adds = seen.iter().filter(|(b, tracked)| isr.contains(b) && !tracker_isr.contains(b) && *tracked > self.replicas[*b as usize].log_end()).map(|(b, _)| *b).collect();
-                let msg = Msg::Alter { from: id, incarnation: inc, leader_epoch, partition_epoch, isr, id: id_, stale_adds };
+                let stale_adds: Vec<BrokerId> = seen.iter().filter(|(b, tracked)| isr.contains(b) && !tracker_isr.contains(b) && *tracked > self.replicas[*b as usize].log_end()).map(|(b, _)| *b).collect();
+                let msg = Msg::Alter { from: id, incarnation: inc, leader_epoch, partition_epoch, isr: isr.clone(), id: id_, stale_adds: stale_adds.clone() };
+                self.replicas[i].alter = Some(AlterCall { id: id_, deadline: now + 2 * REQUEST_TIMEOUT_MS, leader_epoch, partition_epoch, isr, stale_adds });
                 self.send(CONTROLLER, msg, 30);
             }
         }
@@ -938,16 +987,20 @@ impl Sim {
             }
             Msg::AlterResp { id, result } => {
                 let r = &mut self.replicas[i];
-                if r.alter.map(|(a, _)| a) != Some(id) {
+                if r.alter.as_ref().map(|a| a.id) != Some(id) {
                     return;
                 }
-                r.alter = None;
+                let a = r.alter.take().expect("checked");
                 match result {
                     Ok(meta) => r.update_isr(meta.partition_epoch, &meta.isr),
-                    Err(_) => {
-                        r.tracker.clear_pending();
-                        r.maybe_increment_hw();
+                    Err(Rejection::AlterPartition(e)) if not_applied(&e) => {
+                        if r.still_pending(&a) {
+                            r.tracker.clear_pending();
+                            r.maybe_increment_hw();
+                        }
                     }
+                    // Stale epochs: the metadata update settles it.
+                    Err(_) => {}
                 }
                 self.complete_waiters(i);
             }
@@ -1220,6 +1273,7 @@ mod tests {
                     total.hw_regressions_across_leaders += s.hw_regressions_across_leaders;
                     total.lost_committed += s.lost_committed;
                     total.stale_isr_expansions += s.stale_isr_expansions;
+                    total.last_isr_member_lost_acked += s.last_isr_member_lost_acked;
                 }
                 Err(e) => failures.push(e),
             }
@@ -1235,7 +1289,7 @@ mod tests {
     }
 
     const BASE: SimConfig =
-        SimConfig { rf: 3, min_isr: 2, flush_always: false, chaos: false, kills_only: false, ticks: 1000, loss: 0.03, duplicate: 0.0, tolerate_stale_expansion: true };
+        SimConfig { rf: 3, min_isr: 2, flush_always: false, chaos: false, kills_only: false, ticks: 1000, loss: 0.03, duplicate: 0.0, tolerate_known_findings: true };
 
     fn named(name: &str) -> SimConfig {
         match name {
