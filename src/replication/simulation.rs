@@ -103,7 +103,7 @@ pub struct SimConfig {
     pub tolerate_known_findings: bool,
     /// Probability that a message is lost.
     pub loss: f64,
-    /// Probability that a message also arrives a second time, later.
+    /// Probability that a request also arrives a second time, later.
     pub duplicate: f64,
     /// Faults are kill -9 and pauses only (nothing written is ever lost), with no
     /// budget: every invariant must hold however many replicas fail.
@@ -141,7 +141,8 @@ enum Msg {
     /// To the controller.
     /// `stale_adds` is the simulation's knowledge, not the request's: the members it adds
     /// whose log is shorter than the leader's tracker says (see `SimStats::stale_isr_expansions`).
-    Alter { from: BrokerId, incarnation: u64, leader_epoch: i32, partition_epoch: i32, isr: Vec<BrokerId>, id: u64, stale_adds: Vec<BrokerId> },
+    /// `incarnations` too: every broker's process incarnation when it was proposed.
+    Alter { from: BrokerId, incarnation: u64, leader_epoch: i32, partition_epoch: i32, isr: Vec<BrokerId>, id: u64, stale_adds: Vec<BrokerId>, incarnations: Vec<u64> },
     AlterResp { id: u64, result: Result<PartitionMeta, Rejection> },
     Metadata { meta: PartitionMeta },
     /// To the controller.
@@ -175,6 +176,7 @@ struct AlterCall {
     partition_epoch: i32,
     isr: Vec<BrokerId>,
     stale_adds: Vec<BrokerId>,
+    incarnations: Vec<u64>,
 }
 
 /// One broker's replica of the partition and its process state.
@@ -525,8 +527,11 @@ impl Sim {
         }
         let at = self.now + after_ms + self.rng.random_range(1..=max_delay_ms.max(1));
         let incarnation = if to == CONTROLLER { 0 } else { self.replicas[to as usize].incarnation };
-        if self.rng.random_bool(self.cfg.duplicate) {
-            // A late copy (a request a dead connection delivered after all, a retry).
+        let request = matches!(msg, Msg::Fetch { .. } | Msg::Produce { .. } | Msg::Alter { .. } | Msg::Heartbeat { .. });
+        if request && self.rng.random_bool(self.cfg.duplicate) {
+            // A late copy of a request: one a dead connection had delivered (the leader
+            // still serves it), a client's retry. Answers are never duplicated: each
+            // connection has one request in flight, read once.
             let late = self.now + self.rng.random_range(1..=4 * max_delay_ms.max(1));
             self.seq += 1;
             self.queue.push(InFlight { at: late, seq: self.seq, to, incarnation, msg: msg.clone() });
@@ -632,7 +637,14 @@ impl Sim {
                     let _ = self.command(Command::UnfenceBroker { broker: from, incarnation: incarnation_bytes(from, incarnation), unclean_default: false });
                 }
             }
-            Msg::Alter { from, incarnation, leader_epoch, partition_epoch, isr, id, stale_adds } => {
+            Msg::Alter { from, incarnation, leader_epoch, partition_epoch, isr, id, mut stale_adds, incarnations } => {
+                // Also stale: a member added whose broker restarted since the proposal (the
+                // leader judged its previous process's log).
+                for (b, inc) in incarnations.iter().enumerate() {
+                    if self.replicas[b].incarnation != *inc {
+                        stale_adds.push(b as BrokerId);
+                    }
+                }
                 let before = self.meta().map(|m| m.isr.clone()).unwrap_or_default();
                 let cmd = Command::AlterPartition { topic_id: TOPIC_ID, partition: 0, leader: from, leader_epoch, partition_epoch, new_isr: isr };
                 let result = match self.command(cmd) {
@@ -647,8 +659,8 @@ impl Sim {
                         // Finding 1 (see the module comment): the controller let a replica
                         // into the ISR on a position its log no longer has.
                         self.stats.stale_isr_expansions += 1;
-                        trace!(self, "FINDING: ISR expanded with {stale:?} on a stale follower position (no broker epoch in fetches, KIP-903)");
-                        if self.cfg.tolerate_known_findings {
+                        trace!(self, "FINDING: ISR expanded with {stale:?} on the position of a process that restarted since (no broker epoch in fetches and AlterPartition, KIP-903)");
+                        if self.cfg.tolerate_known_findings && !self.cfg.chaos {
                             self.stop = true;
                         }
                     }
@@ -762,7 +774,7 @@ impl Sim {
             if sole && log_end < acked_end {
                 self.stats.last_isr_member_lost_acked += 1;
                 trace!(self, "FINDING: broker {id}, the last ISR member, restarted without acknowledged records ({log_end} < {acked_end}): no eligible leader replica (KIP-966)");
-                if self.cfg.tolerate_known_findings {
+                if self.cfg.tolerate_known_findings && !self.cfg.chaos {
                     self.stop = true;
                 }
             }
@@ -833,7 +845,7 @@ impl Sim {
                 let id_ = self.next_alter;
                 self.next_alter += 1;
                 trace!(self, "broker {id} resends isr {:?} (epochs {}/{})", a.isr, a.leader_epoch, a.partition_epoch);
-                let msg = Msg::Alter { from: id, incarnation: inc, leader_epoch: a.leader_epoch, partition_epoch: a.partition_epoch, isr: a.isr.clone(), id: id_, stale_adds: a.stale_adds.clone() };
+                let msg = Msg::Alter { from: id, incarnation: inc, leader_epoch: a.leader_epoch, partition_epoch: a.partition_epoch, isr: a.isr.clone(), id: id_, stale_adds: a.stale_adds.clone(), incarnations: a.incarnations.clone() };
                 self.replicas[i].alter = Some(AlterCall { id: id_, deadline: now + ALTER_RETRY_MS + 2 * REQUEST_TIMEOUT_MS, ..a });
                 self.send_at(CONTROLLER, msg, ALTER_RETRY_MS, 30);
             }
@@ -852,8 +864,9 @@ impl Sim {
                 trace!(self, "broker {id} proposes isr {isr:?} (followers' log ends as tracked {seen:?}, actual {actual:?})");
                 let tracker_isr = self.replicas[i].tracker.isr().to_vec();
                 let stale_adds: Vec<BrokerId> = seen.iter().filter(|(b, tracked)| isr.contains(b) && !tracker_isr.contains(b) && *tracked > self.replicas[*b as usize].log_end()).map(|(b, _)| *b).collect();
-                let msg = Msg::Alter { from: id, incarnation: inc, leader_epoch, partition_epoch, isr: isr.clone(), id: id_, stale_adds: stale_adds.clone() };
-                self.replicas[i].alter = Some(AlterCall { id: id_, deadline: now + 2 * REQUEST_TIMEOUT_MS, leader_epoch, partition_epoch, isr, stale_adds });
+                let incarnations: Vec<u64> = self.replicas.iter().map(|r| r.incarnation).collect();
+                let msg = Msg::Alter { from: id, incarnation: inc, leader_epoch, partition_epoch, isr: isr.clone(), id: id_, stale_adds: stale_adds.clone(), incarnations: incarnations.clone() };
+                self.replicas[i].alter = Some(AlterCall { id: id_, deadline: now + 2 * REQUEST_TIMEOUT_MS, leader_epoch, partition_epoch, isr, stale_adds, incarnations });
                 self.send(CONTROLLER, msg, 30);
             }
         }
@@ -1261,6 +1274,9 @@ mod tests {
         for seed in seeds() {
             match run_seed(seed, cfg) {
                 Ok(s) => {
+                    if s.stale_isr_expansions + s.last_isr_member_lost_acked > 0 {
+                        eprintln!("seed {seed}: findings 1: {}, 3: {}", s.stale_isr_expansions, s.last_isr_member_lost_acked);
+                    }
                     total.produced += s.produced;
                     total.acked += s.acked;
                     total.refused_not_enough += s.refused_not_enough;
@@ -1289,7 +1305,7 @@ mod tests {
     }
 
     const BASE: SimConfig =
-        SimConfig { rf: 3, min_isr: 2, flush_always: false, chaos: false, kills_only: false, ticks: 1000, loss: 0.03, duplicate: 0.0, tolerate_known_findings: true };
+        SimConfig { rf: 3, min_isr: 2, flush_always: false, chaos: false, kills_only: false, ticks: 1000, loss: 0.03, duplicate: 0.01, tolerate_known_findings: true };
 
     fn named(name: &str) -> SimConfig {
         match name {
