@@ -42,7 +42,10 @@
 //!    impaired (down, paused, not open yet, or outside the committed ISR), so at most
 //!    minISR − 1 replicas are failed at once.
 //! 2. High watermark: on a leader it never decreases within one leadership (same broker,
-//!    incarnation and leader epoch); on every replica it never passes the log end. Kafka
+//!    incarnation and leader epoch); on every replica it never passes the log end; and
+//!    (within the budget) on no replica, leader or follower, while its process lives: a
+//!    follower's truncation never cuts below its high watermark (followers serve
+//!    consumers below it, KIP-392), and a follower that becomes leader keeps it. Kafka
 //!    does not promise more: a new leader starts from the high watermark it had as a
 //!    follower (or its checkpoint after a restart), which may be below the old leader's;
 //!    it catches up as the ISR fetches. What consumers read below any high watermark
@@ -469,6 +472,8 @@ pub struct Sim {
     next_request: u64,
     /// (broker, incarnation, leader epoch) → the leader's high watermark last seen.
     leader_hw: BTreeMap<(BrokerId, u64, i32), i64>,
+    /// (broker, incarnation) → its high watermark last seen.
+    replica_hw: BTreeMap<(BrokerId, u64), i64>,
     max_served_hw: i64,
     last_leader: (BrokerId, u64, i32),
     /// Records below some leader's high watermark, by offset.
@@ -511,6 +516,7 @@ impl Sim {
             next_alter: 1,
             next_request: 0,
             leader_hw: BTreeMap::new(),
+            replica_hw: BTreeMap::new(),
             max_served_hw: 0,
             last_leader: (NO_LEADER, 0, -1),
             committed: Vec::new(),
@@ -1183,6 +1189,22 @@ impl Sim {
                 }
             }
             self.leader_hw.insert(key, r.hw);
+        }
+        // 2': no replica's high watermark goes back while its process lives (followers
+        // serve consumers below it too, KIP-392): a truncation never cuts below it
+        // (within the budget: beyond it a replica may have to give up records).
+        if !self.cfg.chaos {
+            for r in &self.replicas {
+                if !r.up {
+                    continue;
+                }
+                if let Some(&before) = self.replica_hw.get(&(r.id, r.incarnation)) {
+                    if r.hw < before {
+                        return Err(format!("broker {} ({:?}): high watermark went back {before} -> {}", r.id, r.role, r.hw));
+                    }
+                }
+                self.replica_hw.insert((r.id, r.incarnation), r.hw);
+            }
         }
         // Committed records: what the controller's leader, leading, exposes below its
         // high watermark (a zombie's exposure is checked by agreement, 3).
