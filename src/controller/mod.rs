@@ -74,6 +74,14 @@ mod state_machine;
 mod types;
 
 pub use alter_partition::AlterPartitionError;
+/// The deterministic metadata transition and its commands, for the replication
+/// simulation (`replication/simulation.rs`), which runs the controller as one authority
+/// applying commands in order.
+#[cfg(test)]
+pub(crate) mod sim_api {
+    pub(crate) use super::apply::apply;
+    pub(crate) use super::types::{Applied, Command, Rejection};
+}
 pub use election::{ElectionError, ElectionResult, ElectionType, TopicElection};
 pub use handle::ControllerHandle;
 pub use propose::validate_topic_name;

@@ -10,7 +10,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::cluster::shard_partitions::ShardPartitions;
-use crate::controller::ControllerHandle;
+use crate::controller::{AlterPartitionError, ControllerError, ControllerHandle};
 use crate::partition::Partition;
 
 /// How often the leader checks its partitions' ISRs: often enough that a caught-up
@@ -35,34 +35,83 @@ pub async fn isr_loop(partitions: Rc<ShardPartitions>, controller: ControllerHan
     }
 }
 
-/// How long a proposal may stay unanswered before the leader gives up on it and asks again
-/// from its current state (the controller's own deadlines are shorter; this bounds a reply
-/// lost between threads or nodes, so a pending change never blocks the ISR for good).
+/// How long a proposal may stay unanswered before the leader sends it again (the
+/// controller's own deadlines are shorter; this bounds a reply lost between threads or
+/// nodes). The outcome is unknown then, so the change stays pending (see `propose`).
 const PROPOSAL_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Sends the proposal until its outcome is known (Kafka's AlterPartitionManager and
+/// Partition.handleAlterPartitionError). The pending change is dropped only when the
+/// controller says it was not applied: until then the high watermark keeps counting the
+/// members it adds, since the controller may have put them in the ISR (an expansion
+/// committed after its answer timed out, with the high watermark computed without the
+/// new member, leaves an ISR member without records acknowledged meanwhile: found by the
+/// replication simulation, `simulation.rs`, finding 2). An unanswered or unknown outcome
+/// (no answer in PROPOSAL_TIMEOUT, NotController: the entry may still commit) sends the
+/// same request again: if it had committed, the retry is refused as stale and the
+/// metadata update settles it.
 async fn propose(p: Rc<Partition>, controller: ControllerHandle, node_id: i32, isr: Vec<i32>) {
     let (leader_epoch, partition_epoch) = (p.leader_epoch(), p.partition_epoch());
     tracing::info!(topic = %p.topic, partition = p.index, from = ?p.isr(), to = ?isr, leader_epoch, partition_epoch, "proposing an ISR change");
-    let call = controller.alter_partition(p.topic_id, p.index, node_id, leader_epoch, partition_epoch, isr);
-    let answer = futures::select! {
-        r = futures::FutureExt::fuse(call) => Some(r),
-        _ = futures::FutureExt::fuse(glommio::timer::sleep(PROPOSAL_TIMEOUT)) => None,
-    };
-    match answer {
-        Some(Ok(meta)) => {
-            tracing::info!(topic = %p.topic, partition = p.index, isr = ?meta.isr, partition_epoch = meta.partition_epoch, "ISR change committed");
-            // The committed state (the metadata update brings the same: `update_isr` keeps
-            // the newer partition epoch, whichever comes first). Answered: nothing pending.
-            p.update_isr(meta.partition_epoch, meta.isr.clone());
-            p.clear_pending_isr();
+    loop {
+        let call = controller.alter_partition(p.topic_id, p.index, node_id, leader_epoch, partition_epoch, isr.clone());
+        let answer = futures::select! {
+            r = futures::FutureExt::fuse(call) => Some(r),
+            _ = futures::FutureExt::fuse(glommio::timer::sleep(PROPOSAL_TIMEOUT)) => None,
+        };
+        match answer {
+            Some(Ok(meta)) => {
+                tracing::info!(topic = %p.topic, partition = p.index, isr = ?meta.isr, partition_epoch = meta.partition_epoch, "ISR change committed");
+                // The committed state (the metadata update brings the same: `update_isr`
+                // keeps the newer partition epoch, whichever comes first, and clears the
+                // pending change; a later proposal pending by now is left alone).
+                p.update_isr(meta.partition_epoch, meta.isr.clone());
+                return;
+            }
+            Some(Err(ControllerError::AlterPartition(e))) if not_applied(&e) => {
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "ISR change refused; retrying from the current metadata");
+                if still_pending(&p, leader_epoch, partition_epoch, &isr) {
+                    p.clear_pending_isr();
+                }
+                return;
+            }
+            Some(Err(ControllerError::AlterPartition(e))) => {
+                // Our epochs are stale (FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION): the
+                // partition changed, maybe by this very change retried; the metadata
+                // update that brings the new state clears the pending change.
+                tracing::info!(topic = %p.topic, partition = p.index, error = %e, "ISR change answered as stale; waiting for the metadata update");
+                return;
+            }
+            Some(Err(e)) => {
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "ISR change not answered; retrying it");
+            }
+            None => {
+                tracing::warn!(topic = %p.topic, partition = p.index, timeout_s = PROPOSAL_TIMEOUT.as_secs(), "ISR change unanswered; retrying it");
+            }
         }
-        Some(Err(e)) => {
-            tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "ISR change refused; retrying from the current metadata");
-            p.clear_pending_isr();
+        if !still_pending(&p, leader_epoch, partition_epoch, &isr) {
+            return;
         }
-        None => {
-            tracing::warn!(topic = %p.topic, partition = p.index, timeout_s = PROPOSAL_TIMEOUT.as_secs(), "ISR change unanswered; retrying");
-            p.clear_pending_isr();
+        glommio::timer::sleep(RETRY_BACKOFF).await;
+        if !still_pending(&p, leader_epoch, partition_epoch, &isr) {
+            return;
         }
     }
+}
+
+/// Between resends of a proposal whose outcome is unknown.
+const RETRY_BACKOFF: Duration = Duration::from_millis(200);
+
+/// Refusals that mean the request, with the epochs it carried current, was not applied
+/// (they are checked after the epochs, so a retry of an applied request never gets them).
+pub(crate) fn not_applied(e: &AlterPartitionError) -> bool {
+    matches!(e, AlterPartitionError::IneligibleReplica | AlterPartitionError::InvalidRequest(_) | AlterPartitionError::UnknownTopicOrPartition)
+}
+
+/// `p` still leads in the epochs the proposal of `isr` was made in, with it pending.
+fn still_pending(p: &Partition, leader_epoch: i32, partition_epoch: i32, isr: &[i32]) -> bool {
+    p.is_leader()
+        && p.leader_epoch() == leader_epoch
+        && p.partition_epoch() == partition_epoch
+        && p.tracker_snapshot().pending.is_some_and(|c| c.isr == isr)
 }

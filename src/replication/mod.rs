@@ -19,6 +19,8 @@ pub mod fetcher_manager;
 pub mod isr;
 pub mod leader_connection;
 pub mod settings;
+#[cfg(test)]
+mod simulation;
 
 pub use fetcher_manager::FetcherManager;
 pub use settings::FetcherSettings;

@@ -57,6 +57,16 @@ impl LeaderEpochCache {
         Ok(LeaderEpochCache { path, entries })
     }
 
+    /// A cache with `entries` and no file behind it, for the replication simulation
+    /// (`replication/simulation.rs`), which keeps its "disk" in memory: `save` must not be
+    /// called on it.
+    #[cfg(test)]
+    pub fn in_memory(entries: &[EpochEntry]) -> LeaderEpochCache {
+        let c = LeaderEpochCache { path: PathBuf::from("/nonexistent/in-memory/leader-epoch-checkpoint"), entries: entries.to_vec() };
+        c.check();
+        c
+    }
+
     pub fn entries(&self) -> &[EpochEntry] {
         &self.entries
     }
