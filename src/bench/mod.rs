@@ -367,8 +367,13 @@ pub fn ensure_topic(bootstrap: &str, topic: &str, partitions: i32) -> anyhow::Re
             {
                 let leaders: std::collections::BTreeSet<i32> =
                     t.partitions.iter().map(|p| p.leader_id.0).collect();
-                if leaders.len() > 1 || md.brokers.len() > 1 {
-                    bail!("topic {topic} is led by brokers {leaders:?}: the generator only talks to --bootstrap (single node)");
+                // The generator talks to --bootstrap only: in a cluster, every partition
+                // must be led by that broker (create the topic with a replica assignment
+                // naming it first, e.g. to measure replication from one leader).
+                let me = md.brokers.iter().find(|b| format!("{}:{}", b.host.as_str(), b.port) == bootstrap).map(|b| b.node_id.0);
+                let led_here = leaders.len() == 1 && (md.brokers.len() == 1 || leaders.iter().next().copied() == me);
+                if !led_here {
+                    bail!("topic {topic} is led by brokers {leaders:?}: the generator only talks to --bootstrap ({bootstrap})");
                 }
                 if t.partitions.len() as i32 != partitions {
                     eprintln!(
