@@ -877,28 +877,40 @@ def flip_a_record_byte(seg: Path) -> bytes:
     return bytes(data[at:at + 40])
 
 
+def kill_until_out_of_isr(cluster, node, via, topic: str) -> None:
+    """kill -9 `node` and wait until it is out of the partition's ISR (fenced, or shrunk
+    by the leader) and the partition is led. Then a later wait for an ISR of 3 sees it
+    rejoin, not a view from before the kill."""
+    node.kill9()
+    wait_for(f"broker {node.node_id} out of the ISR of {topic}-0",
+             lambda: (s := partition_state(via, topic)) and node.node_id not in s[0][2] and s[0][0] >= 0)
+
+
 def test_corrupted_follower_segment_is_refetched(cluster):
     nodes = cluster.nodes
     active = active_controller_id(cluster)
-    # Replica order [leader, victim, other]: when the leader is killed at the end, the
-    # controller elects the first in-sync replica, the repaired victim.
     victim_id = next(nd.node_id for nd in reversed(nodes) if nd.node_id != active)
-    leader_id, other_id = [nd.node_id for nd in nodes if nd.node_id != victim_id]
-    victim, leader, other = cluster.node(victim_id), cluster.node(leader_id), cluster.node(other_id)
+    victim = cluster.node(victim_id)
+    other = next(nd for nd in nodes if nd is not victim)
     topic = f"corrupt-{uuid.uuid4().hex[:8]}"
+    # The victim is the preferred replica (first), so a preferred election makes it the
+    # leader at the end; it starts as a follower: leadership moves off it by a kill first.
     # 1 MiB segments (Kafka 4's minimum segment.bytes), ~5 MiB of records.
-    create_topic(nodes[0], topic, assignment=[[leader_id, victim_id, other_id]], config={"segment.bytes": str(1 << 20)})
-    wait_leader(other, topic, 0, want=leader_id)
+    create_topic(nodes[0], topic, assignment=[[victim_id, *(nd.node_id for nd in nodes if nd is not victim)]],
+                 config={"segment.bytes": str(1 << 20)})
+    wait_leader(other, topic, 0, want=victim_id)
     wait_in_sync(other, topic, 1)
+    kill_until_out_of_isr(cluster, victim, other, topic)
+    victim.start()
+    cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[victim])
+    wait_in_sync(other, topic, 1)
+    assert partition_state(other, topic)[0][0] != victim_id, "the victim is a follower"
+
     values = [segment_value(i) for i in range(5000)]
     acked = produce_acked(nodes, topic, values, partition=0)
     wait_in_sync(other, topic, 1)  # the victim has every record
 
-    victim.kill9()
-    # Out of the ISR before it returns (fenced, or shrunk by the leader), so that the
-    # wait for the ISR below sees it rejoin, not a view from before the kill.
-    wait_for(f"broker {victim_id} out of the ISR", lambda: (s := partition_state(other, topic))
-             and victim_id not in s[0][2] and s[0][0] >= 0)
+    kill_until_out_of_isr(cluster, victim, other, topic)
     d = partition_dir(victim, topic, 0)
     segs = segment_files(d)
     assert len(segs) >= 3, f"several segments rolled on the follower: {[s.name for s in segs]}"
@@ -910,18 +922,13 @@ def test_corrupted_follower_segment_is_refetched(cluster):
     # Detected at restart, truncated, refetched: back in the ISR with no copy of the bad bytes.
     wait_in_sync(other, topic, 1, deadline_s=180)
     holding = [f.name for f in segment_files(partition_dir(victim, topic, 0)) if window in f.read_bytes()]
-    assert holding == [], f"the corrupted bytes are still in the follower's segments {holding} (flipped in {target.name})"
     mentions = [line for line in victim.log_since_start().splitlines() if target.stem in line or target.name in line]
     print(f"\ncorrupt: flipped a byte in {target.name} of broker {victim_id}; its log since the restart says:\n  "
           + ("\n  ".join(mentions[:5]) or "(nothing naming the file)"))
+    assert holding == [], f"the corrupted bytes are still in the follower's segments {holding} (flipped in {target.name})"
 
-    # Leader now: it serves every record unchanged.
-    leader.kill9()
-    lead = wait_leader(other, topic, 0, not_id=leader_id)
-    if lead != victim_id:  # elected the other in-sync replica: take that one away too
-        other.kill9()
-        lead = wait_leader(victim, topic, 0, not_id=other_id)
-    assert lead == victim_id
+    # Leader again (preferred election): it serves every record unchanged.
+    elect_preferred(cluster, topic, 0, want=victim_id)
     got = read_partitions([victim], topic, [0], acked=acked)
     res = check_log(values, acked, got)
     assert res.ok, res.details()
