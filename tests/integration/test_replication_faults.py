@@ -779,19 +779,23 @@ def test_coordinator_broker_killed_during_group_consumption(cluster, protocol):
     for t in g.threads:
         t.start()
     try:
+        coordinator = wait_for("the group's coordinator", lambda: coordinator_of(nodes, group))
         wait_for("a third of the records processed", lambda: g.count() >= GROUP_RECORDS // 3)
         # __consumer_offsets is replicated: its partitions have 3 replicas, all in sync.
         offsets_state = wait_for("__consumer_offsets fully in sync",
                                  lambda: (s := partition_state(nodes[0], "__consumer_offsets"))
                                  and all(len(isr) == 3 for _, _, isr in s.values()) and s)
         assert all(len(replicas) == 3 for _, replicas, _ in offsets_state.values()), offsets_state
-        coordinator = wait_for("the group's coordinator", lambda: coordinator_of(nodes, group))
         victim = cluster.node(coordinator)
         survivors = [nd for nd in nodes if nd is not victim]
         kill_at = time.monotonic()
         victim.kill9()
+        at_kill = g.count()
         before = g.committed_before(kill_at)
         assert before, "the group committed before the kill"
+        # The consumers' pace (50 ms of work per 100 records) makes consumption take
+        # several seconds; the kill comes at a third.
+        assert at_kill < GROUP_RECORDS, "the coordinator's broker was killed during consumption"
 
         # The first answer after the kill comes from the new coordinator: nothing the old
         # one acknowledged is missing or older.
@@ -810,8 +814,11 @@ def test_coordinator_broker_killed_during_group_consumption(cluster, protocol):
             t.join(DEADLINE_S + 30)
     assert g.errors == [], g.errors
     reprocessed = sum(n - 1 for n in g.processed.values() if n > 1)
-    print(f"\ngroup ({protocol}): coordinator on broker {coordinator} killed; {GROUP_RECORDS} records, "
-          f"{reprocessed} processed twice (at-least-once), commits refused meanwhile: {dict(g.commit_errors) or 'none'}")
+    commits_after = sum(1 for at, _ in g.commits if at > kill_at)
+    print(f"\ngroup ({protocol}): coordinator on broker {coordinator} killed after {at_kill} of {GROUP_RECORDS} "
+          f"records processed (last commits before it: {sum(before.values())} records); {reprocessed} processed "
+          f"twice (at-least-once); {commits_after} commits acknowledged after the kill, "
+          f"refused meanwhile: {dict(g.commit_errors) or 'none'}")
 
     victim.start()
     cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[victim])
