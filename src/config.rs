@@ -86,6 +86,29 @@ pub struct Config {
     /// leader.imbalance.per.broker.percentage: a broker's share (%) of the partitions it is
     /// the preferred leader of but does not lead, above which they are moved back to it.
     pub leader_imbalance_per_broker_percentage: u32,
+    /// replica.lag.time.max.ms: a follower that has not caught up with its leader's log
+    /// end for this long leaves the ISR (the leader proposes AlterPartition).
+    pub replica_lag_time_max_ms: u64,
+    /// replica.fetch.wait.max.ms: how long a leader holds a follower's fetch that finds no
+    /// new data.
+    pub replica_fetch_wait_max_ms: i32,
+    /// replica.fetch.max.bytes: record bytes a follower asks per partition (the first
+    /// batch may exceed it).
+    pub replica_fetch_max_bytes: i32,
+    /// replica.fetch.response.max.bytes: record bytes per follower fetch response.
+    pub replica_fetch_response_max_bytes: i32,
+    /// replica.fetch.backoff.ms: a follower's pause after a fetch error.
+    pub replica_fetch_backoff_ms: u64,
+    /// replica.socket.timeout.ms: a follower drops its connection to a leader that has not
+    /// answered a fetch for this long.
+    pub replica_socket_timeout_ms: u64,
+    /// min.insync.replicas: the default of the topic key: acks=all needs at least this
+    /// many in-sync replicas (NOT_ENOUGH_REPLICAS otherwise).
+    pub min_insync_replicas: i32,
+    /// unclean.leader.election.enable: the default of the topic key: the controller may
+    /// elect a live replica outside the ISR when no ISR member is live (acknowledged
+    /// records may be lost). As Kafka, the active controller's value applies.
+    pub unclean_leader_election_enable: bool,
     /// Number of shards (one pinned executor each); 0 = one per available core.
     pub shards: usize,
     /// Core for the controller thread; -1 = a core no shard uses if there is one, else
@@ -158,6 +181,9 @@ pub struct Config {
     pub offsets_topic_num_partitions: i32,
     /// offsets.topic.segment.bytes: segment size of `__consumer_offsets` (set at creation).
     pub offsets_topic_segment_bytes: i32,
+    /// offsets.topic.replication.factor: replicas of `__consumer_offsets`, at most the
+    /// brokers registered when it is created (set at creation).
+    pub offsets_topic_replication_factor: i16,
     /// group.min.session.timeout.ms / group.max.session.timeout.ms.
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
@@ -207,6 +233,14 @@ impl Default for Config {
             auto_leader_rebalance_enable: true,
             leader_imbalance_check_interval_seconds: 300,
             leader_imbalance_per_broker_percentage: 10,
+            replica_lag_time_max_ms: 30_000,
+            replica_fetch_wait_max_ms: 500,
+            replica_fetch_max_bytes: 1_048_576,
+            replica_fetch_response_max_bytes: 10_485_760,
+            replica_fetch_backoff_ms: 1000,
+            replica_socket_timeout_ms: 30_000,
+            min_insync_replicas: 1,
+            unclean_leader_election_enable: false,
             shards: 0,
             controller_core: -1,
             flush: FlushMode::Always,
@@ -239,6 +273,7 @@ impl Default for Config {
             log_level: "info".into(),
             offsets_topic_num_partitions: 50,
             offsets_topic_segment_bytes: 104_857_600,
+            offsets_topic_replication_factor: 3,
             group_min_session_timeout_ms: 6000,
             group_max_session_timeout_ms: 1_800_000,
             group_initial_rebalance_delay_ms: 3000,
@@ -357,6 +392,23 @@ impl Config {
         }
         if self.offsets_topic_segment_bytes < 14 {
             return bad("offsets_topic_segment_bytes", "must be at least 14");
+        }
+        // Kafka: offsets.topic.replication.factor and min.insync.replicas at least 1,
+        // replica.lag.time.max.ms positive here (0 would shrink every ISR at once).
+        if self.offsets_topic_replication_factor < 1 {
+            return bad("offsets_topic_replication_factor", "must be at least 1");
+        }
+        if self.min_insync_replicas < 1 {
+            return bad("min_insync_replicas", "must be at least 1");
+        }
+        if self.replica_lag_time_max_ms == 0 {
+            return bad("replica_lag_time_max_ms", "must be positive");
+        }
+        if self.replica_fetch_wait_max_ms < 0 || self.replica_socket_timeout_ms <= self.replica_fetch_wait_max_ms as u64 {
+            return bad("replica_socket_timeout_ms", "must exceed replica_fetch_wait_max_ms (which must not be negative)");
+        }
+        if self.replica_fetch_max_bytes < 1 || self.replica_fetch_response_max_bytes < 1 {
+            return bad("replica_fetch_max_bytes", "replica_fetch_max_bytes and replica_fetch_response_max_bytes must be positive");
         }
         if self.offsets_retention_minutes == 0 || self.offsets_retention_check_interval_ms == 0 {
             return bad("offsets_retention_minutes", "offsets_retention_minutes and offsets_retention_check_interval_ms must be positive");
@@ -567,6 +619,22 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub leader_imbalance_per_broker_percentage: Option<u32>,
     #[arg(long)]
+    pub replica_lag_time_max_ms: Option<u64>,
+    #[arg(long)]
+    pub replica_fetch_wait_max_ms: Option<i32>,
+    #[arg(long)]
+    pub replica_fetch_max_bytes: Option<i32>,
+    #[arg(long)]
+    pub replica_fetch_response_max_bytes: Option<i32>,
+    #[arg(long)]
+    pub replica_fetch_backoff_ms: Option<u64>,
+    #[arg(long)]
+    pub replica_socket_timeout_ms: Option<u64>,
+    #[arg(long)]
+    pub min_insync_replicas: Option<i32>,
+    #[arg(long)]
+    pub unclean_leader_election_enable: Option<bool>,
+    #[arg(long)]
     pub shards: Option<usize>,
     #[arg(long)]
     pub controller_core: Option<i64>,
@@ -632,6 +700,8 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub offsets_topic_segment_bytes: Option<i32>,
     #[arg(long)]
+    pub offsets_topic_replication_factor: Option<i16>,
+    #[arg(long)]
     pub group_min_session_timeout_ms: Option<i32>,
     #[arg(long)]
     pub group_max_session_timeout_ms: Option<i32>,
@@ -665,7 +735,9 @@ impl ConfigArgs {
         }
         set!(listen, data_dir, log_dirs, node_id, process_roles, controller_quorum_voters,
             broker_session_timeout_ms, metadata_snapshot_every_entries, auto_leader_rebalance_enable, leader_imbalance_check_interval_seconds,
-            leader_imbalance_per_broker_percentage, shards, controller_core, flush, log_flush_interval_messages,
+            leader_imbalance_per_broker_percentage, replica_lag_time_max_ms, replica_fetch_wait_max_ms, replica_fetch_max_bytes,
+            replica_fetch_response_max_bytes, replica_fetch_backoff_ms, replica_socket_timeout_ms, min_insync_replicas,
+            unclean_leader_election_enable, shards, controller_core, flush, log_flush_interval_messages,
             log_flush_interval_ms, storage_fault, socket_request_max_bytes,
             queued_max_request_bytes,
             max_connections_per_shard, max_inflight_requests_per_connection, fetch_max_bytes, shard_preempt_timer_us,
@@ -675,6 +747,7 @@ impl ConfigArgs {
             log_message_timestamp_type, log_message_timestamp_before_max_ms,
             log_message_timestamp_after_max_ms, log_retention_check_interval_ms, log_cleaner_backoff_ms,
             log_index_interval_bytes, log_level, offsets_topic_num_partitions, offsets_topic_segment_bytes,
+            offsets_topic_replication_factor,
             group_min_session_timeout_ms, group_max_session_timeout_ms,
             group_initial_rebalance_delay_ms, group_max_size, max_groups_per_shard,
             group_consumer_session_timeout_ms, group_consumer_heartbeat_interval_ms,
@@ -832,6 +905,22 @@ mod tests {
         b.node_id = 4;
         b.metadata_snapshot_every_entries = 0;
         assert_eq!(key(&b), "metadata_snapshot_every_entries");
+    }
+
+    #[test]
+    fn replication_keys_default_as_kafka_and_are_checked() {
+        let c = Config::default();
+        assert_eq!((c.replica_lag_time_max_ms, c.offsets_topic_replication_factor, c.min_insync_replicas, c.unclean_leader_election_enable), (30_000, 3, 1, false));
+        let args = ConfigArgs { replica_lag_time_max_ms: Some(500), unclean_leader_election_enable: Some(true), offsets_topic_replication_factor: Some(1), ..Default::default() };
+        let c = args.resolve().unwrap();
+        assert_eq!((c.replica_lag_time_max_ms, c.unclean_leader_election_enable, c.offsets_topic_replication_factor), (500, true, 1));
+        let key = |c: Config| match c.validate() {
+            Err(ConfigError::Invalid { key, .. }) => key,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(key(Config { replica_lag_time_max_ms: 0, ..Config::default() }), "replica_lag_time_max_ms");
+        assert_eq!(key(Config { min_insync_replicas: 0, ..Config::default() }), "min_insync_replicas");
+        assert_eq!(key(Config { offsets_topic_replication_factor: 0, ..Config::default() }), "offsets_topic_replication_factor");
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod group;
 pub mod partition;
 pub mod protocol;
 pub mod record;
+pub mod replication;
 pub mod runtime;
 pub mod server;
 pub mod storage;

@@ -8,7 +8,7 @@
 //! left out, and why:
 //! - SSL, SASL, OAuth, delegation tokens, authorizer, principal builder: PLAINTEXT only;
 //! - remote.log.*, log.local.retention.*: no tiered storage;
-//! - replica.*, num.replica.fetchers, replication quotas,
+//! - replica.* (but replica.lag.time.max.ms), num.replica.fetchers, replication quotas,
 //!   controlled.shutdown.*, broker.heartbeat/session.*, controller.quorum.*, metadata.log.*,
 //!   metadata.max.*: one node, and the metadata quorum is openraft, not KRaft;
 //! - transaction.*, transactional.id.*, producer.id.expiration.ms: no transactions yet;
@@ -162,18 +162,19 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     dynamic("log.roll.ms", T::Long, "Default of segment.ms: roll a segment this old.", topic_config::SEGMENT_MS, |c| c.log_roll_ms.to_string()),
     dynamic("log.segment.bytes", T::Int, "Default of segment.bytes: roll a segment this large.", topic_config::SEGMENT_BYTES, |c| c.log_segment_bytes.to_string()),
     dynamic("message.max.bytes", T::Int, "Default of max.message.bytes: largest record batch accepted.", topic_config::MAX_MESSAGE_BYTES, |c| c.message_max_bytes.to_string()),
-    ro("min.insync.replicas", T::Int, "One replica per partition: acks=all waits for it alone.", |_| "1".into()),
+    dynamic("min.insync.replicas", T::Int, "Default of min.insync.replicas: acks=all needs at least this many in-sync replicas.", topic_config::MIN_INSYNC_REPLICAS, |c| c.min_insync_replicas.to_string()),
     ro("node.id", T::Int, "This node's id.", |c| c.node_id.to_string()),
     ro("num.partitions", T::Int, "Partitions of an auto-created topic.", |c| c.num_partitions.to_string()),
     ro("offset.metadata.max.bytes", T::Int, "Longest metadata string of an offset commit.", |c| c.offset_metadata_max_bytes.to_string()),
     ro("offsets.retention.check.interval.ms", T::Long, "How often expired committed offsets are looked for.", |c| c.offsets_retention_check_interval_ms.to_string()),
     ro("offsets.retention.minutes", T::Int, "Committed offsets of an empty group expire after this.", |c| c.offsets_retention_minutes.to_string()),
     ro("offsets.topic.num.partitions", T::Int, "Partitions of __consumer_offsets (set at creation).", |c| c.offsets_topic_num_partitions.to_string()),
-    ro("offsets.topic.replication.factor", T::Short, "Replicas of __consumer_offsets (one node: 1).", |_| "1".into()),
+    ro("offsets.topic.replication.factor", T::Short, "Replicas of __consumer_offsets (at most the brokers registered when it is created).", |c| c.offsets_topic_replication_factor.to_string()),
     ro("offsets.topic.segment.bytes", T::Int, "Segment size of __consumer_offsets.", |c| c.offsets_topic_segment_bytes.to_string()),
     ro("queued.max.request.bytes", T::Long, "Bytes of requests a shard's connections may hold together.", |c| c.queued_max_request_bytes.to_string()),
+    ro("replica.lag.time.max.ms", T::Long, "A follower not caught up with its leader for this long leaves the ISR.", |c| c.replica_lag_time_max_ms.to_string()),
     ro("socket.request.max.bytes", T::Int, "Largest request frame accepted.", |c| c.socket_request_max_bytes.to_string()),
-    ro("unclean.leader.election.enable", T::Boolean, "No unclean leader election.", |_| "false".into()),
+    dynamic("unclean.leader.election.enable", T::Boolean, "Default of unclean.leader.election.enable: elect a replica outside the ISR when no in-sync replica is live.", topic_config::UNCLEAN_LEADER_ELECTION_ENABLE, |c| c.unclean_leader_election_enable.to_string()),
 ];
 
 /// Why a dynamic key cannot change under this broker's static config, if it cannot: with

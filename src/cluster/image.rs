@@ -36,8 +36,9 @@ pub struct PartitionMeta {
     /// The leading broker, or `NO_LEADER`.
     #[serde(default = "no_leader")]
     pub leader: BrokerId,
-    /// In-sync replicas (broker ids). Without replication (before issue 12) = [leader]
-    /// and kept when that leader is fenced, as Kafka keeps the last ISR member.
+    /// In-sync replicas (broker ids, in replica order): every replica at creation; the
+    /// leader's AlterPartition shrinks and expands it, fencing removes a broker except
+    /// the last member (Kafka keeps the last ISR member). Holds the leader when there is one.
     #[serde(default)]
     pub isr: Vec<BrokerId>,
     /// Bumped on every leadership change; stamped into stored batches
@@ -58,15 +59,16 @@ impl PartitionMeta {
         PartitionMeta { partition, shard, replicas: Vec::new(), leader: NO_LEADER, isr: Vec::new(), leader_epoch: 0, partition_epoch: 0 }
     }
 
-    /// A new partition on `replicas` (non-empty): the first leads, ISR = [leader].
+    /// A new partition on `replicas` (non-empty): the first leads, ISR = every replica
+    /// (their logs are all empty), as Kafka's.
     pub fn new_on(partition: i32, replicas: Vec<ReplicaMeta>) -> PartitionMeta {
         let first = replicas.first().copied();
         PartitionMeta {
             partition,
             shard: first.map_or(0, |r| r.shard),
+            isr: replicas.iter().map(|r| r.broker).collect(),
             replicas,
             leader: first.map_or(NO_LEADER, |r| r.broker),
-            isr: first.map(|r| vec![r.broker]).unwrap_or_default(),
             leader_epoch: 0,
             partition_epoch: 0,
         }
@@ -182,8 +184,10 @@ pub enum MetadataDelta {
     GroupConfigChanged { group: String },
     /// A broker registered, was fenced or unfenced: the shards need the new broker list.
     BrokersChanged,
-    /// Leaders of some partitions of this topic changed: each shard opens the ones it now
-    /// leads and stops serving the ones it no longer leads (keeping their files).
+    /// Leaders or ISRs of some partitions of this topic changed (a fencing, an election,
+    /// an AlterPartition): each shard re-reads every partition of the topic from the image,
+    /// opens the ones it now leads and stops serving the ones it no longer leads (keeping
+    /// their files), and gives its leaders their new ISR and partition epoch.
     LeadersChanged { name: String },
 }
 

@@ -21,7 +21,7 @@ use futures::channel::oneshot;
 use futures::future::{join_all, select_all, Either, LocalBoxFuture};
 use futures::FutureExt;
 
-use super::image::TopicMeta;
+use super::image::{BrokerId, TopicMeta};
 use super::shard_partitions::ShardPartitions;
 use crate::partition::{AppendOutcome, FetchData, Partition, PartitionError, ReadLimit, WatchSignal};
 use crate::runtime::mesh::Mesh;
@@ -39,6 +39,10 @@ pub enum PartitionOp<X> {
     DeleteRecords { offset: i64 },
     /// OffsetForLeaderEpoch: where the log's `epoch` (or the largest below it) ended.
     EpochEndOffset { epoch: i32 },
+    /// A follower's fetch, on the leader: the diverging-epoch check, a read up to the
+    /// leader's written offset (not the high watermark), then the follower's position
+    /// recorded (`Partition::record_follower_fetch`).
+    ReplicaFetch { replica: BrokerId, offset: i64, last_fetched_epoch: i32, limit: ReadLimit },
     /// An operation of the layer above, run by its installed handler.
     Extension(X),
 }
@@ -51,7 +55,25 @@ pub enum OpOutput<Y> {
     LowWatermark(i64),
     /// (leader epoch, end offset), Kafka's -1s when unknown.
     EpochEnd(i32, i64),
+    ReplicaFetch(ReplicaRead),
     Extension(Y),
+}
+
+/// What a follower's fetch reads on the leader.
+pub struct ReplicaRead {
+    pub data: FetchData,
+    /// KIP-320: (epoch, end offset) where the leader's log parts from the follower's, if
+    /// it does; then `data` is empty and the follower truncates first.
+    pub diverging: Option<(i32, i64)>,
+}
+
+/// Where a long poll waits from, per partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WatchPoint {
+    /// A consumer: until the high watermark passes this.
+    HighWatermark(i64),
+    /// A follower: until the leader's written data passes this (its fetch offset).
+    WrittenOffset(i64),
 }
 
 pub type OpResult<Y> = Result<OpOutput<Y>, PartitionError>;
@@ -81,7 +103,7 @@ pub enum ShardWork<X, Y> {
     /// Long poll: reply once the high watermark of any of these partitions moves past the
     /// one given (what the caller saw), or one of them errors or leaves the shard.
     /// Dropped unanswered once the caller stops waiting (see `serve_inbox`).
-    Watch { partitions: Vec<Addressed<i64>>, reply: oneshot::Sender<()> },
+    Watch { partitions: Vec<Addressed<WatchPoint>>, reply: oneshot::Sender<()> },
 }
 
 /// One request's partition operations in request order, each with its owning shard.
@@ -254,11 +276,11 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
         out
     }
 
-    /// Long poll: resolves when the high watermark of any partition of `batch` moves
-    /// past the one given with it (or one errors or leaves its shard). One watch per
-    /// shard; dropping the returned future withdraws them all (the owning shards see
-    /// their reply channel closed and drop their registrations).
-    pub async fn watch_any(&self, batch: OpBatch<'_, i64>) {
+    /// Long poll: resolves when any partition of `batch` moves past its watch point (or
+    /// one errors or leaves its shard). One watch per shard; dropping the returned future
+    /// withdraws them all (the owning shards see their reply channel closed and drop
+    /// their registrations).
+    pub async fn watch_any(&self, batch: OpBatch<'_, WatchPoint>) {
         if batch.is_empty() {
             return futures::future::pending().await;
         }
@@ -328,12 +350,16 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
     /// Waits until the high watermark of one of `partitions` (of this shard) moves past
     /// the one given, or one is gone or offline. One signal for them all; dropping this
     /// future drops it, and the partitions prune the dead registration (`Watchers`).
-    async fn watch_local<T: AsRef<str>>(&self, topics: &[T], partitions: &[Addressed<i64>]) {
+    async fn watch_local<T: AsRef<str>>(&self, topics: &[T], partitions: &[Addressed<WatchPoint>]) {
         let signal = WatchSignal::new();
         for w in partitions {
             let topic = topics.get(w.topic as usize).map_or("", AsRef::as_ref);
             let Some(p) = self.partitions.get(topic, w.partition) else { return };
-            if p.high_watermark() > w.payload || p.check_online().is_err() {
+            let moved = match w.payload {
+                WatchPoint::HighWatermark(hw) => p.high_watermark() > hw,
+                WatchPoint::WrittenOffset(offset) => p.written_offset() > offset,
+            };
+            if moved || p.check_online().is_err() {
                 return;
             }
             p.watch(&signal);
@@ -381,6 +407,19 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
                 p.check_online()?;
                 let (epoch, end) = p.epoch_end_offset(epoch);
                 Ok(OpOutput::EpochEnd(epoch, end))
+            }
+            PartitionOp::ReplicaFetch { replica, offset, last_fetched_epoch, limit } => {
+                p.check_online()?;
+                // Kafka's Partition.fetchRecords for a follower: a follower whose last
+                // epoch ends elsewhere here (or is unknown here) learns where to truncate,
+                // and its position is not recorded (its fetch offset is not valid yet).
+                if let Some(diverging) = crate::partition::divergence::diverging_epoch(last_fetched_epoch, offset, |e| p.epoch_end_offset(e)) {
+                    let data = FetchData { high_watermark: p.high_watermark(), log_start_offset: p.log_start_offset(), ..Default::default() };
+                    return Ok(OpOutput::ReplicaFetch(ReplicaRead { data, diverging: Some(diverging) }));
+                }
+                p.record_follower_fetch(replica, offset, crate::runtime::now_ms());
+                let data = p.read_for_follower(offset, limit).await?;
+                Ok(OpOutput::ReplicaFetch(ReplicaRead { data, diverging: None }))
             }
         }
     }

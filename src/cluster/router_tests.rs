@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use kafka_protocol::records::Compression;
 
-use super::router::{OpBatch, OpOutput, OpResult, PartitionOp, Router, ShardRequest};
+use super::router::{OpBatch, OpOutput, OpResult, PartitionOp, Router, ShardRequest, WatchPoint};
 use super::shard_partitions::ShardPartitions;
 use crate::config::FlushMode;
 use crate::partition::{Partition, PartitionSettings, ReadLimit};
@@ -49,6 +49,7 @@ async fn open_shard(dir: &Path, shard: ShardId, mesh: Mesh<ShardRequest<(), usiz
         timestamp_before_max_ms: i64::MAX,
         timestamp_after_max_ms: i64::MAX,
         flush: FlushMode::Never,
+        min_insync_replicas: 1,
     };
     for topic in TOPICS {
         for i in (0..PARTITIONS).filter(|i| owner(*i) == shard) {
@@ -186,7 +187,7 @@ fn a_long_poll_over_many_partitions_of_the_other_shard_is_one_watch_woken_by_any
         for topic in TOPICS {
             let mut watches = OpBatch::with_capacity(remote.len());
             for &i in &remote {
-                watches.push(1, topic, i, 0i64);
+                watches.push(1, topic, i, WatchPoint::HighWatermark(0));
             }
             let poll = glommio::spawn_local({
                 let router = router.clone();
@@ -216,7 +217,7 @@ fn a_long_poll_over_many_partitions_of_the_other_shard_is_one_watch_woken_by_any
 fn a_long_poll_sends_one_message_per_other_shard() {
     two_shards(|router| async move {
         let before = router.messages_sent();
-        let poll = router.watch_any(every_partition(|_, _| 0i64));
+        let poll = router.watch_any(every_partition(|_, _| WatchPoint::HighWatermark(0)));
         // Polled once: sends its watches, then waits (nothing was produced).
         let mut poll = std::pin::pin!(poll.fuse());
         futures::select! {
@@ -238,7 +239,7 @@ fn cancelled_long_polls_leave_no_registrations_on_the_owning_shard() {
         for _ in 0..200 {
             let mut watches = OpBatch::with_capacity(remote.len());
             for &i in &remote {
-                watches.push(1, "a", i, 0i64);
+                watches.push(1, "a", i, WatchPoint::HighWatermark(0));
             }
             // The fetch deadline passes (or the connection closes): the poll is dropped.
             futures::select! {
@@ -254,7 +255,7 @@ fn cancelled_long_polls_leave_no_registrations_on_the_owning_shard() {
         }
         // And a live poll after them is still woken.
         let mut watches = OpBatch::with_capacity(1);
-        watches.push(1, "a", 5, 0i64);
+        watches.push(1, "a", 5, WatchPoint::HighWatermark(0));
         let poll = glommio::spawn_local({
             let router = router.clone();
             async move { router.watch_any(watches).await }

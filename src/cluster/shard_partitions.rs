@@ -30,8 +30,12 @@ pub struct ShardPartitions {
     /// This node's broker id: the shard holds (and serves) only partitions it leads.
     broker: BrokerId,
     image: RefCell<ShardImage>,
-    /// By topic, then partition index.
+    /// The partitions this shard leads, by topic, then partition index: what requests
+    /// routed here (produce, fetch, ListOffsets, groups) find. Serving needs no role check.
     partitions: RefCell<HashMap<String, HashMap<i32, Rc<Partition>>>>,
+    /// The replicas this shard holds as a follower (their logs open, fed by the
+    /// replication fetchers, never served to clients), by (topic, partition).
+    followers: RefCell<HashMap<(String, i32), Rc<Partition>>>,
     /// Operations waiting for newer metadata. Bounded: a waiter whose barrier timed out
     /// drops its receiver and is pruned at the next wait, so the list holds the
     /// operations waiting now (each a routed request, bounded by connections times
@@ -50,6 +54,7 @@ impl ShardPartitions {
             broker,
             image: RefCell::new(Rc::new(Arc::new(MetadataImage::default()))),
             partitions: RefCell::new(HashMap::new()),
+            followers: RefCell::new(HashMap::new()),
             metadata_waiters: RefCell::new(Vec::new()),
             committed_index,
         }
@@ -112,6 +117,7 @@ impl ShardPartitions {
 
     pub fn insert(&self, partition: Rc<Partition>) {
         self.assert_on_shard();
+        debug_assert!(self.follower(&partition.topic, partition.index).is_none(), "a replica is a leader or a follower, not both");
         self.partitions.borrow_mut().entry(partition.topic.clone()).or_default().insert(partition.index, partition);
     }
 
@@ -125,6 +131,44 @@ impl ShardPartitions {
     pub fn remove_topic(&self, topic: &str) -> Vec<(i32, Rc<Partition>)> {
         self.assert_on_shard();
         self.partitions.borrow_mut().remove(topic).map(|m| m.into_iter().collect()).unwrap_or_default()
+    }
+
+    /// A replica this shard follows, if open here.
+    pub fn follower(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
+        self.followers.borrow().get(&(topic.to_string(), partition)).cloned()
+    }
+
+    /// Every replica this shard follows.
+    pub fn followers(&self) -> Vec<Rc<Partition>> {
+        self.followers.borrow().values().cloned().collect()
+    }
+
+    pub fn follower_count(&self) -> usize {
+        self.followers.borrow().len()
+    }
+
+    /// Leaders and followers: every log this shard holds open.
+    pub fn open_count(&self) -> usize {
+        self.count() + self.follower_count()
+    }
+
+    pub fn insert_follower(&self, partition: Rc<Partition>) {
+        self.assert_on_shard();
+        debug_assert!(self.get(&partition.topic, partition.index).is_none(), "a replica is a leader or a follower, not both");
+        self.followers.borrow_mut().insert((partition.topic.clone(), partition.index), partition);
+    }
+
+    pub fn remove_follower(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {
+        self.assert_on_shard();
+        self.followers.borrow_mut().remove(&(topic.to_string(), partition))
+    }
+
+    /// Removes every followed replica of `topic`, returning them by index.
+    pub fn remove_followers_of_topic(&self, topic: &str) -> Vec<(i32, Rc<Partition>)> {
+        self.assert_on_shard();
+        let mut followers = self.followers.borrow_mut();
+        let keys: Vec<(String, i32)> = followers.keys().filter(|(t, _)| t == topic).cloned().collect();
+        keys.into_iter().filter_map(|k| followers.remove(&k).map(|p| (k.1, p))).collect()
     }
 
     /// Makes `image` the applied one and wakes operations waiting for it.

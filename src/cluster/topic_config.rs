@@ -33,6 +33,7 @@ pub fn is_internal_topic(name: &str) -> bool {
 pub const MESSAGE_TIMESTAMP_BEFORE_MAX_MS: &str = "message.timestamp.before.max.ms";
 pub const MESSAGE_TIMESTAMP_AFTER_MAX_MS: &str = "message.timestamp.after.max.ms";
 pub const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
+pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
 pub const COMPRESSION_TYPE: &str = "compression.type";
 pub const MIN_COMPACTION_LAG_MS: &str = "min.compaction.lag.ms";
 pub const MAX_COMPACTION_LAG_MS: &str = "max.compaction.lag.ms";
@@ -93,6 +94,9 @@ pub struct TopicConfig {
     pub flush_messages: i64,
     /// flush.ms: fdatasync once unsynced data is this old.
     pub flush_ms: i64,
+    /// May the controller elect a replica outside the ISR when no ISR member is live
+    /// (it may lack acknowledged records). Read by the controller (`leadership.rs`).
+    pub unclean_leader_election_enable: bool,
 }
 
 /// Broker-level defaults for topic configs (Kafka's `log.*` server settings).
@@ -112,6 +116,8 @@ pub struct TopicConfigDefaults {
     /// log.flush.interval.messages / log.flush.interval.ms.
     pub flush_messages: i64,
     pub flush_ms: i64,
+    /// unclean.leader.election.enable (Kafka's default: false).
+    pub unclean_leader_election_enable: bool,
 }
 
 impl Default for TopicConfigDefaults {
@@ -131,6 +137,7 @@ impl Default for TopicConfigDefaults {
             compression_type: "producer".to_string(),
             flush_messages: i64::MAX,
             flush_ms: i64::MAX,
+            unclean_leader_election_enable: false,
         }
     }
 }
@@ -264,7 +271,7 @@ const KEYS: &[KeySpec] = &[
     },
     KeySpec {
         name: MIN_INSYNC_REPLICAS,
-        doc: "Stored only: one replica per partition.",
+        doc: "acks=all needs at least this many in-sync replicas (else NOT_ENOUGH_REPLICAS).",
         kind: Kind::Int(1),
         stored_default: "",
     },
@@ -311,10 +318,10 @@ const KEYS: &[KeySpec] = &[
         stored_default: "",
     },
     KeySpec {
-        name: "unclean.leader.election.enable",
-        doc: "Stored only: one replica, no unclean election.",
+        name: UNCLEAN_LEADER_ELECTION_ENABLE,
+        doc: "Elect a replica outside the ISR when no in-sync replica is live (acknowledged records may be lost).",
         kind: Kind::Bool,
-        stored_default: "false",
+        stored_default: "",
     },
 ];
 
@@ -527,6 +534,11 @@ impl TopicConfig {
             delete_retention_ms: parse_num(overrides, DELETE_RETENTION_MS, DEFAULT_DELETE_RETENTION_MS)?,
             flush_messages: parse_num(overrides, FLUSH_MESSAGES, defaults.flush_messages)?,
             flush_ms: parse_num(overrides, FLUSH_MS, defaults.flush_ms)?,
+            unclean_leader_election_enable: match overrides.get(UNCLEAN_LEADER_ELECTION_ENABLE) {
+                None => defaults.unclean_leader_election_enable,
+                // Validated above: true or false, any case.
+                Some(v) => v.trim().eq_ignore_ascii_case("true"),
+            },
         })
     }
 
@@ -547,6 +559,7 @@ impl TopicConfig {
             compression_type: self.compression_type.clone(),
             flush_messages: self.flush_messages,
             flush_ms: self.flush_ms,
+            unclean_leader_election_enable: self.unclean_leader_election_enable,
         }
     }
 
@@ -576,6 +589,7 @@ pub fn default_value(defaults: &TopicConfigDefaults, key: &str) -> Option<String
         COMPRESSION_TYPE => defaults.compression_type.clone(),
         FLUSH_MESSAGES => defaults.flush_messages.to_string(),
         FLUSH_MS => defaults.flush_ms.to_string(),
+        UNCLEAN_LEADER_ELECTION_ENABLE => defaults.unclean_leader_election_enable.to_string(),
         _ => s.stored_default.to_string(),
     })
 }
@@ -636,6 +650,21 @@ mod tests {
         assert_eq!(c.delete_retention_ms, 86_400_000);
         assert_eq!(default_value(&d, MIN_CLEANABLE_DIRTY_RATIO).as_deref(), Some("0.5"));
         assert_eq!(default_value(&d, DELETE_RETENTION_MS).as_deref(), Some("86400000"));
+        assert!(!c.unclean_leader_election_enable);
+        assert_eq!(default_value(&d, UNCLEAN_LEADER_ELECTION_ENABLE).as_deref(), Some("false"));
+    }
+
+    #[test]
+    fn unclean_leader_election_is_a_validated_boolean() {
+        let on = TopicConfigDefaults { unclean_leader_election_enable: true, ..TopicConfigDefaults::default() };
+        assert!(TopicConfig::resolve(&on, &BTreeMap::new()).unwrap().unclean_leader_election_enable);
+        assert_eq!(default_value(&on, UNCLEAN_LEADER_ELECTION_ENABLE).as_deref(), Some("true"));
+        let d = TopicConfigDefaults::default();
+        assert!(TopicConfig::resolve(&d, &m(&[(UNCLEAN_LEADER_ELECTION_ENABLE, "TRUE")])).unwrap().unclean_leader_election_enable);
+        assert!(!TopicConfig::resolve(&on, &m(&[(UNCLEAN_LEADER_ELECTION_ENABLE, "false")])).unwrap().unclean_leader_election_enable);
+        let err = validate_key_value(UNCLEAN_LEADER_ELECTION_ENABLE, "yes").unwrap_err();
+        assert!(err.contains(UNCLEAN_LEADER_ELECTION_ENABLE), "{err}");
+        assert_eq!(type_and_doc(UNCLEAN_LEADER_ELECTION_ENABLE).unwrap().0, ConfigType::Boolean);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use crate::cluster::image::{ConfigResource, MetadataDelta, MetadataImage, PartitionMeta, ReplicaMeta, TopicMeta};
 use crate::runtime::ShardId;
 
+use super::alter_partition::{self, AlterIsr};
 use super::election;
 use super::leadership::{self, ChangedTopics};
 
@@ -63,7 +64,7 @@ fn apply_inner(
                     "topic id of '{name}' collides with an existing topic"
                 )));
             }
-            let partitions = new_partitions(0, shards, replicas);
+            let partitions = new_partitions(image, 0, shards, replicas);
             let meta = TopicMeta {
                 name: name.clone(),
                 topic_id: *topic_id,
@@ -82,9 +83,9 @@ fn apply_inner(
             new_shards,
             new_replicas,
         } => {
-            let topic = live_topic(image, name, topic_id)?;
-            let first_new = topic.partitions.len() as i32;
-            topic.partitions.extend(new_partitions(first_new, new_shards, new_replicas));
+            let first_new = live_topic(image, name, topic_id)?.partitions.len() as i32;
+            let added = new_partitions(image, first_new, new_shards, new_replicas);
+            live_topic(image, name, topic_id)?.partitions.extend(added);
             Ok((
                 Applied::Done,
                 vec![MetadataDelta::PartitionsCreated {
@@ -116,10 +117,14 @@ fn apply_inner(
                 return Ok((Applied::Done, Vec::new()));
             }
             topic.configs = configs.clone();
-            Ok((
-                Applied::Done,
-                vec![MetadataDelta::TopicConfigChanged { name: name.clone() }],
-            ))
+            let mut deltas = vec![MetadataDelta::TopicConfigChanged { name: name.clone() }];
+            // Unclean elections newly allowed: leaderless partitions with a live replica get
+            // a leader now (Kafka elects them on its periodic check). The record carries no
+            // static default: when only that allows them, fencing and unfencing did already.
+            if !leadership::elect_leaderless(image, Some(name), false).is_empty() {
+                deltas.push(MetadataDelta::LeadersChanged { name: name.clone() });
+            }
+            Ok((Applied::Done, deltas))
         }
         Command::AllocateProducerIds { count } => {
             let first = image.next_producer_id;
@@ -143,30 +148,48 @@ fn apply_inner(
             } else {
                 image.resource_configs.insert(resource.clone(), configs.clone());
             }
-            let deltas = match resource {
+            let mut deltas = match resource {
                 ConfigResource::Broker(_) => vec![MetadataDelta::BrokerConfigChanged],
                 ConfigResource::Group(group) => vec![MetadataDelta::GroupConfigChanged { group: group.clone() }],
             };
+            if matches!(resource, ConfigResource::Broker(b) if b.is_empty()) {
+                // The cluster-wide default may allow unclean elections now (as SetTopicConfigs).
+                let changed = leadership::elect_leaderless(image, None, false);
+                deltas.extend(changed.into_iter().map(|name| MetadataDelta::LeadersChanged { name }));
+            }
             Ok((Applied::Done, deltas))
         }
-        Command::RegisterBroker { broker } => {
+        Command::RegisterBroker { broker, unclean_default } => {
             let mut changed = ChangedTopics::new();
             if let Some(old) = image.brokers.get_mut(&broker.id) {
-                if old.incarnation != broker.incarnation && !old.fenced {
-                    // A restart the session timeout has not caught: the old incarnation's
-                    // leaderships end (epochs bump) before the new one takes them back.
+                if old.incarnation != broker.incarnation {
+                    // A restart, which may have lost unsynced writes (Kafka's unclean
+                    // shutdown handling): the old incarnation is fenced first, so it
+                    // leaves every ISR where it is not the last member and its
+                    // leaderships end (epochs bump); it rejoins ISRs through its leaders'
+                    // AlterPartition once caught up. A no-op when the session timeout
+                    // fenced it already.
                     old.fenced = true;
-                    changed.extend(leadership::on_fenced(image, broker.id));
+                    changed.extend(leadership::on_fenced(image, broker.id, *unclean_default));
                 }
             }
             let mut registered = broker.clone();
             registered.fenced = false;
             image.brokers.insert(broker.id, registered);
             changed.extend(leadership::adopt_unassigned(image, broker));
-            changed.extend(leadership::on_unfenced(image, broker.id));
+            // Where it is still the only ISR member (its log may be the only complete one)
+            // it leads again, in a new epoch.
+            changed.extend(leadership::on_unfenced(image, broker.id, *unclean_default));
             Ok((Applied::Done, broker_deltas(changed)))
         }
-        Command::FenceBroker { broker, incarnation } | Command::UnfenceBroker { broker, incarnation } => {
+        Command::AlterPartition { topic_id, partition, leader, leader_epoch, partition_epoch, new_isr } => {
+            let req = AlterIsr { topic_id, partition: *partition, leader: *leader, leader_epoch: *leader_epoch, partition_epoch: *partition_epoch, new_isr };
+            let (meta, changed) = alter_partition::apply(image, req).map_err(Rejection::AlterPartition)?;
+            // LeadersChanged: the shards re-read every partition of the topic (leader, ISR).
+            let deltas = changed.into_iter().map(|name| MetadataDelta::LeadersChanged { name }).collect();
+            Ok((Applied::PartitionAltered(meta), deltas))
+        }
+        Command::FenceBroker { broker, incarnation, unclean_default } | Command::UnfenceBroker { broker, incarnation, unclean_default } => {
             let fence = matches!(cmd, Command::FenceBroker { .. });
             let Some(b) = image.brokers.get_mut(broker) else {
                 return Err(Rejection::StaleIncarnation(*broker));
@@ -178,7 +201,7 @@ fn apply_inner(
                 return Ok((Applied::Done, Vec::new()));
             }
             b.fenced = fence;
-            let changed = if fence { leadership::on_fenced(image, *broker) } else { leadership::on_unfenced(image, *broker) };
+            let changed = if fence { leadership::on_fenced(image, *broker, *unclean_default) } else { leadership::on_unfenced(image, *broker, *unclean_default) };
             Ok((Applied::Done, broker_deltas(changed)))
         }
         Command::ElectLeaders { election, partitions } => {
@@ -189,13 +212,22 @@ fn apply_inner(
     }
 }
 
-/// Partitions `first..` from a record: its replica lists, or (a record written before
-/// brokers existed) its shards, unassigned until a broker adopts them.
-fn new_partitions(first: i32, shards: &[ShardId], replicas: &[Vec<ReplicaMeta>]) -> Vec<PartitionMeta> {
+/// Partitions `first..` from a record: its replica lists (every live replica in sync,
+/// `leadership::settle_new`), or (a record written before brokers existed) its shards,
+/// unassigned until a broker adopts them.
+fn new_partitions(image: &MetadataImage, first: i32, shards: &[ShardId], replicas: &[Vec<ReplicaMeta>]) -> Vec<PartitionMeta> {
     if replicas.is_empty() {
         return shards.iter().enumerate().map(|(i, s)| PartitionMeta::unassigned(first + i as i32, *s)).collect();
     }
-    replicas.iter().enumerate().map(|(i, rs)| PartitionMeta::new_on(first + i as i32, rs.clone())).collect()
+    replicas
+        .iter()
+        .enumerate()
+        .map(|(i, rs)| {
+            let mut p = PartitionMeta::new_on(first + i as i32, rs.clone());
+            leadership::settle_new(&mut p, image);
+            p
+        })
+        .collect()
 }
 
 fn broker_deltas(changed: ChangedTopics) -> Vec<MetadataDelta> {
@@ -229,7 +261,8 @@ pub fn diff_images(old: &MetadataImage, new: &MetadataImage) -> Vec<MetadataDelt
                 if n.configs != t.configs {
                     deltas.push(MetadataDelta::TopicConfigChanged { name: name.clone() });
                 }
-                let leaders = |m: &TopicMeta| m.partitions.iter().map(|p| (p.leader, p.leader_epoch)).collect::<Vec<_>>();
+                // Leader or ISR: an AlterPartition changes only the ISR and partition epoch.
+                let leaders = |m: &TopicMeta| m.partitions.iter().map(|p| (p.leader, p.leader_epoch, p.partition_epoch, p.isr.clone())).collect::<Vec<_>>();
                 if leaders(n) != leaders(t) {
                     deltas.push(MetadataDelta::LeadersChanged { name: name.clone() });
                 }

@@ -265,7 +265,7 @@ mod tests {
 
     fn set_fenced(img: &mut MetadataImage, b: BrokerId, fenced: bool) {
         img.brokers.get_mut(&b).unwrap().fenced = fenced;
-        if fenced { leadership::on_fenced(img, b) } else { leadership::on_unfenced(img, b) };
+        if fenced { leadership::on_fenced(img, b, false) } else { leadership::on_unfenced(img, b, false) };
     }
 
     fn part(img: &MetadataImage, i: i32) -> &PartitionMeta {
@@ -400,15 +400,17 @@ mod tests {
         let on = |b: BrokerId| ReplicaMeta { broker: b, shard: 1 };
         let t0 = refs(&[0]);
         let log = vec![
-            Command::RegisterBroker { broker: broker(1, 1) },
-            Command::RegisterBroker { broker: broker(2, 2) },
-            Command::RegisterBroker { broker: broker(3, 3) },
+            Command::RegisterBroker { broker: broker(1, 1), unclean_default: false },
+            Command::RegisterBroker { broker: broker(2, 2), unclean_default: false },
+            Command::RegisterBroker { broker: broker(3, 3), unclean_default: false },
             Command::CreateTopic { name: "t".into(), topic_id: [1; 16], shards: vec![], replicas: vec![vec![on(1), on(2), on(3)]], configs: BTreeMap::new() },
-            Command::FenceBroker { broker: 1, incarnation: [1; 16] },
+            // The followers lag: the leader shrinks the ISR to itself.
+            Command::AlterPartition { topic_id: [1; 16], partition: 0, leader: 1, leader_epoch: 0, partition_epoch: 0, new_isr: vec![1] },
+            Command::FenceBroker { broker: 1, incarnation: [1; 16], unclean_default: false },
             Command::ElectLeaders { election: ElectionType::Preferred, partitions: t0.clone() },
             Command::ElectLeaders { election: ElectionType::Unclean, partitions: t0.clone() },
             Command::ElectLeaders { election: ElectionType::Unclean, partitions: t0.clone() },
-            Command::RegisterBroker { broker: broker(1, 9) },
+            Command::RegisterBroker { broker: broker(1, 9), unclean_default: false },
             Command::ElectLeaders { election: ElectionType::Preferred, partitions: t0.clone() },
         ];
         let run = || {
@@ -421,12 +423,12 @@ mod tests {
             Response(Ok(Applied::Elected(r))) => r.clone(),
             other => panic!("{other:?}"),
         };
-        assert_eq!(elected(5), vec![Err(ElectionError::PreferredLeaderNotAvailable)]);
-        assert!(out[5].1.is_empty(), "nothing changed, nothing to tell the shards");
-        assert_eq!(elected(6), vec![Ok(())]);
-        assert_eq!(out[6].1, vec![MetadataDelta::LeadersChanged { name: "t".into() }]);
-        assert_eq!((elected(7), out[7].1.clone()), (vec![Err(ElectionError::NotNeeded)], vec![]));
-        assert_eq!(elected(9), vec![Err(ElectionError::PreferredLeaderNotAvailable)]);
+        assert_eq!(elected(6), vec![Err(ElectionError::PreferredLeaderNotAvailable)]);
+        assert!(out[6].1.is_empty(), "nothing changed, nothing to tell the shards");
+        assert_eq!(elected(7), vec![Ok(())]);
+        assert_eq!(out[7].1, vec![MetadataDelta::LeadersChanged { name: "t".into() }]);
+        assert_eq!((elected(8), out[8].1.clone()), (vec![Err(ElectionError::NotNeeded)], vec![]));
+        assert_eq!(elected(10), vec![Err(ElectionError::PreferredLeaderNotAvailable)]);
         let p = part(&img, 0);
         // Leader epochs: 0 at creation, 1 when fenced (offline), 2 for the unclean leader.
         assert_eq!((p.leader, p.isr.clone(), p.leader_epoch), (2, vec![2], 2));

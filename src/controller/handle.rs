@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 
 use futures::channel::oneshot;
 
-use crate::cluster::image::{BrokerId, ConfigResource, MetadataImage, TopicMeta};
+use crate::cluster::image::{BrokerId, ConfigResource, MetadataImage, PartitionMeta, TopicMeta};
 
 use super::election::{ElectionType, TopicElection};
 use super::state_machine::Publisher;
@@ -215,6 +215,27 @@ impl ControllerHandle {
         match self.call(ClientRequest::ElectLeaders { election, topics }).await? {
             ClientReply::Elections(results) => Ok(results),
             other => Err(mismatch("ElectLeaders", other)),
+        }
+    }
+
+    /// AlterPartition (Kafka's, for one partition): the leader `leader` of `partition` of
+    /// topic `topic_id`, at `leader_epoch` and `partition_epoch` as it knows them, asks
+    /// for the ISR `new_isr`. Returns the partition as committed (partition epoch bumped
+    /// when the ISR changed), or `ControllerError::AlterPartition` with Kafka's reason
+    /// (`alter_partition.rs`). Forwarded to the quorum leader from any node.
+    pub async fn alter_partition(
+        &self,
+        topic_id: [u8; 16],
+        partition: i32,
+        leader: BrokerId,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        new_isr: Vec<BrokerId>,
+    ) -> Result<PartitionMeta, ControllerError> {
+        let req = ClientRequest::AlterPartition { topic_id, partition, leader, leader_epoch, partition_epoch, new_isr };
+        match self.call(req).await? {
+            ClientReply::Partition(meta) => Ok(meta),
+            other => Err(mismatch("AlterPartition", other)),
         }
     }
 

@@ -16,6 +16,9 @@ use super::types::Command;
 
 pub struct Liveness {
     session_timeout: Duration,
+    /// This controller's static `unclean_leader_election_enable`, carried by the liveness
+    /// records it writes (their apply may elect leaders: `leadership::UncleanPolicy`).
+    unclean_default: bool,
     /// The term this node leads and since when; None while it does not lead.
     leading_since: Option<(u64, Instant)>,
     /// Last heartbeat heard while leading, by broker (incarnation, when).
@@ -23,8 +26,8 @@ pub struct Liveness {
 }
 
 impl Liveness {
-    pub fn new(session_timeout: Duration) -> Liveness {
-        Liveness { session_timeout, leading_since: None, heard: HashMap::new() }
+    pub fn new(session_timeout: Duration, unclean_default: bool) -> Liveness {
+        Liveness { session_timeout, unclean_default, leading_since: None, heard: HashMap::new() }
     }
 
     /// Called on every timer tick and heartbeat with the term this node leads now (None:
@@ -69,11 +72,11 @@ impl Liveness {
             Some(b) if b.incarnation == broker.incarnation && !b.fenced => None,
             Some(b) if b.incarnation == broker.incarnation => {
                 tracing::info!(broker = broker.id, "controller: unfencing a broker that heartbeats again");
-                Some(Command::UnfenceBroker { broker: broker.id, incarnation: broker.incarnation })
+                Some(Command::UnfenceBroker { broker: broker.id, incarnation: broker.incarnation, unclean_default: self.unclean_default })
             }
             _ => {
                 tracing::info!(broker = broker.id, host = %broker.host, port = broker.port, "controller: registering a broker");
-                Some(Command::RegisterBroker { broker: broker.clone() })
+                Some(Command::RegisterBroker { broker: broker.clone(), unclean_default: self.unclean_default })
             }
         }
     }
@@ -82,11 +85,12 @@ impl Liveness {
     /// FenceBroker record per broker silent for a session timeout.
     pub fn on_fencing_tick(&mut self, leading: Option<u64>, image: &MetadataImage, me: BrokerId, now: Instant) -> Vec<Command> {
         self.set_leading(leading, now);
+        let unclean_default = self.unclean_default;
         self.expired(image, me, now)
             .into_iter()
             .map(|(broker, incarnation)| {
                 tracing::info!(broker, "controller: fencing a broker that missed its heartbeats");
-                Command::FenceBroker { broker, incarnation }
+                Command::FenceBroker { broker, incarnation, unclean_default }
             })
             .collect()
     }
@@ -122,7 +126,7 @@ mod tests {
         let t0 = Instant::now();
         let s = Duration::from_secs(3);
         let img = image(&[1, 2, 3]);
-        let mut l = Liveness::new(s);
+        let mut l = Liveness::new(s, false);
         assert!(l.expired(&img, 1, t0 + s * 10).is_empty(), "not leading");
         l.set_leading(Some(1), t0);
         assert!(l.expired(&img, 1, t0 + s).is_empty(), "grace period");
@@ -146,13 +150,13 @@ mod tests {
     fn a_heartbeat_registers_unfences_or_changes_nothing() {
         let t0 = Instant::now();
         let mut img = image(&[1, 2]);
-        let mut l = Liveness::new(Duration::from_secs(3));
+        let mut l = Liveness::new(Duration::from_secs(3), true);
         let two = img.brokers[&2].clone();
         assert_eq!(l.on_heartbeat(1, &img, &two, t0), None, "live, same incarnation");
         img.brokers.get_mut(&2).unwrap().fenced = true;
-        assert_eq!(l.on_heartbeat(1, &img, &two, t0), Some(Command::UnfenceBroker { broker: 2, incarnation: two.incarnation }));
+        assert_eq!(l.on_heartbeat(1, &img, &two, t0), Some(Command::UnfenceBroker { broker: 2, incarnation: two.incarnation, unclean_default: true }));
         let restarted = BrokerMeta { incarnation: [7; 16], ..two.clone() };
-        assert_eq!(l.on_heartbeat(1, &img, &restarted, t0), Some(Command::RegisterBroker { broker: restarted.clone() }));
+        assert_eq!(l.on_heartbeat(1, &img, &restarted, t0), Some(Command::RegisterBroker { broker: restarted.clone(), unclean_default: true }));
         let new = BrokerMeta { id: 3, ..restarted };
         assert!(matches!(l.on_heartbeat(1, &img, &new, t0), Some(Command::RegisterBroker { .. })));
         // The fencing timer: nothing while not leading, then the silent broker 1 (not me = 2).
@@ -160,7 +164,7 @@ mod tests {
         assert!(l.on_fencing_tick(Some(2), &img, 2, t0 + Duration::from_secs(9)).is_empty(), "a new term's grace period");
         assert_eq!(
             l.on_fencing_tick(Some(2), &img, 2, t0 + Duration::from_secs(13)),
-            vec![Command::FenceBroker { broker: 1, incarnation: [1; 16] }]
+            vec![Command::FenceBroker { broker: 1, incarnation: [1; 16], unclean_default: true }]
         );
     }
 }

@@ -16,6 +16,9 @@
 //! - `propose.rs`       validates client requests against the image and builds commands
 //! - `placement.rs`     partition → shard balancing
 //! - `election.rs`      ElectLeaders (preferred / unclean) and the automatic preferred-leader rebalance
+//! - `leadership.rs`    leaders and ISRs as brokers are fenced, come back and restart;
+//!                      `unclean.leader.election.enable`
+//! - `alter_partition.rs` AlterPartition: a leader's ISR change, checked as Kafka does
 //! - `rpc.rs`           controller-to-controller wire format (raft RPCs, forwarded requests)
 //! - `quorum_info.rs`   the quorum as DescribeQuorum reports it (leader, epoch, progress)
 //! - `network.rs`       the client side: openraft's `RaftNetworkV2` over TCP
@@ -47,6 +50,7 @@ use crate::cluster::image::MetadataUpdate;
 use crate::runtime::ShardId;
 use crate::cluster::topic_config::TopicConfigDefaults;
 
+mod alter_partition;
 mod apply;
 mod election;
 mod files;
@@ -69,6 +73,7 @@ mod snapshot;
 mod state_machine;
 mod types;
 
+pub use alter_partition::AlterPartitionError;
 pub use election::{ElectionError, ElectionResult, ElectionType, TopicElection};
 pub use handle::ControllerHandle;
 pub use propose::validate_topic_name;
@@ -190,6 +195,9 @@ pub enum ControllerError {
     /// The controller config is unusable (e.g. fewer shards than the metadata places on).
     #[error("controller config: {0}")]
     Config(String),
+    /// An AlterPartition refused (the partition leader answers per partition).
+    #[error("{0}")]
+    AlterPartition(AlterPartitionError),
 }
 
 /// Starts the controller thread, recovers metadata from `<data_dir>/controller/`, and
@@ -226,6 +234,8 @@ fn check_shard_count(n: u16, broker: bool) -> Result<ShardId, ControllerError> {
 }
 
 #[cfg(test)]
+mod isr_tests;
+#[cfg(test)]
 mod quorum_tests;
 #[cfg(test)]
 mod rebalance_tests;
@@ -233,5 +243,7 @@ mod rebalance_tests;
 mod simulation;
 #[cfg(test)]
 mod simulation_brokers;
+#[cfg(test)]
+mod simulation_isr;
 #[cfg(test)]
 mod tests;

@@ -146,8 +146,9 @@ pub fn create_topic(
         replicas,
         configs: configs.clone(),
     };
-    // Preview = what apply will produce; computed by the same code.
-    let mut scratch = MetadataImage::default();
+    // Preview = what apply will produce; computed by the same code (which reads the
+    // brokers' liveness for the ISR).
+    let mut scratch = MetadataImage { brokers: image.brokers.clone(), ..MetadataImage::default() };
     let (resp, _) = super::apply::apply(&mut scratch, image.applied_index, &cmd);
     match resp.0 {
         Ok(super::types::Applied::TopicCreated(meta)) => Ok((cmd, meta)),

@@ -19,7 +19,7 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
 
-use crate::cluster::image::{BrokerId, BrokerMeta, ConfigResource, TopicMeta};
+use crate::cluster::image::{BrokerId, BrokerMeta, ConfigResource, PartitionMeta, TopicMeta};
 
 use super::election::{ElectionType, TopicElection};
 use super::frame::{self, FrameError, HEADER_LEN};
@@ -103,6 +103,15 @@ pub enum ClientRequest {
         election: ElectionType,
         topics: Option<Vec<(String, Vec<i32>)>>,
     },
+    /// A partition leader's ISR change (Kafka's AlterPartition, one partition).
+    AlterPartition {
+        topic_id: [u8; 16],
+        partition: i32,
+        leader: BrokerId,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        new_isr: Vec<BrokerId>,
+    },
 }
 
 /// The answer to a `ClientRequest`, one variant per kind of result.
@@ -114,6 +123,8 @@ pub enum ClientReply {
     FirstProducerId(i64),
     Quorum(QuorumInfo),
     Elections(Vec<TopicElection>),
+    /// The partition as committed (AlterPartition).
+    Partition(PartitionMeta),
 }
 
 #[derive(Debug, Serialize, Deserialize)]

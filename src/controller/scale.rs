@@ -53,7 +53,7 @@ pub fn build(brokers: i32, topics: usize, partitions_per_topic: i32, replication
             shard_count: 2,
             fenced: false,
         };
-        commit(&mut image, Command::RegisterBroker { broker })?;
+        commit(&mut image, Command::RegisterBroker { broker, unclean_default: false })?;
     }
     for t in 0..topics {
         let layout = Layout { num_partitions: partitions_per_topic, replication_factor, assignments: &[] };

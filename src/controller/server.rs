@@ -24,6 +24,7 @@ use openraft::{Config, ReadPolicy, SnapshotPolicy};
 
 use crate::cluster::image::{BrokerMeta, MetadataImage, MetadataUpdate};
 
+use super::alter_partition::{self, AlterIsr, AlterPartitionError};
 use super::election::{self, ElectionType};
 use super::handle::{ControllerHandle, Request};
 use super::liveness::{fencing_check_interval, heartbeat_interval, Liveness};
@@ -149,7 +150,7 @@ fn run_thread(
             me: cfg.node_id as u64, // checked >= 0 by raft_node_id in start()
             voters: &cfg.voters,
             peers: BTreeMap::new(),
-            liveness: Liveness::new(cfg.session_timeout),
+            liveness: Liveness::new(cfg.session_timeout, cfg.topic_defaults.unclean_leader_election_enable),
             next_voter: 0,
         };
         // Registered before the shards get their first image, so they start leading
@@ -594,6 +595,21 @@ async fn execute(
                 }
             }
             Ok(ClientReply::Elections(plan.results))
+        }
+        ClientRequest::AlterPartition { topic_id, partition, leader, leader_epoch, partition_epoch, new_isr } => {
+            // Checked here first (a refused request writes nothing), again on apply.
+            let req = AlterIsr { topic_id: &topic_id, partition, leader, leader_epoch, partition_epoch, new_isr: &new_isr };
+            let checked = alter_partition::check(&image, req).map_err(ControllerError::AlterPartition)?;
+            if checked.isr.is_none() {
+                // The ISR asked for is the current one: nothing to commit (Kafka writes no record).
+                let p = image.topic(&checked.topic).and_then(|t| t.partition(partition)).cloned();
+                return p.map(ClientReply::Partition).ok_or(ControllerError::AlterPartition(AlterPartitionError::UnknownTopicOrPartition));
+            }
+            let cmd = Command::AlterPartition { topic_id, partition, leader, leader_epoch, partition_epoch, new_isr };
+            match write(raft, cmd).await? {
+                Applied::PartitionAltered(meta) => Ok(ClientReply::Partition(meta)),
+                other => Err(unexpected("AlterPartition", other)),
+            }
         }
         ClientRequest::DescribeQuorum => quorum_info::describe(&raft.metrics().borrow_watched())
             .map(ClientReply::Quorum)

@@ -13,7 +13,13 @@
 //! - producer-id blocks never overlap, whichever leader handed them out;
 //! - broker liveness (`simulation_brokers.rs`): a fenced broker never leads, leader epochs
 //!   never go back and rise with every leader change, and after the heal every running
-//!   broker is unfenced and every partition with a live replica has a leader.
+//!   broker is unfenced and every partition with a live replica has a leader;
+//! - ISRs (`simulation_isr.rs`, issue 12): partition leaders' AlterPartitions from stale
+//!   views, interleaved with fencings and restarts: a leader is live and in its ISR, the
+//!   ISR is a non-empty set of replicas (a fenced broker only as its last member), epochs
+//!   never decrease and every change bumps the partition epoch, a clean election takes an
+//!   ISR member (an unclean one only where the topic allows it), and a stale
+//!   AlterPartition is never applied; every node ends with the same ISRs.
 //!
 //! Seeded: the network's faults and openraft's own random draws (election timeouts,
 //! through `runtime::seed_thread_rng`) come from the seed, the clock is virtual and the
@@ -39,6 +45,7 @@ use super::log_store::LogStore;
 use super::propose::{self, Layout, ProposeCtx};
 use super::runtime::seed_thread_rng;
 use super::simulation_brokers::{self as brokers, Brokers, Counts};
+use super::simulation_isr::{self as isr, Isr, IsrCounts};
 use super::state_machine::{Publisher, StateMachine};
 use super::types::{Applied, Command, ControllerTypes, Raft, Response, Snapshot, SnapshotData, Vote};
 use crate::cluster::image::MetadataImage;
@@ -81,6 +88,7 @@ pub(super) struct World {
     /// Each node's committed image, as its state machine publishes it.
     pub(super) images: BTreeMap<u64, Arc<Publisher>>,
     pub(super) brokers: Brokers,
+    pub(super) isr: Isr,
 }
 
 pub(super) type Shared = Arc<Mutex<World>>;
@@ -268,6 +276,9 @@ struct Run {
     /// Committed registrations, fencings and unfencings, in commit order.
     liveness: Vec<String>,
     counts: Counts,
+    /// Answered AlterPartitions, in answer order.
+    isr_events: Vec<String>,
+    isr_counts: IsrCounts,
 }
 
 fn observe_leaders(world: &Shared, run: &mut Run) {
@@ -308,7 +319,9 @@ async fn client_write(world: &Shared, run: &mut Run, n: u64) {
         let defaults = TopicConfigDefaults::default();
         let ctx = ProposeCtx { default_num_partitions: 1, defaults: &defaults };
         let layout = Layout { num_partitions: 2, replication_factor: 1 + (n / 2 % 3) as i16, assignments: &[] };
-        match propose::create_topic(&ctx, &publisher.image(), name, layout, BTreeMap::new(), topic_id) {
+        // Every fourth topic allows unclean elections.
+        let configs = if n / 2 % 4 == 1 { BTreeMap::from([(crate::cluster::topic_config::UNCLEAN_LEADER_ELECTION_ENABLE.to_string(), "true".to_string())]) } else { BTreeMap::new() };
+        match propose::create_topic(&ctx, &publisher.image(), name, layout, configs, topic_id) {
             Ok((cmd, _)) => cmd,
             Err(_) => return, // e.g. fewer live brokers than replicas
         }
@@ -422,6 +435,7 @@ fn simulate(seed: u64, faults: Faults) -> Run {
         cut: BTreeSet::new(),
         images: BTreeMap::new(),
         brokers: Brokers::new(seed),
+        isr: Isr::default(),
     }));
     let run = rt.block_on(async {
         let mut run = Run::default();
@@ -448,6 +462,7 @@ fn simulate(seed: u64, faults: Faults) -> Run {
             if lock(&world).rng.random_bool(0.04) {
                 brokers::broker_event(&world, &mut run.trace);
             }
+            isr_step(&world, &mut run).await;
             brokers::check_updates(&world);
         }
         restart_all_and_heal(root, &world).await;
@@ -457,6 +472,7 @@ fn simulate(seed: u64, faults: Faults) -> Run {
             observe_leaders(&world, &mut run);
             client_write(&world, &mut run, n).await;
             n += 1;
+            isr_step(&world, &mut run).await;
             brokers::check_updates(&world);
         }
         // Let the last writes reach every node.
@@ -469,6 +485,8 @@ fn simulate(seed: u64, faults: Faults) -> Run {
             w.brokers.stopped = true;
             run.liveness = std::mem::take(&mut w.brokers.events);
             run.counts = w.brokers.counts;
+            run.isr_events = std::mem::take(&mut w.isr.events);
+            run.isr_counts = w.isr.counts;
         }
         let nodes: Vec<Raft> = lock(&world).nodes.values().cloned().collect();
         for raft in nodes {
@@ -484,6 +502,15 @@ fn simulate(seed: u64, faults: Faults) -> Run {
     }
     assert!(run.split_brain.is_empty(), "seed {seed}: two leaders in one term: {:?}", run.split_brain);
     run
+}
+
+/// One tick of the partition leaders: a view is remembered, and half the time one leader
+/// proposes an ISR change from a view.
+async fn isr_step(world: &Shared, run: &mut Run) {
+    isr::record_view(world);
+    if lock(world).rng.random_bool(0.5) {
+        isr::leader_alters_isr(world, &mut run.trace).await;
+    }
 }
 
 /// Every node applied everything the clients were told about, and the same images.
@@ -553,6 +580,7 @@ fn seeds() -> Vec<u64> {
 fn quorum_keeps_its_invariants_under_loss_delay_duplication_partitions_and_crashes() {
     let faults = Faults { loss: 0.1, duplicate: 0.05, max_delay: Duration::from_millis(60) };
     let (mut totals, mut multi_leader) = (Vec::new(), 0);
+    let mut isr_totals = IsrCounts::default();
     for seed in seeds() {
         let run = simulate(seed, faults);
         // The checks above must have had something to check (leader changes: over the
@@ -566,15 +594,26 @@ fn quorum_keeps_its_invariants_under_loss_delay_duplication_partitions_and_crash
             }
         }
         eprintln!(
-            "seed {seed}: {} terms with a leader, {} crashes, {} topics and {} producer-id blocks acknowledged; brokers: {:?}",
+            "seed {seed}: {} terms with a leader, {} crashes, {} topics and {} producer-id blocks acknowledged; brokers: {:?}; ISR: {:?}",
             run.leaders.len(),
             run.crashes,
             run.acked.topics.len(),
             run.acked.producer_blocks.len(),
             run.counts,
+            run.isr_counts,
         );
         totals.push(run.counts);
+        let c = run.isr_counts;
+        isr_totals.proposed += c.proposed;
+        isr_totals.applied += c.applied;
+        isr_totals.unchanged += c.unchanged;
+        isr_totals.stale += c.stale;
+        isr_totals.ineligible += c.ineligible;
+        isr_totals.invalid += c.invalid;
+        isr_totals.unanswered += c.unanswered;
     }
+    // Over the seeds, ISR changes were applied and stale ones refused.
+    assert!(isr_totals.applied > 0 && isr_totals.stale > 0, "ISR changes not exercised: {isr_totals:?}");
     // Over the seeds (one seed may be quiet), fencing and leader moves were exercised.
     let fenced: usize = totals.iter().map(|c| c.fenced).sum();
     let moved: usize = totals.iter().map(|c| c.leader_changes).sum();
@@ -590,4 +629,6 @@ fn a_seed_replays_the_same_run() {
     assert_eq!(a.trace, b.trace, "same seed, different runs");
     assert_eq!(a.liveness, b.liveness, "same seed, different broker liveness");
     assert_eq!(a.counts, b.counts);
+    assert_eq!(a.isr_events, b.isr_events, "same seed, different AlterPartitions");
+    assert_eq!(a.isr_counts, b.isr_counts);
 }

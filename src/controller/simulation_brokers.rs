@@ -35,7 +35,7 @@ pub const SESSION_TIMEOUT: Duration = Duration::from_millis(3000);
 /// Brokers 1..=BROKERS; ids up to NODES are combined with the controller node of that id.
 pub const BROKERS: BrokerId = 5;
 /// A broker-only broker's end of its network links.
-const BROKER_LINK: u64 = 100;
+pub const BROKER_LINK: u64 = 100;
 /// How long one proposal may wait for its commit (`server.rs`'s ROUTE_DEADLINE).
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -127,7 +127,7 @@ pub fn node_started(world: &Shared, id: u64, raft: Raft, updates: async_channel:
     let boot = {
         let mut w = lock(world);
         let b = &mut w.brokers;
-        b.loops.insert(id, Arc::new(tokio::sync::Mutex::new(Liveness::new(SESSION_TIMEOUT))));
+        b.loops.insert(id, Arc::new(tokio::sync::Mutex::new(Liveness::new(SESSION_TIMEOUT, false))));
         b.updates.insert(id, (updates, None));
         let boot = b.boots.entry(id).or_default();
         *boot += 1;
@@ -358,22 +358,47 @@ pub fn check_updates(world: &Shared) {
     }
 }
 
-/// A fenced or unregistered broker never leads; a leader is one of the replicas.
+/// A fenced or unregistered broker never leads; a leader is one of the replicas and in
+/// the ISR; the ISR is a non-empty set of replicas, of live brokers only when it has more
+/// than one member (a fenced broker stays only as the last member); a partition with a
+/// live ISR member has a leader.
 fn check_image(image: &MetadataImage) -> Result<(), String> {
     for t in image.topics.values() {
         for p in &t.partitions {
+            let at = || format!("{}-{} (leader {}, ISR {:?}, replicas {:?})", t.name, p.partition, p.leader, p.isr, p.replicas.iter().map(|r| r.broker).collect::<Vec<_>>());
+            if p.isr.is_empty() || p.isr.iter().any(|b| p.replica_on(*b).is_none()) {
+                return Err(format!("{}: the ISR is empty or holds a non-replica", at()));
+            }
+            if p.isr.iter().enumerate().any(|(i, b)| p.isr[..i].contains(b)) {
+                return Err(format!("{}: a broker twice in the ISR", at()));
+            }
+            if p.isr.len() > 1 && p.isr.iter().any(|b| !image.is_live(*b)) {
+                return Err(format!("{}: a fenced broker in an ISR it shares", at()));
+            }
             if p.leader == NO_LEADER {
+                if p.isr.iter().any(|b| image.is_live(*b)) {
+                    return Err(format!("{}: no leader though an ISR member is live", at()));
+                }
                 continue;
             }
             if !image.is_live(p.leader) {
-                return Err(format!("{}-{}: broker {} leads but is fenced or unregistered ({:?})", t.name, p.partition, p.leader, image.brokers.get(&p.leader)));
+                return Err(format!("{}: broker {} leads but is fenced or unregistered ({:?})", at(), p.leader, image.brokers.get(&p.leader)));
             }
             if p.replica_on(p.leader).is_none() {
-                return Err(format!("{}-{}: leader {} is not a replica ({:?})", t.name, p.partition, p.leader, p.replicas));
+                return Err(format!("{}: the leader is not a replica", at()));
+            }
+            if !p.isr.contains(&p.leader) {
+                return Err(format!("{}: the leader is not in the ISR", at()));
             }
         }
     }
     Ok(())
+}
+
+/// Whether the topic allows unclean elections (the simulation sets it on topics only;
+/// its controllers' static default is false).
+fn unclean_allowed(t: &crate::cluster::image::TopicMeta) -> bool {
+    t.configs.get(crate::cluster::topic_config::UNCLEAN_LEADER_ELECTION_ENABLE).is_some_and(|v| v == "true")
 }
 
 /// Leader epochs never decrease, and rise whenever the leader changes. Returns how many
@@ -383,13 +408,25 @@ fn check_epochs(prev: &MetadataImage, next: &MetadataImage) -> Result<usize, Str
     for (name, t) in &next.topics {
         let Some(old) = prev.topics.get(name).filter(|o| o.topic_id == t.topic_id) else { continue };
         for (p, q) in old.partitions.iter().zip(&t.partitions) {
-            if q.leader_epoch < p.leader_epoch {
-                return Err(format!("{name}-{}: leader epoch {} -> {}", p.partition, p.leader_epoch, q.leader_epoch));
+            if q.leader_epoch < p.leader_epoch || q.partition_epoch < p.partition_epoch {
+                return Err(format!("{name}-{}: epochs {}/{} -> {}/{}", p.partition, p.leader_epoch, p.partition_epoch, q.leader_epoch, q.partition_epoch));
+            }
+            if (q.leader != p.leader || q.isr != p.isr) && q.partition_epoch == p.partition_epoch {
+                return Err(format!("{name}-{}: leader {} -> {}, ISR {:?} -> {:?} in the same partition epoch {}", p.partition, p.leader, q.leader, p.isr, q.isr, q.partition_epoch));
             }
             if q.leader != p.leader {
                 changes += 1;
                 if q.leader_epoch == p.leader_epoch {
                     return Err(format!("{name}-{}: leader {} -> {} in the same epoch {}", p.partition, p.leader, q.leader, q.leader_epoch));
+                }
+                // A clean election takes a member of the ISR it had; an unclean one (only
+                // where the topic allows it) a replica that then is the whole ISR. Checked
+                // across one change only (one partition epoch): a snapshot install may
+                // publish several at once.
+                let clean = p.isr.contains(&q.leader);
+                let one_change = q.partition_epoch == p.partition_epoch + 1;
+                if one_change && q.leader != NO_LEADER && !clean && !(unclean_allowed(t) && q.isr == vec![q.leader]) {
+                    return Err(format!("{name}-{}: leader {} elected from outside the ISR {:?} (unclean allowed: {})", p.partition, q.leader, p.isr, unclean_allowed(t)));
                 }
             }
         }

@@ -7,9 +7,10 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::image::{BrokerId, BrokerMeta, ConfigResource, ReplicaMeta, TopicMeta};
+use crate::cluster::image::{BrokerId, BrokerMeta, ConfigResource, PartitionMeta, ReplicaMeta, TopicMeta};
 use crate::runtime::ShardId;
 
+use super::alter_partition::AlterPartitionError;
 use super::election::{ElectionResult, ElectionType, PartitionRef};
 use super::ControllerError;
 
@@ -86,20 +87,38 @@ pub enum Command {
         resource: ConfigResource,
         configs: BTreeMap<String, String>,
     },
-    /// A broker (re-)registers: a new incarnation replaces the old one (a restart) and the
-    /// broker is unfenced.
+    /// A broker (re-)registers: a new incarnation replaces the old one (a restart, which
+    /// may have lost unsynced writes: handled as a fencing first) and the broker is
+    /// unfenced. `unclean_default` (in the three liveness records): the proposing
+    /// leader's static `unclean_leader_election_enable`, for topics and dynamic broker
+    /// configs that do not set it (records before issue 12: false).
     RegisterBroker {
         broker: BrokerMeta,
+        #[serde(default)]
+        unclean_default: bool,
     },
     /// The quorum leader saw no heartbeat from this incarnation for a session timeout.
     FenceBroker {
         broker: BrokerId,
         incarnation: [u8; 16],
+        #[serde(default)]
+        unclean_default: bool,
     },
     /// A fenced incarnation heartbeats again.
     UnfenceBroker {
         broker: BrokerId,
         incarnation: [u8; 16],
+        #[serde(default)]
+        unclean_default: bool,
+    },
+    /// A partition leader changes the ISR (`alter_partition.rs`); checked again on apply.
+    AlterPartition {
+        topic_id: [u8; 16],
+        partition: i32,
+        leader: BrokerId,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        new_isr: Vec<BrokerId>,
     },
     /// Elect leaders of these partitions (ElectLeaders, or the leader's automatic
     /// preferred-leader rebalance); each is checked again on apply (`election.rs`).
@@ -121,9 +140,12 @@ impl fmt::Display for Command {
             } => {
                 write!(f, "CreatePartitions({name}, +{})", new_shards.len().max(new_replicas.len()))
             }
-            Command::RegisterBroker { broker } => write!(f, "RegisterBroker({}, shards {})", broker.id, broker.shard_count),
+            Command::RegisterBroker { broker, .. } => write!(f, "RegisterBroker({}, shards {})", broker.id, broker.shard_count),
             Command::FenceBroker { broker, .. } => write!(f, "FenceBroker({broker})"),
             Command::UnfenceBroker { broker, .. } => write!(f, "UnfenceBroker({broker})"),
+            Command::AlterPartition { partition, leader, leader_epoch, partition_epoch, new_isr, .. } => {
+                write!(f, "AlterPartition(partition {partition}, leader {leader}, epochs {leader_epoch}/{partition_epoch}, isr {new_isr:?})")
+            }
             Command::ElectLeaders { election, partitions } => write!(f, "ElectLeaders({election:?}, {} partitions)", partitions.len()),
             Command::DeleteTopic { name, .. } => write!(f, "DeleteTopic({name})"),
             Command::SetTopicConfigs { name, configs, .. } => {
@@ -146,6 +168,8 @@ pub enum Applied {
     ProducerIds { first: i64 },
     /// One result per partition of an `ElectLeaders` record, in its order.
     Elected(Vec<ElectionResult>),
+    /// The partition as an `AlterPartition` left it.
+    PartitionAltered(PartitionMeta),
 }
 
 /// A command the state machine refused when applying it (the image changed between
@@ -157,6 +181,8 @@ pub enum Rejection {
     InvalidRequest(String),
     /// A fencing or unfencing record for an incarnation that has since re-registered.
     StaleIncarnation(BrokerId),
+    /// An AlterPartition the image refuses (stale epochs, ineligible replicas, ...).
+    AlterPartition(AlterPartitionError),
 }
 
 impl From<Rejection> for ControllerError {
@@ -166,6 +192,7 @@ impl From<Rejection> for ControllerError {
             Rejection::UnknownTopic(n) => ControllerError::UnknownTopic(n),
             Rejection::InvalidRequest(m) => ControllerError::InvalidRequest(m),
             Rejection::StaleIncarnation(b) => ControllerError::InvalidRequest(format!("broker {b} has re-registered since")),
+            Rejection::AlterPartition(e) => ControllerError::AlterPartition(e),
         }
     }
 }

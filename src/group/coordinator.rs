@@ -5,7 +5,7 @@
 //! Every method runs on the owning shard (requests arrive through the router, `cluster/router.rs`), and
 //! the group map is never borrowed across an await.
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -29,14 +29,16 @@ const LOAD_READ_BYTES: usize = 1 << 20;
 
 pub struct Coordinator {
     pub(super) groups: RefCell<HashMap<String, Group>>,
-    /// Offsets partitions already replayed into `groups`.
-    loaded: RefCell<HashSet<i32>>,
+    /// Offsets partitions already replayed into `groups`, with the leader epoch they were
+    /// replayed in: leadership that left and came back (a new epoch) may have brought
+    /// commits made on another broker meanwhile, so the partition is replayed again.
+    loaded: RefCell<HashMap<i32, i32>>,
     load_lock: Semaphore,
 }
 
 impl Default for Coordinator {
     fn default() -> Self {
-        Coordinator { groups: RefCell::new(HashMap::new()), loaded: RefCell::new(HashSet::new()), load_lock: Semaphore::new(1) }
+        Coordinator { groups: RefCell::new(HashMap::new()), loaded: RefCell::new(HashMap::new()), load_lock: Semaphore::new(1) }
     }
 }
 
@@ -81,14 +83,21 @@ impl Coordinator {
         Ok(())
     }
 
-    /// Replays offsets partition `p` into the group map once.
+    /// Replays offsets partition `p` into the group map once per leader epoch (Kafka's
+    /// coordinator loads a partition's groups when elected its leader).
     async fn ensure_loaded(&self, p: &Rc<Partition>) -> Result<(), ErrorCode> {
-        if self.loaded.borrow().contains(&p.index) {
+        let epoch = p.leader_epoch();
+        if self.loaded.borrow().get(&p.index) == Some(&epoch) {
             return Ok(());
         }
         let _permit = self.load_lock.acquire_permit(1).await.map_err(|_| ErrorCode::COORDINATOR_NOT_AVAILABLE)?;
-        if self.loaded.borrow().contains(&p.index) {
+        if self.loaded.borrow().get(&p.index) == Some(&epoch) {
             return Ok(());
+        }
+        if self.loaded.borrow_mut().remove(&p.index).is_some() {
+            // Loaded in an earlier epoch: what this broker held may be stale.
+            self.groups.borrow_mut().retain(|_, g| g.partition != p.index);
+            tracing::info!(partition = p.index, leader_epoch = epoch, "leading this __consumer_offsets partition again: reloading its groups");
         }
         let started = Instant::now();
         let mut offset = p.log_start_offset();
@@ -107,7 +116,7 @@ impl Coordinator {
                 let Ok(h) = parse_header(&batch) else {
                     tracing::error!(partition = p.index, offset, "unparsable batch in __consumer_offsets; stopping replay here");
                     self.finish_load(p.index);
-                    self.loaded.borrow_mut().insert(p.index);
+                    self.loaded.borrow_mut().insert(p.index, epoch);
                     return Ok(());
                 };
                 offset = offset.max(h.last_offset() + 1);
@@ -135,7 +144,7 @@ impl Coordinator {
         }
         self.finish_load(p.index);
         self.groups.borrow_mut().retain(|_, g| !g.is_disposable());
-        self.loaded.borrow_mut().insert(p.index);
+        self.loaded.borrow_mut().insert(p.index, epoch);
         if applied > 0 {
             tracing::info!(partition = p.index, records = applied, ms = started.elapsed().as_millis() as u64, "loaded groups from __consumer_offsets");
         }
@@ -191,8 +200,13 @@ impl Coordinator {
         // One append per group and tick, so a group's records land together and in order.
         let mut to_persist: Vec<(i32, Vec<OffsetsRecord>)> = Vec::new();
         {
+            // Offsets partitions this shard no longer leads (leadership moved): their groups
+            // are unloaded, as Kafka's onResignation; their new leader replays them.
+            let led = |partition: i32| ctx.partition(OFFSETS_TOPIC, partition).is_some();
+            self.loaded.borrow_mut().retain(|partition, _| led(*partition));
             let image = ctx.image();
             let mut groups = self.groups.borrow_mut();
+            groups.retain(|_, g| led(g.partition));
             for g in groups.values_mut() {
                 if let Some(rec) = membership::expire(g, now, ctx.config.group_initial_rebalance_delay_ms) {
                     to_persist.push((g.partition, vec![rec]));

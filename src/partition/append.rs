@@ -8,12 +8,17 @@
 //!
 //! Invariant 2 on this path: offsets are assigned densely and strictly increasing (each
 //! batch gets `log.next_offset()`; `Log::append` asserts it), and nothing is acknowledged
-//! before the writer says it is as durable as acks ask.
+//! before the writer says it is as durable as acks ask — and, for acks=all, before the
+//! high watermark (the ISR) has it too.
+//!
+//! Only a leader appends here (NotLeader on a follower, whose log grows by
+//! `append_as_follower`), and an append acknowledges only if its replica led from the
+//! moment it took the append lock to the acknowledgement (`check_still_leading`).
 use bytes::Bytes;
 
 use super::error::PartitionError;
 use super::producer_state::{SequenceCheck, SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
-use super::state::Partition;
+use super::state::{Partition, PartitionSettings};
 use crate::config::FlushMode;
 use crate::record::{
     parse_header, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_produce_records,
@@ -33,10 +38,14 @@ pub struct AppendOutcome {
 }
 
 impl Partition {
-    /// Appends the batches of one Produce partition entry.
+    /// Appends the batches of one Produce partition entry. acks=-1 (all): refused with
+    /// NotEnoughReplicas when the ISR is smaller than min.insync.replicas; once appended,
+    /// answered when the leader's write is as durable as its flush mode promises and the
+    /// high watermark has passed the batch, with NotEnoughReplicasAfterAppend if the ISR
+    /// shrank below min.insync.replicas meanwhile.
     pub async fn append(&self, records: Bytes, acks: i16) -> Result<AppendOutcome, PartitionError> {
         self.assert_on_shard();
-        if self.closed.get() {
+        if self.closed.get() || !self.is_leader() {
             return Err(PartitionError::NotLeader);
         }
         self.check_online()?;
@@ -57,10 +66,16 @@ impl Partition {
             .acquire_permit(1)
             .await
             .map_err(|_| PartitionError::NotLeader)?;
-        if self.closed.get() {
+        if self.closed.get() || !self.is_leader() {
             return Err(PartitionError::NotLeader);
         }
         self.check_online()?;
+        let leadership = self.leadership.get();
+        if acks == -1 {
+            if let Some((isr, min_insync)) = self.insync_shortfall(&settings) {
+                return Err(PartitionError::NotEnoughReplicas { isr, min_insync });
+            }
+        }
         // Idempotence: a batch already appended answers with its original offsets.
         let dup = {
             let producers = self.producers.borrow();
@@ -77,6 +92,7 @@ impl Partition {
             drop(_permit);
             tracing::debug!(topic = %self.topic, partition = self.index, base_offset = meta.base_offset, "duplicate batch");
             self.wait_durable(meta.last_offset + 1, acks, settings.flush).await?;
+            self.wait_acks(meta.last_offset + 1, acks, &settings, leadership).await?;
             return Ok(AppendOutcome {
                 base_offset: meta.base_offset,
                 log_append_time_ms: -1,
@@ -97,6 +113,8 @@ impl Partition {
             let saved = self.epochs.borrow().save_job();
             saved.await?;
         }
+        // The waits above let a leadership change run: a deposed leader stages nothing.
+        self.check_still_leading(leadership)?;
         let log_append_time = if settings.log_append_time { now } else { -1 };
         let mut first_offset = -1;
         {
@@ -134,11 +152,38 @@ impl Partition {
         if let Some(durable) = durable {
             durable.await?;
         }
+        self.wait_acks(end, acks, &settings, leadership).await?;
         Ok(AppendOutcome {
             base_offset: first_offset,
             log_append_time_ms: log_append_time,
             log_start_offset: self.log_start_offset(),
         })
+    }
+
+    /// After the leader's own write is durable: acks=-1 waits for the high watermark to
+    /// reach `end_offset` and checks min.insync.replicas again; any acks that waits
+    /// answers only if this replica led throughout (`leadership` unchanged).
+    async fn wait_acks(&self, end_offset: i64, acks: i16, settings: &PartitionSettings, leadership: u64) -> Result<(), PartitionError> {
+        if acks == 0 {
+            return Ok(());
+        }
+        self.check_still_leading(leadership)?;
+        if acks == -1 {
+            self.wait_high_watermark(end_offset).await?;
+            self.check_still_leading(leadership)?;
+            if let Some((isr, min_insync)) = self.insync_shortfall(settings) {
+                return Err(PartitionError::NotEnoughReplicasAfterAppend { isr, min_insync });
+            }
+        }
+        Ok(())
+    }
+
+    /// (ISR size, min.insync.replicas) when the committed ISR is smaller (Kafka counts
+    /// the committed ISR, not the maximal one).
+    fn insync_shortfall(&self, settings: &PartitionSettings) -> Option<(usize, i32)> {
+        let isr = self.tracker.borrow().isr().len();
+        let min_insync = settings.min_insync_replicas;
+        (i64::try_from(isr).unwrap_or(i64::MAX) < i64::from(min_insync)).then_some((isr, min_insync))
     }
 
     /// Waits until offsets below `end_offset` are as durable as `acks` and the topic's
@@ -156,7 +201,7 @@ impl Partition {
     /// `base`: recovery then starts from an older snapshot (or none) and replays the
     /// batches on disk, so producer state never counts a batch a crash lost (a retry of
     /// it is appended again, never answered "duplicate").
-    async fn roll(&self, now: i64) -> Result<(), PartitionError> {
+    pub(super) async fn roll(&self, now: i64) -> Result<(), PartitionError> {
         let (path, base, mode) = {
             let log = self.log.borrow();
             (log.next_segment_path(), log.next_offset(), log.write_mode())
@@ -173,7 +218,7 @@ impl Partition {
 }
 
 /// What an ack waits for: fdatasync for acks=-1 with flush=always, the write otherwise.
-fn durability(acks: i16, flush: FlushMode) -> Durability {
+pub(super) fn durability(acks: i16, flush: FlushMode) -> Durability {
     if acks == -1 && flush == FlushMode::Always {
         Durability::Synced
     } else {

@@ -23,4 +23,25 @@ pub enum PartitionError {
     InvalidTimestamp(i64),
     #[error("invalid fetch size {0}: a read limit must not be negative")]
     InvalidFetchSize(i64),
+    /// acks=all with fewer in-sync replicas than min.insync.replicas: nothing appended.
+    #[error("the in-sync replicas ({isr}) are fewer than min.insync.replicas ({min_insync})")]
+    NotEnoughReplicas { isr: usize, min_insync: i32 },
+    /// acks=all: appended and replicated to the ISR, but the ISR shrank below
+    /// min.insync.replicas meanwhile (the producer may retry; a duplicate is detected).
+    #[error("appended, but the in-sync replicas ({isr}) are now fewer than min.insync.replicas ({min_insync})")]
+    NotEnoughReplicasAfterAppend { isr: usize, min_insync: i32 },
+    /// A follower append whose batches do not start at (or continue densely from) the
+    /// follower's log end (internal: the fetcher restarts from its log end offset).
+    #[error("follower append at offset {got}, expected {expected}")]
+    OffsetMismatch { expected: i64, got: i64 },
+    /// A follower-only operation (append_as_follower) on a leader, or a replica fetch
+    /// path reached a partition that is not following (internal).
+    #[error("partition is not a follower")]
+    NotFollower,
+    /// The request's leader epoch is older than this replica's (Kafka's FENCED_LEADER_EPOCH).
+    #[error("leader epoch {request} is older than the current {current}")]
+    FencedLeaderEpoch { request: i32, current: i32 },
+    /// The request's leader epoch is newer than this replica knows (UNKNOWN_LEADER_EPOCH).
+    #[error("leader epoch {request} is newer than the current {current}")]
+    UnknownLeaderEpoch { request: i32, current: i32 },
 }

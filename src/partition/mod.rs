@@ -6,20 +6,31 @@
 //! - `append.rs`         produce: validation, producer-sequence checks, roll, patch and
 //!   append, waiting until the write is as durable as acks ask
 //! - `read.rs`           fetch reads, ListOffsets (by timestamp, max timestamp), `watch()`
+//! - `replication.rs`    leader / follower role, the high watermark, acks=all waiters, the
+//!   leader's view of its followers and ISR proposals
+//! - `replica_tracker.rs` the followers' states and the ISR (pure: no I/O, no clock)
+//! - `follower.rs`       appending fetched batches as a follower, truncation
+//! - `hw_checkpoint.rs`  loading and saving the high watermark
 //! - `retention.rs`      DeleteRecords, retention, advancing the log start offset
 //! - `cleaner.rs`        one compaction pass over the sealed segments (Kafka's cleaner)
 //! - `producer_state.rs` the idempotent-producer table and its snapshot encoding
 //! - `error.rs`          `PartitionError`
-//! - `tests.rs`, `cleaner_tests.rs`  tests on a real executor with real DMA files
+//! - `tests.rs`, `cleaner_tests.rs`, `replication_tests.rs`  tests on a real executor
+//!   with real DMA files
 //! - `fault_tests.rs`    the log under injected storage faults and crashes (proptest)
 //!
 //! Must never import: `server`, `group`, `protocol` (no connections, no Kafka messages or
 //! error codes here), nor `controller`. It builds on `storage` and `record`.
 mod append;
+pub mod divergence;
 mod cleaner;
 pub mod error;
+mod follower;
+mod hw_checkpoint;
 pub mod producer_state;
 mod read;
+pub mod replica_tracker;
+mod replication;
 mod retention;
 mod state;
 #[cfg(test)]
@@ -27,10 +38,15 @@ mod cleaner_tests;
 #[cfg(test)]
 mod fault_tests;
 #[cfg(test)]
+mod replication_tests;
+#[cfg(test)]
 mod tests;
 
 pub use append::AppendOutcome;
 pub use cleaner::CleanerStats;
 pub use error::PartitionError;
 pub use read::{FetchData, ReadLimit, WatchSignal};
-pub use state::{effective_flush, write_mode, Partition, PartitionSettings};
+pub use hw_checkpoint::HW_CHECKPOINT_INTERVAL;
+pub use replica_tracker::{BrokerId, ReplicaTracker};
+pub use replication::{Role, RoleState};
+pub use state::{effective_flush, write_mode, Partition, PartitionSettings, SOLE_REPLICA};

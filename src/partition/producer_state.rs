@@ -133,6 +133,12 @@ impl ProducerStateTable {
         self.producers.retain(|_, e| !e.batches.is_empty());
     }
 
+    /// Some producer's remembered batch starts at or above `offset` (a truncation there
+    /// changes the table).
+    pub fn has_batches_from(&self, offset: i64) -> bool {
+        self.producers.values().any(|e| e.batches.back().is_some_and(|b| b.base_offset >= offset))
+    }
+
     /// Snapshot payload (stored in a checked file next to the segment it precedes).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(4 + self.producers.len() * 64);

@@ -149,16 +149,45 @@ impl Partition {
 
     /// Reads whole batches from `offset`, below the high watermark, within `limit`. The
     /// memory it allocates is the batches it returns plus at most one read chunk (the
-    /// disk is read in chunks no larger than what may still be returned).
+    /// disk is read in chunks no larger than what may still be returned). A consumer's
+    /// read: only the leader serves it (NotLeader on a follower).
     pub async fn read_with(&self, offset: i64, limit: ReadLimit) -> Result<FetchData, PartitionError> {
+        self.check_leader()?;
+        let hw = self.high_watermark();
+        self.read_below(offset, limit, hw).await
+    }
+
+    /// A follower's fetch from this leader: whole batches from `offset` below the
+    /// leader's written offset (not the high watermark: followers replicate what the
+    /// leader has, then the high watermark moves), within `limit`. The answer carries the
+    /// high watermark for the follower.
+    pub async fn read_for_follower(&self, offset: i64, limit: ReadLimit) -> Result<FetchData, PartitionError> {
+        self.check_leader()?;
+        let written = self.log.borrow().written_offset();
+        self.read_below(offset, limit, written).await
+    }
+
+    /// NotLeader unless this replica leads: consumers' reads, ListOffsets and
+    /// DeleteRecords are the leader's (KIP-392's follower reads would relax the reads).
+    pub fn check_leader(&self) -> Result<(), PartitionError> {
+        if !self.is_leader() {
+            return Err(PartitionError::NotLeader);
+        }
+        Ok(())
+    }
+
+    /// Reads whole batches from `offset` with base offsets below `max_offset` (the high
+    /// watermark for consumers, the written offset for followers), within `limit`.
+    pub(super) async fn read_below(&self, offset: i64, limit: ReadLimit, max_offset: i64) -> Result<FetchData, PartitionError> {
         self.assert_on_shard();
         self.check_online()?;
         let (hw, start, leo) = (self.high_watermark(), self.log_start_offset(), self.log_end_offset());
+        debug_assert!(max_offset <= leo, "reads stop at or below the log end");
         if offset < start || offset > leo {
             return Err(PartitionError::OffsetOutOfRange { offset, log_start_offset: start, log_end_offset: leo });
         }
         let mut data = FetchData { high_watermark: hw, log_start_offset: start, ..Default::default() };
-        if offset >= hw {
+        if offset >= max_offset {
             return Ok(data);
         }
         let max_bytes = usize::try_from(limit.max_bytes).map_err(|_| PartitionError::InvalidFetchSize(limit.max_bytes))?;
@@ -167,7 +196,7 @@ impl Partition {
             data.first_batch_exceeds_limit = true;
             return Ok(data);
         }
-        let cached = self.log.borrow().read_cached(offset, hw, max_bytes, limit.min_one_batch, &mut data.records);
+        let cached = self.log.borrow().read_cached(offset, max_offset, max_bytes, limit.min_one_batch, &mut data.records);
         match cached {
             Some(n) => {
                 data.bytes = n;
@@ -175,12 +204,13 @@ impl Partition {
                 // means the first batch did not fit.
                 data.first_batch_exceeds_limit = n == 0 && !limit.min_one_batch;
             }
-            None => self.read_disk(offset, hw, max_bytes, limit.min_one_batch, &mut data).await?,
+            None => self.read_disk(offset, max_offset, max_bytes, limit.min_one_batch, &mut data).await?,
         }
-        // Invariant 2: a consumer never sees an offset at or above the high watermark.
+        // Invariant 2: a consumer never sees an offset at or above the high watermark (a
+        // follower nothing at or above the leader's written offset).
         debug_assert!(
-            data.records.iter().all(|b| crate::record::parse_header(b).is_ok_and(|h| h.base_offset < hw)),
-            "fetch read a batch at or above the high watermark {hw}"
+            data.records.iter().all(|b| crate::record::parse_header(b).is_ok_and(|h| h.base_offset < max_offset)),
+            "fetch read a batch at or above its bound {max_offset}"
         );
         // The limit is hard except for a first batch taken under min_one_batch.
         debug_assert!(
@@ -298,6 +328,7 @@ impl Partition {
     /// ListOffsets for a timestamp: (offset, timestamp) of the first record with a
     /// timestamp >= `timestamp`, below the high watermark; None if there is none.
     pub async fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<(i64, i64)>, PartitionError> {
+        self.check_leader()?;
         self.check_online()?;
         if timestamp < 0 {
             return Err(PartitionError::InvalidTimestamp(timestamp));
@@ -330,6 +361,7 @@ impl Partition {
     /// ListOffsets MAX_TIMESTAMP: (offset, timestamp) of the record with the largest
     /// timestamp (the first such record).
     pub async fn max_timestamp_offset(&self) -> Result<Option<(i64, i64)>, PartitionError> {
+        self.check_leader()?;
         self.check_online()?;
         let Some((ts, batch_base)) = self.log.borrow().max_timestamp() else { return Ok(None) };
         if batch_base < self.log_start_offset() || batch_base >= self.high_watermark() {

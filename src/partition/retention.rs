@@ -11,6 +11,7 @@ impl Partition {
     /// DeleteRecords: moves the log start offset to `offset` (-1 = high watermark) and
     /// deletes whole segments below it. Returns the new low watermark.
     pub async fn delete_records(&self, offset: i64) -> Result<i64, PartitionError> {
+        self.check_leader()?;
         self.check_online()?;
         let hw = self.high_watermark();
         let target = if offset == -1 { hw } else { offset };

@@ -1,16 +1,19 @@
 //! The `Partition` itself: its state on the owning shard, opening (recovering the log and
 //! the producer state), accessors and close. What it does lives beside it: `append.rs`
 //! (produce), `read.rs` (fetch, ListOffsets, long polls), `retention.rs` (DeleteRecords,
-//! retention), `cleaner.rs` (compaction).
+//! retention), `cleaner.rs` (compaction), `replication.rs` (leader and follower roles,
+//! the high watermark), `follower.rs` (appends and truncation as a follower).
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use glommio::sync::Semaphore;
 
 use super::error::PartitionError;
 use super::producer_state::{ProducerStateTable, SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
 use super::read::Watchers;
+use super::replica_tracker::{BrokerId, ReplicaTracker};
+use super::replication::{HwWaiter, Role, RoleState};
 use crate::config::FlushMode;
 use crate::runtime::ShardId;
 use crate::storage::batch_reader::BatchReader;
@@ -31,6 +34,9 @@ pub struct PartitionSettings {
     pub timestamp_before_max_ms: i64,
     pub timestamp_after_max_ms: i64,
     pub flush: FlushMode,
+    /// min.insync.replicas: an acks=all append needs at least this many in-sync replicas
+    /// (NOT_ENOUGH_REPLICAS before appending, NOT_ENOUGH_REPLICAS_AFTER_APPEND after).
+    pub min_insync_replicas: i32,
 }
 
 /// The flush mode of a topic: the broker's `flush`, except that a topic whose
@@ -57,7 +63,23 @@ pub struct Partition {
     pub index: i32,
     pub topic_id: [u8; 16],
     pub(super) shard: ShardId,
+    /// This replica's broker (`SOLE_REPLICA` when opened by `open`, without replication).
+    pub(super) broker: BrokerId,
     pub(super) leader_epoch: Cell<i32>,
+    pub(super) role: Cell<Role>,
+    /// The high watermark (`replication.rs`): monotonic except by truncation, never past
+    /// the log end offset.
+    pub(super) high_watermark: Cell<i64>,
+    /// The followers and the ISR, as this replica last led (`replica_tracker.rs`).
+    pub(super) tracker: RefCell<ReplicaTracker>,
+    /// acks=all appends waiting for the high watermark to pass their end.
+    pub(super) hw_waiters: RefCell<Vec<HwWaiter>>,
+    /// Bumped each time this replica stops leading: an append begun under an older value
+    /// never acknowledges (a deposed leader acknowledges nothing).
+    pub(super) leadership: Cell<u64>,
+    /// The high watermark last saved (`hw_checkpoint.rs`); one save at a time.
+    pub(super) checkpointed_hw: Cell<i64>,
+    pub(super) checkpoint_lock: Semaphore,
     /// Shared with `writer`, which writes what appends stage in it.
     pub(super) log: Rc<RefCell<Log>>,
     pub(super) writer: Rc<LogWriter>,
@@ -78,14 +100,17 @@ pub struct Partition {
 /// The leader-epoch cache as saved, completed from the active segment's batches (an epoch
 /// appended but not saved before a crash is found there) and cut to the recovered log end;
 /// then the epoch this partition opens in starts at the log end, as Kafka assigns it when
-/// a replica becomes leader (so an empty partition answers its epoch, ending at 0).
-async fn open_epochs(dir: &Path, log: &Log, active_batches: &[crate::record::BatchHeader], leader_epoch: i32) -> Result<LeaderEpochCache, PartitionError> {
+/// a replica becomes leader (so an empty partition answers its epoch, ending at 0). A
+/// follower (`leader_epoch` None) assigns nothing: its epochs come from fetched batches.
+async fn open_epochs(dir: &Path, log_end_offset: i64, active_batches: &[crate::record::BatchHeader], leader_epoch: Option<i32>) -> Result<LeaderEpochCache, PartitionError> {
     let mut epochs = LeaderEpochCache::load(dir).await?;
-    let mut changed = epochs.truncate_from_end(log.next_offset());
+    let mut changed = epochs.truncate_from_end(log_end_offset);
     for h in active_batches {
         changed |= epochs.assign(h.partition_leader_epoch, h.base_offset);
     }
-    changed |= epochs.assign(leader_epoch, log.next_offset());
+    if let Some(epoch) = leader_epoch {
+        changed |= epochs.assign(epoch, log_end_offset);
+    }
     if changed {
         epochs.save().await?;
     }
@@ -96,18 +121,23 @@ async fn open_epochs(dir: &Path, log: &Log, active_batches: &[crate::record::Bat
 /// (saved by the writer once everything below that base was synced), then every batch
 /// on disk from that base on (the active segment's come from recovery's scan). Without
 /// a snapshot it replays the whole log. Only batches on disk count, so a batch a crash
-/// lost is never taken for a duplicate.
-async fn recover_producers(
-    log: &Log,
-    active_batches: &[crate::record::BatchHeader],
+/// lost is never taken for a duplicate. `active_batches` None: the active segment is
+/// replayed from disk too (after a truncation, when everything in the log is written).
+/// The log is borrowed only to plan (never across a wait).
+pub(super) async fn recover_producers(
+    log: &RefCell<Log>,
+    active_batches: Option<&[crate::record::BatchHeader]>,
     topic: &str,
     index: i32,
 ) -> Result<ProducerStateTable, PartitionError> {
-    let bases = log.segment_bases();
+    let (bases, dir, reads) = {
+        let log = log.borrow();
+        (log.segment_bases(), log.dir().to_path_buf(), log.disk_reads())
+    };
     let mut from = 0;
     let mut producers = ProducerStateTable::default();
     for (i, &base) in bases.iter().enumerate().rev() {
-        match read_checked_file(&snapshot_path(log.dir(), base), SNAPSHOT_MAGIC, SNAPSHOT_VERSION).await {
+        match read_checked_file(&snapshot_path(&dir, base), SNAPSHOT_MAGIC, SNAPSHOT_VERSION).await {
             Ok(Some(p)) => {
                 if let Some(table) = ProducerStateTable::decode(&p) {
                     producers = table;
@@ -120,8 +150,10 @@ async fn recover_producers(
             Err(e) => tracing::warn!(topic, partition = index, base, error = %e, "producer snapshot unreadable; trying an older one"),
         }
     }
-    // Sealed segments after the snapshot, then the active one.
-    let sealed_after: Vec<_> = log.disk_reads().into_iter().skip(from).take(bases.len().saturating_sub(from + 1)).collect();
+    // Sealed segments after the snapshot, then the active one (from disk when its
+    // batches were not handed over).
+    let on_disk = if active_batches.is_some() { bases.len().saturating_sub(from + 1) } else { bases.len().saturating_sub(from) };
+    let sealed_after: Vec<_> = reads.into_iter().skip(from).take(on_disk).collect();
     if !sealed_after.is_empty() {
         tracing::info!(topic, partition = index, segments = sealed_after.len(), "replaying sealed segments to rebuild producer state");
     }
@@ -137,7 +169,7 @@ async fn recover_producers(
             }
         }
     }
-    for h in active_batches {
+    for h in active_batches.unwrap_or(&[]) {
         producers.update(h);
     }
     Ok(producers)
@@ -146,8 +178,13 @@ async fn recover_producers(
 /// Bytes read at a time while replaying sealed segments for producer state.
 const REPLAY_CHUNK_BYTES: usize = 1 << 20;
 
+/// The broker id of a partition opened with `Partition::open` (no replication): it is its
+/// only replica, the ISR is itself, and its high watermark is its written offset.
+pub const SOLE_REPLICA: BrokerId = -1;
+
 impl Partition {
-    /// Opens (recovering) or creates the partition's log in `dir`.
+    /// Opens (recovering) or creates the partition's log in `dir` as its only replica,
+    /// leading in `leader_epoch` (no replication: `open_replica` with `SOLE_REPLICA`).
     #[allow(clippy::too_many_arguments)]
     pub async fn open(
         dir: &Path,
@@ -159,57 +196,116 @@ impl Partition {
         log_config: LogConfig,
         settings: PartitionSettings,
     ) -> Result<Rc<Partition>, PartitionError> {
+        let role = RoleState::Leader {
+            leader_epoch,
+            partition_epoch: 0,
+            replicas: vec![SOLE_REPLICA],
+            isr: vec![SOLE_REPLICA],
+        };
+        Self::open_replica(dir, topic, index, topic_id, shard, SOLE_REPLICA, role, log_config, settings).await
+    }
+
+    /// Opens (recovering) or creates the log in `dir` of this broker's (`broker`) replica
+    /// of the partition, as leader or follower. A leader's epoch starts at the log end
+    /// (as `become_leader`); a follower assigns no epoch (its epochs come from the
+    /// batches it fetches). The high watermark starts at the saved checkpoint, within
+    /// [log start, log end]; a leader whose ISR is itself alone moves it to its written
+    /// offset at once.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn open_replica(
+        dir: &Path,
+        topic: String,
+        index: i32,
+        topic_id: [u8; 16],
+        shard: ShardId,
+        broker: BrokerId,
+        role: RoleState,
+        log_config: LogConfig,
+        settings: PartitionSettings,
+    ) -> Result<Rc<Partition>, PartitionError> {
         if let DirClaim::RemovedStray(old) = discard_if_stray(dir, topic_id).await? {
             tracing::warn!(topic, partition = index, dir = %dir.display(), old_topic_id = %uuid::Uuid::from_bytes(old),
                 "removed a partition directory left by a deleted topic of the same name");
         }
         let opened = Log::open(dir, log_config).await?;
         record_topic_id(dir, topic_id).await?;
-        let log = opened.log;
-        let producers = recover_producers(&log, &opened.active_batches, &topic, index).await?;
+        let (log_start, log_end) = (opened.log.log_start_offset(), opened.log.next_offset());
+        let log = Rc::new(RefCell::new(opened.log));
+        let producers = recover_producers(&log, Some(&opened.active_batches), &topic, index).await?;
         if opened.truncated_bytes > 0 {
             tracing::info!(topic, partition = index, bytes = opened.truncated_bytes,
-                log_end_offset = log.next_offset(), "recovered log; cut the invalid or padded tail");
+                log_end_offset = log_end, "recovered log; cut the invalid or padded tail");
         }
-        let epochs = open_epochs(dir, &log, &opened.active_batches, leader_epoch).await?;
-        let log = Rc::new(RefCell::new(log));
+        let (leader_epoch, assign_epoch, role, tracker) = match role {
+            RoleState::Leader { leader_epoch, partition_epoch, replicas, isr } => {
+                let tracker = ReplicaTracker::new(broker, &replicas, &isr, partition_epoch, crate::runtime::now_ms());
+                (leader_epoch, Some(leader_epoch), Role::Leader, tracker)
+            }
+            RoleState::Follower { leader_epoch, leader } => {
+                (leader_epoch, None, Role::Follower { leader }, ReplicaTracker::alone(broker))
+            }
+        };
+        let epochs = open_epochs(dir, log_end, &opened.active_batches, assign_epoch).await?;
+        let checkpointed = super::hw_checkpoint::load(dir, &topic, index).await;
+        // Kafka's updateHighWatermark at load: within [log start, log end].
+        let hw = checkpointed.unwrap_or(0).clamp(log_start, log_end);
         let producers = Rc::new(RefCell::new(producers));
         let epochs = Rc::new(RefCell::new(epochs));
         let watchers = Rc::new(Watchers::default());
-        let hooks = WriterHooks {
-            on_written: Box::new({
-                let watchers = watchers.clone();
-                move || watchers.wake_all()
-            }),
-            // Runs synchronously inside the writer right after it rolled the log back
-            // (no await in between, and appends run on this same thread), so no append
-            // checks sequences against producer state that still holds dropped batches.
-            on_rollback: Box::new({
-                let (producers, epochs) = (producers.clone(), epochs.clone());
-                move |log_end_offset| {
-                    producers.borrow_mut().truncate_from(log_end_offset);
-                    // The saved checkpoint may still name the dropped offsets: the next
-                    // open truncates it to the log end the same way.
-                    epochs.borrow_mut().truncate_from_end(log_end_offset);
-                }
-            }),
-        };
-        let writer = LogWriter::new(log.clone(), topic.clone(), index, hooks);
-        Ok(Rc::new(Partition {
-            topic,
-            index,
-            topic_id,
-            shard,
-            leader_epoch: Cell::new(leader_epoch),
-            log,
-            writer,
-            producers,
-            epochs,
-            settings: RefCell::new(settings),
-            append_lock: Semaphore::new(1),
-            watchers,
-            closed: Cell::new(false),
-        }))
+        let partition = Rc::new_cyclic(|me: &Weak<Partition>| {
+            let hooks = WriterHooks {
+                // The leader's own write completed: its high watermark may move; long
+                // polls (consumers below the high watermark, followers below the written
+                // offset) re-read.
+                on_written: Box::new({
+                    let me = me.clone();
+                    move || {
+                        if let Some(p) = me.upgrade() {
+                            p.on_written();
+                        }
+                    }
+                }),
+                // Runs synchronously inside the writer right after it rolled the log back
+                // (no await in between, and appends run on this same thread), so no append
+                // checks sequences against producer state that still holds dropped batches.
+                on_rollback: Box::new({
+                    let (producers, epochs) = (producers.clone(), epochs.clone());
+                    move |log_end_offset| {
+                        producers.borrow_mut().truncate_from(log_end_offset);
+                        // The saved checkpoint may still name the dropped offsets: the next
+                        // open truncates it to the log end the same way.
+                        epochs.borrow_mut().truncate_from_end(log_end_offset);
+                    }
+                }),
+            };
+            let writer = LogWriter::new(log.clone(), topic.clone(), index, hooks);
+            Partition {
+                topic,
+                index,
+                topic_id,
+                shard,
+                broker,
+                leader_epoch: Cell::new(leader_epoch),
+                role: Cell::new(role),
+                high_watermark: Cell::new(hw),
+                tracker: RefCell::new(tracker),
+                hw_waiters: RefCell::new(Vec::new()),
+                leadership: Cell::new(0),
+                checkpointed_hw: Cell::new(checkpointed.unwrap_or(-1)),
+                checkpoint_lock: Semaphore::new(1),
+                log,
+                writer,
+                producers,
+                epochs,
+                settings: RefCell::new(settings),
+                append_lock: Semaphore::new(1),
+                watchers,
+                closed: Cell::new(false),
+            }
+        });
+        partition.maybe_increment_high_watermark();
+        super::hw_checkpoint::spawn_periodic(&partition);
+        Ok(partition)
     }
 
     /// Invariant 1: partition state is touched only on its owning shard.
@@ -232,6 +328,10 @@ impl Partition {
     pub fn set_leader_epoch(&self, epoch: i32) {
         debug_assert!(epoch >= self.leader_epoch.get(), "leader epochs never go back");
         self.leader_epoch.set(epoch);
+        if !self.is_leader() {
+            // A follower's epochs come from the batches it fetches, never from its view.
+            return;
+        }
         // Kafka's makeLeader: the new epoch starts at the log end, also before anything is
         // appended in it. Saved in the background; an append in the epoch finds it
         // assigned, and a restart re-derives it (`open_epochs`).
@@ -248,21 +348,25 @@ impl Partition {
         }
     }
 
-    /// The high watermark: consumers see only offsets below it (invariant 2). With one
-    /// replica (no replication yet) it is the end of the data whose write completed,
-    /// `Log::written_offset()` — fdatasync'ed or not, as Kafka's high watermark does not
-    /// wait for a flush. With replicas it will be the offset the whole ISR has.
-    /// It never passes the log end offset, and never moves back: a failed write rolls
-    /// back only data that was never written (the writer asserts it in debug builds).
+    /// The high watermark: consumers see only offsets below it (invariant 2). On a leader
+    /// it is the smallest of its own written offset (`Log::written_offset()`, fdatasync'ed
+    /// or not, as Kafka's high watermark does not wait for a flush) and the log end
+    /// offsets of the ISR's followers; with the leader alone in the ISR, its written
+    /// offset. A follower takes the leader's (`set_follower_high_watermark`). It never
+    /// moves back except by truncation, and never passes the log end offset (the min
+    /// below only covers the moment between a storage truncation and
+    /// `Partition::truncate_to` lowering it, when nothing else runs on this partition).
     pub fn high_watermark(&self) -> i64 {
-        let log = self.log.borrow();
-        let hw = log.written_offset();
-        debug_assert!(hw <= log.next_offset(), "high watermark {hw} past the log end {}", log.next_offset());
-        hw
+        self.high_watermark.get().min(self.log.borrow().next_offset())
     }
 
     pub fn log_end_offset(&self) -> i64 {
         self.log.borrow().next_offset()
+    }
+
+    /// The end of the data whose write completed: what a follower can fetch from a leader.
+    pub fn written_offset(&self) -> i64 {
+        self.log.borrow().written_offset()
     }
 
     pub fn log_start_offset(&self) -> i64 {
@@ -325,6 +429,7 @@ impl Partition {
     pub fn close(&self) {
         self.closed.set(true);
         self.writer.fail_all(&StorageError::Closed);
+        self.fail_hw_waiters(|| PartitionError::Storage(StorageError::Closed));
         self.watchers.wake_all();
     }
 }

@@ -28,6 +28,7 @@ pub(crate) fn settings() -> PartitionSettings {
         timestamp_before_max_ms: i64::MAX,
         timestamp_after_max_ms: i64::MAX,
         flush: FlushMode::Always,
+        min_insync_replicas: 1,
     }
 }
 

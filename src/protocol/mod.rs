@@ -44,7 +44,7 @@ pub mod strings;
 pub use api_versions::{api_versions_response, produce_version_rejected, supported};
 pub use errors::ErrorCode;
 pub use fetch_writer::{
-    write_fetch_response, AbortedTxn, CurrentLeader, FetchPartitionParts, FetchResponseParts, FetchTopicParts, FetchWriteError,
+    write_fetch_response, AbortedTxn, CurrentLeader, DivergingEpoch, FetchPartitionParts, FetchResponseParts, FetchTopicParts, FetchWriteError,
     NodeEndpoint,
 };
 pub use frame::{encode_response, frame_len, FrameError, ProtocolError};

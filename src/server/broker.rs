@@ -92,10 +92,14 @@ fn ensure_offsets_topic(controller: &controller::ControllerHandle, config: &Conf
         ("cleanup.policy".to_string(), "compact".to_string()),
         ("segment.bytes".to_string(), config.offsets_topic_segment_bytes.to_string()),
     ]);
+    // offsets_topic_replication_factor, as far as the live brokers allow (issue 12:
+    // default min(3, brokers)); the group coordinator then survives the loss of a broker.
+    let live = controller.image().live_brokers().count().max(1);
+    let replication_factor = config.offsets_topic_replication_factor.min(i16::try_from(live).unwrap_or(i16::MAX));
     let created = futures::executor::block_on(controller.create_topic(
         crate::group::OFFSETS_TOPIC.to_string(),
         config.offsets_topic_num_partitions,
-        1,
+        replication_factor,
         configs,
         false,
     ));
@@ -278,6 +282,13 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 glommio::spawn_local(ctx.router.clone().serve_inbox(inbox)).detach();
                 glommio::spawn_local(retention_loop(ctx.clone())).detach();
                 glommio::spawn_local(cleaner_loop(ctx.clone())).detach();
+                glommio::spawn_local(crate::replication::isr::isr_loop(
+                    ctx.partitions.clone(),
+                    ctx.controller.clone(),
+                    ctx.config.node_id,
+                    ctx.config.replica_lag_time_max_ms,
+                ))
+                .detach();
                 glommio::spawn_local(crate::group::tick_loop(ctx.coordinator.clone())).detach();
                 glommio::spawn_local(crate::group::expiry_loop(ctx.coordinator.clone())).detach();
                 let listener = match glommio::net::TcpListener::bind(config.listen) {

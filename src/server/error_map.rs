@@ -1,7 +1,7 @@
 //! Internal errors → Kafka error codes: the one place that decides which code a client
 //! sees for a record-batch, storage, partition or controller error (Kafka 4.1's choices).
 //! Lower layers raise their own `thiserror` enums and know no Kafka codes.
-use crate::controller::{ControllerError, ElectionError};
+use crate::controller::{AlterPartitionError, ControllerError, ElectionError};
 use crate::partition::producer_state::SequenceError;
 use crate::partition::PartitionError;
 use crate::protocol::{ErrorCode, FetchWriteError};
@@ -36,6 +36,15 @@ impl From<&PartitionError> for ErrorCode {
             // Kafka's LogSegment.read throws IllegalArgumentException for a negative size,
             // which its fetch path answers with UNKNOWN_SERVER_ERROR for that partition.
             PartitionError::InvalidFetchSize(_) => ErrorCode::UNKNOWN_SERVER_ERROR,
+            // acks=all with fewer in-sync replicas than min.insync.replicas: before the
+            // append (nothing written), or after it (written, not acknowledged).
+            PartitionError::NotEnoughReplicas { .. } => ErrorCode::NOT_ENOUGH_REPLICAS,
+            PartitionError::NotEnoughReplicasAfterAppend { .. } => ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+            PartitionError::FencedLeaderEpoch { .. } => ErrorCode::FENCED_LEADER_EPOCH,
+            PartitionError::UnknownLeaderEpoch { .. } => ErrorCode::UNKNOWN_LEADER_EPOCH,
+            // Internal to replication (the fetcher handles them); never a client's answer.
+            PartitionError::NotFollower => ErrorCode::NOT_LEADER_OR_FOLLOWER,
+            PartitionError::OffsetMismatch { .. } => ErrorCode::UNKNOWN_SERVER_ERROR,
         }
     }
 }
@@ -61,6 +70,20 @@ impl From<&ControllerError> for ErrorCode {
             ControllerError::InvalidRequest(_) => ErrorCode::INVALID_REQUEST,
             ControllerError::NotController(_) => ErrorCode::NOT_CONTROLLER,
             ControllerError::Storage(_) | ControllerError::Config(_) => ErrorCode::UNKNOWN_SERVER_ERROR,
+            ControllerError::AlterPartition(e) => ErrorCode::from(e),
+        }
+    }
+}
+
+impl From<&AlterPartitionError> for ErrorCode {
+    fn from(e: &AlterPartitionError) -> ErrorCode {
+        use kafka_protocol::ResponseError;
+        match e {
+            AlterPartitionError::UnknownTopicOrPartition => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            AlterPartitionError::FencedLeaderEpoch => ErrorCode::FENCED_LEADER_EPOCH,
+            AlterPartitionError::InvalidUpdateVersion => ErrorCode::from(ResponseError::InvalidUpdateVersion),
+            AlterPartitionError::InvalidRequest(_) => ErrorCode::INVALID_REQUEST,
+            AlterPartitionError::IneligibleReplica => ErrorCode::from(ResponseError::IneligibleReplica),
         }
     }
 }

@@ -259,7 +259,10 @@ impl Log {
 
     /// Appends a batch (base offset already assigned = `next_offset()`).
     pub fn append(&mut self, header: &BatchHeader, batch: Bytes) {
-        assert_eq!(header.base_offset, self.next_offset(), "offsets are dense");
+        // Strictly increasing; dense on a leader (it assigns `next_offset()`: asserted in
+        // `Partition::append`). A follower copies its leader's batches as they are, and a
+        // compacted leader's cleaned segments skip the offsets of removed batches.
+        assert!(header.base_offset >= self.next_offset(), "offsets are strictly increasing");
         let interval = self.config.index_interval_bytes;
         self.active_mut().append(header, batch.clone(), interval);
         self.cache.push(CachedBatch { base_offset: header.base_offset, last_offset: header.last_offset(), bytes: batch });

@@ -270,6 +270,25 @@ impl LogWriter {
         Durable { rx: Some(rx) }
     }
 
+    // placeholder: helper S's implementation replaces this at merge
+    /// Cuts the log so it ends at the base of the batch holding `offset`; returns the new
+    /// log end offset (see the replication design).
+    pub async fn truncate_to(self: &Rc<Self>, offset: i64) -> Result<i64, StorageError> {
+        Err(StorageError::io(
+            format!("truncating to {offset}"),
+            std::io::Error::new(std::io::ErrorKind::Unsupported, "LogWriter::truncate_to is a placeholder"),
+        ))
+    }
+
+    // placeholder: helper S's implementation replaces this at merge
+    /// Removes every segment and starts an empty log at `offset`.
+    pub async fn truncate_fully_and_start_at(self: &Rc<Self>, offset: i64) -> Result<(), StorageError> {
+        Err(StorageError::io(
+            format!("truncating fully to start at {offset}"),
+            std::io::Error::new(std::io::ErrorKind::Unsupported, "LogWriter::truncate_fully_and_start_at is a placeholder"),
+        ))
+    }
+
     /// The write-and-sync loop is running (tests wait for it to go idle).
     pub fn is_running(&self) -> bool {
         self.running.get()

@@ -48,6 +48,7 @@ pub mod cached_read;
 pub mod compaction;
 pub mod dma;
 pub mod file;
+pub mod high_watermark_checkpoint;
 pub mod index;
 pub mod leader_epoch_cache;
 pub mod log;

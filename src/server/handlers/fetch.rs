@@ -23,7 +23,7 @@ use crate::protocol::{
     write_fetch_response, CurrentLeader, ErrorCode, FetchPartitionParts, FetchResponseParts, FetchTopicParts, NodeEndpoint,
 };
 use crate::server::dispatch::{RequestMeta, Response};
-use crate::cluster::router::{OpBatch, OpOutput, PartitionOp};
+use crate::cluster::router::{OpBatch, OpOutput, PartitionOp, WatchPoint};
 use crate::partition::ReadLimit;
 use crate::server::shard::ShardContext;
 
@@ -134,6 +134,11 @@ impl PartitionRead {
 }
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest) -> Response {
+    // A follower (replica id >= 0; consumers send -1) is served by `replica_fetch`.
+    let replica = if meta.version >= 15 { req.replica_state.replica_id.0 } else { req.replica_id.0 };
+    if replica >= 0 {
+        return super::replica_fetch::handle(ctx, meta, req, replica).await;
+    }
     let image = ctx
         .image_for_request(|image| {
             let topic = |t: &kafka_protocol::messages::fetch_request::FetchTopic| {
@@ -184,7 +189,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
         let mut watches = OpBatch::with_capacity(requested.len());
         for (w, p) in requested.iter().zip(&parts) {
             if let Ok((shard, _)) = w.owner {
-                watches.push(shard, &w.topic, w.partition, p.part.high_watermark);
+                watches.push(shard, &w.topic, w.partition, WatchPoint::HighWatermark(p.part.high_watermark));
             }
         }
         drop(parts);

@@ -42,6 +42,7 @@ pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
 pub mod produce;
+pub mod replica_fetch;
 pub mod sync_group;
 
 use super::shard::ShardContext;

@@ -16,6 +16,7 @@ use crate::config::Config;
 use crate::controller::ControllerHandle;
 use crate::group::{CoordinatorContext, GroupConfig, GroupOp, ShardRouter};
 use crate::group::ops::GroupResult;
+use crate::replication::{FetcherManager, FetcherSettings};
 use crate::runtime::mesh::Mesh;
 use crate::runtime::ShardId;
 use crate::server::request_memory::RequestMemoryPool;
@@ -46,6 +47,8 @@ pub struct ShardContext {
     pub request_memory: Rc<RequestMemoryPool>,
     /// The broker's log dirs, shared by every shard: where each partition's log lives.
     pub log_dirs: Arc<LogDirs>,
+    /// The replica fetchers of the partitions this shard follows.
+    pub fetchers: Rc<FetcherManager>,
 }
 
 impl ShardContext {
@@ -63,6 +66,7 @@ impl ShardContext {
         let coordinator = Rc::new(CoordinatorContext::new(group_config(&config), partitions.clone()));
         crate::group::ops::serve_group_ops(&router, &coordinator);
         let request_memory = Rc::new(RequestMemoryPool::new(config.queued_max_request_bytes));
+        let fetchers = Rc::new(FetcherManager::new(FetcherSettings::from_config(&config), partitions.clone()));
         ShardContext {
             shard,
             config,
@@ -75,6 +79,7 @@ impl ShardContext {
             connections: Cell::new(0),
             request_memory,
             log_dirs,
+            fetchers,
         }
     }
 

@@ -1,15 +1,16 @@
 //! The partition lifecycle of one shard: it applies each metadata update — opening
-//! (recovering) the partitions whose leader replica the controller placed on this
-//! broker's shard, closing those it no longer leads (keeping their files: the data is
-//! still this replica's), reconfiguring them, deleting them with their files — and then
-//! publishes the image, so operations routed by it find their partitions. Followers hold
-//! no open log until replication (issue 12) gives them one. The batch-cache budget is split over open partitions.
+//! (recovering) every replica the controller placed on this broker's shard, as leader or
+//! follower; moving replicas between the two roles when leadership moves (a new leader
+//! starts its epoch, a deposed one fails its waiting acks=all appends); taking ISR
+//! changes; reconfiguring; deleting with their files — then publishes the image, so
+//! operations routed by it find their partitions, and points the replica fetchers at the
+//! current leaders. The batch-cache budget is split over the open logs.
 use std::rc::Rc;
 
 use super::context::ShardContext;
-use crate::cluster::image::{MetadataDelta, MetadataImage, MetadataUpdate, TopicMeta};
+use crate::cluster::image::{BrokerId, MetadataDelta, MetadataImage, MetadataUpdate, PartitionMeta, TopicMeta};
 use crate::cluster::topic_config::{TimestampType, TopicConfig};
-use crate::partition::{effective_flush, write_mode, Partition, PartitionSettings};
+use crate::partition::{effective_flush, write_mode, Partition, PartitionSettings, Role, RoleState};
 use crate::storage::LogConfig;
 
 impl ShardContext {
@@ -43,65 +44,151 @@ impl ShardContext {
             timestamp_before_max_ms: tc.timestamp_before_max_ms,
             timestamp_after_max_ms: tc.timestamp_after_max_ms,
             flush,
+            min_insync_replicas: tc.min_insync_replicas,
         };
         (log, settings)
     }
 
-    /// The shard's batch-cache budget split evenly over its partitions, capped by the
-    /// per-partition setting.
+    /// The shard's batch-cache budget split evenly over its open logs (led and
+    /// followed), capped by the per-partition setting.
     fn cache_budget_per_partition(&self) -> usize {
-        let count = self.partitions.count();
+        let count = self.partitions.open_count();
         (self.config.batch_cache_bytes_per_shard / count.max(1)).min(self.config.batch_cache_bytes_per_partition)
     }
 
     fn rebalance_cache_budgets(&self) {
         let budget = self.cache_budget_per_partition();
-        for p in self.partitions.all() {
+        for p in self.partitions.all().into_iter().chain(self.partitions.followers()) {
             p.set_cache_budget(budget);
         }
     }
 
-    async fn open_partition(&self, image: &MetadataImage, topic: &TopicMeta, index: i32) {
-        let Some(meta) = topic.partition(index) else { return };
-        if meta.leader != self.config.node_id || meta.shard != self.shard || self.partitions.get(&topic.name, index).is_some() {
-            return;
+    /// What this shard is for `meta`: its leader, a follower of its leader (`NO_LEADER`
+    /// while it has none), or nothing (the replica is on another shard or broker).
+    fn role_here(&self, meta: &PartitionMeta) -> Option<Role> {
+        let me = self.config.node_id;
+        let here = match meta.replica_on(me) {
+            Some(r) => r.shard == self.shard,
+            // Data written before brokers existed: the single node's, on `meta.shard`.
+            None => meta.replicas.is_empty() && meta.leader == me && meta.shard == self.shard,
+        };
+        match (here, meta.leader == me) {
+            (false, _) => None,
+            (true, true) => Some(Role::Leader),
+            (true, false) => Some(Role::Follower { leader: meta.leader }),
         }
-        let count = self.partitions.count();
-        if count >= self.config.max_partitions_per_shard {
+    }
+
+    /// The replica open here, led or followed.
+    fn open_replica(&self, topic: &str, index: i32) -> Option<Rc<Partition>> {
+        self.partitions.get(topic, index).or_else(|| self.partitions.follower(topic, index))
+    }
+
+    /// Opens (recovering) this shard's replica of `meta` in the role the image gives it.
+    async fn open_partition(&self, image: &MetadataImage, topic: &TopicMeta, meta: &PartitionMeta, role: Role) {
+        let index = meta.partition;
+        if self.partitions.open_count() >= self.config.max_partitions_per_shard {
             tracing::error!(shard = self.shard, topic = %topic.name, partition = index,
                 limit = self.config.max_partitions_per_shard, "partition limit per shard reached; not opening (raise max_partitions_per_shard)");
             return;
         }
         let (log, settings) = self.settings_for(image, topic);
         let dir = self.partition_dir(&topic.name, index);
-        match Partition::open(&dir, topic.name.clone(), index, topic.topic_id, self.shard, meta.leader_epoch, log, settings).await {
+        let role_state = match role {
+            Role::Leader => RoleState::Leader {
+                leader_epoch: meta.leader_epoch,
+                partition_epoch: meta.partition_epoch,
+                replicas: replica_ids(meta),
+                isr: meta.isr.clone(),
+            },
+            Role::Follower { leader } => RoleState::Follower { leader_epoch: meta.leader_epoch, leader },
+        };
+        let opened =
+            Partition::open_replica(&dir, topic.name.clone(), index, topic.topic_id, self.shard, self.config.node_id, role_state, log, settings).await;
+        match opened {
             Ok(p) => {
-                self.partitions.insert(p);
+                match role {
+                    Role::Leader => self.partitions.insert(p),
+                    Role::Follower { .. } => self.partitions.insert_follower(p),
+                }
                 self.rebalance_cache_budgets();
             }
             Err(e) => tracing::error!(shard = self.shard, topic = %topic.name, partition = index, error = %e, "cannot open partition"),
         }
     }
 
-    /// Applies one metadata update: open, reconfigure or delete this shard's partitions,
-    /// then publish the image and wake operations waiting for it.
+    /// Brings an open replica in line with `meta`: a new role, leader epoch or ISR.
+    /// Invariant 7: a replica that stops leading fails its waiting acks=all appends
+    /// (`become_follower`), so a deposed leader never acknowledges a write.
+    fn sync_partition(&self, p: Rc<Partition>, meta: &PartitionMeta, role: Option<Role>) {
+        let (topic, index) = (p.topic.clone(), p.index);
+        match (p.role(), role) {
+            (_, None) => {
+                // Reassigned away from this shard: stop (the files stay until deleted).
+                self.partitions.remove(&topic, index);
+                self.partitions.remove_follower(&topic, index);
+                tracing::info!(shard = self.shard, topic, partition = index, "no longer a replica on this shard (files kept)");
+                p.close();
+            }
+            (Role::Leader, Some(Role::Leader)) => {
+                if meta.leader_epoch != p.leader_epoch() {
+                    p.become_leader(meta.leader_epoch, meta.partition_epoch, replica_ids(meta), meta.isr.clone());
+                } else if meta.partition_epoch > p.partition_epoch() {
+                    p.update_isr(meta.partition_epoch, meta.isr.clone());
+                }
+            }
+            (Role::Leader, Some(Role::Follower { leader })) => {
+                self.partitions.remove(&topic, index);
+                tracing::info!(shard = self.shard, topic, partition = index, leader, leader_epoch = meta.leader_epoch, "now a follower");
+                p.become_follower(meta.leader_epoch, leader);
+                self.partitions.insert_follower(p);
+            }
+            (Role::Follower { .. }, Some(Role::Leader)) => {
+                self.partitions.remove_follower(&topic, index);
+                tracing::info!(shard = self.shard, topic, partition = index, leader_epoch = meta.leader_epoch, isr = ?meta.isr, "now the leader");
+                p.become_leader(meta.leader_epoch, meta.partition_epoch, replica_ids(meta), meta.isr.clone());
+                self.partitions.insert(p);
+            }
+            (Role::Follower { leader: before }, Some(Role::Follower { leader })) => {
+                if before != leader || meta.leader_epoch != p.leader_epoch() {
+                    p.become_follower(meta.leader_epoch, leader);
+                }
+            }
+        }
+    }
+
+    /// Opens, re-roles or updates every replica of `topic` this shard holds.
+    async fn sync_topic(&self, image: &MetadataImage, topic: &TopicMeta) {
+        for meta in &topic.partitions {
+            let role = self.role_here(meta);
+            match self.open_replica(&topic.name, meta.partition) {
+                Some(p) => self.sync_partition(p, meta, role),
+                None => {
+                    if let Some(role) = role {
+                        self.open_partition(image, topic, meta, role).await;
+                    }
+                }
+            }
+        }
+        self.rebalance_cache_budgets();
+    }
+
+    /// Applies one metadata update: open, re-role, reconfigure or delete this shard's
+    /// replicas, then publish the image, wake operations waiting for it, and point the
+    /// replica fetchers at the current leaders.
     pub async fn apply_update(&self, update: MetadataUpdate) {
         let image = update.image.clone();
         if update.deltas.is_empty() {
-            // Initial image (or a snapshot): open everything this shard owns.
+            // Initial image (or a snapshot): every replica this shard holds.
             for topic in image.topics.values() {
-                for p in &topic.partitions {
-                    self.open_partition(&image, topic, p.partition).await;
-                }
+                self.sync_topic(&image, topic).await;
             }
         }
         for delta in &update.deltas {
             match delta {
-                MetadataDelta::TopicCreated { name } | MetadataDelta::PartitionsCreated { name, .. } => {
+                MetadataDelta::TopicCreated { name } | MetadataDelta::PartitionsCreated { name, .. } | MetadataDelta::LeadersChanged { name } => {
                     if let Some(topic) = image.topic(name) {
-                        for p in &topic.partitions {
-                            self.open_partition(&image, topic, p.partition).await;
-                        }
+                        self.sync_topic(&image, topic).await;
                     }
                 }
                 MetadataDelta::TopicDeleted { name, .. } => self.delete_topic(name).await,
@@ -117,48 +204,27 @@ impl ShardContext {
                 }
                 // The coordinator reads group configs from the published image.
                 MetadataDelta::GroupConfigChanged { .. } => {}
-                // Handlers read the broker list from the published image.
+                // Handlers read the broker list from the published image; fetchers look
+                // up their leader's address when they (re)connect.
                 MetadataDelta::BrokersChanged => {}
-                MetadataDelta::LeadersChanged { name } => {
-                    if let Some(topic) = image.topic(name) {
-                        self.follow_leaders(&image, topic).await;
-                    }
-                }
             }
         }
         self.partitions.publish(image);
-    }
-
-    /// Stops serving the partitions of `topic` this shard no longer leads, takes the new
-    /// leader epoch of those it still leads, then opens those it leads now.
-    async fn follow_leaders(&self, image: &MetadataImage, topic: &TopicMeta) {
-        for p in self.partitions.of_topic(&topic.name) {
-            match topic.partition(p.index).filter(|m| m.leader == self.config.node_id && m.shard == self.shard) {
-                Some(m) => p.set_leader_epoch(m.leader_epoch),
-                None => {
-                    if let Some(p) = self.partitions.remove(&topic.name, p.index) {
-                        tracing::info!(shard = self.shard, topic = %topic.name, partition = p.index, "no longer leading this partition (files kept)");
-                        p.close();
-                    }
-                }
-            }
-        }
-        for p in &topic.partitions {
-            self.open_partition(image, topic, p.partition).await;
-        }
-        self.rebalance_cache_budgets();
+        self.fetchers.reconcile();
     }
 
     fn reconfigure_topic(&self, image: &MetadataImage, topic: &TopicMeta) {
         let (log, settings) = self.settings_for(image, topic);
-        for p in self.partitions.of_topic(&topic.name) {
+        let followed = self.partitions.followers().into_iter().filter(|p| p.topic == topic.name);
+        for p in self.partitions.of_topic(&topic.name).into_iter().chain(followed) {
             p.apply_config(log.clone(), settings.clone());
         }
     }
 
     async fn delete_topic(&self, name: &str) {
         let mut doomed: Vec<(i32, std::path::PathBuf)> = Vec::new();
-        for (index, p) in self.partitions.remove_topic(name) {
+        let followed = self.partitions.remove_followers_of_topic(name);
+        for (index, p) in self.partitions.remove_topic(name).into_iter().chain(followed) {
             p.close();
             // Whichever log dir the partition is in.
             doomed.push((index, p.dir()));
@@ -216,6 +282,10 @@ impl ShardContext {
     }
 }
 
+
+fn replica_ids(meta: &PartitionMeta) -> Vec<BrokerId> {
+    meta.replicas.iter().map(|r| r.broker).collect()
+}
 
 /// Applies metadata updates as they arrive.
 pub async fn follow_metadata(ctx: Rc<ShardContext>, updates: async_channel::Receiver<MetadataUpdate>) {

@@ -1,0 +1,24 @@
+//! Replication between brokers (Kafka's replica fetchers and the leader's ISR
+//! management). The partition layer keeps each replica's state (its role, the followers'
+//! positions, the high watermark: `partition::replica_tracker`); this layer moves data
+//! and proposes ISR changes:
+//!
+//! - `leader_connection.rs` a follower's connection to a leader: Fetch as a replica
+//! - `fetcher.rs`           one fetcher per (leader broker, shard): fetch, append, truncate
+//! - `fetcher_manager.rs`   which fetcher pulls which followed partition on a shard
+//! - `isr.rs`               the leader's ISR shrink/expand proposals (AlterPartition)
+//! - `settings.rs`          the replica.fetch.* settings
+//!
+//! The leader's half of a follower fetch is `server/handlers/replica_fetch.rs` (a Kafka
+//! request) with the partition operation `PartitionOp::ReplicaFetch` (cluster/router.rs);
+//! where a follower's log parts from its leader's is `partition/divergence.rs` (both halves).
+//!
+//! Must never import `server` or `group`.
+pub mod fetcher;
+pub mod fetcher_manager;
+pub mod isr;
+pub mod leader_connection;
+pub mod settings;
+
+pub use fetcher_manager::FetcherManager;
+pub use settings::FetcherSettings;

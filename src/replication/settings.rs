@@ -1,0 +1,35 @@
+//! What a replica fetcher needs from the broker config (Kafka's replica.fetch.* keys).
+use std::time::Duration;
+
+use crate::config::Config;
+
+#[derive(Clone, Copy, Debug)]
+pub struct FetcherSettings {
+    /// This broker's id, sent as the fetch's replica id.
+    pub node_id: i32,
+    /// replica.fetch.wait.max.ms: how long the leader may hold a fetch with no new data.
+    pub max_wait_ms: i32,
+    /// replica.fetch.max.bytes: per partition (the first batch may exceed it).
+    pub partition_max_bytes: i32,
+    /// replica.fetch.response.max.bytes: per fetch.
+    pub response_max_bytes: i32,
+    /// replica.fetch.backoff.ms: after an error, before the partition (or connection) is
+    /// tried again.
+    pub backoff: Duration,
+    /// How long a fetch may take before the connection is dropped (the leader holds it up
+    /// to `max_wait_ms`; Kafka's replica.socket.timeout.ms is 30 s).
+    pub request_timeout: Duration,
+}
+
+impl FetcherSettings {
+    pub fn from_config(c: &Config) -> FetcherSettings {
+        FetcherSettings {
+            node_id: c.node_id,
+            max_wait_ms: c.replica_fetch_wait_max_ms,
+            partition_max_bytes: c.replica_fetch_max_bytes,
+            response_max_bytes: c.replica_fetch_response_max_bytes,
+            backoff: Duration::from_millis(c.replica_fetch_backoff_ms),
+            request_timeout: Duration::from_millis(c.replica_socket_timeout_ms),
+        }
+    }
+}
