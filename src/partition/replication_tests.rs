@@ -272,8 +272,6 @@ fn become_follower_fails_a_waiting_acks_all_append() {
 
 #[test]
 fn the_high_watermark_survives_a_reopen_through_its_checkpoint() {
-    // Runs against the placeholder `storage::high_watermark_checkpoint` until helper S's
-    // module replaces it (same contract: load / save_job).
     run(|dir| async move {
         let p = open_leader(&dir, &[1, 2], &[1, 2], FlushMode::Never).await;
         p.append(one(10), 1).await.unwrap();
@@ -316,7 +314,6 @@ fn leader_epoch_checks_follow_kafka() {
 }
 
 #[test]
-#[ignore = "needs helper S's truncate_to"]
 fn truncation_cuts_log_producer_state_epochs_and_high_watermark() {
     run(|dir| async move {
         let leader = open_leader(&dir.join("a"), &[1, 2], &[1, 2], FlushMode::Never).await;

@@ -35,17 +35,33 @@ pub async fn isr_loop(partitions: Rc<ShardPartitions>, controller: ControllerHan
     }
 }
 
+/// How long a proposal may stay unanswered before the leader gives up on it and asks again
+/// from its current state (the controller's own deadlines are shorter; this bounds a reply
+/// lost between threads or nodes, so a pending change never blocks the ISR for good).
+const PROPOSAL_TIMEOUT: Duration = Duration::from_secs(30);
+
 async fn propose(p: Rc<Partition>, controller: ControllerHandle, node_id: i32, isr: Vec<i32>) {
     let (leader_epoch, partition_epoch) = (p.leader_epoch(), p.partition_epoch());
     tracing::info!(topic = %p.topic, partition = p.index, from = ?p.isr(), to = ?isr, leader_epoch, partition_epoch, "proposing an ISR change");
-    match controller.alter_partition(p.topic_id, p.index, node_id, leader_epoch, partition_epoch, isr).await {
-        Ok(meta) => {
-            // The committed state; the metadata update brings the same (update_isr keeps
-            // the newer partition epoch, whichever comes first).
+    let call = controller.alter_partition(p.topic_id, p.index, node_id, leader_epoch, partition_epoch, isr);
+    let answer = futures::select! {
+        r = futures::FutureExt::fuse(call) => Some(r),
+        _ = futures::FutureExt::fuse(glommio::timer::sleep(PROPOSAL_TIMEOUT)) => None,
+    };
+    match answer {
+        Some(Ok(meta)) => {
+            tracing::info!(topic = %p.topic, partition = p.index, isr = ?meta.isr, partition_epoch = meta.partition_epoch, "ISR change committed");
+            // The committed state (the metadata update brings the same: `update_isr` keeps
+            // the newer partition epoch, whichever comes first). Answered: nothing pending.
             p.update_isr(meta.partition_epoch, meta.isr.clone());
+            p.clear_pending_isr();
         }
-        Err(e) => {
+        Some(Err(e)) => {
             tracing::warn!(topic = %p.topic, partition = p.index, error = %e, "ISR change refused; retrying from the current metadata");
+            p.clear_pending_isr();
+        }
+        None => {
+            tracing::warn!(topic = %p.topic, partition = p.index, timeout_s = PROPOSAL_TIMEOUT.as_secs(), "ISR change unanswered; retrying");
             p.clear_pending_isr();
         }
     }

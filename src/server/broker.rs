@@ -29,6 +29,8 @@ pub fn topic_defaults(config: &Config) -> TopicConfigDefaults {
         timestamp_after_max_ms: config.log_message_timestamp_after_max_ms,
         flush_messages: config.log_flush_interval_messages,
         flush_ms: config.log_flush_interval_ms,
+        min_insync_replicas: config.min_insync_replicas,
+        unclean_leader_election_enable: config.unclean_leader_election_enable,
         timestamp_type: if config.log_message_timestamp_type == "LogAppendTime" {
             TimestampType::LogAppendTime
         } else {

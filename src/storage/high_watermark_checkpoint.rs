@@ -1,36 +1,72 @@
-//! placeholder: helper S's implementation replaces this at merge.
+//! The high watermark of one partition, saved in its directory so that a restarted
+//! replica (leader or follower) starts from it rather than from 0 (Kafka's
+//! `replication-offset-checkpoint`, one per log dir; one small file per partition fits
+//! our shard ownership). A checked file like the others (magic, version, CRC-32C,
+//! written to a temporary file, fdatasync'ed, renamed, directory synced), holding the
+//! offset as 8 bytes big-endian.
 //!
-//! The high-watermark checkpoint of one partition directory: `load(dir)` and a save job,
-//! the signatures the partition layer is written against. This stand-in keeps the value
-//! in a checked file (magic, version, CRC-32C) so the partition's tests run before the
-//! merge.
+//! The layer above saves it in the background (every few seconds and at close) and at
+//! open clamps what it loads to the recovered log end: the saved value may be older than
+//! the last one served (never newer than what the ISR had), and a crash may have cut the
+//! log below it. Saves of one partition must not overlap (they share the temporary file):
+//! the caller runs one at a time.
 use std::future::Future;
 use std::path::Path;
 
 use super::dma::{read_checked_file, write_checked_file};
-use super::StorageError;
+use super::{Result, StorageError};
 
-/// placeholder: helper S's implementation replaces this at merge.
-pub const HIGH_WATERMARK_CHECKPOINT_FILE: &str = "high-watermark-checkpoint";
-const MAGIC: u32 = 0x534c_4857; // "SLHW"
-const VERSION: u16 = 1;
+pub const HIGH_WATERMARK_FILE: &str = "high-watermark-checkpoint";
+const HW_MAGIC: u32 = 0x534c_4857; // "SLHW"
+const HW_VERSION: u16 = 1;
 
-/// placeholder: helper S's implementation replaces this at merge.
-/// The saved high watermark of the partition in `dir`; None if never saved.
-pub async fn load(dir: &Path) -> Result<Option<i64>, StorageError> {
-    let path = dir.join(HIGH_WATERMARK_CHECKPOINT_FILE);
-    let Some(payload) = read_checked_file(&path, MAGIC, VERSION).await? else { return Ok(None) };
-    let bytes: [u8; 8] = payload.as_slice().try_into().map_err(|_| StorageError::Corrupt {
-        what: path.display().to_string(),
-        detail: format!("{} bytes, not 8", payload.len()),
-    })?;
-    Ok(Some(i64::from_be_bytes(bytes)))
+/// The saved high watermark of the partition in `dir`; `Ok(None)` when none was saved.
+/// `StorageError::Corrupt` for a damaged file (the caller may start from none).
+pub async fn load(dir: &Path) -> Result<Option<i64>> {
+    let path = dir.join(HIGH_WATERMARK_FILE);
+    let Some(payload) = read_checked_file(&path, HW_MAGIC, HW_VERSION).await? else { return Ok(None) };
+    let corrupt = |detail: &str| StorageError::Corrupt { what: path.display().to_string(), detail: detail.into() };
+    let bytes: [u8; 8] = payload.as_slice().try_into().map_err(|_| corrupt("not 8 bytes"))?;
+    let hw = i64::from_be_bytes(bytes);
+    if hw < 0 {
+        return Err(corrupt("negative high watermark"));
+    }
+    Ok(Some(hw))
 }
 
-/// placeholder: helper S's implementation replaces this at merge.
-/// Saves `high_watermark` for the partition in `dir` (atomically); a future that does not
-/// borrow the caller.
-pub fn save_job(dir: &Path, high_watermark: i64) -> impl Future<Output = Result<(), StorageError>> + 'static {
-    let path = dir.join(HIGH_WATERMARK_CHECKPOINT_FILE);
-    async move { write_checked_file(&path, MAGIC, VERSION, &high_watermark.to_be_bytes()).await }
+/// Saves `high_watermark` for the partition in `dir`, as a future that borrows nothing
+/// (spawn it; see the module comment on overlapping saves).
+pub fn save_job(dir: &Path, high_watermark: i64) -> impl Future<Output = Result<()>> + 'static {
+    debug_assert!(high_watermark >= 0, "a high watermark is an offset");
+    let path = dir.join(HIGH_WATERMARK_FILE);
+    async move { write_checked_file(&path, HW_MAGIC, HW_VERSION, &high_watermark.to_be_bytes()).await }
+}
+
+/// `save_job`, awaited.
+pub async fn save(dir: &Path, high_watermark: i64) -> Result<()> {
+    save_job(dir, high_watermark).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::testing::run;
+
+    #[test]
+    fn saved_high_watermark_loads_back_and_damage_is_reported() {
+        run(|dir| async move {
+            assert_eq!(load(&dir).await.unwrap(), None, "nothing saved yet");
+            save(&dir, 42).await.unwrap();
+            assert_eq!(load(&dir).await.unwrap(), Some(42));
+            // A spawned save, as the partition runs it.
+            let job = save_job(&dir, 1 << 40);
+            glommio::spawn_local(job).await.unwrap();
+            assert_eq!(load(&dir).await.unwrap(), Some(1 << 40));
+            let path = dir.join(HIGH_WATERMARK_FILE);
+            let mut bytes = std::fs::read(&path).unwrap();
+            bytes[16] ^= 0x01;
+            std::fs::write(&path, &bytes).unwrap();
+            assert!(matches!(load(&dir).await, Err(StorageError::Corrupt { .. })), "a flipped bit fails the CRC-32C");
+        });
+    }
 }

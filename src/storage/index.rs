@@ -47,6 +47,19 @@ impl OffsetIndex {
         self.entries.truncate(i);
     }
 
+    /// Where a truncation scans from to find the batch holding `relative_offset` and the
+    /// largest timestamp before it (`Segment::cut_scan_start`): the entry before the last
+    /// one at or below it, as (relative offset, position); None: from the segment's start.
+    pub fn entry_before_floor(&self, relative_offset: u32) -> Option<(u32, u32)> {
+        let i = self.entries.partition_point(|&(off, _)| off <= relative_offset);
+        i.checked_sub(2).map(|j| self.entries[j])
+    }
+
+    /// Position of the last entry.
+    pub fn last_position(&self) -> Option<u32> {
+        self.entries.last().map(|&(_, pos)| pos)
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -108,6 +121,12 @@ impl TimeIndex {
     pub fn lookup(&self, target: i64) -> u32 {
         let i = self.entries.partition_point(|&(ts, _)| ts < target);
         if i == 0 { 0 } else { self.entries[i - 1].1 }
+    }
+
+    /// The last entry for a batch below `relative_offset`: (timestamp, relative offset).
+    pub fn last_before(&self, relative_offset: u32) -> Option<(i64, u32)> {
+        let i = self.entries.partition_point(|&(_, off)| off < relative_offset);
+        i.checked_sub(1).map(|j| self.entries[j])
     }
 
     pub fn truncate_to_offset(&mut self, relative_offset: u32) {

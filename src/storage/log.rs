@@ -17,7 +17,8 @@ use super::file::SegmentFile;
 
 use super::batch_cache::{BatchCache, CachedBatch};
 use super::dma::{read_checked_file, sync_dir, sync_parent_dir, write_checked_file};
-use super::recovery::{list_segments, open_active, open_sealed, remove_cleaner_leftovers, remove_segment_files, SealedOpen};
+use super::recovery::{list_segments, open_active, open_sealed, remove_cleaner_leftovers, remove_segment_files, ScanOutcome, SealedOpen};
+use super::truncate::{Cut, TruncationPlan};
 use super::segment::{log_file_name, SealSnapshot, Segment, WriteJob};
 use super::{LogConfig, Result, StorageError};
 use crate::record::BatchHeader;
@@ -51,6 +52,8 @@ pub struct Log {
     /// Base of the segment whose files the cleaner is swapping; retention leaves it
     /// (and everything after it) alone until the swap is done.
     swapping: Option<i64>,
+    /// A truncation is running (`truncate.rs`): the cleaner may not start a swap.
+    truncating: bool,
 }
 
 /// What `Log::open` found.
@@ -91,6 +94,16 @@ impl Log {
             tracing::info!(dir = %dir.display(), files = leftovers, "removed files of an interrupted log clean");
         }
         let bases = list_segments(dir).await?;
+        let checkpoint = read_checked_file(&dir.join(LOG_START_FILE), LOG_START_MAGIC, LOG_START_VERSION)
+            .await
+            .unwrap_or(None)
+            .and_then(|p| p.get(..8).map(|b| i64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])));
+        // Removed now (durably), so a crash from here on counts as unclean.
+        let clean = super::clean_shutdown::take_marker(dir).await?;
+        let verify = config.verify_sealed_after_unclean_shutdown && !clean;
+        if verify && bases.len() > 1 {
+            tracing::info!(dir = %dir.display(), sealed = bases.len() - 1, "no clean-shutdown marker: verifying the sealed segments");
+        }
         let mut segments = BTreeMap::new();
         let mut active_batches = Vec::new();
         let mut truncated_bytes = 0;
@@ -99,7 +112,7 @@ impl Log {
             let mut cut_short = None;
             for (i, &base) in sealed.iter().enumerate() {
                 let next_base = bases[i + 1];
-                match open_sealed(dir, base, next_base, config.index_interval_bytes, mode).await? {
+                match open_sealed(dir, base, next_base, config.index_interval_bytes, mode, verify).await? {
                     SealedOpen::Whole(seg) => {
                         segments.insert(base, seg);
                     }
@@ -110,10 +123,30 @@ impl Log {
                         // densely from there.
                         tracing::warn!(dir = %dir.display(), base, end = outcome.segment.next_offset(), next_base,
                             "a crash cut an unsynced sealed segment; dropping the later segments");
-                        for &later in &bases[i + 1..] {
+                        for &later in bases[i + 1..].iter().rev() {
                             remove_segment_files(dir, later).await?;
                         }
                         cut_short = Some((base, outcome));
+                        break;
+                    }
+                    SealedOpen::Damaged { outcome, position, detail } => {
+                        tracing::warn!(file = %dir.join(log_file_name(base)).display(), offset = outcome.segment.next_offset(),
+                            position, detail = %detail, later_segments = bases.len() - i - 1,
+                            "damaged sealed segment after an unclean shutdown: the log is cut at its first bad batch \
+                             (later segments removed; a replica refetches them from its leader)");
+                        let cut_bytes = outcome.truncated_bytes;
+                        let (seg, active) = super::truncate::cut_damaged_sealed(dir, outcome.segment, &bases[i + 1..], mode).await?;
+                        truncated_bytes += cut_bytes;
+                        let active = match active {
+                            Some(active) => {
+                                segments.insert(base, seg);
+                                active
+                            }
+                            // Nothing valid in it: it is the (empty) active segment.
+                            None => seg,
+                        };
+                        let outcome = ScanOutcome { segment: active, batches: Vec::new(), truncated_bytes: 0 };
+                        cut_short = Some((outcome.segment.base_offset, outcome));
                         break;
                     }
                 }
@@ -123,19 +156,18 @@ impl Log {
                 None => (last, open_active(dir, last, config.index_interval_bytes, mode).await?),
             };
             active_batches = outcome.batches;
-            truncated_bytes = outcome.truncated_bytes;
+            truncated_bytes += outcome.truncated_bytes;
             segments.insert(active, outcome.segment);
         } else {
-            let file = super::dma::open_segment(&dir.join(log_file_name(0)), mode).await?;
+            // A log truncated fully (`truncate_fully_and_start_at`) whose first segment a
+            // crash kept from being created starts at its saved log start.
+            let start = checkpoint.unwrap_or(0).max(0);
+            let file = super::dma::open_segment(&dir.join(log_file_name(start)), mode).await?;
             // The segment's directory entry is durable before anything is written in it.
             sync_dir(dir).await?;
-            segments.insert(0, Segment::empty(dir, 0, file, crate::runtime::now_ms()));
+            segments.insert(start, Segment::empty(dir, start, file, crate::runtime::now_ms()));
         }
         let first_base = segments.keys().next().copied().unwrap_or(0);
-        let checkpoint = read_checked_file(&dir.join(LOG_START_FILE), LOG_START_MAGIC, LOG_START_VERSION)
-            .await
-            .unwrap_or(None)
-            .and_then(|p| p.get(..8).map(|b| i64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])));
         let first_dirty_offset = super::compaction::load_checkpoint(dir).await.unwrap_or(0);
         let mut log = Log {
             dir: dir.to_path_buf(),
@@ -150,10 +182,13 @@ impl Log {
             cleaner_running: false,
             uncleanable: false,
             swapping: None,
+            truncating: false,
         };
         let end = log.next_offset();
         log.log_start_offset = checkpoint.unwrap_or(first_base).clamp(first_base, end);
         log.synced_offset = end;
+        // A truncation may have left the cleaner's checkpoint past the end.
+        log.first_dirty_offset = log.first_dirty_offset.min(end);
         Ok(OpenedLog { log, active_batches, truncated_bytes })
     }
 
@@ -556,7 +591,8 @@ impl Log {
     }
 
     pub fn set_first_dirty_offset(&mut self, offset: i64) {
-        self.first_dirty_offset = self.first_dirty_offset.max(offset);
+        // Never past the end: a clean that read segments a truncation then cut ends late.
+        self.first_dirty_offset = self.first_dirty_offset.max(offset).min(self.next_offset());
     }
 
     pub fn is_uncleanable(&self) -> bool {
@@ -615,7 +651,9 @@ impl Log {
     /// the cleaner read (retention removed it meanwhile).
     pub fn begin_swap(&mut self, base: i64, read_file: &Rc<SegmentFile>) -> bool {
         assert!(self.swapping.is_none(), "one swap at a time");
-        let same = self.segments.get(&base).is_some_and(|s| Rc::ptr_eq(&s.file, read_file) && s.sealed);
+        // A truncation cuts or removes segments: a cleaned copy of one would bring its old
+        // end back (the cleaner drops its work when refused).
+        let same = !self.truncating && self.segments.get(&base).is_some_and(|s| Rc::ptr_eq(&s.file, read_file) && s.sealed);
         if same {
             self.swapping = Some(base);
         }
@@ -650,5 +688,97 @@ impl Log {
 
     pub fn end_swap(&mut self) {
         self.swapping = None;
+    }
+}
+
+/// Truncation support (`truncate.rs` drives it; these touch the log's private state).
+impl Log {
+    /// The cleaner is swapping a segment's files now (a truncation waits for the swap).
+    pub fn swap_in_progress(&self) -> bool {
+        self.swapping.is_some()
+    }
+
+    /// A truncation starts (no swap may start until it ends) or ends.
+    pub(super) fn set_truncating(&mut self, on: bool) {
+        assert!(!on || self.swapping.is_none(), "a truncation starts with no swap in flight");
+        self.truncating = on;
+    }
+
+    /// Where the batch holding `offset` is to be looked for: the segment holding
+    /// `offset` (the last one whose base is at or below it) and its scan start.
+    pub(super) fn truncation_plan(&self, offset: i64) -> Option<TruncationPlan> {
+        let (&base, seg) = self.segments.range(..=offset).next_back()?;
+        let (scan_from, scan_from_offset, max_before) = seg.cut_scan_start(offset);
+        Some(TruncationPlan {
+            base,
+            file: seg.file.clone(),
+            scan_from,
+            scan_from_offset,
+            end: seg.written(),
+            max_before,
+            sealed: seg.sealed,
+            next_offset: seg.next_offset(),
+        })
+    }
+
+    /// Applies `cut` (found by scanning `plan`) in memory, all at once: the segments above
+    /// the cut segment leave the log (returned, for the caller to delete their files), the
+    /// cut segment keeps its batches below the cut — sealed still with `fresh` as its file
+    /// when `cut.keep_sealed` (the caller then adds the active segment after it), else as
+    /// the active segment — and the cache, synced offset, log start and the cleaner's
+    /// first dirty offset are bounded by the new end. None when the plan went stale while
+    /// it was scanned (the segment was replaced, or the log start passed the cut): plan
+    /// again.
+    pub(super) fn apply_truncation(&mut self, plan: &TruncationPlan, cut: &Cut, fresh: Option<Rc<SegmentFile>>) -> Option<Vec<Segment>> {
+        assert!(self.truncating && self.writes_in_flight() == 0 && !self.has_pending_writes(), "truncation runs on a quiet log");
+        let same = self.segments.get(&plan.base).is_some_and(|s| Rc::ptr_eq(&s.file, &plan.file) && s.written() == plan.end);
+        if !same || cut.offset < self.log_start_offset {
+            return None;
+        }
+        let removed: Vec<Segment> = self.segments.split_off(&(plan.base + 1)).into_values().collect();
+        let seg = self.segments.get_mut(&plan.base)?;
+        seg.cut_to(cut.position, cut.new_end, cut.max_timestamp, !cut.keep_sealed);
+        if let Some(file) = fresh {
+            assert!(cut.keep_sealed, "only a segment that stays sealed gets a fresh handle");
+            seg.file = file;
+        }
+        self.cache.truncate_from(cut.new_end);
+        let segments = &self.segments;
+        self.unsynced.retain(|b| segments.contains_key(b));
+        self.synced_offset = self.synced_offset.min(cut.new_end);
+        self.log_start_offset = self.log_start_offset.min(cut.new_end);
+        self.first_dirty_offset = self.first_dirty_offset.min(cut.new_end);
+        debug_assert_eq!(self.next_offset(), cut.new_end);
+        Some(removed)
+    }
+
+    /// After a cut that kept the last segment sealed: the empty active segment at the log
+    /// end, its file created and its directory entry synced by the caller.
+    pub(super) fn add_active_after_cut(&mut self, file: Rc<SegmentFile>, now_ms: i64) {
+        let base = self.next_offset();
+        assert!(self.active().sealed && !self.segments.contains_key(&base), "a new active segment follows a sealed one");
+        self.segments.insert(base, Segment::empty(&self.dir, base, file, now_ms));
+    }
+
+    /// Everything below the cut is synced (the truncation synced every file it kept).
+    pub(super) fn mark_synced_after_cut(&mut self) {
+        if self.offline.is_none() {
+            self.synced_offset = self.next_offset();
+        }
+    }
+
+    /// `truncate_fully_and_start_at`: every segment leaves the log (returned; the caller
+    /// already deleted their files) and an empty one at `offset` (`file`, synced in the
+    /// directory) takes over; the log starts and ends at `offset`.
+    pub(super) fn reset_to(&mut self, offset: i64, file: Rc<SegmentFile>) -> Vec<Segment> {
+        assert!(self.truncating && self.writes_in_flight() == 0 && !self.has_pending_writes(), "truncation runs on a quiet log");
+        let old = std::mem::take(&mut self.segments);
+        self.segments.insert(offset, Segment::empty(&self.dir, offset, file, crate::runtime::now_ms()));
+        self.cache = BatchCache::new(self.config.cache_bytes);
+        self.unsynced.clear();
+        self.log_start_offset = offset;
+        self.synced_offset = offset;
+        self.first_dirty_offset = offset;
+        old.into_values().collect()
     }
 }

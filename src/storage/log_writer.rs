@@ -43,6 +43,10 @@
 //! Borrow discipline: the loop never holds a `RefCell` borrow of the log across an
 //! await, so appends, reads and the cleaner interleave with it freely.
 //!
+//! Pause (`truncate.rs`, `clean_shutdown.rs`): `pause` waits until the loop is idle with
+//! everything appended written, then keeps it from starting (kicks are deferred) while
+//! the caller cuts or closes the files under it.
+//!
 //! Allocation: a steady-state pass allocates only what glommio and `futures` do per
 //! write (the I/O source, the `FuturesUnordered` slot) and the waiter's oneshot; the
 //! write list, the waiter list and the woken waiters are reused (issue 10: no
@@ -195,6 +199,30 @@ pub struct LogWriter {
     last_sync: Cell<Instant>,
     /// A flush.ms timer is pending.
     flush_timer_armed: Cell<bool>,
+    /// A truncation or a clean close holds the writer (`pause`): the loop does not start;
+    /// a kick meanwhile is remembered and applied when the pause ends.
+    paused: Cell<bool>,
+    kick_deferred: Cell<bool>,
+    /// Closed cleanly (`close_cleanly`): nothing is written any more.
+    closed: Cell<bool>,
+    /// Tasks waiting for the loop to go idle or a pause to end (`pause`).
+    idle_waiters: RefCell<Vec<Waker>>,
+}
+
+/// Holds a paused writer (see `LogWriter::pause`); dropping it resumes the writer.
+pub(super) struct PauseGuard {
+    writer: Rc<LogWriter>,
+}
+
+impl Drop for PauseGuard {
+    fn drop(&mut self) {
+        let w = &self.writer;
+        w.paused.set(false);
+        w.wake_idle_waiters();
+        if w.kick_deferred.take() {
+            w.kick();
+        }
+    }
 }
 
 impl LogWriter {
@@ -214,11 +242,109 @@ impl LogWriter {
             last_written: Cell::new(written),
             last_sync: Cell::new(Instant::now()),
             flush_timer_armed: Cell::new(false),
+            paused: Cell::new(false),
+            kick_deferred: Cell::new(false),
+            closed: Cell::new(false),
+            idle_waiters: RefCell::new(Vec::new()),
         })
+    }
+
+    /// Waits until no write, fdatasync or index save is in flight and everything appended
+    /// is written (the loop is idle), then holds the loop until the guard drops: a kick
+    /// meanwhile (a `durable` call, the flush timer) is applied then. Truncation and a
+    /// clean close work on the files under it. Callers hold the partition's append lock,
+    /// so nothing is appended meanwhile; a second pause waits for the first to end.
+    pub(super) async fn pause(self: &Rc<Self>) -> Result<PauseGuard, StorageError> {
+        loop {
+            if self.closed.get() {
+                return Err(StorageError::Closed);
+            }
+            if self.running.get() || self.paused.get() {
+                self.until_idle().await;
+                continue;
+            }
+            let pending = self.log.borrow().has_pending_writes();
+            if pending && !self.log.borrow().is_offline() {
+                // Appended but not kicked yet: write it first.
+                self.kick();
+                continue;
+            }
+            break;
+        }
+        // No await since the checks: the loop is idle and stays so.
+        self.paused.set(true);
+        Ok(PauseGuard { writer: self.clone() })
+    }
+
+    /// Resolves once the loop is idle and no pause holds it (or at a spurious wake).
+    async fn until_idle(&self) {
+        futures::future::poll_fn(|cx| {
+            if !self.running.get() && !self.paused.get() {
+                return Poll::Ready(());
+            }
+            self.idle_waiters.borrow_mut().push(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+
+    fn wake_idle_waiters(&self) {
+        for w in self.idle_waiters.take() {
+            w.wake();
+        }
+    }
+
+    /// The loop stops (idle, or for good after a failed fdatasync).
+    fn stop_running(&self) {
+        self.running.set(false);
+        self.wake_idle_waiters();
+    }
+
+    /// The log this writer writes.
+    pub(super) fn log(&self) -> &Rc<RefCell<Log>> {
+        &self.log
+    }
+
+    /// After a truncation: the written end moved back to `end` (the debug check of
+    /// `wake` follows it), waiters above `fail_above` (all: `i64::MIN`) fail with
+    /// `error`, and the owner hears that written data changed.
+    pub(super) fn after_truncation(&self, end: i64, fail_above: i64, error: &StorageError) {
+        self.last_written.set(end);
+        self.fail_waiters(fail_above, error);
+        (self.hooks.on_written)();
+    }
+
+    /// A truncation (or clean close) failed half-way on disk: memory and files may
+    /// disagree, so the log goes offline as after a failed fdatasync, until a restart
+    /// re-validates what is on disk.
+    pub(super) fn offline_after_failed(&self, what: &str, e: &StorageError) {
+        tracing::error!(topic = %self.topic, partition = self.partition, error = %e,
+            "{what} failed; partition offline (KAFKA_STORAGE_ERROR) until the broker restarts (recovery re-validates the log)");
+        self.log.borrow_mut().set_offline(format!("{what} failed: {e}"));
+        let offline = self.log.borrow().check_online().err().unwrap_or_else(|| e.duplicate());
+        self.fail_waiters(i64::MIN, &offline);
+        (self.hooks.on_written)();
+    }
+
+    /// (topic, partition), for log lines.
+    pub(super) fn name(&self) -> (&str, i32) {
+        (&self.topic, self.partition)
+    }
+
+    /// A clean close: nothing more is written; later `durable` calls fail with `Closed`.
+    pub(super) fn mark_closed(&self) {
+        self.closed.set(true);
     }
 
     /// Starts the write-and-sync loop unless it runs already. Call after appending.
     pub fn kick(self: &Rc<Self>) {
+        if self.closed.get() {
+            return;
+        }
+        if self.paused.get() {
+            self.kick_deferred.set(true);
+            return;
+        }
         if self.running.get() {
             return;
         }
@@ -252,6 +378,7 @@ impl LogWriter {
             // waiter would otherwise wait for data that will never be written): fail now.
             let refused = match log.check_online() {
                 Err(e) => Some(e),
+                Ok(()) if self.closed.get() => Some(StorageError::Closed),
                 Ok(()) if end_offset > log.next_offset() => Some(StorageError::RolledBack),
                 Ok(()) => None,
             };
@@ -268,25 +395,6 @@ impl LogWriter {
         self.waiters.borrow_mut().push(Waiter { end_offset, sync, tx });
         self.kick();
         Durable { rx: Some(rx) }
-    }
-
-    // placeholder: helper S's implementation replaces this at merge
-    /// Cuts the log so it ends at the base of the batch holding `offset`; returns the new
-    /// log end offset (see the replication design).
-    pub async fn truncate_to(self: &Rc<Self>, offset: i64) -> Result<i64, StorageError> {
-        Err(StorageError::io(
-            format!("truncating to {offset}"),
-            std::io::Error::new(std::io::ErrorKind::Unsupported, "LogWriter::truncate_to is a placeholder"),
-        ))
-    }
-
-    // placeholder: helper S's implementation replaces this at merge
-    /// Removes every segment and starts an empty log at `offset`.
-    pub async fn truncate_fully_and_start_at(self: &Rc<Self>, offset: i64) -> Result<(), StorageError> {
-        Err(StorageError::io(
-            format!("truncating fully to start at {offset}"),
-            std::io::Error::new(std::io::ErrorKind::Unsupported, "LogWriter::truncate_fully_and_start_at is a placeholder"),
-        ))
     }
 
     /// The write-and-sync loop is running (tests wait for it to go idle).
@@ -315,7 +423,7 @@ impl LogWriter {
         loop {
             if self.log.borrow().is_offline() && writes.is_empty() && sync.is_none() {
                 // Nothing more is written to (or synced in) a log whose fdatasync failed.
-                self.running.set(false);
+                self.stop_running();
                 return;
             }
             if failed.is_none() && !self.log.borrow().is_offline() {
@@ -368,7 +476,7 @@ impl LogWriter {
                 };
                 if !more {
                     self.arm_flush_timer();
-                    self.running.set(false);
+                    self.stop_running();
                     return;
                 }
                 continue;
@@ -399,7 +507,7 @@ impl LogWriter {
                             self.go_offline(e);
                             // Writes in flight land (nothing more is reported about them).
                             while writes.next().await.is_some() {}
-                            self.running.set(false);
+                            self.stop_running();
                             return;
                         }
                     }
@@ -410,7 +518,7 @@ impl LogWriter {
 
     /// An fdatasync failed: the log goes offline for good (invariant 8), every waiter
     /// fails, and long polls wake to meet the error.
-    fn go_offline(&self, e: StorageError) {
+    pub(super) fn go_offline(&self, e: StorageError) {
         let synced = self.log.borrow().synced_offset();
         // Logged once: the log is offline from here on and never syncs again.
         tracing::error!(topic = %self.topic, partition = self.partition, error = %e, synced_offset = synced,
@@ -463,7 +571,7 @@ impl LogWriter {
 
     /// One group commit: the directory (when a roll created a file since), then every
     /// file written since the last sync; then offsets below `written` are synced.
-    async fn sync(&self, written: i64) -> Result<(), StorageError> {
+    pub(super) async fn sync(&self, written: i64) -> Result<(), StorageError> {
         let new_entries = self.log.borrow().segments_needing_dir_sync();
         if !new_entries.is_empty() {
             let dir = self.log.borrow().dir().to_path_buf();
@@ -509,7 +617,7 @@ impl LogWriter {
     /// Saves what each synced sealed segment leaves behind: its seal snapshot (the
     /// layer above's state as of its end), then its indexes. Off the append path: a
     /// roll only hands them over.
-    async fn save_sealed(&self) {
+    pub(super) async fn save_sealed(&self) {
         let bases = self.log.borrow().sealed_needing_indexes();
         for base in bases {
             // Clone what is saved: the log is borrowed mutably by appends meanwhile.
@@ -584,7 +692,7 @@ impl LogWriter {
     /// Resolves the waiters whose data is durable enough (nothing is acknowledged before
     /// its write completed, nor before fdatasync when it asked for that), then tells the
     /// owner that written data may have advanced.
-    fn wake(&self, written: i64) {
+    pub(super) fn wake(&self, written: i64) {
         debug_assert!(written >= self.last_written.get(), "written data never moves back");
         self.last_written.set(written);
         let synced = self.log.borrow().synced_offset();

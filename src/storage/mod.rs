@@ -36,6 +36,11 @@
 //! - `page_cache.rs`   page-cache recycling: early writeback and a per-shard budget of
 //!   written bytes left cached (page-cache segments)
 //! - `recovery.rs`     opening a log directory after a crash
+//! - `truncate.rs`     cutting the log's tail (replication: a follower's divergent
+//!   tail) and starting it over at an offset; the on-disk order that keeps a crash safe
+//! - `clean_shutdown.rs` the clean-shutdown marker: written by a clean close, it lets
+//!   the next open skip verifying sealed segments
+//! - `high_watermark_checkpoint.rs` the partition's high watermark, saved for restarts
 //! - `compaction.rs`   log compaction: key map, record filtering, cleaned-segment swap
 //! - `testing.rs`      (tests) running a test on a glommio executor
 //!
@@ -45,6 +50,7 @@
 pub mod batch_cache;
 pub mod batch_reader;
 pub mod cached_read;
+pub mod clean_shutdown;
 pub mod compaction;
 pub mod dma;
 pub mod file;
@@ -61,6 +67,9 @@ pub mod recovery;
 pub mod segment;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod truncate;
+#[cfg(test)]
+mod truncate_tests;
 
 use std::io;
 
@@ -78,6 +87,10 @@ pub enum StorageError {
     RolledBack,
     #[error("the log was closed before the write was durable")]
     Closed,
+    /// The log was truncated (replication) below the end of this write, which was never
+    /// acknowledged: its bytes are gone.
+    #[error("the log was truncated to {log_end_offset} below this write")]
+    Truncated { log_end_offset: i64 },
     /// An fdatasync of the log failed (invariant 8): the kernel may have dropped the
     /// unsynced pages, so nothing past the last good sync can be trusted or served.
     #[error("log offline since an fdatasync failed ({reason}); fix the disk, then restart the broker (recovery re-validates the log tail)")]
@@ -110,6 +123,7 @@ impl StorageError {
             },
             StorageError::RolledBack => StorageError::RolledBack,
             StorageError::Closed => StorageError::Closed,
+            StorageError::Truncated { log_end_offset } => StorageError::Truncated { log_end_offset: *log_end_offset },
             StorageError::Offline { reason } => StorageError::Offline { reason: reason.clone() },
         }
     }
@@ -178,6 +192,13 @@ pub struct LogConfig {
     pub flush_interval_messages: i64,
     /// flush.ms: fdatasync in the background once unsynced data is this old.
     pub flush_interval_ms: i64,
+    /// At an open after an unclean shutdown (no clean-shutdown marker), read every sealed
+    /// segment and check each batch (CRC-32C, offsets); the first bad batch cuts the log
+    /// there, later segments removed (a replica then refetches from the leader). Off: a
+    /// sealed segment opens from its saved index unread, and damage found in one scanned
+    /// for lack of an index refuses the open (`StorageError::Corrupt`). The broker turns
+    /// it on; tests of the old behaviour keep the default.
+    pub verify_sealed_after_unclean_shutdown: bool,
 }
 
 impl Default for LogConfig {
@@ -196,6 +217,7 @@ impl Default for LogConfig {
             write_mode: WriteMode::Direct,
             flush_interval_messages: FLUSH_NEVER,
             flush_interval_ms: FLUSH_NEVER,
+            verify_sealed_after_unclean_shutdown: false,
         }
     }
 }

@@ -596,6 +596,62 @@ impl Segment {
         self.next_offset
     }
 
+    /// Truncation (`truncate.rs`): where to scan for the batch holding `offset`, as
+    /// (position, offset of the batch there), and the largest (timestamp, offset) of the
+    /// batches before that position. The scan starts at the indexed batch *before* the
+    /// last one at or below `offset`, so the maximum is exact: a time-index entry is only
+    /// added at an indexed batch, and one that the time index lost (a maximum raised
+    /// between two indexed batches, then raised again by the second) is always inside
+    /// the scanned range or below a batch the scan reads (the cut is at or after the last
+    /// indexed batch at or below `offset`).
+    pub fn cut_scan_start(&self, offset: i64) -> (u64, i64, (i64, i64)) {
+        match self.index.entry_before_floor(self.relative(offset.max(self.base_offset))) {
+            None => (0, self.base_offset, (-1, -1)),
+            Some((rel, pos)) => {
+                let before = self
+                    .time_index
+                    .last_before(rel)
+                    .map_or((-1, -1), |(ts, off)| (ts, self.base_offset + i64::from(off)));
+                (u64::from(pos), self.base_offset + i64::from(rel), before)
+            }
+        }
+    }
+
+    /// Truncation (`truncate.rs`): keeps the whole batches below `position` —
+    /// `next_offset` follows them, `max_timestamp` is their largest (timestamp, offset) —
+    /// and forgets the rest; the caller cuts the file at `position`. `active`: appends
+    /// follow (an O_DIRECT segment continues after padding, `after_padding(position)`, so
+    /// the block holding its last batch is never rewritten); else it stays sealed, ending
+    /// exactly at `position`.
+    pub fn cut_to(&mut self, position: u64, next_offset: i64, max_timestamp: (i64, i64), active: bool) {
+        assert!(self.pending.is_empty() && self.in_flight.is_empty(), "only a fully written segment is cut");
+        assert!(
+            position <= self.written_mark.batch_end && next_offset >= self.base_offset && next_offset <= self.next_offset,
+            "a cut only shortens a segment"
+        );
+        self.release_stage();
+        let end = if active && self.file.write_unit() > 1 { after_padding(position) } else { position };
+        self.size = end;
+        self.issued = end;
+        self.written = end;
+        self.front_issued = 0;
+        self.written_mark = WriteMark { batch_end: position, next_offset, max_timestamp };
+        self.issued_mark = self.written_mark;
+        self.next_offset = next_offset;
+        (self.max_timestamp, self.offset_of_max_timestamp) = max_timestamp;
+        self.index.truncate_to_position(u32::try_from(position).unwrap_or(u32::MAX));
+        let rel = self.relative(next_offset);
+        self.time_index.truncate_to_offset(rel);
+        self.bytes_since_index = position.saturating_sub(self.index.last_position().map_or(0, u64::from)) as usize;
+        self.sealed = !active;
+        self.indexes_saved = false;
+        self.snapshot = None;
+        if position == 0 {
+            // Emptied: segment.ms counts from now, as for a new segment (Kafka's too).
+            self.created_ms = crate::runtime::now_ms();
+        }
+    }
+
     /// File position of the last indexed batch at or before `offset`.
     pub fn position_for(&self, offset: i64) -> u64 {
         u64::from(self.index.lookup(self.relative(offset.max(self.base_offset))))

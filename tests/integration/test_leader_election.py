@@ -9,18 +9,15 @@ produce/consume, Metadata, DescribeConfigs), and raw ElectLeaders v0/v1 requests
 - every leader already preferred: PREFERRED over every partition elects nothing, a named
   partition answers ELECTION_NOT_NEEDED ("Valid replica already elected"), an unknown one
   UNKNOWN_TOPIC_OR_PARTITION; the broker reports the rebalance keys it runs with;
-- `kill -9` of a preferred leader: with no replication yet (issue 12) the ISR is the
-  leader alone, so its partition goes offline; PREFERRED answers
-  PREFERRED_LEADER_NOT_AVAILABLE; UNCLEAN elects the first live replica, which then serves
-  produce and consume while the old leader, restarted, answers NOT_LEADER_OR_FOLLOWER and
-  stays out of the ISR (PREFERRED still not available: its log lacks what the unclean
-  leader acknowledged);
-- leadership moved off a fenced broker goes back to it when it returns, by
-  `kafka-leader-election --election-type PREFERRED` and by the automatic rebalance. These
-  two need a fenced leader's partitions to move to another in-sync replica, which only
-  replication (issue 12) makes possible: until then they skip, saying so, after checking
-  that the fenced broker's partitions went offline instead (the move back itself runs on
-  the real controller thread in src/controller/rebalance_tests.rs).
+- (3 controllers + 3 brokers, so brokers can die without losing the quorum) a follower
+  dies and leaves the ISR, then the only in-sync replica dies: the partition goes offline
+  rather than move to the out-of-ISR replica; PREFERRED answers
+  PREFERRED_LEADER_NOT_AVAILABLE; UNCLEAN elects the live out-of-ISR replica, which then
+  serves produce and consume; the old leader, restarted, truncates, catches up, rejoins
+  the ISR and answers NOT_LEADER_OR_FOLLOWER;
+- leadership moved off a fenced broker to another in-sync replica goes back to it when it
+  returns and has rejoined the ISR, by `kafka-leader-election --election-type PREFERRED`
+  and by the automatic rebalance.
 No timed assertions: every wait polls with a generous deadline.
 """
 
@@ -192,64 +189,72 @@ def test_preferred_leaders_need_no_election(cluster):
         "leader.imbalance.per.broker.percentage": "10"}
 
 
-def test_unclean_election_for_a_partition_whose_only_in_sync_replica_is_gone(cluster):
-    node = cluster.node(1)
-    victim = cluster.node(3)
-    wait_for("3 brokers", lambda: brokers(node) == {1, 2, 3})
-    topic = f"unclean-{uuid.uuid4().hex[:8]}"
-    create(node, topic, [[3, 1, 2], [1, 2, 3]])
-    for nd in cluster.nodes:
-        wait_for(f"node {nd.node_id} sees the leaders", lambda: leaders(nd, topic) == {0: 3, 1: 1})
-    produce_consume(node.bootstrap, topic, 0)
+@pytest.fixture(scope="module")
+def split_cluster(tmp_path_factory):
+    """3 controller-only nodes (1-3) and 3 broker-only nodes (4-6): brokers can die without
+    the quorum losing its majority."""
+    yield from conftest.running_cluster(tmp_path_factory, "leader-election-split", controllers=3, brokers=3,
+                                        extra_args=["--auto-leader-rebalance-enable", "false"])
 
-    victim.kill9()
-    after = wait_for("broker 3 fenced", lambda: 3 not in brokers(node) and partitions(node, topic))
-    # No replication yet: broker 3 was the ISR, so its partition is offline (not moved).
-    assert after[0][0] == -1 and after[0][2] == [3], after
-    r = elect(node.bootstrap, "PREFERRED", "--topic", topic, "--partition", "0")
+
+def test_unclean_election_for_a_partition_whose_only_in_sync_replica_is_gone(split_cluster):
+    cluster = split_cluster
+    b4, b5, b6 = cluster.node(4), cluster.node(5), cluster.node(6)
+    wait_for("3 brokers", lambda: brokers(b4) == {4, 5, 6})
+    topic = f"unclean-{uuid.uuid4().hex[:8]}"
+    create(b4, topic, [[6, 4], [4, 5]])
+    for nd in (b4, b5, b6):
+        wait_for(f"node {nd.node_id} sees the leaders", lambda: leaders(nd, topic) == {0: 6, 1: 4})
+    produce_consume(b4.bootstrap, topic, 0)
+
+    # Broker 4 dies: it leaves partition 0's ISR, which is broker 6 alone from then on.
+    b4.kill9()
+    wait_for("broker 4 fenced and out of the ISR", lambda: 4 not in brokers(b5) and partitions(b5, topic)[0][2] == [6])
+    produce_consume(b5.bootstrap, topic, 0)  # acknowledged by broker 6 alone: broker 4 lacks it
+    # Then broker 6, the only in-sync replica, dies: partition 0 goes offline (Kafka keeps the
+    # last ISR member) instead of moving to broker 4, which lacks acknowledged records.
+    b6.kill9()
+    after = wait_for("broker 6 fenced", lambda: 6 not in brokers(b5) and partitions(b5, topic))
+    assert after[0][0] == -1 and after[0][2] == [6], after
+    b4.start()
+    cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[b4])
+    wait_for("broker 4 registered again", lambda: brokers(b5) == {4, 5})
+    assert partitions(b5, topic)[0][0] == -1, "a clean election never picks an out-of-ISR replica"
+    r = elect(b5.bootstrap, "PREFERRED", "--topic", topic, "--partition", "0")
     assert r.returncode != 0
     assert "PreferredLeaderNotAvailableException" in r.stdout, r.stdout
 
-    r = elect(node.bootstrap, "UNCLEAN", "--topic", topic, "--partition", "0")
+    r = elect(b5.bootstrap, "UNCLEAN", "--topic", topic, "--partition", "0")
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"Successfully completed leader election (UNCLEAN) for partitions {topic}-0" in r.stdout, r.stdout
-    # The first live replica leads, alone in the ISR; every node learns it.
-    for nd in (cluster.node(1), cluster.node(2)):
-        wait_for(f"node {nd.node_id} sees broker 1 lead", lambda: (partitions(nd, topic) or {}).get(0, (None,))[0] == 1)
-    assert partitions(node, topic)[0][2] == [1]
-    produce_consume(cluster.node(2).bootstrap, topic, 0)
-    r = elect(node.bootstrap, "UNCLEAN", "--topic", topic, "--partition", "0")
+    # The live out-of-ISR replica leads, alone in the ISR; every broker learns it.
+    for nd in (b4, b5):
+        wait_for(f"node {nd.node_id} sees broker 4 lead", lambda: (partitions(nd, topic) or {}).get(0, (None,))[0] == 4)
+    assert partitions(b5, topic)[0][2] == [4]
+    produce_consume(b5.bootstrap, topic, 0)
+    r = elect(b5.bootstrap, "UNCLEAN", "--topic", topic, "--partition", "0")
     assert f"Valid replica already elected for partitions {topic}-0" in r.stdout, r.stdout
 
-    victim.start()
-    cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[victim])
-    wait_for("broker 3 registered again", lambda: brokers(node) == {1, 2, 3})
-    wait_for("broker 3's view", lambda: leaders(victim, topic) == {0: 1, 1: 1})
-    # Back, but not in the ISR: leadership stays, the old leader refuses the partition.
-    assert partitions(node, topic)[0][2] == [1]
-    r = elect(victim.bootstrap, "PREFERRED", "--topic", topic, "--partition", "0")
-    assert "PreferredLeaderNotAvailableException" in r.stdout, r.stdout
-    assert produce_code(victim, topic, 0) == KafkaError.NOT_LEADER_FOR_PARTITION
-    assert produce_code(cluster.node(1), topic, 0) == 0
-    assert leaders(node, topic) == {0: 1, 1: 1}
+    # The old leader comes back as a follower: it truncates what the unclean leader never
+    # had, catches up and rejoins the ISR; broker 4 keeps leading.
+    b6.start()
+    cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[b6])
+    wait_for("broker 6 registered again", lambda: brokers(b5) == {4, 5, 6})
+    wait_for("broker 6 back in the ISR", lambda: sorted(partitions(b5, topic)[0][2]) == [4, 6], deadline_s=120)
+    assert leaders(b5, topic)[0] == 4
+    assert produce_code(b6, topic, 0) == KafkaError.NOT_LEADER_FOR_PARTITION
+    assert produce_code(b4, topic, 0) == 0
 
 
 def fence_and_restart(cluster, victim, topic: str) -> dict[int, int]:
-    """kill -9 `victim`, wait until it is fenced and its leaderships moved, restart it;
-    returns the leaders before the kill. Skips while leadership cannot move (no
-    replication: a fenced leader's partitions go offline instead, checked here)."""
+    """kill -9 `victim`, wait until it is fenced and its leaderships moved to other in-sync
+    replicas, restart it; returns the leaders before the kill."""
     node = next(nd for nd in cluster.nodes if nd is not victim)
     before = wait_for("leaders", lambda: (ls := leaders(node, topic)) and -1 not in ls.values() and ls)
     victim.kill9()
     after = wait_for("victim fenced", lambda: victim.node_id not in brokers(node) and leaders(node, topic))
     moved = {p: after[p] for p, b in before.items() if b == victim.node_id}
-    if all(b == -1 for b in moved.values()):
-        victim.start()
-        cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[victim])
-        wait_for("victim leads again", lambda: leaders(node, topic) == before)
-        pytest.skip("the fenced leader's partitions went offline, not to another replica: the ISR is the "
-                    "leader alone until replication (issue 12) keeps followers in sync")
-    assert all(b not in (-1, victim.node_id) for b in moved.values()), after
+    assert moved and all(b not in (-1, victim.node_id) for b in moved.values()), after
     victim.start()
     cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[victim])
     wait_for("victim registered again", lambda: victim.node_id in brokers(node))

@@ -37,6 +37,8 @@ impl ShardContext {
             write_mode: write_mode(flush),
             flush_interval_messages: tc.flush_messages,
             flush_interval_ms: tc.flush_ms,
+            // Kafka recovers after an unclean shutdown; a replica refetches what was cut.
+            verify_sealed_after_unclean_shutdown: true,
         };
         let settings = PartitionSettings {
             max_message_bytes: tc.max_message_bytes.max(0) as usize,
