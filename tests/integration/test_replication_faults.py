@@ -333,10 +333,15 @@ def read_partitions(nodes, topic: str, partitions: list[int], acked=(), deadline
         ends = acked_ends(acked)
         high = {}
         for p in partitions:
-            high[p] = wait_for(f"{topic}-{p}: high watermark at or past {ends.get(p, 0)}, the acknowledged end",
-                               lambda p=p: (w := c.get_watermark_offsets(TopicPartition(topic, p), timeout=10))
-                               and w[1] >= ends.get(p, 0) and w,
-                               deadline_s=DEADLINE_S)[1]
+            seen = [None]
+
+            def reached(p=p):
+                seen[0] = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                return seen[0] >= ends.get(p, 0)
+            if not poll_until(reached, DEADLINE_S):
+                pytest.fail(f"{topic}-{p}: the high watermark stays at {seen[0]}, below {ends.get(p, 0)}, the end of "
+                            f"the acknowledged records: they are lost, or never replicated again")
+            high[p] = seen[0]
         c.assign([TopicPartition(topic, p, 0) for p in partitions])
         got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in partitions}
         pending = {p for p in partitions if high[p] > 0}
