@@ -283,9 +283,10 @@ def producer(nodes, **conf) -> Producer:
                      "linger.ms": 5, "message.timeout.ms": 120000, **conf})
 
 
-def produce_acked(nodes, topic: str, values: list[bytes], partition: int | None = None) -> list[tuple[int, int, bytes]]:
-    """Writes `values` (acks=all, idempotent) and requires every one acknowledged:
-    (partition, offset, value) of each, in acknowledgement order."""
+def produce_acked(nodes, topic: str, values: list[bytes], partition: int | None = None,
+                  conf: dict | None = None) -> list[tuple[int, int, bytes]]:
+    """Writes `values` (acks=all, idempotent; `conf`: more producer settings) and requires
+    every one acknowledged: (partition, offset, value) of each, in acknowledgement order."""
     acked: list[tuple[int, int, bytes]] = []
     errors: list[str] = []
 
@@ -295,7 +296,7 @@ def produce_acked(nodes, topic: str, values: list[bytes], partition: int | None 
         else:
             errors.append(f"{msg.value()[:20]!r}: {err}")
 
-    p = producer(nodes)
+    p = producer(nodes, **(conf or {}))
     for v in values:
         while True:
             try:
@@ -937,7 +938,9 @@ def test_corrupted_follower_segment_is_refetched(cluster):
     assert partition_state(other, topic)[0][0] != victim_id, "the victim is a follower"
 
     values = [segment_value(i) for i in range(5000)]
-    acked = produce_acked(nodes, topic, values, partition=0)
+    # 64 KiB batches: ~16 per segment, so the flipped byte sits in a batch mid-segment
+    # (1 MB batches, librdkafka's default, are test_batches_near_the_fetch_size_replicate's).
+    acked = produce_acked(nodes, topic, values, partition=0, conf={"batch.size": 65536})
     wait_in_sync(other, topic, 1)  # the victim has every record
 
     kill_until_out_of_isr(cluster, victim, other, topic)
@@ -963,3 +966,32 @@ def test_corrupted_follower_segment_is_refetched(cluster):
     res = check_log(values, acked, got)
     assert res.ok, res.details()
     assert [v for _, v in got[0]] == values
+
+
+# == batches as large as a replica fetch =================================================
+
+def test_batches_near_the_fetch_size_replicate(cluster):
+    """librdkafka's default batch.size (1,000,000 bytes) makes record batches close to
+    replica.fetch.max.bytes (1 MiB). Kafka returns the first batch of the first partition
+    with data whatever its size (KIP-74), so a follower that follows many partitions of
+    the leader (here with the 50 of __consumer_offsets) still gets every large batch:
+    acks=all writes complete and every replica stays in sync."""
+    nodes = cluster.nodes
+    topic = f"bigbatch-{uuid.uuid4().hex[:8]}"
+    create_topic(nodes[0], topic, 1)
+    wait_in_sync(nodes[0], topic, 1)
+
+    def offsets_partitions():
+        try:  # FindCoordinator: Kafka creates __consumer_offsets at its first use
+            group_offsets(nodes, f"probe-{topic}", topic)
+        except KafkaException:
+            pass
+        return len(partition_state(nodes[0], "__consumer_offsets") or {})
+    assert wait_for("__consumer_offsets created", offsets_partitions) > 1, \
+        "the followers follow many partitions of each leader"
+    values = [segment_value(i) for i in range(5000)]  # ~5 MB in ~1 MB batches
+    acked = produce_acked(nodes, topic, values, partition=0, conf={"batch.size": 1_000_000, "linger.ms": 50})
+    wait_in_sync(nodes[0], topic, 1)
+    got = read_partitions(nodes, topic, [0], acked=acked)
+    res = check_log(values, acked, got)
+    assert res.ok, res.details()
