@@ -79,6 +79,15 @@ impl PartitionMeta {
     }
 }
 
+/// A broker process's epoch as followers send it in Fetch (`replica_state.replica_epoch`,
+/// KIP-903): derived from its incarnation id, so it changes with every process start, and
+/// a leader counts a follower's position only from the incarnation the metadata names.
+pub fn broker_epoch(incarnation: &[u8; 16]) -> i64 {
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&incarnation[..8]);
+    i64::from_be_bytes(first) & i64::MAX
+}
+
 /// A registered broker (Kafka's BrokerRegistrationRecord plus its fencing state). When it
 /// last heartbeated is not here: liveness is the quorum leader's in-memory view.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -32,7 +32,8 @@ use crate::runtime::ShardId;
 const METADATA_BARRIER_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub enum PartitionOp<X> {
-    Produce { records: Bytes, acks: i16 },
+    /// `timeout_ms`: how long acks=all waits for the in-sync replicas (Produce's).
+    Produce { records: Bytes, acks: i16, timeout_ms: i32 },
     Fetch { offset: i64, limit: ReadLimit },
     /// -1 latest, -2 earliest, -3 max timestamp, -4 earliest local, else a timestamp.
     ListOffsets { timestamp: i64 },
@@ -42,7 +43,9 @@ pub enum PartitionOp<X> {
     /// A follower's fetch, on the leader: the diverging-epoch check, a read up to the
     /// leader's written offset (not the high watermark), then the follower's position
     /// recorded (`Partition::record_follower_fetch`).
-    ReplicaFetch { replica: BrokerId, offset: i64, last_fetched_epoch: i32, limit: ReadLimit },
+    /// `replica_epoch`: the follower process's broker epoch (KIP-903); its position counts
+    /// only when that is the registration the metadata names.
+    ReplicaFetch { replica: BrokerId, replica_epoch: i64, offset: i64, last_fetched_epoch: i32, limit: ReadLimit },
     /// A consumer's fetch from this broker's follower replica (KIP-392): below the
     /// follower's high watermark. Answered as `OpOutput::Fetch`.
     FollowerFetch { offset: i64, limit: ReadLimit },
@@ -395,7 +398,10 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
                 let Some(handler) = handler else { return Err(PartitionError::UnknownTopicOrPartition) };
                 Ok(OpOutput::Extension(handler(p, x).await))
             }
-            PartitionOp::Produce { records, acks } => p.append(records, acks).await.map(OpOutput::Produce),
+            PartitionOp::Produce { records, acks, timeout_ms } => {
+                let timeout = Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
+                p.append_within(records, acks, Some(timeout)).await.map(OpOutput::Produce)
+            }
             PartitionOp::Fetch { offset, limit } => p.read_with(offset, limit).await.map(OpOutput::Fetch),
             PartitionOp::ListOffsets { timestamp } => {
                 // An offline log (failed fdatasync) answers KAFKA_STORAGE_ERROR here too.
@@ -418,7 +424,7 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
             }
             // Served from the follower map before this lookup (above).
             PartitionOp::FollowerFetch { .. } => Err(PartitionError::NotFollower),
-            PartitionOp::ReplicaFetch { replica, offset, last_fetched_epoch, limit } => {
+            PartitionOp::ReplicaFetch { replica, replica_epoch, offset, last_fetched_epoch, limit } => {
                 p.check_online()?;
                 // Kafka's Partition.fetchRecords for a follower: a follower whose last
                 // epoch ends elsewhere here (or is unknown here) learns where to truncate,
@@ -427,7 +433,14 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
                     let data = FetchData { high_watermark: p.high_watermark(), log_start_offset: p.log_start_offset(), ..Default::default() };
                     return Ok(OpOutput::ReplicaFetch(ReplicaRead { data, diverging: Some(diverging) }));
                 }
-                p.record_follower_fetch(replica, offset, crate::runtime::now_ms());
+                // KIP-903: a fetch from a process the metadata no longer names as that
+                // broker (it restarted since, or this leader has not learnt of the
+                // restart yet) is served but not counted: an ISR expansion or the high
+                // watermark must never rest on a previous process's position.
+                let current = self.partitions.image().brokers.get(&replica).map(|b| super::image::broker_epoch(&b.incarnation));
+                if current == Some(replica_epoch) {
+                    p.record_follower_fetch(replica, offset, crate::runtime::now_ms());
+                }
                 let data = p.read_for_follower(offset, limit).await?;
                 Ok(OpOutput::ReplicaFetch(ReplicaRead { data, diverging: None }))
             }

@@ -34,6 +34,8 @@ pub struct ControllerHandle {
     tx: async_channel::Sender<Request>,
     publisher: Arc<Publisher>,
     thread: Arc<Mutex<Option<JoinHandle<()>>>>,
+    /// This process's broker incarnation (what it registers with).
+    incarnation: [u8; 16],
 }
 
 /// The controller answered a request with another request's kind of reply (a bug, or a
@@ -51,12 +53,20 @@ impl ControllerHandle {
         tx: async_channel::Sender<Request>,
         publisher: Arc<Publisher>,
         thread: JoinHandle<()>,
+        incarnation: [u8; 16],
     ) -> ControllerHandle {
         ControllerHandle {
             tx,
             publisher,
             thread: Arc::new(Mutex::new(Some(thread))),
+            incarnation,
         }
+    }
+
+    /// This process's broker epoch (KIP-903: sent by its replica fetchers, checked by
+    /// leaders against the registration the metadata names).
+    pub fn broker_epoch(&self) -> i64 {
+        crate::cluster::image::broker_epoch(&self.incarnation)
     }
 
     async fn call(&self, body: ClientRequest) -> Result<ClientReply, ControllerError> {

@@ -62,6 +62,7 @@ pub fn start(
     ControllerError,
 > {
     let shard_count = check_shard_count(cfg.shard_count, cfg.broker)?;
+    let incarnation = cfg.incarnation;
     raft_node_id(cfg.node_id)?;
     // Unbounded, but bounded by what feeds it: one MetadataUpdate per committed metadata
     // change, and changes are proposed one at a time by this thread (requests queue in the
@@ -86,7 +87,7 @@ pub fn start(
         })?;
 
     let ready = ready_rx.recv();
-    let handle = ControllerHandle::new(req_tx, publisher, thread);
+    let handle = ControllerHandle::new(req_tx, publisher, thread, incarnation);
     match ready {
         Ok(Ok(())) => Ok((handle, receivers)),
         Ok(Err(e)) => {
@@ -359,7 +360,7 @@ fn is_observer(cfg: &ControllerConfig, node_id: u64) -> bool {
 fn registration(cfg: &ControllerConfig) -> BrokerMeta {
     BrokerMeta {
         id: cfg.node_id,
-        incarnation: *uuid::Uuid::new_v4().as_bytes(),
+        incarnation: cfg.incarnation,
         host: cfg.advertised_host.clone(),
         port: cfg.advertised_port,
         rack: cfg.rack.clone(),

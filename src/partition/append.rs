@@ -44,6 +44,14 @@ impl Partition {
     /// high watermark has passed the batch, with NotEnoughReplicasAfterAppend if the ISR
     /// shrank below min.insync.replicas meanwhile.
     pub async fn append(&self, records: Bytes, acks: i16) -> Result<AppendOutcome, PartitionError> {
+        self.append_within(records, acks, None).await
+    }
+
+    /// `append`, where acks=-1 waits for the in-sync replicas at most `replication_timeout`
+    /// (Produce's `timeout_ms`, Kafka's delayed produce): then `RequestTimedOut` — the
+    /// batch stays appended (it may still be replicated and become visible), it is just
+    /// not acknowledged. A leader cut off from its followers answers this way.
+    pub async fn append_within(&self, records: Bytes, acks: i16, replication_timeout: Option<std::time::Duration>) -> Result<AppendOutcome, PartitionError> {
         self.assert_on_shard();
         if self.closed.get() || !self.is_leader() {
             return Err(PartitionError::NotLeader);
@@ -92,7 +100,7 @@ impl Partition {
             drop(_permit);
             tracing::debug!(topic = %self.topic, partition = self.index, base_offset = meta.base_offset, "duplicate batch");
             self.wait_durable(meta.last_offset + 1, acks, settings.flush).await?;
-            self.wait_acks(meta.last_offset + 1, acks, &settings, leadership).await?;
+            self.wait_acks(meta.last_offset + 1, acks, &settings, leadership, replication_timeout).await?;
             return Ok(AppendOutcome {
                 base_offset: meta.base_offset,
                 log_append_time_ms: -1,
@@ -152,7 +160,7 @@ impl Partition {
         if let Some(durable) = durable {
             durable.await?;
         }
-        self.wait_acks(end, acks, &settings, leadership).await?;
+        self.wait_acks(end, acks, &settings, leadership, replication_timeout).await?;
         Ok(AppendOutcome {
             base_offset: first_offset,
             log_append_time_ms: log_append_time,
@@ -163,13 +171,29 @@ impl Partition {
     /// After the leader's own write is durable: acks=-1 waits for the high watermark to
     /// reach `end_offset` and checks min.insync.replicas again; any acks that waits
     /// answers only if this replica led throughout (`leadership` unchanged).
-    async fn wait_acks(&self, end_offset: i64, acks: i16, settings: &PartitionSettings, leadership: u64) -> Result<(), PartitionError> {
+    async fn wait_acks(
+        &self,
+        end_offset: i64,
+        acks: i16,
+        settings: &PartitionSettings,
+        leadership: u64,
+        replication_timeout: Option<std::time::Duration>,
+    ) -> Result<(), PartitionError> {
         if acks == 0 {
             return Ok(());
         }
         self.check_still_leading(leadership)?;
         if acks == -1 {
-            self.wait_high_watermark(end_offset).await?;
+            match replication_timeout {
+                None => self.wait_high_watermark(end_offset).await?,
+                Some(t) => {
+                    use futures::FutureExt;
+                    futures::select! {
+                        r = self.wait_high_watermark(end_offset).fuse() => r?,
+                        _ = glommio::timer::sleep(t).fuse() => return Err(PartitionError::RequestTimedOut { timeout_ms: t.as_millis() as u64 }),
+                    }
+                }
+            }
             self.check_still_leading(leadership)?;
             if let Some((isr, min_insync)) = self.insync_shortfall(settings) {
                 return Err(PartitionError::NotEnoughReplicasAfterAppend { isr, min_insync });

@@ -38,6 +38,10 @@ pub enum PartitionError {
     /// path reached a partition that is not following (internal).
     #[error("partition is not a follower")]
     NotFollower,
+    /// acks=all: the in-sync replicas did not all have the batch within the request's
+    /// timeout (the batch stays appended, unacknowledged).
+    #[error("not replicated to every in-sync replica within {timeout_ms} ms")]
+    RequestTimedOut { timeout_ms: u64 },
     /// The request's leader epoch is older than this replica's (Kafka's FENCED_LEADER_EPOCH).
     #[error("leader epoch {request} is older than the current {current}")]
     FencedLeaderEpoch { request: i32, current: i32 },

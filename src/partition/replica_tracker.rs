@@ -169,6 +169,19 @@ impl ReplicaTracker {
         self.pending = None;
     }
 
+    /// Forgets what `broker` told this leader (it restarted, maybe without some of that
+    /// data, or was fenced): its log end is unknown until it fetches again, and it is not
+    /// caught up. An expansion never counts a previous process's position (KIP-903's
+    /// concern; found by the fault tests and the replication simulation).
+    pub fn reset_follower(&mut self, broker: BrokerId) {
+        if let Some(f) = self.followers.iter_mut().find(|f| f.broker == broker) {
+            f.log_end_offset = UNKNOWN_OFFSET;
+            f.last_caught_up_ms = 0;
+            f.last_fetch_ms = 0;
+            f.last_fetch_leader_log_end = UNKNOWN_OFFSET;
+        }
+    }
+
     /// A follower fetched at `fetch_offset` while the leader's log ended at
     /// `leader_log_end`. False (nothing recorded) when `broker` is not a follower here.
     pub fn on_follower_fetch(&mut self, broker: BrokerId, fetch_offset: i64, leader_log_end: i64, now_ms: i64) -> bool {

@@ -186,6 +186,13 @@ impl Partition {
         self.maybe_increment_high_watermark()
     }
 
+    /// Leader: `replica`'s broker re-registered or was fenced: its earlier fetches no
+    /// longer count (see `ReplicaTracker::reset_follower`).
+    pub fn forget_follower(&self, replica: BrokerId) {
+        self.assert_on_shard();
+        self.tracker.borrow_mut().reset_follower(replica);
+    }
+
     /// A follower's high watermark from the leader's fetch response: min(`hw`, log end),
     /// never moving back.
     pub fn set_follower_high_watermark(&self, hw: i64) {

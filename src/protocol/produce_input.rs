@@ -28,6 +28,15 @@ impl ProduceInput {
         }
     }
 
+    /// How long an acks=all produce may wait for the in-sync replicas (Kafka's
+    /// `timeout_ms`; REQUEST_TIMED_OUT after it).
+    pub fn timeout_ms(&self) -> i32 {
+        match self {
+            ProduceInput::View(v) => v.timeout_ms(),
+            ProduceInput::Decoded(r) => r.timeout_ms,
+        }
+    }
+
     /// The topics in request order (walk as often as needed: nothing is consumed).
     pub fn topics(&self) -> InputTopics<'_> {
         match self {

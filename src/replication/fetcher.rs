@@ -114,6 +114,7 @@ impl Fetcher {
             let Some(c) = conn.as_mut() else { continue };
             let shape = FetchShape {
                 replica_id: self.settings.node_id,
+                replica_epoch: self.settings.broker_epoch,
                 max_wait_ms: self.settings.max_wait_ms,
                 min_bytes: 1,
                 max_bytes: self.settings.response_max_bytes,

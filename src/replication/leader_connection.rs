@@ -55,6 +55,8 @@ pub struct PartitionFetch {
 #[derive(Clone, Copy, Debug)]
 pub struct FetchShape {
     pub replica_id: i32,
+    /// The follower process's broker epoch (KIP-903).
+    pub replica_epoch: i64,
     pub max_wait_ms: i32,
     pub min_bytes: i32,
     pub max_bytes: i32,
@@ -137,7 +139,7 @@ pub fn encode_fetch(correlation_id: i32, client_id: &StrBytes, shape: FetchShape
         }
     }
     let req = FetchRequest::default()
-        .with_replica_state(ReplicaState::default().with_replica_id(WireBrokerId(shape.replica_id)).with_replica_epoch(-1))
+        .with_replica_state(ReplicaState::default().with_replica_id(WireBrokerId(shape.replica_id)).with_replica_epoch(shape.replica_epoch))
         .with_max_wait_ms(shape.max_wait_ms)
         .with_min_bytes(shape.min_bytes)
         .with_max_bytes(shape.max_bytes)
@@ -192,14 +194,14 @@ mod tests {
             PartitionFetch { topic_id: [1; 16], partition: 2, current_leader_epoch: 3, fetch_offset: 7, last_fetched_epoch: -1, log_start_offset: 5, partition_max_bytes: 1 << 20 },
             PartitionFetch { topic_id: [2; 16], partition: 1, current_leader_epoch: 0, fetch_offset: 0, last_fetched_epoch: -1, log_start_offset: 0, partition_max_bytes: 100 },
         ];
-        let shape = FetchShape { replica_id: 7, max_wait_ms: 500, min_bytes: 1, max_bytes: 10 << 20 };
+        let shape = FetchShape { replica_id: 7, replica_epoch: 99, max_wait_ms: 500, min_bytes: 1, max_bytes: 10 << 20 };
         let mut frame = encode_fetch(42, &StrBytes::from_static_str("t"), shape, &parts).unwrap();
         let len = frame.get_i32();
         assert_eq!(len as usize, frame.remaining());
         let header = RequestHeader::decode(&mut frame, FetchRequest::header_version(REPLICA_FETCH_VERSION)).unwrap();
         assert_eq!((header.request_api_key, header.request_api_version, header.correlation_id), (ApiKey::Fetch as i16, 15, 42));
         let req = FetchRequest::decode(&mut frame, REPLICA_FETCH_VERSION).unwrap();
-        assert_eq!(req.replica_state.replica_id.0, 7);
+        assert_eq!((req.replica_state.replica_id.0, req.replica_state.replica_epoch), (7, 99));
         assert_eq!((req.max_wait_ms, req.min_bytes, req.max_bytes), (500, 1, 10 << 20));
         assert_eq!(req.topics.len(), 2, "partitions of one topic travel together");
         assert_eq!(req.topics[0].topic_id.as_bytes(), &[1; 16]);

@@ -7,6 +7,8 @@ use crate::config::Config;
 pub struct FetcherSettings {
     /// This broker's id, sent as the fetch's replica id.
     pub node_id: i32,
+    /// This process's broker epoch, sent as the fetch's replica epoch (KIP-903).
+    pub broker_epoch: i64,
     /// replica.fetch.wait.max.ms: how long the leader may hold a fetch with no new data.
     pub max_wait_ms: i32,
     /// replica.fetch.max.bytes: per partition (the first batch may exceed it).
@@ -22,9 +24,10 @@ pub struct FetcherSettings {
 }
 
 impl FetcherSettings {
-    pub fn from_config(c: &Config) -> FetcherSettings {
+    pub fn from_config(c: &Config, broker_epoch: i64) -> FetcherSettings {
         FetcherSettings {
             node_id: c.node_id,
+            broker_epoch,
             max_wait_ms: c.replica_fetch_wait_max_ms,
             partition_max_bytes: c.replica_fetch_max_bytes,
             response_max_bytes: c.replica_fetch_response_max_bytes,

@@ -45,6 +45,7 @@ impl From<&PartitionError> for ErrorCode {
             // Internal to replication (the fetcher handles them); never a client's answer.
             PartitionError::NotFollower => ErrorCode::NOT_LEADER_OR_FOLLOWER,
             PartitionError::OffsetMismatch { .. } => ErrorCode::UNKNOWN_SERVER_ERROR,
+            PartitionError::RequestTimedOut { .. } => ErrorCode::REQUEST_TIMED_OUT,
         }
     }
 }

@@ -44,6 +44,7 @@ fn lookup<'i>(image: &'i MetadataImage, version: i16, topic: &InputTopic) -> Opt
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ProduceInput) -> Response {
     let acks = req.acks();
+    let timeout_ms = req.timeout_ms();
     let image = ctx
         .image_for_request(|image| {
             req.topics().map(|t| unknown_partitions(lookup(image, meta.version, &t), t.partitions.clone().map(|(index, _)| index))).sum()
@@ -64,7 +65,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ProduceInput
             // A partition sent to its shard keeps error code 0 until its result is in.
             match admit(meta.version, acks, meta_topic, name, unknown, index, records) {
                 Ok((shard, records)) => {
-                    batch.push(shard, name, index, PartitionOp::Produce { records, acks });
+                    batch.push(shard, name, index, PartitionOp::Produce { records, acks, timeout_ms });
                     answers.push(PartitionAnswer::pending(index));
                 }
                 Err((error_code, error_message)) => answers.push(PartitionAnswer { error_code, error_message, ..PartitionAnswer::pending(index) }),

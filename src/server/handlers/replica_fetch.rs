@@ -41,6 +41,8 @@ struct Asked {
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest, replica: i32) -> Response {
     let image = ctx.image();
+    // KIP-903 (Fetch v15+): the follower process's broker epoch; -1 before v15.
+    let replica_epoch = if meta.version >= 15 { req.replica_state.replica_epoch } else { -1 };
     let mut asked: Vec<Asked> = Vec::new();
     for t in &req.topics {
         let topic = if meta.version >= 13 { image.topic_by_id(t.topic_id.as_bytes()) } else { image.topic(t.topic.0.as_str()) };
@@ -75,7 +77,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
     let max_bytes = i64::from(req.max_bytes.max(0)).min(i64::from(ctx.config.replica_fetch_response_max_bytes.max(0)));
     let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let parts = loop {
-        let parts = read_all(ctx, &asked, replica, max_bytes).await;
+        let parts = read_all(ctx, &asked, replica, replica_epoch, max_bytes).await;
         let has_data = parts.iter().any(|(p, _)| !p.records.is_empty() || p.diverging_epoch.is_some() || p.error_code != 0);
         let now = Instant::now();
         if has_data || now >= deadline || asked.iter().all(|a| a.owner.is_err()) {
@@ -120,7 +122,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
 /// larger than the limits still replicates). Partitions are read at once in waves whose
 /// worst case fits in what is left, so the response stays within its limit plus one
 /// batch. Returns each partition's answer and its record bytes.
-async fn read_all(ctx: &Rc<ShardContext>, asked: &[Asked], replica: i32, max_bytes: i64) -> Vec<(FetchPartitionParts, usize)> {
+async fn read_all(ctx: &Rc<ShardContext>, asked: &[Asked], replica: i32, replica_epoch: i64, max_bytes: i64) -> Vec<(FetchPartitionParts, usize)> {
     let mut out: Vec<(FetchPartitionParts, usize)> = Vec::with_capacity(asked.len());
     let mut remaining = max_bytes;
     let mut returned_data = false;
@@ -144,7 +146,7 @@ async fn read_all(ctx: &Rc<ShardContext>, asked: &[Asked], replica: i32, max_byt
                     max_bytes: i64::from(a.partition_max_bytes.max(0)).min(remaining.max(0)),
                     min_one_batch: !returned_data && i == 0,
                 };
-                let op = PartitionOp::ReplicaFetch { replica, offset: a.offset, last_fetched_epoch: a.last_fetched_epoch, limit };
+                let op = PartitionOp::ReplicaFetch { replica, replica_epoch, offset: a.offset, last_fetched_epoch: a.last_fetched_epoch, limit };
                 batch.push(shard, &a.topic, a.partition, op);
             }
         }

@@ -66,7 +66,7 @@ impl ShardContext {
         let coordinator = Rc::new(CoordinatorContext::new(group_config(&config), partitions.clone()));
         crate::group::ops::serve_group_ops(&router, &coordinator);
         let request_memory = Rc::new(RequestMemoryPool::new(config.queued_max_request_bytes));
-        let fetchers = Rc::new(FetcherManager::new(FetcherSettings::from_config(&config), partitions.clone()));
+        let fetchers = Rc::new(FetcherManager::new(FetcherSettings::from_config(&config, controller.broker_epoch()), partitions.clone()));
         ShardContext {
             shard,
             config,

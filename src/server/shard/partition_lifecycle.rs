@@ -175,6 +175,28 @@ impl ShardContext {
         self.rebalance_cache_budgets();
     }
 
+    /// A broker that re-registered (a new process, maybe without data it had) or was
+    /// fenced since the image this shard applied: every partition this shard leads forgets
+    /// that follower's position, so neither the high watermark nor an ISR expansion rests
+    /// on what its previous process fetched (KIP-903's concern).
+    fn forget_restarted_followers(&self, next: &MetadataImage) {
+        let before = self.partitions.image();
+        let changed: Vec<BrokerId> = next
+            .brokers
+            .values()
+            .filter(|b| before.brokers.get(&b.id).is_some_and(|old| old.incarnation != b.incarnation || (b.fenced && !old.fenced)))
+            .map(|b| b.id)
+            .collect();
+        if changed.is_empty() {
+            return;
+        }
+        for p in self.partitions.all() {
+            for &b in &changed {
+                p.forget_follower(b);
+            }
+        }
+    }
+
     /// Applies one metadata update: open, re-role, reconfigure or delete this shard's
     /// replicas, then publish the image, wake operations waiting for it, and point the
     /// replica fetchers at the current leaders.
@@ -211,6 +233,7 @@ impl ShardContext {
                 MetadataDelta::BrokersChanged => {}
             }
         }
+        self.forget_restarted_followers(&image);
         self.partitions.publish(image);
         self.fetchers.reconcile();
     }
