@@ -94,8 +94,6 @@ pub const MAX_PRODUCER_ID_BLOCK: i64 = 1_000_000;
 
 #[derive(Clone, Debug)]
 pub struct ControllerConfig {
-    /// This process's broker incarnation (registered with the quorum; new per start).
-    pub incarnation: [u8; 16],
     /// The broker's data dir; the controller keeps its files in `<data_dir>/controller/`.
     pub data_dir: PathBuf,
     /// Kafka node id (>= 0); also the raft node id.
@@ -142,7 +140,6 @@ pub struct ControllerConfig {
 impl Default for ControllerConfig {
     fn default() -> Self {
         ControllerConfig {
-            incarnation: *uuid::Uuid::new_v4().as_bytes(),
             data_dir: PathBuf::from("data"),
             node_id: 1,
             shard_count: 1,

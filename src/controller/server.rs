@@ -62,7 +62,9 @@ pub fn start(
     ControllerError,
 > {
     let shard_count = check_shard_count(cfg.shard_count, cfg.broker)?;
-    let incarnation = cfg.incarnation;
+    // This broker's incarnation: new on every start (a restart re-registers as a new
+    // process); the handle tells it to the replica fetchers (KIP-903's broker epoch).
+    let incarnation = *uuid::Uuid::new_v4().as_bytes();
     raft_node_id(cfg.node_id)?;
     // Unbounded, but bounded by what feeds it: one MetadataUpdate per committed metadata
     // change, and changes are proposed one at a time by this thread (requests queue in the
@@ -81,7 +83,7 @@ pub fn start(
     let forwarded_tx = req_tx.clone();
     let thread = std::thread::Builder::new()
         .name("controller".into())
-        .spawn(move || run_thread(cfg, thread_publisher, req_rx, forwarded_tx, ready_tx))
+        .spawn(move || run_thread(cfg, incarnation, thread_publisher, req_rx, forwarded_tx, ready_tx))
         .map_err(|e| {
             ControllerError::Storage(format!("cannot spawn the controller thread: {e}"))
         })?;
@@ -105,6 +107,7 @@ pub fn start(
 
 fn run_thread(
     cfg: ControllerConfig,
+    incarnation: [u8; 16],
     publisher: Arc<Publisher>,
     requests: async_channel::Receiver<Request>,
     forwarded: async_channel::Sender<Request>,
@@ -157,7 +160,7 @@ fn run_thread(
         // Registered before the shards get their first image, so they start leading
         // their partitions at once (a single node is then as before: it leads all). A
         // controller-only node has no broker: it never registers.
-        let registration = cfg.broker.then(|| registration(&cfg));
+        let registration = cfg.broker.then(|| registration(&cfg, incarnation));
         if let Some(registration) = &registration {
             let heartbeat = ClientRequest::BrokerHeartbeat { broker: registration.clone() };
             if let Err(e) = router.route(&ctx, &raft, &publisher, heartbeat, false).await {
@@ -357,10 +360,10 @@ fn is_observer(cfg: &ControllerConfig, node_id: u64) -> bool {
 }
 
 /// This node's broker registration; a new incarnation id per process start.
-fn registration(cfg: &ControllerConfig) -> BrokerMeta {
+fn registration(cfg: &ControllerConfig, incarnation: [u8; 16]) -> BrokerMeta {
     BrokerMeta {
         id: cfg.node_id,
-        incarnation: cfg.incarnation,
+        incarnation,
         host: cfg.advertised_host.clone(),
         port: cfg.advertised_port,
         rack: cfg.rack.clone(),
