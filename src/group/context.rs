@@ -43,6 +43,18 @@ impl CoordinatorContext {
         self.partitions.image()
     }
 
+    /// This shard's image, first caught up with what the controller committed when it
+    /// lacks one of `topics`: a client may commit offsets for a topic it just created
+    /// through another shard (or broker), before this shard applied it.
+    pub async fn image_with_topics<'a>(&self, mut topics: impl Iterator<Item = &'a str>) -> ShardImage {
+        let image = self.partitions.image();
+        if topics.any(|t| image.topic(t).is_none()) {
+            self.partitions.catch_up_with_controller().await;
+            return self.partitions.image();
+        }
+        image
+    }
+
     /// Session timeout (ms) and heartbeat interval (ms) of KIP-848 group `group_id`: its
     /// group configs (consumer.session.timeout.ms, consumer.heartbeat.interval.ms) if set,
     /// else the broker's group.consumer.* defaults.

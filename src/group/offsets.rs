@@ -52,6 +52,8 @@ impl Coordinator {
         let member_id = req.member_id.to_string();
         let instance_id = req.group_instance_id.as_ref().map(|s| s.to_string());
         let generation = req.generation_id_or_member_epoch;
+        // Before the group is looked at (no group state is held across this wait).
+        let image = ctx.image_with_topics(req.topics.iter().map(|t| t.name.0.as_str())).await;
         let group_error: Option<ErrorCode> = if group_id.is_empty() {
             Some(ErrorCode::INVALID_GROUP_ID)
         } else {
@@ -84,7 +86,6 @@ impl Coordinator {
                 },
             }
         };
-        let image = ctx.image();
         let now = now_ms();
         // v2-v4 carry a retention time (-1 = the broker's offsets.retention.minutes); Kafka
         // still honours it, storing an explicit expire timestamp.
