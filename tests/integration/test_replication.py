@@ -5,7 +5,8 @@ broker catching up and rejoining the ISR. The fault suites (kill -9 every 10 s, 
 network namespaces, the coordinator's broker, a corrupted segment) are in
 test_replication_faults.py.
 
-Real clients: confluent-kafka (idempotent producer, consumer, AdminClient).
+Real clients: confluent-kafka (idempotent producer, consumer, AdminClient); the Java
+consumer for position validation (tests/java SeekValidation).
 No timed assertions: every wait polls with a generous deadline.
 """
 
@@ -16,6 +17,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import conftest
+from clients import java_tool, json_lines
 from conftest import wait_for
 
 # A follower that stops fetching leaves the ISR after this long (Kafka: 30 s).
@@ -170,3 +172,49 @@ def test_min_insync_replicas_refuses_acks_all_but_not_acks_1(cluster):
              lambda: (s := partition_state(cluster.node(leader), topic)) and len(s[0][2]) == 3, deadline_s=120)
     acked, errors = produce(cluster.node(leader), topic, [b"z"])
     assert not errors and len(acked) == 1, "acks=all works again with the full ISR"
+
+
+def test_java_consumer_validates_its_position_after_a_leader_change(cluster):
+    """KIP-320 through the Java client: a position that carries a leader epoch is checked
+    with OffsetsForLeaderEpoch against the current leader before the first fetch."""
+    topic = "rep-seek-validation"
+    create(cluster.node(1), topic, 1, 3, {"min.insync.replicas": "2"})
+    first, errors = produce(cluster.node(1), topic, [f"a-{i}".encode() for i in range(100)])
+    assert not errors and len(first) == 100
+    state = wait_for("ISR of 3", lambda: (s := partition_state(cluster.node(1), topic)) and len(s[0][2]) == 3 and s)
+    victim = cluster.node(state[0][0])
+    others = [nd for nd in cluster.nodes if nd is not victim]
+    bootstrap = ",".join(nd.bootstrap for nd in others)
+
+    def seek(offset: int, epoch: int | None = None, reset: str = "none") -> dict:
+        args = ["seek-validate", "--bootstrap", bootstrap, "--topic", topic, "--partition", "0",
+                "--offset", str(offset), "--reset", reset]
+        if epoch is not None:
+            args += ["--epoch", str(epoch)]
+        return json_lines(java_tool(*args).stdout)[-1]
+
+    old_epoch = seek(0)["leader_epoch"]
+    victim.kill9()
+    try:
+        wait_for("a new leader", lambda: (s := partition_state(others[0], topic)) and s[0][0] not in (-1, victim.node_id))
+        second, errors = produce(others[0], topic, [f"b-{i}".encode() for i in range(50)])
+        assert not errors and [o for _, o, _ in second] == list(range(100, 150))
+        new_epoch = seek(100)["leader_epoch"]
+        assert new_epoch > old_epoch, "the records after the failover carry the new leader's epoch"
+
+        # Inside the old epoch: valid, the consumer reads from where it sought.
+        assert seek(50, old_epoch) == {"offset": 50, "leader_epoch": old_epoch}
+        # Past the old epoch's end (100) with the old epoch: the log the position came from
+        # diverged there. reset=none: LogTruncationException naming the divergence point...
+        r = seek(120, old_epoch)
+        assert r.get("error") == "LogTruncationException", r
+        assert r["divergent_offset"] == 100 and r["divergent_epoch"] == old_epoch, r
+        # ...with a reset policy the client goes back to the divergence point instead.
+        assert seek(120, old_epoch, reset="earliest") == {"offset": 100, "leader_epoch": new_epoch}
+        # The same offset with the epoch that wrote it is valid.
+        assert seek(120, new_epoch) == {"offset": 120, "leader_epoch": new_epoch}
+    finally:
+        victim.start()
+        cluster.wait_ready(nodes=[victim])
+    wait_for("the restarted broker back in the ISR",
+             lambda: (s := partition_state(others[0], topic)) and victim.node_id in s[0][2], deadline_s=120)

@@ -81,7 +81,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *       -> {"created":T} or {"error":"..."}
  *   describe-topics, describe-cluster, describe-log-dirs, describe-configs: see AdminCompat.
  *   pattern-worker: see PatternWorker; init-transactions: see TxnFailFast;
- *   list-transactions, describe-transactions: see TxnAdmin.
+ *   list-transactions, describe-transactions: see TxnAdmin; seek-validate: see SeekValidation.
  */
 public final class ClientTool {
   private static final Base64.Encoder B64 = Base64.getEncoder();
@@ -113,6 +113,7 @@ public final class ClientTool {
       case "init-transactions": rc = TxnFailFast.run(o, out); break;
       case "list-transactions": rc = TxnAdmin.list(o, out); break;
       case "describe-transactions": rc = TxnAdmin.describe(o, out); break;
+      case "seek-validate": rc = SeekValidation.run(o, out); break;
       default:
         System.err.println("unknown subcommand " + args[0]);
         rc = 2;
