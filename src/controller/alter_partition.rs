@@ -17,14 +17,20 @@
 //!   e.g. a fencing that shrank the ISR, committed since the leader last looked);
 //! - empty ISR, duplicates, a member that is not a replica, or an ISR without the leader
 //!   → `InvalidRequest`;
-//! - a member that is not registered or is fenced → `IneligibleReplica`.
+//! - a member that is not registered or is fenced → `IneligibleReplica`;
+//! - a member whose broker epoch, as the leader sent it, is not the registered one →
+//!   `IneligibleReplica` (KIP-903: the leader judged a previous process of that broker,
+//!   which may have had records the restarted one lost; a re-registration that changed
+//!   nothing in this partition leaves its partition epoch as it was, so only this catches
+//!   an expansion proposed on the old process's position and committed after the new
+//!   process registered).
 //!
 //! Success sets the ISR (kept in replica order, so equal sets compare equal), bumps the
 //! partition epoch and leaves the leader epoch alone. An ISR equal to the current one
 //! changes nothing (no epoch bump), as Kafka's PartitionChangeBuilder writes no record.
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::image::{BrokerId, MetadataImage, PartitionMeta};
+use crate::cluster::image::{broker_epoch, BrokerId, MetadataImage, PartitionMeta};
 
 /// Why an AlterPartition was refused (Kafka's error names; `server/` maps them to codes:
 /// UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION,
@@ -52,6 +58,9 @@ pub struct AlterIsr<'a> {
     pub leader_epoch: i32,
     pub partition_epoch: i32,
     pub new_isr: &'a [BrokerId],
+    /// Broker epoch of each `new_isr` member as the leader knew it (-1 or missing: not
+    /// checked, as Kafka's AlterPartition before v3).
+    pub new_isr_epochs: &'a [i64],
 }
 
 /// The outcome of a valid request: the topic's name and the ISR to set (in replica
@@ -85,6 +94,10 @@ pub fn check(image: &MetadataImage, req: AlterIsr<'_>) -> Result<Checked, AlterP
         )));
     }
     if isr.iter().any(|b| !image.is_live(*b)) {
+        return Err(AlterPartitionError::IneligibleReplica);
+    }
+    let registered = |b: &BrokerId| image.brokers.get(b).map(|m| broker_epoch(&m.incarnation));
+    if req.new_isr.iter().zip(req.new_isr_epochs).any(|(b, e)| *e >= 0 && registered(b) != Some(*e)) {
         return Err(AlterPartitionError::IneligibleReplica);
     }
     let changed = isr != p.isr;
@@ -147,7 +160,7 @@ mod tests {
     }
 
     fn req(isr: &[BrokerId]) -> AlterIsr<'_> {
-        AlterIsr { topic_id: &T, partition: 0, leader: 0, leader_epoch: 2, partition_epoch: 5, new_isr: isr }
+        AlterIsr { topic_id: &T, partition: 0, leader: 0, leader_epoch: 2, partition_epoch: 5, new_isr: isr, new_isr_epochs: &[] }
     }
 
     fn err(img: &MetadataImage, r: AlterIsr<'_>) -> AlterPartitionError {
@@ -178,6 +191,18 @@ mod tests {
         assert!(matches!(err(&img, req(&[1, 2])), InvalidRequest(m) if m.contains("leader")));
         assert_eq!(err(&img, req(&[0, 3])), IneligibleReplica, "fenced");
         assert_eq!(err(&img, req(&[0, 4])), IneligibleReplica, "not registered");
+    }
+
+    #[test]
+    fn a_member_judged_in_a_previous_process_is_ineligible() {
+        let img = image();
+        let epoch = |b: u8| broker_epoch(&[b; 16]);
+        let (now, before) = ([epoch(0), epoch(1), epoch(2)], [epoch(0), epoch(1), epoch(9)]);
+        assert!(check(&img, AlterIsr { new_isr_epochs: &now, ..req(&[0, 1, 2]) }).is_ok(), "the registered epochs");
+        // Broker 2 re-registered since the leader judged it: KIP-903's refusal.
+        assert_eq!(err(&img, AlterIsr { new_isr_epochs: &before, ..req(&[0, 1, 2]) }), AlterPartitionError::IneligibleReplica);
+        // -1 (unknown) is not checked, as requests before KIP-903.
+        assert!(check(&img, AlterIsr { new_isr_epochs: &[epoch(0), -1, -1], ..req(&[0, 1, 2]) }).is_ok());
     }
 
     #[test]

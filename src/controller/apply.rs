@@ -182,8 +182,8 @@ fn apply_inner(
             changed.extend(leadership::on_unfenced(image, broker.id, *unclean_default));
             Ok((Applied::Done, broker_deltas(changed)))
         }
-        Command::AlterPartition { topic_id, partition, leader, leader_epoch, partition_epoch, new_isr } => {
-            let req = AlterIsr { topic_id, partition: *partition, leader: *leader, leader_epoch: *leader_epoch, partition_epoch: *partition_epoch, new_isr };
+        Command::AlterPartition { topic_id, partition, leader, leader_epoch, partition_epoch, new_isr, new_isr_epochs } => {
+            let req = AlterIsr { topic_id, partition: *partition, leader: *leader, leader_epoch: *leader_epoch, partition_epoch: *partition_epoch, new_isr, new_isr_epochs };
             let (meta, changed) = alter_partition::apply(image, req).map_err(Rejection::AlterPartition)?;
             // LeadersChanged: the shards re-read every partition of the topic (leader, ISR).
             let deltas = changed.into_iter().map(|name| MetadataDelta::LeadersChanged { name }).collect();

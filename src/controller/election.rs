@@ -405,7 +405,7 @@ mod tests {
             Command::RegisterBroker { broker: broker(3, 3), unclean_default: false },
             Command::CreateTopic { name: "t".into(), topic_id: [1; 16], shards: vec![], replicas: vec![vec![on(1), on(2), on(3)]], configs: BTreeMap::new() },
             // The followers lag: the leader shrinks the ISR to itself.
-            Command::AlterPartition { topic_id: [1; 16], partition: 0, leader: 1, leader_epoch: 0, partition_epoch: 0, new_isr: vec![1] },
+            Command::AlterPartition { topic_id: [1; 16], partition: 0, leader: 1, leader_epoch: 0, partition_epoch: 0, new_isr: vec![1], new_isr_epochs: vec![] },
             Command::FenceBroker { broker: 1, incarnation: [1; 16], unclean_default: false },
             Command::ElectLeaders { election: ElectionType::Preferred, partitions: t0.clone() },
             Command::ElectLeaders { election: ElectionType::Unclean, partitions: t0.clone() },

@@ -230,7 +230,8 @@ impl ControllerHandle {
 
     /// AlterPartition (Kafka's, for one partition): the leader `leader` of `partition` of
     /// topic `topic_id`, at `leader_epoch` and `partition_epoch` as it knows them, asks
-    /// for the ISR `new_isr`. Returns the partition as committed (partition epoch bumped
+    /// for the ISR `new_isr`, whose members' broker epochs as it knows them are
+    /// `new_isr_epochs` (same order; -1 = unknown). Returns the partition as committed (partition epoch bumped
     /// when the ISR changed), or `ControllerError::AlterPartition` with Kafka's reason
     /// (`alter_partition.rs`). Forwarded to the quorum leader from any node.
     pub async fn alter_partition(
@@ -241,8 +242,9 @@ impl ControllerHandle {
         leader_epoch: i32,
         partition_epoch: i32,
         new_isr: Vec<BrokerId>,
+        new_isr_epochs: Vec<i64>,
     ) -> Result<PartitionMeta, ControllerError> {
-        let req = ClientRequest::AlterPartition { topic_id, partition, leader, leader_epoch, partition_epoch, new_isr };
+        let req = ClientRequest::AlterPartition { topic_id, partition, leader, leader_epoch, partition_epoch, new_isr, new_isr_epochs };
         match self.call(req).await? {
             ClientReply::Partition(meta) => Ok(meta),
             other => Err(mismatch("AlterPartition", other)),

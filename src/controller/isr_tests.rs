@@ -58,7 +58,7 @@ impl Log {
     /// AlterPartition from the current leader at the current epochs.
     fn alter(&self, isr: &[BrokerId]) -> Command {
         let p = self.p();
-        Command::AlterPartition { topic_id: T, partition: 0, leader: p.leader, leader_epoch: p.leader_epoch, partition_epoch: p.partition_epoch, new_isr: isr.to_vec() }
+        Command::AlterPartition { topic_id: T, partition: 0, leader: p.leader, leader_epoch: p.leader_epoch, partition_epoch: p.partition_epoch, new_isr: isr.to_vec(), new_isr_epochs: vec![] }
     }
 
     fn fence(&mut self, b: BrokerId, unclean_default: bool) -> Vec<MetadataDelta> {
@@ -117,6 +117,7 @@ fn alter_partition_as_a_committed_record_checks_and_bumps_the_partition_epoch() 
         leader_epoch,
         partition_epoch,
         new_isr: vec![1, 2, 3],
+        new_isr_epochs: vec![],
     };
     assert_eq!(log.refused(req([9; 16], 0, 1, le, pe)), UnknownTopicOrPartition);
     assert_eq!(log.refused(req(T, 3, 1, le, pe)), UnknownTopicOrPartition);
@@ -145,7 +146,7 @@ fn fencing_shrinks_the_isr_and_moves_leadership_within_it() {
     assert_eq!(log.fence(1, false)[1..], leaders_changed()[..]);
     assert_eq!(log.summary(), (2, vec![2, 3], 1, 1));
     // A leader's AlterPartition from before the fencing is stale now.
-    let stale = Command::AlterPartition { topic_id: T, partition: 0, leader: 1, leader_epoch: 0, partition_epoch: 0, new_isr: vec![1, 2] };
+    let stale = Command::AlterPartition { topic_id: T, partition: 0, leader: 1, leader_epoch: 0, partition_epoch: 0, new_isr: vec![1, 2], new_isr_epochs: vec![] };
     assert!(matches!(log.apply(stale).0, Response(Err(Rejection::AlterPartition(AlterPartitionError::FencedLeaderEpoch)))));
     log.fence(3, false);
     assert_eq!(log.summary(), (2, vec![2], 1, 2));
@@ -166,7 +167,7 @@ fn a_restart_leaves_every_isr_it_shares_and_may_lead_where_it_was_alone() {
     let mut log = Log::new(&[]);
     let on = |bs: &[BrokerId]| bs.iter().map(|b| ReplicaMeta { broker: *b, shard: 0 }).collect::<Vec<_>>();
     log.ok(Command::CreateTopic { name: "u".into(), topic_id: [2; 16], shards: vec![], replicas: vec![on(&[1, 2])], configs: BTreeMap::new() });
-    log.ok(Command::AlterPartition { topic_id: [2; 16], partition: 0, leader: 1, leader_epoch: 0, partition_epoch: 0, new_isr: vec![1] });
+    log.ok(Command::AlterPartition { topic_id: [2; 16], partition: 0, leader: 1, leader_epoch: 0, partition_epoch: 0, new_isr: vec![1], new_isr_epochs: vec![] });
     // Broker 1 restarts before the session timeout noticed: a new incarnation registers.
     let deltas = log.ok(Command::RegisterBroker { broker: broker(1, 11), unclean_default: false });
     assert!(deltas.contains(&MetadataDelta::BrokersChanged) && deltas.contains(&MetadataDelta::LeadersChanged { name: "u".into() }), "{deltas:?}");
@@ -288,21 +289,21 @@ fn alter_partition_through_the_controller_thread() {
     assert_eq!((before.leader, before.isr.clone(), before.leader_epoch), (2, vec![2, 3], 1));
     while rxs[0].try_recv().is_ok() {}
     // Broker 1 caught up: the leader expands the ISR.
-    let p = block_on(h.alter_partition([7; 16], 0, 2, before.leader_epoch, before.partition_epoch, vec![2, 3, 1])).unwrap();
+    let p = block_on(h.alter_partition([7; 16], 0, 2, before.leader_epoch, before.partition_epoch, vec![2, 3, 1], vec![])).unwrap();
     assert_eq!((p.isr.clone(), p.leader, p.leader_epoch, p.partition_epoch), (vec![1, 2, 3], 2, before.leader_epoch, before.partition_epoch + 1));
     assert_eq!(r(&h), p, "the handle's image has it once answered");
     let update = block_on(rxs[0].recv()).unwrap();
     assert!(update.deltas.contains(&MetadataDelta::LeadersChanged { name: "r".into() }), "{:?}", update.deltas);
     // The same request again: refused, nothing written.
     let applied = h.image().applied_index;
-    let err = block_on(h.alter_partition([7; 16], 0, 2, before.leader_epoch, before.partition_epoch, vec![1, 2, 3])).unwrap_err();
+    let err = block_on(h.alter_partition([7; 16], 0, 2, before.leader_epoch, before.partition_epoch, vec![1, 2, 3], vec![])).unwrap_err();
     assert_eq!(err, ControllerError::AlterPartition(AlterPartitionError::InvalidUpdateVersion));
-    let err = block_on(h.alter_partition([7; 16], 0, 1, p.leader_epoch, p.partition_epoch, vec![1, 2])).unwrap_err();
+    let err = block_on(h.alter_partition([7; 16], 0, 1, p.leader_epoch, p.partition_epoch, vec![1, 2], vec![])).unwrap_err();
     assert!(matches!(err, ControllerError::AlterPartition(AlterPartitionError::InvalidRequest(_))), "{err}");
-    let err = block_on(h.alter_partition([8; 16], 0, 2, p.leader_epoch, p.partition_epoch, vec![2])).unwrap_err();
+    let err = block_on(h.alter_partition([8; 16], 0, 2, p.leader_epoch, p.partition_epoch, vec![2], vec![])).unwrap_err();
     assert_eq!(err, ControllerError::AlterPartition(AlterPartitionError::UnknownTopicOrPartition));
     // The current ISR asked for: the partition as it is, nothing written.
-    assert_eq!(block_on(h.alter_partition([7; 16], 0, 2, p.leader_epoch, p.partition_epoch, vec![3, 2, 1])).unwrap(), p);
+    assert_eq!(block_on(h.alter_partition([7; 16], 0, 2, p.leader_epoch, p.partition_epoch, vec![3, 2, 1], vec![])).unwrap(), p);
     assert_eq!(h.image().applied_index, applied, "refused or unchanged requests commit no record");
     h.shutdown();
     h.join();
@@ -369,7 +370,7 @@ mod prop {
                             continue;
                         }
                         let new_isr: Vec<BrokerId> = p.replicas.iter().enumerate().filter(|(i, r)| mask & (1 << i) != 0 || r.broker == p.leader && kind == 0).map(|(_, r)| r.broker).collect();
-                        let cmd = Command::AlterPartition { topic_id: T, partition: p.partition, leader: p.leader, leader_epoch: p.leader_epoch, partition_epoch: p.partition_epoch, new_isr };
+                        let cmd = Command::AlterPartition { topic_id: T, partition: p.partition, leader: p.leader, leader_epoch: p.leader_epoch, partition_epoch: p.partition_epoch, new_isr, new_isr_epochs: vec![] };
                         let cur = &before[p.partition as usize];
                         match log.apply(cmd).0 {
                             Response(Ok(Applied::PartitionAltered(after))) => {

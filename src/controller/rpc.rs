@@ -111,6 +111,8 @@ pub enum ClientRequest {
         leader_epoch: i32,
         partition_epoch: i32,
         new_isr: Vec<BrokerId>,
+        #[serde(default)]
+        new_isr_epochs: Vec<i64>,
     },
 }
 

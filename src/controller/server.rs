@@ -600,16 +600,16 @@ async fn execute(
             }
             Ok(ClientReply::Elections(plan.results))
         }
-        ClientRequest::AlterPartition { topic_id, partition, leader, leader_epoch, partition_epoch, new_isr } => {
+        ClientRequest::AlterPartition { topic_id, partition, leader, leader_epoch, partition_epoch, new_isr, new_isr_epochs } => {
             // Checked here first (a refused request writes nothing), again on apply.
-            let req = AlterIsr { topic_id: &topic_id, partition, leader, leader_epoch, partition_epoch, new_isr: &new_isr };
+            let req = AlterIsr { topic_id: &topic_id, partition, leader, leader_epoch, partition_epoch, new_isr: &new_isr, new_isr_epochs: &new_isr_epochs };
             let checked = alter_partition::check(&image, req).map_err(ControllerError::AlterPartition)?;
             if checked.isr.is_none() {
                 // The ISR asked for is the current one: nothing to commit (Kafka writes no record).
                 let p = image.topic(&checked.topic).and_then(|t| t.partition(partition)).cloned();
                 return p.map(ClientReply::Partition).ok_or(ControllerError::AlterPartition(AlterPartitionError::UnknownTopicOrPartition));
             }
-            let cmd = Command::AlterPartition { topic_id, partition, leader, leader_epoch, partition_epoch, new_isr };
+            let cmd = Command::AlterPartition { topic_id, partition, leader, leader_epoch, partition_epoch, new_isr, new_isr_epochs };
             match write(raft, cmd).await? {
                 Applied::PartitionAltered(meta) => Ok(ClientReply::Partition(meta)),
                 other => Err(unexpected("AlterPartition", other)),

@@ -112,6 +112,8 @@ pub enum Command {
         unclean_default: bool,
     },
     /// A partition leader changes the ISR (`alter_partition.rs`); checked again on apply.
+    /// `new_isr_epochs[i]`: the broker epoch of `new_isr[i]` as the leader knew it (Kafka's
+    /// NewIsrWithEpochs, KIP-903; -1 = unknown, not checked; records before it: empty).
     AlterPartition {
         topic_id: [u8; 16],
         partition: i32,
@@ -119,6 +121,8 @@ pub enum Command {
         leader_epoch: i32,
         partition_epoch: i32,
         new_isr: Vec<BrokerId>,
+        #[serde(default)]
+        new_isr_epochs: Vec<i64>,
     },
     /// Elect leaders of these partitions (ElectLeaders, or the leader's automatic
     /// preferred-leader rebalance); each is checked again on apply (`election.rs`).

@@ -22,6 +22,11 @@
 //!   `lag_ms`, unless its log end equals the leader's.
 //! - Expand (`Partition.isFollowerInSync`): a replica outside the ISR whose log end offset
 //!   is at or past the high watermark and the start offset of the leader's current epoch.
+//!   Kafka judges that on the fetch itself; the leader here proposes from a periodic
+//!   check, so only a follower that fetched since it left the ISR qualifies: a dead one
+//!   shrunk out for lag would otherwise come straight back on its last position (found by
+//!   the replication simulation, seed 13: a follower that then lost power was put back
+//!   in the ISR without the records its crash lost).
 //!
 //! "The leader's log end" here is the offset its own writes completed to
 //! (`Log::written_offset`): a follower can never fetch past it, so being caught up means
@@ -49,6 +54,9 @@ pub struct FollowerState {
     /// The leader's log end when that last fetch arrived (Kafka's
     /// lastFetchLeaderLogEndOffset).
     pub last_fetch_leader_log_end: i64,
+    /// It fetched since the committed ISR last dropped it (or since this leader took
+    /// over): its position is from a fetch made while outside the ISR.
+    pub fetched_outside_isr: bool,
 }
 
 /// An ISR change sent to the controller (AlterPartition) and not committed yet.
@@ -105,6 +113,7 @@ impl ReplicaTracker {
                 last_caught_up_ms: if isr.contains(&b) { now_ms } else { NEVER_MS },
                 last_fetch_ms: NEVER_MS,
                 last_fetch_leader_log_end: UNKNOWN_OFFSET,
+                fetched_outside_isr: false,
             });
             self.followers.push(state);
         }
@@ -117,7 +126,11 @@ impl ReplicaTracker {
         if partition_epoch < self.partition_epoch {
             return false;
         }
-        self.isr = dedup(isr);
+        let isr = dedup(isr);
+        for f in self.followers.iter_mut().filter(|f| self.isr.contains(&f.broker) && !isr.contains(&f.broker)) {
+            f.fetched_outside_isr = false;
+        }
+        self.isr = isr;
         self.partition_epoch = partition_epoch;
         self.pending = None;
         true
@@ -179,6 +192,7 @@ impl ReplicaTracker {
             f.last_caught_up_ms = 0;
             f.last_fetch_ms = 0;
             f.last_fetch_leader_log_end = UNKNOWN_OFFSET;
+            f.fetched_outside_isr = false;
         }
     }
 
@@ -194,6 +208,7 @@ impl ReplicaTracker {
             f.last_caught_up_ms
         };
         f.log_end_offset = fetch_offset;
+        f.fetched_outside_isr = true;
         f.last_caught_up_ms = caught_up;
         f.last_fetch_ms = now_ms;
         // Kafka keeps the larger of the two, so a leader whose log end went back (a
@@ -238,11 +253,12 @@ impl ReplicaTracker {
     }
 
     /// Followers outside the committed ISR that caught up: log end at or past `hw` and
-    /// at or past `epoch_start_offset` (where the leader's current epoch began).
+    /// at or past `epoch_start_offset` (where the leader's current epoch began), from a
+    /// fetch made since they left the ISR.
     pub fn expand_candidates(&self, hw: i64, epoch_start_offset: i64) -> Vec<BrokerId> {
         self.followers
             .iter()
-            .filter(|f| !self.isr.contains(&f.broker))
+            .filter(|f| !self.isr.contains(&f.broker) && f.fetched_outside_isr)
             .filter(|f| f.log_end_offset >= 0 && f.log_end_offset >= hw && f.log_end_offset >= epoch_start_offset)
             .map(|f| f.broker)
             .collect()
@@ -353,6 +369,19 @@ mod tests {
     }
 
     #[test]
+    fn a_follower_shrunk_out_comes_back_only_on_a_new_fetch() {
+        let mut t = ReplicaTracker::new(1, &[1, 2, 3], &[1, 2, 3], 0, 0);
+        t.on_follower_fetch(2, 100, 100, 1);
+        t.on_follower_fetch(3, 100, 100, 1);
+        // Broker 2 stops fetching (dead) and is shrunk out; its last position is still at
+        // the high watermark, which the leader alone holds now.
+        assert!(t.set_isr(&[1, 3], 1));
+        assert!(t.expand_candidates(100, 0).is_empty(), "no fetch since it left: its position is the old one");
+        t.on_follower_fetch(2, 100, 100, 900);
+        assert_eq!(t.expand_candidates(100, 0), vec![2]);
+    }
+
+    #[test]
     fn reassignment_keeps_known_followers() {
         let mut t = tracker();
         t.on_follower_fetch(2, 70, 100, 1_500);
@@ -430,7 +459,7 @@ mod tests {
                         && f.log_end_offset != leader_end
                         && now.saturating_sub(f.last_caught_up_ms) > lag;
                     prop_assert_eq!(shrink.contains(&f.broker), lagging, "shrink of {}", f.broker);
-                    let caught_up = !t.isr().contains(&f.broker) && f.log_end_offset >= 0 && f.log_end_offset >= hw && f.log_end_offset >= start;
+                    let caught_up = !t.isr().contains(&f.broker) && f.fetched_outside_isr && f.log_end_offset >= 0 && f.log_end_offset >= hw && f.log_end_offset >= start;
                     prop_assert_eq!(t.expand_candidates(hw, start).contains(&f.broker), caught_up, "expand of {}", f.broker);
                 }
                 prop_assert!(!shrink.contains(&1), "the leader is never shrunk");

@@ -9,6 +9,7 @@
 use std::rc::Rc;
 use std::time::Duration;
 
+use crate::cluster::image::broker_epoch;
 use crate::cluster::shard_partitions::ShardPartitions;
 use crate::controller::{AlterPartitionError, ControllerError, ControllerHandle};
 use crate::partition::Partition;
@@ -29,10 +30,21 @@ pub async fn isr_loop(partitions: Rc<ShardPartitions>, controller: ControllerHan
         for p in partitions.all() {
             if let Some(isr) = p.isr_change_wanted(now, lag_ms) {
                 p.set_pending_isr(isr.clone());
-                glommio::spawn_local(propose(p, controller.clone(), node_id, isr)).detach();
+                let epochs = broker_epochs(&partitions, &isr);
+                glommio::spawn_local(propose(p, controller.clone(), node_id, isr, epochs)).detach();
             }
         }
     }
+}
+
+/// The broker epoch of each member as this shard's image names it (KIP-903). The
+/// positions the tracker judged come from fetches of exactly these processes: a fetch is
+/// counted only when its epoch is the image's (`router.rs`, `ReplicaFetch`), and a change
+/// of epoch in the image forgets the follower's position (`forget_restarted_followers`),
+/// both on this thread. So the controller can refuse a member that re-registered since.
+fn broker_epochs(partitions: &ShardPartitions, isr: &[i32]) -> Vec<i64> {
+    let image = partitions.image();
+    isr.iter().map(|b| image.brokers.get(b).map_or(-1, |m| broker_epoch(&m.incarnation))).collect()
 }
 
 /// How long a proposal may stay unanswered before the leader sends it again (the
@@ -50,11 +62,11 @@ const PROPOSAL_TIMEOUT: Duration = Duration::from_secs(30);
 /// (no answer in PROPOSAL_TIMEOUT, NotController: the entry may still commit) sends the
 /// same request again: if it had committed, the retry is refused as stale and the
 /// metadata update settles it.
-async fn propose(p: Rc<Partition>, controller: ControllerHandle, node_id: i32, isr: Vec<i32>) {
+async fn propose(p: Rc<Partition>, controller: ControllerHandle, node_id: i32, isr: Vec<i32>, epochs: Vec<i64>) {
     let (leader_epoch, partition_epoch) = (p.leader_epoch(), p.partition_epoch());
     tracing::info!(topic = %p.topic, partition = p.index, from = ?p.isr(), to = ?isr, leader_epoch, partition_epoch, "proposing an ISR change");
     loop {
-        let call = controller.alter_partition(p.topic_id, p.index, node_id, leader_epoch, partition_epoch, isr.clone());
+        let call = controller.alter_partition(p.topic_id, p.index, node_id, leader_epoch, partition_epoch, isr.clone(), epochs.clone());
         let answer = futures::select! {
             r = futures::FutureExt::fuse(call) => Some(r),
             _ = futures::FutureExt::fuse(glommio::timer::sleep(PROPOSAL_TIMEOUT)) => None,
