@@ -51,10 +51,10 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteGroups, 0, 2),
     // Preferred and unclean elections through the quorum leader (controller/election.rs).
     (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
     // Partition reassignment through the quorum leader (controller/reassignment.rs).
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
-    (ApiKey::IncrementalAlterConfigs, 0, 1),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     // The openraft metadata quorum in KRaft's terms (server/handlers/describe_quorum.rs).
