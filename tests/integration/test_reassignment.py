@@ -181,8 +181,9 @@ def test_an_ongoing_reassignment_is_listed_and_cancel_reverts_it(cluster, tmp_pa
     assert (leader, isr) == (1, [1]) and sorted(replicas) == [1, 3], (leader, replicas, isr)
 
     cancel = reassign_tool(bs, tmp_path, [(topic, 0, [3])], "--cancel")
-    assert cancel.returncode == 0, cancel.stdout + cancel.stderr
-    assert "Successfully cancelled" in cancel.stdout, cancel.stdout
+    # The tool then clears broker-level throttles on every broker named, 3 included, which
+    # is down: that part times out (it does against Kafka too), the cancel is done.
+    assert f"Successfully cancelled partition reassignment for: {topic}-0" in cancel.stdout, cancel.stdout + cancel.stderr
     wait_for("nothing listed after the cancel", lambda: (lambda r: r.returncode == 0 and topic not in r.stdout)(list_tool(bs)))
     wait_for("the original replicas are back", lambda: partition_state(nodes[0], topic)[0][1] == [1])
     # A second cancel has nothing to cancel: the tool reports it per partition.
