@@ -47,6 +47,14 @@ pub struct PartitionMeta {
     /// Bumped on every change of the partition (leader, ISR, replicas), as Kafka's.
     #[serde(default)]
     pub partition_epoch: i32,
+    /// An ongoing reassignment (`controller/reassignment.rs`): the brokers being added
+    /// (in the target, not yet in the ISR when it started) and removed (not in the
+    /// target). While either is non-empty, `replicas` is the target followed by the
+    /// removing ones (Kafka's order); both empty when none is ongoing.
+    #[serde(default)]
+    pub adding_replicas: Vec<BrokerId>,
+    #[serde(default)]
+    pub removing_replicas: Vec<BrokerId>,
 }
 
 fn no_leader() -> BrokerId {
@@ -56,7 +64,17 @@ fn no_leader() -> BrokerId {
 impl PartitionMeta {
     /// A partition with no replicas yet (pre-cluster data, or a test): led by nobody.
     pub fn unassigned(partition: i32, shard: ShardId) -> PartitionMeta {
-        PartitionMeta { partition, shard, replicas: Vec::new(), leader: NO_LEADER, isr: Vec::new(), leader_epoch: 0, partition_epoch: 0 }
+        PartitionMeta {
+            partition,
+            shard,
+            replicas: Vec::new(),
+            leader: NO_LEADER,
+            isr: Vec::new(),
+            leader_epoch: 0,
+            partition_epoch: 0,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
+        }
     }
 
     /// A new partition on `replicas` (non-empty): the first leads, ISR = every replica
@@ -71,7 +89,14 @@ impl PartitionMeta {
             leader: first.map_or(NO_LEADER, |r| r.broker),
             leader_epoch: 0,
             partition_epoch: 0,
+            adding_replicas: Vec::new(),
+            removing_replicas: Vec::new(),
         }
+    }
+
+    /// Whether a reassignment is ongoing (Kafka's `isReassigning`).
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
     }
 
     pub fn replica_on(&self, broker: BrokerId) -> Option<&ReplicaMeta> {

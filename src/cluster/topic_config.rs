@@ -165,6 +165,8 @@ enum Kind {
     List(&'static [&'static str]),
     /// One of the set (case-sensitive, as Kafka's ValidString).
     OneOf(&'static [&'static str]),
+    /// Kafka's ThrottledReplicaListValidator: `*` or `partition:broker,...` (may be empty).
+    ReplicaList,
 }
 
 const CLEANUP_POLICIES: &[&str] = &["delete", "compact"];
@@ -222,10 +224,22 @@ const KEYS: &[KeySpec] = &[
         stored_default: I64_MAX,
     },
     KeySpec {
+        name: "follower.replication.throttled.replicas",
+        doc: "Stored only: replication is not throttled (kafka-reassign-partitions sets and clears it).",
+        kind: Kind::ReplicaList,
+        stored_default: "",
+    },
+    KeySpec {
         name: "index.interval.bytes",
         doc: "Stored only: the broker's log.index.interval.bytes applies.",
         kind: Kind::Int(0),
         stored_default: "4096",
+    },
+    KeySpec {
+        name: "leader.replication.throttled.replicas",
+        doc: "Stored only: replication is not throttled (kafka-reassign-partitions sets and clears it).",
+        kind: Kind::ReplicaList,
+        stored_default: "",
     },
     KeySpec {
         name: MAX_COMPACTION_LAG_MS,
@@ -333,7 +347,7 @@ pub fn type_and_doc(key: &str) -> Option<(ConfigType, &'static str)> {
         Kind::Int(_) => ConfigType::Int,
         Kind::Ratio(..) => ConfigType::Double,
         Kind::Bool => ConfigType::Boolean,
-        Kind::List(_) => ConfigType::List,
+        Kind::List(_) | Kind::ReplicaList => ConfigType::List,
         Kind::OneOf(_) => ConfigType::String,
     };
     Some((ty, s.doc))
@@ -427,6 +441,14 @@ fn check_kind(key: &str, kind: Kind, value: &str) -> Result<(), String> {
                 return Err(format!(
                     "Invalid value {bad} for configuration {key}: String must be one of: {}",
                     allowed.join(", ")
+                ));
+            }
+        }
+        Kind::ReplicaList => {
+            let replica = |i: &str| i.split_once(':').is_some_and(|(p, b)| p.trim().parse::<i32>().is_ok() && b.trim().parse::<i32>().is_ok());
+            if v != "*" && !split_list(v).iter().all(|i| replica(i)) {
+                return Err(format!(
+                    "Invalid value {value} for configuration {key}: must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],..."
                 ));
             }
         }
@@ -628,6 +650,16 @@ mod tests {
     }
 
     #[test]
+    fn throttled_replica_lists_as_kafka_validates_them() {
+        for ok in ["", "*", "0:1", "0:1, 1:2,2:3"] {
+            assert_eq!(validate_key_value("leader.replication.throttled.replicas", ok), Ok(()), "{ok:?}");
+        }
+        for bad in ["x", "0:", "0:1,*", "1-2"] {
+            assert!(validate_key_value("follower.replication.throttled.replicas", bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn keys_are_sorted_and_unique() {
         for w in KEYS.windows(2) {
             assert!(w[0].name < w[1].name, "{} !< {}", w[0].name, w[1].name);
@@ -753,6 +785,8 @@ mod tests {
         assert_eq!((s.value.as_str(), s.is_default), ("1073741824", true));
         let f = entries.iter().find(|e| e.name == "flush.messages").unwrap();
         assert_eq!(f.value, I64_MAX);
-        assert!(entries.iter().all(|e| !e.value.is_empty()));
+        // Every default is a value, but the throttled-replica lists' (Kafka's is empty).
+        assert!(entries.iter().filter(|e| !e.name.ends_with(".replication.throttled.replicas")).all(|e| !e.value.is_empty()));
+        assert_eq!(entries.iter().filter(|e| e.value.is_empty()).count(), 2);
     }
 }

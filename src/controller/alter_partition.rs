@@ -26,11 +26,14 @@
 //!   process registered).
 //!
 //! Success sets the ISR (kept in replica order, so equal sets compare equal), bumps the
-//! partition epoch and leaves the leader epoch alone. An ISR equal to the current one
+//! partition epoch and leaves the leader epoch alone, unless it completes a reassignment
+//! (`reassignment.rs`: the last adding replica joined). An ISR equal to the current one
 //! changes nothing (no epoch bump), as Kafka's PartitionChangeBuilder writes no record.
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::image::{broker_epoch, BrokerId, MetadataImage, PartitionMeta};
+use crate::cluster::image::{broker_epoch, BrokerId, MetadataImage, PartitionMeta, NO_LEADER};
+
+use super::reassignment;
 
 /// Why an AlterPartition was refused (Kafka's error names; `server/` maps them to codes:
 /// UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION,
@@ -125,15 +128,22 @@ fn in_replica_order(p: &PartitionMeta, new_isr: &[BrokerId]) -> Result<Vec<Broke
 /// the topic whose shards must look again (None when nothing changed).
 pub fn apply(image: &mut MetadataImage, req: AlterIsr<'_>) -> Result<(PartitionMeta, Option<String>), AlterPartitionError> {
     let Checked { topic, isr } = check(image, req)?;
+    let live = super::leadership::live_set(image);
     let p = image
         .topics
         .get_mut(&topic)
         .and_then(|t| t.partitions.iter_mut().find(|p| p.partition == req.partition))
         .ok_or(AlterPartitionError::UnknownTopicOrPartition)?;
     let Some(isr) = isr else { return Ok((p.clone(), None)) };
+    let before = p.clone();
     p.isr = isr;
-    p.partition_epoch = p.partition_epoch.saturating_add(1);
-    debug_assert!(p.isr.contains(&p.leader) && p.isr.iter().all(|b| p.replica_on(*b).is_some()), "ISR holds the leader and only replicas");
+    // The last adding replica joining the ISR completes a reassignment (Kafka completes
+    // it in the same PartitionChangeRecord); `settle` bumps the partition epoch once and
+    // moves leadership if the leader was removed.
+    reassignment::complete_if_ready(p);
+    reassignment::settle(p, &before, &live);
+    debug_assert!(p.partition_epoch > before.partition_epoch);
+    debug_assert!((p.leader == NO_LEADER || p.isr.contains(&p.leader)) && p.isr.iter().all(|b| p.replica_on(*b).is_some()), "ISR holds the leader and only replicas");
     Ok((p.clone(), Some(topic)))
 }
 

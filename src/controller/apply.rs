@@ -6,6 +6,7 @@ use crate::runtime::ShardId;
 
 use super::alter_partition::{self, AlterIsr};
 use super::election;
+use super::reassignment;
 use super::leadership::{self, ChangedTopics};
 
 use super::types::{Applied, Command, Rejection, Response};
@@ -180,6 +181,7 @@ fn apply_inner(
             // Where it is still the only ISR member (its log may be the only complete one)
             // it leads again, in a new epoch.
             changed.extend(leadership::on_unfenced(image, broker.id, *unclean_default));
+            changed.extend(reassignment::complete_ready(image));
             Ok((Applied::Done, broker_deltas(changed)))
         }
         Command::AlterPartition { topic_id, partition, leader, leader_epoch, partition_epoch, new_isr, new_isr_epochs } => {
@@ -201,13 +203,18 @@ fn apply_inner(
                 return Ok((Applied::Done, Vec::new()));
             }
             b.fenced = fence;
-            let changed = if fence { leadership::on_fenced(image, *broker, *unclean_default) } else { leadership::on_unfenced(image, *broker, *unclean_default) };
+            let mut changed = if fence { leadership::on_fenced(image, *broker, *unclean_default) } else { leadership::on_unfenced(image, *broker, *unclean_default) };
+            changed.extend(reassignment::complete_ready(image));
             Ok((Applied::Done, broker_deltas(changed)))
         }
         Command::ElectLeaders { election, partitions } => {
             let (results, changed) = election::apply_elections(image, *election, partitions);
             let deltas = changed.into_iter().map(|name| MetadataDelta::LeadersChanged { name }).collect();
             Ok((Applied::Elected(results), deltas))
+        }
+        Command::AlterPartitionReassignments { topic_id, partition, target } => {
+            let changed = reassignment::apply(image, topic_id, *partition, target.as_deref()).map_err(Rejection::Reassignment)?;
+            Ok((Applied::Done, changed.into_iter().map(|name| MetadataDelta::LeadersChanged { name }).collect()))
         }
     }
 }
@@ -261,7 +268,7 @@ pub fn diff_images(old: &MetadataImage, new: &MetadataImage) -> Vec<MetadataDelt
                 if n.configs != t.configs {
                     deltas.push(MetadataDelta::TopicConfigChanged { name: name.clone() });
                 }
-                // Leader or ISR: an AlterPartition changes only the ISR and partition epoch.
+                // Leader, ISR or replicas: every change bumps the partition epoch.
                 let leaders = |m: &TopicMeta| m.partitions.iter().map(|p| (p.leader, p.leader_epoch, p.partition_epoch, p.isr.clone())).collect::<Vec<_>>();
                 if leaders(n) != leaders(t) {
                     deltas.push(MetadataDelta::LeadersChanged { name: name.clone() });

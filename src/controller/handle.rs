@@ -11,6 +11,7 @@ use futures::channel::oneshot;
 use crate::cluster::image::{BrokerId, ConfigResource, MetadataImage, PartitionMeta, TopicMeta};
 
 use super::election::{ElectionType, TopicElection};
+use super::reassignment::{PartitionReassignment, TopicReassignmentResult};
 use super::state_machine::Publisher;
 use super::quorum_info::QuorumInfo;
 use super::rpc::{ClientReply, ClientRequest};
@@ -225,6 +226,20 @@ impl ControllerHandle {
         match self.call(ClientRequest::ElectLeaders { election, topics }).await? {
             ClientReply::Elections(results) => Ok(results),
             other => Err(mismatch("ElectLeaders", other)),
+        }
+    }
+
+    /// AlterPartitionReassignments: starts or cancels (target None) the reassignment of
+    /// each partition named; the answer per partition, as Kafka's controller gives it
+    /// (`reassignment.rs`). Forwarded to the quorum leader from any node.
+    pub async fn alter_partition_reassignments(
+        &self,
+        topics: Vec<(String, Vec<PartitionReassignment>)>,
+        allow_replication_factor_change: bool,
+    ) -> Result<Vec<TopicReassignmentResult>, ControllerError> {
+        match self.call(ClientRequest::AlterPartitionReassignments { topics, allow_replication_factor_change }).await? {
+            ClientReply::Reassignments(results) => Ok(results),
+            other => Err(mismatch("AlterPartitionReassignments", other)),
         }
     }
 

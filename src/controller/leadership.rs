@@ -31,11 +31,11 @@ pub fn elect(p: &PartitionMeta, image: &MetadataImage) -> BrokerId {
 }
 
 /// The live brokers, read before the topics are borrowed mutably.
-fn live_set(image: &MetadataImage) -> BTreeSet<BrokerId> {
+pub(super) fn live_set(image: &MetadataImage) -> BTreeSet<BrokerId> {
     image.live_brokers().map(|b| b.id).collect()
 }
 
-fn elect_in(p: &PartitionMeta, live: &BTreeSet<BrokerId>) -> BrokerId {
+pub(super) fn elect_in(p: &PartitionMeta, live: &BTreeSet<BrokerId>) -> BrokerId {
     p.replicas.iter().map(|r| r.broker).find(|b| p.isr.contains(b) && live.contains(b)).unwrap_or(NO_LEADER)
 }
 

@@ -19,6 +19,7 @@
 //! - `leadership.rs`    leaders and ISRs as brokers are fenced, come back and restart;
 //!                      `unclean.leader.election.enable`
 //! - `alter_partition.rs` AlterPartition: a leader's ISR change, checked as Kafka does
+//! - `reassignment.rs`  AlterPartitionReassignments: add the target replicas, catch up, drop the old
 //! - `rpc.rs`           controller-to-controller wire format (raft RPCs, forwarded requests)
 //! - `quorum_info.rs`   the quorum as DescribeQuorum reports it (leader, epoch, progress)
 //! - `network.rs`       the client side: openraft's `RaftNetworkV2` over TCP
@@ -64,6 +65,7 @@ mod observer;
 mod placement;
 mod propose;
 mod quorum_info;
+mod reassignment;
 mod rpc;
 mod rpc_server;
 mod runtime;
@@ -86,6 +88,7 @@ pub use election::{ElectionError, ElectionResult, ElectionType, TopicElection};
 pub use handle::ControllerHandle;
 pub use propose::validate_topic_name;
 pub use quorum_info::{QuorumInfo, ReplicaProgress};
+pub use reassignment::ReassignmentError;
 
 /// Largest partition count one topic may have (every structure has a limit).
 pub const MAX_PARTITIONS_PER_TOPIC: i32 = 100_000;
@@ -206,6 +209,9 @@ pub enum ControllerError {
     /// An AlterPartition refused (the partition leader answers per partition).
     #[error("{0}")]
     AlterPartition(AlterPartitionError),
+    /// A partition's reassignment refused (answered per partition).
+    #[error("{0}")]
+    Reassignment(ReassignmentError),
 }
 
 /// Starts the controller thread, recovers metadata from `<data_dir>/controller/`, and

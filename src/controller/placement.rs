@@ -129,6 +129,25 @@ pub fn place(image: &MetadataImage, n: usize, rf: usize, assignments: &[Vec<Brok
     Ok(out)
 }
 
+/// The shard of `broker` a replica added by a reassignment goes to: its shard with the
+/// fewest follower replicas, then the fewest replicas, ties to the lowest id (as `place`
+/// for a follower). Any registered broker, fenced or not: Kafka lets a reassignment name
+/// a broker that is down (it catches up when it returns). None if `broker` is not
+/// registered or has no shards.
+pub fn follower_shard(image: &MetadataImage, broker: BrokerId) -> Option<ShardId> {
+    let b = image.brokers.get(&broker)?;
+    let mut shards = vec![(0u64, 0u64); usize::from(b.shard_count)];
+    for p in image.topics.values().flat_map(|t| t.partitions.iter()) {
+        for (i, r) in p.replicas.iter().enumerate().filter(|(_, r)| r.broker == broker) {
+            if let Some(c) = shards.get_mut(usize::from(r.shard)) {
+                if i == 0 { c.0 += 1 } else { c.1 += 1 }
+            }
+        }
+    }
+    let (shard, _) = shards.iter().enumerate().min_by_key(|(_, (leaders, followers))| (*followers, leaders + followers))?;
+    ShardId::try_from(shard).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,6 +223,20 @@ mod tests {
             let racks: Vec<_> = rs.iter().map(|r| img.brokers[&r.broker].rack.clone()).collect();
             assert_ne!(racks[0], racks[1], "{rs:?}");
         }
+    }
+
+    #[test]
+    fn a_reassigned_replica_goes_to_the_shard_with_the_fewest_followers_even_when_fenced() {
+        let mut img = image(&[(1, 3, None), (2, 1, None)]);
+        let parts = vec![
+            PartitionMeta::new_on(0, vec![ReplicaMeta { broker: 2, shard: 0 }, ReplicaMeta { broker: 1, shard: 0 }]),
+            PartitionMeta::new_on(1, vec![ReplicaMeta { broker: 1, shard: 1 }]),
+        ];
+        img.topics.insert("a".into(), TopicMeta { name: "a".into(), topic_id: [0; 16], partitions: parts, configs: Default::default() });
+        assert_eq!(follower_shard(&img, 1), Some(2), "shard 0 has a follower, shard 1 a leader");
+        img.brokers.get_mut(&1).unwrap().fenced = true;
+        assert_eq!(follower_shard(&img, 1), Some(2));
+        assert_eq!(follower_shard(&img, 9), None, "not registered");
     }
 
     #[test]

@@ -22,6 +22,7 @@ use openraft::raft::{
 use crate::cluster::image::{BrokerId, BrokerMeta, ConfigResource, PartitionMeta, TopicMeta};
 
 use super::election::{ElectionType, TopicElection};
+use super::reassignment::{PartitionReassignment, TopicReassignmentResult};
 use super::frame::{self, FrameError, HEADER_LEN};
 use super::quorum_info::QuorumInfo;
 use super::types::{ControllerTypes, SnapshotMeta, Vote};
@@ -103,6 +104,12 @@ pub enum ClientRequest {
         election: ElectionType,
         topics: Option<Vec<(String, Vec<i32>)>>,
     },
+    /// AlterPartitionReassignments: per topic, per partition, the target brokers (None =
+    /// cancel).
+    AlterPartitionReassignments {
+        topics: Vec<(String, Vec<PartitionReassignment>)>,
+        allow_replication_factor_change: bool,
+    },
     /// A partition leader's ISR change (Kafka's AlterPartition, one partition).
     AlterPartition {
         topic_id: [u8; 16],
@@ -125,6 +132,8 @@ pub enum ClientReply {
     FirstProducerId(i64),
     Quorum(QuorumInfo),
     Elections(Vec<TopicElection>),
+    /// AlterPartitionReassignments: the answer per partition, in request order.
+    Reassignments(Vec<TopicReassignmentResult>),
     /// The partition as committed (AlterPartition).
     Partition(PartitionMeta),
 }

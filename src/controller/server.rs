@@ -26,6 +26,7 @@ use crate::cluster::image::{BrokerMeta, MetadataImage, MetadataUpdate};
 
 use super::alter_partition::{self, AlterIsr, AlterPartitionError};
 use super::election::{self, ElectionType};
+use super::reassignment;
 use super::handle::{ControllerHandle, Request};
 use super::liveness::{fencing_check_interval, heartbeat_interval, Liveness};
 use super::log_store::LogStore;
@@ -600,6 +601,9 @@ async fn execute(
             }
             Ok(ClientReply::Elections(plan.results))
         }
+        ClientRequest::AlterPartitionReassignments { topics, allow_replication_factor_change } => {
+            reassign(raft, publisher, topics, allow_replication_factor_change).await.map(ClientReply::Reassignments)
+        }
         ClientRequest::AlterPartition { topic_id, partition, leader, leader_epoch, partition_epoch, new_isr, new_isr_epochs } => {
             // Checked here first (a refused request writes nothing), again on apply.
             let req = AlterIsr { topic_id: &topic_id, partition, leader, leader_epoch, partition_epoch, new_isr: &new_isr, new_isr_epochs: &new_isr_epochs };
@@ -629,6 +633,36 @@ async fn execute(
             }
         }
     }
+}
+
+/// AlterPartitionReassignments on the leader: each partition checked against the image
+/// as the previous ones left it (`reassignment::plan`: a refused one writes nothing) and
+/// written as its own record, which apply checks again.
+async fn reassign(
+    raft: &Raft,
+    publisher: &Publisher,
+    topics: Vec<(String, Vec<reassignment::PartitionReassignment>)>,
+    allow_replication_factor_change: bool,
+) -> Result<Vec<reassignment::TopicReassignmentResult>, ControllerError> {
+    let mut results = Vec::with_capacity(topics.len());
+    for (topic, partitions) in topics {
+        let mut out = Vec::with_capacity(partitions.len());
+        for (partition, target) in partitions {
+            let image = publisher.image();
+            let res = match reassignment::plan(&image, &topic, partition, target.as_deref(), allow_replication_factor_change) {
+                Err(e) => Err(e),
+                Ok(None) => Ok(()),
+                Ok(Some(p)) => match write(raft, Command::AlterPartitionReassignments { topic_id: p.topic_id, partition, target: p.target }).await {
+                    Ok(_) => Ok(()),
+                    Err(ControllerError::Reassignment(e)) => Err(e),
+                    Err(e) => return Err(e),
+                },
+            };
+            out.push((partition, res));
+        }
+        results.push((topic, out));
+    }
+    Ok(results)
 }
 
 /// Sends each request to the quorum leader: executes it here if this node leads, else

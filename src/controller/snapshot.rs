@@ -20,9 +20,11 @@ use super::types::SnapshotMeta;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"SLSS");
 /// 2 added dynamic broker and group configs; 3 brokers and each partition's replicas,
-/// leader, ISR and partition epoch. Versions 1 and 2 are still read (their partitions
-/// have no replicas until the node registers and adopts them).
-const VERSION: u16 = 3;
+/// leader, ISR and partition epoch; 4 each partition's ongoing reassignment (adding and
+/// removing replicas). Versions 1 and 2 are still read (their partitions have no replicas
+/// until the node registers and adopts them), and 3 (no reassignment ongoing).
+const VERSION: u16 = 4;
+const VERSION_3: u16 = 3;
 const VERSION_2: u16 = 2;
 const VERSION_1: u16 = 1;
 /// Largest snapshot accepted (from disk or from a peer).
@@ -115,7 +117,17 @@ impl From<SnapTopicV2> for SnapTopic {
             .into_iter()
             .map(|p| {
                 let u = PartitionMeta::unassigned(p.partition, p.shard);
-                SnapPartition { partition: p.partition, shard: p.shard, leader_epoch: p.leader_epoch, replicas: Vec::new(), leader: u.leader, isr: Vec::new(), partition_epoch: 0 }
+                SnapPartition {
+                    partition: p.partition,
+                    shard: p.shard,
+                    leader_epoch: p.leader_epoch,
+                    replicas: Vec::new(),
+                    leader: u.leader,
+                    isr: Vec::new(),
+                    partition_epoch: 0,
+                    adding_replicas: Vec::new(),
+                    removing_replicas: Vec::new(),
+                }
             })
             .collect();
         SnapTopic { name: t.name, topic_id: t.topic_id, partitions, configs: t.configs }
@@ -170,6 +182,65 @@ struct SnapPartition {
     leader: i32,
     isr: Vec<i32>,
     partition_epoch: i32,
+    adding_replicas: Vec<i32>,
+    removing_replicas: Vec<i32>,
+}
+
+/// Version 3 layout (before reassignments): the same but for the partitions.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapFileV3 {
+    meta_json: Vec<u8>,
+    image: SnapImageV3,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapImageV3 {
+    cluster_id: String,
+    applied_index: u64,
+    next_producer_id: i64,
+    topics: Vec<SnapTopicV3>,
+    resource_configs: Vec<SnapResourceConfigs>,
+    brokers: Vec<SnapBroker>,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapTopicV3 {
+    name: String,
+    topic_id: [u8; 16],
+    partitions: Vec<SnapPartitionV3>,
+    configs: Vec<SnapConfig>,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapPartitionV3 {
+    partition: i32,
+    shard: u16,
+    leader_epoch: i32,
+    replicas: Vec<(i32, u16)>,
+    leader: i32,
+    isr: Vec<i32>,
+    partition_epoch: i32,
+}
+
+impl From<SnapTopicV3> for SnapTopic {
+    fn from(t: SnapTopicV3) -> SnapTopic {
+        let partitions = t
+            .partitions
+            .into_iter()
+            .map(|p| SnapPartition {
+                partition: p.partition,
+                shard: p.shard,
+                leader_epoch: p.leader_epoch,
+                replicas: p.replicas,
+                leader: p.leader,
+                isr: p.isr,
+                partition_epoch: p.partition_epoch,
+                adding_replicas: Vec::new(),
+                removing_replicas: Vec::new(),
+            })
+            .collect();
+        SnapTopic { name: t.name, topic_id: t.topic_id, partitions, configs: t.configs }
+    }
 }
 
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
@@ -201,6 +272,8 @@ impl From<&MetadataImage> for SnapImage {
                             leader: p.leader,
                             isr: p.isr.clone(),
                             partition_epoch: p.partition_epoch,
+                            adding_replicas: p.adding_replicas.clone(),
+                            removing_replicas: p.removing_replicas.clone(),
                         })
                         .collect(),
                     configs: snap_configs(&t.configs),
@@ -258,6 +331,8 @@ impl TryFrom<SnapImage> for MetadataImage {
                             leader: p.leader,
                             isr: p.isr,
                             partition_epoch: p.partition_epoch,
+                            adding_replicas: p.adding_replicas,
+                            removing_replicas: p.removing_replicas,
                         })
                         .collect(),
                     configs: t
@@ -305,7 +380,7 @@ pub fn encode(meta: &SnapshotMeta, image: &MetadataImage) -> Result<Vec<u8>, Sna
 /// Checks (frame, CRC, archive validation) and decodes snapshot-file bytes.
 pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotError> {
     let (payload, used, version) = match frame::decode(bytes, MAGIC, VERSION, MAX_SNAPSHOT_BYTES) {
-        Err(FrameError::BadVersion { found: old @ (VERSION_1 | VERSION_2), .. }) => {
+        Err(FrameError::BadVersion { found: old @ (VERSION_1 | VERSION_2 | VERSION_3), .. }) => {
             let (p, u) = frame::decode(bytes, MAGIC, old, MAX_SNAPSHOT_BYTES)?;
             (p, u, old)
         }
@@ -349,6 +424,19 @@ pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotErr
             brokers: Vec::new(),
         };
         SnapFile { meta_json: v2.meta_json, image }
+    } else if version == VERSION_3 {
+        let v3 = rkyv::from_bytes::<SnapFileV3, rkyv::rancor::Error>(&aligned)
+            .map_err(|e| SnapshotError::Archive(e.to_string()))?;
+        let i = v3.image;
+        let image = SnapImage {
+            cluster_id: i.cluster_id,
+            applied_index: i.applied_index,
+            next_producer_id: i.next_producer_id,
+            topics: i.topics.into_iter().map(SnapTopic::from).collect(),
+            resource_configs: i.resource_configs,
+            brokers: i.brokers,
+        };
+        SnapFile { meta_json: v3.meta_json, image }
     } else {
         rkyv::from_bytes::<SnapFile, rkyv::rancor::Error>(&aligned)
             .map_err(|e| SnapshotError::Archive(e.to_string()))?
@@ -426,6 +514,37 @@ mod tests {
         image.topics.insert("t".into(), TopicMeta { name: "t".into(), topic_id: [1; 16], partitions: vec![p], configs: BTreeMap::new() });
         let (_, back) = decode(&encode(&SnapshotMeta::default(), &image).unwrap()).unwrap();
         assert_eq!(back, image);
+    }
+
+    #[test]
+    fn an_ongoing_reassignment_round_trips() {
+        let mut image = MetadataImage::default();
+        let mut p = PartitionMeta::new_on(0, vec![ReplicaMeta { broker: 3, shard: 0 }, ReplicaMeta { broker: 1, shard: 1 }]);
+        (p.adding_replicas, p.removing_replicas) = (vec![3], vec![1]);
+        image.topics.insert("t".into(), TopicMeta { name: "t".into(), topic_id: [1; 16], partitions: vec![p], configs: BTreeMap::new() });
+        let (_, back) = decode(&encode(&SnapshotMeta::default(), &image).unwrap()).unwrap();
+        assert_eq!(back, image);
+        assert_eq!(back.topics["t"].partitions[0].removing_replicas, vec![1]);
+    }
+
+    #[test]
+    fn version_3_partitions_load_with_no_reassignment() {
+        let part = SnapPartitionV3 { partition: 0, shard: 1, leader_epoch: 3, replicas: vec![(2, 1)], leader: 2, isr: vec![2], partition_epoch: 5 };
+        let v3 = SnapFileV3 {
+            meta_json: serde_json::to_vec(&SnapshotMeta::default()).unwrap(),
+            image: SnapImageV3 {
+                cluster_id: "c".into(),
+                applied_index: 7,
+                next_producer_id: 9,
+                topics: vec![SnapTopicV3 { name: "t".into(), topic_id: [2; 16], partitions: vec![part], configs: Vec::new() }],
+                resource_configs: Vec::new(),
+                brokers: Vec::new(),
+            },
+        };
+        let archived = rkyv::to_bytes::<rkyv::rancor::Error>(&v3).unwrap();
+        let (_, image) = decode(&frame::encode(MAGIC, VERSION_3, &archived)).unwrap();
+        let p = &image.topics["t"].partitions[0];
+        assert_eq!((p.leader, p.partition_epoch, p.is_reassigning()), (2, 5, false));
     }
 
     #[test]

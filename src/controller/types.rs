@@ -12,6 +12,7 @@ use crate::runtime::ShardId;
 
 use super::alter_partition::AlterPartitionError;
 use super::election::{ElectionResult, ElectionType, PartitionRef};
+use super::reassignment::ReassignmentError;
 use super::ControllerError;
 
 openraft::declare_raft_types!(
@@ -130,6 +131,14 @@ pub enum Command {
         election: ElectionType,
         partitions: Vec<PartitionRef>,
     },
+    /// Start (or replace) a reassignment of one partition to `target` (each broker with
+    /// its replica's shard), or cancel the ongoing one (`target` None); checked again on
+    /// apply (`reassignment.rs`).
+    AlterPartitionReassignments {
+        topic_id: [u8; 16],
+        partition: i32,
+        target: Option<Vec<ReplicaMeta>>,
+    },
 }
 
 impl fmt::Display for Command {
@@ -151,6 +160,10 @@ impl fmt::Display for Command {
                 write!(f, "AlterPartition(partition {partition}, leader {leader}, epochs {leader_epoch}/{partition_epoch}, isr {new_isr:?})")
             }
             Command::ElectLeaders { election, partitions } => write!(f, "ElectLeaders({election:?}, {} partitions)", partitions.len()),
+            Command::AlterPartitionReassignments { partition, target, .. } => match target {
+                Some(t) => write!(f, "AlterPartitionReassignments(partition {partition}, target {:?})", t.iter().map(|r| r.broker).collect::<Vec<_>>()),
+                None => write!(f, "AlterPartitionReassignments(partition {partition}, cancel)"),
+            },
             Command::DeleteTopic { name, .. } => write!(f, "DeleteTopic({name})"),
             Command::SetTopicConfigs { name, configs, .. } => {
                 write!(f, "SetTopicConfigs({name}, {} keys)", configs.len())
@@ -187,6 +200,8 @@ pub enum Rejection {
     StaleIncarnation(BrokerId),
     /// An AlterPartition the image refuses (stale epochs, ineligible replicas, ...).
     AlterPartition(AlterPartitionError),
+    /// A reassignment the image refuses (the topic went, a broker unregistered, ...).
+    Reassignment(ReassignmentError),
 }
 
 impl From<Rejection> for ControllerError {
@@ -197,6 +212,7 @@ impl From<Rejection> for ControllerError {
             Rejection::InvalidRequest(m) => ControllerError::InvalidRequest(m),
             Rejection::StaleIncarnation(b) => ControllerError::InvalidRequest(format!("broker {b} has re-registered since")),
             Rejection::AlterPartition(e) => ControllerError::AlterPartition(e),
+            Rejection::Reassignment(e) => ControllerError::Reassignment(e),
         }
     }
 }

@@ -124,6 +124,19 @@ impl Partition {
         }
     }
 
+    /// The controller committed a new replica set and ISR (`partition_epoch`) with the
+    /// same leader epoch: a reassignment started (the added replicas are tracked from now
+    /// on, unknown until they fetch, so they can join the ISR once caught up). A replica
+    /// removed comes with a new leader epoch instead (`become_leader`).
+    pub fn update_replicas_and_isr(&self, partition_epoch: i32, replicas: Vec<BrokerId>, isr: Vec<BrokerId>) {
+        self.assert_on_shard();
+        if partition_epoch < self.partition_epoch() {
+            return;
+        }
+        self.tracker.borrow_mut().set_replicas(&replicas, &isr, crate::runtime::now_ms());
+        self.update_isr(partition_epoch, isr);
+    }
+
     /// The leader's ISR loop proposed `isr` (AlterPartition in flight): until the
     /// controller answers, the high watermark counts the members it adds.
     pub fn set_pending_isr(&self, isr: Vec<BrokerId>) {

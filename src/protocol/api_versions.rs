@@ -52,6 +52,9 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // Preferred and unclean elections through the quorum leader (controller/election.rs).
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    // Partition reassignment through the quorum leader (controller/reassignment.rs).
+    (ApiKey::AlterPartitionReassignments, 0, 1),
+    (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::OffsetDelete, 0, 0),
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     // The openraft metadata quorum in KRaft's terms (server/handlers/describe_quorum.rs).
@@ -82,8 +85,6 @@ const NOT_SERVED: &[(ApiKey, i16, i16, &str)] = &[
     (ApiKey::RenewDelegationToken, 1, 2, "no delegation tokens"),
     (ApiKey::ExpireDelegationToken, 1, 2, "no delegation tokens"),
     (ApiKey::DescribeDelegationToken, 1, 3, "no delegation tokens"),
-    (ApiKey::AlterPartitionReassignments, 0, 1, "one broker: no replica to reassign to another broker (moves between log dirs are AlterReplicaLogDirs)"),
-    (ApiKey::ListPartitionReassignments, 0, 0, "one broker: no reassignments exist"),
     (ApiKey::DescribeClientQuotas, 0, 1, "no client quotas"),
     (ApiKey::AlterClientQuotas, 0, 1, "no client quotas"),
     (ApiKey::AlterUserScramCredentials, 0, 0, "no SASL (DescribeUserScramCredentials answers: none defined)"),

@@ -74,6 +74,7 @@ impl ErrorCode {
     pub const FENCED_INSTANCE_ID: ErrorCode = ErrorCode(82);
     pub const ELIGIBLE_LEADERS_NOT_AVAILABLE: ErrorCode = ErrorCode(83);
     pub const ELECTION_NOT_NEEDED: ErrorCode = ErrorCode(84);
+    pub const NO_REASSIGNMENT_IN_PROGRESS: ErrorCode = ErrorCode(85);
     pub const GROUP_SUBSCRIBED_TO_TOPIC: ErrorCode = ErrorCode(86);
     pub const INVALID_RECORD: ErrorCode = ErrorCode(87);
     pub const THROTTLING_QUOTA_EXCEEDED: ErrorCode = ErrorCode(89);

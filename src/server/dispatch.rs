@@ -73,6 +73,8 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, peer: Option<
         RequestKind::DescribeCluster(r) => handlers::describe_cluster::handle(ctx, meta, r),
         RequestKind::DescribeQuorum(r) => handlers::describe_quorum::handle(ctx, meta, r).await,
         RequestKind::ElectLeaders(r) => handlers::elect_leaders::handle(ctx, meta, r).await,
+        RequestKind::AlterPartitionReassignments(r) => handlers::alter_partition_reassignments::handle(ctx, meta, r).await,
+        RequestKind::ListPartitionReassignments(r) => handlers::list_partition_reassignments::handle(ctx, meta, r),
         RequestKind::DescribeLogDirs(r) => handlers::describe_log_dirs::handle(ctx, meta, r).await,
         RequestKind::AlterReplicaLogDirs(r) => handlers::alter_replica_log_dirs::handle(ctx, meta, r).await,
         RequestKind::DescribeTopicPartitions(r) => handlers::describe_topic_partitions::handle(ctx, meta, r).await,

@@ -1,7 +1,7 @@
 //! Internal errors → Kafka error codes: the one place that decides which code a client
 //! sees for a record-batch, storage, partition or controller error (Kafka 4.1's choices).
 //! Lower layers raise their own `thiserror` enums and know no Kafka codes.
-use crate::controller::{AlterPartitionError, ControllerError, ElectionError};
+use crate::controller::{AlterPartitionError, ControllerError, ElectionError, ReassignmentError};
 use crate::partition::producer_state::SequenceError;
 use crate::partition::PartitionError;
 use crate::protocol::{ErrorCode, FetchWriteError};
@@ -72,6 +72,18 @@ impl From<&ControllerError> for ErrorCode {
             ControllerError::NotController(_) => ErrorCode::NOT_CONTROLLER,
             ControllerError::Storage(_) | ControllerError::Config(_) => ErrorCode::UNKNOWN_SERVER_ERROR,
             ControllerError::AlterPartition(e) => ErrorCode::from(e),
+            ControllerError::Reassignment(e) => ErrorCode::from(e),
+        }
+    }
+}
+
+impl From<&ReassignmentError> for ErrorCode {
+    fn from(e: &ReassignmentError) -> ErrorCode {
+        match e {
+            ReassignmentError::UnknownTopicOrPartition(_) => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
+            ReassignmentError::InvalidReplicaAssignment(_) => ErrorCode::INVALID_REPLICA_ASSIGNMENT,
+            ReassignmentError::InvalidReplicationFactor(_) => ErrorCode::INVALID_REPLICATION_FACTOR,
+            ReassignmentError::NoReassignmentInProgress => ErrorCode::NO_REASSIGNMENT_IN_PROGRESS,
         }
     }
 }

@@ -144,6 +144,8 @@ mod tests {
                     isr: rs.to_vec(),
                     leader_epoch: 0,
                     partition_epoch: 0,
+                    adding_replicas: Vec::new(),
+                    removing_replicas: Vec::new(),
                 })
                 .collect(),
             configs: Default::default(),

@@ -6,6 +6,7 @@
 //! imports them (shared helpers for lower layers live in `protocol/`).
 pub mod acls_disabled;
 pub mod alter_configs;
+pub mod alter_partition_reassignments;
 pub mod alter_replica_log_dirs;
 pub mod api_versions;
 pub(crate) mod cluster_view;
@@ -35,6 +36,7 @@ pub mod leave_group;
 pub mod list_config_resources;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_partition_reassignments;
 pub mod offset_for_leader_epoch;
 pub mod list_transactions;
 pub mod metadata;

@@ -126,17 +126,19 @@ impl ShardContext {
         let (topic, index) = (p.topic.clone(), p.index);
         match (p.role(), role) {
             (_, None) => {
-                // Reassigned away from this shard: stop (the files stay until deleted).
+                // Reassigned away from this shard: stop (`sync_topic` deletes the files
+                // when this broker holds no replica any more).
                 self.partitions.remove(&topic, index);
                 self.partitions.remove_follower(&topic, index);
-                tracing::info!(shard = self.shard, topic, partition = index, "no longer a replica on this shard (files kept)");
+                tracing::info!(shard = self.shard, topic, partition = index, "no longer a replica on this shard");
                 p.close();
             }
             (Role::Leader, Some(Role::Leader)) => {
                 if meta.leader_epoch != p.leader_epoch() {
                     p.become_leader(meta.leader_epoch, meta.partition_epoch, replica_ids(meta), meta.isr.clone());
                 } else if meta.partition_epoch > p.partition_epoch() {
-                    p.update_isr(meta.partition_epoch, meta.isr.clone());
+                    // The ISR, or the replicas (a reassignment adding some) changed.
+                    p.update_replicas_and_isr(meta.partition_epoch, replica_ids(meta), meta.isr.clone());
                 }
             }
             (Role::Leader, Some(Role::Follower { leader })) => {
@@ -164,7 +166,17 @@ impl ShardContext {
         for meta in &topic.partitions {
             let role = self.role_here(meta);
             match self.open_replica(&topic.name, meta.partition) {
-                Some(p) => self.sync_partition(p, meta, role),
+                Some(p) => {
+                    let dir = p.dir();
+                    self.sync_partition(p, meta, role);
+                    // A reassignment removed this broker's replica: its files go, as
+                    // Kafka's StopReplica(delete=true). (A broker that was down then
+                    // removes them at start-up: `stray_partitions.rs`.)
+                    if role.is_none() && !meta.replicas.is_empty() && meta.replica_on(self.config.node_id).is_none() {
+                        tracing::info!(shard = self.shard, topic = %topic.name, partition = meta.partition, "reassigned to other brokers: deleting the replica's files");
+                        self.remove_partition_dir(&topic.name, meta.partition, dir).await;
+                    }
+                }
                 None => {
                     if let Some(role) = role {
                         self.open_partition(image, topic, meta, role).await;
@@ -268,6 +280,14 @@ impl ShardContext {
             }
         }
         for (index, dir) in doomed {
+            self.remove_partition_dir(name, index, dir).await;
+        }
+        self.rebalance_cache_budgets();
+    }
+
+    /// Removes a closed partition's directory `dir`: durably renamed first, then deleted.
+    async fn remove_partition_dir(&self, name: &str, index: i32, dir: std::path::PathBuf) {
+        {
             // Kafka renames a deleted partition's directory, then removes it in the
             // background; the rename frees the name for a topic created right after.
             let mut doomed = dir.clone().into_os_string();
@@ -303,7 +323,6 @@ impl ShardContext {
                 tracing::warn!(shard = self.shard, topic = name, partition = index, error = %e, "could not remove a deleted partition's files");
             }
         }
-        self.rebalance_cache_budgets();
     }
 }
 
