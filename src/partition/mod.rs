@@ -32,6 +32,7 @@ mod read;
 pub mod replica_tracker;
 mod replication;
 mod retention;
+mod shutdown;
 mod state;
 #[cfg(test)]
 mod cleaner_tests;

@@ -9,8 +9,9 @@ use anyhow::Context as _;
 use glommio::{LocalExecutorBuilder, Placement as GlommioPlacement};
 
 use super::connection;
+use super::shard::{cleaner_loop, close_on_shutdown, follow_metadata, retention_loop, ShardContext};
+use super::shutdown::{self, TerminationSignals};
 use super::stray_partitions;
-use super::shard::{cleaner_loop, follow_metadata, retention_loop, ShardContext};
 use crate::cluster::topic_config::{TimestampType, TopicConfigDefaults};
 use crate::config::Config;
 use crate::controller::{self, ControllerConfig};
@@ -191,7 +192,7 @@ fn controller_config(config: &Config, voters: std::collections::BTreeMap<u64, St
 /// A controller-only node: the quorum voter alone, on its own (pinned) thread; no shards,
 /// no client listener, no broker registration. The main thread waits on the controller
 /// until it stops.
-fn run_controller_only(config: Config) -> anyhow::Result<()> {
+fn run_controller_only(config: Config, signals: TerminationSignals) -> anyhow::Result<()> {
     let started = Instant::now();
     std::fs::create_dir_all(config.metadata_dir())
         .with_context(|| format!("cannot create the metadata dir {}", config.metadata_dir().display()))?;
@@ -209,15 +210,21 @@ fn run_controller_only(config: Config) -> anyhow::Result<()> {
         config.metadata_dir().display(),
         started.elapsed().as_millis()
     );
+    let sig = signals.wait();
+    tracing::info!(signal = sig, "shutting down (a second signal exits at once)");
+    signals.exit_on_next();
+    controller.shutdown();
     controller.join();
     Ok(())
 }
 
 pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let started = Instant::now();
+    // Before any thread starts: every thread inherits the blocked mask.
+    let signals = TerminationSignals::block();
     abort_on_panic();
     if !config.has_role("broker") {
-        return run_controller_only(config);
+        return run_controller_only(config, signals);
     }
     let test_panic_shard: Option<u16> = std::env::var(TEST_PANIC_SHARD_ENV).ok().and_then(|v| v.parse().ok());
     let listening = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -252,11 +259,14 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let (mesh, inboxes) = Mesh::new(shard_count);
     let config = Arc::new(config);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
+    let shutdown_requested = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (closed_tx, closed_rx) = std::sync::mpsc::channel::<u16>();
     let mut handles = Vec::new();
     for (shard, ((core, updates), inbox)) in plan.shard_cores.iter().zip(updates).zip(inboxes).enumerate() {
         let (config, controller, mesh, defaults, ready, log_dirs) =
             (config.clone(), controller.clone(), mesh.clone(), defaults.clone(), ready_tx.clone(), log_dirs.clone());
         let listening = listening.clone();
+        let (shutdown_requested, closed) = (shutdown_requested.clone(), closed_tx.clone());
         let placement = if usable.len() > 1 { GlommioPlacement::Fixed(*core) } else { GlommioPlacement::Unbound };
         let handle = LocalExecutorBuilder::new(placement)
             .name(&format!("shard-{shard}"))
@@ -293,6 +303,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 .detach();
                 glommio::spawn_local(crate::group::tick_loop(ctx.coordinator.clone())).detach();
                 glommio::spawn_local(crate::group::expiry_loop(ctx.coordinator.clone())).detach();
+                glommio::spawn_local(close_on_shutdown(ctx.clone(), shutdown_requested, closed)).detach();
                 let listener = match glommio::net::TcpListener::bind(config.listen) {
                     Ok(l) => l,
                     Err(e) => {
@@ -331,9 +342,19 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         started.elapsed().as_millis()
     );
     listening.store(true, std::sync::atomic::Ordering::Release);
-    for h in handles {
-        let _ = h.join();
+    // The shards run until the process exits (a shard panic aborts it).
+    drop(handles);
+    let sig = signals.wait();
+    let stopping = Instant::now();
+    tracing::info!(signal = sig, "controlled shutdown (a second signal exits at once)");
+    signals.exit_on_next();
+    shutdown_requested.store(true, std::sync::atomic::Ordering::Release);
+    let closed = shutdown::wait_for_shards(&closed_rx, shard_count, stopping + shutdown::CLOSE_DEADLINE);
+    if closed < shard_count {
+        tracing::warn!(closed, shards = shard_count, "not every shard closed its replicas in time; the next start recovers them");
     }
     controller.shutdown();
+    shutdown::join_within(&controller, shutdown::CONTROLLER_DEADLINE);
+    tracing::info!("shut down cleanly in {} ms", stopping.elapsed().as_millis());
     Ok(())
 }

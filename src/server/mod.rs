@@ -12,6 +12,7 @@
 //! - `log_dir.rs`     the one log dir: path, file-system bytes, partition sizes on disk
 //! - `error_map.rs`   the one place where internal errors become Kafka error codes
 //! - `stray_partitions.rs` start-up removal of partition dirs the metadata no longer gives us
+//! - `shutdown.rs`    SIGTERM / SIGINT: the clean (controlled) shutdown
 //!
 //! Nothing below imports `server::`.
 pub mod broker;
@@ -22,6 +23,7 @@ pub mod handlers;
 pub mod log_dir;
 pub mod request_memory;
 pub mod shard;
+mod shutdown;
 mod socket_split;
 mod stray_partitions;
 mod vectored_write;

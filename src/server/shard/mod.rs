@@ -8,13 +8,16 @@
 //! - `context.rs`             the shard's state every handler reads (`ShardContext`)
 //! - `partition_lifecycle.rs` metadata updates → open / reconfigure / delete partitions
 //! - `background.rs`          retention and log-cleaner loops
+//! - `shutdown.rs`            closing every replica cleanly when the broker stops
 //!
 //! Part of `server/`: nothing below imports it. The group coordinator sees the shard
 //! only through `group::CoordinatorContext`, the router through `cluster::router`.
 mod background;
 mod context;
 mod partition_lifecycle;
+mod shutdown;
 
 pub use background::{cleaner_loop, retention_loop};
+pub use shutdown::close_on_shutdown;
 pub use context::{ShardContext, ShardMessage};
 pub use partition_lifecycle::follow_metadata;
