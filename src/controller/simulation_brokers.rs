@@ -272,7 +272,7 @@ async fn execute(world: &Shared, id: u64, raft: Raft, meta: BrokerMeta) -> Resul
         return Err(format!("node {id} does not lead"));
     }
     caught_up(&raft).await.map_err(|e| e.to_string())?;
-    if let Some(cmd) = liveness.on_heartbeat(m.current_term, &publisher.image(), &meta, now()) {
+    if let Some(cmd) = liveness.on_heartbeat(m.current_term, &publisher.image(), &meta, None, now()) {
         commit(world, &raft, id, cmd).await;
     }
     Ok(())
