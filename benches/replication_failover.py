@@ -18,7 +18,7 @@ Also reported: records acknowledged, and (checked at the end by reading every pa
 lost or duplicated acknowledged records — both must be 0.
 
 Usage: benches/replication_failover.py [--kills 20] [--bin target/release/shardlog]
-       [--session-timeout-ms N] [--log-dir DIR]
+       [--session-timeout-ms N] [--log-dir DIR] [--client-defaults]
 Prints one line per kill, then p50 / p99 / max in ms.
 """
 from __future__ import annotations
@@ -69,10 +69,12 @@ class Load:
     value), and, once `mark` is set, when each partition first acknowledged a record
     numbered `mark` or later (values count up: record `mark` is produced after it is set)."""
 
-    def __init__(self, bootstrap: str):
+    def __init__(self, bootstrap: str, client_defaults: bool = False):
+        # retry.backoff.ms and topic.metadata.refresh.interval.ms shorten the client's own
+        # reaction; --client-defaults leaves librdkafka's defaults (100 ms, 5 min).
+        tuned = {} if client_defaults else {"retry.backoff.ms": 20, "topic.metadata.refresh.interval.ms": 1000}
         self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                           "linger.ms": 1, "message.timeout.ms": 120000, "retry.backoff.ms": 20,
-                           "topic.metadata.refresh.interval.ms": 1000})
+                           "linger.ms": 1, "message.timeout.ms": 120000, **tuned})
         self.acked: list[tuple[int, int, bytes]] = []
         self.mark: int | None = None
         self.first_after: dict[int, float] = {}
@@ -123,6 +125,8 @@ def main() -> int:
     ap.add_argument("--bin", type=Path, default=Path(os.environ.get("SHARDLOG_BIN", REPO / "target" / "release" / "shardlog")))
     ap.add_argument("--session-timeout-ms", type=int, default=None, help="default: the broker's")
     ap.add_argument("--log-dir", type=Path, default=None, help="keep the nodes' logs here")
+    ap.add_argument("--client-defaults", action="store_true",
+                    help="the producer keeps librdkafka's retry.backoff.ms and topic.metadata.refresh.interval.ms")
     a = ap.parse_args()
     extra = [] if a.session_timeout_ms is None else ["--broker-session-timeout-ms", str(a.session_timeout_ms)]
     samples: list[float] = []
@@ -134,7 +138,7 @@ def main() -> int:
             admin = AdminClient({"bootstrap.servers": c.bootstrap})
             admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(60)
             wait("topic in sync", lambda: (s := state(c.bootstrap)) and all(len(i) == 3 for _, i in s.values()))
-            load = Load(c.bootstrap)
+            load = Load(c.bootstrap, a.client_defaults)
             load.t.start()
             time.sleep(3)
             for k in range(a.kills):

@@ -56,7 +56,8 @@ def state(node, topic: str) -> tuple[set[int], dict[int, tuple[int, list[int]]]]
 
 def replicated_topic(cluster, survivor) -> tuple[str, dict[int, tuple[int, list[int]]]]:
     topic = f"disc-{uuid.uuid4().hex[:8]}"
-    admin(survivor).create_topics([NewTopic(topic, 6, 3)], operation_timeout=30)[topic].result(timeout=60)
+    a = admin(survivor)  # kept until the result: a dropped client cancels its requests
+    a.create_topics([NewTopic(topic, 6, 3)], operation_timeout=30)[topic].result(timeout=60)
     _, parts = wait_for("leaders on every broker, all in sync", lambda: (s := state(survivor, topic)) and
                         {l for l, _ in s[1].values()} == {1, 2, 3} and all(len(i) == 3 for _, i in s[1].values()) and s)
     return topic, parts
