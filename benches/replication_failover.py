@@ -8,11 +8,25 @@ Each round: kill -9 the broker leading partition 0 (never the active controller'
 so this measures a partition failover, not a quorum one: when that node leads every
 partition, a preferred-leader election first moves some away, untimed), then wait until
 EVERY partition has acknowledged a record sent after the kill; the time from the kill to
-the last of those first acknowledgements is one sample (missed heartbeats for `broker_session_timeout_ms`,
-fencing, the election from the ISR, the metadata reaching the producer, its retry). The
-killed broker is restarted and waited for until it is back in every ISR before the next
-round. Apache Kafka 4.1 on 3 local nodes takes ~13.4 s at the median (its 9 s session
-timeout); issue 12's target is p99 <= 2 s.
+the last of those first acknowledgements is one sample. The killed broker is restarted and
+waited for until it is back in every ISR before the next round. Apache Kafka 4.1 on 3 local
+nodes takes ~13.4 s at the median (its 9 s session timeout); issue 12's target is p99 <= 2 s.
+
+Where the time goes after a kill -9 (release build, default settings): the quorum leader
+sees the broker's heartbeat connection close at once and fences it 100 ms later
+(`controller/liveness.rs`; before: `broker_session_timeout_ms`, 3 s); the fencing elects
+new leaders from the ISR and shrinks the ISRs of the partitions it followed (until then
+acks=all writes to every partition wait for it, and so do the Metadata answers queued
+behind them on the producer's connections); the producer learns the new leaders from its
+Metadata retries and the followers start fetching from them. Measured 20 kills, 2 runs:
+p50 129-132 ms, p99 687-961 ms (`benches/results/replication_failover/`; before: p50
+2.9 s, p99 3.4 s). The tail (300 ms - 1 s, a few kills in 20) is librdkafka's: a fenced
+broker leaves the Metadata broker list in the same answer that moves its partitions, and
+decommissioning it sends those partitions back to librdkafka's internal broker until its
+1 s topic scan asks again. Two broker-side quanta that used to add 1 s were found here:
+a new replica fetcher slept `replica_fetch_backoff_ms` before its first fetch (glommio
+polls a spawned task at once, before its partitions were set), and a follower whose
+first fetch reached the new leader before it applied its election backed off 1 s.
 
 Also reported: records acknowledged, and (checked at the end by reading every partition)
 lost or duplicated acknowledged records — both must be 0.
