@@ -18,9 +18,10 @@ sees the broker's heartbeat connection close at once and fences it 100 ms later
 new leaders from the ISR and shrinks the ISRs of the partitions it followed (until then
 acks=all writes to every partition wait for it, and so do the Metadata answers queued
 behind them on the producer's connections); the producer learns the new leaders from its
-Metadata retries and the followers start fetching from them. Measured 20 kills, 2 runs:
-p50 129-132 ms, p99 687-961 ms (`benches/results/replication_failover/`; before: p50
-2.9 s, p99 3.4 s). The tail (300 ms - 1 s, a few kills in 20) is librdkafka's: a fenced
+Metadata retries and the followers start fetching from them. Measured over 20 kills:
+p50 129 / p99 961 ms and p50 129 / p99 359 ms (two runs), p50 149 / p99 980 ms with
+--client-defaults, p50 144 / p99 631 ms with a 1 s session timeout (no longer on this path)
+(`benches/results/replication_failover/`; before: p50 2.9 s, p99 3.4 s). The tail (300 ms - 1 s, a few kills in 20) is librdkafka's: a fenced
 broker leaves the Metadata broker list in the same answer that moves its partitions, and
 decommissioning it sends those partitions back to librdkafka's internal broker until its
 1 s topic scan asks again. Two broker-side quanta that used to add 1 s were found here:
