@@ -160,11 +160,13 @@ fn run_thread(
             peers: BTreeMap::new(),
             liveness: Liveness::new(cfg.session_timeout, cfg.topic_defaults.unclean_leader_election_enable),
             next_voter: 0,
+            broker: None,
         };
         // Registered before the shards get their first image, so they start leading
         // their partitions at once (a single node is then as before: it leads all). A
         // controller-only node has no broker: it never registers.
         let registration = cfg.broker.then(|| registration(&cfg, incarnation));
+        router.broker = registration.clone();
         if let Some(registration) = &registration {
             let heartbeat = ClientRequest::BrokerHeartbeat { broker: registration.clone() };
             if let Err(e) = router.route(&ctx, &raft, &publisher, heartbeat, false, None).await {
@@ -662,6 +664,9 @@ struct Router<'a> {
     liveness: Liveness,
     /// An observer that knows no leader yet asks the voters in turn: this one next.
     next_voter: usize,
+    /// This node's broker registration, if it has a broker: a new connection to the leader
+    /// starts with its heartbeat (`forward`).
+    broker: Option<BrokerMeta>,
 }
 
 impl Router<'_> {
@@ -766,6 +771,15 @@ impl Router<'_> {
             .peers
             .entry(leader)
             .or_insert_with(|| Connection::new(addr.clone()));
+        // A new connection (first use, or the last one failed: a forwarded call timed out
+        // or was reset) starts with this broker's heartbeat, so the leader ties it to the
+        // broker at once and the old one's close is no reason to fence it
+        // (`Liveness::on_connection_closed`). Its answer changes nothing here.
+        if let Some(me) = self.broker.as_ref().filter(|_| !conn.is_open()) {
+            if !matches!(req, ClientRequest::BrokerHeartbeat { .. }) {
+                let _ = conn.call(&RpcRequest::Client(ClientRequest::BrokerHeartbeat { broker: me.clone() }), FORWARD_TTL).await;
+            }
+        }
         match conn.call(&RpcRequest::Client(req.clone()), FORWARD_TTL).await {
             Ok(RpcResponse::Client { result, applied_index }) => {
                 if result.is_ok() && applied_index.is_some() {
