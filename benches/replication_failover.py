@@ -19,7 +19,8 @@ new leaders from the ISR and shrinks the ISRs of the partitions it followed (unt
 acks=all writes to every partition wait for it, and so do the Metadata answers queued
 behind them on the producer's connections); the producer learns the new leaders from its
 Metadata retries and the followers start fetching from them. Measured over 20 kills:
-p50 129 / p99 961 ms and p50 129 / p99 359 ms (two runs), p50 149 / p99 980 ms with
+p50 129 / p99 961 ms, p50 129 / p99 359 ms and p50 127 / p99 772 ms (three runs), p50 149 /
+p99 980 ms with
 --client-defaults, p50 144 / p99 631 ms with a 1 s session timeout (no longer on this path)
 (`benches/results/replication_failover/`; before: p50 2.9 s, p99 3.4 s). The tail (300 ms - 1 s, a few kills in 20) is librdkafka's: a fenced
 broker leaves the Metadata broker list in the same answer that moves its partitions, and
