@@ -18,17 +18,17 @@ sees the broker's heartbeat connection close at once and fences it 100 ms later
 new leaders from the ISR and shrinks the ISRs of the partitions it followed (until then
 acks=all writes to every partition wait for it, and so do the Metadata answers queued
 behind them on the producer's connections); the producer learns the new leaders from its
-Metadata retries and the followers start fetching from them. Measured over 20 kills:
-p50 129 / p99 961 ms, p50 129 / p99 359 ms and p50 127 / p99 772 ms (three runs), p50 149 /
-p99 980 ms with
---client-defaults, p50 144 / p99 631 ms with a 1 s session timeout (no longer on this path)
-(`benches/results/replication_failover/`; before: p50 2.9 s, p99 3.4 s). The tail (300 ms - 1 s, a few kills in 20) is librdkafka's: a fenced
-broker leaves the Metadata broker list in the same answer that moves its partitions, and
-decommissioning it sends those partitions back to librdkafka's internal broker until its
-1 s topic scan asks again. Two broker-side quanta that used to add 1 s were found here:
-a new replica fetcher slept `replica_fetch_backoff_ms` before its first fetch (glommio
-polls a spawned task at once, before its partitions were set), and a follower whose
-first fetch reached the new leader before it applied its election backed off 1 s.
+Metadata retries and the followers start fetching from them. Measured over 20 kills: p50
+129 / p99 961 ms, p50 129 / p99 359 ms and p50 127 / p99 772 ms (three runs), p50 149 /
+p99 980 ms with --client-defaults, p50 144 / p99 631 ms with a 1 s session timeout (no
+longer on this path) (`benches/results/replication_failover/`; before: p50 2.9 s, p99 3.4
+s). The tail (300 ms - 1 s, a few kills in 20) is librdkafka's: a fenced broker leaves the
+Metadata broker list in the same answer that moves its partitions, and decommissioning it
+sends those partitions back to librdkafka's internal broker until its 1 s topic scan asks
+again. Two broker-side quanta that used to add 1 s were found here: a new replica fetcher
+slept `replica_fetch_backoff_ms` before its first fetch (glommio polls a spawned task at
+once, before its partitions were set), and a follower whose first fetch reached the new
+leader before it applied its election backed off 1 s.
 
 Also reported: records acknowledged, and (checked at the end by reading every partition)
 lost or duplicated acknowledged records — both must be 0.
