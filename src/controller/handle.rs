@@ -26,6 +26,9 @@ pub(super) struct Request {
     /// Forwarded by a peer: answer NOT_CONTROLLER rather than forward again if this node
     /// does not lead (no forwarding loops between nodes that disagree about the leader).
     pub forwarded: bool,
+    /// The controller connection a forwarded request came on (`rpc_server.rs` numbers
+    /// them), so a broker whose heartbeat connection closes can be fenced at once.
+    pub via: Option<u64>,
     pub reply: Reply<ClientReply>,
 }
 
@@ -75,6 +78,7 @@ impl ControllerHandle {
         let req = Request {
             body,
             forwarded: false,
+            via: None,
             reply,
         };
         self.tx.send(req).await.map_err(|_| stopped())?;

@@ -337,7 +337,8 @@ impl RaftLogStorage<ControllerTypes> for LogStore {
     }
 
     async fn purge(&mut self, log_id: LogId) -> Result<(), io::Error> {
-        tracing::debug!(upto = %log_id, "controller log purge");
+        // One line per snapshot (every `metadata_snapshot_every_entries`); tests wait for it.
+        tracing::info!(upto = %log_id, index = log_id.index, "controller log purged");
         self.lock()?.purge(log_id)
     }
 }

@@ -62,6 +62,11 @@ impl Connection {
         Connection { addr, stream: None }
     }
 
+    /// Whether a connection is open now (else the next call opens one).
+    pub fn is_open(&self) -> bool {
+        self.stream.is_some()
+    }
+
     /// Sends `req` and waits for the answer, all within `ttl`. Any failure drops the
     /// connection: a half-read answer must never be taken for the next call's.
     pub async fn call(&mut self, req: &RpcRequest, ttl: Duration) -> Result<RpcResponse, CallError> {

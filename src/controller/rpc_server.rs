@@ -5,6 +5,11 @@
 //!
 //! Each connection is served by one task: read a request frame, answer it, repeat. A peer
 //! that sends garbage gets its connection closed; nothing it sends can panic this side.
+//!
+//! Connections are numbered; forwarded requests carry the number (`Request::via`), and
+//! the close of a connection that carried a broker heartbeat is reported
+//! (`ConnectionClosed`): the quorum leader fences a crashed broker at once rather than
+//! after its session timeout (`liveness.rs`).
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -15,13 +20,20 @@ use futures::channel::oneshot;
 use tokio::net::{TcpListener, TcpStream};
 
 use super::handle::Request;
-use super::rpc::{self, RpcRequest, RpcResponse};
+use super::rpc::{self, ClientRequest, RpcRequest, RpcResponse};
 use super::types::{Raft, Snapshot};
 use super::ControllerError;
 
 /// Connections served at once; more are closed at accept (peers reconnect on their next
 /// call). A quorum needs one or two per peer.
 const MAX_RPC_CONNECTIONS: usize = 256;
+
+/// A controller connection that carried a broker heartbeat closed (EOF, error, or this
+/// side gave up on it).
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectionClosed {
+    pub conn: u64,
+}
 
 /// Binds the controller listener (a host:port; host names are resolved).
 pub async fn bind(addr: &str) -> Result<TcpListener, ControllerError> {
@@ -31,8 +43,14 @@ pub async fn bind(addr: &str) -> Result<TcpListener, ControllerError> {
 }
 
 /// Accepts peers until the runtime stops.
-pub async fn serve(listener: TcpListener, raft: Raft, requests: async_channel::Sender<Request>) {
+pub async fn serve(
+    listener: TcpListener,
+    raft: Raft,
+    requests: async_channel::Sender<Request>,
+    closed: async_channel::Sender<ConnectionClosed>,
+) {
     let open = Arc::new(AtomicUsize::new(0));
+    let mut next_conn: u64 = 0;
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(s) => s,
@@ -48,34 +66,45 @@ pub async fn serve(listener: TcpListener, raft: Raft, requests: async_channel::S
             continue;
         }
         open.fetch_add(1, Ordering::Relaxed);
-        let (raft, requests, open) = (raft.clone(), requests.clone(), open.clone());
+        next_conn += 1;
+        let conn = next_conn;
+        let (raft, requests, closed, open) = (raft.clone(), requests.clone(), closed.clone(), open.clone());
         tokio::spawn(async move {
-            serve_connection(stream, peer, &raft, &requests).await;
+            let heartbeats = serve_connection(stream, peer, conn, &raft, &requests).await;
+            // After the connection's last request was answered: its heartbeats were all
+            // handled before the controller hears of the close (`Liveness` relies on it).
+            if heartbeats {
+                let _ = closed.send(ConnectionClosed { conn }).await;
+            }
             open.fetch_sub(1, Ordering::Relaxed);
         });
     }
 }
 
+/// Serves one connection until it closes; true if it carried a broker heartbeat.
 async fn serve_connection(
     mut stream: TcpStream,
     peer: SocketAddr,
+    conn: u64,
     raft: &Raft,
     requests: &async_channel::Sender<Request>,
-) {
+) -> bool {
     let _ = stream.set_nodelay(true);
+    let mut heartbeats = false;
     loop {
         let req: RpcRequest = match rpc::read_msg(&mut stream).await {
             Ok(Some(r)) => r,
-            Ok(None) => return,
+            Ok(None) => return heartbeats,
             Err(e) => {
                 tracing::warn!(%peer, error = %e, "controller RPC: bad request, closing the connection");
-                return;
+                return heartbeats;
             }
         };
-        let resp = answer(raft, requests, req).await;
+        heartbeats |= matches!(req, RpcRequest::Client(ClientRequest::BrokerHeartbeat { .. }));
+        let resp = answer(raft, requests, req, conn).await;
         if let Err(e) = rpc::write_msg(&mut stream, &resp).await {
             tracing::debug!(%peer, error = %e, "controller RPC: cannot answer");
-            return;
+            return heartbeats;
         }
     }
 }
@@ -84,6 +113,7 @@ async fn answer(
     raft: &Raft,
     requests: &async_channel::Sender<Request>,
     req: RpcRequest,
+    conn: u64,
 ) -> RpcResponse {
     let failed = |e: &dyn std::fmt::Display| RpcResponse::Failed(e.to_string());
     match req {
@@ -133,6 +163,7 @@ async fn answer(
             let req = Request {
                 body,
                 forwarded: true,
+                via: Some(conn),
                 reply,
             };
             let stopping = || RpcResponse::Client {

@@ -29,6 +29,7 @@ use super::election::{self, ElectionType};
 use super::reassignment;
 use super::handle::{ControllerHandle, Request};
 use super::liveness::{fencing_check_interval, heartbeat_interval, Liveness};
+use super::rpc_server::ConnectionClosed;
 use super::log_store::LogStore;
 use super::network::{Connection, Network};
 use super::observer;
@@ -139,7 +140,10 @@ fn run_thread(
     };
     rt.block_on(async move {
         let heartbeats = forwarded.clone();
-        let raft = match boot(&cfg, &publisher, forwarded).await {
+        // Closes of controller connections (`rpc_server.rs`): a crashed broker's is fenced
+        // without waiting out its session timeout (`Liveness::on_connection_closed`).
+        let (closed_tx, closed) = async_channel::unbounded::<ConnectionClosed>();
+        let raft = match boot(&cfg, &publisher, forwarded, closed_tx).await {
             Ok(raft) => raft,
             Err(e) => {
                 tracing::error!(error = %e, "controller start-up failed");
@@ -157,14 +161,16 @@ fn run_thread(
             peers: BTreeMap::new(),
             liveness: Liveness::new(cfg.session_timeout, cfg.topic_defaults.unclean_leader_election_enable),
             next_voter: 0,
+            broker: None,
         };
         // Registered before the shards get their first image, so they start leading
         // their partitions at once (a single node is then as before: it leads all). A
         // controller-only node has no broker: it never registers.
         let registration = cfg.broker.then(|| registration(&cfg, incarnation));
+        router.broker = registration.clone();
         if let Some(registration) = &registration {
             let heartbeat = ClientRequest::BrokerHeartbeat { broker: registration.clone() };
-            if let Err(e) = router.route(&ctx, &raft, &publisher, heartbeat, false).await {
+            if let Err(e) = router.route(&ctx, &raft, &publisher, heartbeat, false, None).await {
                 tracing::warn!(error = %e, "controller: broker registration failed; heartbeats retry it");
             }
         }
@@ -179,14 +185,29 @@ fn run_thread(
         let every = cfg.leader_imbalance_check_interval.max(Duration::from_secs(1));
         let mut rebalance_timer = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         rebalance_timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut disconnects_checked = Instant::now();
         loop {
+            // A broker whose connection closed is fenced when its grace ends, not at the
+            // next regular tick (up to a tenth of a session timeout later).
+            let disconnect_deadline = router.liveness.next_disconnect_deadline(disconnects_checked);
+            let disconnect_check = async {
+                match disconnect_deadline {
+                    Some(at) => tokio::time::sleep_until(tokio::time::Instant::from_std(at)).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 req = requests.recv() => {
                     let Ok(req) = req else { break };
                     let res = router
-                        .route(&ctx, &raft, &publisher, req.body, req.forwarded)
+                        .route(&ctx, &raft, &publisher, req.body, req.forwarded, req.via)
                         .await;
                     let _ = req.reply.send(res);
+                }
+                Ok(c) = closed.recv() => router.liveness.on_connection_closed(c.conn, Instant::now()),
+                _ = disconnect_check => {
+                    disconnects_checked = disconnect_deadline.unwrap_or_else(Instant::now);
+                    router.fence_silent_brokers(&raft, &publisher).await
                 }
                 _ = fencing_timer.tick() => router.fence_silent_brokers(&raft, &publisher).await,
                 _ = rebalance_timer.tick(), if cfg.auto_leader_rebalance_enable => {
@@ -240,6 +261,7 @@ async fn boot(
     cfg: &ControllerConfig,
     publisher: &Arc<Publisher>,
     forwarded: async_channel::Sender<Request>,
+    closed: async_channel::Sender<ConnectionClosed>,
 ) -> Result<Raft, ControllerError> {
     let node_id = raft_node_id(cfg.node_id)?;
     let observer_addr = match &cfg.listener {
@@ -269,7 +291,7 @@ async fn boot(
         .map_err(|e| ControllerError::Storage(format!("controller raft start: {e}")))?;
     if let Some(listener) = listener {
         // Peers must reach this node before it can recover (elections need them).
-        tokio::spawn(rpc_server::serve(listener, raft.clone(), forwarded));
+        tokio::spawn(rpc_server::serve(listener, raft.clone(), forwarded, closed));
     }
     tokio::spawn(log_leader_changes(raft.clone(), node_id));
     let joined = match &observer_addr {
@@ -381,7 +403,7 @@ async fn send_heartbeats(broker: BrokerMeta, every: Duration, requests: async_ch
     loop {
         tokio::time::sleep(every).await;
         let (reply, answer) = futures::channel::oneshot::channel();
-        let req = Request { body: ClientRequest::BrokerHeartbeat { broker: broker.clone() }, forwarded: false, reply };
+        let req = Request { body: ClientRequest::BrokerHeartbeat { broker: broker.clone() }, forwarded: false, via: None, reply };
         if requests.send(req).await.is_err() {
             return; // the controller is shutting down
         }
@@ -513,12 +535,13 @@ async fn execute(
     publisher: &Publisher,
     liveness: &mut Liveness,
     req: ClientRequest,
+    via: Option<u64>,
 ) -> Result<ClientReply, ControllerError> {
     let image = publisher.image();
     match req {
         ClientRequest::BrokerHeartbeat { broker } => {
             let term = raft.metrics().borrow_watched().current_term;
-            match liveness.on_heartbeat(term, &image, &broker, Instant::now()) {
+            match liveness.on_heartbeat(term, &image, &broker, via, Instant::now()) {
                 None => Ok(ClientReply::Done),
                 Some(cmd) => write(raft, cmd).await.map(|_| ClientReply::Done),
             }
@@ -675,6 +698,9 @@ struct Router<'a> {
     liveness: Liveness,
     /// An observer that knows no leader yet asks the voters in turn: this one next.
     next_voter: usize,
+    /// This node's broker registration, if it has a broker: a new connection to the leader
+    /// starts with its heartbeat (`forward`).
+    broker: Option<BrokerMeta>,
 }
 
 impl Router<'_> {
@@ -719,12 +745,13 @@ impl Router<'_> {
         publisher: &Publisher,
         req: ClientRequest,
         forwarded: bool,
+        via: Option<u64>,
     ) -> Result<ClientReply, ControllerError> {
         let deadline = Instant::now() + ROUTE_DEADLINE;
         loop {
             let res = match raft.current_leader().await {
                 Some(leader) if leader == self.me => match caught_up(raft).await {
-                    Ok(()) => execute(ctx, raft, publisher, &mut self.liveness, req.clone()).await,
+                    Ok(()) => execute(ctx, raft, publisher, &mut self.liveness, req.clone(), via).await,
                     Err(e) => Err(e),
                 },
                 _ if forwarded => {
@@ -778,6 +805,15 @@ impl Router<'_> {
             .peers
             .entry(leader)
             .or_insert_with(|| Connection::new(addr.clone()));
+        // A new connection (first use, or the last one failed: a forwarded call timed out
+        // or was reset) starts with this broker's heartbeat, so the leader ties it to the
+        // broker at once and the old one's close is no reason to fence it
+        // (`Liveness::on_connection_closed`). Its answer changes nothing here.
+        if let Some(me) = self.broker.as_ref().filter(|_| !conn.is_open()) {
+            if !matches!(req, ClientRequest::BrokerHeartbeat { .. }) {
+                let _ = conn.call(&RpcRequest::Client(ClientRequest::BrokerHeartbeat { broker: me.clone() }), FORWARD_TTL).await;
+            }
+        }
         match conn.call(&RpcRequest::Client(req.clone()), FORWARD_TTL).await {
             Ok(RpcResponse::Client { result, applied_index }) => {
                 if result.is_ok() && applied_index.is_some() {

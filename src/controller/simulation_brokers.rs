@@ -9,6 +9,9 @@
 //! are broker-only: they heartbeat to a controller over the lossy network (its own link
 //! ends, `BROKER_LINK + id`, so a broker can be cut off alone), and crash (a new
 //! incarnation when they come back) or pause (SIGSTOP: the same incarnation) on their own.
+//! A broker-only broker's heartbeats come on its connection to the quorum leader (`conn`):
+//! its crash closes it, and so does a reset of a live broker (which then heartbeats on a
+//! new one), both told to the leader as `rpc_server.rs` does (`on_connection_closed`).
 //!
 //! Checked on every image each node's state machine publishes (every apply that changes
 //! metadata, in apply order, per node and boot): a fenced or unregistered broker never
@@ -53,6 +56,9 @@ pub struct Broker {
     pub state: State,
     /// Which controller a broker-only broker sends its next heartbeat to.
     rng: StdRng,
+    /// The connection its heartbeats come on (unique over the run; a new one after a
+    /// crash or a reset).
+    conn: u64,
 }
 
 /// The brokers' side of the world.
@@ -89,7 +95,7 @@ impl Brokers {
         for id in 1..=BROKERS {
             let incarnation = b.next_incarnation(id);
             let rng = StdRng::seed_from_u64(seed ^ ((id as u64) << 32));
-            b.brokers.insert(id, Broker { incarnation, state: State::Up, rng });
+            b.brokers.insert(id, Broker { incarnation, state: State::Up, rng, conn: (id as u64) << 32 });
         }
         b
     }
@@ -108,6 +114,7 @@ impl Brokers {
         if let Some(b) = self.brokers.get_mut(&id) {
             b.incarnation = incarnation;
             b.state = State::Up;
+            b.conn += 1;
         }
     }
 
@@ -213,7 +220,7 @@ pub fn spawn_brokers(world: &Shared) {
 /// One heartbeat of broker `id`: into its own node (combined) or over the network to a
 /// controller (broker-only), forwarded from there to the quorum leader.
 async fn heartbeat(world: &Shared, id: BrokerId) {
-    let (meta, via, node) = {
+    let (meta, via, node, conn) = {
         let mut w = lock(world);
         let live: Vec<u64> = w.nodes.keys().copied().collect();
         let Some(b) = w.brokers.brokers.get_mut(&id) else { return };
@@ -222,18 +229,19 @@ async fn heartbeat(world: &Shared, id: BrokerId) {
         }
         let meta = BrokerMeta { id, incarnation: b.incarnation, host: format!("broker-{id}"), port: 9092, rack: None, shard_count: 1, fenced: false };
         let via = if id as u64 <= NODES { id as u64 } else { b.rng.random_range(1..=NODES) };
+        let conn = (id as u64 > NODES).then_some(b.conn);
         let node = live.contains(&via).then(|| w.nodes[&via].clone());
-        (meta, via, node)
+        (meta, via, node, conn)
     };
     if id as u64 <= NODES {
         let Some(raft) = node else { return };
-        let _ = at_node(world, via, raft, meta).await;
+        let _ = at_node(world, via, raft, meta, conn).await;
     } else {
         let peer = SimPeer { from: BROKER_LINK + id as u64, to: via, world: world.clone() };
         let _ = peer
             .deliver(|raft| {
                 let (world, meta) = (world.clone(), meta.clone());
-                async move { at_node(&world, via, raft, meta).await }
+                async move { at_node(&world, via, raft, meta, conn).await }
             })
             .await;
     }
@@ -241,15 +249,15 @@ async fn heartbeat(world: &Shared, id: BrokerId) {
 
 /// A heartbeat arriving at node `id`: executed if it leads, else forwarded once to the
 /// leader it knows (`server.rs`: `Router::route`).
-async fn at_node(world: &Shared, id: u64, raft: Raft, meta: BrokerMeta) -> Result<(), String> {
+async fn at_node(world: &Shared, id: u64, raft: Raft, meta: BrokerMeta, conn: Option<u64>) -> Result<(), String> {
     let leader = raft.metrics().borrow_watched().current_leader;
     match leader {
-        Some(leader) if leader == id => execute(world, id, raft, meta).await,
+        Some(leader) if leader == id => execute(world, id, raft, meta, conn).await,
         Some(leader) => {
             let peer = SimPeer { from: id, to: leader, world: world.clone() };
             peer.deliver(|raft| {
                 let (world, meta) = (world.clone(), meta.clone());
-                async move { execute(&world, leader, raft, meta).await }
+                async move { execute(&world, leader, raft, meta, conn).await }
             })
             .await
         }
@@ -258,7 +266,7 @@ async fn at_node(world: &Shared, id: u64, raft: Raft, meta: BrokerMeta) -> Resul
 }
 
 /// The heartbeat at the leader (`server.rs`: `execute`, BrokerHeartbeat).
-async fn execute(world: &Shared, id: u64, raft: Raft, meta: BrokerMeta) -> Result<(), String> {
+async fn execute(world: &Shared, id: u64, raft: Raft, meta: BrokerMeta, conn: Option<u64>) -> Result<(), String> {
     let (request_loop, publisher) = {
         let w = lock(world);
         match (w.brokers.request_loop(id), w.images.get(&id).cloned()) {
@@ -272,7 +280,7 @@ async fn execute(world: &Shared, id: u64, raft: Raft, meta: BrokerMeta) -> Resul
         return Err(format!("node {id} does not lead"));
     }
     caught_up(&raft).await.map_err(|e| e.to_string())?;
-    if let Some(cmd) = liveness.on_heartbeat(m.current_term, &publisher.image(), &meta, now()) {
+    if let Some(cmd) = liveness.on_heartbeat(m.current_term, &publisher.image(), &meta, conn, now()) {
         commit(world, &raft, id, cmd).await;
     }
     Ok(())
@@ -293,9 +301,20 @@ pub fn broker_event(world: &Shared, trace: &mut Vec<String>) {
     match (roll, state) {
         (0..=29, State::Up) => {
             set(&mut w, State::Down);
+            let conn = w.brokers.brokers[&id].conn;
+            close_at_leader(&w, conn);
             trace.push(format!("crash broker {id}"));
         }
-        (30..=54, State::Up) => {
+        (30..=34, State::Up) => {
+            // A reset: the live broker's next heartbeat comes on a new connection.
+            let conn = w.brokers.brokers[&id].conn;
+            close_at_leader(&w, conn);
+            if let Some(b) = w.brokers.brokers.get_mut(&id) {
+                b.conn += 1;
+            }
+            trace.push(format!("reset broker {id}'s connection"));
+        }
+        (35..=54, State::Up) => {
             set(&mut w, State::Paused);
             trace.push(format!("pause broker {id}"));
         }
@@ -320,6 +339,23 @@ pub fn broker_event(world: &Shared, trace: &mut Vec<String>) {
             trace.push(format!("reconnect broker {id}"));
         }
         _ => {}
+    }
+}
+
+/// A broker's connection `conn` closed: the node leading now hears of it (`rpc_server.rs`
+/// reports closes to its own controller, which only acts on them while it leads). Its
+/// request loop is busy with a request at worst: then, as a close noticed late, the
+/// session timeout still fences.
+fn close_at_leader(w: &World, conn: u64) {
+    for (id, raft) in &w.nodes {
+        if raft.metrics().borrow_watched().current_leader != Some(*id) {
+            continue;
+        }
+        if let Some(l) = w.brokers.request_loop(*id) {
+            if let Ok(mut liveness) = l.try_lock() {
+                liveness.on_connection_closed(conn, now());
+            }
+        }
     }
 }
 

@@ -13,7 +13,12 @@
 //! - OFFSET_OUT_OF_RANGE: below the leader's log start the log restarts empty there; past
 //!   the leader's end it is cut to the leader's end;
 //! - leadership errors: the partition backs off until metadata moves it (the lifecycle
-//!   reassigns it to another fetcher when its leader changes).
+//!   reassigns it to another fetcher when its leader changes). Right after a leader change
+//!   the new leader often has not applied the change yet when its followers' first fetch
+//!   arrives (NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH): a full
+//!   `replica_fetch_backoff_ms` (1 s) there held every acks=all write to the new leader
+//!   for a second after each failover. So these back off briefly first, doubling up to
+//!   the full back-off while they repeat (`leadership_retry_delay`).
 //!
 //! The partitions it serves are replaced by the manager (`set_partitions`) between rounds:
 //! an answer for a partition that has left this fetcher, or whose leader epoch moved while
@@ -40,6 +45,18 @@ struct Followed {
     topic_id: [u8; 16],
     /// Not fetched before this instant (after an error).
     backoff_until: Option<Instant>,
+    /// Leadership errors in a row (reset by any other answer): how long the next one
+    /// backs off.
+    leadership_errors: u32,
+}
+
+/// The first retry after a leadership error; doubled per further error in a row, capped by
+/// `replica_fetch_backoff_ms`. A leader catching up with metadata needs milliseconds.
+const LEADERSHIP_RETRY_FIRST: Duration = Duration::from_millis(20);
+
+/// How long a partition backs off after its `errors`-th leadership error in a row.
+fn leadership_retry_delay(errors: u32, backoff: Duration) -> Duration {
+    LEADERSHIP_RETRY_FIRST.saturating_mul(1u32 << errors.saturating_sub(1).min(16)).min(backoff)
 }
 
 pub struct Fetcher {
@@ -76,8 +93,9 @@ impl Fetcher {
         let mut next = HashMap::with_capacity(wanted.len());
         for (p, topic_id) in wanted {
             let key = (p.topic.clone(), p.index);
-            let backoff_until = followed.remove(&key).filter(|f| Rc::ptr_eq(&f.partition, &p)).and_then(|f| f.backoff_until);
-            next.insert(key, Followed { partition: p, topic_id, backoff_until });
+            let kept = followed.remove(&key).filter(|f| Rc::ptr_eq(&f.partition, &p));
+            let (backoff_until, leadership_errors) = kept.map_or((None, 0), |f| (f.backoff_until, f.leadership_errors));
+            next.insert(key, Followed { partition: p, topic_id, backoff_until, leadership_errors });
         }
         *followed = next;
     }
@@ -98,7 +116,9 @@ impl Fetcher {
         while !self.stopped.get() {
             let round = self.next_round();
             if round.is_empty() {
-                glommio::timer::sleep(self.settings.backoff).await;
+                // Every partition backs off: until the first is due (a leadership retry is
+                // short), at most the full back-off (partitions added meanwhile wait so long).
+                glommio::timer::sleep(self.idle_for()).await;
                 continue;
             }
             if conn.is_none() {
@@ -193,6 +213,28 @@ impl Fetcher {
         }
     }
 
+    /// The leader refused `p` for leadership: briefly at first (see the module comment).
+    fn back_off_leadership(&self, p: &Partition) {
+        if let Some(f) = self.followed.borrow_mut().get_mut(&(p.topic.clone(), p.index)) {
+            f.leadership_errors = f.leadership_errors.saturating_add(1);
+            f.backoff_until = Some(Instant::now() + leadership_retry_delay(f.leadership_errors, self.settings.backoff));
+        }
+    }
+
+    fn answered(&self, p: &Partition) {
+        if let Some(f) = self.followed.borrow_mut().get_mut(&(p.topic.clone(), p.index)) {
+            f.leadership_errors = 0;
+        }
+    }
+
+    /// How long to wait when every partition backs off: until the first is due, at most the
+    /// full back-off.
+    fn idle_for(&self) -> Duration {
+        let now = Instant::now();
+        let first = self.followed.borrow().values().filter_map(|f| f.backoff_until).min();
+        first.map_or(self.settings.backoff, |t| t.saturating_duration_since(now)).min(self.settings.backoff)
+    }
+
     /// Whether `p` is still fetched by this fetcher, in the epoch it was asked in.
     fn still_following(&self, p: &Rc<Partition>, asked_epoch: i32) -> bool {
         let ours = self.followed.borrow().get(&(p.topic.clone(), p.index)).is_some_and(|f| Rc::ptr_eq(&f.partition, p));
@@ -226,7 +268,16 @@ impl Fetcher {
         if !self.still_following(&p, asked.current_leader_epoch) {
             return;
         }
-        let outcome = match ResponseError::try_from_code(answer.error_code) {
+        let error = ResponseError::try_from_code(answer.error_code);
+        if matches!(error, Some(ResponseError::NotLeaderOrFollower | ResponseError::UnknownLeaderEpoch)) {
+            // This replica's metadata names that broker the leader in this epoch, and the
+            // broker does not know it yet: it will in a moment.
+            tracing::debug!(topic = %p.topic, partition = p.index, leader = self.leader, error = ?error, "replica fetch: the leader is behind on metadata; retrying soon");
+            self.back_off_leadership(&p);
+            return;
+        }
+        self.answered(&p);
+        let outcome = match error {
             None => self.apply_data(&p, &asked, answer).await,
             Some(ResponseError::OffsetOutOfRange) => self.out_of_range(&p, &asked, &answer).await,
             Some(e) => {
@@ -288,5 +339,20 @@ impl Fetcher {
             self.back_off(p);
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leadership_retries_start_short_and_double_up_to_the_back_off() {
+        let b = Duration::from_millis(1000);
+        let ms = |n| Duration::from_millis(n);
+        let got: Vec<Duration> = (1..=8).map(|e| leadership_retry_delay(e, b)).collect();
+        assert_eq!(got, vec![ms(20), ms(40), ms(80), ms(160), ms(320), ms(640), b, b]);
+        assert_eq!(leadership_retry_delay(u32::MAX, b), b, "no overflow");
+        assert_eq!(leadership_retry_delay(1, ms(5)), ms(5), "never above replica_fetch_backoff_ms");
     }
 }

@@ -45,13 +45,19 @@ impl FetcherManager {
             keep
         });
         for (leader, ps) in wanted {
-            let f = fetchers.entry(leader).or_insert_with(|| {
-                let f = Fetcher::new(leader, self.settings, self.partitions.clone());
-                tracing::info!(shard = self.partitions.shard(), leader, "starting a replica fetcher");
-                glommio::spawn_local(f.clone().run()).detach();
-                f
-            });
-            f.set_partitions(ps);
+            match fetchers.get(&leader) {
+                Some(f) => f.set_partitions(ps),
+                None => {
+                    let f = Fetcher::new(leader, self.settings, self.partitions.clone());
+                    // Partitions first: glommio polls a spawned task at once, and a fetcher
+                    // that finds nothing to fetch sleeps replica_fetch_backoff_ms (1 s) —
+                    // which every failover paid before the new leader's first fetch.
+                    f.set_partitions(ps);
+                    tracing::info!(shard = self.partitions.shard(), leader, "starting a replica fetcher");
+                    glommio::spawn_local(f.clone().run()).detach();
+                    fetchers.insert(leader, f);
+                }
+            }
         }
     }
 

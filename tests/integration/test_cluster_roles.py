@@ -51,6 +51,12 @@ def admin(node) -> AdminClient:
 
 
 
+def purged_indexes(node) -> list[int]:
+    """Where `node`'s controller purged its metadata log (one line per snapshot)."""
+    log = re.sub(r"\x1b\[[0-9;]*m", "", node.log_since_start())
+    return [int(m) for m in re.findall(r"controller log purged .*index=(\d+)", log)]
+
+
 def create(node, name: str, partitions: int) -> None:
     """CreateTopics through `node`, retried while the quorum has no leader (as a client
     retries NOT_CONTROLLER and timeouts)."""
@@ -195,13 +201,20 @@ def test_kill_active_controller_then_create_through_a_broker(cluster):
 def test_a_restarted_broker_reregisters_and_catches_up_through_a_snapshot(cluster):
     wait_for("both brokers registered", lambda: brokers_seen(cluster.node(4)) == BROKERS)
     gone = cluster.node(5)
+    active = cluster.node(cluster.wait_leader(timeout_s=DEADLINE_S)[0])
+    purged_before = max(purged_indexes(active), default=-1)
     gone.kill9()
-    # More committed entries than a snapshot interval while broker 5 is down: the leader
+    # Two snapshot intervals of committed entries while broker 5 is down: the leader
     # snapshots and purges the log it would have replicated, so 5 must install a snapshot.
-    created = [new_name("while-down") for _ in range(SNAPSHOT_EVERY + 4)]
+    # Restarted only once the leader purged past where 5's log can end (less than one
+    # interval after the last purge before the kill): fencing no longer takes a session
+    # timeout, which used to leave the leader time to purge.
+    created = [new_name("while-down") for _ in range(2 * SNAPSHOT_EVERY + 4)]
     for name in created:
         create(cluster.node(4), name, 1)
     wait_for("broker 5 fenced", lambda: brokers_seen(cluster.node(4)) == {4})
+    wait_for("the leader purged its log past broker 5's end",
+             lambda: max(purged_indexes(active), default=-1) >= purged_before + 2 * SNAPSHOT_EVERY)
     gone.start()
     cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[gone])
     wait_for("broker 5 lists every topic created while it was down", lambda: set(created) <= topics_of(gone))
