@@ -437,7 +437,8 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
                 // broker (it restarted since, or this leader has not learnt of the
                 // restart yet) is served but not counted: an ISR expansion or the high
                 // watermark must never rest on a previous process's position.
-                let current = self.partitions.image().brokers.get(&replica).map(|b| super::image::broker_epoch(&b.incarnation));
+                // A fenced one (stopping, or silent) is not eligible for the ISR either.
+                let current = self.partitions.image().brokers.get(&replica).filter(|b| !b.fenced).map(|b| super::image::broker_epoch(&b.incarnation));
                 if current == Some(replica_epoch) {
                     p.record_follower_fetch(replica, offset, crate::runtime::now_ms());
                 }

@@ -270,6 +270,17 @@ impl ControllerHandle {
         }
     }
 
+    /// A controlled shutdown of this node's broker: its heartbeats stop and the quorum
+    /// leader fences it, so its leaderships move to other in-sync replicas and it leaves
+    /// the ISRs while it still serves. Returns once the fencing committed (or there was
+    /// nothing to do).
+    pub async fn controlled_shutdown(&self, broker: BrokerId) -> Result<(), ControllerError> {
+        match self.call(ClientRequest::ControlledShutdown { broker, incarnation: self.incarnation }).await? {
+            ClientReply::Done => Ok(()),
+            other => Err(mismatch("ControlledShutdown", other)),
+        }
+    }
+
     /// Asks the controller to stop (non-blocking): queued requests are still answered, later
     /// ones fail with NotController. Use `join` to wait until its files are closed.
     pub fn shutdown(&self) {

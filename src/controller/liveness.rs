@@ -34,6 +34,9 @@ pub struct Liveness {
     /// How long a broker whose heartbeat connection closed may take to heartbeat again
     /// before it is fenced.
     disconnect_grace: Duration,
+    /// Incarnations that asked for a controlled shutdown in this term: a heartbeat of
+    /// theirs still in flight must not unfence them.
+    shutting_down: HashMap<BrokerId, [u8; 16]>,
 }
 
 /// A broker's latest heartbeat as the leader saw it.
@@ -53,7 +56,7 @@ struct Heard {
 impl Liveness {
     pub fn new(session_timeout: Duration, unclean_default: bool) -> Liveness {
         let disconnect_grace = disconnect_grace(session_timeout);
-        Liveness { session_timeout, unclean_default, leading_since: None, heard: HashMap::new(), disconnect_grace }
+        Liveness { session_timeout, unclean_default, leading_since: None, heard: HashMap::new(), disconnect_grace, shutting_down: HashMap::new() }
     }
 
     /// Called on every timer tick and heartbeat with the term this node leads now (None:
@@ -63,6 +66,7 @@ impl Liveness {
         if self.leading_since.map(|(t, _)| t) != term {
             self.leading_since = term.map(|t| (t, now));
             self.heard.clear();
+            self.shutting_down.clear();
         }
     }
 
@@ -116,6 +120,9 @@ impl Liveness {
     /// `via`: the controller connection it came on (see `on_connection_closed`).
     pub fn on_heartbeat(&mut self, term: u64, image: &MetadataImage, broker: &BrokerMeta, via: Option<u64>, now: Instant) -> Option<Command> {
         self.set_leading(Some(term), now);
+        if self.shutting_down.get(&broker.id) == Some(&broker.incarnation) {
+            return None;
+        }
         self.heard(broker.id, broker.incarnation, via, now);
         match image.brokers.get(&broker.id) {
             Some(b) if b.incarnation == broker.incarnation && !b.fenced => None,
@@ -128,6 +135,22 @@ impl Liveness {
                 Some(Command::RegisterBroker { broker: broker.clone(), unclean_default: self.unclean_default })
             }
         }
+    }
+
+    /// `broker`'s process `incarnation` is stopping (a controlled shutdown): fence it now
+    /// (its leaderships move to other in-sync replicas and it leaves the ISRs, as any
+    /// fencing) and ignore its heartbeats from here on. Nothing to commit when the image
+    /// names another incarnation or has it fenced already.
+    pub fn on_controlled_shutdown(&mut self, term: u64, image: &MetadataImage, broker: BrokerId, incarnation: [u8; 16], now: Instant) -> Option<Command> {
+        self.set_leading(Some(term), now);
+        self.shutting_down.insert(broker, incarnation);
+        self.heard.remove(&broker);
+        let b = image.brokers.get(&broker)?;
+        if b.incarnation != incarnation || b.fenced {
+            return None;
+        }
+        tracing::info!(broker, "controller: controlled shutdown of a broker: fencing it");
+        Some(Command::FenceBroker { broker, incarnation, unclean_default: self.unclean_default })
     }
 
     /// The fencing timer of node `me`, which leads `leading` (None: it does not): one
@@ -224,6 +247,25 @@ mod tests {
             l.on_fencing_tick(Some(2), &img, 2, t0 + Duration::from_secs(13)),
             vec![Command::FenceBroker { broker: 1, incarnation: [1; 16], unclean_default: true }]
         );
+    }
+
+    #[test]
+    fn a_controlled_shutdown_fences_at_once_and_no_later_heartbeat_unfences() {
+        let t0 = Instant::now();
+        let mut img = image(&[1, 2]);
+        let mut l = Liveness::new(Duration::from_secs(3), false);
+        let two = img.brokers[&2].clone();
+        assert_eq!(l.on_controlled_shutdown(1, &img, 2, [9; 16], t0), None, "another incarnation's request");
+        assert_eq!(
+            l.on_controlled_shutdown(1, &img, 2, two.incarnation, t0),
+            Some(Command::FenceBroker { broker: 2, incarnation: two.incarnation, unclean_default: false })
+        );
+        img.brokers.get_mut(&2).unwrap().fenced = true;
+        assert_eq!(l.on_controlled_shutdown(1, &img, 2, two.incarnation, t0), None, "fenced already");
+        assert_eq!(l.on_heartbeat(1, &img, &two, None, t0), None, "a heartbeat in flight does not unfence it");
+        // Its restart is a new incarnation: registered as usual.
+        let restarted = BrokerMeta { incarnation: [7; 16], ..two };
+        assert!(matches!(l.on_heartbeat(1, &img, &restarted, None, t0), Some(Command::RegisterBroker { .. })));
     }
 
     #[test]

@@ -93,6 +93,13 @@ pub enum ClientRequest {
     BrokerHeartbeat {
         broker: BrokerMeta,
     },
+    /// A broker process is stopping (SIGTERM): fence it now, so its leaderships move and
+    /// it leaves the ISRs while it still serves (Kafka's BrokerHeartbeat with
+    /// WantShutDown, a controlled shutdown). Its later heartbeats are ignored.
+    ControlledShutdown {
+        broker: BrokerId,
+        incarnation: [u8; 16],
+    },
     /// A broker-only node asks to follow the metadata log as an observer (a raft learner
     /// the leader replicates to at `addr`, its controller listener). Idempotent.
     AddObserver {

@@ -162,6 +162,7 @@ fn run_thread(
             liveness: Liveness::new(cfg.session_timeout, cfg.topic_defaults.unclean_leader_election_enable),
             next_voter: 0,
             broker: None,
+            shutting_down: false,
         };
         // Registered before the shards get their first image, so they start leading
         // their partitions at once (a single node is then as before: it leads all). A
@@ -539,6 +540,13 @@ async fn execute(
 ) -> Result<ClientReply, ControllerError> {
     let image = publisher.image();
     match req {
+        ClientRequest::ControlledShutdown { broker, incarnation } => {
+            let term = raft.metrics().borrow_watched().current_term;
+            match liveness.on_controlled_shutdown(term, &image, broker, incarnation, Instant::now()) {
+                None => Ok(ClientReply::Done),
+                Some(cmd) => write(raft, cmd).await.map(|_| ClientReply::Done),
+            }
+        }
         ClientRequest::BrokerHeartbeat { broker } => {
             let term = raft.metrics().borrow_watched().current_term;
             match liveness.on_heartbeat(term, &image, &broker, via, Instant::now()) {
@@ -701,6 +709,8 @@ struct Router<'a> {
     /// This node's broker registration, if it has a broker: a new connection to the leader
     /// starts with its heartbeat (`forward`).
     broker: Option<BrokerMeta>,
+    /// This node's broker asked for a controlled shutdown: its heartbeats stop.
+    shutting_down: bool,
 }
 
 impl Router<'_> {
@@ -747,6 +757,18 @@ impl Router<'_> {
         forwarded: bool,
         via: Option<u64>,
     ) -> Result<ClientReply, ControllerError> {
+        if !forwarded {
+            match &req {
+                // This node's broker is stopping: no heartbeat of it leaves from here on
+                // (the periodic ones, and those opening a new connection to the leader).
+                ClientRequest::ControlledShutdown { .. } => {
+                    self.shutting_down = true;
+                    self.broker = None;
+                }
+                ClientRequest::BrokerHeartbeat { .. } if self.shutting_down => return Ok(ClientReply::Done),
+                _ => {}
+            }
+        }
         let deadline = Instant::now() + ROUTE_DEADLINE;
         loop {
             let res = match raft.current_leader().await {
@@ -775,7 +797,10 @@ impl Router<'_> {
             };
             match res {
                 // Only a NotController is worth another try: every other answer is final.
-                Err(ControllerError::NotController(why)) if !forwarded => {
+                // A controlled shutdown is not retried: with no quorum leader (the last
+                // voters stopping) the broker closes anyway, and waiting would only delay
+                // its exit.
+                Err(ControllerError::NotController(why)) if !forwarded && !matches!(req, ClientRequest::ControlledShutdown { .. }) => {
                     if Instant::now() + ROUTE_RETRY >= deadline {
                         return Err(ControllerError::NotController(format!(
                             "no metadata quorum leader answered within {} s: {why}",

@@ -1097,8 +1097,9 @@ impl Sim {
         if let Some((epoch, end_offset)) = diverging_epoch(req.last_fetched_epoch, req.fetch_offset, |e| r.end_offset_for(e)) {
             return FetchResp::Diverging { epoch, end_offset };
         }
-        // record_follower_fetch, only from the process this leader's metadata names (KIP-903).
-        let named = r.brokers_view.get(from as usize).is_some_and(|(inc, _)| *inc == incarnation);
+        // record_follower_fetch, only from the process this leader's metadata names (KIP-903),
+        // unfenced.
+        let named = r.brokers_view.get(from as usize).is_some_and(|(inc, fenced)| *inc == incarnation && !fenced);
         if r.is_leader() && named && req.fetch_offset <= r.log_end() {
             let written = r.log_end();
             if r.tracker.on_follower_fetch(from, req.fetch_offset, written, now as i64) {

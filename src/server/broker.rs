@@ -348,6 +348,9 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let stopping = Instant::now();
     tracing::info!(signal = sig, "controlled shutdown (a second signal exits at once)");
     signals.exit_on_next();
+    // Leaderships move first, while this broker still serves: producers and consumers
+    // follow the new leaders before its replicas close.
+    shutdown::controlled_shutdown(&controller, config.node_id, shutdown::FENCE_DEADLINE);
     shutdown_requested.store(true, std::sync::atomic::Ordering::Release);
     let closed = shutdown::wait_for_shards(&closed_rx, shard_count, stopping + shutdown::CLOSE_DEADLINE);
     if closed < shard_count {

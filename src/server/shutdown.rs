@@ -1,4 +1,4 @@
-//! Clean shutdown on SIGTERM or SIGINT (what Kafka's kafka-server-stop.sh sends; Kafka
+//! Clean (controlled) shutdown on SIGTERM or SIGINT (what Kafka's kafka-server-stop.sh sends; Kafka
 //! then runs a controlled shutdown). The signals are blocked in every thread from the
 //! start and taken by `TerminationSignals::wait` on the main thread, so no handler runs
 //! in signal context. The broker's sequence (`broker.rs`): the controller moves this
@@ -13,8 +13,30 @@ use std::time::{Duration, Instant};
 /// since the last one): past it the process exits anyway.
 pub const CLOSE_DEADLINE: Duration = Duration::from_secs(60);
 
-/// How long the controller thread may take to stop (its raft log closed).
-pub const CONTROLLER_DEADLINE: Duration = Duration::from_secs(5);
+/// How long the controlled shutdown may wait for the quorum to fence this broker (no
+/// quorum leader, say): past it the shards close anyway, and the broker is fenced when
+/// its heartbeats stop.
+pub const FENCE_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Asks the quorum to fence this broker (`ControllerHandle::controlled_shutdown`) and
+/// waits at most `deadline` for it to commit.
+pub fn controlled_shutdown(controller: &crate::controller::ControllerHandle, broker: i32, deadline: Duration) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let c = controller.clone();
+    let asked = std::thread::Builder::new().name("controlled-shutdown".into()).spawn(move || {
+        let _ = tx.send(futures::executor::block_on(c.controlled_shutdown(broker)));
+    });
+    match asked.map_err(|e| e.to_string()).and_then(|_| rx.recv_timeout(deadline).map_err(|e| e.to_string())) {
+        Ok(Ok(())) => tracing::info!("controlled shutdown: fenced; leaderships moved to the other in-sync replicas"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "controlled shutdown: not fenced; closing anyway"),
+        Err(e) => tracing::warn!(error = %e, "controlled shutdown: no answer in time; closing anyway"),
+    }
+}
+
+/// How long the controller thread may take to stop. Its committed state is durable
+/// already (the raft log is synced before a commit), so giving up is as safe as a crash;
+/// without a quorum (the last voters stopping) raft's shutdown can take longer.
+pub const CONTROLLER_DEADLINE: Duration = Duration::from_secs(1);
 
 /// Joins the controller thread (asked to stop already), giving up after `deadline`.
 pub fn join_within(controller: &crate::controller::ControllerHandle, deadline: Duration) {
