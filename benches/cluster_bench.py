@@ -82,9 +82,13 @@ def start_cluster(kind: str, root: Path, a) -> Cluster:
                                 "--log-level", "info"])  # the harness waits for an info line
     else:
         c = KafkaCluster(3, root / "kafka", a.classpath, jvm_opts=["-Xmx1g"])
-    c.start()
-    c.wait_ready(timeout_s=180)
-    wait_brokers(c.bootstrap, 3)
+    try:
+        c.start()
+        c.wait_ready(timeout_s=180)
+        wait_brokers(c.bootstrap, 3)
+    except BaseException:
+        c.close()  # no node outlives a failed start
+        raise
     return c
 
 
