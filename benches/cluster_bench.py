@@ -13,6 +13,11 @@ Workloads, 6 partitions each:
   RF3      as fast as possible, RF=3, min.insync.replicas=2, 64 KiB batches
   RF1      the same with RF=1 (the cost of replication is RF3 / RF1)
   RF3-lat  a fixed 20 MB/s, RF=3, 16 KiB batches: latency p50 / p99 / p99.9
+           (ProducerPerformance has no warm-up: its first seconds, a cold client JVM
+           and fresh partitions, weigh on its p99)
+  RF3-lat-native  the same load from the native generator (`shardlog bench produce`,
+           3 s warm-up, latency from each record's intended send time), every
+           partition led by node 1 (replicas [1, 2, 3]: it talks to one broker)
 Each repetition starts fresh clusters, shardlog then Kafka (A B A B). Then, once per
 broker kind, catch-up: with broker 3 down, 1 GiB is produced (RF=3, acks=all, minISR=2);
 broker 3 is restarted and the time from its start until it is back in every partition's
@@ -22,7 +27,8 @@ CPU: user+system seconds of the 3 broker processes over each run (the generator'
 is not counted), per GiB produced.
 
 Usage: benches/cluster_bench.py [--quick] [--reps N] [--duration S] [--bin PATH]
-                                [--only shardlog|kafka] [--no-catchup]
+                                [--only shardlog|kafka] [--no-catchup] [--workloads RF3-lat]
+                                [--shardlog-args "--replica-fetch-wait-max-ms 100"]
 Results: benches/results/cluster/<stamp>/ (runs.jsonl, runs/*.out, summary.md).
 The machine must be quiet (no builds or tests running) for the figures to count.
 """
@@ -46,7 +52,7 @@ from cluster_harness import Cluster  # noqa: E402
 from kafka_cluster import KafkaCluster  # noqa: E402
 
 sys.path.insert(0, str(REPO / "scripts"))
-from bench_report import parse_producer_perf  # noqa: E402
+from bench_report import parse_native, parse_producer_perf  # noqa: E402
 
 PARTITIONS = 6
 RECORD = 1024
@@ -79,7 +85,8 @@ def start_cluster(kind: str, root: Path, a) -> Cluster:
     if kind == "shardlog":
         c = Cluster(3, root / "shardlog", shards=0, binary=a.bin,
                     extra_args=["--config", str(REPO / "tuning" / "throughput.toml"),
-                                "--log-level", "info"])  # the harness waits for an info line
+                                "--log-level", "info",  # the harness waits for an info line
+                                *a.shardlog_args.split()])
     else:
         c = KafkaCluster(3, root / "kafka", a.classpath, jvm_opts=["-Xmx1g"])
     try:
@@ -114,10 +121,17 @@ def topic_state(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int]]] 
         return None
 
 
-def create_topic(bootstrap: str, topic: str, rf: int) -> None:
+def create_topic(bootstrap: str, topic: str, rf: int, led_by: int | None = None) -> None:
+    """`led_by`: every partition on replicas [led_by, then the others] (the native
+    generator talks to one broker); else the broker's own placement."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     cfg = {"min.insync.replicas": "2" if rf >= 3 else "1"}
-    admin.create_topics([NewTopic(topic, PARTITIONS, rf, config=cfg)])[topic].result(60)
+    if led_by is None:
+        new = NewTopic(topic, PARTITIONS, rf, config=cfg)
+    else:
+        replicas = [led_by] + [b for b in (1, 2, 3) if b != led_by][: rf - 1]
+        new = NewTopic(topic, PARTITIONS, replica_assignment=[replicas] * PARTITIONS, config=cfg)
+    admin.create_topics([new])[topic].result(60)
     end = time.monotonic() + 60
     while time.monotonic() < end:
         st = topic_state(bootstrap, topic)
@@ -140,6 +154,25 @@ def producer_perf(a, bootstrap: str, topic: str, records: int, throughput: int, 
     return parse_producer_perf(out.read_text())
 
 
+def native_latency(a, c: Cluster, topic: str, name: str) -> dict:
+    """The native generator (`shardlog bench produce`) at 20 MB/s, acks=all, 16 KiB
+    batches against node 1, which leads every partition: latency from each record's
+    intended send time (coordinated omission corrected), after a warm-up."""
+    out = a.out / "runs" / f"{name}.out"
+    cmd = [str(a.bin), "bench", "produce", "--bootstrap", c.node(1).bootstrap, "--topic", topic,
+           "--partitions", str(PARTITIONS), "--acks", "all", "--rate-mb-s", "20", "--batch-bytes", "16384",
+           "--connections", "2", "--inflight", "8", "--duration-s", str(a.duration), "--warmup-s", "3", "--json", "--quiet"]
+    pids = broker_pids(c)
+    t0 = sum(cpu_ticks(p) for p in pids)
+    with open(out, "w") as f:
+        f.write("# " + " ".join(cmd) + "\n")
+        f.flush()
+        subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=a.duration * 4 + 60)
+    r = parse_native(out.read_text()) or {}
+    r["cpu_s"] = round((sum(cpu_ticks(p) for p in pids) - t0) / CLK_TCK, 2)
+    return r
+
+
 def broker_pids(c: Cluster) -> list[int | None]:
     return [nd.pid() for nd in c.nodes]
 
@@ -156,12 +189,22 @@ def measured(a, c: Cluster, name: str, **kw) -> dict:
     return r
 
 
+def keep(a, rows: list[dict], r: dict) -> None:
+    log(f"{r['broker']} {r['workload']} rep {r['rep']}: {r.get('throughput_mb_s')} MB/s, p50 {r.get('p50_ms')} ms, "
+        f"p99 {r.get('p99_ms')} ms, p99.9 {r.get('p999_ms')} ms, brokers {r['cpu_s']} CPU-s ({r.get('cpu_s_per_gib')}/GiB)")
+    rows.append(r)
+    with open(a.out / "runs.jsonl", "a") as f:
+        f.write(json.dumps(r) + "\n")
+
+
 def one_rep(a, kind: str, rep: int, sized: dict) -> list[dict]:
     root = a.work / f"r{rep}"
     c = start_cluster(kind, root, a)
     rows = []
     try:
         for w, rf, batch, rate_mb in (("RF3", 3, 65536, 0), ("RF1", 1, 65536, 0), ("RF3-lat", 3, 16384, 20)):
+            if a.workloads and w not in a.workloads.split(","):
+                continue
             topic = f"{w.lower()}-{rep}"
             create_topic(c.bootstrap, topic, rf)
             key = (kind, w)
@@ -179,11 +222,14 @@ def one_rep(a, kind: str, rep: int, sized: dict) -> list[dict]:
                 throughput, records = -1, sized[key]
             r = measured(a, c, f"{w}-{kind}-r{rep}", topic=topic, records=records, throughput=throughput, batch=batch)
             r.update(workload=w, broker=kind, rep=rep, rf=rf, batch_bytes=batch, target_mb_s=rate_mb)
-            log(f"{kind} {w} rep {rep}: {r.get('throughput_mb_s')} MB/s, p99 {r.get('p99_ms')} ms, "
-                f"p99.9 {r.get('p999_ms')} ms, brokers {r['cpu_s']} CPU-s ({r['cpu_s_per_gib']}/GiB)")
-            rows.append(r)
-            with open(a.out / "runs.jsonl", "a") as f:
-                f.write(json.dumps(r) + "\n")
+            keep(a, rows, r)
+        if not a.workloads or "RF3-lat-native" in a.workloads.split(","):
+            w = "RF3-lat-native"
+            topic = f"rf3-native-{rep}"
+            create_topic(c.bootstrap, topic, 3, led_by=1)
+            r = native_latency(a, c, topic, f"{w}-{kind}-r{rep}")
+            r.update(workload=w, broker=kind, rep=rep, rf=3, batch_bytes=16384, target_mb_s=20, cpu_s_per_gib=None)
+            keep(a, rows, r)
     finally:
         c.close()
     return rows
@@ -243,7 +289,7 @@ def summarize(a, rows: list[dict], catchups: list[dict]) -> str:
              f"3 local nodes each; ProducerPerformance, {PARTITIONS} partitions, 1 KiB records, acks=all; "
              f"{a.reps} repetition(s) of {a.duration} s, medians.", "",
              "| workload | broker | MB/s | p50 ms | p99 ms | p99.9 ms | broker CPU-s/GiB |", "|---|---|---|---|---|---|---|"]
-    for w in ("RF3", "RF1", "RF3-lat"):
+    for w in ("RF3", "RF1", "RF3-lat", "RF3-lat-native"):
         for kind in ("shardlog", "kafka"):
             if med(rows, kind, w, "throughput_mb_s") is None:
                 continue
@@ -257,6 +303,8 @@ def summarize(a, rows: list[dict], catchups: list[dict]) -> str:
 
     lines.append(f"- RF3 throughput x{ratio('RF3', 'throughput_mb_s')}, RF1 throughput x{ratio('RF1', 'throughput_mb_s')}")
     lines.append(f"- RF3-lat p99 x{ratio('RF3-lat', 'p99_ms')}, p99.9 x{ratio('RF3-lat', 'p999_ms')}")
+    lines.append(f"- RF3-lat-native p50 x{ratio('RF3-lat-native', 'p50_ms')}, p99 x{ratio('RF3-lat-native', 'p99_ms')}, "
+                 f"p99.9 x{ratio('RF3-lat-native', 'p999_ms')}")
     lines.append(f"- broker CPU per GiB at RF3 x{ratio('RF3', 'cpu_s_per_gib')}")
     for kind in ("shardlog", "kafka"):
         r3, r1 = med(rows, kind, "RF3", "throughput_mb_s"), med(rows, kind, "RF1", "throughput_mb_s")
@@ -276,6 +324,8 @@ def main() -> int:
     ap.add_argument("--bin", type=Path, default=Path(os.environ.get("SHARDLOG_BIN", REPO / "target" / "release" / "shardlog")))
     ap.add_argument("--only", choices=["shardlog", "kafka"], default=None)
     ap.add_argument("--no-catchup", action="store_true")
+    ap.add_argument("--workloads", default="", help="a subset, e.g. RF3-lat (to try a lever)")
+    ap.add_argument("--shardlog-args", default="", help="extra shardlog serve flags (a lever to try)")
     a = ap.parse_args()
     a.reps = a.reps or (1 if a.quick else 2)
     a.duration = a.duration or (8 if a.quick else 20)
