@@ -1,9 +1,10 @@
 //! The high watermark of one partition, saved in its directory so that a restarted
 //! replica (leader or follower) starts from it rather than from 0 (Kafka's
 //! `replication-offset-checkpoint`, one per log dir; one small file per partition fits
-//! our shard ownership). A checked file like the others (magic, version, CRC-32C,
-//! written to a temporary file, fdatasync'ed, renamed, directory synced), holding the
-//! offset as 8 bytes big-endian.
+//! our shard ownership). A checked file like the others (magic, version, CRC-32C),
+//! holding the offset as 8 bytes big-endian, replaced through the page cache with no
+//! sync (`write_checked_file_unsynced`): losing it is safe, and syncing a file per
+//! partition every few seconds stalled the segment writes.
 //!
 //! The layer above saves it in the background (every few seconds and at close) and at
 //! open clamps what it loads to the recovered log end: the saved value may be older than
@@ -13,7 +14,7 @@
 use std::future::Future;
 use std::path::Path;
 
-use super::dma::{read_checked_file, write_checked_file};
+use super::dma::{read_checked_file, write_checked_file_unsynced};
 use super::{Result, StorageError};
 
 pub const HIGH_WATERMARK_FILE: &str = "high-watermark-checkpoint";
@@ -39,7 +40,7 @@ pub async fn load(dir: &Path) -> Result<Option<i64>> {
 pub fn save_job(dir: &Path, high_watermark: i64) -> impl Future<Output = Result<()>> + 'static {
     debug_assert!(high_watermark >= 0, "a high watermark is an offset");
     let path = dir.join(HIGH_WATERMARK_FILE);
-    async move { write_checked_file(&path, HW_MAGIC, HW_VERSION, &high_watermark.to_be_bytes()).await }
+    async move { write_checked_file_unsynced(&path, HW_MAGIC, HW_VERSION, &high_watermark.to_be_bytes()).await }
 }
 
 /// `save_job`, awaited.
