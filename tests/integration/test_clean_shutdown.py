@@ -10,13 +10,15 @@ Real clients: confluent-kafka. No timed assertions: waits poll with generous dea
 from __future__ import annotations
 
 import signal
+from types import SimpleNamespace
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import conftest
 from conftest import is_kafka, wait_for
+from test_replication import read_all as replication_read_all
 
 VERIFYING = "no clean-shutdown marker: verifying the sealed segments"
 PARTITIONS = 3
@@ -38,27 +40,10 @@ def produce(bootstrap: str, topic: str, n: int) -> list[tuple[int, int, bytes]]:
 
 
 def read_all(bootstrap: str, topic: str) -> dict[tuple[int, int], bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rd-{topic}", "enable.auto.commit": False,
-                  "enable.partition.eof": True})
-    c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    got: dict[tuple[int, int], bytes] = {}
-    eof: set[int] = set()
-
-    def done():
-        for m in c.consume(num_messages=1000, timeout=1.0):
-            if m.error():
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    eof.add(m.partition())
-                continue
-            got[(m.partition(), m.offset())] = m.value()
-            eof.discard(m.partition())
-        return len(eof) == PARTITIONS
-
-    try:
-        wait_for(f"every partition of {topic} read to its end", done, deadline_s=60)
-    finally:
-        c.close()
-    return got
+    """Every record up to the high watermark, by (partition, offset) (test_replication's
+    reader)."""
+    got = replication_read_all(SimpleNamespace(bootstrap=bootstrap), topic, PARTITIONS)
+    return {(p, o): v for p, records in got.items() for o, v in records}
 
 
 def log_since_last_start(b) -> str:
