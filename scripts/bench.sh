@@ -28,7 +28,9 @@
 #      SHARDLOG_PORT (29092), KAFKA_PORT (39092), BENCH_NO_BUILD=1 (use the existing
 #      release binary), BENCH_REPS (A B repetitions; 1 quick, 2 full), BENCH_PROFILE=1
 #      (= --profile), BENCH_PERF_HZ (perf sampling rate, 499), BENCH_WORKLOADS (e.g.
-#      "W2": run only these; for trying the script, the targets need W1 W2 W3).
+#      "W2": run only these; for trying the script, the targets need W1 W2 W3),
+#      BENCH_DURATION_S (each run's measured window; 5 quick, 20 full: e.g. 120 for the
+#      steady state, where the kernel's own writeback of Kafka's dirty pages has begun).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -71,6 +73,7 @@ fi
 # Profiled runs are their own runs: perf perturbs the figures they would compare.
 [ "$PROFILE" = 1 ] && WORKLOADS="W1 W3"
 WORKLOADS="${BENCH_WORKLOADS:-$WORKLOADS}"
+DUR="${BENCH_DURATION_S:-$DUR}"
 
 log() { echo "bench: $*" >&2; }
 mkdir -p "$OUT/runs" "$WORK"

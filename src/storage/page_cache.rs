@@ -15,10 +15,12 @@
 //!
 //! What it does: each page-cache segment starts writeback (`sync_file_range(WRITE)`,
 //! on the executor's blocking thread: it blocks while the device queue is full, see
-//! `off_shard`) of every `WRITEBACK_WINDOW_BYTES` it has written, and hands the range to
-//! its shard's [`PageCacheBudget`]. When the ranges handed over exceed the budget, the
-//! oldest are dropped from the cache (`posix_fadvise(DONTNEED)`; pages still dirty or
-//! under writeback are skipped by the kernel, never lost). Reads of dropped ranges go to
+//! `off_shard`) of every `WRITEBACK_WINDOW_BYTES` it has written, up to the last whole
+//! page (see `written_back_end`), and hands the range to its shard's
+//! [`PageCacheBudget`]. When the ranges handed over exceed the budget, the oldest are
+//! dropped from the cache (`posix_fadvise(DONTNEED)`, in runs of up to
+//! `DROP_RUN_BYTES`; pages still dirty or under writeback are skipped by the kernel,
+//! never lost). Reads of dropped ranges go to
 //! the disk with read-ahead (the file is advised sequential); recent data also sits in the
 //! batch cache. Durability is unchanged: this never waits for or replaces fdatasync.
 //!
@@ -31,14 +33,48 @@ use std::os::fd::RawFd;
 use std::rc::{Rc, Weak};
 
 /// Writeback is started for every this many bytes a segment has written (and the range
-/// is then charged to the budget). Large enough that the syscalls cost nothing per byte,
-/// small enough that the dirty data of one partition stays well below the kernel's
-/// background-writeback threshold.
-pub const WRITEBACK_WINDOW_BYTES: u64 = 8 << 20;
+/// is then charged to the budget). Small, because each writeback holds locks of the file
+/// the next append needs (ext4: the inode's `i_data_sem` while it allocates the delayed
+/// blocks, which may wait on reading a block bitmap; the folios it submits), and a small
+/// range holds them briefly. Measured under a W3-like load (50 MB/s, 6 partitions, 16 KiB
+/// batches, 20 s, release, quiet machine; `benches/w3_page_cache.sh`, figures in
+/// `benches/results/w3_page_cache/20261201-writeback-window.txt`): produce p99.9 22-46 ms
+/// with 8 MiB windows ending at the write position, 1.4-1.8 ms with 1 MiB windows ending
+/// at the last whole page, as low as with no writeback at all; W1-like throughput within
+/// the noise (a few %). Still large enough that the syscalls cost nothing per byte.
+pub const WRITEBACK_WINDOW_BYTES: u64 = 1 << 20;
+
+/// The page size writeback stops at (see `written_back_end`). 4 KiB on x86-64 and the
+/// common arm64 kernels; a larger real page only means the partial page is written back
+/// sometimes, which is safe (just slower).
+const PAGE_BYTES: u64 = 4096;
+
+/// Adjacent written-back ranges of one file are charged as one range up to this size, so
+/// dropping them costs one `posix_fadvise` per this many bytes, not one per window.
+const DROP_RUN_BYTES: u64 = 8 << 20;
+
+/// Where writeback of a file written up to `end` stops: the start of the page holding
+/// `end`. The partial page at the write position is the next append's page; writing it
+/// back would make that append wait for it (its folio lock), and on ext4 give it
+/// allocated blocks, so the append would then extend the on-disk size through the
+/// journal instead of as a delayed allocation.
+fn written_back_end(end: u64) -> u64 {
+    end - end % PAGE_BYTES
+}
+
+/// Writebacks (sync_file_range calls) a shard has handed to its blocking thread and not
+/// seen finish. While this many are out, a file that completes a window does not start
+/// another: its next call then covers everything since its last. Small windows would
+/// otherwise queue up behind a saturated device (each call waits in the block layer's
+/// writeback throttle) at hundreds per second, and the drops queued behind them would come
+/// late; with the limit, windows grow by themselves when the device is the bottleneck.
+const MAX_WRITEBACKS_IN_FLIGHT: u32 = 2;
 
 thread_local! {
     /// This shard's budget (None: recycling off).
     static SHARD_BUDGET: RefCell<Option<Rc<PageCacheBudget>>> = const { RefCell::new(None) };
+    /// This shard's writebacks in flight (see MAX_WRITEBACKS_IN_FLIGHT).
+    static WRITEBACKS_IN_FLIGHT: Cell<u32> = const { Cell::new(0) };
 }
 
 /// Sets the budget of the page-cache segments opened on this thread (this shard) from
@@ -80,7 +116,21 @@ impl PageCacheBudget {
     /// Charges `[start, end)` of `file`, then drops the oldest ranges beyond the limit.
     fn charge(&self, file: &Rc<CachedFile>, start: u64, end: u64) {
         debug_assert!(start < end);
-        self.ranges.borrow_mut().push_back(CachedRange { file: Rc::downgrade(file), start, end });
+        {
+            let mut ranges = self.ranges.borrow_mut();
+            match ranges.back_mut() {
+                // Invariant: a run is one file's contiguous bytes, at most DROP_RUN_BYTES.
+                // (A dead file's run is never extended: a new file may sit at its old address.)
+                Some(last) if last.end == start
+                    && last.end - last.start + (end - start) <= DROP_RUN_BYTES
+                    && last.file.strong_count() > 0
+                    && std::ptr::eq(last.file.as_ptr(), Rc::as_ptr(file)) =>
+                {
+                    last.end = end;
+                }
+                _ => ranges.push_back(CachedRange { file: Rc::downgrade(file), start, end }),
+            }
+        }
         self.charged_bytes.set(self.charged_bytes.get() + (end - start));
         while self.charged_bytes.get() > self.limit_bytes {
             let Some(oldest) = self.ranges.borrow_mut().pop_front() else { break };
@@ -112,9 +162,9 @@ impl CachedFile {
     /// A write ending at `end` completed: start writeback of each whole window behind it.
     pub(super) fn wrote(self: &Rc<Self>, end: u64) {
         self.written_to.set(self.written_to.get().max(end));
-        let from = self.written_back_to.get();
-        if end >= from + WRITEBACK_WINDOW_BYTES {
-            self.write_back(from, end);
+        let (from, to) = (self.written_back_to.get(), written_back_end(end));
+        if to >= from + WRITEBACK_WINDOW_BYTES && WRITEBACKS_IN_FLIGHT.get() < MAX_WRITEBACKS_IN_FLIGHT {
+            self.write_back(from, to);
         }
     }
 
@@ -135,13 +185,23 @@ impl CachedFile {
     fn write_back(self: &Rc<Self>, from: u64, to: u64) {
         // Only starts writeback of the range (SYNC_FILE_RANGE_WRITE waits for nothing
         // already under way); a failure is harmless (fdatasync still covers the data).
-        off_shard(self.fd, move |fd| {
-            // SAFETY: `fd` is the caller's own duplicate, open for the call (`off_shard`).
-            let rc = unsafe { libc::sync_file_range(fd, from as i64, (to - from) as i64, libc::SYNC_FILE_RANGE_WRITE) };
-            if rc != 0 {
-                tracing::debug!(error = %std::io::Error::last_os_error(), "sync_file_range failed; the kernel writes back on its own");
-            }
-        });
+        let in_flight = WRITEBACKS_IN_FLIGHT.get() + 1;
+        debug_assert!(in_flight <= MAX_WRITEBACKS_IN_FLIGHT);
+        WRITEBACKS_IN_FLIGHT.set(in_flight);
+        let started = off_shard(
+            self.fd,
+            move |fd| {
+                // SAFETY: `fd` is the caller's own duplicate, open for the call (`off_shard`).
+                let rc = unsafe { libc::sync_file_range(fd, from as i64, (to - from) as i64, libc::SYNC_FILE_RANGE_WRITE) };
+                if rc != 0 {
+                    tracing::debug!(error = %std::io::Error::last_os_error(), "sync_file_range failed; the kernel writes back on its own");
+                }
+            },
+            || WRITEBACKS_IN_FLIGHT.set(WRITEBACKS_IN_FLIGHT.get() - 1),
+        );
+        if !started {
+            WRITEBACKS_IN_FLIGHT.set(WRITEBACKS_IN_FLIGHT.get() - 1);
+        }
         self.charge(from, to);
     }
 
@@ -152,13 +212,17 @@ impl CachedFile {
 
     fn drop_from_cache(&self, start: u64, end: u64) {
         // DONTNEED drops only clean pages (dirty ones, or ones still under writeback, stay).
-        off_shard(self.fd, move |fd| {
-            // SAFETY: `fd` is the caller's own duplicate, open for the call (`off_shard`).
-            let rc = unsafe { libc::posix_fadvise(fd, start as i64, (end - start) as i64, libc::POSIX_FADV_DONTNEED) };
-            if rc != 0 {
-                tracing::debug!(rc, "posix_fadvise(DONTNEED) failed; the pages stay cached");
-            }
-        });
+        off_shard(
+            self.fd,
+            move |fd| {
+                // SAFETY: `fd` is the caller's own duplicate, open for the call (`off_shard`).
+                let rc = unsafe { libc::posix_fadvise(fd, start as i64, (end - start) as i64, libc::POSIX_FADV_DONTNEED) };
+                if rc != 0 {
+                    tracing::debug!(rc, "posix_fadvise(DONTNEED) failed; the pages stay cached");
+                }
+            },
+            || {},
+        );
     }
 }
 
@@ -169,25 +233,44 @@ impl CachedFile {
 /// holds. The duplicate keeps the file open until the call is done, so a segment closed
 /// meanwhile (or its descriptor number reused) is never touched. Best effort: without a
 /// duplicate the call is skipped (the kernel then writes back and evicts on its own).
-fn off_shard(fd: RawFd, call: impl FnOnce(RawFd) + Send + 'static) {
+/// `done` runs on the shard once the call returned; false if the call was skipped (and
+/// `done` with it).
+fn off_shard(fd: RawFd, call: impl FnOnce(RawFd) + Send + 'static, done: impl FnOnce() + 'static) -> bool {
     // SAFETY: `fd` is open (the tracker lives inside the file that owns it); dup returns
     // a new descriptor this function owns, or -1.
     let dup = unsafe { libc::dup(fd) };
     if dup < 0 {
-        return;
+        return false;
     }
     let blocking = glommio::executor().spawn_blocking(move || {
         call(dup);
         // SAFETY: `dup` is ours and closed once.
         unsafe { libc::close(dup) };
     });
-    glommio::spawn_local(blocking).detach();
+    glommio::spawn_local(async move {
+        blocking.await;
+        done();
+    })
+    .detach();
+    true
+}
+
+/// This shard's writebacks in flight (for tests).
+#[cfg(test)]
+fn writebacks_in_flight() -> u32 {
+    WRITEBACKS_IN_FLIGHT.get()
 }
 
 /// What this shard's budget holds and has dropped (for tests).
 #[cfg(test)]
 fn shard_page_cache_stats() -> Option<(u64, u64)> {
     SHARD_BUDGET.with(|b| b.borrow().as_ref().map(|b| (b.charged_bytes.get(), b.dropped_bytes.get())))
+}
+
+/// The charged runs of this shard's budget, oldest first (for tests).
+#[cfg(test)]
+fn shard_page_cache_runs() -> Vec<(u64, u64)> {
+    SHARD_BUDGET.with(|b| b.borrow().as_ref().map(|b| b.ranges.borrow().iter().map(|r| (r.start, r.end)).collect()).unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -218,25 +301,35 @@ mod tests {
 
     async fn write_mib(f: &SegmentFile, at_mib: u64, count: u64, byte: u8) {
         for i in 0..count {
-            let mut buf = f.alloc_write_buffer(MIB as usize);
-            buf.as_bytes_mut().fill(byte);
-            f.write_at(buf, (at_mib + i) * MIB).await.expect("write");
+            write_bytes(f, (at_mib + i) * MIB, MIB, byte).await;
+        }
+    }
+
+    /// Writes, then waits for the shard's writebacks to finish: a window completed while
+    /// MAX_WRITEBACKS_IN_FLIGHT are out waits for the next, and these tests count windows.
+    async fn write_bytes(f: &SegmentFile, at: u64, len: u64, byte: u8) {
+        let mut buf = f.alloc_write_buffer(len as usize);
+        buf.as_bytes_mut().fill(byte);
+        f.write_at(buf, at).await.expect("write");
+        while writebacks_in_flight() > 0 {
+            glommio::timer::sleep(std::time::Duration::from_millis(1)).await;
         }
     }
 
     #[test]
     fn written_back_ranges_beyond_the_budget_leave_the_page_cache_and_read_back_from_disk() {
         run(|dir| async move {
-            set_shard_page_cache_budget(WRITEBACK_WINDOW_BYTES);
+            set_shard_page_cache_budget(DROP_RUN_BYTES);
             let path = dir.join("00000000000000000000.log");
             let f = SegmentFile::open_rw_as(&path, FileRole::Segment, WriteMode::PageCache).await.expect("open");
-            // The first window: writeback starts and it is charged, within the budget.
+            // Eight windows: writeback starts for each, charged as one run within the budget.
             write_mib(&f, 0, 8, 0xA1).await;
             assert_eq!(shard_page_cache_stats(), Some((8 * MIB, 0)));
+            assert_eq!(shard_page_cache_runs(), vec![(0, 8 * MIB)]);
             // Clean it, so the kernel can drop it when asked (dirty pages are skipped).
             f.fdatasync().await.expect("sync");
             assert!(resident_pages(&path, 0, 8 * MIB) > 0, "written pages start cached");
-            // The second window exceeds the budget: the first is dropped from the cache.
+            // The next run exceeds the budget: the first is dropped from the cache.
             write_mib(&f, 8, 8, 0xB2).await;
             assert_eq!(shard_page_cache_stats(), Some((8 * MIB, 8 * MIB)));
             // The drop runs off the shard (`off_shard`): wait for it, within a generous bound.
@@ -244,16 +337,50 @@ mod tests {
             while resident_pages(&path, 0, 8 * MIB) > 0 && std::time::Instant::now() < deadline {
                 glommio::timer::sleep(std::time::Duration::from_millis(5)).await;
             }
-            assert_eq!(resident_pages(&path, 0, 8 * MIB), 0, "the oldest window left the page cache");
-            assert!(resident_pages(&path, 8 * MIB, 16 * MIB) > 0, "the newest window stays cached");
+            assert_eq!(resident_pages(&path, 0, 8 * MIB), 0, "the oldest run left the page cache");
+            assert!(resident_pages(&path, 8 * MIB, 16 * MIB) > 0, "the newest run stays cached");
             // Dropped bytes are still the file's bytes (clean pages go, data stays).
             let back = f.read_bytes(MIB, 4096).await.expect("read");
             assert!(back.iter().all(|&b| b == 0xA1));
-            // A partial window is charged at fdatasync (the roll's sync of a sealed segment).
-            write_mib(&f, 16, 3, 0xC3).await;
+            // Less than a window is charged at fdatasync (the roll's sync of a sealed segment).
+            write_bytes(&f, 16 * MIB, MIB / 2, 0xC3).await;
             assert_eq!(shard_page_cache_stats(), Some((8 * MIB, 8 * MIB)), "no whole window yet");
             f.fdatasync().await.expect("sync");
-            assert_eq!(shard_page_cache_stats(), Some((3 * MIB, 16 * MIB)), "charged 3 MiB, dropped the 8 MiB window before");
+            assert_eq!(shard_page_cache_stats(), Some((MIB / 2, 16 * MIB)), "charged 512 KiB, dropped the run before");
+            set_shard_page_cache_budget(0);
+        });
+    }
+
+    #[test]
+    fn writeback_stops_before_the_page_the_next_append_writes() {
+        run(|dir| async move {
+            set_shard_page_cache_budget(64 * MIB);
+            let f = SegmentFile::open_rw_as(&dir.join("a.log"), FileRole::Segment, WriteMode::PageCache).await.expect("open");
+            // Appends of odd sizes (a seeded sequence): what is written back (charged) always
+            // ends on a page boundary at or below the write position, and falls behind it by
+            // less than a window plus a page.
+            let (mut end, mut seed) = (0u64, 0x9E37_79B9_7F4A_7C15u64);
+            for _ in 0..200 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let len = 1 + seed % (300 << 10);
+                write_bytes(&f, end, len, 0x5A).await;
+                end += len;
+                let (charged, dropped) = shard_page_cache_stats().expect("budget");
+                let written_back = charged + dropped;
+                assert_eq!(written_back % PAGE_BYTES, 0, "written back to {written_back}, a partial page (end {end})");
+                assert!(written_back <= end - end % PAGE_BYTES, "written back {written_back} beyond the last whole page of {end}");
+                assert!(end - written_back < WRITEBACK_WINDOW_BYTES + PAGE_BYTES, "writeback lags: {written_back} of {end}");
+            }
+            // Adjacent windows of the file are one run each up to DROP_RUN_BYTES.
+            let runs = shard_page_cache_runs();
+            assert!(runs.windows(2).all(|w| w[0].1 == w[1].0), "runs are contiguous: {runs:?}");
+            assert!(runs.iter().all(|r| r.1 - r.0 <= DROP_RUN_BYTES), "runs at most {DROP_RUN_BYTES}: {runs:?}");
+            assert!(runs.len() as u64 <= end / DROP_RUN_BYTES + 2, "windows merged into runs: {} runs for {end} bytes", runs.len());
+            // A sync charges the rest, the partial page too (it is clean now).
+            f.fdatasync().await.expect("sync");
+            assert_eq!(shard_page_cache_stats().map(|(c, d)| c + d), Some(end));
             set_shard_page_cache_budget(0);
         });
     }
@@ -261,13 +388,13 @@ mod tests {
     #[test]
     fn a_closed_files_ranges_are_discharged_without_touching_its_descriptor() {
         run(|dir| async move {
-            set_shard_page_cache_budget(WRITEBACK_WINDOW_BYTES);
+            set_shard_page_cache_budget(DROP_RUN_BYTES);
             let first = SegmentFile::open_rw_as(&dir.join("a.log"), FileRole::Segment, WriteMode::PageCache).await.expect("open");
             write_mib(&first, 0, 8, 1).await;
             drop(first);
             let second = SegmentFile::open_rw_as(&dir.join("b.log"), FileRole::Segment, WriteMode::PageCache).await.expect("open");
             write_mib(&second, 0, 8, 2).await;
-            // The closed file's window left the budget but counts as nothing dropped.
+            // The closed file's run left the budget but counts as nothing dropped.
             assert_eq!(shard_page_cache_stats(), Some((8 * MIB, 0)));
             set_shard_page_cache_budget(0);
             // Budget off: page-cache files are not tracked.
