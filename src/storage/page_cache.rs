@@ -55,9 +55,9 @@ const DROP_RUN_BYTES: u64 = 8 << 20;
 
 /// Where writeback of a file written up to `end` stops: the start of the page holding
 /// `end`. The partial page at the write position is the next append's page; writing it
-/// back would make that append wait for it (its folio lock), and on ext4 give it
-/// allocated blocks, so the append would then extend the on-disk size through the
-/// journal instead of as a delayed allocation.
+/// back makes that append wait for it (its folio lock: seen in `__filemap_get_folio`
+/// under W3) and, on ext4, probably also gives it allocated blocks, so the append would
+/// extend the on-disk size through the journal instead of as a delayed allocation.
 fn written_back_end(end: u64) -> u64 {
     end - end % PAGE_BYTES
 }
@@ -185,6 +185,8 @@ impl CachedFile {
     fn write_back(self: &Rc<Self>, from: u64, to: u64) {
         // Only starts writeback of the range (SYNC_FILE_RANGE_WRITE waits for nothing
         // already under way); a failure is harmless (fdatasync still covers the data).
+        // Counted before the call is handed over: `done` may run as soon as the spawned
+        // task is first polled, before `off_shard` returns.
         let in_flight = WRITEBACKS_IN_FLIGHT.get() + 1;
         debug_assert!(in_flight <= MAX_WRITEBACKS_IN_FLIGHT);
         WRITEBACKS_IN_FLIGHT.set(in_flight);
