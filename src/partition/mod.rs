@@ -39,6 +39,8 @@ mod cleaner_tests;
 #[cfg(test)]
 mod fault_tests;
 #[cfg(test)]
+mod file_slice_tests;
+#[cfg(test)]
 mod replication_tests;
 #[cfg(test)]
 mod tests;

@@ -10,6 +10,7 @@ use super::error::PartitionError;
 use super::state::Partition;
 use crate::record::{parse_records, records_section, BatchHeader};
 use crate::storage::batch_reader::BatchReader;
+use crate::storage::file_slice::FileSlice;
 use crate::storage::log::DiskRead;
 
 /// Most bytes one disk read of a fetch asks for: a fetch reads its range in chunks of at
@@ -37,12 +38,16 @@ pub struct ReadLimit {
     pub max_bytes: i64,
     /// The first batch is returned whole even when larger than `max_bytes`.
     pub min_one_batch: bool,
+    /// Bytes read from disk may come back as a `FileSlice` (`FetchData::file_records`,
+    /// sent by `sendfile`) instead of in memory: for reads whose bytes go straight to a
+    /// socket (consumer fetches), never for readers that look at the batches.
+    pub file_slice: bool,
 }
 
 impl ReadLimit {
     /// At most `max_bytes`, but at least one batch when there is one.
     pub fn at_least_one(max_bytes: usize) -> ReadLimit {
-        ReadLimit { max_bytes: i64::try_from(max_bytes).unwrap_or(i64::MAX), min_one_batch: true }
+        ReadLimit { max_bytes: i64::try_from(max_bytes).unwrap_or(i64::MAX), min_one_batch: true, file_slice: false }
     }
 }
 
@@ -50,6 +55,10 @@ impl ReadLimit {
 pub struct FetchData {
     /// Stored batch bytes, whole batches, in offset order.
     pub records: Vec<Bytes>,
+    /// Whole batches in a segment file, to send with `sendfile` (only when the limit
+    /// allowed it, and then `records` is empty).
+    pub file_records: Option<FileSlice>,
+    /// Bytes of `records` and `file_records`.
     pub bytes: usize,
     pub high_watermark: i64,
     pub log_start_offset: i64,
@@ -215,7 +224,16 @@ impl Partition {
                 // means the first batch did not fit.
                 data.first_batch_exceeds_limit = n == 0 && !limit.min_one_batch;
             }
-            None => self.read_disk(offset, max_offset, max_bytes, limit.min_one_batch, &mut data).await?,
+            None => {
+                let slice = if limit.file_slice { self.log.borrow().file_slice(offset, max_offset, max_bytes) } else { None };
+                match slice {
+                    Some(slice) => {
+                        data.bytes = slice.len();
+                        data.file_records = Some(slice);
+                    }
+                    None => self.read_disk(offset, max_offset, max_bytes, limit.min_one_batch, &mut data).await?,
+                }
+            }
         }
         // Invariant 2: a consumer never sees an offset at or above the high watermark (a
         // follower nothing at or above the leader's written offset).
@@ -229,7 +247,11 @@ impl Partition {
             "fetch returned {} bytes over its limit {max_bytes}",
             data.bytes
         );
-        debug_assert_eq!(data.bytes, data.records.iter().map(Bytes::len).sum::<usize>());
+        debug_assert_eq!(
+            data.bytes,
+            data.records.iter().map(Bytes::len).sum::<usize>() + data.file_records.as_ref().map_or(0, FileSlice::len)
+        );
+        debug_assert!(data.records.is_empty() || data.file_records.is_none(), "a read returns one form");
         Ok(data)
     }
 

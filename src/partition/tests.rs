@@ -279,20 +279,20 @@ fn reads_honour_hard_limits_and_refuse_negative_ones() {
         assert_eq!(one.records.len(), 1, "at least one batch");
         let b = one.bytes;
         // Hard limit: a first batch that does not fit is not returned, and said so.
-        let hard = p.read_with(0, ReadLimit { max_bytes: b as i64 - 1, min_one_batch: false }).await.unwrap();
+        let hard = p.read_with(0, ReadLimit { max_bytes: b as i64 - 1, min_one_batch: false, file_slice: false }).await.unwrap();
         assert!(hard.records.is_empty() && hard.first_batch_exceeds_limit);
-        let zero = p.read_with(0, ReadLimit { max_bytes: 0, min_one_batch: false }).await.unwrap();
+        let zero = p.read_with(0, ReadLimit { max_bytes: 0, min_one_batch: false, file_slice: false }).await.unwrap();
         assert!(zero.records.is_empty() && zero.first_batch_exceeds_limit);
         // Whole batches up to the limit, from disk (the cache holds only the last batch).
-        let some = p.read_with(0, ReadLimit { max_bytes: 3 * b as i64 + 10, min_one_batch: false }).await.unwrap();
+        let some = p.read_with(0, ReadLimit { max_bytes: 3 * b as i64 + 10, min_one_batch: false, file_slice: false }).await.unwrap();
         assert_eq!((some.records.len(), some.bytes), (3, 3 * b));
         assert!(!some.first_batch_exceeds_limit);
         // Negative is refused where there is data, and harmless where there is none.
         assert!(matches!(
-            p.read_with(0, ReadLimit { max_bytes: -1, min_one_batch: true }).await,
+            p.read_with(0, ReadLimit { max_bytes: -1, min_one_batch: true, file_slice: false }).await,
             Err(PartitionError::InvalidFetchSize(-1))
         ));
-        let caught_up = p.read_with(p.high_watermark(), ReadLimit { max_bytes: -1, min_one_batch: true }).await.unwrap();
+        let caught_up = p.read_with(p.high_watermark(), ReadLimit { max_bytes: -1, min_one_batch: true, file_slice: false }).await.unwrap();
         assert!(caught_up.records.is_empty());
     });
 }

@@ -20,6 +20,9 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::protocol::StrBytes;
 
+use super::response_buf::ResponseBuf;
+use crate::storage::file_slice::FileSlice;
+
 /// One aborted transaction in a partition's fetched range (read_committed consumers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AbortedTxn {
@@ -79,6 +82,9 @@ pub struct FetchPartitionParts {
     pub preferred_read_replica: i32,
     /// Stored batch bytes, sent back to back under one length.
     pub records: Vec<Bytes>,
+    /// Batches in a segment file, sent after `records` under the same length, with
+    /// `sendfile` (zero-copy fetch; a read returns one form or the other).
+    pub file_records: Option<FileSlice>,
     /// `None` is written as a null array (read_uncommitted, as Kafka does);
     /// `Some(vec![])` as an empty one.
     pub aborted_transactions: Option<Vec<AbortedTxn>>,
@@ -97,6 +103,7 @@ impl Default for FetchPartitionParts {
             log_start_offset: -1,
             preferred_read_replica: -1,
             records: Vec::new(),
+            file_records: None,
             aborted_transactions: None,
             diverging_epoch: None,
             current_leader: None,
@@ -110,7 +117,7 @@ impl FetchPartitionParts {
     }
 
     fn records_len(&self) -> usize {
-        self.records.iter().map(Bytes::len).sum()
+        self.records.iter().map(Bytes::len).sum::<usize>() + self.file_records.as_ref().map_or(0, FileSlice::len)
     }
 }
 
@@ -172,15 +179,16 @@ pub enum FetchWriteError {
 }
 
 /// Write a complete Fetch response frame (4-byte length, header, body) for `version`
-/// (4..=17) as a list of buffers. Record bytes are the caller's `Bytes`, not copies.
+/// (4..=17) as a list of buffers. Record bytes are the caller's `Bytes` (not copies) or
+/// file slices (sent by `sendfile`).
 /// Refused (never truncated) when a partition's records or the frame exceed `i32::MAX`.
-pub fn write_fetch_response(correlation_id: i32, version: i16, parts: &FetchResponseParts) -> Result<Vec<Bytes>, FetchWriteError> {
+pub fn write_fetch_response(correlation_id: i32, version: i16, parts: &FetchResponseParts) -> Result<Vec<ResponseBuf>, FetchWriteError> {
     debug_assert!((4..=17).contains(&version), "fetch writer covers v4-17, got v{version}");
     let flexible = version >= 12;
 
     let n_partitions: usize = parts.topics.iter().map(|t| t.partitions.len()).sum();
     let n_record_pieces: usize =
-        parts.topics.iter().flat_map(|t| &t.partitions).map(|p| p.records.len()).sum();
+        parts.topics.iter().flat_map(|t| &t.partitions).map(|p| p.records.len() + usize::from(p.file_records.is_some())).sum();
     let estimate = 32
         + parts.topics.iter().map(|t| 24 + t.name.len()).sum::<usize>()
         + parts
@@ -192,15 +200,15 @@ pub fn write_fetch_response(correlation_id: i32, version: i16, parts: &FetchResp
 
     // out[0] is a placeholder for the first piece, which holds the length prefix and is
     // patched once the total is known.
-    let mut out: Vec<Bytes> = Vec::with_capacity(2 + n_partitions + n_record_pieces);
-    out.push(Bytes::new());
+    let mut out: Vec<ResponseBuf> = Vec::with_capacity(2 + n_partitions + n_record_pieces);
+    out.push(ResponseBuf::Memory(Bytes::new()));
     let mut first: Option<BytesMut> = None;
     let mut total: usize = 0;
     // From the shard's arena: no allocation of its own (see `response_arena.rs`).
     let mut buf = super::response_arena::response_buffer(estimate);
 
     // Move the scratch contents into the output as one piece (same allocation, no copy).
-    fn flush(buf: &mut BytesMut, first: &mut Option<BytesMut>, out: &mut Vec<Bytes>, total: &mut usize) {
+    fn flush(buf: &mut BytesMut, first: &mut Option<BytesMut>, out: &mut Vec<ResponseBuf>, total: &mut usize) {
         if buf.is_empty() {
             return;
         }
@@ -209,7 +217,7 @@ pub fn write_fetch_response(correlation_id: i32, version: i16, parts: &FetchResp
         if first.is_none() {
             *first = Some(piece);
         } else {
-            out.push(piece.freeze());
+            out.push(ResponseBuf::Memory(piece.freeze()));
         }
     }
 
@@ -269,7 +277,11 @@ pub fn write_fetch_response(correlation_id: i32, version: i16, parts: &FetchResp
                 flush(&mut buf, &mut first, &mut out, &mut total);
                 for r in p.records.iter().filter(|r| !r.is_empty()) {
                     total += r.len();
-                    out.push(r.clone());
+                    out.push(ResponseBuf::Memory(r.clone()));
+                }
+                if let Some(f) = p.file_records.as_ref().filter(|f| !f.is_empty()) {
+                    total += f.len();
+                    out.push(ResponseBuf::File(f.clone()));
                 }
             }
             if flexible {
@@ -327,7 +339,7 @@ pub fn write_fetch_response(correlation_id: i32, version: i16, parts: &FetchResp
     // `first` is set: the first flush always has at least the 8 header bytes written above.
     if let Some(mut head) = first {
         head[..4].copy_from_slice(&frame_len_i32.to_be_bytes());
-        out[0] = head.freeze();
+        out[0] = ResponseBuf::Memory(head.freeze());
     }
     Ok(out)
 }
@@ -345,10 +357,10 @@ mod tests {
     use proptest::prelude::*;
     use uuid::Uuid;
 
-    fn concat(pieces: &[Bytes]) -> Bytes {
+    fn concat(pieces: &[ResponseBuf]) -> Bytes {
         let mut b = BytesMut::new();
         for p in pieces {
-            b.extend_from_slice(p);
+            b.extend_from_slice(&p.to_bytes().expect("a readable piece"));
         }
         b.freeze()
     }
@@ -401,7 +413,7 @@ mod tests {
                                             })
                                             .collect()
                                     }))
-                                    .with_records(Some(concat(&p.records)));
+                                    .with_records(Some(concat(&p.records.iter().cloned().map(ResponseBuf::from).collect::<Vec<_>>())));
                                 if version >= 5 {
                                     d.log_start_offset = p.log_start_offset;
                                 }
@@ -430,7 +442,7 @@ mod tests {
     }
 
     /// Write, check length prefix and header, decode the body with kafka-protocol.
-    fn write_and_decode(corr: i32, version: i16, parts: &FetchResponseParts) -> (Vec<Bytes>, FetchResponse) {
+    fn write_and_decode(corr: i32, version: i16, parts: &FetchResponseParts) -> (Vec<ResponseBuf>, FetchResponse) {
         let pieces = write_fetch_response(corr, version, parts).expect("small response");
         let mut f = concat(&pieces);
         let len = f.get_i32() as usize;
@@ -497,13 +509,41 @@ mod tests {
         for v in [4, 11, 12, 13, 17] {
             let pieces = write_fetch_response(1, v, &parts).expect("small response");
             let src = &parts.topics[0].partitions[0].records;
-            let ptrs: Vec<*const u8> = pieces.iter().map(|b| b.as_ptr()).collect();
+            let ptrs: Vec<*const u8> = pieces
+                .iter()
+                .map(|b| match b {
+                    ResponseBuf::Memory(b) => b.as_ptr(),
+                    ResponseBuf::File(_) => std::ptr::null(),
+                })
+                .collect();
             for r in src {
                 let i = ptrs.iter().position(|&p| p == r.as_ptr()).expect("record buffer not in output");
                 assert_eq!(pieces[i].len(), r.len());
             }
             // header, batch a, batch b, tail
             assert_eq!(pieces.len(), 4);
+        }
+    }
+
+    #[test]
+    fn file_records_are_a_piece_of_their_own_under_the_partition_length() {
+        // The same batches as memory or as a file slice: the same bytes on the wire.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("seg.log");
+        let mut file_bytes = vec![9u8; 100];
+        file_bytes.extend(vec![1u8; 1000]);
+        file_bytes.extend(vec![2u8; 333]);
+        std::fs::write(&path, &file_bytes).unwrap();
+        let fd: std::os::fd::OwnedFd = std::fs::File::open(&path).unwrap().into();
+        let in_memory = sample();
+        let mut in_file = in_memory.clone();
+        let p0 = &mut in_file.topics[0].partitions[0];
+        p0.records.clear();
+        p0.file_records = Some(FileSlice::new(std::sync::Arc::new(fd), 100, 1333));
+        for v in [4, 11, 12, 13, 17] {
+            let pieces = write_fetch_response(7, v, &in_file).expect("small response");
+            assert_eq!(pieces.iter().filter(|p| matches!(p, ResponseBuf::File(f) if f.len() == 1333)).count(), 1, "v{v}");
+            assert_eq!(concat(&pieces), concat(&write_fetch_response(7, v, &in_memory).unwrap()), "v{v}");
         }
     }
 
@@ -573,6 +613,7 @@ mod tests {
                 log_start_offset: lss,
                 preferred_read_replica: prr,
                 records: recs.into_iter().map(Bytes::from).collect(),
+                file_records: None,
                 aborted_transactions: aborted.map(|v| {
                     v.into_iter().map(|(producer_id, first_offset)| AbortedTxn { producer_id, first_offset }).collect()
                 }),
@@ -622,7 +663,7 @@ mod tests {
             // every non-empty record buffer appears by pointer in the output
             for p in parts.topics.iter().flat_map(|t| &t.partitions) {
                 for r in p.records.iter().filter(|r| !r.is_empty()) {
-                    prop_assert!(pieces.iter().any(|b| b.as_ptr() == r.as_ptr() && b.len() == r.len()));
+                    prop_assert!(pieces.iter().any(|b| matches!(b, ResponseBuf::Memory(b) if b.as_ptr() == r.as_ptr() && b.len() == r.len())));
                 }
             }
         }

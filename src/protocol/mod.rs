@@ -39,6 +39,7 @@ pub mod produce_request_view;
 pub mod produce_response_writer;
 pub mod request;
 pub mod response_arena;
+pub mod response_buf;
 pub mod strings;
 
 pub use api_versions::{api_versions_response, produce_version_rejected, supported};
@@ -47,5 +48,6 @@ pub use fetch_writer::{
     write_fetch_response, AbortedTxn, CurrentLeader, DivergingEpoch, FetchPartitionParts, FetchResponseParts, FetchTopicParts, FetchWriteError,
     NodeEndpoint,
 };
+pub use response_buf::ResponseBuf;
 pub use frame::{encode_response, frame_len, FrameError, ProtocolError};
 pub use request::{decode_request, DecodedRequest, RequestError};

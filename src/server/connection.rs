@@ -60,7 +60,14 @@ async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) {
     let peer = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
     ctx.connections.set(ctx.connections.get() + 1);
-    let (reader, writer) = split(stream);
+    let (reader, writer) = match split(stream) {
+        Ok(halves) => halves,
+        Err(e) => {
+            tracing::warn!(shard = ctx.shard, peer = ?peer, error = %e, "cannot make the socket non-blocking; closing the connection");
+            ctx.connections.set(ctx.connections.get() - 1);
+            return;
+        }
+    };
     let (tx, rx) = local_channel::new_bounded::<Task<Response>>(ctx.config.max_inflight_requests_per_connection);
     let writer_task = glommio::spawn_local(write_responses(writer, rx));
     read_requests(&ctx, reader, tx, peer).await;
@@ -126,7 +133,7 @@ async fn read_requests(
             Err(Err(RequestError::UnsupportedVersion {
                 api_key: kafka_protocol::messages::ApiKey::ApiVersions, correlation_id, ..
             })) => {
-                let resp = Response::Frames(vec![unsupported_version_response_v0(correlation_id).freeze()]);
+                let resp = Response::Frames(vec![unsupported_version_response_v0(correlation_id).freeze().into()]);
                 glommio::spawn_local(async move { resp })
             }
             Err(Err(e)) => {

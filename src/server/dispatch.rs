@@ -1,7 +1,6 @@
 //! Routes a decoded request to its handler in `handlers/`.
 use std::rc::Rc;
 
-use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestKind};
 use kafka_protocol::protocol::{Encodable, HeaderVersion};
 
@@ -9,12 +8,13 @@ use super::handlers;
 use super::shard::ShardContext;
 use crate::protocol::produce_input::ProduceInput;
 use crate::protocol::produce_request_view::ProduceRequestView;
-use crate::protocol::{encode_response, DecodedRequest};
+use crate::protocol::{encode_response, DecodedRequest, ResponseBuf};
 
 /// What a request gets back.
 pub enum Response {
-    /// The response frame(s), written in order.
-    Frames(Vec<Bytes>),
+    /// The response frame(s), written in order (a Fetch response's record bytes may be
+    /// file slices, sent with `sendfile`).
+    Frames(Vec<ResponseBuf>),
     /// Nothing is sent (Produce with acks=0), as Kafka does.
     NoResponse,
     /// The connection is closed without a response (the client reconnects and retries).
@@ -35,7 +35,7 @@ impl RequestMeta {
     /// Encodes `body` as this request's response frame.
     pub fn respond<R: Encodable + HeaderVersion>(&self, body: &R) -> Response {
         match encode_response(self.correlation_id, self.api_key, self.version, body) {
-            Ok(frame) => Response::Frames(vec![frame.freeze()]),
+            Ok(frame) => Response::Frames(vec![frame.freeze().into()]),
             Err(e) => {
                 // Our own response failed to encode: a bug, not client input. Closing the
                 // connection (no response) is what the client can recover from.

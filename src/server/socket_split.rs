@@ -7,6 +7,7 @@
 //! `split` would put a lock between the halves; this needs none.)
 use std::cell::RefCell;
 use std::io;
+use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
@@ -14,12 +15,28 @@ use std::task::{Context, Poll};
 use futures::{AsyncRead, AsyncWrite};
 use glommio::net::TcpStream;
 
+use super::vectored_write::ResponseSink;
+use crate::storage::file_slice::FileSlice;
+
 pub struct ReadHalf(Rc<RefCell<TcpStream>>);
 pub struct WriteHalf(Rc<RefCell<TcpStream>>);
 
-pub fn split(stream: TcpStream) -> (ReadHalf, WriteHalf) {
+/// Splits `stream`, and makes its socket non-blocking: `sendfile` (zero-copy fetch) has
+/// no per-call flag, and glommio's own sends and receives are unaffected (they pass
+/// MSG_DONTWAIT and wait for readiness with io_uring polls).
+pub fn split(stream: TcpStream) -> io::Result<(ReadHalf, WriteHalf)> {
+    set_nonblocking(stream.as_raw_fd())?;
     let s = Rc::new(RefCell::new(stream));
-    (ReadHalf(s.clone()), WriteHalf(s))
+    Ok((ReadHalf(s.clone()), WriteHalf(s)))
+}
+
+fn set_nonblocking(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor the stream owns; F_GETFL/F_SETFL touch only its flags.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 impl AsyncRead for ReadHalf {
@@ -49,5 +66,14 @@ impl AsyncWrite for WriteHalf {
     fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut s = self.0.borrow_mut();
         Pin::new(&mut *s).poll_close(cx)
+    }
+}
+
+impl ResponseSink for WriteHalf {
+    /// One `sendfile` (the vendored glommio's `poll_send_with` waits while the socket
+    /// is full).
+    fn poll_send_file(self: Pin<&mut Self>, cx: &mut Context<'_>, slice: &FileSlice, done: usize) -> Poll<io::Result<usize>> {
+        let mut s = self.0.borrow_mut();
+        s.poll_send_with(cx, &mut |socket| slice.send_to(socket, done))
     }
 }

@@ -290,6 +290,8 @@ pub struct SegmentFile {
     fault: Option<FaultState>,
     /// Page-cache files of a shard that recycles its page cache (`page_cache.rs`).
     page_cache: Option<Rc<CachedFile>>,
+    /// The descriptor zero-copy fetches send from (`shared_fd`), made at the first one.
+    shared_fd: std::cell::OnceCell<Option<std::sync::Arc<std::os::fd::OwnedFd>>>,
 }
 
 fn glommio_err(context: &'static str) -> impl FnOnce(glommio::GlommioError<()>) -> StorageError {
@@ -352,16 +354,34 @@ impl SegmentFile {
                 Inner::Buffered(f) if role == FileRole::Segment => page_cache::track(std::os::fd::AsRawFd::as_raw_fd(f)),
                 _ => None,
             };
-            return Ok(Rc::new(SegmentFile { file, fault: None, page_cache }));
+            return Ok(Rc::new(SegmentFile { file, fault: None, page_cache, shared_fd: Default::default() }));
         };
         // With an injector the real file changes only at fdatasync: nothing to recycle.
-        let mut f = SegmentFile { file, fault: None, page_cache: None };
+        let mut f = SegmentFile { file, fault: None, page_cache: None, shared_fd: Default::default() };
         let size = f.raw_file_size().await?;
         let overlay = RefCell::new(Overlay { blocks: BTreeMap::new(), size });
         f.fault = Some(FaultState { injector: injector.clone(), role, path: path.to_path_buf(), overlay });
         let f = Rc::new(f);
         injector.register(&f);
         Ok(f)
+    }
+
+    /// A descriptor of this file that zero-copy fetches can carry to any shard
+    /// (`file_slice.rs`): a `dup` made once, for a page-cache file without fault injection
+    /// (an injected file's bytes are its overlay, not what the kernel has). `None` for
+    /// the others, or when `dup` fails (descriptors exhausted: the read copies instead).
+    pub fn shared_fd(&self) -> Option<std::sync::Arc<std::os::fd::OwnedFd>> {
+        let Inner::Buffered(f) = &self.file else { return None };
+        if self.fault.is_some() {
+            return None;
+        }
+        self.shared_fd
+            .get_or_init(|| {
+                // SAFETY: `f` owns an open descriptor for as long as this borrow.
+                let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(std::os::fd::AsRawFd::as_raw_fd(f)) };
+                fd.try_clone_to_owned().map(std::sync::Arc::new).ok()
+            })
+            .clone()
     }
 
     /// The kind of file: how the log writes it.

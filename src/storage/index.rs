@@ -41,6 +41,22 @@ impl OffsetIndex {
         (pos > after).then_some(pos)
     }
 
+    /// Position of the batch that starts at `relative_offset`, if it is indexed.
+    pub fn position_of(&self, relative_offset: u32) -> Option<u32> {
+        let i = self.entries.partition_point(|&(off, _)| off < relative_offset);
+        self.entries.get(i).filter(|&&(off, _)| off == relative_offset).map(|&(_, pos)| pos)
+    }
+
+    /// The last indexed batch start in `(after, limit]` whose batch starts at or below
+    /// `max_relative_offset`: a read of `[after, it)` holds whole batches, all of them
+    /// below `max_relative_offset` (entries increase in both, so the two bounds cut one
+    /// prefix).
+    pub fn batch_start_at_or_below(&self, after: u32, limit: u32, max_relative_offset: u32) -> Option<u32> {
+        let i = self.entries.partition_point(|&(off, pos)| pos <= limit && off <= max_relative_offset);
+        let (_, pos) = *self.entries.get(i.checked_sub(1)?)?;
+        (pos > after).then_some(pos)
+    }
+
     /// Drops entries at or past `position` (after truncation).
     pub fn truncate_to_position(&mut self, position: u32) {
         let i = self.entries.partition_point(|&(_, pos)| pos < position);
@@ -176,6 +192,24 @@ mod tests {
         assert_eq!(idx.batch_start_in(4096, 8999), None, "the start of the read itself does not count");
         assert_eq!(idx.batch_start_in(9000, 1 << 20), None);
         assert_eq!(OffsetIndex::default().batch_start_in(0, 1 << 20), None);
+    }
+
+    #[test]
+    fn exact_positions_and_starts_bounded_by_position_and_offset() {
+        let mut idx = OffsetIndex::default();
+        idx.push(0, 0);
+        idx.push(10, 4096);
+        idx.push(25, 9000);
+        assert_eq!((idx.position_of(0), idx.position_of(10), idx.position_of(25)), (Some(0), Some(4096), Some(9000)));
+        assert_eq!((idx.position_of(5), idx.position_of(26)), (None, None), "only indexed batch starts");
+        // Bounded by position only (offsets far away): as batch_start_in.
+        assert_eq!(idx.batch_start_at_or_below(0, 1 << 20, u32::MAX), Some(9000));
+        assert_eq!(idx.batch_start_at_or_below(0, 8999, u32::MAX), Some(4096));
+        // Bounded by offset: batches starting above it are not included, one at it ends the read.
+        assert_eq!(idx.batch_start_at_or_below(0, 1 << 20, 24), Some(4096));
+        assert_eq!(idx.batch_start_at_or_below(0, 1 << 20, 25), Some(9000));
+        assert_eq!(idx.batch_start_at_or_below(0, 1 << 20, 9), None, "nothing strictly after the start");
+        assert_eq!(idx.batch_start_at_or_below(4096, 1 << 20, 24), None);
     }
 
     #[test]

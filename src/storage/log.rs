@@ -14,6 +14,7 @@ use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
 use super::file::SegmentFile;
+use super::file_slice::FileSlice;
 
 use super::batch_cache::{BatchCache, CachedBatch};
 use super::dma::{read_checked_file, sync_dir, sync_parent_dir, write_checked_file};
@@ -451,6 +452,30 @@ impl Log {
             position: seg.position_for(offset),
             end: seg.written(),
         })
+    }
+
+    /// The written batches from `offset` on, below `max_offset`, at most `max_bytes`, as
+    /// a slice of their segment file to send with `sendfile` (`file_slice.rs`), when
+    /// that is possible without reading them: a page-cache segment, a batch indexed at
+    /// exactly `offset` (a consumer that read up to an indexed batch start before: where
+    /// every read ends, see `chunk_end`), an end on a written batch boundary within the
+    /// limits (the segment's written end or an indexed batch start), and every page of
+    /// the range in the page cache now. `None` otherwise: the caller reads (and copies).
+    /// Whole batches only, within one segment, possibly fewer bytes than `max_bytes`
+    /// allows (up to one index interval less): a consumer reads on from where it ends.
+    pub fn file_slice(&self, offset: i64, max_offset: i64, max_bytes: usize) -> Option<FileSlice> {
+        let (_, seg) = self.segments.range(..=offset).next_back()?;
+        if offset >= seg.next_offset() {
+            return None;
+        }
+        let fd = seg.file.shared_fd()?;
+        let start = seg.indexed_position_of(offset)?;
+        let end = seg.written_batches_end(start, start.saturating_add(max_bytes as u64), max_offset)?;
+        debug_assert!(end > start && end - start <= max_bytes as u64);
+        if !super::file_slice::is_cached(std::os::fd::AsRawFd::as_raw_fd(&*fd), start, end - start) {
+            return None;
+        }
+        Some(FileSlice::new(fd, start, (end - start) as usize))
     }
 
     /// Where a read of at most `max_len` bytes from `position` of the segment with base

@@ -663,6 +663,27 @@ impl Segment {
         self.index.batch_start_in(clamp(after), clamp(limit)).map(u64::from)
     }
 
+    /// Position of the batch starting at `offset`, when the index has it.
+    pub fn indexed_position_of(&self, offset: i64) -> Option<u64> {
+        let rel = u32::try_from(offset.checked_sub(self.base_offset)?).ok()?;
+        self.index.position_of(rel).map(u64::from)
+    }
+
+    /// Where a read of whole written batches from the batch start `start` ends, at most
+    /// `limit`, holding only batches that start below `max_offset`: the end of what is
+    /// written when all of it qualifies, else the last indexed batch start that does.
+    /// `None` when no such end lies past `start`.
+    pub fn written_batches_end(&self, start: u64, limit: u64, max_offset: i64) -> Option<u64> {
+        let written = self.written();
+        if self.written_next_offset() <= max_offset && written <= limit {
+            return (written > start).then_some(written);
+        }
+        let clamp = |p: u64| u32::try_from(p).unwrap_or(u32::MAX);
+        let max_rel = clamp(u64::try_from(max_offset.saturating_sub(self.base_offset)).ok()?);
+        // An index entry's batch may be staged but not written yet: stop at `written`.
+        self.index.batch_start_at_or_below(clamp(start), clamp(limit.min(written)), max_rel).map(u64::from)
+    }
+
     /// File position to scan from for the first timestamp >= `timestamp`.
     pub fn position_for_timestamp(&self, timestamp: i64) -> u64 {
         let rel = self.time_index.lookup(timestamp);

@@ -82,7 +82,8 @@ impl FetchBudget {
 
     /// The limit the next partition reads with, served sequentially.
     fn limit_for(&self, partition_max_bytes: i32) -> ReadLimit {
-        ReadLimit { max_bytes: i64::from(partition_max_bytes).min(self.remaining_bytes), min_one_batch: self.min_one_batch }
+        // Consumer reads: what comes from disk may be sent with `sendfile`.
+        ReadLimit { max_bytes: i64::from(partition_max_bytes).min(self.remaining_bytes), min_one_batch: self.min_one_batch, file_slice: true }
     }
 
     /// Records what the partition just served returned.
@@ -128,9 +129,20 @@ struct PartitionRead {
 }
 
 impl PartitionRead {
+    /// A file slice (zero-copy read) larger than `limit`: its batch boundaries are not
+    /// known here, so it cannot be trimmed; the partition is read again with `limit`.
+    fn must_reread_within(&self, limit: ReadLimit) -> bool {
+        self.part.file_records.as_ref().is_some_and(|f| i64::try_from(f.len()).unwrap_or(i64::MAX) > limit.max_bytes)
+    }
+
     /// Keeps the longest prefix of whole batches within `limit`: what a read with that
-    /// (smaller) limit returns.
+    /// (smaller) limit returns. A file slice is within it (see `must_reread_within`).
     fn trim_to(&mut self, limit: ReadLimit) {
+        debug_assert!(!self.must_reread_within(limit), "a file slice is trimmed by reading again");
+        if self.part.file_records.is_some() {
+            // A read returns one form: a slice within the limit is all there is.
+            return;
+        }
         let max_bytes = usize::try_from(limit.max_bytes).unwrap_or(0);
         let (mut kept, mut bytes) = (0, 0usize);
         for b in &self.part.records {
@@ -254,6 +266,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
             tracing::error!(shard = ctx.shard, error = %e, "fetch response refused");
             for p in resp.topics.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
                 p.records.clear();
+                p.file_records = None;
                 p.error_code = code(&e);
             }
             match write_fetch_response(meta.correlation_id, meta.version, &resp) {
@@ -312,16 +325,17 @@ async fn read_all(ctx: &Rc<ShardContext>, requested: &[RequestedPartition], mut 
             if i == 0 {
                 budget.limit_for(w.partition_max_bytes)
             } else {
-                ReadLimit { max_bytes: i64::from(w.partition_max_bytes), min_one_batch: false }
+                ReadLimit { max_bytes: i64::from(w.partition_max_bytes), min_one_batch: false, file_slice: true }
             }
         });
         let reads = reads.await;
         // Settle in request order: each partition ends with what a sequential read gives.
         for (w, mut read) in wave.iter().zip(reads) {
             let limit = budget.limit_for(w.partition_max_bytes);
-            if read.first_batch_exceeds_limit && limit.min_one_batch {
+            if (read.first_batch_exceeds_limit && limit.min_one_batch) || read.must_reread_within(limit) {
                 // Nothing was returned before it: Kafka gives this partition its first
                 // batch whatever its size (rare: an empty partition, then a large batch).
+                // Or a zero-copy slice read beside others is over what is left for it.
                 let again = read_wave(ctx, std::slice::from_ref(w), |_, _| limit).await;
                 read = again.into_iter().next().unwrap_or(read);
             } else {
@@ -349,7 +363,7 @@ async fn read_wave(
                 ReadSource::Leader => PartitionOp::Fetch { offset: w.offset, limit: limit_of(i, w) },
                 ReadSource::Follower => PartitionOp::FollowerFetch { offset: w.offset, limit: limit_of(i, w) },
                 // No records: the offsets only (Kafka's answer with a preferred replica).
-                ReadSource::Redirect(_) => PartitionOp::Fetch { offset: w.offset, limit: ReadLimit { max_bytes: 0, min_one_batch: false } },
+                ReadSource::Redirect(_) => PartitionOp::Fetch { offset: w.offset, limit: ReadLimit { max_bytes: 0, min_one_batch: false, file_slice: false } },
             };
             batch.push(shard, &w.topic, w.partition, op);
         }
@@ -366,6 +380,7 @@ async fn read_wave(
                 part.last_stable_offset = data.high_watermark;
                 part.log_start_offset = data.log_start_offset;
                 part.records = data.records;
+                part.file_records = data.file_records;
                 read.bytes = data.bytes;
                 read.first_batch_exceeds_limit = data.first_batch_exceeds_limit;
             }
@@ -448,7 +463,7 @@ mod tests {
         assert_eq!(got, vec![vec![5 * MIB], vec![]]);
         // partition_max_bytes = 0 still gives the first partition one batch; a negative
         // one is a negative limit (the read refuses it), not "unlimited".
-        assert_eq!(FetchBudget::new(100, 1000).limit_for(0), ReadLimit { max_bytes: 0, min_one_batch: true });
+        assert_eq!(FetchBudget::new(100, 1000).limit_for(0), ReadLimit { max_bytes: 0, min_one_batch: true, file_slice: true });
         assert_eq!(FetchBudget::new(100, 1000).limit_for(-5).max_bytes, -5);
     }
 
@@ -484,12 +499,25 @@ mod tests {
     }
 
     #[test]
+    fn a_file_slice_over_the_limit_is_read_again_not_trimmed() {
+        let file = tempfile::tempfile().unwrap();
+        let slice = crate::storage::file_slice::FileSlice::new(std::sync::Arc::new(file.into()), 0, 600);
+        let mut read = PartitionRead { part: FetchPartitionParts::new(0), bytes: 600, first_batch_exceeds_limit: false };
+        read.part.file_records = Some(slice);
+        let limit = |max_bytes| ReadLimit { max_bytes, min_one_batch: false, file_slice: true };
+        assert!(read.must_reread_within(limit(599)));
+        assert!(!read.must_reread_within(limit(600)));
+        read.trim_to(limit(600));
+        assert_eq!((read.bytes, read.part.file_records.as_ref().map(|f| f.len())), (600, Some(600)), "within the limit: kept whole");
+    }
+
+    #[test]
     fn trim_keeps_whole_batches_within_the_limit() {
         let mut read = PartitionRead { part: FetchPartitionParts::new(0), bytes: 0, first_batch_exceeds_limit: false };
         read.part.records = [100, 200, 300].iter().map(|&n| Bytes::from(vec![0u8; n])).collect();
-        read.trim_to(ReadLimit { max_bytes: 350, min_one_batch: false });
+        read.trim_to(ReadLimit { max_bytes: 350, min_one_batch: false, file_slice: true });
         assert_eq!((read.part.records.len(), read.bytes, read.first_batch_exceeds_limit), (2, 300, false));
-        read.trim_to(ReadLimit { max_bytes: 50, min_one_batch: false });
+        read.trim_to(ReadLimit { max_bytes: 50, min_one_batch: false, file_slice: true });
         assert_eq!((read.part.records.len(), read.bytes, read.first_batch_exceeds_limit), (0, 0, true));
     }
 }

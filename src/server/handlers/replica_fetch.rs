@@ -145,6 +145,9 @@ async fn read_all(ctx: &Rc<ShardContext>, asked: &[Asked], replica: i32, replica
                 let limit = ReadLimit {
                     max_bytes: i64::from(a.partition_max_bytes.max(0)).min(remaining.max(0)),
                     min_one_batch: !returned_data && i == 0,
+                    // Followers' reads are near the tail (the batch cache) and kept
+                    // copying: the leader's replica answers are left as they were.
+                    file_slice: false,
                 };
                 let op = PartitionOp::ReplicaFetch { replica, replica_epoch, offset: a.offset, last_fetched_epoch: a.last_fetched_epoch, limit };
                 batch.push(shard, &a.topic, a.partition, op);

@@ -323,6 +323,36 @@ impl<S: AsRawFd> NonBufferedStream<S> {
         Poll::Pending
     }
 
+    // shardlog patch: a send the caller makes itself (`sendfile`), waited for like
+    // `poll_write`: `send` gets the socket's fd and must not block (the caller sets
+    // O_NONBLOCK on the socket); WouldBlock waits for POLLOUT, like `yolo_send`'s `None`.
+    pub(crate) fn poll_send_with(
+        &mut self,
+        cx: &Context<'_>,
+        send: &mut dyn FnMut(RawFd) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        match send(self.stream.as_raw_fd()) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            result => {
+                let reactor = self.reactor.upgrade().unwrap();
+                self.write_timeout.cancel_timer(reactor.as_ref());
+                self.source_tx.take();
+                return Poll::Ready(result);
+            }
+        }
+        let reactor = self.reactor.upgrade().unwrap();
+        let reactor = reactor.as_ref();
+        poll_err!(self.write_timeout.check(reactor));
+        let no_pending_poll = self.source_tx.as_ref().map(|src| src.result().is_some()).unwrap_or(true);
+        if no_pending_poll {
+            self.source_tx = Some(reactor.poll_write_ready(self.stream.as_raw_fd()));
+        }
+        let source = self.source_tx.as_ref().unwrap();
+        source.add_waiter_single(cx.waker());
+        self.write_timeout.maybe_set_timer(reactor, cx.waker());
+        Poll::Pending
+    }
+
     pub(crate) fn poll_write(&mut self, cx: &Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         // On the write path, we always start with calling `yolo_send`, because
         // it is very likely to success. It could be a waste if it already timed
@@ -484,6 +514,15 @@ impl<S: AsRawFd, B: RxBuf> GlommioStream<S, B> {
 
     pub(crate) fn poll_write(&mut self, cx: &Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         self.stream.poll_write(cx, buf)
+    }
+
+    // shardlog patch: see `NonBufferedStream::poll_send_with`.
+    pub(crate) fn poll_send_with(
+        &mut self,
+        cx: &Context<'_>,
+        send: &mut dyn FnMut(RawFd) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        self.stream.poll_send_with(cx, send)
     }
 
     // shardlog patch: see `NonBufferedStream::poll_write_vectored`.

@@ -498,6 +498,19 @@ impl TcpStream {
 }
 
 impl<B: RxBuf> TcpStream<B> {
+    /// shardlog patch: a send the caller makes itself on the socket's fd (`sendfile`),
+    /// waited for like `poll_write`. `send` must not block: set O_NONBLOCK on the socket
+    /// first (glommio's own sends and receives pass MSG_DONTWAIT and wait with POLL_ADD,
+    /// so the flag changes nothing for them). `Err(WouldBlock)` from `send` waits for the
+    /// socket to be writable.
+    pub fn poll_send_with(
+        &mut self,
+        cx: &mut Context<'_>,
+        send: &mut dyn FnMut(RawFd) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        self.stream.poll_send_with(cx, send)
+    }
+
     /// Sets the read timeout to the timeout specified.
     ///
     /// If the value specified is [`None`], then read calls will block
