@@ -160,7 +160,7 @@ fn bench_fetch(c: &mut Criterion) {
         throttle_time_ms: 0,
         error_code: 0,
         session_id: 0,
-        topics: vec![FetchTopicParts {
+        topics: smallvec::smallvec![FetchTopicParts {
             name: StrBytes::from_static_str("bench-topic"),
             topic_id: [1; 16],
             partitions: (0..64)
@@ -169,7 +169,7 @@ fn bench_fetch(c: &mut Criterion) {
                     high_watermark: 1000,
                     last_stable_offset: 1000,
                     log_start_offset: 0,
-                    records: vec![records.clone()],
+                    records: smallvec::smallvec![records.clone()],
                     ..Default::default()
                 })
                 .collect(),

@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use super::error::PartitionError;
 use super::state::Partition;
-use crate::record::{parse_records, records_section, BatchHeader};
+use crate::record::{parse_records, records_section, BatchHeader, BatchList};
 use crate::storage::batch_reader::BatchReader;
 use crate::storage::file_slice::FileSlice;
 use crate::storage::log::DiskRead;
@@ -54,7 +54,7 @@ impl ReadLimit {
 #[derive(Clone, Debug, Default)]
 pub struct FetchData {
     /// Stored batch bytes, whole batches, in offset order.
-    pub records: Vec<Bytes>,
+    pub records: BatchList,
     /// Whole batches in a segment file, to send with `sendfile` (only when the limit
     /// allowed it, and then `records` is empty).
     pub file_records: Option<FileSlice>,

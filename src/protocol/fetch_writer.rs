@@ -20,7 +20,10 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::protocol::StrBytes;
 
-use super::response_buf::ResponseBuf;
+use smallvec::SmallVec;
+
+use super::response_buf::{ResponseBuf, ResponseBufs};
+use crate::record::BatchList;
 use crate::storage::file_slice::FileSlice;
 
 /// One aborted transaction in a partition's fetched range (read_committed consumers).
@@ -58,7 +61,9 @@ pub struct FetchResponseParts {
     pub throttle_time_ms: i32,
     pub error_code: i16,
     pub session_id: i32,
-    pub topics: Vec<FetchTopicParts>,
+    /// Inline for one topic (with `partitions` inline for one partition): a consumer
+    /// fetching one partition allocates no lists.
+    pub topics: SmallVec<[FetchTopicParts; 1]>,
     /// Written for v16+ only, and only when non-empty (as Kafka does).
     pub node_endpoints: Vec<NodeEndpoint>,
 }
@@ -69,7 +74,7 @@ pub struct FetchTopicParts {
     pub name: StrBytes,
     /// Written for v13+.
     pub topic_id: [u8; 16],
-    pub partitions: Vec<FetchPartitionParts>,
+    pub partitions: SmallVec<[FetchPartitionParts; 1]>,
 }
 
 #[derive(Debug, Clone)]
@@ -81,7 +86,7 @@ pub struct FetchPartitionParts {
     pub log_start_offset: i64,
     pub preferred_read_replica: i32,
     /// Stored batch bytes, sent back to back under one length.
-    pub records: Vec<Bytes>,
+    pub records: BatchList,
     /// Batches in a segment file, sent after `records` under the same length, with
     /// `sendfile` (zero-copy fetch; a read returns one form or the other).
     pub file_records: Option<FileSlice>,
@@ -102,7 +107,7 @@ impl Default for FetchPartitionParts {
             last_stable_offset: -1,
             log_start_offset: -1,
             preferred_read_replica: -1,
-            records: Vec::new(),
+            records: BatchList::new(),
             file_records: None,
             aborted_transactions: None,
             diverging_epoch: None,
@@ -182,7 +187,7 @@ pub enum FetchWriteError {
 /// (4..=17) as a list of buffers. Record bytes are the caller's `Bytes` (not copies) or
 /// file slices (sent by `sendfile`).
 /// Refused (never truncated) when a partition's records or the frame exceed `i32::MAX`.
-pub fn write_fetch_response(correlation_id: i32, version: i16, parts: &FetchResponseParts) -> Result<Vec<ResponseBuf>, FetchWriteError> {
+pub fn write_fetch_response(correlation_id: i32, version: i16, parts: &FetchResponseParts) -> Result<ResponseBufs, FetchWriteError> {
     debug_assert!((4..=17).contains(&version), "fetch writer covers v4-17, got v{version}");
     let flexible = version >= 12;
 
@@ -200,7 +205,7 @@ pub fn write_fetch_response(correlation_id: i32, version: i16, parts: &FetchResp
 
     // out[0] is a placeholder for the first piece, which holds the length prefix and is
     // patched once the total is known.
-    let mut out: Vec<ResponseBuf> = Vec::with_capacity(2 + n_partitions + n_record_pieces);
+    let mut out = ResponseBufs::with_capacity(2 + n_partitions + n_record_pieces);
     out.push(ResponseBuf::Memory(Bytes::new()));
     let mut first: Option<BytesMut> = None;
     let mut total: usize = 0;
@@ -208,7 +213,7 @@ pub fn write_fetch_response(correlation_id: i32, version: i16, parts: &FetchResp
     let mut buf = super::response_arena::response_buffer(estimate);
 
     // Move the scratch contents into the output as one piece (same allocation, no copy).
-    fn flush(buf: &mut BytesMut, first: &mut Option<BytesMut>, out: &mut Vec<ResponseBuf>, total: &mut usize) {
+    fn flush(buf: &mut BytesMut, first: &mut Option<BytesMut>, out: &mut ResponseBufs, total: &mut usize) {
         if buf.is_empty() {
             return;
         }
@@ -442,7 +447,7 @@ mod tests {
     }
 
     /// Write, check length prefix and header, decode the body with kafka-protocol.
-    fn write_and_decode(corr: i32, version: i16, parts: &FetchResponseParts) -> (Vec<ResponseBuf>, FetchResponse) {
+    fn write_and_decode(corr: i32, version: i16, parts: &FetchResponseParts) -> (ResponseBufs, FetchResponse) {
         let pieces = write_fetch_response(corr, version, parts).expect("small response");
         let mut f = concat(&pieces);
         let len = f.get_i32() as usize;
@@ -462,17 +467,17 @@ mod tests {
             throttle_time_ms: 5,
             error_code: 0,
             session_id: 77,
-            topics: vec![
+            topics: smallvec::smallvec![
                 FetchTopicParts {
                     name: StrBytes::from_static_str("orders"),
                     topic_id: *Uuid::new_v4().as_bytes(),
-                    partitions: vec![
+                    partitions: smallvec::smallvec![
                         FetchPartitionParts {
                             partition_index: 0,
                             high_watermark: 100,
                             last_stable_offset: 90,
                             log_start_offset: 3,
-                            records: vec![batch_a, batch_b],
+                            records: smallvec::smallvec![batch_a, batch_b],
                             aborted_transactions: Some(vec![AbortedTxn { producer_id: 4, first_offset: 50 }]),
                             ..Default::default()
                         },
@@ -485,7 +490,7 @@ mod tests {
                         },
                     ],
                 },
-                FetchTopicParts { name: StrBytes::from_static_str("empty"), topic_id: [7; 16], partitions: vec![] },
+                FetchTopicParts { name: StrBytes::from_static_str("empty"), topic_id: [7; 16], partitions: SmallVec::new() },
             ],
             node_endpoints: vec![
                 NodeEndpoint { node_id: 2, host: StrBytes::from_static_str("broker-2"), port: 9092, rack: Some(StrBytes::from_static_str("r1")) },
@@ -586,12 +591,12 @@ mod tests {
         // 2 GiB of records as one shared 1 MiB buffer repeated (no 2 GiB allocation).
         let chunk = Bytes::from(vec![0u8; 1 << 20]);
         let mut parts = sample();
-        parts.topics[0].partitions[0].records = vec![chunk.clone(); 2048];
+        parts.topics[0].partitions[0].records = std::iter::repeat_n(chunk.clone(), 2048).collect();
         let err = write_fetch_response(1, 12, &parts).unwrap_err();
         assert_eq!(err, FetchWriteError::PartitionTooLarge { partition_index: 0, records_bytes: 2048 << 20 });
         // Two partitions each below i32::MAX that together exceed it: the frame is refused.
-        parts.topics[0].partitions[0].records = vec![chunk.clone(); 1100];
-        parts.topics[0].partitions[1].records = vec![chunk; 1100];
+        parts.topics[0].partitions[0].records = std::iter::repeat_n(chunk.clone(), 1100).collect();
+        parts.topics[0].partitions[1].records = std::iter::repeat_n(chunk, 1100).collect();
         assert!(matches!(write_fetch_response(1, 12, &parts), Err(FetchWriteError::ResponseTooLarge { .. })));
     }
 
@@ -633,7 +638,7 @@ mod tests {
             .prop_map(|(name, topic_id, partitions)| FetchTopicParts {
                 name: StrBytes::from_string(name),
                 topic_id,
-                partitions,
+                partitions: partitions.into(),
             });
         let endpoint = (any::<i32>(), "[a-z0-9.-]{0,200}", any::<i32>(), proptest::option::of("[a-z0-9-]{0,20}"))
             .prop_map(|(node_id, host, port, rack)| NodeEndpoint {
@@ -648,7 +653,7 @@ mod tests {
                 throttle_time_ms,
                 error_code,
                 session_id,
-                topics,
+                topics: topics.into(),
                 node_endpoints,
             },
         )

@@ -48,6 +48,6 @@ pub use fetch_writer::{
     write_fetch_response, AbortedTxn, CurrentLeader, DivergingEpoch, FetchPartitionParts, FetchResponseParts, FetchTopicParts, FetchWriteError,
     NodeEndpoint,
 };
-pub use response_buf::ResponseBuf;
+pub use response_buf::{ResponseBuf, ResponseBufs};
 pub use frame::{encode_response, frame_len, FrameError, ProtocolError};
 pub use request::{decode_request, DecodedRequest, RequestError};

@@ -5,6 +5,10 @@ use bytes::Bytes;
 
 use crate::storage::file_slice::FileSlice;
 
+/// A response's pieces, in order. Inline up to four: a one-frame response, or a Fetch
+/// response of one partition with one new batch (head, batch, tail), allocates no list.
+pub type ResponseBufs = smallvec::SmallVec<[ResponseBuf; 4]>;
+
 #[derive(Debug, Clone)]
 pub enum ResponseBuf {
     Memory(Bytes),

@@ -40,3 +40,9 @@ pub use records::{
     with_records_section, RecordRef, MAX_DECOMPRESSED_BYTES,
 };
 pub use validate::{check_produce_version, validate_produce_records, ProduceChecks, RecordError, RecordErrorKind, RecordErrors};
+
+/// The stored batches one read returns (a fetch's records), in offset order. Inline up to
+/// four: a tailing consumer's read (one or a few new batches) allocates nothing for its
+/// list (issue 10: no allocation per request on the fetch path in steady state); a long
+/// catch-up read spills to the heap, once per partition read, not per batch.
+pub type BatchList = smallvec::SmallVec<[bytes::Bytes; 4]>;

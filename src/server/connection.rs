@@ -133,7 +133,7 @@ async fn read_requests(
             Err(Err(RequestError::UnsupportedVersion {
                 api_key: kafka_protocol::messages::ApiKey::ApiVersions, correlation_id, ..
             })) => {
-                let resp = Response::Frames(vec![unsupported_version_response_v0(correlation_id).freeze().into()]);
+                let resp = Response::Frames(smallvec::smallvec![unsupported_version_response_v0(correlation_id).freeze().into()]);
                 glommio::spawn_local(async move { resp })
             }
             Err(Err(e)) => {

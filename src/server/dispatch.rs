@@ -8,13 +8,13 @@ use super::handlers;
 use super::shard::ShardContext;
 use crate::protocol::produce_input::ProduceInput;
 use crate::protocol::produce_request_view::ProduceRequestView;
-use crate::protocol::{encode_response, DecodedRequest, ResponseBuf};
+use crate::protocol::{encode_response, DecodedRequest, ResponseBufs};
 
 /// What a request gets back.
 pub enum Response {
     /// The response frame(s), written in order (a Fetch response's record bytes may be
     /// file slices, sent with `sendfile`).
-    Frames(Vec<ResponseBuf>),
+    Frames(ResponseBufs),
     /// Nothing is sent (Produce with acks=0), as Kafka does.
     NoResponse,
     /// The connection is closed without a response (the client reconnects and retries).
@@ -35,7 +35,7 @@ impl RequestMeta {
     /// Encodes `body` as this request's response frame.
     pub fn respond<R: Encodable + HeaderVersion>(&self, body: &R) -> Response {
         match encode_response(self.correlation_id, self.api_key, self.version, body) {
-            Ok(frame) => Response::Frames(vec![frame.freeze().into()]),
+            Ok(frame) => Response::Frames(smallvec::smallvec![frame.freeze().into()]),
             Err(e) => {
                 // Our own response failed to encode: a bug, not client input. Closing the
                 // connection (no response) is what the client can recover from.

@@ -51,7 +51,7 @@ impl BatchCache {
     /// Batches holding offsets >= `offset` and starting below `max_offset`, up to
     /// `max_bytes`; with `min_one_batch` the first batch is returned whole even above
     /// `max_bytes` (Kafka's minOneMessage). `None` if `offset` is older than the cache.
-    pub fn read(&self, offset: i64, max_offset: i64, max_bytes: usize, min_one_batch: bool, out: &mut Vec<Bytes>) -> Option<usize> {
+    pub fn read(&self, offset: i64, max_offset: i64, max_bytes: usize, min_one_batch: bool, out: &mut crate::record::BatchList) -> Option<usize> {
         let first = self.batches.front()?;
         if offset < first.base_offset {
             return None;
@@ -116,7 +116,7 @@ mod tests {
         c.push(batch(0, 4, 100));
         c.push(batch(5, 9, 100));
         c.push(batch(10, 14, 100));
-        let mut out = Vec::new();
+        let mut out = crate::record::BatchList::new();
         assert_eq!(c.read(7, 15, 150, true, &mut out), Some(100));
         assert_eq!(out.len(), 1);
         out.clear();
@@ -136,7 +136,7 @@ mod tests {
         c.push(batch(5, 9, 100));
         c.push(batch(10, 14, 100));
         assert_eq!(c.first_offset(), Some(5));
-        let mut out = Vec::new();
+        let mut out = crate::record::BatchList::new();
         assert_eq!(c.read(0, 15, 1000, true, &mut out), None);
         c.truncate_from(10);
         assert_eq!(c.bytes(), 100);

@@ -436,7 +436,7 @@ impl Log {
     }
 
     /// Serves from the cache when it covers `offset`.
-    pub fn read_cached(&self, offset: i64, max_offset: i64, max_bytes: usize, min_one_batch: bool, out: &mut Vec<Bytes>) -> Option<usize> {
+    pub fn read_cached(&self, offset: i64, max_offset: i64, max_bytes: usize, min_one_batch: bool, out: &mut crate::record::BatchList) -> Option<usize> {
         self.cache.read(offset, max_offset, max_bytes, min_one_batch, out)
     }
 

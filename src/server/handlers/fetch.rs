@@ -11,6 +11,7 @@
 //! that returns data may exceed the limits. Reads still run in parallel where that cannot
 //! change the answer (see `FetchBudget::wave_len`), so one Fetch holds at most its limit
 //! plus one batch (plus a block of read slack per partition read at once).
+use smallvec::SmallVec;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -246,11 +247,11 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
             _ = glommio::timer::sleep(deadline - now).fuse() => {}
         }
     };
-    let mut topics: Vec<FetchTopicParts> = Vec::new();
+    let mut topics: SmallVec<[FetchTopicParts; 1]> = SmallVec::new();
     for (w, p) in requested.iter().zip(parts) {
         let same_topic = topics.last().is_some_and(|t| t.name.as_str() == w.topic && t.topic_id == w.topic_id);
         if !same_topic {
-            topics.push(FetchTopicParts { name: str_bytes(&w.topic), topic_id: w.topic_id, partitions: Vec::new() });
+            topics.push(FetchTopicParts { name: str_bytes(&w.topic), topic_id: w.topic_id, partitions: SmallVec::new() });
         }
         if let Some(t) = topics.last_mut() {
             t.partitions.push(p.part);

@@ -113,7 +113,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ProduceInput
         return respond_with_leader_hints(&meta, &image, topics);
     }
     match write_produce_response(meta.correlation_id, meta.version, topics) {
-        Ok(frame) => Response::Frames(vec![frame.freeze().into()]),
+        Ok(frame) => Response::Frames(smallvec::smallvec![frame.freeze().into()]),
         Err(e) => {
             tracing::error!(version = meta.version, error = %e, "cannot encode the Produce response");
             Response::Close

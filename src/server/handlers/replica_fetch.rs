@@ -14,6 +14,7 @@
 //! reads at most min(its `partition_max_bytes`, what is left of min(request max_bytes,
 //! replica_fetch_response_max_bytes)); only the first batch of the first partition that
 //! returns data may exceed it (the fetcher rotates which partition goes first).
+use smallvec::SmallVec;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -96,11 +97,11 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
             _ = glommio::timer::sleep(deadline - now).fuse() => {}
         }
     };
-    let mut topics: Vec<FetchTopicParts> = Vec::new();
+    let mut topics: SmallVec<[FetchTopicParts; 1]> = SmallVec::new();
     for (a, (part, _)) in asked.iter().zip(parts) {
         let same = topics.last().is_some_and(|t| t.topic_id == a.topic_id && t.name.as_str() == a.topic);
         if !same {
-            topics.push(FetchTopicParts { name: str_bytes(&a.topic), topic_id: a.topic_id, partitions: Vec::new() });
+            topics.push(FetchTopicParts { name: str_bytes(&a.topic), topic_id: a.topic_id, partitions: SmallVec::new() });
         }
         if let Some(t) = topics.last_mut() {
             t.partitions.push(part);
