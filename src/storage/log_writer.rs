@@ -48,20 +48,22 @@
 //! the caller cuts or closes the files under it.
 //!
 //! Allocation: a steady-state pass allocates only what glommio and `futures` do per
-//! write (the I/O source, the `FuturesUnordered` slot) and the waiter's oneshot; the
-//! write list, the waiter list and the woken waiters are reused (issue 10: no
-//! allocation per request on the produce path, `tests/produce_fetch_allocations.rs`).
+//! write (the I/O source, the `FuturesUnordered` slot); the write list, the waiter list,
+//! the woken waiters and the `Durable`s' slots (`durable_waiters.rs`) are reused
+//! (issue 10: no allocation per request on the produce path,
+//! `tests/produce_fetch_allocations.rs`).
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
-use std::task::{Context, Poll, Waker};
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-use futures::channel::oneshot;
 use futures::stream::{FuturesUnordered, StreamExt};
 
 use super::dma::{remove_file, sync_dir, write_checked_file};
+pub use super::durable_waiters::Durable;
+use super::durable_waiters::{DurableWaiters, WaiterId};
 use super::file::{SegmentFile, WriteBuffer};
 use super::log::Log;
 use super::segment::WriteJob;
@@ -171,7 +173,7 @@ struct Waiter {
     /// Resolve once offsets below this are durable enough.
     end_offset: i64,
     sync: bool,
-    tx: oneshot::Sender<Result<(), StorageError>>,
+    id: WaiterId,
 }
 
 /// The writer of one log (see the module comment). Owned by the log's partition, on its
@@ -187,6 +189,9 @@ pub struct LogWriter {
     /// The loop's task was spawned (at the first kick).
     task_spawned: Cell<bool>,
     kick_signal: Rc<KickSignal>,
+    /// The slots the `Durable`s handed out wait in (dropped with the writer: they
+    /// resolve `Closed`).
+    durables: DurableWaiters,
     waiters: RefCell<Vec<Waiter>>,
     /// The waiters `wake` and `fail_waiters` answer, moved out of `waiters` so none is
     /// answered under its borrow; kept to reuse its capacity.
@@ -236,6 +241,7 @@ impl LogWriter {
             running: Cell::new(false),
             task_spawned: Cell::new(false),
             kick_signal: Rc::default(),
+            durables: DurableWaiters::default(),
             waiters: RefCell::new(Vec::new()),
             answered: RefCell::new(Vec::new()),
             jobs: RefCell::new(Vec::new()),
@@ -383,18 +389,16 @@ impl LogWriter {
                 Ok(()) => None,
             };
             if let Some(e) = refused {
-                let (tx, rx) = oneshot::channel();
-                let _ = tx.send(Err(e));
-                return Durable { rx: Some(rx) };
+                return Durable::ready(Err(e));
             }
             if log.written_offset() >= end_offset && (!sync || log.synced_offset() >= end_offset) {
-                return Durable { rx: None };
+                return Durable::ready(Ok(()));
             }
         }
-        let (tx, rx) = oneshot::channel();
-        self.waiters.borrow_mut().push(Waiter { end_offset, sync, tx });
+        let (id, durable) = self.durables.wait();
+        self.waiters.borrow_mut().push(Waiter { end_offset, sync, id });
         self.kick();
-        Durable { rx: Some(rx) }
+        durable
     }
 
     /// The write-and-sync loop is running (tests wait for it to go idle).
@@ -675,7 +679,7 @@ impl LogWriter {
     fn fail_waiters(&self, end: i64, error: &StorageError) {
         let mut fail = self.take_waiters(|w| w.end_offset > end || end == i64::MIN);
         for w in fail.drain(..) {
-            let _ = w.tx.send(Err(error.duplicate()));
+            self.durables.answer(w.id, Err(error.duplicate()));
         }
         *self.answered.borrow_mut() = fail;
     }
@@ -698,7 +702,7 @@ impl LogWriter {
         let synced = self.log.borrow().synced_offset();
         let mut done = self.take_waiters(|w| w.end_offset <= written && (!w.sync || w.end_offset <= synced));
         for w in done.drain(..) {
-            let _ = w.tx.send(Ok(()));
+            self.durables.answer(w.id, Ok(()));
         }
         *self.answered.borrow_mut() = done;
         (self.hooks.on_written)();
@@ -709,27 +713,5 @@ impl Drop for LogWriter {
     fn drop(&mut self) {
         // Its task holds it only during a pass: it is asleep, and ends.
         self.kick_signal.close();
-    }
-}
-
-/// Resolves when an append is as durable as asked (see `LogWriter::durable`).
-#[must_use = "a Durable does nothing unless awaited"]
-pub struct Durable {
-    /// None: durable already when asked.
-    rx: Option<oneshot::Receiver<Result<(), StorageError>>>,
-}
-
-impl Future for Durable {
-    type Output = Result<(), StorageError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(rx) = self.rx.as_mut() else { return Poll::Ready(Ok(())) };
-        match Pin::new(rx).poll(cx) {
-            Poll::Ready(Ok(res)) => Poll::Ready(res),
-            // The writer dropped the waiter without answering: only when the writer itself
-            // is gone, which its owner (holding it while it awaits) rules out.
-            Poll::Ready(Err(oneshot::Canceled)) => Poll::Ready(Err(StorageError::Closed)),
-            Poll::Pending => Poll::Pending,
-        }
     }
 }

@@ -33,6 +33,8 @@
 //!   retention targets, compaction bookkeeping
 //! - `log_writer.rs`   the log's writer: the write-and-sync loop, group commit, the
 //!   `Durable` futures appends wait on, rollback after a failed write
+//! - `durable_waiters.rs` the `Durable` future and the writer's reused table of waiter
+//!   slots it polls
 //! - `page_cache.rs`   page-cache recycling: early writeback and a per-shard budget of
 //!   written bytes left cached (page-cache segments)
 //! - `recovery.rs`     opening a log directory after a crash
@@ -53,6 +55,7 @@ pub mod cached_read;
 pub mod clean_shutdown;
 pub mod compaction;
 pub mod dma;
+mod durable_waiters;
 pub mod file;
 pub mod high_watermark_checkpoint;
 pub mod index;
