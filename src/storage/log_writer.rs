@@ -47,11 +47,11 @@
 //! everything appended written, then keeps it from starting (kicks are deferred) while
 //! the caller cuts or closes the files under it.
 //!
-//! Allocation: a steady-state pass allocates only what glommio and `futures` do per
-//! write (the I/O source, the `FuturesUnordered` slot); the write list, the waiter list,
-//! the woken waiters and the `Durable`s' slots (`durable_waiters.rs`) are reused
-//! (issue 10: no allocation per request on the produce path,
-//! `tests/produce_fetch_allocations.rs`).
+//! Allocation: a steady-state pass allocates only what glommio does per write (the I/O
+//! source); the write list, the write futures' slots (`write_slots.rs`, polled by hand:
+//! no task node per write), the waiter list, the woken waiters and the `Durable`s' slots
+//! (`durable_waiters.rs`) are reused (issue 10: no allocation per request on the produce
+//! path, `tests/produce_fetch_allocations.rs`).
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
@@ -59,15 +59,14 @@ use std::rc::{Rc, Weak};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-use futures::stream::{FuturesUnordered, StreamExt};
-
 use super::dma::{remove_file, sync_dir, write_checked_file};
 pub use super::durable_waiters::Durable;
 use super::durable_waiters::{DurableWaiters, WaiterId};
 use super::file::{SegmentFile, WriteBuffer};
 use super::log::Log;
-use super::segment::WriteJob;
+use super::segment::{WriteJob, MAX_DIRECT_WRITES_IN_FLIGHT};
 use super::segment::{index_path, log_file_name, snapshot_path, time_index_path};
+use super::write_slots::WriteSlots;
 use super::{StorageError, FLUSH_NEVER};
 
 fn log_is_offline(log: &RefCell<Log>) -> bool {
@@ -93,13 +92,20 @@ struct WriteDone {
 }
 
 /// One segment write, as the loop runs it (a function, not a closure, so the writer's
-/// task can name the future's type and keep one `FuturesUnordered` across passes).
+/// task can name the future's type and keep one set of write slots across passes).
 async fn write_job(base: i64, file: Rc<SegmentFile>, buf: WriteBuffer, pos: u64, end: u64) -> WriteDone {
     let want = buf.len();
     let started = Instant::now();
     let res = file.write_at(buf, pos).await;
     WriteDone { base, end, want, took: started.elapsed(), res }
 }
+
+/// The writes the loop can have in flight at once (the size of its `WriteSlots`):
+/// `Log::take_writes` starts a segment's writes only once every older segment is fully
+/// written, so every write in flight is one segment's, and `Segment::take_write` allows
+/// a segment at most `MAX_DIRECT_WRITES_IN_FLIGHT` (O_DIRECT), or one (page cache).
+/// `WriteSlots::push` panics past it.
+const MAX_WRITES_IN_FLIGHT: usize = MAX_DIRECT_WRITES_IN_FLIGHT;
 
 /// A segment write slower than this is logged (the disk, not the broker, set the latency).
 const SLOW_WRITE: Duration = Duration::from_millis(200);
@@ -362,9 +368,9 @@ impl LogWriter {
     }
 
     /// The writer's long-lived task: one write-and-sync pass per kick, holding the
-    /// writer only during a pass. The write futures' set lives here, across passes.
+    /// writer only during a pass. The write slots live here, across passes.
     async fn writer_task(writer: Weak<Self>, kicks: Rc<KickSignal>) {
-        let mut writes = FuturesUnordered::new();
+        let mut writes = WriteSlots::new(MAX_WRITES_IN_FLIGHT);
         while kicks.next().await {
             let Some(me) = writer.upgrade() else { return };
             me.write_and_sync_loop(&mut writes, write_job).await;
@@ -415,7 +421,7 @@ impl LogWriter {
     /// policy asks, saves what sealed segments leave behind (indexes, seal snapshot),
     /// and resolves waiters. Exits when there is nothing left to do; the check and the
     /// exit happen without an await in between, so no append is missed.
-    async fn write_and_sync_loop<W>(self: &Rc<Self>, writes: &mut FuturesUnordered<W>, start_write: fn(i64, Rc<SegmentFile>, WriteBuffer, u64, u64) -> W)
+    async fn write_and_sync_loop<W>(self: &Rc<Self>, writes: &mut WriteSlots<W>, start_write: fn(i64, Rc<SegmentFile>, WriteBuffer, u64, u64) -> W)
     where
         W: Future<Output = WriteDone>,
     {
@@ -493,7 +499,7 @@ impl LogWriter {
                     }
                 }
                 if !writes.is_empty() {
-                    if let Poll::Ready(Some(done)) = writes.poll_next_unpin(cx) {
+                    if let Poll::Ready(Some(done)) = writes.poll_next(cx) {
                         return Poll::Ready(Event::Written(done));
                     }
                 }

@@ -35,6 +35,8 @@
 //!   `Durable` futures appends wait on, rollback after a failed write
 //! - `durable_waiters.rs` the `Durable` future and the writer's reused table of waiter
 //!   slots it polls
+//! - `write_slots.rs`  the writer's segment writes in flight, in reused slots polled by
+//!   hand
 //! - `page_cache.rs`   page-cache recycling: early writeback and a per-shard budget of
 //!   written bytes left cached (page-cache segments)
 //! - `recovery.rs`     opening a log directory after a crash
@@ -73,6 +75,7 @@ pub(crate) mod testing;
 pub mod truncate;
 #[cfg(test)]
 mod truncate_tests;
+mod write_slots;
 
 use std::io;
 
