@@ -47,25 +47,26 @@
 //! everything appended written, then keeps it from starting (kicks are deferred) while
 //! the caller cuts or closes the files under it.
 //!
-//! Allocation: a steady-state pass allocates only what glommio and `futures` do per
-//! write (the I/O source, the `FuturesUnordered` slot) and the waiter's oneshot; the
-//! write list, the waiter list and the woken waiters are reused (issue 10: no
-//! allocation per request on the produce path, `tests/produce_fetch_allocations.rs`).
+//! Allocation: a steady-state pass allocates only what glommio does per write (the I/O
+//! source); the write list, the write futures' slots (`write_slots.rs`, polled by hand:
+//! no task node per write), the waiter list, the woken waiters and the `Durable`s' slots
+//! (`durable_waiters.rs`) are reused (issue 10: no allocation per request on the produce
+//! path, `tests/produce_fetch_allocations.rs`).
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
-use std::task::{Context, Poll, Waker};
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-use futures::channel::oneshot;
-use futures::stream::{FuturesUnordered, StreamExt};
-
 use super::dma::{remove_file, sync_dir, write_checked_file};
+pub use super::durable_waiters::Durable;
+use super::durable_waiters::{DurableWaiters, WaiterId};
 use super::file::{SegmentFile, WriteBuffer};
 use super::log::Log;
-use super::segment::WriteJob;
+use super::segment::{WriteJob, MAX_DIRECT_WRITES_IN_FLIGHT};
 use super::segment::{index_path, log_file_name, snapshot_path, time_index_path};
+use super::write_slots::WriteSlots;
 use super::{StorageError, FLUSH_NEVER};
 
 fn log_is_offline(log: &RefCell<Log>) -> bool {
@@ -91,13 +92,20 @@ struct WriteDone {
 }
 
 /// One segment write, as the loop runs it (a function, not a closure, so the writer's
-/// task can name the future's type and keep one `FuturesUnordered` across passes).
+/// task can name the future's type and keep one set of write slots across passes).
 async fn write_job(base: i64, file: Rc<SegmentFile>, buf: WriteBuffer, pos: u64, end: u64) -> WriteDone {
     let want = buf.len();
     let started = Instant::now();
     let res = file.write_at(buf, pos).await;
     WriteDone { base, end, want, took: started.elapsed(), res }
 }
+
+/// The writes the loop can have in flight at once (the size of its `WriteSlots`):
+/// `Log::take_writes` starts a segment's writes only once every older segment is fully
+/// written, so every write in flight is one segment's, and `Segment::take_write` allows
+/// a segment at most `MAX_DIRECT_WRITES_IN_FLIGHT` (O_DIRECT), or one (page cache).
+/// `WriteSlots::push` panics past it.
+const MAX_WRITES_IN_FLIGHT: usize = MAX_DIRECT_WRITES_IN_FLIGHT;
 
 /// A segment write slower than this is logged (the disk, not the broker, set the latency).
 const SLOW_WRITE: Duration = Duration::from_millis(200);
@@ -171,7 +179,7 @@ struct Waiter {
     /// Resolve once offsets below this are durable enough.
     end_offset: i64,
     sync: bool,
-    tx: oneshot::Sender<Result<(), StorageError>>,
+    id: WaiterId,
 }
 
 /// The writer of one log (see the module comment). Owned by the log's partition, on its
@@ -187,6 +195,9 @@ pub struct LogWriter {
     /// The loop's task was spawned (at the first kick).
     task_spawned: Cell<bool>,
     kick_signal: Rc<KickSignal>,
+    /// The slots the `Durable`s handed out wait in (dropped with the writer: they
+    /// resolve `Closed`).
+    durables: DurableWaiters,
     waiters: RefCell<Vec<Waiter>>,
     /// The waiters `wake` and `fail_waiters` answer, moved out of `waiters` so none is
     /// answered under its borrow; kept to reuse its capacity.
@@ -236,6 +247,7 @@ impl LogWriter {
             running: Cell::new(false),
             task_spawned: Cell::new(false),
             kick_signal: Rc::default(),
+            durables: DurableWaiters::default(),
             waiters: RefCell::new(Vec::new()),
             answered: RefCell::new(Vec::new()),
             jobs: RefCell::new(Vec::new()),
@@ -356,9 +368,9 @@ impl LogWriter {
     }
 
     /// The writer's long-lived task: one write-and-sync pass per kick, holding the
-    /// writer only during a pass. The write futures' set lives here, across passes.
+    /// writer only during a pass. The write slots live here, across passes.
     async fn writer_task(writer: Weak<Self>, kicks: Rc<KickSignal>) {
-        let mut writes = FuturesUnordered::new();
+        let mut writes = WriteSlots::new(MAX_WRITES_IN_FLIGHT);
         while kicks.next().await {
             let Some(me) = writer.upgrade() else { return };
             me.write_and_sync_loop(&mut writes, write_job).await;
@@ -383,18 +395,16 @@ impl LogWriter {
                 Ok(()) => None,
             };
             if let Some(e) = refused {
-                let (tx, rx) = oneshot::channel();
-                let _ = tx.send(Err(e));
-                return Durable { rx: Some(rx) };
+                return Durable::ready(Err(e));
             }
             if log.written_offset() >= end_offset && (!sync || log.synced_offset() >= end_offset) {
-                return Durable { rx: None };
+                return Durable::ready(Ok(()));
             }
         }
-        let (tx, rx) = oneshot::channel();
-        self.waiters.borrow_mut().push(Waiter { end_offset, sync, tx });
+        let (id, durable) = self.durables.wait();
+        self.waiters.borrow_mut().push(Waiter { end_offset, sync, id });
         self.kick();
-        Durable { rx: Some(rx) }
+        durable
     }
 
     /// The write-and-sync loop is running (tests wait for it to go idle).
@@ -411,7 +421,7 @@ impl LogWriter {
     /// policy asks, saves what sealed segments leave behind (indexes, seal snapshot),
     /// and resolves waiters. Exits when there is nothing left to do; the check and the
     /// exit happen without an await in between, so no append is missed.
-    async fn write_and_sync_loop<W>(self: &Rc<Self>, writes: &mut FuturesUnordered<W>, start_write: fn(i64, Rc<SegmentFile>, WriteBuffer, u64, u64) -> W)
+    async fn write_and_sync_loop<W>(self: &Rc<Self>, writes: &mut WriteSlots<W>, start_write: fn(i64, Rc<SegmentFile>, WriteBuffer, u64, u64) -> W)
     where
         W: Future<Output = WriteDone>,
     {
@@ -489,7 +499,7 @@ impl LogWriter {
                     }
                 }
                 if !writes.is_empty() {
-                    if let Poll::Ready(Some(done)) = writes.poll_next_unpin(cx) {
+                    if let Poll::Ready(Some(done)) = writes.poll_next(cx) {
                         return Poll::Ready(Event::Written(done));
                     }
                 }
@@ -675,7 +685,7 @@ impl LogWriter {
     fn fail_waiters(&self, end: i64, error: &StorageError) {
         let mut fail = self.take_waiters(|w| w.end_offset > end || end == i64::MIN);
         for w in fail.drain(..) {
-            let _ = w.tx.send(Err(error.duplicate()));
+            self.durables.answer(w.id, Err(error.duplicate()));
         }
         *self.answered.borrow_mut() = fail;
     }
@@ -698,7 +708,7 @@ impl LogWriter {
         let synced = self.log.borrow().synced_offset();
         let mut done = self.take_waiters(|w| w.end_offset <= written && (!w.sync || w.end_offset <= synced));
         for w in done.drain(..) {
-            let _ = w.tx.send(Ok(()));
+            self.durables.answer(w.id, Ok(()));
         }
         *self.answered.borrow_mut() = done;
         (self.hooks.on_written)();
@@ -709,27 +719,5 @@ impl Drop for LogWriter {
     fn drop(&mut self) {
         // Its task holds it only during a pass: it is asleep, and ends.
         self.kick_signal.close();
-    }
-}
-
-/// Resolves when an append is as durable as asked (see `LogWriter::durable`).
-#[must_use = "a Durable does nothing unless awaited"]
-pub struct Durable {
-    /// None: durable already when asked.
-    rx: Option<oneshot::Receiver<Result<(), StorageError>>>,
-}
-
-impl Future for Durable {
-    type Output = Result<(), StorageError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(rx) = self.rx.as_mut() else { return Poll::Ready(Ok(())) };
-        match Pin::new(rx).poll(cx) {
-            Poll::Ready(Ok(res)) => Poll::Ready(res),
-            // The writer dropped the waiter without answering: only when the writer itself
-            // is gone, which its owner (holding it while it awaits) rules out.
-            Poll::Ready(Err(oneshot::Canceled)) => Poll::Ready(Err(StorageError::Closed)),
-            Poll::Pending => Poll::Pending,
-        }
     }
 }

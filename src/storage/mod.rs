@@ -33,6 +33,10 @@
 //!   retention targets, compaction bookkeeping
 //! - `log_writer.rs`   the log's writer: the write-and-sync loop, group commit, the
 //!   `Durable` futures appends wait on, rollback after a failed write
+//! - `durable_waiters.rs` the `Durable` future and the writer's reused table of waiter
+//!   slots it polls
+//! - `write_slots.rs`  the writer's segment writes in flight, in reused slots polled by
+//!   hand
 //! - `page_cache.rs`   page-cache recycling: early writeback and a per-shard budget of
 //!   written bytes left cached (page-cache segments)
 //! - `recovery.rs`     opening a log directory after a crash
@@ -54,6 +58,7 @@ pub mod file_slice;
 pub mod clean_shutdown;
 pub mod compaction;
 pub mod dma;
+mod durable_waiters;
 pub mod file;
 pub mod high_watermark_checkpoint;
 pub mod index;
@@ -71,6 +76,7 @@ pub(crate) mod testing;
 pub mod truncate;
 #[cfg(test)]
 mod truncate_tests;
+mod write_slots;
 
 use std::io;
 
