@@ -12,8 +12,8 @@
 //! After a warm-up, rounds must not allocate anything proportional to the record bytes
 //! (no allocation of `LARGE_BYTES` or more: the stage buffers come from the shard's pool
 //! and are reused, the fetch response shares the cached bytes), and the small
-//! allocations are counted exactly and bounded: `OWN_ALLOCATIONS_PER_ROUND` lists each
-//! one left, with its cure. `cargo test --test produce_fetch_allocations -- --nocapture`
+//! allocations are counted exactly: none of our own is left (`OWN_ALLOCATIONS_PER_ROUND`),
+//! only glommio's reactor's. `cargo test --test produce_fetch_allocations -- --nocapture`
 //! prints the figures; with `ALLOC_BACKTRACES=1` it also prints a backtrace for every
 //! allocation of one warm round.
 use std::alloc::{GlobalAlloc, Layout, System};
