@@ -10,7 +10,7 @@ use super::error::PartitionError;
 use super::state::Partition;
 use crate::record::{parse_records, records_section, BatchHeader, BatchList};
 use crate::storage::batch_reader::BatchReader;
-use crate::storage::file_slice::FileSlice;
+use crate::runtime::file_slice::FileSlice;
 use crate::storage::log::DiskRead;
 
 /// Most bytes one disk read of a fetch asks for: a fetch reads its range in chunks of at

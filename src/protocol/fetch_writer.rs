@@ -24,7 +24,7 @@ use smallvec::SmallVec;
 
 use super::response_buf::{ResponseBuf, ResponseBufs};
 use crate::record::BatchList;
-use crate::storage::file_slice::FileSlice;
+use crate::runtime::file_slice::FileSlice;
 
 /// One aborted transaction in a partition's fetched range (read_committed consumers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

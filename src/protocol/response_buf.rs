@@ -1,9 +1,9 @@
 //! One piece of a response on the wire: bytes in memory, or a range of a segment file
-//! the connection sends with `sendfile` (zero-copy fetch, `storage/file_slice.rs`). The
+//! the connection sends with `sendfile` (zero-copy fetch, `runtime/file_slice.rs`). The
 //! connection writes a response's pieces in order (`server/vectored_write.rs`).
 use bytes::Bytes;
 
-use crate::storage::file_slice::FileSlice;
+use crate::runtime::file_slice::FileSlice;
 
 /// A response's pieces, in order. Inline up to four: a one-frame response, or a Fetch
 /// response of one partition with one new batch (head, batch, tail), allocates no list.

@@ -6,10 +6,13 @@
 //! - `mesh.rs`      one inbox per shard, a sender to each for everyone
 //! - `clock.rs`     `now_ms` (Kafka timestamps)
 //! - `buffer_pool.rs` per-shard pools of large buffers (stage buffers of the log)
+//! - `file_slice.rs` a range of a file sent with `sendfile` (zero-copy fetch), and
+//!   whether the page cache holds a range (`cachestat`)
 //!
 //! Never imports anything else of this crate: every other module builds on this one.
 pub mod buffer_pool;
 pub mod clock;
+pub mod file_slice;
 pub mod malloc_policy;
 pub mod mesh;
 pub mod placement;

@@ -16,7 +16,7 @@ use futures::{AsyncRead, AsyncWrite};
 use glommio::net::TcpStream;
 
 use super::vectored_write::ResponseSink;
-use crate::storage::file_slice::FileSlice;
+use crate::runtime::file_slice::FileSlice;
 
 pub struct ReadHalf(Rc<RefCell<TcpStream>>);
 pub struct WriteHalf(Rc<RefCell<TcpStream>>);

@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use futures::{AsyncWrite, AsyncWriteExt};
 
 use crate::protocol::ResponseBuf;
-use crate::storage::file_slice::FileSlice;
+use crate::runtime::file_slice::FileSlice;
 
 /// Buffers per send (the kernel takes up to 1024; 64 covers the socket buffer's worth of
 /// 16 KiB batches and keeps the array small).

@@ -367,7 +367,7 @@ impl SegmentFile {
     }
 
     /// A descriptor of this file that zero-copy fetches can carry to any shard
-    /// (`file_slice.rs`): a `dup` made once, for a page-cache file without fault injection
+    /// (`runtime/file_slice.rs`): a `dup` made once, for a page-cache file without fault injection
     /// (an injected file's bytes are its overlay, not what the kernel has). `None` for
     /// the others, or when `dup` fails (descriptors exhausted: the read copies instead).
     pub fn shared_fd(&self) -> Option<std::sync::Arc<std::os::fd::OwnedFd>> {

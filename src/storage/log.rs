@@ -14,7 +14,7 @@ use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
 use super::file::SegmentFile;
-use super::file_slice::FileSlice;
+use crate::runtime::file_slice::FileSlice;
 
 use super::batch_cache::{BatchCache, CachedBatch};
 use super::dma::{read_checked_file, sync_dir, sync_parent_dir, write_checked_file};
@@ -455,7 +455,7 @@ impl Log {
     }
 
     /// The written batches from `offset` on, below `max_offset`, at most `max_bytes`, as
-    /// a slice of their segment file to send with `sendfile` (`file_slice.rs`), when
+    /// a slice of their segment file to send with `sendfile` (`runtime/file_slice.rs`), when
     /// that is possible without reading them: a page-cache segment, a batch indexed at
     /// exactly `offset` (a consumer that read up to an indexed batch start before: where
     /// every read ends, see `chunk_end`), an end on a written batch boundary within the
@@ -472,7 +472,7 @@ impl Log {
         let start = seg.indexed_position_of(offset)?;
         let end = seg.written_batches_end(start, start.saturating_add(max_bytes as u64), max_offset)?;
         debug_assert!(end > start && end - start <= max_bytes as u64);
-        if !super::file_slice::is_cached(std::os::fd::AsRawFd::as_raw_fd(&*fd), start, end - start) {
+        if !crate::runtime::file_slice::is_cached(std::os::fd::AsRawFd::as_raw_fd(&*fd), start, end - start) {
             return None;
         }
         Some(FileSlice::new(fd, start, (end - start) as usize))

@@ -54,7 +54,6 @@
 pub mod batch_cache;
 pub mod batch_reader;
 pub mod cached_read;
-pub mod file_slice;
 pub mod clean_shutdown;
 pub mod compaction;
 pub mod dma;

@@ -502,7 +502,7 @@ mod tests {
     #[test]
     fn a_file_slice_over_the_limit_is_read_again_not_trimmed() {
         let file = tempfile::tempfile().unwrap();
-        let slice = crate::storage::file_slice::FileSlice::new(std::sync::Arc::new(file.into()), 0, 600);
+        let slice = crate::runtime::file_slice::FileSlice::new(std::sync::Arc::new(file.into()), 0, 600);
         let mut read = PartitionRead { part: FetchPartitionParts::new(0), bytes: 600, first_batch_exceeds_limit: false };
         read.part.file_records = Some(slice);
         let limit = |max_bytes| ReadLimit { max_bytes, min_one_batch: false, file_slice: true };

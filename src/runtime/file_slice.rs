@@ -2,7 +2,7 @@
 //! with `sendfile`, from the page cache to the socket, never through user space.
 //!
 //! Why: a fetch of data older than the batch cache otherwise copies it twice on this
-//! side of the socket (page cache → a pooled read buffer in `cached_read.rs`, buffer →
+//! side of the socket (page cache → a pooled read buffer in `storage/cached_read.rs`, buffer →
 //! socket buffer in `sendmsg`); `sendfile` hands the cached pages to the socket. Measured
 //! on this machine (`benches/zero_copy.rs`, quiet, `benches/results/zero_copy/
 //! 20261201-quiet.txt`): 0.54–0.57× the sender CPU per GiB of `preadv2` + `send`.
