@@ -6,7 +6,7 @@
 # 2. the layering check    (scripts/check_layers.py: no lower layer names an upper one)
 #    cargo test            (unit + property tests, debug profile)
 # 3. cargo build --release (the integration tests run target/release/shardlog)
-# 4. pytest tests/integration -v
+# 4. pytest tests/integration -v, then the real-client suites again with flush = never
 #
 # Env:
 #   SHARDLOG_BIN=path           broker binary for the integration tests (skips nothing else)
@@ -14,7 +14,9 @@
 #                               instead (skips the cargo steps; checks the tests themselves)
 #   SKIP_CARGO=1                skip steps 2 and 3
 #   SETUP_ONLY=1                stop after step 1 (install the test dependencies)
-#   PYTEST_ARGS="..."           extra pytest arguments (e.g. "-k roundtrip -x")
+#   PYTEST_ARGS="..."           extra pytest arguments (e.g. "-k roundtrip -x"; skips the
+#                               second pass with flush = never)
+#   SHARDLOG_TEST_FLUSH=never   brokers a test does not pick a mode for run with this flush
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -177,6 +179,22 @@ set +e
 # shellcheck disable=SC2086
 "$PY" -m pytest tests/integration -v -rs --durations=15 -p no:cacheprovider ${PYTEST_ARGS:-}
 rc=$?
+# Both storage modes serve the real clients: the brokers above run shardlog's default
+# (flush = always: O_DIRECT) unless a test picks a mode; the real-client suites run again
+# with flush = never (page cache, zero-copy fetch). The fault, cluster and crash suites
+# pick their modes themselves. The whole suite passed both ways when this was added.
+if [ "$rc" = 0 ] && [ "$TARGET" = shardlog ] && [ -z "${PYTEST_ARGS:-}" ]; then
+  step "integration tests again with flush = never (SHARDLOG_TEST_FLUSH=never): the real-client suites"
+  never_suites=""
+  for f in clients_roundtrip groups groups_kip848 group_cooperative list_offsets produce_validation \
+           compaction configs_compat cross_shard replication follower_fetching admin \
+           offset_for_leader_epoch kip467 regex_subscription txn_admin topic_recreate fetch_limits; do
+    never_suites="$never_suites tests/integration/test_$f.py"
+  done
+  # shellcheck disable=SC2086
+  SHARDLOG_TEST_FLUSH=never "$PY" -m pytest $never_suites -v -rs -p no:cacheprovider
+  rc=$?
+fi
 set -e
 if [ "$rc" != 0 ] && [ "$rc" != 5 ]; then
   echo "broker logs of every test: $ROOT/target/integration-logs/"

@@ -111,6 +111,7 @@ class Node:
                 "--controller-quorum-voters", self.cluster.voters,
                 "--shards", str(self.cluster.shards),
                 *(["--broker-rack", self.rack] if self.rack is not None else []),
+                *self.cluster.flush_args(),
                 *self.cluster.extra_args]
 
     def start(self) -> "Node":
@@ -282,6 +283,11 @@ class Cluster:
             self.nodes.append(Node(self, i, port, cport, roles=roles, rack=rack, host=host,
                                    prefix=prefixes[i - 1] if prefixes else None))
         self.voters = ",".join(f"{nd.node_id}@{nd.controller_listener}" for nd in self.nodes if nd.is_controller)
+
+    def flush_args(self) -> list[str]:
+        """`--flush` from `SHARDLOG_TEST_FLUSH` unless the test chose a mode itself."""
+        mode = os.environ.get("SHARDLOG_TEST_FLUSH")
+        return ["--flush", mode] if mode and "--flush" not in self.extra_args else []
 
     def node(self, node_id: int) -> Node:
         return self.nodes[node_id - 1]

@@ -52,6 +52,17 @@ def skip_unless_shardlog(reason: str) -> None:
         pytest.skip(f"shardlog-only: {reason}")
 
 
+def default_flush() -> str | None:
+    """The flush mode of brokers a test does not choose one for: `SHARDLOG_TEST_FLUSH`
+    (`never` or `always`), else the broker's default (`always`). `scripts/test.sh` runs
+    the real-client suites once more with `never`, so both storage modes (page cache and
+    O_DIRECT) serve them."""
+    mode = os.environ.get("SHARDLOG_TEST_FLUSH") or None
+    if mode not in (None, "never", "always"):
+        raise ValueError(f"SHARDLOG_TEST_FLUSH={mode!r}: never or always")
+    return mode
+
+
 class Broker:
     """One broker process on a fixed loopback port and data dir.
 
@@ -88,8 +99,9 @@ class Broker:
             cmd += ["--data-dir", str(self.data_dir)]
         if self.shards is not None:
             cmd += ["--shards", str(self.shards)]
-        if self.flush is not None:
-            cmd += ["--flush", self.flush]
+        flush = self.flush if self.flush is not None else default_flush()
+        if flush is not None:
+            cmd += ["--flush", flush]
         if self.auto_create_topics is not None:
             cmd += ["--auto-create-topics", "true" if self.auto_create_topics else "false"]
         return cmd + self.extra_args

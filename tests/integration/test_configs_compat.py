@@ -19,7 +19,7 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
 import kafkawire as w
 from clients import admin, admin_create_topic, cli_create_topic, java_tool, json_lines, wait_topic
-from conftest import is_kafka, kafka_classpath
+from conftest import default_flush, is_kafka, kafka_classpath
 from test_admin_compat import _list_config_resources, kafka_tool
 from test_groups_kip848 import NONE, heartbeat
 
@@ -226,13 +226,17 @@ def test_broker_alter_errors(bootstrap):
                 validate_only=True)
     assert describe(bootstrap, ResourceType.BROKER, node)["log.retention.bytes"].source == \
         ConfigSource.DEFAULT_CONFIG.value
-    if not is_kafka():
+    if not is_kafka() and default_flush() != "never":
         # flush = always (shardlog's default) syncs every write: log.flush.interval.messages
         # is reported as 1 and cannot change (Kafka has no such mode).
         f = describe(bootstrap, ResourceType.BROKER, node)["log.flush.interval.messages"]
         assert (f.value, f.is_read_only) == ("1", True)
         assert error_name(lambda: incremental(bootstrap, ResourceType.BROKER, node, [
             ("log.flush.interval.messages", "10", AlterConfigOpType.SET)])) == INVALID_REQUEST
+    elif not is_kafka():
+        # flush = never: Kafka's default (no fsync by message count), as Kafka reports it.
+        f = describe(bootstrap, ResourceType.BROKER, node)["log.flush.interval.messages"]
+        assert (f.value, f.is_read_only) == (str(2**63 - 1), False)
 
 
 def test_legacy_alter_configs_broker_replaces_the_set(own_broker):
