@@ -67,7 +67,7 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, peer: Option<
         RequestKind::DeleteTopics(r) => handlers::delete_topics::handle(ctx, meta, r).await,
         RequestKind::CreatePartitions(r) => handlers::create_partitions::handle(ctx, meta, r).await,
         RequestKind::DeleteRecords(r) => handlers::delete_records::handle(ctx, meta, r).await,
-        RequestKind::DescribeConfigs(r) => handlers::describe_configs::handle(ctx, meta, r),
+        RequestKind::DescribeConfigs(r) => handlers::describe_configs::handle(ctx, meta, r).await,
         RequestKind::IncrementalAlterConfigs(r) => handlers::incremental_alter_configs::handle(ctx, meta, r).await,
         RequestKind::AlterConfigs(r) => handlers::alter_configs::handle(ctx, meta, r).await,
         RequestKind::DescribeCluster(r) => handlers::describe_cluster::handle(ctx, meta, r),

@@ -26,8 +26,17 @@ pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
 pub const RESOURCE_GROUP: i8 = 32;
 
-pub fn handle(ctx: &ShardContext, meta: RequestMeta, req: DescribeConfigsRequest) -> Response {
-    let image = ctx.image();
+pub async fn handle(ctx: &ShardContext, meta: RequestMeta, req: DescribeConfigsRequest) -> Response {
+    // A topic created through another shard may not be in this shard's image yet (the
+    // client saw it in a Metadata answer from that shard): catch up first.
+    let image = ctx
+        .image_for_request(|image| {
+            req.resources
+                .iter()
+                .filter(|r| r.resource_type == RESOURCE_TOPIC && image.topic(r.resource_name.as_str()).is_none())
+                .count()
+        })
+        .await;
     let results = req
         .resources
         .iter()
