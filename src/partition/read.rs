@@ -224,16 +224,13 @@ impl Partition {
                 // means the first batch did not fit.
                 data.first_batch_exceeds_limit = n == 0 && !limit.min_one_batch;
             }
-            None => {
-                let slice = if limit.file_slice { self.log.borrow().file_slice(offset, max_offset, max_bytes) } else { None };
-                match slice {
-                    Some(slice) => {
-                        data.bytes = slice.len();
-                        data.file_records = Some(slice);
-                    }
-                    None => self.read_disk(offset, max_offset, max_bytes, limit.min_one_batch, &mut data).await?,
+            None => match limit.file_slice.then(|| self.log.borrow().file_slice(offset, max_offset, max_bytes)).flatten() {
+                Some(slice) => {
+                    data.bytes = slice.len();
+                    data.file_records = Some(slice);
                 }
-            }
+                None => self.read_disk(offset, max_offset, max_bytes, limit.min_one_batch, &mut data).await?,
+            },
         }
         // Invariant 2: a consumer never sees an offset at or above the high watermark (a
         // follower nothing at or above the leader's written offset).

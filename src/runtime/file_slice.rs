@@ -115,18 +115,10 @@ impl FileSlice {
     /// The slice's bytes, read with `pread` (tests, and what a caller that needs them in
     /// memory falls back to).
     pub fn read_to_vec(&self) -> std::io::Result<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::File::from(self.fd.try_clone()?);
         let mut out = vec![0u8; self.len];
-        let mut done = 0;
-        while done < self.len {
-            let offset = libc::off_t::try_from(self.pos + done as u64).map_err(|_| std::io::ErrorKind::InvalidInput)?;
-            // SAFETY: the pointer and length cover the unfilled tail of `out`.
-            let n = unsafe { libc::pread(self.fd.as_raw_fd(), out[done..].as_mut_ptr().cast(), self.len - done, offset) };
-            match n {
-                n if n > 0 => done += n as usize,
-                0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-                _ => return Err(std::io::Error::last_os_error()),
-            }
-        }
+        file.read_exact_at(&mut out, self.pos)?;
         Ok(out)
     }
 }
