@@ -444,8 +444,7 @@ impl Log {
     /// the segment holding `offset`, or the next one when `offset` falls in a gap
     /// compaction left at a segment's end (or below the first segment's base).
     pub fn locate(&self, offset: i64) -> Option<DiskRead> {
-        let from = self.segments.range(..=offset).next_back().map(|(&b, _)| b).unwrap_or(i64::MIN);
-        let seg = self.segments.range(from..).map(|(_, s)| s).find(|s| offset < s.next_offset())?;
+        let seg = self.segment_for(offset)?;
         Some(DiskRead {
             base_offset: seg.base_offset,
             file: seg.file.clone(),
@@ -464,10 +463,7 @@ impl Log {
     /// Whole batches only, within one segment, possibly fewer bytes than `max_bytes`
     /// allows (up to one index interval less): a consumer reads on from where it ends.
     pub fn file_slice(&self, offset: i64, max_offset: i64, max_bytes: usize) -> Option<FileSlice> {
-        let (_, seg) = self.segments.range(..=offset).next_back()?;
-        if offset >= seg.next_offset() {
-            return None;
-        }
+        let seg = self.segment_for(offset)?;
         let fd = seg.file.shared_fd()?;
         let start = seg.indexed_position_of(offset)?;
         let end = seg.written_batches_end(start, start.saturating_add(max_bytes as u64), max_offset)?;
@@ -476,6 +472,13 @@ impl Log {
             return None;
         }
         Some(FileSlice::new(fd, start, (end - start) as usize))
+    }
+
+    /// The segment holding `offset`, or the first after it (compaction may have removed
+    /// the offsets at a segment's end).
+    fn segment_for(&self, offset: i64) -> Option<&Segment> {
+        let from = self.segments.range(..=offset).next_back().map(|(&b, _)| b).unwrap_or(i64::MIN);
+        self.segments.range(from..).map(|(_, s)| s).find(|s| offset < s.next_offset())
     }
 
     /// Where a read of at most `max_len` bytes from `position` of the segment with base
