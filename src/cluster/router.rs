@@ -23,6 +23,7 @@ use futures::FutureExt;
 
 use super::image::{BrokerId, TopicMeta};
 use super::shard_partitions::ShardPartitions;
+use crate::record::Marker;
 use crate::partition::{AppendOutcome, FetchData, Partition, PartitionError, ReadLimit, WatchSignal};
 use crate::runtime::mesh::Mesh;
 use crate::runtime::ShardId;
@@ -34,9 +35,14 @@ const METADATA_BARRIER_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum PartitionOp<X> {
     /// `timeout_ms`: how long acks=all waits for the in-sync replicas (Produce's).
     Produce { records: Bytes, acks: i16, timeout_ms: i32 },
-    Fetch { offset: i64, limit: ReadLimit },
-    /// -1 latest, -2 earliest, -3 max timestamp, -4 earliest local, else a timestamp.
-    ListOffsets { timestamp: i64 },
+    /// A consumer's fetch on the leader; read_committed stops at the last stable offset.
+    Fetch { offset: i64, limit: ReadLimit, read_committed: bool },
+    /// -1 latest (the last stable offset for read_committed), -2 earliest, -3 max
+    /// timestamp, -4 earliest local, else a timestamp.
+    ListOffsets { timestamp: i64, read_committed: bool },
+    /// A transaction marker from the transaction coordinator (WriteTxnMarkers): appended
+    /// with acks=all, waiting for the in-sync replicas at most `timeout_ms`.
+    WriteTxnMarker { producer_id: i64, producer_epoch: i16, marker: Marker, timeout_ms: i32 },
     DeleteRecords { offset: i64 },
     /// OffsetForLeaderEpoch: where the log's `epoch` (or the largest below it) ended.
     EpochEndOffset { epoch: i32 },
@@ -48,7 +54,7 @@ pub enum PartitionOp<X> {
     ReplicaFetch { replica: BrokerId, replica_epoch: i64, offset: i64, last_fetched_epoch: i32, limit: ReadLimit },
     /// A consumer's fetch from this broker's follower replica (KIP-392): below the
     /// follower's high watermark. Answered as `OpOutput::Fetch`.
-    FollowerFetch { offset: i64, limit: ReadLimit },
+    FollowerFetch { offset: i64, limit: ReadLimit, read_committed: bool },
     /// An operation of the layer above, run by its installed handler.
     Extension(X),
 }
@@ -384,9 +390,9 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
     }
 
     async fn execute(&self, topic: &str, partition: i32, op: PartitionOp<X>) -> OpResult<Y> {
-        if let PartitionOp::FollowerFetch { offset, limit } = op {
+        if let PartitionOp::FollowerFetch { offset, limit, read_committed } = op {
             let Some(p) = self.partitions.follower(topic, partition) else { return Err(PartitionError::NotLeader) };
-            return p.read_from_follower(offset, limit).await.map(OpOutput::Fetch);
+            return p.read_from_follower(offset, limit, read_committed).await.map(OpOutput::Fetch);
         }
         let Some(p) = self.partitions.get(topic, partition) else {
             return Err(self.partitions.missing(topic, partition));
@@ -402,11 +408,16 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
                 let timeout = Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
                 p.append_within(records, acks, Some(timeout)).await.map(OpOutput::Produce)
             }
-            PartitionOp::Fetch { offset, limit } => p.read_with(offset, limit).await.map(OpOutput::Fetch),
-            PartitionOp::ListOffsets { timestamp } => {
+            PartitionOp::Fetch { offset, limit, read_committed } => p.read_isolated(offset, limit, read_committed).await.map(OpOutput::Fetch),
+            PartitionOp::WriteTxnMarker { producer_id, producer_epoch, marker, timeout_ms } => {
+                let timeout = Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
+                p.append_marker(producer_id, producer_epoch, marker, timeout).await.map(OpOutput::Produce)
+            }
+            PartitionOp::ListOffsets { timestamp, read_committed } => {
                 // An offline log (failed fdatasync) answers KAFKA_STORAGE_ERROR here too.
                 p.check_online()?;
                 let found = match timestamp {
+                    -1 if read_committed => Some((p.last_stable_offset(), -1)),
                     -1 => Some((p.high_watermark(), -1)),
                     -2 | -4 => Some((p.log_start_offset(), -1)),
                     -3 => p.max_timestamp_offset().await?,

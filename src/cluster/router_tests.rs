@@ -150,13 +150,13 @@ fn a_batch_over_two_shards_costs_one_message_and_keeps_its_order() {
         let got: Vec<i64> = out.iter().map(|r| match r { Ok(OpOutput::Produce(o)) => o.base_offset, _ => -1 }).collect();
         assert_eq!(got, expected, "results in batch order");
 
-        let (out, messages) = run_counted(&router, every_partition(|_, _| PartitionOp::ListOffsets { timestamp: -1 })).await;
+        let (out, messages) = run_counted(&router, every_partition(|_, _| PartitionOp::ListOffsets { timestamp: -1, read_committed: false })).await;
         assert_eq!(messages, 1);
         let got: Vec<i64> = out.iter().map(|r| match r { Ok(OpOutput::Offset(o, _)) => *o, _ => -1 }).collect();
         assert_eq!(got, expected.iter().map(|n| n + 1).collect::<Vec<_>>());
 
         let limit = ReadLimit::at_least_one(1 << 20);
-        let (out, messages) = run_counted(&router, every_partition(|_, _| PartitionOp::Fetch { offset: 0, limit })).await;
+        let (out, messages) = run_counted(&router, every_partition(|_, _| PartitionOp::Fetch { offset: 0, limit, read_committed: false })).await;
         assert_eq!(messages, 1);
         for (r, n) in out.iter().zip(&expected) {
             let Ok(OpOutput::Fetch(data)) = r else { panic!("fetch failed") };
@@ -166,14 +166,14 @@ fn a_batch_over_two_shards_costs_one_message_and_keeps_its_order() {
         // Only this shard's partitions: no message at all.
         let mut local = OpBatch::with_capacity(3);
         for i in [0, 2, 4] {
-            local.push(0, "a", i, PartitionOp::ListOffsets { timestamp: -2 });
+            local.push(0, "a", i, PartitionOp::ListOffsets { timestamp: -2, read_committed: false });
         }
         let (out, messages) = run_counted(&router, local).await;
         assert_eq!((messages, out.len()), (0, 3));
         // An unknown partition is answered in its place, the others still run.
         let mut mixed = OpBatch::with_capacity(2);
-        mixed.push(1, "a", 1, PartitionOp::ListOffsets { timestamp: -2 });
-        mixed.push(1, "nope", 1, PartitionOp::ListOffsets { timestamp: -2 });
+        mixed.push(1, "a", 1, PartitionOp::ListOffsets { timestamp: -2, read_committed: false });
+        mixed.push(1, "nope", 1, PartitionOp::ListOffsets { timestamp: -2, read_committed: false });
         let out = router.run(mixed).await;
         assert!(matches!(out[0], Ok(OpOutput::Offset(0, _))));
         assert!(matches!(out[1], Err(crate::partition::PartitionError::UnknownTopicOrPartition)));

@@ -21,7 +21,7 @@ use super::producer_state::{SequenceCheck, SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
 use super::state::{Partition, PartitionSettings};
 use crate::config::FlushMode;
 use crate::record::{
-    parse_header, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_produce_records,
+    build_marker, parse_header, parse_marker, set_base_offset, Marker, set_log_append_time, set_partition_leader_epoch, validate_produce_records,
     ProduceChecks,
 };
 use crate::runtime::now_ms;
@@ -68,6 +68,36 @@ impl Partition {
             now_ms: now_ms(),
         };
         let headers = validate_produce_records(&records, &checks)?;
+        self.append_batches(records, &headers, acks, &settings, replication_timeout).await
+    }
+
+    /// Appends transaction marker `marker` for producer `producer_id` at `producer_epoch`
+    /// (WriteTxnMarkers, from the transaction coordinator): acks=all, within
+    /// `replication_timeout`. Refused with InvalidProducerEpoch / CoordinatorFenced
+    /// (`ProducerStateTable::check_marker`) when a newer producer epoch or coordinator
+    /// epoch has written here.
+    pub async fn append_marker(&self, producer_id: i64, producer_epoch: i16, marker: Marker, replication_timeout: std::time::Duration) -> Result<AppendOutcome, PartitionError> {
+        self.assert_on_shard();
+        if self.closed.get() || !self.is_leader() {
+            return Err(PartitionError::NotLeader);
+        }
+        self.check_online()?;
+        let settings = self.settings.borrow().clone();
+        let batch = build_marker(producer_id, producer_epoch, marker, now_ms());
+        let h = parse_header(&batch)?;
+        self.append_batches(batch, &[h], -1, &settings, Some(replication_timeout)).await
+    }
+
+    /// Appends checked batches (`headers` of `records`, in order): producer checks, roll,
+    /// patch, stage, then wait as `acks` asks.
+    async fn append_batches(
+        &self,
+        records: Bytes,
+        headers: &[crate::record::BatchHeader],
+        acks: i16,
+        settings: &PartitionSettings,
+        replication_timeout: Option<std::time::Duration>,
+    ) -> Result<AppendOutcome, PartitionError> {
         let total: usize = headers.iter().map(|h| h.total_len()).sum();
         let _permit = self
             .append_lock
@@ -80,7 +110,7 @@ impl Partition {
         self.check_online()?;
         let leadership = self.leadership.get();
         if acks == -1 {
-            if let Some((isr, min_insync)) = self.insync_shortfall(&settings) {
+            if let Some((isr, min_insync)) = self.insync_shortfall(settings) {
                 return Err(PartitionError::NotEnoughReplicas { isr, min_insync });
             }
         }
@@ -88,11 +118,20 @@ impl Partition {
         let dup = {
             let producers = self.producers.borrow();
             let mut dup = None;
-            for h in &headers {
-                match producers.check(h)? {
-                    SequenceCheck::Append => {}
-                    SequenceCheck::Duplicate(meta) => dup = Some(meta),
+            let mut at = 0usize;
+            for h in headers {
+                let len = h.total_len();
+                if h.is_control() {
+                    // Only the broker writes markers (produce validation refuses them).
+                    let marker = parse_marker(&records[at..at + len], h)?;
+                    producers.check_marker(h.producer_id, h.producer_epoch, marker.coordinator_epoch)?;
+                } else {
+                    match producers.check(h)? {
+                        SequenceCheck::Append => {}
+                        SequenceCheck::Duplicate(meta) => dup = Some(meta),
+                    }
                 }
+                at += len;
             }
             dup
         };
@@ -100,7 +139,7 @@ impl Partition {
             drop(_permit);
             tracing::debug!(topic = %self.topic, partition = self.index, base_offset = meta.base_offset, "duplicate batch");
             self.wait_durable(meta.last_offset + 1, acks, settings.flush).await?;
-            self.wait_acks(meta.last_offset + 1, acks, &settings, leadership, replication_timeout).await?;
+            self.wait_acks(meta.last_offset + 1, acks, settings, leadership, replication_timeout).await?;
             return Ok(AppendOutcome {
                 base_offset: meta.base_offset,
                 log_append_time_ms: -1,
@@ -129,7 +168,7 @@ impl Partition {
             let mut log = self.log.borrow_mut();
             let mut producers = self.producers.borrow_mut();
             let mut at = 0usize;
-            for h in &headers {
+            for h in headers {
                 let len = h.total_len();
                 // The one copy of record bytes on the produce path: into the segment's
                 // stage buffer, patched there, then written and cached from there.
@@ -144,8 +183,8 @@ impl Partition {
                 let patched = parse_header(&batch)?;
                 // Invariant 2: dense, strictly increasing offsets.
                 debug_assert!(patched.base_offset == base && patched.last_offset() >= base);
+                producers.update(&patched, &batch);
                 log.append(&patched, batch.freeze());
-                producers.update(&patched);
                 if first_offset < 0 {
                     first_offset = base;
                 }
@@ -160,7 +199,7 @@ impl Partition {
         if let Some(durable) = durable {
             durable.await?;
         }
-        self.wait_acks(end, acks, &settings, leadership, replication_timeout).await?;
+        self.wait_acks(end, acks, settings, leadership, replication_timeout).await?;
         Ok(AppendOutcome {
             base_offset: first_offset,
             log_append_time_ms: log_append_time,

@@ -77,9 +77,9 @@ impl Partition {
             for (h, range) in &batches {
                 // The one copy of the fetched bytes: into the segment's stage buffer.
                 let batch = log.stage_batch(&records[range.clone()]);
-                log.append(h, batch.freeze());
                 // As recovery replays every stored batch (`recover_producers`).
-                producers.update(h);
+                producers.update(h, &batch);
+                log.append(h, batch.freeze());
             }
         }
         let end = self.log_end_offset();

@@ -4,7 +4,7 @@
 //! - `state.rs`          the `Partition` struct, open (log + producer state), accessors,
 //!   the high watermark, close
 //! - `append.rs`         produce: validation, producer-sequence checks, roll, patch and
-//!   append, waiting until the write is as durable as acks ask
+//!   append, waiting until the write is as durable as acks ask; transaction markers
 //! - `read.rs`           fetch reads, ListOffsets (by timestamp, max timestamp), `watch()`
 //! - `replication.rs`    leader / follower role, the high watermark, acks=all waiters, the
 //!   leader's view of its followers and ISR proposals
@@ -13,7 +13,8 @@
 //! - `hw_checkpoint.rs`  loading and saving the high watermark
 //! - `retention.rs`      DeleteRecords, retention, advancing the log start offset
 //! - `cleaner.rs`        one compaction pass over the sealed segments (Kafka's cleaner)
-//! - `producer_state.rs` the idempotent-producer table and its snapshot encoding
+//! - `producer_state.rs` the idempotent and transactional producer table, its snapshot encoding
+//! - `transactions.rs`   the last stable offset, aborted transactions for read_committed, producer views
 //! - `error.rs`          `PartitionError`
 //! - `tests.rs`, `cleaner_tests.rs`, `replication_tests.rs`  tests on a real executor
 //!   with real DMA files
@@ -34,6 +35,7 @@ mod replication;
 mod retention;
 mod shutdown;
 mod state;
+mod transactions;
 #[cfg(test)]
 mod cleaner_tests;
 #[cfg(test)]
@@ -49,6 +51,8 @@ pub use append::AppendOutcome;
 pub use cleaner::CleanerStats;
 pub use error::PartitionError;
 pub use read::{FetchData, ReadLimit, WatchSignal};
+pub use producer_state::AbortedTxn;
+pub use transactions::ProducerView;
 pub use hw_checkpoint::HW_CHECKPOINT_INTERVAL;
 pub use replica_tracker::{BrokerId, ReplicaTracker};
 pub use replication::{Role, RoleState};

@@ -1,14 +1,21 @@
-//! Idempotent-producer state of one partition: per producer id, its epoch and the last
-//! five batches' sequence ranges with their offsets (Kafka keeps five, matching
-//! `max.in.flight.requests.per.connection` <= 5 for idempotent producers).
-use std::collections::{HashMap, VecDeque};
+//! Idempotent and transactional producer state of one partition: per producer id, its
+//! epoch, the last five batches' sequence ranges with their offsets (Kafka keeps five,
+//! matching `max.in.flight.requests.per.connection` <= 5 for idempotent producers), its
+//! open transaction here and the coordinator epoch of its last marker; for the partition,
+//! the open transactions by first offset (the last stable offset is the smallest), the
+//! completed ones whose marker the high watermark has not passed yet, and the aborted
+//! transactions still in the log (what read_committed fetches list).
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use crate::record::BatchHeader;
+use crate::record::{parse_marker, BatchHeader, ControlType, Marker};
 
 /// The snapshot file (`storage::segment::snapshot_path`) of the producer state as of a
 /// segment's base, written when the segment is created.
 pub const SNAPSHOT_MAGIC: u32 = 0x534c_5053; // "SLPS"
-pub const SNAPSHOT_VERSION: u16 = 1;
+/// 2: transaction state (open transaction, coordinator epoch, last write time per
+/// producer; the aborted transactions). A version-1 snapshot is not read: the state is
+/// then rebuilt from the log, as when a snapshot is missing.
+pub const SNAPSHOT_VERSION: u16 = 2;
 
 /// Batches remembered per producer for duplicate detection.
 pub const BATCHES_PER_PRODUCER: usize = 5;
@@ -25,6 +32,26 @@ pub struct BatchMeta {
 pub struct ProducerEntry {
     pub epoch: i16,
     pub batches: VecDeque<BatchMeta>,
+    /// First offset of this producer's open transaction on this partition.
+    pub current_txn_first_offset: Option<i64>,
+    /// Coordinator epoch of the last marker written for this producer (-1: none); a
+    /// marker from an older coordinator is refused.
+    pub coordinator_epoch: i32,
+    /// Largest batch timestamp this producer wrote here (producer.id.expiration.ms).
+    pub last_timestamp_ms: i64,
+    /// The transaction this producer completed last here: (first offset, marker offset).
+    /// Not saved: it lets a rolled-back marker reopen its transaction (`truncate_from`).
+    last_completed: Option<(i64, i64)>,
+}
+
+/// An aborted transaction in the log: its producer, first offset and marker offset
+/// (Kafka's AbortedTxn; a read_committed consumer drops that producer's batches in the
+/// range).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AbortedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    pub last_offset: i64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -33,6 +60,10 @@ pub enum SequenceError {
     OutOfOrder { first_seq: i32, expected: i32 },
     #[error("producer epoch {epoch} is older than the current {current}")]
     InvalidProducerEpoch { epoch: i16, current: i16 },
+    #[error("producer {producer_id} has a transaction open on this partition: its writes must be transactional")]
+    NonTransactionalWriteInTransaction { producer_id: i64 },
+    #[error("transaction marker from coordinator epoch {coordinator_epoch}, older than the current {current}")]
+    CoordinatorFenced { coordinator_epoch: i32, current: i32 },
 }
 
 /// What to do with an incoming batch.
@@ -47,6 +78,14 @@ pub enum SequenceCheck {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProducerStateTable {
     producers: HashMap<i64, ProducerEntry>,
+    /// Open transactions: first offset -> producer id. Kept equal to the entries'
+    /// `current_txn_first_offset` (`assert_consistent`).
+    ongoing: BTreeMap<i64, i64>,
+    /// Completed transactions whose marker may still be above the high watermark:
+    /// (first offset, marker offset), in marker order. Not saved (see `first_unstable_offset`).
+    unreplicated: VecDeque<(i64, i64)>,
+    /// Aborted transactions in the log, in marker order (so by `last_offset`).
+    aborted: Vec<AbortedTxn>,
 }
 
 fn next_seq(seq: i32) -> i32 {
@@ -71,6 +110,11 @@ impl ProducerStateTable {
         self.producers.get(&producer_id)
     }
 
+    /// The producer ids with state here.
+    pub fn ids(&self) -> impl Iterator<Item = i64> + '_ {
+        self.producers.keys().copied()
+    }
+
     /// Checks a batch from the network against the state (no change made).
     pub fn check(&self, h: &BatchHeader) -> Result<SequenceCheck, SequenceError> {
         if h.producer_id < 0 {
@@ -82,6 +126,10 @@ impl ProducerStateTable {
         };
         if h.producer_epoch < entry.epoch {
             return Err(SequenceError::InvalidProducerEpoch { epoch: h.producer_epoch, current: entry.epoch });
+        }
+        // Kafka's ProducerAppendInfo.checkProducerEpoch / "Expected transactional write".
+        if !h.is_transactional() && entry.current_txn_first_offset.is_some() {
+            return Err(SequenceError::NonTransactionalWriteInTransaction { producer_id: h.producer_id });
         }
         if h.producer_epoch > entry.epoch {
             return if h.base_sequence == 0 {
@@ -102,16 +150,40 @@ impl ProducerStateTable {
         }
     }
 
-    /// Records an appended batch (its base offset is final).
-    pub fn update(&mut self, h: &BatchHeader) {
+    /// Checks a transaction marker for `producer_id` at `producer_epoch` from coordinator
+    /// epoch `coordinator_epoch` (Kafka's ProducerAppendInfo.appendEndTxnMarker checks).
+    pub fn check_marker(&self, producer_id: i64, producer_epoch: i16, coordinator_epoch: i32) -> Result<(), SequenceError> {
+        let Some(entry) = self.producers.get(&producer_id) else { return Ok(()) };
+        if producer_epoch < entry.epoch {
+            return Err(SequenceError::InvalidProducerEpoch { epoch: producer_epoch, current: entry.epoch });
+        }
+        if coordinator_epoch < entry.coordinator_epoch {
+            return Err(SequenceError::CoordinatorFenced { coordinator_epoch, current: entry.coordinator_epoch });
+        }
+        Ok(())
+    }
+
+    /// Records an appended batch (its base offset is final; `batch` its stored bytes,
+    /// read for a control batch's marker). A control batch whose marker cannot be read
+    /// (a damaged log) is taken as an abort, the safe reading for read_committed.
+    pub fn update(&mut self, h: &BatchHeader, batch: &[u8]) {
         if h.producer_id < 0 {
             return;
         }
-        let entry = self.producers.entry(h.producer_id).or_default();
+        if h.is_control() {
+            let marker = parse_marker(batch, h).unwrap_or_else(|e| {
+                tracing::warn!(producer_id = h.producer_id, offset = h.base_offset, error = %e, "unreadable transaction marker: taken as an abort");
+                Marker { control: ControlType::Abort, coordinator_epoch: -1 }
+            });
+            self.apply_marker(h, marker);
+            return;
+        }
+        let entry = self.producers.entry(h.producer_id).or_insert_with(|| ProducerEntry { coordinator_epoch: -1, ..Default::default() });
         if h.producer_epoch != entry.epoch {
             entry.epoch = h.producer_epoch;
             entry.batches.clear();
         }
+        entry.last_timestamp_ms = entry.last_timestamp_ms.max(h.max_timestamp);
         entry.batches.push_back(BatchMeta {
             first_seq: h.base_sequence,
             last_seq: last_seq_of(h),
@@ -121,27 +193,124 @@ impl ProducerStateTable {
         while entry.batches.len() > BATCHES_PER_PRODUCER {
             entry.batches.pop_front();
         }
+        if h.is_transactional() && entry.current_txn_first_offset.is_none() {
+            entry.current_txn_first_offset = Some(h.base_offset);
+            self.ongoing.insert(h.base_offset, h.producer_id);
+        }
     }
 
-    /// Forgets batches at or above `offset` (after a rolled-back write).
+    /// Records an appended marker (header `h` at its final offset): the producer's open
+    /// transaction here, if any, is complete; an abort is remembered for read_committed.
+    fn apply_marker(&mut self, h: &BatchHeader, marker: Marker) {
+        let entry = self.producers.entry(h.producer_id).or_insert_with(|| ProducerEntry { coordinator_epoch: -1, ..Default::default() });
+        if h.producer_epoch != entry.epoch {
+            // Transaction protocol v2: the marker carries the bumped epoch; the producer's
+            // next batch starts its sequences over.
+            entry.epoch = h.producer_epoch;
+            entry.batches.clear();
+        }
+        entry.coordinator_epoch = marker.coordinator_epoch;
+        entry.last_timestamp_ms = entry.last_timestamp_ms.max(h.max_timestamp);
+        let marker_offset = h.base_offset;
+        if let Some(first) = entry.current_txn_first_offset.take() {
+            self.ongoing.remove(&first);
+            entry.last_completed = Some((first, marker_offset));
+            self.unreplicated.push_back((first, marker_offset));
+            if marker.control == ControlType::Abort {
+                self.aborted.push(AbortedTxn { producer_id: h.producer_id, first_offset: first, last_offset: marker_offset });
+            }
+        }
+    }
+
+    /// The first offset of the oldest transaction not yet stable at high watermark `hw`:
+    /// open, or completed with its marker at or above `hw`. The last stable offset is
+    /// min(this, hw) (Kafka's firstUnstableOffset).
+    pub fn first_unstable_offset(&mut self, hw: i64) -> Option<i64> {
+        while self.unreplicated.front().is_some_and(|&(_, marker)| marker < hw) {
+            self.unreplicated.pop_front();
+        }
+        let open = self.ongoing.keys().next().copied();
+        let unreplicated = self.unreplicated.iter().map(|&(first, _)| first).min();
+        match (open, unreplicated) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The open transactions: (first offset, producer id), oldest first.
+    pub fn open_transactions(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        self.ongoing.iter().map(|(&first, &pid)| (first, pid))
+    }
+
+    /// The aborted transactions overlapping offsets [`from`, `to`): marker at or after
+    /// `from`, first offset before `to` (Kafka's collectAbortedTransactions).
+    pub fn aborted_between(&self, from: i64, to: i64) -> Vec<AbortedTxn> {
+        let start = self.aborted.partition_point(|a| a.last_offset < from);
+        self.aborted[start..].iter().filter(|a| a.first_offset < to).copied().collect()
+    }
+
+    /// Forgets what lies at or above `offset` (after a rolled-back write or a
+    /// truncation): batches, transactions that began there; a transaction whose marker
+    /// was there is open again.
     pub fn truncate_from(&mut self, offset: i64) {
         for entry in self.producers.values_mut() {
             while entry.batches.back().is_some_and(|b| b.base_offset >= offset) {
                 entry.batches.pop_back();
             }
+            if entry.current_txn_first_offset.is_some_and(|f| f >= offset) {
+                entry.current_txn_first_offset = None;
+            }
+            if let Some((first, marker)) = entry.last_completed {
+                if marker >= offset {
+                    entry.last_completed = None;
+                    if first < offset {
+                        entry.current_txn_first_offset = Some(first);
+                    }
+                }
+            }
         }
-        self.producers.retain(|_, e| !e.batches.is_empty());
+        self.producers.retain(|_, e| !e.batches.is_empty() || e.current_txn_first_offset.is_some());
+        self.ongoing = self.producers.iter().filter_map(|(&pid, e)| e.current_txn_first_offset.map(|f| (f, pid))).collect();
+        self.unreplicated.retain(|&(_, marker)| marker < offset);
+        self.aborted.retain(|a| a.last_offset < offset);
     }
 
-    /// Some producer's remembered batch starts at or above `offset` (a truncation there
-    /// changes the table).
+    /// Forgets aborted transactions wholly below `log_start_offset` (retention removed them).
+    pub fn trim_aborted_below(&mut self, log_start_offset: i64) {
+        let n = self.aborted.partition_point(|a| a.last_offset < log_start_offset);
+        self.aborted.drain(..n);
+    }
+
+    /// Removes producers silent for `expiration_ms` at `now_ms` with no open transaction
+    /// (Kafka's producer.id.expiration.ms); returns how many.
+    pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) -> usize {
+        let before = self.producers.len();
+        self.producers.retain(|_, e| e.current_txn_first_offset.is_some() || e.last_timestamp_ms.saturating_add(expiration_ms) >= now_ms);
+        before - self.producers.len()
+    }
+
+    /// Some producer's remembered batch, transaction or marker lies at or above `offset`
+    /// (a truncation there changes the table).
     pub fn has_batches_from(&self, offset: i64) -> bool {
-        self.producers.values().any(|e| e.batches.back().is_some_and(|b| b.base_offset >= offset))
+        self.producers.values().any(|e| {
+            e.batches.back().is_some_and(|b| b.base_offset >= offset)
+                || e.current_txn_first_offset.is_some_and(|f| f >= offset)
+                || e.last_completed.is_some_and(|(_, m)| m >= offset)
+        }) || self.aborted.last().is_some_and(|a| a.last_offset >= offset)
+    }
+
+    /// Debug check: the open-transaction index matches the entries.
+    pub fn assert_consistent(&self) {
+        debug_assert_eq!(
+            self.ongoing.len(),
+            self.producers.values().filter(|e| e.current_txn_first_offset.is_some()).count(),
+            "open transactions index out of step with the producers"
+        );
     }
 
     /// Snapshot payload (stored in a checked file next to the segment it precedes).
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(4 + self.producers.len() * 64);
+        let mut out = Vec::with_capacity(8 + self.producers.len() * 64 + self.aborted.len() * 24);
         out.extend_from_slice(&(self.producers.len() as u32).to_be_bytes());
         let mut ids: Vec<&i64> = self.producers.keys().collect();
         ids.sort_unstable();
@@ -156,6 +325,15 @@ impl ProducerStateTable {
                 out.extend_from_slice(&b.base_offset.to_be_bytes());
                 out.extend_from_slice(&b.last_offset.to_be_bytes());
             }
+            out.extend_from_slice(&e.current_txn_first_offset.unwrap_or(-1).to_be_bytes());
+            out.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
+            out.extend_from_slice(&e.last_timestamp_ms.to_be_bytes());
+        }
+        out.extend_from_slice(&(self.aborted.len() as u32).to_be_bytes());
+        for a in &self.aborted {
+            out.extend_from_slice(&a.producer_id.to_be_bytes());
+            out.extend_from_slice(&a.first_offset.to_be_bytes());
+            out.extend_from_slice(&a.last_offset.to_be_bytes());
         }
         out
     }
@@ -167,11 +345,11 @@ impl ProducerStateTable {
             head.try_into().ok()
         }
         let count = u32::from_be_bytes(take::<4>(&mut p)?) as usize;
-        // Each entry takes at least 11 bytes: bound the count before allocating.
-        if count > p.len() / 11 {
+        // Each entry takes at least 31 bytes: bound the count before allocating.
+        if count > p.len() / 31 {
             return None;
         }
-        let mut producers = HashMap::with_capacity(count);
+        let mut table = ProducerStateTable { producers: HashMap::with_capacity(count), ..Default::default() };
         for _ in 0..count {
             let id = i64::from_be_bytes(take::<8>(&mut p)?);
             let epoch = i16::from_be_bytes(take::<2>(&mut p)?);
@@ -188,18 +366,45 @@ impl ProducerStateTable {
                     last_offset: i64::from_be_bytes(take::<8>(&mut p)?),
                 });
             }
-            producers.insert(id, ProducerEntry { epoch, batches });
+            let first = i64::from_be_bytes(take::<8>(&mut p)?);
+            let coordinator_epoch = i32::from_be_bytes(take::<4>(&mut p)?);
+            let last_timestamp_ms = i64::from_be_bytes(take::<8>(&mut p)?);
+            let current_txn_first_offset = (first >= 0).then_some(first);
+            if let Some(f) = current_txn_first_offset {
+                if table.ongoing.insert(f, id).is_some() {
+                    return None; // two transactions cannot start at one offset
+                }
+            }
+            table.producers.insert(id, ProducerEntry { epoch, batches, current_txn_first_offset, coordinator_epoch, last_timestamp_ms, last_completed: None });
         }
-        if !p.is_empty() {
+        let aborted = u32::from_be_bytes(take::<4>(&mut p)?) as usize;
+        if aborted != p.len() / 24 || p.len() % 24 != 0 {
             return None;
         }
-        Some(ProducerStateTable { producers })
+        table.aborted.reserve_exact(aborted);
+        for _ in 0..aborted {
+            table.aborted.push(AbortedTxn {
+                producer_id: i64::from_be_bytes(take::<8>(&mut p)?),
+                first_offset: i64::from_be_bytes(take::<8>(&mut p)?),
+                last_offset: i64::from_be_bytes(take::<8>(&mut p)?),
+            });
+        }
+        if !table.aborted.is_sorted_by_key(|a| a.last_offset) {
+            return None;
+        }
+        Some(table)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl ProducerStateTable {
+        fn update_h(&mut self, h: &BatchHeader) {
+            self.update(h, &[]);
+        }
+    }
 
     fn h(pid: i64, epoch: i16, seq: i32, count: i32, base: i64) -> BatchHeader {
         BatchHeader {
@@ -223,8 +428,8 @@ mod tests {
     fn duplicates_out_of_order_and_fencing() {
         let mut t = ProducerStateTable::default();
         assert_eq!(t.check(&h(7, 0, 0, 10, 0)), Ok(SequenceCheck::Append));
-        t.update(&h(7, 0, 0, 10, 0));
-        t.update(&h(7, 0, 10, 5, 10));
+        t.update_h(&h(7, 0, 0, 10, 0));
+        t.update_h(&h(7, 0, 10, 5, 10));
         let dup = t.check(&h(7, 0, 0, 10, 999)).unwrap();
         assert_eq!(dup, SequenceCheck::Duplicate(BatchMeta { first_seq: 0, last_seq: 9, base_offset: 0, last_offset: 9 }));
         assert_eq!(t.check(&h(7, 0, 15, 1, 15)), Ok(SequenceCheck::Append));
@@ -234,7 +439,7 @@ mod tests {
         assert!(matches!(t.check(&h(7, 1, 3, 1, 15)), Err(SequenceError::OutOfOrder { .. })));
         // Only the last five batches are remembered.
         for i in 0..6 {
-            t.update(&h(7, 0, 15 + i, 1, 15 + i64::from(i)));
+            t.update_h(&h(7, 0, 15 + i, 1, 15 + i64::from(i)));
         }
         assert_eq!(t.get(7).unwrap().batches.len(), BATCHES_PER_PRODUCER);
     }
@@ -243,7 +448,7 @@ mod tests {
     fn sequence_wraps_at_i32_max() {
         let mut t = ProducerStateTable::default();
         // Sequences MAX-1, MAX, 0.
-        t.update(&h(1, 0, i32::MAX - 1, 3, 0));
+        t.update_h(&h(1, 0, i32::MAX - 1, 3, 0));
         assert_eq!(t.get(1).unwrap().batches[0].last_seq, 0);
         assert_eq!(t.check(&h(1, 0, 1, 1, 3)), Ok(SequenceCheck::Append));
     }
@@ -251,14 +456,105 @@ mod tests {
     #[test]
     fn snapshot_round_trip_and_truncate() {
         let mut t = ProducerStateTable::default();
-        t.update(&h(1, 0, 0, 3, 0));
-        t.update(&h(2, 4, 0, 3, 3));
-        t.update(&h(1, 0, 3, 3, 6));
+        t.update_h(&h(1, 0, 0, 3, 0));
+        t.update_h(&h(2, 4, 0, 3, 3));
+        t.update_h(&h(1, 0, 3, 3, 6));
         let back = ProducerStateTable::decode(&t.encode()).unwrap();
         assert_eq!(back, t);
         assert!(ProducerStateTable::decode(&t.encode()[..10]).is_none());
         t.truncate_from(3);
         assert!(t.get(2).is_none());
         assert_eq!(t.get(1).unwrap().batches.len(), 1);
+    }
+
+    fn txn(pid: i64, epoch: i16, seq: i32, count: i32, base: i64) -> BatchHeader {
+        BatchHeader { attributes: 0x10, ..h(pid, epoch, seq, count, base) }
+    }
+
+    /// A stored marker at `offset`: its header and bytes.
+    fn marker(pid: i64, epoch: i16, control: ControlType, coordinator_epoch: i32, offset: i64) -> (BatchHeader, Vec<u8>) {
+        let mut b = crate::record::build_marker(pid, epoch, Marker { control, coordinator_epoch }, 0).to_vec();
+        crate::record::set_base_offset(&mut b, offset).unwrap();
+        (crate::record::parse_header(&b).unwrap(), b)
+    }
+
+    #[test]
+    fn transactions_open_complete_and_bound_the_last_stable_offset() {
+        let mut t = ProducerStateTable::default();
+        t.update_h(&h(1, 0, 0, 5, 0)); // plain idempotent 0..4
+        t.update_h(&txn(2, 0, 0, 5, 5)); // txn A 5..9
+        t.update_h(&txn(3, 0, 0, 5, 10)); // txn B 10..14
+        t.update_h(&txn(2, 0, 5, 5, 15)); // A again 15..19
+        assert_eq!(t.get(2).unwrap().current_txn_first_offset, Some(5));
+        assert_eq!(t.first_unstable_offset(20), Some(5));
+        // A plain write from a producer inside a transaction is refused.
+        assert_eq!(t.check(&h(2, 0, 10, 1, 20)), Err(SequenceError::NonTransactionalWriteInTransaction { producer_id: 2 }));
+        let (mh, mb) = marker(2, 0, ControlType::Abort, 4, 20);
+        assert_eq!(t.check_marker(2, 0, 4), Ok(()));
+        t.update(&mh, &mb);
+        t.assert_consistent();
+        // A is complete, but its marker (20) is not below the high watermark yet.
+        assert_eq!(t.first_unstable_offset(20), Some(5));
+        assert_eq!(t.first_unstable_offset(21), Some(10));
+        assert_eq!(t.aborted_between(0, 100), vec![AbortedTxn { producer_id: 2, first_offset: 5, last_offset: 20 }]);
+        assert!(t.aborted_between(21, 100).is_empty());
+        assert!(t.aborted_between(0, 5).is_empty());
+        // Older coordinator or producer epochs are fenced.
+        assert_eq!(t.check_marker(2, 0, 3), Err(SequenceError::CoordinatorFenced { coordinator_epoch: 3, current: 4 }));
+        let (bh, bb) = marker(3, 0, ControlType::Commit, 4, 21);
+        t.update(&bh, &bb);
+        assert_eq!(t.first_unstable_offset(22), None);
+        assert_eq!(t.aborted_between(0, 100).len(), 1);
+        // v2: a marker with a bumped epoch fences the old epoch.
+        let (ch, cb) = marker(3, 1, ControlType::Commit, 4, 22);
+        t.update(&ch, &cb);
+        assert!(matches!(t.check(&txn(3, 0, 5, 1, 23)), Err(SequenceError::InvalidProducerEpoch { .. })));
+        assert_eq!(t.check(&txn(3, 1, 0, 1, 23)), Ok(SequenceCheck::Append));
+    }
+
+    #[test]
+    fn a_rolled_back_marker_reopens_its_transaction() {
+        let mut t = ProducerStateTable::default();
+        t.update_h(&txn(2, 0, 0, 5, 0));
+        let (mh, mb) = marker(2, 0, ControlType::Abort, 0, 5);
+        t.update(&mh, &mb);
+        assert!(t.has_batches_from(5) && !t.has_batches_from(6));
+        t.truncate_from(5);
+        t.assert_consistent();
+        assert_eq!(t.get(2).unwrap().current_txn_first_offset, Some(0));
+        assert!(t.aborted_between(0, 10).is_empty());
+        assert_eq!(t.first_unstable_offset(10), Some(0));
+        // Cutting below the transaction's start forgets it.
+        t.truncate_from(0);
+        assert_eq!(t.first_unstable_offset(10), None);
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn snapshot_keeps_transactions_and_aborts_and_refuses_damage() {
+        let mut t = ProducerStateTable::default();
+        t.update_h(&txn(2, 0, 0, 5, 0));
+        let (mh, mb) = marker(2, 0, ControlType::Abort, 1, 5);
+        t.update(&mh, &mb);
+        t.update_h(&txn(2, 0, 5, 2, 6));
+        t.update_h(&txn(9, 3, 0, 2, 8));
+        let back = ProducerStateTable::decode(&t.encode()).unwrap();
+        assert_eq!(back.aborted_between(0, 100), t.aborted_between(0, 100));
+        assert_eq!(back.open_transactions().collect::<Vec<_>>(), vec![(6, 2), (8, 9)]);
+        assert_eq!(back.get(2).unwrap().coordinator_epoch, 1);
+        let enc = t.encode();
+        for cut in 0..enc.len() {
+            assert!(ProducerStateTable::decode(&enc[..cut]).is_none(), "a cut at {cut} decoded");
+        }
+    }
+
+    #[test]
+    fn idle_producers_expire_but_not_inside_a_transaction() {
+        let mut t = ProducerStateTable::default();
+        t.update_h(&BatchHeader { max_timestamp: 1_000, ..h(1, 0, 0, 1, 0) });
+        t.update_h(&BatchHeader { max_timestamp: 1_000, ..txn(2, 0, 0, 1, 1) });
+        t.update_h(&BatchHeader { max_timestamp: 9_000, ..h(3, 0, 0, 1, 2) });
+        assert_eq!(t.expire(10_000, 5_000), 1);
+        assert!(t.get(1).is_none() && t.get(2).is_some() && t.get(3).is_some());
     }
 }

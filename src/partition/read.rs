@@ -61,7 +61,12 @@ pub struct FetchData {
     /// Bytes of `records` and `file_records`.
     pub bytes: usize,
     pub high_watermark: i64,
+    /// The last stable offset (Kafka's LSO): below it every transaction is complete.
+    pub last_stable_offset: i64,
     pub log_start_offset: i64,
+    /// read_committed reads: the aborted transactions overlapping what was read (Kafka's
+    /// abortedTransactions, an empty list when none); None for read_uncommitted.
+    pub aborted_transactions: Option<Vec<super::producer_state::AbortedTxn>>,
     /// Kafka's firstEntryIncomplete: there is data to read but its first batch is larger
     /// than the limit and `min_one_batch` was off, so `records` is empty.
     pub first_batch_exceeds_limit: bool,
@@ -166,6 +171,26 @@ impl Partition {
         self.read_below(offset, limit, hw).await
     }
 
+    /// `read_with` (a consumer's read on the leader) at an isolation level: read_committed
+    /// reads below the last stable offset only and lists the aborted transactions in what
+    /// it read (invariant 10). Both answer the last stable offset.
+    pub async fn read_isolated(&self, offset: i64, limit: ReadLimit, read_committed: bool) -> Result<FetchData, PartitionError> {
+        self.check_leader()?;
+        self.read_at_isolation(offset, limit, read_committed).await
+    }
+
+    /// Reads below the high watermark, or below the last stable offset for read_committed.
+    async fn read_at_isolation(&self, offset: i64, limit: ReadLimit, read_committed: bool) -> Result<FetchData, PartitionError> {
+        let hw = self.high_watermark();
+        let lso = self.last_stable_offset();
+        let mut data = self.read_below(offset, limit, if read_committed { lso } else { hw }).await?;
+        data.last_stable_offset = lso;
+        if read_committed {
+            data.aborted_transactions = Some(self.aborted_transactions_in(offset, &data));
+        }
+        Ok(data)
+    }
+
     /// A follower's fetch from this leader: whole batches from `offset` below the
     /// leader's written offset (not the high watermark: followers replicate what the
     /// leader has, then the high watermark moves), within `limit`. The answer carries the
@@ -179,12 +204,11 @@ impl Partition {
     /// A consumer's read from this replica as a follower (KIP-392): whole batches from
     /// `offset` below this replica's high watermark (what its leader told it the whole
     /// ISR has), so a consumer never sees more than on the leader.
-    pub async fn read_from_follower(&self, offset: i64, limit: ReadLimit) -> Result<FetchData, PartitionError> {
+    pub async fn read_from_follower(&self, offset: i64, limit: ReadLimit, read_committed: bool) -> Result<FetchData, PartitionError> {
         if self.is_leader() {
             return Err(PartitionError::NotFollower);
         }
-        let hw = self.high_watermark();
-        self.read_below(offset, limit, hw).await
+        self.read_at_isolation(offset, limit, read_committed).await
     }
 
     /// NotLeader unless this replica leads: consumers' reads, ListOffsets and
@@ -206,7 +230,7 @@ impl Partition {
         if offset < start || offset > leo {
             return Err(PartitionError::OffsetOutOfRange { offset, log_start_offset: start, log_end_offset: leo });
         }
-        let mut data = FetchData { high_watermark: hw, log_start_offset: start, ..Default::default() };
+        let mut data = FetchData { high_watermark: hw, last_stable_offset: hw, log_start_offset: start, ..Default::default() };
         if offset >= max_offset {
             return Ok(data);
         }

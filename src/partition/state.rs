@@ -164,13 +164,15 @@ pub(super) async fn recover_producers(
             if chunk.is_empty() {
                 break;
             }
-            for (h, _) in chunk {
-                producers.update(&h);
+            for (h, batch) in chunk {
+                producers.update(&h, &batch);
             }
         }
     }
     for h in active_batches.unwrap_or(&[]) {
-        producers.update(h);
+        // Only headers: a caller with markers among them replays from disk instead.
+        debug_assert!(!h.is_control(), "a marker's type is in its record, not its header");
+        producers.update(h, &[]);
     }
     Ok(producers)
 }
@@ -231,7 +233,10 @@ impl Partition {
         record_topic_id(dir, topic_id).await?;
         let (log_start, log_end) = (opened.log.log_start_offset(), opened.log.next_offset());
         let log = Rc::new(RefCell::new(opened.log));
-        let producers = recover_producers(&log, Some(&opened.active_batches), &topic, index).await?;
+        // A marker's type is in its record: with markers in the active segment, its
+        // batches are replayed from disk rather than from recovery's headers.
+        let active = (!opened.active_batches.iter().any(|h| h.is_control())).then_some(&opened.active_batches[..]);
+        let producers = recover_producers(&log, active, &topic, index).await?;
         if opened.truncated_bytes > 0 {
             tracing::info!(topic, partition = index, bytes = opened.truncated_bytes,
                 log_end_offset = log_end, "recovered log; cut the invalid or padded tail");

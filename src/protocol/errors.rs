@@ -57,13 +57,16 @@ impl ErrorCode {
     pub const INVALID_PRODUCER_ID_MAPPING: ErrorCode = ErrorCode(49);
     pub const INVALID_TRANSACTION_TIMEOUT: ErrorCode = ErrorCode(50);
     pub const CONCURRENT_TRANSACTIONS: ErrorCode = ErrorCode(51);
+    pub const TRANSACTION_COORDINATOR_FENCED: ErrorCode = ErrorCode(52);
     pub const TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(53);
     pub const SECURITY_DISABLED: ErrorCode = ErrorCode(54);
     pub const KAFKA_STORAGE_ERROR: ErrorCode = ErrorCode(56);
+    pub const OPERATION_NOT_ATTEMPTED: ErrorCode = ErrorCode(55);
     pub const LOG_DIR_NOT_FOUND: ErrorCode = ErrorCode(57);
     pub const UNKNOWN_PRODUCER_ID: ErrorCode = ErrorCode(59);
     pub const NON_EMPTY_GROUP: ErrorCode = ErrorCode(68);
     pub const GROUP_ID_NOT_FOUND: ErrorCode = ErrorCode(69);
+    pub const UNSTABLE_OFFSET_COMMIT: ErrorCode = ErrorCode(88);
     pub const FENCED_LEADER_EPOCH: ErrorCode = ErrorCode(74);
     pub const UNKNOWN_LEADER_EPOCH: ErrorCode = ErrorCode(75);
     pub const UNSUPPORTED_COMPRESSION_TYPE: ErrorCode = ErrorCode(76);
@@ -89,6 +92,7 @@ impl ErrorCode {
     pub const UNRELEASED_INSTANCE_ID: ErrorCode = ErrorCode(111);
     pub const UNSUPPORTED_ASSIGNOR: ErrorCode = ErrorCode(112);
     pub const STALE_MEMBER_EPOCH: ErrorCode = ErrorCode(113);
+    pub const TRANSACTION_ABORTABLE: ErrorCode = ErrorCode(120);
     pub const INVALID_REGULAR_EXPRESSION: ErrorCode = ErrorCode(128);
 
     /// The wire value.

@@ -17,12 +17,14 @@
 //!   (`decompress_bounded`, `MAX_DECOMPRESSED_BYTES`), the one record walker
 //!   (`walk_records`, `parse_records`)
 //! - `builder.rs`  `encode_batch`: batches the broker writes itself (group offsets, bench)
+//! - `control.rs`  transaction markers (control batches): build one, read one
 //! - `tests.rs`    layout tests and the test batches other modules' tests use
 //!
 //! Must never import: `server`, `protocol`, `group`, `cluster`, `partition`,
 //! `controller`, `storage` (it is the bottom of the data path). Kafka error codes for
 //! `BatchError` are chosen above, in the one place errors become codes.
 mod builder;
+mod control;
 mod header;
 mod iter;
 mod patch;
@@ -32,6 +34,7 @@ mod validate;
 pub(crate) mod tests;
 
 pub use builder::{encode_batch, NewRecord};
+pub use control::{build_marker, parse_marker, ControlType, Marker};
 pub use header::{compute_crc, parse_header, BatchError, BatchHeader, BATCH_HEADER_LEN, LOG_OVERHEAD, MAGIC_V2, MIN_BATCH_LENGTH};
 pub use iter::{iter_batches, BatchIter, IterStop};
 pub use patch::{rebuild_with_records, set_base_offset, set_log_append_time, set_partition_leader_epoch};

@@ -27,6 +27,9 @@ impl From<&PartitionError> for ErrorCode {
             PartitionError::Batch(b) => ErrorCode::from(b),
             PartitionError::Sequence(SequenceError::OutOfOrder { .. }) => ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER,
             PartitionError::Sequence(SequenceError::InvalidProducerEpoch { .. }) => ErrorCode::INVALID_PRODUCER_EPOCH,
+            // Kafka: "Expected transactional write from producer ..." (InvalidTxnStateException).
+            PartitionError::Sequence(SequenceError::NonTransactionalWriteInTransaction { .. }) => ErrorCode::INVALID_TXN_STATE,
+            PartitionError::Sequence(SequenceError::CoordinatorFenced { .. }) => ErrorCode::TRANSACTION_COORDINATOR_FENCED,
             PartitionError::Storage(s) => ErrorCode::from(s),
             PartitionError::OffsetOutOfRange { .. } => ErrorCode::OFFSET_OUT_OF_RANGE,
             PartitionError::NotLeader => ErrorCode::NOT_LEADER_OR_FOLLOWER,

@@ -21,7 +21,7 @@ use kafka_protocol::messages::fetch_request::FetchRequest;
 use super::{code, str_bytes};
 use crate::cluster::image::MetadataImage;
 use crate::protocol::{
-    write_fetch_response, CurrentLeader, ErrorCode, FetchPartitionParts, FetchResponseParts, FetchTopicParts, NodeEndpoint,
+    write_fetch_response, AbortedTxn, CurrentLeader, ErrorCode, FetchPartitionParts, FetchResponseParts, FetchTopicParts, NodeEndpoint,
 };
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::cluster::router::{OpBatch, OpOutput, PartitionOp, WatchPoint};
@@ -214,11 +214,13 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
         }
     }
     let budget = FetchBudget::new(req.max_bytes, ctx.config.fetch_max_bytes);
+    // isolation_level (v4+): 1 = read_committed, read below the last stable offset.
+    let read_committed = meta.version >= 4 && req.isolation_level == 1;
     // Kafka: fetchMinBytes = min(request min_bytes, the response limit).
     let min_bytes = i64::from(req.min_bytes).min(budget.remaining_bytes).max(0) as usize;
     let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let parts = loop {
-        let parts = read_all(ctx, &requested, budget).await;
+        let parts = read_all(ctx, &requested, budget, read_committed).await;
         let total: usize = parts.iter().map(|p| p.bytes).sum();
         let errored = parts.iter().any(|p| p.part.error_code != 0);
         let now = Instant::now();
@@ -315,14 +317,14 @@ fn leader_hints(image: &MetadataImage, topics: &mut [FetchTopicParts]) -> Vec<No
 /// Reads every requested partition within `budget` (see the module header): in waves of
 /// partitions read at once (one router batch each: one message per other shard),
 /// settled in request order.
-async fn read_all(ctx: &Rc<ShardContext>, requested: &[RequestedPartition], mut budget: FetchBudget) -> Vec<PartitionRead> {
+async fn read_all(ctx: &Rc<ShardContext>, requested: &[RequestedPartition], mut budget: FetchBudget, read_committed: bool) -> Vec<PartitionRead> {
     let mut out: Vec<PartitionRead> = Vec::with_capacity(requested.len());
     while out.len() < requested.len() {
         let rest = &requested[out.len()..];
         let n = budget.wave_len(rest.iter().map(|w| w.is_readable().then_some(w.partition_max_bytes)));
         debug_assert!(n >= 1, "every wave reads at least one partition");
         let wave = &rest[..n.max(1)];
-        let reads = read_wave(ctx, wave, |i, w| {
+        let reads = read_wave(ctx, wave, read_committed, |i, w| {
             if i == 0 {
                 budget.limit_for(w.partition_max_bytes)
             } else {
@@ -337,7 +339,7 @@ async fn read_all(ctx: &Rc<ShardContext>, requested: &[RequestedPartition], mut 
                 // Nothing was returned before it: Kafka gives this partition its first
                 // batch whatever its size (rare: an empty partition, then a large batch).
                 // Or a zero-copy slice read beside others is over what is left for it.
-                let again = read_wave(ctx, std::slice::from_ref(w), |_, _| limit).await;
+                let again = read_wave(ctx, std::slice::from_ref(w), read_committed, |_, _| limit).await;
                 read = again.into_iter().next().unwrap_or(read);
             } else {
                 read.trim_to(limit);
@@ -354,6 +356,7 @@ async fn read_all(ctx: &Rc<ShardContext>, requested: &[RequestedPartition], mut 
 async fn read_wave(
     ctx: &Rc<ShardContext>,
     wave: &[RequestedPartition],
+    read_committed: bool,
     limit_of: impl Fn(usize, &RequestedPartition) -> ReadLimit,
 ) -> Vec<PartitionRead> {
     let mut reads: Vec<PartitionRead> = wave.iter().map(unread).collect();
@@ -361,10 +364,10 @@ async fn read_wave(
     for (i, w) in wave.iter().enumerate() {
         if let (true, Ok((shard, _))) = (w.is_readable(), w.owner) {
             let op = match w.source {
-                ReadSource::Leader => PartitionOp::Fetch { offset: w.offset, limit: limit_of(i, w) },
-                ReadSource::Follower => PartitionOp::FollowerFetch { offset: w.offset, limit: limit_of(i, w) },
+                ReadSource::Leader => PartitionOp::Fetch { offset: w.offset, limit: limit_of(i, w), read_committed },
+                ReadSource::Follower => PartitionOp::FollowerFetch { offset: w.offset, limit: limit_of(i, w), read_committed },
                 // No records: the offsets only (Kafka's answer with a preferred replica).
-                ReadSource::Redirect(_) => PartitionOp::Fetch { offset: w.offset, limit: ReadLimit { max_bytes: 0, min_one_batch: false, file_slice: false } },
+                ReadSource::Redirect(_) => PartitionOp::Fetch { offset: w.offset, limit: ReadLimit { max_bytes: 0, min_one_batch: false, file_slice: false }, read_committed },
             };
             batch.push(shard, &w.topic, w.partition, op);
         }
@@ -378,8 +381,11 @@ async fn read_wave(
                     part.preferred_read_replica = replica;
                 }
                 part.high_watermark = data.high_watermark;
-                part.last_stable_offset = data.high_watermark;
+                part.last_stable_offset = data.last_stable_offset;
                 part.log_start_offset = data.log_start_offset;
+                part.aborted_transactions = data.aborted_transactions.map(|list| {
+                    list.into_iter().map(|a| AbortedTxn { producer_id: a.producer_id, first_offset: a.first_offset }).collect()
+                });
                 part.records = data.records;
                 part.file_records = data.file_records;
                 read.bytes = data.bytes;

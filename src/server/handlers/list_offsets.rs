@@ -1,5 +1,5 @@
-//! ListOffsets: earliest (-2), latest (-1: the high watermark; the LSO equals it as long
-//! as there are no transactions), max timestamp (-3), or the first offset whose record
+//! ListOffsets: earliest (-2), latest (-1: the high watermark, or the last stable offset
+//! with isolation_level 1 = read_committed, v2+), max timestamp (-3), or the first offset whose record
 //! timestamp is >= the given timestamp. Every partition of the request goes in one router
 //! batch (one message per other shard).
 use std::rc::Rc;
@@ -19,6 +19,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListOffsetsR
             req.topics.iter().map(|t| super::unknown_partitions(image.topic(t.name.0.as_str()), t.partitions.iter().map(|p| p.partition_index))).sum()
         })
         .await;
+    let read_committed = meta.version >= 2 && req.isolation_level == 1;
     let partition_count = req.topics.iter().map(|t| t.partitions.len()).sum();
     let mut batch = OpBatch::with_capacity(partition_count);
     let mut topics = Vec::with_capacity(req.topics.len());
@@ -38,7 +39,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListOffsetsR
             }
             // Sent to its shard: error code 0 until the result is in. leader_epoch exists
             // from v4 on.
-            batch.push(owner.shard, name, p.partition_index, PartitionOp::ListOffsets { timestamp: p.timestamp });
+            batch.push(owner.shard, name, p.partition_index, PartitionOp::ListOffsets { timestamp: p.timestamp, read_committed });
             partitions.push(if meta.version >= 4 { resp.with_leader_epoch(owner.leader_epoch) } else { resp });
         }
         topics.push(ListOffsetsTopicResponse::default().with_name(topic.name.clone()).with_partitions(partitions));
