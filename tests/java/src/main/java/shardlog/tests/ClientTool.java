@@ -53,8 +53,9 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *       -> {"i":N,"p":P,"o":O,"ts":T} per acknowledged record (i = line index),
  *          {"i":N,"error":"..."} per failed one, then {"done":true,"acked":A,"failed":F}
  *   consume --bootstrap B --topic T [--partitions 0,1,..] [--timeout-ms MS]
- *       assign() + seekToBeginning, reads up to the end offsets taken at start; record lines
- *       plus a last line "#done\tCOUNT".
+ *           [--isolation read_uncommitted|read_committed] [--prop k=v,...]
+ *       assign() + seekToBeginning, reads up to the end offsets taken at start (read_committed:
+ *       the last stable offsets); record lines plus a last line "#done\tCOUNT".
  *   group-consume --bootstrap B --topic T --group G --count N [--timeout-ms MS] [--prop k=v,...]
  *           [--protocol classic|consumer]
  *           (subscribe in group G, classic protocol unless --protocol consumer (KIP-848);
@@ -74,6 +75,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *   offsets-for-times --bootstrap B --topic T --ts T1,T2,..   (consumer offsetsForTimes)
  *       -> {"p":P,"query":T,"o":O|null,"ts":T|null}
  *   list-offsets --bootstrap B --topic T --spec earliest|latest|max-timestamp|ts:T  (Admin)
+ *           [--isolation read_uncommitted|read_committed]
  *       -> {"p":P,"o":O,"ts":T,"leader_epoch":E|null}
  *   delete-records --bootstrap B --topic T --partition P --offset O   (Admin)
  *       -> {"p":P,"low_watermark":L} or {"p":P,"error":"..."}
@@ -81,7 +83,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *       -> {"created":T} or {"error":"..."}
  *   describe-topics, describe-cluster, describe-log-dirs, describe-configs: see AdminCompat.
  *   pattern-worker: see PatternWorker; init-transactions: see TxnFailFast;
- *   list-transactions, describe-transactions: see TxnAdmin; seek-validate: see SeekValidation.
+ *   list-transactions, describe-transactions: see TxnAdmin; seek-validate: see SeekValidation;
+ *   txn-produce, txn-fence, committed, end-offsets: see Txn.
  */
 public final class ClientTool {
   private static final Base64.Encoder B64 = Base64.getEncoder();
@@ -114,6 +117,10 @@ public final class ClientTool {
       case "list-transactions": rc = TxnAdmin.list(o, out); break;
       case "describe-transactions": rc = TxnAdmin.describe(o, out); break;
       case "seek-validate": rc = SeekValidation.run(o, out); break;
+      case "txn-produce": rc = Txn.produce(o, out); break;
+      case "txn-fence": rc = Txn.fence(o, out); break;
+      case "committed": rc = Txn.committed(o, out); break;
+      case "end-offsets": rc = Txn.endOffsets(o, out); break;
       default:
         System.err.println("unknown subcommand " + args[0]);
         rc = 2;
@@ -218,6 +225,7 @@ public final class ClientTool {
     p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
     p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
     p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+    if (o.containsKey("isolation")) p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, o.get("isolation"));
     extraProps(o, p);
     return new KafkaConsumer<>(p);
   }
@@ -475,7 +483,10 @@ public final class ClientTool {
       int n = a.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions().size();
       Map<TopicPartition, OffsetSpec> q = new HashMap<>();
       for (int i = 0; i < n; i++) q.put(new TopicPartition(topic, i), os);
-      Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> r = a.listOffsets(q).all().get();
+      org.apache.kafka.clients.admin.ListOffsetsOptions opts = new org.apache.kafka.clients.admin.ListOffsetsOptions(
+          "read_committed".equals(o.get("isolation")) ? org.apache.kafka.common.IsolationLevel.READ_COMMITTED
+                                                      : org.apache.kafka.common.IsolationLevel.READ_UNCOMMITTED);
+      Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> r = a.listOffsets(q, opts).all().get();
       for (int i = 0; i < n; i++) {
         ListOffsetsResult.ListOffsetsResultInfo info = r.get(new TopicPartition(topic, i));
         out.println("{\"p\":" + i + ",\"o\":" + info.offset() + ",\"ts\":" + info.timestamp()
