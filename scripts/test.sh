@@ -136,9 +136,10 @@ if ! go_new_enough; then
 fi
 if go_new_enough; then
   if [ ! -f "$GO_BIN" ] || [ -n "$(find tests/go \( -name '*.go' -o -name 'go.*' \) -newer "$GO_BIN" -print -quit)" ] \
-     || [ ! -f tests/go/target/txnadmin ]; then
+     || [ ! -f tests/go/target/txnadmin ] || [ ! -f tests/go/target/txneos ]; then
     echo "building the franz-go test programs (Go modules)"
-    (cd tests/go && go build -o target/txnfailfast ./txnfailfast && go build -o target/txnadmin ./txnadmin)
+    (cd tests/go && go build -o target/txnfailfast ./txnfailfast && go build -o target/txnadmin ./txnadmin \
+      && go build -o target/txneos ./txneos)
   fi
   echo "franz-go tools: tests/go/target/ (go: $(command -v go), $(go env GOVERSION))"
 else

@@ -180,6 +180,18 @@ def list_offsets(bootstrap: str, topic: str, partitions: int, isolation: str) ->
     return {tp.partition: f.result(timeout=BOUND_S).offset for tp, f in fs.items()}
 
 
+def wait_stable(bootstrap: str, topic: str, partitions: int, what: str = "") -> dict[int, int]:
+    """Waits until no transaction is pending on the topic (LSO = high watermark on every
+    partition) and returns the high watermarks. EndTxn answers once the coordinator has
+    decided; the markers reach the partitions after that (Kafka writes them asynchronously),
+    so a just-committed transaction becomes visible a little later."""
+    def stable():
+        hw = list_offsets(bootstrap, topic, partitions, READ_UNCOMMITTED)
+        lso = list_offsets(bootstrap, topic, partitions, READ_COMMITTED)
+        return hw if hw == lso else None
+    return wait_for(f"markers written on {topic} (LSO = high watermark){what}", stable, BOUND_S)
+
+
 def group_committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     """The group's committed offsets (OffsetFetch; librdkafka's read_committed default sends
     require_stable)."""
@@ -350,6 +362,7 @@ def test_confluent_commit_and_abort_read_committed(bootstrap):
     topic = _topic(bootstrap, "confluent", 3)
     plan = plan_transactions(seed=2301, n_txns=14, partitions=3, tag="cf")
     acked = produce_plan_confluent(bootstrap, topic, f"txn-cf-{_uid()}", plan)
+    wait_stable(bootstrap, topic, 3)
     committed_view = consume_all(bootstrap, topic, 3, READ_COMMITTED)
     uncommitted_view = consume_all(bootstrap, topic, 3, READ_UNCOMMITTED)
     check_plan_outcome(bootstrap, topic, 3, plan, acked, committed_view, uncommitted_view)
@@ -363,6 +376,7 @@ def test_markers_and_aborted_list_on_the_wire(bootstrap):
     topic = _topic(bootstrap, "wire", 2)
     plan = plan_transactions(seed=77, n_txns=8, partitions=2, tag="wire")
     acked = produce_plan_confluent(bootstrap, topic, f"txn-wire-{_uid()}", plan)
+    wait_stable(bootstrap, topic, 2)
     for part in range(2):
         raw = fetch_v4(bootstrap, topic, part, 0, isolation=0)
         assert raw["error_code"] == 0, raw
@@ -433,6 +447,7 @@ def test_java_commit_and_abort_read_committed(bootstrap, tmp_path):
     # Record lines are numbered across the file; map them back to (txn, index in txn).
     index = [(t.idx, j) for t in plan for j in range(len(t.records))]
     acked = {index[l["i"]]: (l["p"], l["o"]) for l in lines if "o" in l}
+    wait_stable(bootstrap, topic, 3)
     committed_view = _java_consume(bootstrap, topic, 3, READ_COMMITTED)
     uncommitted_view = _java_consume(bootstrap, topic, 3, READ_UNCOMMITTED)
     check_plan_outcome(bootstrap, topic, 3, plan, acked, committed_view, uncommitted_view)
@@ -467,6 +482,7 @@ def test_kafka_python_commit_and_abort(bootstrap):
                 p.abort_transaction()
     finally:
         p.close(timeout=30)
+    wait_stable(bootstrap, topic, 2)
     committed = {v for v in acked if v.endswith(b"commit")}
     aborted = set(acked) - committed
 
@@ -529,6 +545,7 @@ def test_confluent_zombie_fencing(bootstrap):
         a.commit_transaction(BOUND_S)
     err = exc.value.args[0]
     assert err.fatal() and err.code() == KafkaError._FENCED, f"expected a fatal _FENCED error, got {err!r}"
+    wait_stable(bootstrap, topic, 1)
 
     rc = consume_all(bootstrap, topic, 1, READ_COMMITTED)[0]
     assert [v for _, _, v in rc] == [b"b-0", b"b-1", b"b-2"], rc
@@ -538,7 +555,7 @@ def test_confluent_zombie_fencing(bootstrap):
         f"read_uncommitted: {ru} (the zombie's a-late must never reach the log)"
     assert max(a_acked.values()) < min(b_acked.values())
     # a's records, the abort marker B's InitProducerId caused, b's records, b's commit marker.
-    assert list_offsets(bootstrap, topic, 1, READ_UNCOMMITTED)[0] == 8
+    assert list_offsets(bootstrap, topic, 1, READ_UNCOMMITTED) == {0: 8}
 
 
 def test_java_zombie_fencing(bootstrap):
@@ -551,6 +568,7 @@ def test_java_zombie_fencing(bootstrap):
     # EndTxn (PRODUCER_FENCED) fails; aborting then reports the fencing.
     assert steps["a-after-fence"].get("error") in ("InvalidProducerEpochException", "ProducerFencedException"), steps
     assert steps["a-abort"].get("error") == "ProducerFencedException", steps
+    assert wait_stable(bootstrap, topic, 1) == {0: 8}  # 3 + abort marker + 3 + commit marker
     rc = _java_consume(bootstrap, topic, 1, READ_COMMITTED)[0]
     assert [v for _, _, v in rc] == [b"b-0", b"b-1", b"b-2"], rc
     assert [o for o, _, _ in rc] == steps["b-committed"]["offsets"]
@@ -612,6 +630,7 @@ def test_confluent_consume_transform_produce_exactly_once(bootstrap):
     finally:
         c.close()
     assert txns > abort_at + 1 and aborted_records > 0
+    wait_stable(bootstrap, dst, parts)
 
     out_rc = consume_all(bootstrap, dst, parts, READ_COMMITTED)
     for q in range(parts):
@@ -642,6 +661,15 @@ def test_require_stable_offset_fetch_waits_for_the_transaction(bootstrap):
     finally:
         gc.close()
     assert offset_fetch_v7(bootstrap, group, src, [0], require_stable=True) == {0: (2, 0)}
+
+    def stable_at(offset):
+        # The commit or abort marker reaches __consumer_offsets after EndTxn has answered;
+        # meanwhile require_stable still gets UNSTABLE_OFFSET_COMMIT.
+        def fetched():
+            r = offset_fetch_v7(bootstrap, group, src, [0], require_stable=True)
+            return r if r[0][1] != UNSTABLE_OFFSET_COMMIT else None
+        got = wait_for("the group's offset to be stable after the transaction ended", fetched, BOUND_S)
+        assert got == {0: (offset, 0)}, got
 
     p = txn_producer(bootstrap, f"txn-stable-{_uid()}")
     p.begin_transaction()
@@ -680,7 +708,7 @@ def test_require_stable_offset_fetch_waits_for_the_transaction(bootstrap):
     reader.join(timeout=30)
     assert java.returncode == 0, out + "".join(err_lines)[-3000:]
     assert json_lines(out) == [{"p": 0, "committed": 7}], out
-    assert offset_fetch_v7(bootstrap, group, src, [0], require_stable=True) == {0: (7, 0)}
+    stable_at(7)
 
     # An aborted transaction's offsets never become the group's.
     p.begin_transaction()
@@ -689,7 +717,7 @@ def test_require_stable_offset_fetch_waits_for_the_transaction(bootstrap):
     assert p.flush(BOUND_S) == 0
     assert offset_fetch_v7(bootstrap, group, src, [0], require_stable=True)[0][1] == UNSTABLE_OFFSET_COMMIT
     p.abort_transaction(BOUND_S)
-    assert offset_fetch_v7(bootstrap, group, src, [0], require_stable=True) == {0: (7, 0)}
+    stable_at(7)
     assert group_committed(bootstrap, group, src, 1) == {0: 7}
 
 
@@ -725,6 +753,7 @@ def test_abandoned_transaction_blocks_read_committed_until_timeout(bootstrap):
     before = [f"before-{i}".encode() for i in range(5)]
     after = [f"after-{i}".encode() for i in range(5)]
     commit(before)
+    assert wait_stable(bootstrap, topic, 1) == {0: 6}  # 5 records and the commit marker
     # A producer with transaction.timeout.ms = 20 s writes 4 records and is killed.
     proc = subprocess.Popen([sys.executable, "-c", ABANDON, bootstrap, topic, f"txn-abandon-{_uid()}", "4"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -740,8 +769,10 @@ def test_abandoned_transaction_blocks_read_committed_until_timeout(bootstrap):
 
     # Until the coordinator aborts it, the open transaction holds the LSO at its first
     # offset: committed data after it is not served to read_committed consumers.
-    hw = list_offsets(bootstrap, topic, 1, READ_UNCOMMITTED)[0]
-    assert hw == 16, hw  # before + marker + abandoned + after + marker
+    # (The high watermark reaches 16 once the commit marker of `after` is written.)
+    wait_for("the high watermark to pass the commit marker of the `after` records",
+             lambda: list_offsets(bootstrap, topic, 1, READ_UNCOMMITTED)[0] >= 16, BOUND_S)
+    assert list_offsets(bootstrap, topic, 1, READ_UNCOMMITTED) == {0: 16}  # + the 4 abandoned
     assert list_offsets(bootstrap, topic, 1, READ_COMMITTED) == {0: 6}
     stuck = consume_all(bootstrap, topic, 1, READ_COMMITTED)[0]
     assert [v for _, _, v in stuck] == before, stuck
@@ -775,7 +806,8 @@ def test_list_offsets_read_committed_is_the_lso(bootstrap):
     for i in range(3):
         for part in (0, 1):
             first.produce(topic, value=f"c-{i}".encode(), partition=part)
-    first.commit_transaction(BOUND_S)  # offsets 0-2 and a marker at 3 on both partitions
+    first.commit_transaction(BOUND_S)
+    assert wait_stable(bootstrap, topic, 2) == {0: 4, 1: 4}  # offsets 0-2 and a marker at 3
 
     open_ = txn_producer(bootstrap, f"txn-lso2-{_uid()}")
     open_.begin_transaction()
@@ -803,8 +835,8 @@ def test_list_offsets_read_committed_is_the_lso(bootstrap):
     assert raw["aborted"] == [] and not raw["aborted_null"], raw
 
     open_.commit_transaction(BOUND_S)
+    assert wait_stable(bootstrap, topic, 2) == {0: 7, 1: 4}
     assert list_offsets(bootstrap, topic, 2, READ_COMMITTED) == {0: 7, 1: 4}
-    assert list_offsets(bootstrap, topic, 2, READ_UNCOMMITTED) == {0: 7, 1: 4}
     rc = consume_all(bootstrap, topic, 2, READ_COMMITTED)
     assert [v for _, _, v in rc[0]] == [b"c-0", b"c-1", b"c-2", b"o-0", b"o-1"]
 
@@ -831,6 +863,7 @@ def test_franz_go_group_transact_session_exactly_once(bootstrap):
     assert lines[-1]["committed_records"] == n, lines[-1]
     aborted = [l for l in lines if l.get("end") == "abort"]
     assert len(aborted) == 1 and aborted[0]["records"] > 0, lines
+    wait_stable(bootstrap, dst, parts)
 
     out_rc = consume_all(bootstrap, dst, parts, READ_COMMITTED)
     for q in range(parts):
