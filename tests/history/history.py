@@ -28,7 +28,7 @@ Ops ("f"):
   poll       {"session", "msgs": [[partition, offset, value], ...]} ok; or fail {"error"}.
   commit     {"group", "offsets": {partition: offset}, "t0"} ok or fail {"error"}.
   committed  {"group", "offsets": {partition: offset}, "t0"}: committed offsets fetched
-             from the coordinator (partitions with no committed offset are left out).
+             from the coordinator (-1: the partition has no committed offset).
   drain      {"partition", "isolation", "start" (log start), "end" (high watermark, or
              the last stable offset under read_committed, the drain read up to),
              "complete": the drain read from start to end}

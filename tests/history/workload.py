@@ -346,20 +346,25 @@ class Workload:
         if ok:
             self.h.add(proc, "poll", "ok", session=session, msgs=ok)
 
-    def _low_watermarks(self, c: Consumer, bound_s: float = 15) -> dict[int, int | None]:
+    def _low_watermarks(self, c: Consumer, proc: str, bound_s: float = 15) -> dict[int, int | None]:
         """partition → log start offset; None where it stays unknown for `bound_s` (a
-        partition without a leader just now)."""
+        partition without a leader just now). Failures are recorded (informational)."""
         out: dict[int, int | None] = {}
         deadline = time.monotonic() + bound_s
         for p in range(self.cfg.partitions):
             out[p] = None
+            errors: list[str] = []
             while out[p] is None and not self.stop_consuming.is_set():
                 try:
                     out[p] = c.get_watermark_offsets(TopicPartition(self.cfg.topic, p), timeout=5)[0]
-                except KafkaException:
+                except KafkaException as e:
+                    if not errors or errors[-1] != _err(e)[0]:
+                        errors.append(_err(e)[0])
                     if time.monotonic() > deadline:
                         break
                     time.sleep(0.2)
+            if errors:
+                self.h.add(proc, "watermarks", "ok" if out[p] is not None else "fail", partition=p, errors=errors)
         return out
 
     def _consume_assigned(self, proc: str, isolation: str, rng: random.Random) -> None:
@@ -370,7 +375,7 @@ class Workload:
             c = Consumer(self._consumer_conf(proc, isolation))
             try:
                 session += 1
-                low = self._low_watermarks(c)
+                low = self._low_watermarks(c, proc)
                 start: dict[int, int | None] = {}
                 tps = []
                 for p in range(cfg.partitions):
@@ -427,7 +432,9 @@ class Workload:
             try:
                 got = consumer.committed(partitions, timeout=30)
                 fetched = {tp.partition: tp.offset for tp in got if tp.error is None and tp.offset >= 0}
-                self.h.add(proc, "committed", "ok", t0=t0, group=cfg.group, offsets=fetched)
+                # -1: no committed offset (a commit that completed before would make it an anomaly)
+                self.h.add(proc, "committed", "ok", t0=t0, group=cfg.group,
+                           offsets={tp.partition: max(tp.offset, -1) for tp in got if tp.error is None})
                 unknown = {tp.partition for tp in got if tp.error is not None}
             except KafkaException as e:
                 self.h.add(proc, "committed", "fail", t0=t0, group=cfg.group, error=_err(e)[0])

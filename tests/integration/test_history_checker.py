@@ -124,6 +124,17 @@ def test_lost_write_without_a_drain_is_unchecked_not_lost():
     assert rep.stats["acked_unchecked"] == 1 and rep.stats["acked"] == 7
 
 
+def test_lost_write_where_a_reader_read_another_value_at_its_offset():
+    h, log = clean()
+    h.send("p1", "p1-0", 0, 3)                  # acked at 0/3 ...
+    h.send("p1", "p1-1", 0, type_="fail")
+    h.poll("c0", 1, [(0, 3, "p1-1")])           # ... where c0 reads another value; no drain
+    rep = check(h.ops)
+    assert counts(rep) == {"lost": 1, "inconsistent_offset": 1}, rep.text()
+    assert rep.anomalies["lost"][0]["value"] == "p1-0"
+    assert "readers reached offset 3" in rep.anomalies["lost"][0]["why"]
+
+
 def test_failed_and_unknown_sends_are_indeterminate():
     h, log = clean()
     h.send("p1", "p1-0", 0, type_="fail")
@@ -314,12 +325,14 @@ def test_group_commit_moving_backwards():
     h.committed("g2", "grp", {0: 3, 1: 1}, t0=15.0, t=15.5)    # fetch below the completed 2 for partition 1
     h.commit("g0", "other", {0: 1}, t0=16.0, t=16.5)           # another group
     h.commit("g0", "grp", {0: 1}, t0=17.0, t=17.5, type_="fail")  # failed: not judged
+    h.committed("g3", "grp", {0: -1}, t0=18.0, t=18.5)         # no committed offset any more
     h.drain({0: 3, 1: 3}, log)
     rep = check(h.ops)
-    assert counts(rep) == {"commit_backwards": 2}, rep.text()
-    a, b = rep.anomalies["commit_backwards"]
+    assert counts(rep) == {"commit_backwards": 3}, rep.text()
+    a, b, c = rep.anomalies["commit_backwards"]
     assert (a["what"], a["proc"], a["partition"], a["offset"], a["earlier"]["offset"]) == ("commit", "g1", 0, 2, 3)
     assert (b["what"], b["proc"], b["partition"], b["offset"], b["earlier"]["offset"]) == ("committed", "g2", 1, 1, 2)
+    assert (c["what"], c["proc"], c["partition"], c["offset"], c["earlier"]["offset"]) == ("committed", "g3", 0, -1, 3)
 
 
 def test_phantom_value_nobody_sent():
