@@ -16,18 +16,19 @@ from pathlib import Path
 
 # module -> modules it must never name
 FORBIDDEN = {
-    "runtime": {"config", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
-    "record": {"config", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
-    "storage": {"partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
-    "partition": {"cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
-    "cluster": {"protocol", "controller", "group", "server", "bench", "cli", "replication"},
-    "protocol": {"storage", "partition", "cluster", "controller", "group", "server", "bench", "cli", "replication"},
-    "controller": {"partition", "protocol", "group", "server", "bench", "cli", "replication"},
-    "group": {"controller", "server", "bench", "cli", "replication"},
-    "config": {"record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
-    "bench": {"storage", "partition", "cluster", "controller", "group", "server", "replication"},
-    "cli": {"storage", "partition", "cluster", "controller", "group", "server", "replication"},
-    "replication": {"group", "server", "bench", "cli"},
+    "runtime": {"txn", "config", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
+    "record": {"txn", "config", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
+    "storage": {"txn", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
+    "partition": {"txn", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
+    "cluster": {"txn", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
+    "protocol": {"txn", "storage", "partition", "cluster", "controller", "group", "server", "bench", "cli", "replication"},
+    "controller": {"txn", "partition", "protocol", "group", "server", "bench", "cli", "replication"},
+    "group": {"controller", "server", "bench", "cli", "replication", "txn"},
+    "txn": {"controller", "server", "bench", "cli", "replication", "group"},
+    "config": {"txn", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
+    "bench": {"txn", "storage", "partition", "cluster", "controller", "group", "server", "replication"},
+    "cli": {"txn", "storage", "partition", "cluster", "controller", "group", "server", "replication"},
+    "replication": {"group", "server", "bench", "cli", "txn"},
 }
 
 PATH = re.compile(r"\bcrate::(\{[^}]*\}|\w+)")

@@ -193,6 +193,26 @@ pub struct Config {
     /// offsets.topic.replication.factor: replicas of `__consumer_offsets`, at most the
     /// brokers registered when it is created (set at creation).
     pub offsets_topic_replication_factor: i16,
+    /// transaction.state.log.num.partitions: partitions of `__transaction_state` (created
+    /// when the first transactional id looks for its coordinator).
+    pub transaction_state_log_num_partitions: i32,
+    /// transaction.state.log.replication.factor: its replicas, at most the brokers
+    /// registered when it is created.
+    pub transaction_state_log_replication_factor: i16,
+    /// transaction.state.log.min.isr: its min.insync.replicas.
+    pub transaction_state_log_min_isr: i32,
+    /// transaction.state.log.segment.bytes.
+    pub transaction_state_log_segment_bytes: i32,
+    /// transaction.max.timeout.ms: the longest transaction.timeout.ms a producer may ask.
+    pub transaction_max_timeout_ms: i32,
+    /// transactional.id.expiration.ms: a transactional id idle this long is forgotten.
+    pub transactional_id_expiration_ms: i64,
+    /// producer.id.expiration.ms: a producer idle this long leaves the partitions' producer state.
+    pub producer_id_expiration_ms: i64,
+    /// transaction.abort.timed.out.transaction.cleanup.interval.ms.
+    pub transaction_abort_timed_out_transaction_cleanup_interval_ms: u64,
+    /// Transactional ids one shard coordinates at most (a bound on the table clients grow).
+    pub max_transactional_ids_per_shard: usize,
     /// group.min.session.timeout.ms / group.max.session.timeout.ms.
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
@@ -284,6 +304,15 @@ impl Default for Config {
             offsets_topic_num_partitions: 50,
             offsets_topic_segment_bytes: 104_857_600,
             offsets_topic_replication_factor: 3,
+            transaction_state_log_num_partitions: 50,
+            transaction_state_log_replication_factor: 3,
+            transaction_state_log_min_isr: 2,
+            transaction_state_log_segment_bytes: 104_857_600,
+            transaction_max_timeout_ms: 900_000,
+            transactional_id_expiration_ms: 604_800_000,
+            producer_id_expiration_ms: 86_400_000,
+            transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
+            max_transactional_ids_per_shard: 100_000,
             group_min_session_timeout_ms: 6000,
             group_max_session_timeout_ms: 1_800_000,
             group_initial_rebalance_delay_ms: 3000,
@@ -405,6 +434,15 @@ impl Config {
         }
         // Kafka: offsets.topic.replication.factor and min.insync.replicas at least 1,
         // replica.lag.time.max.ms positive here (0 would shrink every ISR at once).
+        if self.transaction_state_log_num_partitions < 1 {
+            return bad("transaction_state_log_num_partitions", "must be at least 1");
+        }
+        if self.transaction_state_log_replication_factor < 1 {
+            return bad("transaction_state_log_replication_factor", "must be at least 1");
+        }
+        if self.transaction_max_timeout_ms < 1 {
+            return bad("transaction_max_timeout_ms", "must be at least 1");
+        }
         if self.offsets_topic_replication_factor < 1 {
             return bad("offsets_topic_replication_factor", "must be at least 1");
         }
@@ -727,6 +765,24 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub offsets_topic_replication_factor: Option<i16>,
     #[arg(long)]
+    pub transaction_state_log_num_partitions: Option<i32>,
+    #[arg(long)]
+    pub transaction_state_log_replication_factor: Option<i16>,
+    #[arg(long)]
+    pub transaction_state_log_min_isr: Option<i32>,
+    #[arg(long)]
+    pub transaction_state_log_segment_bytes: Option<i32>,
+    #[arg(long)]
+    pub transaction_max_timeout_ms: Option<i32>,
+    #[arg(long)]
+    pub transactional_id_expiration_ms: Option<i64>,
+    #[arg(long)]
+    pub producer_id_expiration_ms: Option<i64>,
+    #[arg(long)]
+    pub transaction_abort_timed_out_transaction_cleanup_interval_ms: Option<u64>,
+    #[arg(long)]
+    pub max_transactional_ids_per_shard: Option<usize>,
+    #[arg(long)]
     pub group_min_session_timeout_ms: Option<i32>,
     #[arg(long)]
     pub group_max_session_timeout_ms: Option<i32>,
@@ -773,6 +829,10 @@ impl ConfigArgs {
             log_message_timestamp_after_max_ms, log_retention_check_interval_ms, log_cleaner_backoff_ms,
             log_index_interval_bytes, log_level, offsets_topic_num_partitions, offsets_topic_segment_bytes,
             offsets_topic_replication_factor,
+            transaction_state_log_num_partitions, transaction_state_log_replication_factor, transaction_state_log_min_isr,
+            transaction_state_log_segment_bytes, transaction_max_timeout_ms, transactional_id_expiration_ms,
+            producer_id_expiration_ms, transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            max_transactional_ids_per_shard,
             group_min_session_timeout_ms, group_max_session_timeout_ms,
             group_initial_rebalance_delay_ms, group_max_size, max_groups_per_shard,
             group_consumer_session_timeout_ms, group_consumer_heartbeat_interval_ms,

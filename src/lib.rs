@@ -4,6 +4,7 @@
 //! (`scripts/check_layers.py` checks it):
 //! - `server/`     the broker: start-up, per-shard context, connections, one handler file per Kafka API
 //! - `group/`      group coordinator (classic + KIP-848) and committed offsets (`__consumer_offsets`)
+//! - `txn/`        transaction coordinator (`__transaction_state`): producer epochs, two-phase end, markers
 //! - `cluster/`    the metadata image shards read, each shard's partitions, the router to the owning shard
 //! - `controller/` the openraft metadata quorum on its own pinned thread
 //! - `partition/`  one partition: append and idempotence, reads, retention, producer state, cleaner
@@ -26,3 +27,4 @@ pub mod replication;
 pub mod runtime;
 pub mod server;
 pub mod storage;
+pub mod txn;

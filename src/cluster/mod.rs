@@ -13,6 +13,7 @@
 //! Never imports `server::`, `group::`, `controller::` or `protocol::` (the router carries
 //! the layers' own operations as an opaque extension instead).
 pub mod config_defs;
+pub mod coordinator_placement;
 pub mod image;
 pub mod router;
 pub mod shard_partitions;

@@ -71,6 +71,12 @@ impl Coordinator {
             GroupOp::Delete { group_id } => GroupReply::Delete(self.delete_group(p, &group_id).await),
             GroupOp::DeleteOffsets { req } => GroupReply::DeleteOffsets(self.delete_offsets(p, req).await),
             GroupOp::Consumer(op) => self.execute_consumer(ctx, p, op).await,
+            GroupOp::TxnCommit { req, version } => GroupReply::TxnCommit(self.txn_commit(ctx, p, req, version).await),
+            GroupOp::CompleteTxn { producer_id, commit } => {
+                self.complete_txn(p.index, producer_id, commit);
+                GroupReply::Done
+            }
+            GroupOp::HasPendingOffsets { group_id, topics } => GroupReply::Pending(self.has_pending_offsets(&group_id, topics.as_deref())),
         })
     }
 
@@ -121,8 +127,14 @@ impl Coordinator {
                 };
                 offset = offset.max(h.last_offset() + 1);
                 if h.is_control() {
+                    // A transaction's marker: its offsets here take effect or are dropped.
+                    match crate::record::parse_marker(&batch, &h) {
+                        Ok(m) => self.complete_txn(p.index, h.producer_id, m.control == crate::record::ControlType::Commit),
+                        Err(e) => tracing::warn!(partition = p.index, offset = h.base_offset, error = %e, "unreadable marker in __consumer_offsets"),
+                    }
                     continue;
                 }
+                let txn_producer = h.is_transactional().then_some(h.producer_id);
                 // Bounded decompression (record/), then the one record walker.
                 match records_section(&batch, &h).and_then(|section| Ok((parse_records(&section, &h)?, section))) {
                     Ok((records, section)) => {
@@ -131,7 +143,7 @@ impl Coordinator {
                             let value = r.value.map(|v| section.slice(v));
                             match OffsetsRecord::parse(key, value) {
                                 Ok(rec) => {
-                                    self.replay(p.index, rec, r.offset);
+                                    self.replay(p.index, rec, r.offset, txn_producer);
                                     applied += 1;
                                 }
                                 Err(e) => tracing::warn!(partition = p.index, offset = r.offset, error = %e, "skipping unreadable __consumer_offsets record"),
@@ -162,11 +174,16 @@ impl Coordinator {
         }
     }
 
-    fn replay(&self, partition: i32, rec: OffsetsRecord, record_offset: i64) {
+    fn replay(&self, partition: i32, rec: OffsetsRecord, record_offset: i64, txn_producer: Option<i64>) {
         let mut groups = self.groups.borrow_mut();
         match rec {
             OffsetsRecord::Offset { group, topic, partition: tp, value } => {
                 let g = groups.entry(group.clone()).or_insert_with(|| Group::new(group, partition));
+                if let (Some(pid), Some(v)) = (txn_producer, &value) {
+                    // Written inside a transaction: pending until its marker.
+                    g.pending_txn_offsets.entry(pid).or_default().insert((topic, tp), CommittedOffset::new(v.clone(), record_offset));
+                    return;
+                }
                 match value {
                     Some(v) => {
                         g.offsets.entry(topic).or_default().insert(tp, CommittedOffset::new(v, record_offset));

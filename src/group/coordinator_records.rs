@@ -297,11 +297,20 @@ impl OffsetsRecord {
 /// One RecordBatch v2 holding `records` (non-idempotent, uncompressed), ready for
 /// `Partition::append`. None if `records` is empty or the encoder fails.
 pub fn build_batch(records: &[OffsetsRecord], timestamp_ms: i64) -> Option<Bytes> {
+    build_batch_for(records, timestamp_ms, None)
+}
+
+/// `build_batch` as a transactional batch of producer (`id`, `epoch`) (TxnOffsetCommit).
+pub fn build_batch_for(records: &[OffsetsRecord], timestamp_ms: i64, producer: Option<(i64, i16)>) -> Option<Bytes> {
     if records.is_empty() {
         return None;
     }
     let recs = records.iter().map(|r| NewRecord { key: Some(r.key()), value: r.value(), timestamp_ms });
-    match encode_batch(recs, Compression::None) {
+    let encoded = match producer {
+        Some((id, epoch)) => crate::record::encode_transactional_batch(recs, id, epoch),
+        None => encode_batch(recs, Compression::None),
+    };
+    match encoded {
         Ok(b) => Some(b),
         Err(e) => {
             tracing::error!(error = %e, "cannot encode __consumer_offsets records");

@@ -16,6 +16,7 @@
 //! - `state.rs`               one group and its members; protocol selection
 //! - `membership.rs`          join / sync / heartbeat / leave: the rebalance state machine
 //! - `offsets.rs`             offset commit / fetch / delete, group describe / list / delete
+//! - `txn_offsets.rs`        KIP-447: offsets committed in transactions, pending until their marker
 //! - `expiry.rs`              offsets.retention.minutes: which offsets expire, and the pass that tombstones them
 //! - `coordinator.rs`         per-shard coordinator: groups by id, loading, persistence, timers
 //! - `ops.rs`                 the cross-shard group operations, their replies, and routing
@@ -31,13 +32,15 @@ pub mod expiry;
 pub mod membership;
 pub mod offsets;
 pub mod ops;
-pub mod placement;
+/// Kafka's coordinator placement, shared with the transaction coordinator.
+pub use crate::cluster::coordinator_placement as placement;
 pub mod state;
+mod txn_offsets;
 
 pub use coordinator::{tick_loop, Coordinator};
 pub use expiry::expiry_loop;
 pub use context::{CoordinatorContext, GroupConfig};
-pub use ops::{GroupOp, GroupReply, ShardRouter};
+pub use ops::{AnswersGroupOps, CarriesGroupOps, GroupOp, GroupReply};
 
 /// The internal topic holding committed offsets and group metadata.
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";

@@ -23,7 +23,7 @@ use super::context::CoordinatorContext;
 use crate::runtime::now_ms;
 
 /// Kafka's ClassicGroup.validateOffsetCommit.
-fn validate_commit(g: &Group, member_id: &str, instance_id: Option<&str>, generation: i32) -> Result<(), ErrorCode> {
+pub(super) fn validate_commit(g: &Group, member_id: &str, instance_id: Option<&str>, generation: i32) -> Result<(), ErrorCode> {
     if g.state == GroupState::Dead {
         return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
     }

@@ -1,7 +1,6 @@
 //! Group operations as they travel to the coordinating shard (inside the router's
 //! `PartitionOp::Extension`, addressed to the group's `__consumer_offsets` partition), and
 //! their replies. Requests and responses are kafka-protocol bodies (Send).
-use std::rc::Rc;
 
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
@@ -35,6 +34,14 @@ pub enum GroupOp {
     DeleteOffsets { req: OffsetDeleteRequest },
     /// KIP-848 consumer-group operations (consumer/mod.rs).
     Consumer(super::consumer::ConsumerOp),
+    /// TxnOffsetCommit: offsets stored with the producer's transaction, pending until its marker.
+    TxnCommit { req: kafka_protocol::messages::TxnOffsetCommitRequest, version: i16 },
+    /// A transaction marker of `producer_id` reached this offsets partition: its pending
+    /// offsets there take effect (commit) or are dropped (abort).
+    CompleteTxn { producer_id: i64, commit: bool },
+    /// Whether any of these partitions has offsets pending in an open transaction
+    /// (OffsetFetch's require_stable).
+    HasPendingOffsets { group_id: String, topics: Option<Vec<(String, Vec<i32>)>> },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,17 +66,28 @@ pub enum GroupReply {
     Delete(ErrorCode),
     DeleteOffsets(OffsetDeleteResponse),
     Consumer(Box<super::consumer::ConsumerReply>),
+    TxnCommit(kafka_protocol::messages::TxnOffsetCommitResponse),
+    Done,
+    Pending(bool),
 }
 
 pub type GroupResult = Result<GroupReply, ErrorCode>;
 
-/// The router of a broker shard: partition operations plus the group operations above,
-/// which it carries to the coordinating shard as its extension.
-pub type ShardRouter = Router<GroupOp, GroupResult>;
+/// A router's extension operation that can carry a group operation (the shard's router
+/// carries the operations of several coordinators: `server::shard::ShardOp`).
+pub trait CarriesGroupOps: Send + Sized + 'static {
+    fn from_group(op: GroupOp) -> Self;
+}
+
+/// A router's extension result that answers group operations.
+pub trait AnswersGroupOps: Send + Sized + 'static {
+    /// The group reply; an answer of another coordinator is a bug, answered as an error.
+    fn into_group(self) -> GroupResult;
+}
 
 /// The offsets partition coordinating `group_id` and its shard; None while
 /// `__consumer_offsets` does not exist.
-pub fn coordinator_of(router: &ShardRouter, group_id: &str) -> Option<(i32, ShardId)> {
+pub fn coordinator_of<X: CarriesGroupOps, Y: AnswersGroupOps>(router: &Router<X, Y>, group_id: &str) -> Option<(i32, ShardId)> {
     let image = router.partitions().image();
     let t = image.topic(OFFSETS_TOPIC)?;
     let n = i32::try_from(t.partitions.len()).ok()?;
@@ -78,7 +96,7 @@ pub fn coordinator_of(router: &ShardRouter, group_id: &str) -> Option<(i32, Shar
 }
 
 /// Runs `op` on the shard coordinating `group_id`.
-pub async fn route(router: &ShardRouter, group_id: &str, op: GroupOp) -> GroupResult {
+pub async fn route<X: CarriesGroupOps, Y: AnswersGroupOps>(router: &Router<X, Y>, group_id: &str, op: GroupOp) -> GroupResult {
     let found = match coordinator_of(router, group_id) {
         Some(c) => Some(c),
         None => {
@@ -93,9 +111,9 @@ pub async fn route(router: &ShardRouter, group_id: &str, op: GroupOp) -> GroupRe
 }
 
 /// Runs `op` on `shard`, addressed to offsets partition `partition`.
-pub async fn call_partition(router: &ShardRouter, shard: ShardId, partition: i32, op: GroupOp) -> GroupResult {
-    match router.call(shard, OFFSETS_TOPIC, partition, PartitionOp::Extension(op)).await {
-        Ok(OpOutput::Extension(r)) => r,
+pub async fn call_partition<X: CarriesGroupOps, Y: AnswersGroupOps>(router: &Router<X, Y>, shard: ShardId, partition: i32, op: GroupOp) -> GroupResult {
+    match router.call(shard, OFFSETS_TOPIC, partition, PartitionOp::Extension(X::from_group(op))).await {
+        Ok(OpOutput::Extension(r)) => r.into_group(),
         Ok(_) => Err(ErrorCode::UNKNOWN_SERVER_ERROR),
         Err(PartitionError::UnknownTopicOrPartition | PartitionError::NotLeader) => Err(ErrorCode::NOT_COORDINATOR),
         Err(PartitionError::LeaderNotAvailable) => Err(ErrorCode::COORDINATOR_NOT_AVAILABLE),
@@ -103,21 +121,15 @@ pub async fn call_partition(router: &ShardRouter, shard: ShardId, partition: i32
     }
 }
 
-/// Installs the group coordinator of this shard as its router's extension: group
-/// operations arriving for one of its offsets partitions run there.
-pub fn serve_group_ops(router: &ShardRouter, coordinator: &Rc<CoordinatorContext>) {
-    let weak = Rc::downgrade(coordinator);
-    router.set_extension(Box::new(move |p, op| {
-        let weak = weak.clone();
-        Box::pin(async move {
-            let Some(ctx) = weak.upgrade() else { return Err(ErrorCode::NOT_COORDINATOR) };
-            ctx.groups.execute(&ctx, &p, op).await
-        })
-    }));
+/// Runs a group operation that arrived for offsets partition `p` on this shard (the
+/// shard's router extension calls this).
+pub async fn execute_here(coordinator: &std::rc::Weak<CoordinatorContext>, p: std::rc::Rc<crate::partition::Partition>, op: GroupOp) -> GroupResult {
+    let Some(ctx) = coordinator.upgrade() else { return Err(ErrorCode::NOT_COORDINATOR) };
+    ctx.groups.execute(&ctx, &p, op).await
 }
 
 /// One offsets partition per shard that owns any (for requests that visit every shard).
-pub fn one_partition_per_shard(router: &ShardRouter) -> Vec<(ShardId, i32)> {
+pub fn one_partition_per_shard<X: Send + 'static, Y: Send + 'static>(router: &Router<X, Y>) -> Vec<(ShardId, i32)> {
     let image = router.partitions().image();
     let Some(t) = image.topic(OFFSETS_TOPIC) else { return Vec::new() };
     let mut out: Vec<(ShardId, i32)> = Vec::new();

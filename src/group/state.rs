@@ -113,6 +113,10 @@ pub struct Group {
     /// The first rebalance of an empty group waits until then for more members.
     pub initial_delay_until: Option<Instant>,
     pub offsets: HashMap<String, HashMap<i32, CommittedOffset>>,
+    /// KIP-447: offsets committed inside open transactions, by producer id; they replace
+    /// `offsets` when the transaction's commit marker reaches this group's partition and
+    /// are dropped on abort (`txn_offsets.rs`).
+    pub pending_txn_offsets: HashMap<i64, HashMap<(String, i32), CommittedOffset>>,
     pub state_timestamp_ms: i64,
     /// Set by a transition whose new membership must be stored before the reply (a
     /// static member replaced in a Stable group).
@@ -138,6 +142,7 @@ impl Group {
             pending_sync: HashSet::new(),
             initial_delay_until: None,
             offsets: HashMap::new(),
+            pending_txn_offsets: HashMap::new(),
             state_timestamp_ms: crate::runtime::now_ms(),
             store_pending: false,
             consumer: None,

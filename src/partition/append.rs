@@ -88,6 +88,21 @@ impl Partition {
         self.append_batches(batch, &[h], -1, &settings, Some(replication_timeout)).await
     }
 
+    /// Appends a batch the broker built for a producer (the group coordinator's
+    /// TxnOffsetCommit: transactional, no sequence), with acks=all. Not a client's batch,
+    /// so not put through produce validation (Kafka's AppendOrigin.COORDINATOR).
+    pub async fn append_from_coordinator(&self, batch: Bytes) -> Result<AppendOutcome, PartitionError> {
+        self.assert_on_shard();
+        if self.closed.get() || !self.is_leader() {
+            return Err(PartitionError::NotLeader);
+        }
+        self.check_online()?;
+        let settings = self.settings.borrow().clone();
+        let h = parse_header(&batch)?;
+        debug_assert_eq!(h.total_len(), batch.len(), "one batch");
+        self.append_batches(batch, &[h], -1, &settings, None).await
+    }
+
     /// Appends checked batches (`headers` of `records`, in order): producer checks, roll,
     /// patch, stage, then wait as `acks` asks.
     async fn append_batches(

@@ -131,6 +131,11 @@ impl ProducerStateTable {
         if !h.is_transactional() && entry.current_txn_first_offset.is_some() {
             return Err(SequenceError::NonTransactionalWriteInTransaction { producer_id: h.producer_id });
         }
+        if h.base_sequence < 0 {
+            // Written by the broker for the producer (a TxnOffsetCommit): no sequence to
+            // check (clients' batches with a producer id always carry one, `validate.rs`).
+            return Ok(SequenceCheck::Append);
+        }
         if h.producer_epoch > entry.epoch {
             return if h.base_sequence == 0 {
                 Ok(SequenceCheck::Append)
@@ -184,6 +189,14 @@ impl ProducerStateTable {
             entry.batches.clear();
         }
         entry.last_timestamp_ms = entry.last_timestamp_ms.max(h.max_timestamp);
+        if h.base_sequence < 0 {
+            // No sequence (a broker-written batch): nothing to remember for duplicates.
+            if h.is_transactional() && entry.current_txn_first_offset.is_none() {
+                entry.current_txn_first_offset = Some(h.base_offset);
+                self.ongoing.insert(h.base_offset, h.producer_id);
+            }
+            return;
+        }
         entry.batches.push_back(BatchMeta {
             first_seq: h.base_sequence,
             last_seq: last_seq_of(h),

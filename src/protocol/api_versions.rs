@@ -60,6 +60,13 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // The openraft metadata quorum in KRaft's terms (server/handlers/describe_quorum.rs).
     (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::DescribeCluster, 0, 1),
+    // Transactions (txn/ and the partition side): Kafka 4.1's ranges. Without the
+    // transaction.version feature finalized, clients use protocol v1 (EndTxn <= 4).
+    (ApiKey::AddPartitionsToTxn, 0, 5),
+    (ApiKey::AddOffsetsToTxn, 0, 4),
+    (ApiKey::EndTxn, 0, 5),
+    (ApiKey::WriteTxnMarkers, 1, 1),
+    (ApiKey::TxnOffsetCommit, 0, 5),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
     // KIP-848 consumer groups, served by src/group/consumer/.
@@ -75,11 +82,6 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 const NOT_SERVED: &[(ApiKey, i16, i16, &str)] = &[
     (ApiKey::Fetch, 4, 18, "v18 (KIP-1166 high-watermark fields for share fetch followers) not implemented; 4-17 served"),
     (ApiKey::SaslHandshake, 0, 1, "no SASL: PLAINTEXT listener only"),
-    (ApiKey::AddPartitionsToTxn, 0, 5, "transactions not implemented (FindCoordinator/InitProducerId fail fast for transactional ids)"),
-    (ApiKey::AddOffsetsToTxn, 0, 4, "transactions not implemented"),
-    (ApiKey::EndTxn, 0, 5, "transactions not implemented"),
-    (ApiKey::WriteTxnMarkers, 1, 1, "transactions not implemented (broker-to-broker)"),
-    (ApiKey::TxnOffsetCommit, 0, 5, "transactions not implemented"),
     (ApiKey::SaslAuthenticate, 0, 2, "no SASL"),
     (ApiKey::CreateDelegationToken, 1, 3, "no SASL, so no delegation tokens"),
     (ApiKey::RenewDelegationToken, 1, 2, "no delegation tokens"),

@@ -12,16 +12,28 @@ pub struct NewRecord {
 
 /// Encodes `records` as one non-idempotent RecordBatch v2 (base offset 0).
 pub fn encode_batch(records: impl IntoIterator<Item = NewRecord>, compression: Compression) -> anyhow::Result<Bytes> {
+    encode_batch_for(records, compression, None)
+}
+
+/// Encodes `records` as one transactional batch of producer (`id`, `epoch`) with no
+/// sequence (base sequence -1: the broker writes it for the producer, as Kafka's group
+/// coordinator writes a TxnOffsetCommit; never checked against sequences).
+pub fn encode_transactional_batch(records: impl IntoIterator<Item = NewRecord>, producer_id: i64, producer_epoch: i16) -> anyhow::Result<Bytes> {
+    encode_batch_for(records, Compression::None, Some((producer_id, producer_epoch)))
+}
+
+fn encode_batch_for(records: impl IntoIterator<Item = NewRecord>, compression: Compression, producer: Option<(i64, i16)>) -> anyhow::Result<Bytes> {
+    let (producer_id, producer_epoch) = producer.unwrap_or((-1, -1));
     let recs: Vec<Record> = records
         .into_iter()
         .enumerate()
         .map(|(i, r)| Record {
-            transactional: false,
+            transactional: producer.is_some(),
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id,
+            producer_epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
             // The encoder starts a new batch whenever offset - sequence changes; this

@@ -303,6 +303,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 .detach();
                 glommio::spawn_local(crate::group::tick_loop(ctx.coordinator.clone())).detach();
                 glommio::spawn_local(crate::group::expiry_loop(ctx.coordinator.clone())).detach();
+                glommio::spawn_local(crate::txn::coordinator::tick_loop(ctx.txn_coordinator.clone())).detach();
                 glommio::spawn_local(close_on_shutdown(ctx.clone(), shutdown_requested, closed)).detach();
                 let listener = match glommio::net::TcpListener::bind(config.listen) {
                     Ok(l) => l,

@@ -16,6 +16,7 @@
 //!
 //! Nothing below imports `server::`.
 pub mod broker;
+mod broker_call;
 pub mod connection;
 pub mod dispatch;
 pub mod error_map;
@@ -26,6 +27,7 @@ pub mod shard;
 mod shutdown;
 mod socket_split;
 mod stray_partitions;
+mod txn_markers;
 mod vectored_write;
 
 pub use broker::run_broker;

@@ -1,14 +1,9 @@
 //! FindCoordinator 0-6: a group's coordinator is the broker leading its
-//! `__consumer_offsets` partition (the coordinator runs on the shard owning it there);
-//! none while that partition has no leader. Batched keys from v4.
-//!
-//! Transactions are not implemented, so key type 1 (a transactional id) gets
-//! TRANSACTIONAL_ID_AUTHORIZATION_FAILED with a message saying why — what Kafka answers a
-//! client that may not use that transactional id. The code is chosen for what clients do
-//! with it: it is the one FindCoordinator error librdkafka treats as fatal (every other
-//! code, COORDINATOR_NOT_AVAILABLE included, is retried until `init_transactions` times
-//! out), and Java's producer, franz-go and kafka-python fail at once on it too (not
-//! retriable), showing our message where they show the broker's (librdkafka, franz-go).
+//! `__consumer_offsets` partition, a transactional id's (key type 1) the broker leading
+//! its `__transaction_state` partition (each coordinator runs on the shard owning that
+//! partition there); COORDINATOR_NOT_AVAILABLE while the partition has no leader, or
+//! while `__transaction_state` is being created (the first lookup creates it, as Kafka
+//! does). Batched keys from v4.
 use std::rc::Rc;
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -17,7 +12,10 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::cluster_view::endpoint_of;
 use super::str_bytes;
+use super::txn_common::ensure_transaction_state_topic;
 use crate::group::ops::coordinator_of;
+use crate::txn::ops::coordinator_of as txn_coordinator_of;
+use crate::txn::TRANSACTION_STATE_TOPIC;
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
@@ -25,13 +23,10 @@ use crate::server::shard::ShardContext;
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
 
-/// Why a transactional id has no coordinator here (the error message clients show).
-pub const TRANSACTIONS_UNSUPPORTED: &str = "transactions are not supported by this broker (shardlog has no transaction coordinator)";
-
 /// A lookup failure: the code and the message sent with it.
 struct Failure(ErrorCode, String);
 
-fn lookup(ctx: &ShardContext, key: &str, key_type: i8) -> Result<(i32, String, i32), Failure> {
+fn lookup(ctx: &Rc<ShardContext>, key: &str, key_type: i8) -> Result<(i32, String, i32), Failure> {
     let plain = |e: ErrorCode| Failure(e, e.to_string());
     match key_type {
         KEY_TYPE_GROUP if key.is_empty() => Err(plain(ErrorCode::INVALID_REQUEST)),
@@ -44,12 +39,28 @@ fn lookup(ctx: &ShardContext, key: &str, key_type: i8) -> Result<(i32, String, i
                 None => Err(plain(ErrorCode::COORDINATOR_NOT_AVAILABLE)),
             }
         }
-        KEY_TYPE_TRANSACTION => Err(Failure(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, TRANSACTIONS_UNSUPPORTED.to_string())),
+        KEY_TYPE_TRANSACTION if key.is_empty() => Err(plain(ErrorCode::INVALID_REQUEST)),
+        KEY_TYPE_TRANSACTION => {
+            let image = ctx.image();
+            let Some(topic) = image.topic(TRANSACTION_STATE_TOPIC) else {
+                ensure_transaction_state_topic(ctx);
+                return Err(plain(ErrorCode::COORDINATOR_NOT_AVAILABLE));
+            };
+            let leader = txn_coordinator_of(&ctx.router, key).and_then(|(p, _)| topic.partition(p).map(|m| m.leader));
+            match leader.and_then(|l| endpoint_of(&image, l)) {
+                Some(node) => Ok(node),
+                None => Err(plain(ErrorCode::COORDINATOR_NOT_AVAILABLE)),
+            }
+        }
         _ => Err(plain(ErrorCode::INVALID_REQUEST)),
     }
 }
 
-pub fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FindCoordinatorRequest) -> Response {
+pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FindCoordinatorRequest) -> Response {
+    if req.key_type == KEY_TYPE_TRANSACTION && ctx.image().topic(TRANSACTION_STATE_TOPIC).is_none() {
+        // Created through another shard or broker a moment ago: this shard may lag.
+        ctx.catch_up_for_topics(Some(&[TRANSACTION_STATE_TOPIC])).await;
+    }
     if meta.version >= 4 {
         let coordinators = req
             .coordinator_keys

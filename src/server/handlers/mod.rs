@@ -5,6 +5,8 @@
 //! Handlers are the top of the stack: they may use every layer below; nothing below
 //! imports them (shared helpers for lower layers live in `protocol/`).
 pub mod acls_disabled;
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_replica_log_dirs;
@@ -26,6 +28,7 @@ pub mod describe_topic_partitions;
 pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -46,6 +49,9 @@ pub mod offset_fetch;
 pub mod produce;
 pub mod replica_fetch;
 pub mod sync_group;
+mod txn_common;
+pub mod txn_offset_commit;
+pub mod write_txn_markers;
 
 use super::shard::ShardContext;
 use crate::protocol::ErrorCode;

@@ -25,7 +25,24 @@ type Topics = Option<Vec<(String, Vec<i32>)>>;
 /// (member id, member epoch) an OffsetFetch v9 carries for KIP-848 groups.
 type Member = Option<(String, i32)>;
 
-async fn fetch_one(ctx: &Rc<ShardContext>, group_id: String, topics: Topics, member: Member) -> (ErrorCode, Vec<(String, Vec<PartitionOffset>)>) {
+async fn fetch_one(ctx: &Rc<ShardContext>, group_id: String, topics: Topics, member: Member, require_stable: bool) -> (ErrorCode, Vec<(String, Vec<PartitionOffset>)>) {
+    let (e, mut found) = fetch_committed(ctx, group_id.clone(), topics.clone(), member).await;
+    // v7+ require_stable (KIP-447): while a transaction holds offsets of these partitions,
+    // UNSTABLE_OFFSET_COMMIT (retriable), so a consumer starts from committed ones only.
+    // Judged for the request's partitions together: one pending offset marks them all.
+    if require_stable && e == ErrorCode::NONE {
+        let pending = matches!(route(&ctx.router, &group_id, GroupOp::HasPendingOffsets { group_id: group_id.clone(), topics }).await, Ok(GroupReply::Pending(true)));
+        if pending {
+            for p in found.iter_mut().flat_map(|(_, ps)| ps.iter_mut()) {
+                p.offset = -1;
+                p.error = ErrorCode::UNSTABLE_OFFSET_COMMIT;
+            }
+        }
+    }
+    (e, found)
+}
+
+async fn fetch_committed(ctx: &Rc<ShardContext>, group_id: String, topics: Topics, member: Member) -> (ErrorCode, Vec<(String, Vec<PartitionOffset>)>) {
     let asked = topics.clone();
     let op = match member {
         // Validated against the member's epoch on the coordinator (group/consumer/).
@@ -58,7 +75,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: OffsetFetchR
             let group_id = g.group_id.clone();
             let member: Member = g.member_id.as_ref().map(|m| (m.to_string(), g.member_epoch));
             async move {
-                let (e, topics) = fetch_one(ctx, group_id.0.to_string(), topics, member).await;
+                let (e, topics) = fetch_one(ctx, group_id.0.to_string(), topics, member, req.require_stable).await;
                 let topics = topics
                     .into_iter()
                     .map(|(t, ps)| {
@@ -83,7 +100,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: OffsetFetchR
         return meta.respond(&OffsetFetchResponse::default().with_groups(groups));
     }
     let topics: Topics = req.topics.map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect());
-    let (e, topics) = fetch_one(ctx, req.group_id.0.to_string(), topics, None).await;
+    let (e, topics) = fetch_one(ctx, req.group_id.0.to_string(), topics, None, v >= 7 && req.require_stable).await;
     let topics = topics
         .into_iter()
         .map(|(t, ps)| {

@@ -166,7 +166,7 @@ async fn read_all(ctx: &Rc<ShardContext>, asked: &[Asked], replica: i32, replica
 }
 
 /// One partition's answer from its read result (or its error when it was not read).
-fn answer(a: &Asked, results: &mut impl Iterator<Item = crate::cluster::router::OpResult<crate::group::ops::GroupResult>>) -> (FetchPartitionParts, usize) {
+fn answer(a: &Asked, results: &mut impl Iterator<Item = crate::cluster::router::OpResult<crate::server::shard::ShardResult>>) -> (FetchPartitionParts, usize) {
     let mut part = FetchPartitionParts::new(a.partition);
     let mut bytes = 0;
     match a.owner {

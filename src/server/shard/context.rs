@@ -14,8 +14,9 @@ use crate::cluster::shard_partitions::{ShardImage, ShardPartitions};
 use crate::cluster::topic_config::TopicConfigDefaults;
 use crate::config::Config;
 use crate::controller::ControllerHandle;
-use crate::group::{CoordinatorContext, GroupConfig, GroupOp, ShardRouter};
-use crate::group::ops::GroupResult;
+use crate::group::{CoordinatorContext, GroupConfig};
+use super::shard_ops::{serve_coordinator_ops, ShardOp, ShardResult, ShardRouter};
+use crate::txn::{TxnConfig, TxnContext};
 use crate::replication::{FetcherManager, FetcherSettings};
 use crate::runtime::mesh::Mesh;
 use crate::runtime::ShardId;
@@ -25,8 +26,8 @@ use crate::storage::log_dirs::LogDirs;
 /// Producer ids fetched from the controller at a time.
 const PRODUCER_ID_BLOCK: i64 = 1000;
 
-/// The message shards send each other: a partition or group operation.
-pub type ShardMessage = ShardRequest<GroupOp, GroupResult>;
+/// The message shards send each other: a partition, group or transaction operation.
+pub type ShardMessage = ShardRequest<ShardOp, ShardResult>;
 
 pub struct ShardContext {
     pub shard: ShardId,
@@ -40,7 +41,11 @@ pub struct ShardContext {
     pub router: Rc<ShardRouter>,
     /// The groups of this shard's `__consumer_offsets` partitions.
     pub coordinator: Rc<CoordinatorContext>,
+    /// The transactional ids of this shard's `__transaction_state` partitions.
+    pub txn_coordinator: Rc<TxnContext>,
     producer_ids: Cell<(i64, i64)>,
+    /// A creation of `__transaction_state` started by this shard is under way.
+    pub txn_topic_creating: Cell<bool>,
     pub connections: Cell<usize>,
     /// queued.max.request.bytes: what this shard's connections may hold of requests
     /// being received or handled.
@@ -64,7 +69,9 @@ impl ShardContext {
         let partitions = Rc::new(ShardPartitions::new(shard, config.node_id, Box::new(move || committed.shard_index())));
         let router = Rc::new(ShardRouter::new(partitions.clone(), mesh));
         let coordinator = Rc::new(CoordinatorContext::new(group_config(&config), partitions.clone()));
-        crate::group::ops::serve_group_ops(&router, &coordinator);
+        let markers = crate::server::txn_markers::marker_writer(router.clone(), partitions.clone(), config.node_id, &config);
+        let txn_coordinator = Rc::new(TxnContext::new(txn_config(&config), partitions.clone(), markers));
+        serve_coordinator_ops(&router, &coordinator, &txn_coordinator);
         let request_memory = Rc::new(RequestMemoryPool::new(config.queued_max_request_bytes));
         let fetchers = Rc::new(FetcherManager::new(FetcherSettings::from_config(&config, controller.broker_epoch()), partitions.clone()));
         ShardContext {
@@ -75,7 +82,9 @@ impl ShardContext {
             partitions,
             router,
             coordinator,
+            txn_coordinator,
             producer_ids: Cell::new((0, 0)),
+            txn_topic_creating: Cell::new(false),
             connections: Cell::new(0),
             request_memory,
             log_dirs,
@@ -153,6 +162,19 @@ impl ShardContext {
         self.log_dirs.place(topic, partition)
     }
 }
+
+fn txn_config(c: &Config) -> TxnConfig {
+    TxnConfig {
+        transaction_max_timeout_ms: c.transaction_max_timeout_ms,
+        transactional_id_expiration_ms: c.transactional_id_expiration_ms,
+        cleanup_interval_ms: c.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+        max_transactional_ids_per_shard: c.max_transactional_ids_per_shard,
+        marker_timeout_ms: MARKER_TIMEOUT_MS,
+    }
+}
+
+/// How long a marker write waits for the in-sync replicas (Kafka: request.timeout.ms).
+pub const MARKER_TIMEOUT_MS: i32 = 30_000;
 
 fn group_config(c: &Config) -> GroupConfig {
     GroupConfig {

@@ -9,15 +9,18 @@
 //! - `partition_lifecycle.rs` metadata updates → open / reconfigure / delete partitions
 //! - `background.rs`          retention and log-cleaner loops
 //! - `shutdown.rs`            closing every replica cleanly when the broker stops
+//! - `shard_ops.rs`           the coordinators' operations the router carries (group, txn)
 //!
 //! Part of `server/`: nothing below imports it. The group coordinator sees the shard
 //! only through `group::CoordinatorContext`, the router through `cluster::router`.
 mod background;
 mod context;
 mod partition_lifecycle;
+mod shard_ops;
 mod shutdown;
 
 pub use background::{cleaner_loop, retention_loop};
 pub use shutdown::close_on_shutdown;
-pub use context::{ShardContext, ShardMessage};
+pub use context::{ShardContext, ShardMessage, MARKER_TIMEOUT_MS};
+pub use shard_ops::{ShardOp, ShardResult, ShardRouter};
 pub use partition_lifecycle::follow_metadata;

@@ -1,6 +1,7 @@
-//! Which `__consumer_offsets` partition coordinates a group: Kafka's
-//! `Utils.abs(groupId.hashCode()) % partitionCount`, with Java's String.hashCode (over
-//! UTF-16 code units), so a group lands on the same partition number as in Kafka.
+//! Which partition of a coordinator topic coordinates a key: a group's
+//! `__consumer_offsets` partition, a transactional id's `__transaction_state` partition.
+//! Kafka's `Utils.abs(key.hashCode()) % partitionCount`, with Java's String.hashCode (over
+//! UTF-16 code units), so a key lands on the same partition number as in Kafka.
 
 /// Java's `String.hashCode`.
 pub fn java_string_hash(s: &str) -> i32 {
