@@ -14,7 +14,8 @@ Every op has
 Ops ("f"):
   meta       first line: {"topic", "partitions", "config": {...}, "started_at": unix time}
   send       {"value", "partition", "offset"} when ok; {"partition" (requested), "error",
-             "code"} when fail; "info" = no delivery report by the end of the run.
+             "code"} when fail; "info" = unknown: a timeout, or no delivery report by the
+             end of the run. Failed and unknown sends are both indeterminate.
              "txn": the transaction id for a transactional send.
   txn        a transaction's end: {"txn", "decision": "commit"|"abort", "outcome":
              "committed"|"aborted"|"unknown", "t_begin", "t0" (commit/abort invoked), "t",

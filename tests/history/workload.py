@@ -46,6 +46,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from .history import HistoryWriter
 
 RU, RC = "read_uncommitted", "read_committed"
+# Delivery errors after which the write may or may not be in the log: recorded as unknown.
+UNKNOWN_OUTCOME = {KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT,
+                   KafkaError._PURGE_INFLIGHT}
 
 
 @dataclass
@@ -191,9 +194,9 @@ class Workload:
             if err is None:
                 self._note_ack(msg.partition(), msg.offset())
                 self.h.add(proc, "send", "ok", value=v, partition=msg.partition(), offset=msg.offset(), t0=t0, **extra)
-            else:
-                self.h.add(proc, "send", "fail", value=v, partition=msg.partition(), error=err.name(),
-                           code=err.code(), t0=t0, **extra)
+            else:  # a timeout says nothing about the write: unknown ("info"); others "fail"
+                self.h.add(proc, "send", "info" if err.code() in UNKNOWN_OUTCOME else "fail", value=v,
+                           partition=msg.partition(), error=err.name(), code=err.code(), t0=t0, **extra)
         return report
 
     def _produce(self, i: int, rng: random.Random) -> None:
