@@ -129,6 +129,8 @@ def check(ops: list[dict], allow_gaps: bool | None = None, sources_kept: int = 4
         elif f == "txn":
             txn_end[op["txn"]] = op
             txn_seen.add(op["txn"])
+        elif f == "txn-begin":
+            txn_seen.add(op["txn"])
         elif f == "assign":
             key = (op["proc"], op.get("session"))
             sessions[key] = {"isolation": op.get("isolation", "read_uncommitted"),

@@ -17,6 +17,7 @@ Ops ("f"):
              "code"} when fail; "info" = unknown: a timeout, or no delivery report by the
              end of the run. Failed and unknown sends are both indeterminate.
              "txn": the transaction id for a transactional send.
+  txn-begin  {"txn"}: a transaction begins (its sends carry its id).
   txn        a transaction's end: {"txn", "decision": "commit"|"abort", "outcome":
              "committed"|"aborted"|"unknown", "t_begin", "t0" (commit/abort invoked), "t",
              "error" (if any)}. A transaction with no txn op never ended.

@@ -258,6 +258,7 @@ class Workload:
             n += 1
             t_begin = self.h.now()
             decision = "abort" if rng.random() < cfg.abort_ratio else "commit"
+            self.h.add(proc, "txn-begin", txn=txn, t=t_begin)
             try:
                 p.begin_transaction()
                 for _ in range(rng.randint(1, cfg.txn_max)):
