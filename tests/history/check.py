@@ -162,7 +162,7 @@ def check(ops: list[dict], allow_gaps: bool | None = None, sources_kept: int = 4
         if len(lst) < sources_kept:
             lst.append(src)
         lst2 = where[v].setdefault((p, o), [])
-        if lst2 is not lst and len(lst2) < sources_kept:
+        if len(lst2) < sources_kept:
             lst2.append(src)
 
     for v, op in sends.items():

@@ -566,9 +566,11 @@ class Workload:
 
 
 def run(bootstrap: str, cfg: Config, history: Path | str | None,
-        during: Callable[[Workload], None] | None = None) -> Workload:
+        during: Callable[[Workload], None] | None = None,
+        before_drain: Callable[[Workload], None] | None = None) -> Workload:
     """The whole run: start, `during(workload)` (default: sleep cfg.duration_s; a nemesis
-    sleeps the rest itself), stop, drain. Returns the closed workload (`.h.ops`)."""
+    sleeps the rest itself), stop, `before_drain(workload)`, drain. Returns the closed
+    workload (`.h.ops`)."""
     w = Workload(bootstrap, cfg, history)
     try:
         w.start()
@@ -577,6 +579,8 @@ def run(bootstrap: str, cfg: Config, history: Path | str | None,
         else:
             during(w)
         w.stop()
+        if before_drain is not None:
+            before_drain(w)
         w.drain()
     finally:
         w.stop_producing.set()

@@ -4,6 +4,8 @@ broker, judged by the checker (its own tests: test_history_checker.py).
 - a clean run on one node: 3 producers (acks=all, idempotent), 2 consumers with all
   partitions assigned (new sessions at random earlier offsets every few seconds), a group
   of 2 committing members, 6 partitions; then the final drain: no anomaly of any kind;
+- a negative control: records acknowledged and never read, deleted (DeleteRecords) before
+  the final drain, are reported lost, exactly those;
 - transactions: 2 transactional producers (commit or abort at random) beside a plain one,
   a read_committed consumer and the read_committed drain: no anomaly. Apache Kafka only
   until shardlog has transactions;
@@ -28,6 +30,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
 
 import conftest
 from conftest import LOG_ROOT, is_kafka
@@ -77,6 +81,28 @@ def test_clean_run_single_node(broker, request):
     assert s["reads"] > 2 * s["acked"], f"{s['reads']} reads of {s['acked']} acknowledged writes"
     assert s["commits_ok"] > 0 and s["sessions"] >= 2 + 2 + 1
     broker.assert_alive()
+
+
+def test_negative_control_records_nobody_read_deleted_before_the_drain_are_lost(broker, request):
+    """The whole pipeline finds a real loss: half of partition 0's records, acknowledged
+    and never read (no consumers), are deleted (DeleteRecords) before the final drain."""
+    path = history_file(request)
+    cfg = Config(partitions=2, producers=1, consumers=0, group_consumers=0, duration_s=3, rate=100, seed=5)
+    cut: list[int] = []
+
+    def delete_half(w):
+        offsets = sorted(op["offset"] for op in w.h.ops if op["f"] == "send" and op["type"] == "ok"
+                         and op["partition"] == 0)
+        assert offsets == list(range(len(offsets))) and len(offsets) >= 10, offsets[:20]
+        cut.append(len(offsets) // 2)
+        a = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for fut in a.delete_records([TopicPartition(cfg.topic, 0, cut[0])]).values():
+            fut.result(timeout=60)
+    w = run(broker.bootstrap, cfg, path, before_drain=delete_half)
+    rep = judge(w, path)
+    assert {k: n for k, n in rep.counts().items() if n} == {"lost": cut[0]}, rep.text()
+    assert sorted((r["partition"], r["offset"]) for r in rep.anomalies["lost"]) == [(0, o) for o in range(cut[0])]
+    assert rep.stats["acked"] == rep.stats["acked_read"] + cut[0]
 
 
 def test_transactional_run_single_node(broker, request):
