@@ -34,7 +34,8 @@ const METADATA_BARRIER_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub enum PartitionOp<X> {
     /// `timeout_ms`: how long acks=all waits for the in-sync replicas (Produce's).
-    Produce { records: Bytes, acks: i16, timeout_ms: i32 },
+    /// `txn_guard`: KIP-890's verification guard (`Partition::append_client`).
+    Produce { records: Bytes, acks: i16, timeout_ms: i32, txn_guard: Option<u64> },
     /// A consumer's fetch on the leader; read_committed stops at the last stable offset.
     Fetch { offset: i64, limit: ReadLimit, read_committed: bool },
     /// -1 latest (the last stable offset for read_committed), -2 earliest, -3 max
@@ -404,9 +405,9 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
                 let Some(handler) = handler else { return Err(PartitionError::UnknownTopicOrPartition) };
                 Ok(OpOutput::Extension(handler(p, x).await))
             }
-            PartitionOp::Produce { records, acks, timeout_ms } => {
+            PartitionOp::Produce { records, acks, timeout_ms, txn_guard } => {
                 let timeout = Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
-                p.append_within(records, acks, Some(timeout)).await.map(OpOutput::Produce)
+                p.append_client(records, acks, Some(timeout), txn_guard).await.map(OpOutput::Produce)
             }
             PartitionOp::Fetch { offset, limit, read_committed } => p.read_isolated(offset, limit, read_committed).await.map(OpOutput::Fetch),
             PartitionOp::WriteTxnMarker { producer_id, producer_epoch, marker, timeout_ms } => {

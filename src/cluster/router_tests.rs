@@ -137,11 +137,11 @@ fn a_batch_over_two_shards_costs_one_message_and_keeps_its_order() {
     two_shards(|router| async move {
         // Partition i of topic t gets 1 + i + 10t records: its next offset tells them apart.
         let records_of = |t: usize, i: i32| 1 + i as usize + 10 * t;
-        let (out, messages) = run_counted(&router, every_partition(|t, i| PartitionOp::Produce { records: records(records_of(t, i)), acks: -1, timeout_ms: 30_000 })).await;
+        let (out, messages) = run_counted(&router, every_partition(|t, i| PartitionOp::Produce { records: records(records_of(t, i)), acks: -1, timeout_ms: 30_000, txn_guard: None })).await;
         assert_eq!(messages, 1, "12 partitions over 2 shards: one message to the other shard");
         assert!(out.iter().all(|r| matches!(r, Ok(OpOutput::Produce(o)) if o.base_offset == 0)));
         // A second produce: each base offset is what that partition held.
-        let (out, messages) = run_counted(&router, every_partition(|_, _| PartitionOp::Produce { records: records(1), acks: -1, timeout_ms: 30_000 })).await;
+        let (out, messages) = run_counted(&router, every_partition(|_, _| PartitionOp::Produce { records: records(1), acks: -1, timeout_ms: 30_000, txn_guard: None })).await;
         assert_eq!(messages, 1);
         let mut expected = Vec::new();
         for t in 0..TOPICS.len() {
@@ -206,7 +206,7 @@ fn a_long_poll_over_many_partitions_of_the_other_shard_is_one_watch_woken_by_any
             }
             // A produce to any one of them (the middle one) wakes the whole poll.
             let mid = remote[remote.len() / 2];
-            let produced = router.call(1, topic, mid, PartitionOp::Produce { records: records(1), acks: -1, timeout_ms: 30_000 }).await;
+            let produced = router.call(1, topic, mid, PartitionOp::Produce { records: records(1), acks: -1, timeout_ms: 30_000, txn_guard: None }).await;
             assert!(produced.is_ok());
             must_end(poll).await;
         }
@@ -226,7 +226,7 @@ fn a_long_poll_sends_one_message_per_other_shard() {
         }
         assert_eq!(router.messages_sent() - before, 1, "12 partitions over 2 shards: one watch message");
         // A produce to a local partition wakes it as well.
-        let produced = router.call(0, "b", 4, PartitionOp::Produce { records: records(1), acks: -1, timeout_ms: 30_000 }).await;
+        let produced = router.call(0, "b", 4, PartitionOp::Produce { records: records(1), acks: -1, timeout_ms: 30_000, txn_guard: None }).await;
         assert!(produced.is_ok());
         must_end(poll).await;
     });
@@ -263,7 +263,7 @@ fn cancelled_long_polls_leave_no_registrations_on_the_owning_shard() {
         // Registered or not yet, the produce ends it (a watch arriving after it sees the
         // high watermark past 0 and answers at once).
         glommio::timer::sleep(Duration::from_millis(5)).await;
-        assert!(router.call(1, "a", 5, PartitionOp::Produce { records: records(1), acks: -1, timeout_ms: 30_000 }).await.is_ok());
+        assert!(router.call(1, "a", 5, PartitionOp::Produce { records: records(1), acks: -1, timeout_ms: 30_000, txn_guard: None }).await.is_ok());
         must_end(poll).await;
     });
 }

@@ -52,6 +52,20 @@ impl Partition {
     /// batch stays appended (it may still be replicated and become visible), it is just
     /// not acknowledged. A leader cut off from its followers answers this way.
     pub async fn append_within(&self, records: Bytes, acks: i16, replication_timeout: Option<std::time::Duration>) -> Result<AppendOutcome, PartitionError> {
+        self.append_checked(records, acks, replication_timeout, None).await
+    }
+
+    /// A client's produce: `append_within`, where the first transactional batch of a
+    /// producer's transaction here needs `txn_guard` (KIP-890 part 1): without it, or with
+    /// a guard a marker has cleared since, the answer is `TxnVerificationNeeded` with a
+    /// fresh guard; the caller verifies the partition with the transaction coordinator
+    /// and calls again with it.
+    pub async fn append_client(&self, records: Bytes, acks: i16, replication_timeout: Option<std::time::Duration>, txn_guard: Option<u64>) -> Result<AppendOutcome, PartitionError> {
+        self.append_checked(records, acks, replication_timeout, Some(txn_guard)).await
+    }
+
+    /// `verification`: None = no KIP-890 check (the broker's own appends); Some(guard).
+    async fn append_checked(&self, records: Bytes, acks: i16, replication_timeout: Option<std::time::Duration>, verification: Option<Option<u64>>) -> Result<AppendOutcome, PartitionError> {
         self.assert_on_shard();
         if self.closed.get() || !self.is_leader() {
             return Err(PartitionError::NotLeader);
@@ -68,7 +82,7 @@ impl Partition {
             now_ms: now_ms(),
         };
         let headers = validate_produce_records(&records, &checks)?;
-        self.append_batches(records, &headers, acks, &settings, replication_timeout).await
+        self.append_batches(records, &headers, acks, &settings, replication_timeout, verification).await
     }
 
     /// Appends transaction marker `marker` for producer `producer_id` at `producer_epoch`
@@ -85,7 +99,10 @@ impl Partition {
         let settings = self.settings.borrow().clone();
         let batch = build_marker(producer_id, producer_epoch, marker, now_ms());
         let h = parse_header(&batch)?;
-        self.append_batches(batch, &[h], -1, &settings, Some(replication_timeout)).await
+        let out = self.append_batches(batch, &[h], -1, &settings, Some(replication_timeout), None).await;
+        // The transaction ended here: a write verified before that must verify again.
+        self.txn_guards.borrow_mut().remove(&producer_id);
+        out
     }
 
     /// Appends a batch the broker built for a producer (the group coordinator's
@@ -100,7 +117,7 @@ impl Partition {
         let settings = self.settings.borrow().clone();
         let h = parse_header(&batch)?;
         debug_assert_eq!(h.total_len(), batch.len(), "one batch");
-        self.append_batches(batch, &[h], -1, &settings, None).await
+        self.append_batches(batch, &[h], -1, &settings, None, None).await
     }
 
     /// Appends checked batches (`headers` of `records`, in order): producer checks, roll,
@@ -112,6 +129,7 @@ impl Partition {
         acks: i16,
         settings: &PartitionSettings,
         replication_timeout: Option<std::time::Duration>,
+        verification: Option<Option<u64>>,
     ) -> Result<AppendOutcome, PartitionError> {
         let total: usize = headers.iter().map(|h| h.total_len()).sum();
         let _permit = self
@@ -150,6 +168,29 @@ impl Partition {
             }
             dup
         };
+        // KIP-890 part 1: a transaction's first write here waits for its coordinator to
+        // confirm this partition is in the transaction (no hanging transaction from a
+        // late or stray write). Checked under the append lock, where markers are
+        // appended too, so a marker between the verification and this append is seen.
+        if let (Some(guard), None) = (verification, dup) {
+            let first_of_txn = headers.iter().find(|h| {
+                h.is_transactional() && !h.is_control() && self.producers.borrow().get(h.producer_id).is_none_or(|e| e.current_txn_first_offset.is_none())
+            });
+            if let Some(h) = first_of_txn {
+                let mut guards = self.txn_guards.borrow_mut();
+                match (guard, guards.get(&h.producer_id)) {
+                    (Some(g), Some(&held)) if g == held => {
+                        guards.remove(&h.producer_id);
+                    }
+                    _ => {
+                        let fresh = self.next_txn_guard.get();
+                        self.next_txn_guard.set(fresh + 1);
+                        guards.insert(h.producer_id, fresh);
+                        return Err(PartitionError::TxnVerificationNeeded { producer_id: h.producer_id, guard: fresh });
+                    }
+                }
+            }
+        }
         if let Some(meta) = dup {
             drop(_permit);
             tracing::debug!(topic = %self.topic, partition = self.index, base_offset = meta.base_offset, "duplicate batch");

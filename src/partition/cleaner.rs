@@ -104,8 +104,10 @@ impl Partition {
         let (segments, reads, bound, cfg, dir) = {
             let log = self.log.borrow();
             // Only data that is written and fdatasync'ed decides what is superseded: a
-            // newer record lost in a crash must not have removed the older one.
-            let bound = log.written_offset().min(log.synced_offset());
+            // newer record lost in a crash must not have removed the older one. Nor does
+            // data of a transaction still open (Kafka cleans below the last stable offset
+            // only): its records may yet be aborted.
+            let bound = log.written_offset().min(log.synced_offset()).min(self.last_stable_offset());
             (log.cleanable_segments(), log.disk_reads(), bound, log.config().clone(), log.dir().to_path_buf())
         };
         let mut stats = CleanerStats::default();
@@ -174,6 +176,10 @@ impl Partition {
                     if h.last_offset() >= bound {
                         return Ok(Some(map));
                     }
+                    // Aborted records never supersede anything.
+                    if self.is_aborted_batch(&h) {
+                        continue;
+                    }
                     if !map.add_batch(&batch, &h).map_err(corrupt)? {
                         tracing::warn!(topic = %self.topic, partition = self.index, limit_bytes = MAX_OFFSET_MAP_KEY_BYTES,
                             "too many distinct key bytes to compact this log; skipping it");
@@ -187,6 +193,13 @@ impl Partition {
             }
         }
         Ok(Some(map))
+    }
+
+    /// A transactional data batch of a transaction that was aborted.
+    fn is_aborted_batch(&self, h: &crate::record::BatchHeader) -> bool {
+        h.is_transactional()
+            && !h.is_control()
+            && self.producers.borrow().aborted_between(h.base_offset, h.last_offset() + 1).iter().any(|a| a.producer_id == h.producer_id && a.first_offset <= h.base_offset)
     }
 
     /// Streams one sealed segment through the filter into `writer`.
@@ -206,6 +219,12 @@ impl Partition {
                 return Ok(());
             }
             for (h, batch) in chunk {
+                // Kafka's cleaner discards the data of aborted transactions (their markers
+                // stay, as control batches always do here).
+                if self.is_aborted_batch(&h) {
+                    stats.batches_dropped += 1;
+                    continue;
+                }
                 let drop_tombstones = h.max_timestamp < tombstone_horizon_ms;
                 match filter_batch(&batch, &h, |r, section| retain(r, section, map, drop_tombstones)).map_err(corrupt)? {
                     Filtered::Unchanged => writer.push(&h, &batch).await?,

@@ -45,6 +45,11 @@ pub enum PartitionError {
     /// The request's leader epoch is older than this replica's (Kafka's FENCED_LEADER_EPOCH).
     #[error("leader epoch {request} is older than the current {current}")]
     FencedLeaderEpoch { request: i32, current: i32 },
+    /// KIP-890 part 1: the first transactional batch of a producer's transaction here must
+    /// be verified with its transaction coordinator first; the caller verifies and
+    /// appends again with `guard` (cleared by a marker meanwhile: then verified again).
+    #[error("the transaction of producer {producer_id} must be verified before its first write here")]
+    TxnVerificationNeeded { producer_id: i64, guard: u64 },
     /// The request's leader epoch is newer than this replica knows (UNKNOWN_LEADER_EPOCH).
     #[error("leader epoch {request} is newer than the current {current}")]
     UnknownLeaderEpoch { request: i32, current: i32 },

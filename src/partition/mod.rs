@@ -46,6 +46,8 @@ mod file_slice_tests;
 mod replication_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod txn_tests;
 
 pub use append::AppendOutcome;
 pub use cleaner::CleanerStats;

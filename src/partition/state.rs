@@ -95,6 +95,11 @@ pub struct Partition {
     /// Long-poll fetches waiting for the high watermark to move; the writer wakes them.
     pub(super) watchers: Rc<Watchers>,
     pub(super) closed: Cell<bool>,
+    /// KIP-890 verification guards: producer id -> the guard handed out when its first
+    /// transactional write here went to be verified; a marker for the producer removes
+    /// it, so a write verified before its transaction ended is refused.
+    pub(super) txn_guards: RefCell<std::collections::HashMap<i64, u64>>,
+    pub(super) next_txn_guard: Cell<u64>,
 }
 
 /// The leader-epoch cache as saved, completed from the active segment's batches (an epoch
@@ -306,6 +311,8 @@ impl Partition {
                 append_lock: Semaphore::new(1),
                 watchers,
                 closed: Cell::new(false),
+                txn_guards: RefCell::new(std::collections::HashMap::new()),
+                next_txn_guard: Cell::new(1),
             }
         });
         partition.maybe_increment_high_watermark();

@@ -37,6 +37,14 @@ impl ProduceInput {
         }
     }
 
+    /// The producer's transactional id, if any.
+    pub fn transactional_id(&self) -> Option<&str> {
+        match self {
+            ProduceInput::View(v) => v.transactional_id(),
+            ProduceInput::Decoded(r) => r.transactional_id.as_ref().map(|t| t.0.as_str()),
+        }
+    }
+
     /// The topics in request order (walk as often as needed: nothing is consumed).
     pub fn topics(&self) -> InputTopics<'_> {
         match self {

@@ -119,7 +119,8 @@ mod tests {
             assert_eq!(h.crc, compute_crc(&b));
             // The generic iterator accepts it (CRC, framing) and the record walker reads one record.
             let mut it = iter_batches(&b);
-            assert!(it.next().is_some() && it.next().is_none() && it.stop().is_none());
+            assert!(it.next().is_some() && it.next().is_none());
+            assert_eq!(it.stop(), Some(&crate::record::IterStop::End));
             let recs = parse_records(&b.slice(BATCH_HEADER_LEN..), &h).unwrap();
             assert_eq!(recs.len(), 1);
             assert_eq!(parse_marker(&b, &h).unwrap(), m);

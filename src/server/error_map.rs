@@ -49,6 +49,9 @@ impl From<&PartitionError> for ErrorCode {
             PartitionError::NotFollower => ErrorCode::NOT_LEADER_OR_FOLLOWER,
             PartitionError::OffsetMismatch { .. } => ErrorCode::UNKNOWN_SERVER_ERROR,
             PartitionError::RequestTimedOut { .. } => ErrorCode::REQUEST_TIMED_OUT,
+            // Internal to the produce handler (it verifies and retries); if it ever
+            // reached a client, the write was not verified.
+            PartitionError::TxnVerificationNeeded { .. } => ErrorCode::INVALID_TXN_STATE,
         }
     }
 }

@@ -16,7 +16,7 @@
 //!
 //! Nothing below imports `server::`.
 pub mod broker;
-mod broker_call;
+pub(crate) mod broker_call;
 pub mod connection;
 pub mod dispatch;
 pub mod error_map;

@@ -14,9 +14,10 @@
 //! 3. rename `<base>.log.cleaned` over `<base>.log`, fsync the directory;
 //! 4. save the new indexes (tmp + rename, as every checked file).
 //!
-//! Not supported yet (we have no transactions): aborted-transaction removal and Kafka's
-//! control-batch / transaction-marker retention rules. Control batches are kept as they
-//! are; transactional batches are cleaned like any other.
+//! Transactions (`partition/cleaner.rs` decides): the key map stops at the last stable
+//! offset, aborted transactions' batches are dropped and never enter the map; control
+//! batches (markers) are kept as they are (Kafka drops a marker after
+//! delete.retention.ms once its transaction's data is gone: not done here).
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;

@@ -51,9 +51,6 @@ from clients import (JAVA_JAR, admin, admin_create_topic, java_tool, json_lines,
                      parse_record_lines, produce_confluent)
 from conftest import REPO, is_kafka, wait_for
 
-pytestmark = pytest.mark.skipif(os.environ.get("SHARDLOG_TXN_TESTS") != "1" and not is_kafka(),
-                                reason="transactions are being implemented (issue 23)")
-
 BOUND_S = 120  # a bound for any one wait; reaching it is a failure, never a timing assertion
 GO_EOS = Path(os.environ.get("SHARDLOG_GO_TXN_EOS", REPO / "tests" / "go" / "target" / "txneos"))
 UNSTABLE_OFFSET_COMMIT = 88

@@ -50,6 +50,7 @@ pub mod produce;
 pub mod replica_fetch;
 pub mod sync_group;
 mod txn_common;
+mod txn_verification;
 pub mod txn_offset_commit;
 pub mod write_txn_markers;
 

@@ -56,6 +56,10 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ProduceInput
     // One answer per partition, in request order (the topics are walked again from the
     // request to write the response): no Vec per topic, none at all for a few partitions.
     let mut answers: SmallVec<[PartitionAnswer; 4]> = SmallVec::with_capacity(partition_count);
+    // A transactional producer's partitions, in batch order, kept for KIP-890's
+    // verification (`verify_and_append`): only requests with a transactional id.
+    let transactional_id = req.transactional_id();
+    let mut sent: Vec<(ShardId, &str, i32, Bytes)> = Vec::new();
     for topic in req.topics() {
         // The records go into the batch as slices of the request frame; the names stay
         // borrowed from the request or the image.
@@ -65,14 +69,21 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ProduceInput
             // A partition sent to its shard keeps error code 0 until its result is in.
             match admit(meta.version, acks, meta_topic, name, unknown, index, records) {
                 Ok((shard, records)) => {
-                    batch.push(shard, name, index, PartitionOp::Produce { records, acks, timeout_ms });
+                    if transactional_id.is_some() {
+                        sent.push((shard, name, index, records.clone()));
+                    }
+                    batch.push(shard, name, index, PartitionOp::Produce { records, acks, timeout_ms, txn_guard: None });
                     answers.push(PartitionAnswer::pending(index));
                 }
                 Err((error_code, error_message)) => answers.push(PartitionAnswer { error_code, error_message, ..PartitionAnswer::pending(index) }),
             }
         }
     }
-    let mut results = ctx.router.run(batch).await.into_iter();
+    let mut results = ctx.router.run(batch).await;
+    if results.iter().any(|r| matches!(r, Err(PartitionError::TxnVerificationNeeded { .. }))) {
+        super::txn_verification::verify_and_append(ctx, transactional_id, acks, timeout_ms, &sent, &mut results).await;
+    }
+    let mut results = results.into_iter();
     let mut rest = &mut answers[..];
     for topic in req.topics() {
         let n = topic.partitions.count().min(rest.len());

@@ -1,0 +1,149 @@
+//! KIP-890 part 1 on the produce path: the first transactional batch of a producer's
+//! transaction on a partition is appended only once the transaction's coordinator
+//! confirms the partition is in that transaction (AddPartitionsToTxn v4 `verify_only`,
+//! on this broker through the router, else sent to the coordinator's broker). The
+//! partition hands out a guard when it asks for verification and a marker clears it, so
+//! a write verified just before its transaction ended is refused, not left hanging.
+//! Errors as Kafka's ReplicaManager gives them: the coordinator busy or moving becomes
+//! NOT_ENOUGH_REPLICAS (retriable for producers); a partition not in the transaction
+//! INVALID_TXN_STATE; a fenced producer INVALID_PRODUCER_EPOCH.
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::add_partitions_to_txn_request::{AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction};
+use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey, ProducerId, TopicName, TransactionalId};
+use kafka_protocol::protocol::StrBytes;
+
+use super::txn_common::route_txn;
+use crate::cluster::router::{OpBatch, OpResult, PartitionOp};
+use crate::partition::producer_state::SequenceError;
+use crate::partition::PartitionError;
+use crate::protocol::ErrorCode;
+use crate::record::parse_header;
+use crate::runtime::ShardId;
+use crate::server::shard::{ShardContext, ShardResult};
+use crate::txn::ops::coordinator_of;
+use crate::txn::{TxnOp, TxnReply, TRANSACTION_STATE_TOPIC};
+
+/// How long a verification call to another broker may take.
+const VERIFY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Verifies the partitions of `results` that asked for it, appends those verified again
+/// with their guards, and answers the others with the verification's error.
+pub async fn verify_and_append(
+    ctx: &Rc<ShardContext>,
+    transactional_id: Option<&str>,
+    acks: i16,
+    timeout_ms: i32,
+    sent: &[(ShardId, &str, i32, Bytes)],
+    results: &mut [OpResult<ShardResult>],
+) {
+    let asked: Vec<(usize, i64, u64)> = results
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| match r {
+            Err(PartitionError::TxnVerificationNeeded { producer_id, guard }) => Some((i, *producer_id, *guard)),
+            _ => None,
+        })
+        .collect();
+    // Without a transactional id (or the records) there is nothing to verify against:
+    // left as they are (INVALID_TXN_STATE).
+    let Some(txn_id) = transactional_id else { return };
+    if asked.iter().any(|(i, _, _)| *i >= sent.len()) {
+        return;
+    }
+    let epoch_of = |i: usize| parse_header(&sent[i].3).map(|h| h.producer_epoch).unwrap_or(-1);
+    let (producer_id, producer_epoch) = (asked[0].1, epoch_of(asked[0].0));
+    let partitions: Vec<(String, i32)> = asked.iter().map(|(i, _, _)| (sent[*i].1.to_string(), sent[*i].2)).collect();
+    let codes = verify(ctx, txn_id, producer_id, producer_epoch, &partitions).await;
+    let mut again = OpBatch::with_capacity(asked.len());
+    let mut again_at = Vec::with_capacity(asked.len());
+    for ((i, pid, guard), code) in asked.iter().zip(codes) {
+        if *pid != producer_id || epoch_of(*i) != producer_epoch {
+            continue; // one producer per request: anything else stays refused
+        }
+        match code {
+            ErrorCode::NONE => {
+                let (shard, topic, partition, records) = &sent[*i];
+                again.push(*shard, *topic, *partition, PartitionOp::Produce { records: records.clone(), acks, timeout_ms, txn_guard: Some(*guard) });
+                again_at.push(*i);
+            }
+            ErrorCode::COORDINATOR_NOT_AVAILABLE
+            | ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
+            | ErrorCode::NOT_COORDINATOR
+            | ErrorCode::CONCURRENT_TRANSACTIONS
+            | ErrorCode::REQUEST_TIMED_OUT => results[*i] = Err(PartitionError::NotEnoughReplicas { isr: 0, min_insync: 0 }),
+            ErrorCode::PRODUCER_FENCED | ErrorCode::INVALID_PRODUCER_EPOCH => {
+                results[*i] = Err(PartitionError::Sequence(SequenceError::InvalidProducerEpoch { epoch: producer_epoch, current: producer_epoch }))
+            }
+            // INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING, ...: not in the transaction.
+            _ => {}
+        }
+    }
+    if again.is_empty() {
+        return;
+    }
+    for (i, r) in again_at.into_iter().zip(ctx.router.run(again).await) {
+        results[i] = r;
+    }
+}
+
+/// One code per partition: NONE when it is in `txn_id`'s open transaction of this
+/// producer and epoch.
+async fn verify(ctx: &Rc<ShardContext>, txn_id: &str, producer_id: i64, producer_epoch: i16, partitions: &[(String, i32)]) -> Vec<ErrorCode> {
+    let image = ctx.image();
+    let leader = coordinator_of(&ctx.router, txn_id).and_then(|(p, _)| image.topic(TRANSACTION_STATE_TOPIC)?.partition(p).map(|m| m.leader));
+    let fail = |e: ErrorCode| vec![e; partitions.len()];
+    match leader {
+        None => fail(ErrorCode::COORDINATOR_NOT_AVAILABLE),
+        Some(l) if l == ctx.config.node_id => {
+            let op = TxnOp::AddPartitions { txn_id: txn_id.to_string(), producer_id, producer_epoch, partitions: partitions.to_vec(), verify_only: true };
+            match route_txn(ctx, txn_id, op).await {
+                Ok(TxnReply::Partitions(codes)) if codes.len() == partitions.len() => codes,
+                Ok(_) => fail(ErrorCode::UNKNOWN_SERVER_ERROR),
+                Err(e) => fail(e),
+            }
+        }
+        Some(l) => {
+            let Some(b) = image.brokers.get(&l).filter(|b| !b.fenced) else { return fail(ErrorCode::COORDINATOR_NOT_AVAILABLE) };
+            let mut topics: Vec<AddPartitionsToTxnTopic> = Vec::new();
+            for (t, p) in partitions {
+                match topics.last_mut() {
+                    Some(last) if last.name.0.as_str() == t => last.partitions.push(*p),
+                    _ => topics.push(AddPartitionsToTxnTopic::default().with_name(TopicName(StrBytes::from_string(t.clone()))).with_partitions(vec![*p])),
+                }
+            }
+            let txn = AddPartitionsToTxnTransaction::default()
+                .with_transactional_id(TransactionalId(StrBytes::from_string(txn_id.to_string())))
+                .with_producer_id(ProducerId(producer_id))
+                .with_producer_epoch(producer_epoch)
+                .with_verify_only(true)
+                .with_topics(topics);
+            let req = AddPartitionsToTxnRequest::default().with_transactions(vec![txn]);
+            let addr = format!("{}:{}", b.host, b.port);
+            let client_id = format!("shardlog-txn-verification-{}", ctx.config.node_id);
+            let resp: Result<AddPartitionsToTxnResponse, String> = crate::server::broker_call::call(&addr, &client_id, ApiKey::AddPartitionsToTxn, 4, &req, VERIFY_TIMEOUT).await;
+            match resp {
+                Err(e) => {
+                    tracing::debug!(error = %e, "transaction verification call failed");
+                    fail(ErrorCode::REQUEST_TIMED_OUT)
+                }
+                Ok(r) if r.error_code != 0 => fail(ErrorCode(r.error_code)),
+                Ok(r) => {
+                    let found = r.results_by_transaction.into_iter().find(|t| t.transactional_id.0.as_str() == txn_id);
+                    partitions
+                        .iter()
+                        .map(|(t, p)| {
+                            found
+                                .as_ref()
+                                .and_then(|f| f.topic_results.iter().find(|x| x.name.0.as_str() == t))
+                                .and_then(|x| x.results_by_partition.iter().find(|x| x.partition_index == *p))
+                                .map_or(ErrorCode::UNKNOWN_SERVER_ERROR, |x| ErrorCode(x.partition_error_code))
+                        })
+                        .collect()
+                }
+            }
+        }
+    }
+}
