@@ -17,7 +17,7 @@ broker, judged by the checker (its own tests: test_history_checker.py).
 Every history is kept in target/integration-logs/history/<test>.jsonl; a failing test
 prints the checker's report. `scripts/history.sh` runs longer campaigns.
 Env: SHARDLOG_HISTORY_DURATION_S (single node, default 25), SHARDLOG_HISTORY_CLUSTER_S
-(cluster, default 45), SHARDLOG_HISTORY_TXN=1 runs the transactional test on shardlog too.
+(cluster, default 45).
 No timed assertions: durations only size the load; every wait is a bound.
 """
 
@@ -106,8 +106,6 @@ def test_negative_control_records_nobody_read_deleted_before_the_drain_are_lost(
 
 
 def test_transactional_run_single_node(broker, request):
-    if not is_kafka() and os.environ.get("SHARDLOG_HISTORY_TXN") != "1":
-        pytest.skip("transactions not yet implemented in shardlog (SHARDLOG_HISTORY_TXN=1 runs it anyway)")
     path = history_file(request)
     cfg = Config(partitions=6, producers=1, txn_producers=2, consumers=1, rc_consumers=1, group_consumers=0,
                  duration_s=DURATION_S, reassign_every_s=8, seed=2)
