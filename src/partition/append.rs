@@ -174,7 +174,12 @@ impl Partition {
         // appended too, so a marker between the verification and this append is seen.
         if let (Some(guard), None) = (verification, dup) {
             let first_of_txn = headers.iter().find(|h| {
-                h.is_transactional() && !h.is_control() && self.producers.borrow().get(h.producer_id).is_none_or(|e| e.current_txn_first_offset.is_none())
+                // A new transaction here: none open for the producer, or (transactions
+                // v2) a bumped epoch, whose previous transaction's marker may not be here
+                // yet — the coordinator refuses to add the partition until it is.
+                h.is_transactional()
+                    && !h.is_control()
+                    && self.producers.borrow().get(h.producer_id).is_none_or(|e| e.current_txn_first_offset.is_none() || h.producer_epoch > e.epoch)
             });
             if let Some(h) = first_of_txn {
                 let mut guards = self.txn_guards.borrow_mut();

@@ -10,11 +10,17 @@
 //! then rejects with UNSUPPORTED_VERSION; the codec cannot parse them anyway.
 
 use bytes::{BufMut, BytesMut};
-use kafka_protocol::messages::api_versions_response::{ApiVersion, SupportedFeatureKey};
+use kafka_protocol::messages::api_versions_response::{ApiVersion, FinalizedFeatureKey, SupportedFeatureKey};
 use kafka_protocol::messages::{ApiKey, ApiVersionsResponse};
 use kafka_protocol::protocol::StrBytes;
 
 use super::errors::ErrorCode;
+
+/// The feature naming the transaction protocol (KIP-890): 2 = transactions v2.
+pub const TRANSACTION_VERSION: &str = "transaction.version";
+/// The finalized features never change at run time here: one epoch (clients take the
+/// features of the highest epoch they saw; -1 would mean "none").
+const FINALIZED_FEATURES_EPOCH: i64 = 1;
 
 /// `(api, min, max)` served. To enable an API add (or uncomment) one line; the
 /// ApiVersions response, request admission and the tests all read this table.
@@ -60,8 +66,8 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // The openraft metadata quorum in KRaft's terms (server/handlers/describe_quorum.rs).
     (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::DescribeCluster, 0, 1),
-    // Transactions (txn/ and the partition side): Kafka 4.1's ranges. Without the
-    // transaction.version feature finalized, clients use protocol v1 (EndTxn <= 4).
+    // Transactions (txn/ and the partition side): Kafka 4.1's ranges; transaction.version
+    // 2 is finalized (below), so v2 clients use EndTxn 5 and Produce 12+.
     (ApiKey::AddPartitionsToTxn, 0, 5),
     (ApiKey::AddOffsetsToTxn, 0, 4),
     (ApiKey::EndTxn, 0, 5),
@@ -90,7 +96,7 @@ const NOT_SERVED: &[(ApiKey, i16, i16, &str)] = &[
     (ApiKey::DescribeClientQuotas, 0, 1, "no client quotas"),
     (ApiKey::AlterClientQuotas, 0, 1, "no client quotas"),
     (ApiKey::AlterUserScramCredentials, 0, 0, "no SASL (DescribeUserScramCredentials answers: none defined)"),
-    (ApiKey::UpdateFeatures, 0, 2, "no finalized features to update (transaction and group versions stay at 0)"),
+    (ApiKey::UpdateFeatures, 0, 2, "finalized features are fixed (transaction.version 2)"),
     (ApiKey::DescribeCluster, 0, 2, "v2 (KIP-1073 fenced brokers) not implemented; 0-1 served"),
     (ApiKey::DescribeProducers, 0, 0, "producer state is not exposed yet"),
     (ApiKey::UnregisterBroker, 0, 0, "one broker, no broker registrations"),
@@ -168,8 +174,10 @@ pub fn produce_version_rejected(version: i16) -> bool {
 /// The ApiVersions response body for a request of `version` (a supported one).
 ///
 /// Supported features: Kafka always lists `metadata.version` (4.1 brokers: levels 7..=27,
-/// 3.3-IV3..4.1-IV1). Finalized features are left empty (epoch -1) on purpose: clients
-/// then stay on transaction version 0, which is what this broker implements. KIP-848
+/// 3.3-IV3..4.1-IV1), and `transaction.version` 0..=2. Finalized: `transaction.version`
+/// 2, so clients that know transaction protocol v2 (KIP-890 part 2: Java 4.x) use it —
+/// an epoch bump per transaction, no AddPartitionsToTxn / AddOffsetsToTxn from the client
+/// (the partition leader and the group coordinator add the partitions). KIP-848
 /// consumer groups are served to clients that ask for them (`group.protocol=consumer`
 /// checks ConsumerGroupHeartbeat in this table); `group.version` is not listed.
 pub fn api_versions_response(version: i16) -> ApiVersionsResponse {
@@ -185,12 +193,15 @@ pub fn api_versions_response(version: i16) -> ApiVersionsResponse {
         .with_throttle_time_ms(0);
     if version >= 3 {
         resp = resp
-            .with_supported_features(vec![SupportedFeatureKey::default()
-                .with_name(StrBytes::from_static_str("metadata.version"))
-                .with_min_version(7)
-                .with_max_version(27)])
-            .with_finalized_features_epoch(-1)
-            .with_finalized_features(Vec::new());
+            .with_supported_features(vec![
+                SupportedFeatureKey::default().with_name(StrBytes::from_static_str("metadata.version")).with_min_version(7).with_max_version(27),
+                SupportedFeatureKey::default().with_name(StrBytes::from_static_str(TRANSACTION_VERSION)).with_min_version(0).with_max_version(2),
+            ])
+            .with_finalized_features_epoch(FINALIZED_FEATURES_EPOCH)
+            .with_finalized_features(vec![FinalizedFeatureKey::default()
+                .with_name(StrBytes::from_static_str(TRANSACTION_VERSION))
+                .with_min_version_level(2)
+                .with_max_version_level(2)]);
     }
     resp
 }
@@ -322,8 +333,10 @@ mod tests {
             let p = r.api_keys.iter().find(|a| a.api_key == 0).unwrap();
             assert_eq!((p.min_version, p.max_version), (0, 13));
             if v >= 3 {
-                assert_eq!(r.supported_features.len(), 1);
-                assert_eq!(r.finalized_features_epoch, -1);
+                assert_eq!(r.supported_features.len(), 2);
+                assert_eq!(r.finalized_features_epoch, FINALIZED_FEATURES_EPOCH);
+                let tv = r.finalized_features.iter().find(|f| f.name.as_str() == TRANSACTION_VERSION).unwrap();
+                assert_eq!((tv.min_version_level, tv.max_version_level), (2, 2));
             }
         }
     }

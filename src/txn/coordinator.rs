@@ -72,8 +72,8 @@ impl TxnCoordinator {
             TxnOp::AddPartitions { txn_id, producer_id, producer_epoch, partitions, verify_only } => {
                 self.add_partitions(p, epoch, &txn_id, producer_id, producer_epoch, partitions, verify_only).await
             }
-            TxnOp::EndTxn { txn_id, producer_id, producer_epoch, commit } => {
-                self.end_txn(ctx, p, epoch, &txn_id, producer_id, producer_epoch, commit).await
+            TxnOp::EndTxn { txn_id, producer_id, producer_epoch, commit, bump_epoch } => {
+                self.end_txn(ctx, p, epoch, &txn_id, producer_id, producer_epoch, commit, bump_epoch).await
             }
             TxnOp::Describe { txn_id } => Ok(TxnReply::Described(self.txns.borrow().get(&txn_id).map(|e| view(&e.meta)))),
             TxnOp::List { states, producer_ids, min_duration_ms } => {
@@ -359,35 +359,53 @@ impl TxnCoordinator {
         }
     }
 
+    /// EndTxn. Transactions v1: answered `Done`. v2 (`bump_epoch`): the decided state
+    /// carries the next epoch, which the answer gives the producer (`Producer`); a retry
+    /// with the epoch before that bump gets the same answer.
     #[allow(clippy::too_many_arguments)]
-    async fn end_txn(&self, ctx: &Rc<TxnContext>, p: &Rc<Partition>, epoch: i32, id: &str, producer_id: i64, producer_epoch: i16, commit: bool) -> TxnResult {
+    async fn end_txn(&self, ctx: &Rc<TxnContext>, p: &Rc<Partition>, epoch: i32, id: &str, producer_id: i64, producer_epoch: i16, commit: bool, bump_epoch: bool) -> TxnResult {
         let Some(current) = self.begin(id)? else { return Err(ErrorCode::INVALID_PRODUCER_ID_MAPPING) };
+        let answer = |m: &TxnMetadata| if bump_epoch { TxnReply::Producer { producer_id: m.producer_id, producer_epoch: m.producer_epoch } } else { TxnReply::Done };
+        let decided = |s: TxnState| matches!(s, TxnState::PrepareCommit | TxnState::CompleteCommit) == commit;
+        // v2: a retry of an end whose answer was lost names the epoch before its bump.
+        let retry_of_bumped = bump_epoch
+            && producer_id == current.producer_id
+            && current.last_producer_epoch >= 0
+            && producer_epoch == current.last_producer_epoch
+            && current.producer_epoch == producer_epoch.wrapping_add(1)
+            && matches!(current.state, TxnState::PrepareCommit | TxnState::PrepareAbort | TxnState::CompleteCommit | TxnState::CompleteAbort);
+        if retry_of_bumped {
+            self.release(id);
+            return if decided(current.state) { Ok(answer(&current)) } else { Err(ErrorCode::INVALID_TXN_STATE) };
+        }
         if let Err(e) = current.check_producer(producer_id, producer_epoch) {
             self.release(id);
             return Err(txn_error(e));
         }
-        let retry_of = |done: TxnState| (done == TxnState::CompleteCommit) == commit;
         match current.state {
-            TxnState::Ongoing => {
-                let next = current.prepared(commit, false, now_ms()).map_err(|e| {
+            // v2 may abort a transaction nothing was added to (the client does not know
+            // whether its writes reached a partition): the epoch is bumped all the same.
+            TxnState::Ongoing | TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+                if current.state == TxnState::Ongoing || (bump_epoch && !commit) =>
+            {
+                let next = current.prepared(commit, bump_epoch, now_ms()).map_err(|e| {
                     self.release(id);
                     txn_error(e)
                 })?;
-                self.commit_state(p, epoch, next).await?;
+                self.commit_state(p, epoch, next.clone()).await?;
                 // Decided and durable: the client is answered; markers go out meanwhile
                 // (its next transaction waits for them with CONCURRENT_TRANSACTIONS).
                 self.spawn_markers(ctx, p, epoch, id.to_string());
-                Ok(TxnReply::Done)
+                Ok(answer(&next))
             }
-            // A retry of an end already done (its response was lost): the same answer.
-            TxnState::CompleteCommit | TxnState::CompleteAbort if retry_of(current.state) => {
+            // A v1 retry of an end already done (its response was lost): the same answer.
+            TxnState::CompleteCommit | TxnState::CompleteAbort if !bump_epoch && decided(current.state) => {
                 self.release(id);
-                Ok(TxnReply::Done)
+                Ok(answer(&current))
             }
             TxnState::PrepareCommit | TxnState::PrepareAbort => {
                 self.release(id);
-                let same = (current.state == TxnState::PrepareCommit) == commit;
-                Err(if same { ErrorCode::CONCURRENT_TRANSACTIONS } else { ErrorCode::INVALID_TXN_STATE })
+                Err(if decided(current.state) { ErrorCode::CONCURRENT_TRANSACTIONS } else { ErrorCode::INVALID_TXN_STATE })
             }
             _ => {
                 self.release(id);

@@ -17,7 +17,9 @@ pub enum TxnOp {
     /// AddPartitionsToTxn / AddOffsetsToTxn (the group's offsets partition). `verify_only`
     /// (v4+ from a partition leader, KIP-890): only checks they are in the transaction.
     AddPartitions { txn_id: String, producer_id: i64, producer_epoch: i16, partitions: Vec<(String, i32)>, verify_only: bool },
-    EndTxn { txn_id: String, producer_id: i64, producer_epoch: i16, commit: bool },
+    /// `bump_epoch`: transactions v2 (EndTxn v5): the end bumps the producer's epoch
+    /// (markers carry the new one) and answers it.
+    EndTxn { txn_id: String, producer_id: i64, producer_epoch: i16, commit: bool, bump_epoch: bool },
     /// DescribeTransactions for one id.
     Describe { txn_id: String },
     /// ListTransactions over this shard's ids: state names and producer ids filter when

@@ -2,6 +2,7 @@
 //! is durable in `__transaction_state` (PrepareCommit / PrepareAbort); the markers follow
 //! in the background, and the producer's next transaction waits for them
 //! (CONCURRENT_TRANSACTIONS). A retry of an end already completed gets the same answer.
+//! v5 (transactions v2): the producer's epoch is bumped by every end, and answered.
 use std::rc::Rc;
 
 use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
@@ -15,13 +16,16 @@ use crate::txn::{TxnOp, TxnReply};
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: EndTxnRequest) -> Response {
     let txn_id = req.transactional_id.0.to_string();
-    let op = TxnOp::EndTxn { txn_id: txn_id.clone(), producer_id: req.producer_id.0, producer_epoch: req.producer_epoch, commit: req.committed };
-    let code = match route_txn(ctx, &txn_id, op).await {
-        Ok(TxnReply::Done) => ErrorCode::NONE,
-        Ok(_) => ErrorCode::UNKNOWN_SERVER_ERROR,
+    // v5 is transactions v2 (KIP-890 part 2): the end bumps the producer's epoch.
+    let bump_epoch = meta.version >= 5;
+    let op = TxnOp::EndTxn { txn_id: txn_id.clone(), producer_id: req.producer_id.0, producer_epoch: req.producer_epoch, commit: req.committed, bump_epoch };
+    let (code, producer_id, producer_epoch) = match route_txn(ctx, &txn_id, op).await {
+        Ok(TxnReply::Done) => (ErrorCode::NONE, -1, -1),
+        Ok(TxnReply::Producer { producer_id, producer_epoch }) => (ErrorCode::NONE, producer_id, producer_epoch),
+        Ok(_) => (ErrorCode::UNKNOWN_SERVER_ERROR, -1, -1),
         // PRODUCER_FENCED from EndTxn v2 (KIP-588 clients); older ones know INVALID_PRODUCER_EPOCH.
-        Err(e) => old_client_code(e, if meta.version >= 2 { 4 } else { 0 }),
+        Err(e) => (old_client_code(e, if meta.version >= 2 { 4 } else { 0 }), -1, -1),
     };
-    // v5 (transactions v2) answers the producer's id and epoch; -1 when not bumped.
-    meta.respond(&EndTxnResponse::default().with_error_code(code.code()).with_producer_id(ProducerId(-1)).with_producer_epoch(-1))
+    // v5 answers the producer's id and new epoch.
+    meta.respond(&EndTxnResponse::default().with_error_code(code.code()).with_producer_id(ProducerId(producer_id)).with_producer_epoch(producer_epoch))
 }

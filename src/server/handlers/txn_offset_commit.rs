@@ -7,7 +7,9 @@ use std::rc::Rc;
 use kafka_protocol::messages::txn_offset_commit_response::{TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic};
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
-use crate::group::ops::{route, GroupOp, GroupReply};
+use super::txn_verification::verify;
+use crate::group::ops::{coordinator_of, route, GroupOp, GroupReply};
+use crate::group::OFFSETS_TOPIC;
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
@@ -26,6 +28,25 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: TxnOffsetCom
         TxnOffsetCommitResponse::default().with_topics(topics)
     };
     let copy = req.clone();
+    // KIP-890: the group's offsets partition must be in the transaction — verified for
+    // v1 clients (they sent AddOffsetsToTxn), added for v2 ones (TxnOffsetCommit v5, no
+    // AddOffsetsToTxn). A busy coordinator is retriable (COORDINATOR_LOAD_IN_PROGRESS).
+    if let Some((partition, _)) = coordinator_of(&ctx.router, &group_id) {
+        let txn_id = req.transactional_id.0.to_string();
+        let tp = [(OFFSETS_TOPIC.to_string(), partition)];
+        let code = verify(ctx, &txn_id, req.producer_id.0, req.producer_epoch, &tp, meta.version >= 5).await.pop().unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR);
+        let refused = match code {
+            ErrorCode::NONE => None,
+            ErrorCode::COORDINATOR_NOT_AVAILABLE | ErrorCode::NOT_COORDINATOR | ErrorCode::CONCURRENT_TRANSACTIONS | ErrorCode::REQUEST_TIMED_OUT => {
+                Some(ErrorCode::COORDINATOR_LOAD_IN_PROGRESS)
+            }
+            ErrorCode::INVALID_PRODUCER_ID_MAPPING | ErrorCode::PRODUCER_FENCED | ErrorCode::INVALID_PRODUCER_EPOCH => Some(ErrorCode::INVALID_PRODUCER_EPOCH),
+            e => Some(e),
+        };
+        if let Some(e) = refused {
+            return meta.respond(&failed(&copy, e));
+        }
+    }
     let resp = match route(&ctx.router, &group_id, GroupOp::TxnCommit { req, version: meta.version }).await {
         Ok(GroupReply::TxnCommit(r)) => r,
         Ok(_) => failed(&copy, ErrorCode::UNKNOWN_SERVER_ERROR),

@@ -1,7 +1,8 @@
-//! KIP-890 part 1 on the produce path: the first transactional batch of a producer's
+//! KIP-890 on the produce path: the first transactional batch of a producer's
 //! transaction on a partition is appended only once the transaction's coordinator
-//! confirms the partition is in that transaction (AddPartitionsToTxn v4 `verify_only`,
-//! on this broker through the router, else sent to the coordinator's broker). The
+//! confirms the partition is in that transaction (part 1: AddPartitionsToTxn v4
+//! `verify_only`), or, for transactions v2 clients (Produce v12+, part 2), has added it —
+//! on this broker through the router, else sent to the coordinator's broker. The
 //! partition hands out a guard when it asks for verification and a marker clears it, so
 //! a write verified just before its transaction ended is refused, not left hanging.
 //! Errors as Kafka's ReplicaManager gives them: the coordinator busy or moving becomes
@@ -33,6 +34,7 @@ const VERIFY_TIMEOUT: Duration = Duration::from_secs(10);
 /// with their guards, and answers the others with the verification's error.
 pub async fn verify_and_append(
     ctx: &Rc<ShardContext>,
+    produce_version: i16,
     transactional_id: Option<&str>,
     acks: i16,
     timeout_ms: i32,
@@ -56,7 +58,10 @@ pub async fn verify_and_append(
     let epoch_of = |i: usize| parse_header(&sent[i].3).map(|h| h.producer_epoch).unwrap_or(-1);
     let (producer_id, producer_epoch) = (asked[0].1, epoch_of(asked[0].0));
     let partitions: Vec<(String, i32)> = asked.iter().map(|(i, _, _)| (sent[*i].1.to_string(), sent[*i].2)).collect();
-    let codes = verify(ctx, txn_id, producer_id, producer_epoch, &partitions).await;
+    // Transactions v2 (Produce v12+, KIP-890 part 2): the client sends no
+    // AddPartitionsToTxn; this leader adds the partition for it.
+    let add = produce_version >= 12;
+    let codes = verify(ctx, txn_id, producer_id, producer_epoch, &partitions, add).await;
     let mut again = OpBatch::with_capacity(asked.len());
     let mut again_at = Vec::with_capacity(asked.len());
     for ((i, pid, guard), code) in asked.iter().zip(codes) {
@@ -90,15 +95,15 @@ pub async fn verify_and_append(
 }
 
 /// One code per partition: NONE when it is in `txn_id`'s open transaction of this
-/// producer and epoch.
-async fn verify(ctx: &Rc<ShardContext>, txn_id: &str, producer_id: i64, producer_epoch: i16, partitions: &[(String, i32)]) -> Vec<ErrorCode> {
+/// producer and epoch — or, with `add` (transactions v2), once it has been added to it.
+pub async fn verify(ctx: &Rc<ShardContext>, txn_id: &str, producer_id: i64, producer_epoch: i16, partitions: &[(String, i32)], add: bool) -> Vec<ErrorCode> {
     let image = ctx.image();
     let leader = coordinator_of(&ctx.router, txn_id).and_then(|(p, _)| image.topic(TRANSACTION_STATE_TOPIC)?.partition(p).map(|m| m.leader));
     let fail = |e: ErrorCode| vec![e; partitions.len()];
     match leader {
         None => fail(ErrorCode::COORDINATOR_NOT_AVAILABLE),
         Some(l) if l == ctx.config.node_id => {
-            let op = TxnOp::AddPartitions { txn_id: txn_id.to_string(), producer_id, producer_epoch, partitions: partitions.to_vec(), verify_only: true };
+            let op = TxnOp::AddPartitions { txn_id: txn_id.to_string(), producer_id, producer_epoch, partitions: partitions.to_vec(), verify_only: !add };
             match route_txn(ctx, txn_id, op).await {
                 Ok(TxnReply::Partitions(codes)) if codes.len() == partitions.len() => codes,
                 Ok(_) => fail(ErrorCode::UNKNOWN_SERVER_ERROR),
@@ -118,7 +123,7 @@ async fn verify(ctx: &Rc<ShardContext>, txn_id: &str, producer_id: i64, producer
                 .with_transactional_id(TransactionalId(StrBytes::from_string(txn_id.to_string())))
                 .with_producer_id(ProducerId(producer_id))
                 .with_producer_epoch(producer_epoch)
-                .with_verify_only(true)
+                .with_verify_only(!add)
                 .with_topics(topics);
             let req = AddPartitionsToTxnRequest::default().with_transactions(vec![txn]);
             let addr = format!("{}:{}", b.host, b.port);
