@@ -45,6 +45,13 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::InitProducerId, 0, 5),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    // Transactions (txn/ and the partition side): Kafka 4.1's ranges; transaction.version
+    // 2 is finalized (below), so v2 clients use EndTxn 5 and Produce 12+.
+    (ApiKey::AddPartitionsToTxn, 0, 5),
+    (ApiKey::AddOffsetsToTxn, 0, 4),
+    (ApiKey::EndTxn, 0, 5),
+    (ApiKey::WriteTxnMarkers, 1, 1),
+    (ApiKey::TxnOffsetCommit, 0, 5),
     // ACLs are off (no authorizer): SECURITY_DISABLED, as Kafka without one.
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::CreateAcls, 1, 3),
@@ -66,13 +73,6 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // The openraft metadata quorum in KRaft's terms (server/handlers/describe_quorum.rs).
     (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::DescribeCluster, 0, 1),
-    // Transactions (txn/ and the partition side): Kafka 4.1's ranges; transaction.version
-    // 2 is finalized (below), so v2 clients use EndTxn 5 and Produce 12+.
-    (ApiKey::AddPartitionsToTxn, 0, 5),
-    (ApiKey::AddOffsetsToTxn, 0, 4),
-    (ApiKey::EndTxn, 0, 5),
-    (ApiKey::WriteTxnMarkers, 1, 1),
-    (ApiKey::TxnOffsetCommit, 0, 5),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
     // KIP-848 consumer groups, served by src/group/consumer/.
