@@ -1,6 +1,6 @@
 //! `shardlog`: the broker (`serve`) and its command-line tools.
 use clap::{Parser, Subcommand};
-use shardlog::cli::{group, topic};
+use shardlog::cli::{group, topic, txn};
 use shardlog::config::ConfigArgs;
 
 #[derive(Parser)]
@@ -28,6 +28,36 @@ enum Command {
     Group {
         #[command(subcommand)]
         action: GroupAction,
+    },
+    /// Inspect transactions and abort a hanging one.
+    Txn {
+        #[command(subcommand)]
+        action: TxnAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum TxnAction {
+    /// The transactions every broker coordinates, with their state.
+    List {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+    /// The producers of every partition of a topic, with their open transactions.
+    Producers {
+        topic: String,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+    },
+    /// Abort the transaction open at an offset of a partition (a hanging transaction).
+    Abort {
+        topic: String,
+        #[arg(long)]
+        partition: i32,
+        #[arg(long)]
+        start_offset: i64,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
     },
 }
 
@@ -104,6 +134,11 @@ fn main() {
         Command::Group { action } => match action {
             GroupAction::List { bootstrap } => group::list(&bootstrap),
             GroupAction::Describe { name, bootstrap } => group::describe(&bootstrap, &name),
+        },
+        Command::Txn { action } => match action {
+            TxnAction::List { bootstrap } => txn::list(&bootstrap),
+            TxnAction::Producers { topic, bootstrap } => txn::producers(&bootstrap, &topic),
+            TxnAction::Abort { topic, partition, start_offset, bootstrap } => txn::abort(&bootstrap, &topic, partition, start_offset),
         },
     };
     if let Err(e) = result {

@@ -3,9 +3,11 @@
 //! - `client.rs` a blocking request/response connection
 //! - `topic.rs`  `shardlog topic create|list|describe|delete`
 //! - `group.rs`  `shardlog group list|describe`
+//! - `txn.rs`    `shardlog txn list|producers|abort`
 //!
 //! A client: it never imports the broker's inside (`server::`, `partition::`, `storage::`,
 //! `cluster::`, `group::`, `controller::`).
 pub mod client;
 pub mod group;
 pub mod topic;
+pub mod txn;

@@ -11,7 +11,9 @@
 //! - replica.* (but replica.lag.time.max.ms), num.replica.fetchers, replication quotas,
 //!   controlled.shutdown.*, broker.heartbeat/session.*, controller.quorum.*, metadata.log.*,
 //!   metadata.max.*: one node, and the metadata quorum is openraft, not KRaft;
-//! - transaction.*, transactional.id.*, producer.id.expiration.ms: no transactions yet;
+//! - transaction.partition.verification.enable, transaction.remove.expired.transaction.*,
+//!   producer.id.expiration.check.interval.ms: verification is always on; expiry runs
+//!   with the transaction coordinator's cleanup and the retention check;
 //! - group.share.*, group.streams.*, share.coordinator.*: no share or streams groups;
 //! - num.io.threads, num.network.threads, background.threads, num.recovery.threads.*,
 //!   log.cleaner.threads, group.coordinator.threads: thread-per-core, one shard per core;
@@ -171,9 +173,17 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     ro("offsets.topic.num.partitions", T::Int, "Partitions of __consumer_offsets (set at creation).", |c| c.offsets_topic_num_partitions.to_string()),
     ro("offsets.topic.replication.factor", T::Short, "Replicas of __consumer_offsets (at most the brokers registered when it is created).", |c| c.offsets_topic_replication_factor.to_string()),
     ro("offsets.topic.segment.bytes", T::Int, "Segment size of __consumer_offsets.", |c| c.offsets_topic_segment_bytes.to_string()),
+    ro("producer.id.expiration.ms", T::Int, "A producer that wrote nothing to a partition for this long leaves its producer state.", |c| c.producer_id_expiration_ms.to_string()),
     ro("queued.max.request.bytes", T::Long, "Bytes of requests a shard's connections may hold together.", |c| c.queued_max_request_bytes.to_string()),
     ro("replica.lag.time.max.ms", T::Long, "A follower not caught up with its leader for this long leaves the ISR.", |c| c.replica_lag_time_max_ms.to_string()),
     ro("socket.request.max.bytes", T::Int, "Largest request frame accepted.", |c| c.socket_request_max_bytes.to_string()),
+    ro("transaction.abort.timed.out.transaction.cleanup.interval.ms", T::Int, "How often timed-out transactions are aborted.", |c| c.transaction_abort_timed_out_transaction_cleanup_interval_ms.to_string()),
+    ro("transaction.max.timeout.ms", T::Int, "Longest transaction.timeout.ms a producer may ask for.", |c| c.transaction_max_timeout_ms.to_string()),
+    ro("transaction.state.log.min.isr", T::Int, "min.insync.replicas of __transaction_state (at most its replicas).", |c| c.transaction_state_log_min_isr.to_string()),
+    ro("transaction.state.log.num.partitions", T::Int, "Partitions of __transaction_state (set at creation).", |c| c.transaction_state_log_num_partitions.to_string()),
+    ro("transaction.state.log.replication.factor", T::Short, "Replicas of __transaction_state (at most the brokers registered when it is created).", |c| c.transaction_state_log_replication_factor.to_string()),
+    ro("transaction.state.log.segment.bytes", T::Int, "Segment size of __transaction_state.", |c| c.transaction_state_log_segment_bytes.to_string()),
+    ro("transactional.id.expiration.ms", T::Int, "A transactional id idle this long is forgotten.", |c| c.transactional_id_expiration_ms.to_string()),
     dynamic("unclean.leader.election.enable", T::Boolean, "Default of unclean.leader.election.enable: elect a replica outside the ISR when no in-sync replica is live.", topic_config::UNCLEAN_LEADER_ELECTION_ENABLE, |c| c.unclean_leader_election_enable.to_string()),
 ];
 

@@ -24,7 +24,7 @@ use futures::FutureExt;
 use super::image::{BrokerId, TopicMeta};
 use super::shard_partitions::ShardPartitions;
 use crate::record::Marker;
-use crate::partition::{AppendOutcome, FetchData, Partition, PartitionError, ReadLimit, WatchSignal};
+use crate::partition::{ProducerView, AppendOutcome, FetchData, Partition, PartitionError, ReadLimit, WatchSignal};
 use crate::runtime::mesh::Mesh;
 use crate::runtime::ShardId;
 
@@ -56,6 +56,8 @@ pub enum PartitionOp<X> {
     /// A consumer's fetch from this broker's follower replica (KIP-392): below the
     /// follower's high watermark. Answered as `OpOutput::Fetch`.
     FollowerFetch { offset: i64, limit: ReadLimit, read_committed: bool },
+    /// DescribeProducers: the producers with state on the leader.
+    DescribeProducers,
     /// An operation of the layer above, run by its installed handler.
     Extension(X),
 }
@@ -69,6 +71,7 @@ pub enum OpOutput<Y> {
     /// (leader epoch, end offset), Kafka's -1s when unknown.
     EpochEnd(i32, i64),
     ReplicaFetch(ReplicaRead),
+    Producers(Vec<ProducerView>),
     Extension(Y),
 }
 
@@ -429,6 +432,10 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
                 Ok(OpOutput::Offset(offset, ts))
             }
             PartitionOp::DeleteRecords { offset } => p.delete_records(offset).await.map(OpOutput::LowWatermark),
+            PartitionOp::DescribeProducers => {
+                p.check_leader()?;
+                Ok(OpOutput::Producers(p.producers_view()))
+            }
             PartitionOp::EpochEndOffset { epoch } => {
                 p.check_online()?;
                 let (epoch, end) = p.epoch_end_offset(epoch);

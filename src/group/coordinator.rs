@@ -17,7 +17,8 @@ use super::coordinator_records::{build_batch, GroupValue, OffsetsRecord};
 use super::state::{CommittedOffset, Group, GroupState, Member};
 use super::OFFSETS_TOPIC;
 use crate::partition::Partition;
-use crate::record::{parse_header, parse_records, records_section};
+use crate::partition::Replayed;
+use crate::record::ControlType;
 use crate::protocol::ErrorCode;
 use super::context::CoordinatorContext;
 use crate::runtime::now_ms;
@@ -106,54 +107,23 @@ impl Coordinator {
             tracing::info!(partition = p.index, leader_epoch = epoch, "leading this __consumer_offsets partition again: reloading its groups");
         }
         let started = Instant::now();
-        let mut offset = p.log_start_offset();
         let mut applied = 0usize;
-        while offset < p.high_watermark() {
-            let data = p.read(offset, LOAD_READ_BYTES).await.map_err(|e| {
-                tracing::error!(partition = p.index, offset, error = %e, "cannot read __consumer_offsets while loading groups");
-                ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
-            })?;
-            if data.records.is_empty() {
-                break;
-            }
-            for batch in data.records {
-                // Stored batches were validated on append; a header that does not parse
-                // means the log is damaged: stop rather than loop.
-                let Ok(h) = parse_header(&batch) else {
-                    tracing::error!(partition = p.index, offset, "unparsable batch in __consumer_offsets; stopping replay here");
-                    self.finish_load(p.index);
-                    self.loaded.borrow_mut().insert(p.index, epoch);
-                    return Ok(());
-                };
-                offset = offset.max(h.last_offset() + 1);
-                if h.is_control() {
-                    // A transaction's marker: its offsets here take effect or are dropped.
-                    match crate::record::parse_marker(&batch, &h) {
-                        Ok(m) => self.complete_txn(p.index, h.producer_id, m.control == crate::record::ControlType::Commit),
-                        Err(e) => tracing::warn!(partition = p.index, offset = h.base_offset, error = %e, "unreadable marker in __consumer_offsets"),
-                    }
-                    continue;
+        p.replay(LOAD_READ_BYTES, |item| match item {
+            // A transaction's marker: its offsets here take effect or are dropped.
+            Replayed::Marker { producer_id, marker, .. } => self.complete_txn(p.index, producer_id, marker.control == ControlType::Commit),
+            Replayed::Record { offset, key, value, txn_producer } => match OffsetsRecord::parse(key, value) {
+                Ok(rec) => {
+                    self.replay(p.index, rec, offset, txn_producer);
+                    applied += 1;
                 }
-                let txn_producer = h.is_transactional().then_some(h.producer_id);
-                // Bounded decompression (record/), then the one record walker.
-                match records_section(&batch, &h).and_then(|section| Ok((parse_records(&section, &h)?, section))) {
-                    Ok((records, section)) => {
-                        for r in records {
-                            let key = r.key.map(|k| section.slice(k));
-                            let value = r.value.map(|v| section.slice(v));
-                            match OffsetsRecord::parse(key, value) {
-                                Ok(rec) => {
-                                    self.replay(p.index, rec, r.offset, txn_producer);
-                                    applied += 1;
-                                }
-                                Err(e) => tracing::warn!(partition = p.index, offset = r.offset, error = %e, "skipping unreadable __consumer_offsets record"),
-                            }
-                        }
-                    }
-                    Err(e) => tracing::warn!(partition = p.index, base_offset = h.base_offset, error = %e, "skipping undecodable __consumer_offsets batch"),
-                }
-            }
-        }
+                Err(e) => tracing::warn!(partition = p.index, offset, error = %e, "skipping unreadable __consumer_offsets record"),
+            },
+        })
+        .await
+        .map_err(|e| {
+            tracing::error!(partition = p.index, error = %e, "cannot read __consumer_offsets while loading groups");
+            ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
+        })?;
         self.finish_load(p.index);
         self.groups.borrow_mut().retain(|_, g| !g.is_disposable());
         self.loaded.borrow_mut().insert(p.index, epoch);

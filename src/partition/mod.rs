@@ -15,6 +15,7 @@
 //! - `cleaner.rs`        one compaction pass over the sealed segments (Kafka's cleaner)
 //! - `producer_state.rs` the idempotent and transactional producer table, its snapshot encoding
 //! - `transactions.rs`   the last stable offset, aborted transactions for read_committed, producer views
+//! - `replay.rs`         a coordinator's replay of its partition (records and markers)
 //! - `error.rs`          `PartitionError`
 //! - `tests.rs`, `cleaner_tests.rs`, `replication_tests.rs`  tests on a real executor
 //!   with real DMA files
@@ -30,6 +31,7 @@ mod follower;
 mod hw_checkpoint;
 pub mod producer_state;
 mod read;
+mod replay;
 pub mod replica_tracker;
 mod replication;
 mod retention;
@@ -55,6 +57,7 @@ pub use error::PartitionError;
 pub use read::{FetchData, ReadLimit, WatchSignal};
 pub use producer_state::AbortedTxn;
 pub use transactions::ProducerView;
+pub use replay::Replayed;
 pub use hw_checkpoint::HW_CHECKPOINT_INTERVAL;
 pub use replica_tracker::{BrokerId, ReplicaTracker};
 pub use replication::{Role, RoleState};

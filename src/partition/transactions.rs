@@ -45,6 +45,21 @@ impl Partition {
         self.producers.borrow().aborted_between(offset, end)
     }
 
+    /// Kafka's producer.id.expiration.ms: forgets producers with no open transaction that
+    /// wrote nothing for `expiration_ms` (by their batches' timestamps, as Kafka), and the
+    /// aborted transactions retention removed from the log. Bounds the producer table (and
+    /// every snapshot of it) by what clients used recently. Returns how many expired.
+    pub fn expire_producers(&self, now_ms: i64, expiration_ms: i64) -> usize {
+        self.assert_on_shard();
+        let mut table = self.producers.borrow_mut();
+        table.trim_aborted_below(self.log_start_offset());
+        let expired = table.expire(now_ms, expiration_ms);
+        if expired > 0 {
+            tracing::debug!(topic = %self.topic, partition = self.index, expired, left = table.len(), "expired idle producers");
+        }
+        expired
+    }
+
     /// Every producer with state here (DescribeProducers).
     pub fn producers_view(&self) -> Vec<ProducerView> {
         self.assert_on_shard();

@@ -73,6 +73,8 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // The openraft metadata quorum in KRaft's terms (server/handlers/describe_quorum.rs).
     (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::DescribeCluster, 0, 1),
+    // The producers of a partition (kafka-transactions describe-producers / find-hanging / abort).
+    (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
     // KIP-848 consumer groups, served by src/group/consumer/.
@@ -98,7 +100,6 @@ const NOT_SERVED: &[(ApiKey, i16, i16, &str)] = &[
     (ApiKey::AlterUserScramCredentials, 0, 0, "no SASL (DescribeUserScramCredentials answers: none defined)"),
     (ApiKey::UpdateFeatures, 0, 2, "finalized features are fixed (transaction.version 2)"),
     (ApiKey::DescribeCluster, 0, 2, "v2 (KIP-1073 fenced brokers) not implemented; 0-1 served"),
-    (ApiKey::DescribeProducers, 0, 0, "producer state is not exposed yet"),
     (ApiKey::UnregisterBroker, 0, 0, "one broker, no broker registrations"),
     (ApiKey::ShareGroupHeartbeat, 1, 1, "share groups (KIP-932) not implemented"),
     (ApiKey::ShareGroupDescribe, 1, 1, "share groups not implemented"),

@@ -92,6 +92,7 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, peer: Option<
         RequestKind::EndTxn(r) => handlers::end_txn::handle(ctx, meta, r).await,
         RequestKind::TxnOffsetCommit(r) => handlers::txn_offset_commit::handle(ctx, meta, r).await,
         RequestKind::WriteTxnMarkers(r) => handlers::write_txn_markers::handle(ctx, meta, r).await,
+        RequestKind::DescribeProducers(r) => handlers::describe_producers::handle(ctx, meta, r).await,
         RequestKind::JoinGroup(r) => handlers::join_group::handle(ctx, meta, r, client_id()).await,
         RequestKind::SyncGroup(r) => handlers::sync_group::handle(ctx, meta, r).await,
         RequestKind::Heartbeat(r) => handlers::heartbeat::handle(ctx, meta, r).await,

@@ -21,7 +21,7 @@ use super::state::{TxnError, TxnMetadata, TxnState};
 use super::TRANSACTION_STATE_TOPIC;
 use crate::partition::Partition;
 use crate::protocol::ErrorCode;
-use crate::record::{parse_header, parse_records, records_section};
+use crate::partition::Replayed;
 use crate::runtime::now_ms;
 
 /// Bytes read per step while replaying a `__transaction_state` partition.
@@ -94,10 +94,8 @@ impl TxnCoordinator {
     }
 
     async fn ensure_all_loaded(&self, ctx: &Rc<TxnContext>) -> Result<(), ErrorCode> {
-        for p in ctx.partitions.all() {
-            if p.topic == TRANSACTION_STATE_TOPIC && p.is_leader() {
-                self.ensure_loaded(ctx, &p).await?;
-            }
+        for p in led_partitions(ctx) {
+            self.ensure_loaded(ctx, &p).await?;
         }
         Ok(())
     }
@@ -117,41 +115,21 @@ impl TxnCoordinator {
         self.loaded.borrow_mut().remove(&p.index);
         self.txns.borrow_mut().retain(|_, e| e.meta.partition != p.index);
         let mut replayed: HashMap<String, Option<TxnMetadata>> = HashMap::new();
-        let mut offset = p.log_start_offset();
-        while offset < p.high_watermark() {
-            let data = p.read(offset, LOAD_READ_BYTES).await.map_err(|e| {
-                tracing::error!(partition = p.index, offset, error = %e, "cannot read __transaction_state while loading");
-                ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
-            })?;
-            if data.records.is_empty() {
-                break;
-            }
-            for batch in data.records {
-                let Ok(h) = parse_header(&batch) else {
-                    tracing::error!(partition = p.index, offset, "unparsable batch in __transaction_state; stopping replay here");
-                    break;
-                };
-                offset = offset.max(h.last_offset() + 1);
-                if h.is_control() {
-                    continue;
-                }
-                match records_section(&batch, &h).and_then(|section| Ok((parse_records(&section, &h)?, section))) {
-                    Ok((records, section)) => {
-                        for r in records {
-                            let key = r.key.map(|k| section.slice(k));
-                            let value = r.value.map(|v| section.slice(v));
-                            match decode(key, value, p.index) {
-                                Ok((id, meta)) => {
-                                    replayed.insert(id, meta);
-                                }
-                                Err(e) => tracing::warn!(partition = p.index, offset = r.offset, error = %e, "skipping unreadable __transaction_state record"),
-                            }
-                        }
+        p.replay(LOAD_READ_BYTES, |item| {
+            if let Replayed::Record { offset, key, value, .. } = item {
+                match decode(key, value, p.index) {
+                    Ok((id, meta)) => {
+                        replayed.insert(id, meta);
                     }
-                    Err(e) => tracing::warn!(partition = p.index, base_offset = h.base_offset, error = %e, "skipping undecodable __transaction_state batch"),
+                    Err(e) => tracing::warn!(partition = p.index, offset, error = %e, "skipping unreadable __transaction_state record"),
                 }
             }
-        }
+        })
+        .await
+        .map_err(|e| {
+            tracing::error!(partition = p.index, error = %e, "cannot read __transaction_state while loading");
+            ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
+        })?;
         let mut to_finish = Vec::new();
         {
             let mut txns = self.txns.borrow_mut();
@@ -495,7 +473,7 @@ impl TxnCoordinator {
     /// Aborts timed-out transactions (with the epoch bumped, so the producer is fenced)
     /// and forgets ids idle past transactional.id.expiration.ms.
     fn tick(&self, ctx: &Rc<TxnContext>) {
-        let led: HashSet<i32> = ctx.partitions.all().iter().filter(|p| p.topic == TRANSACTION_STATE_TOPIC && p.is_leader()).map(|p| p.index).collect();
+        let led: HashSet<i32> = led_partitions(ctx).iter().map(|p| p.index).collect();
         self.loaded.borrow_mut().retain(|partition, _| led.contains(partition));
         self.txns.borrow_mut().retain(|_, e| led.contains(&e.meta.partition));
         let now = now_ms();
@@ -544,14 +522,27 @@ impl TxnCoordinator {
     /// (in their current epoch): a new coordinator finishes decided transactions at once,
     /// not at the first request.
     async fn load_led(&self, ctx: &Rc<TxnContext>) {
-        for p in ctx.partitions.all() {
-            if p.topic == TRANSACTION_STATE_TOPIC && p.is_leader() && self.loaded.borrow().get(&p.index) != Some(&p.leader_epoch()) {
+        for p in led_partitions(ctx) {
+            if self.loaded.borrow().get(&p.index) != Some(&p.leader_epoch()) {
                 if let Err(e) = self.ensure_loaded(ctx, &p).await {
                     tracing::debug!(partition = p.index, code = %e, "__transaction_state partition not loaded yet");
                 }
             }
         }
     }
+}
+
+/// The `__transaction_state` partitions this shard leads (found through the metadata
+/// image, not by walking every partition of the shard: this runs every 200 ms).
+fn led_partitions(ctx: &TxnContext) -> Vec<Rc<Partition>> {
+    let image = ctx.partitions.image();
+    let Some(t) = image.topic(TRANSACTION_STATE_TOPIC) else { return Vec::new() };
+    t.partitions
+        .iter()
+        .filter(|m| m.shard == ctx.shard)
+        .filter_map(|m| ctx.partitions.get(TRANSACTION_STATE_TOPIC, m.partition))
+        .filter(|p| p.is_leader())
+        .collect()
 }
 
 fn view(m: &TxnMetadata) -> TxnView {

@@ -15,6 +15,7 @@
 //! - `coordinator.rs` the per-shard coordinator: loading, the APIs, markers, timeouts
 //! - `context.rs`     what the coordinator needs from its shard; the marker writer
 //! - `ops.rs`         the operations as they travel to the coordinating shard
+//! - `simulation.rs`  a seeded simulation over the real state machines (tests)
 //!
 //! The partition side (markers, the last stable offset, read_committed) is in
 //! `partition/`; the group side (transactional offset commits) in `group/`.
@@ -25,6 +26,8 @@ pub mod coordinator;
 pub mod ops;
 pub mod records;
 pub mod state;
+#[cfg(test)]
+mod simulation;
 
 pub use context::{MarkerRequest, MarkerWriter, TxnConfig, TxnContext};
 pub use ops::{AnswersTxnOps, CarriesTxnOps, TxnOp, TxnReply, TxnResult, TxnView};

@@ -47,9 +47,9 @@ from confluent_kafka import (OFFSET_BEGINNING, Consumer, IsolationLevel, KafkaEr
 from confluent_kafka.admin import OffsetSpec
 
 import kafkawire as kw
-from clients import (JAVA_JAR, admin, admin_create_topic, java_tool, json_lines, make_records,
+from clients import (JAVA_JAR, admin, admin_create_topic, java_tool, json_lines, kafka_tool, make_records, shardlog_cli,
                      parse_record_lines, produce_confluent)
-from conftest import REPO, is_kafka, wait_for
+from conftest import REPO, is_kafka, skip_unless_shardlog, wait_for
 
 BOUND_S = 120  # a bound for any one wait; reaching it is a failure, never a timing assertion
 GO_EOS = Path(os.environ.get("SHARDLOG_GO_TXN_EOS", REPO / "tests" / "go" / "target" / "txneos"))
@@ -895,3 +895,64 @@ def test_franz_go_group_transact_session_exactly_once(bootstrap):
     out_ru = consume_all(bootstrap, dst, parts, READ_UNCOMMITTED)
     assert sum(len(v) for v in out_ru.values()) == n + aborted[0]["records"]
     assert group_committed(bootstrap, group, src, parts) == src_end
+
+
+def test_kafka_transactions_cli_describe_producers_and_abort(bootstrap):
+    """Kafka's operator tool against an open transaction: `describe-producers` shows the
+    producer with its transaction's start offset (DescribeProducers), `describe` the
+    transaction Ongoing on its coordinator, and `abort` (DescribeProducers, then
+    WriteTxnMarkers to the partition leader) ends it on the partition: the LSO moves past
+    it and read_committed never delivers its records, while committed data stays."""
+    topic = _topic(bootstrap, "cli", 1)
+    txn_id = f"txn-cli-{_uid()}"
+    p = txn_producer(bootstrap, txn_id)
+    p.begin_transaction()
+    p.produce(topic, value=b"kept", partition=0)
+    p.commit_transaction(BOUND_S)
+    wait_stable(bootstrap, topic, 1)  # offset 0 the record, 1 its commit marker
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, value=f"stuck-{i}".encode(), partition=0)
+    assert p.flush(BOUND_S) == 0
+    assert list_offsets(bootstrap, topic, 1, READ_COMMITTED) == {0: 2}
+    tool = "org.apache.kafka.tools.TransactionsCommand"
+    r = kafka_tool(tool, "--bootstrap-server", bootstrap, "describe-producers", "--topic", topic, "--partition", "0")
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = [l.split() for l in r.stdout.splitlines()[1:] if l.strip()]
+    header = r.stdout.splitlines()[0].split()
+    assert "CurrentTransactionStartOffset" in header, r.stdout
+    start_col = header.index("CurrentTransactionStartOffset")
+    assert [row[start_col] for row in rows] == ["2"], r.stdout
+    r = kafka_tool(tool, "--bootstrap-server", bootstrap, "describe", "--transactional-id", txn_id)
+    assert r.returncode == 0 and "Ongoing" in r.stdout and topic in r.stdout, (r.stdout, r.stderr[-2000:])
+    r = kafka_tool(tool, "--bootstrap-server", bootstrap, "abort", "--topic", topic, "--partition", "0", "--start-offset", "2")
+    assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
+    # The abort marker is at 5: the LSO reaches the high watermark, the records never show.
+    assert wait_stable(bootstrap, topic, 1) == {0: 6}
+    assert [v for _, _, v in consume_all(bootstrap, topic, 1, READ_COMMITTED)[0]] == [b"kept"]
+    r = kafka_tool(tool, "--bootstrap-server", bootstrap, "describe-producers", "--topic", topic, "--partition", "0")
+    rows = [l.split() for l in r.stdout.splitlines()[1:] if l.strip()]
+    assert [row[start_col] for row in rows] == ["None"], r.stdout
+
+
+def test_shardlog_txn_cli_lists_and_aborts_an_open_transaction(bootstrap):
+    """`shardlog txn list|producers|abort`: the open transaction is listed Ongoing by its
+    coordinator, its producer shows the start offset on the partition, and aborting it there
+    releases the LSO without delivering its records."""
+    skip_unless_shardlog("shardlog's own CLI")
+    topic = _topic(bootstrap, "own-cli", 2)
+    txn_id = f"txn-own-cli-{_uid()}"
+    p = txn_producer(bootstrap, txn_id)
+    p.begin_transaction()
+    for i in range(2):
+        p.produce(topic, value=f"open-{i}".encode(), partition=1)
+    assert p.flush(BOUND_S) == 0
+    listed = shardlog_cli("txn", "list", "--bootstrap", bootstrap).stdout
+    assert any(txn_id in l and "Ongoing" in l for l in listed.splitlines()), listed
+    rows = [l.split() for l in shardlog_cli("txn", "producers", topic, "--bootstrap", bootstrap).stdout.splitlines()[1:]]
+    assert [(r[0], r[4]) for r in rows if r[4] != "-"] == [("1", "0")], rows
+    bad = shardlog_cli("txn", "abort", topic, "--partition", "1", "--start-offset", "7", "--bootstrap", bootstrap, check=False)
+    assert bad.returncode != 0 and "no transaction starts at offset 7" in bad.stderr, bad.stderr
+    shardlog_cli("txn", "abort", topic, "--partition", "1", "--start-offset", "0", "--bootstrap", bootstrap)
+    assert wait_stable(bootstrap, topic, 2) == {0: 0, 1: 3}
+    assert consume_all(bootstrap, topic, 2, READ_COMMITTED) == {0: [], 1: []}

@@ -17,6 +17,8 @@ pub async fn retention_loop(ctx: Rc<ShardContext>) {
             if let Err(e) = p.apply_retention(now).await {
                 tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e, "retention failed");
             }
+            // producer.id.expiration.ms, checked as often as retention.
+            p.expire_producers(now, ctx.config.producer_id_expiration_ms);
         }
     }
 }
