@@ -142,8 +142,10 @@ impl TxnCoordinator {
             }
         }
         self.loaded.borrow_mut().insert(p.index, epoch);
-        tracing::info!(partition = p.index, coordinator_epoch = epoch, transactional_ids = self.txns.borrow().values().filter(|e| e.meta.partition == p.index).count(),
-            "loaded transactions from __transaction_state");
+        let ids = self.txns.borrow().values().filter(|e| e.meta.partition == p.index).count();
+        if ids > 0 {
+            tracing::info!(partition = p.index, coordinator_epoch = epoch, transactional_ids = ids, "loaded transactions from __transaction_state");
+        }
         for id in to_finish {
             let state = self.txns.borrow().get(&id).map(|e| e.meta.state);
             match state {

@@ -1,16 +1,13 @@
-"""ListTransactions / DescribeTransactions through real admin clients (issue 13, point 4):
-with no transaction coordinator, shardlog answers as Kafka 4.1 answers when no transaction
-exists — ListTransactions: an empty list, NONE; DescribeTransactions for an unknown id:
-TRANSACTIONAL_ID_NOT_FOUND (both checked on the wire in test_admin_compat.py). Every client
-must end promptly with a clear answer, never retry until its timeout:
+"""ListTransactions / DescribeTransactions through real admin clients, before any transaction
+exists: shardlog answers as Kafka 4.1 does — ListTransactions: an empty list, NONE;
+DescribeTransactions for an unknown id: TRANSACTIONAL_ID_NOT_FOUND (the first coordinator lookup
+creates __transaction_state, as Kafka's does). Every client must end promptly with a clear
+answer, never retry until its timeout:
 - Kafka's `kafka-transactions list` prints an empty table (test_admin_compat.py) and
   `kafka-transactions describe --transactional-id X` exits non-zero naming the id;
 - the Java AdminClient: listTransactions() is empty; describeTransactions() fails;
 - franz-go's kadm: ListTransactions is empty; DescribeTransactions fails for the id.
-One deliberate difference (README, "Kafka APIs"): Java's Admin and kadm first look up the id's
-coordinator with FindCoordinator, which on shardlog fails for every transactional id
-(TRANSACTIONAL_ID_AUTHORIZATION_FAILED, so transactional producers fail fast), so they report
-that code where Kafka reports TRANSACTIONAL_ID_NOT_FOUND. librdkafka (confluent-kafka 2.16)
+librdkafka (confluent-kafka 2.16)
 has no transaction admin calls. Each call gets a bound (60 s); reaching it is a failure.
 """
 
@@ -30,9 +27,9 @@ from conftest import REPO, is_kafka
 BOUND_S = 60
 GO_TOOL = Path(os.environ.get("SHARDLOG_GO_TXN_ADMIN", REPO / "tests" / "go" / "target" / "txnadmin"))
 # What Java's Admin and kadm get for an unknown transactional id (see the module comment).
-JAVA_UNKNOWN_ID = "TransactionalIdNotFoundException" if is_kafka() else "TransactionalIdAuthorizationException"
-CLI_UNKNOWN_ID = "failed because the ID could not be found" if is_kafka() else "failed due to authorization failure"
-KADM_UNKNOWN_ID = "TRANSACTIONAL_ID_NOT_FOUND" if is_kafka() else "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+JAVA_UNKNOWN_ID = "TransactionalIdNotFoundException"
+CLI_UNKNOWN_ID = "failed because the ID could not be found"
+KADM_UNKNOWN_ID = "TRANSACTIONAL_ID_NOT_FOUND"
 
 
 def _admin_props() -> str:
