@@ -12,13 +12,14 @@ tests/history/txn_nemesis.py) and killed with SIGKILL (or stopped with SIGSTOP):
    readers; its coordinator is killed mid-run and restarted. The history checker judges
    (nothing committed lost or duplicated, nothing aborted or open read under
    read_committed); every partition's LSO reaches its high watermark;
-2. the kill at given steps of a transaction, for two transactional ids with the same
-   coordinator (one committing, one aborting): (a) after AddPartitionsToTxn (records sent
-   and acknowledged, before EndTxn), (b) right after commit/abort returned (the decision is
-   durable in `__transaction_state`; the markers may not be written yet), (c) SIGSTOP of
-   the coordinator during EndTxn, SIGCONT after the cluster fenced it. Checked while the
-   node is down (the new coordinator finishes alone) and again after it rejoined and the
-   producers ran one more transaction each;
+2. the kill at given steps of a transaction, for four transactional ids with the same
+   coordinator (two committing, two aborting; transaction.timeout.ms beyond every bound, so
+   only a coordinator can end them in time): (a) after AddPartitionsToTxn (records sent and
+   acknowledged, before EndTxn), (b) as soon as the first commit/abort returned (its
+   decision durable in `__transaction_state`, its markers maybe not written yet), (c)
+   SIGSTOP of the coordinator during EndTxn, SIGCONT after the cluster fenced it. Checked
+   while the node is down (the new coordinator finishes alone) and again after it rejoined
+   and every producer ran two more transactions; no producer may have been fenced;
 3. consume-transform-produce with a consumer group (offsets in the transaction) across a
    kill -9 of the transaction coordinator (chosen to be the group coordinator as well when
    such an id is found): the output holds every input exactly once, the group's committed
@@ -26,7 +27,9 @@ tests/history/txn_nemesis.py) and killed with SIGKILL (or stopped with SIGSTOP):
 4. Kafka Streams with processing.guarantee=exactly_once_v2 (tests/java StreamsEos: counts
    per key) while the broker coordinating the application's transactions is killed, and
    separately while the Streams process is killed: the read_committed output's final count
-   per key equals the input's.
+   per key equals the input's;
+5. ListTransactions to each broker lists exactly the ids it coordinates (one id per
+   broker), and after a coordinator is killed the broker that took its id over lists it.
 
 A transaction whose commit failed with an error that leaves its outcome unknown (a fatal
 error after EndTxn was sent) is not retried; its records may be visible once or not at
@@ -39,7 +42,6 @@ from __future__ import annotations
 import collections
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -53,6 +55,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import conftest
+import kafkawire as kw
 from clients import JAVA_JAR
 from conftest import LOG_ROOT, is_kafka, wait_for
 from test_transactions import READ_COMMITTED, READ_UNCOMMITTED, consume_all, list_offsets
@@ -586,6 +589,62 @@ def test_consume_transform_produce_across_coordinator_kill9(cluster):
     assert committed() == src_end
 
 
+# == 5. the coordinators' own view: ListTransactions per broker, before and after a failover ============
+
+def list_transactions_at(bootstrap: str) -> dict[str, str]:
+    """Raw ListTransactions v0 to one broker (no filters): {transactional id: state} of the
+    transactions that broker coordinates."""
+    r = kw.flexible_roundtrip(bootstrap, 66, 0, kw.compact_array([]) + kw.compact_array([]))
+    r.i32()  # throttle
+    err = r.i16()
+    assert err == 0, f"ListTransactions at {bootstrap}: error {err}"
+    r.array(r.compact_string)  # unknown state filters
+
+    def state():
+        d = (r.compact_string(), r.i64(), r.compact_string())
+        r.tags()
+        return d
+    return {tid: st for tid, _pid, st in r.array(state)}
+
+
+def test_list_transactions_per_coordinator_across_failover(cluster):
+    """Each broker lists (ListTransactions) exactly the transactional ids it coordinates;
+    after the coordinator of one is killed, the broker that took it over lists it."""
+    bs = bootstrap_of(cluster)
+    topic = create_topic(bs, "list")
+    ids: dict[int, str] = {}
+    for _ in range(400):
+        if len(ids) == len(cluster.nodes):
+            break
+        k = f"txf-list-{_uid()}"
+        ids.setdefault(coordinator(cluster, k), k)
+    assert len(ids) == len(cluster.nodes), f"no id for every broker: {ids}"
+    ledger = Ledger()
+    clients = {n: TxnClient(bs, k, topic) for n, k in ids.items()}
+    for n, c in clients.items():
+        assert ledger.run(c, f"on-{n}", records(f"list{n}", 1), True) == "committed"
+
+    def listed_by() -> dict[str, set[int]]:
+        out: dict[str, set[int]] = collections.defaultdict(set)
+        for nd in cluster.nodes:
+            if nd.alive():
+                for tid in list_transactions_at(nd.bootstrap):
+                    out[tid].add(nd.node_id)
+        return out
+    got = listed_by()
+    assert {k: got.get(k) for k in ids.values()} == {k: {n} for n, k in ids.items()}, \
+        f"listed by: {dict(got)}; coordinators: {ids}"
+
+    victim_id = next(iter(ids))
+    tid = ids[victim_id]
+    node_of(cluster, victim_id).kill9()
+    new = coordinator(cluster, tid, not_id=victim_id)
+    st = wait_for(f"node {new}, the new coordinator of {tid}, to list it",
+                  lambda: list_transactions_at(node_of(cluster, new).bootstrap).get(tid), BOUND_S)
+    assert st == "CompleteCommit", st
+    ledger.check(live(cluster), topic, PARTS, "after the failover")
+
+
 # == 4. Kafka Streams exactly_once_v2 ===============================================================
 
 STREAMS_KEYS = 10
@@ -695,9 +754,9 @@ def _streams_run(cluster, tmp_path, victim: str) -> None:
                  lambda: list_offsets(bs, dst, PARTS, READ_COMMITTED) and
                  sum(list_offsets(bs, dst, PARTS, READ_COMMITTED).values()) > 0, BOUND_S)
         if victim == "coordinator":
-            # The id is the one the coordinators know (ListTransactions lists it).
-            wait_for(f"ListTransactions to list {ids[0]}",
-                     lambda: any(ids[0] in l.get("listed", []) for l in app.lines), BOUND_S)
+            # The id is the one its coordinator knows (DescribeTransactions describes it).
+            wait_for(f"DescribeTransactions to describe {ids[0]}",
+                     lambda: any(ids[0] in l.get("described", {}) for l in app.lines), BOUND_S)
             coord = coordinator(cluster, ids[0])
             node = node_of(cluster, coord)
             print(f"streams: transactional ids {ids}; killing their coordinator, node {coord}")

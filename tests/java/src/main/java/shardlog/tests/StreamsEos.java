@@ -12,7 +12,6 @@ import java.util.concurrent.CountDownLatch;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
-import org.apache.kafka.clients.admin.TransactionListing;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.common.serialization.Serdes;
@@ -36,8 +35,8 @@ import org.apache.kafka.streams.state.Stores;
  *
  * stdout, JSON lines: {"state":"RUNNING"} (every state change), then once running
  * {"transactional_ids":[...]} (the stream threads' ids: the coordinator tests kill their
- * coordinator) and {"listed":[...]} whenever the application's ids that ListTransactions
- * returns change. Runs until SIGTERM: closes, prints {"closed":true} and exits 0
+ * coordinator) and {"described":{id:state,...}} whenever their states as DescribeTransactions
+ * gives them change. Runs until SIGTERM: closes, prints {"closed":true} and exits 0
  * (3 if it did not close within 60 s); exit 2 if Streams reaches ERROR.
  */
 public final class StreamsEos {
@@ -114,24 +113,28 @@ public final class StreamsEos {
             quoted.add(ClientTool.jstr(t.threadName().replace("-StreamThread-", "-")));
         }
         out.println("{\"transactional_ids\":[" + String.join(",", quoted) + "]}");
-        // And what the coordinators list (ListTransactions), whenever that changes.
+        // And their state as their coordinator describes it (DescribeTransactions),
+        // whenever that changes.
         try (Admin admin = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap))) {
-            List<String> last = null;
+            List<String> ids = new ArrayList<>();
+            for (ThreadMetadata t : streams.metadataForLocalThreads()) {
+                ids.add(t.threadName().replace("-StreamThread-", "-"));
+            }
+            String last = null;
             while (done.getCount() > 0) {
                 try {
-                    List<String> ids = new ArrayList<>();
-                    for (TransactionListing t : admin.listTransactions().all().get()) {
-                        if (t.transactionalId().startsWith(appId + "-")) {
-                            ids.add(ClientTool.jstr(t.transactionalId()));
-                        }
+                    List<String> states = new ArrayList<>();
+                    var result = admin.describeTransactions(ids);
+                    for (String id : ids) {
+                        states.add(ClientTool.jstr(id) + ":" + ClientTool.jstr(result.description(id).get().state().toString()));
                     }
-                    java.util.Collections.sort(ids);
-                    if (!ids.equals(last)) {
-                        out.println("{\"listed\":[" + String.join(",", ids) + "]}");
-                        last = ids;
+                    String now = "{\"described\":{" + String.join(",", states) + "}}";
+                    if (!now.equals(last)) {
+                        out.println(now);
+                        last = now;
                     }
                 } catch (Exception e) {
-                    System.err.println("listTransactions: " + e);
+                    System.err.println("describeTransactions: " + e);
                 }
                 done.await(500, java.util.concurrent.TimeUnit.MILLISECONDS);
             }
