@@ -28,8 +28,9 @@ tests/history/txn_nemesis.py) and killed with SIGKILL (or stopped with SIGSTOP):
    per key) while the broker coordinating the application's transactions is killed, and
    separately while the Streams process is killed: the read_committed output's final count
    per key equals the input's;
-5. ListTransactions to each broker lists exactly the ids it coordinates (one id per
-   broker), and after a coordinator is killed the broker that took its id over lists it.
+5. (run first, on the fresh cluster) ListTransactions to each broker lists exactly the ids
+   it coordinates (one id per broker), and after a coordinator is killed the broker that
+   took its id over lists it.
 
 A transaction whose commit failed with an error that leaves its outcome unknown (a fatal
 error after EndTxn was sent) is not retried; its records may be visible once or not at
@@ -337,6 +338,64 @@ def records(tag: str, n_per_part: int, partitions: int = PARTS) -> list[tuple[in
     return [(p, f"{tag}-p{p}-{i}".encode()) for i in range(n_per_part) for p in range(partitions)]
 
 
+# == 5. (first) the coordinators' own view: ListTransactions per broker, before and after a failover ============
+
+def list_transactions_at(bootstrap: str) -> dict[str, str]:
+    """Raw ListTransactions v0 to one broker (no filters): {transactional id: state} of the
+    transactions that broker coordinates."""
+    r = kw.flexible_roundtrip(bootstrap, 66, 0, kw.compact_array([]) + kw.compact_array([]))
+    r.i32()  # throttle
+    err = r.i16()
+    assert err == 0, f"ListTransactions at {bootstrap}: error {err}"
+    r.array(r.compact_string)  # unknown state filters
+
+    def state():
+        d = (r.compact_string(), r.i64(), r.compact_string())
+        r.tags()
+        return d
+    return {tid: st for tid, _pid, st in r.array(state)}
+
+
+def test_list_transactions_per_coordinator_across_failover(cluster):
+    """Each broker lists (ListTransactions) exactly the transactional ids it coordinates;
+    after the coordinator of one is killed, the broker that took it over lists it."""
+    bs = bootstrap_of(cluster)
+    topic = create_topic(bs, "list")
+    ids: dict[int, str] = {}  # coordinator → one id it coordinates
+    for _ in range(200):
+        if len(ids) == len(cluster.nodes):
+            break
+        k = f"txf-list-{_uid()}"
+        ids.setdefault(coordinator(cluster, k), k)
+    # On a fresh cluster every broker leads some `__transaction_state` partitions (this test
+    # runs first in the module); later kills may have moved some leaderships away.
+    assert len(ids) >= 2, f"ids of only {sorted(ids)} among 200: the coordinators are not spread"
+    ledger = Ledger()
+    clients = {n: TxnClient(bs, k, topic) for n, k in ids.items()}
+    for n, c in clients.items():
+        assert ledger.run(c, f"on-{n}", records(f"list{n}", 1), True) == "committed"
+
+    def listed_by() -> dict[str, set[int]]:
+        out: dict[str, set[int]] = collections.defaultdict(set)
+        for nd in cluster.nodes:
+            if nd.alive():
+                for tid in list_transactions_at(nd.bootstrap):
+                    out[tid].add(nd.node_id)
+        return out
+    got = listed_by()
+    assert {k: got.get(k) for k in ids.values()} == {k: {n} for n, k in ids.items()}, \
+        f"listed by: {dict(got)}; coordinators: {ids}"
+
+    victim_id = next(iter(ids))
+    tid = ids[victim_id]
+    node_of(cluster, victim_id).kill9()
+    new = coordinator(cluster, tid, not_id=victim_id)
+    st = wait_for(f"node {new}, the new coordinator of {tid}, to list it",
+                  lambda: list_transactions_at(node_of(cluster, new).bootstrap).get(tid), BOUND_S)
+    assert st == "CompleteCommit", st
+    ledger.check(live(cluster), topic, PARTS, "after the failover")
+
+
 # == 1. a producer loop while its coordinator is killed ==========================================
 
 def test_txn_producer_loop_survives_coordinator_kill9(cluster, request):
@@ -511,18 +570,23 @@ def test_consume_transform_produce_across_coordinator_kill9(cluster):
                   "isolation.level": READ_COMMITTED, "auto.offset.reset": "earliest", "log_level": 3})
     tx = TxnClient(bs, txn_id, dst)
     victim = node_of(cluster, tcoord)
-    committed_pos: dict[int, int] = {}
-    txns = aborts = 0
-    kill_at = restart_at = None
-    try:
+    st = {"txns": 0, "aborts": 0, "kill_at": None, "restart_at": None, "step": "start", "since": time.monotonic()}
+
+    def step(name: str) -> None:
+        st["step"], st["since"] = name, time.monotonic()
+
+    def loop() -> None:
+        committed_pos: dict[int, int] = {}
         c.subscribe([src])
         deadline = time.monotonic() + BOUND_S * 2
         while any(committed_pos.get(q, 0) < src_end[q] for q in range(PARTS)):
             assert time.monotonic() < deadline, f"not all input processed: committed {committed_pos}, end {src_end}"
-            if kill_at is not None and restart_at is None and txns >= kill_at + 3:
+            if st["kill_at"] is not None and st["restart_at"] is None and st["txns"] >= st["kill_at"] + 3:
+                step("restart")
                 victim.start()
                 cluster.wait_ready(timeout_s=240, nodes=[victim])
-                restart_at = txns
+                st["restart_at"] = st["txns"]
+            step("consume")
             msgs = c.consume(num_messages=25, timeout=1)
             msgs = [m for m in msgs if m.error() is None or m.error().code() != KafkaError._PARTITION_EOF]
             if not msgs:
@@ -532,38 +596,64 @@ def test_consume_transform_produce_across_coordinator_kill9(cluster):
                     raise KafkaException(m.error())
             out = "aborted"
             try:
+                step("begin_transaction + produce")
                 tx.p.begin_transaction()
                 for m in msgs:
                     tx.p.produce(dst, value=b"out:" + m.value(), partition=m.partition())
                 positions = [tp for tp in c.position(c.assignment()) if tp.offset >= 0]
+                step("send_offsets_to_transaction(timeout 60 s)")
                 tx.p.send_offsets_to_transaction(positions, c.consumer_group_metadata(), 60)
+                step("flush")
                 left = tx.p.flush(BOUND_S)
                 if left:
                     raise KafkaException(KafkaError(KafkaError._TIMED_OUT, f"{left} records not delivered"))
-                if kill_at is None and txns >= 3:
+                if st["kill_at"] is None and st["txns"] >= 3:
                     # Mid-transaction: records and offsets added, EndTxn not sent yet.
                     victim.kill9()
-                    kill_at = txns
+                    st["kill_at"] = st["txns"]
             except KafkaException as e:
                 tx.errors.append(f"txn: {e.args[0]}")
+                step("abort or new producer")
                 if e.args[0].fatal():
                     tx.new_producer()
                 else:
                     tx.end(False)
             else:
+                step("commit_transaction")
                 out = tx.end(True)
                 assert out != "unknown", f"commit outcome unknown: {tx.errors[-5:]}"
             if out == "committed":
-                txns += 1
+                st["txns"] += 1
                 committed_pos.update({tp.partition: tp.offset for tp in positions})
             else:  # back to the group's committed offsets, process those records again
-                aborts += 1
+                st["aborts"] += 1
+                step("committed offsets")
                 got = wait_for("the group's committed offsets", lambda: c.committed(c.assignment(), timeout=30),
                                BOUND_S)
                 for tp in got:
                     c.seek(TopicPartition(src, tp.partition, tp.offset if tp.offset >= 0 else 0))
-    finally:
-        c.close()
+        step("done")
+
+    # The loop runs in a thread so that a client call that never returns (librdkafka does
+    # not bound every wait by the timeout given) fails the test instead of hanging it.
+    failure: list[BaseException] = []
+
+    def guarded():
+        try:
+            loop()
+        except BaseException as e:
+            failure.append(e)
+    worker = threading.Thread(target=guarded, daemon=True)
+    worker.start()
+    worker.join(BOUND_S * 2 + 180)
+    if worker.is_alive():
+        pytest.fail(f"the loop hangs in {st['step']} since {time.monotonic() - st['since']:.0f} s "
+                    f"({st['txns']} transactions committed, coordinator {tcoord} killed after {st['kill_at']}, "
+                    f"restarted after {st['restart_at']}); client errors {tx.errors[-8:]}")
+    c.close()
+    if failure:
+        raise failure[0]
+    txns, aborts, kill_at, restart_at = st["txns"], st["aborts"], st["kill_at"], st["restart_at"]
     assert kill_at is not None, "the coordinator was never killed"
     if restart_at is None:
         victim.start()
@@ -587,62 +677,6 @@ def test_consume_transform_produce_across_coordinator_kill9(cluster):
         finally:
             cc.close()
     assert committed() == src_end
-
-
-# == 5. the coordinators' own view: ListTransactions per broker, before and after a failover ============
-
-def list_transactions_at(bootstrap: str) -> dict[str, str]:
-    """Raw ListTransactions v0 to one broker (no filters): {transactional id: state} of the
-    transactions that broker coordinates."""
-    r = kw.flexible_roundtrip(bootstrap, 66, 0, kw.compact_array([]) + kw.compact_array([]))
-    r.i32()  # throttle
-    err = r.i16()
-    assert err == 0, f"ListTransactions at {bootstrap}: error {err}"
-    r.array(r.compact_string)  # unknown state filters
-
-    def state():
-        d = (r.compact_string(), r.i64(), r.compact_string())
-        r.tags()
-        return d
-    return {tid: st for tid, _pid, st in r.array(state)}
-
-
-def test_list_transactions_per_coordinator_across_failover(cluster):
-    """Each broker lists (ListTransactions) exactly the transactional ids it coordinates;
-    after the coordinator of one is killed, the broker that took it over lists it."""
-    bs = bootstrap_of(cluster)
-    topic = create_topic(bs, "list")
-    ids: dict[int, str] = {}
-    for _ in range(400):
-        if len(ids) == len(cluster.nodes):
-            break
-        k = f"txf-list-{_uid()}"
-        ids.setdefault(coordinator(cluster, k), k)
-    assert len(ids) == len(cluster.nodes), f"no id for every broker: {ids}"
-    ledger = Ledger()
-    clients = {n: TxnClient(bs, k, topic) for n, k in ids.items()}
-    for n, c in clients.items():
-        assert ledger.run(c, f"on-{n}", records(f"list{n}", 1), True) == "committed"
-
-    def listed_by() -> dict[str, set[int]]:
-        out: dict[str, set[int]] = collections.defaultdict(set)
-        for nd in cluster.nodes:
-            if nd.alive():
-                for tid in list_transactions_at(nd.bootstrap):
-                    out[tid].add(nd.node_id)
-        return out
-    got = listed_by()
-    assert {k: got.get(k) for k in ids.values()} == {k: {n} for n, k in ids.items()}, \
-        f"listed by: {dict(got)}; coordinators: {ids}"
-
-    victim_id = next(iter(ids))
-    tid = ids[victim_id]
-    node_of(cluster, victim_id).kill9()
-    new = coordinator(cluster, tid, not_id=victim_id)
-    st = wait_for(f"node {new}, the new coordinator of {tid}, to list it",
-                  lambda: list_transactions_at(node_of(cluster, new).bootstrap).get(tid), BOUND_S)
-    assert st == "CompleteCommit", st
-    ledger.check(live(cluster), topic, PARTS, "after the failover")
 
 
 # == 4. Kafka Streams exactly_once_v2 ===============================================================
