@@ -18,15 +18,19 @@ pub enum Replayed {
 }
 
 impl Partition {
-    /// Visits every record and marker below the high watermark, reading at most
+    /// Visits every record and marker below the high watermark (`to_log_end`: below the
+    /// written log end — a new leader's high watermark may still trail records its
+    /// predecessor acknowledged, and a leader's log is never truncated), reading at most
     /// `chunk_bytes` at a time. A batch or marker that cannot be decoded is logged and
     /// skipped; a header that does not parse (a damaged log) stops the replay there.
     /// Returns the records visited.
-    pub async fn replay(&self, chunk_bytes: usize, mut visit: impl FnMut(Replayed)) -> Result<usize, PartitionError> {
+    pub async fn replay(&self, chunk_bytes: usize, to_log_end: bool, mut visit: impl FnMut(Replayed)) -> Result<usize, PartitionError> {
+        self.check_leader()?;
         let mut offset = self.log_start_offset();
         let mut records = 0usize;
-        while offset < self.high_watermark() {
-            let data = self.read(offset, chunk_bytes).await?;
+        let end = || if to_log_end { self.written_offset() } else { self.high_watermark() };
+        while offset < end() {
+            let data = self.read_below(offset, super::ReadLimit::at_least_one(chunk_bytes), end()).await?;
             if data.records.is_empty() {
                 break;
             }

@@ -115,7 +115,9 @@ impl TxnCoordinator {
         self.loaded.borrow_mut().remove(&p.index);
         self.txns.borrow_mut().retain(|_, e| e.meta.partition != p.index);
         let mut replayed: HashMap<String, Option<TxnMetadata>> = HashMap::new();
-        p.replay(LOAD_READ_BYTES, |item| {
+        // To the log end, as Kafka loads it: a decision its predecessor wrote with acks=all
+        // is in this leader's log even while its high watermark trails it.
+        p.replay(LOAD_READ_BYTES, true, |item| {
             if let Replayed::Record { offset, key, value, .. } = item {
                 match decode(key, value, p.index) {
                     Ok((id, meta)) => {

@@ -88,13 +88,13 @@ pub async fn call_partition<X: CarriesTxnOps, Y: AnswersTxnOps>(router: &Router<
     }
 }
 
-/// One `__transaction_state` partition per shard that leads any (requests that visit
-/// every shard: ListTransactions).
-pub fn one_partition_per_shard<X: Send + 'static, Y: Send + 'static>(router: &Router<X, Y>) -> Vec<(ShardId, i32)> {
+/// For each shard of this broker (`node_id`) leading any `__transaction_state` partition,
+/// one it leads (requests that visit every coordinator here: ListTransactions).
+pub fn one_led_partition_per_shard<X: Send + 'static, Y: Send + 'static>(router: &Router<X, Y>, node_id: i32) -> Vec<(ShardId, i32)> {
     let image = router.partitions().image();
     let Some(t) = image.topic(TRANSACTION_STATE_TOPIC) else { return Vec::new() };
     let mut out: Vec<(ShardId, i32)> = Vec::new();
-    for p in &t.partitions {
+    for p in t.partitions.iter().filter(|p| p.leader == node_id) {
         if !out.iter().any(|(s, _)| *s == p.shard) {
             out.push((p.shard, p.partition));
         }

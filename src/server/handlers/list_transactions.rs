@@ -12,7 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
-use crate::txn::ops::{call_partition, one_partition_per_shard};
+use crate::txn::ops::{call_partition, one_led_partition_per_shard};
 use crate::txn::state::TxnState;
 use crate::txn::{TxnOp, TxnReply};
 
@@ -34,7 +34,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListTransact
     let producer_ids: Vec<i64> = req.producer_id_filters.iter().map(|p| p.0).collect();
     let min_duration_ms = if meta.version >= 1 { req.duration_filter } else { -1 };
     let mut listed = Vec::new();
-    for (shard, partition) in one_partition_per_shard(&ctx.router) {
+    for (shard, partition) in one_led_partition_per_shard(&ctx.router, ctx.config.node_id) {
         let op = TxnOp::List { states: states.clone(), producer_ids: producer_ids.clone(), min_duration_ms };
         match call_partition(&ctx.router, shard, partition, op).await {
             Ok(TxnReply::Listed(v)) => listed.extend(v),
