@@ -108,7 +108,9 @@ impl Coordinator {
         }
         let started = Instant::now();
         let mut applied = 0usize;
-        p.replay(LOAD_READ_BYTES, false, |item| match item {
+        // To the log end, as Kafka loads it: commits and markers its predecessor wrote with
+        // acks=all are in this leader's log even while its high watermark trails them.
+        p.replay(LOAD_READ_BYTES, true, |item| match item {
             // A transaction's marker: its offsets here take effect or are dropped.
             Replayed::Marker { producer_id, marker, .. } => self.complete_txn(p.index, producer_id, marker.control == ControlType::Commit),
             Replayed::Record { offset, key, value, txn_producer } => match OffsetsRecord::parse(key, value) {
