@@ -109,7 +109,8 @@ pub fn abort(bootstrap: &str, topic: &str, partition: i32, start_offset: i64) ->
         .with_topics(vec![WritableTxnMarkerTopic::default()
             .with_name(TopicName(StrBytes::from_string(topic.to_string())))
             .with_partition_indexes(vec![partition])]);
-    let mut c = Client::connect(&brokers[&leader])?;
+    let addr = brokers.get(&leader).with_context(|| format!("{topic}-{partition} has no leader"))?;
+    let mut c = Client::connect(addr)?;
     let resp = c.send(&WriteTxnMarkersRequest::default().with_markers(vec![marker]), 1)?;
     for m in resp.markers {
         for t in m.topics {
