@@ -17,6 +17,8 @@
 #   PYTEST_ARGS="..."           extra pytest arguments (e.g. "-k roundtrip -x"; skips the
 #                               second pass with flush = never)
 #   SHARDLOG_TEST_FLUSH=never   brokers a test does not pick a mode for run with this flush
+#   SHARDLOG_TEST_WORKERS=N     pytest-xdist workers for the integration suites (default 2;
+#                               each test file runs whole on one worker; 0 = no xdist)
 # Exits non-zero on any failure.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -178,7 +180,14 @@ step "integration tests (target: $TARGET${SHARDLOG_BIN:+, SHARDLOG_BIN=$SHARDLOG
 export PYTHONDONTWRITEBYTECODE=1
 set +e
 # shellcheck disable=SC2086
-"$PY" -m pytest tests/integration -v -rs --durations=15 -p no:cacheprovider ${PYTEST_ARGS:-}
+# Two workers (pytest-xdist), one test file at a time each: the suites mostly wait on
+# brokers and clients, so two at once take ~half the time on two cores. Each worker
+# takes its ports from its own range (cluster_harness.free_port).
+WORKERS="${SHARDLOG_TEST_WORKERS:-2}"
+XDIST=""
+if [ "$WORKERS" != 0 ]; then XDIST="-n $WORKERS --dist loadfile"; fi
+# shellcheck disable=SC2086
+"$PY" -m pytest tests/integration -v -rs --durations=15 -p no:cacheprovider $XDIST ${PYTEST_ARGS:-}
 rc=$?
 # Both storage modes serve the real clients: the brokers above run shardlog's default
 # (flush = always: O_DIRECT) unless a test picks a mode; the real-client suites run again
@@ -193,7 +202,7 @@ if [ "$rc" = 0 ] && [ "$TARGET" = shardlog ] && [ -z "${PYTEST_ARGS:-}" ]; then
     never_suites="$never_suites tests/integration/test_$f.py"
   done
   # shellcheck disable=SC2086
-  SHARDLOG_TEST_FLUSH=never "$PY" -m pytest $never_suites -v -rs -p no:cacheprovider
+  SHARDLOG_TEST_FLUSH=never "$PY" -m pytest $never_suites -v -rs -p no:cacheprovider $XDIST
   rc=$?
 fi
 set -e

@@ -50,6 +50,14 @@ pub enum PartitionError {
     /// appends again with `guard` (cleared by a marker meanwhile: then verified again).
     #[error("the transaction of producer {producer_id} must be verified before its first write here")]
     TxnVerificationNeeded { producer_id: i64, guard: u64 },
+    /// KIP-890: the transaction coordinator refused this partition's first write of the
+    /// transaction (not in the transaction, or another producer's batch in the request).
+    #[error("the partition is not in the producer's open transaction")]
+    TxnNotVerifiable,
+    /// KIP-890: the transaction coordinator could not verify the write yet (busy ending
+    /// the previous transaction, moving, or unreachable); the producer retries.
+    #[error("the transaction coordinator could not verify the write yet ({0}): retry")]
+    TxnVerificationPending(&'static str),
     /// The request's leader epoch is newer than this replica knows (UNKNOWN_LEADER_EPOCH).
     #[error("leader epoch {request} is newer than the current {current}")]
     UnknownLeaderEpoch { request: i32, current: i32 },

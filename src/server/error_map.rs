@@ -51,7 +51,10 @@ impl From<&PartitionError> for ErrorCode {
             PartitionError::RequestTimedOut { .. } => ErrorCode::REQUEST_TIMED_OUT,
             // Internal to the produce handler (it verifies and retries); if it ever
             // reached a client, the write was not verified.
-            PartitionError::TxnVerificationNeeded { .. } => ErrorCode::INVALID_TXN_STATE,
+            PartitionError::TxnVerificationNeeded { .. } | PartitionError::TxnNotVerifiable => ErrorCode::INVALID_TXN_STATE,
+            // Retriable for producers, as Kafka's ReplicaManager answers a verification
+            // the coordinator could not give yet.
+            PartitionError::TxnVerificationPending(_) => ErrorCode::NOT_ENOUGH_REPLICAS,
         }
     }
 }

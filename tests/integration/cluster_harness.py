@@ -45,10 +45,47 @@ def default_bin() -> Path:
     return Path(os.environ.get("SHARDLOG_BIN", REPO / "target" / "release" / "shardlog"))
 
 
-def free_port() -> int:
+def xdist_worker() -> int | None:
+    """The pytest-xdist worker this process is (`scripts/test.sh` runs the integration
+    suites on two: gw0, gw1), None outside xdist."""
+    w = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(w[2:]) if w.startswith("gw") and w[2:].isdigit() else None
+
+
+# Each xdist worker's own port range, below the kernel's ephemeral range (32768-60999 by
+# default, where client sockets take theirs).
+WORKER_PORT_BASE, WORKER_PORT_SPAN = 20000, 3000
+_next_port: list[int] = []
+
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on. Outside xdist the kernel picks one. Under xdist
+    each worker walks its own range, so two workers never hand out the same port between
+    one's check and its broker's bind (brokers bind with SO_REUSEPORT: two of them on one
+    port would share it silently)."""
+    worker = xdist_worker()
+    if worker is None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    lo = WORKER_PORT_BASE + (worker % 4) * WORKER_PORT_SPAN
+    if not _next_port:
+        _next_port.append(lo + (os.getpid() * 7919) % WORKER_PORT_SPAN)
+    for _ in range(WORKER_PORT_SPAN):
+        port = lo + (_next_port[0] - lo) % WORKER_PORT_SPAN
+        _next_port[0] = port + 1
+        if _bindable(port):
+            return port
+    raise ClusterError(f"no free port in {lo}..{lo + WORKER_PORT_SPAN}")
 
 
 class ClusterError(Exception):

@@ -32,15 +32,10 @@ LOG_ROOT = Path(os.environ.get("SHARDLOG_TEST_LOG_DIR", REPO / "target" / "integ
 START_TIMEOUT_S = float(os.environ.get("SHARDLOG_START_TIMEOUT_S", 30 if TARGET == "shardlog" else 120))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cluster_harness import free_port, xdist_worker  # noqa: E402  (one port picker for every harness)
 
 # Brokers started during the current test (for failure reports).
 _LIVE: list["Broker"] = []
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def is_kafka() -> bool:

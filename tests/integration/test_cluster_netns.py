@@ -49,7 +49,9 @@ class Link:
         self.ns = f"slt-{os.getpid()}-{tag}"
         # Interface names: at most 15 bytes.
         self.root_if, self.ns_if = f"slr{tag}", f"sln{tag}"
-        subnet = int(tag, 16) % 250 + 1
+        # Two xdist workers never share a subnet (their links may exist at once).
+        worker = conftest.xdist_worker() or 0
+        subnet = (worker % 2) * 125 + int(tag, 16) % 125 + 1
         self.root_ip, self.ns_ip = f"10.201.{subnet}.1", f"10.201.{subnet}.2"
         self.made_ns = self.made_veth = self.blackholed = False
 

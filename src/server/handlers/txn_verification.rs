@@ -30,6 +30,12 @@ use crate::txn::{TxnOp, TxnReply, TRANSACTION_STATE_TOPIC};
 /// How long a verification call to another broker may take.
 const VERIFY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How many times one produce request verifies a partition: a marker of the producer's
+/// previous transaction may land between the partition handing out its guard and the
+/// append (the coordinator adds the partition only once that marker is written), and
+/// clears the guard; the partition then hands out a fresh one and is verified again.
+const VERIFY_ROUNDS: usize = 3;
+
 /// Verifies the partitions of `results` that asked for it, appends those verified again
 /// with their guards, and answers the others with the verification's error.
 pub async fn verify_and_append(
@@ -41,20 +47,48 @@ pub async fn verify_and_append(
     sent: &[(ShardId, &str, i32, Bytes)],
     results: &mut [OpResult<ShardResult>],
 ) {
-    let asked: Vec<(usize, i64, u64)> = results
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| match r {
-            Err(PartitionError::TxnVerificationNeeded { producer_id, guard }) => Some((i, *producer_id, *guard)),
-            _ => None,
-        })
-        .collect();
     // Without a transactional id (or the records) there is nothing to verify against:
     // left as they are (INVALID_TXN_STATE).
     let Some(txn_id) = transactional_id else { return };
-    if asked.iter().any(|(i, _, _)| *i >= sent.len()) {
-        return;
+    for round in 1..=VERIFY_ROUNDS {
+        let asked: Vec<(usize, i64, u64)> = results
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| match r {
+                Err(PartitionError::TxnVerificationNeeded { producer_id, guard }) => Some((i, *producer_id, *guard)),
+                _ => None,
+            })
+            .collect();
+        if asked.is_empty() || asked.iter().any(|(i, _, _)| *i >= sent.len()) {
+            return;
+        }
+        if round > 1 {
+            // Guards cleared by a marker since the last round: verified again.
+            tracing::debug!(txn_id, round, partitions = asked.len(), "transaction verification again");
+        }
+        verify_round(ctx, produce_version, txn_id, acks, timeout_ms, sent, results, &asked).await;
     }
+    // Still asking after every round: the producer retries (NOT_ENOUGH_REPLICAS is
+    // retriable), rather than failing its transaction with INVALID_TXN_STATE.
+    for r in results.iter_mut() {
+        if matches!(r, Err(PartitionError::TxnVerificationNeeded { .. })) {
+            *r = Err(PartitionError::TxnVerificationPending("a marker of the previous transaction cleared each verification"));
+        }
+    }
+}
+
+/// One round of [`verify_and_append`] over the partitions in `asked`.
+#[allow(clippy::too_many_arguments)]
+async fn verify_round(
+    ctx: &Rc<ShardContext>,
+    produce_version: i16,
+    txn_id: &str,
+    acks: i16,
+    timeout_ms: i32,
+    sent: &[(ShardId, &str, i32, Bytes)],
+    results: &mut [OpResult<ShardResult>],
+    asked: &[(usize, i64, u64)],
+) {
     let epoch_of = |i: usize| parse_header(&sent[i].3).map(|h| h.producer_epoch).unwrap_or(-1);
     let (producer_id, producer_epoch) = (asked[0].1, epoch_of(asked[0].0));
     let partitions: Vec<(String, i32)> = asked.iter().map(|(i, _, _)| (sent[*i].1.to_string(), sent[*i].2)).collect();
@@ -66,6 +100,7 @@ pub async fn verify_and_append(
     let mut again_at = Vec::with_capacity(asked.len());
     for ((i, pid, guard), code) in asked.iter().zip(codes) {
         if *pid != producer_id || epoch_of(*i) != producer_epoch {
+            results[*i] = Err(PartitionError::TxnNotVerifiable);
             continue; // one producer per request: anything else stays refused
         }
         match code {
@@ -78,12 +113,12 @@ pub async fn verify_and_append(
             | ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
             | ErrorCode::NOT_COORDINATOR
             | ErrorCode::CONCURRENT_TRANSACTIONS
-            | ErrorCode::REQUEST_TIMED_OUT => results[*i] = Err(PartitionError::NotEnoughReplicas { isr: 0, min_insync: 0 }),
+            | ErrorCode::REQUEST_TIMED_OUT => results[*i] = Err(PartitionError::TxnVerificationPending(pending_reason(code))),
             ErrorCode::PRODUCER_FENCED | ErrorCode::INVALID_PRODUCER_EPOCH => {
                 results[*i] = Err(PartitionError::Sequence(SequenceError::InvalidProducerEpoch { epoch: producer_epoch, current: producer_epoch }))
             }
             // INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING, ...: not in the transaction.
-            _ => {}
+            _ => results[*i] = Err(PartitionError::TxnNotVerifiable),
         }
     }
     if again.is_empty() {
@@ -91,6 +126,16 @@ pub async fn verify_and_append(
     }
     for (i, r) in again_at.into_iter().zip(ctx.router.run(again).await) {
         results[i] = r;
+    }
+}
+
+/// Why a verification is pending, for the producer's log.
+fn pending_reason(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::CONCURRENT_TRANSACTIONS => "the coordinator is still ending the previous transaction",
+        ErrorCode::COORDINATOR_LOAD_IN_PROGRESS => "the coordinator is loading",
+        ErrorCode::NOT_COORDINATOR | ErrorCode::COORDINATOR_NOT_AVAILABLE => "the coordinator is moving",
+        _ => "the coordinator did not answer in time",
     }
 }
 
