@@ -11,7 +11,11 @@
 #
 # Workloads (1 KiB records): W1 max produce, 6 partitions, acks=1; W2 the same, acks=all;
 # W3 fixed 50 MB/s produce (latency); W4 consume a pre-filled topic (2 GiB; 256 MiB
-# quick); W5 end-to-end latency at 10 MB/s; W6 1000 partitions at 20 MB/s.
+# quick); W5 end-to-end latency at 10 MB/s; W6 1000 partitions at 20 MB/s;
+# W7 transactions: 6 partitions, one transactional producer each (idempotent, acks=all),
+# 100 records per transaction, committed throughput and the EndTxn round trip (native
+# generator only: Kafka's tools commit by time, not by record count); W8 read_committed
+# consume of a topic written by W7's producers (1 GiB; 256 MiB quick).
 # Durability: both brokers acknowledge without fsync (Kafka's default; shardlog
 # --flush never = acked once the page-cache write returned). W2 also runs both with an
 # fsync before the ack: shardlog --flush always (group-committed fdatasync) against Kafka
@@ -42,7 +46,7 @@ for a in "$@"; do
     --quick) QUICK=1 ;;
     --profile) PROFILE=1 ;;
     --cluster) CLUSTER=1 ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "usage: $0 [--quick] [--profile | --cluster]" >&2; exit 2 ;;
   esac
 done
@@ -64,11 +68,11 @@ RUNS="$OUT/runs.jsonl"
 CLK_TCK="$(getconf CLK_TCK)"
 
 if [ "$QUICK" = 1 ]; then
-  DUR=5; WARM=2; REPS="${BENCH_REPS:-1}"; FIO_S=10; W4_MB=256; E2E_TOOL_MSGS=500
+  DUR=5; WARM=2; REPS="${BENCH_REPS:-1}"; FIO_S=10; W4_MB=256; W8_MB=256; E2E_TOOL_MSGS=500
   WORKLOADS="W1 W3 W5"
 else
-  DUR=20; WARM=3; REPS="${BENCH_REPS:-2}"; FIO_S=30; W4_MB=2048; E2E_TOOL_MSGS=5000
-  WORKLOADS="W1 W2 W3 W4 W5 W6"
+  DUR=20; WARM=3; REPS="${BENCH_REPS:-2}"; FIO_S=30; W4_MB=2048; W8_MB=1024; E2E_TOOL_MSGS=5000
+  WORKLOADS="W1 W2 W3 W4 W5 W6 W7 W8"
 fi
 # Profiled runs are their own runs: perf perturbs the figures they would compare.
 [ "$PROFILE" = 1 ] && WORKLOADS="W1 W3"
@@ -242,6 +246,27 @@ workload() { # W BROKER REP
       run W4 "$b" kafka-tools consumer-perf "$rep" "$t" -- java_tool 600 ConsumerPerformance \
         --bootstrap-server "127.0.0.1:$(port_of "$b")" --topic "$t" --messages "$((W4_MB * 1024))" --timeout 30000
       ;;
+    W7)
+      t="W7-r$rep-$RANDOM"
+      run W7 "$b" native txn "$rep" "$t" -- native "$b" txn --topic "$t" --partitions 6 --txn-records 100 \
+        --batch-bytes 16384 --duration-s "$DUR" --warmup-s "$WARM"
+      delete_topic "$b" "$t"
+      ;;
+    W8)
+      t="w8-fill"
+      if [ ! -f "$WORK/.w8-$b" ]; then
+        log "W8: filling $W8_MB MB into $b with transactions of 100 records"
+        native "$b" txn --topic "$t" --partitions 6 --txn-records 100 --batch-bytes 16384 --total-mb "$W8_MB" \
+          --warmup-s 0 >"$OUT/runs/W8-$b-fill.out" 2>&1
+        touch "$WORK/.w8-$b"
+      fi
+      run W8 "$b" native consume "$rep" "$t" -- native "$b" consume --topic "$t" --partitions 6 --connections 2 \
+        --isolation-level read-committed --warmup-s 0 --duration-s 600
+      printf 'isolation.level=read_committed\n' >"$WORK/read-committed.properties"
+      run W8 "$b" kafka-tools consumer-perf "$rep" "$t" -- java_tool 600 ConsumerPerformance \
+        --bootstrap-server "127.0.0.1:$(port_of "$b")" --topic "$t" --messages "$((W8_MB * 1024))" --timeout 30000 \
+        --consumer.config "$WORK/read-committed.properties"
+      ;;
     W5)
       t="W5-r$rep-$RANDOM"
       run W5 "$b" native e2e "$rep" "$t" -- native "$b" e2e --topic "$t" --partitions 1 --acks 1 --rate-mb-s 10 \
@@ -279,7 +304,7 @@ echo "free page reporting (page_reporting_order on the kernel command line): $PA
 log "starting shardlog (tuning/throughput.toml, --flush never) on $SL_PORT"
 SL_PID="$(start_shardlog shardlog "$SL_PORT" never)"
 log "starting Apache Kafka 4.1 (-Xmx1g) on $KAFKA_PORT"
-rm -f "$WORK"/.w4-*
+rm -f "$WORK"/.w4-* "$WORK"/.w8-*
 KAFKA_PROPS="log.segment.delete.delay.ms=1000"
 start_kafka kafka "$KAFKA_PORT" "$KAFKA_PROPS"
 

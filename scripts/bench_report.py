@@ -79,7 +79,7 @@ def parse_e2e_latency(text):
             "latency_from": "send to receive, one record at a time"}
 
 
-PARSERS = {"produce": parse_native, "consume": parse_native, "e2e": parse_native,
+PARSERS = {"produce": parse_native, "consume": parse_native, "e2e": parse_native, "txn": parse_native,
            "producer-perf": parse_producer_perf, "consumer-perf": parse_consumer_perf, "e2e-latency": parse_e2e_latency}
 
 
@@ -280,7 +280,7 @@ def esc(s):
 def latency_svg(agg, path):
     pct = [("p50", "p50_ms", 0.5), ("p90", "p90_ms", 0.9), ("p99", "p99_ms", 0.99), ("p99.9", "p999_ms", 0.999),
            ("p99.99", "p9999_ms", 0.9999), ("max", "max_ms", 0.99999)]
-    workloads = [w for w in ["W1", "W2", "W3", "W5", "W6"] if any(a["workload"] == w and a["p99_ms"] for a in agg)]
+    workloads = [w for w in ["W1", "W2", "W3", "W5", "W6", "W7"] if any(a["workload"] == w and a["p99_ms"] for a in agg)]
     if not workloads:
         return
     pw, ph, ml, mt, mb = 360, 300, 60, 40, 90
@@ -462,6 +462,19 @@ def cmd_summarize(d):
         print(f"  W3 p99 <= 1/5 of kafka: x{fmt(r_p99, 2)} {check(r_p99 <= 0.2)}")
     if r_p999 is not None:
         print(f"  W3 p99.9 <= 1/10 of kafka: x{fmt(r_p999, 2)} {check(r_p999 <= 0.1)}")
+    # Transactions (issue 23): W7 committed throughput and the EndTxn round trip, W8 a
+    # read_committed consume of a transactionally written topic.
+    w7s, w7k = find(agg, "W7", "shardlog"), find(agg, "W7", "kafka")
+    w8s, w8k = find(agg, "W8", "shardlog"), find(agg, "W8", "kafka")
+    r_w7 = ratio(get(w7s, "throughput_mb_s"), get(w7k, "throughput_mb_s"))
+    r_w7_p99 = ratio(get(w7s, "p99_ms"), get(w7k, "p99_ms"))
+    r_w8 = ratio(get(w8s, "throughput_mb_s"), get(w8k, "throughput_mb_s"))
+    if r_w7 is not None:
+        print(f"  W7 transactional throughput >= 2x kafka: x{fmt(r_w7, 2)} {check(r_w7 >= 2)}")
+    if r_w7_p99 is not None:
+        print(f"  W7 EndTxn p99 <= 1/2 of kafka: x{fmt(r_w7_p99, 2)} {check(r_w7_p99 <= 0.5)}")
+    if r_w8 is not None:
+        print(f"  W8 read_committed consume >= kafka: x{fmt(r_w8, 2)} {check(r_w8 >= 1)}")
     if disk and w1s and w1s["throughput_mb_s"]:
         print(f"  W1 >= half the disk ceiling ({disk} MB/s): {w1s['throughput_mb_s'] / disk:.2f} of it "
               f"{check(w1s['throughput_mb_s'] >= disk / 2)}")

@@ -4,6 +4,7 @@
 //! - `client.rs`    pipelined connections (writer + reader thread), prepared requests
 //! - `records.rs`   the reusable record batch; walking fetched batches
 //! - `workload.rs`  produce / consume / e2e drivers
+//! - `transactional.rs` the transactional producers (`txn`)
 //! - `rate.rs`      fixed-rate schedule with coordinated-omission correction
 //! - `histogram.rs` hdrhistogram latencies and the percentiles we report
 //! - `report.rs`    progress line, final summary, `--json`
@@ -18,6 +19,7 @@ pub mod histogram;
 pub mod rate;
 pub mod records;
 pub mod report;
+pub mod transactional;
 pub mod workload;
 
 use std::sync::Arc;
@@ -46,6 +48,25 @@ pub enum BenchMode {
     Consume(BenchArgs),
     /// Produce at --rate-mb-s with timestamps in the values; report produce->fetch latency.
     E2e(BenchArgs),
+    /// One transactional producer per partition (idempotent, acks=all), committing
+    /// --txn-records per transaction; report committed throughput and EndTxn latency.
+    Txn(BenchArgs),
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum TxnProtocolArg {
+    /// What the broker finalizes (transaction.version), as Kafka's Java client picks.
+    Auto,
+    V1,
+    V2,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum IsolationArg {
+    ReadUncommitted,
+    /// Up to the last stable offset (the generator's transactions all commit; aborted
+    /// transactions in a fetch fail the run).
+    ReadCommitted,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -100,6 +121,14 @@ pub struct BenchArgs {
     pub fetch_partition_max_bytes: i32,
     #[arg(long, default_value_t = 500)]
     pub fetch_max_wait_ms: i32,
+    /// txn: records per transaction.
+    #[arg(long, default_value_t = 100)]
+    pub txn_records: usize,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub txn_protocol: TxnProtocolArg,
+    /// consume: the fetch isolation level.
+    #[arg(long, value_enum, default_value = "read-uncommitted")]
+    pub isolation_level: IsolationArg,
     /// Print the summary as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -126,6 +155,7 @@ pub fn run(mode: BenchMode) -> anyhow::Result<()> {
         BenchMode::Produce(a) => ("produce", a),
         BenchMode::Consume(a) => ("consume", a),
         BenchMode::E2e(a) => ("e2e", a),
+        BenchMode::Txn(a) => ("txn", a),
     };
     if args.record_size == 0 || args.partitions <= 0 {
         bail!("--record-size and --partitions must be positive");
@@ -143,7 +173,7 @@ pub fn run(mode: BenchMode) -> anyhow::Result<()> {
         .unwrap_or(args.batch_bytes / args.record_size)
         .max(1);
     let partitions = ensure_topic(&args.bootstrap, &args.topic, args.partitions)?;
-    let spec = Spec {
+    let mut spec = Spec {
         bootstrap: args.bootstrap.clone(),
         topic: args.topic.clone(),
         partitions,
@@ -159,7 +189,18 @@ pub fn run(mode: BenchMode) -> anyhow::Result<()> {
         fetch_max_bytes: args.fetch_max_bytes,
         fetch_partition_max_bytes: args.fetch_partition_max_bytes,
         fetch_max_wait_ms: args.fetch_max_wait_ms,
+        isolation_level: match args.isolation_level {
+            IsolationArg::ReadUncommitted => 0,
+            IsolationArg::ReadCommitted => 1,
+        },
     };
+    if name == "txn" {
+        // One transactional producer (connection) per partition, acks=all, a
+        // transaction's batches in flight at once.
+        spec.acks = -1;
+        spec.connections = spec.partitions.len();
+        spec.inflight = args.txn_records.div_ceil(batch_records).max(1);
+    }
     // A little head room so connections are set up before the first intended send.
     let origin = Instant::now() + Duration::from_millis(50);
     let measure_start = origin + spec.warmup;
@@ -183,6 +224,7 @@ pub fn run(mode: BenchMode) -> anyhow::Result<()> {
         (!args.quiet).then(|| report::spawn_progress(name, meter.clone(), progress_stop.flag()));
 
     let mut produce_latency = None;
+    let mut txn: Option<report::TxnSummary> = None;
     let (result, latency_from) = match name {
         "produce" => {
             let r = workload::run_produce(
@@ -199,6 +241,22 @@ pub fn run(mode: BenchMode) -> anyhow::Result<()> {
                 "ack minus send time"
             };
             (r, from)
+        }
+        "txn" => {
+            let protocol = match args.txn_protocol {
+                TxnProtocolArg::Auto => transactional::detect_protocol(&spec.bootstrap)?,
+                TxnProtocolArg::V1 => transactional::TxnProtocol::V1,
+                TxnProtocolArg::V2 => transactional::TxnProtocol::V2,
+            };
+            let txn_meter = Arc::new(Meter::new(measure_start, meter_end));
+            let r = transactional::run_txn_produce(&spec, args.txn_records, protocol, origin, meter.clone(), txn_meter.clone(), stop.clone());
+            txn = Some(report::TxnSummary {
+                protocol: if protocol == transactional::TxnProtocol::V2 { "v2" } else { "v1" },
+                records_per_txn: args.txn_records,
+                transactions: 0, // counted below, from the window's records
+                txn_latency: txn_meter.finish().3,
+            });
+            (r, "EndTxn(commit) round trip")
         }
         "consume" => {
             let starts = vec![0; spec.partitions.len()];
@@ -284,7 +342,7 @@ pub fn run(mode: BenchMode) -> anyhow::Result<()> {
     result?;
     let (records, bytes, elapsed, lat) = meter.finish();
     let errors = meter.errors.load(std::sync::atomic::Ordering::Relaxed);
-    summary(
+    let mut s = summary(
         name,
         &spec,
         records,
@@ -294,8 +352,12 @@ pub fn run(mode: BenchMode) -> anyhow::Result<()> {
         lat,
         produce_latency,
         latency_from,
-    )
-    .print(args.json);
+    );
+    s.txn = txn.map(|t| report::TxnSummary {
+        transactions: records / t.records_per_txn.max(1) as u64,
+        ..t
+    });
+    s.print(args.json);
     if records == 0 {
         bail!("no records completed in the measured window");
     }
@@ -334,6 +396,12 @@ fn summary(
         latency,
         produce_latency,
         latency_from,
+        isolation_level: if spec.isolation_level == 1 {
+            "read_committed"
+        } else {
+            "read_uncommitted"
+        },
+        txn: None,
     }
 }
 

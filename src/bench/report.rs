@@ -172,6 +172,23 @@ pub struct Summary {
     pub produce_latency: Option<Percentiles>,
     /// How latency was measured, so a reader of the JSON does not have to guess.
     pub latency_from: &'static str,
+    /// consume: read_uncommitted or read_committed.
+    pub isolation_level: &'static str,
+    /// txn only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub txn: Option<TxnSummary>,
+}
+
+/// What the transactional workload adds to its summary.
+#[derive(Debug, Serialize)]
+pub struct TxnSummary {
+    /// "v1" or "v2" (the one the broker finalizes).
+    pub protocol: &'static str,
+    pub records_per_txn: usize,
+    /// Transactions committed in the window.
+    pub transactions: u64,
+    /// From a transaction's first send to its commit answered.
+    pub txn_latency: Percentiles,
 }
 
 impl Summary {
@@ -207,10 +224,10 @@ impl Summary {
         };
         if self.latency.count > 0 {
             line(
-                if self.mode == "e2e" {
-                    "end-to-end"
-                } else {
-                    "produce"
+                match self.mode.as_str() {
+                    "e2e" => "end-to-end",
+                    "txn" => "EndTxn",
+                    _ => "produce",
                 },
                 self.latency_from,
                 &self.latency,
@@ -218,6 +235,10 @@ impl Summary {
         }
         if let Some(p) = &self.produce_latency {
             line("produce ack", "ack minus intended send time", p);
+        }
+        if let Some(t) = &self.txn {
+            println!("{} transactions of {} records, transactions {}", t.transactions, t.records_per_txn, t.protocol);
+            line("transaction", "first send to commit answered", &t.txn_latency);
         }
     }
 }

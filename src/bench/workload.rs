@@ -50,6 +50,8 @@ pub struct Spec {
     pub fetch_max_bytes: i32,
     pub fetch_partition_max_bytes: i32,
     pub fetch_max_wait_ms: i32,
+    /// Fetch: 0 read_uncommitted, 1 read_committed (up to the last stable offset).
+    pub isolation_level: i8,
 }
 
 impl Spec {
@@ -447,7 +449,7 @@ pub fn run_consume(
                         .with_max_wait_ms(spec.fetch_max_wait_ms)
                         .with_min_bytes(1)
                         .with_max_bytes(spec.fetch_max_bytes)
-                        .with_isolation_level(0)
+                        .with_isolation_level(spec.isolation_level)
                         .with_session_id(0)
                         .with_session_epoch(-1) // full fetch, no incremental session
                         .with_topics(vec![FetchTopic::default()
@@ -487,6 +489,12 @@ pub fn run_consume(
                                 }
                                 continue;
                             }
+                            // The bench's transactions all commit, so it does not
+                            // filter aborted ones: finding one fails the run rather
+                            // than count aborted records.
+                            if pr.aborted_transactions.as_ref().is_some_and(|a| !a.is_empty()) {
+                                bail!("partition {} holds aborted transactions: the generator does not filter them", pr.partition_index);
+                            }
                             let data = pr.records.as_deref().unwrap_or(&[]);
                             let w = walk_batches(data, st.1, |v| {
                                 if let (Some(origin), Some(ts)) = (e2e_origin, v.get(..8)) {
@@ -504,7 +512,9 @@ pub fn run_consume(
                             if let Some(next) = w.next_offset {
                                 st.1 = st.1.max(next);
                             }
-                            if to_end && st.1 >= pr.high_watermark {
+                            // read_committed reads up to the last stable offset.
+                            let end = if spec.isolation_level == 1 { pr.last_stable_offset } else { pr.high_watermark };
+                            if to_end && st.1 >= end {
                                 st.2 = true;
                             }
                         }
@@ -568,6 +578,7 @@ mod tests {
             fetch_max_bytes: 1 << 20,
             fetch_partition_max_bytes: 1 << 20,
             fetch_max_wait_ms: 100,
+            isolation_level: 0,
         }
     }
 

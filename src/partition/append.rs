@@ -18,7 +18,7 @@ use bytes::Bytes;
 
 use super::error::PartitionError;
 use super::producer_state::{SequenceCheck, SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
-use super::state::{Partition, PartitionSettings};
+use super::state::{Partition, PartitionSettings, TxnGuard};
 use crate::config::FlushMode;
 use crate::record::{
     build_marker, parse_header, parse_marker, set_base_offset, Marker, set_log_append_time, set_partition_leader_epoch, validate_produce_records,
@@ -183,14 +183,26 @@ impl Partition {
             });
             if let Some(h) = first_of_txn {
                 let mut guards = self.txn_guards.borrow_mut();
-                match (guard, guards.get(&h.producer_id)) {
-                    (Some(g), Some(&held)) if g == held => {
+                let held = guards.get(&h.producer_id).copied().filter(|held| held.epoch == h.producer_epoch);
+                match (guard, held) {
+                    (Some(g), Some(held)) if g == held.guard => {
+                        // Verified: only the transaction's lowest sequence may start it
+                        // (a later pipelined batch verified first retries after it).
+                        if h.base_sequence > held.lowest_sequence {
+                            return Err(PartitionError::TxnEarlierWritePending { first_seq: h.base_sequence, lowest: held.lowest_sequence });
+                        }
                         guards.remove(&h.producer_id);
                     }
-                    _ => {
+                    (_, Some(held)) => {
+                        // Verification already pending for this transaction: the same guard.
+                        let lowest = held.lowest_sequence.min(h.base_sequence);
+                        guards.insert(h.producer_id, TxnGuard { lowest_sequence: lowest, ..held });
+                        return Err(PartitionError::TxnVerificationNeeded { producer_id: h.producer_id, guard: held.guard });
+                    }
+                    (_, None) => {
                         let fresh = self.next_txn_guard.get();
                         self.next_txn_guard.set(fresh + 1);
-                        guards.insert(h.producer_id, fresh);
+                        guards.insert(h.producer_id, TxnGuard { guard: fresh, epoch: h.producer_epoch, lowest_sequence: h.base_sequence });
                         return Err(PartitionError::TxnVerificationNeeded { producer_id: h.producer_id, guard: fresh });
                     }
                 }

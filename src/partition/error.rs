@@ -50,6 +50,11 @@ pub enum PartitionError {
     /// appends again with `guard` (cleared by a marker meanwhile: then verified again).
     #[error("the transaction of producer {producer_id} must be verified before its first write here")]
     TxnVerificationNeeded { producer_id: i64, guard: u64 },
+    /// KIP-890: verified, but a batch of the same transaction with a lower sequence is
+    /// still being verified; it must be appended first (Kafka answers
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER, which the client retries).
+    #[error("sequence {first_seq} waits for the transaction's first write (sequence {lowest}) here")]
+    TxnEarlierWritePending { first_seq: i32, lowest: i32 },
     /// KIP-890: the transaction coordinator refused this partition's first write of the
     /// transaction (not in the transaction, or another producer's batch in the request).
     #[error("the partition is not in the producer's open transaction")]

@@ -218,9 +218,12 @@ impl ProducerStateTable {
         let entry = self.producers.entry(h.producer_id).or_insert_with(|| ProducerEntry { coordinator_epoch: -1, ..Default::default() });
         if h.producer_epoch != entry.epoch {
             // Transaction protocol v2: the marker carries the bumped epoch; the producer's
-            // next batch starts its sequences over.
+            // next batch starts its sequences over, at 0 (as Kafka's lastSeq = -1 after
+            // such a marker): a sequence -1 "batch" at the marker makes `check` ask for 0,
+            // so a later batch of the next transaction cannot land first.
             entry.epoch = h.producer_epoch;
             entry.batches.clear();
+            entry.batches.push_back(BatchMeta { first_seq: -1, last_seq: -1, base_offset: h.base_offset, last_offset: h.base_offset });
         }
         entry.coordinator_epoch = marker.coordinator_epoch;
         entry.last_timestamp_ms = entry.last_timestamp_ms.max(h.max_timestamp);
@@ -489,6 +492,20 @@ mod tests {
         let mut b = crate::record::build_marker(pid, epoch, Marker { control, coordinator_epoch }, 0).to_vec();
         crate::record::set_base_offset(&mut b, offset).unwrap();
         (crate::record::parse_header(&b).unwrap(), b)
+    }
+
+    /// Transactions v2: a marker with the bumped epoch starts the producer's sequences
+    /// over at 0; the next transaction's later batch cannot land before its first.
+    #[test]
+    fn a_bumped_marker_makes_the_next_transaction_start_at_sequence_0() {
+        let mut t = ProducerStateTable::default();
+        t.update_h(&txn(4, 0, 0, 100, 0)); // 0..99
+        let (mh, mb) = marker(4, 1, ControlType::Commit, 0, 100);
+        t.update(&mh, &mb);
+        assert_eq!(t.check(&txn(4, 1, 16, 16, 101)), Err(SequenceError::OutOfOrder { first_seq: 16, expected: 0 }));
+        assert_eq!(t.check(&txn(4, 1, 0, 16, 101)), Ok(SequenceCheck::Append));
+        t.update_h(&txn(4, 1, 0, 16, 101));
+        assert_eq!(t.check(&txn(4, 1, 16, 16, 117)), Ok(SequenceCheck::Append));
     }
 
     #[test]

@@ -95,10 +95,10 @@ pub struct Partition {
     /// Long-poll fetches waiting for the high watermark to move; the writer wakes them.
     pub(super) watchers: Rc<Watchers>,
     pub(super) closed: Cell<bool>,
-    /// KIP-890 verification guards: producer id -> the guard handed out when its first
+    /// KIP-890 verification state: producer id -> the guard handed out when its first
     /// transactional write here went to be verified; a marker for the producer removes
     /// it, so a write verified before its transaction ended is refused.
-    pub(super) txn_guards: RefCell<std::collections::HashMap<i64, u64>>,
+    pub(super) txn_guards: RefCell<std::collections::HashMap<i64, TxnGuard>>,
     pub(super) next_txn_guard: Cell<u64>,
 }
 
@@ -444,4 +444,16 @@ impl Partition {
         self.fail_hw_waiters(|| PartitionError::Storage(StorageError::Closed));
         self.watchers.wake_all();
     }
+}
+
+/// A producer's pending KIP-890 verification on one partition (Kafka's
+/// VerificationStateEntry). Every batch of the transaction that arrives before one is
+/// appended shares the guard and lowers `lowest_sequence`; only the batch with the lowest
+/// sequence may start the transaction. Pipelined batches verified out of order are refused
+/// as out of order (retriable) instead of being appended ahead of the first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct TxnGuard {
+    pub(super) guard: u64,
+    pub(super) epoch: i16,
+    pub(super) lowest_sequence: i32,
 }

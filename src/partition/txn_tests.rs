@@ -33,6 +33,31 @@ fn batches(records: &[Bytes]) -> Vec<(i64, bool)> {
     records.iter().map(|b| parse_header(b).map(|h| (h.base_offset, h.is_control())).expect("stored batch")).collect()
 }
 
+/// Kafka's VerificationStateEntry: pipelined batches of one transaction that all ask for
+/// verification share a guard, and only the lowest sequence may start the transaction;
+/// a later batch verified first waits (or, at last, is refused as out of order and resent
+/// by the client), never appended ahead of the first.
+#[test]
+fn pipelined_first_writes_share_a_guard_and_start_at_the_lowest_sequence() {
+    run(|dir| async move {
+        let p = open_flushed(&dir, LogConfig::default(), FlushMode::Never).await;
+        let first = transactional(batch(2, 1000, Some((9, 0, 0)), Compression::None));
+        let second = transactional(batch(2, 1000, Some((9, 0, 2)), Compression::None));
+        let Err(PartitionError::TxnVerificationNeeded { guard: g1, .. }) = p.append_client(first.clone(), -1, None, None).await else { panic!("not asked to verify") };
+        let Err(PartitionError::TxnVerificationNeeded { guard: g2, .. }) = p.append_client(second.clone(), -1, None, None).await else { panic!("not asked to verify") };
+        assert_eq!(g1, g2, "one transaction, one pending verification");
+        // The second batch's verification answers first: refused, nothing appended.
+        assert!(matches!(
+            p.append_client(second.clone(), -1, None, Some(g2)).await,
+            Err(PartitionError::TxnEarlierWritePending { first_seq: 2, lowest: 0 })
+        ));
+        assert_eq!(p.high_watermark(), 0);
+        assert_eq!(p.append_client(first, -1, None, Some(g1)).await.expect("the lowest sequence starts it").base_offset, 0);
+        // The transaction is open: the resent second batch needs no verification.
+        assert_eq!(p.append_client(second, -1, None, None).await.expect("in order now").base_offset, 2);
+    });
+}
+
 #[test]
 fn verified_transactions_markers_and_read_committed_survive_a_reopen() {
     for flush in [FlushMode::Always, FlushMode::Never] {

@@ -37,7 +37,7 @@ pub use builder::{encode_batch, encode_transactional_batch, NewRecord};
 pub use control::{build_marker, parse_marker, ControlType, Marker};
 pub use header::{compute_crc, parse_header, BatchError, BatchHeader, BATCH_HEADER_LEN, LOG_OVERHEAD, MAGIC_V2, MIN_BATCH_LENGTH};
 pub use iter::{iter_batches, BatchIter, IterStop};
-pub use patch::{rebuild_with_records, set_base_offset, set_log_append_time, set_partition_leader_epoch};
+pub use patch::{rebuild_with_records, set_base_offset, set_log_append_time, set_partition_leader_epoch, set_producer};
 pub use records::{
     decompress_bounded, parse_records, read_field, read_varint, read_varlong, records_section, walk_records,
     with_records_section, RecordRef, MAX_DECOMPRESSED_BYTES,

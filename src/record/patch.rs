@@ -5,8 +5,8 @@ use bytes::{Bytes, BytesMut};
 
 use super::header::{
     compute_crc, frame_batch, header_array_mut, BatchError, BatchHeader, ATTR_TIMESTAMP_LOG_APPEND, BATCH_HEADER_LEN,
-    LOG_OVERHEAD, OFF_ATTRIBUTES, OFF_BASE_OFFSET, OFF_BATCH_LENGTH, OFF_CRC, OFF_LEADER_EPOCH, OFF_MAX_TIMESTAMP,
-    OFF_RECORDS_COUNT,
+    ATTR_TRANSACTIONAL, LOG_OVERHEAD, OFF_ATTRIBUTES, OFF_BASE_OFFSET, OFF_BASE_SEQUENCE, OFF_BATCH_LENGTH, OFF_CRC,
+    OFF_LEADER_EPOCH, OFF_MAX_TIMESTAMP, OFF_PRODUCER_EPOCH, OFF_PRODUCER_ID, OFF_RECORDS_COUNT,
 };
 use super::records::compress_into;
 
@@ -47,6 +47,26 @@ pub fn set_log_append_time(batch: &mut [u8], ts_ms: i64) -> Result<(), BatchErro
     Ok(())
 }
 
+
+/// A client's side: stamps one whole batch with its producer (id, epoch, base sequence)
+/// and the transactional bit, then recomputes the CRC (all inside it). The load
+/// generator reuses one encoded batch this way for every transaction.
+pub fn set_producer(batch: &mut [u8], producer_id: i64, producer_epoch: i16, base_sequence: i32, transactional: bool) -> Result<(), BatchError> {
+    let (h, total) = frame_batch(batch)?;
+    let batch = &mut batch[..total];
+    {
+        let arr = header_array_mut(batch)?;
+        let attributes = if transactional { h.attributes | ATTR_TRANSACTIONAL } else { h.attributes & !ATTR_TRANSACTIONAL };
+        arr[OFF_ATTRIBUTES..OFF_ATTRIBUTES + 2].copy_from_slice(&attributes.to_be_bytes());
+        arr[OFF_PRODUCER_ID..OFF_PRODUCER_ID + 8].copy_from_slice(&producer_id.to_be_bytes());
+        arr[OFF_PRODUCER_EPOCH..OFF_PRODUCER_EPOCH + 2].copy_from_slice(&producer_epoch.to_be_bytes());
+        arr[OFF_BASE_SEQUENCE..OFF_BASE_SEQUENCE + 4].copy_from_slice(&base_sequence.to_be_bytes());
+    }
+    let crc = compute_crc(batch);
+    let arr = header_array_mut(batch)?;
+    arr[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
+    Ok(())
+}
 
 /// A new batch with the header of stored `batch` and `records` (plain, `count` of them)
 /// as its records section, compressed with the batch's codec (Kafka's

@@ -55,6 +55,7 @@ impl From<&PartitionError> for ErrorCode {
             // Retriable for producers, as Kafka's ReplicaManager answers a verification
             // the coordinator could not give yet.
             PartitionError::TxnVerificationPending(_) => ErrorCode::NOT_ENOUGH_REPLICAS,
+            PartitionError::TxnEarlierWritePending { .. } => ErrorCode::OUT_OF_ORDER_SEQUENCE_NUMBER,
         }
     }
 }

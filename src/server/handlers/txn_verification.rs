@@ -51,6 +51,7 @@ pub async fn verify_and_append(
     // left as they are (INVALID_TXN_STATE).
     let Some(txn_id) = transactional_id else { return };
     for round in 1..=VERIFY_ROUNDS {
+        wait_for_first_writes(ctx, acks, timeout_ms, sent, results).await;
         let asked: Vec<(usize, i64, u64)> = results
             .iter()
             .enumerate()
@@ -68,11 +69,43 @@ pub async fn verify_and_append(
         }
         verify_round(ctx, produce_version, txn_id, acks, timeout_ms, sent, results, &asked).await;
     }
+    wait_for_first_writes(ctx, acks, timeout_ms, sent, results).await;
     // Still asking after every round: the producer retries (NOT_ENOUGH_REPLICAS is
     // retriable), rather than failing its transaction with INVALID_TXN_STATE.
     for r in results.iter_mut() {
         if matches!(r, Err(PartitionError::TxnVerificationNeeded { .. })) {
             *r = Err(PartitionError::TxnVerificationPending("a marker of the previous transaction cleared each verification"));
+        }
+    }
+}
+
+/// How often, and how long apart, a verified batch waiting for its transaction's first
+/// write (a pipelined batch with a lower sequence, still being verified) is tried again
+/// before the client gets OUT_OF_ORDER_SEQUENCE_NUMBER and resends it itself. Kafka reads
+/// one request per connection at a time, so its clients rarely see this; shardlog serves
+/// a connection's requests concurrently and waits here instead.
+const FIRST_WRITE_WAITS: usize = 50;
+const FIRST_WRITE_WAIT: Duration = Duration::from_millis(1);
+
+/// Appends again, without a guard, the batches that waited for their transaction's first
+/// write: once it is appended they need no verification; if it is still pending they get
+/// the shared guard back (and are verified with it in the next round).
+async fn wait_for_first_writes(ctx: &Rc<ShardContext>, acks: i16, timeout_ms: i32, sent: &[(ShardId, &str, i32, Bytes)], results: &mut [OpResult<ShardResult>]) {
+    for _ in 0..FIRST_WRITE_WAITS {
+        let waiting: Vec<usize> =
+            (0..results.len().min(sent.len())).filter(|&i| matches!(results[i], Err(PartitionError::TxnEarlierWritePending { .. }))).collect();
+        if waiting.is_empty() {
+            return;
+        }
+        glommio::timer::sleep(FIRST_WRITE_WAIT).await;
+        let mut again = OpBatch::with_capacity(waiting.len());
+        for &i in &waiting {
+            let (shard, topic, partition, records) = &sent[i];
+            again.push(*shard, *topic, *partition, PartitionOp::Produce { records: records.clone(), acks, timeout_ms, txn_guard: None });
+        }
+        for (i, r) in waiting.into_iter().zip(ctx.router.run(again).await) {
+            // Still behind a pending first write: the guarded append answers that again.
+            results[i] = r;
         }
     }
 }
