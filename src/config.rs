@@ -205,6 +205,14 @@ pub struct Config {
     pub transaction_state_log_segment_bytes: i32,
     /// transaction.max.timeout.ms: the longest transaction.timeout.ms a producer may ask.
     pub transaction_max_timeout_ms: i32,
+    /// add.partitions.to.txn.retry.backoff.ms: the longest pause between two tries of a
+    /// produce's transaction verification the coordinator answered CONCURRENT_TRANSACTIONS
+    /// (its previous transaction's markers still being written); shardlog starts at 1 ms
+    /// and doubles up to this.
+    pub add_partitions_to_txn_retry_backoff_ms: u64,
+    /// add.partitions.to.txn.retry.backoff.max.ms: how long in all those tries may take
+    /// before the producer gets the retriable error.
+    pub add_partitions_to_txn_retry_backoff_max_ms: u64,
     /// transactional.id.expiration.ms: a transactional id idle this long is forgotten.
     pub transactional_id_expiration_ms: i64,
     /// producer.id.expiration.ms: a producer idle this long leaves the partitions' producer state.
@@ -309,6 +317,8 @@ impl Default for Config {
             transaction_state_log_min_isr: 2,
             transaction_state_log_segment_bytes: 104_857_600,
             transaction_max_timeout_ms: 900_000,
+            add_partitions_to_txn_retry_backoff_ms: 20,
+            add_partitions_to_txn_retry_backoff_max_ms: 100,
             transactional_id_expiration_ms: 604_800_000,
             producer_id_expiration_ms: 86_400_000,
             transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
@@ -775,6 +785,10 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub transaction_max_timeout_ms: Option<i32>,
     #[arg(long)]
+    pub add_partitions_to_txn_retry_backoff_ms: Option<u64>,
+    #[arg(long)]
+    pub add_partitions_to_txn_retry_backoff_max_ms: Option<u64>,
+    #[arg(long)]
     pub transactional_id_expiration_ms: Option<i64>,
     #[arg(long)]
     pub producer_id_expiration_ms: Option<i64>,
@@ -830,7 +844,8 @@ impl ConfigArgs {
             log_index_interval_bytes, log_level, offsets_topic_num_partitions, offsets_topic_segment_bytes,
             offsets_topic_replication_factor,
             transaction_state_log_num_partitions, transaction_state_log_replication_factor, transaction_state_log_min_isr,
-            transaction_state_log_segment_bytes, transaction_max_timeout_ms, transactional_id_expiration_ms,
+            transaction_state_log_segment_bytes, transaction_max_timeout_ms,
+            add_partitions_to_txn_retry_backoff_ms, add_partitions_to_txn_retry_backoff_max_ms, transactional_id_expiration_ms,
             producer_id_expiration_ms, transaction_abort_timed_out_transaction_cleanup_interval_ms,
             max_transactional_ids_per_shard,
             group_min_session_timeout_ms, group_max_session_timeout_ms,

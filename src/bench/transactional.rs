@@ -339,6 +339,9 @@ impl Producer {
                     if attempt == ATTEMPTS {
                         bail!("Produce: error {code} ({message}) after {ATTEMPTS} attempts");
                     }
+                    if std::env::var_os("SHARDLOG_BENCH_DEBUG").is_some() {
+                        eprintln!("partition {}: batch {at} refused ({code}: {message}), resending from it", self.partition);
+                    }
                     from = at;
                     thread::sleep(RETRY_BACKOFF);
                 }

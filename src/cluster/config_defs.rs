@@ -116,6 +116,8 @@ use ConfigType as T;
 
 /// Every broker key shardlog reports, sorted by name.
 pub const BROKER_KEYS: &[BrokerKey] = &[
+    ro("add.partitions.to.txn.retry.backoff.max.ms", T::Int, "How long those tries may take in all before the producer gets a retriable error.", |c| c.add_partitions_to_txn_retry_backoff_max_ms.to_string()),
+    ro("add.partitions.to.txn.retry.backoff.ms", T::Int, "Longest pause between tries of a transactional produce's verification while its coordinator ends the previous transaction.", |c| c.add_partitions_to_txn_retry_backoff_ms.to_string()),
     ro("advertised.listeners", T::String, "Address clients are told to connect to.", |c| {
         let (host, port) = c.advertised();
         format!("PLAINTEXT://{host}:{port}")

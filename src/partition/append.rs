@@ -17,7 +17,7 @@
 use bytes::Bytes;
 
 use super::error::PartitionError;
-use super::producer_state::{SequenceCheck, SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
+use super::producer_state::{SequenceCheck, SequenceError, SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
 use super::state::{Partition, PartitionSettings, TxnGuard};
 use crate::config::FlushMode;
 use crate::record::{
@@ -101,7 +101,9 @@ impl Partition {
         let h = parse_header(&batch)?;
         let out = self.append_batches(batch, &[h], -1, &settings, Some(replication_timeout), None).await;
         // The transaction ended here: a write verified before that must verify again.
-        self.txn_guards.borrow_mut().remove(&producer_id);
+        if let Some(g) = self.txn_guards.borrow_mut().get_mut(&producer_id) {
+            g.live = false;
+        }
         out
     }
 
@@ -159,9 +161,23 @@ impl Partition {
                     let marker = parse_marker(&records[at..at + len], h)?;
                     producers.check_marker(h.producer_id, h.producer_epoch, marker.coordinator_epoch)?;
                 } else {
-                    match producers.check(h)? {
-                        SequenceCheck::Append => {}
-                        SequenceCheck::Duplicate(meta) => dup = Some(meta),
+                    match producers.check(h) {
+                        Ok(SequenceCheck::Append) => {}
+                        Ok(SequenceCheck::Duplicate(meta)) => dup = Some(meta),
+                        // A pipelined later batch of a transaction whose first write is
+                        // being verified right now, or whose earlier batch waits for it:
+                        // it waits too (the produce path appends it again shortly)
+                        // rather than fail back to the producer.
+                        Err(SequenceError::OutOfOrder { first_seq, expected })
+                            if verification.is_some()
+                                && h.is_transactional()
+                                && first_seq > expected
+                                && (self.txn_guards.borrow().get(&h.producer_id).is_some_and(|g| g.epoch == h.producer_epoch)
+                                    || producers.get(h.producer_id).is_some_and(|e| e.epoch == h.producer_epoch && e.current_txn_first_offset.is_some())) =>
+                        {
+                            return Err(PartitionError::TxnEarlierWritePending { first_seq, lowest: expected });
+                        }
+                        Err(e) => return Err(e.into()),
                     }
                 }
                 at += len;
@@ -184,7 +200,7 @@ impl Partition {
             if let Some(h) = first_of_txn {
                 let mut guards = self.txn_guards.borrow_mut();
                 let held = guards.get(&h.producer_id).copied().filter(|held| held.epoch == h.producer_epoch);
-                match (guard, held) {
+                match (guard, held.filter(|held| held.live)) {
                     (Some(g), Some(held)) if g == held.guard => {
                         // Verified: only the transaction's lowest sequence may start it
                         // (a later pipelined batch verified first retries after it).
@@ -202,7 +218,7 @@ impl Partition {
                     (_, None) => {
                         let fresh = self.next_txn_guard.get();
                         self.next_txn_guard.set(fresh + 1);
-                        guards.insert(h.producer_id, TxnGuard { guard: fresh, epoch: h.producer_epoch, lowest_sequence: h.base_sequence });
+                        guards.insert(h.producer_id, TxnGuard { guard: fresh, epoch: h.producer_epoch, lowest_sequence: h.base_sequence, live: true });
                         return Err(PartitionError::TxnVerificationNeeded { producer_id: h.producer_id, guard: fresh });
                     }
                 }

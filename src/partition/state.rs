@@ -96,8 +96,8 @@ pub struct Partition {
     pub(super) watchers: Rc<Watchers>,
     pub(super) closed: Cell<bool>,
     /// KIP-890 verification state: producer id -> the guard handed out when its first
-    /// transactional write here went to be verified; a marker for the producer removes
-    /// it, so a write verified before its transaction ended is refused.
+    /// transactional write here went to be verified; a marker for the producer voids it,
+    /// so a write verified before its transaction ended is verified again.
     pub(super) txn_guards: RefCell<std::collections::HashMap<i64, TxnGuard>>,
     pub(super) next_txn_guard: Cell<u64>,
 }
@@ -456,4 +456,9 @@ pub(super) struct TxnGuard {
     pub(super) guard: u64,
     pub(super) epoch: i16,
     pub(super) lowest_sequence: i32,
+    /// False once a marker for the producer was written after the guard was handed out:
+    /// the verification may predate the end of a transaction, so the guard no longer
+    /// admits a write (it is verified again); the entry stays so that the transaction's
+    /// later pipelined batches still wait for its first write.
+    pub(super) live: bool,
 }

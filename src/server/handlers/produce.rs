@@ -80,7 +80,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ProduceInput
         }
     }
     let mut results = ctx.router.run(batch).await;
-    if results.iter().any(|r| matches!(r, Err(PartitionError::TxnVerificationNeeded { .. }))) {
+    if results.iter().any(|r| matches!(r, Err(PartitionError::TxnVerificationNeeded { .. } | PartitionError::TxnEarlierWritePending { .. }))) {
         super::txn_verification::verify_and_append(ctx, meta.version, transactional_id, acks, timeout_ms, &sent, &mut results).await;
     }
     let mut results = results.into_iter();

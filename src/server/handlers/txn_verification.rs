@@ -9,7 +9,7 @@
 //! NOT_ENOUGH_REPLICAS (retriable for producers); a partition not in the transaction
 //! INVALID_TXN_STATE; a fenced producer INVALID_PRODUCER_EPOCH.
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use kafka_protocol::messages::add_partitions_to_txn_request::{AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction};
@@ -61,7 +61,7 @@ pub async fn verify_and_append(
             })
             .collect();
         if asked.is_empty() || asked.iter().any(|(i, _, _)| *i >= sent.len()) {
-            return;
+            break;
         }
         if round > 1 {
             // Guards cleared by a marker since the last round: verified again.
@@ -128,7 +128,7 @@ async fn verify_round(
     // Transactions v2 (Produce v12+, KIP-890 part 2): the client sends no
     // AddPartitionsToTxn; this leader adds the partition for it.
     let add = produce_version >= 12;
-    let codes = verify(ctx, txn_id, producer_id, producer_epoch, &partitions, add).await;
+    let codes = verify_retrying(ctx, txn_id, producer_id, producer_epoch, &partitions, add).await;
     let mut again = OpBatch::with_capacity(asked.len());
     let mut again_at = Vec::with_capacity(asked.len());
     for ((i, pid, guard), code) in asked.iter().zip(codes) {
@@ -169,6 +169,31 @@ fn pending_reason(code: ErrorCode) -> &'static str {
         ErrorCode::COORDINATOR_LOAD_IN_PROGRESS => "the coordinator is loading",
         ErrorCode::NOT_COORDINATOR | ErrorCode::COORDINATOR_NOT_AVAILABLE => "the coordinator is moving",
         _ => "the coordinator did not answer in time",
+    }
+}
+
+/// [`verify`], tried again inside the broker while the coordinator answers
+/// CONCURRENT_TRANSACTIONS (the producer's previous transaction still writing its
+/// markers, usually for a millisecond or so): after 1 ms, doubling up to
+/// `add.partitions.to.txn.retry.backoff.ms`, for `add.partitions.to.txn.retry.backoff.max.ms`
+/// in all, as Kafka's ReplicaManager retries it. The producer would otherwise get a
+/// retriable error and pause its own retry.backoff.ms (100 ms for Java).
+async fn verify_retrying(ctx: &Rc<ShardContext>, txn_id: &str, producer_id: i64, producer_epoch: i16, partitions: &[(String, i32)], add: bool) -> Vec<ErrorCode> {
+    let max_step = Duration::from_millis(ctx.config.add_partitions_to_txn_retry_backoff_ms.max(1));
+    let deadline = Instant::now() + Duration::from_millis(ctx.config.add_partitions_to_txn_retry_backoff_max_ms);
+    let mut step = Duration::from_millis(1).min(max_step);
+    let mut codes = verify(ctx, txn_id, producer_id, producer_epoch, partitions, add).await;
+    loop {
+        let busy: Vec<usize> = (0..codes.len()).filter(|&i| codes[i] == ErrorCode::CONCURRENT_TRANSACTIONS).collect();
+        if busy.is_empty() || Instant::now() + step > deadline {
+            return codes;
+        }
+        glommio::timer::sleep(step).await;
+        step = (step * 2).min(max_step);
+        let retry: Vec<(String, i32)> = busy.iter().map(|&i| partitions[i].clone()).collect();
+        for (i, c) in busy.into_iter().zip(verify(ctx, txn_id, producer_id, producer_epoch, &retry, add).await) {
+            codes[i] = c;
+        }
     }
 }
 
