@@ -100,7 +100,12 @@ impl Partition {
         self.check_online()?;
         let _permit = self.append_lock.acquire_permit(1).await.map_err(|_| PartitionError::NotFollower)?;
         if offset >= self.log_end_offset() {
-            return Ok(self.log_end_offset());
+            // No record to cut, but epochs this replica started at its log end while it
+            // led (and never wrote in) go: the leader has none of them. Kept, the next
+            // fetch would name the same last epoch and get the same divergence forever.
+            let end = self.log_end_offset();
+            self.cut_epochs(end).await?;
+            return Ok(end);
         }
         let end = self.writer.truncate_to(offset).await?;
         debug_assert_eq!(end, self.log_end_offset(), "the writer reports the log end");

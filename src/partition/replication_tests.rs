@@ -341,6 +341,26 @@ fn truncation_cuts_log_producer_state_epochs_and_high_watermark() {
     });
 }
 
+/// A replica that led an epoch without writing in it holds that epoch's start at its log
+/// end; once a follower again, the leader (which never had that epoch) answers a
+/// divergence at exactly this log end. Truncating there must drop the empty epoch, or
+/// every fetch names it again and diverges again forever (seen in test_txn_failover: a
+/// 3.7 GB log of "diverging epoch" lines).
+#[test]
+fn truncating_at_the_log_end_drops_epochs_started_there() {
+    run(|dir| async move {
+        let p = open_leader(&dir, &[1, 2], &[1, 2], FlushMode::Never).await;
+        p.append(batch(4, 100, None, Compression::None), 1).await.unwrap();
+        writer_idle(&p).await;
+        p.become_leader(3, 1, vec![1, 2], vec![1, 2]);
+        assert_eq!(p.last_fetched_epoch(), 3, "an empty epoch starts at the log end");
+        p.become_follower(4, 2);
+        assert_eq!(p.truncate_to(4).await.unwrap(), 4);
+        assert_eq!(p.last_fetched_epoch(), 0, "the empty epoch is gone");
+        assert_eq!(p.log_end_offset(), 4);
+    });
+}
+
 #[test]
 fn a_fetched_batch_cut_by_the_size_limit_waits_for_the_next_fetch() {
     run(|dir| async move {
