@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, ApiKey, ApiVersionsRequest, EndTxnRequest, FindCoordinatorRequest,
     InitProducerIdRequest, ProduceRequest, ProducerId, TopicName, TransactionalId,
@@ -30,10 +29,9 @@ use super::client::{self, FrameReader, FrameWriter, PreparedRequest};
 use super::histogram::LatencyHistogram;
 use super::records::build_batch;
 use super::report::Meter;
-use super::workload::{Spec, Stop};
+use super::workload::{encode_one_batch, Spec, Stop};
 use crate::record::set_producer;
 
-const PRODUCE_TIMEOUT_MS: i32 = 30_000;
 const TRANSACTION_TIMEOUT_MS: i32 = 60_000;
 /// Attempts of one step on retriable errors before the run fails.
 const ATTEMPTS: usize = 200;
@@ -398,27 +396,10 @@ fn batch_template(
     protocol: TxnProtocol,
 ) -> anyhow::Result<BatchTemplate> {
     let batch = build_batch(records, spec.record_size, seed)?;
-    let req = ProduceRequest::default()
-        .with_transactional_id(Some(TransactionalId(StrBytes::from_string(txn_id.to_string()))))
-        .with_acks(-1)
-        .with_timeout_ms(PRODUCE_TIMEOUT_MS)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(spec.topic.clone())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(batch.clone()))])]);
-    let req = PreparedRequest::encode(&req, protocol.produce_version())?;
-    let frame = req.frame().clone();
-    // Produce v9+ is flexible: the batch is followed by three empty tagged-field
-    // sections (partition, topic, request), one byte each.
-    let end = frame.len().checked_sub(3).ok_or_else(|| anyhow!("produce request too short"))?;
-    let start = end.checked_sub(batch.len()).ok_or_else(|| anyhow!("produce request too short"))?;
-    if frame[start..end] != batch[..] {
-        bail!("cannot locate the record batch in the encoded Produce request");
-    }
+    let (req, at) = encode_one_batch(&spec.topic, partition, Some(txn_id), -1, protocol.produce_version(), &batch)?;
     Ok(BatchTemplate {
-        frame,
-        batch: start..end,
+        frame: req.frame().clone(),
+        batch: at,
         records: i32::try_from(records).context("too many records per batch")?,
         bytes: (records * spec.record_size) as u64,
     })

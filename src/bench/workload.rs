@@ -9,12 +9,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
 use kafka_protocol::messages::produce_request::{
     PartitionProduceData, ProduceRequest, TopicProduceData,
 };
-use kafka_protocol::messages::{BrokerId, TopicName};
+use kafka_protocol::messages::{BrokerId, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 
 use super::client::{self, PreparedRequest};
@@ -135,17 +135,38 @@ struct ProduceTemplate {
 
 fn produce_template(spec: &Spec, partition: i32, seed: u64) -> anyhow::Result<ProduceTemplate> {
     let batch = build_batch(spec.batch_records, spec.record_size, seed)?;
+    let (req, at) = encode_one_batch(&spec.topic, partition, None, spec.acks, PRODUCE_VERSION, &batch)?;
+    let values = record_values(&batch)?.into_iter().map(|(_, v)| v).collect();
+    Ok(ProduceTemplate {
+        req,
+        records: spec.batch_records as u64,
+        bytes: (spec.batch_records * spec.record_size) as u64,
+        batch: at,
+        values,
+    })
+}
+
+/// A Produce request (v9+) carrying `batch` for one partition, encoded once, and where the
+/// batch sits in its frame (so a sender can restamp it in place).
+pub fn encode_one_batch(
+    topic: &str,
+    partition: i32,
+    transactional_id: Option<&str>,
+    acks: i16,
+    version: i16,
+    batch: &Bytes,
+) -> anyhow::Result<(PreparedRequest, Range<usize>)> {
     let req = ProduceRequest::default()
-        .with_transactional_id(None)
-        .with_acks(spec.acks)
+        .with_transactional_id(transactional_id.map(|t| TransactionalId(StrBytes::from_string(t.to_string()))))
+        .with_acks(acks)
         .with_timeout_ms(PRODUCE_TIMEOUT_MS)
         .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(spec.topic.clone())))
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
             .with_partition_data(vec![PartitionProduceData::default()
                 .with_index(partition)
                 .with_records(Some(batch.clone()))])]);
-    let req = PreparedRequest::encode(&req, PRODUCE_VERSION)?;
-    // Produce v9 is flexible: the batch is followed by three empty tagged-field sections
+    let req = PreparedRequest::encode(&req, version)?;
+    // Produce v9+ is flexible: the batch is followed by three empty tagged-field sections
     // (partition, topic, request), one byte each.
     let frame = req.frame();
     let end = frame
@@ -158,14 +179,7 @@ fn produce_template(spec: &Spec, partition: i32, seed: u64) -> anyhow::Result<Pr
     if frame[start..end] != batch[..] {
         bail!("cannot locate the record batch in the encoded Produce request");
     }
-    let values = record_values(&batch)?.into_iter().map(|(_, v)| v).collect();
-    Ok(ProduceTemplate {
-        req,
-        records: spec.batch_records as u64,
-        bytes: (spec.batch_records * spec.record_size) as u64,
-        batch: start..end,
-        values,
-    })
+    Ok((req, start..end))
 }
 
 /// A copy of `t` whose record values start with their intended send times (ns since
