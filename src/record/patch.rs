@@ -41,12 +41,16 @@ pub fn set_log_append_time(batch: &mut [u8], ts_ms: i64) -> Result<(), BatchErro
         arr[OFF_ATTRIBUTES..OFF_ATTRIBUTES + 2].copy_from_slice(&attributes.to_be_bytes());
         arr[OFF_MAX_TIMESTAMP..OFF_MAX_TIMESTAMP + 8].copy_from_slice(&ts_ms.to_be_bytes());
     }
+    rewrite_crc(batch)
+}
+
+/// Recomputes the CRC of one whole batch after a header field inside it changed.
+fn rewrite_crc(batch: &mut [u8]) -> Result<(), BatchError> {
     let crc = compute_crc(batch);
     let arr = header_array_mut(batch)?;
     arr[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
     Ok(())
 }
-
 
 /// A client's side: stamps one whole batch with its producer (id, epoch, base sequence)
 /// and the transactional bit, then recomputes the CRC (all inside it). The load
@@ -62,10 +66,7 @@ pub fn set_producer(batch: &mut [u8], producer_id: i64, producer_epoch: i16, bas
         arr[OFF_PRODUCER_EPOCH..OFF_PRODUCER_EPOCH + 2].copy_from_slice(&producer_epoch.to_be_bytes());
         arr[OFF_BASE_SEQUENCE..OFF_BASE_SEQUENCE + 4].copy_from_slice(&base_sequence.to_be_bytes());
     }
-    let crc = compute_crc(batch);
-    let arr = header_array_mut(batch)?;
-    arr[OFF_CRC..OFF_CRC + 4].copy_from_slice(&crc.to_be_bytes());
-    Ok(())
+    rewrite_crc(batch)
 }
 
 /// A new batch with the header of stored `batch` and `records` (plain, `count` of them)
