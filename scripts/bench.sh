@@ -313,7 +313,7 @@ cat >"$OUT/meta.json" <<META
  "duration_s": $DUR, "warmup_s": $WARM, "reps": $REPS, "e2e_tool_msgs": $E2E_TOOL_MSGS, "record_bytes": 1024,
  "disk_seq_write_mb_s": $FIO_MB_S, "disk_ceiling_method": "$FIO_METHOD", "page_reporting_order": "$PAGE_REPORTING_ORDER",
  "shardlog_rev": "$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)",
- "kafka_version": "${KAFKA_VERSION:-4.1.1}", "shardlog_config": "tuning/throughput.toml"}
+ "kafka_version": "${KAFKA_VERSION:-4.4.0}", "shardlog_config": "tuning/throughput.toml"}
 META
 
 # ---------------------------------------------------------------- workloads, A B A B

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run a real Apache Kafka 4.1 (KRaft, combined broker+controller, one node) from
+# Run a real Apache Kafka 4.4 (KRaft, combined broker+controller, one node) from
 # Maven Central jars — no tarball, no Docker. Used to check the integration tests
 # themselves (SHARDLOG_TEST_TARGET=kafka) and by the benchmark as the reference.
 #
@@ -8,12 +8,12 @@
 #   scripts/kafka_local.sh start DIR [PORT]      # format DIR if new, start, wait until ready
 #   scripts/kafka_local.sh stop DIR              # stop the node started on DIR
 #
-# Env: KAFKA_VERSION (default 4.1.1), KAFKA_HOME (default ~/.cache/shardlog/kafka-4.1),
+# Env: KAFKA_VERSION (default 4.4.0), KAFKA_HOME (default ~/.cache/shardlog/kafka-4.4),
 #      KAFKA_HEAP (default -Xmx1g), KAFKA_EXTRA_PROPS (extra lines for server.properties).
 set -euo pipefail
 
-KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
-KAFKA_HOME="${KAFKA_HOME:-$HOME/.cache/shardlog/kafka-4.1}"
+KAFKA_VERSION="${KAFKA_VERSION:-4.4.0}"
+KAFKA_HOME="${KAFKA_HOME:-$HOME/.cache/shardlog/kafka-4.4}"
 SLF4J_VERSION="2.0.17"
 
 fetch() {

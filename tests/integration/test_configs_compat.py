@@ -73,7 +73,7 @@ def error_name(fn) -> str:
 
 def kafka_configs(bootstrap: str, *args: str) -> str:
     """Kafka's own kafka-configs (ConfigCommand) against `bootstrap`; its stdout."""
-    r = kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, *args)
+    r = kafka_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bootstrap, *args)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     return r.stdout
 

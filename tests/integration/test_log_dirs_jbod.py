@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient
 import kafkawire as w
 from clients import (admin_create_topic, consume_confluent, java_tool, json_lines, kafka_tool, make_records,
                      produce_confluent, segment_bytes, wait_topic)
-from conftest import SHARDLOG_BIN, is_kafka, skip_unless_shardlog
+from conftest import SHARDLOG_BIN, is_kafka, skip_unless_shardlog, wait_for
 
 TOPICS = {"jbod-a": 6, "jbod-b": 3}
 RECORDS_PER_TOPIC = 300
@@ -149,6 +149,8 @@ def test_same_partition_in_two_log_dirs_stops_startup(broker_factory, tmp_path):
     skip_unless_shardlog("Kafka's own start-up check is the model; its process and message differ")
     b, dirs = _two_dir_broker(broker_factory, tmp_path)
     admin_create_topic(b.bootstrap, "jbod-twice", 1)
+    # Metadata names the leader before its shard has opened the partition's directory.
+    wait_for("the partition's directory", lambda: any((d / "jbod-twice-0").is_dir() for d in dirs), 30)
     b.stop()
     src = next(d for d in dirs if (d / "jbod-twice-0").is_dir())
     dst = next(d for d in dirs if d != src)
