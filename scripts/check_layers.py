@@ -2,7 +2,7 @@
 """Fails when a lower layer of src/ names an upper one (issue 8, DESIGN.md's map).
 
 Layers, top to bottom:  server -> {group, replication} -> {partition, cluster, protocol, controller}
--> storage -> record -> runtime.  bench/ and cli/ are clients: they know the wire
+-> storage -> record -> runtime; config -> security -> runtime.  bench/ and cli/ are clients: they know the wire
 (protocol, record) and nothing of the broker's inside. A module may name itself, the
 layers below it, and `config` (the one config struct).
 
@@ -16,10 +16,10 @@ from pathlib import Path
 
 # module -> modules it must never name
 FORBIDDEN = {
-    "runtime": {"txn", "config", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
-    "record": {"txn", "config", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
-    "storage": {"txn", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
-    "partition": {"txn", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
+    "runtime": {"security", "txn", "config", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
+    "record": {"security", "txn", "config", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
+    "storage": {"security", "txn", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
+    "partition": {"security", "txn", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
     "cluster": {"txn", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
     "protocol": {"txn", "storage", "partition", "cluster", "controller", "group", "server", "bench", "cli", "replication"},
     "controller": {"txn", "partition", "protocol", "group", "server", "bench", "cli", "replication"},
@@ -29,6 +29,8 @@ FORBIDDEN = {
     "bench": {"txn", "storage", "partition", "cluster", "controller", "group", "server", "replication"},
     "cli": {"txn", "storage", "partition", "cluster", "controller", "group", "server", "replication"},
     "replication": {"group", "server", "bench", "cli", "txn"},
+    # Listeners and TLS: below config (which resolves listeners), above runtime.
+    "security": {"txn", "config", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
 }
 
 PATH = re.compile(r"\bcrate::(\{[^}]*\}|\w+)")

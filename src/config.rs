@@ -40,6 +40,36 @@ pub struct Config {
     pub listen: SocketAddr,
     /// host:port clients are told to connect to; defaults to `listen`.
     pub advertised_listener: Option<String>,
+    /// listeners: `NAME://host:port,...` (Kafka's syntax; an empty host binds every interface). Empty: `listen` is the one PLAINTEXT listener.
+    pub listeners: String,
+    /// advertised.listeners: `NAME://host:port,...`, what clients connecting to each listener are told. Empty: the `listeners` addresses.
+    pub advertised_listeners: String,
+    /// listener.security.protocol.map: `NAME:PROTOCOL,...` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); Kafka's default maps each protocol name to itself.
+    pub listener_security_protocol_map: String,
+    /// inter.broker.listener.name: the listener other brokers fetch from (registered as this broker's address). Empty: the PLAINTEXT listener. Must be a PLAINTEXT listener for now.
+    pub inter_broker_listener_name: String,
+    /// ssl.keystore.type: PEM or PKCS12 (JKS, Kafka's default, cannot be read: convert it).
+    pub ssl_keystore_type: String,
+    /// ssl.keystore.location: the SSL listeners' key and certificate chain.
+    pub ssl_keystore_location: String,
+    /// ssl.keystore.password: opens a PKCS12 key store.
+    pub ssl_keystore_password: String,
+    /// ssl.key.password: decrypts an encrypted PEM private key.
+    pub ssl_key_password: String,
+    /// ssl.truststore.type: PEM or PKCS12.
+    pub ssl_truststore_type: String,
+    /// ssl.truststore.location: CA certificates client certificates are checked against (ssl.client.auth).
+    pub ssl_truststore_location: String,
+    /// ssl.truststore.password: opens a PKCS12 trust store.
+    pub ssl_truststore_password: String,
+    /// ssl.client.auth: none, requested or required (mutual TLS).
+    pub ssl_client_auth: String,
+    /// ssl.enabled.protocols: TLSv1.2 and/or TLSv1.3.
+    pub ssl_enabled_protocols: String,
+    /// ssl.cipher.suites: IANA suite names; empty = every suite rustls offers.
+    pub ssl_cipher_suites: String,
+    /// shardlog's own: a TLS client that has not finished its handshake this long after connecting is disconnected (Kafka waits up to connections.max.idle.ms).
+    pub ssl_handshake_timeout_ms: u64,
     /// log.dir: the one log dir when `log_dirs` is empty.
     pub data_dir: PathBuf,
     /// log.dirs: the log dirs partitions are spread over (JBOD; storage/log_dirs.rs). When
@@ -257,6 +287,21 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 9092)),
             advertised_listener: None,
+            listeners: String::new(),
+            advertised_listeners: String::new(),
+            listener_security_protocol_map: crate::security::listeners::DEFAULT_PROTOCOL_MAP.to_string(),
+            inter_broker_listener_name: String::new(),
+            ssl_keystore_type: "JKS".to_string(),
+            ssl_keystore_location: String::new(),
+            ssl_keystore_password: String::new(),
+            ssl_key_password: String::new(),
+            ssl_truststore_type: "JKS".to_string(),
+            ssl_truststore_location: String::new(),
+            ssl_truststore_password: String::new(),
+            ssl_client_auth: "none".to_string(),
+            ssl_enabled_protocols: "TLSv1.2,TLSv1.3".to_string(),
+            ssl_cipher_suites: String::new(),
+            ssl_handshake_timeout_ms: 10_000,
             data_dir: PathBuf::from("./data"),
             log_dirs: Vec::new(),
             node_id: 1,
@@ -370,20 +415,56 @@ impl Config {
         self.log_dirs.first().unwrap_or(&self.data_dir)
     }
 
-    /// The address clients are told to connect to, split into host and port.
+    /// The address other brokers reach this one at (registered as its host and port).
     pub fn advertised(&self) -> (String, i32) {
-        if let Some(adv) = &self.advertised_listener {
-            if let Some((host, port)) = adv.rsplit_once(':') {
-                if let Ok(port) = port.parse::<i32>() {
-                    return (host.trim_matches(['[', ']']).to_string(), port);
-                }
-            }
+        // The inter-broker listener's endpoint (what followers fetch from); `listen` when
+        // the listeners do not resolve (validate reports why).
+        match self.listeners() {
+            Ok(l) => (l.inter_broker().advertised_host.clone(), l.inter_broker().advertised_port),
+            Err(_) => (self.listen.ip().to_string(), i32::from(self.listen.port())),
         }
-        (self.listen.ip().to_string(), i32::from(self.listen.port()))
+    }
+
+    /// The client listeners, resolved (`security::listeners`).
+    pub fn listeners(&self) -> Result<crate::security::listeners::Listeners, ConfigError> {
+        crate::security::listeners::resolve(&crate::security::listeners::ListenerSettings {
+            listen: self.listen,
+            advertised_listener: self.advertised_listener.as_deref(),
+            listeners: &self.listeners,
+            advertised_listeners: &self.advertised_listeners,
+            protocol_map: &self.listener_security_protocol_map,
+            inter_broker_listener_name: &self.inter_broker_listener_name,
+        })
+        .map_err(|(key, message)| ConfigError::Invalid { key, message })
+    }
+
+    /// The `ssl.*` settings the SSL and SASL_SSL listeners use.
+    pub fn tls_settings(&self) -> crate::security::tls_config::TlsSettings {
+        crate::security::tls_config::TlsSettings {
+            keystore_type: self.ssl_keystore_type.clone(),
+            keystore_location: self.ssl_keystore_location.clone(),
+            keystore_password: self.ssl_keystore_password.clone(),
+            key_password: self.ssl_key_password.clone(),
+            truststore_type: self.ssl_truststore_type.clone(),
+            truststore_location: self.ssl_truststore_location.clone(),
+            truststore_password: self.ssl_truststore_password.clone(),
+            client_auth: self.ssl_client_auth.clone(),
+            enabled_protocols: self.ssl_enabled_protocols.clone(),
+            cipher_suites: self.ssl_cipher_suites.clone(),
+        }
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |key, message: &str| Err(ConfigError::Invalid { key, message: message.into() });
+        let listeners = self.listeners()?;
+        if listeners.all.iter().any(|l| l.protocol.uses_sasl()) {
+            return bad("listener_security_protocol_map", "SASL_PLAINTEXT and SASL_SSL listeners are not served yet (issue 24)");
+        }
+        if listeners.all.iter().any(|l| l.protocol.uses_tls()) {
+            // Read the key material now: a broker that cannot serve TLS refuses to start.
+            crate::security::tls_config::server_config(&self.tls_settings())
+                .map_err(|e| ConfigError::Invalid { key: e.key, message: e.message })?;
+        }
         let dirs: Vec<PathBuf> =
             self.resolved_log_dirs().iter().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone())).collect();
         if dirs.iter().any(|d| d.as_os_str().is_empty()) {
@@ -661,6 +742,36 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub advertised_listener: Option<String>,
     #[arg(long)]
+    pub listeners: Option<String>,
+    #[arg(long)]
+    pub advertised_listeners: Option<String>,
+    #[arg(long)]
+    pub listener_security_protocol_map: Option<String>,
+    #[arg(long)]
+    pub inter_broker_listener_name: Option<String>,
+    #[arg(long)]
+    pub ssl_keystore_type: Option<String>,
+    #[arg(long)]
+    pub ssl_keystore_location: Option<String>,
+    #[arg(long)]
+    pub ssl_keystore_password: Option<String>,
+    #[arg(long)]
+    pub ssl_key_password: Option<String>,
+    #[arg(long)]
+    pub ssl_truststore_type: Option<String>,
+    #[arg(long)]
+    pub ssl_truststore_location: Option<String>,
+    #[arg(long)]
+    pub ssl_truststore_password: Option<String>,
+    #[arg(long)]
+    pub ssl_client_auth: Option<String>,
+    #[arg(long)]
+    pub ssl_enabled_protocols: Option<String>,
+    #[arg(long)]
+    pub ssl_cipher_suites: Option<String>,
+    #[arg(long)]
+    pub ssl_handshake_timeout_ms: Option<u64>,
+    #[arg(long)]
     pub data_dir: Option<PathBuf>,
     /// Log dirs, comma-separated (Kafka's log.dirs); overrides --data-dir.
     #[arg(long, value_delimiter = ',')]
@@ -828,6 +939,7 @@ impl ConfigArgs {
         macro_rules! set {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { c.$f = v.clone(); } )* };
         }
+        set!(listeners, advertised_listeners, listener_security_protocol_map, inter_broker_listener_name, ssl_keystore_type, ssl_keystore_location, ssl_keystore_password, ssl_key_password, ssl_truststore_type, ssl_truststore_location, ssl_truststore_password, ssl_client_auth, ssl_enabled_protocols, ssl_cipher_suites, ssl_handshake_timeout_ms);
         set!(listen, data_dir, log_dirs, node_id, process_roles, controller_quorum_voters,
             broker_session_timeout_ms, metadata_snapshot_every_entries, auto_leader_rebalance_enable, leader_imbalance_check_interval_seconds,
             leader_imbalance_per_broker_percentage, replica_lag_time_max_ms, replica_fetch_wait_max_ms, replica_fetch_max_bytes,

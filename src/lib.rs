@@ -11,6 +11,7 @@
 //! - `protocol/`   Kafka framing, request decode, ApiVersions table, fetch writer, error codes
 //! - `storage/`    the segmented log on glommio DMA files: writer, reader, indexes, recovery, compaction
 //! - `record/`     the RecordBatch v2 layout every layer shares: parse, validate, iterate, patch
+//! - `security/`   listeners and their security protocols, TLS (rustls)
 //! - `runtime/`    shard ids, core placement, the cross-shard mesh, the clock
 //! - `config.rs`   the one config struct
 //! - `bench/`, `cli/` clients of the wire: the load generator and the admin CLI
@@ -25,6 +26,7 @@ pub mod protocol;
 pub mod record;
 pub mod replication;
 pub mod runtime;
+pub mod security;
 pub mod server;
 pub mod storage;
 pub mod txn;

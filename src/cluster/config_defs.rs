@@ -118,9 +118,10 @@ use ConfigType as T;
 pub const BROKER_KEYS: &[BrokerKey] = &[
     ro("add.partitions.to.txn.retry.backoff.max.ms", T::Int, "How long those tries may take in all before the producer gets a retriable error.", |c| c.add_partitions_to_txn_retry_backoff_max_ms.to_string()),
     ro("add.partitions.to.txn.retry.backoff.ms", T::Int, "Longest pause between tries of a transactional produce's verification while its coordinator ends the previous transaction.", |c| c.add_partitions_to_txn_retry_backoff_ms.to_string()),
-    ro("advertised.listeners", T::String, "Address clients are told to connect to.", |c| {
-        let (host, port) = c.advertised();
-        format!("PLAINTEXT://{host}:{port}")
+    // A LIST in Kafka 4.4 (a STRING in 4.1).
+    ro("advertised.listeners", T::List, "Addresses clients are told to connect to, one per listener.", |c| match c.listeners() {
+        Ok(l) => l.all.iter().map(|l| format!("{}://{}:{}", l.name, l.advertised_host, l.advertised_port)).collect::<Vec<_>>().join(","),
+        Err(_) => String::new(),
     }),
     ro("auto.create.topics.enable", T::Boolean, "Create a topic when a client asks for metadata of an unknown one.", |c| c.auto_create_topics_enable.to_string()),
     ro("auto.leader.rebalance.enable", T::Boolean, "The active controller moves leadership back to preferred replicas when leaders are imbalanced.", |c| c.auto_leader_rebalance_enable.to_string()),

@@ -127,6 +127,22 @@ pub struct BrokerMeta {
     pub shard_count: u16,
     /// A fenced broker leads nothing and is not listed to clients.
     pub fenced: bool,
+    /// Every client listener's advertised endpoint (Kafka's BrokerRegistrationRecord
+    /// endpoints): a client connected to listener X is told each broker's X endpoint.
+    /// Empty in registrations from before named listeners: `host:port` is then the one
+    /// PLAINTEXT listener.
+    #[serde(default)]
+    pub listeners: Vec<crate::security::listeners::ListenerEndpoint>,
+}
+
+impl BrokerMeta {
+    /// The broker's endpoint on listener `name`, if it has that listener.
+    pub fn endpoint(&self, name: &str) -> Option<(&str, i32)> {
+        if self.listeners.is_empty() {
+            return (name == "PLAINTEXT").then_some((self.host.as_str(), self.port));
+        }
+        self.listeners.iter().find(|l| l.name == name).map(|l| (l.host.as_str(), l.port))
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -161,7 +161,7 @@ mod tests {
     fn image() -> MetadataImage {
         let mut img = MetadataImage::default();
         for id in 0..4 {
-            img.brokers.insert(id, BrokerMeta { id, incarnation: [id as u8; 16], host: "h".into(), port: 9092, rack: None, shard_count: 1, fenced: id == 3 });
+            img.brokers.insert(id, BrokerMeta { id, incarnation: [id as u8; 16], host: "h".into(), port: 9092, rack: None, shard_count: 1, listeners: Vec::new(), fenced: id == 3 });
         }
         let mut p = PartitionMeta::new_on(0, [0, 1, 2, 3, 4].iter().map(|b| ReplicaMeta { broker: *b, shard: 0 }).collect());
         (p.isr, p.leader_epoch, p.partition_epoch) = (vec![0, 1], 2, 5);

@@ -247,7 +247,7 @@ mod tests {
     fn image(brokers: usize, assignments: &[Vec<BrokerId>]) -> MetadataImage {
         let mut img = MetadataImage::default();
         for id in 0..brokers as BrokerId {
-            let b = BrokerMeta { id, incarnation: [id as u8; 16], host: "h".into(), port: 9092, rack: None, shard_count: 2, fenced: false };
+            let b = BrokerMeta { id, incarnation: [id as u8; 16], host: "h".into(), port: 9092, rack: None, shard_count: 2, listeners: Vec::new(), fenced: false };
             img.brokers.insert(id, b);
         }
         let partitions = assignments
@@ -396,7 +396,7 @@ mod tests {
         use super::super::apply::apply;
         use super::super::types::{Applied, Command, Response};
         use crate::cluster::image::MetadataDelta;
-        let broker = |id: BrokerId, inc: u8| BrokerMeta { id, incarnation: [inc; 16], host: "h".into(), port: 9092, rack: None, shard_count: 2, fenced: false };
+        let broker = |id: BrokerId, inc: u8| BrokerMeta { id, incarnation: [inc; 16], host: "h".into(), port: 9092, rack: None, shard_count: 2, listeners: Vec::new(), fenced: false };
         let on = |b: BrokerId| ReplicaMeta { broker: b, shard: 1 };
         let t0 = refs(&[0]);
         let log = vec![

@@ -16,7 +16,7 @@ use crate::cluster::topic_config::UNCLEAN_LEADER_ELECTION_ENABLE;
 const T: [u8; 16] = [1; 16];
 
 fn broker(id: BrokerId, inc: u8) -> BrokerMeta {
-    BrokerMeta { id, incarnation: [inc; 16], host: "h".into(), port: 9092, rack: None, shard_count: 1, fenced: false }
+    BrokerMeta { id, incarnation: [inc; 16], host: "h".into(), port: 9092, rack: None, shard_count: 1, listeners: Vec::new(), fenced: false }
 }
 
 /// Applies `cmds` in order after the ones already in `log` (indices follow).

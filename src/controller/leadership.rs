@@ -216,7 +216,7 @@ mod tests {
     use crate::cluster::image::TopicMeta;
 
     fn broker(id: BrokerId) -> BrokerMeta {
-        BrokerMeta { id, incarnation: [id as u8; 16], host: "h".into(), port: 9092, rack: None, shard_count: 2, fenced: false }
+        BrokerMeta { id, incarnation: [id as u8; 16], host: "h".into(), port: 9092, rack: None, shard_count: 2, listeners: Vec::new(), fenced: false }
     }
 
     fn image(brokers: usize, assignments: &[Vec<BrokerId>]) -> MetadataImage {

@@ -197,7 +197,7 @@ mod tests {
     fn image(ids: &[BrokerId]) -> MetadataImage {
         let mut img = MetadataImage::default();
         for id in ids {
-            img.brokers.insert(*id, BrokerMeta { id: *id, incarnation: [*id as u8; 16], host: "h".into(), port: 1, rack: None, shard_count: 1, fenced: false });
+            img.brokers.insert(*id, BrokerMeta { id: *id, incarnation: [*id as u8; 16], host: "h".into(), port: 1, rack: None, shard_count: 1, listeners: Vec::new(), fenced: false });
         }
         img
     }

@@ -129,6 +129,8 @@ pub struct ControllerConfig {
     /// This node's broker as it registers: client listener as advertised, and rack.
     pub advertised_host: String,
     pub advertised_port: i32,
+    /// Every client listener's advertised endpoint (registered with the broker).
+    pub listeners: Vec<crate::security::listeners::ListenerEndpoint>,
     pub rack: Option<String>,
     /// `broker_session_timeout_ms`: the leader fences a broker silent this long.
     pub session_timeout: std::time::Duration,
@@ -156,6 +158,7 @@ impl Default for ControllerConfig {
             broker: true,
             advertised_host: "localhost".into(),
             advertised_port: 9092,
+            listeners: Vec::new(),
             rack: None,
             session_timeout: std::time::Duration::from_millis(3000),
             auto_leader_rebalance_enable: true,

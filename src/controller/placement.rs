@@ -156,7 +156,7 @@ mod tests {
     fn image(brokers: &[(BrokerId, u16, Option<&str>)]) -> MetadataImage {
         let mut img = MetadataImage::default();
         for (id, shards, rack) in brokers {
-            img.brokers.insert(*id, BrokerMeta { id: *id, incarnation: [0; 16], host: "h".into(), port: 1, rack: rack.map(str::to_string), shard_count: *shards, fenced: false });
+            img.brokers.insert(*id, BrokerMeta { id: *id, incarnation: [0; 16], host: "h".into(), port: 1, rack: rack.map(str::to_string), shard_count: *shards, listeners: Vec::new(), fenced: false });
         }
         img
     }

@@ -270,7 +270,7 @@ mod tests {
     fn image() -> MetadataImage {
         let mut img = MetadataImage::default();
         for id in 1..=4 {
-            img.brokers.insert(id, BrokerMeta { id, incarnation: [id as u8; 16], host: "h".into(), port: 9092, rack: None, shard_count: 2, fenced: id == 4 });
+            img.brokers.insert(id, BrokerMeta { id, incarnation: [id as u8; 16], host: "h".into(), port: 9092, rack: None, shard_count: 2, listeners: Vec::new(), fenced: id == 4 });
         }
         let mut p = PartitionMeta::new_on(0, [1, 2, 3].iter().map(|b| ReplicaMeta { broker: *b, shard: 0 }).collect());
         (p.leader_epoch, p.partition_epoch) = (3, 5);

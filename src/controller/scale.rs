@@ -52,6 +52,7 @@ pub fn build(brokers: i32, topics: usize, partitions_per_topic: i32, replication
             rack: Some(format!("rack-{}", id % 3)),
             shard_count: 2,
             fenced: false,
+            listeners: Vec::new(),
         };
         commit(&mut image, Command::RegisterBroker { broker, unclean_default: false })?;
     }

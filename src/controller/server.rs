@@ -393,6 +393,7 @@ fn registration(cfg: &ControllerConfig, incarnation: [u8; 16]) -> BrokerMeta {
         rack: cfg.rack.clone(),
         shard_count: cfg.shard_count,
         fenced: false,
+        listeners: cfg.listeners.clone(),
     }
 }
 

@@ -227,7 +227,7 @@ async fn heartbeat(world: &Shared, id: BrokerId) {
         if b.state != State::Up {
             return;
         }
-        let meta = BrokerMeta { id, incarnation: b.incarnation, host: format!("broker-{id}"), port: 9092, rack: None, shard_count: 1, fenced: false };
+        let meta = BrokerMeta { id, incarnation: b.incarnation, host: format!("broker-{id}"), port: 9092, rack: None, shard_count: 1, listeners: Vec::new(), fenced: false };
         let via = if id as u64 <= NODES { id as u64 } else { b.rng.random_range(1..=NODES) };
         let conn = (id as u64 > NODES).then_some(b.conn);
         let node = live.contains(&via).then(|| w.nodes[&via].clone());

@@ -17,13 +17,15 @@ use crate::cluster::image::{BrokerMeta, ConfigResource, MetadataImage, Partition
 use super::files::{read_if_exists, write_atomic};
 use super::frame::{self, FrameError};
 use super::types::SnapshotMeta;
+use crate::security::listeners::ListenerEndpoint;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"SLSS");
 /// 2 added dynamic broker and group configs; 3 brokers and each partition's replicas,
 /// leader, ISR and partition epoch; 4 each partition's ongoing reassignment (adding and
 /// removing replicas). Versions 1 and 2 are still read (their partitions have no replicas
 /// until the node registers and adopts them), and 3 (no reassignment ongoing).
-const VERSION: u16 = 4;
+const VERSION: u16 = 5;
+const VERSION_4: u16 = 4;
 const VERSION_3: u16 = 3;
 const VERSION_2: u16 = 2;
 const VERSION_1: u16 = 1;
@@ -77,6 +79,42 @@ struct SnapBroker {
     rack: Option<String>,
     shard_count: u16,
     fenced: bool,
+    /// (listener name, advertised host, port) of every client listener.
+    listeners: Vec<(String, String, i32)>,
+}
+
+/// Version 4 layout (before named listeners): brokers without their listeners.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapFileV4 {
+    meta_json: Vec<u8>,
+    image: SnapImageV4,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapImageV4 {
+    cluster_id: String,
+    applied_index: u64,
+    next_producer_id: i64,
+    topics: Vec<SnapTopic>,
+    resource_configs: Vec<SnapResourceConfigs>,
+    brokers: Vec<SnapBrokerV4>,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapBrokerV4 {
+    id: i32,
+    incarnation: [u8; 16],
+    host: String,
+    port: i32,
+    rack: Option<String>,
+    shard_count: u16,
+    fenced: bool,
+}
+
+impl From<SnapBrokerV4> for SnapBroker {
+    fn from(b: SnapBrokerV4) -> SnapBroker {
+        SnapBroker { id: b.id, incarnation: b.incarnation, host: b.host, port: b.port, rack: b.rack, shard_count: b.shard_count, fenced: b.fenced, listeners: Vec::new() }
+    }
 }
 
 /// Version 2 layout (before brokers and replicas).
@@ -200,7 +238,7 @@ struct SnapImageV3 {
     next_producer_id: i64,
     topics: Vec<SnapTopicV3>,
     resource_configs: Vec<SnapResourceConfigs>,
-    brokers: Vec<SnapBroker>,
+    brokers: Vec<SnapBrokerV4>,
 }
 
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
@@ -293,7 +331,16 @@ impl From<&MetadataImage> for SnapImage {
             brokers: img
                 .brokers
                 .values()
-                .map(|b| SnapBroker { id: b.id, incarnation: b.incarnation, host: b.host.clone(), port: b.port, rack: b.rack.clone(), shard_count: b.shard_count, fenced: b.fenced })
+                .map(|b| SnapBroker {
+                    id: b.id,
+                    incarnation: b.incarnation,
+                    host: b.host.clone(),
+                    port: b.port,
+                    rack: b.rack.clone(),
+                    shard_count: b.shard_count,
+                    fenced: b.fenced,
+                    listeners: b.listeners.iter().map(|l| (l.name.clone(), l.host.clone(), l.port)).collect(),
+                })
                 .collect(),
         }
     }
@@ -353,7 +400,16 @@ impl TryFrom<SnapImage> for MetadataImage {
             brokers: s
                 .brokers
                 .into_iter()
-                .map(|b| (b.id, BrokerMeta { id: b.id, incarnation: b.incarnation, host: b.host, port: b.port, rack: b.rack, shard_count: b.shard_count, fenced: b.fenced }))
+                .map(|b| (b.id, BrokerMeta {
+                        id: b.id,
+                        incarnation: b.incarnation,
+                        host: b.host,
+                        port: b.port,
+                        rack: b.rack,
+                        shard_count: b.shard_count,
+                        fenced: b.fenced,
+                        listeners: b.listeners.into_iter().map(|(name, host, port)| ListenerEndpoint { name, host, port }).collect(),
+                    }))
                 .collect(),
         })
     }
@@ -380,7 +436,7 @@ pub fn encode(meta: &SnapshotMeta, image: &MetadataImage) -> Result<Vec<u8>, Sna
 /// Checks (frame, CRC, archive validation) and decodes snapshot-file bytes.
 pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotError> {
     let (payload, used, version) = match frame::decode(bytes, MAGIC, VERSION, MAX_SNAPSHOT_BYTES) {
-        Err(FrameError::BadVersion { found: old @ (VERSION_1 | VERSION_2 | VERSION_3), .. }) => {
+        Err(FrameError::BadVersion { found: old @ (VERSION_1 | VERSION_2 | VERSION_3 | VERSION_4), .. }) => {
             let (p, u) = frame::decode(bytes, MAGIC, old, MAX_SNAPSHOT_BYTES)?;
             (p, u, old)
         }
@@ -399,44 +455,22 @@ pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotErr
     let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(payload.len());
     aligned.extend_from_slice(payload);
     let file = if version == VERSION_1 {
-        let v1 = rkyv::from_bytes::<SnapFileV1, rkyv::rancor::Error>(&aligned)
-            .map_err(|e| SnapshotError::Archive(e.to_string()))?;
-        let i = v1.image;
-        let image = SnapImage {
-            cluster_id: i.cluster_id,
-            applied_index: i.applied_index,
-            next_producer_id: i.next_producer_id,
-            topics: i.topics.into_iter().map(SnapTopic::from).collect(),
-            resource_configs: Vec::new(),
-            brokers: Vec::new(),
-        };
-        SnapFile { meta_json: v1.meta_json, image }
+        let SnapFileV1 { meta_json, image: i } = archived(&aligned)?;
+        let topics = i.topics.into_iter().map(SnapTopic::from).collect();
+        upgraded(meta_json, (i.cluster_id, i.applied_index, i.next_producer_id), topics, Vec::new(), Vec::new())
     } else if version == VERSION_2 {
-        let v2 = rkyv::from_bytes::<SnapFileV2, rkyv::rancor::Error>(&aligned)
-            .map_err(|e| SnapshotError::Archive(e.to_string()))?;
-        let i = v2.image;
-        let image = SnapImage {
-            cluster_id: i.cluster_id,
-            applied_index: i.applied_index,
-            next_producer_id: i.next_producer_id,
-            topics: i.topics.into_iter().map(SnapTopic::from).collect(),
-            resource_configs: i.resource_configs,
-            brokers: Vec::new(),
-        };
-        SnapFile { meta_json: v2.meta_json, image }
+        let SnapFileV2 { meta_json, image: i } = archived(&aligned)?;
+        let topics = i.topics.into_iter().map(SnapTopic::from).collect();
+        upgraded(meta_json, (i.cluster_id, i.applied_index, i.next_producer_id), topics, i.resource_configs, Vec::new())
     } else if version == VERSION_3 {
-        let v3 = rkyv::from_bytes::<SnapFileV3, rkyv::rancor::Error>(&aligned)
-            .map_err(|e| SnapshotError::Archive(e.to_string()))?;
-        let i = v3.image;
-        let image = SnapImage {
-            cluster_id: i.cluster_id,
-            applied_index: i.applied_index,
-            next_producer_id: i.next_producer_id,
-            topics: i.topics.into_iter().map(SnapTopic::from).collect(),
-            resource_configs: i.resource_configs,
-            brokers: i.brokers,
-        };
-        SnapFile { meta_json: v3.meta_json, image }
+        let SnapFileV3 { meta_json, image: i } = archived(&aligned)?;
+        let topics = i.topics.into_iter().map(SnapTopic::from).collect();
+        let brokers = i.brokers.into_iter().map(SnapBroker::from).collect();
+        upgraded(meta_json, (i.cluster_id, i.applied_index, i.next_producer_id), topics, i.resource_configs, brokers)
+    } else if version == VERSION_4 {
+        let SnapFileV4 { meta_json, image: i } = archived(&aligned)?;
+        let brokers = i.brokers.into_iter().map(SnapBroker::from).collect();
+        upgraded(meta_json, (i.cluster_id, i.applied_index, i.next_producer_id), i.topics, i.resource_configs, brokers)
     } else {
         rkyv::from_bytes::<SnapFile, rkyv::rancor::Error>(&aligned)
             .map_err(|e| SnapshotError::Archive(e.to_string()))?
@@ -444,6 +478,27 @@ pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotErr
     let meta: SnapshotMeta =
         serde_json::from_slice(&file.meta_json).map_err(|e| SnapshotError::Meta(e.to_string()))?;
     Ok((meta, MetadataImage::try_from(file.image)?))
+}
+
+/// An archive of type `T` (any layout version), validated.
+fn archived<T>(aligned: &[u8]) -> Result<T, SnapshotError>
+where
+    T: rkyv::Archive,
+    T::Archived: for<'a> rkyv::bytecheck::CheckBytes<rkyv::api::high::HighValidator<'a, rkyv::rancor::Error>>
+        + rkyv::Deserialize<T, rkyv::api::high::HighDeserializer<rkyv::rancor::Error>>,
+{
+    rkyv::from_bytes::<T, rkyv::rancor::Error>(aligned).map_err(|e| SnapshotError::Archive(e.to_string()))
+}
+
+/// An older layout's content in the current layout (what it lacked is empty).
+fn upgraded(
+    meta_json: Vec<u8>,
+    (cluster_id, applied_index, next_producer_id): (String, u64, i64),
+    topics: Vec<SnapTopic>,
+    resource_configs: Vec<SnapResourceConfigs>,
+    brokers: Vec<SnapBroker>,
+) -> SnapFile {
+    SnapFile { meta_json, image: SnapImage { cluster_id, applied_index, next_producer_id, topics, resource_configs, brokers } }
 }
 
 /// Durably replaces the snapshot file in `dir`.
@@ -508,7 +563,11 @@ mod tests {
     #[test]
     fn brokers_and_replicas_round_trip() {
         let mut image = MetadataImage::default();
-        image.brokers.insert(2, BrokerMeta { id: 2, incarnation: [5; 16], host: "h".into(), port: 1, rack: Some("r".into()), shard_count: 3, fenced: true });
+        let listeners = vec![
+            ListenerEndpoint { name: "PLAINTEXT".into(), host: "h".into(), port: 1 },
+            ListenerEndpoint { name: "SSL".into(), host: "h".into(), port: 2 },
+        ];
+        image.brokers.insert(2, BrokerMeta { id: 2, incarnation: [5; 16], host: "h".into(), port: 1, rack: Some("r".into()), shard_count: 3, listeners, fenced: true });
         let mut p = PartitionMeta::new_on(0, vec![ReplicaMeta { broker: 2, shard: 1 }, ReplicaMeta { broker: 3, shard: 0 }]);
         p.partition_epoch = 4;
         image.topics.insert("t".into(), TopicMeta { name: "t".into(), topic_id: [1; 16], partitions: vec![p], configs: BTreeMap::new() });
@@ -545,6 +604,21 @@ mod tests {
         let (_, image) = decode(&frame::encode(MAGIC, VERSION_3, &archived)).unwrap();
         let p = &image.topics["t"].partitions[0];
         assert_eq!((p.leader, p.partition_epoch, p.is_reassigning()), (2, 5, false));
+    }
+
+    #[test]
+    fn version_4_brokers_load_with_only_their_plaintext_endpoint() {
+        let broker = SnapBrokerV4 { id: 2, incarnation: [5; 16], host: "h".into(), port: 9092, rack: None, shard_count: 1, fenced: false };
+        let v4 = SnapFileV4 {
+            meta_json: serde_json::to_vec(&SnapshotMeta::default()).unwrap(),
+            image: SnapImageV4 { cluster_id: "c".into(), applied_index: 7, next_producer_id: 9, topics: Vec::new(), resource_configs: Vec::new(), brokers: vec![broker] },
+        };
+        let archived = rkyv::to_bytes::<rkyv::rancor::Error>(&v4).unwrap();
+        let (_, image) = decode(&frame::encode(MAGIC, VERSION_4, &archived)).unwrap();
+        let b = &image.brokers[&2];
+        assert!(b.listeners.is_empty());
+        assert_eq!(b.endpoint("PLAINTEXT"), Some(("h", 9092)));
+        assert_eq!(b.endpoint("SSL"), None);
     }
 
     #[test]

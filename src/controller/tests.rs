@@ -526,7 +526,7 @@ mod simulation {
     /// An image where broker 1 (with `shard_count` shards) has registered.
     fn registered(shard_count: u16) -> MetadataImage {
         let mut img = MetadataImage::default();
-        let broker = crate::cluster::image::BrokerMeta { id: 1, incarnation: [1; 16], host: "h".into(), port: 9092, rack: None, shard_count, fenced: false };
+        let broker = crate::cluster::image::BrokerMeta { id: 1, incarnation: [1; 16], host: "h".into(), port: 9092, rack: None, shard_count, listeners: Vec::new(), fenced: false };
         let _ = apply(&mut img, 1, &Command::RegisterBroker { broker, unclean_default: false });
         img
     }
@@ -661,7 +661,7 @@ fn pre_broker_records_are_adopted_by_the_first_registration() {
     let mut img = MetadataImage::default();
     let _ = apply(&mut img, 1, &old);
     assert!(img.topics["t"].partitions.iter().all(|p| p.leader == -1 && p.replicas.is_empty()));
-    let me = BrokerMeta { id: 4, incarnation: [4; 16], host: "h".into(), port: 1, rack: None, shard_count: 2, fenced: false };
+    let me = BrokerMeta { id: 4, incarnation: [4; 16], host: "h".into(), port: 1, rack: None, shard_count: 2, listeners: Vec::new(), fenced: false };
     let (_, deltas) = apply(&mut img, 2, &Command::RegisterBroker { broker: me.clone(), unclean_default: false });
     assert!(deltas.contains(&MetadataDelta::LeadersChanged { name: "t".into() }));
     let p = &img.topics["t"].partitions;

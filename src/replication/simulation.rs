@@ -512,7 +512,7 @@ fn incarnation_bytes(id: BrokerId, incarnation: u64) -> [u8; 16] {
 }
 
 fn broker_meta(id: BrokerId, incarnation: u64) -> BrokerMeta {
-    BrokerMeta { id, incarnation: incarnation_bytes(id, incarnation), host: "sim".into(), port: 9092, rack: None, shard_count: 1, fenced: false }
+    BrokerMeta { id, incarnation: incarnation_bytes(id, incarnation), host: "sim".into(), port: 9092, rack: None, shard_count: 1, listeners: Vec::new(), fenced: false }
 }
 
 impl Sim {

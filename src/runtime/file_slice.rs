@@ -112,6 +112,23 @@ impl FileSlice {
         }
     }
 
+    /// Reads the slice's bytes from `done` on into `buf` with one `pread` (a TLS
+    /// connection encrypts them in user space): the bytes read, `UnexpectedEof` when the
+    /// file ends before the slice does. The slice's pages are in the page cache (that is
+    /// when a read becomes a slice), so this copies memory and does not wait for a disk.
+    pub fn read_at(&self, done: usize, buf: &mut [u8]) -> std::io::Result<usize> {
+        debug_assert!(done < self.len, "nothing left to read");
+        let want = buf.len().min(self.len - done);
+        let offset = libc::off_t::try_from(self.pos + done as u64).map_err(|_| std::io::ErrorKind::InvalidInput)?;
+        // SAFETY: the descriptor is open (the slice owns it); `buf` has `want` writable bytes.
+        let n = unsafe { libc::pread(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), want, offset) };
+        match n {
+            n if n > 0 => Ok(n as usize),
+            0 => Err(std::io::ErrorKind::UnexpectedEof.into()),
+            _ => Err(std::io::Error::last_os_error()),
+        }
+    }
+
     /// The slice's bytes, read with `pread` (tests, and what a caller that needs them in
     /// memory falls back to).
     pub fn read_to_vec(&self) -> std::io::Result<Vec<u8>> {
@@ -174,5 +191,16 @@ mod tests {
         let past_end = FileSlice::new(slice.fd.clone(), 199_000, 5_000);
         let (_rx, tx) = std::os::unix::net::UnixStream::pair().unwrap();
         assert_eq!(past_end.send_to(tx.as_raw_fd(), 1000).unwrap_err().kind(), std::io::ErrorKind::UnexpectedEof);
+        // read_at: the same bytes in chunks, bounded by the buffer and the slice.
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 7000];
+        while got.len() < slice.len() {
+            let n = slice.read_at(got.len(), &mut chunk).unwrap();
+            got.extend_from_slice(&chunk[..n]);
+        }
+        assert_eq!(got, &data[1000..151_000]);
+        let mut big = vec![0u8; 10_000];
+        assert_eq!(FileSlice::new(slice.fd.clone(), 0, 10).read_at(4, &mut big).unwrap(), 6, "never past the slice");
+        assert_eq!(past_end.read_at(1000, &mut big).unwrap_err().kind(), std::io::ErrorKind::UnexpectedEof);
     }
 }

@@ -167,6 +167,23 @@ fn quorum_voters(config: &Config) -> anyhow::Result<std::collections::BTreeMap<u
 }
 
 /// The controller's settings from the node's config (shards and core: the caller's).
+/// The TLS server configuration the SSL listeners share, if any listener uses TLS; logs
+/// whether the kernel could take over TLS records (it is not used yet: `security/ktls.rs`).
+fn tls_server_config(config: &Config) -> anyhow::Result<Option<Arc<rustls::ServerConfig>>> {
+    let listeners = config.listeners()?;
+    if !listeners.all.iter().any(|l| l.protocol.uses_tls()) {
+        return Ok(None);
+    }
+    let tls = crate::security::tls_config::server_config(&config.tls_settings())?;
+    match crate::security::ktls::kernel_tls_available() {
+        Ok(()) => tracing::info!("TLS listeners encrypt in user space (rustls); fetches over TLS are copied, not sent with sendfile"),
+        Err(why) => tracing::info!(
+            "kernel TLS unavailable ({why}): TLS listeners encrypt in user space (rustls); fetches over TLS are copied, not sent with sendfile"
+        ),
+    }
+    Ok(Some(tls))
+}
+
 fn controller_config(config: &Config, voters: std::collections::BTreeMap<u64, String>) -> ControllerConfig {
     ControllerConfig {
         data_dir: config.metadata_dir().to_path_buf(),
@@ -180,6 +197,7 @@ fn controller_config(config: &Config, voters: std::collections::BTreeMap<u64, St
         broker: config.has_role("broker"),
         advertised_host: config.advertised().0,
         advertised_port: config.advertised().1,
+        listeners: config.listeners().map(|l| l.endpoints()).unwrap_or_default(),
         rack: config.broker_rack.clone(),
         session_timeout: std::time::Duration::from_millis(config.broker_session_timeout_ms),
         auto_leader_rebalance_enable: config.auto_leader_rebalance_enable,
@@ -256,6 +274,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         anyhow::bail!("log dirs: {e}");
     }
     ensure_offsets_topic(&controller, &config, expected_brokers)?;
+    let tls = tls_server_config(&config)?;
     let (mesh, inboxes) = Mesh::new(shard_count);
     let config = Arc::new(config);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
@@ -263,8 +282,8 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let (closed_tx, closed_rx) = std::sync::mpsc::channel::<u16>();
     let mut handles = Vec::new();
     for (shard, ((core, updates), inbox)) in plan.shard_cores.iter().zip(updates).zip(inboxes).enumerate() {
-        let (config, controller, mesh, defaults, ready, log_dirs) =
-            (config.clone(), controller.clone(), mesh.clone(), defaults.clone(), ready_tx.clone(), log_dirs.clone());
+        let (config, controller, mesh, defaults, ready, log_dirs, tls) =
+            (config.clone(), controller.clone(), mesh.clone(), defaults.clone(), ready_tx.clone(), log_dirs.clone(), tls.clone());
         let listening = listening.clone();
         let (shutdown_requested, closed) = (shutdown_requested.clone(), closed_tx.clone());
         let placement = if usable.len() > 1 { GlommioPlacement::Fixed(*core) } else { GlommioPlacement::Unbound };
@@ -305,13 +324,16 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 glommio::spawn_local(crate::group::expiry_loop(ctx.coordinator.clone())).detach();
                 glommio::spawn_local(crate::txn::coordinator::tick_loop(ctx.txn_coordinator.clone())).detach();
                 glommio::spawn_local(close_on_shutdown(ctx.clone(), shutdown_requested, closed)).detach();
-                let listener = match glommio::net::TcpListener::bind(config.listen) {
-                    Ok(l) => l,
-                    Err(e) => {
-                        let _ = ready.send(Err(anyhow::anyhow!("shard {shard} cannot listen on {}: {e}", config.listen)));
-                        return;
+                let mut sockets = Vec::with_capacity(ctx.listeners.all.len());
+                for (index, l) in ctx.listeners.all.iter().enumerate() {
+                    match glommio::net::TcpListener::bind(l.bind) {
+                        Ok(socket) => sockets.push((socket, connection::ListenerInfo::new(index, l, tls.clone()))),
+                        Err(e) => {
+                            let _ = ready.send(Err(anyhow::anyhow!("shard {shard} cannot listen on {} ({}): {e}", l.bind, l.name)));
+                            return;
+                        }
                     }
-                };
+                }
                 let _ = ready.send(Ok(()));
                 if test_panic_shard == Some(shard) {
                     glommio::spawn_local(async move {
@@ -322,7 +344,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                     })
                     .detach();
                 }
-                connection::accept_loop(ctx, listener).await;
+                futures::future::join_all(sockets.into_iter().map(|(socket, info)| connection::accept_loop(ctx.clone(), socket, info))).await;
             })
             .map_err(|e| anyhow::anyhow!("starting shard {shard}: {e}"))?;
         handles.push(handle);
@@ -334,7 +356,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     tracing::info!(
         "shardlog node {} listening on {} with {} shards (controller core {:?}, controller listener {}, log dirs {}, flush {:?}), started in {} ms",
         config.node_id,
-        config.listen,
+        config.listeners().map(|l| l.all.iter().map(|l| format!("{} ({} {})", l.bind, l.name, l.protocol)).collect::<Vec<_>>().join(", ")).unwrap_or_default(),
         shard_count,
         plan.controller_core,
         config.controller_listener.as_deref().unwrap_or("none"),

@@ -11,19 +11,20 @@
 //! when its handler finishes; while it does not fit, this connection does not read. The
 //! buffer grows only as bytes arrive (see `ReadBuf`), so an announced length costs
 //! nothing until the client actually sends it.
-use std::net::SocketAddr;
 use std::rc::Rc;
 
 use bytes::{Buf, Bytes, BytesMut};
-use futures::{AsyncReadExt, AsyncWriteExt};
+use futures::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
 use glommio::Task;
 
-use super::dispatch::{dispatch, dispatch_produce_view, Response};
+use super::dispatch::{dispatch, dispatch_produce_view, Origin, Response};
 use super::shard::ShardContext;
-use super::socket_split::{split, ReadHalf, WriteHalf};
-use super::vectored_write::write_all_buffers;
+use super::socket_split::split;
+use super::vectored_write::{write_all_buffers, ResponseSink};
+use crate::security::listeners::{Listener, SecurityProtocol};
+use crate::security::tls_stream;
 use crate::protocol::api_versions::unsupported_version_response_v0;
 use crate::protocol::produce_request_view::ProduceRequestView;
 use crate::protocol::{decode_request, frame_len, RequestError};
@@ -35,7 +36,27 @@ const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// The most the buffer grows by at once while a large frame arrives.
 const MAX_READ_STEP_BYTES: usize = 1024 * 1024;
 
-pub async fn accept_loop(ctx: Rc<ShardContext>, listener: TcpListener) {
+/// What a connection needs to know of the listener that accepted it.
+pub struct ListenerInfo {
+    /// Index into `ShardContext::listeners.all` (`RequestMeta::listener`).
+    index: u8,
+    name: String,
+    /// The TLS configuration, on SSL listeners.
+    tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+}
+
+impl ListenerInfo {
+    /// `tls` is the broker's TLS configuration (present when any listener uses TLS).
+    pub fn new(index: usize, l: &Listener, tls: Option<std::sync::Arc<rustls::ServerConfig>>) -> Rc<ListenerInfo> {
+        let tls = if l.protocol.uses_tls() { tls } else { None };
+        // Config validation refuses SASL listeners and more than 16 listeners.
+        debug_assert!(!l.protocol.uses_sasl() && index <= usize::from(u8::MAX));
+        debug_assert!(l.protocol != SecurityProtocol::Ssl || tls.is_some(), "an SSL listener without a TLS configuration");
+        Rc::new(ListenerInfo { index: index as u8, name: l.name.clone(), tls })
+    }
+}
+
+pub async fn accept_loop(ctx: Rc<ShardContext>, listener: TcpListener, info: Rc<ListenerInfo>) {
     loop {
         match listener.accept().await {
             Ok(stream) => {
@@ -45,8 +66,8 @@ pub async fn accept_loop(ctx: Rc<ShardContext>, listener: TcpListener) {
                     drop(stream);
                     continue;
                 }
-                let ctx = ctx.clone();
-                glommio::spawn_local(async move { serve(ctx, stream).await }).detach();
+                let (ctx, info) = (ctx.clone(), info.clone());
+                glommio::spawn_local(async move { serve(ctx, stream, info).await }).detach();
             }
             Err(e) => {
                 tracing::warn!(shard = ctx.shard, error = %e, "accept failed");
@@ -56,32 +77,50 @@ pub async fn accept_loop(ctx: Rc<ShardContext>, listener: TcpListener) {
     }
 }
 
-async fn serve(ctx: Rc<ShardContext>, stream: TcpStream) {
+async fn serve(ctx: Rc<ShardContext>, stream: TcpStream, listener: Rc<ListenerInfo>) {
     let peer = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
     ctx.connections.set(ctx.connections.get() + 1);
-    let (reader, writer) = match split(stream) {
-        Ok(halves) => halves,
-        Err(e) => {
-            tracing::warn!(shard = ctx.shard, peer = ?peer, error = %e, "cannot make the socket non-blocking; closing the connection");
-            ctx.connections.set(ctx.connections.get() - 1);
-            return;
+    let origin = Origin { peer, listener: listener.index };
+    match &listener.tls {
+        None => match split(stream) {
+            Ok((reader, writer)) => serve_halves(&ctx, reader, writer, origin).await,
+            Err(e) => {
+                tracing::warn!(shard = ctx.shard, peer = ?peer, error = %e, "cannot make the socket non-blocking; closing the connection");
+            }
+        },
+        Some(tls) => {
+            let timeout = std::time::Duration::from_millis(ctx.config.ssl_handshake_timeout_ms);
+            match tls_stream::accept(stream, tls.clone(), timeout).await {
+                Ok((reader, writer)) => {
+                    tracing::debug!(shard = ctx.shard, peer = ?peer, listener = %listener.name, tls = %reader.describe(), "TLS connection");
+                    serve_halves(&ctx, reader, writer, origin).await
+                }
+                // A failed handshake is the client's problem (wrong trust, plaintext sent
+                // to a TLS port, a scanner): one line, at info, with the peer.
+                Err(e) => tracing::info!(shard = ctx.shard, peer = ?peer, listener = %listener.name, error = %e, "TLS handshake failed; closing the connection"),
+            }
         }
-    };
-    let (tx, rx) = local_channel::new_bounded::<Task<Response>>(ctx.config.max_inflight_requests_per_connection);
-    let writer_task = glommio::spawn_local(write_responses(writer, rx));
-    read_requests(&ctx, reader, tx, peer).await;
-    // The reader closed the channel; the writer drains the remaining responses.
-    writer_task.await;
+    }
     ctx.connections.set(ctx.connections.get() - 1);
 }
 
-async fn read_requests(
+/// Serves one connection's requests, plaintext or TLS alike, until either side closes.
+async fn serve_halves<R: AsyncRead + Unpin, W: ResponseSink + 'static>(ctx: &Rc<ShardContext>, reader: R, writer: W, origin: Origin) {
+    let (tx, rx) = local_channel::new_bounded::<Task<Response>>(ctx.config.max_inflight_requests_per_connection);
+    let writer_task = glommio::spawn_local(write_responses(writer, rx));
+    read_requests(ctx, reader, tx, origin).await;
+    // The reader closed the channel; the writer drains the remaining responses.
+    writer_task.await;
+}
+
+async fn read_requests<R: AsyncRead + Unpin>(
     ctx: &Rc<ShardContext>,
-    mut reader: ReadHalf,
+    mut reader: R,
     tx: local_channel::LocalSender<Task<Response>>,
-    peer: Option<SocketAddr>,
+    origin: Origin,
 ) {
+    let peer = origin.peer;
     let max = ctx.config.socket_request_max_bytes;
     let mut rb = ReadBuf::new();
     loop {
@@ -116,7 +155,7 @@ async fn read_requests(
             Ok(view) => {
                 let ctx = ctx.clone();
                 glommio::spawn_local(async move {
-                    let response = dispatch_produce_view(&ctx, view, peer).await;
+                    let response = dispatch_produce_view(&ctx, view, origin).await;
                     drop(memory);
                     response
                 })
@@ -124,7 +163,7 @@ async fn read_requests(
             Err(Ok(req)) => {
                 let ctx = ctx.clone();
                 glommio::spawn_local(async move {
-                    let response = dispatch(&ctx, req, peer).await;
+                    let response = dispatch(&ctx, req, origin).await;
                     // The handler is done with the request (and the frame it borrows from).
                     drop(memory);
                     response
@@ -180,7 +219,7 @@ impl ReadBuf {
 
     /// Reads until at least `want` bytes are buffered; false on EOF or error. `want` is
     /// bounded by the frame limit before this is called.
-    async fn fill(&mut self, reader: &mut ReadHalf, want: usize) -> bool {
+    async fn fill<R: AsyncRead + Unpin>(&mut self, reader: &mut R, want: usize) -> bool {
         while self.filled < want {
             let ahead = self.filled.clamp(READ_CHUNK_BYTES, MAX_READ_STEP_BYTES);
             // Read past the frame's end only by one chunk (the next pipelined requests),
@@ -237,7 +276,7 @@ impl ReadBuf {
     }
 }
 
-async fn write_responses(mut writer: WriteHalf, rx: local_channel::LocalReceiver<Task<Response>>) {
+async fn write_responses<W: ResponseSink>(mut writer: W, rx: local_channel::LocalReceiver<Task<Response>>) {
     while let Some(task) = rx.recv().await {
         let buffers = match task.await {
             Response::Frames(b) => b,
@@ -251,6 +290,11 @@ async fn write_responses(mut writer: WriteHalf, rx: local_channel::LocalReceiver
         };
         // One vectored send per socket-buffer's worth (stored batch bytes not copied).
         if write_all_buffers(&mut writer, &buffers).await.is_err() {
+            return;
+        }
+        // A TLS writer may hold the response's last records; plaintext sockets hold
+        // nothing (their flush returns at once).
+        if writer.flush().await.is_err() {
             return;
         }
     }

@@ -29,6 +29,16 @@ pub struct RequestMeta {
     pub correlation_id: i32,
     /// The client's address (JoinGroup records it as the member's client host).
     pub peer: Option<std::net::SocketAddr>,
+    /// The listener the request came in on (index into `ShardContext::listeners.all`):
+    /// brokers are advertised at their endpoint of the same listener, as Kafka does.
+    pub listener: u8,
+}
+
+/// Where a connection came from: the client's address and the listener it reached.
+#[derive(Clone, Copy, Debug)]
+pub struct Origin {
+    pub peer: Option<std::net::SocketAddr>,
+    pub listener: u8,
 }
 
 impl RequestMeta {
@@ -47,13 +57,25 @@ impl RequestMeta {
 }
 
 /// A Produce request the hot path read in place (`protocol/produce_request_view.rs`).
-pub async fn dispatch_produce_view(ctx: &Rc<ShardContext>, view: ProduceRequestView, peer: Option<std::net::SocketAddr>) -> Response {
-    let meta = RequestMeta { api_key: ApiKey::Produce, version: view.version(), correlation_id: view.correlation_id(), peer };
+pub async fn dispatch_produce_view(ctx: &Rc<ShardContext>, view: ProduceRequestView, origin: Origin) -> Response {
+    let meta = RequestMeta {
+        api_key: ApiKey::Produce,
+        version: view.version(),
+        correlation_id: view.correlation_id(),
+        peer: origin.peer,
+        listener: origin.listener,
+    };
     handlers::produce::handle(ctx, meta, ProduceInput::View(view)).await
 }
 
-pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, peer: Option<std::net::SocketAddr>) -> Response {
-    let meta = RequestMeta { api_key: req.api_key, version: req.version, correlation_id: req.header.correlation_id, peer };
+pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origin) -> Response {
+    let meta = RequestMeta {
+        api_key: req.api_key,
+        version: req.version,
+        correlation_id: req.header.correlation_id,
+        peer: origin.peer,
+        listener: origin.listener,
+    };
     // Only the group APIs want it (no String per request for the others).
     let client_id = || req.header.client_id.as_deref().unwrap_or("").to_string();
     match req.body {

@@ -1,4 +1,5 @@
-//! Read and write halves of one glommio TCP stream for two tasks of the same executor.
+//! Read and write halves of one glommio TCP stream for two tasks of the same executor
+//! (TLS connections get theirs from `security::tls_stream`; their `ResponseSink` is here).
 //!
 //! Both halves share the stream through `Rc<RefCell<..>>`; a borrow lasts only for one
 //! synchronous `poll_*` call, and both tasks run on one thread, so borrows never
@@ -75,5 +76,13 @@ impl ResponseSink for WriteHalf {
     fn poll_send_file(self: Pin<&mut Self>, cx: &mut Context<'_>, slice: &FileSlice, done: usize) -> Poll<io::Result<usize>> {
         let mut s = self.0.borrow_mut();
         s.poll_send_with(cx, &mut |socket| slice.send_to(socket, done))
+    }
+}
+
+/// A TLS connection's write half sends file slices through rustls (read into memory,
+/// encrypted): no `sendfile` without kernel TLS.
+impl ResponseSink for crate::security::tls_stream::TlsWriteHalf {
+    fn poll_send_file(self: Pin<&mut Self>, cx: &mut Context<'_>, slice: &FileSlice, done: usize) -> Poll<io::Result<usize>> {
+        self.get_mut().poll_send_file(cx, slice, done)
     }
 }

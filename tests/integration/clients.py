@@ -245,8 +245,8 @@ def produce_confluent(bootstrap: str, topic: str, recs: list[Rec], compression: 
     return results  # type: ignore[return-value]
 
 
-def consume_confluent(bootstrap: str, topic: str, partitions: int) -> dict[int, list[Consumed]]:
-    c = confluent_consumer(bootstrap)
+def consume_confluent(bootstrap: str, topic: str, partitions: int, **extra) -> dict[int, list[Consumed]]:
+    c = confluent_consumer(bootstrap, **extra)
     try:
         high = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
@@ -381,10 +381,13 @@ def parse_record_lines(text: str) -> tuple[dict[int, list[Consumed]], int]:
     return out, done
 
 
-def consume_java(bootstrap: str, topic: str, partitions: int) -> dict[int, list[Consumed]]:
-    r = java_tool("consume", "--bootstrap", bootstrap, "--topic", topic,
-                  "--partitions", ",".join(str(p) for p in range(partitions)),
-                  "--timeout-ms", str(CONSUME_TIMEOUT_S * 1000))
+def consume_java(bootstrap: str, topic: str, partitions: int, extra_props: str = "") -> dict[int, list[Consumed]]:
+    args = ["consume", "--bootstrap", bootstrap, "--topic", topic,
+            "--partitions", ",".join(str(p) for p in range(partitions)),
+            "--timeout-ms", str(CONSUME_TIMEOUT_S * 1000)]
+    if extra_props:
+        args += ["--prop", extra_props]
+    r = java_tool(*args)
     out, n = parse_record_lines(r.stdout)
     assert sum(len(v) for v in out.values()) == n
     for p in range(partitions):

@@ -67,7 +67,8 @@ class Broker:
 
     def __init__(self, data_dir: Path, log_path: Path, shards: int | None = None,
                  flush: str | None = None, auto_create_topics: bool | None = None,
-                 extra_args: list[str] | None = None, log_dirs: list[Path] | None = None):
+                 extra_args: list[str] | None = None, log_dirs: list[Path] | None = None,
+                 ssl: dict[str, str] | None = None):
         self.data_dir = Path(data_dir)
         # Several log dirs (JBOD): `--log-dirs` / Kafka's log.dirs; None = one, in data_dir.
         self.log_dirs = [Path(d) for d in log_dirs] if log_dirs else None
@@ -78,12 +79,25 @@ class Broker:
         self.flush = flush
         self.auto_create_topics = auto_create_topics
         self.extra_args = list(extra_args or [])
+        # An SSL listener besides the PLAINTEXT one: Kafka's ssl.* settings (both targets
+        # take the same keys; shardlog's flags are the keys with dashes).
+        self.ssl = dict(ssl) if ssl else None
+        self.ssl_port = free_port() if ssl else None
         self.proc: subprocess.Popen | None = None
         self.starts = 0
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def ssl_bootstrap(self) -> str:
+        assert self.ssl_port is not None, "this broker has no SSL listener"
+        return f"127.0.0.1:{self.ssl_port}"
+
+    def _listeners(self) -> str:
+        out = f"PLAINTEXT://{self.bootstrap}"
+        return out + (f",SSL://{self.ssl_bootstrap}" if self.ssl else "")
 
     # -- command lines -------------------------------------------------------------
     def _shardlog_cmd(self) -> list[str]:
@@ -99,6 +113,10 @@ class Broker:
             cmd += ["--flush", flush]
         if self.auto_create_topics is not None:
             cmd += ["--auto-create-topics", "true" if self.auto_create_topics else "false"]
+        if self.ssl:
+            cmd += ["--listeners", self._listeners()]
+            for k, v in self.ssl.items():
+                cmd += ["--" + k.replace(".", "-").replace("_", "-"), v]
         return cmd + self.extra_args
 
     def _kafka_cmd(self) -> list[str]:
@@ -109,10 +127,10 @@ class Broker:
             lines = [
                 "process.roles=broker,controller", "node.id=1",
                 f"controller.quorum.bootstrap.servers=127.0.0.1:{self.controller_port}",
-                f"listeners=PLAINTEXT://{self.bootstrap},CONTROLLER://127.0.0.1:{self.controller_port}",
-                f"advertised.listeners=PLAINTEXT://{self.bootstrap}",
+                f"listeners={self._listeners()},CONTROLLER://127.0.0.1:{self.controller_port}",
+                f"advertised.listeners={self._listeners()}",
                 "controller.listener.names=CONTROLLER",
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT",
                 "inter.broker.listener.name=PLAINTEXT",
                 f"log.dirs={','.join(str(d) for d in self.kafka_log_dirs())}",
                 "num.partitions=1",
@@ -125,6 +143,7 @@ class Broker:
                 lines.append("log.flush.interval.messages=1")
             if self.auto_create_topics is not None:
                 lines.append(f"auto.create.topics.enable={'true' if self.auto_create_topics else 'false'}")
+            lines += [f"{k}={v}" for k, v in (self.ssl or {}).items()]
             props.write_text("\n".join(lines) + "\n")
         if not (self.kafka_log_dirs()[0] / "meta.properties").exists():
             subprocess.run(["java", "-cp", cp, "kafka.tools.StorageTool", "format", "--standalone",

@@ -129,7 +129,7 @@ def test_java_describe_broker_synonyms_types_docs(broker):
     assert seg["synonyms"][-1] == {"name": "log.segment.bytes", "value": "1073741824", "source": "DEFAULT_CONFIG"}
     assert full["log.retention.bytes"]["type"] == "LONG"
     assert full["auto.create.topics.enable"]["type"] == "BOOLEAN"
-    assert full["advertised.listeners"]["type"] == "STRING"
+    assert full["advertised.listeners"]["type"] == "LIST"  # Kafka 4.4 (4.1: STRING)
     assert full["offsets.topic.num.partitions"]["read_only"] is True
     # Without the flags: no synonyms, no documentation (the type is always sent).
     bare = java_configs(broker.bootstrap, "broker", node, synonyms=False, docs=False)

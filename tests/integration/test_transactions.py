@@ -925,6 +925,11 @@ def test_kafka_transactions_cli_describe_producers_and_abort(bootstrap):
     assert [row[start_col] for row in rows] == ["2"], r.stdout
     r = kafka_tool(tool, "--bootstrap-server", bootstrap, "describe", "--transactional-id", txn_id)
     assert r.returncode == 0 and "Ongoing" in r.stdout and topic in r.stdout, (r.stdout, r.stderr[-2000:])
+    # find-hanging (DescribeProducers on the partition, then the coordinator's view of each
+    # open transaction): this one is live on its coordinator, so nothing hangs.
+    r = kafka_tool(tool, "--bootstrap-server", bootstrap, "find-hanging", "--topic", topic, "--max-transaction-timeout", "0")
+    assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
+    assert not [l for l in r.stdout.splitlines() if topic in l], r.stdout
     r = kafka_tool(tool, "--bootstrap-server", bootstrap, "abort", "--topic", topic, "--partition", "0", "--start-offset", "2")
     assert r.returncode == 0, (r.stdout, r.stderr[-2000:])
     # The abort marker is at 5: the LSO reaches the high watermark, the records never show.

@@ -16,21 +16,31 @@ pub(crate) struct BrokerEndpoint {
     pub rack: Option<String>,
 }
 
-/// Every registered, unfenced broker by id. Before this node's own registration is in
-/// the image (it is, once the node serves), the node itself.
-pub(crate) fn live_brokers(ctx: &ShardContext, image: &MetadataImage) -> Vec<BrokerEndpoint> {
-    let live: Vec<BrokerEndpoint> =
-        image.live_brokers().map(|b| BrokerEndpoint { id: b.id, host: b.host.clone(), port: b.port, rack: b.rack.clone() }).collect();
+/// Every registered, unfenced broker by id with its endpoint on `listener` (brokers
+/// without that listener are left out, as Kafka does). Before this node's own
+/// registration is in the image (it is, once the node serves), the node itself.
+pub(crate) fn live_brokers(ctx: &ShardContext, image: &MetadataImage, listener: u8) -> Vec<BrokerEndpoint> {
+    let name = &ctx.listeners.all[usize::from(listener)].name;
+    let live: Vec<BrokerEndpoint> = image
+        .live_brokers()
+        .filter_map(|b| {
+            let (host, port) = b.endpoint(name)?;
+            Some(BrokerEndpoint { id: b.id, host: host.to_string(), port, rack: b.rack.clone() })
+        })
+        .collect();
     if !live.is_empty() {
         return live;
     }
-    let (id, host, port) = this_node(ctx);
+    let (id, host, port) = this_node(ctx, listener);
     vec![BrokerEndpoint { id, host, port, rack: ctx.config.broker_rack.clone() }]
 }
 
-/// A live broker's (id, host, port).
-pub(crate) fn endpoint_of(image: &MetadataImage, broker: BrokerId) -> Option<(i32, String, i32)> {
-    image.brokers.get(&broker).filter(|b| !b.fenced).map(|b| (b.id, b.host.clone(), b.port))
+/// A live broker's (id, host, port) on `listener`.
+pub(crate) fn endpoint_of(ctx: &ShardContext, image: &MetadataImage, broker: BrokerId, listener: u8) -> Option<(i32, String, i32)> {
+    let name = &ctx.listeners.all[usize::from(listener)].name;
+    let b = image.brokers.get(&broker).filter(|b| !b.fenced)?;
+    let (host, port) = b.endpoint(name)?;
+    Some((b.id, host.to_string(), port))
 }
 
 /// One partition's leadership as Kafka's Metadata answers it.

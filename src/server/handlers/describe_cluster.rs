@@ -11,7 +11,7 @@ use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
 pub fn handle(ctx: &ShardContext, meta: RequestMeta, req: DescribeClusterRequest) -> Response {
-    let (node, _, _) = this_node(ctx);
+    let (node, _, _) = this_node(ctx, meta.listener);
     let image = ctx.image();
     let resp = DescribeClusterResponse::default()
         .with_endpoint_type(1)
@@ -19,7 +19,7 @@ pub fn handle(ctx: &ShardContext, meta: RequestMeta, req: DescribeClusterRequest
         .with_controller_id(BrokerId(node))
         .with_cluster_authorized_operations(acl_operations::if_requested(req.include_cluster_authorized_operations, acl_operations::CLUSTER))
         .with_brokers(
-            live_brokers(ctx, &image)
+            live_brokers(ctx, &image, meta.listener)
                 .into_iter()
                 .map(|b| {
                     DescribeClusterBroker::default()

@@ -26,7 +26,7 @@ const KEY_TYPE_TRANSACTION: i8 = 1;
 /// A lookup failure: the code and the message sent with it.
 struct Failure(ErrorCode, String);
 
-fn lookup(ctx: &Rc<ShardContext>, key: &str, key_type: i8) -> Result<(i32, String, i32), Failure> {
+fn lookup(ctx: &Rc<ShardContext>, key: &str, key_type: i8, listener: u8) -> Result<(i32, String, i32), Failure> {
     let plain = |e: ErrorCode| Failure(e, e.to_string());
     match key_type {
         KEY_TYPE_GROUP if key.is_empty() => Err(plain(ErrorCode::INVALID_REQUEST)),
@@ -34,7 +34,7 @@ fn lookup(ctx: &Rc<ShardContext>, key: &str, key_type: i8) -> Result<(i32, Strin
             let image = ctx.image();
             let leader = coordinator_of(&ctx.router, key)
                 .and_then(|(p, _)| image.topic(crate::group::OFFSETS_TOPIC)?.partition(p).map(|m| m.leader));
-            match leader.and_then(|l| endpoint_of(&image, l)) {
+            match leader.and_then(|l| endpoint_of(ctx, &image, l, listener)) {
                 Some(node) => Ok(node),
                 None => Err(plain(ErrorCode::COORDINATOR_NOT_AVAILABLE)),
             }
@@ -47,7 +47,7 @@ fn lookup(ctx: &Rc<ShardContext>, key: &str, key_type: i8) -> Result<(i32, Strin
                 return Err(plain(ErrorCode::COORDINATOR_NOT_AVAILABLE));
             };
             let leader = txn_coordinator_of(&ctx.router, key).and_then(|(p, _)| topic.partition(p).map(|m| m.leader));
-            match leader.and_then(|l| endpoint_of(&image, l)) {
+            match leader.and_then(|l| endpoint_of(ctx, &image, l, listener)) {
                 Some(node) => Ok(node),
                 None => Err(plain(ErrorCode::COORDINATOR_NOT_AVAILABLE)),
             }
@@ -67,7 +67,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FindCoordina
             .iter()
             .map(|k| {
                 let c = Coordinator::default().with_key(k.clone());
-                match lookup(ctx, k, req.key_type) {
+                match lookup(ctx, k, req.key_type, meta.listener) {
                     Ok((id, host, port)) => c.with_node_id(BrokerId(id)).with_host(str_bytes(&host)).with_port(port),
                     Err(Failure(e, msg)) => c.with_node_id(BrokerId(-1)).with_host(StrBytes::default()).with_port(-1).with_error_code(e.code()).with_error_message(Some(str_bytes(&msg))),
                 }
@@ -75,7 +75,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FindCoordina
             .collect();
         return meta.respond(&FindCoordinatorResponse::default().with_coordinators(coordinators));
     }
-    let resp = match lookup(ctx, &req.key, req.key_type) {
+    let resp = match lookup(ctx, &req.key, req.key_type, meta.listener) {
         Ok((id, host, port)) => FindCoordinatorResponse::default().with_node_id(BrokerId(id)).with_host(str_bytes(&host)).with_port(port),
         Err(Failure(e, msg)) => {
             let r = FindCoordinatorResponse::default().with_error_code(e.code()).with_node_id(BrokerId(-1)).with_port(-1);

@@ -21,7 +21,7 @@ use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequest) -> Response {
-    let (node, _, _) = this_node(ctx);
+    let (node, _, _) = this_node(ctx, meta.listener);
     // v0: an empty list means all topics; v1+: null means all.
     let wanted: Option<Vec<(Option<String>, [u8; 16])>> = match &req.topics {
         None => None,
@@ -129,7 +129,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequ
     };
     let resp = MetadataResponse::default()
         .with_brokers(
-            live_brokers(ctx, &image)
+            live_brokers(ctx, &image, meta.listener)
                 .into_iter()
                 .map(|b| {
                     MetadataResponseBroker::default()

@@ -64,10 +64,10 @@ pub(crate) fn uuid(id: &[u8; 16]) -> uuid::Uuid {
     uuid::Uuid::from_bytes(*id)
 }
 
-/// This broker as clients should see it: (node id, host, port).
-pub(crate) fn this_node(ctx: &ShardContext) -> (i32, String, i32) {
-    let (host, port) = ctx.config.advertised();
-    (ctx.config.node_id, host, port)
+/// This node's id and its endpoint on `listener` (`RequestMeta::listener`).
+pub(crate) fn this_node(ctx: &ShardContext, listener: u8) -> (i32, String, i32) {
+    let l = &ctx.listeners.all[usize::from(listener)];
+    (ctx.config.node_id, l.advertised_host.clone(), l.advertised_port)
 }
 
 /// How many of `partitions` of a topic (`None`: unknown topic) an image does not have:

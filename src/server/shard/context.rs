@@ -54,6 +54,8 @@ pub struct ShardContext {
     pub log_dirs: Arc<LogDirs>,
     /// The replica fetchers of the partitions this shard follows.
     pub fetchers: Rc<FetcherManager>,
+    /// The client listeners (`RequestMeta::listener` indexes `listeners.all`).
+    pub listeners: crate::security::listeners::Listeners,
 }
 
 impl ShardContext {
@@ -74,6 +76,8 @@ impl ShardContext {
         serve_coordinator_ops(&router, &coordinator, &txn_coordinator);
         let request_memory = Rc::new(RequestMemoryPool::new(config.queued_max_request_bytes));
         let fetchers = Rc::new(FetcherManager::new(FetcherSettings::from_config(&config, controller.broker_epoch()), partitions.clone()));
+        // `Config::validate` resolved the same settings before the broker started.
+        let listeners = config.listeners().expect("listeners were validated with the config");
         ShardContext {
             shard,
             config,
@@ -89,6 +93,7 @@ impl ShardContext {
             request_memory,
             log_dirs,
             fetchers,
+            listeners,
         }
     }
 

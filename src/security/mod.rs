@@ -1,0 +1,12 @@
+//! The broker's perimeter: listeners and their security protocols, TLS.
+//!
+//! - `listeners.rs`  Kafka's named listeners, resolved into sockets and advertised endpoints
+//! - `tls_config.rs` a listener's rustls server configuration from Kafka's `ssl.*` settings
+//! - `tls_stream.rs` TLS in user space over a glommio connection (handshake, read and write halves)
+//! - `ktls.rs`       whether the kernel can take over TLS records (kTLS)
+//!
+//! Names only `runtime` and `config` below it; `server` builds on it.
+pub mod ktls;
+pub mod listeners;
+pub mod tls_config;
+pub mod tls_stream;
