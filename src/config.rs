@@ -68,6 +68,10 @@ pub struct Config {
     pub ssl_enabled_protocols: String,
     /// ssl.cipher.suites: IANA suite names; empty = every suite rustls offers.
     pub ssl_cipher_suites: String,
+    /// sasl.enabled.mechanisms: the mechanisms SASL listeners offer. PLAIN is served; GSSAPI (Kafka's default) and the others are refused at start.
+    pub sasl_enabled_mechanisms: String,
+    /// Kafka's `listener.name.<listener>.plain.sasl.jaas.config` (one for every SASL listener): `org.apache.kafka.common.security.plain.PlainLoginModule required user_<name>=\"<password>\" ...;`.
+    pub sasl_jaas_config: String,
     /// shardlog's own: a TLS client that has not finished its handshake this long after connecting is disconnected (Kafka waits up to connections.max.idle.ms).
     pub ssl_handshake_timeout_ms: u64,
     /// log.dir: the one log dir when `log_dirs` is empty.
@@ -302,6 +306,8 @@ impl Default for Config {
             ssl_enabled_protocols: "TLSv1.2,TLSv1.3".to_string(),
             ssl_cipher_suites: String::new(),
             ssl_handshake_timeout_ms: 10_000,
+            sasl_enabled_mechanisms: "GSSAPI".to_string(),
+            sasl_jaas_config: String::new(),
             data_dir: PathBuf::from("./data"),
             log_dirs: Vec::new(),
             node_id: 1,
@@ -438,6 +444,26 @@ impl Config {
         .map_err(|(key, message)| ConfigError::Invalid { key, message })
     }
 
+    /// The SASL mechanisms SASL listeners offer (`sasl_enabled_mechanisms`), and the PLAIN
+    /// users (`sasl_jaas_config`), checked.
+    pub fn sasl_plain_users(&self) -> Result<(Vec<String>, crate::security::sasl_plain::PlainUsers), ConfigError> {
+        let bad = |key, message: String| ConfigError::Invalid { key, message };
+        let mechanisms: Vec<String> =
+            self.sasl_enabled_mechanisms.split(',').map(|m| m.trim().to_ascii_uppercase()).filter(|m| !m.is_empty()).collect();
+        if mechanisms.is_empty() {
+            return Err(bad("sasl_enabled_mechanisms", "names no mechanism".into()));
+        }
+        if let Some(m) = mechanisms.iter().find(|m| m.as_str() != "PLAIN") {
+            return Err(bad("sasl_enabled_mechanisms", format!("{m} is not served (PLAIN is; {m} would need {})", match m.as_str() {
+                "GSSAPI" => "Kerberos, which shardlog does not speak; GSSAPI is Kafka's default: set sasl_enabled_mechanisms = \"PLAIN\"",
+                "SCRAM-SHA-256" | "SCRAM-SHA-512" | "OAUTHBEARER" => "issue 24's next steps",
+                _ => "a mechanism Kafka does not define",
+            })));
+        }
+        let users = crate::security::sasl_plain::PlainUsers::from_jaas(&self.sasl_jaas_config).map_err(|m| bad("sasl_jaas_config", m))?;
+        Ok((mechanisms, users))
+    }
+
     /// The `ssl.*` settings the SSL and SASL_SSL listeners use.
     pub fn tls_settings(&self) -> crate::security::tls_config::TlsSettings {
         crate::security::tls_config::TlsSettings {
@@ -458,7 +484,7 @@ impl Config {
         let bad = |key, message: &str| Err(ConfigError::Invalid { key, message: message.into() });
         let listeners = self.listeners()?;
         if listeners.all.iter().any(|l| l.protocol.uses_sasl()) {
-            return bad("listener_security_protocol_map", "SASL_PLAINTEXT and SASL_SSL listeners are not served yet (issue 24)");
+            self.sasl_plain_users()?;
         }
         if listeners.all.iter().any(|l| l.protocol.uses_tls()) {
             // Read the key material now: a broker that cannot serve TLS refuses to start.
@@ -772,6 +798,10 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub ssl_handshake_timeout_ms: Option<u64>,
     #[arg(long)]
+    pub sasl_enabled_mechanisms: Option<String>,
+    #[arg(long)]
+    pub sasl_jaas_config: Option<String>,
+    #[arg(long)]
     pub data_dir: Option<PathBuf>,
     /// Log dirs, comma-separated (Kafka's log.dirs); overrides --data-dir.
     #[arg(long, value_delimiter = ',')]
@@ -939,7 +969,7 @@ impl ConfigArgs {
         macro_rules! set {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { c.$f = v.clone(); } )* };
         }
-        set!(listeners, advertised_listeners, listener_security_protocol_map, inter_broker_listener_name, ssl_keystore_type, ssl_keystore_location, ssl_keystore_password, ssl_key_password, ssl_truststore_type, ssl_truststore_location, ssl_truststore_password, ssl_client_auth, ssl_enabled_protocols, ssl_cipher_suites, ssl_handshake_timeout_ms);
+        set!(listeners, advertised_listeners, listener_security_protocol_map, inter_broker_listener_name, ssl_keystore_type, ssl_keystore_location, ssl_keystore_password, ssl_key_password, ssl_truststore_type, ssl_truststore_location, ssl_truststore_password, ssl_client_auth, ssl_enabled_protocols, ssl_cipher_suites, ssl_handshake_timeout_ms, sasl_enabled_mechanisms, sasl_jaas_config);
         set!(listen, data_dir, log_dirs, node_id, process_roles, controller_quorum_voters,
             broker_session_timeout_ms, metadata_snapshot_every_entries, auto_leader_rebalance_enable, leader_imbalance_check_interval_seconds,
             leader_imbalance_per_broker_percentage, replica_lag_time_max_ms, replica_fetch_wait_max_ms, replica_fetch_max_bytes,

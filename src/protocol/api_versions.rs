@@ -39,6 +39,8 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SyncGroup, 0, 5),
     (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::ListGroups, 0, 5),
+    // SASL (server/sasl_authenticator.rs), answered on every listener as Kafka does.
+    (ApiKey::SaslHandshake, 0, 1),
     (ApiKey::ApiVersions, 0, 4),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
@@ -60,6 +62,7 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::AlterReplicaLogDirs, 1, 2),
     (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::SaslAuthenticate, 0, 2),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::DeleteGroups, 0, 2),
     // Preferred and unclean elections through the quorum leader (controller/election.rs).
@@ -89,8 +92,6 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 /// from this and `SUPPORTED` (`readme_section`); tests keep both in step with Kafka 4.1.
 const NOT_SERVED: &[(ApiKey, i16, i16, &str)] = &[
     (ApiKey::Fetch, 4, 18, "v18 (KIP-1166 high-watermark fields for share fetch followers) not implemented; 4-17 served"),
-    (ApiKey::SaslHandshake, 0, 1, "no SASL: PLAINTEXT listener only"),
-    (ApiKey::SaslAuthenticate, 0, 2, "no SASL"),
     (ApiKey::CreateDelegationToken, 1, 3, "no SASL, so no delegation tokens"),
     (ApiKey::RenewDelegationToken, 1, 2, "no delegation tokens"),
     (ApiKey::ExpireDelegationToken, 1, 2, "no delegation tokens"),

@@ -40,6 +40,8 @@ impl ErrorCode {
     pub const INVALID_COMMIT_OFFSET_SIZE: ErrorCode = ErrorCode(28);
     pub const TOPIC_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(29);
     pub const INVALID_TIMESTAMP: ErrorCode = ErrorCode(32);
+    pub const UNSUPPORTED_SASL_MECHANISM: ErrorCode = ErrorCode(33);
+    pub const ILLEGAL_SASL_STATE: ErrorCode = ErrorCode(34);
     pub const UNSUPPORTED_VERSION: ErrorCode = ErrorCode(35);
     pub const TOPIC_ALREADY_EXISTS: ErrorCode = ErrorCode(36);
     pub const INVALID_PARTITIONS: ErrorCode = ErrorCode(37);
@@ -63,6 +65,7 @@ impl ErrorCode {
     pub const KAFKA_STORAGE_ERROR: ErrorCode = ErrorCode(56);
     pub const OPERATION_NOT_ATTEMPTED: ErrorCode = ErrorCode(55);
     pub const LOG_DIR_NOT_FOUND: ErrorCode = ErrorCode(57);
+    pub const SASL_AUTHENTICATION_FAILED: ErrorCode = ErrorCode(58);
     pub const UNKNOWN_PRODUCER_ID: ErrorCode = ErrorCode(59);
     pub const NON_EMPTY_GROUP: ErrorCode = ErrorCode(68);
     pub const GROUP_ID_NOT_FOUND: ErrorCode = ErrorCode(69);

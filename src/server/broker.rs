@@ -167,6 +167,16 @@ fn quorum_voters(config: &Config) -> anyhow::Result<std::collections::BTreeMap<u
 }
 
 /// The controller's settings from the node's config (shards and core: the caller's).
+/// What the SASL listeners accept, if any listener uses SASL.
+fn sasl_settings(config: &Config) -> anyhow::Result<Option<Arc<crate::server::sasl_authenticator::SaslSettings>>> {
+    if !config.listeners()?.all.iter().any(|l| l.protocol.uses_sasl()) {
+        return Ok(None);
+    }
+    let (mechanisms, plain) = config.sasl_plain_users()?;
+    tracing::info!(mechanisms = ?mechanisms, plain_users = plain.len(), "SASL listeners authenticate clients");
+    Ok(Some(Arc::new(crate::server::sasl_authenticator::SaslSettings { mechanisms, plain: Some(plain) })))
+}
+
 /// The TLS server configuration the SSL listeners share, if any listener uses TLS; logs
 /// whether the kernel could take over TLS records (it is not used yet: `security/ktls.rs`).
 fn tls_server_config(config: &Config) -> anyhow::Result<Option<Arc<rustls::ServerConfig>>> {
@@ -275,6 +285,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     }
     ensure_offsets_topic(&controller, &config, expected_brokers)?;
     let tls = tls_server_config(&config)?;
+    let sasl = sasl_settings(&config)?;
     let (mesh, inboxes) = Mesh::new(shard_count);
     let config = Arc::new(config);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
@@ -282,8 +293,9 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let (closed_tx, closed_rx) = std::sync::mpsc::channel::<u16>();
     let mut handles = Vec::new();
     for (shard, ((core, updates), inbox)) in plan.shard_cores.iter().zip(updates).zip(inboxes).enumerate() {
-        let (config, controller, mesh, defaults, ready, log_dirs, tls) =
-            (config.clone(), controller.clone(), mesh.clone(), defaults.clone(), ready_tx.clone(), log_dirs.clone(), tls.clone());
+        let (config, controller, mesh, defaults, ready, log_dirs) =
+            (config.clone(), controller.clone(), mesh.clone(), defaults.clone(), ready_tx.clone(), log_dirs.clone());
+        let (tls, sasl) = (tls.clone(), sasl.clone());
         let listening = listening.clone();
         let (shutdown_requested, closed) = (shutdown_requested.clone(), closed_tx.clone());
         let placement = if usable.len() > 1 { GlommioPlacement::Fixed(*core) } else { GlommioPlacement::Unbound };
@@ -327,7 +339,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 let mut sockets = Vec::with_capacity(ctx.listeners.all.len());
                 for (index, l) in ctx.listeners.all.iter().enumerate() {
                     match glommio::net::TcpListener::bind(l.bind) {
-                        Ok(socket) => sockets.push((socket, connection::ListenerInfo::new(index, l, tls.clone()))),
+                        Ok(socket) => sockets.push((socket, connection::ListenerInfo::new(index, l, tls.clone(), sasl.clone()))),
                         Err(e) => {
                             let _ = ready.send(Err(anyhow::anyhow!("shard {shard} cannot listen on {} ({}): {e}", l.bind, l.name)));
                             return;

@@ -20,10 +20,11 @@ use glommio::net::{TcpListener, TcpStream};
 use glommio::Task;
 
 use super::dispatch::{dispatch, dispatch_produce_view, Origin, Response};
+use super::sasl_authenticator::{Authenticator, SaslSettings, Step, SASL_SERVER_MAX_RECEIVE_SIZE};
 use super::shard::ShardContext;
 use super::socket_split::split;
 use super::vectored_write::{write_all_buffers, ResponseSink};
-use crate::security::listeners::{Listener, SecurityProtocol};
+use crate::security::listeners::Listener;
 use crate::security::tls_stream;
 use crate::protocol::api_versions::unsupported_version_response_v0;
 use crate::protocol::produce_request_view::ProduceRequestView;
@@ -41,18 +42,28 @@ pub struct ListenerInfo {
     /// Index into `ShardContext::listeners.all` (`RequestMeta::listener`).
     index: u8,
     name: String,
-    /// The TLS configuration, on SSL listeners.
+    /// The TLS configuration, on SSL and SASL_SSL listeners.
     tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    /// What clients authenticate against, on SASL_PLAINTEXT and SASL_SSL listeners.
+    sasl: Option<std::sync::Arc<SaslSettings>>,
 }
 
 impl ListenerInfo {
     /// `tls` is the broker's TLS configuration (present when any listener uses TLS).
-    pub fn new(index: usize, l: &Listener, tls: Option<std::sync::Arc<rustls::ServerConfig>>) -> Rc<ListenerInfo> {
+    /// `tls` and `sasl` are the broker's (present when any listener uses them).
+    pub fn new(
+        index: usize,
+        l: &Listener,
+        tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+        sasl: Option<std::sync::Arc<SaslSettings>>,
+    ) -> Rc<ListenerInfo> {
         let tls = if l.protocol.uses_tls() { tls } else { None };
-        // Config validation refuses SASL listeners and more than 16 listeners.
-        debug_assert!(!l.protocol.uses_sasl() && index <= usize::from(u8::MAX));
-        debug_assert!(l.protocol != SecurityProtocol::Ssl || tls.is_some(), "an SSL listener without a TLS configuration");
-        Rc::new(ListenerInfo { index: index as u8, name: l.name.clone(), tls })
+        let sasl = if l.protocol.uses_sasl() { sasl } else { None };
+        // Config validation allows at most 16 listeners.
+        debug_assert!(index <= usize::from(u8::MAX));
+        assert_eq!(l.protocol.uses_tls(), tls.is_some(), "{}: a TLS listener needs the TLS configuration", l.name);
+        assert_eq!(l.protocol.uses_sasl(), sasl.is_some(), "{}: a SASL listener needs the SASL settings", l.name);
+        Rc::new(ListenerInfo { index: index as u8, name: l.name.clone(), tls, sasl })
     }
 }
 
@@ -82,9 +93,10 @@ async fn serve(ctx: Rc<ShardContext>, stream: TcpStream, listener: Rc<ListenerIn
     let _ = stream.set_nodelay(true);
     ctx.connections.set(ctx.connections.get() + 1);
     let origin = Origin { peer, listener: listener.index };
+    let auth = listener.sasl.clone().map(Authenticator::new);
     match &listener.tls {
         None => match split(stream) {
-            Ok((reader, writer)) => serve_halves(&ctx, reader, writer, origin).await,
+            Ok((reader, writer)) => serve_halves(&ctx, reader, writer, origin, auth).await,
             Err(e) => {
                 tracing::warn!(shard = ctx.shard, peer = ?peer, error = %e, "cannot make the socket non-blocking; closing the connection");
             }
@@ -94,7 +106,7 @@ async fn serve(ctx: Rc<ShardContext>, stream: TcpStream, listener: Rc<ListenerIn
             match tls_stream::accept(stream, tls.clone(), timeout).await {
                 Ok((reader, writer)) => {
                     tracing::debug!(shard = ctx.shard, peer = ?peer, listener = %listener.name, tls = %reader.describe(), "TLS connection");
-                    serve_halves(&ctx, reader, writer, origin).await
+                    serve_halves(&ctx, reader, writer, origin, auth).await
                 }
                 // A failed handshake is the client's problem (wrong trust, plaintext sent
                 // to a TLS port, a scanner): one line, at info, with the peer.
@@ -106,10 +118,17 @@ async fn serve(ctx: Rc<ShardContext>, stream: TcpStream, listener: Rc<ListenerIn
 }
 
 /// Serves one connection's requests, plaintext or TLS alike, until either side closes.
-async fn serve_halves<R: AsyncRead + Unpin, W: ResponseSink + 'static>(ctx: &Rc<ShardContext>, reader: R, writer: W, origin: Origin) {
+/// `auth`: the SASL authentication the client must pass first (SASL listeners).
+async fn serve_halves<R: AsyncRead + Unpin, W: ResponseSink + 'static>(
+    ctx: &Rc<ShardContext>,
+    reader: R,
+    writer: W,
+    origin: Origin,
+    auth: Option<Authenticator>,
+) {
     let (tx, rx) = local_channel::new_bounded::<Task<Response>>(ctx.config.max_inflight_requests_per_connection);
     let writer_task = glommio::spawn_local(write_responses(writer, rx));
-    read_requests(ctx, reader, tx, origin).await;
+    read_requests(ctx, reader, tx, origin, auth).await;
     // The reader closed the channel; the writer drains the remaining responses.
     writer_task.await;
 }
@@ -119,12 +138,20 @@ async fn read_requests<R: AsyncRead + Unpin>(
     mut reader: R,
     tx: local_channel::LocalSender<Task<Response>>,
     origin: Origin,
+    mut auth: Option<Authenticator>,
 ) {
     let peer = origin.peer;
-    let max = ctx.config.socket_request_max_bytes;
     let mut rb = ReadBuf::new();
+    // Authentication must finish within the handshake bound (a client that stalls is cut
+    // off), with frames no larger than Kafka's sasl.server.max.receive.size.
+    let auth_deadline = std::time::Instant::now() + std::time::Duration::from_millis(ctx.config.ssl_handshake_timeout_ms);
     loop {
-        if !rb.fill(&mut reader, 4).await {
+        let authenticating = auth.as_ref().is_some_and(|a| !a.is_done());
+        let max = if authenticating { SASL_SERVER_MAX_RECEIVE_SIZE } else { ctx.config.socket_request_max_bytes };
+        if !fill_before(&mut rb, &mut reader, 4, authenticating.then_some(auth_deadline)).await {
+            if authenticating {
+                tracing::info!(shard = ctx.shard, peer = ?peer, "SASL authentication not finished; closing the connection");
+            }
             return;
         }
         let b = &rb.buf;
@@ -144,10 +171,34 @@ async fn read_requests<R: AsyncRead + Unpin>(
                 return;
             }
         };
-        if !rb.fill(&mut reader, 4 + len).await {
+        if !fill_before(&mut rb, &mut reader, 4 + len, authenticating.then_some(auth_deadline)).await {
             return;
         }
         let frame = rb.take_frame(len);
+        if let Some(a) = auth.as_mut().filter(|a| !a.is_done()) {
+            // Before authentication: one frame at a time, answered here, in order.
+            let step = a.on_frame(frame, origin);
+            drop(memory);
+            let (response, close) = match step {
+                Step::Respond(r) => (Some(r), None),
+                Step::RespondAndClose(r) => (Some(r), Some("SASL authentication failed")),
+                Step::Close(why) => (None, Some(why)),
+            };
+            if let Some(r) = response {
+                if tx.send(glommio::spawn_local(async move { r })).await.is_err() {
+                    return;
+                }
+            }
+            if let Some(why) = close {
+                tracing::info!(shard = ctx.shard, peer = ?peer, reason = why, "closing an unauthenticated connection");
+                let _ = tx.send(glommio::spawn_local(async { Response::Close })).await;
+                return;
+            }
+            if let Some(principal) = a.principal() {
+                tracing::debug!(shard = ctx.shard, peer = ?peer, principal, "SASL authenticated");
+            }
+            continue;
+        }
         // Produce v3-v12 is read in place (no allocation per request); everything else,
         // and any Produce frame the view leaves to it, goes through the crate's decoder.
         let view = ProduceRequestView::parse(frame.clone());
@@ -184,6 +235,13 @@ async fn read_requests<R: AsyncRead + Unpin>(
             return;
         }
     }
+}
+
+/// `rb.fill`, bounded by `deadline` when there is one (false when it passes).
+async fn fill_before<R: AsyncRead + Unpin>(rb: &mut ReadBuf, reader: &mut R, want: usize, deadline: Option<std::time::Instant>) -> bool {
+    let Some(deadline) = deadline else { return rb.fill(reader, want).await };
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    glommio::timer::timeout(left, async { Ok(rb.fill(reader, want).await) }).await.unwrap_or(false)
 }
 
 /// The connection's receive buffer. `buf[..filled]` holds received bytes; the rest of

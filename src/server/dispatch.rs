@@ -42,6 +42,17 @@ pub struct Origin {
 }
 
 impl RequestMeta {
+    /// The context of a decoded request that came in from `origin`.
+    pub fn of(req: &DecodedRequest, origin: Origin) -> RequestMeta {
+        RequestMeta {
+            api_key: req.api_key,
+            version: req.version,
+            correlation_id: req.header.correlation_id,
+            peer: origin.peer,
+            listener: origin.listener,
+        }
+    }
+
     /// Encodes `body` as this request's response frame.
     pub fn respond<R: Encodable + HeaderVersion>(&self, body: &R) -> Response {
         match encode_response(self.correlation_id, self.api_key, self.version, body) {
@@ -69,13 +80,7 @@ pub async fn dispatch_produce_view(ctx: &Rc<ShardContext>, view: ProduceRequestV
 }
 
 pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origin) -> Response {
-    let meta = RequestMeta {
-        api_key: req.api_key,
-        version: req.version,
-        correlation_id: req.header.correlation_id,
-        peer: origin.peer,
-        listener: origin.listener,
-    };
+    let meta = RequestMeta::of(&req, origin);
     // Only the group APIs want it (no String per request for the others).
     let client_id = || req.header.client_id.as_deref().unwrap_or("").to_string();
     match req.body {
@@ -127,6 +132,12 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origi
         RequestKind::OffsetDelete(r) => handlers::offset_delete::handle(ctx, meta, r).await,
         RequestKind::ConsumerGroupHeartbeat(r) => handlers::consumer_group_heartbeat::handle(ctx, meta, r, client_id()).await,
         RequestKind::ConsumerGroupDescribe(r) => handlers::consumer_group_describe::handle(ctx, meta, r).await,
+        // On a SASL listener these are answered by the connection's authenticator until
+        // the client is authenticated; here (after it, or on another listener) they are out
+        // of place.
+        RequestKind::SaslHandshake(_) | RequestKind::SaslAuthenticate(_) => {
+            super::sasl_authenticator::not_on_this_listener(meta, meta.api_key)
+        }
         other => {
             // decode_request admits only APIs in our ApiVersions table; reaching here
             // means the table and this match disagree.

@@ -7,6 +7,7 @@
 //! - `connection.rs`  one client connection: framing, in-order pipelined responses
 //! - `request_memory.rs` the shard's request memory pool (queued.max.request.bytes)
 //! - `socket_split.rs` a glommio TCP stream split into read and write halves
+//! - `sasl_authenticator.rs` SASL authentication of a connection before it is served
 //! - `dispatch.rs`    request → handler
 //! - `handlers/`      one file per Kafka API
 //! - `log_dir.rs`     the one log dir: path, file-system bytes, partition sizes on disk
@@ -23,6 +24,7 @@ pub mod error_map;
 pub mod handlers;
 pub mod log_dir;
 pub mod request_memory;
+pub mod sasl_authenticator;
 pub mod shard;
 mod shutdown;
 mod socket_split;

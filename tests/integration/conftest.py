@@ -68,7 +68,7 @@ class Broker:
     def __init__(self, data_dir: Path, log_path: Path, shards: int | None = None,
                  flush: str | None = None, auto_create_topics: bool | None = None,
                  extra_args: list[str] | None = None, log_dirs: list[Path] | None = None,
-                 ssl: dict[str, str] | None = None):
+                 ssl: dict[str, str] | None = None, sasl_plain_users: dict[str, str] | None = None):
         self.data_dir = Path(data_dir)
         # Several log dirs (JBOD): `--log-dirs` / Kafka's log.dirs; None = one, in data_dir.
         self.log_dirs = [Path(d) for d in log_dirs] if log_dirs else None
@@ -83,6 +83,10 @@ class Broker:
         # take the same keys; shardlog's flags are the keys with dashes).
         self.ssl = dict(ssl) if ssl else None
         self.ssl_port = free_port() if ssl else None
+        # SASL/PLAIN listeners besides: SASL_PLAINTEXT, and SASL_SSL when `ssl` is given.
+        self.sasl_plain_users = dict(sasl_plain_users) if sasl_plain_users else None
+        self.sasl_port = free_port() if sasl_plain_users else None
+        self.sasl_ssl_port = free_port() if sasl_plain_users and ssl else None
         self.proc: subprocess.Popen | None = None
         self.starts = 0
 
@@ -95,9 +99,26 @@ class Broker:
         assert self.ssl_port is not None, "this broker has no SSL listener"
         return f"127.0.0.1:{self.ssl_port}"
 
+    @property
+    def sasl_bootstrap(self) -> str:
+        assert self.sasl_port is not None, "this broker has no SASL_PLAINTEXT listener"
+        return f"127.0.0.1:{self.sasl_port}"
+
+    @property
+    def sasl_ssl_bootstrap(self) -> str:
+        assert self.sasl_ssl_port is not None, "this broker has no SASL_SSL listener"
+        return f"127.0.0.1:{self.sasl_ssl_port}"
+
     def _listeners(self) -> str:
         out = f"PLAINTEXT://{self.bootstrap}"
-        return out + (f",SSL://{self.ssl_bootstrap}" if self.ssl else "")
+        out += f",SSL://{self.ssl_bootstrap}" if self.ssl else ""
+        out += f",SASL_PLAINTEXT://{self.sasl_bootstrap}" if self.sasl_port else ""
+        out += f",SASL_SSL://{self.sasl_ssl_bootstrap}" if self.sasl_ssl_port else ""
+        return out
+
+    def _plain_jaas(self) -> str:
+        users = " ".join(f'user_{u}="{p}"' for u, p in (self.sasl_plain_users or {}).items())
+        return f"org.apache.kafka.common.security.plain.PlainLoginModule required {users};"
 
     # -- command lines -------------------------------------------------------------
     def _shardlog_cmd(self) -> list[str]:
@@ -113,10 +134,12 @@ class Broker:
             cmd += ["--flush", flush]
         if self.auto_create_topics is not None:
             cmd += ["--auto-create-topics", "true" if self.auto_create_topics else "false"]
-        if self.ssl:
+        if self.ssl or self.sasl_plain_users:
             cmd += ["--listeners", self._listeners()]
-            for k, v in self.ssl.items():
+            for k, v in (self.ssl or {}).items():
                 cmd += ["--" + k.replace(".", "-").replace("_", "-"), v]
+        if self.sasl_plain_users:
+            cmd += ["--sasl-enabled-mechanisms", "PLAIN", "--sasl-jaas-config", self._plain_jaas()]
         return cmd + self.extra_args
 
     def _kafka_cmd(self) -> list[str]:
@@ -130,7 +153,8 @@ class Broker:
                 f"listeners={self._listeners()},CONTROLLER://127.0.0.1:{self.controller_port}",
                 f"advertised.listeners={self._listeners()}",
                 "controller.listener.names=CONTROLLER",
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                "SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT",
                 "inter.broker.listener.name=PLAINTEXT",
                 f"log.dirs={','.join(str(d) for d in self.kafka_log_dirs())}",
                 "num.partitions=1",
@@ -144,6 +168,10 @@ class Broker:
             if self.auto_create_topics is not None:
                 lines.append(f"auto.create.topics.enable={'true' if self.auto_create_topics else 'false'}")
             lines += [f"{k}={v}" for k, v in (self.ssl or {}).items()]
+            if self.sasl_plain_users:
+                lines.append("sasl.enabled.mechanisms=PLAIN")
+                for name in ("sasl_plaintext", "sasl_ssl"):
+                    lines.append(f"listener.name.{name}.plain.sasl.jaas.config={self._plain_jaas()}")
             props.write_text("\n".join(lines) + "\n")
         if not (self.kafka_log_dirs()[0] / "meta.properties").exists():
             subprocess.run(["java", "-cp", cp, "kafka.tools.StorageTool", "format", "--standalone",
