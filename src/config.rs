@@ -175,6 +175,9 @@ pub struct Config {
     pub queued_max_request_bytes: usize,
     /// Connections a shard accepts at once; further ones are closed at accept.
     pub max_connections_per_shard: usize,
+    /// connections.max.idle.ms: a connection with nothing received and no request in flight
+    /// for this long is closed, as Kafka does (clients reconnect when they need to).
+    pub connections_max_idle_ms: u64,
     /// Requests read ahead of their responses on one connection.
     pub max_inflight_requests_per_connection: usize,
     /// fetch.max.bytes: the most record bytes one Fetch response carries, whatever the
@@ -339,6 +342,7 @@ impl Default for Config {
             socket_request_max_bytes: 100 * 1024 * 1024,
             queued_max_request_bytes: 512 * 1024 * 1024,
             max_connections_per_shard: 10_000,
+            connections_max_idle_ms: 600_000,
             max_inflight_requests_per_connection: 64,
             fetch_max_bytes: 57_671_680,
             shard_preempt_timer_us: 100_000,
@@ -868,6 +872,8 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub max_connections_per_shard: Option<usize>,
     #[arg(long)]
+    pub connections_max_idle_ms: Option<u64>,
+    #[arg(long)]
     pub max_inflight_requests_per_connection: Option<usize>,
     #[arg(long)]
     pub fetch_max_bytes: Option<usize>,
@@ -977,7 +983,7 @@ impl ConfigArgs {
             unclean_leader_election_enable, shards, controller_core, flush, log_flush_interval_messages,
             log_flush_interval_ms, storage_fault, socket_request_max_bytes,
             queued_max_request_bytes,
-            max_connections_per_shard, max_inflight_requests_per_connection, fetch_max_bytes, shard_preempt_timer_us,
+            max_connections_per_shard, connections_max_idle_ms, max_inflight_requests_per_connection, fetch_max_bytes, shard_preempt_timer_us,
             auto_create_topics_enable, num_partitions, max_partitions_per_shard,
             batch_cache_bytes_per_partition, batch_cache_bytes_per_shard, page_cache_bytes_per_shard, log_segment_bytes,
             log_roll_ms, log_retention_ms, log_retention_bytes, message_max_bytes,

@@ -19,7 +19,11 @@ use glommio::channels::local_channel;
 use glommio::net::{TcpListener, TcpStream};
 use glommio::Task;
 
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
 use super::dispatch::{dispatch, dispatch_produce_view, Origin, Response};
+use super::idle_close::{close_when_idle, Activity};
 use super::sasl_authenticator::{Authenticator, SaslSettings, Step, SASL_SERVER_MAX_RECEIVE_SIZE};
 use super::shard::ShardContext;
 use super::socket_split::split;
@@ -94,9 +98,10 @@ async fn serve(ctx: Rc<ShardContext>, stream: TcpStream, listener: Rc<ListenerIn
     ctx.connections.set(ctx.connections.get() + 1);
     let origin = Origin { peer, listener: listener.index };
     let auth = listener.sasl.clone().map(Authenticator::new);
+    let socket = stream.as_raw_fd();
     match &listener.tls {
         None => match split(stream) {
-            Ok((reader, writer)) => serve_halves(&ctx, reader, writer, origin, auth).await,
+            Ok((reader, writer)) => serve_halves(&ctx, reader, writer, socket, origin, auth).await,
             Err(e) => {
                 tracing::warn!(shard = ctx.shard, peer = ?peer, error = %e, "cannot make the socket non-blocking; closing the connection");
             }
@@ -106,7 +111,7 @@ async fn serve(ctx: Rc<ShardContext>, stream: TcpStream, listener: Rc<ListenerIn
             match tls_stream::accept(stream, tls.clone(), timeout).await {
                 Ok((reader, writer)) => {
                     tracing::debug!(shard = ctx.shard, peer = ?peer, listener = %listener.name, tls = %reader.describe(), "TLS connection");
-                    serve_halves(&ctx, reader, writer, origin, auth).await
+                    serve_halves(&ctx, reader, writer, socket, origin, auth).await
                 }
                 // A failed handshake is the client's problem (wrong trust, plaintext sent
                 // to a TLS port, a scanner): one line, at info, with the peer.
@@ -118,25 +123,48 @@ async fn serve(ctx: Rc<ShardContext>, stream: TcpStream, listener: Rc<ListenerIn
 }
 
 /// Serves one connection's requests, plaintext or TLS alike, until either side closes.
-/// `auth`: the SASL authentication the client must pass first (SASL listeners).
+/// `socket`: the connection's descriptor (owned by the halves); `auth`: the SASL
+/// authentication the client must pass first (SASL listeners).
 async fn serve_halves<R: AsyncRead + Unpin, W: ResponseSink + 'static>(
     ctx: &Rc<ShardContext>,
     reader: R,
     writer: W,
+    socket: RawFd,
     origin: Origin,
     auth: Option<Authenticator>,
 ) {
     let (tx, rx) = local_channel::new_bounded::<Task<Response>>(ctx.config.max_inflight_requests_per_connection);
-    let writer_task = glommio::spawn_local(write_responses(writer, rx));
-    read_requests(ctx, reader, tx, origin, auth).await;
+    let activity = Rc::new(Activity::new());
+    // connections.max.idle.ms: shuts the socket down under the reader when the connection
+    // has been idle that long. Cancelled (dropped) below while the writer still holds the
+    // socket open, so it never touches a descriptor number reused by another connection.
+    let idle_close = glommio::spawn_local(close_when_idle(socket, activity.clone(), Duration::from_millis(ctx.config.connections_max_idle_ms)));
+    let writer_task = glommio::spawn_local(write_responses(writer, rx, activity.clone()));
+    read_requests(ctx, reader, Queue { tx, activity }, origin, auth).await;
+    drop(idle_close);
     // The reader closed the channel; the writer drains the remaining responses.
     writer_task.await;
+}
+
+/// The reader's end of the response queue, with the connection's activity (requests in
+/// flight are counted until their response is written).
+struct Queue {
+    tx: local_channel::LocalSender<Task<Response>>,
+    activity: Rc<Activity>,
+}
+
+impl Queue {
+    /// Queues a response task; false when the writer is gone.
+    async fn send(&self, task: Task<Response>) -> bool {
+        self.activity.request_started();
+        self.tx.send(task).await.is_ok()
+    }
 }
 
 async fn read_requests<R: AsyncRead + Unpin>(
     ctx: &Rc<ShardContext>,
     mut reader: R,
-    tx: local_channel::LocalSender<Task<Response>>,
+    tx: Queue,
     origin: Origin,
     mut auth: Option<Authenticator>,
 ) {
@@ -148,12 +176,17 @@ async fn read_requests<R: AsyncRead + Unpin>(
     loop {
         let authenticating = auth.as_ref().is_some_and(|a| !a.is_done());
         let max = if authenticating { SASL_SERVER_MAX_RECEIVE_SIZE } else { ctx.config.socket_request_max_bytes };
-        if !fill_before(&mut rb, &mut reader, 4, authenticating.then_some(auth_deadline)).await {
-            if authenticating {
+        // The next frame's length (an idle connection is shut down under this read by
+        // `idle_close`).
+        match fill_before(&mut rb, &mut reader, 4, authenticating.then_some(auth_deadline)).await {
+            Fill::Done => {}
+            Fill::Closed => return,
+            Fill::TimedOut => {
                 tracing::info!(shard = ctx.shard, peer = ?peer, "SASL authentication not finished; closing the connection");
+                return;
             }
-            return;
         }
+        tx.activity.touch();
         let b = &rb.buf;
         let len = match frame_len([b[0], b[1], b[2], b[3]], max) {
             Ok(len) => len,
@@ -171,7 +204,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
                 return;
             }
         };
-        if !fill_before(&mut rb, &mut reader, 4 + len, authenticating.then_some(auth_deadline)).await {
+        if !matches!(fill_before(&mut rb, &mut reader, 4 + len, authenticating.then_some(auth_deadline)).await, Fill::Done) {
             return;
         }
         let frame = rb.take_frame(len);
@@ -185,13 +218,13 @@ async fn read_requests<R: AsyncRead + Unpin>(
                 Step::Close(why) => (None, Some(why)),
             };
             if let Some(r) = response {
-                if tx.send(glommio::spawn_local(async move { r })).await.is_err() {
+                if !tx.send(glommio::spawn_local(async move { r })).await {
                     return;
                 }
             }
             if let Some(why) = close {
                 tracing::info!(shard = ctx.shard, peer = ?peer, reason = why, "closing an unauthenticated connection");
-                let _ = tx.send(glommio::spawn_local(async { Response::Close })).await;
+                tx.send(glommio::spawn_local(async { Response::Close })).await;
                 return;
             }
             if let Some(principal) = a.principal() {
@@ -231,17 +264,35 @@ async fn read_requests<R: AsyncRead + Unpin>(
                 return;
             }
         };
-        if tx.send(task).await.is_err() {
+        if !tx.send(task).await {
             return;
         }
     }
 }
 
-/// `rb.fill`, bounded by `deadline` when there is one (false when it passes).
-async fn fill_before<R: AsyncRead + Unpin>(rb: &mut ReadBuf, reader: &mut R, want: usize, deadline: Option<std::time::Instant>) -> bool {
-    let Some(deadline) = deadline else { return rb.fill(reader, want).await };
-    let left = deadline.saturating_duration_since(std::time::Instant::now());
-    glommio::timer::timeout(left, async { Ok(rb.fill(reader, want).await) }).await.unwrap_or(false)
+/// How a bounded read ended.
+enum Fill {
+    Done,
+    /// End of stream or a read error.
+    Closed,
+    TimedOut,
+}
+
+/// `rb.fill`, bounded by `deadline` when there is one. A read cut off by the deadline
+/// loses nothing: bytes count once a read completes, and an unfinished read is dropped
+/// before it took any.
+async fn fill_before<R: AsyncRead + Unpin>(rb: &mut ReadBuf, reader: &mut R, want: usize, deadline: Option<std::time::Instant>) -> Fill {
+    let filled = match deadline {
+        None => rb.fill(reader, want).await,
+        Some(deadline) => {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match glommio::timer::timeout(left, async { Ok(rb.fill(reader, want).await) }).await {
+                Ok(filled) => filled,
+                Err(_) => return Fill::TimedOut,
+            }
+        }
+    };
+    if filled { Fill::Done } else { Fill::Closed }
 }
 
 /// The connection's receive buffer. `buf[..filled]` holds received bytes; the rest of
@@ -334,11 +385,14 @@ impl ReadBuf {
     }
 }
 
-async fn write_responses<W: ResponseSink>(mut writer: W, rx: local_channel::LocalReceiver<Task<Response>>) {
+async fn write_responses<W: ResponseSink>(mut writer: W, rx: local_channel::LocalReceiver<Task<Response>>, activity: Rc<Activity>) {
     while let Some(task) = rx.recv().await {
         let buffers = match task.await {
             Response::Frames(b) => b,
-            Response::NoResponse => continue,
+            Response::NoResponse => {
+                activity.request_ended();
+                continue;
+            }
             Response::Close => {
                 // Shut the socket down so the client sees the close now, even while
                 // the reader is still waiting for its next request.
@@ -355,6 +409,7 @@ async fn write_responses<W: ResponseSink>(mut writer: W, rx: local_channel::Loca
         if writer.flush().await.is_err() {
             return;
         }
+        activity.request_ended();
     }
     let _ = writer.flush().await;
 }

@@ -8,6 +8,7 @@
 //! - `request_memory.rs` the shard's request memory pool (queued.max.request.bytes)
 //! - `socket_split.rs` a glommio TCP stream split into read and write halves
 //! - `sasl_authenticator.rs` SASL authentication of a connection before it is served
+//! - `idle_close.rs`  connections.max.idle.ms: closing idle connections
 //! - `dispatch.rs`    request → handler
 //! - `handlers/`      one file per Kafka API
 //! - `log_dir.rs`     the one log dir: path, file-system bytes, partition sizes on disk
@@ -22,6 +23,7 @@ pub mod connection;
 pub mod dispatch;
 pub mod error_map;
 pub mod handlers;
+mod idle_close;
 pub mod log_dir;
 pub mod request_memory;
 pub mod sasl_authenticator;

@@ -68,7 +68,8 @@ class Broker:
     def __init__(self, data_dir: Path, log_path: Path, shards: int | None = None,
                  flush: str | None = None, auto_create_topics: bool | None = None,
                  extra_args: list[str] | None = None, log_dirs: list[Path] | None = None,
-                 ssl: dict[str, str] | None = None, sasl_plain_users: dict[str, str] | None = None):
+                 ssl: dict[str, str] | None = None, sasl_plain_users: dict[str, str] | None = None,
+                 settings: dict[str, str] | None = None):
         self.data_dir = Path(data_dir)
         # Several log dirs (JBOD): `--log-dirs` / Kafka's log.dirs; None = one, in data_dir.
         self.log_dirs = [Path(d) for d in log_dirs] if log_dirs else None
@@ -82,6 +83,9 @@ class Broker:
         # An SSL listener besides the PLAINTEXT one: Kafka's ssl.* settings (both targets
         # take the same keys; shardlog's flags are the keys with dashes).
         self.ssl = dict(ssl) if ssl else None
+        # Kafka broker settings both targets take under the same name (shardlog's flag is
+        # the name with dashes).
+        self.settings = dict(settings or {})
         self.ssl_port = free_port() if ssl else None
         # SASL/PLAIN listeners besides: SASL_PLAINTEXT, and SASL_SSL when `ssl` is given.
         self.sasl_plain_users = dict(sasl_plain_users) if sasl_plain_users else None
@@ -140,6 +144,8 @@ class Broker:
                 cmd += ["--" + k.replace(".", "-").replace("_", "-"), v]
         if self.sasl_plain_users:
             cmd += ["--sasl-enabled-mechanisms", "PLAIN", "--sasl-jaas-config", self._plain_jaas()]
+        for k, v in self.settings.items():
+            cmd += ["--" + k.replace(".", "-").replace("_", "-"), v]
         return cmd + self.extra_args
 
     def _kafka_cmd(self) -> list[str]:
@@ -167,7 +173,7 @@ class Broker:
                 lines.append("log.flush.interval.messages=1")
             if self.auto_create_topics is not None:
                 lines.append(f"auto.create.topics.enable={'true' if self.auto_create_topics else 'false'}")
-            lines += [f"{k}={v}" for k, v in (self.ssl or {}).items()]
+            lines += [f"{k}={v}" for k, v in {**(self.ssl or {}), **self.settings}.items()]
             if self.sasl_plain_users:
                 lines.append("sasl.enabled.mechanisms=PLAIN")
                 for name in ("sasl_plaintext", "sasl_ssl"):
