@@ -375,3 +375,69 @@ proptest! {
         });
     }
 }
+
+/// Appends one transactional batch of `keys` for producer `pid` (first write of its
+/// transaction: verified, as KIP-890 asks), sequence `seq`.
+async fn produce_txn(p: &Rc<Partition>, pid: i64, seq: i32, keys: &[&str], ts: i64) {
+    let recs: Vec<(Option<&str>, Option<&str>)> = keys.iter().map(|k| (Some(*k), Some("txn-value"))).collect();
+    let b = super::txn_tests::transactional(kv_batch(0, &recs, Compression::None, Some((pid, 0, seq)), ts));
+    let guard = match p.append_client(b.clone(), -1, None, None).await {
+        Err(PartitionError::TxnVerificationNeeded { guard, .. }) => Some(guard),
+        Ok(_) => return,
+        Err(e) => panic!("transactional append: {e:?}"),
+    };
+    p.append_client(b, -1, None, guard).await.expect("verified transactional append");
+}
+
+/// Kafka's cleaner on transactions: the data of an aborted transaction goes, committed data
+/// and the markers stay, and nothing at or above the last stable offset (an open
+/// transaction) decides what is superseded.
+#[test]
+fn aborted_transactions_are_cleaned_away_and_the_cleaner_stops_at_the_lso() {
+    use super::txn_tests::{marker, TIMEOUT};
+    use crate::record::ControlType;
+    run(|dir| async move {
+        let p = open(&dir, compact_cfg()).await;
+        let ts = now_ms();
+        for i in 0..30 {
+            produce(&p, &[(Some("k0"), Some("old")), (Some(&format!("early-{i}")), Some("v"))], Compression::None, ts).await;
+        }
+        produce(&p, &[(Some("k0"), Some("new"))], Compression::None, ts).await;
+        produce_txn(&p, 5, 0, &["ta-1", "ta-2"], ts).await;
+        p.append_marker(5, 0, marker(ControlType::Abort, 0), TIMEOUT).await.expect("abort marker");
+        produce_txn(&p, 6, 0, &["tb-1", "tb-2"], ts).await;
+        p.append_marker(6, 0, marker(ControlType::Commit, 0), TIMEOUT).await.expect("commit marker");
+        let open_txn_start = p.log_end_offset();
+        produce_txn(&p, 7, 0, &["tc-1"], ts).await;
+        assert_eq!(p.last_stable_offset(), open_txn_start, "the open transaction holds the LSO");
+        // After the LSO: a key written twice, and the filler that seals the segments.
+        produce(&p, &[(Some("dup"), Some("first"))], Compression::None, ts).await;
+        produce(&p, &[(Some("dup"), Some("second"))], Compression::None, ts).await;
+        for i in 0..40 {
+            produce(&p, &[(Some(&format!("late-{i}")), Some("v"))], Compression::None, ts).await;
+        }
+        assert!(active_base(&p) > open_txn_start + 3, "the transactions and the duplicates are in sealed segments");
+        let stats = p.clean(now_ms()).await.expect("clean");
+        assert!(stats.segments_cleaned > 0, "{stats:?}");
+
+        let after = read_from(&p, 0).await;
+        let values_of = |key: &str| -> Vec<Bytes> {
+            after.iter().filter(|(_, k, _)| k.as_deref() == Some(key.as_bytes())).filter_map(|(_, _, v)| v.clone()).collect()
+        };
+        assert_eq!(values_of("k0"), vec![Bytes::from("new")], "below the LSO the latest value wins");
+        assert!(values_of("ta-1").is_empty() && values_of("ta-2").is_empty(), "aborted data is removed");
+        assert_eq!(values_of("tb-1").len() + values_of("tb-2").len(), 2, "committed data stays");
+        assert_eq!(values_of("tc-1").len(), 1, "the open transaction's data stays");
+        assert_eq!(values_of("dup"), vec![Bytes::from("first"), Bytes::from("second")], "nothing above the LSO supersedes");
+        // Both markers stay (Kafka removes them only after delete.retention.ms; shardlog keeps them).
+        let mut markers = 0;
+        let mut offset = 0;
+        while offset < p.high_watermark() {
+            let data = p.read(offset, 1 << 20).await.expect("read");
+            let headers: Vec<_> = data.records.iter().filter_map(|b| parse_header(b).ok()).collect();
+            markers += headers.iter().filter(|h| h.is_control()).count();
+            offset = headers.iter().map(|h| h.last_offset() + 1).max().expect("progress");
+        }
+        assert_eq!(markers, 2);
+    });
+}

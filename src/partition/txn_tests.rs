@@ -13,7 +13,7 @@ use crate::record::{compute_crc, parse_header, ControlType, Marker};
 use crate::storage::LogConfig;
 
 /// `b` with the transactional attribute set (CRC recomputed).
-fn transactional(b: Bytes) -> Bytes {
+pub(super) fn transactional(b: Bytes) -> Bytes {
     let mut v = b.to_vec();
     v[22] |= 0x10;
     let crc = compute_crc(&v);
@@ -22,9 +22,9 @@ fn transactional(b: Bytes) -> Bytes {
 }
 
 const ALL: ReadLimit = ReadLimit { max_bytes: 1 << 20, min_one_batch: true, file_slice: false };
-const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+pub(super) const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
-fn marker(control: ControlType, coordinator_epoch: i32) -> Marker {
+pub(super) fn marker(control: ControlType, coordinator_epoch: i32) -> Marker {
     Marker { control, coordinator_epoch }
 }
 
