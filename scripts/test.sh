@@ -138,10 +138,10 @@ if ! go_new_enough; then
 fi
 if go_new_enough; then
   if [ ! -f "$GO_BIN" ] || [ -n "$(find tests/go \( -name '*.go' -o -name 'go.*' \) -newer "$GO_BIN" -print -quit)" ] \
-     || [ ! -f tests/go/target/txnadmin ] || [ ! -f tests/go/target/txneos ]; then
+     || [ ! -f tests/go/target/txnadmin ] || [ ! -f tests/go/target/txneos ] || [ ! -f tests/go/target/saslclient ]; then
     echo "building the franz-go test programs (Go modules)"
     (cd tests/go && go build -o target/txnfailfast ./txnfailfast && go build -o target/txnadmin ./txnadmin \
-      && go build -o target/txneos ./txneos)
+      && go build -o target/txneos ./txneos && go build -o target/saslclient ./saslclient)
   fi
   echo "franz-go tools: tests/go/target/ (go: $(command -v go), $(go env GOVERSION))"
 else

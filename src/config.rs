@@ -68,9 +68,9 @@ pub struct Config {
     pub ssl_enabled_protocols: String,
     /// ssl.cipher.suites: IANA suite names; empty = every suite rustls offers.
     pub ssl_cipher_suites: String,
-    /// sasl.enabled.mechanisms: the mechanisms SASL listeners offer. PLAIN is served; GSSAPI (Kafka's default) and the others are refused at start.
+    /// sasl.enabled.mechanisms: the mechanisms SASL listeners offer. PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are served; GSSAPI (Kafka's default) and OAUTHBEARER are refused at start.
     pub sasl_enabled_mechanisms: String,
-    /// Kafka's `listener.name.<listener>.plain.sasl.jaas.config` (one for every SASL listener): `org.apache.kafka.common.security.plain.PlainLoginModule required user_<name>=\"<password>\" ...;`.
+    /// Kafka's `listener.name.<listener>.plain.sasl.jaas.config` (one for every SASL listener; needed when PLAIN is enabled): `org.apache.kafka.common.security.plain.PlainLoginModule required user_<name>=\"<password>\" ...;`. SCRAM users are not here: they live in the metadata log (kafka-configs.sh --entity-type users).
     pub sasl_jaas_config: String,
     /// shardlog's own: a TLS client that has not finished its handshake this long after connecting is disconnected (Kafka waits up to connections.max.idle.ms).
     pub ssl_handshake_timeout_ms: u64,
@@ -449,23 +449,28 @@ impl Config {
     }
 
     /// The SASL mechanisms SASL listeners offer (`sasl_enabled_mechanisms`), and the PLAIN
-    /// users (`sasl_jaas_config`), checked.
-    pub fn sasl_plain_users(&self) -> Result<(Vec<String>, crate::security::sasl_plain::PlainUsers), ConfigError> {
+    /// users (`sasl_jaas_config`, when PLAIN is enabled), checked.
+    pub fn sasl_mechanisms(&self) -> Result<(Vec<String>, Option<crate::security::sasl_plain::PlainUsers>), ConfigError> {
         let bad = |key, message: String| ConfigError::Invalid { key, message };
         let mechanisms: Vec<String> =
             self.sasl_enabled_mechanisms.split(',').map(|m| m.trim().to_ascii_uppercase()).filter(|m| !m.is_empty()).collect();
         if mechanisms.is_empty() {
             return Err(bad("sasl_enabled_mechanisms", "names no mechanism".into()));
         }
-        if let Some(m) = mechanisms.iter().find(|m| m.as_str() != "PLAIN") {
-            return Err(bad("sasl_enabled_mechanisms", format!("{m} is not served (PLAIN is; {m} would need {})", match m.as_str() {
-                "GSSAPI" => "Kerberos, which shardlog does not speak; GSSAPI is Kafka's default: set sasl_enabled_mechanisms = \"PLAIN\"",
-                "SCRAM-SHA-256" | "SCRAM-SHA-512" | "OAUTHBEARER" => "issue 24's next steps",
+        let served = |m: &str| m == "PLAIN" || crate::security::scram::ScramMechanism::from_name(m).is_some();
+        if let Some(m) = mechanisms.iter().find(|m| !served(m)) {
+            return Err(bad("sasl_enabled_mechanisms", format!("{m} is not served (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are; {m} would need {})", match m.as_str() {
+                "GSSAPI" => "Kerberos, which shardlog does not speak; GSSAPI is Kafka's default: set sasl_enabled_mechanisms = \"SCRAM-SHA-512\" (or PLAIN)",
+                "OAUTHBEARER" => "issue 24's next steps",
                 _ => "a mechanism Kafka does not define",
             })));
         }
-        let users = crate::security::sasl_plain::PlainUsers::from_jaas(&self.sasl_jaas_config).map_err(|m| bad("sasl_jaas_config", m))?;
-        Ok((mechanisms, users))
+        let plain = if mechanisms.iter().any(|m| m == "PLAIN") {
+            Some(crate::security::sasl_plain::PlainUsers::from_jaas(&self.sasl_jaas_config).map_err(|m| bad("sasl_jaas_config", m))?)
+        } else {
+            None
+        };
+        Ok((mechanisms, plain))
     }
 
     /// The `ssl.*` settings the SSL and SASL_SSL listeners use.
@@ -488,7 +493,7 @@ impl Config {
         let bad = |key, message: &str| Err(ConfigError::Invalid { key, message: message.into() });
         let listeners = self.listeners()?;
         if listeners.all.iter().any(|l| l.protocol.uses_sasl()) {
-            self.sasl_plain_users()?;
+            self.sasl_mechanisms()?;
         }
         if listeners.all.iter().any(|l| l.protocol.uses_tls()) {
             // Read the key material now: a broker that cannot serve TLS refuses to start.

@@ -181,6 +181,9 @@ pub struct MetadataImage {
     /// Every broker that ever registered, fenced or not.
     #[serde(default)]
     pub brokers: BTreeMap<BrokerId, BrokerMeta>,
+    /// SCRAM credentials (and the security records to come).
+    #[serde(default)]
+    pub security: super::security_image::SecurityImage,
 }
 
 /// A non-topic resource that can carry dynamic configs.
@@ -234,6 +237,9 @@ pub enum MetadataDelta {
     GroupConfigChanged { group: String },
     /// A broker registered, was fenced or unfenced: the shards need the new broker list.
     BrokersChanged,
+    /// SCRAM credentials changed: nothing to reconfigure (authentication reads them from
+    /// the published image), but the shards must get the new image.
+    SecurityChanged,
     /// Leaders or ISRs of some partitions of this topic changed (a fencing, an election,
     /// an AlterPartition): each shard re-reads every partition of the topic from the image,
     /// opens the ones it now leads and stops serving the ones it no longer leads (keeping

@@ -4,6 +4,7 @@
 //! on a partition's owning shard.
 //!
 //! - `image.rs`            the metadata image and deltas (built by the controller)
+//! - `security_image.rs`  SCRAM credentials (later ACLs, quotas, tokens) in the image
 //! - `topic_config.rs`     typed topic configs resolved against broker defaults
 //! - `config_defs.rs`      broker and group config definitions (types, docs, dynamic keys)
 //! - `shard_partitions.rs` one shard's partitions and applied image; the metadata barrier
@@ -16,6 +17,7 @@ pub mod config_defs;
 pub mod coordinator_placement;
 pub mod image;
 pub mod router;
+pub mod security_image;
 pub mod shard_partitions;
 #[cfg(test)]
 mod router_tests;

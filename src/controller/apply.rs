@@ -140,6 +140,15 @@ fn apply_inner(
             image.next_producer_id = next;
             Ok((Applied::ProducerIds { first }, Vec::new()))
         }
+        Command::AlterScramCredentials { upsertions, deletions } => {
+            for (user, mechanism) in deletions {
+                image.security.remove_scram_credential(user, *mechanism);
+            }
+            for u in upsertions {
+                image.security.set_scram_credential(&u.user, u.mechanism, u.credential.clone());
+            }
+            Ok((Applied::Done, vec![MetadataDelta::SecurityChanged]))
+        }
         Command::SetResourceConfigs { resource, configs } => {
             if image.configs_of(resource) == configs {
                 return Ok((Applied::Done, Vec::new()));
@@ -293,6 +302,9 @@ pub fn diff_images(old: &MetadataImage, new: &MetadataImage) -> Vec<MetadataDelt
     }
     if old.brokers != new.brokers {
         deltas.push(MetadataDelta::BrokersChanged);
+    }
+    if old.security != new.security {
+        deltas.push(MetadataDelta::SecurityChanged);
     }
     deltas
 }

@@ -15,7 +15,9 @@ use super::reassignment::{PartitionReassignment, TopicReassignmentResult};
 use super::state_machine::Publisher;
 use super::quorum_info::QuorumInfo;
 use super::rpc::{ClientReply, ClientRequest};
+use super::types::ScramUpsertion;
 use super::{ConfigOp, ControllerError};
+use crate::security::scram::ScramMechanism;
 
 type Reply<T> = oneshot::Sender<Result<T, ControllerError>>;
 
@@ -202,6 +204,19 @@ impl ControllerHandle {
         self.call(ClientRequest::AlterResourceConfigs { resource, ops, replace, validate_only })
             .await
             .map(|_| ())
+    }
+
+    /// AlterUserScramCredentials: sets and removes SCRAM credentials in one record;
+    /// returns the deletions refused because no such credential exists.
+    pub async fn alter_scram_credentials(
+        &self,
+        upsertions: Vec<ScramUpsertion>,
+        deletions: Vec<(String, ScramMechanism)>,
+    ) -> Result<Vec<(String, ScramMechanism)>, ControllerError> {
+        match self.call(ClientRequest::AlterScramCredentials { upsertions, deletions }).await? {
+            ClientReply::MissingScramCredentials(missing) => Ok(missing),
+            other => Err(mismatch("AlterScramCredentials", other)),
+        }
     }
 
     /// Reserves `count` producer ids; returns the first of the block.

@@ -25,7 +25,8 @@ use super::election::{ElectionType, TopicElection};
 use super::reassignment::{PartitionReassignment, TopicReassignmentResult};
 use super::frame::{self, FrameError, HEADER_LEN};
 use super::quorum_info::QuorumInfo;
-use super::types::{ControllerTypes, SnapshotMeta, Vote};
+use super::types::{ControllerTypes, ScramUpsertion, SnapshotMeta, Vote};
+use crate::security::scram::ScramMechanism;
 use super::{ConfigOp, ControllerError};
 
 const RPC_MAGIC: u32 = u32::from_le_bytes(*b"SLCR");
@@ -128,6 +129,12 @@ pub enum ClientRequest {
         #[serde(default)]
         new_isr_epochs: Vec<i64>,
     },
+    /// AlterUserScramCredentials, checked and derived by the receiving broker; the leader
+    /// refuses deletions of credentials that do not exist and writes the rest atomically.
+    AlterScramCredentials {
+        upsertions: Vec<ScramUpsertion>,
+        deletions: Vec<(String, ScramMechanism)>,
+    },
 }
 
 /// The answer to a `ClientRequest`, one variant per kind of result.
@@ -143,6 +150,9 @@ pub enum ClientReply {
     Reassignments(Vec<TopicReassignmentResult>),
     /// The partition as committed (AlterPartition).
     Partition(PartitionMeta),
+    /// AlterScramCredentials: the deletions refused because no such credential exists
+    /// (everything else was written).
+    MissingScramCredentials(Vec<(String, ScramMechanism)>),
 }
 
 #[derive(Debug, Serialize, Deserialize)]

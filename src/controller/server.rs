@@ -651,6 +651,14 @@ async fn execute(
                 other => Err(unexpected("AlterPartition", other)),
             }
         }
+        ClientRequest::AlterScramCredentials { upsertions, deletions } => {
+            // Kafka's ScramControlManager: deleting what does not exist is refused per user.
+            let (present, missing): (Vec<_>, Vec<_>) = deletions.into_iter().partition(|(user, m)| image.security.scram_credential(user, *m).is_some());
+            if !upsertions.is_empty() || !present.is_empty() {
+                write(raft, Command::AlterScramCredentials { upsertions, deletions: present }).await?;
+            }
+            Ok(ClientReply::MissingScramCredentials(missing))
+        }
         ClientRequest::DescribeQuorum => quorum_info::describe(&raft.metrics().borrow_watched())
             .map(ClientReply::Quorum)
             .ok_or_else(|| ControllerError::NotController("this node no longer leads".into())),

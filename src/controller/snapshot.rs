@@ -13,6 +13,7 @@ use std::io;
 use std::path::Path;
 
 use crate::cluster::image::{BrokerMeta, ConfigResource, MetadataImage, PartitionMeta, ReplicaMeta, TopicMeta};
+use crate::cluster::security_image::SecurityImage;
 
 use super::files::{read_if_exists, write_atomic};
 use super::frame::{self, FrameError};
@@ -22,9 +23,12 @@ use crate::security::listeners::ListenerEndpoint;
 const MAGIC: u32 = u32::from_le_bytes(*b"SLSS");
 /// 2 added dynamic broker and group configs; 3 brokers and each partition's replicas,
 /// leader, ISR and partition epoch; 4 each partition's ongoing reassignment (adding and
-/// removing replicas). Versions 1 and 2 are still read (their partitions have no replicas
-/// until the node registers and adopts them), and 3 (no reassignment ongoing).
-const VERSION: u16 = 5;
+/// removing replicas); 5 each broker's listeners; 6 the security section (SCRAM
+/// credentials, as JSON: `cluster/security_image.rs`). Versions 1 and 2 are still read
+/// (their partitions have no replicas until the node registers and adopts them), 3 (no
+/// reassignment ongoing), 4 and 5.
+const VERSION: u16 = 6;
+const VERSION_5: u16 = 5;
 const VERSION_4: u16 = 4;
 const VERSION_3: u16 = 3;
 const VERSION_2: u16 = 2;
@@ -62,6 +66,25 @@ struct SnapFile {
 
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 struct SnapImage {
+    cluster_id: String,
+    applied_index: u64,
+    next_producer_id: i64,
+    topics: Vec<SnapTopic>,
+    resource_configs: Vec<SnapResourceConfigs>,
+    brokers: Vec<SnapBroker>,
+    /// `SecurityImage` as JSON; empty = none (older layouts).
+    security_json: Vec<u8>,
+}
+
+/// Version 5 layout (before the security section).
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapFileV5 {
+    meta_json: Vec<u8>,
+    image: SnapImageV5,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapImageV5 {
     cluster_id: String,
     applied_index: u64,
     next_producer_id: i64,
@@ -287,9 +310,17 @@ struct SnapConfig {
     value: String,
 }
 
-impl From<&MetadataImage> for SnapImage {
-    fn from(img: &MetadataImage) -> Self {
-        SnapImage {
+impl TryFrom<&MetadataImage> for SnapImage {
+    type Error = SnapshotError;
+
+    fn try_from(img: &MetadataImage) -> Result<Self, SnapshotError> {
+        let security_json = if img.security == SecurityImage::default() {
+            Vec::new()
+        } else {
+            serde_json::to_vec(&img.security).map_err(|e| SnapshotError::Archive(format!("security section: {e}")))?
+        };
+        Ok(SnapImage {
+            security_json,
             cluster_id: img.cluster_id.clone(),
             applied_index: img.applied_index,
             next_producer_id: img.next_producer_id,
@@ -342,7 +373,7 @@ impl From<&MetadataImage> for SnapImage {
                     listeners: b.listeners.iter().map(|l| (l.name.clone(), l.host.clone(), l.port)).collect(),
                 })
                 .collect(),
-        }
+        })
     }
 }
 
@@ -391,7 +422,13 @@ impl TryFrom<SnapImage> for MetadataImage {
                 (t.name, meta)
             })
             .collect();
+        let security = if s.security_json.is_empty() {
+            SecurityImage::default()
+        } else {
+            serde_json::from_slice(&s.security_json).map_err(|e| SnapshotError::Archive(format!("security section: {e}")))?
+        };
         Ok(MetadataImage {
+            security,
             cluster_id: s.cluster_id,
             applied_index: s.applied_index,
             topics,
@@ -420,7 +457,7 @@ pub fn encode(meta: &SnapshotMeta, image: &MetadataImage) -> Result<Vec<u8>, Sna
     let meta_json = serde_json::to_vec(meta).map_err(|e| SnapshotError::Meta(e.to_string()))?;
     let file = SnapFile {
         meta_json,
-        image: SnapImage::from(image),
+        image: SnapImage::try_from(image)?,
     };
     let archived = rkyv::to_bytes::<rkyv::rancor::Error>(&file)
         .map_err(|e| SnapshotError::Archive(e.to_string()))?;
@@ -436,7 +473,7 @@ pub fn encode(meta: &SnapshotMeta, image: &MetadataImage) -> Result<Vec<u8>, Sna
 /// Checks (frame, CRC, archive validation) and decodes snapshot-file bytes.
 pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotError> {
     let (payload, used, version) = match frame::decode(bytes, MAGIC, VERSION, MAX_SNAPSHOT_BYTES) {
-        Err(FrameError::BadVersion { found: old @ (VERSION_1 | VERSION_2 | VERSION_3 | VERSION_4), .. }) => {
+        Err(FrameError::BadVersion { found: old @ (VERSION_1 | VERSION_2 | VERSION_3 | VERSION_4 | VERSION_5), .. }) => {
             let (p, u) = frame::decode(bytes, MAGIC, old, MAX_SNAPSHOT_BYTES)?;
             (p, u, old)
         }
@@ -471,6 +508,9 @@ pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotErr
         let SnapFileV4 { meta_json, image: i } = archived(&aligned)?;
         let brokers = i.brokers.into_iter().map(SnapBroker::from).collect();
         upgraded(meta_json, (i.cluster_id, i.applied_index, i.next_producer_id), i.topics, i.resource_configs, brokers)
+    } else if version == VERSION_5 {
+        let SnapFileV5 { meta_json, image: i } = archived(&aligned)?;
+        upgraded(meta_json, (i.cluster_id, i.applied_index, i.next_producer_id), i.topics, i.resource_configs, i.brokers)
     } else {
         rkyv::from_bytes::<SnapFile, rkyv::rancor::Error>(&aligned)
             .map_err(|e| SnapshotError::Archive(e.to_string()))?
@@ -498,7 +538,8 @@ fn upgraded(
     resource_configs: Vec<SnapResourceConfigs>,
     brokers: Vec<SnapBroker>,
 ) -> SnapFile {
-    SnapFile { meta_json, image: SnapImage { cluster_id, applied_index, next_producer_id, topics, resource_configs, brokers } }
+    let security_json = Vec::new();
+    SnapFile { meta_json, image: SnapImage { cluster_id, applied_index, next_producer_id, topics, resource_configs, brokers, security_json } }
 }
 
 /// Durably replaces the snapshot file in `dir`.
@@ -628,5 +669,24 @@ mod tests {
         image.resource_configs.insert(ConfigResource::Group("g".into()), [("consumer.session.timeout.ms".to_string(), "50000".to_string())].into());
         let (_, back) = decode(&encode(&SnapshotMeta::default(), &image).unwrap()).unwrap();
         assert_eq!(back, image);
+    }
+
+    #[test]
+    fn scram_credentials_round_trip_and_version_5_loads_without_them() {
+        use crate::security::scram::{ScramCredential, ScramMechanism};
+        let mut image = MetadataImage::default();
+        let c = ScramCredential { salt: vec![1, 2], stored_key: vec![3; 32], server_key: vec![4; 32], iterations: 4096 };
+        image.security.set_scram_credential("alice", ScramMechanism::Sha512, c.clone());
+        image.security.set_scram_credential("alice", ScramMechanism::Sha256, c.clone());
+        let (_, back) = decode(&encode(&SnapshotMeta::default(), &image).unwrap()).unwrap();
+        assert_eq!(back, image);
+        assert_eq!(back.security.scram_credential("alice", ScramMechanism::Sha512), Some(&c));
+        let v5 = SnapFileV5 {
+            meta_json: serde_json::to_vec(&SnapshotMeta::default()).unwrap(),
+            image: SnapImageV5 { cluster_id: "c".into(), applied_index: 7, next_producer_id: 9, topics: Vec::new(), resource_configs: Vec::new(), brokers: Vec::new() },
+        };
+        let archived = rkyv::to_bytes::<rkyv::rancor::Error>(&v5).unwrap();
+        let (_, image) = decode(&frame::encode(MAGIC, VERSION_5, &archived)).unwrap();
+        assert_eq!((image.applied_index, image.security.scram_credentials.len()), (7, 0));
     }
 }

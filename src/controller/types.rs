@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::image::{BrokerId, BrokerMeta, ConfigResource, PartitionMeta, ReplicaMeta, TopicMeta};
 use crate::runtime::ShardId;
+use crate::security::scram::{ScramCredential, ScramMechanism};
 
 use super::alter_partition::AlterPartitionError;
 use super::election::{ElectionResult, ElectionType, PartitionRef};
@@ -139,6 +140,22 @@ pub enum Command {
         partition: i32,
         target: Option<Vec<ReplicaMeta>>,
     },
+    /// SCRAM credentials set and removed in one step (Kafka's UserScramCredentialRecord
+    /// and RemoveUserScramCredentialRecord, written atomically): validated and derived
+    /// before (the salted password never reaches the log); a removal of a credential that
+    /// is gone by apply time removes nothing.
+    AlterScramCredentials {
+        upsertions: Vec<ScramUpsertion>,
+        deletions: Vec<(String, ScramMechanism)>,
+    },
+}
+
+/// One credential of `AlterScramCredentials`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScramUpsertion {
+    pub user: String,
+    pub mechanism: ScramMechanism,
+    pub credential: ScramCredential,
 }
 
 impl fmt::Display for Command {
@@ -171,6 +188,9 @@ impl fmt::Display for Command {
             Command::AllocateProducerIds { count } => write!(f, "AllocateProducerIds({count})"),
             Command::SetResourceConfigs { resource, configs } => {
                 write!(f, "SetResourceConfigs({resource:?}, {} keys)", configs.len())
+            }
+            Command::AlterScramCredentials { upsertions, deletions } => {
+                write!(f, "AlterScramCredentials(+{}, -{})", upsertions.len(), deletions.len())
             }
         }
     }

@@ -87,6 +87,7 @@ impl ErrorCode {
     pub const PRODUCER_FENCED: ErrorCode = ErrorCode(90);
     pub const RESOURCE_NOT_FOUND: ErrorCode = ErrorCode(91);
     pub const DUPLICATE_RESOURCE: ErrorCode = ErrorCode(92);
+    pub const UNACCEPTABLE_CREDENTIAL: ErrorCode = ErrorCode(93);
     pub const UNKNOWN_TOPIC_ID: ErrorCode = ErrorCode(100);
     pub const INCONSISTENT_TOPIC_ID: ErrorCode = ErrorCode(103);
     pub const TRANSACTIONAL_ID_NOT_FOUND: ErrorCode = ErrorCode(105);
@@ -197,6 +198,7 @@ mod tests {
             (ErrorCode::LOG_DIR_NOT_FOUND, ResponseError::LogDirNotFound),
             (ErrorCode::RESOURCE_NOT_FOUND, ResponseError::ResourceNotFound),
             (ErrorCode::DUPLICATE_RESOURCE, ResponseError::DuplicateResource),
+            (ErrorCode::UNACCEPTABLE_CREDENTIAL, ResponseError::UnacceptableCredential),
             (ErrorCode::TRANSACTIONAL_ID_NOT_FOUND, ResponseError::TransactionalIdNotFound),
             (ErrorCode::INVALID_REGULAR_EXPRESSION, ResponseError::InvalidRegularExpression),
         ];

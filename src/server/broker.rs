@@ -172,9 +172,9 @@ fn sasl_settings(config: &Config) -> anyhow::Result<Option<Arc<crate::server::sa
     if !config.listeners()?.all.iter().any(|l| l.protocol.uses_sasl()) {
         return Ok(None);
     }
-    let (mechanisms, plain) = config.sasl_plain_users()?;
-    tracing::info!(mechanisms = ?mechanisms, plain_users = plain.len(), "SASL listeners authenticate clients");
-    Ok(Some(Arc::new(crate::server::sasl_authenticator::SaslSettings { mechanisms, plain: Some(plain) })))
+    let (mechanisms, plain) = config.sasl_mechanisms()?;
+    tracing::info!(mechanisms = ?mechanisms, plain_users = plain.as_ref().map_or(0, |p| p.len()), "SASL listeners authenticate clients");
+    Ok(Some(Arc::new(crate::server::sasl_authenticator::SaslSettings { mechanisms, plain })))
 }
 
 /// The TLS server configuration the SSL listeners share, if any listener uses TLS; logs

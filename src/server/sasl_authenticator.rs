@@ -6,7 +6,7 @@
 //! SaslAuthenticate carries the mechanism's tokens (or, after a v0 handshake, the tokens
 //! come as bare length-prefixed frames, as Kafka's oldest clients send them). Anything else
 //! closes the connection, as Kafka does; so does a failed authentication, after its error
-//! is sent. Mechanisms: PLAIN.
+//! is sent. Mechanisms: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512.
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -17,13 +17,16 @@ use super::dispatch::{RequestMeta, Response};
 use super::handlers;
 use crate::protocol::api_versions::unsupported_version_response_v0;
 use crate::protocol::{decode_request, ErrorCode, RequestError};
+use crate::cluster::security_image::SecurityImage;
 use crate::security::sasl_plain::{PlainError, PlainUsers};
+use crate::security::scram::{ScramError, ScramMechanism, ScramServer};
 
 /// Kafka's `sasl.server.max.receive.size` default: the largest frame a client may send
 /// before it is authenticated (so a stranger cannot make the broker hold megabytes).
 pub const SASL_SERVER_MAX_RECEIVE_SIZE: usize = 524_288;
 
-/// What a broker's SASL listeners accept: `sasl.enabled.mechanisms` and their users.
+/// What a broker's SASL listeners accept: `sasl.enabled.mechanisms` and the PLAIN users
+/// (SCRAM credentials come from the metadata image).
 #[derive(Debug)]
 pub struct SaslSettings {
     pub mechanisms: Vec<String>,
@@ -40,14 +43,27 @@ pub enum Step {
     Close(&'static str),
 }
 
-#[derive(Debug, PartialEq, Eq)]
+/// The mechanism a handshake chose, with its exchange state.
+enum Mechanism {
+    Plain,
+    Scram(ScramServer),
+}
+
 enum State {
     /// Waiting for SaslHandshake (ApiVersions allowed).
     Handshake,
-    /// A mechanism was chosen: waiting for its token, in a SaslAuthenticate request or,
-    /// after a v0 handshake, as a bare frame.
-    Authenticate { bare_tokens: bool },
+    /// A mechanism was chosen: waiting for its tokens, in SaslAuthenticate requests or,
+    /// after a v0 handshake, as bare frames.
+    Authenticate { mechanism: Mechanism, bare_tokens: bool },
     Done,
+}
+
+/// What one token of the exchange led to.
+enum Exchanged {
+    /// The mechanism's answer; the client sends another token.
+    Continue(Vec<u8>),
+    /// Authenticated; the mechanism's last answer (empty for PLAIN).
+    Done(Vec<u8>),
 }
 
 pub struct Authenticator {
@@ -63,20 +79,21 @@ impl Authenticator {
     }
 
     pub fn is_done(&self) -> bool {
-        self.state == State::Done
+        matches!(self.state, State::Done)
     }
 
     pub fn principal(&self) -> Option<&str> {
         self.principal.as_deref()
     }
 
-    /// Handles one frame of a connection that is not authenticated yet.
-    pub fn on_frame(&mut self, frame: Bytes, origin: super::dispatch::Origin) -> Step {
+    /// Handles one frame of a connection that is not authenticated yet; SCRAM credentials
+    /// are looked up in `security` (the shard's current metadata image).
+    pub fn on_frame(&mut self, frame: Bytes, origin: super::dispatch::Origin, security: &SecurityImage) -> Step {
         debug_assert!(!self.is_done(), "frames after authentication go to dispatch");
-        if self.state == (State::Authenticate { bare_tokens: true }) {
-            return match self.check_plain(&frame) {
-                // The bare answer: a length-prefixed token (PLAIN's is empty).
-                Ok(()) => Step::Respond(Response::Frames(smallvec::smallvec![Bytes::from_static(&[0, 0, 0, 0]).into()])),
+        if matches!(self.state, State::Authenticate { bare_tokens: true, .. }) {
+            // After a v0 handshake the answer is a bare length-prefixed token too.
+            return match self.exchange(&frame, security) {
+                Ok(Exchanged::Continue(answer) | Exchanged::Done(answer)) => Step::Respond(bare_frame(answer)),
                 Err(_) => Step::Close("SASL authentication failed"),
             };
         }
@@ -93,20 +110,27 @@ impl Authenticator {
             (RequestKind::SaslHandshake(r), State::Handshake) => {
                 let enabled = &self.settings.mechanisms;
                 let response = SaslHandshakeResponse::default().with_mechanisms(enabled.iter().map(|m| StrBytes::from_string(m.clone())).collect());
-                if enabled.iter().any(|m| m.as_str() == r.mechanism.as_str()) {
-                    self.state = State::Authenticate { bare_tokens: meta.version == 0 };
-                    Step::Respond(meta.respond(&response))
-                } else {
-                    Step::RespondAndClose(meta.respond(&response.with_error_code(ErrorCode::UNSUPPORTED_SASL_MECHANISM.code())))
+                let chosen = enabled.iter().find(|m| m.as_str() == r.mechanism.as_str()).and_then(|m| match ScramMechanism::from_name(m) {
+                    Some(scram) => Some(Mechanism::Scram(ScramServer::new(scram))),
+                    None => (m == "PLAIN").then_some(Mechanism::Plain),
+                });
+                match chosen {
+                    Some(mechanism) => {
+                        self.state = State::Authenticate { mechanism, bare_tokens: meta.version == 0 };
+                        Step::Respond(meta.respond(&response))
+                    }
+                    None => Step::RespondAndClose(meta.respond(&response.with_error_code(ErrorCode::UNSUPPORTED_SASL_MECHANISM.code()))),
                 }
             }
-            (RequestKind::SaslAuthenticate(r), State::Authenticate { bare_tokens: false }) => match self.check_plain(&r.auth_bytes) {
+            (RequestKind::SaslAuthenticate(r), State::Authenticate { bare_tokens: false, .. }) => match self.exchange(&r.auth_bytes, security) {
                 // session_lifetime_ms 0: no re-authentication asked (connections.max.reauth.ms unset).
-                Ok(()) => Step::Respond(meta.respond(&SaslAuthenticateResponse::default())),
-                Err(e) => Step::RespondAndClose(meta.respond(
+                Ok(Exchanged::Continue(answer) | Exchanged::Done(answer)) => {
+                    Step::Respond(meta.respond(&SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(answer))))
+                }
+                Err(message) => Step::RespondAndClose(meta.respond(
                     &SaslAuthenticateResponse::default()
                         .with_error_code(ErrorCode::SASL_AUTHENTICATION_FAILED.code())
-                        .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+                        .with_error_message(Some(StrBytes::from_string(message))),
                 )),
             },
             (RequestKind::SaslAuthenticate(_), _) => Step::RespondAndClose(meta.respond(
@@ -121,14 +145,46 @@ impl Authenticator {
         }
     }
 
-    fn check_plain(&mut self, token: &[u8]) -> Result<(), PlainError> {
-        // PLAIN is the only mechanism served, so the handshake chose it.
-        let users = self.settings.plain.as_ref().ok_or(PlainError::AuthFailed)?;
-        let user = users.authenticate(token)?;
+    /// One token of the chosen mechanism's exchange; Err(the message the client is told).
+    fn exchange(&mut self, token: &[u8], security: &SecurityImage) -> Result<Exchanged, String> {
+        let State::Authenticate { mechanism, .. } = &mut self.state else {
+            return Err("no SASL mechanism chosen".into());
+        };
+        let (user, answer) = match mechanism {
+            Mechanism::Plain => {
+                let users = self.settings.plain.as_ref().ok_or(PlainError::AuthFailed).map_err(|e| e.to_string())?;
+                (users.authenticate(token).map_err(|e| e.to_string())?, Vec::new())
+            }
+            Mechanism::Scram(server) => {
+                let m = server.mechanism();
+                let step = if server.awaits_client_first() {
+                    server.client_first(token, |user| security.scram_credential(user, m).cloned()).map(|answer| (None, answer))
+                } else {
+                    server.client_final(token).map(|(user, answer)| (Some(user), answer))
+                };
+                match step {
+                    Ok((None, answer)) => return Ok(Exchanged::Continue(answer)),
+                    Ok((Some(user), answer)) => (user, answer),
+                    Err(e) => {
+                        // The reason stays in the log; the client reads Kafka's one message.
+                        tracing::info!(mechanism = m.name(), reason = %e, "SASL/SCRAM authentication failed");
+                        return Err(ScramError::message(m));
+                    }
+                }
+            }
+        };
         self.principal = Some(format!("User:{user}"));
         self.state = State::Done;
-        Ok(())
+        Ok(Exchanged::Done(answer))
     }
+}
+
+/// A bare SASL token frame (after a v0 handshake): the length, then the token.
+fn bare_frame(token: Vec<u8>) -> Response {
+    let mut b = bytes::BytesMut::with_capacity(4 + token.len());
+    b.extend_from_slice(&(token.len() as u32).to_be_bytes());
+    b.extend_from_slice(&token);
+    Response::Frames(smallvec::smallvec![b.freeze().into()])
 }
 
 /// Answers of a broker listener without SASL to the SASL APIs (Kafka's KafkaApis: the
@@ -161,7 +217,7 @@ mod tests {
 
     fn authenticator() -> Authenticator {
         let plain = PlainUsers::from_jaas(JAAS).unwrap();
-        Authenticator::new(Arc::new(SaslSettings { mechanisms: vec!["PLAIN".into()], plain: Some(plain) }))
+        Authenticator::new(Arc::new(SaslSettings { mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into()], plain: Some(plain) }))
     }
 
     fn origin() -> Origin {
@@ -213,9 +269,9 @@ mod tests {
     #[test]
     fn plain_over_handshake_v1_then_authenticate() {
         let mut a = authenticator();
-        let step = a.on_frame(handshake(1, "PLAIN"), origin());
+        let step = a.on_frame(handshake(1, "PLAIN"), origin(), &SecurityImage::default());
         assert!(matches!(step, Step::Respond(_)) && error_code(&step, false) == 0);
-        let step = a.on_frame(authenticate(b"\0alice\0secret"), origin());
+        let step = a.on_frame(authenticate(b"\0alice\0secret"), origin(), &SecurityImage::default());
         assert!(matches!(step, Step::Respond(_)) && error_code(&step, true) == 0);
         assert!(a.is_done());
         assert_eq!(a.principal(), Some("User:alice"));
@@ -224,8 +280,8 @@ mod tests {
     #[test]
     fn a_bad_password_is_answered_then_closed() {
         let mut a = authenticator();
-        a.on_frame(handshake(1, "PLAIN"), origin());
-        let step = a.on_frame(authenticate(b"\0alice\0nope"), origin());
+        a.on_frame(handshake(1, "PLAIN"), origin(), &SecurityImage::default());
+        let step = a.on_frame(authenticate(b"\0alice\0nope"), origin(), &SecurityImage::default());
         assert!(matches!(step, Step::RespondAndClose(_)));
         assert_eq!(error_code(&step, true), ErrorCode::SASL_AUTHENTICATION_FAILED.code());
         assert!(!a.is_done() && a.principal().is_none());
@@ -234,27 +290,80 @@ mod tests {
     #[test]
     fn unknown_mechanisms_out_of_order_steps_and_other_apis_are_refused() {
         let mut a = authenticator();
-        let step = a.on_frame(handshake(1, "SCRAM-SHA-512"), origin());
+        let step = a.on_frame(handshake(1, "SCRAM-SHA-512"), origin(), &SecurityImage::default());
+        // (SCRAM-SHA-256 is enabled, SCRAM-SHA-512 is not.)
         assert!(matches!(step, Step::RespondAndClose(_)));
         assert_eq!(error_code(&step, false), ErrorCode::UNSUPPORTED_SASL_MECHANISM.code());
         let mut a = authenticator();
-        let step = a.on_frame(authenticate(b"\0alice\0secret"), origin());
+        let step = a.on_frame(authenticate(b"\0alice\0secret"), origin(), &SecurityImage::default());
         assert_eq!(error_code(&step, true), ErrorCode::ILLEGAL_SASL_STATE.code());
         let mut a = authenticator();
         // Metadata v0 with no topics before authentication: closed without an answer.
-        assert!(matches!(a.on_frame(request(3, 0, false, &[0, 0, 0, 0]), origin()), Step::Close(_)));
-        assert!(matches!(authenticator().on_frame(bare(b"\x01\x02"), origin()), Step::Close(_)));
+        assert!(matches!(a.on_frame(request(3, 0, false, &[0, 0, 0, 0]), origin(), &SecurityImage::default()), Step::Close(_)));
+        assert!(matches!(authenticator().on_frame(bare(b"\x01\x02"), origin(), &SecurityImage::default()), Step::Close(_)));
     }
 
     #[test]
     fn handshake_v0_takes_bare_tokens() {
         let mut a = authenticator();
-        a.on_frame(handshake(0, "PLAIN"), origin());
-        let Step::Respond(Response::Frames(f)) = a.on_frame(bare(b"\0alice\0secret"), origin()) else { panic!("not answered") };
+        a.on_frame(handshake(0, "PLAIN"), origin(), &SecurityImage::default());
+        let Step::Respond(Response::Frames(f)) = a.on_frame(bare(b"\0alice\0secret"), origin(), &SecurityImage::default()) else { panic!("not answered") };
         assert!(matches!(&f[0], ResponseBuf::Memory(b) if b[..] == [0, 0, 0, 0]), "an empty bare token");
         assert!(a.is_done());
         let mut a = authenticator();
-        a.on_frame(handshake(0, "PLAIN"), origin());
-        assert!(matches!(a.on_frame(bare(b"\0alice\0wrong"), origin()), Step::Close(_)));
+        a.on_frame(handshake(0, "PLAIN"), origin(), &SecurityImage::default());
+        assert!(matches!(a.on_frame(bare(b"\0alice\0wrong"), origin(), &SecurityImage::default()), Step::Close(_)));
+    }
+
+    /// The token a SaslAuthenticate response carries (v2: compact bytes after the header,
+    /// error code, error message and session lifetime).
+    fn auth_bytes(step: &Step) -> Vec<u8> {
+        let Step::Respond(Response::Frames(frames)) = step else { panic!("not answered") };
+        let ResponseBuf::Memory(b) = &frames[0] else { panic!("a file piece") };
+        // length 4, correlation id 4, header tags 1, error code 2, null message 1.
+        let at = 4 + 4 + 1 + 2 + 1;
+        let len = b[at] as usize - 1;
+        b[at + 1..at + 1 + len].to_vec()
+    }
+
+    #[test]
+    fn scram_authenticates_against_the_image_and_refuses_unknown_users_alike() {
+        use crate::security::scram::{ScramCredential, ScramMechanism};
+        let m = ScramMechanism::Sha256;
+        let salt = b"salt-of-sixteen!".to_vec();
+        let salted = pbkdf2::pbkdf2_hmac_array::<sha2::Sha256, 32>(b"pw", &salt, 4096);
+        let mut security = SecurityImage::default();
+        security.set_scram_credential("alice", m, ScramCredential::from_salted_password(m, salt.clone(), &salted, 4096));
+        let client_key = hmac_sha256(&salted, b"Client Key");
+        let stored_key: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(client_key).into();
+        for (user, expect_ok) in [("alice", true), ("mallory", false)] {
+            let mut a = authenticator();
+            a.on_frame(handshake(1, "SCRAM-SHA-256"), origin(), &security);
+            let first_bare = format!("n={user},r=nonce1");
+            let step = a.on_frame(authenticate(format!("n,,{first_bare}").as_bytes()), origin(), &security);
+            let server_first = String::from_utf8(auth_bytes(&step)).unwrap();
+            let nonce = server_first.split(',').next().unwrap().strip_prefix("r=").unwrap();
+            let without_proof = format!("c=biws,r={nonce}");
+            let signature = hmac_sha256(&stored_key, format!("{first_bare},{server_first},{without_proof}").as_bytes());
+            let proof: Vec<u8> = client_key.iter().zip(signature).map(|(k, s)| k ^ s).collect();
+            use base64::Engine;
+            let last = format!("{without_proof},p={}", base64::engine::general_purpose::STANDARD.encode(proof));
+            let step = a.on_frame(authenticate(last.as_bytes()), origin(), &security);
+            if expect_ok {
+                assert!(String::from_utf8(auth_bytes(&step)).unwrap().starts_with("v="));
+                assert_eq!(a.principal(), Some("User:alice"));
+            } else {
+                assert!(matches!(step, Step::RespondAndClose(_)));
+                assert_eq!(error_code(&step, true), ErrorCode::SASL_AUTHENTICATION_FAILED.code());
+                assert!(!a.is_done());
+            }
+        }
+    }
+
+    fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; 32] {
+        use hmac::Mac;
+        let mut m = hmac::Hmac::<sha2::Sha256>::new_from_slice(key).unwrap();
+        m.update(data);
+        m.finalize().into_bytes().into()
     }
 }

@@ -69,7 +69,7 @@ class Broker:
                  flush: str | None = None, auto_create_topics: bool | None = None,
                  extra_args: list[str] | None = None, log_dirs: list[Path] | None = None,
                  ssl: dict[str, str] | None = None, sasl_plain_users: dict[str, str] | None = None,
-                 settings: dict[str, str] | None = None):
+                 sasl_mechanisms: list[str] | None = None, settings: dict[str, str] | None = None):
         self.data_dir = Path(data_dir)
         # Several log dirs (JBOD): `--log-dirs` / Kafka's log.dirs; None = one, in data_dir.
         self.log_dirs = [Path(d) for d in log_dirs] if log_dirs else None
@@ -87,10 +87,13 @@ class Broker:
         # the name with dashes).
         self.settings = dict(settings or {})
         self.ssl_port = free_port() if ssl else None
-        # SASL/PLAIN listeners besides: SASL_PLAINTEXT, and SASL_SSL when `ssl` is given.
+        # SASL listeners besides: SASL_PLAINTEXT, and SASL_SSL when `ssl` is given; the
+        # mechanisms enabled (default PLAIN), PLAIN's users (SCRAM users are created with
+        # kafka-configs, in the metadata log).
         self.sasl_plain_users = dict(sasl_plain_users) if sasl_plain_users else None
-        self.sasl_port = free_port() if sasl_plain_users else None
-        self.sasl_ssl_port = free_port() if sasl_plain_users and ssl else None
+        self.sasl_mechanisms = list(sasl_mechanisms or (["PLAIN"] if sasl_plain_users else []))
+        self.sasl_port = free_port() if self.sasl_mechanisms else None
+        self.sasl_ssl_port = free_port() if self.sasl_mechanisms and ssl else None
         self.proc: subprocess.Popen | None = None
         self.starts = 0
 
@@ -138,12 +141,14 @@ class Broker:
             cmd += ["--flush", flush]
         if self.auto_create_topics is not None:
             cmd += ["--auto-create-topics", "true" if self.auto_create_topics else "false"]
-        if self.ssl or self.sasl_plain_users:
+        if self.ssl or self.sasl_mechanisms:
             cmd += ["--listeners", self._listeners()]
             for k, v in (self.ssl or {}).items():
                 cmd += ["--" + k.replace(".", "-").replace("_", "-"), v]
+        if self.sasl_mechanisms:
+            cmd += ["--sasl-enabled-mechanisms", ",".join(self.sasl_mechanisms)]
         if self.sasl_plain_users:
-            cmd += ["--sasl-enabled-mechanisms", "PLAIN", "--sasl-jaas-config", self._plain_jaas()]
+            cmd += ["--sasl-jaas-config", self._plain_jaas()]
         for k, v in self.settings.items():
             cmd += ["--" + k.replace(".", "-").replace("_", "-"), v]
         return cmd + self.extra_args
@@ -174,10 +179,16 @@ class Broker:
             if self.auto_create_topics is not None:
                 lines.append(f"auto.create.topics.enable={'true' if self.auto_create_topics else 'false'}")
             lines += [f"{k}={v}" for k, v in {**(self.ssl or {}), **self.settings}.items()]
-            if self.sasl_plain_users:
-                lines.append("sasl.enabled.mechanisms=PLAIN")
+            if self.sasl_mechanisms:
+                lines.append(f"sasl.enabled.mechanisms={','.join(self.sasl_mechanisms)}")
                 for name in ("sasl_plaintext", "sasl_ssl"):
-                    lines.append(f"listener.name.{name}.plain.sasl.jaas.config={self._plain_jaas()}")
+                    if self.sasl_plain_users:
+                        lines.append(f"listener.name.{name}.plain.sasl.jaas.config={self._plain_jaas()}")
+                    # Kafka wants a login module per SCRAM mechanism even with nothing to log in.
+                    for m in self.sasl_mechanisms:
+                        if m.startswith("SCRAM-"):
+                            lines.append(f"listener.name.{name}.{m.lower()}.sasl.jaas.config="
+                                         "org.apache.kafka.common.security.scram.ScramLoginModule required;")
             props.write_text("\n".join(lines) + "\n")
         if not (self.kafka_log_dirs()[0] / "meta.properties").exists():
             subprocess.run(["java", "-cp", cp, "kafka.tools.StorageTool", "format", "--standalone",

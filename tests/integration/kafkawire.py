@@ -372,6 +372,10 @@ def compact_nullable_string(s: str | None) -> bytes:
     return uvarint(0) if s is None else compact_string(s)
 
 
+def varbytes_compact(b: bytes) -> bytes:
+    return uvarint(len(b) + 1) + b
+
+
 def compact_array(items: list[bytes]) -> bytes:
     return uvarint(len(items) + 1) + b"".join(items)
 

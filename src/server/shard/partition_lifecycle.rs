@@ -243,6 +243,8 @@ impl ShardContext {
                 // Handlers read the broker list from the published image; fetchers look
                 // up their leader's address when they (re)connect.
                 MetadataDelta::BrokersChanged => {}
+                // SASL/SCRAM reads credentials from the published image.
+                MetadataDelta::SecurityChanged => {}
             }
         }
         self.forget_restarted_followers(&image);

@@ -1,0 +1,38 @@
+//! The cluster's security state in the metadata image (issue 24): SCRAM credentials, by
+//! user and mechanism (Kafka's UserScramCredentialRecords). ACLs, client quotas and
+//! delegation tokens join it as they arrive.
+//!
+//! Small and rarely changed, it travels in snapshots as one JSON section
+//! (`controller/snapshot.rs`), so a new kind of security record needs no new snapshot layout.
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::security::scram::{ScramCredential, ScramMechanism};
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecurityImage {
+    /// user → mechanism → credential; a user without credentials has no entry.
+    #[serde(default)]
+    pub scram_credentials: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
+}
+
+impl SecurityImage {
+    pub fn scram_credential(&self, user: &str, mechanism: ScramMechanism) -> Option<&ScramCredential> {
+        self.scram_credentials.get(user)?.get(&mechanism)
+    }
+
+    pub fn set_scram_credential(&mut self, user: &str, mechanism: ScramMechanism, credential: ScramCredential) {
+        self.scram_credentials.entry(user.to_string()).or_default().insert(mechanism, credential);
+    }
+
+    /// Removes one credential; the user's entry goes with its last one.
+    pub fn remove_scram_credential(&mut self, user: &str, mechanism: ScramMechanism) -> bool {
+        let Some(by_mechanism) = self.scram_credentials.get_mut(user) else { return false };
+        let removed = by_mechanism.remove(&mechanism).is_some();
+        if by_mechanism.is_empty() {
+            self.scram_credentials.remove(user);
+        }
+        removed
+    }
+}
