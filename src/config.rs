@@ -74,6 +74,12 @@ pub struct Config {
     pub sasl_jaas_config: String,
     /// shardlog's own: a TLS client that has not finished its handshake this long after connecting is disconnected (Kafka waits up to connections.max.idle.ms).
     pub ssl_handshake_timeout_ms: u64,
+    /// authorizer.class.name: empty (no authorization; the ACL APIs answer SECURITY_DISABLED) or org.apache.kafka.metadata.authorizer.StandardAuthorizer (ACLs in the metadata log, Kafka's semantics).
+    pub authorizer_class_name: String,
+    /// super.users: principals allowed everything, `;`-separated (User:admin;User:broker).
+    pub super_users: String,
+    /// allow.everyone.if.no.acl.found: whether a resource no ACL is bound to is open to all.
+    pub allow_everyone_if_no_acl_found: bool,
     /// log.dir: the one log dir when `log_dirs` is empty.
     pub data_dir: PathBuf,
     /// log.dirs: the log dirs partitions are spread over (JBOD; storage/log_dirs.rs). When
@@ -311,6 +317,9 @@ impl Default for Config {
             ssl_handshake_timeout_ms: 10_000,
             sasl_enabled_mechanisms: "GSSAPI".to_string(),
             sasl_jaas_config: String::new(),
+            authorizer_class_name: String::new(),
+            super_users: String::new(),
+            allow_everyone_if_no_acl_found: false,
             data_dir: PathBuf::from("./data"),
             log_dirs: Vec::new(),
             node_id: 1,
@@ -473,6 +482,25 @@ impl Config {
         Ok((mechanisms, plain))
     }
 
+    /// Kafka's StandardAuthorizer settings, or None when `authorizer_class_name` is empty
+    /// (no authorization).
+    pub fn authorizer(&self) -> Result<Option<crate::security::acl::AuthorizerSettings>, ConfigError> {
+        const STANDARD: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+        match self.authorizer_class_name.trim() {
+            "" => return Ok(None),
+            STANDARD | "kafka.security.authorizer.AclAuthorizer" => {}
+            other => {
+                return Err(ConfigError::Invalid { key: "authorizer_class_name", message: format!("{other} is not served: use {STANDARD} (ACLs in the metadata log) or leave it empty") })
+            }
+        }
+        let mut super_users = std::collections::HashSet::new();
+        for p in self.super_users.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+            crate::security::acl::check_principal(p).map_err(|message| ConfigError::Invalid { key: "super_users", message })?;
+            super_users.insert(p.to_string());
+        }
+        Ok(Some(crate::security::acl::AuthorizerSettings { super_users, allow_everyone_if_no_acl_found: self.allow_everyone_if_no_acl_found }))
+    }
+
     /// The `ssl.*` settings the SSL and SASL_SSL listeners use.
     pub fn tls_settings(&self) -> crate::security::tls_config::TlsSettings {
         crate::security::tls_config::TlsSettings {
@@ -492,6 +520,7 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |key, message: &str| Err(ConfigError::Invalid { key, message: message.into() });
         let listeners = self.listeners()?;
+        self.authorizer()?;
         if listeners.all.iter().any(|l| l.protocol.uses_sasl()) {
             self.sasl_mechanisms()?;
         }
@@ -811,6 +840,12 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub sasl_jaas_config: Option<String>,
     #[arg(long)]
+    pub authorizer_class_name: Option<String>,
+    #[arg(long)]
+    pub super_users: Option<String>,
+    #[arg(long)]
+    pub allow_everyone_if_no_acl_found: Option<bool>,
+    #[arg(long)]
     pub data_dir: Option<PathBuf>,
     /// Log dirs, comma-separated (Kafka's log.dirs); overrides --data-dir.
     #[arg(long, value_delimiter = ',')]
@@ -981,6 +1016,7 @@ impl ConfigArgs {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { c.$f = v.clone(); } )* };
         }
         set!(listeners, advertised_listeners, listener_security_protocol_map, inter_broker_listener_name, ssl_keystore_type, ssl_keystore_location, ssl_keystore_password, ssl_key_password, ssl_truststore_type, ssl_truststore_location, ssl_truststore_password, ssl_client_auth, ssl_enabled_protocols, ssl_cipher_suites, ssl_handshake_timeout_ms, sasl_enabled_mechanisms, sasl_jaas_config);
+        set!(authorizer_class_name, super_users, allow_everyone_if_no_acl_found);
         set!(listen, data_dir, log_dirs, node_id, process_roles, controller_quorum_voters,
             broker_session_timeout_ms, metadata_snapshot_every_entries, auto_leader_rebalance_enable, leader_imbalance_check_interval_seconds,
             leader_imbalance_per_broker_percentage, replica_lag_time_max_ms, replica_fetch_wait_max_ms, replica_fetch_max_bytes,

@@ -1,6 +1,6 @@
 //! The cluster's security state in the metadata image (issue 24): SCRAM credentials, by
-//! user and mechanism (Kafka's UserScramCredentialRecords). ACLs, client quotas and
-//! delegation tokens join it as they arrive.
+//! user and mechanism (Kafka's UserScramCredentialRecords), and ACLs (Kafka's
+//! AccessControlEntryRecords). Client quotas and delegation tokens join it as they arrive.
 //!
 //! Small and rarely changed, it travels in snapshots as one JSON section
 //! (`controller/snapshot.rs`), so a new kind of security record needs no new snapshot layout.
@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::security::acl::AclSet;
 use crate::security::scram::{ScramCredential, ScramMechanism};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -15,6 +16,9 @@ pub struct SecurityImage {
     /// user → mechanism → credential; a user without credentials has no entry.
     #[serde(default)]
     pub scram_credentials: BTreeMap<String, BTreeMap<ScramMechanism, ScramCredential>>,
+    /// Every ACL; identical bindings are one (creating one twice changes nothing).
+    #[serde(default)]
+    pub acls: AclSet,
 }
 
 impl SecurityImage {

@@ -149,6 +149,21 @@ fn apply_inner(
             }
             Ok((Applied::Done, vec![MetadataDelta::SecurityChanged]))
         }
+        Command::CreateAcls { acls } => {
+            let set = std::sync::Arc::make_mut(&mut image.security.acls);
+            let added = acls.iter().fold(false, |added, b| set.insert(b.clone()) | added);
+            Ok((Applied::Done, if added { vec![MetadataDelta::SecurityChanged] } else { Vec::new() }))
+        }
+        Command::DeleteAcls { acls } => {
+            if !acls.iter().any(|b| image.security.acls.contains(b)) {
+                return Ok((Applied::Done, Vec::new()));
+            }
+            let set = std::sync::Arc::make_mut(&mut image.security.acls);
+            for b in acls {
+                set.remove(b);
+            }
+            Ok((Applied::Done, vec![MetadataDelta::SecurityChanged]))
+        }
         Command::SetResourceConfigs { resource, configs } => {
             if image.configs_of(resource) == configs {
                 return Ok((Applied::Done, Vec::new()));

@@ -17,6 +17,7 @@ use super::quorum_info::QuorumInfo;
 use super::rpc::{ClientReply, ClientRequest};
 use super::types::ScramUpsertion;
 use super::{ConfigOp, ControllerError};
+use crate::security::acl::{AclBinding, AclFilter};
 use crate::security::scram::ScramMechanism;
 
 type Reply<T> = oneshot::Sender<Result<T, ControllerError>>;
@@ -216,6 +217,19 @@ impl ControllerHandle {
         match self.call(ClientRequest::AlterScramCredentials { upsertions, deletions }).await? {
             ClientReply::MissingScramCredentials(missing) => Ok(missing),
             other => Err(mismatch("AlterScramCredentials", other)),
+        }
+    }
+
+    /// CreateAcls: adds the bindings (already checked) in one record.
+    pub async fn create_acls(&self, acls: Vec<AclBinding>) -> Result<(), ControllerError> {
+        self.call(ClientRequest::CreateAcls { acls }).await.map(|_| ())
+    }
+
+    /// DeleteAcls: removes what the filters match; per filter, the bindings removed.
+    pub async fn delete_acls(&self, filters: Vec<AclFilter>) -> Result<Vec<Vec<AclBinding>>, ControllerError> {
+        match self.call(ClientRequest::DeleteAcls { filters }).await? {
+            ClientReply::DeletedAcls(deleted) => Ok(deleted),
+            other => Err(mismatch("DeleteAcls", other)),
         }
     }
 

@@ -26,6 +26,7 @@ use super::reassignment::{PartitionReassignment, TopicReassignmentResult};
 use super::frame::{self, FrameError, HEADER_LEN};
 use super::quorum_info::QuorumInfo;
 use super::types::{ControllerTypes, ScramUpsertion, SnapshotMeta, Vote};
+use crate::security::acl::{AclBinding, AclFilter};
 use crate::security::scram::ScramMechanism;
 use super::{ConfigOp, ControllerError};
 
@@ -135,6 +136,14 @@ pub enum ClientRequest {
         upsertions: Vec<ScramUpsertion>,
         deletions: Vec<(String, ScramMechanism)>,
     },
+    /// CreateAcls, bindings checked by the receiving broker.
+    CreateAcls {
+        acls: Vec<AclBinding>,
+    },
+    /// DeleteAcls: the leader removes every binding any filter matches, in one record.
+    DeleteAcls {
+        filters: Vec<AclFilter>,
+    },
 }
 
 /// The answer to a `ClientRequest`, one variant per kind of result.
@@ -153,6 +162,8 @@ pub enum ClientReply {
     /// AlterScramCredentials: the deletions refused because no such credential exists
     /// (everything else was written).
     MissingScramCredentials(Vec<(String, ScramMechanism)>),
+    /// DeleteAcls: per filter, in request order, the bindings it removed.
+    DeletedAcls(Vec<Vec<AclBinding>>),
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -659,6 +659,24 @@ async fn execute(
             }
             Ok(ClientReply::MissingScramCredentials(missing))
         }
+        ClientRequest::CreateAcls { acls } => {
+            if acls.iter().any(|b| !image.security.acls.contains(b)) {
+                write(raft, Command::CreateAcls { acls }).await?;
+            }
+            Ok(ClientReply::Done)
+        }
+        ClientRequest::DeleteAcls { filters } => {
+            // Kafka's AclControlManager: each filter's matches among the current ACLs, all
+            // removed together.
+            let matched: Vec<Vec<_>> = filters.iter().map(|f| image.security.acls.iter().filter(|b| f.matches(b)).cloned().collect()).collect();
+            let mut all: Vec<_> = matched.iter().flatten().cloned().collect();
+            all.sort();
+            all.dedup();
+            if !all.is_empty() {
+                write(raft, Command::DeleteAcls { acls: all }).await?;
+            }
+            Ok(ClientReply::DeletedAcls(matched))
+        }
         ClientRequest::DescribeQuorum => quorum_info::describe(&raft.metrics().borrow_watched())
             .map(ClientReply::Quorum)
             .ok_or_else(|| ControllerError::NotController("this node no longer leads".into())),

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::image::{BrokerId, BrokerMeta, ConfigResource, PartitionMeta, ReplicaMeta, TopicMeta};
 use crate::runtime::ShardId;
+use crate::security::acl::AclBinding;
 use crate::security::scram::{ScramCredential, ScramMechanism};
 
 use super::alter_partition::AlterPartitionError;
@@ -148,6 +149,16 @@ pub enum Command {
         upsertions: Vec<ScramUpsertion>,
         deletions: Vec<(String, ScramMechanism)>,
     },
+    /// ACLs added (Kafka's AccessControlEntryRecords), already checked; one already
+    /// present changes nothing.
+    CreateAcls {
+        acls: Vec<AclBinding>,
+    },
+    /// ACLs removed (Kafka's RemoveAccessControlEntryRecords): the bindings the leader's
+    /// filters matched; one already gone changes nothing.
+    DeleteAcls {
+        acls: Vec<AclBinding>,
+    },
 }
 
 /// One credential of `AlterScramCredentials`.
@@ -189,6 +200,8 @@ impl fmt::Display for Command {
             Command::SetResourceConfigs { resource, configs } => {
                 write!(f, "SetResourceConfigs({resource:?}, {} keys)", configs.len())
             }
+            Command::CreateAcls { acls } => write!(f, "CreateAcls({})", acls.len()),
+            Command::DeleteAcls { acls } => write!(f, "DeleteAcls({})", acls.len()),
             Command::AlterScramCredentials { upsertions, deletions } => {
                 write!(f, "AlterScramCredentials(+{}, -{})", upsertions.len(), deletions.len())
             }

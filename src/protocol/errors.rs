@@ -39,6 +39,8 @@ impl ErrorCode {
     pub const REBALANCE_IN_PROGRESS: ErrorCode = ErrorCode(27);
     pub const INVALID_COMMIT_OFFSET_SIZE: ErrorCode = ErrorCode(28);
     pub const TOPIC_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(29);
+    pub const GROUP_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(30);
+    pub const CLUSTER_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(31);
     pub const INVALID_TIMESTAMP: ErrorCode = ErrorCode(32);
     pub const UNSUPPORTED_SASL_MECHANISM: ErrorCode = ErrorCode(33);
     pub const ILLEGAL_SASL_STATE: ErrorCode = ErrorCode(34);
@@ -195,6 +197,9 @@ mod tests {
             (ErrorCode::INCONSISTENT_TOPIC_ID, ResponseError::InconsistentTopicId),
             (ErrorCode::REPLICA_NOT_AVAILABLE, ResponseError::ReplicaNotAvailable),
             (ErrorCode::SECURITY_DISABLED, ResponseError::SecurityDisabled),
+            (ErrorCode::TOPIC_AUTHORIZATION_FAILED, ResponseError::TopicAuthorizationFailed),
+            (ErrorCode::GROUP_AUTHORIZATION_FAILED, ResponseError::GroupAuthorizationFailed),
+            (ErrorCode::CLUSTER_AUTHORIZATION_FAILED, ResponseError::ClusterAuthorizationFailed),
             (ErrorCode::LOG_DIR_NOT_FOUND, ResponseError::LogDirNotFound),
             (ErrorCode::RESOURCE_NOT_FOUND, ResponseError::ResourceNotFound),
             (ErrorCode::DUPLICATE_RESOURCE, ResponseError::DuplicateResource),

@@ -5,11 +5,15 @@
 //! - `tls_stream.rs` TLS in user space over a glommio connection (handshake, read and write halves)
 //! - `ktls.rs`       whether the kernel can take over TLS records (kTLS)
 //! - `sasl_plain.rs` SASL/PLAIN: the users of Kafka's PlainLoginModule JAAS options, token check
+//! - `acl.rs`        ACL bindings, filters and the authorization decision (StandardAuthorizer)
+//! - `principal.rs`  a session's principal (`User:alice`), interned
 //! - `scram.rs`      SASL/SCRAM-SHA-256/512: stored credentials and the server's exchange
 //!
 //! Names only `runtime` and `config` below it; `server` builds on it.
+pub mod acl;
 pub mod ktls;
 pub mod listeners;
+pub mod principal;
 pub mod sasl_plain;
 pub mod scram;
 pub mod tls_config;

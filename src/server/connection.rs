@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use super::dispatch::{dispatch, dispatch_produce_view, Origin, Response};
 use super::idle_close::{close_when_idle, Activity};
+use crate::security::principal::Principal;
 use super::sasl_authenticator::{Authenticator, SaslSettings, Step, SASL_SERVER_MAX_RECEIVE_SIZE};
 use super::shard::ShardContext;
 use super::socket_split::split;
@@ -96,7 +97,7 @@ async fn serve(ctx: Rc<ShardContext>, stream: TcpStream, listener: Rc<ListenerIn
     let peer = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
     ctx.connections.set(ctx.connections.get() + 1);
-    let origin = Origin { peer, listener: listener.index };
+    let origin = Origin { peer, listener: listener.index, principal: Principal::ANONYMOUS };
     let auth = listener.sasl.clone().map(Authenticator::new);
     let socket = stream.as_raw_fd();
     match &listener.tls {
@@ -165,7 +166,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
     ctx: &Rc<ShardContext>,
     mut reader: R,
     tx: Queue,
-    origin: Origin,
+    mut origin: Origin,
     mut auth: Option<Authenticator>,
 ) {
     let peer = origin.peer;
@@ -229,6 +230,8 @@ async fn read_requests<R: AsyncRead + Unpin>(
             }
             if let Some(principal) = a.principal() {
                 tracing::debug!(shard = ctx.shard, peer = ?peer, principal, "SASL authenticated");
+                // Every later request of the connection runs as this principal.
+                origin.principal = Principal::intern(principal);
             }
             continue;
         }

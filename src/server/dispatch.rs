@@ -9,6 +9,7 @@ use super::shard::ShardContext;
 use crate::protocol::produce_input::ProduceInput;
 use crate::protocol::produce_request_view::ProduceRequestView;
 use crate::protocol::{encode_response, DecodedRequest, ResponseBufs};
+use crate::security::principal::Principal;
 
 /// What a request gets back.
 pub enum Response {
@@ -32,13 +33,17 @@ pub struct RequestMeta {
     /// The listener the request came in on (index into `ShardContext::listeners.all`):
     /// brokers are advertised at their endpoint of the same listener, as Kafka does.
     pub listener: u8,
+    /// Who sent it (ACLs are checked against it).
+    pub principal: Principal,
 }
 
-/// Where a connection came from: the client's address and the listener it reached.
+/// Where a connection came from: the client's address, the listener it reached, and who
+/// it authenticated as.
 #[derive(Clone, Copy, Debug)]
 pub struct Origin {
     pub peer: Option<std::net::SocketAddr>,
     pub listener: u8,
+    pub principal: Principal,
 }
 
 impl RequestMeta {
@@ -50,6 +55,7 @@ impl RequestMeta {
             correlation_id: req.header.correlation_id,
             peer: origin.peer,
             listener: origin.listener,
+            principal: origin.principal,
         }
     }
 
@@ -75,6 +81,7 @@ pub async fn dispatch_produce_view(ctx: &Rc<ShardContext>, view: ProduceRequestV
         correlation_id: view.correlation_id(),
         peer: origin.peer,
         listener: origin.listener,
+        principal: origin.principal,
     };
     handlers::produce::handle(ctx, meta, ProduceInput::View(view)).await
 }
@@ -106,10 +113,13 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origi
         RequestKind::AlterReplicaLogDirs(r) => handlers::alter_replica_log_dirs::handle(ctx, meta, r).await,
         RequestKind::DescribeTopicPartitions(r) => handlers::describe_topic_partitions::handle(ctx, meta, r).await,
         RequestKind::ListConfigResources(r) => handlers::list_config_resources::handle(ctx, meta, r),
+        RequestKind::DescribeAcls(r) if ctx.authorization.enabled() => handlers::acls::describe(ctx, meta, r),
+        RequestKind::CreateAcls(r) if ctx.authorization.enabled() => handlers::acls::create(ctx, meta, r).await,
+        RequestKind::DeleteAcls(r) if ctx.authorization.enabled() => handlers::acls::delete(ctx, meta, r).await,
         RequestKind::DescribeAcls(_) => handlers::acls_disabled::describe(meta),
         RequestKind::CreateAcls(r) => handlers::acls_disabled::create(meta, r),
         RequestKind::DeleteAcls(r) => handlers::acls_disabled::delete(meta, r),
-        RequestKind::DescribeClientQuotas(r) => handlers::describe_client_quotas::handle(meta, r),
+        RequestKind::DescribeClientQuotas(r) => handlers::describe_client_quotas::handle(ctx, meta, r),
         RequestKind::DescribeUserScramCredentials(r) => handlers::describe_user_scram_credentials::handle(ctx, meta, r),
         RequestKind::AlterUserScramCredentials(r) => handlers::alter_user_scram_credentials::handle(ctx, meta, r).await,
         RequestKind::ListTransactions(r) => handlers::list_transactions::handle(ctx, meta, r).await,

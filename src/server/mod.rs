@@ -3,6 +3,7 @@
 //! them through the layers below.
 //!
 //! - `broker.rs`      start-up and shutdown of the whole process
+//! - `authorization.rs` ACL checks of requests (the shard's StandardAuthorizer)
 //! - `shard/`         one shard: its state, partition lifecycle, background loops
 //! - `connection.rs`  one client connection: framing, in-order pipelined responses
 //! - `request_memory.rs` the shard's request memory pool (queued.max.request.bytes)
@@ -17,6 +18,7 @@
 //! - `shutdown.rs`    SIGTERM / SIGINT: the clean (controlled) shutdown
 //!
 //! Nothing below imports `server::`.
+pub mod authorization;
 pub mod broker;
 pub(crate) mod broker_call;
 pub mod connection;

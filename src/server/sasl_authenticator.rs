@@ -221,7 +221,7 @@ mod tests {
     }
 
     fn origin() -> Origin {
-        Origin { peer: None, listener: 0 }
+        Origin { peer: None, listener: 0, principal: crate::security::principal::Principal::ANONYMOUS }
     }
 
     /// A request frame (no length prefix): header v2 for flexible versions.

@@ -10,13 +10,18 @@ use super::txn_common::route_txn;
 use crate::group::ops::coordinator_of;
 use crate::group::OFFSETS_TOPIC;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 use crate::txn::{TxnOp, TxnReply};
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: AddOffsetsToTxnRequest) -> Response {
     let txn_id = req.transactional_id.0.to_string();
+    // ACLs: WRITE on the transactional id, READ on the group.
+    let access = ctx.access(&meta);
     let code = match coordinator_of(&ctx.router, &req.group_id.0) {
+        _ if !access.allows_transactional_id(Operation::Write, &txn_id) => ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        _ if !access.allows_group(Operation::Read, req.group_id.as_str()) => ErrorCode::GROUP_AUTHORIZATION_FAILED,
         None => ErrorCode::COORDINATOR_NOT_AVAILABLE,
         Some((partition, _)) => {
             let op = TxnOp::AddPartitions {

@@ -12,6 +12,7 @@ use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResp
 use super::init_producer_id::old_client_code;
 use super::txn_common::route_txn;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 use crate::txn::{TxnOp, TxnReply};
@@ -19,20 +20,22 @@ use crate::txn::{TxnOp, TxnReply};
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: AddPartitionsToTxnRequest) -> Response {
     if meta.version <= 3 {
         let txn_id = req.v3_and_below_transactional_id.0.to_string();
-        let results = add(ctx, &txn_id, req.v3_and_below_producer_id.0, req.v3_and_below_producer_epoch, &req.v3_and_below_topics, false, meta.version).await;
+        let results = add(ctx, &meta, &txn_id, req.v3_and_below_producer_id.0, req.v3_and_below_producer_epoch, &req.v3_and_below_topics, false, meta.version).await;
         return meta.respond(&AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results));
     }
     let mut out = Vec::with_capacity(req.transactions.len());
     for t in &req.transactions {
         let txn_id = t.transactional_id.0.to_string();
-        let results = add(ctx, &txn_id, t.producer_id.0, t.producer_epoch, &t.topics, t.verify_only, meta.version).await;
+        let results = add(ctx, &meta, &txn_id, t.producer_id.0, t.producer_epoch, &t.topics, t.verify_only, meta.version).await;
         out.push(AddPartitionsToTxnResult::default().with_transactional_id(t.transactional_id.clone()).with_topic_results(results));
     }
     meta.respond(&AddPartitionsToTxnResponse::default().with_results_by_transaction(out))
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn add(
     ctx: &Rc<ShardContext>,
+    meta: &RequestMeta,
     txn_id: &str,
     producer_id: i64,
     producer_epoch: i16,
@@ -43,7 +46,19 @@ async fn add(
     let image = ctx.image_for_request(|image| topics.iter().map(|t| super::unknown_partitions(image.topic(t.name.0.as_str()), t.partitions.iter().copied())).sum()).await;
     let flat: Vec<(String, i32)> = topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.to_string(), *p))).collect();
     let unknown: Vec<bool> = flat.iter().map(|(t, p)| image.topic(t).and_then(|m| m.partition(*p)).is_none()).collect();
-    let codes: Vec<ErrorCode> = if unknown.iter().any(|u| *u) {
+    // ACLs (Kafka's KafkaApis): a broker's verification (v4+ verify_only) needs
+    // CLUSTER_ACTION; a client needs WRITE on the transactional id (else every partition
+    // is TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and on each topic (else its partitions are
+    // TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED).
+    let access = ctx.access(meta);
+    let denied_topic: Vec<bool> = flat.iter().map(|(t, _)| !access.allows_topic(Operation::Write, t)).collect();
+    let codes: Vec<ErrorCode> = if verify_only && !access.allows_cluster(Operation::ClusterAction) {
+        vec![ErrorCode::CLUSTER_AUTHORIZATION_FAILED; flat.len()]
+    } else if !verify_only && !access.allows_transactional_id(Operation::Write, txn_id) {
+        vec![ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED; flat.len()]
+    } else if !verify_only && denied_topic.iter().any(|d| *d) {
+        denied_topic.iter().map(|&d| if d { ErrorCode::TOPIC_AUTHORIZATION_FAILED } else { ErrorCode::OPERATION_NOT_ATTEMPTED }).collect()
+    } else if unknown.iter().any(|u| *u) {
         unknown.iter().map(|&u| if u { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION } else { ErrorCode::OPERATION_NOT_ATTEMPTED }).collect()
     } else {
         let op = TxnOp::AddPartitions { txn_id: txn_id.to_string(), producer_id, producer_epoch, partitions: flat.clone(), verify_only };

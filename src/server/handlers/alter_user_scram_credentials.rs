@@ -19,6 +19,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::str_bytes;
 use crate::controller::ScramUpsertion;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::security::scram::{ScramCredential, ScramMechanism, MAX_ITERATIONS, MIN_ITERATIONS};
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
@@ -36,6 +37,20 @@ const TWICE: Refusal = (ErrorCode::DUPLICATE_RESOURCE, "A user credential cannot
 const MISSING: Refusal = (ErrorCode::RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist");
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: AlterUserScramCredentialsRequest) -> Response {
+    // ACLs: ALTER on the cluster, else every user is CLUSTER_AUTHORIZATION_FAILED.
+    if !ctx.access(&meta).allows_cluster(Operation::Alter) {
+        let users: IndexMap<&StrBytes, ()> = req.deletions.iter().map(|d| &d.name).chain(req.upsertions.iter().map(|u| &u.name)).map(|u| (u, ())).collect();
+        let results = users
+            .keys()
+            .map(|u| {
+                AlterUserScramCredentialsResult::default()
+                    .with_user((*u).clone())
+                    .with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.code())
+                    .with_error_message(Some(StrBytes::from_static_str("Cluster authorization failed.")))
+            })
+            .collect();
+        return meta.respond(&AlterUserScramCredentialsResponse::default().with_results(results));
+    }
     let mut plans: IndexMap<StrBytes, Plan> = IndexMap::new();
     let image = ctx.image();
     // A deletion of nothing is refused here, in order (so the user's later alterations

@@ -6,8 +6,10 @@ use kafka_protocol::messages::consumer_group_describe_response::DescribedGroup;
 use kafka_protocol::messages::{ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse};
 
 use crate::group::consumer::{ConsumerOp, ConsumerReply};
-use crate::group::ops::{route, GroupOp, GroupReply};
+use crate::group::ops::{GroupOp, GroupReply};
+use super::route_group;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -20,7 +22,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ConsumerGrou
         let id = g.0.to_string();
         let failed = |e: ErrorCode| DescribedGroup::default().with_group_id(g.clone()).with_error_code(e.code()).with_authorized_operations(i32::MIN);
         let op = GroupOp::Consumer(ConsumerOp::Describe { group_id: id.clone(), include_authorized_operations: include });
-        match route(&ctx.router, &id, op).await {
+        match route_group(ctx, &meta, Operation::Describe, &id, op).await {
             Ok(GroupReply::Consumer(r)) => match *r {
                 ConsumerReply::Describe(d) => d,
                 ConsumerReply::Heartbeat(_) => failed(ErrorCode::UNKNOWN_SERVER_ERROR),

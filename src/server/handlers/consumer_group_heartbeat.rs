@@ -6,8 +6,10 @@ use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeart
 
 use super::str_bytes;
 use crate::group::consumer::{ConsumerOp, ConsumerReply};
-use crate::group::ops::{route, GroupOp, GroupReply};
+use crate::group::ops::{GroupOp, GroupReply};
+use super::route_group;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -21,7 +23,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ConsumerGrou
     // Kafka reports the host as "/<ip>".
     let client_host = meta.peer.map(|p| format!("/{}", p.ip())).unwrap_or_default();
     let op = GroupOp::Consumer(ConsumerOp::Heartbeat { req: Box::new(req), version: meta.version, client_id, client_host });
-    let resp = match route(&ctx.router, &group_id, op).await {
+    let resp = match route_group(ctx, &meta, Operation::Read, &group_id, op).await {
         Ok(GroupReply::Consumer(r)) => match *r {
             ConsumerReply::Heartbeat(r) => r,
             ConsumerReply::Describe(_) => error(ErrorCode::UNKNOWN_SERVER_ERROR),

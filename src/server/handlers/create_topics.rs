@@ -9,15 +9,25 @@ use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, Cr
 use super::{code, str_bytes, uuid};
 use crate::cluster::topic_config::describe;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreateTopicsRequest) -> Response {
     let mut results = Vec::with_capacity(req.topics.len());
     let mut created = false;
+    // ACLs: CREATE on the cluster, or on each topic (else TOPIC_AUTHORIZATION_FAILED).
+    let access = ctx.access(&meta);
+    let create_any = access.allows_cluster(Operation::Create);
     for t in req.topics {
         let name = t.name.0.to_string();
         let mut result = CreatableTopicResult::default().with_name(t.name.clone()).with_num_partitions(-1).with_replication_factor(-1);
+        if !create_any && !access.allows_topic(Operation::Create, &name) {
+            result.error_code = ErrorCode::TOPIC_AUTHORIZATION_FAILED.code();
+            result.error_message = Some(str_bytes("Authorization failed."));
+            results.push(result);
+            continue;
+        }
         let mut configs = BTreeMap::new();
         let mut bad_config = None;
         for c in &t.configs {

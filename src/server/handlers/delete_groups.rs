@@ -6,8 +6,10 @@ use futures::future::join_all;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
-use crate::group::ops::{route, GroupOp, GroupReply};
+use crate::group::ops::{GroupOp, GroupReply};
+use super::route_group;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -17,7 +19,7 @@ const MAX_GROUPS: usize = 10_000;
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DeleteGroupsRequest) -> Response {
     let results = req.groups_names.into_iter().take(MAX_GROUPS).map(|g| async move {
         let id = g.0.to_string();
-        let code = match route(&ctx.router, &id, GroupOp::Delete { group_id: id.clone() }).await {
+        let code = match route_group(ctx, &meta, Operation::Delete, &id, GroupOp::Delete { group_id: id.clone() }).await {
             Ok(GroupReply::Delete(c)) => c,
             Ok(_) => ErrorCode::UNKNOWN_SERVER_ERROR,
             Err(e) => e,

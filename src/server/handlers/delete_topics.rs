@@ -6,6 +6,7 @@ use kafka_protocol::messages::delete_topics_response::{DeletableTopicResult, Del
 
 use super::{code, str_bytes, topic_name, uuid};
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -18,11 +19,17 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DeleteTopics
     };
     let mut results = Vec::with_capacity(targets.len());
     let mut deleted = false;
+    // ACLs: DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED (existing or not).
+    let access = ctx.access(&meta);
     for (name, id) in targets {
         let name = name.or_else(|| image.topic_by_id(&id).map(|t| t.name.clone()));
         let mut r = DeletableTopicResult::default().with_name(name.as_deref().map(topic_name)).with_topic_id(uuid(&id));
         match name {
             None => r.error_code = ErrorCode::UNKNOWN_TOPIC_ID.code(),
+            Some(n) if !access.allows_topic(Operation::Delete, &n) => {
+                r.error_code = ErrorCode::TOPIC_AUTHORIZATION_FAILED.code();
+                r.error_message = Some(str_bytes("Authorization failed."));
+            }
             Some(n) => match ctx.controller.delete_topic(n).await {
                 Ok(tid) => {
                     deleted = true;

@@ -5,7 +5,11 @@
 use kafka_protocol::messages::{DescribeClientQuotasRequest, DescribeClientQuotasResponse};
 
 use super::str_bytes;
+use std::rc::Rc;
+
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
+use crate::server::shard::ShardContext;
 use crate::server::dispatch::{RequestMeta, Response};
 
 /// Kafka's entity types (ClientQuotaEntity) and match types.
@@ -16,8 +20,11 @@ const MATCH_EXACT: i8 = 0;
 const MATCH_DEFAULT: i8 = 1;
 const MATCH_SPECIFIED: i8 = 2;
 
-pub fn handle(meta: RequestMeta, req: DescribeClientQuotasRequest) -> Response {
-    let response = match check_filter(&req) {
+pub fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeClientQuotasRequest) -> Response {
+    // ACLs: DESCRIBE_CONFIGS on the cluster (Kafka's KafkaApis).
+    let allowed = ctx.access(&meta).allows_cluster(Operation::DescribeConfigs);
+    let checked = if allowed { check_filter(&req) } else { Err((ErrorCode::CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.".to_string())) };
+    let response = match checked {
         Ok(()) => DescribeClientQuotasResponse::default().with_entries(Some(Vec::new())),
         Err((code, message)) => DescribeClientQuotasResponse::default()
             .with_error_code(code.code())

@@ -7,8 +7,10 @@ use futures::future::join_all;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 
-use crate::group::ops::{route, GroupOp, GroupReply};
+use crate::group::ops::{GroupOp, GroupReply};
 use crate::protocol::{acl_operations, ErrorCode};
+use crate::security::acl::{Operation, ResourceType};
+use super::route_group;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -20,7 +22,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeGrou
     let include_operations = req.include_authorized_operations;
     let groups = req.groups.into_iter().take(MAX_GROUPS).map(|g| async move {
         let id = g.0.to_string();
-        let mut d = match route(&ctx.router, &id, GroupOp::Describe { group_id: id.clone(), version: v }).await {
+        let mut d = match route_group(ctx, &meta, Operation::Describe, &id, GroupOp::Describe { group_id: id.clone(), version: v }).await {
             Ok(GroupReply::Describe(d)) => d,
             Ok(_) => DescribedGroup::default().with_group_id(g).with_error_code(ErrorCode::UNKNOWN_SERVER_ERROR.code()),
             Err(e) => DescribedGroup::default().with_group_id(g).with_error_code(e.code()),
@@ -28,7 +30,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeGrou
         if v < 6 {
             d.error_message = None;
         }
-        d.authorized_operations = acl_operations::if_requested(include_operations && d.error_code == ErrorCode::NONE.code(), acl_operations::GROUP);
+        let ops = || ctx.access(&meta).authorized_operations(ResourceType::Group, &id, acl_operations::GROUP);
+        d.authorized_operations = if include_operations && d.error_code == ErrorCode::NONE.code() { ops() } else { acl_operations::NOT_REQUESTED };
         d
     });
     let groups = join_all(groups).await;

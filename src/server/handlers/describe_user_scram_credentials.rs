@@ -14,10 +14,19 @@ use kafka_protocol::messages::DescribeUserScramCredentialsRequest;
 use super::str_bytes;
 use crate::cluster::security_image::SecurityImage;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
 pub fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeUserScramCredentialsRequest) -> Response {
+    // ACLs: DESCRIBE on the cluster (Kafka's KafkaApis).
+    if !ctx.access(&meta).allows_cluster(Operation::Describe) {
+        return meta.respond(
+            &DescribeUserScramCredentialsResponse::default()
+                .with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.code())
+                .with_error_message(Some(str_bytes("Cluster authorization failed."))),
+        );
+    }
     let image = ctx.image();
     let security = &image.security;
     let users = req.users.unwrap_or_default();

@@ -10,6 +10,7 @@ use kafka_protocol::messages::{EndTxnRequest, EndTxnResponse, ProducerId};
 use super::init_producer_id::old_client_code;
 use super::txn_common::route_txn;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 use crate::txn::{TxnOp, TxnReply};
@@ -19,7 +20,10 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: EndTxnReques
     // v5 is transactions v2 (KIP-890 part 2): the end bumps the producer's epoch.
     let bump_epoch = meta.version >= 5;
     let op = TxnOp::EndTxn { txn_id: txn_id.clone(), producer_id: req.producer_id.0, producer_epoch: req.producer_epoch, commit: req.committed, bump_epoch };
-    let (code, producer_id, producer_epoch) = match route_txn(ctx, &txn_id, op).await {
+    // ACLs: WRITE on the transactional id.
+    let allowed = ctx.access(&meta).allows_transactional_id(Operation::Write, &txn_id);
+    let routed = if allowed { route_txn(ctx, &txn_id, op).await } else { Err(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED) };
+    let (code, producer_id, producer_epoch) = match routed {
         Ok(TxnReply::Done) => (ErrorCode::NONE, -1, -1),
         Ok(TxnReply::Producer { producer_id, producer_epoch }) => (ErrorCode::NONE, producer_id, producer_epoch),
         Ok(_) => (ErrorCode::UNKNOWN_SERVER_ERROR, -1, -1),

@@ -20,6 +20,7 @@ use kafka_protocol::messages::fetch_request::FetchRequest;
 
 use super::{code, str_bytes};
 use crate::cluster::image::MetadataImage;
+use crate::security::acl::Operation;
 use crate::protocol::{
     write_fetch_response, AbortedTxn, CurrentLeader, ErrorCode, FetchPartitionParts, FetchResponseParts, FetchTopicParts, NodeEndpoint,
 };
@@ -176,9 +177,13 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
     // The consumer's rack (client.rack, Fetch v11+), if rack-aware reads are on.
     let rack = Some(req.rack_id.as_str()).filter(|r| !r.is_empty() && meta.version >= 11 && ctx.config.rack_aware_reads());
     let mut requested = Vec::new();
+    // ACLs: READ on each topic, else TOPIC_AUTHORIZATION_FAILED (before existence).
+    let access = ctx.access(&meta);
     for t in &req.topics {
         let topic = if meta.version >= 13 { image.topic_by_id(t.topic_id.as_bytes()) } else { image.topic(t.topic.0.as_str()) };
         let unknown = if meta.version >= 13 { ErrorCode::UNKNOWN_TOPIC_ID } else { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION };
+        let name = topic.map_or(t.topic.0.as_str(), |x| x.name.as_str());
+        let denied = access.is_checked() && (topic.is_some() || meta.version < 13) && !access.allows_topic(Operation::Read, name);
         for p in &t.partitions {
             // A partition another broker leads (or none) is not read here: Kafka answers
             // NOT_LEADER_OR_FOLLOWER (with the leader, v16+: see `leader_hints`), unless
@@ -186,8 +191,15 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
             // (KIP-392, Fetch v11+: it was sent here by the leader's preferred replica).
             let mut source = ReadSource::Leader;
             let owner = topic
+                .filter(|_| !denied)
                 .and_then(|tm| tm.partition(p.partition))
-                .ok_or(if topic.is_some() { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION } else { unknown })
+                .ok_or(if denied {
+                    ErrorCode::TOPIC_AUTHORIZATION_FAILED
+                } else if topic.is_some() {
+                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+                } else {
+                    unknown
+                })
                 .and_then(|x| {
                     if x.leader == ctx.config.node_id {
                         if let Some(replica) = preferred_read_replica(ctx, &image, x, rack) {

@@ -17,6 +17,8 @@ use crate::group::ops::coordinator_of;
 use crate::txn::ops::coordinator_of as txn_coordinator_of;
 use crate::txn::TRANSACTION_STATE_TOPIC;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
+use crate::server::authorization::Access;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -26,10 +28,15 @@ const KEY_TYPE_TRANSACTION: i8 = 1;
 /// A lookup failure: the code and the message sent with it.
 struct Failure(ErrorCode, String);
 
-fn lookup(ctx: &Rc<ShardContext>, key: &str, key_type: i8, listener: u8) -> Result<(i32, String, i32), Failure> {
+fn lookup(ctx: &Rc<ShardContext>, access: &Access, key: &str, key_type: i8, listener: u8) -> Result<(i32, String, i32), Failure> {
     let plain = |e: ErrorCode| Failure(e, e.to_string());
     match key_type {
         KEY_TYPE_GROUP if key.is_empty() => Err(plain(ErrorCode::INVALID_REQUEST)),
+        // ACLs: DESCRIBE on the group or transactional id (Kafka's KafkaApis).
+        KEY_TYPE_GROUP if !access.allows_group(Operation::Describe, key) => Err(plain(ErrorCode::GROUP_AUTHORIZATION_FAILED)),
+        KEY_TYPE_TRANSACTION if !key.is_empty() && !access.allows_transactional_id(Operation::Describe, key) => {
+            Err(plain(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+        }
         KEY_TYPE_GROUP => {
             let image = ctx.image();
             let leader = coordinator_of(&ctx.router, key)
@@ -61,13 +68,14 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FindCoordina
         // Created through another shard or broker a moment ago: this shard may lag.
         ctx.catch_up_for_topics(Some(&[TRANSACTION_STATE_TOPIC])).await;
     }
+    let access = ctx.access(&meta);
     if meta.version >= 4 {
         let coordinators = req
             .coordinator_keys
             .iter()
             .map(|k| {
                 let c = Coordinator::default().with_key(k.clone());
-                match lookup(ctx, k, req.key_type, meta.listener) {
+                match lookup(ctx, &access, k, req.key_type, meta.listener) {
                     Ok((id, host, port)) => c.with_node_id(BrokerId(id)).with_host(str_bytes(&host)).with_port(port),
                     Err(Failure(e, msg)) => c.with_node_id(BrokerId(-1)).with_host(StrBytes::default()).with_port(-1).with_error_code(e.code()).with_error_message(Some(str_bytes(&msg))),
                 }
@@ -75,7 +83,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FindCoordina
             .collect();
         return meta.respond(&FindCoordinatorResponse::default().with_coordinators(coordinators));
     }
-    let resp = match lookup(ctx, &req.key, req.key_type, meta.listener) {
+    let resp = match lookup(ctx, &access, &req.key, req.key_type, meta.listener) {
         Ok((id, host, port)) => FindCoordinatorResponse::default().with_node_id(BrokerId(id)).with_host(str_bytes(&host)).with_port(port),
         Err(Failure(e, msg)) => {
             let r = FindCoordinatorResponse::default().with_error_code(e.code()).with_node_id(BrokerId(-1)).with_port(-1);

@@ -13,12 +13,27 @@ use kafka_protocol::messages::ProducerId;
 use super::code;
 use super::txn_common::route_txn;
 use crate::protocol::ErrorCode;
+use crate::security::acl::{Operation, ResourceType};
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 use crate::txn::{TxnOp, TxnReply};
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: InitProducerIdRequest) -> Response {
     let mut resp = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
+    // ACLs (Kafka's KafkaApis): WRITE on the transactional id; an idempotent producer
+    // needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic.
+    let access = ctx.access(&meta);
+    let refused = match req.transactional_id.as_ref().map(|t| t.as_str()).filter(|t| !t.is_empty()) {
+        Some(id) if !access.allows_transactional_id(Operation::Write, id) => Some(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+        None if !access.allows_cluster(Operation::IdempotentWrite) && !access.allows_any(Operation::Write, ResourceType::Topic) => {
+            Some(ErrorCode::CLUSTER_AUTHORIZATION_FAILED)
+        }
+        _ => None,
+    };
+    if let Some(e) = refused {
+        resp.error_code = e.code();
+        return meta.respond(&resp);
+    }
     let fresh = match ctx.next_producer_id().await {
         Ok(id) => id,
         Err(e) => {

@@ -5,8 +5,10 @@ use std::rc::Rc;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::group::ops::{route, GroupOp, GroupReply};
+use crate::group::ops::{GroupOp, GroupReply};
+use super::route_group;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -16,7 +18,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: JoinGroupReq
     // Kafka reports the host as "/<ip>".
     let client_host = meta.peer.map(|p| format!("/{}", p.ip())).unwrap_or_default();
     let op = GroupOp::Join { req, version: meta.version, client_id, client_host };
-    let mut resp = match route(&ctx.router, &group_id, op).await {
+    let mut resp = match route_group(ctx, &meta, Operation::Read, &group_id, op).await {
         Ok(GroupReply::Join(r)) => r,
         Ok(_) => error(ErrorCode::UNKNOWN_SERVER_ERROR, member_id),
         Err(e) => error(e, member_id),

@@ -4,8 +4,10 @@ use std::rc::Rc;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
-use crate::group::ops::{route, GroupOp, GroupReply};
+use crate::group::ops::{GroupOp, GroupReply};
+use super::route_group;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -18,7 +20,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: LeaveGroupRe
     if members.len() > MAX_MEMBERS {
         return meta.respond(&LeaveGroupResponse::default().with_error_code(ErrorCode::INVALID_REQUEST.code()));
     }
-    let (top, results) = match route(&ctx.router, &group_id, GroupOp::Leave { group_id: group_id.clone(), members }).await {
+    let (top, results) = match route_group(ctx, &meta, Operation::Read, &group_id, GroupOp::Leave { group_id: group_id.clone(), members }).await {
         Ok(GroupReply::Leave(top, results)) => (top, results),
         Ok(_) => (ErrorCode::UNKNOWN_SERVER_ERROR, Vec::new()),
         Err(e) => (e, Vec::new()),

@@ -7,6 +7,7 @@ use kafka_protocol::messages::{ListGroupsRequest, ListGroupsResponse};
 
 use crate::group::ops::{call_partition, one_partition_per_shard, GroupOp, GroupReply};
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -25,6 +26,12 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListGroupsRe
             Ok(_) => error = ErrorCode::UNKNOWN_SERVER_ERROR,
             Err(e) => error = e,
         }
+    }
+    // ACLs: DESCRIBE on the cluster lists every group; else only the groups the
+    // principal may DESCRIBE (Kafka's KafkaApis).
+    let access = ctx.access(&meta);
+    if !access.allows_cluster(Operation::Describe) {
+        groups.retain(|g| access.allows_group(Operation::Describe, g.group_id.as_str()));
     }
     for g in &mut groups {
         if meta.version < 4 {

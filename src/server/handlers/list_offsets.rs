@@ -10,6 +10,7 @@ use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionRespon
 use super::code;
 use crate::cluster::router::{OpBatch, OpOutput, PartitionOp};
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -23,11 +24,18 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListOffsetsR
     let partition_count = req.topics.iter().map(|t| t.partitions.len()).sum();
     let mut batch = OpBatch::with_capacity(partition_count);
     let mut topics = Vec::with_capacity(req.topics.len());
+    // ACLs: DESCRIBE on each topic, else TOPIC_AUTHORIZATION_FAILED (before existence).
+    let access = ctx.access(&meta);
     for topic in &req.topics {
         let t = image.topic(topic.name.0.as_str());
+        let denied = !access.allows_topic(Operation::Describe, topic.name.0.as_str());
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
             let resp = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index).with_timestamp(-1).with_offset(-1);
+            if denied {
+                partitions.push(resp.with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.code()));
+                continue;
+            }
             let owner = t.and_then(|t| Some((t.name.as_str(), t.partition(p.partition_index)?)));
             let Some((name, owner)) = owner else {
                 partitions.push(resp.with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()));

@@ -2,9 +2,11 @@
 //! ISR and offline replicas (`cluster_view.rs`); the controller id is this broker, as
 //! Kafka's brokers answer since KIP-919 (any live broker forwards to the quorum). Unknown topics
 //! are created when the client allows it and `auto_create_topics_enable` is on.
-//! Authorized operations (v8+), when asked: every operation (no authorizer), as Kafka —
-//! per topic for every topic answered (errors too), for the cluster only in v8-10 (v11
-//! dropped the field; Kafka ignores the flag from then on).
+//! Authorized operations (v8+), when asked: what the ACLs allow the principal (every
+//! operation without an authorizer), as Kafka — per topic for every topic answered (errors
+//! too), for the cluster only in v8-10 (v11 dropped the field; Kafka ignores the flag from
+//! then on). With an authorizer, topics the principal may not DESCRIBE are left out of an
+//! all-topics answer and are TOPIC_AUTHORIZATION_FAILED when named (existing or not).
 use std::rc::Rc;
 
 use kafka_protocol::messages::metadata_request::MetadataRequest;
@@ -17,6 +19,7 @@ use super::cluster_view::{live_brokers, partition_view};
 use super::{code, str_bytes, this_node, topic_name, uuid};
 use crate::cluster::image::TopicMeta;
 use crate::protocol::{acl_operations, ErrorCode};
+use crate::security::acl::{Operation, ResourceType, CLUSTER_NAME};
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -38,13 +41,19 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequ
         ),
     };
     let allow_create = (meta.version < 4 || req.allow_auto_topic_creation) && ctx.config.auto_create_topics_enable;
+    let access = ctx.access(&meta);
     let mut created_any = false;
     let mut errors: Vec<(String, i16)> = Vec::new();
     if let Some(w) = &wanted {
         let image = ctx.image();
         for (name, _) in w {
             let Some(name) = name else { continue };
-            if image.topic(name).is_some() || !allow_create {
+            if image.topic(name).is_some() || !allow_create || !access.allows_topic(Operation::Describe, name) {
+                continue;
+            }
+            // Auto-creation needs CREATE on the cluster or the topic (Kafka's KafkaApis).
+            if !access.allows_cluster(Operation::Create) && !access.allows_topic(Operation::Create, name) {
+                errors.push((name.clone(), ErrorCode::TOPIC_AUTHORIZATION_FAILED.code()));
                 continue;
             }
             match ctx.controller.create_topic(name.clone(), -1, -1, Default::default(), false).await {
@@ -75,14 +84,21 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequ
         }
     };
     // The codec encodes neither field below v8.
-    let topic_ops = acl_operations::if_requested(req.include_topic_authorized_operations, acl_operations::TOPIC);
-    let cluster_ops = acl_operations::if_requested(meta.version <= 10 && req.include_cluster_authorized_operations, acl_operations::CLUSTER);
+    let topic_ops = |name: &str| {
+        let ops = || access.authorized_operations(ResourceType::Topic, name, acl_operations::TOPIC);
+        if req.include_topic_authorized_operations { ops() } else { acl_operations::NOT_REQUESTED }
+    };
+    let cluster_ops = if meta.version <= 10 && req.include_cluster_authorized_operations {
+        access.authorized_operations(ResourceType::Cluster, CLUSTER_NAME, acl_operations::CLUSTER)
+    } else {
+        acl_operations::NOT_REQUESTED
+    };
     let describe = |t: &TopicMeta| {
         MetadataResponseTopic::default()
             .with_name(Some(topic_name(&t.name)))
             .with_topic_id(uuid(&t.topic_id))
             .with_is_internal(crate::cluster::topic_config::is_internal_topic(&t.name))
-            .with_topic_authorized_operations(topic_ops)
+            .with_topic_authorized_operations(topic_ops(&t.name))
             .with_partitions(
                 t.partitions
                     .iter()
@@ -100,8 +116,17 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequ
                     .collect(),
             )
     };
+    // All topics: those the principal may not describe are left out; named ones are
+    // TOPIC_AUTHORIZATION_FAILED whether they exist or not (nothing tells them apart).
+    let refused = |name: Option<&str>, id: &[u8; 16]| {
+        MetadataResponseTopic::default()
+            .with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.code())
+            .with_name(name.map(topic_name))
+            .with_topic_id(uuid(id))
+            .with_topic_authorized_operations(topic_ops(name.unwrap_or("")))
+    };
     let topics: Vec<MetadataResponseTopic> = match wanted {
-        None => image.topics.values().map(describe).collect(),
+        None => image.topics.values().filter(|t| access.allows_topic(Operation::Describe, &t.name)).map(describe).collect(),
         Some(w) => w
             .iter()
             .map(|(name, id)| {
@@ -109,7 +134,10 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequ
                     Some(n) => image.topic(n),
                     None => image.topic_by_id(id),
                 };
+                let denied = |n: &str| !access.allows_topic(Operation::Describe, n);
                 match found {
+                    Some(t) if denied(&t.name) => refused(name.as_deref(), id),
+                    None if name.as_deref().is_some_and(denied) => refused(name.as_deref(), id),
                     Some(t) => describe(t),
                     None => {
                         let err = errors
@@ -121,7 +149,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequ
                             .with_error_code(err)
                             .with_name(name.as_deref().map(topic_name))
                             .with_topic_id(uuid(id))
-                            .with_topic_authorized_operations(topic_ops)
+                            .with_topic_authorized_operations(topic_ops(name.as_deref().unwrap_or("")))
                     }
                 }
             })

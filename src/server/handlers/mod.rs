@@ -4,6 +4,7 @@
 //!
 //! Handlers are the top of the stack: they may use every layer below; nothing below
 //! imports them (shared helpers for lower layers live in `protocol/`).
+pub mod acls;
 pub mod acls_disabled;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
@@ -96,4 +97,19 @@ pub(crate) fn leader_epoch_error(current_leader_epoch: i32, partition_epoch: i32
 
 pub(crate) fn code(e: impl Into<ErrorCode>) -> i16 {
     e.into().code()
+}
+
+/// Runs a group operation on the group's coordinator once the request's principal may do
+/// `operation` to the group (else GROUP_AUTHORIZATION_FAILED, as Kafka answers).
+pub(crate) async fn route_group(
+    ctx: &std::rc::Rc<ShardContext>,
+    meta: &super::dispatch::RequestMeta,
+    operation: crate::security::acl::Operation,
+    group_id: &str,
+    op: crate::group::GroupOp,
+) -> Result<crate::group::GroupReply, ErrorCode> {
+    if !ctx.access(meta).allows_group(operation, group_id) {
+        return Err(ErrorCode::GROUP_AUTHORIZATION_FAILED);
+    }
+    crate::group::ops::route(&ctx.router, group_id, op).await
 }

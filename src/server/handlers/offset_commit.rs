@@ -6,6 +6,7 @@ use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
 use crate::group::ops::{route, GroupOp, GroupReply};
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -31,12 +32,24 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: OffsetCommit
         return meta.respond(&all_failed(&req, ErrorCode::INVALID_COMMIT_OFFSET_SIZE));
     }
     let group_id = req.group_id.0.to_string();
+    // ACLs (Kafka's KafkaApis): READ on the group (else every partition is
+    // GROUP_AUTHORIZATION_FAILED), then READ on each topic (else its partitions are
+    // TOPIC_AUTHORIZATION_FAILED and the rest is committed).
+    let access = ctx.access(&meta);
+    if !access.allows_group(Operation::Read, &group_id) {
+        return meta.respond(&all_failed(&req, ErrorCode::GROUP_AUTHORIZATION_FAILED));
+    }
+    let mut req = req;
+    let (topics, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut req.topics).into_iter().partition(|t| access.allows_topic(Operation::Read, t.name.as_str()));
+    req.topics = topics;
+    let denied = all_failed(&OffsetCommitRequest::default().with_topics(denied), ErrorCode::TOPIC_AUTHORIZATION_FAILED).topics;
     // Kept for error answers: the request moves to the coordinating shard.
     let skeleton = OffsetCommitRequest::default().with_topics(req.topics.clone());
-    let resp = match route(&ctx.router, &group_id, GroupOp::Commit { req, version: meta.version }).await {
+    let mut resp = match route(&ctx.router, &group_id, GroupOp::Commit { req, version: meta.version }).await {
         Ok(GroupReply::Commit(r)) => r,
         Ok(_) => all_failed(&skeleton, ErrorCode::UNKNOWN_SERVER_ERROR),
         Err(e) => all_failed(&skeleton, e),
     };
+    resp.topics.extend(denied);
     meta.respond(&resp)
 }

@@ -14,6 +14,8 @@ use super::{str_bytes, topic_name};
 use crate::group::consumer::ConsumerOp;
 use crate::group::ops::{route, GroupOp, GroupReply, PartitionOffset};
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
+use crate::server::authorization::Access;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -25,7 +27,36 @@ type Topics = Option<Vec<(String, Vec<i32>)>>;
 /// (member id, member epoch) an OffsetFetch v9 carries for KIP-848 groups.
 type Member = Option<(String, i32)>;
 
-async fn fetch_one(ctx: &Rc<ShardContext>, group_id: String, topics: Topics, member: Member, require_stable: bool) -> (ErrorCode, Vec<(String, Vec<PartitionOffset>)>) {
+/// One group's committed offsets, as `access` may see them (Kafka's KafkaApis): DESCRIBE
+/// on the group (else GROUP_AUTHORIZATION_FAILED), and on each topic (a named one is
+/// TOPIC_AUTHORIZATION_FAILED, an all-topics answer leaves it out).
+async fn fetch_one(
+    ctx: &Rc<ShardContext>,
+    access: &Access,
+    group_id: String,
+    topics: Topics,
+    member: Member,
+    require_stable: bool,
+) -> (ErrorCode, Vec<(String, Vec<PartitionOffset>)>) {
+    if !access.allows_group(Operation::Describe, &group_id) {
+        return (ErrorCode::GROUP_AUTHORIZATION_FAILED, Vec::new());
+    }
+    let visible = |t: &str| access.allows_topic(Operation::Describe, t);
+    let (topics, denied): (Topics, Vec<(String, Vec<i32>)>) = match topics {
+        None => (None, Vec::new()),
+        Some(ts) => {
+            let (allowed, denied) = ts.into_iter().partition(|(t, _)| visible(t));
+            (Some(allowed), denied)
+        }
+    };
+    let (e, mut found) = fetch_stable(ctx, group_id, topics, member, require_stable).await;
+    found.retain(|(t, _)| visible(t));
+    let refused = |partition| PartitionOffset { partition, offset: -1, leader_epoch: -1, metadata: Some(String::new()), error: ErrorCode::TOPIC_AUTHORIZATION_FAILED };
+    found.extend(denied.into_iter().map(|(t, ps)| (t, ps.into_iter().map(refused).collect())));
+    (e, found)
+}
+
+async fn fetch_stable(ctx: &Rc<ShardContext>, group_id: String, topics: Topics, member: Member, require_stable: bool) -> (ErrorCode, Vec<(String, Vec<PartitionOffset>)>) {
     let (e, mut found) = fetch_committed(ctx, group_id.clone(), topics.clone(), member).await;
     // v7+ require_stable (KIP-447): while a transaction holds offsets of these partitions,
     // UNSTABLE_OFFSET_COMMIT (retriable), so a consumer starts from committed ones only.
@@ -66,6 +97,7 @@ async fn fetch_committed(ctx: &Rc<ShardContext>, group_id: String, topics: Topic
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: OffsetFetchRequest) -> Response {
     let v = meta.version;
+    let access = &ctx.access(&meta);
     if v >= 8 {
         if req.groups.len() > MAX_GROUPS {
             return meta.respond(&OffsetFetchResponse::default().with_error_code(ErrorCode::INVALID_REQUEST.code()));
@@ -75,7 +107,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: OffsetFetchR
             let group_id = g.group_id.clone();
             let member: Member = g.member_id.as_ref().map(|m| (m.to_string(), g.member_epoch));
             async move {
-                let (e, topics) = fetch_one(ctx, group_id.0.to_string(), topics, member, req.require_stable).await;
+                let (e, topics) = fetch_one(ctx, access, group_id.0.to_string(), topics, member, req.require_stable).await;
                 let topics = topics
                     .into_iter()
                     .map(|(t, ps)| {
@@ -100,7 +132,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: OffsetFetchR
         return meta.respond(&OffsetFetchResponse::default().with_groups(groups));
     }
     let topics: Topics = req.topics.map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect());
-    let (e, topics) = fetch_one(ctx, req.group_id.0.to_string(), topics, None, v >= 7 && req.require_stable).await;
+    let (e, topics) = fetch_one(ctx, access, req.group_id.0.to_string(), topics, None, v >= 7 && req.require_stable).await;
     let topics = topics
         .into_iter()
         .map(|(t, ps)| {

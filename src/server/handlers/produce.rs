@@ -33,6 +33,7 @@ use crate::protocol::produce_input::{InputTopic, InputTopics, ProduceInput};
 use crate::protocol::produce_response_writer::{write_produce_response, PartitionAnswer, TopicAnswer};
 use crate::protocol::ErrorCode;
 use crate::record::{check_produce_version, BatchError, RecordErrors};
+use crate::security::acl::Operation;
 use crate::runtime::ShardId;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
@@ -60,12 +61,27 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ProduceInput
     // verification (`verify_and_append`): only requests with a transactional id.
     let transactional_id = req.transactional_id();
     let mut sent: Vec<(ShardId, &str, i32, Bytes)> = Vec::new();
+    // ACLs (Kafka's KafkaApis): WRITE on the transactional id, else every partition is
+    // TRANSACTIONAL_ID_AUTHORIZATION_FAILED; WRITE on each topic, else its partitions are
+    // TOPIC_AUTHORIZATION_FAILED (before existence, so nothing tells a topic exists).
+    let access = ctx.access(&meta);
+    let txn_denied = transactional_id.is_some_and(|id| !access.allows_transactional_id(Operation::Write, id));
     for topic in req.topics() {
         // The records go into the batch as slices of the request frame; the names stay
         // borrowed from the request or the image.
         let meta_topic = lookup(&image, meta.version, &topic);
         let name = meta_topic.map_or(topic.name, |t| t.name.as_str());
+        let denied = match () {
+            _ if !access.is_checked() => None,
+            _ if txn_denied => Some(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+            _ if (meta_topic.is_some() || meta.version < 13) && !access.allows_topic(Operation::Write, name) => Some(ErrorCode::TOPIC_AUTHORIZATION_FAILED),
+            _ => None,
+        };
         for (index, records) in topic.partitions {
+            if let Some(refused) = denied {
+                answers.push(PartitionAnswer { error_code: refused.code(), ..PartitionAnswer::pending(index) });
+                continue;
+            }
             // A partition sent to its shard keeps error code 0 until its result is in.
             match admit(meta.version, acks, meta_topic, name, unknown, index, records) {
                 Ok((shard, records)) => {

@@ -25,6 +25,7 @@ use super::{code, str_bytes};
 use crate::cluster::router::{OpBatch, OpOutput, PartitionOp, WatchPoint};
 use crate::partition::ReadLimit;
 use crate::protocol::{write_fetch_response, DivergingEpoch, ErrorCode, FetchPartitionParts, FetchResponseParts, FetchTopicParts};
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -45,11 +46,15 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
     // KIP-903 (Fetch v15+): the follower process's broker epoch; -1 before v15.
     let replica_epoch = if meta.version >= 15 { req.replica_state.replica_epoch } else { -1 };
     let mut asked: Vec<Asked> = Vec::new();
+    // A follower needs CLUSTER_ACTION; without it every partition is
+    // TOPIC_AUTHORIZATION_FAILED, as Kafka answers.
+    let denied = !ctx.access(&meta).allows_cluster(Operation::ClusterAction);
     for t in &req.topics {
         let topic = if meta.version >= 13 { image.topic_by_id(t.topic_id.as_bytes()) } else { image.topic(t.topic.0.as_str()) };
         let unknown = if meta.version >= 13 { ErrorCode::UNKNOWN_TOPIC_ID } else { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION };
         for p in &t.partitions {
             let owner = match topic.map(|tm| tm.partition(p.partition)) {
+                _ if denied => Err(ErrorCode::TOPIC_AUTHORIZATION_FAILED),
                 None => Err(unknown),
                 Some(None) => Err(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION),
                 Some(Some(pm)) => {

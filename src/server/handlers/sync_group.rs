@@ -3,8 +3,10 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
 
-use crate::group::ops::{route, GroupOp, GroupReply};
+use crate::group::ops::{GroupOp, GroupReply};
+use super::route_group;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -16,7 +18,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: SyncGroupReq
     let mut resp = if req.assignments.len() > MAX_ASSIGNMENTS {
         SyncGroupResponse::default().with_error_code(ErrorCode::INVALID_REQUEST.code())
     } else {
-        match route(&ctx.router, &group_id, GroupOp::Sync { req, version: meta.version }).await {
+        match route_group(ctx, &meta, Operation::Read, &group_id, GroupOp::Sync { req, version: meta.version }).await {
             Ok(GroupReply::Sync(r)) => r,
             Ok(_) => SyncGroupResponse::default().with_error_code(ErrorCode::UNKNOWN_SERVER_ERROR.code()),
             Err(e) => SyncGroupResponse::default().with_error_code(e.code()),

@@ -11,6 +11,7 @@ use super::txn_verification::verify;
 use crate::group::ops::{coordinator_of, route, GroupOp, GroupReply};
 use crate::group::OFFSETS_TOPIC;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -28,6 +29,21 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: TxnOffsetCom
         TxnOffsetCommitResponse::default().with_topics(topics)
     };
     let copy = req.clone();
+    // ACLs: WRITE on the transactional id, READ on the group, READ on every topic (one
+    // refusal answers every partition with it).
+    let access = ctx.access(&meta);
+    let refused = if !access.allows_transactional_id(Operation::Write, req.transactional_id.as_str()) {
+        Some(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    } else if !access.allows_group(Operation::Read, &group_id) {
+        Some(ErrorCode::GROUP_AUTHORIZATION_FAILED)
+    } else if req.topics.iter().any(|t| !access.allows_topic(Operation::Read, t.name.as_str())) {
+        Some(ErrorCode::TOPIC_AUTHORIZATION_FAILED)
+    } else {
+        None
+    };
+    if let Some(e) = refused {
+        return meta.respond(&failed(&copy, e));
+    }
     // KIP-890: the group's offsets partition must be in the transaction — verified for
     // v1 clients (they sent AddOffsetsToTxn), added for v2 ones (TxnOffsetCommit v5, no
     // AddOffsetsToTxn). A busy coordinator is retriable (COORDINATOR_LOAD_IN_PROGRESS).

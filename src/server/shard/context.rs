@@ -56,6 +56,8 @@ pub struct ShardContext {
     pub fetchers: Rc<FetcherManager>,
     /// The client listeners (`RequestMeta::listener` indexes `listeners.all`).
     pub listeners: crate::security::listeners::Listeners,
+    /// The ACL authorizer (if configured) over the ACLs of the applied image.
+    pub authorization: crate::server::authorization::Authorization,
 }
 
 impl ShardContext {
@@ -78,6 +80,7 @@ impl ShardContext {
         let fetchers = Rc::new(FetcherManager::new(FetcherSettings::from_config(&config, controller.broker_epoch()), partitions.clone()));
         // `Config::validate` resolved the same settings before the broker started.
         let listeners = config.listeners().expect("listeners were validated with the config");
+        let authorization = crate::server::authorization::Authorization::new(config.authorizer().expect("the authorizer settings were validated with the config"));
         ShardContext {
             shard,
             config,
@@ -94,6 +97,7 @@ impl ShardContext {
             log_dirs,
             fetchers,
             listeners,
+            authorization,
         }
     }
 
