@@ -228,6 +228,44 @@ def test_acl_and_cluster_apis_need_cluster_acls_and_transactions_their_id(secure
     delete_all_acls(b)
 
 
+def test_config_partition_and_group_admin_apis_are_checked(secured):
+    b = secured
+    delete_all_acls(b)
+    admin_create_topic(b.bootstrap, "admin-t", 1)
+    from confluent_kafka.admin import ConfigResource
+    from confluent_kafka.admin import ResourceType as ConfigType
+
+    def config_error(user: str, resource: ConfigResource) -> int | None:
+        try:
+            list(admin(b, user).describe_configs([resource], request_timeout=30).values())[0].result(timeout=60)
+            return None
+        except KafkaException as e:
+            return e.args[0].code()
+
+    topic = ConfigResource(ConfigType.TOPIC, "admin-t")
+    assert config_error("alice", topic) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert config_error("alice", ConfigResource(ConfigType.BROKER, "1")) == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    # ALTER_CONFIGS implies DESCRIBE_CONFIGS.
+    create_acls(b, [allow("User:alice", AclOperation.ALTER_CONFIGS, name="admin-t")])
+    assert config_error("alice", topic) is None
+    # CreatePartitions needs ALTER on the topic.
+    from confluent_kafka.admin import NewPartitions
+    with pytest.raises(KafkaException) as e:
+        admin(b, "alice").create_partitions([NewPartitions("admin-t", 2)], request_timeout=30)["admin-t"].result(timeout=60)
+    assert e.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # ListGroups: without DESCRIBE on the cluster, only the groups the principal may describe.
+    create_acls(b, [allow("User:alice", AclOperation.DESCRIBE, ResourceType.GROUP, "visible-", ResourcePatternType.PREFIXED)])
+    for g in ("visible-group", "hidden-group"):
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": g})
+        c.commit(offsets=[TopicPartition("admin-t", 0, 0)], asynchronous=False)
+        c.close()
+    listed = {g.group_id for g in admin(b, "alice").list_consumer_groups(request_timeout=30).result(timeout=60).valid}
+    assert "visible-group" in listed and "hidden-group" not in listed, listed
+    everything = {g.group_id for g in admin(b).list_consumer_groups(request_timeout=30).result(timeout=60).valid}
+    assert {"visible-group", "hidden-group"} <= everything
+    delete_all_acls(b)
+
+
 def test_acls_survive_a_restart(broker_factory):
     b = broker_factory(sasl_plain_users=USERS, settings=AUTHORIZER)
     admin_create_topic(b.bootstrap, "kept", 1)

@@ -11,6 +11,8 @@ use kafka_protocol::messages::alter_configs_response::{AlterConfigsResourceRespo
 
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC};
 use super::str_bytes;
+use crate::security::acl::Operation;
+use crate::server::authorization::Access;
 use crate::cluster::image::ConfigResource;
 use crate::controller::ConfigOp;
 use crate::protocol::ErrorCode;
@@ -66,12 +68,27 @@ pub fn target(ctx: &ShardContext, resource_type: i8, name: &str, groups: bool) -
     }
 }
 
+/// The ACL check of a config resource (Kafka's KafkaApis): `operation` (DESCRIBE_CONFIGS
+/// or ALTER_CONFIGS) on the topic, the cluster (for a broker) or the group, else
+/// TOPIC_, CLUSTER_ or GROUP_AUTHORIZATION_FAILED.
+pub fn check_access(access: &Access, resource_type: i8, name: &str, operation: Operation) -> Result<(), (ErrorCode, String)> {
+    let (allowed, refused) = match resource_type {
+        RESOURCE_TOPIC => (access.allows_topic(operation, name), ErrorCode::TOPIC_AUTHORIZATION_FAILED),
+        RESOURCE_BROKER => (access.allows_cluster(operation), ErrorCode::CLUSTER_AUTHORIZATION_FAILED),
+        RESOURCE_GROUP => (access.allows_group(operation, name), ErrorCode::GROUP_AUTHORIZATION_FAILED),
+        _ => (true, ErrorCode::NONE),
+    };
+    if allowed { Ok(()) } else { Err((refused, "Authorization failed.".to_string())) }
+}
+
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: AlterConfigsRequest) -> Response {
+    let access = ctx.access(&meta);
     let mut responses = Vec::with_capacity(req.resources.len());
     let mut changed = false;
     for res in req.resources {
         let mut r = AlterConfigsResourceResponse::default().with_resource_type(res.resource_type).with_resource_name(res.resource_name.clone());
-        let outcome = match target(ctx, res.resource_type, res.resource_name.as_str(), false) {
+        let checked = check_access(&access, res.resource_type, res.resource_name.as_str(), Operation::AlterConfigs);
+        let outcome = match checked.and_then(|()| target(ctx, res.resource_type, res.resource_name.as_str(), false)) {
             Err(e) => Err(e),
             Ok(t) => replace(ctx, t, &res.configs, req.validate_only).await,
         };

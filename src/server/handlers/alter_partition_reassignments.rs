@@ -20,6 +20,7 @@ use kafka_protocol::messages::alter_partition_reassignments_response::{
 use kafka_protocol::messages::AlterPartitionReassignmentsRequest;
 
 use super::{code, str_bytes, topic_name};
+use crate::security::acl::Operation;
 use crate::controller::ReassignmentError;
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
@@ -34,7 +35,13 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: AlterPartiti
         .map(|t| (t.name.0.to_string(), t.partitions.iter().map(|p| (p.partition_index, p.replicas.as_ref().map(|rs| rs.iter().map(|b| b.0).collect()))).collect()))
         .collect();
     let base = AlterPartitionReassignmentsResponse::default().with_allow_replication_factor_change(allow_rf_change);
-    match ctx.controller.alter_partition_reassignments(topics, allow_rf_change).await {
+    // ACLs: ALTER on the cluster.
+    let outcome = if ctx.access(&meta).allows_cluster(Operation::Alter) {
+        ctx.controller.alter_partition_reassignments(topics, allow_rf_change).await.map_err(|e| (ErrorCode::from(&e), e.to_string()))
+    } else {
+        Err((ErrorCode::CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.".to_string()))
+    };
+    match outcome {
         Ok(results) => {
             if results.iter().flat_map(|(_, ps)| ps).any(|(_, r)| r.is_ok()) {
                 // A client's next Metadata or ListPartitionReassignments here sees it.
@@ -43,8 +50,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: AlterPartiti
             let responses = results.iter().map(|(topic, ps)| topic_result(topic, ps)).collect();
             meta.respond(&base.with_responses(responses))
         }
-        Err(e) => {
-            let (error, message) = (ErrorCode::from(&e), e.to_string());
+        Err((error, message)) => {
             let responses = req
                 .topics
                 .iter()

@@ -20,6 +20,7 @@ use kafka_protocol::messages::alter_replica_log_dirs_response::{
 use kafka_protocol::messages::AlterReplicaLogDirsRequest;
 
 use super::topic_name;
+use crate::security::acl::Operation;
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
@@ -30,12 +31,15 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: AlterReplica
     ctx.catch_up_for_topics(Some(&named)).await;
     let image = ctx.image();
     let mut outcome: BTreeMap<String, BTreeMap<i32, ErrorCode>> = BTreeMap::new();
+    // ACLs: ALTER on the cluster, else every partition is CLUSTER_AUTHORIZATION_FAILED.
+    let denied = !ctx.access(&meta).allows_cluster(Operation::Alter);
     for dir in &req.dirs {
         let target = ctx.log_dirs.index_of(std::path::Path::new(&*dir.path));
         for t in &dir.topics {
             let hosted = image.topic(&t.name.0);
             for &p in &t.partitions {
                 let code = match target {
+                    _ if denied => ErrorCode::CLUSTER_AUTHORIZATION_FAILED,
                     None => ErrorCode::LOG_DIR_NOT_FOUND,
                     Some(_) if hosted.is_none_or(|m| m.partition(p).is_none()) => ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
                     // Not placed yet (no files): Kafka would remember the dir for its creation;

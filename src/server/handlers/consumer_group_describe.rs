@@ -9,7 +9,7 @@ use crate::group::consumer::{ConsumerOp, ConsumerReply};
 use crate::group::ops::{GroupOp, GroupReply};
 use super::route_group;
 use crate::protocol::ErrorCode;
-use crate::security::acl::Operation;
+use crate::security::acl::{Operation, ResourceType};
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -24,6 +24,11 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ConsumerGrou
         let op = GroupOp::Consumer(ConsumerOp::Describe { group_id: id.clone(), include_authorized_operations: include });
         match route_group(ctx, &meta, Operation::Describe, &id, op).await {
             Ok(GroupReply::Consumer(r)) => match *r {
+                // The coordinator answers every operation; the ACLs narrow them here.
+                ConsumerReply::Describe(d) if include => {
+                    let ops = ctx.access(&meta).authorized_operations(ResourceType::Group, &id, d.authorized_operations);
+                    d.with_authorized_operations(ops)
+                }
                 ConsumerReply::Describe(d) => d,
                 ConsumerReply::Heartbeat(_) => failed(ErrorCode::UNKNOWN_SERVER_ERROR),
             },

@@ -6,14 +6,24 @@ use kafka_protocol::messages::create_partitions_request::CreatePartitionsRequest
 use kafka_protocol::messages::create_partitions_response::{CreatePartitionsResponse, CreatePartitionsTopicResult};
 
 use super::{code, str_bytes};
+use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreatePartitionsRequest) -> Response {
     let mut results = Vec::with_capacity(req.topics.len());
     let mut changed = false;
+    // ACLs: ALTER on each topic, else TOPIC_AUTHORIZATION_FAILED.
+    let access = ctx.access(&meta);
     for t in req.topics {
         let mut r = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+        if !access.allows_topic(Operation::Alter, t.name.as_str()) {
+            r.error_code = ErrorCode::TOPIC_AUTHORIZATION_FAILED.code();
+            r.error_message = Some(str_bytes("Authorization failed."));
+            results.push(r);
+            continue;
+        }
         // Kafka: a null assignment lets the controller place the new partitions.
         let assignments: Vec<Vec<i32>> =
             t.assignments.iter().flatten().map(|a| a.broker_ids.iter().map(|b| b.0).collect()).collect();

@@ -8,6 +8,7 @@ use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionRe
 use super::code;
 use crate::cluster::router::{OpBatch, OpOutput, PartitionOp};
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -20,11 +21,18 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DeleteRecord
     let partition_count = req.topics.iter().map(|t| t.partitions.len()).sum();
     let mut batch = OpBatch::with_capacity(partition_count);
     let mut topics = Vec::with_capacity(req.topics.len());
+    // ACLs: DELETE on each topic, else TOPIC_AUTHORIZATION_FAILED.
+    let access = ctx.access(&meta);
     for topic in &req.topics {
         let t = image.topic(topic.name.0.as_str());
+        let denied = !access.allows_topic(Operation::Delete, topic.name.as_str());
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
             let resp = DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index).with_low_watermark(-1);
+            if denied {
+                partitions.push(resp.with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.code()));
+                continue;
+            }
             match t.and_then(|t| Some((t.name.as_str(), t.partition(p.partition_index)?))) {
                 // Sent to its shard: error code 0 until the result is in.
                 Some((name, owner)) => batch.push(owner.shard, name, p.partition_index, PartitionOp::DeleteRecords { offset: p.offset }),

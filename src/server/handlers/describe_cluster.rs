@@ -7,6 +7,7 @@ use kafka_protocol::messages::{BrokerId, DescribeClusterRequest};
 use super::cluster_view::live_brokers;
 use super::{str_bytes, this_node};
 use crate::protocol::acl_operations;
+use crate::security::acl::{ResourceType, CLUSTER_NAME};
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -17,7 +18,11 @@ pub fn handle(ctx: &ShardContext, meta: RequestMeta, req: DescribeClusterRequest
         .with_endpoint_type(1)
         .with_cluster_id(str_bytes(&image.cluster_id))
         .with_controller_id(BrokerId(node))
-        .with_cluster_authorized_operations(acl_operations::if_requested(req.include_cluster_authorized_operations, acl_operations::CLUSTER))
+        .with_cluster_authorized_operations(if req.include_cluster_authorized_operations {
+            ctx.access(&meta).authorized_operations(ResourceType::Cluster, CLUSTER_NAME, acl_operations::CLUSTER)
+        } else {
+            acl_operations::NOT_REQUESTED
+        })
         .with_brokers(
             live_brokers(ctx, &image, meta.listener)
                 .into_iter()

@@ -15,6 +15,7 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 
 use super::str_bytes;
+use crate::security::acl::Operation;
 use crate::cluster::config_defs::{self, source, Described, Synonym};
 use crate::cluster::topic_config::describe;
 use crate::protocol::ErrorCode;
@@ -37,12 +38,18 @@ pub async fn handle(ctx: &ShardContext, meta: RequestMeta, req: DescribeConfigsR
                 .count()
         })
         .await;
+    let access = ctx.access(&meta);
     let results = req
         .resources
         .iter()
         .map(|res| {
             let mut r = DescribeConfigsResult::default().with_resource_type(res.resource_type).with_resource_name(res.resource_name.clone());
             let name = res.resource_name.as_str();
+            if let Err((code, message)) = super::alter_configs::check_access(&access, res.resource_type, name, Operation::DescribeConfigs) {
+                r.error_code = code.code();
+                r.error_message = Some(str_bytes(&message));
+                return r;
+            }
             let entries: Vec<Described> = match res.resource_type {
                 RESOURCE_TOPIC => match image.topic(name) {
                     Some(t) => describe(&ctx.topic_defaults(), &t.configs)

@@ -18,6 +18,7 @@ use kafka_protocol::messages::describe_log_dirs_response::{
 use kafka_protocol::messages::DescribeLogDirsRequest;
 
 use super::{str_bytes, topic_name};
+use crate::security::acl::Operation;
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::log_dir::{log_dir_path, measure, MAX_PARTITIONS_MEASURED};
@@ -25,6 +26,11 @@ use crate::server::shard::ShardContext;
 use crate::storage::log_dirs::partition_dir_name;
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeLogDirsRequest) -> Response {
+    // ACLs: DESCRIBE on the cluster (v3+ says so; older versions get no dirs, as Kafka).
+    if !ctx.access(&meta).allows_cluster(Operation::Describe) {
+        let resp = DescribeLogDirsResponse::default();
+        return meta.respond(&if meta.version >= 3 { resp.with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.code()) } else { resp });
+    }
     // A topic another shard already reported (Metadata, CreateTopics) is known here too.
     let named: Option<Vec<&str>> = req.topics.as_ref().map(|ts| ts.iter().map(|t| &*t.topic.0).collect());
     ctx.catch_up_for_topics(named.as_deref()).await;

@@ -9,6 +9,7 @@ use kafka_protocol::messages::describe_producers_response::{PartitionResponse, P
 use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
 
 use super::code;
+use crate::security::acl::Operation;
 use crate::cluster::router::{OpBatch, OpOutput, PartitionOp};
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
@@ -20,14 +21,18 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeProd
         .await;
     let mut batch = OpBatch::with_capacity(req.topics.iter().map(|t| t.partition_indexes.len()).sum());
     let mut topics = Vec::with_capacity(req.topics.len());
+    // ACLs: READ on each topic, else TOPIC_AUTHORIZATION_FAILED.
+    let access = ctx.access(&meta);
     for t in &req.topics {
-        let meta_topic = image.topic(t.name.0.as_str());
+        let denied = !access.allows_topic(Operation::Read, t.name.as_str());
+        let meta_topic = image.topic(t.name.0.as_str()).filter(|_| !denied);
         let partitions = t
             .partition_indexes
             .iter()
             .map(|&p| {
                 let resp = PartitionResponse::default().with_partition_index(p);
                 match meta_topic.and_then(|m| Some((m, m.partition(p)?))) {
+                    None if denied => resp.with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.code()),
                     None => resp.with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()),
                     Some((_, pm)) if pm.leader != ctx.config.node_id => resp.with_error_code(ErrorCode::NOT_LEADER_OR_FOLLOWER.code()),
                     Some((m, pm)) => {

@@ -13,6 +13,7 @@ use kafka_protocol::messages::describe_quorum_response::{
 use kafka_protocol::messages::{BrokerId, DescribeQuorumRequest};
 
 use super::{code, str_bytes, topic_name};
+use crate::security::acl::Operation;
 use crate::controller::{QuorumInfo, ReplicaProgress};
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
@@ -59,6 +60,11 @@ pub async fn handle(ctx: &ShardContext, meta: RequestMeta, req: DescribeQuorumRe
         let part = PartitionData::default().with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code());
         let resp = DescribeQuorumResponse::default().with_topics(vec![topic.with_partitions(vec![part])]);
         return meta.respond(&resp);
+    }
+    // ACLs: DESCRIBE on the cluster.
+    if !ctx.access(&meta).allows_cluster(Operation::Describe) {
+        let resp = DescribeQuorumResponse::default().with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.code());
+        return meta.respond(&if meta.version >= 2 { resp.with_error_message(Some(str_bytes("Cluster authorization failed."))) } else { resp });
     }
     let resp = match ctx.controller.describe_quorum().await {
         Ok(q) => {

@@ -22,6 +22,7 @@ use kafka_protocol::messages::DescribeTopicPartitionsRequest;
 
 use super::cluster_view::partition_view;
 use super::{topic_name, uuid};
+use crate::security::acl::{Operation, ResourceType};
 use crate::cluster::image::{MetadataImage, TopicMeta};
 use crate::cluster::topic_config::is_internal_topic;
 use crate::protocol::{acl_operations, ErrorCode};
@@ -59,10 +60,21 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeTopi
 
     let mut remaining = req.response_partition_limit.clamp(1, MAX_REQUEST_PARTITION_SIZE_LIMIT);
     let mut resp = DescribeTopicPartitionsResponse::default();
+    // ACLs: DESCRIBE on each topic; all topics: the others are left out; named: they are
+    // TOPIC_AUTHORIZATION_FAILED, existing or not.
+    let access = ctx.access(&meta);
     for name in &names {
         if remaining == 0 {
             resp.next_cursor = Some(Cursor::default().with_topic_name(topic_name(name)).with_partition_index(0));
             break;
+        }
+        if !access.allows_topic(Operation::Describe, name) {
+            if !all_topics {
+                let mut refused = missing_topic(name);
+                refused.error_code = ErrorCode::TOPIC_AUTHORIZATION_FAILED.code();
+                resp.topics.push(refused);
+            }
+            continue;
         }
         let Some(t) = image.topic(name) else {
             if !all_topics {
@@ -80,7 +92,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeTopi
         }
     }
     for t in &mut resp.topics {
-        t.topic_authorized_operations = acl_operations::TOPIC;
+        let name = t.name.as_ref().map_or("", |n| n.as_str());
+        t.topic_authorized_operations = access.authorized_operations(ResourceType::Topic, name, acl_operations::TOPIC);
     }
     meta.respond(&resp)
 }

@@ -9,6 +9,7 @@ use kafka_protocol::messages::{DescribeTransactionsRequest, DescribeTransactions
 use kafka_protocol::protocol::StrBytes;
 
 use super::txn_common::route_txn;
+use crate::security::acl::Operation;
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
@@ -16,10 +17,16 @@ use crate::txn::{TxnOp, TxnReply};
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeTransactionsRequest) -> Response {
     let mut states = Vec::with_capacity(req.transactional_ids.len());
+    let access = ctx.access(&meta);
     for id in req.transactional_ids {
         let s = TransactionState::default().with_transactional_id(id.clone()).with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
         if id.is_empty() {
             states.push(s.with_error_code(ErrorCode::INVALID_REQUEST.code()));
+            continue;
+        }
+        // ACLs: DESCRIBE on the transactional id.
+        if !access.allows_transactional_id(Operation::Describe, &id) {
+            states.push(s.with_error_code(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED.code()));
             continue;
         }
         let reply = route_txn(ctx, &id, TxnOp::Describe { txn_id: id.to_string() }).await;

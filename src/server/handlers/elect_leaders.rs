@@ -17,12 +17,17 @@ use kafka_protocol::messages::elect_leaders_response::{ElectLeadersResponse, Par
 use kafka_protocol::messages::ElectLeadersRequest;
 
 use super::{code, str_bytes, topic_name};
+use crate::security::acl::Operation;
 use crate::controller::{ElectionType, TopicElection};
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ElectLeadersRequest) -> Response {
+    // ACLs: ALTER on the cluster.
+    if !ctx.access(&meta).allows_cluster(Operation::Alter) {
+        return error_response(meta, &req, ErrorCode::CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.");
+    }
     // v0 has no election type field: the codec leaves it 0 (PREFERRED).
     let election = match req.election_type {
         0 => ElectionType::Preferred,

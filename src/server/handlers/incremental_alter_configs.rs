@@ -8,7 +8,8 @@ use std::rc::Rc;
 use kafka_protocol::messages::incremental_alter_configs_request::IncrementalAlterConfigsRequest;
 use kafka_protocol::messages::incremental_alter_configs_response::{AlterConfigsResourceResponse, IncrementalAlterConfigsResponse};
 
-use super::alter_configs::{error_fields, refuse_pinned_keys, target, Target};
+use super::alter_configs::{check_access, error_fields, refuse_pinned_keys, target, Target};
+use crate::security::acl::Operation;
 use crate::controller::ConfigOp;
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
@@ -17,9 +18,11 @@ use crate::server::shard::ShardContext;
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: IncrementalAlterConfigsRequest) -> Response {
     let mut responses = Vec::with_capacity(req.resources.len());
     let mut changed = false;
+    let access = ctx.access(&meta);
     for res in req.resources {
         let mut r = AlterConfigsResourceResponse::default().with_resource_type(res.resource_type).with_resource_name(res.resource_name.clone());
-        let target = target(ctx, res.resource_type, res.resource_name.as_str(), true)
+        let target = check_access(&access, res.resource_type, res.resource_name.as_str(), Operation::AlterConfigs)
+            .and_then(|()| target(ctx, res.resource_type, res.resource_name.as_str(), true))
             .and_then(|t| refuse_pinned_keys(ctx, &t, res.configs.iter().map(|c| c.name.as_str())).map(|()| t));
         let outcome = match (target, ops(&res.configs)) {
             (Err(e), _) | (_, Err(e)) => Err(e),

@@ -13,6 +13,7 @@ use kafka_protocol::messages::list_config_resources_response::{ConfigResource, L
 use kafka_protocol::messages::ListConfigResourcesRequest;
 
 use super::str_bytes;
+use crate::security::acl::Operation;
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
@@ -27,6 +28,11 @@ const SUPPORTED: [i8; 5] = [TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP]
 
 pub fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListConfigResourcesRequest) -> Response {
     let mut resp = ListConfigResourcesResponse::default();
+    // ACLs: DESCRIBE_CONFIGS on the cluster (Kafka's KafkaApis).
+    if !ctx.access(&meta).allows_cluster(Operation::DescribeConfigs) {
+        resp.error_code = ErrorCode::CLUSTER_AUTHORIZATION_FAILED.code();
+        return meta.respond(&resp);
+    }
     if meta.version == 0 {
         // Client-metrics resources only, and there are none.
         return meta.respond(&resp);

@@ -12,11 +12,22 @@ use kafka_protocol::messages::list_partition_reassignments_response::{
 use kafka_protocol::messages::{BrokerId, ListPartitionReassignmentsRequest};
 
 use super::topic_name;
+use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
+use super::str_bytes;
 use crate::cluster::image::{PartitionMeta, TopicMeta};
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
 pub fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListPartitionReassignmentsRequest) -> Response {
+    // ACLs: DESCRIBE on the cluster.
+    if !ctx.access(&meta).allows_cluster(Operation::Describe) {
+        return meta.respond(
+            &ListPartitionReassignmentsResponse::default()
+                .with_error_code(ErrorCode::CLUSTER_AUTHORIZATION_FAILED.code())
+                .with_error_message(Some(str_bytes("Cluster authorization failed."))),
+        );
+    }
     let image = ctx.controller.image();
     let mut topics = Vec::new();
     match &req.topics {

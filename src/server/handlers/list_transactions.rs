@@ -9,6 +9,7 @@ use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{ListTransactionsRequest, ListTransactionsResponse, ProducerId, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 
+use crate::security::acl::Operation;
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
@@ -33,6 +34,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListTransact
     let states: Vec<String> = req.state_filters.iter().map(|s| s.to_string()).collect();
     let producer_ids: Vec<i64> = req.producer_id_filters.iter().map(|p| p.0).collect();
     let min_duration_ms = if meta.version >= 1 { req.duration_filter } else { -1 };
+    let access = ctx.access(&meta);
     let mut listed = Vec::new();
     for (shard, partition) in one_led_partition_per_shard(&ctx.router, ctx.config.node_id) {
         let op = TxnOp::List { states: states.clone(), producer_ids: producer_ids.clone(), min_duration_ms };
@@ -46,6 +48,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListTransact
     resp.transaction_states = listed
         .into_iter()
         .filter(|v| pattern.as_ref().is_none_or(|r| r.is_match(&v.transactional_id)))
+        // ACLs: only the transactional ids the principal may DESCRIBE.
+        .filter(|v| access.allows_transactional_id(Operation::Describe, &v.transactional_id))
         .map(|v| {
             TransactionState::default()
                 .with_transactional_id(TransactionalId(StrBytes::from_string(v.transactional_id)))

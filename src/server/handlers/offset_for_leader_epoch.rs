@@ -13,6 +13,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderEp
 use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderEpochResponse, OffsetForLeaderTopicResult};
 
 use super::code;
+use crate::security::acl::Operation;
 use crate::cluster::router::{OpBatch, OpOutput, PartitionOp};
 use crate::protocol::ErrorCode;
 use crate::server::dispatch::{RequestMeta, Response};
@@ -27,11 +28,21 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: OffsetForLea
     let partition_count = req.topics.iter().map(|t| t.partitions.len()).sum();
     let mut batch = OpBatch::with_capacity(partition_count);
     let mut topics = Vec::with_capacity(req.topics.len());
+    // ACLs: a follower (replica id >= 0, v3+) needs CLUSTER_ACTION, a consumer DESCRIBE on
+    // each topic; else TOPIC_AUTHORIZATION_FAILED, as Kafka answers.
+    let access = ctx.access(&meta);
+    let follower = meta.version >= 3 && req.replica_id.0 >= 0;
+    let cluster_denied = follower && !access.allows_cluster(Operation::ClusterAction);
     for topic in &req.topics {
         let t = image.topic(topic.topic.0.as_str());
+        let denied = cluster_denied || (!follower && !access.allows_topic(Operation::Describe, topic.topic.as_str()));
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
             let resp = EpochEndOffset::default().with_partition(p.partition).with_leader_epoch(-1).with_end_offset(-1);
+            if denied {
+                partitions.push(resp.with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.code()));
+                continue;
+            }
             let owner = t.and_then(|t| Some((t.name.as_str(), t.partition(p.partition)?)));
             let Some((name, owner)) = owner else {
                 partitions.push(resp.with_error_code(ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()));
