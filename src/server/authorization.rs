@@ -3,7 +3,11 @@
 //! Each shard keeps the authorizer built from the ACLs of the image it applied and
 //! rebuilds it only when the ACL set changes (one pointer comparison per request). Without
 //! `authorizer_class_name` nothing is checked: `Access::allows` is true without a lookup.
-use std::cell::RefCell;
+//!
+//! A denial is checked once more against the ACLs the controller committed (read at most
+//! once per request, on the deny path only): an ACL created through another shard a moment
+//! ago may not be applied here yet, and the client that created it expects it in force.
+use std::cell::{OnceCell, RefCell};
 use std::net::IpAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -16,12 +20,15 @@ use super::shard::ShardContext;
 
 pub struct Authorization {
     settings: Option<Arc<AuthorizerSettings>>,
+    /// Built from the applied image's ACLs.
     current: RefCell<Option<(AclSet, Rc<Authorizer>)>>,
+    /// Built from the committed image's ACLs while this shard lags behind them.
+    committed: RefCell<Option<(AclSet, Rc<Authorizer>)>>,
 }
 
 impl Authorization {
     pub fn new(settings: Option<AuthorizerSettings>) -> Authorization {
-        Authorization { settings: settings.map(Arc::new), current: RefCell::new(None) }
+        Authorization { settings: settings.map(Arc::new), current: RefCell::new(None), committed: RefCell::new(None) }
     }
 
     /// Whether an authorizer is configured (else the ACL APIs answer SECURITY_DISABLED).
@@ -30,7 +37,11 @@ impl Authorization {
     }
 
     fn authorizer(&self, settings: &Arc<AuthorizerSettings>, acls: &AclSet) -> Rc<Authorizer> {
-        let mut current = self.current.borrow_mut();
+        Self::cached(&self.current, settings, acls)
+    }
+
+    fn cached(slot: &RefCell<Option<(AclSet, Rc<Authorizer>)>>, settings: &Arc<AuthorizerSettings>, acls: &AclSet) -> Rc<Authorizer> {
+        let mut current = slot.borrow_mut();
         match &*current {
             Some((built_from, authorizer)) if Arc::ptr_eq(built_from, acls) => authorizer.clone(),
             _ => {
@@ -43,32 +54,50 @@ impl Authorization {
 }
 
 /// What one request may do: its principal and address against the shard's authorizer.
-pub struct Access {
+pub struct Access<'a> {
+    ctx: Option<&'a ShardContext>,
     authorizer: Option<Rc<Authorizer>>,
+    /// The authorizer over the committed ACLs, when they differ from the applied ones
+    /// (looked up on the first denial).
+    committed: OnceCell<Option<Rc<Authorizer>>>,
     principal: Principal,
     host: Option<IpAddr>,
 }
 
-impl Access {
+impl Access<'_> {
     /// Everything allowed (no authorizer, or a check Kafka does not make).
-    pub fn unchecked() -> Access {
-        Access { authorizer: None, principal: Principal::ANONYMOUS, host: None }
+    pub fn unchecked() -> Access<'static> {
+        Access { ctx: None, authorizer: None, committed: OnceCell::new(), principal: Principal::ANONYMOUS, host: None }
     }
 
     pub fn allows(&self, operation: Operation, resource_type: ResourceType, name: &str) -> bool {
-        match &self.authorizer {
-            None => true,
-            Some(a) => a.authorize(self.principal.as_str(), self.host, operation, resource_type, name),
-        }
+        let Some(a) = &self.authorizer else { return true };
+        let check = |a: &Authorizer| a.authorize(self.principal.as_str(), self.host, operation, resource_type, name);
+        check(a) || self.committed().is_some_and(|c| check(&c))
+    }
+
+    /// The authorizer over the committed ACLs if this shard has not applied them yet.
+    fn committed(&self) -> Option<Rc<Authorizer>> {
+        let ctx = self.ctx?;
+        self.committed
+            .get_or_init(|| {
+                let settings = ctx.authorization.settings.as_ref()?;
+                let committed = ctx.controller.image();
+                let applied = ctx.image();
+                if Arc::ptr_eq(&committed.security.acls, &applied.security.acls) {
+                    return None;
+                }
+                Some(Authorization::cached(&ctx.authorization.committed, settings, &committed.security.acls))
+            })
+            .clone()
     }
 
     /// Whether some resource of the type allows `operation` (Kafka's
     /// authorizeByResourceType: an idempotent producer with WRITE on any topic).
     pub fn allows_any(&self, operation: Operation, resource_type: ResourceType) -> bool {
-        match &self.authorizer {
-            None => true,
-            Some(a) => a.authorize_any(self.principal.as_str(), self.host, operation, resource_type),
-        }
+        let Some(a) = &self.authorizer else { return true };
+        let check = |a: &Authorizer| a.authorize_any(self.principal.as_str(), self.host, operation, resource_type);
+        check(a) || self.committed().is_some_and(|c| check(&c))
     }
 
     pub fn allows_topic(&self, operation: Operation, topic: &str) -> bool {
@@ -107,12 +136,12 @@ impl Access {
 
 impl ShardContext {
     /// What the request `meta` may do, against the ACLs this shard has applied.
-    pub fn access(&self, meta: &RequestMeta) -> Access {
+    pub fn access(&self, meta: &RequestMeta) -> Access<'_> {
         let Some(settings) = &self.authorization.settings else {
             return Access::unchecked();
         };
         let image = self.image();
         let authorizer = self.authorization.authorizer(settings, &image.security.acls);
-        Access { authorizer: Some(authorizer), principal: meta.principal, host: meta.peer.map(|p| p.ip()) }
+        Access { ctx: Some(self), authorizer: Some(authorizer), committed: OnceCell::new(), principal: meta.principal, host: meta.peer.map(|p| p.ip()) }
     }
 }

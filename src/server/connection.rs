@@ -211,7 +211,9 @@ async fn read_requests<R: AsyncRead + Unpin>(
         let frame = rb.take_frame(len);
         if let Some(a) = auth.as_mut().filter(|a| !a.is_done()) {
             // Before authentication: one frame at a time, answered here, in order.
-            let step = a.on_frame(frame, origin, &ctx.image().security);
+            // SCRAM credentials as committed (a connection authenticates once; a password
+            // changed through another shard a moment ago is in force).
+            let step = a.on_frame(frame, origin, &ctx.controller.image().security);
             drop(memory);
             let (response, close) = match step {
                 Step::Respond(r) => (Some(r), None),

@@ -40,7 +40,8 @@ pub fn describe(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeAclsRequ
         Ok(f) => f,
         Err(message) => return refused(ErrorCode::INVALID_REQUEST, &message),
     };
-    let image = ctx.image();
+    // The committed ACLs: one created through another shard a moment ago shows.
+    let image = ctx.controller.image();
     // The set is ordered by resource first, so a resource's ACLs are adjacent.
     let mut resources: Vec<DescribeAclsResource> = Vec::new();
     for b in image.security.acls.iter().filter(|b| filter.matches(b)) {

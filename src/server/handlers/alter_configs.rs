@@ -71,7 +71,7 @@ pub fn target(ctx: &ShardContext, resource_type: i8, name: &str, groups: bool) -
 /// The ACL check of a config resource (Kafka's KafkaApis): `operation` (DESCRIBE_CONFIGS
 /// or ALTER_CONFIGS) on the topic, the cluster (for a broker) or the group, else
 /// TOPIC_, CLUSTER_ or GROUP_AUTHORIZATION_FAILED.
-pub fn check_access(access: &Access, resource_type: i8, name: &str, operation: Operation) -> Result<(), (ErrorCode, String)> {
+pub fn check_access(access: &Access<'_>, resource_type: i8, name: &str, operation: Operation) -> Result<(), (ErrorCode, String)> {
     let (allowed, refused) = match resource_type {
         RESOURCE_TOPIC => (access.allows_topic(operation, name), ErrorCode::TOPIC_AUTHORIZATION_FAILED),
         RESOURCE_BROKER => (access.allows_cluster(operation), ErrorCode::CLUSTER_AUTHORIZATION_FAILED),

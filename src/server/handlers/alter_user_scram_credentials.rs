@@ -52,7 +52,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: AlterUserScr
         return meta.respond(&AlterUserScramCredentialsResponse::default().with_results(results));
     }
     let mut plans: IndexMap<StrBytes, Plan> = IndexMap::new();
-    let image = ctx.image();
+    let image = ctx.controller.image();
     // A deletion of nothing is refused here, in order (so the user's later alterations
     // are skipped, as Kafka's are), and again by the controller against its own image.
     let exists = |d: &ScramCredentialDeletion, m: ScramMechanism| image.security.scram_credential(&d.name, m).map(|_| Plan::Delete(m)).ok_or(MISSING);

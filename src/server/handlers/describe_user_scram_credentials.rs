@@ -27,7 +27,8 @@ pub fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeUserScramC
                 .with_error_message(Some(str_bytes("Cluster authorization failed."))),
         );
     }
-    let image = ctx.image();
+    // The committed credentials: one altered through another shard a moment ago shows.
+    let image = ctx.controller.image();
     let security = &image.security;
     let users = req.users.unwrap_or_default();
     let results = if users.is_empty() {

@@ -28,7 +28,7 @@ const KEY_TYPE_TRANSACTION: i8 = 1;
 /// A lookup failure: the code and the message sent with it.
 struct Failure(ErrorCode, String);
 
-fn lookup(ctx: &Rc<ShardContext>, access: &Access, key: &str, key_type: i8, listener: u8) -> Result<(i32, String, i32), Failure> {
+fn lookup(ctx: &Rc<ShardContext>, access: &Access<'_>, key: &str, key_type: i8, listener: u8) -> Result<(i32, String, i32), Failure> {
     let plain = |e: ErrorCode| Failure(e, e.to_string());
     match key_type {
         KEY_TYPE_GROUP if key.is_empty() => Err(plain(ErrorCode::INVALID_REQUEST)),

@@ -32,7 +32,7 @@ type Member = Option<(String, i32)>;
 /// TOPIC_AUTHORIZATION_FAILED, an all-topics answer leaves it out).
 async fn fetch_one(
     ctx: &Rc<ShardContext>,
-    access: &Access,
+    access: &Access<'_>,
     group_id: String,
     topics: Topics,
     member: Member,
