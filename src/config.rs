@@ -68,6 +68,8 @@ pub struct Config {
     pub ssl_enabled_protocols: String,
     /// ssl.cipher.suites: IANA suite names; empty = every suite rustls offers.
     pub ssl_cipher_suites: String,
+    /// ssl.principal.mapping.rules: how a client certificate's subject (RFC 2253) becomes the principal's name on SSL listeners: RULE:<regex>/<replacement>/[LU], ..., DEFAULT.
+    pub ssl_principal_mapping_rules: String,
     /// sasl.enabled.mechanisms: the mechanisms SASL listeners offer. PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are served; GSSAPI (Kafka's default) and OAUTHBEARER are refused at start.
     pub sasl_enabled_mechanisms: String,
     /// Kafka's `listener.name.<listener>.plain.sasl.jaas.config` (one for every SASL listener; needed when PLAIN is enabled): `org.apache.kafka.common.security.plain.PlainLoginModule required user_<name>=\"<password>\" ...;`. SCRAM users are not here: they live in the metadata log (kafka-configs.sh --entity-type users).
@@ -317,6 +319,7 @@ impl Default for Config {
             ssl_handshake_timeout_ms: 10_000,
             sasl_enabled_mechanisms: "GSSAPI".to_string(),
             sasl_jaas_config: String::new(),
+            ssl_principal_mapping_rules: "DEFAULT".to_string(),
             authorizer_class_name: String::new(),
             super_users: String::new(),
             allow_everyone_if_no_acl_found: false,
@@ -501,6 +504,12 @@ impl Config {
         Ok(Some(crate::security::acl::AuthorizerSettings { super_users, allow_everyone_if_no_acl_found: self.allow_everyone_if_no_acl_found }))
     }
 
+    /// `ssl_principal_mapping_rules`, parsed.
+    pub fn ssl_principal_mapper(&self) -> Result<crate::security::ssl_principal::SslPrincipalMapper, ConfigError> {
+        crate::security::ssl_principal::SslPrincipalMapper::parse(&self.ssl_principal_mapping_rules)
+            .map_err(|message| ConfigError::Invalid { key: "ssl_principal_mapping_rules", message })
+    }
+
     /// The `ssl.*` settings the SSL and SASL_SSL listeners use.
     pub fn tls_settings(&self) -> crate::security::tls_config::TlsSettings {
         crate::security::tls_config::TlsSettings {
@@ -521,6 +530,7 @@ impl Config {
         let bad = |key, message: &str| Err(ConfigError::Invalid { key, message: message.into() });
         let listeners = self.listeners()?;
         self.authorizer()?;
+        self.ssl_principal_mapper()?;
         if listeners.all.iter().any(|l| l.protocol.uses_sasl()) {
             self.sasl_mechanisms()?;
         }
@@ -840,6 +850,8 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub sasl_jaas_config: Option<String>,
     #[arg(long)]
+    pub ssl_principal_mapping_rules: Option<String>,
+    #[arg(long)]
     pub authorizer_class_name: Option<String>,
     #[arg(long)]
     pub super_users: Option<String>,
@@ -1016,7 +1028,7 @@ impl ConfigArgs {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { c.$f = v.clone(); } )* };
         }
         set!(listeners, advertised_listeners, listener_security_protocol_map, inter_broker_listener_name, ssl_keystore_type, ssl_keystore_location, ssl_keystore_password, ssl_key_password, ssl_truststore_type, ssl_truststore_location, ssl_truststore_password, ssl_client_auth, ssl_enabled_protocols, ssl_cipher_suites, ssl_handshake_timeout_ms, sasl_enabled_mechanisms, sasl_jaas_config);
-        set!(authorizer_class_name, super_users, allow_everyone_if_no_acl_found);
+        set!(authorizer_class_name, super_users, allow_everyone_if_no_acl_found, ssl_principal_mapping_rules);
         set!(listen, data_dir, log_dirs, node_id, process_roles, controller_quorum_voters,
             broker_session_timeout_ms, metadata_snapshot_every_entries, auto_leader_rebalance_enable, leader_imbalance_check_interval_seconds,
             leader_imbalance_per_broker_percentage, replica_lag_time_max_ms, replica_fetch_wait_max_ms, replica_fetch_max_bytes,

@@ -7,6 +7,7 @@
 //! - `sasl_plain.rs` SASL/PLAIN: the users of Kafka's PlainLoginModule JAAS options, token check
 //! - `acl.rs`        ACL bindings, filters and the authorization decision (StandardAuthorizer)
 //! - `principal.rs`  a session's principal (`User:alice`), interned
+//! - `ssl_principal.rs` the principal of a client certificate (ssl.principal.mapping.rules)
 //! - `scram.rs`      SASL/SCRAM-SHA-256/512: stored credentials and the server's exchange
 //!
 //! Names only `runtime` and `config` below it; `server` builds on it.
@@ -16,5 +17,6 @@ pub mod listeners;
 pub mod principal;
 pub mod sasl_plain;
 pub mod scram;
+pub mod ssl_principal;
 pub mod tls_config;
 pub mod tls_stream;

@@ -167,6 +167,12 @@ impl TlsReadHalf {
     }
 
     /// The negotiated version and suite, for the connection's log line.
+    /// The client's certificate (end entity, DER), when it presented one (mutual TLS).
+    pub fn peer_certificate(&self) -> Option<Vec<u8>> {
+        let inner = self.0.borrow();
+        inner.tls.peer_certificates().and_then(|chain| chain.first()).map(|c| c.as_ref().to_vec())
+    }
+
     pub fn describe(&self) -> String {
         let inner = self.0.borrow();
         format!("{:?} {:?}", inner.tls.protocol_version(), inner.tls.negotiated_cipher_suite().map(|s| s.suite()))

@@ -286,6 +286,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     ensure_offsets_topic(&controller, &config, expected_brokers)?;
     let tls = tls_server_config(&config)?;
     let sasl = sasl_settings(&config)?;
+    let cert_principals = Arc::new(config.ssl_principal_mapper()?);
     let (mesh, inboxes) = Mesh::new(shard_count);
     let config = Arc::new(config);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
@@ -295,7 +296,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     for (shard, ((core, updates), inbox)) in plan.shard_cores.iter().zip(updates).zip(inboxes).enumerate() {
         let (config, controller, mesh, defaults, ready, log_dirs) =
             (config.clone(), controller.clone(), mesh.clone(), defaults.clone(), ready_tx.clone(), log_dirs.clone());
-        let (tls, sasl) = (tls.clone(), sasl.clone());
+        let (tls, sasl, cert_principals) = (tls.clone(), sasl.clone(), cert_principals.clone());
         let listening = listening.clone();
         let (shutdown_requested, closed) = (shutdown_requested.clone(), closed_tx.clone());
         let placement = if usable.len() > 1 { GlommioPlacement::Fixed(*core) } else { GlommioPlacement::Unbound };
@@ -339,7 +340,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 let mut sockets = Vec::with_capacity(ctx.listeners.all.len());
                 for (index, l) in ctx.listeners.all.iter().enumerate() {
                     match glommio::net::TcpListener::bind(l.bind) {
-                        Ok(socket) => sockets.push((socket, connection::ListenerInfo::new(index, l, tls.clone(), sasl.clone()))),
+                        Ok(socket) => sockets.push((socket, connection::ListenerInfo::new(index, l, tls.clone(), sasl.clone(), cert_principals.clone()))),
                         Err(e) => {
                             let _ = ready.send(Err(anyhow::anyhow!("shard {shard} cannot listen on {} ({}): {e}", l.bind, l.name)));
                             return;

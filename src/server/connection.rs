@@ -25,6 +25,7 @@ use std::time::Duration;
 use super::dispatch::{dispatch, dispatch_produce_view, Origin, Response};
 use super::idle_close::{close_when_idle, Activity};
 use crate::security::principal::Principal;
+use crate::security::ssl_principal::SslPrincipalMapper;
 use super::sasl_authenticator::{Authenticator, SaslSettings, Step, SASL_SERVER_MAX_RECEIVE_SIZE};
 use super::shard::ShardContext;
 use super::socket_split::split;
@@ -51,6 +52,8 @@ pub struct ListenerInfo {
     tls: Option<std::sync::Arc<rustls::ServerConfig>>,
     /// What clients authenticate against, on SASL_PLAINTEXT and SASL_SSL listeners.
     sasl: Option<std::sync::Arc<SaslSettings>>,
+    /// On SSL listeners: a client certificate's principal (ssl.principal.mapping.rules).
+    cert_principals: Option<std::sync::Arc<SslPrincipalMapper>>,
 }
 
 impl ListenerInfo {
@@ -61,14 +64,18 @@ impl ListenerInfo {
         l: &Listener,
         tls: Option<std::sync::Arc<rustls::ServerConfig>>,
         sasl: Option<std::sync::Arc<SaslSettings>>,
+        cert_principals: std::sync::Arc<SslPrincipalMapper>,
     ) -> Rc<ListenerInfo> {
+        // Kafka: an SSL listener's principal comes from the certificate, a SASL_SSL one's
+        // from SASL.
+        let cert_principals = (l.protocol.uses_tls() && !l.protocol.uses_sasl()).then_some(cert_principals);
         let tls = if l.protocol.uses_tls() { tls } else { None };
         let sasl = if l.protocol.uses_sasl() { sasl } else { None };
         // Config validation allows at most 16 listeners.
         debug_assert!(index <= usize::from(u8::MAX));
         assert_eq!(l.protocol.uses_tls(), tls.is_some(), "{}: a TLS listener needs the TLS configuration", l.name);
         assert_eq!(l.protocol.uses_sasl(), sasl.is_some(), "{}: a SASL listener needs the SASL settings", l.name);
-        Rc::new(ListenerInfo { index: index as u8, name: l.name.clone(), tls, sasl })
+        Rc::new(ListenerInfo { index: index as u8, name: l.name.clone(), tls, sasl, cert_principals })
     }
 }
 
@@ -97,7 +104,7 @@ async fn serve(ctx: Rc<ShardContext>, stream: TcpStream, listener: Rc<ListenerIn
     let peer = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
     ctx.connections.set(ctx.connections.get() + 1);
-    let origin = Origin { peer, listener: listener.index, principal: Principal::ANONYMOUS };
+    let mut origin = Origin { peer, listener: listener.index, principal: Principal::ANONYMOUS };
     let auth = listener.sasl.clone().map(Authenticator::new);
     let socket = stream.as_raw_fd();
     match &listener.tls {
@@ -112,6 +119,13 @@ async fn serve(ctx: Rc<ShardContext>, stream: TcpStream, listener: Rc<ListenerIn
             match tls_stream::accept(stream, tls.clone(), timeout).await {
                 Ok((reader, writer)) => {
                     tracing::debug!(shard = ctx.shard, peer = ?peer, listener = %listener.name, tls = %reader.describe(), "TLS connection");
+                    // Mutual TLS on an SSL listener: the certificate names the principal.
+                    if let (Some(mapper), Some(cert)) = (&listener.cert_principals, reader.peer_certificate()) {
+                        match mapper.principal_of(&cert) {
+                            Ok(p) => origin.principal = Principal::intern(&p),
+                            Err(e) => tracing::info!(shard = ctx.shard, peer = ?peer, error = %e, "client certificate unreadable; the connection is User:ANONYMOUS"),
+                        }
+                    }
                     serve_halves(&ctx, reader, writer, socket, origin, auth).await
                 }
                 // A failed handshake is the client's problem (wrong trust, plaintext sent

@@ -69,7 +69,11 @@ def delete_all_acls(b) -> None:
 
 def produce_error(b, user: str, topic: str, **extra) -> int | None:
     """Produces one record as `user`: None when acknowledged, else the error code."""
-    p = Producer({"bootstrap.servers": b.sasl_bootstrap, **as_user(user), "message.timeout.ms": 20000, "enable.idempotence": False, **extra})
+    return produce_error_with(b.sasl_bootstrap, topic, **as_user(user), **extra)
+
+
+def produce_error_with(bootstrap: str, topic: str, **conf) -> int | None:
+    p = Producer({"bootstrap.servers": bootstrap, "message.timeout.ms": 20000, "enable.idempotence": False, **conf})
     out: list = []
     p.produce(topic, b"v", on_delivery=lambda err, msg: out.append(err))
     p.flush(30)
@@ -264,6 +268,27 @@ def test_config_partition_and_group_admin_apis_are_checked(secured):
     everything = {g.group_id for g in admin(b).list_consumer_groups(request_timeout=30).result(timeout=60).valid}
     assert {"visible-group", "hidden-group"} <= everything
     delete_all_acls(b)
+
+
+def test_mutual_tls_principal_is_the_certificate_subject_or_what_the_rules_make_of_it(broker_factory, tmp_path_factory):
+    import tls_material
+    tls = tls_material.make(tmp_path_factory.mktemp("tls"))
+    ssl = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(tls.broker_pem), "ssl.truststore.type": "PEM",
+           "ssl.truststore.location": str(tls.ca_pem), "ssl.client.auth": "required"}
+    client = {"security.protocol": "SSL", "ssl.ca.location": str(tls.ca_pem), "ssl.certificate.location": str(tls.client_cert),
+              "ssl.key.location": str(tls.client_key)}
+    # Kafka's DEFAULT: the subject as Java prints it (RFC 2253: the last RDN first); the
+    # certificate's subject is written CN=shardlog-client/OU=tests/O=shardlog.
+    b = broker_factory(ssl=ssl, settings=AUTHORIZER)
+    admin_create_topic(b.bootstrap, "cert-t", 1)
+    assert produce_error_with(b.ssl_bootstrap, "cert-t", **client) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    create_acls(b, [allow("User:O=shardlog,OU=tests,CN=shardlog-client", AclOperation.WRITE, name="cert-t")])
+    assert produce_error_with(b.ssl_bootstrap, "cert-t", **client) is None
+    # A mapping rule: the CN alone, upper-cased.
+    b2 = broker_factory(ssl=ssl, settings={**AUTHORIZER, "ssl.principal.mapping.rules": "RULE:^.*CN=([^,]+)$/$1/U,DEFAULT"})
+    admin_create_topic(b2.bootstrap, "cert-t", 1)
+    create_acls(b2, [allow("User:SHARDLOG-CLIENT", AclOperation.WRITE, name="cert-t")])
+    assert produce_error_with(b2.ssl_bootstrap, "cert-t", **client) is None
 
 
 def test_acls_survive_a_restart(broker_factory):
