@@ -71,11 +71,14 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ProduceInput
         // borrowed from the request or the image.
         let meta_topic = lookup(&image, meta.version, &topic);
         let name = meta_topic.map_or(topic.name, |t| t.name.as_str());
-        let denied = match () {
-            _ if !access.is_checked() => None,
-            _ if txn_denied => Some(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-            _ if (meta_topic.is_some() || meta.version < 13) && !access.allows_topic(Operation::Write, name) => Some(ErrorCode::TOPIC_AUTHORIZATION_FAILED),
-            _ => None,
+        let denied = if !access.is_checked() {
+            None
+        } else if txn_denied {
+            Some(ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        } else if (meta_topic.is_some() || meta.version < 13) && !access.allows_topic(Operation::Write, name) {
+            Some(ErrorCode::TOPIC_AUTHORIZATION_FAILED)
+        } else {
+            None
         };
         for (index, records) in topic.partitions {
             if let Some(refused) = denied {
