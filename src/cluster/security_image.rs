@@ -1,6 +1,7 @@
 //! The cluster's security state in the metadata image (issue 24): SCRAM credentials, by
 //! user and mechanism (Kafka's UserScramCredentialRecords), and ACLs (Kafka's
-//! AccessControlEntryRecords). Client quotas and delegation tokens join it as they arrive.
+//! AccessControlEntryRecords), and client quotas (ClientQuotaRecords). Delegation tokens
+//! join it as they arrive.
 //!
 //! Small and rarely changed, it travels in snapshots as one JSON section
 //! (`controller/snapshot.rs`), so a new kind of security record needs no new snapshot layout.
@@ -9,6 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::security::acl::AclSet;
+use crate::security::client_quotas::ClientQuotas;
 use crate::security::scram::{ScramCredential, ScramMechanism};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,6 +21,9 @@ pub struct SecurityImage {
     /// Every ACL; identical bindings are one (creating one twice changes nothing).
     #[serde(default)]
     pub acls: AclSet,
+    /// Client quotas by entity (Kafka's ClientQuotaRecords).
+    #[serde(default)]
+    pub client_quotas: ClientQuotas,
 }
 
 impl SecurityImage {

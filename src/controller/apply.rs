@@ -164,6 +164,13 @@ fn apply_inner(
             }
             Ok((Applied::Done, vec![MetadataDelta::SecurityChanged]))
         }
+        Command::AlterClientQuotas { entries } => {
+            for e in entries {
+                let ops: Vec<_> = e.ops.iter().map(|(k, v)| (*k, v.map(|v| v.0))).collect();
+                image.security.client_quotas.alter(&e.entity, &ops);
+            }
+            Ok((Applied::Done, vec![MetadataDelta::SecurityChanged]))
+        }
         Command::SetResourceConfigs { resource, configs } => {
             if image.configs_of(resource) == configs {
                 return Ok((Applied::Done, Vec::new()));

@@ -15,7 +15,7 @@ use super::reassignment::{PartitionReassignment, TopicReassignmentResult};
 use super::state_machine::Publisher;
 use super::quorum_info::QuorumInfo;
 use super::rpc::{ClientReply, ClientRequest};
-use super::types::ScramUpsertion;
+use super::types::{QuotaAlteration, ScramUpsertion};
 use super::{ConfigOp, ControllerError};
 use crate::security::acl::{AclBinding, AclFilter};
 use crate::security::scram::ScramMechanism;
@@ -231,6 +231,11 @@ impl ControllerHandle {
             ClientReply::DeletedAcls(deleted) => Ok(deleted),
             other => Err(mismatch("DeleteAcls", other)),
         }
+    }
+
+    /// AlterClientQuotas: sets and removes quota values (already validated) in one record.
+    pub async fn alter_client_quotas(&self, entries: Vec<QuotaAlteration>) -> Result<(), ControllerError> {
+        self.call(ClientRequest::AlterClientQuotas { entries }).await.map(|_| ())
     }
 
     /// Reserves `count` producer ids; returns the first of the block.

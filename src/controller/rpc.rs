@@ -25,7 +25,7 @@ use super::election::{ElectionType, TopicElection};
 use super::reassignment::{PartitionReassignment, TopicReassignmentResult};
 use super::frame::{self, FrameError, HEADER_LEN};
 use super::quorum_info::QuorumInfo;
-use super::types::{ControllerTypes, ScramUpsertion, SnapshotMeta, Vote};
+use super::types::{ControllerTypes, QuotaAlteration, ScramUpsertion, SnapshotMeta, Vote};
 use crate::security::acl::{AclBinding, AclFilter};
 use crate::security::scram::ScramMechanism;
 use super::{ConfigOp, ControllerError};
@@ -143,6 +143,10 @@ pub enum ClientRequest {
     /// DeleteAcls: the leader removes every binding any filter matches, in one record.
     DeleteAcls {
         filters: Vec<AclFilter>,
+    },
+    /// AlterClientQuotas, validated by the receiving broker.
+    AlterClientQuotas {
+        entries: Vec<QuotaAlteration>,
     },
 }
 

@@ -677,6 +677,10 @@ async fn execute(
             }
             Ok(ClientReply::DeletedAcls(matched))
         }
+        ClientRequest::AlterClientQuotas { entries } => {
+            write(raft, Command::AlterClientQuotas { entries }).await?;
+            Ok(ClientReply::Done)
+        }
         ClientRequest::DescribeQuorum => quorum_info::describe(&raft.metrics().borrow_watched())
             .map(ClientReply::Quorum)
             .ok_or_else(|| ControllerError::NotController("this node no longer leads".into())),

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::cluster::image::{BrokerId, BrokerMeta, ConfigResource, PartitionMeta, ReplicaMeta, TopicMeta};
 use crate::runtime::ShardId;
 use crate::security::acl::AclBinding;
+use crate::security::client_quotas::{QuotaEntity, QuotaKey, QuotaValue};
 use crate::security::scram::{ScramCredential, ScramMechanism};
 
 use super::alter_partition::AlterPartitionError;
@@ -159,6 +160,18 @@ pub enum Command {
     DeleteAcls {
         acls: Vec<AclBinding>,
     },
+    /// Client quota values set and removed (Kafka's ClientQuotaRecords), validated
+    /// before: per entity, each key's new value or None to remove it.
+    AlterClientQuotas {
+        entries: Vec<QuotaAlteration>,
+    },
+}
+
+/// The changes of one entity's quotas (`AlterClientQuotas`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuotaAlteration {
+    pub entity: QuotaEntity,
+    pub ops: Vec<(QuotaKey, Option<QuotaValue>)>,
 }
 
 /// One credential of `AlterScramCredentials`.
@@ -202,6 +215,7 @@ impl fmt::Display for Command {
             }
             Command::CreateAcls { acls } => write!(f, "CreateAcls({})", acls.len()),
             Command::DeleteAcls { acls } => write!(f, "DeleteAcls({})", acls.len()),
+            Command::AlterClientQuotas { entries } => write!(f, "AlterClientQuotas({} entities)", entries.len()),
             Command::AlterScramCredentials { upsertions, deletions } => {
                 write!(f, "AlterScramCredentials(+{}, -{})", upsertions.len(), deletions.len())
             }

@@ -9,9 +9,13 @@
 //! - `principal.rs`  a session's principal (`User:alice`), interned
 //! - `ssl_principal.rs` the principal of a client certificate (ssl.principal.mapping.rules)
 //! - `scram.rs`      SASL/SCRAM-SHA-256/512: stored credentials and the server's exchange
+//! - `client_quotas.rs` client quotas by user/client id/IP, and which one applies (Kafka precedence)
+//! - `quota_rate.rs` the sampled rate a quota is checked against, and the throttle time
 //!
 //! Names only `runtime` and `config` below it; `server` builds on it.
 pub mod acl;
+pub mod client_quotas;
+pub mod quota_rate;
 pub mod ktls;
 pub mod listeners;
 pub mod principal;

@@ -31,6 +31,11 @@ impl Principal {
     pub fn as_str(self) -> &'static str {
         self.0
     }
+
+    /// The name without its type (`alice` of `User:alice`): what quotas are set for.
+    pub fn name(self) -> &'static str {
+        self.0.split_once(':').map_or(self.0, |(_, name)| name)
+    }
 }
 
 impl std::fmt::Display for Principal {

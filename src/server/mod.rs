@@ -4,6 +4,7 @@
 //!
 //! - `broker.rs`      start-up and shutdown of the whole process
 //! - `authorization.rs` ACL checks of requests (the shard's StandardAuthorizer)
+//! - `client_quotas.rs` client quotas on a shard: meters, throttle times, muted connections
 //! - `shard/`         one shard: its state, partition lifecycle, background loops
 //! - `connection.rs`  one client connection: framing, in-order pipelined responses
 //! - `request_memory.rs` the shard's request memory pool (queued.max.request.bytes)
@@ -20,6 +21,7 @@
 //! Nothing below imports `server::`.
 pub mod authorization;
 pub mod broker;
+pub mod client_quotas;
 pub(crate) mod broker_call;
 pub mod connection;
 pub mod dispatch;

@@ -1,0 +1,302 @@
+//! Client quotas enforced on one shard (issue 24, point 5): the meters of the clients
+//! that have a quota, the throttle time their requests get, and the muting of their
+//! connections while throttled (Kafka's ClientQuotaManager and KIP-219).
+//!
+//! Per shard and without locks: each shard meters the requests its own connections
+//! bring, so a client's quota holds per shard of each broker (Kafka's holds per broker;
+//! a client's connections to one broker land on one shard unless it opens several).
+//!
+//! Without any quota in the image (the common case) a request costs one pointer
+//! comparison: `ConnectionQuota::refresh` finds nothing to meter.
+//!
+//! How a throttled client is slowed, as Kafka does: its response carries
+//! `throttle_time_ms` at once (the client waits that long before its next request), and
+//! the broker reads nothing more from its connections until then (a client that ignores
+//! the hint gains nothing). A Produce is recorded as it arrives (its request size) and
+//! still appended; a Fetch over the quota gets an empty response; a request over the
+//! request-time quota is served and its successors wait.
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::Instant;
+
+use crate::security::client_quotas::{ClientQuotas, QuotaKey, QuotaTags};
+use crate::security::principal::Principal;
+use crate::security::quota_rate::{RateWindow, SampledRate};
+
+/// Kafka forgets a client's meters after an hour without use; ours go once they hold
+/// nothing (every sample expired) and no connection uses them.
+const FORGET_AFTER_IDLE_WINDOWS: u64 = 1;
+
+/// One client's (or group of clients') measure against one quota.
+pub struct Meter {
+    rate: RefCell<SampledRate>,
+    /// Until when the connections of these clients are muted (ms on the shard's clock).
+    muted_until_ms: Cell<u64>,
+}
+
+impl Meter {
+    fn new(window: RateWindow) -> Meter {
+        Meter { rate: RefCell::new(SampledRate::new(window)), muted_until_ms: Cell::new(0) }
+    }
+}
+
+/// A key's quota for a connection's client, and the meter it is measured by.
+#[derive(Clone)]
+struct Bound {
+    quota: f64,
+    meter: Rc<Meter>,
+}
+
+pub struct ClientQuotaManager {
+    window: RateWindow,
+    /// The longest throttle a client is given (Kafka: one quota window).
+    max_throttle_ms: u64,
+    started: Instant,
+    /// The quotas the meters were resolved against; bumping `epoch` when they change
+    /// makes every connection resolve again.
+    quotas: RefCell<ClientQuotas>,
+    epoch: Cell<u64>,
+    meters: RefCell<HashMap<(QuotaKey, QuotaTags), Rc<Meter>>>,
+}
+
+/// The quota keys metered for a user and client id (connection quotas are by IP).
+const CLIENT_KEYS: [QuotaKey; 4] =
+    [QuotaKey::ProducerByteRate, QuotaKey::ConsumerByteRate, QuotaKey::RequestPercentage, QuotaKey::ControllerMutationRate];
+
+fn slot(key: QuotaKey) -> usize {
+    CLIENT_KEYS.iter().position(|k| *k == key).expect("a client quota key")
+}
+
+impl ClientQuotaManager {
+    pub fn new(window: RateWindow) -> ClientQuotaManager {
+        ClientQuotaManager {
+            window,
+            max_throttle_ms: window.window_ms,
+            started: Instant::now(),
+            quotas: RefCell::new(ClientQuotas::default()),
+            epoch: Cell::new(0),
+            meters: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// Milliseconds on this shard's clock.
+    pub fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Takes the image's quotas; true when any client quota is set.
+    fn sync(&self, current: &ClientQuotas) -> bool {
+        if !self.quotas.borrow().same_as(current) {
+            *self.quotas.borrow_mut() = current.clone();
+            self.epoch.set(self.epoch.get() + 1);
+            self.forget_idle_meters();
+        }
+        !current.is_empty()
+    }
+
+    /// The quota of `key` for this client and the meter it shares; None when unlimited.
+    fn bound(&self, key: QuotaKey, principal: Principal, client_id: &str) -> Option<Bound> {
+        let (quota, tags) = self.quotas.borrow().client_quota(key, principal.name(), client_id)?;
+        let meter = self.meters.borrow_mut().entry((key, tags)).or_insert_with(|| Rc::new(Meter::new(self.window))).clone();
+        Some(Bound { quota, meter })
+    }
+
+    fn forget_idle_meters(&self) {
+        let now = self.now_ms();
+        let idle_ms = self.window.window_ms * (self.window.samples as u64 + FORGET_AFTER_IDLE_WINDOWS);
+        self.meters.borrow_mut().retain(|_, m| {
+            Rc::strong_count(m) > 1 || m.rate.borrow().last_record_ms().is_some_and(|t| now.saturating_sub(t) < idle_ms)
+        });
+    }
+
+    /// Records `value` against the bound and mutes its clients for the throttle time it
+    /// earns; returns that time.
+    fn record(&self, bound: &Bound, value: f64) -> u64 {
+        let now = self.now_ms();
+        let mut rate = bound.meter.rate.borrow_mut();
+        rate.record(value, now);
+        let throttle = rate.throttle_ms(bound.quota, now, self.max_throttle_ms);
+        self.mute(bound, now, throttle);
+        throttle
+    }
+
+    /// The throttle time the bound's clients have earned so far (nothing recorded).
+    fn pending(&self, bound: &Bound) -> u64 {
+        let now = self.now_ms();
+        let throttle = bound.meter.rate.borrow_mut().throttle_ms(bound.quota, now, self.max_throttle_ms);
+        self.mute(bound, now, throttle);
+        throttle
+    }
+
+    fn mute(&self, bound: &Bound, now: u64, throttle: u64) {
+        if throttle > 0 {
+            let until = &bound.meter.muted_until_ms;
+            until.set(until.get().max(now + throttle));
+        }
+    }
+
+    /// Partition mutations (CreateTopics, CreatePartitions, DeleteTopics) of a client:
+    /// Ok with the throttle time, or, when `strict` and the client is already over its
+    /// quota, Err with the time it must wait (nothing recorded: the mutation is refused
+    /// with THROTTLING_QUOTA_EXCEEDED).
+    pub fn record_mutations(&self, principal: Principal, client_id: &str, partitions: u32, strict: bool, quotas: &ClientQuotas) -> Result<u64, u64> {
+        if !self.sync(quotas) {
+            return Ok(0);
+        }
+        let Some(bound) = self.bound(QuotaKey::ControllerMutationRate, principal, client_id) else { return Ok(0) };
+        if strict {
+            let over = self.pending(&bound);
+            if over > 0 {
+                return Err(over);
+            }
+        }
+        Ok(self.record(&bound, f64::from(partitions)))
+    }
+}
+
+/// A connection's quotas: resolved once per client id and quota change, so a request of
+/// a client without quotas costs a comparison.
+pub struct ConnectionQuota {
+    principal: Principal,
+    client_id: String,
+    /// The manager's epoch the bounds were resolved at (0: never).
+    epoch: u64,
+    bounds: [Option<Bound>; 4],
+    /// Whether any bound is set.
+    limited: bool,
+}
+
+/// How a request was throttled before it was handled.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Throttle {
+    /// The throttle_time_ms its response carries.
+    pub ms: u64,
+    /// Measure the handler's time against the request quota.
+    pub time_the_handler: bool,
+}
+
+impl ConnectionQuota {
+    pub fn new(principal: Principal) -> ConnectionQuota {
+        ConnectionQuota { principal, client_id: String::new(), epoch: 0, bounds: Default::default(), limited: false }
+    }
+
+    /// Resolves the bounds again if the client id or the quotas changed; false when this
+    /// client has no quota at all (nothing else need be called).
+    pub fn refresh(&mut self, manager: &ClientQuotaManager, quotas: &ClientQuotas, client_id: &str) -> bool {
+        if !manager.sync(quotas) {
+            self.limited = false;
+            self.epoch = 0;
+            return false;
+        }
+        if self.epoch != manager.epoch.get() || self.client_id != client_id {
+            self.client_id.clear();
+            self.client_id.push_str(client_id);
+            self.epoch = manager.epoch.get();
+            for key in CLIENT_KEYS {
+                self.bounds[slot(key)] = manager.bound(key, self.principal, client_id);
+            }
+            self.limited = self.bounds.iter().any(Option::is_some);
+        }
+        self.limited
+    }
+
+    /// Until when (ms on the manager's clock) this connection must not be read: the
+    /// latest mute of any of its meters.
+    pub fn muted_until_ms(&self) -> u64 {
+        self.bounds.iter().flatten().map(|b| b.meter.muted_until_ms.get()).max().unwrap_or(0)
+    }
+
+    /// Before a request is handled: records a Produce's size, and tells the throttle time
+    /// earned by it and by the request time so far. `exempt`: requests Kafka never
+    /// throttles (ApiVersions, replication, cluster actions).
+    pub fn before(&self, manager: &ClientQuotaManager, produce_bytes: Option<usize>, fetch: bool, exempt: bool) -> Throttle {
+        if !self.limited || exempt {
+            return Throttle::default();
+        }
+        let bound = |k| self.bounds[slot(k)].as_ref();
+        let produce = match (produce_bytes, bound(QuotaKey::ProducerByteRate)) {
+            (Some(bytes), Some(b)) => manager.record(b, bytes as f64),
+            _ => 0,
+        };
+        let consume = match (fetch, bound(QuotaKey::ConsumerByteRate)) {
+            (true, Some(b)) => manager.pending(b),
+            _ => 0,
+        };
+        let request = bound(QuotaKey::RequestPercentage).map_or(0, |b| manager.pending(b));
+        Throttle { ms: produce.max(consume).max(request), time_the_handler: bound(QuotaKey::RequestPercentage).is_some() }
+    }
+
+    /// After a request was handled: the bytes of a Fetch response and the handler's
+    /// thread time (nanoseconds), recorded for the next requests.
+    pub fn after(&self, manager: &ClientQuotaManager, fetch_response_bytes: Option<usize>, handler_nanos: Option<u64>) {
+        if !self.limited {
+            return;
+        }
+        if let (Some(bytes), Some(b)) = (fetch_response_bytes, &self.bounds[slot(QuotaKey::ConsumerByteRate)]) {
+            manager.record(b, bytes as f64);
+        }
+        if let (Some(nanos), Some(b)) = (handler_nanos, &self.bounds[slot(QuotaKey::RequestPercentage)]) {
+            // Kafka: percent of one thread, so a second of thread time is 100.
+            manager.record(b, nanos as f64 * 100.0 / 1e9);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::security::client_quotas::{EntityName, QuotaEntity};
+
+    fn quotas(user: &str, key: QuotaKey, value: f64) -> ClientQuotas {
+        let mut q = ClientQuotas::default();
+        q.alter(&QuotaEntity { user: Some(EntityName::Named(user.into())), ..Default::default() }, &[(key, Some(value))]);
+        q
+    }
+
+    #[test]
+    fn without_quotas_nothing_is_metered() {
+        let m = ClientQuotaManager::new(RateWindow::KAFKA_DEFAULT);
+        let mut c = ConnectionQuota::new(Principal::intern("User:alice"));
+        assert!(!c.refresh(&m, &ClientQuotas::default(), "app"));
+        assert_eq!(c.before(&m, Some(1 << 30), false, false), Throttle::default());
+        assert!(m.meters.borrow().is_empty());
+    }
+
+    #[test]
+    fn a_producer_over_its_rate_is_throttled_and_muted() {
+        let m = ClientQuotaManager::new(RateWindow::KAFKA_DEFAULT);
+        let q = quotas("alice", QuotaKey::ProducerByteRate, 1000.0);
+        let mut c = ConnectionQuota::new(Principal::intern("User:alice"));
+        assert!(c.refresh(&m, &q, "app"));
+        // 10 windows' worth is within the first span.
+        assert_eq!(c.before(&m, Some(10_000), false, false).ms, 0);
+        let t = c.before(&m, Some(5_000), false, false);
+        assert!(t.ms > 0 && t.ms <= 1000, "{t:?}");
+        assert!(c.muted_until_ms() >= m.now_ms());
+        // Another user is not limited.
+        let mut other = ConnectionQuota::new(Principal::intern("User:bob"));
+        assert!(!other.refresh(&m, &q, "app"));
+    }
+
+    #[test]
+    fn connections_of_one_user_share_the_meter() {
+        let m = ClientQuotaManager::new(RateWindow::KAFKA_DEFAULT);
+        let q = quotas("carol", QuotaKey::ProducerByteRate, 1000.0);
+        let mut a = ConnectionQuota::new(Principal::intern("User:carol"));
+        let mut b = ConnectionQuota::new(Principal::intern("User:carol"));
+        assert!(a.refresh(&m, &q, "one") && b.refresh(&m, &q, "two"));
+        assert_eq!(a.before(&m, Some(10_000), false, false).ms, 0);
+        assert!(b.before(&m, Some(5_000), false, false).ms > 0, "the user's quota is shared by its clients");
+    }
+
+    #[test]
+    fn strict_mutations_are_refused_once_over() {
+        let m = ClientQuotaManager::new(RateWindow::KAFKA_DEFAULT);
+        let q = quotas("dave", QuotaKey::ControllerMutationRate, 1.0);
+        let p = Principal::intern("User:dave");
+        assert_eq!(m.record_mutations(p, "admin", 30, true, &q).map(|t| t > 0), Ok(true), "accepted, then throttled");
+        assert!(m.record_mutations(p, "admin", 1, true, &q).is_err(), "refused while over");
+        assert!(m.record_mutations(p, "admin", 1, false, &q).is_ok(), "permissive versions are accepted");
+    }
+}
