@@ -183,6 +183,17 @@ pub struct Config {
     pub queued_max_request_bytes: usize,
     /// Connections a shard accepts at once; further ones are closed at accept.
     pub max_connections_per_shard: usize,
+    /// max.connections: connections the broker holds at once on all its listeners; at
+    /// the limit, listeners stop accepting until one closes (Kafka's default: no limit).
+    pub max_connections: usize,
+    /// max.connections.per.ip: connections from one address; more are closed at accept.
+    pub max_connections_per_ip: usize,
+    /// max.connections.per.ip.overrides: `host-or-ip:count,...`.
+    pub max_connections_per_ip_overrides: String,
+    /// quota.window.num: samples a client quota's rate is measured over.
+    pub quota_window_num: usize,
+    /// quota.window.size.seconds: the length of each sample.
+    pub quota_window_size_seconds: u64,
     /// connections.max.idle.ms: a connection with nothing received and no request in flight
     /// for this long is closed, as Kafka does (clients reconnect when they need to).
     pub connections_max_idle_ms: u64,
@@ -354,6 +365,11 @@ impl Default for Config {
             socket_request_max_bytes: 100 * 1024 * 1024,
             queued_max_request_bytes: 512 * 1024 * 1024,
             max_connections_per_shard: 10_000,
+            max_connections: i32::MAX as usize,
+            max_connections_per_ip: i32::MAX as usize,
+            max_connections_per_ip_overrides: String::new(),
+            quota_window_num: 11,
+            quota_window_size_seconds: 1,
             connections_max_idle_ms: 600_000,
             max_inflight_requests_per_connection: 64,
             fetch_max_bytes: 57_671_680,
@@ -504,6 +520,17 @@ impl Config {
         Ok(Some(crate::security::acl::AuthorizerSettings { super_users, allow_everyone_if_no_acl_found: self.allow_everyone_if_no_acl_found }))
     }
 
+    /// How client quotas' rates are sampled (quota.window.num, quota.window.size.seconds).
+    pub fn quota_window(&self) -> crate::security::quota_rate::RateWindow {
+        crate::security::quota_rate::RateWindow { samples: self.quota_window_num, window_ms: self.quota_window_size_seconds * 1000 }
+    }
+
+    /// max.connections, max.connections.per.ip and its overrides.
+    pub fn connection_limits(&self) -> Result<crate::security::connection_limits::ConnectionLimits, ConfigError> {
+        crate::security::connection_limits::ConnectionLimits::new(self.max_connections, self.max_connections_per_ip, &self.max_connections_per_ip_overrides)
+            .map_err(|message| ConfigError::Invalid { key: "max_connections_per_ip_overrides", message })
+    }
+
     /// `ssl_principal_mapping_rules`, parsed.
     pub fn ssl_principal_mapper(&self) -> Result<crate::security::ssl_principal::SslPrincipalMapper, ConfigError> {
         crate::security::ssl_principal::SslPrincipalMapper::parse(&self.ssl_principal_mapping_rules)
@@ -531,6 +558,13 @@ impl Config {
         let listeners = self.listeners()?;
         self.authorizer()?;
         self.ssl_principal_mapper()?;
+        self.connection_limits()?;
+        if self.quota_window_num < 2 {
+            return bad("quota_window_num", "must be at least 2");
+        }
+        if !(1..=3600).contains(&self.quota_window_size_seconds) {
+            return bad("quota_window_size_seconds", "must be between 1 and 3600");
+        }
         if listeners.all.iter().any(|l| l.protocol.uses_sasl()) {
             self.sasl_mechanisms()?;
         }
@@ -924,6 +958,16 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub max_connections_per_shard: Option<usize>,
     #[arg(long)]
+    pub max_connections: Option<usize>,
+    #[arg(long)]
+    pub max_connections_per_ip: Option<usize>,
+    #[arg(long)]
+    pub max_connections_per_ip_overrides: Option<String>,
+    #[arg(long)]
+    pub quota_window_num: Option<usize>,
+    #[arg(long)]
+    pub quota_window_size_seconds: Option<u64>,
+    #[arg(long)]
     pub connections_max_idle_ms: Option<u64>,
     #[arg(long)]
     pub max_inflight_requests_per_connection: Option<usize>,
@@ -1029,6 +1073,7 @@ impl ConfigArgs {
         }
         set!(listeners, advertised_listeners, listener_security_protocol_map, inter_broker_listener_name, ssl_keystore_type, ssl_keystore_location, ssl_keystore_password, ssl_key_password, ssl_truststore_type, ssl_truststore_location, ssl_truststore_password, ssl_client_auth, ssl_enabled_protocols, ssl_cipher_suites, ssl_handshake_timeout_ms, sasl_enabled_mechanisms, sasl_jaas_config);
         set!(authorizer_class_name, super_users, allow_everyone_if_no_acl_found, ssl_principal_mapping_rules);
+        set!(max_connections, max_connections_per_ip, max_connections_per_ip_overrides, quota_window_num, quota_window_size_seconds);
         set!(listen, data_dir, log_dirs, node_id, process_roles, controller_quorum_voters,
             broker_session_timeout_ms, metadata_snapshot_every_entries, auto_leader_rebalance_enable, leader_imbalance_check_interval_seconds,
             leader_imbalance_per_broker_percentage, replica_lag_time_max_ms, replica_fetch_wait_max_ms, replica_fetch_max_bytes,

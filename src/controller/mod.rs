@@ -89,7 +89,7 @@ pub use handle::ControllerHandle;
 pub use propose::validate_topic_name;
 pub use quorum_info::{QuorumInfo, ReplicaProgress};
 pub use reassignment::ReassignmentError;
-pub use types::ScramUpsertion;
+pub use types::{QuotaAlteration, ScramUpsertion};
 
 /// Largest partition count one topic may have (every structure has a limit).
 pub const MAX_PARTITIONS_PER_TOPIC: i32 = 100_000;

@@ -72,8 +72,9 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterPartitionReassignments, 0, 1),
     (ApiKey::ListPartitionReassignments, 0, 0),
     (ApiKey::OffsetDelete, 0, 0),
-    // No quota can be set yet: a valid filter matches nothing (handlers/describe_client_quotas.rs).
+    // Client quotas in the metadata log, enforced per shard (server/client_quotas.rs).
     (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::AlterClientQuotas, 0, 1),
     // SCRAM credentials in the metadata log (security/scram.rs).
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
@@ -100,7 +101,6 @@ const NOT_SERVED: &[(ApiKey, i16, i16, &str)] = &[
     (ApiKey::RenewDelegationToken, 1, 2, "no delegation tokens"),
     (ApiKey::ExpireDelegationToken, 1, 2, "no delegation tokens"),
     (ApiKey::DescribeDelegationToken, 1, 3, "no delegation tokens"),
-    (ApiKey::AlterClientQuotas, 0, 1, "no client quotas yet (DescribeClientQuotas answers: none set)"),
     (ApiKey::UpdateFeatures, 0, 2, "finalized features are fixed (transaction.version 2)"),
     (ApiKey::DescribeCluster, 0, 2, "v2 (KIP-1073 fenced brokers) not implemented; 0-1 served"),
     (ApiKey::UnregisterBroker, 0, 0, "one broker, no broker registrations"),

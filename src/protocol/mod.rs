@@ -14,6 +14,7 @@
 //! - `response_arena.rs` the shard's chunk that small response buffers are cut from
 //! - `errors.rs`       `ErrorCode`, the wire's int16
 //! - `strings.rs`      the codec's string types from Rust strings
+//! - `throttle_time.rs` `throttle_time_ms` of any response body (client quotas)
 //!
 //! Never imports the broker's inside (`server::`, `group::`, `cluster::`, `partition::`,
 //! `storage::`, `controller::`): it is the wire, used by the broker and by the clients
@@ -41,6 +42,7 @@ pub mod request;
 pub mod response_arena;
 pub mod response_buf;
 pub mod strings;
+pub mod throttle_time;
 
 pub use api_versions::{api_versions_response, produce_version_rejected, supported};
 pub use errors::ErrorCode;

@@ -30,6 +30,7 @@ pub struct ProduceRequestView {
     frame: Bytes,
     version: i16,
     correlation_id: i32,
+    client_id: Option<Range<usize>>,
     transactional_id: Option<Range<usize>>,
     acks: i16,
     timeout_ms: i32,
@@ -53,8 +54,9 @@ impl ProduceRequestView {
         let correlation_id = r.i32()?;
         // Header: client id (a classic nullable string in every header version), then
         // header v2's tagged fields.
-        if let Some(client_id) = r.classic_string()? {
-            std::str::from_utf8(&frame[client_id]).map_err(|_| NotViewable("client id is not UTF-8"))?;
+        let client_id = r.classic_string()?;
+        if let Some(id) = &client_id {
+            std::str::from_utf8(&frame[id.clone()]).map_err(|_| NotViewable("client id is not UTF-8"))?;
         }
         if flexible {
             r.tagged_fields()?;
@@ -77,7 +79,7 @@ impl ProduceRequestView {
             r.tagged_fields()?;
         }
         // Bytes after the body are ignored, as Kafka (and `decode_request`) do.
-        Ok(ProduceRequestView { frame, version, correlation_id, transactional_id, acks, timeout_ms, topics_at })
+        Ok(ProduceRequestView { frame, version, correlation_id, client_id, transactional_id, acks, timeout_ms, topics_at })
     }
 
     pub fn version(&self) -> i16 {
@@ -94,6 +96,17 @@ impl ProduceRequestView {
 
     pub fn timeout_ms(&self) -> i32 {
         self.timeout_ms
+    }
+
+    /// The header's client id ("" when null, as Kafka's quotas take it).
+    pub fn client_id(&self) -> &str {
+        // Checked as UTF-8 by `parse`.
+        self.client_id.as_ref().and_then(|r| std::str::from_utf8(&self.frame[r.clone()]).ok()).unwrap_or("")
+    }
+
+    /// The frame's length (what a producer quota counts).
+    pub fn frame_len(&self) -> usize {
+        self.frame.len()
     }
 
     pub fn transactional_id(&self) -> Option<&str> {

@@ -47,7 +47,8 @@ pub struct TopicAnswer<'a> {
 }
 
 /// The whole response frame: length prefix, response header, body.
-pub fn write_produce_response<'a, I>(correlation_id: i32, version: i16, topics: I) -> Result<BytesMut, ProtocolError>
+/// `throttle_time_ms`: the client's wait before its next request (client quotas).
+pub fn write_produce_response<'a, I>(correlation_id: i32, version: i16, topics: I, throttle_time_ms: i32) -> Result<BytesMut, ProtocolError>
 where
     I: Iterator<Item = TopicAnswer<'a>> + Clone,
 {
@@ -55,11 +56,11 @@ where
         return Err(ProtocolError::Encode { api_key: ApiKey::Produce, version, reason: "version outside v3-v13".into() });
     }
     let mut size = Sizer(0);
-    write(&mut size, correlation_id, version, topics.clone());
+    write(&mut size, correlation_id, version, topics.clone(), throttle_time_ms);
     let len = i32::try_from(size.0).map_err(|_| ProtocolError::ResponseTooLarge(size.0))?;
     let mut buf = response_buffer(4 + size.0);
     buf.put_i32(len);
-    write(&mut buf, correlation_id, version, topics);
+    write(&mut buf, correlation_id, version, topics, throttle_time_ms);
     debug_assert_eq!(buf.len(), 4 + size.0, "sized and written alike");
     Ok(buf)
 }
@@ -115,7 +116,7 @@ fn string(out: &mut impl Out, flexible: bool, s: Option<&str>) {
     }
 }
 
-fn write<'a>(out: &mut impl Out, correlation_id: i32, version: i16, topics: impl Iterator<Item = TopicAnswer<'a>> + Clone) {
+fn write<'a>(out: &mut impl Out, correlation_id: i32, version: i16, topics: impl Iterator<Item = TopicAnswer<'a>> + Clone, throttle_time_ms: i32) {
     let flexible = version >= FIRST_FLEXIBLE_VERSION;
     out.put(&correlation_id.to_be_bytes());
     if flexible {
@@ -156,7 +157,7 @@ fn write<'a>(out: &mut impl Out, correlation_id: i32, version: i16, topics: impl
             uvarint(out, 0);
         }
     }
-    out.put(&0i32.to_be_bytes()); // throttle_time_ms
+    out.put(&throttle_time_ms.to_be_bytes());
     if flexible {
         uvarint(out, 0); // no node_endpoints
     }
@@ -211,7 +212,7 @@ mod tests {
 
     fn ours(corr: i32, version: i16, topics: &[(String, [u8; 16], Vec<PartitionAnswer>)]) -> BytesMut {
         let answers = topics.iter().map(|(name, id, parts)| TopicAnswer { name, topic_id: *id, partitions: parts });
-        write_produce_response(corr, version, answers).unwrap()
+        write_produce_response(corr, version, answers, 0).unwrap()
     }
 
     fn partition() -> impl Strategy<Value = PartitionAnswer> {
@@ -234,7 +235,7 @@ mod tests {
         for v in 3..=13 {
             assert_eq!(ours(9, v, &topics), crate_frame(9, v, &topics), "v{v}");
         }
-        assert!(write_produce_response(1, 2, std::iter::empty()).is_err());
+        assert!(write_produce_response(1, 2, std::iter::empty(), 0).is_err());
     }
 
     proptest! {

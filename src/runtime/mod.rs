@@ -5,6 +5,7 @@
 //! - `placement.rs` which cores run shards and the controller
 //! - `mesh.rs`      one inbox per shard, a sender to each for everyone
 //! - `clock.rs`     `now_ms` (Kafka timestamps)
+//! - `poll_time.rs` the time a task spends in its polls (a request.s thread time)
 //! - `buffer_pool.rs` per-shard pools of large buffers (stage buffers of the log)
 //! - `file_slice.rs` a range of a file sent with `sendfile` (zero-copy fetch), and
 //!   whether the page cache holds a range (`cachestat`)
@@ -16,6 +17,7 @@ pub mod file_slice;
 pub mod malloc_policy;
 pub mod mesh;
 pub mod placement;
+pub mod poll_time;
 pub use clock::now_ms;
 
 use std::cell::Cell;

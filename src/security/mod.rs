@@ -11,10 +11,12 @@
 //! - `scram.rs`      SASL/SCRAM-SHA-256/512: stored credentials and the server's exchange
 //! - `client_quotas.rs` client quotas by user/client id/IP, and which one applies (Kafka precedence)
 //! - `quota_rate.rs` the sampled rate a quota is checked against, and the throttle time
+//! - `connection_limits.rs` max.connections and max.connections.per.ip, counted across shards
 //!
 //! Names only `runtime` and `config` below it; `server` builds on it.
 pub mod acl;
 pub mod client_quotas;
+pub mod connection_limits;
 pub mod quota_rate;
 pub mod ktls;
 pub mod listeners;

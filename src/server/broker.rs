@@ -287,6 +287,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let tls = tls_server_config(&config)?;
     let sasl = sasl_settings(&config)?;
     let cert_principals = Arc::new(config.ssl_principal_mapper()?);
+    let connection_limits = Arc::new(config.connection_limits()?);
     let (mesh, inboxes) = Mesh::new(shard_count);
     let config = Arc::new(config);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
@@ -297,6 +298,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         let (config, controller, mesh, defaults, ready, log_dirs) =
             (config.clone(), controller.clone(), mesh.clone(), defaults.clone(), ready_tx.clone(), log_dirs.clone());
         let (tls, sasl, cert_principals) = (tls.clone(), sasl.clone(), cert_principals.clone());
+        let connection_limits = connection_limits.clone();
         let listening = listening.clone();
         let (shutdown_requested, closed) = (shutdown_requested.clone(), closed_tx.clone());
         let placement = if usable.len() > 1 { GlommioPlacement::Fixed(*core) } else { GlommioPlacement::Unbound };
@@ -317,7 +319,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                     crate::storage::file::set_shard_fault_injector(Some(crate::storage::file::FaultInjector::new(u64::from(shard) + 1)));
                 }
                 crate::storage::page_cache::set_shard_page_cache_budget(config.page_cache_bytes_per_shard);
-                let ctx = Rc::new(ShardContext::new(shard, config.clone(), controller, mesh, defaults, log_dirs));
+                let ctx = Rc::new(ShardContext::new(shard, config.clone(), controller, mesh, defaults, log_dirs, connection_limits));
                 // Recover this shard's partitions before accepting clients.
                 if let Ok(initial) = updates.recv().await {
                     ctx.apply_update(initial).await;

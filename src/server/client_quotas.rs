@@ -20,6 +20,12 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Instant;
 
+use kafka_protocol::messages::{ApiKey, RequestKind};
+
+use super::dispatch::Response;
+use super::shard::ShardContext;
+use crate::protocol::DecodedRequest;
+use crate::runtime::poll_time::PollTimed;
 use crate::security::client_quotas::{ClientQuotas, QuotaKey, QuotaTags};
 use crate::security::principal::Principal;
 use crate::security::quota_rate::{RateWindow, SampledRate};
@@ -174,6 +180,15 @@ pub struct Throttle {
     pub ms: u64,
     /// Measure the handler's time against the request quota.
     pub time_the_handler: bool,
+    /// Meter the response's size against the consumer quota.
+    pub meter_fetch_response: bool,
+}
+
+impl Throttle {
+    /// As the wire's int32 (a throttle is at most one quota window).
+    pub fn ms_i32(self) -> i32 {
+        i32::try_from(self.ms).unwrap_or(i32::MAX)
+    }
 }
 
 impl ConnectionQuota {
@@ -224,7 +239,7 @@ impl ConnectionQuota {
             _ => 0,
         };
         let request = bound(QuotaKey::RequestPercentage).map_or(0, |b| manager.pending(b));
-        Throttle { ms: produce.max(consume).max(request), time_the_handler: bound(QuotaKey::RequestPercentage).is_some() }
+        Throttle { ms: produce.max(consume).max(request), time_the_handler: bound(QuotaKey::RequestPercentage).is_some(), meter_fetch_response: false }
     }
 
     /// After a request was handled: the bytes of a Fetch response and the handler's
@@ -240,6 +255,118 @@ impl ConnectionQuota {
             // Kafka: percent of one thread, so a second of thread time is 100.
             manager.record(b, nanos as f64 * 100.0 / 1e9);
         }
+    }
+}
+
+/// What a request is to the client quotas.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuotaUse {
+    /// A Produce of this many bytes (the request frame, as Kafka counts it).
+    Produce(usize),
+    /// A consumer's Fetch (its response is metered).
+    Fetch,
+    /// Never throttled (Kafka: ApiVersions, SASL, replication and cluster actions).
+    Exempt,
+    /// Any other request (the request-time quota).
+    Other,
+}
+
+impl QuotaUse {
+    pub fn of(req: &DecodedRequest, frame_len: usize) -> QuotaUse {
+        match &req.body {
+            RequestKind::Produce(_) => QuotaUse::Produce(frame_len),
+            RequestKind::Fetch(f) if f.replica_id.0 < 0 && f.replica_state.replica_id.0 < 0 => QuotaUse::Fetch,
+            RequestKind::Fetch(_) => QuotaUse::Exempt,
+            _ if matches!(
+                req.api_key,
+                ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate | ApiKey::WriteTxnMarkers
+            ) =>
+            {
+                QuotaUse::Exempt
+            }
+            _ => QuotaUse::Other,
+        }
+    }
+}
+
+/// A connection's quota state as its reader keeps it: nothing until the client has a
+/// quota (the common case costs a pointer check per request).
+#[derive(Default)]
+pub struct ConnectionQuotaState {
+    quota: Option<Rc<RefCell<ConnectionQuota>>>,
+}
+
+impl ConnectionQuotaState {
+    /// Before reading a request: waits out the throttle time this client earned (KIP-219's
+    /// muted channel).
+    pub async fn wait_while_muted(&self, ctx: &ShardContext) {
+        let Some(q) = &self.quota else { return };
+        loop {
+            let (until, now) = (q.borrow().muted_until_ms(), ctx.client_quotas.now_ms());
+            if until <= now {
+                return;
+            }
+            glommio::timer::sleep(std::time::Duration::from_millis(until - now)).await;
+        }
+    }
+
+    /// Before a request is handled: its throttle time.
+    pub fn before(&mut self, ctx: &ShardContext, principal: Principal, client_id: &str, usage: QuotaUse) -> Throttle {
+        let image = ctx.image();
+        let quotas = &image.security.client_quotas;
+        if quotas.is_empty() && self.quota.is_none() {
+            return Throttle::default();
+        }
+        let q = self.quota.get_or_insert_with(|| Rc::new(RefCell::new(ConnectionQuota::new(principal))));
+        if !q.borrow_mut().refresh(&ctx.client_quotas, quotas, client_id) {
+            return Throttle::default();
+        }
+        let (produce, fetch, exempt) = match usage {
+            QuotaUse::Produce(bytes) => (Some(bytes), false, false),
+            QuotaUse::Fetch => (None, true, false),
+            QuotaUse::Exempt => (None, false, true),
+            QuotaUse::Other => (None, false, false),
+        };
+        let mut throttle = q.borrow().before(&ctx.client_quotas, produce, fetch, exempt);
+        throttle.meter_fetch_response = fetch;
+        throttle
+    }
+
+    /// What the request's task records when it is done.
+    pub fn timer(&self, throttle: Throttle) -> RequestTimer {
+        let metered = throttle.time_the_handler || throttle.meter_fetch_response;
+        RequestTimer {
+            quota: self.quota.clone().filter(|_| metered),
+            spent: throttle.time_the_handler.then(|| Rc::new(Cell::new(0))),
+            fetch: throttle.meter_fetch_response,
+        }
+    }
+}
+
+/// Measures what a request's handling costs against the client's quotas.
+pub struct RequestTimer {
+    quota: Option<Rc<RefCell<ConnectionQuota>>>,
+    /// The handler's thread time so far (request-time quota).
+    spent: Option<Rc<Cell<u64>>>,
+    fetch: bool,
+}
+
+impl RequestTimer {
+    pub async fn run<F: std::future::Future>(&self, handler: F) -> F::Output {
+        match &self.spent {
+            Some(spent) => PollTimed::new(handler, spent.clone()).await,
+            None => handler.await,
+        }
+    }
+
+    /// Records the response's size (a Fetch) and the handler's time.
+    pub fn after(&self, ctx: &ShardContext, response: &Response) {
+        let Some(q) = &self.quota else { return };
+        let fetch_bytes = match response {
+            Response::Frames(bufs) if self.fetch => Some(bufs.iter().map(|b| b.len()).sum()),
+            _ => None,
+        };
+        q.borrow().after(&ctx.client_quotas, fetch_bytes, self.spent.as_ref().map(|s| s.get()));
     }
 }
 

@@ -22,6 +22,7 @@ use glommio::Task;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
+use super::client_quotas::{ConnectionQuotaState, QuotaUse};
 use super::dispatch::{dispatch, dispatch_produce_view, Origin, Response};
 use super::idle_close::{close_when_idle, Activity};
 use crate::security::principal::Principal;
@@ -80,7 +81,13 @@ impl ListenerInfo {
 }
 
 pub async fn accept_loop(ctx: Rc<ShardContext>, listener: TcpListener, info: Rc<ListenerInfo>) {
+    let inter_broker = usize::from(info.index) == ctx.listeners.inter_broker;
     loop {
+        // max.connections: at the limit this listener stops accepting (clients wait in
+        // the backlog, as Kafka's acceptor blocks) until a connection closes anywhere.
+        while !inter_broker && ctx.connection_limits.at_broker_limit() {
+            glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+        }
         match listener.accept().await {
             Ok(stream) => {
                 if ctx.connections.get() >= ctx.config.max_connections_per_shard {
@@ -89,8 +96,22 @@ pub async fn accept_loop(ctx: Rc<ShardContext>, listener: TcpListener, info: Rc<
                     drop(stream);
                     continue;
                 }
+                let peer = stream.peer_addr().ok();
+                let slot = match ctx.connection_limits.admit(peer.map(|p| p.ip()), inter_broker) {
+                    Ok(slot) => slot,
+                    Err(refusal) => {
+                        // Kafka logs these at info: a client problem, not the broker's.
+                        tracing::info!(shard = ctx.shard, peer = ?peer, ?refusal, "connection refused by max.connections / max.connections.per.ip");
+                        drop(stream);
+                        continue;
+                    }
+                };
                 let (ctx, info) = (ctx.clone(), info.clone());
-                glommio::spawn_local(async move { serve(ctx, stream, info).await }).detach();
+                glommio::spawn_local(async move {
+                    serve(ctx, stream, info).await;
+                    drop(slot);
+                })
+                .detach();
             }
             Err(e) => {
                 tracing::warn!(shard = ctx.shard, error = %e, "accept failed");
@@ -188,7 +209,10 @@ async fn read_requests<R: AsyncRead + Unpin>(
     // Authentication must finish within the handshake bound (a client that stalls is cut
     // off), with frames no larger than Kafka's sasl.server.max.receive.size.
     let auth_deadline = std::time::Instant::now() + std::time::Duration::from_millis(ctx.config.ssl_handshake_timeout_ms);
+    let mut quota = ConnectionQuotaState::default();
     loop {
+        // A client over its quota is not read from until its throttle time is over.
+        quota.wait_while_muted(ctx).await;
         let authenticating = auth.as_ref().is_some_and(|a| !a.is_done());
         let max = if authenticating { SASL_SERVER_MAX_RECEIVE_SIZE } else { ctx.config.socket_request_max_bytes };
         // The next frame's length (an idle connection is shut down under this read by
@@ -253,22 +277,30 @@ async fn read_requests<R: AsyncRead + Unpin>(
         }
         // Produce v3-v12 is read in place (no allocation per request); everything else,
         // and any Produce frame the view leaves to it, goes through the crate's decoder.
+        let frame_len = frame.len();
         let view = ProduceRequestView::parse(frame.clone());
         let task = match view.map_err(|_| decode_request(frame)) {
             Ok(view) => {
+                let throttle = quota.before(ctx, origin.principal, view.client_id(), QuotaUse::Produce(frame_len));
                 let ctx = ctx.clone();
+                let timed = quota.timer(throttle);
                 glommio::spawn_local(async move {
-                    let response = dispatch_produce_view(&ctx, view, origin).await;
+                    let response = timed.run(dispatch_produce_view(&ctx, view, origin, throttle.ms_i32())).await;
                     drop(memory);
+                    timed.after(&ctx, &response);
                     response
                 })
             }
             Err(Ok(req)) => {
+                let client_id = req.header.client_id.as_deref().unwrap_or("");
+                let throttle = quota.before(ctx, origin.principal, client_id, QuotaUse::of(&req, frame_len));
                 let ctx = ctx.clone();
+                let timed = quota.timer(throttle);
                 glommio::spawn_local(async move {
-                    let response = dispatch(&ctx, req, origin).await;
+                    let response = timed.run(dispatch(&ctx, req, origin, throttle.ms_i32())).await;
                     // The handler is done with the request (and the frame it borrows from).
                     drop(memory);
+                    timed.after(&ctx, &response);
                     response
                 })
             }

@@ -8,6 +8,7 @@ use super::handlers;
 use super::shard::ShardContext;
 use crate::protocol::produce_input::ProduceInput;
 use crate::protocol::produce_request_view::ProduceRequestView;
+use crate::protocol::throttle_time::ThrottleTime;
 use crate::protocol::{encode_response, DecodedRequest, ResponseBufs};
 use crate::security::principal::Principal;
 
@@ -35,6 +36,9 @@ pub struct RequestMeta {
     pub listener: u8,
     /// Who sent it (ACLs are checked against it).
     pub principal: Principal,
+    /// The time its client must wait before the next request (client quotas, set before
+    /// the handler runs): every response carries it.
+    pub throttle_time_ms: i32,
 }
 
 /// Where a connection came from: the client's address, the listener it reached, and who
@@ -56,11 +60,23 @@ impl RequestMeta {
             peer: origin.peer,
             listener: origin.listener,
             principal: origin.principal,
+            throttle_time_ms: 0,
         }
     }
 
     /// Encodes `body` as this request's response frame.
-    pub fn respond<R: Encodable + HeaderVersion>(&self, body: &R) -> Response {
+    pub fn respond<R: Encodable + HeaderVersion + ThrottleTime + Clone>(&self, body: &R) -> Response {
+        let throttled;
+        let body = if self.throttle_time_ms > 0 {
+            // Rare (a client over its quota): the copy is cheaper than threading the time
+            // through every handler.
+            let mut b = body.clone();
+            b.set_throttle_time_ms(self.throttle_time_ms);
+            throttled = b;
+            &throttled
+        } else {
+            body
+        };
         match encode_response(self.correlation_id, self.api_key, self.version, body) {
             Ok(frame) => Response::Frames(smallvec::smallvec![frame.freeze().into()]),
             Err(e) => {
@@ -74,7 +90,7 @@ impl RequestMeta {
 }
 
 /// A Produce request the hot path read in place (`protocol/produce_request_view.rs`).
-pub async fn dispatch_produce_view(ctx: &Rc<ShardContext>, view: ProduceRequestView, origin: Origin) -> Response {
+pub async fn dispatch_produce_view(ctx: &Rc<ShardContext>, view: ProduceRequestView, origin: Origin, throttle_time_ms: i32) -> Response {
     let meta = RequestMeta {
         api_key: ApiKey::Produce,
         version: view.version(),
@@ -82,12 +98,14 @@ pub async fn dispatch_produce_view(ctx: &Rc<ShardContext>, view: ProduceRequestV
         peer: origin.peer,
         listener: origin.listener,
         principal: origin.principal,
+        throttle_time_ms,
     };
     handlers::produce::handle(ctx, meta, ProduceInput::View(view)).await
 }
 
-pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origin) -> Response {
-    let meta = RequestMeta::of(&req, origin);
+/// `throttle_time_ms`: what the client's quotas gave this request before it is handled.
+pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origin, throttle_time_ms: i32) -> Response {
+    let meta = RequestMeta { throttle_time_ms, ..RequestMeta::of(&req, origin) };
     // Only the group APIs want it (no String per request for the others).
     let client_id = || req.header.client_id.as_deref().unwrap_or("").to_string();
     match req.body {
@@ -119,6 +137,7 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origi
         RequestKind::DescribeAcls(_) => handlers::acls_disabled::describe(meta),
         RequestKind::CreateAcls(r) => handlers::acls_disabled::create(meta, r),
         RequestKind::DeleteAcls(r) => handlers::acls_disabled::delete(meta, r),
+        RequestKind::AlterClientQuotas(r) => handlers::alter_client_quotas::handle(ctx, meta, r).await,
         RequestKind::DescribeClientQuotas(r) => handlers::describe_client_quotas::handle(ctx, meta, r),
         RequestKind::DescribeUserScramCredentials(r) => handlers::describe_user_scram_credentials::handle(ctx, meta, r),
         RequestKind::AlterUserScramCredentials(r) => handlers::alter_user_scram_credentials::handle(ctx, meta, r).await,

@@ -1,13 +1,16 @@
-//! DescribeClientQuotas 0-1 (`kafka-configs.sh --describe --entity-type users|clients`
-//! asks it beside the SCRAM credentials): the filter is checked as Kafka's
-//! ClientQuotasImage checks it; no quota can be set yet (AlterClientQuotas is not
-//! served), so a valid filter matches no entity.
+//! DescribeClientQuotas 0-1 (`kafka-configs.sh --describe --entity-type users|clients|ips`):
+//! the quotas of the committed image whose entity the filter matches, as Kafka's
+//! ClientQuotasImage answers. A component matches an entity that has that type with the
+//! given name (MATCH_EXACT), the default (MATCH_DEFAULT) or any name (MATCH_SPECIFIED);
+//! every component must match; `strict` also refuses entities with other types.
+use kafka_protocol::messages::describe_client_quotas_response::{EntityData, EntryData, ValueData};
 use kafka_protocol::messages::{DescribeClientQuotasRequest, DescribeClientQuotasResponse};
 
 use super::str_bytes;
 use std::rc::Rc;
 
 use crate::protocol::ErrorCode;
+use crate::security::client_quotas::{EntityName, QuotaEntity};
 use crate::security::acl::Operation;
 use crate::server::shard::ShardContext;
 use crate::server::dispatch::{RequestMeta, Response};
@@ -25,13 +28,50 @@ pub fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeClientQuot
     let allowed = ctx.access(&meta).allows_cluster(Operation::DescribeConfigs);
     let checked = if allowed { check_filter(&req) } else { Err((ErrorCode::CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.".to_string())) };
     let response = match checked {
-        Ok(()) => DescribeClientQuotasResponse::default().with_entries(Some(Vec::new())),
+        Ok(()) => DescribeClientQuotasResponse::default().with_entries(Some(matching(ctx, &req))),
         Err((code, message)) => DescribeClientQuotasResponse::default()
             .with_error_code(code.code())
             .with_error_message(Some(str_bytes(&message)))
             .with_entries(None),
     };
     meta.respond(&response)
+}
+
+/// The committed image's entities the (checked) filter matches, with their values.
+fn matching(ctx: &ShardContext, req: &DescribeClientQuotasRequest) -> Vec<EntryData> {
+    let image = ctx.controller.image();
+    image
+        .security
+        .client_quotas
+        .iter()
+        .filter(|(entity, _)| matches(entity, req))
+        .map(|(entity, values)| {
+            let entity = entity
+                .components()
+                .map(|(t, name)| EntityData::default().with_entity_type(str_bytes(t)).with_entity_name(name.map(str_bytes)))
+                .collect();
+            let values = values.iter().map(|(k, v)| ValueData::default().with_key(str_bytes(k.name())).with_value(v.0)).collect();
+            EntryData::default().with_entity(entity).with_values(values)
+        })
+        .collect()
+}
+
+fn matches(entity: &QuotaEntity, req: &DescribeClientQuotasRequest) -> bool {
+    let component = |t: &str| match t {
+        USER => entity.user.as_ref(),
+        CLIENT_ID => entity.client_id.as_ref(),
+        _ => entity.ip.as_ref(),
+    };
+    let all_match = req.components.iter().all(|c| {
+        let Some(name) = component(c.entity_type.as_str()) else { return false };
+        match c.match_type {
+            MATCH_EXACT => matches!(name, EntityName::Named(n) if Some(n.as_str()) == c._match.as_deref()),
+            MATCH_DEFAULT => *name == EntityName::Default,
+            _ => true,
+        }
+    });
+    // Strict: the entity has no type the filter does not name.
+    all_match && (!req.strict || entity.components().count() == req.components.len())
 }
 
 fn check_filter(req: &DescribeClientQuotasRequest) -> Result<(), (ErrorCode, String)> {

@@ -166,6 +166,15 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
     if replica >= 0 {
         return super::replica_fetch::handle(ctx, meta, req, replica).await;
     }
+    if meta.throttle_time_ms > 0 {
+        // A consumer over its quota gets no data until its throttle time is over (Kafka's
+        // throttled response: no partitions, the time to wait).
+        let empty = FetchResponseParts { throttle_time_ms: meta.throttle_time_ms, error_code: 0, session_id: 0, topics: SmallVec::new(), node_endpoints: Vec::new() };
+        return match write_fetch_response(meta.correlation_id, meta.version, &empty) {
+            Ok(frames) => Response::Frames(frames),
+            Err(_) => Response::Close,
+        };
+    }
     let image = ctx
         .image_for_request(|image| {
             let topic = |t: &kafka_protocol::messages::fetch_request::FetchTopic| {
@@ -272,7 +281,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
         }
     }
     let node_endpoints = if meta.version >= 16 { leader_hints(&image, &mut topics) } else { Vec::new() };
-    let mut resp = FetchResponseParts { throttle_time_ms: 0, error_code: 0, session_id: 0, topics, node_endpoints };
+    let mut resp = FetchResponseParts { throttle_time_ms: meta.throttle_time_ms, error_code: 0, session_id: 0, topics, node_endpoints };
     match write_fetch_response(meta.correlation_id, meta.version, &resp) {
         Ok(frames) => Response::Frames(frames),
         Err(e) => {

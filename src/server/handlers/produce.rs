@@ -142,7 +142,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ProduceInput
     if meta.version >= 10 && answers.iter().any(|a| a.error_code == not_leader) {
         return respond_with_leader_hints(&meta, &image, topics);
     }
-    match write_produce_response(meta.correlation_id, meta.version, topics) {
+    match write_produce_response(meta.correlation_id, meta.version, topics, meta.throttle_time_ms) {
         Ok(frame) => Response::Frames(smallvec::smallvec![frame.freeze().into()]),
         Err(e) => {
             tracing::error!(version = meta.version, error = %e, "cannot encode the Produce response");

@@ -58,6 +58,10 @@ pub struct ShardContext {
     pub listeners: crate::security::listeners::Listeners,
     /// The ACL authorizer (if configured) over the ACLs of the applied image.
     pub authorization: crate::server::authorization::Authorization,
+    /// max.connections / max.connections.per.ip, counted with every shard.
+    pub connection_limits: Arc<crate::security::connection_limits::ConnectionLimits>,
+    /// Client quotas: this shard's meters and throttling.
+    pub client_quotas: crate::server::client_quotas::ClientQuotaManager,
 }
 
 impl ShardContext {
@@ -68,6 +72,7 @@ impl ShardContext {
         mesh: Mesh<ShardMessage>,
         topic_defaults: TopicConfigDefaults,
         log_dirs: Arc<LogDirs>,
+        connection_limits: Arc<crate::security::connection_limits::ConnectionLimits>,
     ) -> ShardContext {
         let committed = controller.clone();
         let partitions = Rc::new(ShardPartitions::new(shard, config.node_id, Box::new(move || committed.shard_index())));
@@ -81,6 +86,7 @@ impl ShardContext {
         // `Config::validate` resolved the same settings before the broker started.
         let listeners = config.listeners().expect("listeners were validated with the config");
         let authorization = crate::server::authorization::Authorization::new(config.authorizer().expect("the authorizer settings were validated with the config"));
+        let client_quotas = crate::server::client_quotas::ClientQuotaManager::new(config.quota_window());
         ShardContext {
             shard,
             config,
@@ -98,6 +104,8 @@ impl ShardContext {
             fetchers,
             listeners,
             authorization,
+            client_quotas,
+            connection_limits,
         }
     }
 
