@@ -113,7 +113,7 @@ fn produce_in_place(frame: &Bytes) -> usize {
     }
     let t = view.topics().next().expect("a topic");
     let topics = [TopicAnswer { name: t.name, topic_id: [0; 16], partitions: &answers }];
-    write_produce_response(view.correlation_id(), view.version(), topics.iter().cloned()).expect("encodes").len()
+    write_produce_response(view.correlation_id(), view.version(), topics.iter().cloned(), 0).expect("encodes").len()
 }
 
 fn bench_validate(c: &mut Criterion) {

@@ -208,7 +208,7 @@ async fn measure(dir: &Path, flush: FlushMode, warmup: usize, rounds: usize) -> 
             ..PartitionAnswer::pending(partition.index)
         }];
         let topics = [TopicAnswer { name: topic.name, topic_id: [0; 16], partitions: &answer }];
-        let produce_resp = write_produce_response(produce.correlation_id(), produce.version(), topics.iter().cloned()).expect("encodes");
+        let produce_resp = write_produce_response(produce.correlation_id(), produce.version(), topics.iter().cloned(), 0).expect("encodes");
         // Fetch: the tailing consumer reads what was just produced.
         let data = p.read(next_fetch, 1 << 20).await.expect("read");
         assert!(!data.records.is_empty(), "the consumer sees the new batch");

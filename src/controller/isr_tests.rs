@@ -316,7 +316,7 @@ fn alter_partition_through_the_controller_thread() {
     h.join();
 }
 
-mod prop {
+mod properties {
     use proptest::prelude::*;
 
     use super::*;

@@ -22,7 +22,7 @@ use std::time::Instant;
 
 use kafka_protocol::messages::{ApiKey, RequestKind};
 
-use super::dispatch::Response;
+use super::dispatch::{RequestMeta, Response};
 use super::shard::ShardContext;
 use crate::protocol::DecodedRequest;
 use crate::runtime::poll_time::PollTimed;
@@ -257,6 +257,50 @@ impl ConnectionQuota {
         }
     }
 }
+
+/// The controller mutation quota of one CreateTopics, CreatePartitions or DeleteTopics
+/// request (Kafka's KIP-599): each topic's partitions are counted as it is handled; once
+/// the client is over its quota, the request's remaining topics are refused with
+/// THROTTLING_QUOTA_EXCEEDED (from the versions Kafka is strict in; older versions are
+/// only throttled).
+pub struct MutationQuota<'a> {
+    ctx: &'a ShardContext,
+    principal: Principal,
+    client_id: &'a str,
+    strict: bool,
+    quotas: ClientQuotas,
+    throttle_ms: Cell<u64>,
+}
+
+impl<'a> MutationQuota<'a> {
+    pub fn new(ctx: &'a ShardContext, meta: &RequestMeta, client_id: &'a str, strict_since_version: i16) -> MutationQuota<'a> {
+        let quotas = ctx.image().security.client_quotas.clone();
+        MutationQuota { ctx, principal: meta.principal, client_id, strict: meta.version >= strict_since_version, quotas, throttle_ms: Cell::new(0) }
+    }
+
+    /// Whether a change of `partitions` partitions may go ahead (then it is counted).
+    pub fn admit(&self, partitions: u32) -> bool {
+        match self.ctx.client_quotas.record_mutations(self.principal, self.client_id, partitions, self.strict, &self.quotas) {
+            Ok(throttle) => {
+                self.throttle_ms.set(self.throttle_ms.get().max(throttle));
+                true
+            }
+            Err(throttle) => {
+                self.throttle_ms.set(self.throttle_ms.get().max(throttle));
+                false
+            }
+        }
+    }
+
+    /// `meta` with the throttle time the mutations earned.
+    pub fn throttled(&self, meta: RequestMeta) -> RequestMeta {
+        let ms = i32::try_from(self.throttle_ms.get()).unwrap_or(i32::MAX);
+        RequestMeta { throttle_time_ms: meta.throttle_time_ms.max(ms), ..meta }
+    }
+}
+
+/// Kafka's message for THROTTLING_QUOTA_EXCEEDED.
+pub const THROTTLING_QUOTA_EXCEEDED_MESSAGE: &str = "The throttling quota has been exceeded.";
 
 /// What a request is to the client quotas.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

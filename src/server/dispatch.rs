@@ -106,7 +106,7 @@ pub async fn dispatch_produce_view(ctx: &Rc<ShardContext>, view: ProduceRequestV
 /// `throttle_time_ms`: what the client's quotas gave this request before it is handled.
 pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origin, throttle_time_ms: i32) -> Response {
     let meta = RequestMeta { throttle_time_ms, ..RequestMeta::of(&req, origin) };
-    // Only the group APIs want it (no String per request for the others).
+    // Only the group and topic-mutation APIs want it (no String per request for the others).
     let client_id = || req.header.client_id.as_deref().unwrap_or("").to_string();
     match req.body {
         RequestKind::ApiVersions(_) => handlers::api_versions::handle(meta),
@@ -115,9 +115,9 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origi
         RequestKind::Fetch(r) => handlers::fetch::handle(ctx, meta, r).await,
         RequestKind::ListOffsets(r) => handlers::list_offsets::handle(ctx, meta, r).await,
         RequestKind::OffsetForLeaderEpoch(r) => handlers::offset_for_leader_epoch::handle(ctx, meta, r).await,
-        RequestKind::CreateTopics(r) => handlers::create_topics::handle(ctx, meta, r).await,
-        RequestKind::DeleteTopics(r) => handlers::delete_topics::handle(ctx, meta, r).await,
-        RequestKind::CreatePartitions(r) => handlers::create_partitions::handle(ctx, meta, r).await,
+        RequestKind::CreateTopics(r) => handlers::create_topics::handle(ctx, meta, r, client_id()).await,
+        RequestKind::DeleteTopics(r) => handlers::delete_topics::handle(ctx, meta, r, client_id()).await,
+        RequestKind::CreatePartitions(r) => handlers::create_partitions::handle(ctx, meta, r, client_id()).await,
         RequestKind::DeleteRecords(r) => handlers::delete_records::handle(ctx, meta, r).await,
         RequestKind::DescribeConfigs(r) => handlers::describe_configs::handle(ctx, meta, r).await,
         RequestKind::IncrementalAlterConfigs(r) => handlers::incremental_alter_configs::handle(ctx, meta, r).await,

@@ -5,14 +5,18 @@ use std::rc::Rc;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsRequest;
 use kafka_protocol::messages::create_partitions_response::{CreatePartitionsResponse, CreatePartitionsTopicResult};
 
+use crate::server::client_quotas::{MutationQuota, THROTTLING_QUOTA_EXCEEDED_MESSAGE};
 use super::{code, str_bytes};
 use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
-pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreatePartitionsRequest) -> Response {
+pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreatePartitionsRequest, client_id: String) -> Response {
     let mut results = Vec::with_capacity(req.topics.len());
+    // controller_mutation_rate: strict from v3, as Kafka.
+    let quota = MutationQuota::new(ctx, &meta, &client_id, 3);
+    let image = ctx.image();
     let mut changed = false;
     // ACLs: ALTER on each topic, else TOPIC_AUTHORIZATION_FAILED.
     let access = ctx.access(&meta);
@@ -21,6 +25,13 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreatePartit
         if !access.allows_topic(Operation::Alter, t.name.as_str()) {
             r.error_code = ErrorCode::TOPIC_AUTHORIZATION_FAILED.code();
             r.error_message = Some(str_bytes("Authorization failed."));
+            results.push(r);
+            continue;
+        }
+        let current = image.topic(t.name.as_str()).map_or(0, |x| x.partitions.len() as i32);
+        if !req.validate_only && t.count > current && !quota.admit((t.count - current) as u32) {
+            r.error_code = ErrorCode::THROTTLING_QUOTA_EXCEEDED.code();
+            r.error_message = Some(str_bytes(THROTTLING_QUOTA_EXCEEDED_MESSAGE));
             results.push(r);
             continue;
         }
@@ -39,5 +50,5 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreatePartit
     if changed {
         ctx.catch_up_with_controller().await;
     }
-    meta.respond(&CreatePartitionsResponse::default().with_results(results))
+    quota.throttled(meta).respond(&CreatePartitionsResponse::default().with_results(results))
 }

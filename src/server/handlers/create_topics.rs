@@ -6,6 +6,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::create_topics_request::CreateTopicsRequest;
 use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult, CreateTopicsResponse};
 
+use crate::server::client_quotas::{MutationQuota, THROTTLING_QUOTA_EXCEEDED_MESSAGE};
 use super::{code, str_bytes, uuid};
 use crate::cluster::topic_config::describe;
 use crate::protocol::ErrorCode;
@@ -13,8 +14,10 @@ use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
-pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreateTopicsRequest) -> Response {
+pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreateTopicsRequest, client_id: String) -> Response {
     let mut results = Vec::with_capacity(req.topics.len());
+    // controller_mutation_rate: strict from v6, as Kafka.
+    let quota = MutationQuota::new(ctx, &meta, &client_id, 6);
     let mut created = false;
     // ACLs: CREATE on the cluster, or on each topic (else TOPIC_AUTHORIZATION_FAILED).
     let access = ctx.access(&meta);
@@ -45,6 +48,13 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreateTopics
         if let Some(msg) = bad_config {
             result.error_code = ErrorCode::INVALID_REQUEST.code();
             result.error_message = Some(str_bytes(&msg));
+            results.push(result);
+            continue;
+        }
+        let new_partitions = if !t.assignments.is_empty() { t.assignments.len() as i32 } else if partitions > 0 { partitions } else { ctx.config.num_partitions as i32 };
+        if !req.validate_only && !quota.admit(new_partitions.max(0) as u32) {
+            result.error_code = ErrorCode::THROTTLING_QUOTA_EXCEEDED.code();
+            result.error_message = Some(str_bytes(THROTTLING_QUOTA_EXCEEDED_MESSAGE));
             results.push(result);
             continue;
         }
@@ -95,5 +105,5 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreateTopics
         // (possibly on this connection) sees it.
         ctx.catch_up_with_controller().await;
     }
-    meta.respond(&CreateTopicsResponse::default().with_topics(results))
+    quota.throttled(meta).respond(&CreateTopicsResponse::default().with_topics(results))
 }

@@ -4,14 +4,17 @@ use std::rc::Rc;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicsRequest;
 use kafka_protocol::messages::delete_topics_response::{DeletableTopicResult, DeleteTopicsResponse};
 
+use crate::server::client_quotas::{MutationQuota, THROTTLING_QUOTA_EXCEEDED_MESSAGE};
 use super::{code, str_bytes, topic_name, uuid};
 use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
-pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DeleteTopicsRequest) -> Response {
+pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DeleteTopicsRequest, client_id: String) -> Response {
     let image = ctx.image();
+    // controller_mutation_rate: strict from v5, as Kafka.
+    let quota = MutationQuota::new(ctx, &meta, &client_id, 5);
     let targets: Vec<(Option<String>, [u8; 16])> = if meta.version >= 6 {
         req.topics.iter().map(|t| (t.name.as_ref().map(|n| n.0.to_string()), *t.topic_id.as_bytes())).collect()
     } else {
@@ -30,6 +33,10 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DeleteTopics
                 r.error_code = ErrorCode::TOPIC_AUTHORIZATION_FAILED.code();
                 r.error_message = Some(str_bytes("Authorization failed."));
             }
+            Some(n) if !quota.admit(image.topic(&n).map_or(0, |t| t.partitions.len() as u32)) => {
+                r.error_code = ErrorCode::THROTTLING_QUOTA_EXCEEDED.code();
+                r.error_message = Some(str_bytes(THROTTLING_QUOTA_EXCEEDED_MESSAGE));
+            }
             Some(n) => match ctx.controller.delete_topic(n).await {
                 Ok(tid) => {
                     deleted = true;
@@ -46,5 +53,5 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DeleteTopics
     if deleted {
         ctx.catch_up_with_controller().await;
     }
-    meta.respond(&DeleteTopicsResponse::default().with_responses(results))
+    quota.throttled(meta).respond(&DeleteTopicsResponse::default().with_responses(results))
 }
