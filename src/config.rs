@@ -194,6 +194,11 @@ pub struct Config {
     pub quota_window_num: usize,
     /// quota.window.size.seconds: the length of each sample.
     pub quota_window_size_seconds: u64,
+    /// controller.quota.window.num: with the window size, the burst of partition
+    /// mutations a client may make at once (samples × size × controller_mutation_rate).
+    pub controller_quota_window_num: usize,
+    /// controller.quota.window.size.seconds.
+    pub controller_quota_window_size_seconds: u64,
     /// connections.max.idle.ms: a connection with nothing received and no request in flight
     /// for this long is closed, as Kafka does (clients reconnect when they need to).
     pub connections_max_idle_ms: u64,
@@ -370,6 +375,8 @@ impl Default for Config {
             max_connections_per_ip_overrides: String::new(),
             quota_window_num: 11,
             quota_window_size_seconds: 1,
+            controller_quota_window_num: 11,
+            controller_quota_window_size_seconds: 1,
             connections_max_idle_ms: 600_000,
             max_inflight_requests_per_connection: 64,
             fetch_max_bytes: 57_671_680,
@@ -525,6 +532,14 @@ impl Config {
         crate::security::quota_rate::RateWindow { samples: self.quota_window_num, window_ms: self.quota_window_size_seconds * 1000 }
     }
 
+    /// The window of the controller mutation quota (controller.quota.window.num, .size.seconds).
+    pub fn controller_quota_window(&self) -> crate::security::quota_rate::RateWindow {
+        crate::security::quota_rate::RateWindow {
+            samples: self.controller_quota_window_num,
+            window_ms: self.controller_quota_window_size_seconds * 1000,
+        }
+    }
+
     /// max.connections, max.connections.per.ip and its overrides.
     pub fn connection_limits(&self) -> Result<crate::security::connection_limits::ConnectionLimits, ConfigError> {
         crate::security::connection_limits::ConnectionLimits::new(self.max_connections, self.max_connections_per_ip, &self.max_connections_per_ip_overrides)
@@ -564,6 +579,12 @@ impl Config {
         }
         if !(1..=3600).contains(&self.quota_window_size_seconds) {
             return bad("quota_window_size_seconds", "must be between 1 and 3600");
+        }
+        if self.controller_quota_window_num < 1 {
+            return bad("controller_quota_window_num", "must be at least 1");
+        }
+        if !(1..=3600).contains(&self.controller_quota_window_size_seconds) {
+            return bad("controller_quota_window_size_seconds", "must be between 1 and 3600");
         }
         if listeners.all.iter().any(|l| l.protocol.uses_sasl()) {
             self.sasl_mechanisms()?;
@@ -968,6 +989,10 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub quota_window_size_seconds: Option<u64>,
     #[arg(long)]
+    pub controller_quota_window_num: Option<usize>,
+    #[arg(long)]
+    pub controller_quota_window_size_seconds: Option<u64>,
+    #[arg(long)]
     pub connections_max_idle_ms: Option<u64>,
     #[arg(long)]
     pub max_inflight_requests_per_connection: Option<usize>,
@@ -1073,7 +1098,8 @@ impl ConfigArgs {
         }
         set!(listeners, advertised_listeners, listener_security_protocol_map, inter_broker_listener_name, ssl_keystore_type, ssl_keystore_location, ssl_keystore_password, ssl_key_password, ssl_truststore_type, ssl_truststore_location, ssl_truststore_password, ssl_client_auth, ssl_enabled_protocols, ssl_cipher_suites, ssl_handshake_timeout_ms, sasl_enabled_mechanisms, sasl_jaas_config);
         set!(authorizer_class_name, super_users, allow_everyone_if_no_acl_found, ssl_principal_mapping_rules);
-        set!(max_connections, max_connections_per_ip, max_connections_per_ip_overrides, quota_window_num, quota_window_size_seconds);
+        set!(max_connections, max_connections_per_ip, max_connections_per_ip_overrides, quota_window_num, quota_window_size_seconds,
+            controller_quota_window_num, controller_quota_window_size_seconds);
         set!(listen, data_dir, log_dirs, node_id, process_roles, controller_quorum_voters,
             broker_session_timeout_ms, metadata_snapshot_every_entries, auto_leader_rebalance_enable, leader_imbalance_check_interval_seconds,
             leader_imbalance_per_broker_percentage, replica_lag_time_max_ms, replica_fetch_wait_max_ms, replica_fetch_max_bytes,

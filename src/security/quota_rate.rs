@@ -110,6 +110,61 @@ impl SampledRate {
     }
 }
 
+/// The controller mutation quota's measure (Kafka's TokenBucket, KIP-599): a bucket of
+/// `samples × window × quota` partition mutations that refills at `quota` per second. A
+/// mutation is allowed while the bucket is not below zero, and takes its partitions even
+/// if that overdraws it (one large CreateTopics may pass); the client then waits
+/// `-tokens / quota` seconds for the bucket to come back to zero.
+#[derive(Clone, Debug)]
+pub struct TokenBucket {
+    window: RateWindow,
+    tokens: f64,
+    /// When the tokens were last refilled (None: never used, the bucket is full).
+    last_ms: Option<u64>,
+}
+
+impl TokenBucket {
+    pub fn new(window: RateWindow) -> TokenBucket {
+        TokenBucket { window, tokens: 0.0, last_ms: None }
+    }
+
+    fn burst(&self, quota: f64) -> f64 {
+        self.window.samples as f64 * (self.window.window_ms as f64 / 1000.0) * quota
+    }
+
+    fn refill(&mut self, quota: f64, now_ms: u64) {
+        let burst = self.burst(quota);
+        self.tokens = match self.last_ms {
+            None => burst,
+            Some(t) => (self.tokens + quota * now_ms.saturating_sub(t) as f64 / 1000.0).min(burst),
+        };
+        self.last_ms = Some(now_ms);
+    }
+
+    /// Takes `value` tokens (the bucket may go below zero).
+    pub fn record(&mut self, value: f64, quota: f64, now_ms: u64) {
+        self.refill(quota, now_ms);
+        self.tokens = (self.tokens - value).min(self.burst(quota));
+    }
+
+    /// How long until the bucket is back at zero; 0 when it is not below it.
+    pub fn throttle_ms(&mut self, quota: f64, now_ms: u64) -> u64 {
+        self.refill(quota, now_ms);
+        if self.tokens >= 0.0 {
+            return 0;
+        }
+        if quota <= 0.0 {
+            return u64::from(u32::MAX);
+        }
+        (-self.tokens / quota * 1000.0).round() as u64
+    }
+
+    /// The last time the bucket was used (to forget idle clients).
+    pub fn last_record_ms(&self) -> Option<u64> {
+        self.last_ms
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,5 +223,23 @@ mod tests {
         let mut r = SampledRate::new(W);
         r.record(1.0, 0);
         assert_eq!(r.throttle_ms(0.0, 0, 1_000), 1_000);
+    }
+
+    #[test]
+    fn token_bucket_allows_a_burst_then_overdraws_then_refills() {
+        // Kafka 4.4, controller_mutation_rate=1 with 11 windows of 1 s: 11 partitions at
+        // once, one request may overdraw, and the wait is the deficit over the rate.
+        let mut b = TokenBucket::new(RateWindow::KAFKA_DEFAULT);
+        assert_eq!(b.throttle_ms(1.0, 5_000), 0, "a new bucket is full");
+        b.record(4.0, 1.0, 5_000);
+        b.record(10.0, 1.0, 5_000);
+        assert_eq!(b.throttle_ms(1.0, 5_000), 3_000, "11 - 14 = -3 tokens at 1/s");
+        assert_eq!(b.throttle_ms(1.0, 6_000), 2_000, "refilled by one");
+        assert_eq!(b.throttle_ms(1.0, 8_000), 0);
+        assert_eq!(b.throttle_ms(1.0, 100_000), 0);
+        b.record(11.0, 1.0, 100_000);
+        assert_eq!(b.throttle_ms(1.0, 100_000), 0, "refills stop at the burst");
+        b.record(0.5, 1.0, 100_000);
+        assert_eq!(b.throttle_ms(1.0, 100_000), 500);
     }
 }

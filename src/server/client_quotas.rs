@@ -22,13 +22,13 @@ use std::time::Instant;
 
 use kafka_protocol::messages::{ApiKey, RequestKind};
 
-use super::dispatch::{RequestMeta, Response};
+use super::dispatch::RequestMeta;
 use super::shard::ShardContext;
 use crate::protocol::DecodedRequest;
 use crate::runtime::poll_time::PollTimed;
 use crate::security::client_quotas::{ClientQuotas, QuotaKey, QuotaTags};
 use crate::security::principal::Principal;
-use crate::security::quota_rate::{RateWindow, SampledRate};
+use crate::security::quota_rate::{RateWindow, SampledRate, TokenBucket};
 
 /// Kafka forgets a client's meters after an hour without use; ours go once they hold
 /// nothing (every sample expired) and no connection uses them.
@@ -36,14 +36,28 @@ const FORGET_AFTER_IDLE_WINDOWS: u64 = 1;
 
 /// One client's (or group of clients') measure against one quota.
 pub struct Meter {
-    rate: RefCell<SampledRate>,
+    measure: RefCell<Measure>,
     /// Until when the connections of these clients are muted (ms on the shard's clock).
     muted_until_ms: Cell<u64>,
 }
 
+/// Byte and request-time quotas are rates; the controller mutation quota is a token
+/// bucket (as in Kafka).
+enum Measure {
+    Rate(SampledRate),
+    Tokens(TokenBucket),
+}
+
 impl Meter {
-    fn new(window: RateWindow) -> Meter {
-        Meter { rate: RefCell::new(SampledRate::new(window)), muted_until_ms: Cell::new(0) }
+    fn new(measure: Measure) -> Meter {
+        Meter { measure: RefCell::new(measure), muted_until_ms: Cell::new(0) }
+    }
+
+    fn last_record_ms(&self) -> Option<u64> {
+        match &*self.measure.borrow() {
+            Measure::Rate(r) => r.last_record_ms(),
+            Measure::Tokens(t) => t.last_record_ms(),
+        }
     }
 }
 
@@ -56,6 +70,8 @@ struct Bound {
 
 pub struct ClientQuotaManager {
     window: RateWindow,
+    /// controller.quota.window.*: the burst of the controller mutation quota.
+    mutation_window: RateWindow,
     /// The longest throttle a client is given (Kafka: one quota window).
     max_throttle_ms: u64,
     started: Instant,
@@ -75,9 +91,10 @@ fn slot(key: QuotaKey) -> usize {
 }
 
 impl ClientQuotaManager {
-    pub fn new(window: RateWindow) -> ClientQuotaManager {
+    pub fn new(window: RateWindow, mutation_window: RateWindow) -> ClientQuotaManager {
         ClientQuotaManager {
             window,
+            mutation_window,
             max_throttle_ms: window.window_ms,
             started: Instant::now(),
             quotas: RefCell::new(ClientQuotas::default()),
@@ -104,33 +121,53 @@ impl ClientQuotaManager {
     /// The quota of `key` for this client and the meter it shares; None when unlimited.
     fn bound(&self, key: QuotaKey, principal: Principal, client_id: &str) -> Option<Bound> {
         let (quota, tags) = self.quotas.borrow().client_quota(key, principal.name(), client_id)?;
-        let meter = self.meters.borrow_mut().entry((key, tags)).or_insert_with(|| Rc::new(Meter::new(self.window))).clone();
+        let measure = || match key {
+            QuotaKey::ControllerMutationRate => Measure::Tokens(TokenBucket::new(self.mutation_window)),
+            _ => Measure::Rate(SampledRate::new(self.window)),
+        };
+        let meter = self.meters.borrow_mut().entry((key, tags)).or_insert_with(|| Rc::new(Meter::new(measure()))).clone();
         Some(Bound { quota, meter })
     }
 
     fn forget_idle_meters(&self) {
         let now = self.now_ms();
-        let idle_ms = self.window.window_ms * (self.window.samples as u64 + FORGET_AFTER_IDLE_WINDOWS);
-        self.meters.borrow_mut().retain(|_, m| {
-            Rc::strong_count(m) > 1 || m.rate.borrow().last_record_ms().is_some_and(|t| now.saturating_sub(t) < idle_ms)
-        });
+        let span = |w: RateWindow| w.window_ms * (w.samples as u64 + FORGET_AFTER_IDLE_WINDOWS);
+        let idle_ms = span(self.window).max(span(self.mutation_window));
+        self.meters
+            .borrow_mut()
+            .retain(|_, m| Rc::strong_count(m) > 1 || m.last_record_ms().is_some_and(|t| now.saturating_sub(t) < idle_ms));
     }
 
     /// Records `value` against the bound and mutes its clients for the throttle time it
     /// earns; returns that time.
     fn record(&self, bound: &Bound, value: f64) -> u64 {
         let now = self.now_ms();
-        let mut rate = bound.meter.rate.borrow_mut();
-        rate.record(value, now);
-        let throttle = rate.throttle_ms(bound.quota, now, self.max_throttle_ms);
+        let throttle = self.record_unmuted(bound, value, now);
         self.mute(bound, now, throttle);
         throttle
+    }
+
+    /// Records `value`; returns the throttle time it earns, muting nobody.
+    fn record_unmuted(&self, bound: &Bound, value: f64, now: u64) -> u64 {
+        match &mut *bound.meter.measure.borrow_mut() {
+            Measure::Rate(rate) => {
+                rate.record(value, now);
+                rate.throttle_ms(bound.quota, now, self.max_throttle_ms)
+            }
+            Measure::Tokens(bucket) => {
+                bucket.record(value, bound.quota, now);
+                bucket.throttle_ms(bound.quota, now)
+            }
+        }
     }
 
     /// The throttle time the bound's clients have earned so far (nothing recorded).
     fn pending(&self, bound: &Bound) -> u64 {
         let now = self.now_ms();
-        let throttle = bound.meter.rate.borrow_mut().throttle_ms(bound.quota, now, self.max_throttle_ms);
+        let throttle = match &mut *bound.meter.measure.borrow_mut() {
+            Measure::Rate(rate) => rate.throttle_ms(bound.quota, now, self.max_throttle_ms),
+            Measure::Tokens(bucket) => bucket.throttle_ms(bound.quota, now),
+        };
         self.mute(bound, now, throttle);
         throttle
     }
@@ -142,10 +179,28 @@ impl ClientQuotaManager {
         }
     }
 
-    /// Partition mutations (CreateTopics, CreatePartitions, DeleteTopics) of a client:
-    /// Ok with the throttle time, or, when `strict` and the client is already over its
-    /// quota, Err with the time it must wait (nothing recorded: the mutation is refused
-    /// with THROTTLING_QUOTA_EXCEEDED).
+    /// A consumer's Fetch response of `bytes`, checked as Kafka checks it before sending:
+    /// recorded, and if that puts the client over its consumer_byte_rate, taken back and
+    /// the throttle time returned (the response is then sent empty, and the client's
+    /// connections muted for that long). 0: send it.
+    pub fn check_fetch_response(&self, principal: Principal, client_id: &str, bytes: usize, quotas: &ClientQuotas) -> u64 {
+        if !self.sync(quotas) {
+            return 0;
+        }
+        let Some(bound) = self.bound(QuotaKey::ConsumerByteRate, principal, client_id) else { return 0 };
+        let throttle = self.record(&bound, bytes as f64);
+        if throttle > 0 {
+            let now = self.now_ms();
+            self.record_unmuted(&bound, -(bytes as f64), now);
+        }
+        throttle
+    }
+
+    /// Partition mutations (CreateTopics, CreatePartitions, DeleteTopics) of a client.
+    /// `strict` (the versions Kafka is strict in): refused with Err(the time to wait) when
+    /// the client's bucket is already below zero, nothing recorded; else taken, Ok(0)
+    /// (the response carries the wait only of a refusal, as Kafka's). Not strict: always
+    /// taken, Ok(the time to wait after it).
     pub fn record_mutations(&self, principal: Principal, client_id: &str, partitions: u32, strict: bool, quotas: &ClientQuotas) -> Result<u64, u64> {
         if !self.sync(quotas) {
             return Ok(0);
@@ -156,6 +211,9 @@ impl ClientQuotaManager {
             if over > 0 {
                 return Err(over);
             }
+            // An overdraft mutes nobody: the next mutation is refused instead.
+            self.record_unmuted(&bound, f64::from(partitions), self.now_ms());
+            return Ok(0);
         }
         Ok(self.record(&bound, f64::from(partitions)))
     }
@@ -180,8 +238,6 @@ pub struct Throttle {
     pub ms: u64,
     /// Measure the handler's time against the request quota.
     pub time_the_handler: bool,
-    /// Meter the response's size against the consumer quota.
-    pub meter_fetch_response: bool,
 }
 
 impl Throttle {
@@ -224,8 +280,9 @@ impl ConnectionQuota {
 
     /// Before a request is handled: records a Produce's size, and tells the throttle time
     /// earned by it and by the request time so far. `exempt`: requests Kafka never
-    /// throttles (ApiVersions, replication, cluster actions).
-    pub fn before(&self, manager: &ClientQuotaManager, produce_bytes: Option<usize>, fetch: bool, exempt: bool) -> Throttle {
+    /// throttles (ApiVersions, replication, cluster actions). A Fetch's bytes are checked
+    /// by its handler, which knows them before it answers (`check_fetch_response`).
+    pub fn before(&self, manager: &ClientQuotaManager, produce_bytes: Option<usize>, exempt: bool) -> Throttle {
         if !self.limited || exempt {
             return Throttle::default();
         }
@@ -234,26 +291,19 @@ impl ConnectionQuota {
             (Some(bytes), Some(b)) => manager.record(b, bytes as f64),
             _ => 0,
         };
-        let consume = match (fetch, bound(QuotaKey::ConsumerByteRate)) {
-            (true, Some(b)) => manager.pending(b),
-            _ => 0,
-        };
         let request = bound(QuotaKey::RequestPercentage).map_or(0, |b| manager.pending(b));
-        Throttle { ms: produce.max(consume).max(request), time_the_handler: bound(QuotaKey::RequestPercentage).is_some(), meter_fetch_response: false }
+        Throttle { ms: produce.max(request), time_the_handler: bound(QuotaKey::RequestPercentage).is_some() }
     }
 
-    /// After a request was handled: the bytes of a Fetch response and the handler's
-    /// thread time (nanoseconds), recorded for the next requests.
-    pub fn after(&self, manager: &ClientQuotaManager, fetch_response_bytes: Option<usize>, handler_nanos: Option<u64>) {
+    /// After a request was handled: the handler's thread time (nanoseconds), recorded for
+    /// the next requests.
+    pub fn after(&self, manager: &ClientQuotaManager, handler_nanos: u64) {
         if !self.limited {
             return;
         }
-        if let (Some(bytes), Some(b)) = (fetch_response_bytes, &self.bounds[slot(QuotaKey::ConsumerByteRate)]) {
-            manager.record(b, bytes as f64);
-        }
-        if let (Some(nanos), Some(b)) = (handler_nanos, &self.bounds[slot(QuotaKey::RequestPercentage)]) {
+        if let Some(b) = &self.bounds[slot(QuotaKey::RequestPercentage)] {
             // Kafka: percent of one thread, so a second of thread time is 100.
-            manager.record(b, nanos as f64 * 100.0 / 1e9);
+            manager.record(b, handler_nanos as f64 * 100.0 / 1e9);
         }
     }
 }
@@ -299,16 +349,12 @@ impl<'a> MutationQuota<'a> {
     }
 }
 
-/// Kafka's message for THROTTLING_QUOTA_EXCEEDED.
-pub const THROTTLING_QUOTA_EXCEEDED_MESSAGE: &str = "The throttling quota has been exceeded.";
 
 /// What a request is to the client quotas.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QuotaUse {
     /// A Produce of this many bytes (the request frame, as Kafka counts it).
     Produce(usize),
-    /// A consumer's Fetch (its response is metered).
-    Fetch,
     /// Never throttled (Kafka: ApiVersions, SASL, replication and cluster actions).
     Exempt,
     /// Any other request (the request-time quota).
@@ -319,8 +365,8 @@ impl QuotaUse {
     pub fn of(req: &DecodedRequest, frame_len: usize) -> QuotaUse {
         match &req.body {
             RequestKind::Produce(_) => QuotaUse::Produce(frame_len),
-            RequestKind::Fetch(f) if f.replica_id.0 < 0 && f.replica_state.replica_id.0 < 0 => QuotaUse::Fetch,
-            RequestKind::Fetch(_) => QuotaUse::Exempt,
+            // A follower's fetch (replica id >= 0) is replication, never throttled.
+            RequestKind::Fetch(f) if f.replica_id.0 >= 0 || f.replica_state.replica_id.0 >= 0 => QuotaUse::Exempt,
             _ if matches!(
                 req.api_key,
                 ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate | ApiKey::WriteTxnMarkers
@@ -365,34 +411,26 @@ impl ConnectionQuotaState {
         if !q.borrow_mut().refresh(&ctx.client_quotas, quotas, client_id) {
             return Throttle::default();
         }
-        let (produce, fetch, exempt) = match usage {
-            QuotaUse::Produce(bytes) => (Some(bytes), false, false),
-            QuotaUse::Fetch => (None, true, false),
-            QuotaUse::Exempt => (None, false, true),
-            QuotaUse::Other => (None, false, false),
+        let (produce, exempt) = match usage {
+            QuotaUse::Produce(bytes) => (Some(bytes), false),
+            QuotaUse::Exempt => (None, true),
+            QuotaUse::Other => (None, false),
         };
-        let mut throttle = q.borrow().before(&ctx.client_quotas, produce, fetch, exempt);
-        throttle.meter_fetch_response = fetch;
-        throttle
+        q.borrow().before(&ctx.client_quotas, produce, exempt)
     }
 
     /// What the request's task records when it is done.
     pub fn timer(&self, throttle: Throttle) -> RequestTimer {
-        let metered = throttle.time_the_handler || throttle.meter_fetch_response;
-        RequestTimer {
-            quota: self.quota.clone().filter(|_| metered),
-            spent: throttle.time_the_handler.then(|| Rc::new(Cell::new(0))),
-            fetch: throttle.meter_fetch_response,
-        }
+        let spent = throttle.time_the_handler.then(|| Rc::new(Cell::new(0)));
+        RequestTimer { quota: self.quota.clone().filter(|_| spent.is_some()), spent }
     }
 }
 
-/// Measures what a request's handling costs against the client's quotas.
+/// Measures a request's handler time against the client's request quota.
 pub struct RequestTimer {
     quota: Option<Rc<RefCell<ConnectionQuota>>>,
     /// The handler's thread time so far (request-time quota).
     spent: Option<Rc<Cell<u64>>>,
-    fetch: bool,
 }
 
 impl RequestTimer {
@@ -403,14 +441,11 @@ impl RequestTimer {
         }
     }
 
-    /// Records the response's size (a Fetch) and the handler's time.
-    pub fn after(&self, ctx: &ShardContext, response: &Response) {
-        let Some(q) = &self.quota else { return };
-        let fetch_bytes = match response {
-            Response::Frames(bufs) if self.fetch => Some(bufs.iter().map(|b| b.len()).sum()),
-            _ => None,
-        };
-        q.borrow().after(&ctx.client_quotas, fetch_bytes, self.spent.as_ref().map(|s| s.get()));
+    /// Records the handler's time.
+    pub fn after(&self, ctx: &ShardContext) {
+        if let (Some(q), Some(spent)) = (&self.quota, &self.spent) {
+            q.borrow().after(&ctx.client_quotas, spent.get());
+        }
     }
 }
 
@@ -427,22 +462,22 @@ mod tests {
 
     #[test]
     fn without_quotas_nothing_is_metered() {
-        let m = ClientQuotaManager::new(RateWindow::KAFKA_DEFAULT);
+        let m = ClientQuotaManager::new(RateWindow::KAFKA_DEFAULT, RateWindow::KAFKA_DEFAULT);
         let mut c = ConnectionQuota::new(Principal::intern("User:alice"));
         assert!(!c.refresh(&m, &ClientQuotas::default(), "app"));
-        assert_eq!(c.before(&m, Some(1 << 30), false, false), Throttle::default());
+        assert_eq!(c.before(&m, Some(1 << 30), false), Throttle::default());
         assert!(m.meters.borrow().is_empty());
     }
 
     #[test]
     fn a_producer_over_its_rate_is_throttled_and_muted() {
-        let m = ClientQuotaManager::new(RateWindow::KAFKA_DEFAULT);
+        let m = ClientQuotaManager::new(RateWindow::KAFKA_DEFAULT, RateWindow::KAFKA_DEFAULT);
         let q = quotas("alice", QuotaKey::ProducerByteRate, 1000.0);
         let mut c = ConnectionQuota::new(Principal::intern("User:alice"));
         assert!(c.refresh(&m, &q, "app"));
         // 10 windows' worth is within the first span.
-        assert_eq!(c.before(&m, Some(10_000), false, false).ms, 0);
-        let t = c.before(&m, Some(5_000), false, false);
+        assert_eq!(c.before(&m, Some(10_000), false).ms, 0);
+        let t = c.before(&m, Some(5_000), false);
         assert!(t.ms > 0 && t.ms <= 1000, "{t:?}");
         assert!(c.muted_until_ms() >= m.now_ms());
         // Another user is not limited.
@@ -452,22 +487,24 @@ mod tests {
 
     #[test]
     fn connections_of_one_user_share_the_meter() {
-        let m = ClientQuotaManager::new(RateWindow::KAFKA_DEFAULT);
+        let m = ClientQuotaManager::new(RateWindow::KAFKA_DEFAULT, RateWindow::KAFKA_DEFAULT);
         let q = quotas("carol", QuotaKey::ProducerByteRate, 1000.0);
         let mut a = ConnectionQuota::new(Principal::intern("User:carol"));
         let mut b = ConnectionQuota::new(Principal::intern("User:carol"));
         assert!(a.refresh(&m, &q, "one") && b.refresh(&m, &q, "two"));
-        assert_eq!(a.before(&m, Some(10_000), false, false).ms, 0);
-        assert!(b.before(&m, Some(5_000), false, false).ms > 0, "the user's quota is shared by its clients");
+        assert_eq!(a.before(&m, Some(10_000), false).ms, 0);
+        assert!(b.before(&m, Some(5_000), false).ms > 0, "the user's quota is shared by its clients");
     }
 
     #[test]
     fn strict_mutations_are_refused_once_over() {
-        let m = ClientQuotaManager::new(RateWindow::KAFKA_DEFAULT);
+        let m = ClientQuotaManager::new(RateWindow::KAFKA_DEFAULT, RateWindow::KAFKA_DEFAULT);
         let q = quotas("dave", QuotaKey::ControllerMutationRate, 1.0);
         let p = Principal::intern("User:dave");
-        assert_eq!(m.record_mutations(p, "admin", 30, true, &q).map(|t| t > 0), Ok(true), "accepted, then throttled");
-        assert!(m.record_mutations(p, "admin", 1, true, &q).is_err(), "refused while over");
-        assert!(m.record_mutations(p, "admin", 1, false, &q).is_ok(), "permissive versions are accepted");
+        assert_eq!(m.record_mutations(p, "admin", 30, true, &q), Ok(0), "a full bucket takes a large request");
+        let refused = m.record_mutations(p, "admin", 1, true, &q);
+        assert!(matches!(refused, Err(ms) if ms > 18_000 && ms <= 19_000), "refused for the deficit: {refused:?}");
+        assert!(matches!(m.record_mutations(p, "admin", 1, false, &q), Ok(ms) if ms > 19_000), "permissive versions are taken and throttled");
+        assert_eq!(m.record_mutations(p, "someone", 100, true, &quotas("eve", QuotaKey::ControllerMutationRate, 1.0)), Ok(0));
     }
 }

@@ -287,7 +287,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
                 glommio::spawn_local(async move {
                     let response = timed.run(dispatch_produce_view(&ctx, view, origin, throttle.ms_i32())).await;
                     drop(memory);
-                    timed.after(&ctx, &response);
+                    timed.after(&ctx);
                     response
                 })
             }
@@ -300,7 +300,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
                     let response = timed.run(dispatch(&ctx, req, origin, throttle.ms_i32())).await;
                     // The handler is done with the request (and the frame it borrows from).
                     drop(memory);
-                    timed.after(&ctx, &response);
+                    timed.after(&ctx);
                     response
                 })
             }

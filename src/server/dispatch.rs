@@ -112,7 +112,7 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origi
         RequestKind::ApiVersions(_) => handlers::api_versions::handle(meta),
         RequestKind::Metadata(r) => handlers::metadata::handle(ctx, meta, r).await,
         RequestKind::Produce(r) => handlers::produce::handle(ctx, meta, ProduceInput::Decoded(r)).await,
-        RequestKind::Fetch(r) => handlers::fetch::handle(ctx, meta, r).await,
+        RequestKind::Fetch(r) => handlers::fetch::handle(ctx, meta, r, req.header.client_id.as_deref().unwrap_or("")).await,
         RequestKind::ListOffsets(r) => handlers::list_offsets::handle(ctx, meta, r).await,
         RequestKind::OffsetForLeaderEpoch(r) => handlers::offset_for_leader_epoch::handle(ctx, meta, r).await,
         RequestKind::CreateTopics(r) => handlers::create_topics::handle(ctx, meta, r, client_id()).await,

@@ -68,18 +68,19 @@ fn check_entry(e: &RequestEntry) -> Result<QuotaAlteration, Refusal> {
             .filter(|k| k.is_client_key() == entity.ip.is_none())
             .ok_or_else(|| invalid(format!("Invalid configuration key {name}")))?;
         if ops.iter().any(|(k, _)| *k == key) {
-            return Err(invalid(format!("Duplicate quota key {name} not updating quota for this entity")));
+            // Kafka's words for a key given twice (it names the entity, not the key).
+            return Err(invalid(format!("Ignoring duplicate entity {}", java_entity(&entity))));
         }
         if op.remove {
             ops.push((key, None));
             continue;
         }
         let v = op.value;
-        if !v.is_finite() || v <= 0.0 {
-            return Err(invalid(format!("Invalid value {v} for configuration {name}: a quota must be positive")));
+        if v.is_nan() || v <= 0.0 {
+            return Err(invalid(format!("Quota {name} must be greater than 0")));
         }
         if key.is_whole_number() && (v.fract() != 0.0 || v > i64::MAX as f64) {
-            return Err(invalid(format!("Configuration {name} must be a Long value")));
+            return Err(invalid(format!("{name} cannot be a fractional value.")));
         }
         ops.push((key, Some(QuotaValue(v))));
     }
@@ -99,13 +100,12 @@ fn check_entity(e: &RequestEntry) -> Result<QuotaEntity, Refusal> {
             IP => &mut entity.ip,
             other => return Err(invalid(format!("Unhandled client quota entity type: {other}"))),
         };
-        if slot.is_some() {
-            return Err(invalid(format!("Duplicate {} entity", c.entity_type.as_str())));
-        }
+        // A type given twice: the last name counts (Kafka reads the entity into a map).
         *slot = Some(name);
     }
     if entity.ip.is_some() && (entity.user.is_some() || entity.client_id.is_some()) {
-        return Err(invalid("Invalid quota entity combination, IP entity should not be combined with User or ClientId".into()));
+        // "shouldnot": Kafka's words, kept so clients and scripts matching them still do.
+        return Err(invalid("Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId".into()));
     }
     if let Some(EntityName::Named(ip)) = &entity.ip {
         if ip.parse::<std::net::IpAddr>().is_err() {
@@ -113,4 +113,18 @@ fn check_entity(e: &RequestEntry) -> Result<QuotaEntity, Refusal> {
         }
     }
     Ok(entity)
+}
+
+/// An entity as Kafka's `ClientQuotaEntity.toString` prints it (a Java HashMap: client-id
+/// before user; a default entity's name is null).
+fn java_entity(entity: &QuotaEntity) -> String {
+    let name = |n: &EntityName| match n {
+        EntityName::Default => "null".to_string(),
+        EntityName::Named(s) => s.to_string(),
+    };
+    let entries: Vec<String> = [(CLIENT_ID, &entity.client_id), (USER, &entity.user), (IP, &entity.ip)]
+        .into_iter()
+        .filter_map(|(t, n)| n.as_ref().map(|n| format!("{t}={}", name(n))))
+        .collect();
+    format!("ClientQuotaEntity(entries={{{}}})", entries.join(", "))
 }

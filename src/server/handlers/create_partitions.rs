@@ -5,7 +5,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsRequest;
 use kafka_protocol::messages::create_partitions_response::{CreatePartitionsResponse, CreatePartitionsTopicResult};
 
-use crate::server::client_quotas::{MutationQuota, THROTTLING_QUOTA_EXCEEDED_MESSAGE};
+use crate::server::client_quotas::MutationQuota;
 use super::{code, str_bytes};
 use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
@@ -31,7 +31,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreatePartit
         let current = image.topic(t.name.as_str()).map_or(0, |x| x.partitions.len() as i32);
         if !req.validate_only && t.count > current && !quota.admit((t.count - current) as u32) {
             r.error_code = ErrorCode::THROTTLING_QUOTA_EXCEEDED.code();
-            r.error_message = Some(str_bytes(THROTTLING_QUOTA_EXCEEDED_MESSAGE));
+            // No message: Kafka 4.4 sends none with this code.
+            r.error_message = None;
             results.push(r);
             continue;
         }

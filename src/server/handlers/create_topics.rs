@@ -6,7 +6,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::create_topics_request::CreateTopicsRequest;
 use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult, CreateTopicsResponse};
 
-use crate::server::client_quotas::{MutationQuota, THROTTLING_QUOTA_EXCEEDED_MESSAGE};
+use crate::server::client_quotas::MutationQuota;
 use super::{code, str_bytes, uuid};
 use crate::cluster::topic_config::describe;
 use crate::protocol::ErrorCode;
@@ -24,7 +24,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreateTopics
     let create_any = access.allows_cluster(Operation::Create);
     for t in req.topics {
         let name = t.name.0.to_string();
-        let mut result = CreatableTopicResult::default().with_name(t.name.clone()).with_num_partitions(-1).with_replication_factor(-1);
+        let mut result = CreatableTopicResult::default().with_name(t.name.clone()).with_num_partitions(-1).with_replication_factor(-1).with_error_message(None);
         if !create_any && !access.allows_topic(Operation::Create, &name) {
             result.error_code = ErrorCode::TOPIC_AUTHORIZATION_FAILED.code();
             result.error_message = Some(str_bytes("Authorization failed."));
@@ -54,7 +54,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreateTopics
         let new_partitions = if !t.assignments.is_empty() { t.assignments.len() as i32 } else if partitions > 0 { partitions } else { ctx.config.num_partitions as i32 };
         if !req.validate_only && !quota.admit(new_partitions.max(0) as u32) {
             result.error_code = ErrorCode::THROTTLING_QUOTA_EXCEEDED.code();
-            result.error_message = Some(str_bytes(THROTTLING_QUOTA_EXCEEDED_MESSAGE));
+            // No message: Kafka 4.4 sends none with this code.
+            result.error_message = None;
             results.push(result);
             continue;
         }

@@ -4,7 +4,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicsRequest;
 use kafka_protocol::messages::delete_topics_response::{DeletableTopicResult, DeleteTopicsResponse};
 
-use crate::server::client_quotas::{MutationQuota, THROTTLING_QUOTA_EXCEEDED_MESSAGE};
+use crate::server::client_quotas::MutationQuota;
 use super::{code, str_bytes, topic_name, uuid};
 use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
@@ -35,7 +35,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DeleteTopics
             }
             Some(n) if !quota.admit(image.topic(&n).map_or(0, |t| t.partitions.len() as u32)) => {
                 r.error_code = ErrorCode::THROTTLING_QUOTA_EXCEEDED.code();
-                r.error_message = Some(str_bytes(THROTTLING_QUOTA_EXCEEDED_MESSAGE));
+                // No message: Kafka 4.4 sends none with this code.
+                r.error_message = None;
             }
             Some(n) => match ctx.controller.delete_topic(n).await {
                 Ok(tid) => {

@@ -28,7 +28,7 @@ pub fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeClientQuot
     let allowed = ctx.access(&meta).allows_cluster(Operation::DescribeConfigs);
     let checked = if allowed { check_filter(&req) } else { Err((ErrorCode::CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.".to_string())) };
     let response = match checked {
-        Ok(()) => DescribeClientQuotasResponse::default().with_entries(Some(matching(ctx, &req))),
+        Ok(()) => DescribeClientQuotasResponse::default().with_error_message(None).with_entries(Some(matching(ctx, &req))),
         Err((code, message)) => DescribeClientQuotasResponse::default()
             .with_error_code(code.code())
             .with_error_message(Some(str_bytes(&message)))

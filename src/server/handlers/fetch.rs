@@ -160,20 +160,11 @@ impl PartitionRead {
     }
 }
 
-pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest) -> Response {
+pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest, client_id: &str) -> Response {
     // A follower (replica id >= 0; consumers send -1) is served by `replica_fetch`.
     let replica = if meta.version >= 15 { req.replica_state.replica_id.0 } else { req.replica_id.0 };
     if replica >= 0 {
         return super::replica_fetch::handle(ctx, meta, req, replica).await;
-    }
-    if meta.throttle_time_ms > 0 {
-        // A consumer over its quota gets no data until its throttle time is over (Kafka's
-        // throttled response: no partitions, the time to wait).
-        let empty = FetchResponseParts { throttle_time_ms: meta.throttle_time_ms, error_code: 0, session_id: 0, topics: SmallVec::new(), node_endpoints: Vec::new() };
-        return match write_fetch_response(meta.correlation_id, meta.version, &empty) {
-            Ok(frames) => Response::Frames(frames),
-            Err(_) => Response::Close,
-        };
     }
     let image = ctx
         .image_for_request(|image| {
@@ -283,7 +274,23 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
     let node_endpoints = if meta.version >= 16 { leader_hints(&image, &mut topics) } else { Vec::new() };
     let mut resp = FetchResponseParts { throttle_time_ms: meta.throttle_time_ms, error_code: 0, session_id: 0, topics, node_endpoints };
     match write_fetch_response(meta.correlation_id, meta.version, &resp) {
-        Ok(frames) => Response::Frames(frames),
+        Ok(frames) => {
+            // The consumer quota, as Kafka checks it: on the response about to be sent.
+            // Over it, the client gets an empty response and the time to wait, and its
+            // connections are read no more until then.
+            let bytes = frames.iter().map(|f| f.len()).sum();
+            let quotas = &ctx.image().security.client_quotas;
+            let throttle = ctx.client_quotas.check_fetch_response(meta.principal, client_id, bytes, quotas);
+            if throttle == 0 {
+                return Response::Frames(frames);
+            }
+            let throttle_time_ms = meta.throttle_time_ms.max(i32::try_from(throttle).unwrap_or(i32::MAX));
+            let empty = FetchResponseParts { throttle_time_ms, error_code: 0, session_id: 0, topics: SmallVec::new(), node_endpoints: Vec::new() };
+            match write_fetch_response(meta.correlation_id, meta.version, &empty) {
+                Ok(frames) => Response::Frames(frames),
+                Err(_) => Response::Close,
+            }
+        }
         Err(e) => {
             // Unreachable while the budget holds (see FetchBudget); answer every partition
             // with an error rather than send a length that lies.

@@ -86,7 +86,7 @@ impl ShardContext {
         // `Config::validate` resolved the same settings before the broker started.
         let listeners = config.listeners().expect("listeners were validated with the config");
         let authorization = crate::server::authorization::Authorization::new(config.authorizer().expect("the authorizer settings were validated with the config"));
-        let client_quotas = crate::server::client_quotas::ClientQuotaManager::new(config.quota_window());
+        let client_quotas = crate::server::client_quotas::ClientQuotaManager::new(config.quota_window(), config.controller_quota_window());
         ShardContext {
             shard,
             config,
