@@ -542,7 +542,7 @@ impl Config {
 
     /// max.connections, max.connections.per.ip and its overrides.
     pub fn connection_limits(&self) -> Result<crate::security::connection_limits::ConnectionLimits, ConfigError> {
-        crate::security::connection_limits::ConnectionLimits::new(self.max_connections, self.max_connections_per_ip, &self.max_connections_per_ip_overrides)
+        crate::security::connection_limits::ConnectionLimits::new(self.max_connections, self.max_connections_per_ip, &self.max_connections_per_ip_overrides, self.quota_window())
             .map_err(|message| ConfigError::Invalid { key: "max_connections_per_ip_overrides", message })
     }
 

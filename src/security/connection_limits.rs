@@ -7,15 +7,29 @@
 //! Kafka's acceptor blocks) until a connection closes; the inter-broker listener is not
 //! held back by it (Kafka exempts it so the cluster keeps replicating). Over its
 //! address's limit a new connection is closed at once.
+//!
+//! The `connection_creation_rate` quota of an address (KIP-612, set with
+//! `kafka-configs.sh --entity-type ips`): new connections from it are counted over the
+//! quota window; one that puts it over its rate is refused, and closed only after the
+//! throttle time (as Kafka does, so the client does not reconnect at once).
 use std::collections::HashMap;
 use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use super::quota_rate::{RateWindow, SampledRate};
+
+/// Addresses whose connection rate is remembered before idle ones are forgotten.
+const RATES_KEPT: usize = 1024;
 
 #[derive(Debug)]
 pub struct ConnectionLimits {
     max_connections: usize,
     max_per_ip: usize,
     per_ip_overrides: HashMap<IpAddr, usize>,
+    /// quota.window.*: how connection rates are measured.
+    window: RateWindow,
+    started: Instant,
     open: Mutex<Open>,
 }
 
@@ -23,6 +37,8 @@ pub struct ConnectionLimits {
 struct Open {
     total: usize,
     by_ip: HashMap<IpAddr, usize>,
+    /// New connections by address, for those with a connection_creation_rate.
+    rates: HashMap<IpAddr, SampledRate>,
 }
 
 /// Why a connection was not admitted.
@@ -32,6 +48,8 @@ pub enum Refusal {
     TooManyFromAddress(usize),
     /// The broker holds `max.connections` already.
     TooManyConnections(usize),
+    /// Its address is over its connection_creation_rate: close it after this long.
+    Throttled { throttle_ms: u64 },
 }
 
 /// An admitted connection's place in the counts; given back when dropped.
@@ -58,7 +76,7 @@ impl Drop for ConnectionSlot {
 impl ConnectionLimits {
     /// `overrides`: Kafka's `host-or-address:count` list, comma-separated; host names
     /// are resolved now (as Kafka resolves them when the setting is read).
-    pub fn new(max_connections: usize, max_per_ip: usize, overrides: &str) -> Result<ConnectionLimits, String> {
+    pub fn new(max_connections: usize, max_per_ip: usize, overrides: &str, window: RateWindow) -> Result<ConnectionLimits, String> {
         let mut per_ip_overrides = HashMap::new();
         for entry in overrides.split(',').map(str::trim).filter(|e| !e.is_empty()) {
             let (host, count) = entry.rsplit_once(':').ok_or_else(|| format!("{entry:?} is not host:count"))?;
@@ -72,7 +90,7 @@ impl ConnectionLimits {
                 per_ip_overrides.insert(ip, count);
             }
         }
-        Ok(ConnectionLimits { max_connections, max_per_ip, per_ip_overrides, open: Mutex::new(Open::default()) })
+        Ok(ConnectionLimits { max_connections, max_per_ip, per_ip_overrides, window, started: Instant::now(), open: Mutex::new(Open::default()) })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Open> {
@@ -89,11 +107,26 @@ impl ConnectionLimits {
     }
 
     /// Counts a new connection from `ip` in, or says why it is refused. `exempt_from_total`:
-    /// on the inter-broker listener.
-    pub fn admit(self: &Arc<Self>, ip: Option<IpAddr>, exempt_from_total: bool) -> Result<ConnectionSlot, Refusal> {
+    /// on the inter-broker listener. `creation_rate`: the address's
+    /// connection_creation_rate quota, if it has one.
+    pub fn admit(self: &Arc<Self>, ip: Option<IpAddr>, exempt_from_total: bool, creation_rate: Option<f64>) -> Result<ConnectionSlot, Refusal> {
         let mut open = self.lock();
         if !exempt_from_total && open.total >= self.max_connections {
             return Err(Refusal::TooManyConnections(self.max_connections));
+        }
+        if let (Some(ip), Some(quota)) = (ip, creation_rate) {
+            // Kafka records the connection even when it is refused for it.
+            let now = self.started.elapsed().as_millis() as u64;
+            if open.rates.len() >= RATES_KEPT && !open.rates.contains_key(&ip) {
+                let idle_ms = self.window.window_ms * self.window.samples as u64;
+                open.rates.retain(|_, r| r.last_record_ms().is_some_and(|t| now.saturating_sub(t) < idle_ms));
+            }
+            let rate = open.rates.entry(ip).or_insert_with(|| SampledRate::new(self.window));
+            rate.record(1.0, now);
+            let throttle_ms = rate.throttle_ms(quota, now, self.window.window_ms);
+            if throttle_ms > 0 {
+                return Err(Refusal::Throttled { throttle_ms });
+            }
         }
         if let Some(ip) = ip {
             let limit = self.limit_of(ip);
@@ -120,32 +153,34 @@ impl ConnectionLimits {
 mod tests {
     use super::*;
 
+    const W: RateWindow = RateWindow { samples: 3, window_ms: 1000 };
+
     fn ip(s: &str) -> Option<IpAddr> {
         Some(s.parse().unwrap())
     }
 
     #[test]
     fn per_address_limits_and_overrides() {
-        let l = Arc::new(ConnectionLimits::new(100, 2, "10.0.0.9:0, 127.0.0.2:3").unwrap());
-        let a = l.admit(ip("10.0.0.1"), false).unwrap();
-        let _b = l.admit(ip("10.0.0.1"), false).unwrap();
-        assert_eq!(l.admit(ip("10.0.0.1"), false).unwrap_err(), Refusal::TooManyFromAddress(2));
+        let l = Arc::new(ConnectionLimits::new(100, 2, "10.0.0.9:0, 127.0.0.2:3", W).unwrap());
+        let a = l.admit(ip("10.0.0.1"), false, None).unwrap();
+        let _b = l.admit(ip("10.0.0.1"), false, None).unwrap();
+        assert_eq!(l.admit(ip("10.0.0.1"), false, None).unwrap_err(), Refusal::TooManyFromAddress(2));
         drop(a);
-        assert!(l.admit(ip("10.0.0.1"), false).is_ok(), "a closed connection frees its place");
-        assert_eq!(l.admit(ip("10.0.0.9"), false).unwrap_err(), Refusal::TooManyFromAddress(0), "an override of 0 refuses all");
-        let held: Vec<_> = (0..3).map(|_| l.admit(ip("127.0.0.2"), false).unwrap()).collect();
-        assert!(l.admit(ip("127.0.0.2"), false).is_err());
+        assert!(l.admit(ip("10.0.0.1"), false, None).is_ok(), "a closed connection frees its place");
+        assert_eq!(l.admit(ip("10.0.0.9"), false, None).unwrap_err(), Refusal::TooManyFromAddress(0), "an override of 0 refuses all");
+        let held: Vec<_> = (0..3).map(|_| l.admit(ip("127.0.0.2"), false, None).unwrap()).collect();
+        assert!(l.admit(ip("127.0.0.2"), false, None).is_err());
         assert_eq!(held.len(), 3);
     }
 
     #[test]
     fn the_broker_limit_spares_the_inter_broker_listener() {
-        let l = Arc::new(ConnectionLimits::new(2, 100, "").unwrap());
-        let _a = l.admit(ip("10.0.0.1"), false).unwrap();
-        let _b = l.admit(ip("10.0.0.2"), false).unwrap();
+        let l = Arc::new(ConnectionLimits::new(2, 100, "", W).unwrap());
+        let _a = l.admit(ip("10.0.0.1"), false, None).unwrap();
+        let _b = l.admit(ip("10.0.0.2"), false, None).unwrap();
         assert!(l.at_broker_limit());
-        assert_eq!(l.admit(ip("10.0.0.3"), false).unwrap_err(), Refusal::TooManyConnections(2));
-        let c = l.admit(ip("10.0.0.3"), true).unwrap();
+        assert_eq!(l.admit(ip("10.0.0.3"), false, None).unwrap_err(), Refusal::TooManyConnections(2));
+        let c = l.admit(ip("10.0.0.3"), true, None).unwrap();
         assert_eq!(l.open_connections(), 3);
         drop(c);
         assert_eq!(l.open_connections(), 2);
@@ -153,8 +188,21 @@ mod tests {
 
     #[test]
     fn bad_overrides_are_refused() {
-        assert!(ConnectionLimits::new(1, 1, "10.0.0.1").is_err());
-        assert!(ConnectionLimits::new(1, 1, "10.0.0.1:many").is_err());
-        assert!(ConnectionLimits::new(1, 1, "localhost:5").is_ok());
+        assert!(ConnectionLimits::new(1, 1, "10.0.0.1", W).is_err());
+        assert!(ConnectionLimits::new(1, 1, "10.0.0.1:many", W).is_err());
+        assert!(ConnectionLimits::new(1, 1, "localhost:5", W).is_ok());
+    }
+
+    #[test]
+    fn an_address_over_its_creation_rate_is_throttled() {
+        // 2 a second over 3 windows: the rate is measured over at least 2 s, so four
+        // connections pass at once and the fifth is over (counted even so).
+        let l = Arc::new(ConnectionLimits::new(100, 100, "", W).unwrap());
+        let held: Vec<_> = (0..4).map(|_| l.admit(ip("10.0.0.1"), false, Some(2.0)).unwrap()).collect();
+        assert!(matches!(l.admit(ip("10.0.0.1"), false, Some(2.0)), Err(Refusal::Throttled { throttle_ms }) if throttle_ms > 0));
+        assert!(l.admit(ip("10.0.0.2"), false, Some(2.0)).is_ok(), "another address has its own rate");
+        assert!(l.admit(ip("10.0.0.1"), false, None).is_ok(), "without a quota, no rate");
+        assert_eq!(l.open_connections(), 4, "the refused connection holds no place (the others were dropped)");
+        drop(held);
     }
 }

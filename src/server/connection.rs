@@ -25,6 +25,7 @@ use std::time::Duration;
 use super::client_quotas::{ConnectionQuotaState, QuotaUse};
 use super::dispatch::{dispatch, dispatch_produce_view, Origin, Response};
 use super::idle_close::{close_when_idle, Activity};
+use crate::security::connection_limits::Refusal;
 use crate::security::principal::Principal;
 use crate::security::ssl_principal::SslPrincipalMapper;
 use super::sasl_authenticator::{Authenticator, SaslSettings, Step, SASL_SERVER_MAX_RECEIVE_SIZE};
@@ -97,8 +98,21 @@ pub async fn accept_loop(ctx: Rc<ShardContext>, listener: TcpListener, info: Rc<
                     continue;
                 }
                 let peer = stream.peer_addr().ok();
-                let slot = match ctx.connection_limits.admit(peer.map(|p| p.ip()), inter_broker) {
+                let ip = peer.map(|p| p.ip());
+                let creation_rate = ip.and_then(|ip| ctx.image().security.client_quotas.ip_connection_rate(ip));
+                let slot = match ctx.connection_limits.admit(ip, inter_broker, creation_rate) {
                     Ok(slot) => slot,
+                    Err(Refusal::Throttled { throttle_ms }) => {
+                        // Closed after the throttle time, as Kafka does: a client told at
+                        // once would reconnect at once.
+                        tracing::info!(shard = ctx.shard, peer = ?peer, throttle_ms, "connection refused by connection_creation_rate");
+                        glommio::spawn_local(async move {
+                            glommio::timer::sleep(Duration::from_millis(throttle_ms)).await;
+                            drop(stream);
+                        })
+                        .detach();
+                        continue;
+                    }
                     Err(refusal) => {
                         // Kafka logs these at info: a client problem, not the broker's.
                         tracing::info!(shard = ctx.shard, peer = ?peer, ?refusal, "connection refused by max.connections / max.connections.per.ip");

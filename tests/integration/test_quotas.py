@@ -345,3 +345,29 @@ def test_connections_over_the_per_ip_limit_are_closed(broker_factory):
     wait_for("a connection from 127.0.0.2 is served again", lambda: answers(connect_from("127.0.0.2", bs)), 30)
     for s in held + others:
         s.close()
+
+
+def test_connections_over_an_ips_creation_rate_are_refused(broker_factory):
+    b = broker_factory(settings=WINDOW_SETTINGS)
+    bs = b.bootstrap
+    kafka_configs(bs, "--alter", "--entity-type", "ips", "--entity-name", "127.0.0.4",
+                  "--add-config", "connection_creation_rate=2")
+    wait_for("the quota is in force", lambda: describe(bs, "--entity-type", "ips", "--entity-name", "127.0.0.4"))
+
+    def served_from(source_ip: str) -> bool:
+        s = connect_from(source_ip, bs)
+        try:
+            return answers(s)
+        finally:
+            s.close()
+    # 2 a second, measured over at least 2 s (3 windows of 1 s): four pass at once
+    # however slow the machine; connecting faster than that is refused before long.
+    served = [served_from("127.0.0.4") for _ in range(4)]
+    assert served == [True] * 4
+    for _ in range(20):
+        if not served_from("127.0.0.4"):
+            break
+    else:
+        pytest.fail("24 connections from 127.0.0.4 served at 2 a second")
+    # Another address is not held back by 127.0.0.4's rate.
+    assert all(served_from("127.0.0.5") for _ in range(6))
