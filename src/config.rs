@@ -70,8 +70,18 @@ pub struct Config {
     pub ssl_cipher_suites: String,
     /// ssl.principal.mapping.rules: how a client certificate's subject (RFC 2253) becomes the principal's name on SSL listeners: RULE:<regex>/<replacement>/[LU], ..., DEFAULT.
     pub ssl_principal_mapping_rules: String,
-    /// sasl.enabled.mechanisms: the mechanisms SASL listeners offer. PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are served; GSSAPI (Kafka's default) and OAUTHBEARER are refused at start.
+    /// sasl.enabled.mechanisms: the mechanisms SASL listeners offer. PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are served; GSSAPI (Kafka's default) is refused at start.
     pub sasl_enabled_mechanisms: String,
+    /// sasl.oauthbearer.jwks.endpoint.url: the JWKS (a file: `file:///path` or a path) whose keys sign OAUTHBEARER tokens; needed when OAUTHBEARER is enabled (Kafka's unsecured default validator, which takes unsigned tokens, is not offered).
+    pub sasl_oauthbearer_jwks_endpoint_url: String,
+    /// sasl.oauthbearer.expected.audience: comma-separated; when set, a token's `aud` must name one of them.
+    pub sasl_oauthbearer_expected_audience: String,
+    /// sasl.oauthbearer.expected.issuer: when set, a token's `iss` must be it.
+    pub sasl_oauthbearer_expected_issuer: String,
+    /// sasl.oauthbearer.sub.claim.name: the claim that names the principal.
+    pub sasl_oauthbearer_sub_claim_name: String,
+    /// sasl.oauthbearer.clock.skew.seconds: leeway on `exp` and `nbf`.
+    pub sasl_oauthbearer_clock_skew_seconds: u64,
     /// Kafka's `listener.name.<listener>.plain.sasl.jaas.config` (one for every SASL listener; needed when PLAIN is enabled): `org.apache.kafka.common.security.plain.PlainLoginModule required user_<name>=\"<password>\" ...;`. SCRAM users are not here: they live in the metadata log (kafka-configs.sh --entity-type users).
     pub sasl_jaas_config: String,
     /// shardlog's own: a TLS client that has not finished its handshake this long after connecting is disconnected (Kafka waits up to connections.max.idle.ms).
@@ -334,6 +344,11 @@ impl Default for Config {
             ssl_cipher_suites: String::new(),
             ssl_handshake_timeout_ms: 10_000,
             sasl_enabled_mechanisms: "GSSAPI".to_string(),
+            sasl_oauthbearer_jwks_endpoint_url: String::new(),
+            sasl_oauthbearer_expected_audience: String::new(),
+            sasl_oauthbearer_expected_issuer: String::new(),
+            sasl_oauthbearer_sub_claim_name: "sub".to_string(),
+            sasl_oauthbearer_clock_skew_seconds: 30,
             sasl_jaas_config: String::new(),
             ssl_principal_mapping_rules: "DEFAULT".to_string(),
             authorizer_class_name: String::new(),
@@ -492,11 +507,10 @@ impl Config {
         if mechanisms.is_empty() {
             return Err(bad("sasl_enabled_mechanisms", "names no mechanism".into()));
         }
-        let served = |m: &str| m == "PLAIN" || crate::security::scram::ScramMechanism::from_name(m).is_some();
+        let served = |m: &str| m == "PLAIN" || m == "OAUTHBEARER" || crate::security::scram::ScramMechanism::from_name(m).is_some();
         if let Some(m) = mechanisms.iter().find(|m| !served(m)) {
-            return Err(bad("sasl_enabled_mechanisms", format!("{m} is not served (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are; {m} would need {})", match m.as_str() {
+            return Err(bad("sasl_enabled_mechanisms", format!("{m} is not served (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are; {m} would need {})", match m.as_str() {
                 "GSSAPI" => "Kerberos, which shardlog does not speak; GSSAPI is Kafka's default: set sasl_enabled_mechanisms = \"SCRAM-SHA-512\" (or PLAIN)",
-                "OAUTHBEARER" => "issue 24's next steps",
                 _ => "a mechanism Kafka does not define",
             })));
         }
@@ -506,6 +520,22 @@ impl Config {
             None
         };
         Ok((mechanisms, plain))
+    }
+
+    /// The OAUTHBEARER token validator (its JWKS read), when OAUTHBEARER is enabled.
+    pub fn oauthbearer_validator(&self, mechanisms: &[String]) -> Result<Option<crate::security::oauthbearer::OAuthBearerValidator>, ConfigError> {
+        use crate::security::oauthbearer::{audience_list, OAuthBearerSettings, OAuthBearerValidator};
+        if !mechanisms.iter().any(|m| m == "OAUTHBEARER") {
+            return Ok(None);
+        }
+        let settings = OAuthBearerSettings {
+            jwks_endpoint_url: self.sasl_oauthbearer_jwks_endpoint_url.clone(),
+            expected_audience: audience_list(&self.sasl_oauthbearer_expected_audience),
+            expected_issuer: Some(self.sasl_oauthbearer_expected_issuer.trim().to_string()).filter(|s| !s.is_empty()),
+            sub_claim_name: self.sasl_oauthbearer_sub_claim_name.clone(),
+            clock_skew_seconds: self.sasl_oauthbearer_clock_skew_seconds,
+        };
+        OAuthBearerValidator::load(settings).map(Some).map_err(|message| ConfigError::Invalid { key: "sasl_oauthbearer_jwks_endpoint_url", message })
     }
 
     /// Kafka's StandardAuthorizer settings, or None when `authorizer_class_name` is empty
@@ -587,7 +617,8 @@ impl Config {
             return bad("controller_quota_window_size_seconds", "must be between 1 and 3600");
         }
         if listeners.all.iter().any(|l| l.protocol.uses_sasl()) {
-            self.sasl_mechanisms()?;
+            let (mechanisms, _) = self.sasl_mechanisms()?;
+            self.oauthbearer_validator(&mechanisms)?;
         }
         if listeners.all.iter().any(|l| l.protocol.uses_tls()) {
             // Read the key material now: a broker that cannot serve TLS refuses to start.
@@ -905,6 +936,16 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub sasl_jaas_config: Option<String>,
     #[arg(long)]
+    pub sasl_oauthbearer_jwks_endpoint_url: Option<String>,
+    #[arg(long)]
+    pub sasl_oauthbearer_expected_audience: Option<String>,
+    #[arg(long)]
+    pub sasl_oauthbearer_expected_issuer: Option<String>,
+    #[arg(long)]
+    pub sasl_oauthbearer_sub_claim_name: Option<String>,
+    #[arg(long)]
+    pub sasl_oauthbearer_clock_skew_seconds: Option<u64>,
+    #[arg(long)]
     pub ssl_principal_mapping_rules: Option<String>,
     #[arg(long)]
     pub authorizer_class_name: Option<String>,
@@ -1097,6 +1138,8 @@ impl ConfigArgs {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { c.$f = v.clone(); } )* };
         }
         set!(listeners, advertised_listeners, listener_security_protocol_map, inter_broker_listener_name, ssl_keystore_type, ssl_keystore_location, ssl_keystore_password, ssl_key_password, ssl_truststore_type, ssl_truststore_location, ssl_truststore_password, ssl_client_auth, ssl_enabled_protocols, ssl_cipher_suites, ssl_handshake_timeout_ms, sasl_enabled_mechanisms, sasl_jaas_config);
+        set!(sasl_oauthbearer_jwks_endpoint_url, sasl_oauthbearer_expected_audience, sasl_oauthbearer_expected_issuer,
+            sasl_oauthbearer_sub_claim_name, sasl_oauthbearer_clock_skew_seconds);
         set!(authorizer_class_name, super_users, allow_everyone_if_no_acl_found, ssl_principal_mapping_rules);
         set!(max_connections, max_connections_per_ip, max_connections_per_ip_overrides, quota_window_num, quota_window_size_seconds,
             controller_quota_window_num, controller_quota_window_size_seconds);

@@ -9,6 +9,7 @@
 //! - `principal.rs`  a session's principal (`User:alice`), interned
 //! - `ssl_principal.rs` the principal of a client certificate (ssl.principal.mapping.rules)
 //! - `scram.rs`      SASL/SCRAM-SHA-256/512: stored credentials and the server's exchange
+//! - `oauthbearer.rs` SASL/OAUTHBEARER: the client's initial response, JWT validation against a JWKS
 //! - `client_quotas.rs` client quotas by user/client id/IP, and which one applies (Kafka precedence)
 //! - `quota_rate.rs` the sampled rate a quota is checked against, and the throttle time
 //! - `connection_limits.rs` max.connections and max.connections.per.ip, counted across shards
@@ -20,6 +21,7 @@ pub mod connection_limits;
 pub mod quota_rate;
 pub mod ktls;
 pub mod listeners;
+pub mod oauthbearer;
 pub mod principal;
 pub mod sasl_plain;
 pub mod scram;

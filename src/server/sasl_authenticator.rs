@@ -6,7 +6,7 @@
 //! SaslAuthenticate carries the mechanism's tokens (or, after a v0 handshake, the tokens
 //! come as bare length-prefixed frames, as Kafka's oldest clients send them). Anything else
 //! closes the connection, as Kafka does; so does a failed authentication, after its error
-//! is sent. Mechanisms: PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512.
+//! is sent. Mechanisms: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER.
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -18,6 +18,7 @@ use super::handlers;
 use crate::protocol::api_versions::unsupported_version_response_v0;
 use crate::protocol::{decode_request, ErrorCode, RequestError};
 use crate::cluster::security_image::SecurityImage;
+use crate::security::oauthbearer::{ClientInitialResponse, OAuthBearerValidator, INVALID_TOKEN_RESPONSE};
 use crate::security::sasl_plain::{PlainError, PlainUsers};
 use crate::security::scram::{ScramError, ScramMechanism, ScramServer};
 
@@ -25,12 +26,13 @@ use crate::security::scram::{ScramError, ScramMechanism, ScramServer};
 /// before it is authenticated (so a stranger cannot make the broker hold megabytes).
 pub const SASL_SERVER_MAX_RECEIVE_SIZE: usize = 524_288;
 
-/// What a broker's SASL listeners accept: `sasl.enabled.mechanisms` and the PLAIN users
-/// (SCRAM credentials come from the metadata image).
+/// What a broker's SASL listeners accept: `sasl.enabled.mechanisms`, the PLAIN users
+/// and the OAUTHBEARER validator (SCRAM credentials come from the metadata image).
 #[derive(Debug)]
 pub struct SaslSettings {
     pub mechanisms: Vec<String>,
     pub plain: Option<PlainUsers>,
+    pub oauthbearer: Option<Arc<OAuthBearerValidator>>,
 }
 
 /// What the reader does after a frame.
@@ -47,6 +49,9 @@ pub enum Step {
 enum Mechanism {
     Plain,
     Scram(ScramServer),
+    /// `invalid_token_sent`: the token was refused and the client told so (RFC 7628);
+    /// its answer, a lone \x01, ends the exchange with the failure.
+    OAuthBearer { invalid_token_sent: bool },
 }
 
 enum State {
@@ -112,6 +117,7 @@ impl Authenticator {
                 let response = SaslHandshakeResponse::default().with_mechanisms(enabled.iter().map(|m| StrBytes::from_string(m.clone())).collect());
                 let chosen = enabled.iter().find(|m| m.as_str() == r.mechanism.as_str()).and_then(|m| match ScramMechanism::from_name(m) {
                     Some(scram) => Some(Mechanism::Scram(ScramServer::new(scram))),
+                    None if m == "OAUTHBEARER" && self.settings.oauthbearer.is_some() => Some(Mechanism::OAuthBearer { invalid_token_sent: false }),
                     None => (m == "PLAIN").then_some(Mechanism::Plain),
                 });
                 match chosen {
@@ -172,6 +178,35 @@ impl Authenticator {
                     }
                 }
             }
+            Mechanism::OAuthBearer { invalid_token_sent } => {
+                if *invalid_token_sent && token == [0x01] {
+                    // The client acknowledged the error challenge (Kafka's message is the challenge).
+                    return Err(INVALID_TOKEN_RESPONSE.into());
+                }
+                let validator = self.settings.oauthbearer.as_ref().ok_or("OAUTHBEARER is not enabled")?;
+                let initial = ClientInitialResponse::parse(token).map_err(|why| {
+                    tracing::info!(reason = %why, "SASL/OAUTHBEARER: a malformed initial response");
+                    "Authentication failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER".to_string()
+                })?;
+                let user = match validator.validate(&initial.token) {
+                    Ok(user) => user,
+                    Err(e) => {
+                        // The reason stays in the log; the client is told `invalid_token` and
+                        // answers \x01 (RFC 7628 section 3.2.3).
+                        tracing::info!(reason = %e, "SASL/OAUTHBEARER: token refused");
+                        *invalid_token_sent = true;
+                        return Ok(Exchanged::Continue(INVALID_TOKEN_RESPONSE.as_bytes().to_vec()));
+                    }
+                };
+                if !initial.authorization_id.is_empty() && initial.authorization_id != user {
+                    return Err(format!(
+                        "Authentication failed: Client requested an authorization id ({}) that is different from the token's principal name ({user})",
+                        initial.authorization_id
+                    ));
+                }
+                // Extensions (KIP-342) are ignored, as Kafka's validator ignores those it does not check.
+                (user, Vec::new())
+            }
         };
         self.principal = Some(format!("User:{user}"));
         self.state = State::Done;
@@ -217,7 +252,7 @@ mod tests {
 
     fn authenticator() -> Authenticator {
         let plain = PlainUsers::from_jaas(JAAS).unwrap();
-        Authenticator::new(Arc::new(SaslSettings { mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into()], plain: Some(plain) }))
+        Authenticator::new(Arc::new(SaslSettings { mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into()], plain: Some(plain), oauthbearer: None }))
     }
 
     fn origin() -> Origin {
