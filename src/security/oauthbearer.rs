@@ -1,8 +1,8 @@
 //! SASL/OAUTHBEARER (RFC 7628, KIP-255/KIP-768): the client's initial response parsed, its
 //! JWT validated as Kafka's `OAuthBearerValidatorCallbackHandler` validates it: signed by a
 //! key of the JWKS (`sasl.oauthbearer.jwks.endpoint.url`, a file), an asymmetric algorithm,
-//! not expired (`exp` required, `sasl.oauthbearer.clock.skew.seconds` of leeway, as for
-//! `nbf`), the expected issuer and one of the expected audiences when configured, and a
+//! not expired (`exp` and `iat` required, `sasl.oauthbearer.clock.skew.seconds` of leeway,
+//! as for `nbf`), the expected issuer and one of the expected audiences when configured, and a
 //! subject (`sasl.oauthbearer.sub.claim.name`, default `sub`) that becomes the principal.
 //!
 //! Signatures and keys are checked by the `jsonwebtoken` crate (ring), never here.
@@ -137,6 +137,10 @@ impl OAuthBearerValidator {
         for k in candidates {
             match jsonwebtoken::decode::<serde_json::Map<String, serde_json::Value>>(token, &k.key, &validation) {
                 Ok(data) => {
+                    // Kafka's validator requires the issued-at time too.
+                    if !data.claims.get("iat").is_some_and(|v| v.is_number()) {
+                        return Err(TokenError::Invalid("no iat claim".into()));
+                    }
                     let claim = &self.settings.sub_claim_name;
                     return match data.claims.get(claim).and_then(|v| v.as_str()).filter(|s| !s.trim().is_empty()) {
                         Some(sub) => Ok(sub.to_string()),

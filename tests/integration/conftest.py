@@ -189,12 +189,23 @@ class Broker:
                         if m.startswith("SCRAM-"):
                             lines.append(f"listener.name.{name}.{m.lower()}.sasl.jaas.config="
                                          "org.apache.kafka.common.security.scram.ScramLoginModule required;")
+                    # OAUTHBEARER with JWTs checked against the JWKS (Kafka's default validator
+                    # takes unsigned tokens; shardlog only validates).
+                    if "OAUTHBEARER" in self.sasl_mechanisms:
+                        lines.append(f"listener.name.{name}.oauthbearer.sasl.jaas.config="
+                                     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;")
+                        lines.append(f"listener.name.{name}.oauthbearer.sasl.server.callback.handler.class="
+                                     "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler")
             props.write_text("\n".join(lines) + "\n")
         if not (self.kafka_log_dirs()[0] / "meta.properties").exists():
             subprocess.run(["java", "-cp", cp, "kafka.tools.StorageTool", "format", "--standalone",
                             "-t", base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode(), "-c", str(props)],
                            check=True, capture_output=True, timeout=120)
-        return ["java", "-Xmx1g", "-cp", cp, "kafka.Kafka", str(props)]
+        jvm = []
+        if "sasl.oauthbearer.jwks.endpoint.url" in self.settings:
+            # Kafka 4 reads JWKS (and token) URLs only when allowed by this system property.
+            jvm.append(f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.settings['sasl.oauthbearer.jwks.endpoint.url']}")
+        return ["java", "-Xmx1g", *jvm, "-cp", cp, "kafka.Kafka", str(props)]
 
     def kafka_log_dirs(self) -> list[Path]:
         return self.log_dirs or [self.data_dir / "logs"]

@@ -1,4 +1,4 @@
-// Command saslclient produces records with franz-go over a SASL listener (SCRAM-SHA-256,
+// Command saslclient produces records with franz-go over a SASL listener (OAUTHBEARER, SCRAM-SHA-256,
 // SCRAM-SHA-512 or PLAIN; TLS when -ca is given), reads them back from the start of the
 // topic's partition 0, and prints one JSON line:
 //
@@ -21,6 +21,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
@@ -49,6 +50,9 @@ func main() {
 		mech = auth.AsSha512Mechanism()
 	case "PLAIN":
 		mech = plain.Auth{User: *user, Pass: *password}.AsMechanism()
+	case "OAUTHBEARER":
+		// The token comes as -password (a JWT the test signed).
+		mech = oauth.Auth{Token: *password}.AsMechanism()
 	default:
 		fail("unknown mechanism %s", *mechanism)
 	}
