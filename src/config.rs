@@ -212,6 +212,8 @@ pub struct Config {
     /// connections.max.idle.ms: a connection with nothing received and no request in flight
     /// for this long is closed, as Kafka does (clients reconnect when they need to).
     pub connections_max_idle_ms: u64,
+    /// connections.max.reauth.ms (KIP-368): a SASL session lasts at most this long (0: until its credential expires, else for ever); the client re-authenticates on the connection before then, or its next request closes it.
+    pub connections_max_reauth_ms: u64,
     /// Requests read ahead of their responses on one connection.
     pub max_inflight_requests_per_connection: usize,
     /// fetch.max.bytes: the most record bytes one Fetch response carries, whatever the
@@ -393,6 +395,7 @@ impl Default for Config {
             controller_quota_window_num: 11,
             controller_quota_window_size_seconds: 1,
             connections_max_idle_ms: 600_000,
+            connections_max_reauth_ms: 0,
             max_inflight_requests_per_connection: 64,
             fetch_max_bytes: 57_671_680,
             shard_preempt_timer_us: 100_000,
@@ -1036,6 +1039,8 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub connections_max_idle_ms: Option<u64>,
     #[arg(long)]
+    pub connections_max_reauth_ms: Option<u64>,
+    #[arg(long)]
     pub max_inflight_requests_per_connection: Option<usize>,
     #[arg(long)]
     pub fetch_max_bytes: Option<usize>,
@@ -1150,7 +1155,7 @@ impl ConfigArgs {
             unclean_leader_election_enable, shards, controller_core, flush, log_flush_interval_messages,
             log_flush_interval_ms, storage_fault, socket_request_max_bytes,
             queued_max_request_bytes,
-            max_connections_per_shard, connections_max_idle_ms, max_inflight_requests_per_connection, fetch_max_bytes, shard_preempt_timer_us,
+            max_connections_per_shard, connections_max_idle_ms, connections_max_reauth_ms, max_inflight_requests_per_connection, fetch_max_bytes, shard_preempt_timer_us,
             auto_create_topics_enable, num_partitions, max_partitions_per_shard,
             batch_cache_bytes_per_partition, batch_cache_bytes_per_shard, page_cache_bytes_per_shard, log_segment_bytes,
             log_roll_ms, log_retention_ms, log_retention_bytes, message_max_bytes,

@@ -66,6 +66,13 @@ const ALLOWED: [Algorithm; 9] = [
     Algorithm::EdDSA,
 ];
 
+/// A token that passed: whom it names, and until when (its `exp`, Unix seconds).
+#[derive(Debug, PartialEq, Eq)]
+pub struct ValidToken {
+    pub principal: String,
+    pub expires_at_s: u64,
+}
+
 struct Key {
     kid: Option<String>,
     /// The algorithm the JWK names, if it names one.
@@ -112,8 +119,8 @@ impl OAuthBearerValidator {
         Ok(OAuthBearerValidator { settings, keys })
     }
 
-    /// Validates a token; Ok(the principal's name).
-    pub fn validate(&self, token: &str) -> Result<String, TokenError> {
+    /// Validates a token.
+    pub fn validate(&self, token: &str) -> Result<ValidToken, TokenError> {
         let header = jsonwebtoken::decode_header(token).map_err(|e| TokenError::Malformed(e.to_string()))?;
         if !ALLOWED.contains(&header.alg) {
             return Err(TokenError::Invalid(format!("algorithm {:?} is not allowed", header.alg)));
@@ -142,8 +149,9 @@ impl OAuthBearerValidator {
                         return Err(TokenError::Invalid("no iat claim".into()));
                     }
                     let claim = &self.settings.sub_claim_name;
+                    let expires_at_s = data.claims.get("exp").and_then(|v| v.as_f64()).map_or(0, |e| e.max(0.0) as u64);
                     return match data.claims.get(claim).and_then(|v| v.as_str()).filter(|s| !s.trim().is_empty()) {
-                        Some(sub) => Ok(sub.to_string()),
+                        Some(sub) => Ok(ValidToken { principal: sub.to_string(), expires_at_s }),
                         None => Err(TokenError::NoSubject(claim.clone())),
                     };
                 }

@@ -175,7 +175,7 @@ fn sasl_settings(config: &Config) -> anyhow::Result<Option<Arc<crate::server::sa
     let (mechanisms, plain) = config.sasl_mechanisms()?;
     let oauthbearer = config.oauthbearer_validator(&mechanisms)?.map(Arc::new);
     tracing::info!(mechanisms = ?mechanisms, plain_users = plain.as_ref().map_or(0, |p| p.len()), oauthbearer = ?oauthbearer, "SASL listeners authenticate clients");
-    Ok(Some(Arc::new(crate::server::sasl_authenticator::SaslSettings { mechanisms, plain, oauthbearer })))
+    Ok(Some(Arc::new(crate::server::sasl_authenticator::SaslSettings { mechanisms, plain, oauthbearer, connections_max_reauth_ms: config.connections_max_reauth_ms })))
 }
 
 /// The TLS server configuration the SSL listeners share, if any listener uses TLS; logs

@@ -222,7 +222,8 @@ async fn read_requests<R: AsyncRead + Unpin>(
     let mut rb = ReadBuf::new();
     // Authentication must finish within the handshake bound (a client that stalls is cut
     // off), with frames no larger than Kafka's sasl.server.max.receive.size.
-    let auth_deadline = std::time::Instant::now() + std::time::Duration::from_millis(ctx.config.ssl_handshake_timeout_ms);
+    let auth_timeout = Duration::from_millis(ctx.config.ssl_handshake_timeout_ms);
+    let mut auth_deadline = std::time::Instant::now() + auth_timeout;
     let mut quota = ConnectionQuotaState::default();
     loop {
         // A client over its quota is not read from until its throttle time is over.
@@ -261,6 +262,19 @@ async fn read_requests<R: AsyncRead + Unpin>(
             return;
         }
         let frame = rb.take_frame(len);
+        if let Some(a) = auth.as_mut().filter(|a| a.is_done()) {
+            if a.starts_reauthentication(&frame) {
+                // KIP-368: the client proves itself again on this connection, within the
+                // same bound as the first time.
+                a.begin_reauthentication();
+                auth_deadline = std::time::Instant::now() + auth_timeout;
+            } else if a.session_expired(std::time::Instant::now()) {
+                tracing::info!(shard = ctx.shard, peer = ?peer, "SASL session expired without re-authentication; closing the connection");
+                drop(memory);
+                tx.send(glommio::spawn_local(async { Response::Close })).await;
+                return;
+            }
+        }
         if let Some(a) = auth.as_mut().filter(|a| !a.is_done()) {
             // Before authentication: one frame at a time, answered here, in order.
             // SCRAM credentials as committed (a connection authenticates once; a password

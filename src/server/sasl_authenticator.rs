@@ -7,7 +7,14 @@
 //! come as bare length-prefixed frames, as Kafka's oldest clients send them). Anything else
 //! closes the connection, as Kafka does; so does a failed authentication, after its error
 //! is sent. Mechanisms: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER.
+//!
+//! Sessions and re-authentication (KIP-368): with `connections.max.reauth.ms`, or a
+//! credential that expires (an OAUTHBEARER token), a session lasts that long
+//! (`session_lifetime_ms` in the SaslAuthenticate response). The client re-authenticates
+//! on the same connection before then (SaslHandshake again, the same mechanism, the same
+//! principal); a request that arrives after the session expired closes the connection.
 use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, RequestKind, SaslAuthenticateResponse, SaslHandshakeResponse};
@@ -33,6 +40,8 @@ pub struct SaslSettings {
     pub mechanisms: Vec<String>,
     pub plain: Option<PlainUsers>,
     pub oauthbearer: Option<Arc<OAuthBearerValidator>>,
+    /// connections.max.reauth.ms (0: sessions do not end, unless their credential does).
+    pub connections_max_reauth_ms: u64,
 }
 
 /// What the reader does after a frame.
@@ -60,6 +69,9 @@ enum State {
     /// A mechanism was chosen: waiting for its tokens, in SaslAuthenticate requests or,
     /// after a v0 handshake, as bare frames.
     Authenticate { mechanism: Mechanism, bare_tokens: bool },
+    /// A re-authentication asked for another mechanism: its handshake was answered (as
+    /// Kafka answers it), the next frame closes the connection.
+    MechanismChanged,
     Done,
 }
 
@@ -67,8 +79,15 @@ enum State {
 enum Exchanged {
     /// The mechanism's answer; the client sends another token.
     Continue(Vec<u8>),
-    /// Authenticated; the mechanism's last answer (empty for PLAIN).
-    Done(Vec<u8>),
+    /// Authenticated; the mechanism's last answer (empty for PLAIN) and the session's
+    /// lifetime in ms (0: it does not end).
+    Done(Vec<u8>, i64),
+}
+
+/// What the connection was authenticated as, while it re-authenticates.
+struct Session {
+    mechanism: String,
+    principal: String,
 }
 
 pub struct Authenticator {
@@ -76,11 +95,17 @@ pub struct Authenticator {
     state: State,
     /// `User:<name>` once authenticated.
     principal: Option<String>,
+    /// The mechanism the handshake chose.
+    mechanism: Option<String>,
+    /// The previous session, while the client re-authenticates.
+    reauthenticating: Option<Session>,
+    /// When the session ends (None: never).
+    session_expires: Option<Instant>,
 }
 
 impl Authenticator {
     pub fn new(settings: Arc<SaslSettings>) -> Authenticator {
-        Authenticator { settings, state: State::Handshake, principal: None }
+        Authenticator { settings, state: State::Handshake, principal: None, mechanism: None, reauthenticating: None, session_expires: None }
     }
 
     pub fn is_done(&self) -> bool {
@@ -91,14 +116,36 @@ impl Authenticator {
         self.principal.as_deref()
     }
 
+    /// Whether the authenticated session is over (a request now closes the connection).
+    pub fn session_expired(&self, now: Instant) -> bool {
+        self.is_done() && self.session_expires.is_some_and(|t| now >= t)
+    }
+
+    /// Whether `frame` starts a re-authentication (a SaslHandshake after authentication).
+    pub fn starts_reauthentication(&self, frame: &[u8]) -> bool {
+        self.is_done() && frame.len() >= 2 && i16::from_be_bytes([frame[0], frame[1]]) == ApiKey::SaslHandshake as i16
+    }
+
+    /// Goes back to the handshake, remembering what the client must prove again.
+    pub fn begin_reauthentication(&mut self) {
+        debug_assert!(self.is_done());
+        if let (Some(mechanism), Some(principal)) = (self.mechanism.take(), self.principal.clone()) {
+            self.reauthenticating = Some(Session { mechanism, principal });
+        }
+        self.state = State::Handshake;
+    }
+
     /// Handles one frame of a connection that is not authenticated yet; SCRAM credentials
     /// are looked up in `security` (the shard's current metadata image).
     pub fn on_frame(&mut self, frame: Bytes, origin: super::dispatch::Origin, security: &SecurityImage) -> Step {
         debug_assert!(!self.is_done(), "frames after authentication go to dispatch");
+        if matches!(self.state, State::MechanismChanged) {
+            return Step::Close("SASL re-authentication with another mechanism");
+        }
         if matches!(self.state, State::Authenticate { bare_tokens: true, .. }) {
             // After a v0 handshake the answer is a bare length-prefixed token too.
             return match self.exchange(&frame, security) {
-                Ok(Exchanged::Continue(answer) | Exchanged::Done(answer)) => Step::Respond(bare_frame(answer)),
+                Ok(Exchanged::Continue(answer) | Exchanged::Done(answer, _)) => Step::Respond(bare_frame(answer)),
                 Err(_) => Step::Close("SASL authentication failed"),
             };
         }
@@ -115,6 +162,12 @@ impl Authenticator {
             (RequestKind::SaslHandshake(r), State::Handshake) => {
                 let enabled = &self.settings.mechanisms;
                 let response = SaslHandshakeResponse::default().with_mechanisms(enabled.iter().map(|m| StrBytes::from_string(m.clone())).collect());
+                if let Some(previous) = self.reauthenticating.as_ref().filter(|p| p.mechanism != r.mechanism.as_str()) {
+                    // KIP-368: a session is re-authenticated with the mechanism it began with.
+                    tracing::info!(previous = %previous.mechanism, requested = %r.mechanism.as_str(), "SASL re-authentication with another mechanism refused");
+                    self.state = State::MechanismChanged;
+                    return Step::Respond(meta.respond(&response));
+                }
                 let chosen = enabled.iter().find(|m| m.as_str() == r.mechanism.as_str()).and_then(|m| match ScramMechanism::from_name(m) {
                     Some(scram) => Some(Mechanism::Scram(ScramServer::new(scram))),
                     None if m == "OAUTHBEARER" && self.settings.oauthbearer.is_some() => Some(Mechanism::OAuthBearer { invalid_token_sent: false }),
@@ -122,6 +175,7 @@ impl Authenticator {
                 });
                 match chosen {
                     Some(mechanism) => {
+                        self.mechanism = Some(r.mechanism.to_string());
                         self.state = State::Authenticate { mechanism, bare_tokens: meta.version == 0 };
                         Step::Respond(meta.respond(&response))
                     }
@@ -129,10 +183,13 @@ impl Authenticator {
                 }
             }
             (RequestKind::SaslAuthenticate(r), State::Authenticate { bare_tokens: false, .. }) => match self.exchange(&r.auth_bytes, security) {
-                // session_lifetime_ms 0: no re-authentication asked (connections.max.reauth.ms unset).
-                Ok(Exchanged::Continue(answer) | Exchanged::Done(answer)) => {
+                Ok(Exchanged::Continue(answer)) => {
                     Step::Respond(meta.respond(&SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(answer))))
                 }
+                // session_lifetime_ms (v1+): re-authenticate within it (0: never needed).
+                Ok(Exchanged::Done(answer, lifetime_ms)) => Step::Respond(meta.respond(
+                    &SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(answer)).with_session_lifetime_ms(lifetime_ms),
+                )),
                 Err(message) => Step::RespondAndClose(meta.respond(
                     &SaslAuthenticateResponse::default()
                         .with_error_code(ErrorCode::SASL_AUTHENTICATION_FAILED.code())
@@ -156,6 +213,8 @@ impl Authenticator {
         let State::Authenticate { mechanism, .. } = &mut self.state else {
             return Err("no SASL mechanism chosen".into());
         };
+        // When the credential itself expires (Unix ms), if it does.
+        let mut credential_expires_ms: Option<u64> = None;
         let (user, answer) = match mechanism {
             Mechanism::Plain => {
                 let users = self.settings.plain.as_ref().ok_or(PlainError::AuthFailed).map_err(|e| e.to_string())?;
@@ -189,7 +248,10 @@ impl Authenticator {
                     "Authentication failed during authentication due to invalid credentials with SASL mechanism OAUTHBEARER".to_string()
                 })?;
                 let user = match validator.validate(&initial.token) {
-                    Ok(user) => user,
+                    Ok(valid) => {
+                        credential_expires_ms = Some(valid.expires_at_s.saturating_mul(1000));
+                        valid.principal
+                    }
                     Err(e) => {
                         // The reason stays in the log; the client is told `invalid_token` and
                         // answers \x01 (RFC 7628 section 3.2.3).
@@ -208,9 +270,31 @@ impl Authenticator {
                 (user, Vec::new())
             }
         };
-        self.principal = Some(format!("User:{user}"));
+        let principal = format!("User:{user}");
+        if let Some(previous) = self.reauthenticating.take() {
+            if previous.principal != principal {
+                let name = |p: &str| p.replacen(':', ".", 1);
+                return Err(format!("Cannot change principals during re-authentication from {}: {}", name(&previous.principal), name(&principal)));
+            }
+        }
+        let lifetime_ms = self.session_lifetime_ms(credential_expires_ms);
+        self.session_expires = lifetime_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
+        self.principal = Some(principal);
         self.state = State::Done;
-        Ok(Exchanged::Done(answer))
+        Ok(Exchanged::Done(answer, lifetime_ms.map_or(0, |ms| i64::try_from(ms).unwrap_or(i64::MAX))))
+    }
+
+    /// How long the session lasts (Kafka's SaslServerAuthenticator): the shorter of
+    /// connections.max.reauth.ms and the credential's remaining life; None when neither
+    /// applies.
+    fn session_lifetime_ms(&self, credential_expires_ms: Option<u64>) -> Option<u64> {
+        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        let credential = credential_expires_ms.map(|t| t.saturating_sub(now_ms));
+        let max = Some(self.settings.connections_max_reauth_ms).filter(|ms| *ms > 0);
+        match (credential, max) {
+            (Some(c), Some(m)) => Some(c.min(m)),
+            (c, m) => c.or(m),
+        }
     }
 }
 
@@ -252,7 +336,7 @@ mod tests {
 
     fn authenticator() -> Authenticator {
         let plain = PlainUsers::from_jaas(JAAS).unwrap();
-        Authenticator::new(Arc::new(SaslSettings { mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into()], plain: Some(plain), oauthbearer: None }))
+        Authenticator::new(Arc::new(SaslSettings { mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into()], plain: Some(plain), oauthbearer: None, connections_max_reauth_ms: 0 }))
     }
 
     fn origin() -> Origin {
@@ -393,6 +477,40 @@ mod tests {
                 assert!(!a.is_done());
             }
         }
+    }
+
+    #[test]
+    fn sessions_end_and_reauthentication_keeps_principal_and_mechanism() {
+        let plain = PlainUsers::from_jaas(r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="a" user_bob="b";"#).unwrap();
+        let settings = Arc::new(SaslSettings { mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into()], plain: Some(plain), oauthbearer: None, connections_max_reauth_ms: 1000 });
+        let image = SecurityImage::default();
+        let mut a = Authenticator::new(settings.clone());
+        a.on_frame(handshake(1, "PLAIN"), origin(), &image);
+        a.on_frame(authenticate(b"\0alice\0a"), origin(), &image);
+        assert!(a.is_done());
+        let now = Instant::now();
+        assert!(!a.session_expired(now));
+        assert!(a.session_expired(now + Duration::from_millis(1500)), "connections.max.reauth.ms ends the session");
+        // Re-authentication as the same principal starts a new session.
+        assert!(a.starts_reauthentication(&handshake(1, "PLAIN")));
+        assert!(!a.starts_reauthentication(&request(3, 0, false, &[0, 0, 0, 0])), "a Metadata request is no handshake");
+        a.begin_reauthentication();
+        a.on_frame(handshake(1, "PLAIN"), origin(), &image);
+        assert!(matches!(a.on_frame(authenticate(b"\0alice\0a"), origin(), &image), Step::Respond(_)));
+        assert!(a.is_done() && a.principal() == Some("User:alice"));
+        // As another principal: refused, and the connection closed.
+        a.begin_reauthentication();
+        a.on_frame(handshake(1, "PLAIN"), origin(), &image);
+        let step = a.on_frame(authenticate(b"\0bob\0b"), origin(), &image);
+        assert!(matches!(step, Step::RespondAndClose(_)));
+        assert_eq!(error_code(&step, true), ErrorCode::SASL_AUTHENTICATION_FAILED.code());
+        // With another mechanism: the handshake is answered, the next frame closes.
+        let mut a = Authenticator::new(settings);
+        a.on_frame(handshake(1, "PLAIN"), origin(), &image);
+        a.on_frame(authenticate(b"\0alice\0a"), origin(), &image);
+        a.begin_reauthentication();
+        assert!(matches!(a.on_frame(handshake(1, "SCRAM-SHA-256"), origin(), &image), Step::Respond(_)));
+        assert!(matches!(a.on_frame(authenticate(b"n,,n=alice,r=x"), origin(), &image), Step::Close(_)));
     }
 
     fn hmac_sha256(key: &[u8], data: &[u8]) -> [u8; 32] {

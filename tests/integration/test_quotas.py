@@ -71,13 +71,13 @@ def alter_client_quotas(bootstrap: str, entries: list[tuple[list[tuple[str, str 
 
 # -- CreateTopics v7 on the wire, with a client id of our choosing ------------------------
 
-def create_topics(bootstrap: str, client_id: str, topics: list[tuple[str, int]]) -> tuple[int, dict[str, tuple[int, str | None]]]:
+def create_topics(bootstrap_or_sock, client_id: str, topics: list[tuple[str, int]]) -> tuple[int, dict[str, tuple[int, str | None]]]:
     """CreateTopics v7 (strict mutation quota): (throttle_time_ms, {topic: (error, message)})."""
     body = (w.compact_array([w.compact_string(name) + w.i32(partitions) + w.i16(1)
                              + w.compact_array([]) + w.compact_array([]) + w.uvarint(0)
                              for name, partitions in topics])
             + w.i32(30_000) + w.i8(0) + w.uvarint(0))
-    resp = w.roundtrip(bootstrap, w.request(19, 7, 7, body, header_version=2, client_id=client_id))
+    resp = w.roundtrip(bootstrap_or_sock, w.request(19, 7, 7, body, header_version=2, client_id=client_id))
     r = w.FlexReader(resp)
     assert r.i32() == 7
     r.tags()
@@ -297,16 +297,21 @@ def test_topic_creation_over_the_mutation_rate_is_refused(broker_factory, topic_
                   "--add-config", "controller_mutation_rate=1")
     wait_for("the quota is in force", lambda: describe(bs, "--entity-type", "clients", "--entity-name", "mutator"))
     a, b, c, d = (f"{topic_name}-{x}" for x in "abcd")
-    # A full bucket takes a request larger than itself (11 - 12 = -1 token)...
-    assert create_topics(bs, "mutator", [(a, 12)]) == (0, {a: (0, None)})
-    # ...and the next is refused, told to wait for the deficit (at most 1 s at 1/s).
-    throttle, second = create_topics(bs, "mutator", [(b, 1), (c, 1)])
+    # One connection, as an admin client keeps (shardlog meters quotas per shard, and a
+    # broker's connections are spread over its shards).
+    mutator = w.connect(bs, timeout_s=60)
+    # A full bucket takes a request larger than itself (11 - 20 = -9 tokens)...
+    assert create_topics(mutator, "mutator", [(a, 20)]) == (0, {a: (0, None)})
+    # ...and the next (within the 9 s the bucket takes to refill) is refused, told to
+    # wait for the deficit (at most 9 s at 1/s).
+    throttle, second = create_topics(mutator, "mutator", [(b, 1), (c, 1)])
     assert second == {b: (THROTTLING_QUOTA_EXCEEDED, None), c: (THROTTLING_QUOTA_EXCEEDED, None)}
-    assert 0 < throttle <= 1000, throttle
+    assert 0 < throttle <= 9000, throttle
     # Another client id is not held back.
     assert create_topics(bs, "someone-else", [(d, 20)]) == (0, {d: (0, None)})
     # Once the bucket has refilled, the client may create again.
-    wait_for("the mutator may create again", lambda: create_topics(bs, "mutator", [(b, 1)]) == (0, {b: (0, None)}), 30)
+    wait_for("the mutator may create again", lambda: create_topics(mutator, "mutator", [(b, 1)]) == (0, {b: (0, None)}), 60)
+    mutator.close()
 
 
 def connect_from(source_ip: str, bootstrap: str) -> socket.socket:
