@@ -214,6 +214,8 @@ pub struct Config {
     pub connections_max_idle_ms: u64,
     /// connections.max.reauth.ms (KIP-368): a SASL session lasts at most this long (0: until its credential expires, else for ever); the client re-authenticates on the connection before then, or its next request closes it.
     pub connections_max_reauth_ms: u64,
+    /// Kafka's per-listener settings, `listener.name.<listener>.<key>=<value>` each (flag `--listener-setting`, repeatable): a listener's SASL and SSL settings over the broker's (see src/security/listener_overrides.rs for the keys).
+    pub listener_settings: Vec<String>,
     /// Requests read ahead of their responses on one connection.
     pub max_inflight_requests_per_connection: usize,
     /// fetch.max.bytes: the most record bytes one Fetch response carries, whatever the
@@ -396,6 +398,7 @@ impl Default for Config {
             controller_quota_window_size_seconds: 1,
             connections_max_idle_ms: 600_000,
             connections_max_reauth_ms: 0,
+            listener_settings: Vec::new(),
             max_inflight_requests_per_connection: 64,
             fetch_max_bytes: 57_671_680,
             shard_preempt_timer_us: 100_000,
@@ -580,6 +583,11 @@ impl Config {
     }
 
     /// `ssl_principal_mapping_rules`, parsed.
+    /// This config as a listener sees it: its `listener.name.<listener>.*` settings applied.
+    pub fn for_listener(&self, listener: &str) -> Result<Config, ConfigError> {
+        crate::security::listener_overrides::for_listener(self, listener).map_err(|message| ConfigError::Invalid { key: "listener_settings", message })
+    }
+
     pub fn ssl_principal_mapper(&self) -> Result<crate::security::ssl_principal::SslPrincipalMapper, ConfigError> {
         crate::security::ssl_principal::SslPrincipalMapper::parse(&self.ssl_principal_mapping_rules)
             .map_err(|message| ConfigError::Invalid { key: "ssl_principal_mapping_rules", message })
@@ -619,14 +627,20 @@ impl Config {
         if !(1..=3600).contains(&self.controller_quota_window_size_seconds) {
             return bad("controller_quota_window_size_seconds", "must be between 1 and 3600");
         }
-        if listeners.all.iter().any(|l| l.protocol.uses_sasl()) {
-            let (mechanisms, _) = self.sasl_mechanisms()?;
-            self.oauthbearer_validator(&mechanisms)?;
-        }
-        if listeners.all.iter().any(|l| l.protocol.uses_tls()) {
-            // Read the key material now: a broker that cannot serve TLS refuses to start.
-            crate::security::tls_config::server_config(&self.tls_settings())
-                .map_err(|e| ConfigError::Invalid { key: e.key, message: e.message })?;
+        let names: Vec<&str> = listeners.all.iter().map(|l| l.name.as_str()).collect();
+        crate::security::listener_overrides::check(self, &names).map_err(|message| ConfigError::Invalid { key: "listener_settings", message })?;
+        for l in &listeners.all {
+            let own = self.for_listener(&l.name)?;
+            if l.protocol.uses_sasl() {
+                let (mechanisms, _) = own.sasl_mechanisms()?;
+                own.oauthbearer_validator(&mechanisms)?;
+            }
+            if l.protocol.uses_tls() {
+                // Read the key material now: a broker that cannot serve TLS refuses to start.
+                crate::security::tls_config::server_config(&own.tls_settings())
+                    .map_err(|e| ConfigError::Invalid { key: e.key, message: format!("listener {}: {}", l.name, e.message) })?;
+            }
+            own.ssl_principal_mapper()?;
         }
         let dirs: Vec<PathBuf> =
             self.resolved_log_dirs().iter().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone())).collect();
@@ -1040,6 +1054,8 @@ pub struct ConfigArgs {
     pub connections_max_idle_ms: Option<u64>,
     #[arg(long)]
     pub connections_max_reauth_ms: Option<u64>,
+    #[arg(long = "listener-setting", action = clap::ArgAction::Append)]
+    pub listener_settings: Option<Vec<String>>,
     #[arg(long)]
     pub max_inflight_requests_per_connection: Option<usize>,
     #[arg(long)]
@@ -1143,6 +1159,7 @@ impl ConfigArgs {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { c.$f = v.clone(); } )* };
         }
         set!(listeners, advertised_listeners, listener_security_protocol_map, inter_broker_listener_name, ssl_keystore_type, ssl_keystore_location, ssl_keystore_password, ssl_key_password, ssl_truststore_type, ssl_truststore_location, ssl_truststore_password, ssl_client_auth, ssl_enabled_protocols, ssl_cipher_suites, ssl_handshake_timeout_ms, sasl_enabled_mechanisms, sasl_jaas_config);
+        set!(listener_settings);
         set!(sasl_oauthbearer_jwks_endpoint_url, sasl_oauthbearer_expected_audience, sasl_oauthbearer_expected_issuer,
             sasl_oauthbearer_sub_claim_name, sasl_oauthbearer_clock_skew_seconds);
         set!(authorizer_class_name, super_users, allow_everyone_if_no_acl_found, ssl_principal_mapping_rules);

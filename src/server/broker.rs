@@ -167,32 +167,42 @@ fn quorum_voters(config: &Config) -> anyhow::Result<std::collections::BTreeMap<u
 }
 
 /// The controller's settings from the node's config (shards and core: the caller's).
-/// What the SASL listeners accept, if any listener uses SASL.
-fn sasl_settings(config: &Config) -> anyhow::Result<Option<Arc<crate::server::sasl_authenticator::SaslSettings>>> {
-    if !config.listeners()?.all.iter().any(|l| l.protocol.uses_sasl()) {
-        return Ok(None);
-    }
+/// What a SASL listener accepts, from its settings (`config.for_listener`).
+fn sasl_settings(listener: &str, config: &Config) -> anyhow::Result<Arc<crate::server::sasl_authenticator::SaslSettings>> {
     let (mechanisms, plain) = config.sasl_mechanisms()?;
     let oauthbearer = config.oauthbearer_validator(&mechanisms)?.map(Arc::new);
-    tracing::info!(mechanisms = ?mechanisms, plain_users = plain.as_ref().map_or(0, |p| p.len()), oauthbearer = ?oauthbearer, "SASL listeners authenticate clients");
-    Ok(Some(Arc::new(crate::server::sasl_authenticator::SaslSettings { mechanisms, plain, oauthbearer, connections_max_reauth_ms: config.connections_max_reauth_ms })))
+    tracing::info!(listener, mechanisms = ?mechanisms, plain_users = plain.as_ref().map_or(0, |p| p.len()), oauthbearer = ?oauthbearer, "SASL listener authenticates clients");
+    let connections_max_reauth_ms = config.connections_max_reauth_ms;
+    Ok(Arc::new(crate::server::sasl_authenticator::SaslSettings { mechanisms, plain, oauthbearer, connections_max_reauth_ms }))
 }
 
-/// The TLS server configuration the SSL listeners share, if any listener uses TLS; logs
-/// whether the kernel could take over TLS records (it is not used yet: `security/ktls.rs`).
-fn tls_server_config(config: &Config) -> anyhow::Result<Option<Arc<rustls::ServerConfig>>> {
+/// Each listener's security (index as in `config.listeners()`), from the broker's settings
+/// and the listener's own `listener.name.<listener>.*` ones; logs whether the kernel
+/// could take over TLS records (it is not used yet: `security/ktls.rs`).
+fn listener_security(config: &Config) -> anyhow::Result<Vec<connection::ListenerSecurity>> {
     let listeners = config.listeners()?;
-    if !listeners.all.iter().any(|l| l.protocol.uses_tls()) {
-        return Ok(None);
+    if listeners.all.iter().any(|l| l.protocol.uses_tls()) {
+        match crate::security::ktls::kernel_tls_available() {
+            Ok(()) => tracing::info!("TLS listeners encrypt in user space (rustls); fetches over TLS are copied, not sent with sendfile"),
+            Err(why) => tracing::info!(
+                "kernel TLS unavailable ({why}): TLS listeners encrypt in user space (rustls); fetches over TLS are copied, not sent with sendfile"
+            ),
+        }
     }
-    let tls = crate::security::tls_config::server_config(&config.tls_settings())?;
-    match crate::security::ktls::kernel_tls_available() {
-        Ok(()) => tracing::info!("TLS listeners encrypt in user space (rustls); fetches over TLS are copied, not sent with sendfile"),
-        Err(why) => tracing::info!(
-            "kernel TLS unavailable ({why}): TLS listeners encrypt in user space (rustls); fetches over TLS are copied, not sent with sendfile"
-        ),
-    }
-    Ok(Some(tls))
+    listeners
+        .all
+        .iter()
+        .map(|l| {
+            let own = config.for_listener(&l.name)?;
+            let tls = if l.protocol.uses_tls() { Some(crate::security::tls_config::server_config(&own.tls_settings())?) } else { None };
+            let sasl = if l.protocol.uses_sasl() { Some(sasl_settings(&l.name, &own)?) } else { None };
+            // Kafka: an SSL listener's principal comes from the certificate, a SASL_SSL
+            // one's from SASL.
+            let cert_principals =
+                if l.protocol.uses_tls() && !l.protocol.uses_sasl() { Some(Arc::new(own.ssl_principal_mapper()?)) } else { None };
+            Ok(connection::ListenerSecurity { tls, sasl, cert_principals })
+        })
+        .collect()
 }
 
 fn controller_config(config: &Config, voters: std::collections::BTreeMap<u64, String>) -> ControllerConfig {
@@ -285,9 +295,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         anyhow::bail!("log dirs: {e}");
     }
     ensure_offsets_topic(&controller, &config, expected_brokers)?;
-    let tls = tls_server_config(&config)?;
-    let sasl = sasl_settings(&config)?;
-    let cert_principals = Arc::new(config.ssl_principal_mapper()?);
+    let security = Arc::new(listener_security(&config)?);
     let connection_limits = Arc::new(config.connection_limits()?);
     let (mesh, inboxes) = Mesh::new(shard_count);
     let config = Arc::new(config);
@@ -298,7 +306,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     for (shard, ((core, updates), inbox)) in plan.shard_cores.iter().zip(updates).zip(inboxes).enumerate() {
         let (config, controller, mesh, defaults, ready, log_dirs) =
             (config.clone(), controller.clone(), mesh.clone(), defaults.clone(), ready_tx.clone(), log_dirs.clone());
-        let (tls, sasl, cert_principals) = (tls.clone(), sasl.clone(), cert_principals.clone());
+        let security = security.clone();
         let connection_limits = connection_limits.clone();
         let listening = listening.clone();
         let (shutdown_requested, closed) = (shutdown_requested.clone(), closed_tx.clone());
@@ -343,7 +351,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 let mut sockets = Vec::with_capacity(ctx.listeners.all.len());
                 for (index, l) in ctx.listeners.all.iter().enumerate() {
                     match glommio::net::TcpListener::bind(l.bind) {
-                        Ok(socket) => sockets.push((socket, connection::ListenerInfo::new(index, l, tls.clone(), sasl.clone(), cert_principals.clone()))),
+                        Ok(socket) => sockets.push((socket, connection::ListenerInfo::new(index, l, &security[index]))),
                         Err(e) => {
                             let _ = ready.send(Err(anyhow::anyhow!("shard {shard} cannot listen on {} ({}): {e}", l.bind, l.name)));
                             return;

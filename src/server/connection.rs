@@ -58,25 +58,23 @@ pub struct ListenerInfo {
     cert_principals: Option<std::sync::Arc<SslPrincipalMapper>>,
 }
 
+/// A listener's security, the same on every shard.
+pub struct ListenerSecurity {
+    /// On SSL and SASL_SSL listeners.
+    pub tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    /// On SASL_PLAINTEXT and SASL_SSL listeners.
+    pub sasl: Option<std::sync::Arc<SaslSettings>>,
+    /// On SSL listeners.
+    pub cert_principals: Option<std::sync::Arc<SslPrincipalMapper>>,
+}
+
 impl ListenerInfo {
-    /// `tls` is the broker's TLS configuration (present when any listener uses TLS).
-    /// `tls` and `sasl` are the broker's (present when any listener uses them).
-    pub fn new(
-        index: usize,
-        l: &Listener,
-        tls: Option<std::sync::Arc<rustls::ServerConfig>>,
-        sasl: Option<std::sync::Arc<SaslSettings>>,
-        cert_principals: std::sync::Arc<SslPrincipalMapper>,
-    ) -> Rc<ListenerInfo> {
-        // Kafka: an SSL listener's principal comes from the certificate, a SASL_SSL one's
-        // from SASL.
-        let cert_principals = (l.protocol.uses_tls() && !l.protocol.uses_sasl()).then_some(cert_principals);
-        let tls = if l.protocol.uses_tls() { tls } else { None };
-        let sasl = if l.protocol.uses_sasl() { sasl } else { None };
+    pub fn new(index: usize, l: &Listener, security: &ListenerSecurity) -> Rc<ListenerInfo> {
         // Config validation allows at most 16 listeners.
         debug_assert!(index <= usize::from(u8::MAX));
-        assert_eq!(l.protocol.uses_tls(), tls.is_some(), "{}: a TLS listener needs the TLS configuration", l.name);
-        assert_eq!(l.protocol.uses_sasl(), sasl.is_some(), "{}: a SASL listener needs the SASL settings", l.name);
+        assert_eq!(l.protocol.uses_tls(), security.tls.is_some(), "{}: a TLS listener needs the TLS configuration", l.name);
+        assert_eq!(l.protocol.uses_sasl(), security.sasl.is_some(), "{}: a SASL listener needs the SASL settings", l.name);
+        let (tls, sasl, cert_principals) = (security.tls.clone(), security.sasl.clone(), security.cert_principals.clone());
         Rc::new(ListenerInfo { index: index as u8, name: l.name.clone(), tls, sasl, cert_principals })
     }
 }

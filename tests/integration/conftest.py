@@ -150,7 +150,11 @@ class Broker:
         if self.sasl_plain_users:
             cmd += ["--sasl-jaas-config", self._plain_jaas()]
         for k, v in self.settings.items():
-            cmd += ["--" + k.replace(".", "-").replace("_", "-"), v]
+            if k.startswith("listener.name."):
+                # Kafka's per-listener settings keep their name (`--listener-setting`).
+                cmd += ["--listener-setting", f"{k}={v}"]
+            else:
+                cmd += ["--" + k.replace(".", "-").replace("_", "-"), v]
         return cmd + self.extra_args
 
     def _kafka_cmd(self) -> list[str]:
