@@ -1,6 +1,10 @@
 //! One config struct for the broker. Values come from, in order: built-in defaults
 //! (Apache Kafka 4.1's where Kafka has the setting), a TOML profile (`--config
 //! tuning/<profile>.toml`), then command-line flags. Every key is also a flag.
+
+/// A listener's own settings (`listener.name.<listener>.<key>`).
+pub mod listener_overrides;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -214,7 +218,7 @@ pub struct Config {
     pub connections_max_idle_ms: u64,
     /// connections.max.reauth.ms (KIP-368): a SASL session lasts at most this long (0: until its credential expires, else for ever); the client re-authenticates on the connection before then, or its next request closes it.
     pub connections_max_reauth_ms: u64,
-    /// Kafka's per-listener settings, `listener.name.<listener>.<key>=<value>` each (flag `--listener-setting`, repeatable): a listener's SASL and SSL settings over the broker's (see src/security/listener_overrides.rs for the keys).
+    /// Kafka's per-listener settings, `listener.name.<listener>.<key>=<value>` each (flag `--listener-setting`, repeatable): a listener's SASL and SSL settings over the broker's (see src/config/listener_overrides.rs for the keys).
     pub listener_settings: Vec<String>,
     /// Requests read ahead of their responses on one connection.
     pub max_inflight_requests_per_connection: usize,
@@ -585,7 +589,7 @@ impl Config {
     /// `ssl_principal_mapping_rules`, parsed.
     /// This config as a listener sees it: its `listener.name.<listener>.*` settings applied.
     pub fn for_listener(&self, listener: &str) -> Result<Config, ConfigError> {
-        crate::security::listener_overrides::for_listener(self, listener).map_err(|message| ConfigError::Invalid { key: "listener_settings", message })
+        listener_overrides::for_listener(self, listener).map_err(|message| ConfigError::Invalid { key: "listener_settings", message })
     }
 
     pub fn ssl_principal_mapper(&self) -> Result<crate::security::ssl_principal::SslPrincipalMapper, ConfigError> {
@@ -628,7 +632,7 @@ impl Config {
             return bad("controller_quota_window_size_seconds", "must be between 1 and 3600");
         }
         let names: Vec<&str> = listeners.all.iter().map(|l| l.name.as_str()).collect();
-        crate::security::listener_overrides::check(self, &names).map_err(|message| ConfigError::Invalid { key: "listener_settings", message })?;
+        listener_overrides::check(self, &names).map_err(|message| ConfigError::Invalid { key: "listener_settings", message })?;
         for l in &listeners.all {
             let own = self.for_listener(&l.name)?;
             if l.protocol.uses_sasl() {

@@ -1,7 +1,6 @@
 //! The broker's perimeter: listeners and their security protocols, TLS.
 //!
 //! - `listeners.rs`  Kafka's named listeners, resolved into sockets and advertised endpoints
-//! - `listener_overrides.rs` a listener's own settings (`listener.name.<listener>.<key>`)
 //! - `tls_config.rs` a listener's rustls server configuration from Kafka's `ssl.*` settings
 //! - `tls_stream.rs` TLS in user space over a glommio connection (handshake, read and write halves)
 //! - `ktls.rs`       whether the kernel can take over TLS records (kTLS)
@@ -21,7 +20,6 @@ pub mod client_quotas;
 pub mod connection_limits;
 pub mod quota_rate;
 pub mod ktls;
-pub mod listener_overrides;
 pub mod listeners;
 pub mod oauthbearer;
 pub mod principal;

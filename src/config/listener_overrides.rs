@@ -8,7 +8,7 @@
 //! `ssl.enabled.protocols`, `ssl.cipher.suites`, `ssl.principal.mapping.rules`. Any other
 //! key, or a listener the broker does not have, stops the broker at start with the entry
 //! named (a setting silently ignored is a security hole).
-use crate::config::Config;
+use super::Config;
 
 /// One `listener.name.<listener>.<key>=<value>` entry, split.
 struct Entry<'a> {
