@@ -2,6 +2,8 @@
 //! (Apache Kafka 4.1's where Kafka has the setting), a TOML profile (`--config
 //! tuning/<profile>.toml`), then command-line flags. Every key is also a flag.
 
+/// Kafka's controller.listener.names, resolved into the controller listener.
+pub mod controller_listener;
 /// A listener's own settings (`listener.name.<listener>.<key>`).
 pub mod listener_overrides;
 
@@ -52,6 +54,8 @@ pub struct Config {
     pub listener_security_protocol_map: String,
     /// inter.broker.listener.name: the listener other brokers fetch from (registered as this broker's address). Empty: the PLAINTEXT listener. Must be a PLAINTEXT listener for now.
     pub inter_broker_listener_name: String,
+    /// controller.listener.names: listeners of `listeners` that are the controller's (the first becomes controller_listener, and leaves the client listeners); PLAINTEXT only so far.
+    pub controller_listener_names: String,
     /// ssl.keystore.type: PEM or PKCS12 (JKS, Kafka's default, cannot be read: convert it).
     pub ssl_keystore_type: String,
     /// ssl.keystore.location: the SSL listeners' key and certificate chain.
@@ -340,6 +344,7 @@ impl Default for Config {
             advertised_listeners: String::new(),
             listener_security_protocol_map: crate::security::listeners::DEFAULT_PROTOCOL_MAP.to_string(),
             inter_broker_listener_name: String::new(),
+            controller_listener_names: String::new(),
             ssl_keystore_type: "JKS".to_string(),
             ssl_keystore_location: String::new(),
             ssl_keystore_password: String::new(),
@@ -931,6 +936,8 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub inter_broker_listener_name: Option<String>,
     #[arg(long)]
+    pub controller_listener_names: Option<String>,
+    #[arg(long)]
     pub ssl_keystore_type: Option<String>,
     #[arg(long)]
     pub ssl_keystore_location: Option<String>,
@@ -1163,7 +1170,7 @@ impl ConfigArgs {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { c.$f = v.clone(); } )* };
         }
         set!(listeners, advertised_listeners, listener_security_protocol_map, inter_broker_listener_name, ssl_keystore_type, ssl_keystore_location, ssl_keystore_password, ssl_key_password, ssl_truststore_type, ssl_truststore_location, ssl_truststore_password, ssl_client_auth, ssl_enabled_protocols, ssl_cipher_suites, ssl_handshake_timeout_ms, sasl_enabled_mechanisms, sasl_jaas_config);
-        set!(listener_settings);
+        set!(listener_settings, controller_listener_names);
         set!(sasl_oauthbearer_jwks_endpoint_url, sasl_oauthbearer_expected_audience, sasl_oauthbearer_expected_issuer,
             sasl_oauthbearer_sub_claim_name, sasl_oauthbearer_clock_skew_seconds);
         set!(authorizer_class_name, super_users, allow_everyone_if_no_acl_found, ssl_principal_mapping_rules);
@@ -1206,6 +1213,7 @@ impl ConfigArgs {
         if let Some(a) = &self.broker_rack {
             c.broker_rack = Some(a.clone());
         }
+        controller_listener::apply(&mut c).map_err(|message| ConfigError::Invalid { key: "controller_listener_names", message })?;
         c.validate()?;
         Ok(c)
     }

@@ -29,3 +29,22 @@ def test_a_listener_offers_its_own_mechanisms(broker_factory, tls):  # noqa: F81
     # The SASL_SSL listener keeps the broker's mechanisms: PLAIN authenticates there.
     conf = {**plain("alice"), "security.protocol": "SASL_SSL", "ssl.ca.location": str(tls.ca_pem)}
     assert ports(b.sasl_ssl_bootstrap, **conf) == {b.sasl_ssl_port}
+
+
+def test_kafkas_controller_listener_settings_are_taken(broker_factory):
+    """A Kafka server.properties' listeners, with a CONTROLLER listener named by
+    controller.listener.names: clients are told only the PLAINTEXT endpoint, the quorum
+    runs on the controller's (Kafka's own harness form; shardlog only, as Kafka is
+    started so by every test)."""
+    from conftest import skip_unless_shardlog
+    from cluster_harness import free_port
+    skip_unless_shardlog("checks shardlog's translation of Kafka's listener settings")
+    b = broker_factory(start=False)
+    c = free_port()
+    b.extra_args = ["--listeners", f"PLAINTEXT://{b.bootstrap},CONTROLLER://127.0.0.1:{c}",
+                    "--listener-security-protocol-map", "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                    "--controller-listener-names", "CONTROLLER", "--controller-quorum-voters", f"1@127.0.0.1:{c}"]
+    b.start()
+    assert ports(b.bootstrap) == {b.port}
+    # The quorum listens on the controller's port.
+    w.connect(f"127.0.0.1:{c}").close()
