@@ -90,11 +90,11 @@ def topic_error(b, user: str, topic: str) -> int | None:
     return None if t.error is None else t.error.code()
 
 
-def consume_error(b, user: str, topic: str, group: str) -> int | None:
+def consume_error(b, user: str, topic: str, group: str, **extra) -> int | None:
     """Subscribes as `user` in `group`; the first error the consumer reports, or None once
     a record arrives."""
     c = Consumer({"bootstrap.servers": b.sasl_bootstrap, **as_user(user), "group.id": group, "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False})
+                  "enable.auto.commit": False, **extra})
     try:
         c.subscribe([topic])
         deadline = time.monotonic() + 30
@@ -301,3 +301,18 @@ def test_acls_survive_a_restart(broker_factory):
     listed = admin(b).describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                                                      AclPermissionType.ANY), request_timeout=30).result(timeout=60)
     assert [(a.principal, a.name, a.operation) for a in listed] == [("User:alice", "kept", AclOperation.WRITE)]
+
+
+def test_kip848_heartbeat_needs_describe_on_the_subscribed_topics(secured):
+    b = secured
+    delete_all_acls(b)
+    topic, group = "kip848-" + uuid.uuid4().hex[:6], "kip848-group-" + uuid.uuid4().hex[:6]
+    admin_create_topic(b.bootstrap, topic, 1)
+    assert produce_error_with(b.bootstrap, topic) is None
+    kip848 = {"group.protocol": "consumer"}
+    create_acls(b, [allow("User:bob", AclOperation.READ, ResourceType.GROUP, group)])
+    # The group may be read, the subscribed topic not described: the heartbeat is refused.
+    assert consume_error(b, "bob", topic, group, **kip848) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    create_acls(b, [allow("User:bob", AclOperation.READ, name=topic)])
+    assert consume_error(b, "bob", topic, group, **kip848) is None
+    delete_all_acls(b)

@@ -20,6 +20,17 @@ fn error(e: ErrorCode) -> ConsumerGroupHeartbeatResponse {
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ConsumerGroupHeartbeatRequest, client_id: String) -> Response {
     let group_id = req.group_id.0.to_string();
+    // ACLs, as Kafka's KafkaApis: READ on the group (route_group checks it again), then
+    // DESCRIBE on every topic named in the subscription, else TOPIC_AUTHORIZATION_FAILED
+    // (without a message, and without saying which: a member may not learn of topics it
+    // cannot describe).
+    let access = ctx.access(&meta);
+    if access.is_checked() && access.allows_group(Operation::Read, &group_id) {
+        let names = req.subscribed_topic_names.iter().flatten();
+        if names.into_iter().any(|t| !access.allows_topic(Operation::Describe, t.0.as_str())) {
+            return meta.respond(&ConsumerGroupHeartbeatResponse::default().with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.code()).with_error_message(None));
+        }
+    }
     // Kafka reports the host as "/<ip>".
     let client_host = meta.peer.map(|p| format!("/{}", p.ip())).unwrap_or_default();
     let op = GroupOp::Consumer(ConsumerOp::Heartbeat { req: Box::new(req), version: meta.version, client_id, client_host });
