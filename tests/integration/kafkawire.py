@@ -163,6 +163,16 @@ def api_versions_request(version: int, correlation_id: int) -> bytes:
     return request(API_VERSIONS, version, correlation_id, b"", header_version=1)
 
 
+def answers_api_versions(s: socket.socket) -> bool:
+    """Whether the broker answers an ApiVersions on `s` (False: it closed the connection)."""
+    try:
+        s.sendall(api_versions_request(0, 3))
+        recv_frame(s)
+        return True
+    except (ConnectionError, OSError):
+        return False
+
+
 def parse_api_versions_v0(resp: bytes) -> tuple[int, int, dict[int, tuple[int, int]]]:
     """(correlation id, error code, {api_key: (min, max)}) from a v0-format response."""
     r = Reader(resp)
