@@ -6,6 +6,8 @@
 pub mod controller_listener;
 /// A listener's own settings (`listener.name.<listener>.<key>`).
 pub mod listener_overrides;
+/// How this node authenticates to its peers' listeners (inter-broker).
+mod peer_security;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -76,6 +78,8 @@ pub struct Config {
     pub ssl_enabled_protocols: String,
     /// ssl.cipher.suites: IANA suite names; empty = every suite rustls offers.
     pub ssl_cipher_suites: String,
+    /// ssl.endpoint.identification.algorithm: https (default) = when this node connects to a peer's SSL listener (inter-broker, controller) the peer's certificate must name the host; empty = any name, as long as a trusted CA signed it.
+    pub ssl_endpoint_identification_algorithm: String,
     /// ssl.principal.mapping.rules: how a client certificate's subject (RFC 2253) becomes the principal's name on SSL listeners: RULE:<regex>/<replacement>/[LU], ..., DEFAULT.
     pub ssl_principal_mapping_rules: String,
     /// sasl.enabled.mechanisms: the mechanisms SASL listeners offer. PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are served; GSSAPI (Kafka's default) is refused at start.
@@ -92,6 +96,10 @@ pub struct Config {
     pub sasl_oauthbearer_clock_skew_seconds: u64,
     /// Kafka's `listener.name.<listener>.plain.sasl.jaas.config` (one for every SASL listener; needed when PLAIN is enabled): `org.apache.kafka.common.security.plain.PlainLoginModule required user_<name>=\"<password>\" ...;`. SCRAM users are not here: they live in the metadata log (kafka-configs.sh --entity-type users).
     pub sasl_jaas_config: String,
+    /// Kafka's `listener.name.<listener>.scram-sha-256.sasl.jaas.config` / `scram-sha-512.sasl.jaas.config` (per listener only): `org.apache.kafka.common.security.scram.ScramLoginModule required username=\"<u>\" password=\"<p>\";`, this broker's own credentials when it authenticates to that listener on a peer with SCRAM.
+    pub scram_sasl_jaas_config: String,
+    /// sasl.mechanism.inter.broker.protocol: the mechanism brokers authenticate to each other with on a SASL inter-broker listener (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; Kafka's default GSSAPI is refused at start when it would be used). The credentials are the listener's JAAS `username`/`password`.
+    pub sasl_mechanism_inter_broker_protocol: String,
     /// shardlog's own: a TLS client that has not finished its handshake this long after connecting is disconnected (Kafka waits up to connections.max.idle.ms).
     pub ssl_handshake_timeout_ms: u64,
     /// authorizer.class.name: empty (no authorization; the ACL APIs answer SECURITY_DISABLED) or org.apache.kafka.metadata.authorizer.StandardAuthorizer (ACLs in the metadata log, Kafka's semantics).
@@ -355,6 +363,7 @@ impl Default for Config {
             ssl_client_auth: "none".to_string(),
             ssl_enabled_protocols: "TLSv1.2,TLSv1.3".to_string(),
             ssl_cipher_suites: String::new(),
+            ssl_endpoint_identification_algorithm: "https".to_string(),
             ssl_handshake_timeout_ms: 10_000,
             sasl_enabled_mechanisms: "GSSAPI".to_string(),
             sasl_oauthbearer_jwks_endpoint_url: String::new(),
@@ -363,6 +372,8 @@ impl Default for Config {
             sasl_oauthbearer_sub_claim_name: "sub".to_string(),
             sasl_oauthbearer_clock_skew_seconds: 30,
             sasl_jaas_config: String::new(),
+            scram_sasl_jaas_config: String::new(),
+            sasl_mechanism_inter_broker_protocol: "GSSAPI".to_string(),
             ssl_principal_mapping_rules: "DEFAULT".to_string(),
             authorizer_class_name: String::new(),
             super_users: String::new(),
@@ -615,6 +626,7 @@ impl Config {
             client_auth: self.ssl_client_auth.clone(),
             enabled_protocols: self.ssl_enabled_protocols.clone(),
             cipher_suites: self.ssl_cipher_suites.clone(),
+            endpoint_identification_algorithm: self.ssl_endpoint_identification_algorithm.clone(),
         }
     }
 
@@ -636,7 +648,11 @@ impl Config {
         if !(1..=3600).contains(&self.controller_quota_window_size_seconds) {
             return bad("controller_quota_window_size_seconds", "must be between 1 and 3600");
         }
-        let names: Vec<&str> = listeners.all.iter().map(|l| l.name.as_str()).collect();
+        let controller = self.controller_listener_protocol()?.0;
+        let mut names: Vec<&str> = listeners.all.iter().map(|l| l.name.as_str()).collect();
+        if self.controller_listener.is_some() {
+            names.push(&controller);
+        }
         listener_overrides::check(self, &names).map_err(|message| ConfigError::Invalid { key: "listener_settings", message })?;
         for l in &listeners.all {
             let own = self.for_listener(&l.name)?;
@@ -650,6 +666,11 @@ impl Config {
                     .map_err(|e| ConfigError::Invalid { key: e.key, message: format!("listener {}: {}", l.name, e.message) })?;
             }
             own.ssl_principal_mapper()?;
+        }
+        // Nodes refuse to start when they could not reach each other.
+        self.inter_broker_security()?;
+        if self.controller_listener.is_some() {
+            self.controller_tls()?;
         }
         let dirs: Vec<PathBuf> =
             self.resolved_log_dirs().iter().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone())).collect();
@@ -958,11 +979,15 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub ssl_cipher_suites: Option<String>,
     #[arg(long)]
+    pub ssl_endpoint_identification_algorithm: Option<String>,
+    #[arg(long)]
     pub ssl_handshake_timeout_ms: Option<u64>,
     #[arg(long)]
     pub sasl_enabled_mechanisms: Option<String>,
     #[arg(long)]
     pub sasl_jaas_config: Option<String>,
+    #[arg(long)]
+    pub sasl_mechanism_inter_broker_protocol: Option<String>,
     #[arg(long)]
     pub sasl_oauthbearer_jwks_endpoint_url: Option<String>,
     #[arg(long)]
@@ -1169,7 +1194,7 @@ impl ConfigArgs {
         macro_rules! set {
             ($($f:ident),*) => { $( if let Some(v) = &self.$f { c.$f = v.clone(); } )* };
         }
-        set!(listeners, advertised_listeners, listener_security_protocol_map, inter_broker_listener_name, ssl_keystore_type, ssl_keystore_location, ssl_keystore_password, ssl_key_password, ssl_truststore_type, ssl_truststore_location, ssl_truststore_password, ssl_client_auth, ssl_enabled_protocols, ssl_cipher_suites, ssl_handshake_timeout_ms, sasl_enabled_mechanisms, sasl_jaas_config);
+        set!(listeners, advertised_listeners, listener_security_protocol_map, inter_broker_listener_name, ssl_keystore_type, ssl_keystore_location, ssl_keystore_password, ssl_key_password, ssl_truststore_type, ssl_truststore_location, ssl_truststore_password, ssl_client_auth, ssl_enabled_protocols, ssl_cipher_suites, ssl_endpoint_identification_algorithm, ssl_handshake_timeout_ms, sasl_enabled_mechanisms, sasl_jaas_config, sasl_mechanism_inter_broker_protocol);
         set!(listener_settings, controller_listener_names);
         set!(sasl_oauthbearer_jwks_endpoint_url, sasl_oauthbearer_expected_audience, sasl_oauthbearer_expected_issuer,
             sasl_oauthbearer_sub_claim_name, sasl_oauthbearer_clock_skew_seconds);

@@ -2,9 +2,8 @@
 //! `advertised.listeners`) that carry the controller's traffic. They are taken out of the
 //! client listeners and become `controller_listener` / `advertised_controller_listener`
 //! (the first name; Kafka uses the first for its own connections too), so a Kafka
-//! `server.properties` listing `CONTROLLER://host:9093` works unchanged. Controller
-//! traffic is PLAINTEXT until issue 24's point 7: a controller listener mapped to another
-//! protocol is refused at start.
+//! `server.properties` listing `CONTROLLER://host:9093` works unchanged. Its protocol
+//! (PLAINTEXT, or SSL with client certificates) is resolved in `peer_security.rs`.
 use super::Config;
 
 /// `NAME://host:port` entries of a listeners string, as (name upper-cased, address).
@@ -33,14 +32,6 @@ pub fn apply(config: &mut Config) -> Result<(), String> {
     let names: Vec<String> =
         config.controller_listener_names.split(',').map(|n| n.trim().to_ascii_uppercase()).filter(|n| !n.is_empty()).collect();
     let Some(first) = names.first() else { return Ok(()) };
-    for entry in config.listener_security_protocol_map.split(',') {
-        if let Some((n, p)) = entry.split_once(':') {
-            let p = p.trim().to_ascii_uppercase();
-            if names.contains(&n.trim().to_ascii_uppercase()) && p != "PLAINTEXT" {
-                return Err(format!("{} is {p}: the controller listener is PLAINTEXT only so far (issue 24, point 7)", n.trim()));
-            }
-        }
-    }
     let bound = entries(&config.listeners).into_iter().find(|(n, _)| n == first).map(|(_, a)| a);
     let advertised = entries(&config.advertised_listeners).into_iter().find(|(n, _)| n == first).map(|(_, a)| a);
     if let Some(address) = bound {
@@ -90,9 +81,7 @@ mod tests {
     }
 
     #[test]
-    fn a_secured_or_contradicting_controller_listener_is_refused() {
-        let mut c = config("PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093", "", "PLAINTEXT:PLAINTEXT,CONTROLLER:SSL");
-        assert!(apply(&mut c).unwrap_err().contains("PLAINTEXT only"));
+    fn a_contradicting_controller_listener_is_refused() {
         let mut c = config("PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093", "", "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT");
         c.controller_listener = Some("127.0.0.1:9999".into());
         assert!(apply(&mut c).unwrap_err().contains("disagree"));

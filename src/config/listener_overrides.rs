@@ -3,9 +3,11 @@
 //! broker can offer SCRAM on one listener and PLAIN on another, or serve two key stores.
 //!
 //! Keys taken (Kafka's names): `sasl.enabled.mechanisms`, `plain.sasl.jaas.config` (the
-//! PLAIN users; Kafka's `<mechanism>.sasl.jaas.config`), `connections.max.reauth.ms`,
+//! PLAIN users; Kafka's `<mechanism>.sasl.jaas.config`), `scram-sha-256|512.sasl.jaas.config`
+//! (this broker's SCRAM credentials towards that listener), `connections.max.reauth.ms`,
 //! `ssl.keystore.*`, `ssl.key.password`, `ssl.truststore.*`, `ssl.client.auth`,
-//! `ssl.enabled.protocols`, `ssl.cipher.suites`, `ssl.principal.mapping.rules`. Any other
+//! `ssl.enabled.protocols`, `ssl.cipher.suites`, `ssl.endpoint.identification.algorithm`,
+//! `ssl.principal.mapping.rules`. Any other
 //! key, or a listener the broker does not have, stops the broker at start with the entry
 //! named (a setting silently ignored is a security hole).
 use super::Config;
@@ -30,6 +32,8 @@ fn set(config: &mut Config, key: &str, value: &str) -> Result<(), String> {
     match key {
         "sasl.enabled.mechanisms" => config.sasl_enabled_mechanisms = v,
         "plain.sasl.jaas.config" => config.sasl_jaas_config = v,
+        "scram-sha-256.sasl.jaas.config" | "scram-sha-512.sasl.jaas.config" => config.scram_sasl_jaas_config = v,
+        "sasl.mechanism.inter.broker.protocol" => config.sasl_mechanism_inter_broker_protocol = v,
         "connections.max.reauth.ms" => {
             config.connections_max_reauth_ms = value.parse().map_err(|_| format!("{key}: {value:?} is not a number of ms"))?
         }
@@ -43,6 +47,7 @@ fn set(config: &mut Config, key: &str, value: &str) -> Result<(), String> {
         "ssl.client.auth" => config.ssl_client_auth = v,
         "ssl.enabled.protocols" => config.ssl_enabled_protocols = v,
         "ssl.cipher.suites" => config.ssl_cipher_suites = v,
+        "ssl.endpoint.identification.algorithm" => config.ssl_endpoint_identification_algorithm = v,
         "ssl.principal.mapping.rules" => config.ssl_principal_mapping_rules = v,
         _ => return Err(format!("{key} cannot be set per listener (not served, or not a per-listener setting)")),
     }

@@ -166,9 +166,9 @@ impl Fetcher {
             .get(&self.leader)
             .filter(|b| !b.fenced)
             .ok_or_else(|| format!("leader broker {} is not registered or is fenced", self.leader))?;
-        let addr = format!("{}:{}", broker.host, broker.port);
-        let c = LeaderConnection::connect(&addr, self.settings.node_id, self.settings.response_max_bytes, self.settings.request_timeout).await?;
-        tracing::info!(shard = self.partitions.shard(), leader = self.leader, addr, "replica fetcher connected");
+        let s = &self.settings;
+        let c = LeaderConnection::connect(broker, &s.security, s.node_id, s.response_max_bytes, s.request_timeout).await?;
+        tracing::info!(shard = self.partitions.shard(), leader = self.leader, addr = c.addr(), listener = s.security.listener, "replica fetcher connected");
         Ok(c)
     }
 

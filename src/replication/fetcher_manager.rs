@@ -48,7 +48,7 @@ impl FetcherManager {
             match fetchers.get(&leader) {
                 Some(f) => f.set_partitions(ps),
                 None => {
-                    let f = Fetcher::new(leader, self.settings, self.partitions.clone());
+                    let f = Fetcher::new(leader, self.settings.clone(), self.partitions.clone());
                     // Partitions first: glommio polls a spawned task at once, and a fetcher
                     // that finds nothing to fetch sleeps replica_fetch_backoff_ms (1 s) —
                     // which every failover paid before the new leader's first fetch.

@@ -1,19 +1,23 @@
 //! A follower's connection to a leader broker: Kafka Fetch requests as a replica (Fetch
-//! v15: `replica_state` names this broker, topics by id, diverging epochs) over one TCP
-//! connection on the fetcher's shard, one request at a time, as Kafka's
+//! v15: `replica_state` names this broker, topics by id, diverging epochs) over one
+//! connection (`peer_connection.rs`: secured as the inter-broker listener is) on the
+//! fetcher's shard, one request at a time, as Kafka's
 //! ReplicaFetcherThread does. The codecs are kafka-protocol's (a follower fetch is one
 //! request per round, not a per-record hot path); record bytes stay in the `Bytes` the
 //! response was read into, so appending them copies once, into the log's stage buffer.
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use futures::io::{AsyncReadExt, AsyncWriteExt};
 use futures::FutureExt;
-use glommio::net::TcpStream;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic, ReplicaState};
 use kafka_protocol::messages::fetch_response::FetchResponse;
 use kafka_protocol::messages::{ApiKey, BrokerId as WireBrokerId, RequestHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, StrBytes};
+
+use crate::cluster::image::BrokerMeta;
+use crate::security::peer_security::PeerSecurity;
+
+use super::peer_connection::{PeerConnection, PeerConnectionError};
 
 /// The Fetch version followers send: the first with `replica_state` (KIP-903); v12+
 /// carries diverging epochs, v13+ topic ids.
@@ -24,10 +28,8 @@ const RESPONSE_SLACK_BYTES: usize = 1 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LeaderConnectionError {
-    #[error("cannot connect to the leader at {addr}: {source}")]
-    Connect { addr: String, source: std::io::Error },
-    #[error("connection to the leader failed: {0}")]
-    Io(#[from] std::io::Error),
+    #[error("the leader: {0}")]
+    Connection(#[from] PeerConnectionError),
     #[error("the leader did not answer within {0:?}")]
     Timeout(Duration),
     #[error("bad response from the leader: {0}")]
@@ -63,62 +65,43 @@ pub struct FetchShape {
 }
 
 pub struct LeaderConnection {
-    stream: TcpStream,
-    correlation_id: i32,
-    client_id: StrBytes,
+    conn: PeerConnection,
     /// Largest response frame accepted (the request's `max_bytes` plus slack).
     max_response_bytes: usize,
     request_timeout: Duration,
 }
 
 impl LeaderConnection {
-    pub async fn connect(addr: &str, node_id: i32, max_bytes: i32, request_timeout: Duration) -> Result<LeaderConnection, LeaderConnectionError> {
-        let stream = TcpStream::connect(addr).await.map_err(|e| LeaderConnectionError::Connect {
-            addr: addr.to_string(),
-            source: std::io::Error::other(e.to_string()),
-        })?;
-        let _ = stream.set_nodelay(true);
+    pub async fn connect(leader: &BrokerMeta, security: &PeerSecurity, node_id: i32, max_bytes: i32, request_timeout: Duration) -> Result<LeaderConnection, LeaderConnectionError> {
+        let conn = PeerConnection::connect(leader, security, format!("shardlog-replica-fetcher-{node_id}")).await?;
         Ok(LeaderConnection {
-            stream,
-            correlation_id: 0,
-            client_id: StrBytes::from_string(format!("shardlog-replica-fetcher-{node_id}")),
+            conn,
             max_response_bytes: usize::try_from(max_bytes).unwrap_or(0) + RESPONSE_SLACK_BYTES,
             request_timeout,
         })
     }
 
+    /// The leader's address, for log lines.
+    pub fn addr(&self) -> &str {
+        self.conn.addr()
+    }
+
     /// Sends one Fetch as a replica and waits for its response (at most the request
     /// timeout; a late answer fails the connection, which the fetcher then drops).
     pub async fn fetch(&mut self, shape: FetchShape, partitions: &[PartitionFetch]) -> Result<FetchResponse, LeaderConnectionError> {
-        let frame = encode_fetch(self.next_correlation_id(), &self.client_id, shape, partitions)?;
+        let correlation_id = self.conn.next_correlation_id();
+        let frame = encode_fetch(correlation_id, self.conn.client_id(), shape, partitions)?;
         let timeout = self.request_timeout;
+        let max = self.max_response_bytes;
         let exchange = async {
-            self.stream.write_all(&frame).await?;
-            self.read_response().await
+            self.conn.send(&frame).await?;
+            let body = self.conn.read_frame(max).await?;
+            decode_fetch_response(body, correlation_id)
         };
         futures::select! {
             r = exchange.fuse() => r,
             _ = glommio::timer::sleep(timeout).fuse() => Err(LeaderConnectionError::Timeout(timeout)),
         }
-    }
-
-    fn next_correlation_id(&mut self) -> i32 {
-        self.correlation_id = self.correlation_id.wrapping_add(1);
-        self.correlation_id
-    }
-
-    async fn read_response(&mut self) -> Result<FetchResponse, LeaderConnectionError> {
-        let mut len = [0u8; 4];
-        self.stream.read_exact(&mut len).await?;
-        let len = i32::from_be_bytes(len);
-        // Bounded before anything is allocated (invariant 4).
-        let len = usize::try_from(len)
-            .ok()
-            .filter(|l| (4..=self.max_response_bytes).contains(l))
-            .ok_or_else(|| LeaderConnectionError::Protocol(format!("response length {len} out of bounds")))?;
-        let mut body = vec![0u8; len];
-        self.stream.read_exact(&mut body).await?;
-        decode_fetch_response(Bytes::from(body), self.correlation_id)
     }
 }
 

@@ -3,6 +3,8 @@
 //! positions, the high watermark: `partition::replica_tracker`); this layer moves data
 //! and proposes ISR changes:
 //!
+//! - `peer_connection.rs`   a connection to a peer broker's inter-broker listener (TLS, SASL)
+//! - `sasl_exchange.rs`     this broker authenticating to a peer's SASL listener
 //! - `leader_connection.rs` a follower's connection to a leader: Fetch as a replica
 //! - `fetcher.rs`           one fetcher per (leader broker, shard): fetch, append, truncate
 //! - `fetcher_manager.rs`   which fetcher pulls which followed partition on a shard
@@ -18,6 +20,8 @@ pub mod fetcher;
 pub mod fetcher_manager;
 pub mod isr;
 pub mod leader_connection;
+pub mod peer_connection;
+mod sasl_exchange;
 pub mod settings;
 #[cfg(test)]
 mod simulation;

@@ -1,9 +1,11 @@
 //! What a replica fetcher needs from the broker config (Kafka's replica.fetch.* keys).
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Config;
+use crate::security::peer_security::PeerSecurity;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct FetcherSettings {
     /// This broker's id, sent as the fetch's replica id.
     pub node_id: i32,
@@ -21,10 +23,12 @@ pub struct FetcherSettings {
     /// How long a fetch may take before the connection is dropped (the leader holds it up
     /// to `max_wait_ms`; Kafka's replica.socket.timeout.ms is 30 s).
     pub request_timeout: Duration,
+    /// How to reach and authenticate to a leader: its inter-broker listener's security.
+    pub security: Arc<PeerSecurity>,
 }
 
 impl FetcherSettings {
-    pub fn from_config(c: &Config, broker_epoch: i64) -> FetcherSettings {
+    pub fn from_config(c: &Config, broker_epoch: i64, security: Arc<PeerSecurity>) -> FetcherSettings {
         FetcherSettings {
             node_id: c.node_id,
             broker_epoch,
@@ -33,6 +37,7 @@ impl FetcherSettings {
             response_max_bytes: c.replica_fetch_response_max_bytes,
             backoff: Duration::from_millis(c.replica_fetch_backoff_ms),
             request_timeout: Duration::from_millis(c.replica_socket_timeout_ms),
+            security,
         }
     }
 }

@@ -171,7 +171,7 @@ pub fn resolve(s: &ListenerSettings<'_>) -> Result<Listeners, (&'static str, Str
     }
     let inter_broker = if s.inter_broker_listener_name.trim().is_empty() {
         // Kafka's default security.inter.broker.protocol is PLAINTEXT: the listener of
-        // that protocol (here the first one; followers fetch without TLS for now).
+        // that protocol (here the first one). A secured one is named explicitly.
         all.iter().position(|l| l.protocol == SecurityProtocol::Plaintext).ok_or((
             "inter_broker_listener_name",
             "no PLAINTEXT listener: name the listener other brokers fetch from".to_string(),
@@ -180,11 +180,6 @@ pub fn resolve(s: &ListenerSettings<'_>) -> Result<Listeners, (&'static str, Str
         let want = s.inter_broker_listener_name.trim().to_ascii_uppercase();
         all.iter().position(|l| l.name == want).ok_or_else(|| ("inter_broker_listener_name", format!("{want} is not in `listeners`")))?
     };
-    if all[inter_broker].protocol != SecurityProtocol::Plaintext {
-        // Replica fetchers, marker writers and forwarded requests connect in plaintext
-        // until they learn TLS and SASL (issue 24, point 7).
-        return Err(("inter_broker_listener_name", format!("{} is {}: brokers reach each other in PLAINTEXT only so far", all[inter_broker].name, all[inter_broker].protocol)));
-    }
     Ok(Listeners { all, inter_broker })
 }
 
@@ -287,7 +282,6 @@ mod tests {
             ("PLAINTEXT://:9092", "", "", "advertised_listeners"),
             ("PLAINTEXT://127.0.0.1:9092", "SSL://h:1", "", "advertised_listeners"),
             ("SSL://127.0.0.1:9093", "", "", "inter_broker_listener_name"),
-            ("PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093", "", "SSL", "inter_broker_listener_name"),
             ("PLAINTEXT://127.0.0.1:9092", "", "OTHER", "inter_broker_listener_name"),
             ("B@D://127.0.0.1:9092", "", "", "listeners"),
         ];
@@ -295,6 +289,9 @@ mod tests {
             let got = resolve(&settings(listeners, advertised, inter));
             assert_eq!(got.as_ref().map_err(|e| e.0), Err(key), "{listeners} / {advertised} / {inter}: {got:?}");
         }
+        // A secured listener between brokers, when named.
+        let l = resolve(&settings("PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9093", "", "SSL")).unwrap();
+        assert_eq!(l.inter_broker().protocol, SecurityProtocol::Ssl);
         let mut s = settings("PLAINTEXT://127.0.0.1:9092", "", "");
         s.protocol_map = "PLAINTEXT:TLS";
         assert_eq!(resolve(&s).unwrap_err().0, "listener_security_protocol_map");

@@ -44,32 +44,15 @@ impl PlainUsers {
     /// (`username`/`password` are the broker's own credentials as a client; the users are
     /// the `user_` options).
     pub fn from_jaas(jaas: &str) -> Result<PlainUsers, String> {
-        let text = jaas.trim();
-        let rest = text
-            .strip_prefix(PLAIN_LOGIN_MODULE)
-            .ok_or_else(|| format!("must start with {PLAIN_LOGIN_MODULE} (the only SASL login module served)"))?;
-        let rest = rest.trim_start();
-        let flag_end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-        let (flag, mut rest) = rest.split_at(flag_end);
-        if !matches!(flag.trim_end_matches(';'), "required" | "requisite" | "sufficient" | "optional") {
-            return Err(format!("'{flag}' is not a JAAS control flag (required)"));
-        }
+        let line = super::jaas::parse(jaas, &[PLAIN_LOGIN_MODULE])?;
         let mut users = BTreeMap::new();
-        loop {
-            rest = rest.trim_start();
-            if rest.is_empty() || rest == ";" {
-                break;
-            }
-            let eq = rest.find('=').ok_or_else(|| format!("expected key=\"value\" at '{}'", head(rest)))?;
-            let key = rest[..eq].trim();
-            let (value, after) = quoted(&rest[eq + 1..]).ok_or_else(|| format!("the value of {key} must be a quoted string"))?;
+        for (key, value) in line.options {
             if let Some(user) = key.strip_prefix("user_") {
                 if user.is_empty() {
                     return Err("user_ needs a user name".into());
                 }
                 users.insert(user.to_string(), value.into_bytes());
             }
-            rest = after;
         }
         if users.is_empty() {
             return Err("names no user (user_<name>=\"<password>\")".into());
@@ -118,26 +101,6 @@ impl PlainUsers {
         }
         Ok(user.to_string())
     }
-}
-
-/// A JAAS quoted string at the start of `s` (after spaces), with `\"` and `\\` escapes:
-/// the value and what follows it.
-fn quoted(s: &str) -> Option<(String, &str)> {
-    let s = s.trim_start().strip_prefix('"')?;
-    let mut out = String::new();
-    let mut chars = s.char_indices();
-    while let Some((i, c)) = chars.next() {
-        match c {
-            '"' => return Some((out, &s[i + 1..])),
-            '\\' => out.push(chars.next()?.1),
-            c => out.push(c),
-        }
-    }
-    None
-}
-
-fn head(s: &str) -> &str {
-    &s[..s.char_indices().nth(24).map_or(s.len(), |(i, _)| i)]
 }
 
 #[cfg(test)]

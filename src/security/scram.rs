@@ -60,14 +60,22 @@ impl ScramMechanism {
         }
     }
 
-    fn hash(self, data: &[u8]) -> Vec<u8> {
+    pub(super) fn hash(self, data: &[u8]) -> Vec<u8> {
         match self {
             ScramMechanism::Sha256 => Sha256::digest(data).to_vec(),
             ScramMechanism::Sha512 => Sha512::digest(data).to_vec(),
         }
     }
 
-    fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
+    /// RFC 5802's `Hi(password, salt, i)`: PBKDF2 with this mechanism's HMAC.
+    pub fn salted_password(self, password: &str, salt: &[u8], iterations: u32) -> Vec<u8> {
+        match self {
+            ScramMechanism::Sha256 => pbkdf2::pbkdf2_hmac_array::<Sha256, 32>(password.as_bytes(), salt, iterations).to_vec(),
+            ScramMechanism::Sha512 => pbkdf2::pbkdf2_hmac_array::<Sha512, 64>(password.as_bytes(), salt, iterations).to_vec(),
+        }
+    }
+
+    pub(super) fn hmac(self, key: &[u8], data: &[u8]) -> Vec<u8> {
         // HMAC takes keys of any length, so `new_from_slice` cannot fail.
         match self {
             ScramMechanism::Sha256 => {
@@ -282,13 +290,8 @@ fn unescape_name(name: &str) -> Result<String, ScramError> {
 mod tests {
     use super::*;
 
-    /// The client side, as RFC 5802 defines it (what the real clients of the integration
-    /// tests compute): salted password by PBKDF2, then the proof.
     fn salted(m: ScramMechanism, password: &str, salt: &[u8], iterations: u32) -> Vec<u8> {
-        match m {
-            ScramMechanism::Sha256 => pbkdf2::pbkdf2_hmac_array::<Sha256, 32>(password.as_bytes(), salt, iterations).to_vec(),
-            ScramMechanism::Sha512 => pbkdf2::pbkdf2_hmac_array::<Sha512, 64>(password.as_bytes(), salt, iterations).to_vec(),
-        }
+        m.salted_password(password, salt, iterations)
     }
 
     fn field<'a>(msg: &'a str, key: &str) -> &'a str {

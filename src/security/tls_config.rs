@@ -1,6 +1,8 @@
 //! A listener's TLS server configuration (rustls, ring provider) from Kafka's `ssl.*`
 //! settings: key store and trust store as PEM or PKCS12 files, `ssl.key.password`,
-//! `ssl.client.auth`, `ssl.enabled.protocols`, `ssl.cipher.suites`.
+//! `ssl.client.auth`, `ssl.enabled.protocols`, `ssl.cipher.suites`; and the client
+//! configuration a node uses towards its peers' listeners (inter-broker, controller) from
+//! the same settings plus `ssl.endpoint.identification.algorithm`.
 //!
 //! JKS (Kafka's default store type) cannot be read here: the error says how to convert.
 use std::path::Path;
@@ -9,8 +11,11 @@ use std::sync::Arc;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::pki_types::{ServerName, UnixTime};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{RootCertStore, ServerConfig};
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
 
 /// Kafka's `ssl.client.auth`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +49,9 @@ pub struct TlsSettings {
     pub client_auth: String,
     pub enabled_protocols: String,
     pub cipher_suites: String,
+    /// `https` (Kafka's default): a client checks the server's certificate names the host
+    /// it connected to; empty: only that a trusted CA signed it.
+    pub endpoint_identification_algorithm: String,
 }
 
 /// Why a TLS configuration cannot be built: the Kafka key and what is wrong.
@@ -87,6 +95,74 @@ pub fn server_config(s: &TlsSettings) -> Result<Arc<ServerConfig>, TlsConfigErro
     // The secrets go to the kernel when it can do TLS (`ktls.rs`).
     config.enable_secret_extraction = true;
     Ok(Arc::new(config))
+}
+
+/// Builds the rustls client configuration a node uses towards a peer's listener: the
+/// peer's certificate checked against the trust store (and its name, unless
+/// `ssl.endpoint.identification.algorithm` is empty); the key store, when set, is this
+/// node's certificate for mutual TLS.
+pub fn client_config(s: &TlsSettings) -> Result<Arc<ClientConfig>, TlsConfigError> {
+    let provider = Arc::new(provider_with_suites(&s.cipher_suites)?);
+    let versions = protocol_versions(&s.enabled_protocols)?;
+    let roots = trust_store(s)?;
+    if roots.is_empty() {
+        return Err(err("ssl_truststore_location", "holds no CA certificate to check the peer's certificate against"));
+    }
+    let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .map_err(|e| err("ssl_truststore_location", e.to_string()))?;
+    let builder = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&versions)
+        .map_err(|e| err("ssl_enabled_protocols", format!("no cipher suite of ssl_cipher_suites works with these versions: {e}")))?;
+    let builder = match s.endpoint_identification_algorithm.trim().to_ascii_lowercase().as_str() {
+        "https" => builder.with_webpki_verifier(verifier),
+        "" => builder.dangerous().with_custom_certificate_verifier(Arc::new(AnyNameVerifier(verifier))),
+        other => return Err(err("ssl_endpoint_identification_algorithm", format!("{other} is not served (https, or empty for none)"))),
+    };
+    let config = if s.keystore_location.is_empty() {
+        builder.with_no_client_auth()
+    } else {
+        let (chain, key) = key_store(s)?;
+        builder
+            .with_client_auth_cert(chain, key)
+            .map_err(|e| err("ssl_keystore_location", format!("the key and the certificate do not make a usable pair: {e}")))?
+    };
+    Ok(Arc::new(config))
+}
+
+/// Kafka's empty `ssl.endpoint.identification.algorithm`: the chain must lead to a trusted
+/// CA and be valid now, but may name any host. Everything else is webpki's check.
+#[derive(Debug)]
+struct AnyNameVerifier(Arc<WebPkiServerVerifier>);
+
+impl ServerCertVerifier for AnyNameVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
+            Err(rustls::Error::InvalidCertificate(CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. })) => {
+                Ok(ServerCertVerified::assertion())
+            }
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
 }
 
 /// The ring provider, keeping only the suites `ssl.cipher.suites` names (empty: all of

@@ -1,5 +1,6 @@
-//! TLS over one glommio TCP connection, in user space (rustls): the server handshake,
-//! then a read half and a write half for the connection's two tasks, as
+//! TLS over one glommio TCP connection, in user space (rustls): the server handshake
+//! (client listeners) or the client one (a follower's connection to its leader), then a
+//! read half and a write half for the connection's two tasks, as
 //! `server/socket_split.rs` gives plaintext connections.
 //!
 //! Both halves share the rustls connection through `Rc<RefCell<..>>`: a borrow lasts one
@@ -20,8 +21,8 @@ use std::time::Duration;
 
 use futures::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use glommio::net::TcpStream;
-use rustls::pki_types::CertificateDer;
-use rustls::{ServerConfig, ServerConnection};
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, Connection, ServerConfig, ServerConnection};
 
 use crate::runtime::file_slice::FileSlice;
 
@@ -36,7 +37,7 @@ const FILE_CHUNK_BYTES: usize = 64 * 1024;
 /// Why a handshake failed.
 #[derive(Debug, thiserror::Error)]
 pub enum HandshakeError {
-    #[error("the client did not finish the TLS handshake within {0:?}")]
+    #[error("the peer did not finish the TLS handshake within {0:?}")]
     Timeout(Duration),
     #[error("TLS handshake: {0}")]
     Tls(#[from] rustls::Error),
@@ -46,7 +47,7 @@ pub enum HandshakeError {
 
 struct Inner {
     tcp: TcpStream,
-    tls: ServerConnection,
+    tls: Connection,
     /// Ciphertext received and not yet given to rustls: `incoming[in_start..in_end]`.
     incoming: Box<[u8]>,
     in_start: usize,
@@ -64,6 +65,22 @@ struct Inner {
 /// client sent right after its Finished stays buffered in rustls for the read half.
 pub async fn accept(tcp: TcpStream, config: Arc<ServerConfig>, timeout: Duration) -> Result<(TlsReadHalf, TlsWriteHalf), HandshakeError> {
     let tls = ServerConnection::new(config)?;
+    establish(tcp, tls.into(), timeout).await
+}
+
+/// Runs the client side of the handshake with the server `server_name` (checked against
+/// its certificate unless the config's verifier skips names), bounded by `timeout`.
+pub async fn connect(
+    tcp: TcpStream,
+    config: Arc<ClientConfig>,
+    server_name: ServerName<'static>,
+    timeout: Duration,
+) -> Result<(TlsReadHalf, TlsWriteHalf), HandshakeError> {
+    let tls = ClientConnection::new(config, server_name)?;
+    establish(tcp, tls.into(), timeout).await
+}
+
+async fn establish(tcp: TcpStream, tls: Connection, timeout: Duration) -> Result<(TlsReadHalf, TlsWriteHalf), HandshakeError> {
     let mut inner = Inner {
         tcp,
         tls,
@@ -113,7 +130,7 @@ async fn handshake(inner: &mut Inner) -> Result<(), HandshakeError> {
         while inner.in_start < inner.in_end {
             if let Err(e) = inner.feed() {
                 // Send the alert rustls queued (bad certificate, protocol version, ...),
-                // so the client learns why; the connection closes either way.
+                // so the peer learns why; the connection closes either way.
                 if inner.tls.wants_write() && inner.tls.write_tls(&mut inner.out).is_ok() {
                     let _ = inner.tcp.write_all(&inner.out).await;
                 }
@@ -161,7 +178,7 @@ pub struct TlsReadHalf(Rc<RefCell<Inner>>);
 pub struct TlsWriteHalf(Rc<RefCell<Inner>>);
 
 impl TlsReadHalf {
-    /// The client's certificate chain (mutual TLS), leaf first.
+    /// The peer's certificate chain (the client's with mutual TLS), leaf first.
     pub fn peer_certificates(&self) -> Option<Vec<CertificateDer<'static>>> {
         self.0.borrow().tls.peer_certificates().map(|c| c.to_vec())
     }

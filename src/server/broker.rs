@@ -297,6 +297,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     ensure_offsets_topic(&controller, &config, expected_brokers)?;
     let security = Arc::new(listener_security(&config)?);
     let connection_limits = Arc::new(config.connection_limits()?);
+    let inter_broker = Arc::new(config.inter_broker_security()?);
     let (mesh, inboxes) = Mesh::new(shard_count);
     let config = Arc::new(config);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
@@ -307,7 +308,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         let (config, controller, mesh, defaults, ready, log_dirs) =
             (config.clone(), controller.clone(), mesh.clone(), defaults.clone(), ready_tx.clone(), log_dirs.clone());
         let security = security.clone();
-        let connection_limits = connection_limits.clone();
+        let (connection_limits, inter_broker) = (connection_limits.clone(), inter_broker.clone());
         let listening = listening.clone();
         let (shutdown_requested, closed) = (shutdown_requested.clone(), closed_tx.clone());
         let placement = if usable.len() > 1 { GlommioPlacement::Fixed(*core) } else { GlommioPlacement::Unbound };
@@ -328,7 +329,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                     crate::storage::file::set_shard_fault_injector(Some(crate::storage::file::FaultInjector::new(u64::from(shard) + 1)));
                 }
                 crate::storage::page_cache::set_shard_page_cache_budget(config.page_cache_bytes_per_shard);
-                let ctx = Rc::new(ShardContext::new(shard, config.clone(), controller, mesh, defaults, log_dirs, connection_limits));
+                let ctx = Rc::new(ShardContext::new(shard, config.clone(), controller, mesh, defaults, log_dirs, connection_limits, inter_broker));
                 // Recover this shard's partitions before accepting clients.
                 if let Ok(initial) = updates.recv().await {
                     ctx.apply_update(initial).await;

@@ -9,6 +9,7 @@
 //! (KIP-447: pending until the marker).
 use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::write_txn_markers_request::{WritableTxnMarker, WritableTxnMarkerTopic};
@@ -18,7 +19,8 @@ use kafka_protocol::protocol::StrBytes;
 use super::shard::ShardRouter;
 use crate::cluster::router::{OpBatch, PartitionOp};
 use crate::cluster::shard_partitions::ShardPartitions;
-use crate::config::Config;
+use crate::cluster::image::BrokerMeta;
+use crate::security::peer_security::PeerSecurity;
 use crate::group::ops::{call_partition as call_group, GroupOp};
 use crate::group::OFFSETS_TOPIC;
 use crate::protocol::ErrorCode;
@@ -71,11 +73,10 @@ pub async fn write_markers_here(router: &ShardRouter, req: &MarkerRequest, timeo
 
 /// The transaction coordinator's marker writer on this shard: local partitions through
 /// `write_markers_here`, the others as WriteTxnMarkers to their leaders.
-pub fn marker_writer(router: Rc<ShardRouter>, partitions: Rc<ShardPartitions>, node_id: i32, config: &Config) -> MarkerWriter {
+pub fn marker_writer(router: Rc<ShardRouter>, partitions: Rc<ShardPartitions>, node_id: i32, inter_broker: Arc<PeerSecurity>) -> MarkerWriter {
     let timeout_ms = super::shard::MARKER_TIMEOUT_MS;
-    let _ = config;
     Box::new(move |req: MarkerRequest| {
-        let (router, partitions) = (router.clone(), partitions.clone());
+        let (router, partitions, inter_broker) = (router.clone(), partitions.clone(), inter_broker.clone());
         Box::pin(async move {
             let image = partitions.image();
             let mut codes = vec![ErrorCode::NONE; req.partitions.len()];
@@ -102,8 +103,7 @@ pub fn marker_writer(router: Rc<ShardRouter>, partitions: Rc<ShardPartitions>, n
                     }
                     continue;
                 };
-                let addr = format!("{}:{}", b.host, b.port);
-                let answered = send_markers(&addr, node_id, &req, &idx, timeout_ms).await;
+                let answered = send_markers(b, &inter_broker, node_id, &req, &idx, timeout_ms).await;
                 for (k, i) in idx.iter().enumerate() {
                     codes[*i] = match &answered {
                         Ok(per) => per.get(k).copied().unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR),
@@ -119,9 +119,9 @@ pub fn marker_writer(router: Rc<ShardRouter>, partitions: Rc<ShardPartitions>, n
     })
 }
 
-/// One WriteTxnMarkers request for the partitions `idx` of `req` to the broker at
-/// `addr`; the codes in `idx` order.
-async fn send_markers(addr: &str, node_id: i32, req: &MarkerRequest, idx: &[usize], timeout_ms: i32) -> Result<Vec<ErrorCode>, String> {
+/// One WriteTxnMarkers request for the partitions `idx` of `req` to `broker`; the codes
+/// in `idx` order.
+async fn send_markers(broker: &BrokerMeta, inter_broker: &PeerSecurity, node_id: i32, req: &MarkerRequest, idx: &[usize], timeout_ms: i32) -> Result<Vec<ErrorCode>, String> {
     let mut topics: Vec<WritableTxnMarkerTopic> = Vec::new();
     for &i in idx {
         let (topic, partition) = &req.partitions[i];
@@ -140,7 +140,7 @@ async fn send_markers(addr: &str, node_id: i32, req: &MarkerRequest, idx: &[usiz
     // The leader waits up to the marker timeout for its replicas; leave it time to answer.
     let timeout = Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(30_000) + 5_000);
     let client_id = format!("shardlog-txn-coordinator-{node_id}");
-    let resp: WriteTxnMarkersResponse = super::broker_call::call(addr, &client_id, ApiKey::WriteTxnMarkers, WRITE_TXN_MARKERS_VERSION, &request, timeout).await?;
+    let resp: WriteTxnMarkersResponse = super::broker_call::call(broker, inter_broker, &client_id, ApiKey::WriteTxnMarkers, WRITE_TXN_MARKERS_VERSION, &request, timeout).await?;
     let mut out = Vec::with_capacity(idx.len());
     let m = resp.markers.into_iter().find(|m| m.producer_id.0 == req.producer_id).ok_or("no result for the marker")?;
     for &i in idx {

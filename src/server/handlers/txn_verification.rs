@@ -229,9 +229,8 @@ pub async fn verify(ctx: &Rc<ShardContext>, txn_id: &str, producer_id: i64, prod
                 .with_verify_only(!add)
                 .with_topics(topics);
             let req = AddPartitionsToTxnRequest::default().with_transactions(vec![txn]);
-            let addr = format!("{}:{}", b.host, b.port);
             let client_id = format!("shardlog-txn-verification-{}", ctx.config.node_id);
-            let resp: Result<AddPartitionsToTxnResponse, String> = crate::server::broker_call::call(&addr, &client_id, ApiKey::AddPartitionsToTxn, 4, &req, VERIFY_TIMEOUT).await;
+            let resp: Result<AddPartitionsToTxnResponse, String> = crate::server::broker_call::call(b, &ctx.inter_broker, &client_id, ApiKey::AddPartitionsToTxn, 4, &req, VERIFY_TIMEOUT).await;
             match resp {
                 Err(e) => {
                     tracing::debug!(error = %e, "transaction verification call failed");

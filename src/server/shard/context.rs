@@ -62,6 +62,8 @@ pub struct ShardContext {
     pub connection_limits: Arc<crate::security::connection_limits::ConnectionLimits>,
     /// Client quotas: this shard's meters and throttling.
     pub client_quotas: crate::server::client_quotas::ClientQuotaManager,
+    /// How this broker reaches and authenticates to the others (the inter-broker listener).
+    pub inter_broker: Arc<crate::security::peer_security::PeerSecurity>,
 }
 
 impl ShardContext {
@@ -73,16 +75,17 @@ impl ShardContext {
         topic_defaults: TopicConfigDefaults,
         log_dirs: Arc<LogDirs>,
         connection_limits: Arc<crate::security::connection_limits::ConnectionLimits>,
+        inter_broker: Arc<crate::security::peer_security::PeerSecurity>,
     ) -> ShardContext {
         let committed = controller.clone();
         let partitions = Rc::new(ShardPartitions::new(shard, config.node_id, Box::new(move || committed.shard_index())));
         let router = Rc::new(ShardRouter::new(partitions.clone(), mesh));
         let coordinator = Rc::new(CoordinatorContext::new(group_config(&config), partitions.clone()));
-        let markers = crate::server::txn_markers::marker_writer(router.clone(), partitions.clone(), config.node_id, &config);
+        let markers = crate::server::txn_markers::marker_writer(router.clone(), partitions.clone(), config.node_id, inter_broker.clone());
         let txn_coordinator = Rc::new(TxnContext::new(txn_config(&config), partitions.clone(), markers));
         serve_coordinator_ops(&router, &coordinator, &txn_coordinator);
         let request_memory = Rc::new(RequestMemoryPool::new(config.queued_max_request_bytes));
-        let fetchers = Rc::new(FetcherManager::new(FetcherSettings::from_config(&config, controller.broker_epoch()), partitions.clone()));
+        let fetchers = Rc::new(FetcherManager::new(FetcherSettings::from_config(&config, controller.broker_epoch(), inter_broker.clone()), partitions.clone()));
         // `Config::validate` resolved the same settings before the broker started.
         let listeners = config.listeners().expect("listeners were validated with the config");
         let authorization = crate::server::authorization::Authorization::new(config.authorizer().expect("the authorizer settings were validated with the config"));
@@ -106,6 +109,7 @@ impl ShardContext {
             authorization,
             client_quotas,
             connection_limits,
+            inter_broker,
         }
     }
 
