@@ -24,6 +24,7 @@
 //! - `quorum_info.rs`   the quorum as DescribeQuorum reports it (leader, epoch, progress)
 //! - `network.rs`       the client side: openraft's `RaftNetworkV2` over TCP
 //! - `rpc_server.rs`    the receiving side on the controller listener
+//! - `rpc_tls.rs`       the controller listener over mutual TLS: handshake, who may act for the cluster
 //! - `handle.rs`        `ControllerHandle`, the request channel
 //! - `server.rs`        the controller thread: runtime, raft start-up, request loop, forwarding
 //! - `scale.rs`         measurement seam for benches/metadata_scale.rs (not on any path)
@@ -68,6 +69,7 @@ mod quorum_info;
 mod reassignment;
 mod rpc;
 mod rpc_server;
+pub mod rpc_tls;
 mod runtime;
 pub mod scale;
 mod server;
@@ -141,6 +143,9 @@ pub struct ControllerConfig {
     pub auto_leader_rebalance_enable: bool,
     pub leader_imbalance_check_interval: std::time::Duration,
     pub leader_imbalance_per_broker_percentage: u32,
+    /// The controller listener's mutual TLS (None: PLAINTEXT), for both the listener and
+    /// this node's connections to its peers' controller listeners.
+    pub rpc_tls: Option<std::sync::Arc<rpc_tls::RpcTls>>,
 }
 
 impl Default for ControllerConfig {
@@ -165,6 +170,7 @@ impl Default for ControllerConfig {
             auto_leader_rebalance_enable: true,
             leader_imbalance_check_interval: std::time::Duration::from_secs(300),
             leader_imbalance_per_broker_percentage: 10,
+            rpc_tls: None,
         }
     }
 }

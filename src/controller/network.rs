@@ -1,5 +1,5 @@
-//! The client side of the controller RPCs: openraft's `RaftNetworkV2` over TCP to the
-//! peers' controller listeners (`rpc.rs` is the wire format, `rpc_server.rs` the receiving
+//! The client side of the controller RPCs: openraft's `RaftNetworkV2` over TCP (or mutual
+//! TLS, `rpc_tls.rs`) to the peers' controller listeners (`rpc.rs` is the wire format, `rpc_server.rs` the receiving
 //! side).
 //!
 //! Each `PeerClient` owns one connection to its peer, opened on first use and dropped on
@@ -19,16 +19,21 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
 };
 use openraft::OptionalSend;
+use std::sync::Arc;
 use tokio::net::TcpStream;
 
 use super::rpc::{self, RpcRequest, RpcResponse};
+use super::rpc_tls::{RpcStream, RpcTls};
 use super::types::{ControllerTypes, Snapshot, SnapshotData, Vote};
 
 type Node = openraft::impls::BasicNode;
 
-/// Creates clients to peer controllers; `BasicNode.addr` is the peer's controller listener.
+/// Creates clients to peer controllers; `BasicNode.addr` is the peer's controller listener
+/// (over mutual TLS when `tls` is set).
 #[derive(Default)]
-pub struct Network;
+pub struct Network {
+    pub tls: Option<Arc<RpcTls>>,
+}
 
 impl RaftNetworkFactory<ControllerTypes> for Network {
     type Network = PeerClient;
@@ -36,7 +41,7 @@ impl RaftNetworkFactory<ControllerTypes> for Network {
     async fn new_client(&mut self, target: u64, node: &Node) -> PeerClient {
         PeerClient {
             target,
-            conn: Connection::new(node.addr.clone()),
+            conn: Connection::new(node.addr.clone(), self.tls.clone()),
         }
     }
 }
@@ -54,12 +59,13 @@ pub enum CallError {
 /// One lazily (re)opened connection to a peer's controller listener.
 pub struct Connection {
     addr: String,
-    stream: Option<TcpStream>,
+    tls: Option<Arc<RpcTls>>,
+    stream: Option<Box<dyn RpcStream>>,
 }
 
 impl Connection {
-    pub fn new(addr: String) -> Connection {
-        Connection { addr, stream: None }
+    pub fn new(addr: String, tls: Option<Arc<RpcTls>>) -> Connection {
+        Connection { addr, tls, stream: None }
     }
 
     /// Whether a connection is open now (else the next call opens one).
@@ -98,7 +104,10 @@ impl Connection {
                 .map_err(|e| format!("connect: {e}"))?;
             // Small request/response messages: send each at once.
             let _ = s.set_nodelay(true);
-            self.stream = Some(s);
+            self.stream = Some(match &self.tls {
+                Some(tls) => tls.connect(s, &self.addr).await?,
+                None => Box::new(s),
+            });
         }
         let Some(stream) = self.stream.as_mut() else {
             return Err("no connection".into());

@@ -35,9 +35,9 @@ const ROUND_PAUSE: Duration = Duration::from_millis(100);
 
 /// Asks the quorum (any voter; forwarded answers come only from the leader) to add this
 /// node as a learner reached at `addr`; retries until `deadline`.
-pub async fn join(me: u64, addr: &str, voters: &BTreeMap<u64, String>, deadline: Instant) -> Result<(), ControllerError> {
+pub async fn join(me: u64, addr: &str, voters: &BTreeMap<u64, String>, tls: Option<std::sync::Arc<super::rpc_tls::RpcTls>>, deadline: Instant) -> Result<(), ControllerError> {
     let req = RpcRequest::Client(ClientRequest::AddObserver { id: me, addr: addr.to_string() });
-    let mut conns: Vec<(u64, Connection)> = voters.iter().map(|(id, a)| (*id, Connection::new(a.clone()))).collect();
+    let mut conns: Vec<(u64, Connection)> = voters.iter().map(|(id, a)| (*id, Connection::new(a.clone(), tls.clone()))).collect();
     let mut last = String::from("no voter asked yet");
     while Instant::now() < deadline {
         for (voter, conn) in conns.iter_mut() {

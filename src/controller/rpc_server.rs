@@ -17,10 +17,12 @@ use std::sync::Arc;
 use base64::Engine;
 use openraft::async_runtime::WatchReceiver as _;
 use futures::channel::oneshot;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
 use super::handle::Request;
 use super::rpc::{self, ClientRequest, RpcRequest, RpcResponse};
+use super::rpc_tls::{RpcStream, RpcTls};
+use super::state_machine::Publisher;
 use super::types::{Raft, Snapshot};
 use super::ControllerError;
 
@@ -42,12 +44,15 @@ pub async fn bind(addr: &str) -> Result<TcpListener, ControllerError> {
     })
 }
 
-/// Accepts peers until the runtime stops.
+/// Accepts peers until the runtime stops; with `tls`, each must pass the mutual TLS
+/// handshake and be allowed to act for the cluster before its first request is read.
 pub async fn serve(
     listener: TcpListener,
     raft: Raft,
     requests: async_channel::Sender<Request>,
     closed: async_channel::Sender<ConnectionClosed>,
+    tls: Option<Arc<RpcTls>>,
+    publisher: Arc<Publisher>,
 ) {
     let open = Arc::new(AtomicUsize::new(0));
     let mut next_conn: u64 = 0;
@@ -69,7 +74,23 @@ pub async fn serve(
         next_conn += 1;
         let conn = next_conn;
         let (raft, requests, closed, open) = (raft.clone(), requests.clone(), closed.clone(), open.clone());
+        let (tls, publisher) = (tls.clone(), publisher.clone());
         tokio::spawn(async move {
+            let _ = stream.set_nodelay(true);
+            let stream: Box<dyn RpcStream> = match &tls {
+                None => Box::new(stream),
+                Some(tls) => match tls.accept(stream, &publisher.image()).await {
+                    Ok((s, principal)) => {
+                        tracing::debug!(%peer, principal, "controller listener: peer authenticated");
+                        s
+                    }
+                    Err(why) => {
+                        log_refusal(peer, &why);
+                        open.fetch_sub(1, Ordering::Relaxed);
+                        return;
+                    }
+                },
+            };
             let heartbeats = serve_connection(stream, peer, conn, &raft, &requests).await;
             // After the connection's last request was answered: its heartbeats were all
             // handled before the controller hears of the close (`Liveness` relies on it).
@@ -81,20 +102,35 @@ pub async fn serve(
     }
 }
 
+/// A refused peer retries every few milliseconds: one warning per 10 s, the rest at debug.
+fn log_refusal(peer: SocketAddr, why: &str) {
+    static LAST_WARNED_SECS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let now = START.get_or_init(std::time::Instant::now).elapsed().as_secs() + 10;
+    let last = LAST_WARNED_SECS.load(Ordering::Relaxed);
+    if now >= last + 10 && LAST_WARNED_SECS.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
+        tracing::warn!(%peer, why, "controller listener: peer refused (more refusals within 10 s are logged at debug)");
+    } else {
+        tracing::debug!(%peer, why, "controller listener: peer refused");
+    }
+}
+
 /// Serves one connection until it closes; true if it carried a broker heartbeat.
 async fn serve_connection(
-    mut stream: TcpStream,
+    mut stream: Box<dyn RpcStream>,
     peer: SocketAddr,
     conn: u64,
     raft: &Raft,
     requests: &async_channel::Sender<Request>,
 ) -> bool {
-    let _ = stream.set_nodelay(true);
     let mut heartbeats = false;
     loop {
         let req: RpcRequest = match rpc::read_msg(&mut stream).await {
             Ok(Some(r)) => r,
             Ok(None) => return heartbeats,
+            // A TLS peer that closed without close_notify (every restart or dropped
+            // connection): an end like any other.
+            Err(rpc::RpcError::Io(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return heartbeats,
             Err(e) => {
                 tracing::warn!(%peer, error = %e, "controller RPC: bad request, closing the connection");
                 return heartbeats;

@@ -158,6 +158,7 @@ fn run_thread(
         let mut router = Router {
             me: cfg.node_id as u64, // checked >= 0 by raft_node_id in start()
             voters: &cfg.voters,
+            tls: cfg.rpc_tls.clone(),
             peers: BTreeMap::new(),
             liveness: Liveness::new(cfg.session_timeout, cfg.topic_defaults.unclean_leader_election_enable),
             next_voter: 0,
@@ -287,17 +288,17 @@ async fn boot(
     let sm =
         StateMachine::open(dir.clone(), publisher.clone()).map_err(ControllerError::Storage)?;
     let config = Arc::new(raft_config(cfg)?);
-    let raft = Raft::new(node_id, config, Network, log, sm)
+    let raft = Raft::new(node_id, config, Network { tls: cfg.rpc_tls.clone() }, log, sm)
         .await
         .map_err(|e| ControllerError::Storage(format!("controller raft start: {e}")))?;
     if let Some(listener) = listener {
         // Peers must reach this node before it can recover (elections need them).
-        tokio::spawn(rpc_server::serve(listener, raft.clone(), forwarded, closed));
+        tokio::spawn(rpc_server::serve(listener, raft.clone(), forwarded, closed, cfg.rpc_tls.clone(), publisher.clone()));
     }
     tokio::spawn(log_leader_changes(raft.clone(), node_id));
     let joined = match &observer_addr {
         // The leader must know this learner before it replicates anything to it.
-        Some(addr) => observer::join(node_id, addr, &cfg.voters, Instant::now() + RECOVERY_TIMEOUT).await,
+        Some(addr) => observer::join(node_id, addr, &cfg.voters, cfg.rpc_tls.clone(), Instant::now() + RECOVERY_TIMEOUT).await,
         None => Ok(()),
     };
     match async { joined?; recover(cfg, node_id, &raft, publisher).await }.await {
@@ -732,6 +733,8 @@ async fn reassign(
 struct Router<'a> {
     me: u64,
     voters: &'a BTreeMap<u64, String>,
+    /// The controller listener's mutual TLS, for the connections to the leader.
+    tls: Option<Arc<super::rpc_tls::RpcTls>>,
     peers: BTreeMap<u64, Connection>,
     /// Brokers' heartbeats, as this node sees them while it leads.
     liveness: Liveness,
@@ -860,7 +863,7 @@ impl Router<'_> {
         let conn = self
             .peers
             .entry(leader)
-            .or_insert_with(|| Connection::new(addr.clone()));
+            .or_insert_with(|| Connection::new(addr.clone(), self.tls.clone()));
         // A new connection (first use, or the last one failed: a forwarded call timed out
         // or was reset) starts with this broker's heartbeat, so the leader ties it to the
         // broker at once and the old one's close is no reason to fence it

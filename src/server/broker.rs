@@ -205,8 +205,15 @@ fn listener_security(config: &Config) -> anyhow::Result<Vec<connection::Listener
         .collect()
 }
 
-fn controller_config(config: &Config, voters: std::collections::BTreeMap<u64, String>) -> ControllerConfig {
-    ControllerConfig {
+fn controller_config(config: &Config, voters: std::collections::BTreeMap<u64, String>) -> anyhow::Result<ControllerConfig> {
+    let rpc_tls = match config.controller_tls()? {
+        Some(m) => {
+            tracing::info!(listener = m.listener, "controller listener: mutual TLS (peers prove themselves by certificate)");
+            Some(Arc::new(crate::controller::rpc_tls::RpcTls::new(m, config.authorizer()?)))
+        }
+        None => None,
+    };
+    Ok(ControllerConfig {
         data_dir: config.metadata_dir().to_path_buf(),
         node_id: config.node_id,
         default_num_partitions: config.num_partitions,
@@ -224,8 +231,9 @@ fn controller_config(config: &Config, voters: std::collections::BTreeMap<u64, St
         auto_leader_rebalance_enable: config.auto_leader_rebalance_enable,
         leader_imbalance_check_interval: std::time::Duration::from_secs(config.leader_imbalance_check_interval_seconds),
         leader_imbalance_per_broker_percentage: config.leader_imbalance_per_broker_percentage,
+        rpc_tls,
         ..ControllerConfig::default()
-    }
+    })
 }
 
 /// A controller-only node: the quorum voter alone, on its own (pinned) thread; no shards,
@@ -239,7 +247,7 @@ fn run_controller_only(config: Config, signals: TerminationSignals) -> anyhow::R
     let (controller, _no_shards) = controller::start(ControllerConfig {
         shard_count: 0,
         core: plan.controller_core,
-        ..controller_config(&config, quorum_voters(&config)?)
+        ..controller_config(&config, quorum_voters(&config)?)?
     })
     .context("starting the controller")?;
     tracing::info!(
@@ -285,7 +293,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let (controller, updates) = controller::start(ControllerConfig {
         shard_count: u16::try_from(shard_count).context("too many shards")?,
         core: plan.controller_core,
-        ..controller_config(&config, voters)
+        ..controller_config(&config, voters)?
     })
     .context("starting the controller")?;
     // The recovered image holds every change committed before this start: remove the

@@ -112,6 +112,7 @@ class Node:
         self.proc: subprocess.Popen | None = None
         self.starts = 0
         self._log_offset = 0
+        self.extra_args: list[str] = []  # this node's own flags, after the cluster's
 
     @property
     def bootstrap(self) -> str:
@@ -149,7 +150,8 @@ class Node:
                 "--shards", str(self.cluster.shards),
                 *(["--broker-rack", self.rack] if self.rack is not None else []),
                 *self.cluster.flush_args(),
-                *self.cluster.extra_args]
+                *self.cluster.extra_args,
+                *self.extra_args]
 
     def start(self) -> "Node":
         """Starts the process (does not wait; see Cluster.wait_ready)."""

@@ -29,6 +29,11 @@ class TlsMaterial:
     other_ca_pem: Path      # a CA that signed nothing here (a client trusting it must fail)
     stranger_key: Path      # a client key and certificate signed by the other CA
     stranger_cert: Path
+    node_pem: Path          # a cluster node's PEM key store: server and client certificate
+                            # (CN=shardlog-node,O=shardlog; SAN 127.0.0.1), for mutual TLS between nodes
+    node_p12: Path          # the same as PKCS12 (PASSWORD), for Kafka
+    intruder_node_pem: Path  # a node certificate the right CA signed, for CN=intruder (not a super user)
+    rogue_node_pem: Path    # a node certificate signed by the other CA (not trusted)
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -86,5 +91,22 @@ def make(d: Path) -> TlsMaterial:
                         "-keystore", str(ca_p12), "-storetype", "PKCS12", "-storepass", PASSWORD],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, f"keytool -importcert failed: {r.stdout}{r.stderr}"
+    node_ext = "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n"
+
+    def node_store(name: str, subject: str, key: Path, cert: Path) -> tuple[Path, Path]:
+        k, c = _signed(d, name, subject, key, cert, node_ext)
+        pkcs8 = d / f"{name}.pkcs8.key"
+        _openssl("pkcs8", "-topk8", "-nocrypt", "-in", str(k), "-out", str(pkcs8), cwd=d)
+        pem = d / f"{name}-keystore.pem"
+        pem.write_text(pkcs8.read_text() + c.read_text() + cert.read_text())
+        p12 = d / f"{name}.p12"
+        _openssl("pkcs12", "-export", "-inkey", str(k), "-in", str(c), "-certfile", str(cert),
+                 "-name", name, "-out", str(p12), "-passout", f"pass:{PASSWORD}", cwd=d)
+        return pem, p12
+
+    node_pem, node_p12 = node_store("node", "/CN=shardlog-node/O=shardlog", ca_key, ca_pem)
+    intruder_node_pem, _ = node_store("intruder", "/CN=intruder/O=shardlog", ca_key, ca_pem)
+    rogue_node_pem, _ = node_store("rogue", "/CN=shardlog-node/O=shardlog", other_key, other_pem)
     return TlsMaterial(d, ca_pem, ca_p12, broker_pem, broker_pem_encrypted, broker_p12, plain_key, broker_cert,
-                       client_key, client_cert, client_p12, other_pem, stranger_key, stranger_cert)
+                       client_key, client_cert, client_p12, other_pem, stranger_key, stranger_cert,
+                       node_pem, node_p12, intruder_node_pem, rogue_node_pem)

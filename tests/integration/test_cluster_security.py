@@ -1,0 +1,199 @@
+"""Issue 24, point 7: an authenticated cluster. Three real nodes whose controller listener
+(raft, registrations, heartbeats, forwarded requests) and inter-broker listener (replica
+fetches, transaction markers) are SSL with client certificates required: each node shows
+the node certificate (O=shardlog,CN=shardlog-node, a super user) and checks its peers'. A
+node whose certificate no trusted CA signed cannot join the quorum; one the right CA
+signed for a principal that may not act for the cluster (CN=intruder) is refused after
+the handshake. A second cluster's brokers authenticate to each other with SCRAM-SHA-512
+over SASL_SSL, with a credential created through the running quorum.
+
+The test's clients use each node's PLAINTEXT listener (User:ANONYMOUS is a super user
+there, so the authorizer stays out of the clients' way): what is under test is the
+nodes' own listeners. Real clients: confluent-kafka. No timed assertions: waits poll with
+generous deadlines.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import conftest
+import tls_material
+from cluster_harness import Cluster, Node, free_port
+from conftest import wait_for
+
+# RFC 2253 lists the subject's last RDN first, as Kafka (X500Principal) does.
+NODE_PRINCIPAL = "User:O=shardlog,CN=shardlog-node"
+
+
+SCRAM_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+              'username="broker" password="broker-secret";')
+
+
+def secured_args(internal_port: int, keystore: Path, tls: tls_material.TlsMaterial, bootstrap: str,
+                 internal: str = "SSL") -> list[str]:
+    """One node's flags: a PLAINTEXT client listener, an `internal` inter-broker listener
+    (SSL, or SASL_SSL with SCRAM-SHA-512 as User:broker), an SSL controller listener; the
+    SSL listeners demand a certificate from the CA."""
+    sasl = [] if internal == "SSL" else [
+        "--sasl-enabled-mechanisms", "SCRAM-SHA-512",
+        "--sasl-mechanism-inter-broker-protocol", "SCRAM-SHA-512",
+        "--listener-setting", f"listener.name.internal.scram-sha-512.sasl.jaas.config={SCRAM_JAAS}",
+        "--listener-setting", "listener.name.internal.ssl.client.auth=none",
+    ]
+    return [
+        "--listeners", f"PLAINTEXT://{bootstrap},INTERNAL://127.0.0.1:{internal_port}",
+        "--listener-security-protocol-map", f"PLAINTEXT:PLAINTEXT,INTERNAL:{internal},CONTROLLER:SSL",
+        "--inter-broker-listener-name", "INTERNAL",
+        *sasl,
+        "--ssl-keystore-type", "PEM", "--ssl-keystore-location", str(keystore),
+        "--ssl-truststore-type", "PEM", "--ssl-truststore-location", str(tls.ca_pem),
+        "--ssl-client-auth", "required",
+        "--authorizer-class-name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "--super-users", f"{NODE_PRINCIPAL};User:broker;User:ANONYMOUS",
+        "--allow-everyone-if-no-acl-found", "false",
+    ]
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory):
+    return tls_material.make(tmp_path_factory.mktemp("cluster-tls"))
+
+
+def secured_cluster(tmp_path_factory, tls, name: str, internal: str):
+    conftest.skip_unless_shardlog("the cluster harness starts shardlog processes")
+    c = Cluster(3, tmp_path_factory.mktemp(name), log_dir=conftest.LOG_ROOT, name=f"test_cluster_security_{name}-",
+                binary=conftest.SHARDLOG_BIN, extra_args=["--replica-lag-time-max-ms", "4000"])
+    for nd in c.nodes:
+        nd.extra_args = secured_args(free_port(), tls.node_pem, tls, nd.bootstrap, internal)
+    conftest._LIVE.extend(c.nodes)
+    try:
+        c.start()
+        c.wait_ready(timeout_s=90)
+        yield c
+    finally:
+        c.close()
+        for nd in c.nodes:
+            if nd in conftest._LIVE:
+                conftest._LIVE.remove(nd)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, tls):
+    yield from secured_cluster(tmp_path_factory, tls, "mtls", "SSL")
+
+
+def create_topic(node, t: NewTopic) -> None:
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})  # kept until the answer came
+    admin.create_topics([t], operation_timeout=30)[t.topic].result(timeout=60)
+
+
+def isr_of(node, topic: str) -> dict[int, list[int]]:
+    md = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(topic, timeout=10)
+    t = md.topics[topic]
+    assert t.error is None, t.error
+    return {p.id: sorted(p.isrs) for p in t.partitions.values()}
+
+
+def test_a_cluster_over_mutual_tls_replicates_every_acknowledged_record(cluster):
+    replicate_and_read_back(cluster, "secured-replication")
+
+
+def replicate_and_read_back(cluster, topic: str) -> None:
+    """300 records acknowledged with min.insync.replicas = 3, then read back whole."""
+    node = cluster.nodes[0]
+    create_topic(node, NewTopic(topic, 3, 3, config={"min.insync.replicas": "3"}))
+    # min.insync.replicas = 3: an acknowledgement needs both followers to have fetched
+    # the record, over the INTERNAL (mutual TLS) listener.
+    acked, errors = [], []
+    p = Producer({"bootstrap.servers": node.bootstrap, "acks": "all", "enable.idempotence": True,
+                  "message.timeout.ms": 90000})
+    for i in range(300):
+        p.produce(topic, value=f"v{i}".encode(), key=str(i).encode(),
+                  on_delivery=lambda err, msg: (errors if err else acked).append(err or msg.value()))
+        p.poll(0)
+    assert p.flush(120) == 0
+    assert errors == [] and len(acked) == 300
+    assert wait_for("every replica in every ISR", lambda: all(r == [1, 2, 3] for r in isr_of(node, topic).values()))
+    # Each follower connected to its leaders on the INTERNAL listener.
+    for nd in cluster.nodes:
+        connected = [line for line in nd.log_since_start().splitlines() if "replica fetcher connected" in line]
+        assert connected and all("INTERNAL" in line for line in connected), nd.log_tail()
+    # Read back from another node: every record, once.
+    c = Consumer({"bootstrap.servers": cluster.nodes[2].bootstrap, "group.id": "secured-read",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "enable.partition.eof": True})
+    c.assign([TopicPartition(topic, q, 0) for q in range(3)])
+    got, eof = [], set()
+    def drained():
+        m = c.poll(1.0)
+        if m is not None:
+            if m.error() is None:
+                got.append(m.value())
+            elif m.error().code() == -191:  # _PARTITION_EOF
+                eof.add(m.partition())
+        return len(eof) == 3 and len(got) >= 300
+    wait_for("every record read back", drained, deadline_s=90)
+    c.close()
+    assert sorted(got) == sorted(acked)
+
+
+def add_node(cluster: Cluster, node_id: int, keystore: Path, tls) -> Node:
+    """A broker-only node asking the running quorum to let it in with `keystore`."""
+    nd = Node(cluster, node_id, free_port(), free_port(), roles="broker")
+    nd.extra_args = secured_args(free_port(), keystore, tls, nd.bootstrap)
+    cluster.nodes.append(nd)
+    conftest._LIVE.append(nd)
+    nd.start()
+    return nd
+
+
+def registered_brokers(node) -> set[int]:
+    return set(AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(timeout=10).brokers)
+
+
+@pytest.mark.parametrize("who,keystore_attr,refusal", [
+    ("untrusted CA", "rogue_node_pem", "TLS handshake"),
+    ("not a super user", "intruder_node_pem", "User:O=shardlog,CN=intruder may not act for the cluster"),
+])
+def test_a_node_the_quorum_cannot_authenticate_never_joins(cluster, tls, who, keystore_attr, refusal):
+    node_id = 10 + len(cluster.nodes)
+    before = registered_brokers(cluster.nodes[0])
+    assert before == {1, 2, 3}
+    intruder = add_node(cluster, node_id, getattr(tls, keystore_attr), tls)
+    try:
+        # The voters say why they refused it.
+        wait_for(f"a voter refusing the node ({who})",
+                 lambda: any(refusal in nd.log_since_start() and "peer refused" in nd.log_since_start()
+                             for nd in cluster.nodes[:3]), deadline_s=60)
+        # It never got in: not registered, not a broker clients are told of.
+        assert registered_brokers(cluster.nodes[0]) == {1, 2, 3}
+        assert not intruder.ready(), "a node the quorum refused must not serve"
+    finally:
+        intruder.kill9()
+    # The quorum is unharmed: it still takes writes.
+    topic = f"after-intruder-{node_id}"
+    create_topic(cluster.nodes[1], NewTopic(topic, 1, 3))
+
+
+def test_brokers_authenticate_to_each_other_with_scram_once_the_credential_exists(tmp_path_factory, tls):
+    """SASL_SSL between brokers with SCRAM-SHA-512: until User:broker's credential is in
+    the metadata log the followers' authentication fails (and they say so); once it is
+    created (through the running quorum, as `kafka-configs.sh --entity-type users` does)
+    they authenticate, and acks=all with min.insync.replicas = 3 succeeds."""
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+    for cluster in secured_cluster(tmp_path_factory, tls, "scram", "SASL_SSL"):
+        node = cluster.nodes[0]
+        create_topic(node, NewTopic("before-credential", 1, 3))
+        # Followers of that partition try the leader and are refused.
+        wait_for("a follower refused for want of a credential",
+                 lambda: any("SASL authentication" in nd.log_since_start() for nd in cluster.nodes))
+        admin = AdminClient({"bootstrap.servers": node.bootstrap})
+        up = UserScramCredentialUpsertion("broker", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"broker-secret")
+        admin.alter_user_scram_credentials([up], request_timeout=30)["broker"].result(timeout=60)
+        replicate_and_read_back(cluster, "scram-replication")
+        assert wait_for("the first topic's followers caught up too",
+                        lambda: isr_of(node, "before-credential")[0] == [1, 2, 3])
