@@ -10,6 +10,11 @@ Split layout (`controllers=C`, N brokers): nodes 1..C are controller-only voters
 client listener), nodes C+1..C+N broker-only observers (raft learners; their controller
 listener is where the quorum leader replicates the metadata log to). Same port scheme.
 Without a base port the tests pick free ports (no clash with other suites).
+Secured (`secure=True`, `cluster.sh start N --secure`): every listener is SSL with client
+certificates required — clients, the inter-broker traffic and the controller quorum —
+with material made by openssl in <root>/tls (tls_material.make_cluster): one CA, the
+nodes' certificate (a super user), an admin client certificate (a super user), and
+<root>/client.properties (Kafka's client settings) and <root>/librdkafka.properties.
 Optional, per node (tests/integration/test_cluster_netns.py): a host IP to listen on and
 advertise instead of 127.0.0.1, and a command prefix (e.g. `ip netns exec NS`) to run
 the node inside a network namespace.
@@ -273,7 +278,8 @@ class Cluster:
                  log_dir: Path | None = None, name: str = "", shards: int = 1,
                  extra_args: list[str] | None = None, binary: Path | None = None,
                  racks: list[str] | None = None, controllers: int = 0, brokers: int | None = None,
-                 hosts: list[str] | None = None, prefixes: list[list[str] | None] | None = None):
+                 hosts: list[str] | None = None, prefixes: list[list[str] | None] | None = None,
+                 secure: bool = False):
         n = brokers if n is None else n
         if n is None or root is None:
             raise ClusterError("a cluster needs a node (broker) count and a root dir")
@@ -322,6 +328,40 @@ class Cluster:
             self.nodes.append(Node(self, i, port, cport, roles=roles, rack=rack, host=host,
                                    prefix=prefixes[i - 1] if prefixes else None))
         self.voters = ",".join(f"{nd.node_id}@{nd.controller_listener}" for nd in self.nodes if nd.is_controller)
+        self.secure = secure
+        self.tls = None
+        if secure:
+            import tls_material
+            tls_dir = self.root / "tls"
+            self.tls = tls_material.make_cluster(tls_dir) if not (tls_dir / "node-keystore.pem").exists() else \
+                tls_material.ClusterTls(tls_dir / "ca.pem", tls_dir / "node-keystore.pem", tls_dir / "client.key",
+                                        tls_dir / "client.crt", tls_dir / "client-keystore.pem")
+            for nd in self.nodes:
+                nd.extra_args = self.secure_args(nd)
+
+    def secure_args(self, node: "Node") -> list[str]:
+        """A secured node's flags: its one listener SSL, as are the controller's and the
+        inter-broker traffic; StandardAuthorizer with the node and the admin client as
+        super users."""
+        import tls_material
+        t = self.tls
+        return ["--listeners", f"SSL://{node.bootstrap}",
+                "--listener-security-protocol-map", "SSL:SSL,CONTROLLER:SSL",
+                "--inter-broker-listener-name", "SSL",
+                "--ssl-keystore-type", "PEM", "--ssl-keystore-location", str(t.node_pem),
+                "--ssl-truststore-type", "PEM", "--ssl-truststore-location", str(t.ca_pem),
+                "--ssl-client-auth", "required",
+                "--authorizer-class-name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                "--super-users", f"{tls_material.NODE_PRINCIPAL};{tls_material.CLIENT_PRINCIPAL}"]
+
+    def write_client_properties(self) -> None:
+        t = self.tls
+        (self.root / "librdkafka.properties").write_text(
+            f"security.protocol=SSL\nssl.ca.location={t.ca_pem}\n"
+            f"ssl.certificate.location={t.client_cert}\nssl.key.location={t.client_key}\n")
+        (self.root / "client.properties").write_text(
+            f"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location={t.ca_pem}\n"
+            f"ssl.keystore.type=PEM\nssl.keystore.location={t.client_pem}\n")
 
     def flush_args(self) -> list[str]:
         """`--flush` from `SHARDLOG_TEST_FLUSH` unless the test chose a mode itself."""
@@ -426,7 +466,7 @@ STATE_FILE = "cluster.state"
 
 
 def _save(cluster: Cluster, base_port: int) -> None:
-    (cluster.root / STATE_FILE).write_text(f"{len(cluster.brokers)} {base_port} {cluster.controllers}\n")
+    (cluster.root / STATE_FILE).write_text(f"{len(cluster.brokers)} {base_port} {cluster.controllers} {int(cluster.secure)}\n")
 
 
 def _load(root: Path) -> Cluster:
@@ -434,8 +474,8 @@ def _load(root: Path) -> Cluster:
         fields = [int(x) for x in (root / STATE_FILE).read_text().split()]
     except FileNotFoundError:
         raise ClusterError(f"no cluster in {root} (run start first)")
-    n, base, controllers = (fields + [0])[:3]  # older state files: combined nodes
-    return Cluster(n, root, base_port=base, controllers=controllers)
+    n, base, controllers, secure = (fields + [0, 0])[:4]  # older state files: combined, plaintext
+    return Cluster(n, root, base_port=base, controllers=controllers, secure=bool(secure))
 
 
 def main(argv: list[str]) -> int:
@@ -448,6 +488,9 @@ def main(argv: list[str]) -> int:
     st.add_argument("--shards", type=int, default=1)
     st.add_argument("--controllers", type=int, default=0,
                     help="C controller-only nodes (ids 1..C) and N broker-only nodes; 0 = N combined nodes")
+    st.add_argument("--secure", action="store_true",
+                    help="every listener SSL with client certificates (clients, brokers, controllers); "
+                         "client settings in <dir>/client.properties and <dir>/librdkafka.properties")
     sub.add_parser("stop")
     sub.add_parser("status")
     a = ap.parse_args(argv)
@@ -456,8 +499,10 @@ def main(argv: list[str]) -> int:
             if (a.dir / STATE_FILE).exists() and any(nd.alive() for nd in _load(a.dir).nodes):
                 raise ClusterError(f"a cluster already runs in {a.dir}: stop it first")
             a.dir.mkdir(parents=True, exist_ok=True)
-            c = Cluster(a.n, a.dir, base_port=a.base_port, shards=a.shards, controllers=a.controllers)
+            c = Cluster(a.n, a.dir, base_port=a.base_port, shards=a.shards, controllers=a.controllers, secure=a.secure)
             _save(c, a.base_port)
+            if a.secure:
+                c.write_client_properties()
             try:
                 c.start()
                 c.wait_ready()
@@ -466,6 +511,9 @@ def main(argv: list[str]) -> int:
                 c.close()
                 raise
             print(c.bootstrap)  # the only host:port output of start
+            if a.secure:
+                print(f"cluster.sh: SSL with client certificates; client settings: {a.dir / 'client.properties'} "
+                      f"(Java), {a.dir / 'librdkafka.properties'} (librdkafka, kcat -F)", file=sys.stderr)
         elif a.cmd == "stop":
             c = _load(a.dir)
             c.close()

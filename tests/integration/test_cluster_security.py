@@ -15,6 +15,8 @@ generous deadlines.
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -26,8 +28,8 @@ import tls_material
 from cluster_harness import Cluster, Node, free_port
 from conftest import wait_for
 
-# RFC 2253 lists the subject's last RDN first, as Kafka (X500Principal) does.
-NODE_PRINCIPAL = "User:O=shardlog,CN=shardlog-node"
+NODE_PRINCIPAL = tls_material.NODE_PRINCIPAL
+REPO = Path(__file__).resolve().parents[2]
 
 
 SCRAM_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
@@ -88,7 +90,11 @@ def cluster(tmp_path_factory, tls):
 
 
 def create_topic(node, t: NewTopic) -> None:
-    admin = AdminClient({"bootstrap.servers": node.bootstrap})  # kept until the answer came
+    create_topic_with({"bootstrap.servers": node.bootstrap}, t)
+
+
+def create_topic_with(conf: dict, t: NewTopic) -> None:
+    admin = AdminClient(conf)  # kept until the answer came
     admin.create_topics([t], operation_timeout=30)[t.topic].result(timeout=60)
 
 
@@ -197,3 +203,38 @@ def test_brokers_authenticate_to_each_other_with_scram_once_the_credential_exist
         replicate_and_read_back(cluster, "scram-replication")
         assert wait_for("the first topic's followers caught up too",
                         lambda: isr_of(node, "before-credential")[0] == [1, 2, 3])
+
+
+def test_cluster_sh_starts_a_secured_cluster(tmp_path):
+    """`scripts/cluster.sh start 3 --secure`: every listener SSL with client certificates;
+    the client settings it writes work for librdkafka and for Kafka's own tools (Java), and
+    a client without a certificate is refused."""
+    from clients import kafka_tool
+    conftest.skip_unless_shardlog("scripts/cluster.sh starts shardlog processes")
+    d = tmp_path / "cluster"
+    env = {**os.environ, "SHARDLOG_CLUSTER_DIR": str(d), "SHARDLOG_BIN": str(conftest.SHARDLOG_BIN)}
+    script = str(REPO / "scripts" / "cluster.sh")
+    base = free_port()
+    r = subprocess.run([script, "start", "3", "--secure", "--base-port", str(base)], env=env,
+                       capture_output=True, text=True, timeout=240)
+    try:
+        assert r.returncode == 0, r.stderr
+        bootstrap = r.stdout.strip()
+        ssl = dict(line.split("=", 1) for line in (d / "librdkafka.properties").read_text().splitlines() if line)
+        create_topic_with({"bootstrap.servers": bootstrap, **ssl}, NewTopic("over-ssl", 1, 3))
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", **ssl})
+        for i in range(20):
+            p.produce("over-ssl", value=f"r{i}".encode())
+        assert p.flush(60) == 0
+        # Kafka's own tool with the Java settings file.
+        out = kafka_tool("org.apache.kafka.tools.GetOffsetShell", "--bootstrap-server", bootstrap,
+                         "--command-config", str(d / "client.properties"), "--topic", "over-ssl")
+        assert out.returncode == 0 and "over-ssl:0:20" in out.stdout, out.stdout + out.stderr
+        # No certificate: the handshake fails, nothing is listed.
+        anonymous = AdminClient({"bootstrap.servers": bootstrap, "security.protocol": "SSL",
+                                 "ssl.ca.location": ssl["ssl.ca.location"]})
+        with pytest.raises(Exception):
+            anonymous.list_topics(timeout=5)
+    finally:
+        stop = subprocess.run([script, "stop"], env=env, capture_output=True, text=True, timeout=120)
+        assert stop.returncode == 0, stop.stderr

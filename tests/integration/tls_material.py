@@ -58,6 +58,50 @@ def _signed(d: Path, name: str, subject: str, ca_key: Path, ca_cert: Path, ext: 
     return key, cert
 
 
+NODE_SUBJECT = "/CN=shardlog-node/O=shardlog"
+# The principals those subjects map to (RFC 2253 lists the last RDN first, as Kafka does).
+NODE_PRINCIPAL = "User:O=shardlog,CN=shardlog-node"
+CLIENT_PRINCIPAL = "User:O=shardlog,OU=tests,CN=shardlog-client"
+
+
+def _node_store(d: Path, name: str, subject: str, ca_key: Path, ca_cert: Path) -> tuple[Path, Path]:
+    """A node's certificate (server and client: nodes are both to each other) as a PEM
+    key store (PKCS#8 key, certificate, CA) and a PKCS12 one (PASSWORD)."""
+    k, c = _signed(d, name, subject, ca_key, ca_cert,
+                   "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n")
+    pkcs8 = d / f"{name}.pkcs8.key"
+    _openssl("pkcs8", "-topk8", "-nocrypt", "-in", str(k), "-out", str(pkcs8), cwd=d)
+    pem = d / f"{name}-keystore.pem"
+    pem.write_text(pkcs8.read_text() + c.read_text() + ca_cert.read_text())
+    p12 = d / f"{name}.p12"
+    _openssl("pkcs12", "-export", "-inkey", str(k), "-in", str(c), "-certfile", str(ca_cert),
+             "-name", name, "-out", str(p12), "-passout", f"pass:{PASSWORD}", cwd=d)
+    return pem, p12
+
+
+@dataclass
+class ClusterTls:
+    """What `scripts/cluster.sh start --secure` needs (openssl only, no Java)."""
+    ca_pem: Path
+    node_pem: Path
+    client_key: Path
+    client_cert: Path
+    client_pem: Path  # PKCS#8 key + certificate: Java's ssl.keystore.type=PEM
+
+
+def make_cluster(d: Path) -> ClusterTls:
+    d.mkdir(parents=True, exist_ok=True)
+    ca_key, ca_pem = _ca(d, "ca")
+    node_pem, _ = _node_store(d, "node", NODE_SUBJECT, ca_key, ca_pem)
+    client_key, client_cert = _signed(
+        d, "client", "/CN=shardlog-client/OU=tests/O=shardlog", ca_key, ca_pem, "extendedKeyUsage=clientAuth\n")
+    pkcs8 = d / "client.pkcs8.key"
+    _openssl("pkcs8", "-topk8", "-nocrypt", "-in", str(client_key), "-out", str(pkcs8), cwd=d)
+    client_pem = d / "client-keystore.pem"
+    client_pem.write_text(pkcs8.read_text() + client_cert.read_text())
+    return ClusterTls(ca_pem, node_pem, client_key, client_cert, client_pem)
+
+
 def make(d: Path) -> TlsMaterial:
     d.mkdir(parents=True, exist_ok=True)
     ca_key, ca_pem = _ca(d, "ca")
@@ -91,22 +135,9 @@ def make(d: Path) -> TlsMaterial:
                         "-keystore", str(ca_p12), "-storetype", "PKCS12", "-storepass", PASSWORD],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, f"keytool -importcert failed: {r.stdout}{r.stderr}"
-    node_ext = "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n"
-
-    def node_store(name: str, subject: str, key: Path, cert: Path) -> tuple[Path, Path]:
-        k, c = _signed(d, name, subject, key, cert, node_ext)
-        pkcs8 = d / f"{name}.pkcs8.key"
-        _openssl("pkcs8", "-topk8", "-nocrypt", "-in", str(k), "-out", str(pkcs8), cwd=d)
-        pem = d / f"{name}-keystore.pem"
-        pem.write_text(pkcs8.read_text() + c.read_text() + cert.read_text())
-        p12 = d / f"{name}.p12"
-        _openssl("pkcs12", "-export", "-inkey", str(k), "-in", str(c), "-certfile", str(cert),
-                 "-name", name, "-out", str(p12), "-passout", f"pass:{PASSWORD}", cwd=d)
-        return pem, p12
-
-    node_pem, node_p12 = node_store("node", "/CN=shardlog-node/O=shardlog", ca_key, ca_pem)
-    intruder_node_pem, _ = node_store("intruder", "/CN=intruder/O=shardlog", ca_key, ca_pem)
-    rogue_node_pem, _ = node_store("rogue", "/CN=shardlog-node/O=shardlog", other_key, other_pem)
+    node_pem, node_p12 = _node_store(d, "node", NODE_SUBJECT, ca_key, ca_pem)
+    intruder_node_pem, _ = _node_store(d, "intruder", "/CN=intruder/O=shardlog", ca_key, ca_pem)
+    rogue_node_pem, _ = _node_store(d, "rogue", NODE_SUBJECT, other_key, other_pem)
     return TlsMaterial(d, ca_pem, ca_p12, broker_pem, broker_pem_encrypted, broker_p12, plain_key, broker_cert,
                        client_key, client_cert, client_p12, other_pem, stranger_key, stranger_cert,
                        node_pem, node_p12, intruder_node_pem, rogue_node_pem)
