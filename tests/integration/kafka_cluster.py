@@ -34,6 +34,13 @@ BASE_PROPS = {
 
 
 class KafkaNode(Node):
+    """`node_props`: this node's own server.properties lines, over the cluster's. A
+    broker-only node (roles "broker") has no controller listener."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.node_props: dict[str, str] = {}
+
     def properties(self) -> str:
         props = {
             "process.roles": "broker,controller",
@@ -48,6 +55,11 @@ class KafkaNode(Node):
             **BASE_PROPS,
             **self.cluster.props,
         }
+        if not self.is_controller:
+            props["process.roles"] = "broker"
+            props["listeners"] = f"PLAINTEXT://{self.bootstrap}"
+            props["listener.security.protocol.map"] = "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+        props.update(self.node_props)
         return "".join(f"{k}={v}\n" for k, v in props.items())
 
     def command(self) -> list[str]:
