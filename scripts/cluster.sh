@@ -4,11 +4,14 @@
 # broker-only nodes (ids C+1..C+N). The layout lives in one place, tests/integration/cluster_harness.py
 # (the integration tests use the same code); this script only calls it.
 #
-#   scripts/cluster.sh start N [--base-port P] [--shards S] [--controllers C]
+#   scripts/cluster.sh start N [--base-port P] [--shards S] [--controllers C] [--secure]
 #                                                            # prints host:port,... of the brokers
 #   scripts/cluster.sh status                                # roles, pid, active controller per node
 #   scripts/cluster.sh stop
 #
+# --secure: every listener SSL with client certificates (clients, brokers, controllers),
+# certificates made with openssl in $SHARDLOG_CLUSTER_DIR/tls, client settings written to
+# client.properties (Java) and librdkafka.properties (kcat -F) there.
 # Node i listens for clients on P+i-1 and for controller RPCs on P+100+i-1 (P = 19092).
 # State, data and logs: $SHARDLOG_CLUSTER_DIR (default target/cluster). The binary:
 # $SHARDLOG_BIN (default target/release/shardlog).
