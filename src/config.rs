@@ -106,6 +106,14 @@ pub struct Config {
     pub authorizer_class_name: String,
     /// super.users: principals allowed everything, `;`-separated (User:admin;User:broker).
     pub super_users: String,
+    /// delegation.token.secret.key: the secret every broker derives delegation tokens' HMACs from (the same on every broker); empty = delegation tokens disabled (DELEGATION_TOKEN_AUTH_DISABLED).
+    pub delegation_token_secret_key: String,
+    /// delegation.token.max.lifetime.ms: no token lives longer (Kafka: 7 days).
+    pub delegation_token_max_lifetime_ms: i64,
+    /// delegation.token.expiry.time.ms: a token's life until it must be renewed (Kafka: 1 day).
+    pub delegation_token_expiry_time_ms: i64,
+    /// delegation.token.expiry.check.interval.ms: how often the quorum leader removes expired tokens (Kafka: 1 hour).
+    pub delegation_token_expiry_check_interval_ms: u64,
     /// allow.everyone.if.no.acl.found: whether a resource no ACL is bound to is open to all.
     pub allow_everyone_if_no_acl_found: bool,
     /// log.dir: the one log dir when `log_dirs` is empty.
@@ -377,6 +385,10 @@ impl Default for Config {
             ssl_principal_mapping_rules: "DEFAULT".to_string(),
             authorizer_class_name: String::new(),
             super_users: String::new(),
+            delegation_token_secret_key: String::new(),
+            delegation_token_max_lifetime_ms: 7 * 24 * 3600 * 1000,
+            delegation_token_expiry_time_ms: 24 * 3600 * 1000,
+            delegation_token_expiry_check_interval_ms: 3600 * 1000,
             allow_everyone_if_no_acl_found: false,
             data_dir: PathBuf::from("./data"),
             log_dirs: Vec::new(),
@@ -583,6 +595,21 @@ impl Config {
         Ok(Some(crate::security::acl::AuthorizerSettings { super_users, allow_everyone_if_no_acl_found: self.allow_everyone_if_no_acl_found }))
     }
 
+    /// Delegation tokens' secret and lifetimes; None when tokens are disabled (no secret).
+    pub fn delegation_tokens(&self) -> Result<Option<(std::sync::Arc<[u8]>, crate::security::delegation_token::TokenLifetimes)>, ConfigError> {
+        if self.delegation_token_secret_key.is_empty() {
+            return Ok(None);
+        }
+        if self.delegation_token_max_lifetime_ms < 1 || self.delegation_token_expiry_time_ms < 1 {
+            return Err(ConfigError::Invalid { key: "delegation_token_max_lifetime_ms", message: "delegation token lifetimes must be at least 1 ms".into() });
+        }
+        let lifetimes = crate::security::delegation_token::TokenLifetimes {
+            max_lifetime_ms: self.delegation_token_max_lifetime_ms,
+            expiry_time_ms: self.delegation_token_expiry_time_ms,
+        };
+        Ok(Some((self.delegation_token_secret_key.as_bytes().into(), lifetimes)))
+    }
+
     /// How client quotas' rates are sampled (quota.window.num, quota.window.size.seconds).
     pub fn quota_window(&self) -> crate::security::quota_rate::RateWindow {
         crate::security::quota_rate::RateWindow { samples: self.quota_window_num, window_ms: self.quota_window_size_seconds * 1000 }
@@ -667,6 +694,7 @@ impl Config {
             }
             own.ssl_principal_mapper()?;
         }
+        self.delegation_tokens()?;
         // Nodes refuse to start when they could not reach each other.
         self.inter_broker_security()?;
         if self.controller_listener.is_some() {
@@ -1005,6 +1033,14 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub super_users: Option<String>,
     #[arg(long)]
+    pub delegation_token_secret_key: Option<String>,
+    #[arg(long)]
+    pub delegation_token_max_lifetime_ms: Option<i64>,
+    #[arg(long)]
+    pub delegation_token_expiry_time_ms: Option<i64>,
+    #[arg(long)]
+    pub delegation_token_expiry_check_interval_ms: Option<u64>,
+    #[arg(long)]
     pub allow_everyone_if_no_acl_found: Option<bool>,
     #[arg(long)]
     pub data_dir: Option<PathBuf>,
@@ -1199,6 +1235,7 @@ impl ConfigArgs {
         set!(sasl_oauthbearer_jwks_endpoint_url, sasl_oauthbearer_expected_audience, sasl_oauthbearer_expected_issuer,
             sasl_oauthbearer_sub_claim_name, sasl_oauthbearer_clock_skew_seconds);
         set!(authorizer_class_name, super_users, allow_everyone_if_no_acl_found, ssl_principal_mapping_rules);
+        set!(delegation_token_secret_key, delegation_token_max_lifetime_ms, delegation_token_expiry_time_ms, delegation_token_expiry_check_interval_ms);
         set!(max_connections, max_connections_per_ip, max_connections_per_ip_overrides, quota_window_num, quota_window_size_seconds,
             controller_quota_window_num, controller_quota_window_size_seconds);
         set!(listen, data_dir, log_dirs, node_id, process_roles, controller_quorum_voters,

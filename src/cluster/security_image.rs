@@ -1,7 +1,7 @@
 //! The cluster's security state in the metadata image (issue 24): SCRAM credentials, by
 //! user and mechanism (Kafka's UserScramCredentialRecords), and ACLs (Kafka's
-//! AccessControlEntryRecords), and client quotas (ClientQuotaRecords). Delegation tokens
-//! join it as they arrive.
+//! AccessControlEntryRecords), client quotas (ClientQuotaRecords) and delegation tokens
+//! (DelegationTokenRecords: never their HMACs).
 //!
 //! Small and rarely changed, it travels in snapshots as one JSON section
 //! (`controller/snapshot.rs`), so a new kind of security record needs no new snapshot layout.
@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::security::acl::AclSet;
 use crate::security::client_quotas::ClientQuotas;
+use crate::security::delegation_token::{self, DelegationToken};
 use crate::security::scram::{ScramCredential, ScramMechanism};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,6 +25,9 @@ pub struct SecurityImage {
     /// Client quotas by entity (Kafka's ClientQuotaRecords).
     #[serde(default)]
     pub client_quotas: ClientQuotas,
+    /// Delegation tokens by id.
+    #[serde(default)]
+    pub delegation_tokens: BTreeMap<String, DelegationToken>,
 }
 
 impl SecurityImage {
@@ -43,5 +47,12 @@ impl SecurityImage {
             self.scram_credentials.remove(user);
         }
         removed
+    }
+
+    /// The token whose HMAC (under `secret`) is `hmac` (Renew/ExpireDelegationToken name
+    /// tokens so). Compared in constant time; tokens are few.
+    pub fn token_by_hmac(&self, secret: &[u8], hmac: &[u8]) -> Option<&DelegationToken> {
+        use subtle::ConstantTimeEq;
+        self.delegation_tokens.values().find(|t| bool::from(delegation_token::hmac(secret, &t.token_id).ct_eq(hmac)))
     }
 }

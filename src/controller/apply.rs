@@ -164,6 +164,14 @@ fn apply_inner(
             }
             Ok((Applied::Done, vec![MetadataDelta::SecurityChanged]))
         }
+        Command::PutDelegationToken { token } => {
+            image.security.delegation_tokens.insert(token.token_id.clone(), token.clone());
+            Ok((Applied::Done, vec![MetadataDelta::SecurityChanged]))
+        }
+        Command::RemoveDelegationTokens { token_ids } => {
+            let removed = token_ids.iter().fold(false, |any, id| image.security.delegation_tokens.remove(id).is_some() | any);
+            Ok((Applied::Done, if removed { vec![MetadataDelta::SecurityChanged] } else { Vec::new() }))
+        }
         Command::AlterClientQuotas { entries } => {
             for e in entries {
                 let ops: Vec<_> = e.ops.iter().map(|(k, v)| (*k, v.map(|v| v.0))).collect();

@@ -238,6 +238,16 @@ impl ControllerHandle {
         self.call(ClientRequest::AlterClientQuotas { entries }).await.map(|_| ())
     }
 
+    /// Create/Renew/ExpireDelegationToken: the token as it now is, in one record.
+    pub async fn put_delegation_token(&self, token: crate::security::delegation_token::DelegationToken) -> Result<(), ControllerError> {
+        self.call(ClientRequest::PutDelegationToken { token }).await.map(|_| ())
+    }
+
+    /// ExpireDelegationToken with a negative period: the token is removed.
+    pub async fn remove_delegation_token(&self, token_id: String) -> Result<(), ControllerError> {
+        self.call(ClientRequest::RemoveDelegationToken { token_id }).await.map(|_| ())
+    }
+
     /// Reserves `count` producer ids; returns the first of the block.
     pub async fn allocate_producer_ids(&self, count: i64) -> Result<i64, ControllerError> {
         match self.call(ClientRequest::AllocateProducerIds { count }).await? {

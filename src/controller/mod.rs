@@ -146,6 +146,8 @@ pub struct ControllerConfig {
     /// The controller listener's mutual TLS (None: PLAINTEXT), for both the listener and
     /// this node's connections to its peers' controller listeners.
     pub rpc_tls: Option<std::sync::Arc<rpc_tls::RpcTls>>,
+    /// delegation.token.expiry.check.interval.ms: how often the leader removes expired tokens.
+    pub delegation_token_expiry_check_interval: std::time::Duration,
 }
 
 impl Default for ControllerConfig {
@@ -171,6 +173,7 @@ impl Default for ControllerConfig {
             leader_imbalance_check_interval: std::time::Duration::from_secs(300),
             leader_imbalance_per_broker_percentage: 10,
             rpc_tls: None,
+            delegation_token_expiry_check_interval: std::time::Duration::from_secs(3600),
         }
     }
 }

@@ -148,6 +148,15 @@ pub enum ClientRequest {
     AlterClientQuotas {
         entries: Vec<QuotaAlteration>,
     },
+    /// Create/Renew/ExpireDelegationToken, decided by the receiving broker (it knows the
+    /// secret the requests name tokens by): the token as it now is.
+    PutDelegationToken {
+        token: crate::security::delegation_token::DelegationToken,
+    },
+    /// ExpireDelegationToken with a negative period: the token goes now.
+    RemoveDelegationToken {
+        token_id: String,
+    },
 }
 
 /// The answer to a `ClientRequest`, one variant per kind of result.

@@ -187,6 +187,9 @@ fn run_thread(
         let every = cfg.leader_imbalance_check_interval.max(Duration::from_secs(1));
         let mut rebalance_timer = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         rebalance_timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let every = cfg.delegation_token_expiry_check_interval.max(Duration::from_millis(100));
+        let mut token_expiry_timer = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        token_expiry_timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut disconnects_checked = Instant::now();
         loop {
             // A broker whose connection closed is fenced when its grace ends, not at the
@@ -212,6 +215,7 @@ fn run_thread(
                     router.fence_silent_brokers(&raft, &publisher).await
                 }
                 _ = fencing_timer.tick() => router.fence_silent_brokers(&raft, &publisher).await,
+                _ = token_expiry_timer.tick() => router.remove_expired_tokens(&raft, &publisher).await,
                 _ = rebalance_timer.tick(), if cfg.auto_leader_rebalance_enable => {
                     router.rebalance_leaders(&raft, &publisher, cfg.leader_imbalance_per_broker_percentage).await
                 }
@@ -682,6 +686,14 @@ async fn execute(
             write(raft, Command::AlterClientQuotas { entries }).await?;
             Ok(ClientReply::Done)
         }
+        ClientRequest::PutDelegationToken { token } => {
+            write(raft, Command::PutDelegationToken { token }).await?;
+            Ok(ClientReply::Done)
+        }
+        ClientRequest::RemoveDelegationToken { token_id } => {
+            write(raft, Command::RemoveDelegationTokens { token_ids: vec![token_id] }).await?;
+            Ok(ClientReply::Done)
+        }
         ClientRequest::DescribeQuorum => quorum_info::describe(&raft.metrics().borrow_watched())
             .map(ClientReply::Quorum)
             .ok_or_else(|| ControllerError::NotController("this node no longer leads".into())),
@@ -767,6 +779,23 @@ impl Router<'_> {
 
     /// On the rebalance timer: if this node leads, moves leadership back to the preferred
     /// replicas of brokers whose imbalance is above `percentage` (`election::imbalanced`).
+    /// Kafka's delegation-token expiry check: the leader removes tokens past their expiry.
+    async fn remove_expired_tokens(&self, raft: &Raft, publisher: &Publisher) {
+        if raft.metrics().borrow_watched().current_leader != Some(self.me) || caught_up(raft).await.is_err() {
+            return;
+        }
+        let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        let expired: Vec<String> =
+            publisher.image().security.delegation_tokens.values().filter(|t| t.is_expired(now_ms)).map(|t| t.token_id.clone()).collect();
+        if expired.is_empty() {
+            return;
+        }
+        tracing::info!(tokens = expired.len(), "controller: removing expired delegation tokens");
+        if let Err(e) = write(raft, Command::RemoveDelegationTokens { token_ids: expired }).await {
+            tracing::warn!(error = %e, "controller: expired delegation tokens not removed");
+        }
+    }
+
     async fn rebalance_leaders(&self, raft: &Raft, publisher: &Publisher, percentage: u32) {
         // Planned on a caught-up image (as every proposal); apply re-checks each partition.
         if raft.metrics().borrow_watched().current_leader != Some(self.me) || caught_up(raft).await.is_err() {

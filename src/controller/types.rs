@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::cluster::image::{BrokerId, BrokerMeta, ConfigResource, PartitionMeta, ReplicaMeta, TopicMeta};
 use crate::runtime::ShardId;
 use crate::security::acl::AclBinding;
+use crate::security::delegation_token::DelegationToken;
 use crate::security::client_quotas::{QuotaEntity, QuotaKey, QuotaValue};
 use crate::security::scram::{ScramCredential, ScramMechanism};
 
@@ -165,6 +166,17 @@ pub enum Command {
     AlterClientQuotas {
         entries: Vec<QuotaAlteration>,
     },
+    /// A delegation token created, renewed or given a new expiry (Kafka's
+    /// DelegationTokenRecord: the whole token, never its HMAC).
+    PutDelegationToken {
+        token: DelegationToken,
+    },
+    /// Delegation tokens removed (Kafka's RemoveDelegationTokenRecords): expired by their
+    /// owner, or past their expiry (the leader's periodic check); one already gone changes
+    /// nothing.
+    RemoveDelegationTokens {
+        token_ids: Vec<String>,
+    },
 }
 
 /// The changes of one entity's quotas (`AlterClientQuotas`).
@@ -216,6 +228,8 @@ impl fmt::Display for Command {
             Command::CreateAcls { acls } => write!(f, "CreateAcls({})", acls.len()),
             Command::DeleteAcls { acls } => write!(f, "DeleteAcls({})", acls.len()),
             Command::AlterClientQuotas { entries } => write!(f, "AlterClientQuotas({} entities)", entries.len()),
+            Command::PutDelegationToken { token } => write!(f, "PutDelegationToken({}, expiry {})", token.token_id, token.expiry_ms),
+            Command::RemoveDelegationTokens { token_ids } => write!(f, "RemoveDelegationTokens({})", token_ids.len()),
             Command::AlterScramCredentials { upsertions, deletions } => {
                 write!(f, "AlterScramCredentials(+{}, -{})", upsertions.len(), deletions.len())
             }

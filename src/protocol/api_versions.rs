@@ -78,6 +78,11 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // SCRAM credentials in the metadata log (security/scram.rs).
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
+    // Delegation tokens in the metadata log, usable with SCRAM (server/handlers/delegation_tokens.rs).
+    (ApiKey::CreateDelegationToken, 1, 3),
+    (ApiKey::RenewDelegationToken, 1, 2),
+    (ApiKey::ExpireDelegationToken, 1, 2),
+    (ApiKey::DescribeDelegationToken, 1, 3),
     // The openraft metadata quorum in KRaft's terms (server/handlers/describe_quorum.rs).
     (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::DescribeCluster, 0, 1),
@@ -97,10 +102,6 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 /// from this and `SUPPORTED` (`readme_section`); tests keep both in step with Kafka 4.1.
 const NOT_SERVED: &[(ApiKey, i16, i16, &str)] = &[
     (ApiKey::Fetch, 4, 18, "v18 (KIP-1166 high-watermark fields for share fetch followers) not implemented; 4-17 served"),
-    (ApiKey::CreateDelegationToken, 1, 3, "no delegation tokens yet"),
-    (ApiKey::RenewDelegationToken, 1, 2, "no delegation tokens"),
-    (ApiKey::ExpireDelegationToken, 1, 2, "no delegation tokens"),
-    (ApiKey::DescribeDelegationToken, 1, 3, "no delegation tokens"),
     (ApiKey::UpdateFeatures, 0, 2, "finalized features are fixed (transaction.version 2)"),
     (ApiKey::DescribeCluster, 0, 2, "v2 (KIP-1073 fenced brokers) not implemented; 0-1 served"),
     (ApiKey::UnregisterBroker, 0, 0, "one broker, no broker registrations"),

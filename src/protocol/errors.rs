@@ -69,6 +69,13 @@ impl ErrorCode {
     pub const LOG_DIR_NOT_FOUND: ErrorCode = ErrorCode(57);
     pub const SASL_AUTHENTICATION_FAILED: ErrorCode = ErrorCode(58);
     pub const UNKNOWN_PRODUCER_ID: ErrorCode = ErrorCode(59);
+    pub const DELEGATION_TOKEN_AUTH_DISABLED: ErrorCode = ErrorCode(61);
+    pub const DELEGATION_TOKEN_NOT_FOUND: ErrorCode = ErrorCode(62);
+    pub const DELEGATION_TOKEN_OWNER_MISMATCH: ErrorCode = ErrorCode(63);
+    pub const DELEGATION_TOKEN_REQUEST_NOT_ALLOWED: ErrorCode = ErrorCode(64);
+    pub const DELEGATION_TOKEN_AUTHORIZATION_FAILED: ErrorCode = ErrorCode(65);
+    pub const DELEGATION_TOKEN_EXPIRED: ErrorCode = ErrorCode(66);
+    pub const INVALID_PRINCIPAL_TYPE: ErrorCode = ErrorCode(67);
     pub const NON_EMPTY_GROUP: ErrorCode = ErrorCode(68);
     pub const GROUP_ID_NOT_FOUND: ErrorCode = ErrorCode(69);
     pub const UNSTABLE_OFFSET_COMMIT: ErrorCode = ErrorCode(88);

@@ -12,6 +12,7 @@
 //! - `scram.rs`      SASL/SCRAM-SHA-256/512: stored credentials and the server's exchange
 //! - `scram_client.rs` the client's half of a SCRAM exchange (this broker to a peer)
 //! - `oauthbearer.rs` SASL/OAUTHBEARER: the client's initial response, JWT validation against a JWKS
+//! - `delegation_token.rs` delegation tokens: lifetimes, the HMAC, the SCRAM credential of a token
 //! - `client_quotas.rs` client quotas by user/client id/IP, and which one applies (Kafka precedence)
 //! - `quota_rate.rs` the sampled rate a quota is checked against, and the throttle time
 //! - `connection_limits.rs` max.connections and max.connections.per.ip, counted across shards
@@ -21,6 +22,7 @@
 pub mod acl;
 pub mod client_quotas;
 pub mod connection_limits;
+pub mod delegation_token;
 pub mod jaas;
 pub mod quota_rate;
 pub mod ktls;

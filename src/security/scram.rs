@@ -161,16 +161,23 @@ pub struct ScramServer {
     /// Key of the stand-in salts for unknown users: random per exchange would let a client
     /// tell unknown users (their salt changes) from real ones, so it is per process.
     decoy_key: &'static [u8; 32],
+    /// The client asked for delegation-token authentication (`tokenauth=true`).
+    token_auth: bool,
 }
 
 impl ScramServer {
     pub fn new(mechanism: ScramMechanism) -> ScramServer {
         static DECOY_KEY: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
-        ScramServer { mechanism, stage: Stage::First, decoy_key: DECOY_KEY.get_or_init(rand::random) }
+        ScramServer { mechanism, stage: Stage::First, decoy_key: DECOY_KEY.get_or_init(rand::random), token_auth: false }
     }
 
     pub fn mechanism(&self) -> ScramMechanism {
         self.mechanism
+    }
+
+    /// The client authenticates with a delegation token (its user name is the token id).
+    pub fn token_auth(&self) -> bool {
+        self.token_auth
     }
 
     /// True until the client-first message has been taken.
@@ -180,8 +187,9 @@ impl ScramServer {
 
     /// The client-first message (`n,[a=authzid],n=user,r=cnonce[,ext]`) in; the
     /// server-first message (`r=cnonce+snonce,s=salt,i=iterations`) out. `lookup` finds the
-    /// user's credential for this mechanism.
-    pub fn client_first(&mut self, message: &[u8], lookup: impl FnOnce(&str) -> Option<ScramCredential>) -> Result<Vec<u8>, ScramError> {
+    /// credential for this mechanism of the user, or (second argument true: `tokenauth=true`)
+    /// of the delegation token of that id.
+    pub fn client_first(&mut self, message: &[u8], lookup: impl FnOnce(&str, bool) -> Option<ScramCredential>) -> Result<Vec<u8>, ScramError> {
         if !matches!(self.stage, Stage::First) {
             return Err(ScramError::Malformed("a second client-first message"));
         }
@@ -197,14 +205,17 @@ impl ScramServer {
             return Err(ScramError::Malformed("the nonce is not printable"));
         }
         for ext in fields {
-            // Kafka's one extension: tokenauth=true (a delegation token, not served yet).
-            let (name, _) = ext.split_once('=').ok_or(ScramError::Malformed("an extension without a value"))?;
-            return Err(ScramError::UnsupportedExtension(name.to_string()));
+            // Kafka's one extension: tokenauth=true (a delegation token).
+            let (name, value) = ext.split_once('=').ok_or(ScramError::Malformed("an extension without a value"))?;
+            if name != "tokenauth" {
+                return Err(ScramError::UnsupportedExtension(name.to_string()));
+            }
+            self.token_auth = value.eq_ignore_ascii_case("true");
         }
         if !authzid.is_empty() && authzid.strip_prefix("a=").map(unescape_name).transpose()?.as_deref() != Some(user.as_str()) {
             return Err(ScramError::Impersonation);
         }
-        let credential = lookup(&user);
+        let credential = lookup(&user, self.token_auth);
         let (salt, iterations) = match &credential {
             Some(c) => (c.salt.clone(), c.iterations),
             None => (self.decoy_salt(&user), MIN_ITERATIONS),
@@ -302,7 +313,7 @@ mod tests {
     fn exchange(m: ScramMechanism, stored: Option<&ScramCredential>, user: &str, password: &str) -> Result<(String, Vec<u8>), ScramError> {
         let mut server = ScramServer::new(m);
         let first_bare = format!("n={user},r=clientnonce123");
-        let server_first = server.client_first(format!("n,,{first_bare}").as_bytes(), |_| stored.cloned())?;
+        let server_first = server.client_first(format!("n,,{first_bare}").as_bytes(), |_, _| stored.cloned())?;
         let server_first = String::from_utf8(server_first).unwrap();
         assert!(field(&server_first, "r=").starts_with("clientnonce123"));
         let salt = BASE64.decode(field(&server_first, "s=")).unwrap();
@@ -354,7 +365,7 @@ mod tests {
     fn unknown_users_get_a_stable_salt() {
         let salt = |user: &str| {
             let mut s = ScramServer::new(ScramMechanism::Sha512);
-            let first = String::from_utf8(s.client_first(format!("n,,n={user},r=abc").as_bytes(), |_| None).unwrap()).unwrap();
+            let first = String::from_utf8(s.client_first(format!("n,,n={user},r=abc").as_bytes(), |_, _| None).unwrap()).unwrap();
             field(&first, "s=").to_string()
         };
         assert_eq!(salt("ghost"), salt("ghost"));
@@ -364,7 +375,7 @@ mod tests {
     #[test]
     fn malformed_and_out_of_order_messages_are_refused() {
         let c = credential(ScramMechanism::Sha256, "p");
-        let first = |msg: &[u8]| ScramServer::new(ScramMechanism::Sha256).client_first(msg, |_| Some(c.clone())).map(|_| ());
+        let first = |msg: &[u8]| ScramServer::new(ScramMechanism::Sha256).client_first(msg, |_, _| Some(c.clone())).map(|_| ());
         assert!(matches!(first(b"y,,n=alice,r=abc"), Err(ScramError::Malformed(_))), "channel binding");
         assert!(matches!(first(b"p=tls-unique,,n=alice,r=abc"), Err(ScramError::Malformed(_))));
         assert!(matches!(first(b"n,,r=abc"), Err(ScramError::Malformed(_))), "no user");
@@ -376,15 +387,20 @@ mod tests {
         assert!(matches!(first(&vec![b'n'; MAX_MESSAGE_BYTES + 1]), Err(ScramError::Malformed(_))));
         assert_eq!(first(b"n,a=bob,n=alice,r=abc"), Err(ScramError::Impersonation));
         assert_eq!(first(b"n,a=alice,n=alice,r=abc"), Ok(()));
-        assert_eq!(first(b"n,,n=alice,r=abc,tokenauth=true"), Err(ScramError::UnsupportedExtension("tokenauth".into())));
+        assert_eq!(first(b"n,,n=alice,r=abc,other=1"), Err(ScramError::UnsupportedExtension("other".into())));
+        // Kafka's one extension: a delegation token's id as the user name.
+        let mut s = ScramServer::new(ScramMechanism::Sha256);
+        let mut asked = None;
+        s.client_first(b"n,,n=tokenid,r=abc,tokenauth=true", |user, token| { asked = Some((user.to_string(), token)); None }).unwrap();
+        assert_eq!((asked, s.token_auth()), (Some(("tokenid".to_string(), true)), true));
         // Final before first; a wrong nonce; a missing proof.
         let mut s = ScramServer::new(ScramMechanism::Sha256);
         assert!(matches!(s.client_final(b"c=biws,r=abc,p=AAAA"), Err(ScramError::Malformed(_))));
         let mut s = ScramServer::new(ScramMechanism::Sha256);
-        s.client_first(b"n,,n=alice,r=abc", |_| Some(c.clone())).unwrap();
+        s.client_first(b"n,,n=alice,r=abc", |_, _| Some(c.clone())).unwrap();
         assert_eq!(s.client_final(b"c=biws,r=abcdef,p=AAAA"), Err(ScramError::NonceMismatch));
         let mut s = ScramServer::new(ScramMechanism::Sha256);
-        s.client_first(b"n,,n=alice,r=abc", |_| Some(c.clone())).unwrap();
+        s.client_first(b"n,,n=alice,r=abc", |_, _| Some(c.clone())).unwrap();
         assert!(matches!(s.client_final(b"c=biws,r=abc"), Err(ScramError::Malformed(_))));
     }
 

@@ -94,7 +94,7 @@ mod tests {
     fn exchange(m: ScramMechanism, stored: &ScramCredential, user: &str, password: &str) -> Result<String, ScramError> {
         let mut server = ScramServer::new(m);
         let (mut client, first) = ScramClient::start(m, user, password);
-        let server_first = server.client_first(&first, |_| Some(stored.clone()))?;
+        let server_first = server.client_first(&first, |_, _| Some(stored.clone()))?;
         let client_final = client.server_first(&server_first)?;
         let (who, server_final) = server.client_final(&client_final)?;
         client.server_final(&server_final)?;

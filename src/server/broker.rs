@@ -173,7 +173,8 @@ fn sasl_settings(listener: &str, config: &Config) -> anyhow::Result<Arc<crate::s
     let oauthbearer = config.oauthbearer_validator(&mechanisms)?.map(Arc::new);
     tracing::info!(listener, mechanisms = ?mechanisms, plain_users = plain.as_ref().map_or(0, |p| p.len()), oauthbearer = ?oauthbearer, "SASL listener authenticates clients");
     let connections_max_reauth_ms = config.connections_max_reauth_ms;
-    Ok(Arc::new(crate::server::sasl_authenticator::SaslSettings { mechanisms, plain, oauthbearer, connections_max_reauth_ms }))
+    let delegation_token_secret = config.delegation_tokens()?.map(|(secret, _)| secret);
+    Ok(Arc::new(crate::server::sasl_authenticator::SaslSettings { mechanisms, plain, oauthbearer, connections_max_reauth_ms, delegation_token_secret }))
 }
 
 /// Each listener's security (index as in `config.listeners()`), from the broker's settings
@@ -232,6 +233,7 @@ fn controller_config(config: &Config, voters: std::collections::BTreeMap<u64, St
         leader_imbalance_check_interval: std::time::Duration::from_secs(config.leader_imbalance_check_interval_seconds),
         leader_imbalance_per_broker_percentage: config.leader_imbalance_per_broker_percentage,
         rpc_tls,
+        delegation_token_expiry_check_interval: std::time::Duration::from_millis(config.delegation_token_expiry_check_interval_ms),
         ..ControllerConfig::default()
     })
 }

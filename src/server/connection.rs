@@ -137,7 +137,7 @@ async fn serve(ctx: Rc<ShardContext>, stream: TcpStream, listener: Rc<ListenerIn
     let peer = stream.peer_addr().ok();
     let _ = stream.set_nodelay(true);
     ctx.connections.set(ctx.connections.get() + 1);
-    let mut origin = Origin { peer, listener: listener.index, principal: Principal::ANONYMOUS };
+    let mut origin = Origin { peer, listener: listener.index, principal: Principal::ANONYMOUS, token_authenticated: false };
     let auth = listener.sasl.clone().map(Authenticator::new);
     let socket = stream.as_raw_fd();
     match &listener.tls {
@@ -298,6 +298,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
                 tracing::debug!(shard = ctx.shard, peer = ?peer, principal, "SASL authenticated");
                 // Every later request of the connection runs as this principal.
                 origin.principal = Principal::intern(principal);
+                origin.token_authenticated = a.token_authenticated();
             }
             continue;
         }

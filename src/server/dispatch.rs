@@ -36,6 +36,8 @@ pub struct RequestMeta {
     pub listener: u8,
     /// Who sent it (ACLs are checked against it).
     pub principal: Principal,
+    /// The connection authenticated with a delegation token (it may not manage tokens).
+    pub token_authenticated: bool,
     /// The time its client must wait before the next request (client quotas, set before
     /// the handler runs): every response carries it.
     pub throttle_time_ms: i32,
@@ -48,6 +50,7 @@ pub struct Origin {
     pub peer: Option<std::net::SocketAddr>,
     pub listener: u8,
     pub principal: Principal,
+    pub token_authenticated: bool,
 }
 
 impl RequestMeta {
@@ -60,6 +63,7 @@ impl RequestMeta {
             peer: origin.peer,
             listener: origin.listener,
             principal: origin.principal,
+            token_authenticated: origin.token_authenticated,
             throttle_time_ms: 0,
         }
     }
@@ -98,6 +102,7 @@ pub async fn dispatch_produce_view(ctx: &Rc<ShardContext>, view: ProduceRequestV
         peer: origin.peer,
         listener: origin.listener,
         principal: origin.principal,
+        token_authenticated: origin.token_authenticated,
         throttle_time_ms,
     };
     handlers::produce::handle(ctx, meta, ProduceInput::View(view)).await
@@ -138,6 +143,10 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origi
         RequestKind::CreateAcls(r) => handlers::acls_disabled::create(meta, r),
         RequestKind::DeleteAcls(r) => handlers::acls_disabled::delete(meta, r),
         RequestKind::AlterClientQuotas(r) => handlers::alter_client_quotas::handle(ctx, meta, r).await,
+        RequestKind::CreateDelegationToken(r) => handlers::delegation_tokens::create(ctx, meta, r).await,
+        RequestKind::RenewDelegationToken(r) => handlers::delegation_tokens::renew(ctx, meta, r).await,
+        RequestKind::ExpireDelegationToken(r) => handlers::delegation_tokens::expire(ctx, meta, r).await,
+        RequestKind::DescribeDelegationToken(r) => handlers::delegation_tokens::describe(ctx, meta, r),
         RequestKind::DescribeClientQuotas(r) => handlers::describe_client_quotas::handle(ctx, meta, r),
         RequestKind::DescribeUserScramCredentials(r) => handlers::describe_user_scram_credentials::handle(ctx, meta, r),
         RequestKind::AlterUserScramCredentials(r) => handlers::alter_user_scram_credentials::handle(ctx, meta, r).await,

@@ -27,6 +27,7 @@ use crate::protocol::{decode_request, ErrorCode, RequestError};
 use crate::cluster::security_image::SecurityImage;
 use crate::security::oauthbearer::{ClientInitialResponse, OAuthBearerValidator, INVALID_TOKEN_RESPONSE};
 use crate::security::sasl_plain::{PlainError, PlainUsers};
+use crate::security::delegation_token;
 use crate::security::scram::{ScramError, ScramMechanism, ScramServer};
 
 /// Kafka's `sasl.server.max.receive.size` default: the largest frame a client may send
@@ -42,6 +43,9 @@ pub struct SaslSettings {
     pub oauthbearer: Option<Arc<OAuthBearerValidator>>,
     /// connections.max.reauth.ms (0: sessions do not end, unless their credential does).
     pub connections_max_reauth_ms: u64,
+    /// delegation.token.secret.key, when delegation tokens are enabled: SCRAM with
+    /// `tokenauth=true` then authenticates a token (its id, its base64 HMAC).
+    pub delegation_token_secret: Option<Arc<[u8]>>,
 }
 
 /// What the reader does after a frame.
@@ -101,11 +105,13 @@ pub struct Authenticator {
     reauthenticating: Option<Session>,
     /// When the session ends (None: never).
     session_expires: Option<Instant>,
+    /// Authenticated with a delegation token (such a session may not manage tokens).
+    token_authenticated: bool,
 }
 
 impl Authenticator {
     pub fn new(settings: Arc<SaslSettings>) -> Authenticator {
-        Authenticator { settings, state: State::Handshake, principal: None, mechanism: None, reauthenticating: None, session_expires: None }
+        Authenticator { settings, state: State::Handshake, principal: None, mechanism: None, reauthenticating: None, session_expires: None, token_authenticated: false }
     }
 
     pub fn is_done(&self) -> bool {
@@ -114,6 +120,10 @@ impl Authenticator {
 
     pub fn principal(&self) -> Option<&str> {
         self.principal.as_deref()
+    }
+
+    pub fn token_authenticated(&self) -> bool {
+        self.token_authenticated
     }
 
     /// Whether the authenticated session is over (a request now closes the connection).
@@ -222,13 +232,29 @@ impl Authenticator {
             }
             Mechanism::Scram(server) => {
                 let m = server.mechanism();
+                let secret = self.settings.delegation_token_secret.as_deref();
+                let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+                // A live token, when delegation tokens are enabled (else: no credential, the
+                // same failure as a wrong password).
+                let live_token = |id: &str| secret.and_then(|s| security.delegation_tokens.get(id).filter(|t| !t.is_expired(now_ms)).map(|t| (s, t)));
                 let step = if server.awaits_client_first() {
-                    server.client_first(token, |user| security.scram_credential(user, m).cloned()).map(|answer| (None, answer))
+                    let lookup = |user: &str, token: bool| match token {
+                        true => live_token(user).map(|(s, t)| delegation_token::scram_credential(s, &t.token_id, m)),
+                        false => security.scram_credential(user, m).cloned(),
+                    };
+                    server.client_first(token, lookup).map(|answer| (None, answer))
                 } else {
                     server.client_final(token).map(|(user, answer)| (Some(user), answer))
                 };
                 match step {
                     Ok((None, answer)) => return Ok(Exchanged::Continue(answer)),
+                    Ok((Some(token_id), answer)) if server.token_auth() => {
+                        // Kafka: the session is the token's owner's, until the token expires.
+                        let Some((_, t)) = live_token(&token_id) else { return Err(ScramError::message(m)) };
+                        credential_expires_ms = Some(u64::try_from(t.expiry_ms).unwrap_or(0));
+                        self.token_authenticated = true;
+                        (t.owner.strip_prefix("User:").unwrap_or(&t.owner).to_string(), answer)
+                    }
                     Ok((Some(user), answer)) => (user, answer),
                     Err(e) => {
                         // The reason stays in the log; the client reads Kafka's one message.
@@ -336,11 +362,11 @@ mod tests {
 
     fn authenticator() -> Authenticator {
         let plain = PlainUsers::from_jaas(JAAS).unwrap();
-        Authenticator::new(Arc::new(SaslSettings { mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into()], plain: Some(plain), oauthbearer: None, connections_max_reauth_ms: 0 }))
+        Authenticator::new(Arc::new(SaslSettings { mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into()], plain: Some(plain), oauthbearer: None, connections_max_reauth_ms: 0, delegation_token_secret: None }))
     }
 
     fn origin() -> Origin {
-        Origin { peer: None, listener: 0, principal: crate::security::principal::Principal::ANONYMOUS }
+        Origin { peer: None, listener: 0, principal: crate::security::principal::Principal::ANONYMOUS, token_authenticated: false }
     }
 
     /// A request frame (no length prefix): header v2 for flexible versions.
@@ -482,7 +508,7 @@ mod tests {
     #[test]
     fn sessions_end_and_reauthentication_keeps_principal_and_mechanism() {
         let plain = PlainUsers::from_jaas(r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="a" user_bob="b";"#).unwrap();
-        let settings = Arc::new(SaslSettings { mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into()], plain: Some(plain), oauthbearer: None, connections_max_reauth_ms: 1000 });
+        let settings = Arc::new(SaslSettings { mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into()], plain: Some(plain), oauthbearer: None, connections_max_reauth_ms: 1000, delegation_token_secret: None });
         let image = SecurityImage::default();
         let mut a = Authenticator::new(settings.clone());
         a.on_frame(handshake(1, "PLAIN"), origin(), &image);
