@@ -64,6 +64,11 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeLogDirs, 1, 4),
     (ApiKey::SaslAuthenticate, 0, 2),
     (ApiKey::CreatePartitions, 0, 3),
+    // Delegation tokens in the metadata log, usable with SCRAM (server/handlers/delegation_tokens.rs).
+    (ApiKey::CreateDelegationToken, 1, 3),
+    (ApiKey::RenewDelegationToken, 1, 2),
+    (ApiKey::ExpireDelegationToken, 1, 2),
+    (ApiKey::DescribeDelegationToken, 1, 3),
     (ApiKey::DeleteGroups, 0, 2),
     // Preferred and unclean elections through the quorum leader (controller/election.rs).
     (ApiKey::ElectLeaders, 0, 2),
@@ -78,11 +83,6 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // SCRAM credentials in the metadata log (security/scram.rs).
     (ApiKey::DescribeUserScramCredentials, 0, 0),
     (ApiKey::AlterUserScramCredentials, 0, 0),
-    // Delegation tokens in the metadata log, usable with SCRAM (server/handlers/delegation_tokens.rs).
-    (ApiKey::CreateDelegationToken, 1, 3),
-    (ApiKey::RenewDelegationToken, 1, 2),
-    (ApiKey::ExpireDelegationToken, 1, 2),
-    (ApiKey::DescribeDelegationToken, 1, 3),
     // The openraft metadata quorum in KRaft's terms (server/handlers/describe_quorum.rs).
     (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::DescribeCluster, 0, 1),

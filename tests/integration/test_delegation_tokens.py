@@ -134,3 +134,34 @@ def test_a_broker_without_a_secret_has_delegation_tokens_disabled(broker_factory
     add_user(b.bootstrap, "alice", "alice-secret", ("SCRAM-SHA-512=[password={p}]",))
     rc, out = tokens(b.sasl_bootstrap, command_config(tmp_path, "alice", "alice-secret"), "--create", "--max-life-time-period", "-1")
     assert "DelegationTokenDisabledException" in out, out
+
+
+def test_who_may_see_a_token_follows_the_acls(broker_factory, tmp_path):
+    """With the StandardAuthorizer a principal sees the tokens it owns or renews, and
+    others' only with DESCRIBE on the token or DESCRIBE_TOKENS on their owner (KIP-373),
+    granted with kafka-acls.sh."""
+    settings = {**SECRET, "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                "super.users": "User:ANONYMOUS"}  # the PLAINTEXT listener sets the test up
+    b = broker_factory(sasl_mechanisms=["SCRAM-SHA-512"], settings=settings)
+    for user in ("alice", "mallory", "carol"):
+        add_user(b.bootstrap, user, f"{user}-secret", ("SCRAM-SHA-512=[password={p}]",))
+    alice = command_config(tmp_path, "alice", "alice-secret")
+    mallory = command_config(tmp_path, "mallory", "mallory-secret")
+    carol = command_config(tmp_path, "carol", "carol-secret")
+    rc, out = tokens(b.sasl_bootstrap, alice, "--create", "--max-life-time-period", "-1")
+    assert rc == 0, out
+    token_id, _ = created(out)
+
+    def sees(config: Path) -> bool:
+        rc, out = tokens(b.sasl_bootstrap, config, "--describe", "--owner-principal", "User:alice")
+        assert rc == 0, out
+        return token_id in out
+
+    assert sees(alice) and not sees(mallory) and not sees(carol)
+
+    def acl(*args: str) -> None:
+        r = kafka_tool("org.apache.kafka.tools.AclCommand", "--bootstrap-server", b.bootstrap, "--add", *args)
+        assert r.returncode == 0, r.stdout + r.stderr
+    acl("--allow-principal", "User:mallory", "--operation", "Describe", "--delegation-token", token_id)
+    acl("--allow-principal", "User:carol", "--operation", "DescribeTokens", "--user-principal", "User:alice")
+    assert sees(mallory) and sees(carol)
