@@ -30,7 +30,8 @@
 //! to a topic key (`topic_key`), is validated like it, and changes every partition's
 //! effective config at run time. They are stored in the metadata log (a
 //! `SetResourceConfigs` record), so every shard sees them and they survive a restart.
-//! shardlog has no per-broker-only keys (Kafka's are listener and SSL settings).
+//! Per-broker-only keys: a listener's key store (`listener.name.<l>.ssl.keystore.*`,
+//! `server/dynamic_tls.rs`), which this broker loads before it is committed.
 use std::collections::BTreeMap;
 
 use crate::config::{Config, FlushMode};
@@ -327,6 +328,15 @@ pub fn validate_resource_configs(resource: &ConfigResource, configs: &BTreeMap<S
             return Err(ConfigDefError::InvalidConfig(format!("Invalid value for configuration {name}: longer than {MAX_VALUE_LEN} bytes")));
         }
         match resource {
+            // A listener's key store: per broker only (Kafka's words); the receiving broker
+            // loaded it before (`server/dynamic_tls.rs`).
+            ConfigResource::Broker(id) if crate::security::tls_config::dynamic_listener_key(name).is_some() => {
+                if id.is_empty() {
+                    return Err(ConfigDefError::InvalidRequest(format!(
+                        "Cannot update these configs at default cluster level, broker id must be specified: Set({name})"
+                    )));
+                }
+            }
             ConfigResource::Broker(_) => validate_broker_key(name, value)?,
             ConfigResource::Group(_) => validate_group_key(name, value)?,
         }

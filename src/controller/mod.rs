@@ -189,6 +189,15 @@ pub enum ConfigOp {
     Subtract(String, String),
 }
 
+impl ConfigOp {
+    /// The config key the operation changes.
+    pub fn key(&self) -> &str {
+        match self {
+            ConfigOp::Set(k, _) | ConfigOp::Delete(k) | ConfigOp::Append(k, _) | ConfigOp::Subtract(k, _) => k,
+        }
+    }
+}
+
 /// Errors of the controller. Kafka error-code mapping lives in `protocol/`; the variant
 /// names follow Kafka's exception names.
 #[derive(thiserror::Error, Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -66,6 +66,16 @@ fn err(key: &'static str, message: impl Into<String>) -> TlsConfigError {
     TlsConfigError { key, message: message.into() }
 }
 
+/// The per-listener SSL keys that may change at run time (Kafka's reconfigurable
+/// SslFactory keys that shardlog reads): `listener.name.<listener>.<key>`.
+pub const DYNAMIC_KEYS: &[&str] = &["ssl.keystore.location", "ssl.keystore.type", "ssl.keystore.password", "ssl.key.password"];
+
+/// `(listener, key)` of a dynamic `listener.name.<listener>.<key>` config name.
+pub fn dynamic_listener_key(name: &str) -> Option<(&str, &str)> {
+    let (listener, key) = name.strip_prefix("listener.name.")?.split_once('.')?;
+    DYNAMIC_KEYS.contains(&key).then_some((listener, key))
+}
+
 /// Builds the rustls server configuration of a listener.
 pub fn server_config(s: &TlsSettings) -> Result<Arc<ServerConfig>, TlsConfigError> {
     let provider = Arc::new(provider_with_suites(&s.cipher_suites)?);
@@ -163,6 +173,23 @@ impl ServerCertVerifier for AnyNameVerifier {
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.0.supported_verify_schemes()
     }
+}
+
+/// The subject (RFC 2253) and subject alternative names of the key store's certificate:
+/// what Kafka keeps unchanged when a key store is replaced at run time (a renewal, not a
+/// different identity; its `ssl.allow.dn.changes` / `ssl.allow.san.changes` are not served).
+pub fn keystore_identity(s: &TlsSettings) -> Result<(String, Vec<String>), TlsConfigError> {
+    use x509_parser::prelude::{FromDer, X509Certificate};
+    let (chain, _) = key_store(s)?;
+    let leaf = chain.first().ok_or_else(|| err("ssl_keystore_location", "holds no certificate"))?;
+    let dn = super::ssl_principal::subject_rfc2253(leaf.as_ref()).map_err(|e| err("ssl_keystore_location", e))?;
+    let (_, cert) = X509Certificate::from_der(leaf.as_ref()).map_err(|e| err("ssl_keystore_location", e.to_string()))?;
+    let mut sans: Vec<String> = match cert.subject_alternative_name() {
+        Ok(Some(ext)) => ext.value.general_names.iter().map(|n| n.to_string()).collect(),
+        _ => Vec::new(),
+    };
+    sans.sort();
+    Ok((dn, sans))
 }
 
 /// The ring provider, keeping only the suites `ssl.cipher.suites` names (empty: all of
@@ -298,4 +325,17 @@ fn pem_private_key(pem: &[u8], key_password: &str) -> Result<PrivateKeyDer<'stat
 /// The DER bodies of every PEM section labelled `label`.
 fn pem_sections(pem: &[u8], label: &str) -> Vec<Vec<u8>> {
     pem::parse_many(pem).map(|all| all.into_iter().filter(|p| p.tag() == label).map(|p| p.into_contents()).collect()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod dynamic_key_tests {
+    use super::*;
+
+    #[test]
+    fn only_the_key_store_keys_of_a_named_listener_are_dynamic() {
+        assert_eq!(dynamic_listener_key("listener.name.ssl.ssl.keystore.location"), Some(("ssl", "ssl.keystore.location")));
+        assert_eq!(dynamic_listener_key("listener.name.external.ssl.key.password"), Some(("external", "ssl.key.password")));
+        assert_eq!(dynamic_listener_key("listener.name.ssl.ssl.truststore.location"), None);
+        assert_eq!(dynamic_listener_key("ssl.keystore.location"), None);
+    }
 }

@@ -362,7 +362,11 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 let mut sockets = Vec::with_capacity(ctx.listeners.all.len());
                 for (index, l) in ctx.listeners.all.iter().enumerate() {
                     match glommio::net::TcpListener::bind(l.bind) {
-                        Ok(socket) => sockets.push((socket, connection::ListenerInfo::new(index, l, &security[index]))),
+                        Ok(socket) => {
+                            let info = connection::ListenerInfo::new(index, l, &security[index]);
+                            ctx.register_listener(info.clone());
+                            sockets.push((socket, info));
+                        }
                         Err(e) => {
                             let _ = ready.send(Err(anyhow::anyhow!("shard {shard} cannot listen on {} ({}): {e}", l.bind, l.name)));
                             return;

@@ -28,6 +28,7 @@ use super::idle_close::{close_when_idle, Activity};
 use crate::security::connection_limits::Refusal;
 use crate::security::principal::Principal;
 use crate::security::ssl_principal::SslPrincipalMapper;
+use crate::server::dynamic_tls::ListenerTls;
 use super::sasl_authenticator::{Authenticator, SaslSettings, Step, SASL_SERVER_MAX_RECEIVE_SIZE};
 use super::shard::ShardContext;
 use super::socket_split::split;
@@ -50,8 +51,9 @@ pub struct ListenerInfo {
     /// Index into `ShardContext::listeners.all` (`RequestMeta::listener`).
     index: u8,
     name: String,
-    /// The TLS configuration, on SSL and SASL_SSL listeners.
-    tls: Option<std::sync::Arc<rustls::ServerConfig>>,
+    /// The TLS configuration, on SSL and SASL_SSL listeners (its key store may be replaced
+    /// at run time: `dynamic_tls.rs`).
+    tls: Option<ListenerTls>,
     /// What clients authenticate against, on SASL_PLAINTEXT and SASL_SSL listeners.
     sasl: Option<std::sync::Arc<SaslSettings>>,
     /// On SSL listeners: a client certificate's principal (ssl.principal.mapping.rules).
@@ -74,8 +76,16 @@ impl ListenerInfo {
         debug_assert!(index <= usize::from(u8::MAX));
         assert_eq!(l.protocol.uses_tls(), security.tls.is_some(), "{}: a TLS listener needs the TLS configuration", l.name);
         assert_eq!(l.protocol.uses_sasl(), security.sasl.is_some(), "{}: a SASL listener needs the SASL settings", l.name);
-        let (tls, sasl, cert_principals) = (security.tls.clone(), security.sasl.clone(), security.cert_principals.clone());
+        let (sasl, cert_principals) = (security.sasl.clone(), security.cert_principals.clone());
+        let tls = security.tls.clone().map(ListenerTls::new);
         Rc::new(ListenerInfo { index: index as u8, name: l.name.clone(), tls, sasl, cert_principals })
+    }
+
+    /// Applies this broker's dynamic key store settings of the listener in `image`.
+    pub fn update_tls(&self, config: &crate::config::Config, image: &crate::cluster::image::MetadataImage, shard: u16) {
+        if let Some(tls) = &self.tls {
+            tls.update(config, image, &self.name, shard);
+        }
     }
 }
 
@@ -149,7 +159,7 @@ async fn serve(ctx: Rc<ShardContext>, stream: TcpStream, listener: Rc<ListenerIn
         },
         Some(tls) => {
             let timeout = std::time::Duration::from_millis(ctx.config.ssl_handshake_timeout_ms);
-            match tls_stream::accept(stream, tls.clone(), timeout).await {
+            match tls_stream::accept(stream, tls.current(), timeout).await {
                 Ok((reader, writer)) => {
                     tracing::debug!(shard = ctx.shard, peer = ?peer, listener = %listener.name, tls = %reader.describe(), "TLS connection");
                     // Mutual TLS on an SSL listener: the certificate names the principal.

@@ -12,6 +12,7 @@
 //! - `sasl_authenticator.rs` SASL authentication of a connection before it is served
 //! - `idle_close.rs`  connections.max.idle.ms: closing idle connections
 //! - `dispatch.rs`    request → handler
+//! - `dynamic_tls.rs` a listener's key store replaced at run time (Kafka's dynamic per-broker SSL keys)
 //! - `handlers/`      one file per Kafka API
 //! - `log_dir.rs`     the one log dir: path, file-system bytes, partition sizes on disk
 //! - `error_map.rs`   the one place where internal errors become Kafka error codes
@@ -25,6 +26,7 @@ pub mod client_quotas;
 pub(crate) mod broker_call;
 pub mod connection;
 pub mod dispatch;
+pub mod dynamic_tls;
 pub mod error_map;
 pub mod handlers;
 mod idle_close;

@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 import struct
 import subprocess
+from pathlib import Path
 
 import pytest
 from confluent_kafka import KafkaException
@@ -198,3 +199,70 @@ def test_bad_tls_settings_stop_the_broker_with_the_key_named(broker_factory, tls
     out = r.stdout + r.stderr
     assert needle in out, out[-2000:]
     assert setting.replace(".", "_") in out, out[-2000:]
+
+
+def served_certificate(port: int, ca: str) -> bytes:
+    """The certificate (DER) a new TLS connection to `port` is shown."""
+    import ssl
+    ctx = ssl.create_default_context(cafile=ca)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        with ctx.wrap_socket(s, server_hostname="127.0.0.1") as tls_socket:
+            return tls_socket.getpeercert(binary_form=True)
+
+
+def test_a_listeners_key_store_is_replaced_without_a_restart(broker_factory, tls, tmp_path):
+    """Kafka's dynamic per-broker `listener.name.ssl.ssl.keystore.location`, altered with
+    kafka-configs.sh: new connections get the new certificate, clients go on working, a
+    store that cannot serve TLS is refused (and the old one stays), and the cluster-wide
+    default is refused (per-broker only)."""
+    from clients import kafka_tool
+    b = broker_factory(ssl=pem_keystore(tls))
+    first = served_certificate(b.ssl_port, str(tls.ca_pem))
+
+    def p12(name: str, subject: str) -> tuple[Path, Path]:
+        """A certificate for the same names from the same CA, as a PKCS12 store."""
+        key, cert = tls_material._signed(tls.dir, name, subject, tls.dir / "ca.key", tls.ca_pem,
+                                         "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
+        store = tmp_path / f"{name}.p12"
+        tls_material._openssl("pkcs12", "-export", "-inkey", str(key), "-in", str(cert), "-certfile", str(tls.ca_pem),
+                              "-name", "broker", "-out", str(store), "-passout", f"pass:{PASSWORD}", cwd=tls.dir)
+        return store, cert
+
+    renewed, cert = p12("renewed", "/CN=localhost/O=shardlog")  # a renewal: the same subject
+    other, _ = p12("other-identity", "/CN=localhost/O=someone-else")
+
+    def alter(entity: list[str], *configs: str):
+        return kafka_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", b.bootstrap, "--alter",
+                          "--entity-type", "brokers", *entity, "--add-config", ",".join(configs))
+
+    # A store that cannot be opened: refused, nothing changes.
+    r = alter(["--entity-name", "1"], f"listener.name.ssl.ssl.keystore.location={tmp_path / 'missing.p12'}",
+              "listener.name.ssl.ssl.keystore.type=PKCS12", f"listener.name.ssl.ssl.keystore.password={PASSWORD}",
+              f"listener.name.ssl.ssl.key.password={PASSWORD}")
+    out = r.stdout + r.stderr
+    assert r.returncode != 0 and "InvalidRequestException" in out and "Validation of dynamic config update of SSLFactory failed" in out, out
+    assert served_certificate(b.ssl_port, str(tls.ca_pem)) == first
+    # Per broker only.
+    r = alter(["--entity-default"], f"listener.name.ssl.ssl.keystore.location={renewed}")
+    assert r.returncode != 0, r.stdout + r.stderr
+    # Another identity is not a renewal: Kafka keeps the subject (ssl.allow.dn.changes).
+    r = alter(["--entity-name", "1"], f"listener.name.ssl.ssl.keystore.location={other}",
+              "listener.name.ssl.ssl.keystore.type=PKCS12", f"listener.name.ssl.ssl.keystore.password={PASSWORD}",
+              f"listener.name.ssl.ssl.key.password={PASSWORD}")
+    assert r.returncode != 0 and "Keystore DistinguishedName does not match" in r.stdout + r.stderr, r.stdout + r.stderr
+    # The renewed store: new connections see it.
+    r = alter(["--entity-name", "1"], f"listener.name.ssl.ssl.keystore.location={renewed}",
+              "listener.name.ssl.ssl.keystore.type=PKCS12", f"listener.name.ssl.ssl.keystore.password={PASSWORD}",
+              f"listener.name.ssl.ssl.key.password={PASSWORD}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert wait_for("the renewed certificate on new connections",
+                    lambda: served_certificate(b.ssl_port, str(tls.ca_pem)) == cert_der(cert))
+    topic = "after-key-store-change"
+    admin_create_topic(b.bootstrap, topic, 1)
+    produced = produce_confluent(b.ssl_bootstrap, topic, make_records(100, seed=91), **librdkafka_ssl(tls))
+    compare(produced, consume_confluent(b.ssl_bootstrap, topic, 1, **librdkafka_ssl(tls)))
+
+
+def cert_der(pem_path) -> bytes:
+    import ssl
+    return ssl.PEM_cert_to_DER_cert(open(pem_path).read())

@@ -121,7 +121,8 @@ async fn replace(
     let res = match target {
         Target::Topic(name) => ctx.controller.replace_topic_configs(name, map, validate_only).await,
         Target::Resource(resource) => {
-            let ops = map.into_iter().map(|(k, v)| ConfigOp::Set(k, v)).collect();
+            let ops: Vec<ConfigOp> = map.into_iter().map(|(k, v)| ConfigOp::Set(k, v)).collect();
+            crate::server::dynamic_tls::check_key_stores(&ctx.config, &ctx.controller.image(), &resource, &ops, true)?;
             ctx.controller.alter_resource_configs(resource, ops, true, validate_only).await
         }
     };

@@ -64,6 +64,8 @@ pub struct ShardContext {
     pub client_quotas: crate::server::client_quotas::ClientQuotaManager,
     /// How this broker reaches and authenticates to the others (the inter-broker listener).
     pub inter_broker: Arc<crate::security::peer_security::PeerSecurity>,
+    /// This shard's listeners, once bound: their key stores follow the dynamic configs.
+    pub listener_infos: std::cell::RefCell<Vec<Rc<crate::server::connection::ListenerInfo>>>,
 }
 
 impl ShardContext {
@@ -110,10 +112,18 @@ impl ShardContext {
             client_quotas,
             connection_limits,
             inter_broker,
+            listener_infos: std::cell::RefCell::new(Vec::new()),
         }
     }
 
     /// The metadata image this shard has fully applied (partitions opened).
+    /// Keeps a bound listener, and gives it this broker's dynamic key store now (values
+    /// persisted before a restart apply at once).
+    pub fn register_listener(&self, info: Rc<crate::server::connection::ListenerInfo>) {
+        info.update_tls(&self.config, &self.controller.image(), self.shard);
+        self.listener_infos.borrow_mut().push(info);
+    }
+
     pub fn image(&self) -> ShardImage {
         self.partitions.image()
     }

@@ -237,6 +237,10 @@ impl ShardContext {
                     for topic in image.topics.values() {
                         self.reconfigure_topic(&image, topic);
                     }
+                    // A listener's key store may have changed (`dynamic_tls.rs`).
+                    for info in self.listener_infos.borrow().iter() {
+                        info.update_tls(&self.config, &image, self.shard);
+                    }
                 }
                 // The coordinator reads group configs from the published image.
                 MetadataDelta::GroupConfigChanged { .. } => {}
