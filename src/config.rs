@@ -86,6 +86,10 @@ pub struct Config {
     pub sasl_enabled_mechanisms: String,
     /// sasl.oauthbearer.jwks.endpoint.url: the JWKS (a file: `file:///path` or a path) whose keys sign OAUTHBEARER tokens; needed when OAUTHBEARER is enabled (Kafka's unsecured default validator, which takes unsigned tokens, is not offered).
     pub sasl_oauthbearer_jwks_endpoint_url: String,
+    /// sasl.oauthbearer.jwks.endpoint.refresh.ms: how often an https JWKS is fetched again (Kafka: 1 hour).
+    pub sasl_oauthbearer_jwks_endpoint_refresh_ms: u64,
+    /// sasl.oauthbearer.jwks.endpoint.retry.backoff.ms: the shortest gap between JWKS fetches (after a failure, or when a token names an unknown key id).
+    pub sasl_oauthbearer_jwks_endpoint_retry_backoff_ms: u64,
     /// sasl.oauthbearer.expected.audience: comma-separated; when set, a token's `aud` must name one of them.
     pub sasl_oauthbearer_expected_audience: String,
     /// sasl.oauthbearer.expected.issuer: when set, a token's `iss` must be it.
@@ -375,6 +379,8 @@ impl Default for Config {
             ssl_handshake_timeout_ms: 10_000,
             sasl_enabled_mechanisms: "GSSAPI".to_string(),
             sasl_oauthbearer_jwks_endpoint_url: String::new(),
+            sasl_oauthbearer_jwks_endpoint_refresh_ms: 3_600_000,
+            sasl_oauthbearer_jwks_endpoint_retry_backoff_ms: 100,
             sasl_oauthbearer_expected_audience: String::new(),
             sasl_oauthbearer_expected_issuer: String::new(),
             sasl_oauthbearer_sub_claim_name: "sub".to_string(),
@@ -568,6 +574,8 @@ impl Config {
         }
         let settings = OAuthBearerSettings {
             jwks_endpoint_url: self.sasl_oauthbearer_jwks_endpoint_url.clone(),
+            jwks_refresh_ms: self.sasl_oauthbearer_jwks_endpoint_refresh_ms,
+            jwks_retry_backoff_ms: self.sasl_oauthbearer_jwks_endpoint_retry_backoff_ms,
             expected_audience: audience_list(&self.sasl_oauthbearer_expected_audience),
             expected_issuer: Some(self.sasl_oauthbearer_expected_issuer.trim().to_string()).filter(|s| !s.is_empty()),
             sub_claim_name: self.sasl_oauthbearer_sub_claim_name.clone(),
@@ -1019,6 +1027,10 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub sasl_oauthbearer_jwks_endpoint_url: Option<String>,
     #[arg(long)]
+    pub sasl_oauthbearer_jwks_endpoint_refresh_ms: Option<u64>,
+    #[arg(long)]
+    pub sasl_oauthbearer_jwks_endpoint_retry_backoff_ms: Option<u64>,
+    #[arg(long)]
     pub sasl_oauthbearer_expected_audience: Option<String>,
     #[arg(long)]
     pub sasl_oauthbearer_expected_issuer: Option<String>,
@@ -1232,6 +1244,7 @@ impl ConfigArgs {
         }
         set!(listeners, advertised_listeners, listener_security_protocol_map, inter_broker_listener_name, ssl_keystore_type, ssl_keystore_location, ssl_keystore_password, ssl_key_password, ssl_truststore_type, ssl_truststore_location, ssl_truststore_password, ssl_client_auth, ssl_enabled_protocols, ssl_cipher_suites, ssl_endpoint_identification_algorithm, ssl_handshake_timeout_ms, sasl_enabled_mechanisms, sasl_jaas_config, sasl_mechanism_inter_broker_protocol);
         set!(listener_settings, controller_listener_names);
+        set!(sasl_oauthbearer_jwks_endpoint_refresh_ms, sasl_oauthbearer_jwks_endpoint_retry_backoff_ms);
         set!(sasl_oauthbearer_jwks_endpoint_url, sasl_oauthbearer_expected_audience, sasl_oauthbearer_expected_issuer,
             sasl_oauthbearer_sub_claim_name, sasl_oauthbearer_clock_skew_seconds);
         set!(authorizer_class_name, super_users, allow_everyone_if_no_acl_found, ssl_principal_mapping_rules);

@@ -1,6 +1,9 @@
 //! SASL/OAUTHBEARER (RFC 7628, KIP-255/KIP-768): the client's initial response parsed, its
 //! JWT validated as Kafka's `OAuthBearerValidatorCallbackHandler` validates it: signed by a
-//! key of the JWKS (`sasl.oauthbearer.jwks.endpoint.url`, a file), an asymmetric algorithm,
+//! key of the JWKS (`sasl.oauthbearer.jwks.endpoint.url`: a file, or an https URL fetched
+//! again every `sasl.oauthbearer.jwks.endpoint.refresh.ms` and at once, at most every
+//! `sasl.oauthbearer.jwks.endpoint.retry.backoff.ms`, when a token names a key id it does
+//! not hold — a key rotation at the identity provider), an asymmetric algorithm,
 //! not expired (`exp` and `iat` required, `sasl.oauthbearer.clock.skew.seconds` of leeway,
 //! as for `nbf`), the expected issuer and one of the expected audiences when configured, and a
 //! subject (`sasl.oauthbearer.sub.claim.name`, default `sub`) that becomes the principal.
@@ -9,6 +12,9 @@
 use std::collections::HashSet;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, RwLock, Weak};
+use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
@@ -16,8 +22,13 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 /// The broker's OAUTHBEARER settings, as Kafka names them.
 #[derive(Clone, Debug, Default)]
 pub struct OAuthBearerSettings {
-    /// sasl.oauthbearer.jwks.endpoint.url: `file:///path` or a path.
+    /// sasl.oauthbearer.jwks.endpoint.url: `https://...`, `file:///path` or a path.
     pub jwks_endpoint_url: String,
+    /// sasl.oauthbearer.jwks.endpoint.refresh.ms: how often an https JWKS is fetched again.
+    pub jwks_refresh_ms: u64,
+    /// sasl.oauthbearer.jwks.endpoint.retry.backoff.ms: the shortest gap between fetches
+    /// (after a failure, or asked for by an unknown key id).
+    pub jwks_retry_backoff_ms: u64,
     /// sasl.oauthbearer.expected.audience (any one of them must be in `aud`).
     pub expected_audience: Vec<String>,
     /// sasl.oauthbearer.expected.issuer.
@@ -80,43 +91,123 @@ struct Key {
     key: DecodingKey,
 }
 
+/// Where the JWKS comes from.
+#[derive(Clone, Debug)]
+enum Source {
+    File(PathBuf),
+    Https(String),
+}
+
+impl Source {
+    fn parse(url: &str) -> Result<Source, String> {
+        let url = url.trim();
+        if url.is_empty() {
+            return Err("OAUTHBEARER needs sasl.oauthbearer.jwks.endpoint.url (an https URL or a JWKS file)".into());
+        }
+        match url.strip_prefix("file://") {
+            Some(p) => Ok(Source::File(PathBuf::from(p))),
+            None if url.starts_with("https://") => Ok(Source::Https(url.to_string())),
+            // Kafka takes https and file endpoints only: keys over plain http could be swapped.
+            None if url.starts_with("http://") => Err(format!("{url}: a JWKS is fetched over https only")),
+            None => Ok(Source::File(PathBuf::from(url))),
+        }
+    }
+
+    /// The JWKS text: read, or fetched (bounded in time; ureq bounds the body to 10 MB).
+    fn fetch(&self) -> Result<String, String> {
+        match self {
+            Source::File(path) => std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display())),
+            Source::Https(url) => ureq::get(url)
+                .timeout(Duration::from_secs(10))
+                .call()
+                .map_err(|e| format!("{url}: {e}"))?
+                .into_string()
+                .map_err(|e| format!("{url}: {e}")),
+        }
+    }
+}
+
+/// The thread that fetches an https JWKS again.
+struct Refresher {
+    thread: std::thread::Thread,
+    /// A token named a key id the JWKS does not hold: fetch now (at most every backoff).
+    wanted: AtomicBool,
+}
+
 pub struct OAuthBearerValidator {
     settings: OAuthBearerSettings,
-    keys: Vec<Key>,
+    source: Source,
+    /// Replaced whole by each successful fetch; read per authentication (not the data path).
+    keys: RwLock<Arc<Vec<Key>>>,
+    refresher: OnceLock<Refresher>,
 }
 
 impl fmt::Debug for OAuthBearerValidator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OAuthBearerValidator").field("settings", &self.settings).field("keys", &self.keys.len()).finish()
+        f.debug_struct("OAuthBearerValidator").field("settings", &self.settings).field("keys", &self.keys().len()).finish()
     }
 }
 
 impl OAuthBearerValidator {
-    /// Reads the JWKS the settings name; an error names what is wrong with it.
+    /// Reads (or fetches) the JWKS the settings name; an error names what is wrong with it.
     pub fn load(settings: OAuthBearerSettings) -> Result<OAuthBearerValidator, String> {
-        let url = settings.jwks_endpoint_url.trim();
-        if url.is_empty() {
-            return Err("OAUTHBEARER needs sasl.oauthbearer.jwks.endpoint.url (a JWKS file)".into());
-        }
-        let path = match url.strip_prefix("file://") {
-            Some(p) => PathBuf::from(p),
-            None if url.starts_with("http://") || url.starts_with("https://") => {
-                return Err(format!("{url}: only file JWKS endpoints are served (fetch the JWKS into a file)"))
-            }
-            None => PathBuf::from(url),
-        };
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let validator = Self::from_jwks(settings, &text).map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(validator)
+        let source = Source::parse(&settings.jwks_endpoint_url)?;
+        let text = source.fetch()?;
+        let keys = parse_jwks(&text).map_err(|e| format!("{}: {e}", settings.jwks_endpoint_url.trim()))?;
+        Ok(OAuthBearerValidator { settings, source, keys: RwLock::new(Arc::new(keys)), refresher: OnceLock::new() })
     }
 
     pub fn from_jwks(settings: OAuthBearerSettings, jwks: &str) -> Result<OAuthBearerValidator, String> {
-        let set: JwkSet = serde_json::from_str(jwks).map_err(|e| format!("not a JWKS: {e}"))?;
-        let keys: Vec<Key> = set.keys.iter().filter_map(key_of).collect();
-        if keys.is_empty() {
-            return Err("the JWKS holds no public key (RSA, EC or OKP) usable for signatures".into());
+        let source = Source::File(PathBuf::new());
+        Ok(OAuthBearerValidator { settings, source, keys: RwLock::new(Arc::new(parse_jwks(jwks)?)), refresher: OnceLock::new() })
+    }
+
+    fn keys(&self) -> Arc<Vec<Key>> {
+        // A poisoned lock still holds the last keys written whole.
+        self.keys.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// For an https JWKS: starts the thread that fetches it again (every refresh interval,
+    /// and when a token names an unknown key id). It stops when the validator is dropped.
+    pub fn start_refreshing(self: &Arc<Self>) {
+        if !matches!(self.source, Source::Https(_)) || self.refresher.get().is_some() {
+            return;
         }
-        Ok(OAuthBearerValidator { settings, keys })
+        let weak: Weak<Self> = Arc::downgrade(self);
+        let refresh = Duration::from_millis(self.settings.jwks_refresh_ms.max(1000));
+        let backoff = Duration::from_millis(self.settings.jwks_retry_backoff_ms.max(10));
+        let spawned = std::thread::Builder::new().name("jwks-refresh".into()).spawn(move || {
+            let mut last_fetch = Instant::now();
+            loop {
+                std::thread::park_timeout(refresh.saturating_sub(last_fetch.elapsed()));
+                let Some(v) = weak.upgrade() else { return };
+                let wanted = v.refresher.get().is_some_and(|r| r.wanted.swap(false, Ordering::Relaxed));
+                if !wanted && last_fetch.elapsed() < refresh {
+                    continue;
+                }
+                if last_fetch.elapsed() < backoff {
+                    std::thread::sleep(backoff - last_fetch.elapsed());
+                }
+                last_fetch = Instant::now();
+                match v.source.fetch().and_then(|text| parse_jwks(&text)) {
+                    Ok(keys) => {
+                        tracing::info!(url = v.settings.jwks_endpoint_url.trim(), keys = keys.len(), wanted, "OAUTHBEARER: JWKS refreshed");
+                        *v.keys.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(keys);
+                    }
+                    // The keys held stay; the next try comes after the backoff.
+                    Err(e) => {
+                        tracing::warn!(error = %e, "OAUTHBEARER: JWKS refresh failed; the keys held stay");
+                        last_fetch = Instant::now() - refresh + backoff;
+                    }
+                }
+            }
+        });
+        match spawned {
+            Ok(handle) => {
+                let _ = self.refresher.set(Refresher { thread: handle.thread().clone(), wanted: AtomicBool::new(false) });
+            }
+            Err(e) => tracing::warn!(error = %e, "OAUTHBEARER: cannot start the JWKS refresh thread; the JWKS is not refreshed"),
+        }
     }
 
     /// Validates a token.
@@ -137,9 +228,18 @@ impl OAuthBearerValidator {
         if let Some(issuer) = &self.settings.expected_issuer {
             validation.set_issuer(&[issuer]);
         }
-        let candidates = self.keys.iter().filter(|k| {
-            header.kid.as_ref().is_none_or(|kid| k.kid.as_ref() == Some(kid)) && k.alg.is_none_or(|a| a == header.alg)
-        });
+        let keys = self.keys();
+        let candidates: Vec<&Key> = keys
+            .iter()
+            .filter(|k| header.kid.as_ref().is_none_or(|kid| k.kid.as_ref() == Some(kid)) && k.alg.is_none_or(|a| a == header.alg))
+            .collect();
+        if candidates.is_empty() {
+            // An unknown key id: the provider may have rotated its keys; fetch them again.
+            if let Some(r) = self.refresher.get() {
+                r.wanted.store(true, Ordering::Relaxed);
+                r.thread.unpark();
+            }
+        }
         let mut last = TokenError::NoKey;
         for k in candidates {
             match jsonwebtoken::decode::<serde_json::Map<String, serde_json::Value>>(token, &k.key, &validation) {
@@ -160,6 +260,16 @@ impl OAuthBearerValidator {
         }
         Err(last)
     }
+}
+
+/// The usable keys of a JWKS document (at least one).
+fn parse_jwks(jwks: &str) -> Result<Vec<Key>, String> {
+    let set: JwkSet = serde_json::from_str(jwks).map_err(|e| format!("not a JWKS: {e}"))?;
+    let keys: Vec<Key> = set.keys.iter().filter_map(key_of).collect();
+    if keys.is_empty() {
+        return Err("the JWKS holds no public key (RSA, EC or OKP) usable for signatures".into());
+    }
+    Ok(keys)
 }
 
 fn key_of(jwk: &Jwk) -> Option<Key> {

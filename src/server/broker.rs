@@ -171,6 +171,9 @@ fn quorum_voters(config: &Config) -> anyhow::Result<std::collections::BTreeMap<u
 fn sasl_settings(listener: &str, config: &Config) -> anyhow::Result<Arc<crate::server::sasl_authenticator::SaslSettings>> {
     let (mechanisms, plain) = config.sasl_mechanisms()?;
     let oauthbearer = config.oauthbearer_validator(&mechanisms)?.map(Arc::new);
+    if let Some(v) = &oauthbearer {
+        v.start_refreshing();
+    }
     tracing::info!(listener, mechanisms = ?mechanisms, plain_users = plain.as_ref().map_or(0, |p| p.len()), oauthbearer = ?oauthbearer, "SASL listener authenticates clients");
     let connections_max_reauth_ms = config.connections_max_reauth_ms;
     let delegation_token_secret = config.delegation_tokens()?.map(|(secret, _)| secret);

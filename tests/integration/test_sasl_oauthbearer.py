@@ -21,6 +21,7 @@ from jwt.algorithms import RSAAlgorithm
 
 from clients import (admin_create_topic, compare, consume_confluent, consume_java, make_records, produce_confluent,
                      produce_java)
+from confluent_kafka.admin import AdminClient
 from test_sasl import auth_error
 from test_sasl_scram import GO_CLIENT
 
@@ -124,3 +125,78 @@ def test_bad_tokens_are_refused(oauth_broker, keys, case):
     print(case, error)
     # librdkafka names the broker first.
     assert error.endswith(': SASL authentication error: {"status":"invalid_token"}'), error
+
+
+def test_a_jwks_over_https_is_fetched_and_a_rotated_key_picked_up(tmp_path_factory, request, tmp_path):
+    """`sasl.oauthbearer.jwks.endpoint.url=https://...`: the broker fetches the JWKS from
+    an identity provider (here a local https server with the test CA), and when the
+    provider rotates to a new key, a token signed by it authenticates without a restart
+    (a token naming an unknown key id makes the broker fetch the JWKS again, as Kafka's
+    RefreshingHttpsJwks does), while the retired key's tokens are refused."""
+    import http.server
+    import ssl
+    import threading
+    import tls_material
+    from conftest import BrokerFactory, is_kafka, wait_for
+    tls = tls_material.make(tmp_path / "tls")
+    site = tmp_path / "site"
+    site.mkdir()
+    old, new = Keys(site), rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    (site / "jwks.json").write_text(old.jwks.read_text())
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(site), **kwargs)
+
+        def log_message(self, *args):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(tls.broker_cert), str(tls.broker_key))
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"https://127.0.0.1:{server.server_address[1]}/jwks.json"
+    # Trust for the provider's certificate: the process's trust roots.
+    trust = (f"-Djavax.net.ssl.trustStore={tls.ca_p12} -Djavax.net.ssl.trustStorePassword={tls_material.PASSWORD} "
+             "-Djavax.net.ssl.trustStoreType=PKCS12") if is_kafka() else None
+    saved = {k: os.environ.get(k) for k in ("SSL_CERT_FILE", "JAVA_TOOL_OPTIONS")}
+    if trust:
+        os.environ["JAVA_TOOL_OPTIONS"] = trust
+    else:
+        os.environ["SSL_CERT_FILE"] = str(tls.ca_pem)
+    f = BrokerFactory(tmp_path_factory, request.node.name)
+    try:
+        b = f(sasl_mechanisms=["OAUTHBEARER"], settings={
+            "sasl.oauthbearer.jwks.endpoint.url": url,
+            "sasl.oauthbearer.expected.audience": AUDIENCE,
+            "sasl.oauthbearer.expected.issuer": ISSUER,
+        })
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        admin_create_topic(b.bootstrap, "jwks-https", 1)
+        produce_confluent(b.sasl_bootstrap, "jwks-https", make_records(5, seed=71), **confluent_oauth(old.token()))
+        # The provider rotates: only the new key (k2) is published now.
+        jwk = json.loads(RSAAlgorithm.to_jwk(new.public_key()))
+        jwk.update({"kid": "k2", "use": "sig", "alg": "RS256"})
+        (site / "jwks.json").write_text(json.dumps({"keys": [jwk]}))
+        now = int(time.time())
+        claims = {"iss": ISSUER, "aud": AUDIENCE, "exp": now + 3600, "iat": now - 5, "sub": "alice"}
+        rotated = jwt.encode(claims, new, algorithm="RS256", headers={"kid": "k2"})
+
+        def authenticates(token: str) -> bool:
+            md = AdminClient({"bootstrap.servers": b.sasl_bootstrap, **confluent_oauth(token)}).list_topics(timeout=5)
+            return bool(md.brokers)
+        wait_for("a token signed by the rotated key authenticates", lambda: authenticates(rotated), deadline_s=90)
+        # The retired key is gone with the old JWKS.
+        assert auth_error(b.sasl_bootstrap, **confluent_oauth(old.token())) is not None
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        f.close()
+        server.shutdown()
