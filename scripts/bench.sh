@@ -8,6 +8,9 @@
 #   scripts/bench.sh --cluster # 3 local brokers each: RF=3 vs RF=1 acks=all throughput,
 #                              # RF=3 latency, 1 GiB catch-up (benches/cluster_bench.py;
 #                              # ~15 min, --quick ~5 min)
+#   scripts/bench.sh --secure  # W1 and W4 over SASL_SSL (TLS 1.3, AES-GCM, SCRAM-SHA-512)
+#                              # beside PLAINTEXT, both brokers, Kafka's own tools
+#                              # (benches/security_bench.py; ~10 min, --quick ~3 min)
 #
 # Workloads (1 KiB records): W1 max produce, 6 partitions, acks=1; W2 the same, acks=all;
 # W3 fixed 50 MB/s produce (latency); W4 consume a pre-filled topic (2 GiB; 256 MiB
@@ -40,16 +43,22 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 QUICK=0
 CLUSTER=0
+SECURE=0
 PROFILE="${BENCH_PROFILE:-0}"
 for a in "$@"; do
   case "$a" in
     --quick) QUICK=1 ;;
     --profile) PROFILE=1 ;;
     --cluster) CLUSTER=1 ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
-    *) echo "usage: $0 [--quick] [--profile | --cluster]" >&2; exit 2 ;;
+    --secure) SECURE=1 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
+    *) echo "usage: $0 [--quick] [--profile | --cluster | --secure]" >&2; exit 2 ;;
   esac
 done
+if [ "$SECURE" = 1 ]; then
+  if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then (cd "$ROOT" && cargo build --release --quiet) >&2; fi
+  exec python3 "$ROOT/benches/security_bench.py" $([ "$QUICK" = 1 ] && echo --quick) --bin "$ROOT/target/release/shardlog"
+fi
 if [ "$CLUSTER" = 1 ]; then
   if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then (cd "$ROOT" && cargo build --release --quiet) >&2; fi
   exec python3 "$ROOT/benches/cluster_bench.py" $([ "$QUICK" = 1 ] && echo --quick) --bin "$ROOT/target/release/shardlog"
