@@ -77,6 +77,9 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequ
             ctx.image()
         }
         Some(w) => {
+            // Named topics this shard has applied with fewer partitions than committed.
+            let named: Vec<&str> = w.iter().filter_map(|(name, _)| name.as_deref()).collect();
+            ctx.catch_up_for_topics(Some(&named)).await;
             ctx.image_for_request(|image| {
                 w.iter().filter(|(name, id)| name.as_ref().map_or_else(|| image.topic_by_id(id).is_none(), |n| image.topic(n).is_none())).count()
             })

@@ -161,15 +161,17 @@ impl ShardContext {
     }
 
     /// Catches up with the controller when it has committed a topic of `names` (all topics
-    /// if `None`) that this shard has not applied yet: a client may have learnt of it from
-    /// another shard. Only then: a catch-up waits for this shard's metadata loop, which
-    /// may be busy opening other partitions.
+    /// if `None`), or new partitions of one, that this shard has not applied yet: a client
+    /// may have learnt of them from another shard (a CreatePartitions answered there, then
+    /// a producer's Metadata here must not call the new partitions unknown). Only then: a
+    /// catch-up waits for this shard's metadata loop, which may be busy opening others.
     pub async fn catch_up_for_topics(&self, names: Option<&[&str]>) {
         let committed = self.controller.image();
         let here = self.image();
+        let lags = |t: &crate::cluster::image::TopicMeta| here.topic(&t.name).is_none_or(|h| h.partitions.len() < t.partitions.len());
         let behind = match names {
-            Some(names) => names.iter().any(|n| committed.topic(n).is_some() && here.topic(n).is_none()),
-            None => committed.topics.values().any(|t| here.topic(&t.name).is_none()),
+            Some(names) => names.iter().any(|n| committed.topic(n).is_some_and(lags)),
+            None => committed.topics.values().any(lags),
         };
         if behind {
             self.catch_up_with_controller().await;
