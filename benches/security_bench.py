@@ -3,12 +3,13 @@
 Kafka 4.4 configured identically, each beside its own PLAINTEXT figure (issue 24's
 performance point). `scripts/bench.sh --secure` runs it.
 
-Both brokers: one node, a PLAINTEXT and a SASL_SSL listener, the same PEM/PKCS12
+Both brokers: one node, group.initial.rebalance.delay.ms=0, a PLAINTEXT and a SASL_SSL listener, the same PEM/PKCS12
 certificate (openssl), TLS 1.3 only with TLS_AES_128_GCM_SHA256, SCRAM-SHA-512 user
 `bench`, acknowledgement without fsync (Kafka's default; shardlog --flush never), one
 after the other (never both running). Generators: Kafka's own ProducerPerformance (W1:
 1 KiB records, 6 partitions, acks=1, batch 64 KiB, linger 5 ms, as fast as it goes) and
-ConsumerPerformance (W4: a pre-filled 6-partition topic read whole), with the same client
+ConsumerPerformance (W4: a pre-filled 6-partition topic read whole; MB/s over the whole
+read including the group join, and fetch MB/s without it), with the same client
 settings file for both brokers: the same client work on both sides, so the ratio is the
 brokers'. Broker CPU seconds per MB from /proc/<pid>/stat. On a 2-core machine the Java
 client shares the cores with the broker (and its TLS costs it more than the broker's
@@ -86,6 +87,8 @@ class Broker:
         else:
             args = [str(self.binary), "serve", "--config", str(ROOT / "tuning" / "throughput.toml"),
                     "--data-dir", str(self.work / "data"), "--flush", "never", "--log-level", "warn",
+                    # As scripts/kafka_local.sh configures Kafka: a consumer group forms at once.
+                    "--group-initial-rebalance-delay-ms", "0",
                     "--listeners", listeners, "--ssl-keystore-type", "PEM", "--ssl-keystore-location", str(self.tls["pem"])]
             for k, v in common.items():
                 args += ["--" + k.replace(".", "-"), v]
@@ -161,10 +164,11 @@ def w4(cp: str, b: Broker, secure: bool, topic: str, records: int) -> dict:
                "--messages", str(records), "--command-config", str(b.client_config(secure)),
                "--group", f"w4-{'secure' if secure else 'plain'}-{time.time_ns()}", "--timeout", "60000")
     cpu = cpu_s(b.pid) - c0
-    # start.time, end.time, data.consumed.in.MB, MB.sec, ...
+    # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec,
+    # rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
     row = [line for line in out.splitlines() if re.match(r"^\d{4}-", line)][-1].split(",")
-    mb_s = float(row[3].strip())
-    return {"mb_s": mb_s, "broker_cpu_s_per_gb": round(cpu / float(row[2]) * 1024, 2)}
+    return {"mb_s": float(row[3]), "rebalance_ms": int(row[6]), "fetch_mb_s": float(row[8]),
+            "broker_cpu_s_per_gb": round(cpu / float(row[2]) * 1024, 2)}
 
 
 def main() -> int:
@@ -206,6 +210,9 @@ def main() -> int:
         ratio = s["mb_s"] / k["mb_s"] if k["mb_s"] else 0
         summary["ratios"][w] = round(ratio, 2)
         print(f"{w:<18}{s['mb_s']:>15.1f}{k['mb_s']:>12.1f}{ratio:>8.2f}{s['broker_cpu_s_per_gb']:>13.2f}{k['broker_cpu_s_per_gb']:>16.2f}")
+        if "fetch_mb_s" in s:
+            print(f"{'  fetch only':<18}{s['fetch_mb_s']:>15.1f}{k['fetch_mb_s']:>12.1f}{s['fetch_mb_s'] / k['fetch_mb_s']:>8.2f}"
+                  f"   (group join {s['rebalance_ms']} / {k['rebalance_ms']} ms)")
     for kind in ("shardlog", "kafka"):
         for w in ("W1", "W4"):
             tls_share = results[kind][f"{w}-sasl_ssl"]["mb_s"] / results[kind][f"{w}-plaintext"]["mb_s"]
