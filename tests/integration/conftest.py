@@ -360,24 +360,38 @@ def wait_for(what: str, check, deadline_s: float = 60):
     pytest.fail(f"not within {deadline_s} s: {what} (last: {last!r})")
 
 
-def running_cluster(tmp_path_factory, name: str, n: int = 3, **kwargs):
-    """A started local cluster (tests/integration/cluster_harness.py) for a module
-    fixture to yield from: ready on return, closed after; failing tests get the nodes'
-    log tails in their report."""
-    from cluster_harness import Cluster
-    skip_unless_shardlog("the cluster harness starts shardlog processes")
-    c = Cluster(n, tmp_path_factory.mktemp(name), log_dir=LOG_ROOT, name=f"test_{name.replace('-', '_')}-",
-                binary=SHARDLOG_BIN, **kwargs)
+def serve_cluster(c, timeout_s: float):
+    """Starts a constructed cluster (shardlog or Kafka nodes) for a fixture to yield from:
+    ready on return, closed after (nodes added meanwhile too); failing tests get the
+    nodes' log tails in their report."""
     _LIVE.extend(c.nodes)
     try:
         c.start()
-        c.wait_ready(timeout_s=60)
+        c.wait_ready(timeout_s=timeout_s)
         yield c
     finally:
         c.close()
         for nd in c.nodes:
             if nd in _LIVE:
                 _LIVE.remove(nd)
+
+
+def running_cluster(tmp_path_factory, name: str, n: int = 3, **kwargs):
+    """A started local shardlog cluster (tests/integration/cluster_harness.py)."""
+    from cluster_harness import Cluster
+    skip_unless_shardlog("the cluster harness starts shardlog processes")
+    c = Cluster(n, tmp_path_factory.mktemp(name), log_dir=LOG_ROOT, name=f"test_{name.replace('-', '_')}-",
+                binary=SHARDLOG_BIN, **kwargs)
+    yield from serve_cluster(c, 60)
+
+
+def running_kafka_cluster(tmp_path_factory, name: str, props: dict[str, str], **kwargs):
+    """A started cluster of 3 Kafka 4.4 nodes laid out as the shardlog harness's
+    (tests/integration/kafka_cluster.py), `props` their extra server.properties."""
+    from kafka_cluster import KafkaCluster
+    c = KafkaCluster(3, tmp_path_factory.mktemp(name), kafka_classpath(), props=props,
+                     log_dir=LOG_ROOT, name=f"kafka_{name.replace('-', '_')}-", **kwargs)
+    yield from serve_cluster(c, 240)
 
 @pytest.fixture
 def broker_factory(tmp_path_factory, request):

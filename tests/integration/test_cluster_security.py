@@ -97,16 +97,7 @@ def secured_cluster(tmp_path_factory, tls, name: str, internal: str):
                     binary=conftest.SHARDLOG_BIN, extra_args=["--replica-lag-time-max-ms", "4000"])
     for nd in c.nodes:
         configure(nd, tls.node_pem, tls, internal)
-    conftest._LIVE.extend(c.nodes)
-    try:
-        c.start()
-        c.wait_ready(timeout_s=240 if is_kafka() else 90)
-        yield c
-    finally:
-        c.close()
-        for nd in c.nodes:
-            if nd in conftest._LIVE:
-                conftest._LIVE.remove(nd)
+    yield from conftest.serve_cluster(c, 240 if is_kafka() else 90)
 
 
 @pytest.fixture(scope="module")

@@ -125,19 +125,7 @@ def test_transactional_run_single_node(broker, request):
 # == 3 nodes, kill -9 of a leader ===========================================================
 
 def kafka_cluster(tmp_path_factory, name: str):
-    from kafka_cluster import KafkaCluster
-    c = KafkaCluster(3, tmp_path_factory.mktemp(name), conftest.kafka_classpath(), props=dict(SETTINGS),
-                     log_dir=LOG_ROOT, name=f"kafka_{name.replace('-', '_')}-")
-    conftest._LIVE.extend(c.nodes)  # log tails in failure reports, as running_cluster does
-    try:
-        c.start()
-        c.wait_ready(timeout_s=240)
-        yield c
-    finally:
-        c.close()
-        for nd in c.nodes:
-            if nd in conftest._LIVE:
-                conftest._LIVE.remove(nd)
+    yield from conftest.running_kafka_cluster(tmp_path_factory, name, dict(SETTINGS))
 
 
 @pytest.fixture

@@ -159,27 +159,11 @@ def shardlog_flags(settings: dict[str, str]) -> list[str]:
     return out
 
 
-def running_kafka_cluster(tmp_path_factory, name: str, props: dict[str, str], **kw):
-    from kafka_cluster import KafkaCluster
-    c = KafkaCluster(3, tmp_path_factory.mktemp(name), conftest.kafka_classpath(), props=props,
-                     log_dir=conftest.LOG_ROOT, name=f"kafka_{name.replace('-', '_')}-", **kw)
-    conftest._LIVE.extend(c.nodes)  # log tails in failure reports, as running_cluster does
-    try:
-        c.start()
-        c.wait_ready(timeout_s=240)
-        yield c
-    finally:
-        c.close()
-        for nd in c.nodes:
-            if nd in conftest._LIVE:
-                conftest._LIVE.remove(nd)
-
-
 def start_cluster(tmp_path_factory, name: str, **kw):
     """A started 3-node cluster whose brokers have all registered (a topic with 3
     replicas needs them), for a fixture to yield from; closed after."""
     if conftest.is_kafka():
-        gen = running_kafka_cluster(tmp_path_factory, name, {**SETTINGS, **KAFKA_ONLY}, **kw)
+        gen = conftest.running_kafka_cluster(tmp_path_factory, name, {**SETTINGS, **KAFKA_ONLY}, **kw)
     else:
         gen = conftest.running_cluster(tmp_path_factory, name, extra_args=shardlog_flags(SETTINGS), **kw)
     c = next(gen)

@@ -84,19 +84,7 @@ def _uid() -> str:
 # == the cluster ============================================================================
 
 def _kafka_cluster(tmp_path_factory, name: str):
-    from kafka_cluster import KafkaCluster
-    c = KafkaCluster(3, tmp_path_factory.mktemp(name), conftest.kafka_classpath(), props=dict(SETTINGS),
-                     log_dir=LOG_ROOT, name=f"kafka_{name.replace('-', '_')}-")
-    conftest._LIVE.extend(c.nodes)
-    try:
-        c.start()
-        c.wait_ready(timeout_s=240)
-        yield c
-    finally:
-        c.close()
-        for nd in c.nodes:
-            if nd in conftest._LIVE:
-                conftest._LIVE.remove(nd)
+    yield from conftest.running_kafka_cluster(tmp_path_factory, name, dict(SETTINGS))
 
 
 @pytest.fixture(scope="module")
