@@ -288,6 +288,15 @@ pub struct Config {
     pub log_index_interval_bytes: usize,
     /// Log level filter (tracing EnvFilter syntax); RUST_LOG overrides it.
     pub log_level: String,
+    /// `text` (one line per event; ANSI colour only when stderr is a terminal) or `json`
+    /// (one JSON object per line: timestamp, level, target, fields, the thread's shard).
+    pub log_format: String,
+    /// The HTTP admin listener (host:port) serving /metrics, /v1/status/live and
+    /// /v1/status/ready on its own thread; empty = off.
+    pub admin_listener: String,
+    /// A task that runs this long on a shard without yielding is counted and logged as a
+    /// reactor stall (`shardlog_shard_stalls_total`); 0 = off.
+    pub shard_stall_threshold_ms: u64,
     /// offsets.topic.num.partitions: partitions of `__consumer_offsets` (created at
     /// start-up if missing; an existing topic keeps its count).
     pub offsets_topic_num_partitions: i32,
@@ -458,6 +467,9 @@ impl Default for Config {
             log_cleaner_backoff_ms: 15_000,
             log_index_interval_bytes: 4096,
             log_level: "info".into(),
+            log_format: "text".into(),
+            admin_listener: "127.0.0.1:9644".into(),
+            shard_stall_threshold_ms: 50,
             offsets_topic_num_partitions: 50,
             offsets_topic_segment_bytes: 104_857_600,
             offsets_topic_replication_factor: 3,
@@ -722,6 +734,12 @@ impl Config {
         // The largest frame must fit the part of the pool large frames may use.
         if request_pool_large_limit_bytes(self.queued_max_request_bytes) < self.socket_request_max_bytes {
             return bad("queued_max_request_bytes", "must be at least 8/7 of socket_request_max_bytes (the largest frame must fit the 7/8 of the pool that frames above 64 KiB may use)");
+        }
+        if !matches!(self.log_format.as_str(), "text" | "json") {
+            return bad("log_format", "must be text or json");
+        }
+        if !self.admin_listener.is_empty() && self.admin_listener.parse::<std::net::SocketAddr>().is_err() {
+            return bad("admin_listener", "must be host:port with an IP address (127.0.0.1:9644), or empty for none");
         }
         if !(100..=1_000_000).contains(&self.shard_preempt_timer_us) {
             return bad("shard_preempt_timer_us", "must be between 100 and 1000000");
@@ -1182,6 +1200,15 @@ pub struct ConfigArgs {
     pub log_index_interval_bytes: Option<usize>,
     #[arg(long)]
     pub log_level: Option<String>,
+    /// text | json
+    #[arg(long)]
+    pub log_format: Option<String>,
+    /// host:port of the HTTP admin listener (/metrics, /v1/status/*); empty = off
+    #[arg(long)]
+    pub admin_listener: Option<String>,
+    /// A shard task running longer than this without yielding counts as a stall (0 = off)
+    #[arg(long)]
+    pub shard_stall_threshold_ms: Option<u64>,
     #[arg(long)]
     pub offsets_topic_num_partitions: Option<i32>,
     #[arg(long)]
@@ -1264,7 +1291,7 @@ impl ConfigArgs {
             log_roll_ms, log_retention_ms, log_retention_bytes, message_max_bytes,
             log_message_timestamp_type, log_message_timestamp_before_max_ms,
             log_message_timestamp_after_max_ms, log_retention_check_interval_ms, log_cleaner_backoff_ms,
-            log_index_interval_bytes, log_level, offsets_topic_num_partitions, offsets_topic_segment_bytes,
+            log_index_interval_bytes, log_level, log_format, admin_listener, shard_stall_threshold_ms, offsets_topic_num_partitions, offsets_topic_segment_bytes,
             offsets_topic_replication_factor,
             transaction_state_log_num_partitions, transaction_state_log_replication_factor, transaction_state_log_min_isr,
             transaction_state_log_segment_bytes, transaction_max_timeout_ms,

@@ -12,6 +12,7 @@
 //! - `storage/`    the segmented log on glommio DMA files: writer, reader, indexes, recovery, compaction
 //! - `record/`     the RecordBatch v2 layout every layer shares: parse, validate, iterate, patch
 //! - `security/`   listeners and their security protocols, TLS (rustls)
+//! - `metrics/`    per-shard counters and histograms, the stall detector, the admin HTTP listener (/metrics)
 //! - `runtime/`    shard ids, core placement, the cross-shard mesh, the clock
 //! - `config.rs`   the one config struct
 //! - `bench/`, `cli/` clients of the wire: the load generator and the admin CLI
@@ -21,6 +22,7 @@ pub mod cluster;
 pub mod config;
 pub mod controller;
 pub mod group;
+pub mod metrics;
 pub mod partition;
 pub mod protocol;
 pub mod record;

@@ -112,13 +112,26 @@ fn parse_kv(s: &str) -> Result<(String, String), String> {
     s.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())).ok_or_else(|| format!("expected key=value, got {s}"))
 }
 
+/// The broker's log on stderr: `log_format` text (ANSI colour only on a terminal, so a
+/// log file holds no escape codes) or json (one object per line, with the thread name,
+/// `shard-N` on a shard).
+fn init_logging(config: &shardlog::config::Config) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{},openraft=warn", config.log_level)));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let log = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    if config.log_format == "json" {
+        log.json().with_current_span(false).with_span_list(false).with_thread_names(true).init();
+    } else {
+        log.init();
+    }
+}
+
 fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => args.resolve().map_err(anyhow::Error::from).and_then(|config| {
-            let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{},openraft=warn", config.log_level)));
-            tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+            init_logging(&config);
             if !shardlog::runtime::malloc_policy::bound_large_allocations() {
                 tracing::warn!("mallopt(M_MMAP_THRESHOLD) refused: large freed buffers may stay resident");
             }

@@ -93,6 +93,11 @@ impl ControllerHandle {
         self.publisher.image()
     }
 
+    /// The metadata quorum as this node sees it (None before its raft node started).
+    pub fn quorum_status(&self) -> Option<super::quorum_info::LocalQuorumStatus> {
+        self.publisher.quorum_status()
+    }
+
     /// The newest metadata index the shards will apply (committed entries that change
     /// nothing on a shard are not sent to them).
     pub fn shard_index(&self) -> u64 {

@@ -89,7 +89,7 @@ pub(crate) mod sim_api {
 pub use election::{ElectionError, ElectionResult, ElectionType, TopicElection};
 pub use handle::ControllerHandle;
 pub use propose::validate_topic_name;
-pub use quorum_info::{QuorumInfo, ReplicaProgress};
+pub use quorum_info::{LocalQuorumStatus, QuorumInfo, ReplicaProgress};
 pub use reassignment::ReassignmentError;
 pub use types::{QuotaAlteration, ScramUpsertion};
 

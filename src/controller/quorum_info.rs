@@ -98,3 +98,34 @@ pub fn describe(m: &RaftMetrics<ControllerTypes>) -> Option<QuorumInfo> {
         listeners,
     })
 }
+
+/// The quorum as this node sees it (any node, leader or not): for metrics.
+#[derive(Clone, Debug, Default)]
+pub struct LocalQuorumStatus {
+    pub leader: Option<u64>,
+    pub is_leader: bool,
+    pub term: u64,
+    /// Offset after the last committed entry this node knows of.
+    pub high_watermark: i64,
+    /// Offset after the last entry this node applied.
+    pub last_applied_offset: i64,
+    /// On the leader: each voter's entries behind the leader's log end.
+    pub voter_lag: Vec<(u64, i64)>,
+}
+
+pub fn local_status(m: &RaftMetrics<ControllerTypes>) -> LocalQuorumStatus {
+    let voter_lag = describe(m)
+        .map(|q| {
+            let end = q.voters.iter().find(|v| v.id == m.id).map_or(0, |v| v.log_end_offset);
+            q.voters.iter().map(|v| (v.id, if v.log_end_offset < 0 { end } else { (end - v.log_end_offset).max(0) })).collect()
+        })
+        .unwrap_or_default();
+    LocalQuorumStatus {
+        leader: m.current_leader,
+        is_leader: m.current_leader == Some(m.id),
+        term: m.current_term,
+        high_watermark: offset_after(m.committed.as_ref().map(|l| l.index)),
+        last_applied_offset: offset_after(m.last_applied.as_ref().map(|l| l.index)),
+        voter_lag,
+    }
+}

@@ -295,6 +295,7 @@ async fn boot(
     let raft = Raft::new(node_id, config, Network { tls: cfg.rpc_tls.clone() }, log, sm)
         .await
         .map_err(|e| ControllerError::Storage(format!("controller raft start: {e}")))?;
+    publisher.set_raft_metrics(raft.metrics());
     if let Some(listener) = listener {
         // Peers must reach this node before it can recover (elections need them).
         tokio::spawn(rpc_server::serve(listener, raft.clone(), forwarded, closed, cfg.rpc_tls.clone(), publisher.clone()));

@@ -22,7 +22,11 @@ use super::types::{
 /// (writer, on the controller thread) and every `ControllerHandle` (readers).
 pub struct Publisher {
     state: Mutex<PubState>,
+    /// The raft node's metrics, once it started: read by metrics scrapes on any thread.
+    raft_metrics: std::sync::OnceLock<RaftMetricsWatch>,
 }
+
+type RaftMetricsWatch = openraft::type_config::alias::WatchReceiverOf<super::types::ControllerTypes, openraft::RaftMetrics<super::types::ControllerTypes>>;
 
 struct PubState {
     image: Arc<MetadataImage>,
@@ -46,6 +50,7 @@ impl Publisher {
                 live: false,
                 sent_index: 0,
             }),
+            raft_metrics: std::sync::OnceLock::new(),
         }
     }
 
@@ -56,6 +61,17 @@ impl Publisher {
 
     pub fn image(&self) -> Arc<MetadataImage> {
         self.lock().image.clone()
+    }
+
+    /// Called once the raft node runs.
+    pub fn set_raft_metrics(&self, watch: RaftMetricsWatch) {
+        let _ = self.raft_metrics.set(watch);
+    }
+
+    /// The quorum as this node sees it; None before the raft node started.
+    pub fn quorum_status(&self) -> Option<super::quorum_info::LocalQuorumStatus> {
+        use openraft::async_runtime::WatchReceiver as _;
+        self.raft_metrics.get().map(|w| super::quorum_info::local_status(&w.borrow_watched()))
     }
 
     /// The newest metadata index the shards will apply: what a shard catching up with

@@ -25,6 +25,7 @@
 //! Never imports `server::` (the shard hands the coordinator a `CoordinatorContext`) nor
 //! `controller::`.
 pub mod consumer;
+pub mod committed_offsets;
 pub mod context;
 pub mod coordinator;
 pub mod coordinator_records;

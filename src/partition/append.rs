@@ -280,6 +280,12 @@ impl Partition {
             }
         }
         let end = self.log.borrow().next_offset();
+        // Kafka's BytesInPerSec / MessagesInPerSec: counted when appended, on this shard.
+        crate::metrics::with(|m| {
+            let t = m.topic(&self.topic);
+            t.bytes_in += total as u64;
+            t.messages_in += u64::try_from(end - first_offset).unwrap_or(0);
+        });
         // The waiter is registered before the writer can run (and fail the write), so a
         // rollback always reaches it. `durable` starts the writer.
         let durable = (acks != 0).then(|| self.writer.durable(end, durability(acks, settings.flush)));

@@ -42,6 +42,7 @@ impl Partition {
             return Ok(self.log_end_offset());
         }
         let total: usize = batches.iter().map(|(h, _)| h.total_len()).sum();
+        crate::metrics::with(|m| m.topic(&self.topic).replication_bytes_in += total as u64);
         let _permit = self.append_lock.acquire_permit(1).await.map_err(|_| PartitionError::NotFollower)?;
         self.check_follower()?;
         self.check_online()?;

@@ -15,6 +15,7 @@
 //! - `cleaner.rs`        one compaction pass over the sealed segments (Kafka's cleaner)
 //! - `producer_state.rs` the idempotent and transactional producer table, its snapshot encoding
 //! - `transactions.rs`   the last stable offset, aborted transactions for read_committed, producer views
+//! - `gauges.rs`         what a metrics scrape reads of a partition (size, segments, waiters)
 //! - `replay.rs`         a coordinator's replay of its partition (records and markers)
 //! - `error.rs`          `PartitionError`
 //! - `tests.rs`, `cleaner_tests.rs`, `replication_tests.rs`  tests on a real executor
@@ -28,6 +29,7 @@ pub mod divergence;
 mod cleaner;
 pub mod error;
 mod follower;
+pub mod gauges;
 mod hw_checkpoint;
 pub mod producer_state;
 mod read;

@@ -140,6 +140,10 @@ impl Watchers {
     fn len(&self) -> usize {
         self.0.borrow().len()
     }
+
+    fn live(&self) -> usize {
+        self.0.borrow().iter().filter(|w| w.strong_count() > 0).count()
+    }
 }
 
 impl Partition {
@@ -153,6 +157,11 @@ impl Partition {
     /// last registration).
     pub fn watcher_count(&self) -> usize {
         self.watchers.len()
+    }
+
+    /// Long-poll fetches waiting on this partition now.
+    pub fn live_watcher_count(&self) -> usize {
+        self.watchers.live()
     }
 
     /// Reads whole batches from `offset`, below the high watermark, up to `max_bytes`
@@ -241,6 +250,7 @@ impl Partition {
             return Ok(data);
         }
         let cached = self.log.borrow().read_cached(offset, max_offset, max_bytes, limit.min_one_batch, &mut data.records);
+        crate::metrics::with(|m| if cached.is_some() { m.batch_cache_hits += 1 } else { m.batch_cache_misses += 1 });
         match cached {
             Some(n) => {
                 data.bytes = n;

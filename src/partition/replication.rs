@@ -119,7 +119,15 @@ impl Partition {
     /// Clears the pending ISR change; a shrink may let the high watermark move.
     pub fn update_isr(&self, partition_epoch: i32, isr: Vec<BrokerId>) {
         self.assert_on_shard();
+        let before = self.tracker.borrow().isr().len();
         if self.tracker.borrow_mut().set_isr(&isr, partition_epoch) {
+            // Kafka's IsrShrinksPerSec / IsrExpandsPerSec, counted by the leader.
+            if self.is_leader() {
+                crate::metrics::with(|m| {
+                    m.isr_shrinks += u64::from(isr.len() < before);
+                    m.isr_expands += u64::from(isr.len() > before);
+                });
+            }
             self.maybe_increment_high_watermark();
         }
     }

@@ -9,7 +9,11 @@ use anyhow::Context as _;
 use glommio::{LocalExecutorBuilder, Placement as GlommioPlacement};
 
 use super::connection;
-use super::shard::{cleaner_loop, close_on_shutdown, follow_metadata, retention_loop, ShardContext};
+use super::shard::{cleaner_loop, close_on_shutdown, follow_metadata, retention_loop, serve_scrapes, ShardContext};
+use crate::metrics::stall::{probe_task_queue_delay, watched};
+
+/// A shard's long-lived task (boxed so tasks of different types share one spawn helper).
+type LocalTask = std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
 use super::shutdown::{self, TerminationSignals};
 use super::stray_partitions;
 use crate::cluster::topic_config::{TimestampType, TopicConfigDefaults};
@@ -130,6 +134,11 @@ fn warn_if_data_dir_ignored(config: &Config) {
 /// check that a dead shard takes the whole process down. Never set it in production.
 pub const TEST_PANIC_SHARD_ENV: &str = "SHARDLOG_TEST_PANIC_SHARD";
 
+/// Test hook, compiled in always: `SHARDLOG_TEST_STALL_MS=<ms>` makes shard 0 run one task
+/// that spins that long without yielding, once the broker listens, so tests can see the
+/// stall detector count and name it. Never set it in production.
+pub const TEST_STALL_ENV: &str = "SHARDLOG_TEST_STALL_MS";
+
 /// Invariant 5: a panic on any thread (a shard, the controller, a task that tokio or
 /// glommio would otherwise catch and drop) aborts the whole process after one clear log
 /// line naming the thread and shard. A broker with a dead shard would keep accepting
@@ -249,12 +258,24 @@ fn run_controller_only(config: Config, signals: TerminationSignals) -> anyhow::R
     std::fs::create_dir_all(config.metadata_dir())
         .with_context(|| format!("cannot create the metadata dir {}", config.metadata_dir().display()))?;
     let plan = placement::plan(&placement::usable_cores(), config.shards, config.controller_core);
+    let admin_controller = Arc::new(std::sync::OnceLock::new());
+    super::admin::BrokerAdmin {
+        node_id: config.node_id,
+        controller: admin_controller.clone(),
+        shards: Vec::new(),
+        log_dirs: Vec::new(),
+        default_min_insync_replicas: config.min_insync_replicas,
+        listening: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+        broker: false,
+    }
+    .serve(&config.admin_listener)?;
     let (controller, _no_shards) = controller::start(ControllerConfig {
         shard_count: 0,
         core: plan.controller_core,
         ..controller_config(&config, quorum_voters(&config)?)?
     })
     .context("starting the controller")?;
+    admin_controller.get_or_init(|| controller.clone());
     tracing::info!(
         "shardlog node {} is a controller only (no client listener), controller listener {}, metadata in {}, started in {} ms",
         config.node_id,
@@ -279,6 +300,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         return run_controller_only(config, signals);
     }
     let test_panic_shard: Option<u16> = std::env::var(TEST_PANIC_SHARD_ENV).ok().and_then(|v| v.parse().ok());
+    let test_stall_ms: Option<u64> = std::env::var(TEST_STALL_ENV).ok().and_then(|v| v.parse().ok());
     let listening = Arc::new(std::sync::atomic::AtomicBool::new(false));
     raise_memlock_limit();
     let log_dir_paths = config.resolved_log_dirs();
@@ -293,6 +315,21 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let shard_count = plan.shard_cores.len();
     let defaults = topic_defaults(&config);
     let voters = quorum_voters(&config)?;
+    // Each shard's scrape inbox: the admin listener asks every shard for its metrics.
+    let (scrape_senders, scrape_inboxes): (Vec<_>, Vec<_>) = (0..shard_count).map(|_| async_channel::bounded(1)).unzip();
+    // Up before the controller recovers and the shards open their partitions:
+    // /v1/status/live answers during a long start, /v1/status/ready says what is missing.
+    let admin_controller = Arc::new(std::sync::OnceLock::new());
+    super::admin::BrokerAdmin {
+        node_id: config.node_id,
+        controller: admin_controller.clone(),
+        shards: scrape_senders,
+        log_dirs: log_dir_paths.clone(),
+        default_min_insync_replicas: config.min_insync_replicas,
+        listening: listening.clone(),
+        broker: true,
+    }
+    .serve(&config.admin_listener)?;
     // Combined nodes: one broker per voter. Broker-only nodes cannot know the count.
     let expected_brokers = config.has_role("controller").then_some(voters.len());
     let (controller, updates) = controller::start(ControllerConfig {
@@ -301,6 +338,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         ..controller_config(&config, voters)?
     })
     .context("starting the controller")?;
+    admin_controller.get_or_init(|| controller.clone());
     // The recovered image holds every change committed before this start: remove the
     // partitions it no longer gives this broker before a shard could open one.
     if let Err(e) = stray_partitions::check_log_dirs_and_remove_strays(&controller.image(), config.node_id, &log_dirs) {
@@ -317,7 +355,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let shutdown_requested = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (closed_tx, closed_rx) = std::sync::mpsc::channel::<u16>();
     let mut handles = Vec::new();
-    for (shard, ((core, updates), inbox)) in plan.shard_cores.iter().zip(updates).zip(inboxes).enumerate() {
+    for (shard, (((core, updates), inbox), scrapes)) in plan.shard_cores.iter().zip(updates).zip(inboxes).zip(scrape_inboxes).enumerate() {
         let (config, controller, mesh, defaults, ready, log_dirs) =
             (config.clone(), controller.clone(), mesh.clone(), defaults.clone(), ready_tx.clone(), log_dirs.clone());
         let security = security.clone();
@@ -331,6 +369,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
             .spawn(move || async move {
                 let shard = shard as u16;
                 enter_shard(shard);
+                crate::metrics::stall::set_threshold(std::time::Duration::from_millis(config.shard_stall_threshold_ms));
                 for dir in log_dirs.dirs() {
                     if let Err(e) = dma::open_iopoll_probe(dir).await {
                         let _ = ready.send(Err(anyhow::anyhow!("shard {shard}: {e}")));
@@ -347,20 +386,26 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 if let Ok(initial) = updates.recv().await {
                     ctx.apply_update(initial).await;
                 }
-                glommio::spawn_local(follow_metadata(ctx.clone(), updates)).detach();
-                glommio::spawn_local(ctx.router.clone().serve_inbox(inbox)).detach();
-                glommio::spawn_local(retention_loop(ctx.clone())).detach();
-                glommio::spawn_local(cleaner_loop(ctx.clone())).detach();
-                glommio::spawn_local(crate::replication::isr::isr_loop(
-                    ctx.partitions.clone(),
-                    ctx.controller.clone(),
-                    ctx.config.node_id,
-                    ctx.config.replica_lag_time_max_ms,
-                ))
-                .detach();
-                glommio::spawn_local(crate::group::tick_loop(ctx.coordinator.clone())).detach();
-                glommio::spawn_local(crate::group::expiry_loop(ctx.coordinator.clone())).detach();
-                glommio::spawn_local(crate::txn::coordinator::tick_loop(ctx.txn_coordinator.clone())).detach();
+                // The shard's long-lived tasks, each watched for stalls under its name.
+                let spawn = |name, task| glommio::spawn_local(watched(name, task)).detach();
+                spawn("metadata updates", Box::pin(follow_metadata(ctx.clone(), updates)) as LocalTask);
+                spawn("shard inbox", Box::pin(ctx.router.clone().serve_inbox(inbox)));
+                spawn("retention", Box::pin(retention_loop(ctx.clone())));
+                spawn("log cleaner", Box::pin(cleaner_loop(ctx.clone())));
+                spawn(
+                    "isr",
+                    Box::pin(crate::replication::isr::isr_loop(
+                        ctx.partitions.clone(),
+                        ctx.controller.clone(),
+                        ctx.config.node_id,
+                        ctx.config.replica_lag_time_max_ms,
+                    )),
+                );
+                spawn("group ticks", Box::pin(crate::group::tick_loop(ctx.coordinator.clone())));
+                spawn("group expiry", Box::pin(crate::group::expiry_loop(ctx.coordinator.clone())));
+                spawn("transaction ticks", Box::pin(crate::txn::coordinator::tick_loop(ctx.txn_coordinator.clone())));
+                spawn("metrics scrapes", Box::pin(serve_scrapes(ctx.clone(), scrapes)));
+                spawn("task queue probe", Box::pin(probe_task_queue_delay()));
                 glommio::spawn_local(close_on_shutdown(ctx.clone(), shutdown_requested, closed)).detach();
                 let mut sockets = Vec::with_capacity(ctx.listeners.all.len());
                 for (index, l) in ctx.listeners.all.iter().enumerate() {
@@ -377,6 +422,19 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                     }
                 }
                 let _ = ready.send(Ok(()));
+                if let (Some(ms), 0) = (test_stall_ms, shard) {
+                    let listening = listening.clone();
+                    glommio::spawn_local(watched("test stall (SHARDLOG_TEST_STALL_MS)", async move {
+                        while !listening.load(std::sync::atomic::Ordering::Acquire) {
+                            glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+                        }
+                        let start = Instant::now();
+                        while start.elapsed() < std::time::Duration::from_millis(ms) {
+                            std::hint::spin_loop();
+                        }
+                    }))
+                    .detach();
+                }
                 if test_panic_shard == Some(shard) {
                     glommio::spawn_local(async move {
                         while !listening.load(std::sync::atomic::Ordering::Acquire) {

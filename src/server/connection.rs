@@ -25,6 +25,7 @@ use std::time::Duration;
 use super::client_quotas::{ConnectionQuotaState, QuotaUse};
 use super::dispatch::{dispatch, dispatch_produce_view, Origin, Response};
 use super::idle_close::{close_when_idle, Activity};
+use super::request_timing::{timed, Answered};
 use crate::security::connection_limits::Refusal;
 use crate::security::principal::Principal;
 use crate::security::ssl_principal::SslPrincipalMapper;
@@ -39,6 +40,9 @@ use crate::protocol::api_versions::unsupported_version_response_v0;
 use crate::protocol::produce_request_view::ProduceRequestView;
 use crate::protocol::{decode_request, frame_len, RequestError};
 use crate::runtime::buffer_pool::{with_frame_pool, FRAME_BUFFER_BYTES};
+
+/// Produce's API key (the in-place view knows no `ApiKey`).
+const PRODUCE: i16 = 0;
 
 /// Bytes asked of the socket per read when no bigger frame is pending; also the least
 /// the buffer grows by.
@@ -191,7 +195,7 @@ async fn serve_halves<R: AsyncRead + Unpin, W: ResponseSink + 'static>(
     origin: Origin,
     auth: Option<Authenticator>,
 ) {
-    let (tx, rx) = local_channel::new_bounded::<Task<Response>>(ctx.config.max_inflight_requests_per_connection);
+    let (tx, rx) = local_channel::new_bounded::<Task<Answered>>(ctx.config.max_inflight_requests_per_connection);
     let activity = Rc::new(Activity::new());
     // connections.max.idle.ms: shuts the socket down under the reader when the connection
     // has been idle that long. Cancelled (dropped) below while the writer still holds the
@@ -207,13 +211,13 @@ async fn serve_halves<R: AsyncRead + Unpin, W: ResponseSink + 'static>(
 /// The reader's end of the response queue, with the connection's activity (requests in
 /// flight are counted until their response is written).
 struct Queue {
-    tx: local_channel::LocalSender<Task<Response>>,
+    tx: local_channel::LocalSender<Task<Answered>>,
     activity: Rc<Activity>,
 }
 
 impl Queue {
     /// Queues a response task; false when the writer is gone.
-    async fn send(&self, task: Task<Response>) -> bool {
+    async fn send(&self, task: Task<Answered>) -> bool {
         self.activity.request_started();
         self.tx.send(task).await.is_ok()
     }
@@ -270,6 +274,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
             return;
         }
         let frame = rb.take_frame(len);
+        let received = std::time::Instant::now();
         if let Some(a) = auth.as_mut().filter(|a| a.is_done()) {
             if a.starts_reauthentication(&frame) {
                 // KIP-368: the client proves itself again on this connection, within the
@@ -279,7 +284,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
             } else if a.session_expired(std::time::Instant::now()) {
                 tracing::info!(shard = ctx.shard, peer = ?peer, "SASL session expired without re-authentication; closing the connection");
                 drop(memory);
-                tx.send(glommio::spawn_local(async { Response::Close })).await;
+                tx.send(glommio::spawn_local(async { Answered::untimed(Response::Close) })).await;
                 return;
             }
         }
@@ -295,13 +300,13 @@ async fn read_requests<R: AsyncRead + Unpin>(
                 Step::Close(why) => (None, Some(why)),
             };
             if let Some(r) = response {
-                if !tx.send(glommio::spawn_local(async move { r })).await {
+                if !tx.send(glommio::spawn_local(async move { Answered::untimed(r) })).await {
                     return;
                 }
             }
             if let Some(why) = close {
                 tracing::info!(shard = ctx.shard, peer = ?peer, reason = why, "closing an unauthenticated connection");
-                tx.send(glommio::spawn_local(async { Response::Close })).await;
+                tx.send(glommio::spawn_local(async { Answered::untimed(Response::Close) })).await;
                 return;
             }
             if let Some(principal) = a.principal() {
@@ -320,32 +325,33 @@ async fn read_requests<R: AsyncRead + Unpin>(
             Ok(view) => {
                 let throttle = quota.before(ctx, origin.principal, view.client_id(), QuotaUse::Produce(frame_len));
                 let ctx = ctx.clone();
-                let timed = quota.timer(throttle);
-                glommio::spawn_local(async move {
-                    let response = timed.run(dispatch_produce_view(&ctx, view, origin, throttle.ms_i32())).await;
+                let quota_timer = quota.timer(throttle);
+                glommio::spawn_local(timed(PRODUCE, received, async move {
+                    let response = quota_timer.run(dispatch_produce_view(&ctx, view, origin, throttle.ms_i32())).await;
                     drop(memory);
-                    timed.after(&ctx);
+                    quota_timer.after(&ctx);
                     response
-                })
+                }))
             }
             Err(Ok(req)) => {
                 let client_id = req.header.client_id.as_deref().unwrap_or("");
                 let throttle = quota.before(ctx, origin.principal, client_id, QuotaUse::of(&req, frame_len));
                 let ctx = ctx.clone();
-                let timed = quota.timer(throttle);
-                glommio::spawn_local(async move {
-                    let response = timed.run(dispatch(&ctx, req, origin, throttle.ms_i32())).await;
+                let quota_timer = quota.timer(throttle);
+                let api_key = req.api_key as i16;
+                glommio::spawn_local(timed(api_key, received, async move {
+                    let response = quota_timer.run(dispatch(&ctx, req, origin, throttle.ms_i32())).await;
                     // The handler is done with the request (and the frame it borrows from).
                     drop(memory);
-                    timed.after(&ctx);
+                    quota_timer.after(&ctx);
                     response
-                })
+                }))
             }
             Err(Err(RequestError::UnsupportedVersion {
                 api_key: kafka_protocol::messages::ApiKey::ApiVersions, correlation_id, ..
             })) => {
                 let resp = Response::Frames(smallvec::smallvec![unsupported_version_response_v0(correlation_id).freeze().into()]);
-                glommio::spawn_local(async move { resp })
+                glommio::spawn_local(async move { Answered::untimed(resp) })
             }
             Err(Err(e)) => {
                 tracing::warn!(shard = ctx.shard, peer = ?peer, error = %e, "bad request; closing connection");
@@ -473,11 +479,14 @@ impl ReadBuf {
     }
 }
 
-async fn write_responses<W: ResponseSink>(mut writer: W, rx: local_channel::LocalReceiver<Task<Response>>, activity: Rc<Activity>) {
+async fn write_responses<W: ResponseSink>(mut writer: W, rx: local_channel::LocalReceiver<Task<Answered>>, activity: Rc<Activity>) {
     while let Some(task) = rx.recv().await {
-        let buffers = match task.await {
+        let answered = task.await;
+        let taken = std::time::Instant::now();
+        let buffers = match &answered.response {
             Response::Frames(b) => b,
             Response::NoResponse => {
+                answered.record_written(taken);
                 activity.request_ended();
                 continue;
             }
@@ -489,7 +498,7 @@ async fn write_responses<W: ResponseSink>(mut writer: W, rx: local_channel::Loca
             }
         };
         // One vectored send per socket-buffer's worth (stored batch bytes not copied).
-        if write_all_buffers(&mut writer, &buffers).await.is_err() {
+        if write_all_buffers(&mut writer, buffers).await.is_err() {
             return;
         }
         // A TLS writer may hold the response's last records; plaintext sockets hold
@@ -497,6 +506,7 @@ async fn write_responses<W: ResponseSink>(mut writer: W, rx: local_channel::Loca
         if writer.flush().await.is_err() {
             return;
         }
+        answered.record_written(taken);
         activity.request_ended();
     }
     let _ = writer.flush().await;

@@ -78,7 +78,7 @@ fn segment_bytes(dir: &Path) -> io::Result<Option<u64>> {
 }
 
 /// (total, usable) bytes of the file system holding `dir`.
-fn file_system_bytes(dir: &Path) -> io::Result<(u64, u64)> {
+pub fn file_system_bytes(dir: &Path) -> io::Result<(u64, u64)> {
     let path = CString::new(dir.as_os_str().as_bytes()).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     // SAFETY: statvfs only writes the struct it is given; an all-zero statvfs is a valid value.
     let mut s: libc::statvfs = unsafe { std::mem::zeroed() };

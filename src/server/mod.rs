@@ -8,6 +8,8 @@
 //! - `shard/`         one shard: its state, partition lifecycle, background loops
 //! - `connection.rs`  one client connection: framing, in-order pipelined responses
 //! - `request_memory.rs` the shard's request memory pool (queued.max.request.bytes)
+//! - `request_timing.rs` a request's phases (queue, local, remote, response queue, send) into the shard's metrics
+//! - `admin.rs`       the admin listener's source: a scrape gathers every shard's metrics and the cluster's gauges
 //! - `socket_split.rs` a glommio TCP stream split into read and write halves
 //! - `sasl_authenticator.rs` SASL authentication of a connection before it is served
 //! - `idle_close.rs`  connections.max.idle.ms: closing idle connections
@@ -20,6 +22,7 @@
 //! - `shutdown.rs`    SIGTERM / SIGINT: the clean (controlled) shutdown
 //!
 //! Nothing below imports `server::`.
+pub mod admin;
 pub mod authorization;
 pub mod broker;
 pub mod client_quotas;
@@ -32,6 +35,7 @@ pub mod handlers;
 mod idle_close;
 pub mod log_dir;
 pub mod request_memory;
+mod request_timing;
 pub mod sasl_authenticator;
 pub mod shard;
 mod shutdown;

@@ -463,11 +463,13 @@ impl SegmentFile {
     }
 
     async fn raw_fdatasync(&self) -> Result<()> {
-        match &self.file {
+        let started = std::time::Instant::now();
+        let synced = match &self.file {
             Inner::Direct(f) => f.fdatasync().await,
             Inner::Buffered(f) => f.fdatasync().await,
-        }
-        .map_err(glommio_err("fdatasync"))
+        };
+        crate::metrics::with(|m| m.fsync.record(started.elapsed()));
+        synced.map_err(glommio_err("fdatasync"))
     }
 
     async fn raw_file_size(&self) -> Result<u64> {

@@ -4,6 +4,7 @@ local cluster is laid out. Used by the cluster tests (later issues reuse it) and
 
 Layout, for base port P and node ids 1..N (combined broker+controller nodes, the default):
     node i: client listener 127.0.0.1:P+i-1, controller listener 127.0.0.1:P+100+i-1,
+            admin listener (/metrics, /v1/status/*) 127.0.0.1:P+200+i-1,
             data dir <root>/node-<i>/data, log <root>/node-<i>.log, pid <root>/node-<i>.pid
     controller_quorum_voters = 1@127.0.0.1:P+100,2@127.0.0.1:P+101,...
 Split layout (`controllers=C`, N brokers): nodes 1..C are controller-only voters (no
@@ -44,6 +45,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 LEADER_LINE = re.compile(r"controller quorum: leader=(-?\d+) term=(\d+) node=(\d+)")
 CONTROLLER_PORT_OFFSET = 100
+ADMIN_PORT_OFFSET = 200
 
 
 def default_bin() -> Path:
@@ -101,7 +103,7 @@ class Node:
     """One shardlog process of the cluster; survives kill -9 / restart with its data dir."""
 
     def __init__(self, cluster: "Cluster", node_id: int, port: int, controller_port: int,
-                 roles: str = "broker,controller", rack: str | None = None,
+                 admin_port: int | None = None, roles: str = "broker,controller", rack: str | None = None,
                  host: str = "127.0.0.1", prefix: list[str] | None = None):
         self.cluster = cluster
         self.node_id = node_id
@@ -109,6 +111,8 @@ class Node:
         self.rack = rack
         self.port = port
         self.controller_port = controller_port
+        # The HTTP admin listener (/metrics, /v1/status/*); None: not served.
+        self.admin_port = admin_port
         self.host = host
         self.prefix = list(prefix or [])
         self.data_dir = cluster.root / f"node-{node_id}" / "data"
@@ -135,6 +139,11 @@ class Node:
     def controller_listener(self) -> str:
         return f"{self.host}:{self.controller_port}"
 
+    @property
+    def admin_url(self) -> str:
+        assert self.admin_port is not None, f"node {self.node_id} serves no admin listener"
+        return f"http://{self.host}:{self.admin_port}"
+
     def controller_listener_args(self) -> list[str]:
         """Voters bind their voter entry. A broker-only node binds every interface and
         announces its loopback address (advertised_controller_listener), as a broker on
@@ -151,6 +160,7 @@ class Node:
                 "--data-dir", str(self.data_dir),
                 "--process-roles", self.roles,
                 *self.controller_listener_args(),
+                "--admin-listener", f"{self.host}:{self.admin_port}" if self.admin_port else "",
                 "--controller-quorum-voters", self.cluster.voters,
                 "--shards", str(self.cluster.shards),
                 *(["--broker-rack", self.rack] if self.rack is not None else []),
@@ -315,9 +325,10 @@ class Cluster:
 
         for i in range(1, controllers + n + 1):
             if base_port is None:
-                port, cport = fresh_port(), fresh_port()
+                port, cport, aport = fresh_port(), fresh_port(), fresh_port()
             else:
                 port, cport = base_port + i - 1, base_port + CONTROLLER_PORT_OFFSET + i - 1
+                aport = base_port + ADMIN_PORT_OFFSET + i - 1
             if controllers == 0:
                 roles = "broker,controller"
             else:
@@ -325,7 +336,7 @@ class Cluster:
             broker_index = i - controllers - 1  # 0-based among the brokers
             rack = racks[broker_index] if racks is not None and broker_index >= 0 else None
             host = hosts[i - 1] if hosts else "127.0.0.1"
-            self.nodes.append(Node(self, i, port, cport, roles=roles, rack=rack, host=host,
+            self.nodes.append(Node(self, i, port, cport, admin_port=aport, roles=roles, rack=rack, host=host,
                                    prefix=prefixes[i - 1] if prefixes else None))
         self.voters = ",".join(f"{nd.node_id}@{nd.controller_listener}" for nd in self.nodes if nd.is_controller)
         self.secure = secure

@@ -94,12 +94,18 @@ class Broker:
         self.sasl_mechanisms = list(sasl_mechanisms or (["PLAIN"] if sasl_plain_users else []))
         self.sasl_port = free_port() if self.sasl_mechanisms else None
         self.sasl_ssl_port = free_port() if self.sasl_mechanisms and ssl else None
+        # The HTTP admin listener (/metrics, /v1/status/*) of a shardlog broker.
+        self.admin_port = free_port()
         self.proc: subprocess.Popen | None = None
         self.starts = 0
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.admin_port}"
 
     @property
     def ssl_bootstrap(self) -> str:
@@ -129,7 +135,7 @@ class Broker:
 
     # -- command lines -------------------------------------------------------------
     def _shardlog_cmd(self) -> list[str]:
-        cmd = [str(SHARDLOG_BIN), "serve", "--listen", self.bootstrap]
+        cmd = [str(SHARDLOG_BIN), "serve", "--listen", self.bootstrap, "--admin-listener", f"127.0.0.1:{self.admin_port}"]
         if self.log_dirs:
             cmd += ["--log-dirs", ",".join(str(d) for d in self.log_dirs)]
         else:

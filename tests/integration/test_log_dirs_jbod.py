@@ -155,7 +155,7 @@ def test_same_partition_in_two_log_dirs_stops_startup(broker_factory, tmp_path):
     src = next(d for d in dirs if (d / "jbod-twice-0").is_dir())
     dst = next(d for d in dirs if d != src)
     shutil.copytree(src / "jbod-twice-0", dst / "jbod-twice-0")
-    r = subprocess.run([str(SHARDLOG_BIN), "serve", "--listen", b.bootstrap,
+    r = subprocess.run([str(SHARDLOG_BIN), "serve", "--listen", b.bootstrap, "--admin-listener", "",
                         "--log-dirs", ",".join(str(d) for d in dirs)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode != 0

@@ -81,7 +81,7 @@ def test_lost_metadata_stops_the_broker_instead_of_removing_its_data(broker_fact
     b.stop()
     assert (b.data_dir / "meta.properties").read_text().count("cluster.id=") == 1
     shutil.rmtree(b.data_dir / "controller")
-    r = subprocess.run([str(SHARDLOG_BIN), "serve", "--listen", b.bootstrap, "--data-dir", str(b.data_dir)],
+    r = subprocess.run([str(SHARDLOG_BIN), "serve", "--listen", b.bootstrap, "--admin-listener", "", "--data-dir", str(b.data_dir)],
                        capture_output=True, text=True, timeout=120)
     out = r.stdout + r.stderr
     assert r.returncode != 0, out[-3000:]

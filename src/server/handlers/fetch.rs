@@ -261,6 +261,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
             _ = glommio::timer::sleep(deadline - now).fuse() => {}
         }
     };
+    record_fetch_metrics(&requested, &parts);
     let mut topics: SmallVec<[FetchTopicParts; 1]> = SmallVec::new();
     for (w, p) in requested.iter().zip(parts) {
         let same_topic = topics.last().is_some_and(|t| t.name.as_str() == w.topic && t.topic_id == w.topic_id);
@@ -306,6 +307,22 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
             }
         }
     }
+}
+
+/// Kafka's BrokerTopicMetrics and ErrorsPerSec of a consumer fetch: per partition read,
+/// on the topic if it exists (a misspelt name makes no series).
+fn record_fetch_metrics(requested: &[RequestedPartition], parts: &[PartitionRead]) {
+    crate::metrics::with(|m| {
+        for (w, p) in requested.iter().zip(parts) {
+            m.record_error(kafka_protocol::messages::ApiKey::Fetch as i16, p.part.error_code, 1);
+            if w.owner.is_ok() {
+                let t = m.topic(&w.topic);
+                t.fetch_requests += 1;
+                t.bytes_out += p.bytes as u64;
+                t.failed_fetch_requests += u64::from(p.part.error_code != 0);
+            }
+        }
+    });
 }
 
 /// KIP-392's rack-aware replica selector (Kafka's RackAwareReplicaSelector), on the

@@ -132,6 +132,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ProduceInput
             }
         }
     }
+    record_produce_metrics(&image, meta.version, &req, &answers);
     if acks == 0 {
         return Response::NoResponse;
     }
@@ -149,6 +150,26 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ProduceInput
             Response::Close
         }
     }
+}
+
+/// Kafka's TotalProduceRequestsPerSec / FailedProduceRequestsPerSec per topic (of topics
+/// that exist) and ErrorsPerSec, per partition written. Bytes and messages in are counted
+/// where they are appended (`partition/append.rs`).
+fn record_produce_metrics(image: &MetadataImage, version: i16, req: &ProduceInput, answers: &[PartitionAnswer]) {
+    crate::metrics::with(|m| {
+        let mut answers = answers.iter();
+        for topic in req.topics() {
+            let known = lookup(image, version, &topic).map(|t| t.name.as_str());
+            for a in answers.by_ref().take(topic.partitions.count()) {
+                m.record_error(kafka_protocol::messages::ApiKey::Produce as i16, a.error_code, 1);
+                if let Some(name) = known {
+                    let t = m.topic(name);
+                    t.produce_requests += 1;
+                    t.failed_produce_requests += u64::from(a.error_code != 0);
+                }
+            }
+        }
+    });
 }
 
 /// The request's topics with their answers (the flat list cut topic by topic).

@@ -102,6 +102,14 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
             _ = glommio::timer::sleep(deadline - now).fuse() => {}
         }
     };
+    // Kafka's ReplicationBytesOutPerSec, on topics that exist.
+    crate::metrics::with(|m| {
+        for (a, (_, bytes)) in asked.iter().zip(&parts) {
+            if a.owner.is_ok() && *bytes > 0 {
+                m.topic(&a.topic).replication_bytes_out += *bytes as u64;
+            }
+        }
+    });
     let mut topics: SmallVec<[FetchTopicParts; 1]> = SmallVec::new();
     for (a, (part, _)) in asked.iter().zip(parts) {
         let same = topics.last().is_some_and(|t| t.topic_id == a.topic_id && t.name.as_str() == a.topic);

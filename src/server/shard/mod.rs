@@ -10,11 +10,13 @@
 //! - `background.rs`          retention and log-cleaner loops
 //! - `shutdown.rs`            closing every replica cleanly when the broker stops
 //! - `shard_ops.rs`           the coordinators' operations the router carries (group, txn)
+//! - `metrics_scrape.rs`      answering a metrics scrape: the shard's counters and gauges
 //!
 //! Part of `server/`: nothing below imports it. The group coordinator sees the shard
 //! only through `group::CoordinatorContext`, the router through `cluster::router`.
 mod background;
 mod context;
+mod metrics_scrape;
 mod partition_lifecycle;
 mod shard_ops;
 mod shutdown;
@@ -24,3 +26,4 @@ pub use shutdown::close_on_shutdown;
 pub use context::{ShardContext, ShardMessage, MARKER_TIMEOUT_MS};
 pub use shard_ops::{ShardOp, ShardResult, ShardRouter};
 pub use partition_lifecycle::follow_metadata;
+pub use metrics_scrape::{serve_scrapes, ScrapeRequest};

@@ -265,6 +265,8 @@ impl ShardContext {
     }
 
     async fn delete_topic(&self, name: &str) {
+        // Its metrics series go with it (every shard applies the deletion).
+        crate::metrics::with(|m| m.forget_topic(name));
         let mut doomed: Vec<(i32, std::path::PathBuf)> = Vec::new();
         let followed = self.partitions.remove_followers_of_topic(name);
         for (index, p) in self.partitions.remove_topic(name).into_iter().chain(followed) {

@@ -1,0 +1,62 @@
+//! The HTTP admin listener (`admin_listener`, default 127.0.0.1:9644): `GET /metrics`
+//! (OpenMetrics text for Prometheus), `GET /v1/status/live` and `GET /v1/status/ready`.
+//!
+//! It runs on its own thread with tiny_http, never on a shard: a scrape only sends each
+//! shard a message and waits for its copy of the counters (`AdminSource` does that), so
+//! the shards' hot path sees one extra task per scrape and nothing else.
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// What the admin listener serves; implemented by the broker (`server/admin.rs`).
+pub trait AdminSource: Send + Sync + 'static {
+    /// The body of GET /metrics.
+    fn metrics(&self) -> String;
+    /// Ok when the broker is ready for traffic, else why not.
+    fn ready(&self) -> Result<(), String>;
+}
+
+/// The running listener; the thread serves until the process exits.
+pub struct AdminListener {
+    pub local_addr: SocketAddr,
+}
+
+/// Binds `addr` now (a taken port fails the broker's start with a clear message) and
+/// serves it on a thread named `admin`.
+pub fn start(addr: &str, source: Arc<dyn AdminSource>) -> io::Result<AdminListener> {
+    let server = tiny_http::Server::http(addr).map_err(|e| io::Error::other(format!("admin_listener {addr}: {e}")))?;
+    let local_addr = server.server_addr().to_ip().ok_or_else(|| io::Error::other(format!("admin_listener {addr}: not an IP address")))?;
+    std::thread::Builder::new().name("admin".into()).spawn(move || {
+        for request in server.incoming_requests() {
+            let response = answer(request.method(), request.url(), source.as_ref());
+            if let Err(e) = request.respond(response) {
+                tracing::debug!(error = %e, "admin listener: cannot write a response");
+            }
+        }
+    })?;
+    Ok(AdminListener { local_addr })
+}
+
+type Response = tiny_http::Response<std::io::Cursor<Vec<u8>>>;
+
+fn with_type(body: String, status: u16, content_type: &str) -> Response {
+    let header = tiny_http::Header::from_bytes("Content-Type", content_type).expect("a valid header");
+    tiny_http::Response::from_string(body).with_status_code(status).with_header(header)
+}
+
+fn answer(method: &tiny_http::Method, url: &str, source: &dyn AdminSource) -> Response {
+    if !matches!(method, tiny_http::Method::Get | tiny_http::Method::Head) {
+        return with_type("only GET\n".into(), 405, "text/plain");
+    }
+    // Query strings (Prometheus adds none, but a browser might) do not change the answer.
+    let path = url.split('?').next().unwrap_or("");
+    match path {
+        "/metrics" => with_type(source.metrics(), 200, super::exposition::CONTENT_TYPE),
+        "/v1/status/live" => with_type("{\"live\":true}\n".into(), 200, "application/json"),
+        "/v1/status/ready" => match source.ready() {
+            Ok(()) => with_type("{\"ready\":true}\n".into(), 200, "application/json"),
+            Err(why) => with_type(format!("{}\n", serde_json::json!({"ready": false, "reason": why})), 503, "application/json"),
+        },
+        _ => with_type("not found: try /metrics, /v1/status/live, /v1/status/ready\n".into(), 404, "text/plain"),
+    }
+}

@@ -1,0 +1,252 @@
+//! One shard's metrics: plain counters and histograms in a thread-local (a shard is one
+//! thread), so recording on the produce and fetch paths is a borrow and an add — no atomic,
+//! no lock, no cross-core cache line. A scrape asks each shard for a copy
+//! (`snapshot()`), run on that shard between its other tasks, and adds the copies up.
+//!
+//! Bounded: per-API entries are indexed by API key (< `MAX_API_KEY`), error entries by
+//! (API, code) pairs that exist, and per-topic entries are removed when the topic leaves
+//! the shard (`forget_topic`).
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use super::histogram::Histogram;
+use super::stall::TaskName;
+
+/// API keys are below this (Kafka 4.4's highest is 92).
+pub const MAX_API_KEY: usize = 128;
+
+/// The phases of one request, as Kafka's RequestMetrics splits them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RequestTiming {
+    /// Read off the socket until its handler first ran (RequestQueueTimeMs).
+    pub queue: Duration,
+    /// The handler's own running time on the shard (LocalTimeMs).
+    pub local: Duration,
+    /// The handler's waiting: replication for acks=all, a fetch's long poll, disk
+    /// syncs, other shards (RemoteTimeMs).
+    pub remote: Duration,
+    /// Handled until the writer took the response: earlier responses of the connection
+    /// go first (ResponseQueueTimeMs).
+    pub response_queue: Duration,
+    /// Writing the response to the socket (ResponseSendTimeMs).
+    pub send: Duration,
+    /// Read off the socket until written back (TotalTimeMs).
+    pub total: Duration,
+}
+
+/// One API's requests on one shard.
+#[derive(Clone, Debug, Default)]
+pub struct ApiMetrics {
+    pub requests: u64,
+    pub total: Histogram,
+    pub queue: Histogram,
+    pub local: Histogram,
+    pub remote: Histogram,
+    pub response_queue: Histogram,
+    pub send: Histogram,
+}
+
+/// One topic's traffic on one shard (Kafka's BrokerTopicMetrics).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TopicMetrics {
+    /// Bytes of record batches appended by producers (BytesInPerSec); replication excluded.
+    pub bytes_in: u64,
+    /// Records appended by producers (MessagesInPerSec).
+    pub messages_in: u64,
+    /// Bytes of record batches sent to consumers (BytesOutPerSec); replication excluded.
+    pub bytes_out: u64,
+    /// Bytes appended by replica fetchers on this broker (ReplicationBytesInPerSec).
+    pub replication_bytes_in: u64,
+    /// Bytes sent to follower replicas (ReplicationBytesOutPerSec).
+    pub replication_bytes_out: u64,
+    pub produce_requests: u64,
+    pub fetch_requests: u64,
+    /// Partition-level produce errors (FailedProduceRequestsPerSec).
+    pub failed_produce_requests: u64,
+    pub failed_fetch_requests: u64,
+}
+
+/// A shard's tasks that ran too long without yielding (a reactor stall).
+#[derive(Clone, Debug, Default)]
+pub struct Stalls {
+    /// Polls longer than `shard_stall_threshold_ms`, by task name.
+    pub by_task: BTreeMap<TaskName, u64>,
+    /// How long those polls ran.
+    pub duration: Histogram,
+}
+
+/// Everything one shard counts. `Clone` is the scrape's snapshot.
+#[derive(Clone, Debug)]
+pub struct ShardMetrics {
+    /// By API key (`None`: no request of it yet).
+    pub apis: Vec<Option<Box<ApiMetrics>>>,
+    /// Error codes in responses, by (API key, error code) (ErrorsPerSec).
+    pub errors: BTreeMap<(i16, i16), u64>,
+    pub topics: HashMap<String, TopicMetrics>,
+    pub stalls: Stalls,
+    /// How late the shard's periodic probe task ran: time a ready task waits for the
+    /// shard (its task-queue delay).
+    pub task_queue_delay: Histogram,
+    /// fdatasync of segment files.
+    pub fsync: Histogram,
+    pub batch_cache_hits: u64,
+    pub batch_cache_misses: u64,
+    pub isr_shrinks: u64,
+    pub isr_expands: u64,
+}
+
+impl Default for ShardMetrics {
+    fn default() -> Self {
+        ShardMetrics {
+            apis: vec![None; MAX_API_KEY],
+            errors: BTreeMap::new(),
+            topics: HashMap::new(),
+            stalls: Stalls::default(),
+            task_queue_delay: Histogram::default(),
+            fsync: Histogram::default(),
+            batch_cache_hits: 0,
+            batch_cache_misses: 0,
+            isr_shrinks: 0,
+            isr_expands: 0,
+        }
+    }
+}
+
+thread_local! {
+    static SHARD: RefCell<ShardMetrics> = RefCell::new(ShardMetrics::default());
+}
+
+/// Runs `f` on this shard's metrics. Never hold the borrow across an await (it cannot:
+/// `f` is synchronous).
+pub fn with<R>(f: impl FnOnce(&mut ShardMetrics) -> R) -> R {
+    SHARD.with(|m| f(&mut m.borrow_mut()))
+}
+
+/// A copy of this shard's metrics, for a scrape.
+pub fn snapshot() -> ShardMetrics {
+    SHARD.with(|m| m.borrow().clone())
+}
+
+impl ShardMetrics {
+    /// A request of `api_key` finished with `timing`.
+    pub fn record_request(&mut self, api_key: i16, timing: &RequestTiming) {
+        let Some(slot) = usize::try_from(api_key).ok().and_then(|k| self.apis.get_mut(k)) else { return };
+        let api = slot.get_or_insert_with(Default::default);
+        api.requests += 1;
+        api.total.record(timing.total);
+        api.queue.record(timing.queue);
+        api.local.record(timing.local);
+        api.remote.record(timing.remote);
+        api.response_queue.record(timing.response_queue);
+        api.send.record(timing.send);
+    }
+
+    /// `count` occurrences of `error_code` (non-zero) in a response to `api_key`.
+    pub fn record_error(&mut self, api_key: i16, error_code: i16, count: u64) {
+        if error_code != 0 {
+            *self.errors.entry((api_key, error_code)).or_default() += count;
+        }
+    }
+
+    /// The topic's counters (created on first use; the name is copied once per topic).
+    pub fn topic(&mut self, name: &str) -> &mut TopicMetrics {
+        if !self.topics.contains_key(name) {
+            self.topics.insert(name.to_string(), TopicMetrics::default());
+        }
+        self.topics.get_mut(name).expect("inserted above")
+    }
+
+    /// The topic was deleted or left this shard: its series go away (as Kafka removes a
+    /// deleted topic's metrics), so the map stays bounded by the topics the shard holds.
+    pub fn forget_topic(&mut self, name: &str) {
+        self.topics.remove(name);
+    }
+
+    pub fn record_stall(&mut self, task: TaskName, ran: Duration) {
+        *self.stalls.by_task.entry(task).or_default() += 1;
+        self.stalls.duration.record(ran);
+    }
+
+    /// Adds `other` (another shard's copy) to this one.
+    pub fn add(&mut self, other: &ShardMetrics) {
+        for (mine, theirs) in self.apis.iter_mut().zip(other.apis.iter()) {
+            if let Some(t) = theirs {
+                let m = mine.get_or_insert_with(Default::default);
+                m.requests += t.requests;
+                m.total.add(&t.total);
+                m.queue.add(&t.queue);
+                m.local.add(&t.local);
+                m.remote.add(&t.remote);
+                m.response_queue.add(&t.response_queue);
+                m.send.add(&t.send);
+            }
+        }
+        for (k, v) in &other.errors {
+            *self.errors.entry(*k).or_default() += v;
+        }
+        for (name, t) in &other.topics {
+            let m = self.topic(name);
+            m.bytes_in += t.bytes_in;
+            m.messages_in += t.messages_in;
+            m.bytes_out += t.bytes_out;
+            m.replication_bytes_in += t.replication_bytes_in;
+            m.replication_bytes_out += t.replication_bytes_out;
+            m.produce_requests += t.produce_requests;
+            m.fetch_requests += t.fetch_requests;
+            m.failed_produce_requests += t.failed_produce_requests;
+            m.failed_fetch_requests += t.failed_fetch_requests;
+        }
+        for (task, n) in &other.stalls.by_task {
+            *self.stalls.by_task.entry(*task).or_default() += n;
+        }
+        self.stalls.duration.add(&other.stalls.duration);
+        self.task_queue_delay.add(&other.task_queue_delay);
+        self.fsync.add(&other.fsync);
+        self.batch_cache_hits += other.batch_cache_hits;
+        self.batch_cache_misses += other.batch_cache_misses;
+        self.isr_shrinks += other.isr_shrinks;
+        self.isr_expands += other.isr_expands;
+    }
+
+    /// Requests of every API.
+    pub fn requests(&self) -> u64 {
+        self.apis.iter().flatten().map(|a| a.requests).sum()
+    }
+
+    pub fn stall_count(&self) -> u64 {
+        self.stalls.by_task.values().sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_add_up_and_a_forgotten_topic_is_gone() {
+        let mut a = ShardMetrics::default();
+        let timing = RequestTiming { total: Duration::from_millis(2), ..Default::default() };
+        a.record_request(0, &timing);
+        a.record_error(0, 6, 2);
+        a.record_error(0, 0, 5);
+        a.topic("t").bytes_in += 100;
+        let mut b = ShardMetrics::default();
+        b.record_request(0, &timing);
+        b.topic("t").bytes_in += 50;
+        b.topic("u").messages_in += 3;
+        b.record_stall(TaskName::Named("retention"), Duration::from_millis(300));
+        a.add(&b);
+        assert_eq!(a.apis[0].as_ref().unwrap().requests, 2);
+        assert_eq!(a.apis[0].as_ref().unwrap().total.count(), 2);
+        assert_eq!(a.errors, BTreeMap::from([((0, 6), 2)]), "error code 0 is not an error");
+        assert_eq!(a.topics["t"].bytes_in, 150);
+        assert_eq!(a.topics["u"].messages_in, 3);
+        assert_eq!(a.stall_count(), 1);
+        a.forget_topic("t");
+        assert!(!a.topics.contains_key("t"));
+        a.record_request(-1, &timing);
+        a.record_request(MAX_API_KEY as i16, &timing);
+        assert_eq!(a.requests(), 2, "out-of-range API keys are not recorded");
+    }
+}

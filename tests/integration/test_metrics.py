@@ -1,0 +1,180 @@
+"""Issue 25: the HTTP admin listener (/metrics, /v1/status/live, /v1/status/ready) on a
+live broker and a 3-node cluster, asserting values, not just names: bytes and messages
+in grow by what the test produced, a group's lag is what it left unconsumed,
+under-replicated partitions follow a stopped follower, the active-controller gauge moves
+when the controller is killed, a deliberately slow task is counted as a stall, a node
+is not ready until its controller has a quorum; logs: JSON lines parse, a log file holds
+no ANSI escape.
+
+Scrapes are parsed with Prometheus's own OpenMetrics parser (admin_api.py).
+No timed assertions: every wait polls with a generous deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import conftest
+from admin_api import get, ready, scrape
+from conftest import skip_unless_shardlog, wait_for
+
+# A follower that stops fetching leaves the ISR after this long (Kafka: 30 s).
+LAG_MS = 3000
+
+
+def create(bootstrap: str, name: str, partitions: int, rf: int = 1) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the result is in
+    admin.create_topics([NewTopic(name, partitions, rf)], operation_timeout=30)[name].result(timeout=60)
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], **conf) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
+    errors: list[str] = []
+    for v in values:
+        p.produce(topic, v, on_delivery=lambda err, _m: err and errors.append(str(err)))
+        p.poll(0)
+    assert p.flush(60) == 0
+    assert not errors, errors
+
+
+def test_a_scrape_counts_what_was_produced_consumed_and_left_unconsumed(broker_factory, topic_name):
+    skip_unless_shardlog("the admin listener is shardlog's")
+    b = broker_factory(shards=2)
+    assert get(b.admin_url + "/v1/status/live")[0] == 200
+    wait_for("the broker to be ready", lambda: ready(b.admin_url)[0], 30)
+    assert get(b.admin_url + "/nowhere")[0] == 404
+    create(b.bootstrap, topic_name, 3)
+    before = scrape(b.admin_url)
+    values = [b"v%05d" % i + b"x" * 94 for i in range(600)]  # 100 bytes each
+    produce(b.bootstrap, topic_name, values)
+    after = scrape(b.admin_url)
+    messages_in = after.total("shardlog_topic_messages_in_total", topic=topic_name) - before.total("shardlog_topic_messages_in_total", topic=topic_name)
+    bytes_in = after.total("shardlog_topic_bytes_in_total", topic=topic_name) - before.total("shardlog_topic_bytes_in_total", topic=topic_name)
+    assert messages_in == 600
+    # Record batch bytes: the values plus per-record and per-batch framing (uncompressed).
+    assert 600 * 100 <= bytes_in < 600 * 100 * 1.5, bytes_in
+    # The broker-wide figures add the shards' up.
+    assert after.total("shardlog_shard_bytes_in_total") == after.total("shardlog_topic_bytes_in_total")
+    assert after.total("shardlog_requests_total", request="Produce") > before.total("shardlog_requests_total", request="Produce")
+    assert after.total("shardlog_request_total_time_seconds_count", request="Produce") == after.total("shardlog_requests_total", request="Produce")
+    assert after.total("shardlog_topic_produce_requests_total", topic=topic_name) >= 3
+    assert after.total("shardlog_topic_failed_produce_requests_total", topic=topic_name) == 0
+    assert after.total("shardlog_leader_count") >= 3 and after.total("shardlog_under_replicated_partitions") == 0
+    assert after.total("shardlog_active_controller_count") == 1
+
+    # A group reads 400 of the 600 records and commits: its lag is the 200 left.
+    group = f"g-{topic_name}"
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe([topic_name])
+    read = 0
+    while read < 400:
+        msgs = c.consume(num_messages=400 - read, timeout=2)
+        read += sum(1 for m in msgs if m.error() is None)
+    c.commit(asynchronous=False)
+    c.close()
+    m = wait_for("the group's committed offsets in /metrics",
+                 lambda: (s := scrape(b.admin_url)).has("shardlog_consumer_group_lag", group=group) and s)
+    lag = {ls["partition"]: v for ls, v in m.labelled("shardlog_consumer_group_lag") if ls["group"] == group}
+    committed = sum(v for ls, v in m.labelled("shardlog_consumer_group_committed_offset") if ls["group"] == group)
+    assert committed == 400 and sum(lag.values()) == 200, (lag, committed)
+    assert m.total("shardlog_topic_bytes_out_total", topic=topic_name) >= 400 * 100
+    assert m.total("shardlog_topic_fetch_requests_total", topic=topic_name) >= 1
+
+
+def test_a_slow_task_is_counted_as_a_stall_under_its_name(broker_factory, monkeypatch):
+    skip_unless_shardlog("the stall detector is shardlog's")
+    monkeypatch.setenv("SHARDLOG_TEST_STALL_MS", "400")
+    b = broker_factory(shards=2, extra_args=["--shard-stall-threshold-ms", "100"])
+    task = "test stall (SHARDLOG_TEST_STALL_MS)"
+    m = wait_for("the stall in /metrics", lambda: (s := scrape(b.admin_url)).total("shardlog_shard_stalls_total", task=task) >= 1 and s, 30)
+    assert m.total("shardlog_shard_stalls_total", task=task, shard="0") == 1
+    assert m.total("shardlog_shard_stall_duration_seconds_count", shard="0") >= 1
+    assert m.total("shardlog_shard_stall_duration_seconds_sum", shard="0") >= 0.4
+    assert any("reactor stall" in line and task in line for line in b.log_path.read_text().splitlines())
+
+
+def test_json_log_lines_parse_and_a_log_file_has_no_ansi_escape(broker_factory):
+    skip_unless_shardlog("log_format is shardlog's")
+    plain = broker_factory()
+    assert "\x1b[" not in plain.log_path.read_text(), "a log written to a file holds no colour codes"
+    js = broker_factory(extra_args=["--log-format", "json"])
+    js.stop()
+    lines = [ln for ln in js.log_path.read_text().splitlines() if ln.strip() and not ln.startswith("=====")]
+    assert len(lines) > 5
+    for ln in lines:
+        doc = json.loads(ln)
+        assert {"timestamp", "level", "target", "fields"} <= doc.keys(), ln
+    assert any(json.loads(ln)["fields"].get("message", "").startswith("shardlog node") for ln in lines)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    yield from conftest.running_cluster(tmp_path_factory, "metrics",
+                                        extra_args=["--replica-lag-time-max-ms", str(LAG_MS)])
+
+
+def cluster_total(cluster, name: str, **labels) -> float:
+    return sum(scrape(nd.admin_url).total(name, **labels) for nd in cluster.nodes if nd.alive())
+
+
+def test_under_replicated_partitions_follow_a_stopped_follower(cluster, topic_name):
+    n1 = cluster.nodes[0]
+    create(n1.bootstrap, topic_name, 3, rf=3)
+    wait_for("every partition fully replicated", lambda: cluster_total(cluster, "shardlog_under_replicated_partitions") == 0)
+    victim = cluster.nodes[2]
+    victim.proc.send_signal(signal.SIGSTOP)
+    try:
+        produce(n1.bootstrap, topic_name, [b"x"] * 100, acks="1")
+        urp = wait_for("under-replicated partitions while a follower is stopped",
+                       lambda: (v := sum(scrape(nd.admin_url).total("shardlog_under_replicated_partitions")
+                                         for nd in cluster.nodes if nd is not victim)) > 0 and v)
+        assert urp >= 1
+        assert sum(scrape(nd.admin_url).total("shardlog_isr_shrinks_total") for nd in cluster.nodes if nd is not victim) >= 1
+    finally:
+        victim.proc.send_signal(signal.SIGCONT)
+    wait_for("no under-replicated partition once the follower caught up",
+             lambda: cluster_total(cluster, "shardlog_under_replicated_partitions") == 0, 90)
+    assert cluster_total(cluster, "shardlog_isr_expands_total") >= 1
+
+
+def test_the_active_controller_gauge_moves_when_the_controller_is_killed(cluster):
+    def active():
+        owners = [nd for nd in cluster.nodes if nd.alive() and scrape(nd.admin_url).total("shardlog_active_controller_count") == 1]
+        return owners[0] if len(owners) == 1 else None
+
+    first = wait_for("one active controller", active)
+    leader_seen = {scrape(nd.admin_url).total("shardlog_raft_current_leader") for nd in cluster.nodes}
+    assert leader_seen == {first.node_id}, leader_seen
+    first.kill9()
+    try:
+        second = wait_for("another node's controller active", lambda: (a := active()) is not None and a is not first and a)
+        assert scrape(second.admin_url).total("shardlog_raft_current_epoch") > 0
+    finally:
+        first.start()
+        cluster.wait_ready(timeout_s=60)
+
+
+def test_a_node_is_not_ready_until_its_controller_has_a_quorum(cluster):
+    for nd in cluster.nodes:
+        nd.kill9()
+    try:
+        lone = cluster.nodes[0]
+        lone.start()
+        wait_for("the admin listener of a node without quorum", lambda: get(lone.admin_url + "/v1/status/live")[0] == 200)
+        for _ in range(5):
+            is_ready, why = ready(lone.admin_url)
+            assert not is_ready and why, why
+        cluster.nodes[1].start()
+        wait_for("ready once two voters form a quorum", lambda: ready(lone.admin_url)[0], 90)
+    finally:
+        for nd in cluster.nodes:
+            if not nd.alive():
+                nd.start()
+        cluster.wait_ready(timeout_s=90)
