@@ -34,6 +34,20 @@ enum Command {
         #[command(subcommand)]
         action: TxnAction,
     },
+    /// A live view of running brokers from their admin listeners' /metrics: per shard
+    /// requests/s, MB/s in and out, p99 produce and fetch time, stalls; per cluster
+    /// under-replicated and offline partitions, the active controller, the largest lags.
+    Top {
+        /// Admin listeners (host:port), one per node, comma-separated.
+        #[arg(long, default_value = "127.0.0.1:9644", value_delimiter = ',')]
+        admin: Vec<String>,
+        /// Seconds between frames.
+        #[arg(long, default_value_t = 1.0)]
+        interval: f64,
+        /// Frames to show, then exit (default: until interrupted).
+        #[arg(long)]
+        iterations: Option<u64>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -114,16 +128,24 @@ fn parse_kv(s: &str) -> Result<(String, String), String> {
 
 /// The broker's log on stderr: `log_format` text (ANSI colour only on a terminal, so a
 /// log file holds no escape codes) or json (one object per line, with the thread name,
-/// `shard-N` on a shard).
+/// `shard-N` on a shard); a warning repeated from one call site is written once per
+/// `repeated_warnings::WINDOW` with a count.
 fn init_logging(config: &shardlog::config::Config) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::Layer as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("{},openraft=warn", config.log_level)));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let log = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
-    if config.log_format == "json" {
-        log.json().with_current_span(false).with_span_list(false).with_thread_names(true).init();
+    let json = config.log_format == "json";
+    // Repeated warnings from one call site: once per window, then a count.
+    let repeats = shardlog::metrics::repeated_warnings::RepeatedWarnings::new(json);
+    let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(ansi);
+    let registry = tracing_subscriber::registry().with(filter);
+    if json {
+        registry.with(lines.json().with_current_span(false).with_span_list(false).with_thread_names(true).with_filter(repeats)).init();
     } else {
-        log.init();
+        registry.with(lines.with_filter(repeats)).init();
     }
 }
 
@@ -153,6 +175,9 @@ fn main() {
             TxnAction::Producers { topic, bootstrap } => txn::producers(&bootstrap, &topic),
             TxnAction::Abort { topic, partition, start_offset, bootstrap } => txn::abort(&bootstrap, &topic, partition, start_offset),
         },
+        Command::Top { admin, interval, iterations } => {
+            shardlog::cli::top::run(&admin, std::time::Duration::from_secs_f64(interval.clamp(0.1, 3600.0)), iterations)
+        }
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -4,10 +4,12 @@
 //! - `topic.rs`  `shardlog topic create|list|describe|delete`
 //! - `group.rs`  `shardlog group list|describe`
 //! - `txn.rs`    `shardlog txn list|producers|abort`
+//! - `top.rs`    `shardlog top`: a live view of brokers' /metrics (admin listeners, HTTP)
 //!
 //! A client: it never imports the broker's inside (`server::`, `partition::`, `storage::`,
 //! `cluster::`, `group::`, `controller::`).
 pub mod client;
 pub mod group;
+pub mod top;
 pub mod topic;
 pub mod txn;

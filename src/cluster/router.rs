@@ -326,6 +326,9 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
 
     fn send(&self, shard: ShardId, topics: Vec<String>, min_index: u64, work: ShardWork<X, Y>, count: usize) -> bool {
         let sent = self.mesh.send(shard, ShardRequest { topics, min_metadata_index: min_index, work }).is_ok();
+        if sent {
+            crate::metrics::with(|m| m.cross_shard_messages += 1);
+        }
         tracing::debug!(shard = self.partitions.shard(), to = shard, partitions = count, sent, "cross-shard message");
         sent
     }

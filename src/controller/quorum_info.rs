@@ -124,7 +124,7 @@ pub fn local_status(m: &RaftMetrics<ControllerTypes>) -> LocalQuorumStatus {
         leader: m.current_leader,
         is_leader: m.current_leader == Some(m.id),
         term: m.current_term,
-        high_watermark: offset_after(m.committed.as_ref().map(|l| l.index)),
+        high_watermark: offset_after(m.local_committed.as_ref().map(|l| l.index)),
         last_applied_offset: offset_after(m.last_applied.as_ref().map(|l| l.index)),
         voter_lag,
     }

@@ -59,6 +59,7 @@ metrics_table! {
     SHARD_REQUESTS: "shard_requests", Counter, "Requests handled, by shard", "";
     SHARD_BYTES_IN: "shard_bytes_in", Counter, "Record batch bytes appended by producers, by shard", "";
     SHARD_BYTES_OUT: "shard_bytes_out", Counter, "Record batch bytes sent to consumers, by shard", "";
+    CROSS_SHARD_MESSAGES: "shard_cross_shard_messages", Counter, "Operations a shard sent to another shard's inbox (requests naming partitions of several shards)", "";
     SHARD_PRODUCE_TIME: "shard_produce_total_time_seconds", Histogram, "Produce total time, by shard", "";
     SHARD_FETCH_TIME: "shard_fetch_total_time_seconds", Histogram, "Fetch total time (long polls included), by shard", "";
     STALLS: "shard_stalls", Counter, "Polls of a task that ran longer than shard_stall_threshold_ms, by shard and task", "";
@@ -230,6 +231,7 @@ impl prometheus_client::collector::Collector for Scrape {
         w.counter(&SHARD_REQUESTS, shards.iter().map(|(m, g)| (shard_label(g), m.requests())))?;
         w.counter(&SHARD_BYTES_IN, shards.iter().map(|(m, g)| (shard_label(g), m.topics.values().map(|t| t.bytes_in).sum())))?;
         w.counter(&SHARD_BYTES_OUT, shards.iter().map(|(m, g)| (shard_label(g), m.topics.values().map(|t| t.bytes_out).sum())))?;
+        w.counter(&CROSS_SHARD_MESSAGES, shards.iter().map(|(m, g)| (shard_label(g), m.cross_shard_messages)))?;
         let api_of = |m: &'_ ShardMetrics, key: i16| m.apis[key as usize].as_ref().map(|a| a.total.clone()).unwrap_or_default();
         let produce: Vec<_> = shards.iter().map(|(m, g)| (shard_label(g), api_of(m, 0))).collect();
         w.histogram(&SHARD_PRODUCE_TIME, produce.iter().map(|(l, h)| (l.clone(), h)))?;

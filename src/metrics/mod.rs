@@ -10,6 +10,7 @@ pub mod admin_listener;
 pub mod exposition;
 pub mod gauges;
 pub mod histogram;
+pub mod repeated_warnings;
 pub mod shard_metrics;
 pub mod stall;
 

@@ -94,6 +94,8 @@ pub struct ShardMetrics {
     pub batch_cache_misses: u64,
     pub isr_shrinks: u64,
     pub isr_expands: u64,
+    /// Messages this shard sent to other shards' inboxes (the router's operations).
+    pub cross_shard_messages: u64,
 }
 
 impl Default for ShardMetrics {
@@ -109,6 +111,7 @@ impl Default for ShardMetrics {
             batch_cache_misses: 0,
             isr_shrinks: 0,
             isr_expands: 0,
+            cross_shard_messages: 0,
         }
     }
 }
@@ -207,6 +210,7 @@ impl ShardMetrics {
         self.batch_cache_misses += other.batch_cache_misses;
         self.isr_shrinks += other.isr_shrinks;
         self.isr_expands += other.isr_expands;
+        self.cross_shard_messages += other.cross_shard_messages;
     }
 
     /// Requests of every API.

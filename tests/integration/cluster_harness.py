@@ -20,11 +20,11 @@ Optional, per node (tests/integration/test_cluster_netns.py): a host IP to liste
 advertise instead of 127.0.0.1, and a command prefix (e.g. `ip netns exec NS`) to run
 the node inside a network namespace.
 
-The active controller is read from the nodes' logs: each node logs one
-"controller quorum: leader=<id> term=<t> ..." line per change (src/controller/server.rs);
-the live node reporting the highest term names it. (DescribeQuorum, API 55, answers the
-same on the wire; the harness reads logs so it needs no Kafka client and works while a
-node is SIGSTOPped.)
+The active controller is read from the nodes' admin listeners (/metrics:
+shardlog_raft_current_leader and shardlog_raft_current_epoch): the node answering with
+the highest epoch names it. (DescribeQuorum, API 55, answers the same on the wire; the
+harness reads /metrics so it needs no Kafka client; a SIGSTOPped node does not answer and
+is left out.)
 
 No pytest import: this file is also a command-line tool.
 """
@@ -40,10 +40,12 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-LEADER_LINE = re.compile(r"controller quorum: leader=(-?\d+) term=(\d+) node=(\d+)")
+# An unlabelled gauge sample of /metrics: `name value`.
+GAUGE_LINE = re.compile(r"^(shardlog_\w+) (-?\d+)$", re.M)
 CONTROLLER_PORT_OFFSET = 100
 ADMIN_PORT_OFFSET = 200
 
@@ -215,11 +217,17 @@ class Node:
             return ""
 
     def latest_leader(self) -> tuple[int, int] | None:
-        """(term, leader id) from this node's latest leader-change line since it started."""
-        found = None
-        for m in LEADER_LINE.finditer(self.log_since_start()):
-            found = (int(m.group(2)), int(m.group(1)))
-        return found
+        """(term, leader id) as this node's /metrics report them (raft_current_epoch and
+        raft_current_leader); None when it does not answer within half a second (stopped,
+        cut off, starting) or knows no leader."""
+        try:
+            with urllib.request.urlopen(self.admin_url + "/metrics", timeout=0.5) as r:
+                text = r.read().decode()
+        except (OSError, ValueError):
+            return None
+        gauges = dict(GAUGE_LINE.findall(text))
+        term, leader = int(gauges.get("shardlog_raft_current_epoch", "0")), int(gauges.get("shardlog_raft_current_leader", "-1"))
+        return (term, leader) if leader >= 0 else None
 
     def _signal(self, sig: int) -> None:
         pid = self.pid()

@@ -1,9 +1,9 @@
 """Requests over partitions of both shards (`--shards 2`): what they cost in cross-shard
 messages, and that they are answered whole.
 
-The broker's router logs one debug line per cross-shard message ("cross-shard message",
-target shardlog::cluster::router); this suite turns that target on and counts the lines a
-request adds. A topic of 6 partitions is spread over both shards (the controller places
+The broker counts the messages each shard's router sends to other shards
+(`shardlog_shard_cross_shard_messages_total` on the admin listener's /metrics); this suite
+reads what a request adds. A topic of 6 partitions is spread over both shards (the controller places
 each partition on the least-loaded shard), so whichever shard accepted the connection,
 a request naming every partition must reach the other shard: exactly one message, where
 routing each partition alone would send one per remote partition (3 or more).
@@ -18,17 +18,16 @@ import pytest
 
 import kafkawire as kw
 from clients import cli_create_topic, now_ms
+from admin_api import scrape
 from conftest import skip_unless_shardlog
 
 PARTITIONS = 6
 LIST_OFFSETS = 2
-ROUTER_LOG = "cross-shard message"
 
 
 @pytest.fixture
-def two_shards(broker_factory, monkeypatch):
-    skip_unless_shardlog("counts the router's debug log lines")
-    monkeypatch.setenv("RUST_LOG", "info,openraft=warn,shardlog::cluster::router=debug")
+def two_shards(broker_factory):
+    skip_unless_shardlog("counts shardlog's cross-shard messages")
     b = broker_factory(shards=2)
     stamp = now_ms()
     topics = [f"xs-a-{stamp}", f"xs-b-{stamp}"]
@@ -38,7 +37,7 @@ def two_shards(broker_factory, monkeypatch):
 
 
 def messages_logged(broker) -> int:
-    return broker.log_path.read_text(errors="replace").count(ROUTER_LOG)
+    return int(scrape(broker.admin_url).total("shardlog_shard_cross_shard_messages_total"))
 
 
 def produce_v8(correlation_id: int, topics: list[str], value: bytes) -> bytes:

@@ -3,7 +3,8 @@ live broker and a 3-node cluster, asserting values, not just names: bytes and me
 in grow by what the test produced, a group's lag is what it left unconsumed,
 under-replicated partitions follow a stopped follower, the active-controller gauge moves
 when the controller is killed, a deliberately slow task is counted as a stall, a node
-is not ready until its controller has a quorum; logs: JSON lines parse, a log file holds
+is not ready until its controller has a quorum; every metric the Grafana dashboard
+(docs/grafana/shardlog.json) queries is exposed; logs: JSON lines parse, a log file holds
 no ANSI escape.
 
 Scrapes are parsed with Prometheus's own OpenMetrics parser (admin_api.py).
@@ -13,8 +14,10 @@ No timed assertions: every wait polls with a generous deadline.
 from __future__ import annotations
 
 import json
-import os
+import re
 import signal
+import subprocess
+import threading
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -178,3 +181,55 @@ def test_a_node_is_not_ready_until_its_controller_has_a_quorum(cluster):
             if not nd.alive():
                 nd.start()
         cluster.wait_ready(timeout_s=90)
+
+
+def test_every_metric_the_grafana_dashboard_queries_is_exposed(broker):
+    skip_unless_shardlog("the dashboard is shardlog's")
+    dashboard = json.loads((conftest.REPO / "docs" / "grafana" / "shardlog.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    exprs.append(dashboard["templating"]["list"][0]["query"])
+    queried = {m for e in exprs for m in re.findall(r"\bshardlog_[a-z0-9_]+", e)}
+    assert len(queried) > 30, queried
+    text = scrape(broker.admin_url).text
+    declared = set(re.findall(r"^# TYPE (\S+) (\w+)$", text, re.M))
+    families = {name for name, _ in declared}
+    for m in sorted(queried):
+        # A gauge's name may end in _count (active_broker_count); a histogram's samples add
+        # _bucket/_sum/_count to its family's name, a counter's _total.
+        family = m if m in families else re.sub(r"_(bucket|sum|count|total)$", "", m)
+        assert family in families, f"the dashboard queries {m}, which /metrics does not expose"
+        kind = dict(declared)[family]
+        if m.endswith("_total"):
+            assert kind == "counter", (m, kind)
+        if m.endswith("_bucket"):
+            assert kind == "histogram", (m, kind)
+
+
+def test_shardlog_top_shows_the_shards_under_load(broker_factory, topic_name):
+    skip_unless_shardlog("shardlog top reads shardlog's /metrics")
+    b = broker_factory(shards=2)
+    create(b.bootstrap, topic_name, 4)
+    stop = threading.Event()
+
+    def load():
+        p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+        while not stop.is_set():
+            for _ in range(200):
+                p.produce(topic_name, b"y" * 1000)
+            p.poll(0.05)
+        p.flush(30)
+
+    t = threading.Thread(target=load, daemon=True)
+    t.start()
+    try:
+        out = subprocess.run([str(conftest.SHARDLOG_BIN), "top", "--admin", f"127.0.0.1:{b.admin_port}",
+                              "--interval", "1", "--iterations", "3"], capture_output=True, text=True, timeout=60)
+    finally:
+        stop.set()
+        t.join(60)
+    assert out.returncode == 0, out.stderr
+    rows = [ln.split() for ln in out.stdout.splitlines() if ln.startswith(f"http://127.0.0.1:{b.admin_port}")]
+    assert {r[1] for r in rows} == {"0", "1"}, out.stdout
+    # node shard req/s MB/s-in MB/s-out produce-p99 fetch-p99 stalls conns
+    assert any(float(r[2]) > 0 and float(r[3]) > 0 and r[5] != "-" for r in rows), out.stdout
+    assert "cluster: under-replicated 0, offline 0, active controller http://127.0.0.1:" in out.stdout, out.stdout
