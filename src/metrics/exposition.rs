@@ -65,6 +65,12 @@ metrics_table! {
     STALLS: "shard_stalls", Counter, "Polls of a task that ran longer than shard_stall_threshold_ms, by shard and task", "";
     STALL_TIME: "shard_stall_duration_seconds", Histogram, "How long the stalling polls ran", "";
     TASK_QUEUE_DELAY: "shard_task_queue_delay_seconds", Histogram, "How late a timer task ran on the shard (a busy or stalled shard delays it)", "kafka.network:type=RequestChannel,name=RequestQueueSize (nearest)";
+    BUSY: "shard_busy_seconds", Counter, "Time the shard's executor spent running tasks (its rate is the shard's busy fraction)", "kafka.server:type=KafkaRequestHandlerPool,name=RequestHandlerAvgIdlePercent (complement)";
+    TASKS: "shard_tasks_executed", Counter, "Tasks the shard's executor ran", "";
+    FILE_READS: "shard_file_reads", Counter, "File reads through the shard's io_uring rings", "";
+    FILE_READ_BYTES: "shard_file_read_bytes", Counter, "Bytes read from files through the shard's io_uring rings", "";
+    FILE_WRITES: "shard_file_writes", Counter, "File writes through the shard's io_uring rings", "";
+    FILE_WRITE_BYTES: "shard_file_write_bytes", Counter, "Bytes written to files through the shard's io_uring rings", "";
     CONNECTIONS: "shard_connections", Gauge, "Open client connections, by shard", "kafka.server:type=socket-server-metrics,name=connection-count";
     SHARD_PARTITIONS: "shard_partitions", Gauge, "Partition replicas open, by shard", "";
     SHARD_LEADERS: "shard_leaders", Gauge, "Partitions led, by shard", "";
@@ -129,6 +135,15 @@ impl Writer<'_, '_> {
             } else {
                 m.encode_family(&labels)?.encode_counter::<NoLabelSet, _, u64>(&v, None)?;
             }
+        }
+        Ok(())
+    }
+
+    fn counter_f64(&mut self, def: &MetricDef, samples: impl IntoIterator<Item = (Labels, f64)>) -> std::fmt::Result {
+        debug_assert_eq!(def.kind, Kind::Counter, "{}", def.name);
+        let mut m = self.encoder.encode_descriptor(def.name, def.help, None, MetricType::Counter)?;
+        for (labels, v) in samples {
+            m.encode_family(&labels)?.encode_counter::<NoLabelSet, _, f64>(&v, None)?;
         }
         Ok(())
     }
@@ -243,6 +258,12 @@ impl prometheus_client::collector::Collector for Scrape {
         )?;
         w.histogram(&STALL_TIME, shards.iter().map(|(m, g)| (shard_label(g), &m.stalls.duration)))?;
         w.histogram(&TASK_QUEUE_DELAY, shards.iter().map(|(m, g)| (shard_label(g), &m.task_queue_delay)))?;
+        w.counter_f64(&BUSY, shards.iter().map(|(_, g)| (shard_label(g), g.busy_seconds)))?;
+        w.counter(&TASKS, shards.iter().map(|(_, g)| (shard_label(g), g.tasks_executed)))?;
+        w.counter(&FILE_READS, shards.iter().map(|(_, g)| (shard_label(g), g.file_reads.0)))?;
+        w.counter(&FILE_READ_BYTES, shards.iter().map(|(_, g)| (shard_label(g), g.file_reads.1)))?;
+        w.counter(&FILE_WRITES, shards.iter().map(|(_, g)| (shard_label(g), g.file_writes.0)))?;
+        w.counter(&FILE_WRITE_BYTES, shards.iter().map(|(_, g)| (shard_label(g), g.file_writes.1)))?;
         let per_shard = |f: fn(&ShardGauges) -> u64| shards.iter().map(move |(_, g)| (shard_label(g), i64::try_from(f(g)).unwrap_or(i64::MAX))).collect::<Vec<_>>();
         w.gauge(&CONNECTIONS, per_shard(|g| g.connections))?;
         w.gauge(&SHARD_PARTITIONS, per_shard(|g| g.partitions))?;

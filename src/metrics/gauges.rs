@@ -27,9 +27,18 @@ pub struct ShardGauges {
     pub log_bytes_by_dir: Vec<(String, u64)>,
     /// The metadata offset this shard has applied.
     pub metadata_applied_index: u64,
+    /// The executor's time running tasks (glommio's executor runtime): its rate is the
+    /// shard's busy fraction.
+    pub busy_seconds: f64,
+    pub tasks_executed: u64,
+    /// File reads and writes through the shard's io_uring rings (glommio's I/O stats):
+    /// (operations, bytes), direct and buffered together.
+    pub file_reads: (u64, u64),
+    pub file_writes: (u64, u64),
     /// Committed offsets of the groups this shard coordinates.
     pub committed_offsets: Vec<GroupOffset>,
-    /// The partitions this shard leads: their log end offsets and high watermarks.
+    /// The partitions this shard leads (log end offsets and high watermarks), and the
+    /// high watermarks of partitions led elsewhere that its groups committed offsets of.
     pub partition_offsets: Vec<PartitionOffsets>,
 }
 
@@ -42,12 +51,13 @@ pub struct GroupOffset {
     pub committed_offset: i64,
 }
 
-/// Where a partition this broker leads ends.
+/// Where a partition ends: a partition this broker leads (log end offset and high
+/// watermark), or one another broker leads (its high watermark, from a ListOffsets).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionOffsets {
     pub topic: String,
     pub partition: i32,
-    pub log_end_offset: i64,
+    pub log_end_offset: Option<i64>,
     pub high_watermark: i64,
 }
 

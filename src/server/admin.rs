@@ -162,10 +162,11 @@ impl BrokerAdmin {
     }
 }
 
-/// Consumer group lag of the groups this broker coordinates, against the partitions it
-/// leads (`log_end_offset` / `high_watermark` are None for a partition led elsewhere).
+/// Consumer group lag of the groups this broker coordinates: against the partitions it
+/// leads (log end offset and high watermark) and, for partitions led elsewhere, the high
+/// watermark their leader answered (None when it did not).
 fn group_lag(shards: &[(ShardMetrics, ShardGauges)]) -> Vec<GroupLag> {
-    let ends: HashMap<(&str, i32), (i64, i64)> = shards
+    let ends: HashMap<(&str, i32), (Option<i64>, i64)> = shards
         .iter()
         .flat_map(|(_, g)| &g.partition_offsets)
         .map(|p| ((p.topic.as_str(), p.partition), (p.log_end_offset, p.high_watermark)))
@@ -180,7 +181,7 @@ fn group_lag(shards: &[(ShardMetrics, ShardGauges)]) -> Vec<GroupLag> {
                 topic: c.topic.clone(),
                 partition: c.partition,
                 committed_offset: c.committed_offset,
-                log_end_offset: end.map(|e| e.0),
+                log_end_offset: end.and_then(|e| e.0),
                 high_watermark: end.map(|e| e.1),
             }
         })

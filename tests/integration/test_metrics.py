@@ -46,6 +46,25 @@ def produce(bootstrap: str, topic: str, values: list[bytes], **conf) -> None:
     assert not errors, errors
 
 
+def produce_round_robin(bootstrap: str, topic: str, partitions: int, count: int, value: bytes) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(count):
+        p.produce(topic, value, partition=i % partitions)
+    assert p.flush(60) == 0
+
+
+def consume_all_and_commit(bootstrap: str, topic: str, group: str, count: int) -> None:
+    """Reads `count` records as `group` and commits its positions on every partition."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe([topic])
+    read = 0
+    while read < count:
+        read += sum(1 for m in c.consume(num_messages=count - read, timeout=2) if m.error() is None)
+    c.commit(asynchronous=False)
+    c.close()
+
+
 def test_a_scrape_counts_what_was_produced_consumed_and_left_unconsumed(broker_factory, topic_name):
     skip_unless_shardlog("the admin listener is shardlog's")
     b = broker_factory(shards=2)
@@ -54,8 +73,7 @@ def test_a_scrape_counts_what_was_produced_consumed_and_left_unconsumed(broker_f
     assert get(b.admin_url + "/nowhere")[0] == 404
     create(b.bootstrap, topic_name, 3)
     before = scrape(b.admin_url)
-    values = [b"v%05d" % i + b"x" * 94 for i in range(600)]  # 100 bytes each
-    produce(b.bootstrap, topic_name, values)
+    produce_round_robin(b.bootstrap, topic_name, 3, 600, b"x" * 100)
     after = scrape(b.admin_url)
     messages_in = after.total("shardlog_topic_messages_in_total", topic=topic_name) - before.total("shardlog_topic_messages_in_total", topic=topic_name)
     bytes_in = after.total("shardlog_topic_bytes_in_total", topic=topic_name) - before.total("shardlog_topic_bytes_in_total", topic=topic_name)
@@ -71,23 +89,16 @@ def test_a_scrape_counts_what_was_produced_consumed_and_left_unconsumed(broker_f
     assert after.total("shardlog_leader_count") >= 3 and after.total("shardlog_under_replicated_partitions") == 0
     assert after.total("shardlog_active_controller_count") == 1
 
-    # A group reads 400 of the 600 records and commits: its lag is the 200 left.
+    # A group reads all 600 and commits; 150 more arrive (50 per partition): its lag.
     group = f"g-{topic_name}"
-    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                  "enable.auto.commit": False})
-    c.subscribe([topic_name])
-    read = 0
-    while read < 400:
-        msgs = c.consume(num_messages=400 - read, timeout=2)
-        read += sum(1 for m in msgs if m.error() is None)
-    c.commit(asynchronous=False)
-    c.close()
-    m = wait_for("the group's committed offsets in /metrics",
+    consume_all_and_commit(b.bootstrap, topic_name, group, 600)
+    produce_round_robin(b.bootstrap, topic_name, 3, 150, b"w" * 100)
+    m = wait_for("the group's lag in /metrics",
                  lambda: (s := scrape(b.admin_url)).has("shardlog_consumer_group_lag", group=group) and s)
     lag = {ls["partition"]: v for ls, v in m.labelled("shardlog_consumer_group_lag") if ls["group"] == group}
     committed = sum(v for ls, v in m.labelled("shardlog_consumer_group_committed_offset") if ls["group"] == group)
-    assert committed == 400 and sum(lag.values()) == 200, (lag, committed)
-    assert m.total("shardlog_topic_bytes_out_total", topic=topic_name) >= 400 * 100
+    assert committed == 600 and lag == {"0": 50, "1": 50, "2": 50}, (lag, committed)
+    assert m.total("shardlog_topic_bytes_out_total", topic=topic_name) >= 600 * 100
     assert m.total("shardlog_topic_fetch_requests_total", topic=topic_name) >= 1
 
 
@@ -145,6 +156,25 @@ def test_under_replicated_partitions_follow_a_stopped_follower(cluster, topic_na
     wait_for("no under-replicated partition once the follower caught up",
              lambda: cluster_total(cluster, "shardlog_under_replicated_partitions") == 0, 90)
     assert cluster_total(cluster, "shardlog_isr_expands_total") >= 1
+
+
+def test_group_lag_covers_partitions_led_by_other_brokers(cluster, topic_name):
+    n1 = cluster.nodes[0]
+    create(n1.bootstrap, topic_name, 6, rf=1)
+    produce_round_robin(n1.bootstrap, topic_name, 6, 600, b"z" * 50)
+    group = f"g-{topic_name}"
+    consume_all_and_commit(n1.bootstrap, topic_name, group, 600)
+    produce_round_robin(n1.bootstrap, topic_name, 6, 240, b"z" * 50)
+
+    def lag_series():
+        series = [(ls, v) for nd in cluster.nodes for ls, v in scrape(nd.admin_url).labelled("shardlog_consumer_group_lag")
+                  if ls["group"] == group]
+        return len(series) == 6 and series
+
+    series = wait_for("a lag series for each of the 6 partitions (on the group's coordinator)", lag_series)
+    assert sorted(v for _, v in series) == [40] * 6, series
+    leaders = {p.leader for p in AdminClient({"bootstrap.servers": n1.bootstrap}).list_topics(topic_name, timeout=10).topics[topic_name].partitions.values()}
+    assert len(leaders) > 1, "the partitions are led by more than one broker, so some lag came from another leader"
 
 
 def test_the_active_controller_gauge_moves_when_the_controller_is_killed(cluster):

@@ -2,8 +2,13 @@
 //! shard's scrape inbox; each answers, between its other tasks, with a copy of its
 //! counters and its gauges read from its own partitions. Nothing is shared while the
 //! shard works: the copy is made here, on the shard.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::rc::Rc;
+use std::time::Duration;
+
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic};
+use kafka_protocol::messages::{ApiKey, BrokerId, ListOffsetsResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
 
 use super::ShardContext;
 use crate::metrics::gauges::{PartitionOffsets, ShardGauges};
@@ -15,12 +20,73 @@ pub struct ScrapeRequest {
     pub reply: std::sync::mpsc::SyncSender<(ShardMetrics, ShardGauges)>,
 }
 
+/// How long a scrape waits for other brokers' high watermarks (the admin side gives the
+/// shards 2 s in all).
+const REMOTE_HIGH_WATERMARK_TIMEOUT: Duration = Duration::from_millis(1000);
+
 /// Answers scrapes until the admin side hangs up.
 pub async fn serve_scrapes(ctx: Rc<ShardContext>, inbox: async_channel::Receiver<ScrapeRequest>) {
     while let Ok(request) = inbox.recv().await {
-        let _ = request.reply.try_send((shard_metrics::snapshot(), gauges(&ctx)));
+        let mut g = gauges(&ctx);
+        let remote = remote_high_watermarks(&ctx, &g).await;
+        g.partition_offsets.extend(remote);
+        let _ = request.reply.try_send((shard_metrics::snapshot(), g));
     }
 }
+
+/// The high watermarks of partitions other brokers lead that this shard's groups
+/// committed offsets of: one ListOffsets (latest, read_uncommitted: the high watermark,
+/// what kafka-consumer-groups.sh reads) per leader, on the inter-broker listener.
+/// A leader that does not answer in time leaves its partitions without a lag series.
+async fn remote_high_watermarks(ctx: &ShardContext, g: &ShardGauges) -> Vec<PartitionOffsets> {
+    let local: HashSet<(&str, i32)> = g.partition_offsets.iter().map(|p| (p.topic.as_str(), p.partition)).collect();
+    let image = ctx.image();
+    let mut by_leader: BTreeMap<i32, BTreeMap<&str, BTreeSet<i32>>> = BTreeMap::new();
+    for c in g.committed_offsets.iter().filter(|c| !local.contains(&(c.topic.as_str(), c.partition))) {
+        let leader = image.topic(&c.topic).and_then(|t| t.partition(c.partition)).map(|p| p.leader);
+        if let Some(leader) = leader.filter(|l| *l >= 0 && *l != ctx.config.node_id) {
+            by_leader.entry(leader).or_default().entry(c.topic.as_str()).or_default().insert(c.partition);
+        }
+    }
+    let calls = by_leader.into_iter().filter_map(|(leader, topics)| {
+        let broker = image.brokers.get(&leader)?.clone();
+        let topics: Vec<ListOffsetsTopic> = topics
+            .into_iter()
+            .map(|(t, ps)| {
+                ListOffsetsTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(t.to_string())))
+                    .with_partitions(ps.into_iter().map(|p| ListOffsetsPartition::default().with_partition_index(p).with_timestamp(-1)).collect())
+            })
+            .collect();
+        let req = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(topics);
+        let security = ctx.inter_broker.clone();
+        let client_id = format!("shardlog-{}-metrics", ctx.config.node_id);
+        Some(async move {
+            let answer: Result<ListOffsetsResponse, String> =
+                crate::server::broker_call::call(&broker, &security, &client_id, ApiKey::ListOffsets, LIST_OFFSETS_VERSION, &req, REMOTE_HIGH_WATERMARK_TIMEOUT).await;
+            match answer {
+                Ok(resp) => resp
+                    .topics
+                    .iter()
+                    .flat_map(|t| t.partitions.iter().filter(|p| p.error_code == 0).map(move |p| PartitionOffsets {
+                        topic: t.name.0.to_string(),
+                        partition: p.partition_index,
+                        log_end_offset: None,
+                        high_watermark: p.offset,
+                    }))
+                    .collect(),
+                Err(e) => {
+                    tracing::debug!(broker = broker.id, error = %e, "consumer group lag: no high watermarks from the leader");
+                    Vec::new()
+                }
+            }
+        })
+    });
+    futures::future::join_all(calls).await.into_iter().flatten().collect()
+}
+
+/// ListOffsets v7 (Kafka 2.8+): every broker of a cluster answers it.
+const LIST_OFFSETS_VERSION: i16 = 7;
 
 fn gauges(ctx: &ShardContext) -> ShardGauges {
     let mut g = ShardGauges {
@@ -31,11 +97,18 @@ fn gauges(ctx: &ShardContext) -> ShardGauges {
         metadata_applied_index: ctx.partitions.metadata_index(),
         ..ShardGauges::default()
     };
+    let executor = glommio::executor();
+    let stats = executor.executor_stats();
+    (g.busy_seconds, g.tasks_executed) = (stats.executor_runtime().as_secs_f64(), stats.tasks_executed());
+    let io = executor.io_stats().all_rings();
+    let add = |a: (u64, u64), b: (u64, u64)| (a.0 + b.0, a.1 + b.1);
+    g.file_reads = add(io.file_reads(), io.file_buffered_reads());
+    g.file_writes = add(io.file_writes(), io.file_buffered_writes());
     let mut by_dir: BTreeMap<String, u64> = BTreeMap::new();
     for p in ctx.partitions.all().into_iter().chain(ctx.partitions.followers()) {
         let pg = p.gauges();
         if pg.leader {
-            g.partition_offsets.push(PartitionOffsets { topic: p.topic.clone(), partition: p.index, log_end_offset: p.log_end_offset(), high_watermark: p.high_watermark() });
+            g.partition_offsets.push(PartitionOffsets { topic: p.topic.clone(), partition: p.index, log_end_offset: Some(p.log_end_offset()), high_watermark: p.high_watermark() });
         }
         g.partitions += 1;
         g.leaders += u64::from(pg.leader);
