@@ -23,10 +23,28 @@ pub struct AdminListener {
 
 /// Binds `addr` now (a taken port fails the broker's start with a clear message) and
 /// serves it on a thread named `admin`.
+///
+/// The thread, and the threads tiny_http starts from it (they inherit the policy), run
+/// under SCHED_IDLE: every shard owns a core, so a scrape's rendering may only use a core
+/// when its shard is idle, never preempt a shard mid-request. Under full load a scrape
+/// waits for idle time rather than adding to request latency.
 pub fn start(addr: &str, source: Arc<dyn AdminSource>) -> io::Result<AdminListener> {
-    let server = tiny_http::Server::http(addr).map_err(|e| io::Error::other(format!("admin_listener {addr}: {e}")))?;
-    let local_addr = server.server_addr().to_ip().ok_or_else(|| io::Error::other(format!("admin_listener {addr}: not an IP address")))?;
+    let (bound_tx, bound_rx) = std::sync::mpsc::channel::<io::Result<SocketAddr>>();
+    let addr_owned = addr.to_string();
     std::thread::Builder::new().name("admin".into()).spawn(move || {
+        lower_to_idle_priority();
+        let server = match tiny_http::Server::http(&addr_owned) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = bound_tx.send(Err(io::Error::other(format!("admin_listener {addr_owned}: {e}"))));
+                return;
+            }
+        };
+        let Some(local) = server.server_addr().to_ip() else {
+            let _ = bound_tx.send(Err(io::Error::other(format!("admin_listener {addr_owned}: not an IP address"))));
+            return;
+        };
+        let _ = bound_tx.send(Ok(local));
         for request in server.incoming_requests() {
             let response = answer(request.method(), request.url(), source.as_ref());
             if let Err(e) = request.respond(response) {
@@ -34,7 +52,18 @@ pub fn start(addr: &str, source: Arc<dyn AdminSource>) -> io::Result<AdminListen
             }
         }
     })?;
+    let local_addr = bound_rx.recv().map_err(|_| io::Error::other(format!("admin_listener {addr}: the admin thread stopped")))??;
     Ok(AdminListener { local_addr })
+}
+
+/// SCHED_IDLE for the calling thread (best effort: a failure is logged, the listener
+/// still serves).
+fn lower_to_idle_priority() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler reads a valid sched_param; pid 0 = the calling thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+        tracing::warn!(error = %io::Error::last_os_error(), "admin listener: cannot lower its thread to SCHED_IDLE; scrapes compete with the shards for CPU");
+    }
 }
 
 type Response = tiny_http::Response<std::io::Cursor<Vec<u8>>>;

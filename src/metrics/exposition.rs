@@ -82,6 +82,11 @@ metrics_table! {
     SEGMENTS: "log_segments", Gauge, "Segment files, by shard", "kafka.log:type=Log,name=NumLogSegments (summed)";
     METADATA_APPLIED: "shard_metadata_applied_index", Gauge, "The metadata log index the shard has applied", "kafka.server:type=broker-metadata-metrics,name=last-applied-record-offset";
     FSYNC_TIME: "log_flush_time_seconds", Histogram, "fdatasync of segment files", "kafka.log:type=LogFlushStats,name=LogFlushRateAndTimeMs";
+    WRITEBACK_TIME: "page_cache_writeback_time_seconds", Histogram, "sync_file_range writeback of page-cache segments (flush = never), from hand-off to the blocking thread to its return", "";
+    CLEANER_PASSES: "log_cleaner_passes", Counter, "Log cleaner passes that cleaned a partition", "";
+    CLEANER_SEGMENTS: "log_cleaner_segments", Counter, "Segments the log cleaner rewrote", "";
+    CLEANER_BYTES_READ: "log_cleaner_bytes_read", Counter, "Bytes of the segments the cleaner rewrote, before", "kafka.log:type=LogCleaner,name=... (cleaner-recopy-percent's basis)";
+    CLEANER_BYTES_WRITTEN: "log_cleaner_bytes_written", Counter, "Bytes of the segments the cleaner rewrote, after", "";
     BATCH_CACHE_HITS: "batch_cache_hits", Counter, "Fetches served from the batch cache", "";
     BATCH_CACHE_MISSES: "batch_cache_misses", Counter, "Fetches that read the log file", "";
     ISR_SHRINKS: "isr_shrinks", Counter, "ISR shrinks of partitions this broker leads", "kafka.server:type=ReplicaManager,name=IsrShrinksPerSec";
@@ -260,10 +265,10 @@ impl prometheus_client::collector::Collector for Scrape {
         w.histogram(&TASK_QUEUE_DELAY, shards.iter().map(|(m, g)| (shard_label(g), &m.task_queue_delay)))?;
         w.counter_f64(&BUSY, shards.iter().map(|(_, g)| (shard_label(g), g.busy_seconds)))?;
         w.counter(&TASKS, shards.iter().map(|(_, g)| (shard_label(g), g.tasks_executed)))?;
-        w.counter(&FILE_READS, shards.iter().map(|(_, g)| (shard_label(g), g.file_reads.0)))?;
-        w.counter(&FILE_READ_BYTES, shards.iter().map(|(_, g)| (shard_label(g), g.file_reads.1)))?;
-        w.counter(&FILE_WRITES, shards.iter().map(|(_, g)| (shard_label(g), g.file_writes.0)))?;
-        w.counter(&FILE_WRITE_BYTES, shards.iter().map(|(_, g)| (shard_label(g), g.file_writes.1)))?;
+        w.counter(&FILE_READS, shards.iter().map(|(m, g)| (shard_label(g), m.file_reads.0)))?;
+        w.counter(&FILE_READ_BYTES, shards.iter().map(|(m, g)| (shard_label(g), m.file_reads.1)))?;
+        w.counter(&FILE_WRITES, shards.iter().map(|(m, g)| (shard_label(g), m.file_writes.0)))?;
+        w.counter(&FILE_WRITE_BYTES, shards.iter().map(|(m, g)| (shard_label(g), m.file_writes.1)))?;
         let per_shard = |f: fn(&ShardGauges) -> u64| shards.iter().map(move |(_, g)| (shard_label(g), i64::try_from(f(g)).unwrap_or(i64::MAX))).collect::<Vec<_>>();
         w.gauge(&CONNECTIONS, per_shard(|g| g.connections))?;
         w.gauge(&SHARD_PARTITIONS, per_shard(|g| g.partitions))?;
@@ -276,6 +281,11 @@ impl prometheus_client::collector::Collector for Scrape {
         w.gauge(&SEGMENTS, per_shard(|g| g.segments))?;
         w.gauge(&METADATA_APPLIED, per_shard(|g| g.metadata_applied_index))?;
         w.histogram(&FSYNC_TIME, [(Vec::new(), &merged.fsync)])?;
+        w.histogram(&WRITEBACK_TIME, [(Vec::new(), &merged.writeback)])?;
+        w.counter(&CLEANER_PASSES, [(Vec::new(), merged.cleaner.passes)])?;
+        w.counter(&CLEANER_SEGMENTS, [(Vec::new(), merged.cleaner.segments)])?;
+        w.counter(&CLEANER_BYTES_READ, [(Vec::new(), merged.cleaner.bytes_read)])?;
+        w.counter(&CLEANER_BYTES_WRITTEN, [(Vec::new(), merged.cleaner.bytes_written)])?;
         w.counter(&BATCH_CACHE_HITS, [(Vec::new(), merged.batch_cache_hits)])?;
         w.counter(&BATCH_CACHE_MISSES, [(Vec::new(), merged.batch_cache_misses)])?;
         w.counter(&ISR_SHRINKS, [(Vec::new(), merged.isr_shrinks)])?;

@@ -31,10 +31,6 @@ pub struct ShardGauges {
     /// shard's busy fraction.
     pub busy_seconds: f64,
     pub tasks_executed: u64,
-    /// File reads and writes through the shard's io_uring rings (glommio's I/O stats):
-    /// (operations, bytes), direct and buffered together.
-    pub file_reads: (u64, u64),
-    pub file_writes: (u64, u64),
     /// Committed offsets of the groups this shard coordinates.
     pub committed_offsets: Vec<GroupOffset>,
     /// The partitions this shard leads (log end offsets and high watermarks), and the

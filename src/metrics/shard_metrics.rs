@@ -67,6 +67,17 @@ pub struct TopicMetrics {
     pub failed_fetch_requests: u64,
 }
 
+/// The log cleaner's progress on a shard (Kafka's LogCleaner metrics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CleanerProgress {
+    /// Passes over a partition that cleaned at least nothing (a pass per dirty partition).
+    pub passes: u64,
+    pub segments: u64,
+    /// Bytes of the segments cleaned, before and after.
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+}
+
 /// A shard's tasks that ran too long without yielding (a reactor stall).
 #[derive(Clone, Debug, Default)]
 pub struct Stalls {
@@ -96,6 +107,14 @@ pub struct ShardMetrics {
     pub isr_expands: u64,
     /// Messages this shard sent to other shards' inboxes (the router's operations).
     pub cross_shard_messages: u64,
+    /// File reads and writes through the shard's io_uring rings, (operations, bytes),
+    /// direct and buffered: glommio hands its I/O counters over and resets them, so each
+    /// scrape adds what it took here (`add_io`).
+    pub file_reads: (u64, u64),
+    pub file_writes: (u64, u64),
+    pub cleaner: CleanerProgress,
+    /// sync_file_range writeback calls of the page-cache segments, from hand-off to return.
+    pub writeback: Histogram,
 }
 
 impl Default for ShardMetrics {
@@ -112,6 +131,10 @@ impl Default for ShardMetrics {
             isr_shrinks: 0,
             isr_expands: 0,
             cross_shard_messages: 0,
+            file_reads: (0, 0),
+            file_writes: (0, 0),
+            cleaner: CleanerProgress::default(),
+            writeback: Histogram::default(),
         }
     }
 }
@@ -211,6 +234,18 @@ impl ShardMetrics {
         self.isr_shrinks += other.isr_shrinks;
         self.isr_expands += other.isr_expands;
         self.cross_shard_messages += other.cross_shard_messages;
+        self.add_io(other.file_reads, other.file_writes);
+        self.cleaner.passes += other.cleaner.passes;
+        self.cleaner.segments += other.cleaner.segments;
+        self.cleaner.bytes_read += other.cleaner.bytes_read;
+        self.cleaner.bytes_written += other.cleaner.bytes_written;
+        self.writeback.add(&other.writeback);
+    }
+
+    /// Adds I/O counted since the last call ((operations, bytes) read and written).
+    pub fn add_io(&mut self, reads: (u64, u64), writes: (u64, u64)) {
+        self.file_reads = (self.file_reads.0 + reads.0, self.file_reads.1 + reads.1);
+        self.file_writes = (self.file_writes.0 + writes.0, self.file_writes.1 + writes.1);
     }
 
     /// Requests of every API.

@@ -153,6 +153,12 @@ impl Partition {
         }
         tracing::info!(topic = %self.topic, partition = self.index, segments = stats.segments_cleaned,
             bytes_before = stats.bytes_before, bytes_after = stats.bytes_after, keys = stats.keys, "cleaned log");
+        crate::metrics::with(|m| {
+            m.cleaner.passes += 1;
+            m.cleaner.segments += stats.segments_cleaned as u64;
+            m.cleaner.bytes_read += stats.bytes_before;
+            m.cleaner.bytes_written += stats.bytes_after;
+        });
         Ok(stats)
     }
 

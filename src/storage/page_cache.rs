@@ -190,6 +190,7 @@ impl CachedFile {
         let in_flight = WRITEBACKS_IN_FLIGHT.get() + 1;
         debug_assert!(in_flight <= MAX_WRITEBACKS_IN_FLIGHT);
         WRITEBACKS_IN_FLIGHT.set(in_flight);
+        let handed_over = std::time::Instant::now();
         let started = off_shard(
             self.fd,
             move |fd| {
@@ -199,7 +200,10 @@ impl CachedFile {
                     tracing::debug!(error = %std::io::Error::last_os_error(), "sync_file_range failed; the kernel writes back on its own");
                 }
             },
-            || WRITEBACKS_IN_FLIGHT.set(WRITEBACKS_IN_FLIGHT.get() - 1),
+            move || {
+                WRITEBACKS_IN_FLIGHT.set(WRITEBACKS_IN_FLIGHT.get() - 1);
+                crate::metrics::with(|m| m.writeback.record(handed_over.elapsed()));
+            },
         );
         if !started {
             WRITEBACKS_IN_FLIGHT.set(WRITEBACKS_IN_FLIGHT.get() - 1);

@@ -475,7 +475,8 @@ class Cluster:
             mark = " (active controller)" if active is not None and active[0] == nd.node_id and pid else ""
             client = nd.bootstrap if nd.is_broker else "none"
             lines.append(f"node {nd.node_id}: roles={nd.roles} pid={pid if pid else 'down'} "
-                         f"client={client} controller={nd.controller_listener}{mark}")
+                         f"client={client} controller={nd.controller_listener} "
+                         f"admin={nd.admin_url if nd.admin_port else 'none'}{mark}")
         lines.append(f"active controller: {'node %d (term %d)' % active if active else 'unknown'}")
         return lines
 

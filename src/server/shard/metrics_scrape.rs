@@ -27,10 +27,13 @@ const REMOTE_HIGH_WATERMARK_TIMEOUT: Duration = Duration::from_millis(1000);
 /// Answers scrapes until the admin side hangs up.
 pub async fn serve_scrapes(ctx: Rc<ShardContext>, inbox: async_channel::Receiver<ScrapeRequest>) {
     while let Ok(request) = inbox.recv().await {
+        let started = std::time::Instant::now();
         let mut g = gauges(&ctx);
         let remote = remote_high_watermarks(&ctx, &g).await;
         g.partition_offsets.extend(remote);
-        let _ = request.reply.try_send((shard_metrics::snapshot(), g));
+        let snapshot = shard_metrics::snapshot();
+        tracing::debug!(shard = ctx.shard, took_us = started.elapsed().as_micros() as u64, "metrics scrape answered");
+        let _ = request.reply.try_send((snapshot, g));
     }
 }
 
@@ -100,10 +103,10 @@ fn gauges(ctx: &ShardContext) -> ShardGauges {
     let executor = glommio::executor();
     let stats = executor.executor_stats();
     (g.busy_seconds, g.tasks_executed) = (stats.executor_runtime().as_secs_f64(), stats.tasks_executed());
+    // glommio hands over its I/O counters since the last call and resets them.
     let io = executor.io_stats().all_rings();
     let add = |a: (u64, u64), b: (u64, u64)| (a.0 + b.0, a.1 + b.1);
-    g.file_reads = add(io.file_reads(), io.file_buffered_reads());
-    g.file_writes = add(io.file_writes(), io.file_buffered_writes());
+    shard_metrics::with(|m| m.add_io(add(io.file_reads(), io.file_buffered_reads()), add(io.file_writes(), io.file_buffered_writes())));
     let mut by_dir: BTreeMap<String, u64> = BTreeMap::new();
     for p in ctx.partitions.all().into_iter().chain(ctx.partitions.followers()) {
         let pg = p.gauges();
