@@ -3,7 +3,8 @@
 #
 # 1. installs what the tests need, idempotently: kcat (Debian), Python clients (pinned, in
 #    tests/integration/requirements.txt), the Java client tool (Maven, kafka-clients 4.1.x)
-# 2. the layering check    (scripts/check_layers.py: no lower layer names an upper one)
+# 2. the layering check    (scripts/check_layers.py: no lower layer names an upper one),
+#    the generated response error table is current (scripts/gen_response_errors.py --check)
 #    cargo test            (unit + property tests, debug profile)
 # 3. cargo build --release (the integration tests run target/release/shardlog)
 # 4. pytest tests/integration -v, then the real-client suites again with flush = never
@@ -165,6 +166,7 @@ if [ "${SKIP_CARGO:-0}" != 1 ]; then
   step "layering check (dependencies point down)"
   "$PY" scripts/check_layers.py --self-test
   "$PY" scripts/check_layers.py
+  "$PY" scripts/gen_response_errors.py --check
   step "cargo test (unit + property tests)"
   cargo test 2>&1
   # The benchmarks are not run here, but they must keep compiling (debug profile).

@@ -15,6 +15,7 @@
 //! - `errors.rs`       `ErrorCode`, the wire's int16
 //! - `strings.rs`      the codec's string types from Rust strings
 //! - `throttle_time.rs` `throttle_time_ms` of any response body (client quotas)
+//! - `response_errors.rs` the error codes of any response body (generated; ErrorsPerSec)
 //!
 //! Never imports the broker's inside (`server::`, `group::`, `cluster::`, `partition::`,
 //! `storage::`, `controller::`): it is the wire, used by the broker and by the clients
@@ -41,6 +42,7 @@ pub mod produce_response_writer;
 pub mod request;
 pub mod response_arena;
 pub mod response_buf;
+pub mod response_errors;
 pub mod strings;
 pub mod throttle_time;
 

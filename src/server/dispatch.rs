@@ -8,6 +8,7 @@ use super::handlers;
 use super::shard::ShardContext;
 use crate::protocol::produce_input::ProduceInput;
 use crate::protocol::produce_request_view::ProduceRequestView;
+use crate::protocol::response_errors::ResponseErrors;
 use crate::protocol::throttle_time::ThrottleTime;
 use crate::protocol::{encode_response, DecodedRequest, ResponseBufs};
 use crate::security::principal::Principal;
@@ -68,8 +69,15 @@ impl RequestMeta {
         }
     }
 
-    /// Encodes `body` as this request's response frame.
-    pub fn respond<R: Encodable + HeaderVersion + ThrottleTime + Clone>(&self, body: &R) -> Response {
+    /// Encodes `body` as this request's response frame, counting its error codes in the
+    /// shard's metrics (Kafka's ErrorsPerSec).
+    pub fn respond<R: Encodable + HeaderVersion + ThrottleTime + ResponseErrors + Clone>(&self, body: &R) -> Response {
+        // Produce and Fetch count theirs where they are answered (their hot-path writers
+        // build no response structs).
+        if !matches!(self.api_key, ApiKey::Produce | ApiKey::Fetch) {
+            let api = self.api_key as i16;
+            crate::metrics::with(|m| body.error_codes(&mut |code| m.record_error(api, code, 1)));
+        }
         let throttled;
         let body = if self.throttle_time_ms > 0 {
             // Rare (a client over its quota): the copy is cheaper than threading the time

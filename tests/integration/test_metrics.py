@@ -88,6 +88,11 @@ def test_a_scrape_counts_what_was_produced_consumed_and_left_unconsumed(broker_f
     assert after.total("shardlog_topic_failed_produce_requests_total", topic=topic_name) == 0
     assert after.total("shardlog_leader_count") >= 3 and after.total("shardlog_under_replicated_partitions") == 0
     assert after.total("shardlog_active_controller_count") == 1
+    # Errors by API and Kafka's error name, from any response.
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    with pytest.raises(Exception):
+        admin.create_topics([NewTopic(topic_name, 3, 1)], operation_timeout=30)[topic_name].result(timeout=60)
+    assert scrape(b.admin_url).total("shardlog_errors_total", request="CreateTopics", error="TOPIC_ALREADY_EXISTS") == 1
 
     # A group reads all 600 and commits; 150 more arrive (50 per partition): its lag.
     group = f"g-{topic_name}"
