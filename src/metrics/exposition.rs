@@ -6,7 +6,7 @@
 //! generated from the same table (`metric_table_markdown`), so the list cannot drift.
 use std::fmt::Write as _;
 
-use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeCounterValue, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 
 use super::gauges::{BrokerGauges, ShardGauges};
@@ -131,7 +131,8 @@ struct Writer<'e, 'w> {
 }
 
 impl Writer<'_, '_> {
-    fn counter(&mut self, def: &MetricDef, samples: impl IntoIterator<Item = (Labels, u64)>) -> std::fmt::Result {
+    /// A counter family: integer counts, or seconds (`f64`).
+    fn counter<V: EncodeCounterValue>(&mut self, def: &MetricDef, samples: impl IntoIterator<Item = (Labels, V)>) -> std::fmt::Result {
         debug_assert_eq!(def.kind, Kind::Counter, "{}", def.name);
         let mut m = self.encoder.encode_descriptor(def.name, def.help, None, MetricType::Counter)?;
         for (labels, v) in samples {
@@ -140,15 +141,6 @@ impl Writer<'_, '_> {
             } else {
                 m.encode_family(&labels)?.encode_counter::<NoLabelSet, _, u64>(&v, None)?;
             }
-        }
-        Ok(())
-    }
-
-    fn counter_f64(&mut self, def: &MetricDef, samples: impl IntoIterator<Item = (Labels, f64)>) -> std::fmt::Result {
-        debug_assert_eq!(def.kind, Kind::Counter, "{}", def.name);
-        let mut m = self.encoder.encode_descriptor(def.name, def.help, None, MetricType::Counter)?;
-        for (labels, v) in samples {
-            m.encode_family(&labels)?.encode_counter::<NoLabelSet, _, f64>(&v, None)?;
         }
         Ok(())
     }
@@ -249,8 +241,8 @@ impl prometheus_client::collector::Collector for Scrape {
         w.counter(&FAILED_FETCH, by_topic(|m| m.failed_fetch_requests))?;
         let shards = &self.shards;
         w.counter(&SHARD_REQUESTS, shards.iter().map(|(m, g)| (shard_label(g), m.requests())))?;
-        w.counter(&SHARD_BYTES_IN, shards.iter().map(|(m, g)| (shard_label(g), m.topics.values().map(|t| t.bytes_in).sum())))?;
-        w.counter(&SHARD_BYTES_OUT, shards.iter().map(|(m, g)| (shard_label(g), m.topics.values().map(|t| t.bytes_out).sum())))?;
+        w.counter(&SHARD_BYTES_IN, shards.iter().map(|(m, g)| (shard_label(g), m.topics.values().map(|t| t.bytes_in).sum::<u64>())))?;
+        w.counter(&SHARD_BYTES_OUT, shards.iter().map(|(m, g)| (shard_label(g), m.topics.values().map(|t| t.bytes_out).sum::<u64>())))?;
         w.counter(&CROSS_SHARD_MESSAGES, shards.iter().map(|(m, g)| (shard_label(g), m.cross_shard_messages)))?;
         let api_of = |m: &'_ ShardMetrics, key: i16| m.apis[key as usize].as_ref().map(|a| a.total.clone()).unwrap_or_default();
         let produce: Vec<_> = shards.iter().map(|(m, g)| (shard_label(g), api_of(m, 0))).collect();
@@ -263,7 +255,7 @@ impl prometheus_client::collector::Collector for Scrape {
         )?;
         w.histogram(&STALL_TIME, shards.iter().map(|(m, g)| (shard_label(g), &m.stalls.duration)))?;
         w.histogram(&TASK_QUEUE_DELAY, shards.iter().map(|(m, g)| (shard_label(g), &m.task_queue_delay)))?;
-        w.counter_f64(&BUSY, shards.iter().map(|(_, g)| (shard_label(g), g.busy_seconds)))?;
+        w.counter(&BUSY, shards.iter().map(|(_, g)| (shard_label(g), g.busy_seconds)))?;
         w.counter(&TASKS, shards.iter().map(|(_, g)| (shard_label(g), g.tasks_executed)))?;
         w.counter(&FILE_READS, shards.iter().map(|(m, g)| (shard_label(g), m.file_reads.0)))?;
         w.counter(&FILE_READ_BYTES, shards.iter().map(|(m, g)| (shard_label(g), m.file_reads.1)))?;
