@@ -102,6 +102,8 @@ metrics_table! {
     GLOBAL_TOPICS: "global_topic_count", Gauge, "Topics in the cluster (active controller only)", "kafka.controller:type=KafkaController,name=GlobalTopicCount";
     FENCED_BROKERS: "fenced_broker_count", Gauge, "Registered brokers that are fenced (active controller only)", "kafka.controller:type=KafkaController,name=FencedBrokerCount";
     ACTIVE_BROKERS: "active_broker_count", Gauge, "Registered brokers that are not fenced (active controller only)", "kafka.controller:type=KafkaController,name=ActiveBrokerCount";
+    BROKER_EPOCH: "broker_epoch", Gauge, "Each registered broker's epoch as this node's metadata has it (changes when a restarted broker registers again)", "";
+    BROKER_FENCED: "broker_fenced", Gauge, "1 while a registered broker is fenced, as this node's metadata has it", "kafka.controller:type=KafkaController,name=FencedBrokerCount (per broker)";
     RAFT_LEADER: "raft_current_leader", Gauge, "The metadata quorum leader's node id as this node sees it (-1: none)", "kafka.server:type=raft-metrics,name=current-leader";
     RAFT_EPOCH: "raft_current_epoch", Gauge, "The metadata quorum's epoch (raft term)", "kafka.server:type=raft-metrics,name=current-epoch";
     RAFT_HIGH_WATERMARK: "raft_high_watermark", Gauge, "The metadata log's committed offset as this node knows it", "kafka.server:type=raft-metrics,name=high-watermark";
@@ -294,6 +296,9 @@ impl prometheus_client::collector::Collector for Scrape {
         w.gauge(&GLOBAL_TOPICS, one(b.global_topic_count))?;
         w.gauge(&FENCED_BROKERS, one(b.fenced_brokers))?;
         w.gauge(&ACTIVE_BROKERS, one(b.active_brokers))?;
+        let broker = |r: &super::gauges::RegisteredBroker| vec![("broker", r.broker.to_string())];
+        w.gauge(&BROKER_EPOCH, b.registered_brokers.iter().map(|r| (broker(r), r.epoch)))?;
+        w.gauge(&BROKER_FENCED, b.registered_brokers.iter().map(|r| (broker(r), i64::from(r.fenced))))?;
         w.gauge(&RAFT_LEADER, one(b.raft_leader.map_or(-1, |l| i64::try_from(l).unwrap_or(-1))))?;
         w.gauge(&RAFT_EPOCH, one(b.raft_epoch))?;
         w.gauge(&RAFT_HIGH_WATERMARK, one(b.raft_high_watermark))?;

@@ -86,6 +86,15 @@ pub struct VoterLag {
     pub lag: i64,
 }
 
+/// A broker's registration in the metadata image.
+#[derive(Clone, Debug, Default)]
+pub struct RegisteredBroker {
+    pub broker: i32,
+    /// Kafka's broker epoch: new on every registration of a new process.
+    pub epoch: i64,
+    pub fenced: bool,
+}
+
 /// The broker's and the cluster's figures, from the committed metadata and the quorum.
 #[derive(Clone, Debug, Default)]
 pub struct BrokerGauges {
@@ -108,6 +117,9 @@ pub struct BrokerGauges {
     pub global_topic_count: u64,
     pub fenced_brokers: u64,
     pub active_brokers: u64,
+    /// Every registered broker as this node's metadata image has it: a restart registers a
+    /// new incarnation, so its epoch changes; a reconnect alone does not.
+    pub registered_brokers: Vec<RegisteredBroker>,
     /// The quorum as this node sees it.
     pub raft_leader: Option<u64>,
     pub raft_epoch: u64,

@@ -8,12 +8,12 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::shard::ScrapeRequest;
-use crate::cluster::image::NO_LEADER;
+use crate::cluster::image::{broker_epoch, NO_LEADER};
 use crate::cluster::topic_config::MIN_INSYNC_REPLICAS;
 use crate::controller::ControllerHandle;
 use crate::metrics::admin_listener::AdminSource;
 use crate::metrics::exposition::{self, Scrape};
-use crate::metrics::gauges::{BrokerGauges, GroupLag, LogDirGauges, ShardGauges, VoterLag};
+use crate::metrics::gauges::{BrokerGauges, GroupLag, LogDirGauges, RegisteredBroker, ShardGauges, VoterLag};
 use std::collections::HashMap;
 use crate::metrics::shard_metrics::ShardMetrics;
 
@@ -103,6 +103,11 @@ impl BrokerAdmin {
             b.fenced_brokers = image.brokers.values().filter(|x| x.fenced).count() as u64;
             b.active_brokers = image.brokers.values().filter(|x| !x.fenced).count() as u64;
         }
+        b.registered_brokers = image
+            .brokers
+            .values()
+            .map(|x| RegisteredBroker { broker: x.id, epoch: broker_epoch(&x.incarnation), fenced: x.fenced })
+            .collect();
         if let Some(q) = quorum {
             b.raft_leader = q.leader;
             b.raft_epoch = q.term;

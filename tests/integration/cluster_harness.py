@@ -204,7 +204,12 @@ class Node:
         return self.pid() is not None
 
     def ready(self) -> bool:
-        if not self.is_broker:  # no client listener: ready once its controller runs
+        """Its admin listener's /v1/status/ready: a broker registered, unfenced, caught up
+        with the metadata log and with every partition it leads open; a controller-only
+        node once the quorum has a leader. Without an admin listener, its start log line."""
+        if self.admin_port:
+            return status_ready(self.admin_url)
+        if not self.is_broker:
             return f"shardlog node {self.node_id} is a controller only" in self.log_since_start()
         return f"listening on {self.bootstrap}" in self.log_since_start()
 
@@ -276,6 +281,16 @@ class Node:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except FileNotFoundError:
             return "(no log)"
+
+
+def status_ready(admin_url: str) -> bool:
+    """True once a shardlog node's /v1/status/ready answers 200 (503 while not ready; no
+    answer while starting)."""
+    try:
+        with urllib.request.urlopen(admin_url + "/v1/status/ready", timeout=1) as r:
+            return r.status == 200
+    except (OSError, ValueError):  # HTTPError (503) is an OSError too
+        return False
 
 
 def _pid_alive(pid: int, log_path: Path) -> bool:
@@ -412,7 +427,7 @@ class Cluster:
         return self
 
     def wait_ready(self, timeout_s: float = 60, nodes: list[Node] | None = None) -> None:
-        """Waits until every given (default: every) node logs that it listens."""
+        """Waits until every given (default: every) node is ready (`Node.ready`)."""
         nodes = self.nodes if nodes is None else nodes
         deadline = time.monotonic() + timeout_s
         while True:

@@ -32,7 +32,7 @@ LOG_ROOT = Path(os.environ.get("SHARDLOG_TEST_LOG_DIR", REPO / "target" / "integ
 START_TIMEOUT_S = float(os.environ.get("SHARDLOG_START_TIMEOUT_S", 30 if TARGET == "shardlog" else 120))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cluster_harness import free_port, xdist_worker  # noqa: E402  (one port picker for every harness)
+from cluster_harness import free_port, status_ready, xdist_worker  # noqa: E402  (one port picker for every harness)
 
 # Brokers started during the current test (for failure reports).
 _LIVE: list["Broker"] = []
@@ -221,9 +221,7 @@ class Broker:
         return self.log_dirs or [self.data_dir / "logs"]
 
     def _ready_pattern(self) -> re.Pattern:
-        if is_kafka():
-            return re.compile(r"Kafka Server started")
-        return re.compile(re.escape(f"listening on {self.bootstrap}"))
+        return re.compile(r"Kafka Server started")
 
     # -- lifecycle -----------------------------------------------------------------
     def start(self) -> "Broker":
@@ -249,17 +247,20 @@ class Broker:
         pattern = self._ready_pattern()
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
-            with open(self.log_path, "rb") as f:
-                f.seek(offset)
-                text = f.read().decode("utf-8", "replace")
-            if pattern.search(text):
+            if is_kafka():
+                with open(self.log_path, "rb") as f:
+                    f.seek(offset)
+                    if pattern.search(f.read().decode("utf-8", "replace")):
+                        return self
+            elif status_ready(self.admin_url):
                 return self
             if self.proc.poll() is not None:
                 pytest.fail(f"broker exited with code {self.proc.returncode} before it was ready; "
                             f"log tail:\n{self.log_tail()}")
             if time.monotonic() > deadline:
                 self.kill9()
-                pytest.fail(f"broker printed no '{pattern.pattern}' within {START_TIMEOUT_S} s; "
+                what = f"printed no '{pattern.pattern}'" if is_kafka() else f"was not ready ({self.admin_url}/v1/status/ready)"
+                pytest.fail(f"broker {what} within {START_TIMEOUT_S} s; "
                             f"log tail:\n{self.log_tail()}")
             time.sleep(0.05)
 
