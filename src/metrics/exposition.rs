@@ -71,6 +71,8 @@ metrics_table! {
     FILE_READ_BYTES: "shard_file_read_bytes", Counter, "Bytes read from files through the shard's io_uring rings", "";
     FILE_WRITES: "shard_file_writes", Counter, "File writes through the shard's io_uring rings", "";
     FILE_WRITE_BYTES: "shard_file_write_bytes", Counter, "Bytes written to files through the shard's io_uring rings", "";
+    IO_URING_QUEUED: "shard_io_uring_queued", Gauge, "io_uring requests waiting to be submitted, by shard and ring, when scraped", "";
+    IO_URING_IN_KERNEL: "shard_io_uring_in_kernel", Gauge, "io_uring requests submitted and not completed (submission depth), by shard and ring, when scraped", "";
     CONNECTIONS: "shard_connections", Gauge, "Open client connections, by shard", "kafka.server:type=socket-server-metrics,name=connection-count";
     SHARD_PARTITIONS: "shard_partitions", Gauge, "Partition replicas open, by shard", "";
     SHARD_LEADERS: "shard_leaders", Gauge, "Partitions led, by shard", "";
@@ -87,6 +89,9 @@ metrics_table! {
     CLEANER_SEGMENTS: "log_cleaner_segments", Counter, "Segments the log cleaner rewrote", "";
     CLEANER_BYTES_READ: "log_cleaner_bytes_read", Counter, "Bytes of the segments the cleaner rewrote, before", "kafka.log:type=LogCleaner,name=... (cleaner-recopy-percent's basis)";
     CLEANER_BYTES_WRITTEN: "log_cleaner_bytes_written", Counter, "Bytes of the segments the cleaner rewrote, after", "";
+    CLEANER_MAX_DIRTY: "log_cleaner_max_dirty_percent", Gauge, "The highest dirty share of a compacted partition's sealed segments, by shard (percent)", "kafka.log:type=LogCleanerManager,name=max-dirty-percent";
+    CLEANER_CLEANABLE: "log_cleaner_cleanable_partitions", Gauge, "Compacted partitions due for cleaning (dirty share at least min.cleanable.dirty.ratio), by shard", "";
+    CLEANER_UNCLEANABLE: "log_cleaner_uncleanable_partitions", Gauge, "Compacted partitions the cleaner gave up on (a corrupt batch), by shard", "kafka.log:type=LogCleanerManager,name=uncleanable-partitions-count";
     BATCH_CACHE_HITS: "batch_cache_hits", Counter, "Fetches served from the batch cache", "";
     BATCH_CACHE_MISSES: "batch_cache_misses", Counter, "Fetches that read the log file", "";
     ISR_SHRINKS: "isr_shrinks", Counter, "ISR shrinks of partitions this broker leads", "kafka.server:type=ReplicaManager,name=IsrShrinksPerSec";
@@ -265,6 +270,12 @@ impl prometheus_client::collector::Collector for Scrape {
         w.counter(&FILE_WRITE_BYTES, shards.iter().map(|(m, g)| (shard_label(g), m.file_writes.1)))?;
         let per_shard = |f: fn(&ShardGauges) -> u64| shards.iter().map(move |(_, g)| (shard_label(g), i64::try_from(f(g)).unwrap_or(i64::MAX))).collect::<Vec<_>>();
         w.gauge(&CONNECTIONS, per_shard(|g| g.connections))?;
+        w.gauge(&CLEANER_MAX_DIRTY, per_shard(|g| (g.cleaner_max_dirty_ratio * 100.0).round() as u64))?;
+        w.gauge(&CLEANER_CLEANABLE, per_shard(|g| g.cleaner_cleanable_partitions))?;
+        w.gauge(&CLEANER_UNCLEANABLE, per_shard(|g| g.cleaner_uncleanable_partitions))?;
+        let ring = |g: &ShardGauges, r: &super::gauges::IoUringDepth| vec![("shard", g.shard.to_string()), ("ring", r.ring.to_string())];
+        w.gauge(&IO_URING_QUEUED, shards.iter().flat_map(|(_, g)| g.io_uring.iter().map(move |r| (ring(g, r), r.queued as i64))))?;
+        w.gauge(&IO_URING_IN_KERNEL, shards.iter().flat_map(|(_, g)| g.io_uring.iter().map(move |r| (ring(g, r), r.in_kernel as i64))))?;
         w.gauge(&SHARD_PARTITIONS, per_shard(|g| g.partitions))?;
         w.gauge(&SHARD_LEADERS, per_shard(|g| g.leaders))?;
         w.gauge(&REQUEST_MEMORY_USED, per_shard(|g| g.request_memory_used_bytes))?;

@@ -23,6 +23,11 @@ pub struct ShardGauges {
     pub producer_state_entries: u64,
     /// Segment files of this shard's partitions.
     pub segments: u64,
+    /// Log compaction progress: the highest dirty share (0 to 1) of this shard's compacted
+    /// partitions, how many are due for cleaning, how many the cleaner gave up on.
+    pub cleaner_max_dirty_ratio: f64,
+    pub cleaner_cleanable_partitions: u64,
+    pub cleaner_uncleanable_partitions: u64,
     /// Bytes of this shard's partition logs, by log dir.
     pub log_bytes_by_dir: Vec<(String, u64)>,
     /// The metadata offset this shard has applied.
@@ -31,11 +36,23 @@ pub struct ShardGauges {
     /// shard's busy fraction.
     pub busy_seconds: f64,
     pub tasks_executed: u64,
+    /// Each io_uring ring's depth when the scrape ran on the shard.
+    pub io_uring: Vec<IoUringDepth>,
     /// Committed offsets of the groups this shard coordinates.
     pub committed_offsets: Vec<GroupOffset>,
     /// The partitions this shard leads (log end offsets and high watermarks), and the
     /// high watermarks of partitions led elsewhere that its groups committed offsets of.
     pub partition_offsets: Vec<PartitionOffsets>,
+}
+
+/// One io_uring ring of a shard: requests waiting to be submitted and requests in the
+/// kernel (submitted, not completed), sampled when the scrape ran.
+#[derive(Clone, Debug, Default)]
+pub struct IoUringDepth {
+    /// glommio's rings: "main", "latency" or "poll".
+    pub ring: &'static str,
+    pub queued: u64,
+    pub in_kernel: u64,
 }
 
 /// A group's committed offset of one partition (from the shard coordinating the group).

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import socket
 import subprocess
 import threading
 
@@ -117,6 +118,61 @@ def test_a_slow_task_is_counted_as_a_stall_under_its_name(broker_factory, monkey
     assert m.total("shardlog_shard_stall_duration_seconds_count", shard="0") >= 1
     assert m.total("shardlog_shard_stall_duration_seconds_sum", shard="0") >= 0.4
     assert any("reactor stall" in line and task in line for line in b.log_path.read_text().splitlines())
+
+
+def test_io_uring_depth_counts_the_receives_of_idle_connections(broker_factory):
+    """An idle connection keeps one receive in the kernel on its shard's main ring, so K
+    more connections raise the in-kernel depth summed over shards by at least K."""
+    skip_unless_shardlog("io_uring depth is shardlog's")
+    b = broker_factory(shards=2)
+    host, port = b.bootstrap.split(":")
+
+    def steady_depth() -> float:
+        # The least of a few scrapes: a transient file or network operation only adds.
+        return min(scrape(b.admin_url).total("shardlog_shard_io_uring_in_kernel", ring="main") for _ in range(3))
+
+    before = steady_depth()
+    m = scrape(b.admin_url)
+    for shard in ("0", "1"):
+        for ring in ("main", "latency", "poll"):
+            assert m.has("shardlog_shard_io_uring_queued", shard=shard, ring=ring)
+            assert m.has("shardlog_shard_io_uring_in_kernel", shard=shard, ring=ring)
+    conns = [socket.create_connection((host, int(port))) for _ in range(20)]
+    try:
+        wait_for("connections accepted", lambda: scrape(b.admin_url).total("shardlog_shard_connections") >= 20, 30)
+        assert steady_depth() >= before + 20
+    finally:
+        for c in conns:
+            c.close()
+
+
+def test_compaction_progress_follows_the_cleaner(broker_factory, topic_name):
+    """A compacted topic whose sealed segments were never cleaned is 100 % dirty and due
+    for cleaning; once the cleaner ran, less is dirty and nothing is due."""
+    skip_unless_shardlog("uses --log-cleaner-backoff-ms")
+    b = broker_factory(shards=1, extra_args=["--log-cleaner-backoff-ms", "3600000"])
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    config = {"cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.5"}
+    admin.create_topics([NewTopic(topic_name, 1, 1, config=config)], operation_timeout=30)[topic_name].result(timeout=60)
+    # Small batches, so the 4 KiB segments roll many times.
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0, "batch.num.messages": 5})
+    for i in range(400):
+        p.produce(topic_name, b"v" * 100, key=b"key-%d" % (i % 10))
+    assert p.flush(60) == 0
+    # Sealed segments count once their indexes are saved and their bytes synced.
+    m = wait_for("sealed segments due for cleaning", lambda: (s := scrape(b.admin_url)).total("shardlog_log_cleaner_cleanable_partitions") == 1 and s, 60)
+    assert m.total("shardlog_log_segments") >= 3
+    assert m.total("shardlog_log_cleaner_max_dirty_percent") == 100, "nothing cleaned yet"
+    assert m.total("shardlog_log_cleaner_uncleanable_partitions") == 0
+    assert m.total("shardlog_log_cleaner_passes_total") == 0
+
+    b.stop()
+    b.extra_args = ["--log-cleaner-backoff-ms", "200"]
+    b.start()
+    m = wait_for("a cleaner pass", lambda: (s := scrape(b.admin_url)).total("shardlog_log_cleaner_passes_total") >= 1
+                 and s.total("shardlog_log_cleaner_cleanable_partitions") == 0 and s, 60)
+    assert m.total("shardlog_log_cleaner_max_dirty_percent") < 50
+    assert m.total("shardlog_log_cleaner_bytes_written_total") < m.total("shardlog_log_cleaner_bytes_read_total")
 
 
 def test_json_log_lines_parse_and_a_log_file_has_no_ansi_escape(broker_factory):

@@ -11,7 +11,7 @@ use kafka_protocol::messages::{ApiKey, BrokerId, ListOffsetsResponse, TopicName}
 use kafka_protocol::protocol::StrBytes;
 
 use super::ShardContext;
-use crate::metrics::gauges::{PartitionOffsets, ShardGauges};
+use crate::metrics::gauges::{IoUringDepth, PartitionOffsets, ShardGauges};
 use crate::metrics::shard_metrics::{self, ShardMetrics};
 
 /// One scrape's question to a shard; the answer goes back on `reply` (a full or closed
@@ -106,6 +106,11 @@ fn gauges(ctx: &ShardContext) -> ShardGauges {
     // glommio hands over its I/O counters since the last call and resets them.
     let io = executor.io_stats().all_rings();
     let add = |a: (u64, u64), b: (u64, u64)| (a.0 + b.0, a.1 + b.1);
+    let depths = executor.ring_depths();
+    g.io_uring = [("main", depths.main_ring), ("latency", depths.latency_ring), ("poll", depths.poll_ring)]
+        .into_iter()
+        .map(|(ring, d)| IoUringDepth { ring, queued: d.queued as u64, in_kernel: d.in_kernel as u64 })
+        .collect();
     shard_metrics::with(|m| m.add_io(add(io.file_reads(), io.file_buffered_reads()), add(io.file_writes(), io.file_buffered_writes())));
     let mut by_dir: BTreeMap<String, u64> = BTreeMap::new();
     for p in ctx.partitions.all().into_iter().chain(ctx.partitions.followers()) {
@@ -116,6 +121,9 @@ fn gauges(ctx: &ShardContext) -> ShardGauges {
         g.partitions += 1;
         g.leaders += u64::from(pg.leader);
         g.segments += pg.segments;
+        g.cleaner_max_dirty_ratio = g.cleaner_max_dirty_ratio.max(pg.dirty_ratio.unwrap_or(0.0));
+        g.cleaner_cleanable_partitions += u64::from(pg.cleanable);
+        g.cleaner_uncleanable_partitions += u64::from(pg.uncleanable);
         g.producer_state_entries += pg.producer_state_entries;
         g.produce_purgatory += pg.produce_waiters;
         g.fetch_purgatory += pg.fetch_waiters;

@@ -520,6 +520,29 @@ impl IoRequirements {
     }
 }
 
+// shardlog patch: how deep each ring is right now, for the broker's metrics.
+/// Requests of one ring not yet completed: `queued` waits for submission (in glommio's
+/// queue or the submission ring), `in_kernel` was submitted and awaits its completion.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RingDepth {
+    /// Requests waiting to be submitted to the kernel.
+    pub queued: usize,
+    /// Requests submitted and not yet completed.
+    pub in_kernel: usize,
+}
+
+// shardlog patch: see `RingDepth`.
+/// The depth of each of the executor's rings.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RingDepths {
+    /// The main ring (most file and network I/O).
+    pub main_ring: RingDepth,
+    /// The latency ring (latency-sensitive task queues).
+    pub latency_ring: RingDepth,
+    /// The poll ring (IOPOLL reads and writes, when the device supports it).
+    pub poll_ring: RingDepth,
+}
+
 /// Stores information about IO performed in a specific ring
 #[derive(Clone)]
 pub struct RingIoStats {

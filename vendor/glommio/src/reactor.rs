@@ -200,6 +200,11 @@ impl Reactor {
         self.sys.io_stats()
     }
 
+    // shardlog patch: each ring's depth.
+    pub(crate) fn ring_depths(&self) -> crate::RingDepths {
+        self.sys.ring_depths()
+    }
+
     pub(crate) fn task_queue_io_stats(&self, handle: &TaskQueueHandle) -> Option<IoStats> {
         self.sys.task_queue_io_stats(handle)
     }

@@ -2497,6 +2497,23 @@ impl ExecutorProxy {
         });
     }
 
+    // shardlog patch: how deep each io_uring ring is right now (requests waiting to be
+    // submitted, requests in the kernel), for the broker's metrics.
+    /// Returns each ring's current depth.
+    pub fn ring_depths(&self) -> crate::RingDepths {
+        #[cfg(not(feature = "native-tls"))]
+        return LOCAL_EX.with(|local_ex| local_ex.get_reactor().ring_depths());
+
+        #[cfg(feature = "native-tls")]
+        return unsafe {
+            LOCAL_EX
+                .as_ref()
+                .expect("this thread doesn't have a LocalExecutor running")
+                .get_reactor()
+                .ring_depths()
+        };
+    }
+
     /// Returns an [`IoStats`] struct with information about IO performed by
     /// this executor's reactor
     ///

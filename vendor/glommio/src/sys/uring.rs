@@ -1959,6 +1959,19 @@ impl Reactor {
         }
     }
 
+    // shardlog patch: each ring's depth (see `crate::RingDepth`).
+    pub fn ring_depths(&self) -> crate::RingDepths {
+        fn depth(ring: &mut impl UringCommon) -> crate::RingDepth {
+            let queued = ring.submission_queue().borrow().submissions.len();
+            crate::RingDepth { queued: queued + ring.waiting_kernel_submission(), in_kernel: ring.in_kernel() }
+        }
+        crate::RingDepths {
+            main_ring: depth(&mut *self.main_ring.borrow_mut()),
+            latency_ring: depth(&mut *self.latency_ring.borrow_mut()),
+            poll_ring: depth(&mut *self.poll_ring.borrow_mut()),
+        }
+    }
+
     pub fn io_stats(&self) -> IoStats {
         IoStats::new(
             std::mem::take(&mut self.main_ring.borrow_mut().stats),
