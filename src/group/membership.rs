@@ -536,8 +536,12 @@ impl Coordinator {
         let partition = g.partition;
         drop(groups);
         if let (Some(rec), Some(p)) = (record, ctx.partition(super::OFFSETS_TOPIC, partition)) {
+            // Answered before the record is stored, as Kafka's coordinator does; a failed
+            // store is logged, never dropped silently.
             glommio::spawn_local(async move {
-                let _ = append(&p, &[rec]).await;
+                if let Err(e) = append(&p, &[rec]).await {
+                    tracing::warn!(partition = p.index, error = %e, "could not store group metadata after members left");
+                }
             })
             .detach();
         }

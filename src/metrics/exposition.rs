@@ -92,6 +92,7 @@ metrics_table! {
     CLEANER_MAX_DIRTY: "log_cleaner_max_dirty_percent", Gauge, "The highest dirty share of a compacted partition's sealed segments, by shard (percent)", "kafka.log:type=LogCleanerManager,name=max-dirty-percent";
     CLEANER_CLEANABLE: "log_cleaner_cleanable_partitions", Gauge, "Compacted partitions due for cleaning (dirty share at least min.cleanable.dirty.ratio), by shard", "";
     CLEANER_UNCLEANABLE: "log_cleaner_uncleanable_partitions", Gauge, "Compacted partitions the cleaner gave up on (a corrupt batch), by shard", "kafka.log:type=LogCleanerManager,name=uncleanable-partitions-count";
+    UNREADABLE_FILES: "storage_unreadable_files", Counter, "Index, time index and cleaner checkpoint files found unreadable or corrupt (each rebuilt), by file kind", "";
     BATCH_CACHE_HITS: "batch_cache_hits", Counter, "Fetches served from the batch cache", "";
     BATCH_CACHE_MISSES: "batch_cache_misses", Counter, "Fetches that read the log file", "";
     ISR_SHRINKS: "isr_shrinks", Counter, "ISR shrinks of partitions this broker leads", "kafka.server:type=ReplicaManager,name=IsrShrinksPerSec";
@@ -291,6 +292,7 @@ impl prometheus_client::collector::Collector for Scrape {
         w.counter(&CLEANER_SEGMENTS, [(Vec::new(), merged.cleaner.segments)])?;
         w.counter(&CLEANER_BYTES_READ, [(Vec::new(), merged.cleaner.bytes_read)])?;
         w.counter(&CLEANER_BYTES_WRITTEN, [(Vec::new(), merged.cleaner.bytes_written)])?;
+        w.counter(&UNREADABLE_FILES, merged.unreadable_files.iter().map(|(kind, n)| (vec![("file", kind.to_string())], *n)))?;
         w.counter(&BATCH_CACHE_HITS, [(Vec::new(), merged.batch_cache_hits)])?;
         w.counter(&BATCH_CACHE_MISSES, [(Vec::new(), merged.batch_cache_misses)])?;
         w.counter(&ISR_SHRINKS, [(Vec::new(), merged.isr_shrinks)])?;

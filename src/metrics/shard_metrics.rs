@@ -115,6 +115,9 @@ pub struct ShardMetrics {
     pub cleaner: CleanerProgress,
     /// sync_file_range writeback calls of the page-cache segments, from hand-off to return.
     pub writeback: Histogram,
+    /// Derived files (indexes, the cleaner checkpoint) found unreadable or corrupt and
+    /// rebuilt, by kind: a failing disk shows here rather than as a silent rebuild.
+    pub unreadable_files: BTreeMap<&'static str, u64>,
 }
 
 impl Default for ShardMetrics {
@@ -135,6 +138,7 @@ impl Default for ShardMetrics {
             file_writes: (0, 0),
             cleaner: CleanerProgress::default(),
             writeback: Histogram::default(),
+            unreadable_files: BTreeMap::new(),
         }
     }
 }
@@ -240,6 +244,9 @@ impl ShardMetrics {
         self.cleaner.bytes_read += other.cleaner.bytes_read;
         self.cleaner.bytes_written += other.cleaner.bytes_written;
         self.writeback.add(&other.writeback);
+        for (kind, n) in &other.unreadable_files {
+            *self.unreadable_files.entry(kind).or_default() += n;
+        }
     }
 
     /// Adds I/O counted since the last call ((operations, bytes) read and written).

@@ -46,6 +46,9 @@ pub mod response_errors;
 pub mod strings;
 pub mod throttle_time;
 
+#[cfg(test)]
+mod decode_budget_tests;
+
 pub use api_versions::{api_versions_response, produce_version_rejected, supported};
 pub use errors::ErrorCode;
 pub use fetch_writer::{

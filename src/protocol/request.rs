@@ -6,7 +6,7 @@
 
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{ApiKey, RequestHeader, RequestKind};
-use kafka_protocol::protocol::Decodable;
+use kafka_protocol::protocol::{decode_budget, Decodable};
 
 use super::api_versions::{is_served, supported};
 
@@ -47,6 +47,22 @@ impl RequestError {
     }
 }
 
+/// What a request may decode to, per byte of its frame: its arrays' elements and unknown
+/// tagged fields (strings and byte fields are slices of the frame). Real clients' requests
+/// stay under 4x (a Metadata v12 topic: 19+ bytes on the wire, 72 in memory; a Fetch
+/// partition ~3x); a frame of empty names or bare tags, up to ~40x, is refused as
+/// malformed, so a 100 MiB frame cannot build more than 800 MiB (issue 28; Kafka's
+/// KAFKA-14063 bounds array counts by the bytes left, which we also do).
+pub const DECODE_AMPLIFICATION: usize = 8;
+/// Besides: every request may decode to this much, whatever its size (a small request of
+/// one-character topic names is fine).
+pub const DECODE_SLACK_BYTES: usize = 1 << 20;
+
+/// The decoded-memory budget of a frame of `frame_len` bytes.
+pub fn decoded_memory_budget(frame_len: usize) -> usize {
+    frame_len.saturating_mul(DECODE_AMPLIFICATION).saturating_add(DECODE_SLACK_BYTES)
+}
+
 /// Decode one request frame (without its 4-byte length prefix; bound it with
 /// `frame::frame_len` first). Never panics; trailing bytes after the body are ignored, as Kafka does.
 pub fn decode_request(frame: Bytes) -> Result<DecodedRequest, RequestError> {
@@ -72,12 +88,15 @@ pub fn decode_request(frame: Bytes) -> Result<DecodedRequest, RequestError> {
     }
 
     let malformed = |reason: String| RequestError::Malformed { correlation_id: Some(correlation_id), reason };
+    let budget = decoded_memory_budget(frame.len());
     let mut buf = frame;
     let header_version = api_key.request_header_version(version);
-    let header = RequestHeader::decode(&mut buf, header_version)
-        .map_err(|e| malformed(format!("request header v{header_version}: {e:#}")))?;
-    let body = RequestKind::decode(api_key, &mut buf, version)
-        .map_err(|e| malformed(format!("{e:#}")))?;
+    let (header, body) = decode_budget::decode_with_budget(budget, || {
+        let header = RequestHeader::decode(&mut buf, header_version)
+            .map_err(|e| malformed(format!("request header v{header_version}: {e:#}")))?;
+        let body = RequestKind::decode(api_key, &mut buf, version).map_err(|e| malformed(format!("{e:#}")))?;
+        Ok((header, body))
+    })?;
     if buf.has_remaining() {
         // Kafka's parser ignores bytes after the body, and real clients send some
         // (librdkafka 2.16's Metadata v13 carries 3); so do we.

@@ -25,6 +25,34 @@ pub fn bound_large_allocations() -> bool {
     unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES) == 1 }
 }
 
+/// A request frame this large (not Produce, whose frames come from the pools) is rare and
+/// leaves many small freed blocks in the shard's arena (its decoded elements, the
+/// handler's per-item state): `return_free_memory_soon` after it.
+pub const LARGE_REQUEST_BYTES: usize = 1 << 20;
+
+thread_local! {
+    static TRIM_PENDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Gives the C allocator's free pages back to the kernel a second after a large request
+/// (its response is sent and freed by then), at most once a second per shard. Why:
+/// freed small blocks stay resident in the arenas (only an arena's top is trimmed), so
+/// RSS would stay at its peak after a burst of large requests; `malloc_trim(0)` also
+/// releases whole free pages inside the arenas. Not for the hot path: it walks every
+/// arena under its lock, which is why it runs only after rare large requests.
+pub fn return_free_memory_soon() {
+    if TRIM_PENDING.with(|p| p.replace(true)) {
+        return;
+    }
+    glommio::spawn_local(async {
+        glommio::timer::sleep(std::time::Duration::from_secs(1)).await;
+        TRIM_PENDING.with(|p| p.set(false));
+        // SAFETY: malloc_trim only returns free memory; glibc locks each arena.
+        unsafe { libc::malloc_trim(0) };
+    })
+    .detach();
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

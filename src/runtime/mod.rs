@@ -7,6 +7,7 @@
 //! - `clock.rs`     `now_ms` (Kafka timestamps)
 //! - `poll_time.rs` the time a task spends in its polls (a request.s thread time)
 //! - `buffer_pool.rs` per-shard pools of large buffers (stage buffers of the log)
+//! - `malloc_policy.rs` the C allocator: large blocks mapped, free pages returned after large requests
 //! - `file_slice.rs` a range of a file sent with `sendfile` (zero-copy fetch), and
 //!   whether the page cache holds a range (`cachestat`)
 //!

@@ -40,6 +40,7 @@ use crate::protocol::api_versions::unsupported_version_response_v0;
 use crate::protocol::produce_request_view::ProduceRequestView;
 use crate::protocol::{decode_request, frame_len, RequestError};
 use crate::runtime::buffer_pool::{with_frame_pool, FRAME_BUFFER_BYTES};
+use crate::runtime::malloc_policy;
 
 /// Produce's API key (the in-place view knows no `ApiKey`).
 const PRODUCE: i16 = 0;
@@ -343,6 +344,9 @@ async fn read_requests<R: AsyncRead + Unpin>(
                     let response = quota_timer.run(dispatch(&ctx, req, origin, throttle.ms_i32())).await;
                     // The handler is done with the request (and the frame it borrows from).
                     drop(memory);
+                    if frame_len >= malloc_policy::LARGE_REQUEST_BYTES {
+                        malloc_policy::return_free_memory_soon();
+                    }
                     quota_timer.after(&ctx);
                     response
                 }))

@@ -25,7 +25,7 @@ use std::rc::Rc;
 use bytes::{Bytes, BytesMut};
 use super::file::SegmentFile;
 
-use super::dma::{open_rw, read_checked_file, remove_file, sync_dir, write_checked_file, write_padded};
+use super::dma::{open_rw, read_rebuildable_file, remove_file, report_unusable, sync_dir, write_checked_file, write_padded};
 use super::segment::{index_path, log_file_name, time_index_path, Segment};
 use super::Result;
 use crate::record::{parse_header, parse_records, rebuild_with_records, records_section, BatchError, BatchHeader, RecordRef};
@@ -237,10 +237,15 @@ pub async fn swap_in(dir: &Path, base_offset: i64, file: &SegmentFile) -> Result
     sync_dir(dir).await
 }
 
-/// The first offset not yet cleaned (Kafka's cleaner-offset-checkpoint), or None.
+/// The first offset not yet cleaned (Kafka's cleaner-offset-checkpoint), or None (missing,
+/// or unusable: logged and counted; the whole log is then dirty and cleaned again).
 pub async fn load_checkpoint(dir: &Path) -> Option<i64> {
-    let payload = read_checked_file(&dir.join(CHECKPOINT_FILE), CHECKPOINT_MAGIC, CHECKPOINT_VERSION).await.ok()??;
-    let b: [u8; 8] = payload.get(..8)?.try_into().ok()?;
+    let path = dir.join(CHECKPOINT_FILE);
+    let payload = read_rebuildable_file(&path, CHECKPOINT_MAGIC, CHECKPOINT_VERSION, "cleaner_checkpoint").await?;
+    let Some(b) = payload.get(..8).and_then(|b| <[u8; 8]>::try_from(b).ok()) else {
+        report_unusable(&path, "cleaner_checkpoint", "shorter than an offset");
+        return None;
+    };
     Some(i64::from_be_bytes(b))
 }
 

@@ -127,6 +127,26 @@ pub async fn read_checked_file(path: &Path, magic: u32, version: u16) -> Result<
     Ok(Some(payload.to_vec()))
 }
 
+/// A derived file the caller can rebuild (an index, the cleaner checkpoint): `None` when
+/// it is missing or unusable. Unusable is not silent: an unreadable or corrupt file is
+/// logged and counted (`shardlog_storage_unreadable_files_total{file=kind}`), so a failing
+/// disk shows instead of hiding behind rebuilds.
+pub async fn read_rebuildable_file(path: &Path, magic: u32, version: u16, kind: &'static str) -> Option<Vec<u8>> {
+    match read_checked_file(path, magic, version).await {
+        Ok(payload) => payload,
+        Err(e) => {
+            report_unusable(path, kind, &e.to_string());
+            None
+        }
+    }
+}
+
+/// Logs and counts a derived file that is unusable (see `read_rebuildable_file`).
+pub fn report_unusable(path: &Path, kind: &'static str, detail: &str) {
+    tracing::warn!(file = %path.display(), kind, detail, "unusable file: rebuilding it");
+    crate::metrics::shard_metrics::with(|m| *m.unreadable_files.entry(kind).or_default() += 1);
+}
+
 fn tmp_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
     name.push(".tmp");

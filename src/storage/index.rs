@@ -3,7 +3,7 @@
 //! segment's indexes are rebuilt by recovery, so they are never trusted from disk.
 use std::path::Path;
 
-use super::dma::{read_checked_file, write_checked_file};
+use super::dma::{read_rebuildable_file, report_unusable, write_checked_file};
 use super::Result;
 
 const INDEX_MAGIC: u32 = 0x534c_4f49; // "SLOI"
@@ -96,10 +96,11 @@ impl OffsetIndex {
         write_checked_file(path, INDEX_MAGIC, INDEX_VERSION, &payload).await
     }
 
-    /// `Ok(None)` when missing or unusable; the caller rebuilds by scanning.
+    /// None when missing or unusable (logged and counted); the caller rebuilds by scanning.
     pub async fn load(path: &Path) -> Option<([u8; SUMMARY_LEN], OffsetIndex)> {
-        let payload = read_checked_file(path, INDEX_MAGIC, INDEX_VERSION).await.ok()??;
+        let payload = read_rebuildable_file(path, INDEX_MAGIC, INDEX_VERSION, "index").await?;
         if payload.len() < SUMMARY_LEN || !(payload.len() - SUMMARY_LEN).is_multiple_of(8) {
+            report_unusable(path, "index", "payload is not a summary and whole entries");
             return None;
         }
         let mut summary = [0u8; SUMMARY_LEN];
@@ -109,6 +110,7 @@ impl OffsetIndex {
             let off = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
             let pos = u32::from_be_bytes([c[4], c[5], c[6], c[7]]);
             if idx.entries.last().is_some_and(|&(o, p)| off <= o || pos <= p) {
+                report_unusable(path, "index", "entries not increasing");
                 return None;
             }
             idx.entries.push((off, pos));
@@ -160,8 +162,9 @@ impl TimeIndex {
     }
 
     pub async fn load(path: &Path) -> Option<TimeIndex> {
-        let payload = read_checked_file(path, TIME_INDEX_MAGIC, INDEX_VERSION).await.ok()??;
+        let payload = read_rebuildable_file(path, TIME_INDEX_MAGIC, INDEX_VERSION, "time_index").await?;
         if payload.len() % 12 != 0 {
+            report_unusable(path, "time_index", "payload is not whole entries");
             return None;
         }
         let mut idx = TimeIndex::default();

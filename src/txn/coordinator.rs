@@ -153,14 +153,7 @@ impl TxnCoordinator {
             match state {
                 Some(TxnState::PrepareCommit | TxnState::PrepareAbort) => self.spawn_markers(ctx, p, epoch, id),
                 // A fence that did not complete: abort with the next epoch, as it meant to.
-                Some(TxnState::PrepareEpochFence) => {
-                    let ctx = ctx.clone();
-                    let p = p.clone();
-                    glommio::spawn_local(async move {
-                        let _ = ctx.coordinator.abort_open(&ctx, &p, epoch, &id, true).await;
-                    })
-                    .detach();
-                }
+                Some(TxnState::PrepareEpochFence) => spawn_abort(ctx, p, epoch, id),
                 // Ongoing: its timeout (the tick) aborts it if the producer does not end it.
                 _ => {}
             }
@@ -274,12 +267,7 @@ impl TxnCoordinator {
                 // A new producer instance with the same id: fence the old one by aborting
                 // its transaction with the next epoch; this caller retries meanwhile.
                 self.release(&id);
-                let ctx = ctx.clone();
-                let p = p.clone();
-                glommio::spawn_local(async move {
-                    let _ = ctx.coordinator.abort_open(&ctx, &p, epoch, &id, true).await;
-                })
-                .detach();
+                spawn_abort(ctx, p, epoch, id.to_string());
                 Err(ErrorCode::CONCURRENT_TRANSACTIONS)
             }
             TxnState::Dead => {
@@ -495,11 +483,7 @@ impl TxnCoordinator {
         for (partition, id) in timed_out {
             let Some(p) = ctx.partitions.get(TRANSACTION_STATE_TOPIC, partition) else { continue };
             let Some(&epoch) = self.loaded.borrow().get(&partition) else { continue };
-            let ctx = ctx.clone();
-            glommio::spawn_local(async move {
-                let _ = ctx.coordinator.abort_open(&ctx, &p, epoch, &id, true).await;
-            })
-            .detach();
+            spawn_abort(ctx, &p, epoch, id);
         }
         for (partition, id) in expired {
             let Some(p) = ctx.partitions.get(TRANSACTION_STATE_TOPIC, partition) else { continue };
@@ -596,4 +580,18 @@ pub async fn tick_loop(ctx: Rc<TxnContext>) {
             ctx.coordinator.tick(&ctx);
         }
     }
+}
+
+/// Aborts `id`'s open transaction with the next epoch in the background (a timeout or a
+/// fence). A failure is logged, not dropped: the transaction stays open and the next
+/// timeout tick, or the new coordinator after a move, tries again.
+fn spawn_abort(ctx: &Rc<TxnContext>, p: &Rc<Partition>, epoch: i32, id: String) {
+    let ctx = ctx.clone();
+    let p = p.clone();
+    glommio::spawn_local(async move {
+        if let Err(e) = ctx.coordinator.abort_open(&ctx, &p, epoch, &id, true).await {
+            tracing::warn!(transactional_id = %id, partition = p.index, error = ?e, "could not abort an open transaction (retried at the next timeout check)");
+        }
+    })
+    .detach();
 }

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from clients import Rec, admin_create_topic, consume_confluent, produce_confluent
-from conftest import skip_unless_shardlog
+from conftest import skip_unless_shardlog, wait_for
 from kafkawire import (closed_or_reply, API_VERSIONS, api_versions_request, connect, i16, i32, parse_api_versions_v0,
                        recv_frame, roundtrip, string, uvarint)
 
@@ -184,6 +184,21 @@ def _produce_v3_huge_count(count: int) -> bytes:
     return i32(len(msg)) + msg
 
 
+def assert_each_connection_closed(broker, frame: bytes, connections: int, why: str) -> None:
+    """Sends `frame` on `connections` connections at once; the broker closes each."""
+    socks = []
+    try:
+        for _ in range(connections):
+            s = connect(broker.bootstrap)
+            s.sendall(frame)
+            socks.append(s)
+        for s in socks:
+            assert closed_or_reply(s, WAIT_S) == "closed", why
+    finally:
+        for s in socks:
+            s.close()
+
+
 @pytest.mark.parametrize("frame", [
     pytest.param(_metadata_v4_huge_count(50_000_000), id="metadata-v4"),
     pytest.param(_metadata_v12_huge_count(50_000_000), id="metadata-v12-compact"),
@@ -194,19 +209,70 @@ def test_huge_array_counts_close_the_connection_without_allocating(broker, frame
     50 M x the element's size (GiBs); the codec refuses the count against the bytes left.
     A few such connections at once: each is closed, RSS stays bounded, others are served."""
     skip_unless_shardlog("broker RSS")
-    socks = []
-    try:
-        for _ in range(20):
-            s = connect(broker.bootstrap)
-            s.sendall(frame)
-            socks.append(s)
-        for s in socks:
-            assert closed_or_reply(s, WAIT_S) == "closed", "a request with an impossible array count was not refused"
-    finally:
-        for s in socks:
-            s.close()
+    assert_each_connection_closed(broker, frame, 20, "a request with an impossible array count was not refused")
     broker.assert_alive()
     api_versions_ok(broker.bootstrap)
     peak = hwm_mib(broker)
     print(f"huge array counts: VmHWM {peak:.1f} MiB")
     assert peak < 300, f"broker peak RSS {peak:.0f} MiB"
+
+
+def _metadata_v4_empty_names(count: int) -> bytes:
+    # Metadata v4 whose `count` topic names are all empty (2 bytes each on the wire, a
+    # ~70-byte struct each once decoded): the count fits the bytes left.
+    body = i32(count) + i16(0) * count + b"\x01"
+    msg = i16(3) + i16(4) + i32(14) + string("amplify") + body
+    return i32(len(msg)) + msg
+
+
+def test_a_frame_that_would_decode_to_many_times_its_size_is_refused(broker_factory):
+    """(issue 28) 25,000,000 empty topic names in a 50 MiB Metadata frame: every count fits
+    the bytes left, but decoded it would take ~1.8 GiB (it took the broker to 2.5 GiB of
+    RSS). The decode budget (8 x the frame + 1 MiB) refuses it before the topics are built:
+    the connection is closed, the broker's peak RSS grows by the frames it read, RSS
+    returns near its baseline, and other clients are served."""
+    skip_unless_shardlog("broker RSS")
+    broker = broker_factory()  # its own process: VmHWM is this test's peak
+    frame = _metadata_v4_empty_names(25_000_000)
+    api_versions_ok(broker.bootstrap)
+    baseline = rss_mib(broker)
+    assert_each_connection_closed(broker, frame, 2, "a frame over its decode budget was not refused")
+    broker.assert_alive()
+    api_versions_ok(broker.bootstrap)
+    peak, after = hwm_mib(broker), rss_mib(broker)
+    print(f"amplifying frames: VmRSS {baseline:.1f} -> {after:.1f} MiB, VmHWM {peak:.1f} MiB")
+    assert peak < baseline + 2 * len(frame) / MIB + 64, f"peak RSS {peak:.0f} MiB from a baseline of {baseline:.0f} MiB"
+    assert after < baseline + 32, f"RSS {after:.0f} MiB after the frames were refused (baseline {baseline:.0f} MiB)"
+
+
+def _metadata_v4_named(count: int) -> bytes:
+    # Metadata v4 asking for `count` topics with 20-character names (none exists).
+    body = i32(count) + b"".join(i16(20) + b"%020d" % i for i in range(count)) + b"\x00"
+    msg = i16(3) + i16(4) + i32(15) + string("large") + body
+    return i32(len(msg)) + msg
+
+
+def test_memory_returns_after_a_burst_of_large_requests(broker_factory):
+    """(issue 28) Three 8 MiB Metadata requests of 400,000 topic names each, at once on two
+    shards: the broker answers each (an UNKNOWN_TOPIC entry per name) and its RSS, which
+    the decoded requests and their answers raise by tens of MiB, comes back within 10 %
+    of its baseline (the shards give free pages back after a large request)."""
+    skip_unless_shardlog("broker RSS")
+    broker = broker_factory(shards=2)
+    frame = _metadata_v4_named(400_000)
+    api_versions_ok(broker.bootstrap)
+    baseline = rss_mib(broker)
+    socks = [connect(broker.bootstrap) for _ in range(3)]
+    try:
+        for s in socks:
+            s.sendall(frame)
+        answers = [recv_frame(s) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+    for a in answers:
+        assert len(a) > 400_000 * 24, f"an answer of {len(a)} bytes names every topic"
+    peak = hwm_mib(broker)
+    after = wait_for("RSS back within 10 % of its baseline", lambda: (r := rss_mib(broker)) <= baseline * 1.1 and r, WAIT_S)
+    print(f"large requests: VmRSS {baseline:.1f} -> {after:.1f} MiB, VmHWM {peak:.1f} MiB")
+    broker.assert_alive()

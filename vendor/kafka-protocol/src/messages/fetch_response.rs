@@ -123,6 +123,7 @@ impl Decodable for AbortedTransaction {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
+                crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
             }
         }
@@ -287,6 +288,7 @@ impl Decodable for EpochEndOffset {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
+                crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
             }
         }
@@ -554,6 +556,7 @@ impl Decodable for FetchResponse {
                     }
                     _ => {
                         let unknown_value = buf.try_get_bytes(size as usize)?;
+                        crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
                         unknown_tagged_fields.insert(tag as i32, unknown_value);
                     }
                 }
@@ -752,6 +755,7 @@ impl Decodable for FetchableTopicResponse {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
+                crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
             }
         }
@@ -918,6 +922,7 @@ impl Decodable for LeaderIdAndEpoch {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
+                crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
             }
         }
@@ -1148,6 +1153,7 @@ impl Decodable for NodeEndpoint {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
+                crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
             }
         }
@@ -1585,6 +1591,7 @@ impl Decodable for PartitionData {
                     }
                     _ => {
                         let unknown_value = buf.try_get_bytes(size as usize)?;
+                        crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
                         unknown_tagged_fields.insert(tag as i32, unknown_value);
                     }
                 }
@@ -1737,6 +1744,7 @@ impl Decodable for SnapshotId {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
+                crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
             }
         }

@@ -185,6 +185,7 @@ impl Decodable for FetchSnapshotRequest {
                 }
                 _ => {
                     let unknown_value = buf.try_get_bytes(size as usize)?;
+                    crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
                     unknown_tagged_fields.insert(tag as i32, unknown_value);
                 }
             }
@@ -411,6 +412,7 @@ impl Decodable for PartitionSnapshot {
                 }
                 _ => {
                     let unknown_value = buf.try_get_bytes(size as usize)?;
+                    crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
                     unknown_tagged_fields.insert(tag as i32, unknown_value);
                 }
             }
@@ -545,6 +547,7 @@ impl Decodable for SnapshotId {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
+            crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
             unknown_tagged_fields.insert(tag as i32, unknown_value);
         }
         Ok(Self {
@@ -672,6 +675,7 @@ impl Decodable for TopicSnapshot {
             let tag: u32 = types::UnsignedVarInt.decode(buf)?;
             let size: u32 = types::UnsignedVarInt.decode(buf)?;
             let unknown_value = buf.try_get_bytes(size as usize)?;
+            crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
             unknown_tagged_fields.insert(tag as i32, unknown_value);
         }
         Ok(Self {

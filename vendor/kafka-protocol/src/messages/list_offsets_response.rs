@@ -190,6 +190,7 @@ impl Decodable for ListOffsetsPartitionResponse {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
+                crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
             }
         }
@@ -349,6 +350,7 @@ impl Decodable for ListOffsetsResponse {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
+                crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
             }
         }
@@ -506,6 +508,7 @@ impl Decodable for ListOffsetsTopicResponse {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
+                crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
             }
         }

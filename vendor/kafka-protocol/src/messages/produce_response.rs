@@ -167,6 +167,7 @@ impl Decodable for BatchIndexAndErrorMessage {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
+                crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
             }
         }
@@ -331,6 +332,7 @@ impl Decodable for LeaderIdAndEpoch {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
+                crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
             }
         }
@@ -561,6 +563,7 @@ impl Decodable for NodeEndpoint {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
+                crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
             }
         }
@@ -894,6 +897,7 @@ impl Decodable for PartitionProduceResponse {
                     }
                     _ => {
                         let unknown_value = buf.try_get_bytes(size as usize)?;
+                        crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
                         unknown_tagged_fields.insert(tag as i32, unknown_value);
                     }
                 }
@@ -1117,6 +1121,7 @@ impl Decodable for ProduceResponse {
                     }
                     _ => {
                         let unknown_value = buf.try_get_bytes(size as usize)?;
+                        crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
                         unknown_tagged_fields.insert(tag as i32, unknown_value);
                     }
                 }
@@ -1313,6 +1318,7 @@ impl Decodable for TopicProduceResponse {
                 let tag: u32 = types::UnsignedVarInt.decode(buf)?;
                 let size: u32 = types::UnsignedVarInt.decode(buf)?;
                 let unknown_value = buf.try_get_bytes(size as usize)?;
+                crate::protocol::decode_budget::charge(crate::protocol::decode_budget::UNKNOWN_TAGGED_FIELD_BYTES)?; // shardlog patch
                 unknown_tagged_fields.insert(tag as i32, unknown_value);
             }
         }

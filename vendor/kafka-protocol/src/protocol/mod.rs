@@ -159,6 +159,58 @@ pub fn preallocation_capacity<T>(count: usize, bytes_left: usize) -> usize {
     count.min(bytes_left / std::mem::size_of::<T>().max(1))
 }
 
+/// shardlog patch: a budget for the memory one decode may build. Strings and byte fields
+/// are slices of the frame and cost nothing; what a frame can make large is its arrays of
+/// small-on-the-wire elements (an empty topic name is 2 bytes, its struct ~70) and unknown
+/// tagged fields. Every array charges `count * size_of::<element>()` and every unknown
+/// tagged field `UNKNOWN_TAGGED_FIELD_BYTES` before anything is allocated; past the budget
+/// the decode fails (the request is malformed). Outside `decode_with_budget` the budget is
+/// unlimited (responses, tests).
+pub mod decode_budget {
+    use anyhow::{bail, Result};
+    use std::cell::Cell;
+
+    /// What one unknown tagged field costs: its `(i32, Bytes)` entry and its share of a
+    /// BTreeMap node.
+    pub const UNKNOWN_TAGGED_FIELD_BYTES: usize = 64;
+
+    thread_local! {
+        static LEFT: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+
+    /// Runs `decode` with at most `budget` bytes of decoded memory to build.
+    pub fn decode_with_budget<R>(budget: usize, decode: impl FnOnce() -> R) -> R {
+        struct Restore(usize);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                LEFT.with(|l| l.set(self.0));
+            }
+        }
+        let _restore = Restore(LEFT.with(|l| l.replace(budget)));
+        decode()
+    }
+
+    /// Takes `bytes` from the current decode's budget, or fails when it has fewer left.
+    pub fn charge(bytes: usize) -> Result<()> {
+        LEFT.with(|l| {
+            let left = l.get();
+            if left == usize::MAX {
+                return Ok(());
+            }
+            if bytes > left {
+                bail!("the request would decode to more memory than its budget ({bytes} bytes more with {left} left)");
+            }
+            l.set(left - bytes);
+            Ok(())
+        })
+    }
+
+    /// `count` elements of `T`.
+    pub fn charge_elements<T>(count: usize) -> Result<()> {
+        charge(count.saturating_mul(std::mem::size_of::<T>()))
+    }
+}
+
 /// The range of versions (min, max) allowed for agiven message.
 #[derive(Debug, Copy, Clone, PartialEq)]
 pub struct VersionRange {

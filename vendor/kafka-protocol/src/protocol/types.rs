@@ -999,6 +999,7 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for Array<E> {
                 if n as usize > buf.remaining() / self.0.min_encoded_size().max(1) {
                     bail!("Array length {n} exceeds the {} bytes left", buf.remaining());
                 }
+                super::decode_budget::charge_elements::<T>(n as usize)?; // shardlog patch
                 let mut result = Vec::with_capacity(super::preallocation_capacity::<T>(n as usize, buf.remaining()));
                 for _ in 0..n {
                     result.push(self.0.decode(buf)?);
@@ -1115,6 +1116,7 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for CompactArray<E> {
                 if (n - 1) as usize > buf.remaining() / self.0.min_encoded_size().max(1) {
                     bail!("CompactArray length {} exceeds the {} bytes left", n - 1, buf.remaining());
                 }
+                super::decode_budget::charge_elements::<T>((n - 1) as usize)?; // shardlog patch
                 let mut result = Vec::with_capacity(super::preallocation_capacity::<T>((n - 1) as usize, buf.remaining()));
                 for _ in 1..n {
                     result.push(self.0.decode(buf)?);
