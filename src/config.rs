@@ -333,6 +333,10 @@ pub struct Config {
     pub transaction_abort_timed_out_transaction_cleanup_interval_ms: u64,
     /// Transactional ids one shard coordinates at most (a bound on the table clients grow).
     pub max_transactional_ids_per_shard: usize,
+    /// Producer ids one partition remembers at most (idempotence and transactions): past
+    /// it the least recently writing ones without an open transaction are forgotten early,
+    /// as producer.id.expiration.ms would (a bound on the table clients grow).
+    pub max_producer_ids_per_partition: usize,
     /// group.min.session.timeout.ms / group.max.session.timeout.ms.
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
@@ -484,6 +488,7 @@ impl Default for Config {
             producer_id_expiration_ms: 86_400_000,
             transaction_abort_timed_out_transaction_cleanup_interval_ms: 10_000,
             max_transactional_ids_per_shard: 100_000,
+            max_producer_ids_per_partition: 10_000,
             group_min_session_timeout_ms: 6000,
             group_max_session_timeout_ms: 1_800_000,
             group_initial_rebalance_delay_ms: 3000,
@@ -1238,6 +1243,8 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub max_transactional_ids_per_shard: Option<usize>,
     #[arg(long)]
+    pub max_producer_ids_per_partition: Option<usize>,
+    #[arg(long)]
     pub group_min_session_timeout_ms: Option<i32>,
     #[arg(long)]
     pub group_max_session_timeout_ms: Option<i32>,
@@ -1297,7 +1304,7 @@ impl ConfigArgs {
             transaction_state_log_segment_bytes, transaction_max_timeout_ms,
             add_partitions_to_txn_retry_backoff_ms, add_partitions_to_txn_retry_backoff_max_ms, transactional_id_expiration_ms,
             producer_id_expiration_ms, transaction_abort_timed_out_transaction_cleanup_interval_ms,
-            max_transactional_ids_per_shard,
+            max_transactional_ids_per_shard, max_producer_ids_per_partition,
             group_min_session_timeout_ms, group_max_session_timeout_ms,
             group_initial_rebalance_delay_ms, group_max_size, max_groups_per_shard,
             group_consumer_session_timeout_ms, group_consumer_heartbeat_interval_ms,

@@ -50,6 +50,7 @@ async fn open_shard(dir: &Path, shard: ShardId, mesh: Mesh<ShardRequest<(), usiz
         timestamp_after_max_ms: i64::MAX,
         flush: FlushMode::Never,
         min_insync_replicas: 1,
+        max_producer_ids: 10_000,
     };
     for topic in TOPICS {
         for i in (0..PARTITIONS).filter(|i| owner(*i) == shard) {

@@ -111,6 +111,14 @@ pub struct LocalQuorumStatus {
     pub last_applied_offset: i64,
     /// On the leader: each voter's entries behind the leader's log end.
     pub voter_lag: Vec<(u64, i64)>,
+    /// Offset of the first entry this node's log still holds (entries before it were
+    /// purged after a snapshot); 0 when nothing was purged.
+    pub log_start_offset: i64,
+    /// Offset after the last entry this node's latest snapshot covers; 0 when none.
+    pub snapshot_offset: i64,
+    /// Snapshots this process installed from the leader (it was too far behind for log
+    /// entries); filled by `Publisher::quorum_status`.
+    pub snapshots_installed: u64,
 }
 
 pub fn local_status(m: &RaftMetrics<ControllerTypes>) -> LocalQuorumStatus {
@@ -127,5 +135,8 @@ pub fn local_status(m: &RaftMetrics<ControllerTypes>) -> LocalQuorumStatus {
         high_watermark: offset_after(m.local_committed.as_ref().map(|l| l.index)),
         last_applied_offset: offset_after(m.last_applied.as_ref().map(|l| l.index)),
         voter_lag,
+        log_start_offset: offset_after(m.purged.as_ref().map(|l| l.index)),
+        snapshot_offset: offset_after(m.snapshot.as_ref().map(|l| l.index)),
+        snapshots_installed: 0,
     }
 }

@@ -24,6 +24,8 @@ pub struct Publisher {
     state: Mutex<PubState>,
     /// The raft node's metrics, once it started: read by metrics scrapes on any thread.
     raft_metrics: std::sync::OnceLock<RaftMetricsWatch>,
+    /// Snapshots installed from the leader since this process started (a metric).
+    snapshots_installed: std::sync::atomic::AtomicU64,
 }
 
 type RaftMetricsWatch = openraft::type_config::alias::WatchReceiverOf<super::types::ControllerTypes, openraft::RaftMetrics<super::types::ControllerTypes>>;
@@ -51,6 +53,7 @@ impl Publisher {
                 sent_index: 0,
             }),
             raft_metrics: std::sync::OnceLock::new(),
+            snapshots_installed: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -71,7 +74,11 @@ impl Publisher {
     /// The quorum as this node sees it; None before the raft node started.
     pub fn quorum_status(&self) -> Option<super::quorum_info::LocalQuorumStatus> {
         use openraft::async_runtime::WatchReceiver as _;
-        self.raft_metrics.get().map(|w| super::quorum_info::local_status(&w.borrow_watched()))
+        let installed = self.snapshots_installed.load(std::sync::atomic::Ordering::Relaxed);
+        self.raft_metrics.get().map(|w| super::quorum_info::LocalQuorumStatus {
+            snapshots_installed: installed,
+            ..super::quorum_info::local_status(&w.borrow_watched())
+        })
     }
 
     /// The newest metadata index the shards will apply: what a shard catching up with
@@ -230,6 +237,7 @@ impl RaftStateMachine<ControllerTypes> for StateMachine {
         snapshot::store(&self.dir, &data)?;
         let deltas = diff_images(&self.image, &image);
         tracing::info!(last_log_id = ?meta.last_log_id, changes = deltas.len(), "controller snapshot installed");
+        self.publisher.snapshots_installed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.image = Arc::new(image);
         self.last_applied = meta.last_log_id;
         self.membership = meta.last_membership.clone();

@@ -93,6 +93,7 @@ metrics_table! {
     CLEANER_CLEANABLE: "log_cleaner_cleanable_partitions", Gauge, "Compacted partitions due for cleaning (dirty share at least min.cleanable.dirty.ratio), by shard", "";
     CLEANER_UNCLEANABLE: "log_cleaner_uncleanable_partitions", Gauge, "Compacted partitions the cleaner gave up on (a corrupt batch), by shard", "kafka.log:type=LogCleanerManager,name=uncleanable-partitions-count";
     UNREADABLE_FILES: "storage_unreadable_files", Counter, "Index, time index and cleaner checkpoint files found unreadable or corrupt (each rebuilt), by file kind", "";
+    PRODUCER_IDS_EVICTED: "producer_ids_evicted", Counter, "Producer ids forgotten before producer.id.expiration.ms because a partition's table reached max_producer_ids_per_partition", "";
     BATCH_CACHE_HITS: "batch_cache_hits", Counter, "Fetches served from the batch cache", "";
     BATCH_CACHE_MISSES: "batch_cache_misses", Counter, "Fetches that read the log file", "";
     ISR_SHRINKS: "isr_shrinks", Counter, "ISR shrinks of partitions this broker leads", "kafka.server:type=ReplicaManager,name=IsrShrinksPerSec";
@@ -114,6 +115,9 @@ metrics_table! {
     RAFT_EPOCH: "raft_current_epoch", Gauge, "The metadata quorum's epoch (raft term)", "kafka.server:type=raft-metrics,name=current-epoch";
     RAFT_HIGH_WATERMARK: "raft_high_watermark", Gauge, "The metadata log's committed offset as this node knows it", "kafka.server:type=raft-metrics,name=high-watermark";
     RAFT_LAST_APPLIED: "raft_last_applied_offset", Gauge, "The metadata log offset this node's controller applied", "kafka.server:type=raft-metrics,name=log-end-offset (nearest)";
+    RAFT_LOG_START: "raft_log_start_offset", Gauge, "The first metadata log offset this node still holds (earlier entries purged after a snapshot; 0: none purged)", "";
+    RAFT_SNAPSHOT: "raft_snapshot_offset", Gauge, "The metadata log offset after the last entry of this node's latest snapshot (0: none)", "";
+    RAFT_SNAPSHOTS_INSTALLED: "raft_snapshots_installed", Counter, "Metadata snapshots this node installed from the quorum leader since it started (it was behind the leader's purged log)", "";
     RAFT_VOTER_LAG: "raft_voter_lag", Gauge, "Metadata log entries a voter is behind the leader (quorum leader only)", "kafka-metadata-quorum.sh describe --replication (Lag)";
     LOG_DIR_SIZE: "log_dir_size_bytes", Gauge, "Bytes of partition logs in a log dir", "kafka.log:type=Log,name=Size (summed per dir)";
     LOG_DIR_FREE: "log_dir_free_bytes", Gauge, "Free bytes of a log dir's file system", "";
@@ -293,6 +297,7 @@ impl prometheus_client::collector::Collector for Scrape {
         w.counter(&CLEANER_BYTES_READ, [(Vec::new(), merged.cleaner.bytes_read)])?;
         w.counter(&CLEANER_BYTES_WRITTEN, [(Vec::new(), merged.cleaner.bytes_written)])?;
         w.counter(&UNREADABLE_FILES, merged.unreadable_files.iter().map(|(kind, n)| (vec![("file", kind.to_string())], *n)))?;
+        w.counter(&PRODUCER_IDS_EVICTED, [(Vec::new(), merged.producer_ids_evicted)])?;
         w.counter(&BATCH_CACHE_HITS, [(Vec::new(), merged.batch_cache_hits)])?;
         w.counter(&BATCH_CACHE_MISSES, [(Vec::new(), merged.batch_cache_misses)])?;
         w.counter(&ISR_SHRINKS, [(Vec::new(), merged.isr_shrinks)])?;
@@ -316,6 +321,9 @@ impl prometheus_client::collector::Collector for Scrape {
         w.gauge(&RAFT_EPOCH, one(b.raft_epoch))?;
         w.gauge(&RAFT_HIGH_WATERMARK, one(b.raft_high_watermark))?;
         w.gauge(&RAFT_LAST_APPLIED, one(b.raft_last_applied))?;
+        w.gauge(&RAFT_LOG_START, one(b.raft_log_start_offset))?;
+        w.gauge(&RAFT_SNAPSHOT, one(b.raft_snapshot_offset))?;
+        w.counter(&RAFT_SNAPSHOTS_INSTALLED, [(Vec::new(), b.raft_snapshots_installed)])?;
         w.gauge(&RAFT_VOTER_LAG, b.voter_lag.iter().map(|v| (vec![("voter", v.voter.to_string())], v.lag)))?;
         let mut dir_bytes: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
         for (_, g) in shards {

@@ -142,6 +142,9 @@ pub struct BrokerGauges {
     pub raft_epoch: u64,
     pub raft_high_watermark: i64,
     pub raft_last_applied: i64,
+    pub raft_log_start_offset: i64,
+    pub raft_snapshot_offset: i64,
+    pub raft_snapshots_installed: u64,
     /// On the quorum leader: each voter's lag.
     pub voter_lag: Vec<VoterLag>,
     pub log_dirs: Vec<LogDirGauges>,

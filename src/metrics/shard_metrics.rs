@@ -118,6 +118,9 @@ pub struct ShardMetrics {
     /// Derived files (indexes, the cleaner checkpoint) found unreadable or corrupt and
     /// rebuilt, by kind: a failing disk shows here rather than as a silent rebuild.
     pub unreadable_files: BTreeMap<&'static str, u64>,
+    /// Producers forgotten early because a partition's table was full
+    /// (max_producer_ids_per_partition).
+    pub producer_ids_evicted: u64,
 }
 
 impl Default for ShardMetrics {
@@ -139,6 +142,7 @@ impl Default for ShardMetrics {
             cleaner: CleanerProgress::default(),
             writeback: Histogram::default(),
             unreadable_files: BTreeMap::new(),
+            producer_ids_evicted: 0,
         }
     }
 }
@@ -244,6 +248,7 @@ impl ShardMetrics {
         self.cleaner.bytes_read += other.cleaner.bytes_read;
         self.cleaner.bytes_written += other.cleaner.bytes_written;
         self.writeback.add(&other.writeback);
+        self.producer_ids_evicted += other.producer_ids_evicted;
         for (kind, n) in &other.unreadable_files {
             *self.unreadable_files.entry(kind).or_default() += n;
         }

@@ -278,6 +278,7 @@ impl Partition {
                     first_offset = base;
                 }
             }
+            self.bound_producers(&mut producers);
         }
         let end = self.log.borrow().next_offset();
         // Kafka's BytesInPerSec / MessagesInPerSec: counted when appended, on this shard.

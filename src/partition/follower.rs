@@ -82,6 +82,7 @@ impl Partition {
                 producers.update(h, &batch);
                 log.append(h, batch.freeze());
             }
+            self.bound_producers(&mut producers);
         }
         let end = self.log_end_offset();
         let flush = self.settings.borrow().flush;
@@ -163,7 +164,8 @@ impl Partition {
     async fn rebuild_producers(&self) -> Result<(), PartitionError> {
         debug_assert_eq!(self.log.borrow().written_offset(), self.log_end_offset(), "a truncated log is all written");
         // The append lock is held: nothing is appended while the batches on disk replay.
-        let table = recover_producers(&self.log, None, &self.topic, self.index).await?;
+        let mut table = recover_producers(&self.log, None, &self.topic, self.index).await?;
+        self.bound_producers(&mut table);
         *self.producers.borrow_mut() = table;
         Ok(())
     }

@@ -305,6 +305,31 @@ impl ProducerStateTable {
         before - self.producers.len()
     }
 
+    /// Keeps at most `max` producers: past it, forgets the least recently writing ones
+    /// (by batch timestamp) without an open transaction, down to 90 % of `max` so a flood
+    /// of new ids pays the sort once per tenth of the table. A forgotten producer is what
+    /// an expired one is (`expire`): its next batch is accepted as a new producer's.
+    /// Producers with an open transaction are kept (the coordinator's timeout bounds
+    /// them). Returns how many were forgotten.
+    pub fn bound(&mut self, max: usize) -> usize {
+        if self.producers.len() <= max {
+            return 0;
+        }
+        let keep = max - max / 10;
+        let mut idle: Vec<(i64, i64)> = self
+            .producers
+            .iter()
+            .filter(|(_, e)| e.current_txn_first_offset.is_none())
+            .map(|(&id, e)| (e.last_timestamp_ms, id))
+            .collect();
+        idle.sort_unstable();
+        let excess = self.producers.len().saturating_sub(keep).min(idle.len());
+        for &(_, id) in &idle[..excess] {
+            self.producers.remove(&id);
+        }
+        excess
+    }
+
     /// Some producer's remembered batch, transaction or marker lies at or above `offset`
     /// (a truncation there changes the table).
     pub fn has_batches_from(&self, offset: i64) -> bool {
@@ -438,6 +463,31 @@ mod tests {
             base_sequence: seq,
             records_count: count,
         }
+    }
+
+    #[test]
+    fn bound_forgets_the_least_recent_producers_but_never_an_open_transaction() {
+        let mut t = ProducerStateTable::default();
+        // Producer 0 opens a transaction first (the oldest timestamp of all).
+        let mut txn = h(0, 0, 0, 1, 0);
+        txn.attributes = 0x10; // transactional
+        t.update_h(&txn);
+        for pid in 1..=100i64 {
+            let mut b = h(pid, 0, 0, 1, pid);
+            b.max_timestamp = pid * 10;
+            t.update_h(&b);
+        }
+        assert_eq!(t.bound(200), 0, "within the bound, nothing is forgotten");
+        assert_eq!(t.len(), 101);
+        let forgotten = t.bound(50);
+        // Down to 90 % of the bound: 45 kept, the open transaction among them.
+        assert_eq!((forgotten, t.len()), (56, 45));
+        assert!(t.get(0).is_some(), "a producer with an open transaction is kept");
+        assert!((1..=56).all(|pid| t.get(pid).is_none()), "the least recent are forgotten");
+        assert!((57..=100).all(|pid| t.get(pid).is_some()));
+        t.assert_consistent();
+        // A forgotten producer's next batch is a new producer's, as after expiry.
+        assert_eq!(t.check(&h(1, 0, 7, 1, 200)), Ok(SequenceCheck::Append));
     }
 
     #[test]

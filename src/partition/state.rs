@@ -37,6 +37,8 @@ pub struct PartitionSettings {
     /// min.insync.replicas: an acks=all append needs at least this many in-sync replicas
     /// (NOT_ENOUGH_REPLICAS before appending, NOT_ENOUGH_REPLICAS_AFTER_APPEND after).
     pub min_insync_replicas: i32,
+    /// max_producer_ids_per_partition: the producer table's bound (`ProducerStateTable::bound`).
+    pub max_producer_ids: usize,
 }
 
 /// The flush mode of a topic: the broker's `flush`, except that a topic whose
@@ -241,7 +243,8 @@ impl Partition {
         // A marker's type is in its record: with markers in the active segment, its
         // batches are replayed from disk rather than from recovery's headers.
         let active = (!opened.active_batches.iter().any(|h| h.is_control())).then_some(&opened.active_batches[..]);
-        let producers = recover_producers(&log, active, &topic, index).await?;
+        let mut producers = recover_producers(&log, active, &topic, index).await?;
+        super::transactions::bound_producer_table(&mut producers, settings.max_producer_ids, &topic, index);
         if opened.truncated_bytes > 0 {
             tracing::info!(topic, partition = index, bytes = opened.truncated_bytes,
                 log_end_offset = log_end, "recovered log; cut the invalid or padded tail");

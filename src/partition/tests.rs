@@ -29,6 +29,7 @@ pub(crate) fn settings() -> PartitionSettings {
         timestamp_after_max_ms: i64::MAX,
         flush: FlushMode::Always,
         min_insync_replicas: 1,
+        max_producer_ids: 10_000,
     }
 }
 

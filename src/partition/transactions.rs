@@ -3,7 +3,7 @@
 //! DescribeProducers and hanging-transaction checks). Markers are appended by
 //! `append.rs::append_marker`; the state itself is the producer table's
 //! (`producer_state.rs`), kept across roll, recovery and truncation with it.
-use super::producer_state::AbortedTxn;
+use super::producer_state::{AbortedTxn, ProducerStateTable};
 use super::read::FetchData;
 use super::state::Partition;
 use crate::record::parse_header;
@@ -45,6 +45,11 @@ impl Partition {
         self.producers.borrow().aborted_between(offset, end)
     }
 
+    /// Applies max_producer_ids_per_partition after appends (`ProducerStateTable::bound`).
+    pub(super) fn bound_producers(&self, table: &mut ProducerStateTable) {
+        bound_producer_table(table, self.settings.borrow().max_producer_ids, &self.topic, self.index);
+    }
+
     /// Kafka's producer.id.expiration.ms: forgets producers with no open transaction that
     /// wrote nothing for `expiration_ms` (by their batches' timestamps, as Kafka), and the
     /// aborted transactions retention removed from the log. Bounds the producer table (and
@@ -78,5 +83,15 @@ impl Partition {
                 })
             })
             .collect()
+    }
+}
+
+/// Keeps `table` within `max` producers; what it forgets is logged and counted
+/// (`shardlog_producer_ids_evicted_total`).
+pub(super) fn bound_producer_table(table: &mut ProducerStateTable, max: usize, topic: &str, index: i32) {
+    let forgotten = table.bound(max);
+    if forgotten > 0 {
+        tracing::info!(topic, partition = index, forgotten, max, "producer table full: forgot the least recently writing producers");
+        crate::metrics::with(|m| m.producer_ids_evicted += forgotten as u64);
     }
 }

@@ -113,6 +113,9 @@ impl BrokerAdmin {
             b.raft_epoch = q.term;
             b.raft_high_watermark = q.high_watermark;
             b.raft_last_applied = q.last_applied_offset;
+            b.raft_log_start_offset = q.log_start_offset;
+            b.raft_snapshot_offset = q.snapshot_offset;
+            b.raft_snapshots_installed = q.snapshots_installed;
             b.voter_lag = q.voter_lag.into_iter().map(|(voter, lag)| VoterLag { voter, lag }).collect();
         }
         b

@@ -224,7 +224,9 @@ class Broker:
         return re.compile(r"Kafka Server started")
 
     # -- lifecycle -----------------------------------------------------------------
-    def start(self) -> "Broker":
+    def start(self, wait: bool = True) -> "Broker":
+        """Starts the broker; with `wait`, returns once it is ready (shardlog's
+        /v1/status/ready, Kafka's start line)."""
         assert self.proc is None or self.proc.poll() is not None, "broker already running"
         if not is_kafka() and not SHARDLOG_BIN.exists():
             pytest.fail(f"broker binary {SHARDLOG_BIN} not found: run `cargo build --release` "
@@ -244,6 +246,8 @@ class Broker:
                                          start_new_session=True)
         if self not in _LIVE:
             _LIVE.append(self)
+        if not wait:
+            return self
         pattern = self._ready_pattern()
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:

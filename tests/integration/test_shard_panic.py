@@ -14,9 +14,10 @@ from conftest import is_kafka
 def test_a_panicking_shard_aborts_the_broker(broker_factory, monkeypatch):
     if is_kafka():
         pytest.skip("shardlog-only: uses the SHARDLOG_TEST_PANIC_SHARD test hook")
-    # The hook makes shard 1 panic once the broker has logged that it listens.
+    # The hook makes shard 1 panic once the broker has logged that it listens (so it is
+    # never ready: not waited for).
     monkeypatch.setenv("SHARDLOG_TEST_PANIC_SHARD", "1")
-    broker = broker_factory(shards=2)
+    broker = broker_factory(shards=2, start=False).start(wait=False)
     code = broker.proc.wait(timeout=60)
     log = broker.log_path.read_text(errors="replace")
     assert code == -signal.SIGABRT, f"exit code {code}; log tail:\n{broker.log_tail()}"

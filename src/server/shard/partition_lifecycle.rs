@@ -47,6 +47,7 @@ impl ShardContext {
             timestamp_after_max_ms: tc.timestamp_after_max_ms,
             flush,
             min_insync_replicas: tc.min_insync_replicas,
+            max_producer_ids: self.config.max_producer_ids_per_partition,
         };
         (log, settings)
     }
