@@ -327,7 +327,9 @@ async fn recover(
         .is_initialized()
         .await
         .map_err(|e| ControllerError::Storage(e.to_string()))?;
-    if !initialized && !is_observer(cfg, node_id) {
+    if initialized {
+        check_persisted_voters(cfg, node_id, raft)?;
+    } else if !is_observer(cfg, node_id) {
         initialize(cfg, node_id, raft).await?;
     }
     // Wait for a leader (this node, in a single-node quorum) and for this node to have
@@ -451,6 +453,34 @@ async fn log_leader_changes(raft: Raft, me: u64) {
 
 /// The fixed start of the leader-change log line (parsed by tests/integration/cluster_harness.py).
 pub const LEADER_LOG_LINE: &str = "controller quorum:";
+
+/// A static quorum must be the one the metadata log holds: peers are reached at the
+/// addresses the log's membership records, so a data dir from another cluster, or from
+/// the same ids on other ports, would only time out waiting for a leader. Refused at start,
+/// naming both.
+fn check_persisted_voters(cfg: &ControllerConfig, node_id: u64, raft: &Raft) -> Result<(), ControllerError> {
+    let metrics = raft.metrics().borrow_watched().clone();
+    let membership = metrics.membership_config.membership();
+    let persisted: BTreeMap<u64, String> = membership
+        .voter_ids()
+        .map(|id| (id, membership.get_node(&id).map(|n| n.addr.clone()).unwrap_or_default()))
+        .collect();
+    // A single node (no voters configured) initialized itself alone, with no address.
+    let configured = if cfg.voters.is_empty() { BTreeMap::from([(node_id, String::new())]) } else { cfg.voters.clone() };
+    if persisted == configured {
+        return Ok(());
+    }
+    let show = |m: &BTreeMap<u64, String>| {
+        m.iter().map(|(id, addr)| if addr.is_empty() { format!("{id} (single node)") } else { format!("{id}@{addr}") }).collect::<Vec<_>>().join(",")
+    };
+    Err(ControllerError::Config(format!(
+        "the metadata log in {} holds the quorum {} but controller_quorum_voters is {}: this data dir belongs to \
+         another cluster or configuration; start it with the voters it was created with, or with an empty data dir",
+        cfg.data_dir.join("controller").display(),
+        show(&persisted),
+        if cfg.voters.is_empty() { "empty (a single node)".to_string() } else { show(&configured) },
+    )))
+}
 
 /// Sets up the membership of a new quorum. Single node: this node alone. Quorum: only the
 /// voter with the lowest id does it (with every voter), so two nodes never initialize two
