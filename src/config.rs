@@ -258,6 +258,8 @@ pub struct Config {
     pub auto_create_topics_enable: bool,
     /// num.partitions: partitions of an auto-created topic or a CreateTopics with -1.
     pub num_partitions: i32,
+    /// default.replication.factor: replicas of an auto-created topic or a CreateTopics with -1.
+    pub default_replication_factor: i16,
     /// Partitions one shard may own (a limit, as on everything).
     pub max_partitions_per_shard: usize,
     /// Bytes of recent batches each partition keeps in memory for zero-copy fetch.
@@ -455,6 +457,7 @@ impl Default for Config {
             shard_preempt_timer_us: 100_000,
             auto_create_topics_enable: true,
             num_partitions: 1,
+            default_replication_factor: 1,
             max_partitions_per_shard: 10_000,
             batch_cache_bytes_per_partition: 8 * 1024 * 1024,
             batch_cache_bytes_per_shard: 512 * 1024 * 1024,
@@ -757,6 +760,9 @@ impl Config {
         }
         if self.num_partitions < 1 {
             return bad("num_partitions", "must be at least 1");
+        }
+        if self.default_replication_factor < 1 {
+            return bad("default_replication_factor", "must be at least 1");
         }
         if self.log_segment_bytes < 14 {
             return bad("log_segment_bytes", "must be at least 14");
@@ -1174,6 +1180,8 @@ pub struct ConfigArgs {
     #[arg(long)]
     pub num_partitions: Option<i32>,
     #[arg(long)]
+    pub default_replication_factor: Option<i16>,
+    #[arg(long)]
     pub max_partitions_per_shard: Option<usize>,
     #[arg(long)]
     pub batch_cache_bytes_per_partition: Option<usize>,
@@ -1293,7 +1301,7 @@ impl ConfigArgs {
             log_flush_interval_ms, storage_fault, socket_request_max_bytes,
             queued_max_request_bytes,
             max_connections_per_shard, connections_max_idle_ms, connections_max_reauth_ms, max_inflight_requests_per_connection, fetch_max_bytes, shard_preempt_timer_us,
-            auto_create_topics_enable, num_partitions, max_partitions_per_shard,
+            auto_create_topics_enable, num_partitions, default_replication_factor, max_partitions_per_shard,
             batch_cache_bytes_per_partition, batch_cache_bytes_per_shard, page_cache_bytes_per_shard, log_segment_bytes,
             log_roll_ms, log_retention_ms, log_retention_bytes, message_max_bytes,
             log_message_timestamp_type, log_message_timestamp_before_max_ms,

@@ -97,6 +97,9 @@ enum TopicAction {
         name: String,
         #[arg(long, default_value_t = 1)]
         partitions: i32,
+        /// Replicas of each partition (-1: the broker's default.replication.factor).
+        #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+        replication_factor: i16,
         /// Topic config, key=value (repeatable).
         #[arg(long = "config", value_parser = parse_kv)]
         configs: Vec<(String, String)>,
@@ -161,7 +164,9 @@ fn main() {
         }),
         Command::Bench { mode } => shardlog::bench::run(mode),
         Command::Topic { action } => match action {
-            TopicAction::Create { name, partitions, configs, bootstrap } => topic::create(&bootstrap, &name, partitions, &configs),
+            TopicAction::Create { name, partitions, replication_factor, configs, bootstrap } => {
+                topic::create(&bootstrap, &name, partitions, replication_factor, &configs)
+            }
             TopicAction::List { bootstrap } => topic::list(&bootstrap),
             TopicAction::Describe { name, bootstrap } => topic::describe(&bootstrap, name.as_deref()),
             TopicAction::Delete { name, bootstrap } => topic::delete(&bootstrap, &name),

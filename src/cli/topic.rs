@@ -23,12 +23,12 @@ fn check(code: i16, what: &str, message: Option<&StrBytes>) -> anyhow::Result<()
     Ok(())
 }
 
-pub fn create(bootstrap: &str, topic: &str, partitions: i32, configs: &[(String, String)]) -> anyhow::Result<()> {
+pub fn create(bootstrap: &str, topic: &str, partitions: i32, replication_factor: i16, configs: &[(String, String)]) -> anyhow::Result<()> {
     let mut c = Client::connect(bootstrap)?;
     let req = CreateTopicsRequest::default().with_timeout_ms(30_000).with_topics(vec![CreatableTopic::default()
         .with_name(name(topic))
         .with_num_partitions(partitions)
-        .with_replication_factor(-1)
+        .with_replication_factor(replication_factor)
         .with_configs(
             configs
                 .iter()

@@ -128,7 +128,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     ro("auto.leader.rebalance.enable", T::Boolean, "The active controller moves leadership back to preferred replicas when leaders are imbalanced.", |c| c.auto_leader_rebalance_enable.to_string()),
     ro("broker.id", T::Int, "This broker's id (same as node.id).", |c| c.node_id.to_string()),
     ro("compression.type", T::String, "Stored batches keep the producer's compression.", |_| "producer".into()),
-    ro("default.replication.factor", T::Int, "Replicas of an auto-created topic (one node: 1).", |_| "1".into()),
+    ro("default.replication.factor", T::Int, "Replicas of an auto-created topic or a CreateTopics with -1.", |c| c.default_replication_factor.to_string()),
     ro("delete.topic.enable", T::Boolean, "Topics can be deleted.", |_| "true".into()),
     ro("fetch.max.bytes", T::Int, "Most record bytes one Fetch response carries.", |c| c.fetch_max_bytes.to_string()),
     ro("group.consumer.assignors", T::List, "Server-side assignors of KIP-848 consumer groups, the first is the default.", |_| "uniform,range".into()),

@@ -110,6 +110,8 @@ pub struct ControllerConfig {
     pub core: Option<usize>,
     /// Partitions for CreateTopics with num_partitions = -1 (Kafka `num.partitions`).
     pub default_num_partitions: i32,
+    /// Replicas for CreateTopics with replication_factor = -1 (Kafka `default.replication.factor`).
+    pub default_replication_factor: i16,
     /// Broker defaults topic configs are validated against.
     pub topic_defaults: TopicConfigDefaults,
     /// Take a state-machine snapshot (and purge the log before it) every this many entries.
@@ -158,6 +160,7 @@ impl Default for ControllerConfig {
             shard_count: 1,
             core: None,
             default_num_partitions: 1,
+            default_replication_factor: 1,
             topic_defaults: TopicConfigDefaults::default(),
             snapshot_every_entries: 1024,
             listener: None,

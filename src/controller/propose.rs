@@ -65,6 +65,8 @@ fn resolve_configs(
 /// The settings proposals depend on.
 pub struct ProposeCtx<'a> {
     pub default_num_partitions: i32,
+    /// Kafka's `default.replication.factor`, used for replication factor -1.
+    pub default_replication_factor: i16,
     pub defaults: &'a TopicConfigDefaults,
 }
 
@@ -127,7 +129,7 @@ pub fn create_topic(
         )));
     }
     let rf = match replication_factor {
-        -1 => DEFAULT_REPLICATION_FACTOR,
+        -1 => usize::try_from(ctx.default_replication_factor).unwrap_or(1).max(1),
         rf if rf <= 0 => {
             return Err(ControllerError::InvalidReplicationFactor(
                 "Replication factor must be larger than 0, or -1 to use the default value.".into(),
@@ -158,8 +160,8 @@ pub fn create_topic(
     }
 }
 
-/// Kafka's `default.replication.factor` (1), used for replication factor -1.
-pub const DEFAULT_REPLICATION_FACTOR: usize = 1;
+/// A topic without partitions (none in practice) grows with this many replicas.
+const DEFAULT_REPLICATION_FACTOR: usize = 1;
 
 /// Every partition of an explicit assignment names at least one broker, each once, and
 /// all partitions have the same number of replicas (Kafka's checks).

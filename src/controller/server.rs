@@ -153,6 +153,7 @@ fn run_thread(
         };
         let ctx = ProposeCtx {
             default_num_partitions: cfg.default_num_partitions,
+            default_replication_factor: cfg.default_replication_factor,
             defaults: &cfg.topic_defaults,
         };
         let mut router = Router {

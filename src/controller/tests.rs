@@ -19,6 +19,7 @@ fn cfg(dir: &Path, shards: u16) -> ControllerConfig {
         shard_count: shards,
         core: None,
         default_num_partitions: 3,
+        default_replication_factor: 1,
         snapshot_every_entries: 1_000_000,
         ..Default::default()
     }
@@ -551,6 +552,7 @@ mod simulation {
         let shard_count = 1 + (seed % 5) as u16;
         let ctx = ProposeCtx {
             default_num_partitions: 2,
+            default_replication_factor: 1,
             defaults: &defaults,
         };
         let mut rng = Rng(seed | 1);
@@ -618,6 +620,7 @@ mod simulation {
         let defaults = TopicConfigDefaults::default();
         let ctx = ProposeCtx {
             default_num_partitions: 1,
+            default_replication_factor: 1,
             defaults: &defaults,
         };
         let mut rng = Rng(42);

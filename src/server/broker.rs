@@ -230,6 +230,7 @@ fn controller_config(config: &Config, voters: std::collections::BTreeMap<u64, St
         data_dir: config.metadata_dir().to_path_buf(),
         node_id: config.node_id,
         default_num_partitions: config.num_partitions,
+        default_replication_factor: config.default_replication_factor,
         topic_defaults: topic_defaults(config),
         snapshot_every_entries: config.metadata_snapshot_every_entries,
         listener: config.controller_listener.clone(),
