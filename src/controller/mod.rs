@@ -27,6 +27,7 @@
 //! - `rpc_tls.rs`       the controller listener over mutual TLS: handshake, who may act for the cluster
 //! - `handle.rs`        `ControllerHandle`, the request channel
 //! - `server.rs`        the controller thread: runtime, raft start-up, request loop, forwarding
+//! - `quorum_start.rs`  start-up checks: a new quorum's membership, a stale data dir, placement
 //! - `scale.rs`         measurement seam for benches/metadata_scale.rs (not on any path)
 //!
 //! - `observer.rs`      broker-only nodes as raft learners: joining, and adding them
@@ -66,6 +67,7 @@ mod observer;
 mod placement;
 mod propose;
 mod quorum_info;
+mod quorum_start;
 mod reassignment;
 mod rpc;
 mod rpc_server;

@@ -17,12 +17,11 @@ use std::path::PathBuf;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use openraft::impls::BasicNode;
 use openraft::async_runtime::WatchReceiver as _;
 use openraft::metrics::WaitError;
 use openraft::{Config, ReadPolicy, SnapshotPolicy};
 
-use crate::cluster::image::{BrokerMeta, MetadataImage, MetadataUpdate};
+use crate::cluster::image::{BrokerMeta, MetadataUpdate};
 
 use super::alter_partition::{self, AlterIsr, AlterPartitionError};
 use super::election::{self, ElectionType};
@@ -35,6 +34,7 @@ use super::network::{Connection, Network};
 use super::observer;
 use super::propose::{self, ProposeCtx};
 use super::quorum_info;
+use super::quorum_start;
 use super::rpc::{ClientReply, ClientRequest, RpcRequest, RpcResponse};
 use super::rpc_server;
 use super::state_machine::{Publisher, StateMachine};
@@ -329,9 +329,9 @@ async fn recover(
         .await
         .map_err(|e| ControllerError::Storage(e.to_string()))?;
     if initialized {
-        check_persisted_voters(cfg, node_id, raft)?;
+        quorum_start::check_persisted_voters(cfg, node_id, raft)?;
     } else if !is_observer(cfg, node_id) {
-        initialize(cfg, node_id, raft).await?;
+        quorum_start::initialize(cfg, node_id, raft).await?;
     }
     // Wait for a leader (this node, in a single-node quorum) and for this node to have
     // applied the whole committed log before its shards start. A leader has applied its
@@ -378,7 +378,7 @@ async fn recover(
     let image = publisher.image();
     if cfg.broker {
         // A controller-only node hosts no partitions (legacy replica-less ones included).
-        check_placement(&image, cfg.node_id, cfg.shard_count)?;
+        quorum_start::check_placement(&image, cfg.node_id, cfg.shard_count)?;
     }
     tracing::info!(
         cluster_id = %image.cluster_id, topics = image.topics.len(), applied_index = image.applied_index,
@@ -454,82 +454,6 @@ async fn log_leader_changes(raft: Raft, me: u64) {
 
 /// The fixed start of the leader-change log line (parsed by tests/integration/cluster_harness.py).
 pub const LEADER_LOG_LINE: &str = "controller quorum:";
-
-/// A static quorum must be the one the metadata log holds: peers are reached at the
-/// addresses the log's membership records, so a data dir from another cluster, or from
-/// the same ids on other ports, would only time out waiting for a leader. Refused at start,
-/// naming both.
-fn check_persisted_voters(cfg: &ControllerConfig, node_id: u64, raft: &Raft) -> Result<(), ControllerError> {
-    let metrics = raft.metrics().borrow_watched().clone();
-    let membership = metrics.membership_config.membership();
-    let persisted: BTreeMap<u64, String> = membership
-        .voter_ids()
-        .map(|id| (id, membership.get_node(&id).map(|n| n.addr.clone()).unwrap_or_default()))
-        .collect();
-    // A single node (no voters configured) initialized itself alone, with no address.
-    let configured = if cfg.voters.is_empty() { BTreeMap::from([(node_id, String::new())]) } else { cfg.voters.clone() };
-    if persisted == configured {
-        return Ok(());
-    }
-    let show = |m: &BTreeMap<u64, String>| {
-        m.iter().map(|(id, addr)| if addr.is_empty() { format!("{id} (single node)") } else { format!("{id}@{addr}") }).collect::<Vec<_>>().join(",")
-    };
-    Err(ControllerError::Config(format!(
-        "the metadata log in {} holds the quorum {} but controller_quorum_voters is {}: this data dir belongs to \
-         another cluster or configuration; start it with the voters it was created with, or with an empty data dir",
-        cfg.data_dir.join("controller").display(),
-        show(&persisted),
-        if cfg.voters.is_empty() { "empty (a single node)".to_string() } else { show(&configured) },
-    )))
-}
-
-/// Sets up the membership of a new quorum. Single node: this node alone. Quorum: only the
-/// voter with the lowest id does it (with every voter), so two nodes never initialize two
-/// different clusters; the others learn the membership from its first append. It runs only
-/// on an empty log (`is_initialized` is false), so it is idempotent across restarts. A
-/// wiped lowest voter rejoining an existing quorum must not re-initialize: restore its
-/// data dir or start it with another id (membership changes are a later step).
-async fn initialize(cfg: &ControllerConfig, node_id: u64, raft: &Raft) -> Result<(), ControllerError> {
-    let members: BTreeMap<u64, BasicNode> = if cfg.voters.is_empty() {
-        tracing::info!(node_id, "controller: initializing a new single-voter metadata quorum");
-        BTreeMap::from([(node_id, BasicNode { addr: String::new() })])
-    } else if cfg.voters.keys().next() == Some(&node_id) {
-        tracing::info!(node_id, voters = ?cfg.voters, "controller: lowest voter id, initializing the metadata quorum");
-        cfg.voters
-            .iter()
-            .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
-            .collect()
-    } else {
-        tracing::info!(node_id, "controller: empty log, waiting for the lowest voter to initialize the quorum");
-        return Ok(());
-    };
-    raft.initialize(members)
-        .await
-        .map_err(|e| ControllerError::Storage(format!("raft initialize: {e}")))
-}
-
-/// Every replica of this broker must live on a shard it runs (partitions of a data dir
-/// from before brokers existed have no replicas yet: they are all this node's).
-fn check_placement(image: &MetadataImage, me: i32, shard_count: u16) -> Result<(), ControllerError> {
-    for t in image.topics.values() {
-        let mine = |p: &&crate::cluster::image::PartitionMeta| match p.replica_on(me) {
-            Some(r) => r.shard >= shard_count,
-            None => p.replicas.is_empty() && p.shard >= shard_count,
-        };
-        if let Some(p) = t.partitions.iter().find(mine) {
-            let shard = p.replica_on(me).map_or(p.shard, |r| r.shard);
-            return Err(ControllerError::Config(format!(
-                "topic '{}' partition {} is placed on shard {} but only {shard_count} shards are configured; \
-                 start with at least {} shards",
-                t.name,
-                p.partition,
-                shard,
-                shard + 1
-            )));
-        }
-    }
-    Ok(())
-}
 
 /// Proposes `cmd` and waits for it to be applied.
 async fn write(raft: &Raft, cmd: Command) -> Result<Applied, ControllerError> {

@@ -1,0 +1,89 @@
+//! Start-up checks of the metadata quorum, run by `server.rs` before the controller goes
+//! live: a new quorum's membership (`initialize`), a data dir whose log holds another
+//! static quorum (`check_persisted_voters`), replicas placed on shards this node does not
+//! run (`check_placement`).
+use std::collections::BTreeMap;
+
+use openraft::async_runtime::WatchReceiver as _;
+use openraft::impls::BasicNode;
+
+use crate::cluster::image::MetadataImage;
+
+use super::types::Raft;
+use super::{ControllerConfig, ControllerError};
+
+/// A static quorum must be the one the metadata log holds: peers are reached at the
+/// addresses the log's membership records, so a data dir from another cluster, or from
+/// the same ids on other ports, would only time out waiting for a leader. Refused at start,
+/// naming both.
+pub(super) fn check_persisted_voters(cfg: &ControllerConfig, node_id: u64, raft: &Raft) -> Result<(), ControllerError> {
+    let metrics = raft.metrics().borrow_watched().clone();
+    let membership = metrics.membership_config.membership();
+    let persisted: BTreeMap<u64, String> = membership
+        .voter_ids()
+        .map(|id| (id, membership.get_node(&id).map(|n| n.addr.clone()).unwrap_or_default()))
+        .collect();
+    // A single node (no voters configured) initialized itself alone, with no address.
+    let configured = if cfg.voters.is_empty() { BTreeMap::from([(node_id, String::new())]) } else { cfg.voters.clone() };
+    if persisted == configured {
+        return Ok(());
+    }
+    let show = |m: &BTreeMap<u64, String>| {
+        m.iter().map(|(id, addr)| if addr.is_empty() { format!("{id} (single node)") } else { format!("{id}@{addr}") }).collect::<Vec<_>>().join(",")
+    };
+    Err(ControllerError::Config(format!(
+        "the metadata log in {} holds the quorum {} but controller_quorum_voters is {}: this data dir belongs to \
+         another cluster or configuration; start it with the voters it was created with, or with an empty data dir",
+        cfg.data_dir.join("controller").display(),
+        show(&persisted),
+        if cfg.voters.is_empty() { "empty (a single node)".to_string() } else { show(&configured) },
+    )))
+}
+
+/// Sets up the membership of a new quorum. Single node: this node alone. Quorum: only the
+/// voter with the lowest id does it (with every voter), so two nodes never initialize two
+/// different clusters; the others learn the membership from its first append. It runs only
+/// on an empty log (`is_initialized` is false), so it is idempotent across restarts. A
+/// wiped lowest voter rejoining an existing quorum must not re-initialize: restore its
+/// data dir or start it with another id (membership changes are a later step).
+pub(super) async fn initialize(cfg: &ControllerConfig, node_id: u64, raft: &Raft) -> Result<(), ControllerError> {
+    let members: BTreeMap<u64, BasicNode> = if cfg.voters.is_empty() {
+        tracing::info!(node_id, "controller: initializing a new single-voter metadata quorum");
+        BTreeMap::from([(node_id, BasicNode { addr: String::new() })])
+    } else if cfg.voters.keys().next() == Some(&node_id) {
+        tracing::info!(node_id, voters = ?cfg.voters, "controller: lowest voter id, initializing the metadata quorum");
+        cfg.voters
+            .iter()
+            .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
+            .collect()
+    } else {
+        tracing::info!(node_id, "controller: empty log, waiting for the lowest voter to initialize the quorum");
+        return Ok(());
+    };
+    raft.initialize(members)
+        .await
+        .map_err(|e| ControllerError::Storage(format!("raft initialize: {e}")))
+}
+
+/// Every replica of this broker must live on a shard it runs (partitions of a data dir
+/// from before brokers existed have no replicas yet: they are all this node's).
+pub(super) fn check_placement(image: &MetadataImage, me: i32, shard_count: u16) -> Result<(), ControllerError> {
+    for t in image.topics.values() {
+        let mine = |p: &&crate::cluster::image::PartitionMeta| match p.replica_on(me) {
+            Some(r) => r.shard >= shard_count,
+            None => p.replicas.is_empty() && p.shard >= shard_count,
+        };
+        if let Some(p) = t.partitions.iter().find(mine) {
+            let shard = p.replica_on(me).map_or(p.shard, |r| r.shard);
+            return Err(ControllerError::Config(format!(
+                "topic '{}' partition {} is placed on shard {} but only {shard_count} shards are configured; \
+                 start with at least {} shards",
+                t.name,
+                p.partition,
+                shard,
+                shard + 1
+            )));
+        }
+    }
+    Ok(())
+}
