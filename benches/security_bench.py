@@ -11,7 +11,8 @@ after the other (never both running). Generators: Kafka's own ProducerPerformanc
 ConsumerPerformance (W4: a pre-filled 6-partition topic read whole; MB/s over the whole
 read including the group join, and fetch MB/s without it), with the same client
 settings file for both brokers: the same client work on both sides, so the ratio is the
-brokers'. Broker CPU seconds per MB from /proc/<pid>/stat. On a 2-core machine the Java
+brokers'. Broker CPU seconds per GB from /proc/<pid>/stat, the generator's (client CPU
+s/GB) from the rusage of the waited-for Java process. On a 2-core machine the Java
 client shares the cores with the broker (and its TLS costs it more than the broker's
 does): figures are for this machine, compared side by side, never as absolutes.
 
@@ -23,6 +24,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -36,6 +38,12 @@ import tls_material  # noqa: E402
 PASSWORD = "bench-secret"
 SUITE = "TLS_AES_128_GCM_SHA256"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def client_cpu_s() -> float:
+    """CPU seconds of the waited-for child processes so far (the Java generators)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def cpu_s(pid: int) -> float:
@@ -145,30 +153,32 @@ def create_topic(cp: str, b: Broker, topic: str) -> None:
 def w1(cp: str, b: Broker, secure: bool, records: int) -> dict:
     topic = f"w1-{'secure' if secure else 'plain'}"
     create_topic(cp, b, topic)
-    c0 = cpu_s(b.pid)
+    c0, g0 = cpu_s(b.pid), client_cpu_s()
     out = tool(cp, "ProducerPerformance", "--topic", topic, "--num-records", str(records), "--record-size", "1024",
                "--throughput", "-1", "--producer.config", str(b.client_config(secure)), "--producer-props",
                f"bootstrap.servers={b.bootstrap(secure)}", "acks=1", "batch.size=65536", "linger.ms=5",
                "compression.type=none", "enable.idempotence=false")
-    cpu = cpu_s(b.pid) - c0
+    cpu, gen = cpu_s(b.pid) - c0, client_cpu_s() - g0
     last = [line for line in out.splitlines() if "records sent" in line][-1]
     mb_s = float(re.search(r"\(([\d.]+) MB/sec\)", last).group(1))
     p99 = float(re.search(r"([\d.]+) ms 99th", last).group(1))
     mb = records / 1024
-    return {"mb_s": mb_s, "p99_ms": p99, "broker_cpu_s_per_gb": round(cpu / mb * 1024, 2)}
+    return {"mb_s": mb_s, "p99_ms": p99, "broker_cpu_s_per_gb": round(cpu / mb * 1024, 2),
+            "client_cpu_s_per_gb": round(gen / mb * 1024, 2)}
 
 
 def w4(cp: str, b: Broker, secure: bool, topic: str, records: int) -> dict:
-    c0 = cpu_s(b.pid)
+    c0, g0 = cpu_s(b.pid), client_cpu_s()
     out = tool(cp, "ConsumerPerformance", "--bootstrap-server", b.bootstrap(secure), "--topic", topic,
                "--messages", str(records), "--command-config", str(b.client_config(secure)),
                "--group", f"w4-{'secure' if secure else 'plain'}-{time.time_ns()}", "--timeout", "60000")
-    cpu = cpu_s(b.pid) - c0
+    cpu, gen = cpu_s(b.pid) - c0, client_cpu_s() - g0
     # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec,
     # rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
     row = [line for line in out.splitlines() if re.match(r"^\d{4}-", line)][-1].split(",")
     return {"mb_s": float(row[3]), "rebalance_ms": int(row[6]), "fetch_mb_s": float(row[8]),
-            "broker_cpu_s_per_gb": round(cpu / float(row[2]) * 1024, 2)}
+            "broker_cpu_s_per_gb": round(cpu / float(row[2]) * 1024, 2),
+            "client_cpu_s_per_gb": round(gen / float(row[2]) * 1024, 2)}
 
 
 def main() -> int:
@@ -204,12 +214,14 @@ def main() -> int:
         finally:
             b.stop()
     summary = {"suite": SUITE, "protocol": "TLSv1.3", "mechanism": "SCRAM-SHA-512", "results": results, "ratios": {}}
-    print(f"{'workload':<18}{'shardlog MB/s':>15}{'kafka MB/s':>12}{'ratio':>8}{'sl cpu s/GB':>13}{'kafka cpu s/GB':>16}")
+    print(f"{'workload':<18}{'shardlog MB/s':>15}{'kafka MB/s':>12}{'ratio':>8}{'sl cpu s/GB':>13}{'kafka cpu s/GB':>16}"
+          f"{'client cpu s/GB sl / kafka':>28}")
     for w in results["shardlog"]:
         s, k = results["shardlog"][w], results["kafka"][w]
         ratio = s["mb_s"] / k["mb_s"] if k["mb_s"] else 0
         summary["ratios"][w] = round(ratio, 2)
-        print(f"{w:<18}{s['mb_s']:>15.1f}{k['mb_s']:>12.1f}{ratio:>8.2f}{s['broker_cpu_s_per_gb']:>13.2f}{k['broker_cpu_s_per_gb']:>16.2f}")
+        print(f"{w:<18}{s['mb_s']:>15.1f}{k['mb_s']:>12.1f}{ratio:>8.2f}{s['broker_cpu_s_per_gb']:>13.2f}{k['broker_cpu_s_per_gb']:>16.2f}"
+              f"{s['client_cpu_s_per_gb']:>20.2f} / {k['client_cpu_s_per_gb']:.2f}")
         if "fetch_mb_s" in s:
             print(f"{'  fetch only':<18}{s['fetch_mb_s']:>15.1f}{k['fetch_mb_s']:>12.1f}{s['fetch_mb_s'] / k['fetch_mb_s']:>8.2f}"
                   f"   (group join {s['rebalance_ms']} / {k['rebalance_ms']} ms)")

@@ -1,11 +1,13 @@
 //! The APIs and versions this broker serves, written out by hand.
 //!
 //! Not derived from `ApiKey::valid_versions()`: that reflects what the codec can parse,
-//! which over-advertises (OffsetCommit 10, OffsetFetch 10, InitProducerId 6, Fetch 18,
-//! DescribeCluster 2 are in kafka-protocol 0.18 but are not served here).
+//! which over-advertises (OffsetCommit 10, OffsetFetch 10, InitProducerId 6 are in
+//! kafka-protocol 0.18's `ApiKey` table but are not served here).
 //!
-//! Ranges follow Apache Kafka 4.1. Every range is inside what kafka-protocol 0.18 decodes
-//! (checked by `table_within_codec` below) except Produce v0-2, which Kafka 4.1 advertises
+//! Ranges follow Apache Kafka 4.4 where the codec (kafka-protocol 0.18, generated from
+//! Kafka 4.1's schemas) decodes them; `NOT_SERVED` names each API and version Kafka 4.4
+//! advertises beyond this table, with why. Every range is inside what kafka-protocol 0.18
+//! decodes (checked by `table_within_codec` below) except Produce v0-2, which Kafka advertises
 //! (librdkafka < 2.11.1 disables compression unless Produce v0 is listed, KAFKA-18659) and
 //! then rejects with UNSUPPORTED_VERSION; the codec cannot parse them anyway.
 
@@ -26,7 +28,7 @@ const FINALIZED_FEATURES_EPOCH: i64 = 1;
 /// ApiVersions response, request admission and the tests all read this table.
 const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 0, 13), // v0-2 advertised but rejected, see produce_version_rejected
-    (ApiKey::Fetch, 4, 17),
+    (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
     (ApiKey::Metadata, 0, 13),
     // Group APIs (Kafka 4.1 ranges) are served by src/group/.
@@ -85,7 +87,7 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterUserScramCredentials, 0, 0),
     // The openraft metadata quorum in KRaft's terms (server/handlers/describe_quorum.rs).
     (ApiKey::DescribeQuorum, 0, 2),
-    (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::DescribeCluster, 0, 2),
     // The producers of a partition (kafka-transactions describe-producers / find-hanging / abort).
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTransactions, 0, 0),
@@ -97,28 +99,40 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 
-/// Every API Apache Kafka 4.1 advertises that `SUPPORTED` does not serve, or serves in
-/// fewer versions: `(api, Kafka's min, Kafka's max, why)`. README's API section is made
-/// from this and `SUPPORTED` (`readme_section`); tests keep both in step with Kafka 4.1.
-const NOT_SERVED: &[(ApiKey, i16, i16, &str)] = &[
-    (ApiKey::Fetch, 4, 18, "v18 (KIP-1166 high-watermark fields for share fetch followers) not implemented; 4-17 served"),
-    (ApiKey::UpdateFeatures, 0, 2, "finalized features are fixed (transaction.version 2)"),
-    (ApiKey::DescribeCluster, 0, 2, "v2 (KIP-1073 fenced brokers) not implemented; 0-1 served"),
-    (ApiKey::UnregisterBroker, 0, 0, "one broker, no broker registrations"),
-    (ApiKey::ShareGroupHeartbeat, 1, 1, "share groups (KIP-932) not implemented"),
-    (ApiKey::ShareGroupDescribe, 1, 1, "share groups not implemented"),
-    (ApiKey::ShareFetch, 1, 1, "share groups not implemented"),
-    (ApiKey::ShareAcknowledge, 1, 1, "share groups not implemented"),
-    (ApiKey::AddRaftVoter, 0, 0, "the metadata quorum is openraft, not KRaft"),
-    (ApiKey::RemoveRaftVoter, 0, 0, "the metadata quorum is openraft, not KRaft"),
-    (ApiKey::InitializeShareGroupState, 0, 0, "share groups not implemented (broker-internal)"),
-    (ApiKey::ReadShareGroupState, 0, 0, "share groups not implemented (broker-internal)"),
-    (ApiKey::WriteShareGroupState, 0, 0, "share groups not implemented (broker-internal)"),
-    (ApiKey::DeleteShareGroupState, 0, 0, "share groups not implemented (broker-internal)"),
-    (ApiKey::ReadShareGroupStateSummary, 0, 0, "share groups not implemented (broker-internal)"),
-    (ApiKey::DescribeShareGroupOffsets, 0, 0, "share groups not implemented"),
-    (ApiKey::AlterShareGroupOffsets, 0, 0, "share groups not implemented"),
-    (ApiKey::DeleteShareGroupOffsets, 0, 0, "share groups not implemented"),
+/// Every API Apache Kafka 4.4 advertises that `SUPPORTED` does not serve, or serves in
+/// fewer versions: `(key, name, Kafka's min, Kafka's max, why)`. Keys, not `ApiKey`s:
+/// kafka-protocol 0.18 (Kafka 4.1's schemas) has no `ApiKey` for the streams-group APIs
+/// and UnregisterController. README's API section is made from this and `SUPPORTED`
+/// (`readme_section`); tests keep both in step with what a Kafka 4.4 broker advertises.
+const NOT_SERVED: &[(i16, &str, i16, i16, &str)] = &[
+    (2, "ListOffsets", 1, 11, "v11 (KIP-1023: earliest pending upload offset, tiered storage) not implemented, nor decoded by kafka-protocol 0.18; 1-10 served"),
+    (8, "OffsetCommit", 2, 10, "v10 (KIP-848 topic ids instead of names) not decoded by kafka-protocol 0.18; 2-9 served"),
+    (9, "OffsetFetch", 1, 10, "v10 (KIP-848 topic ids instead of names) not decoded by kafka-protocol 0.18; 1-9 served"),
+    (18, "ApiVersions", 0, 5, "v5 (the client's cluster id and node id) not decoded by kafka-protocol 0.18; 0-4 served"),
+    (27, "WriteTxnMarkers", 1, 2, "v2 (KIP-1228 transaction version per marker) not decoded by kafka-protocol 0.18; 1 served"),
+    (28, "TxnOffsetCommit", 0, 6, "v6 (topic ids instead of names) not decoded by kafka-protocol 0.18; 0-5 served"),
+    (35, "DescribeLogDirs", 1, 5, "v5 (cordoned log dirs) not decoded by kafka-protocol 0.18; 1-4 served"),
+    (42, "DeleteGroups", 0, 3, "v3 (an error message per group) not decoded by kafka-protocol 0.18; 0-2 served"),
+    (57, "UpdateFeatures", 0, 2, "finalized features are fixed (transaction.version 2)"),
+    (64, "UnregisterBroker", 0, 0, "broker registrations are removed by the controller when a node leaves the quorum's configuration, not by this API yet"),
+    (76, "ShareGroupHeartbeat", 1, 1, "share groups (KIP-932) not implemented"),
+    (77, "ShareGroupDescribe", 1, 1, "share groups not implemented"),
+    (78, "ShareFetch", 1, 2, "share groups not implemented"),
+    (79, "ShareAcknowledge", 1, 2, "share groups not implemented"),
+    (80, "AddRaftVoter", 0, 1, "the metadata quorum is openraft with a static voter set, not KRaft (KIP-853 not implemented)"),
+    (81, "RemoveRaftVoter", 0, 0, "the metadata quorum is openraft with a static voter set, not KRaft (KIP-853 not implemented)"),
+    (83, "InitializeShareGroupState", 0, 0, "share groups not implemented (broker-internal)"),
+    (84, "ReadShareGroupState", 0, 0, "share groups not implemented (broker-internal)"),
+    (85, "WriteShareGroupState", 0, 1, "share groups not implemented (broker-internal)"),
+    (86, "DeleteShareGroupState", 0, 0, "share groups not implemented (broker-internal)"),
+    (87, "ReadShareGroupStateSummary", 0, 1, "share groups not implemented (broker-internal)"),
+    (88, "StreamsGroupHeartbeat", 0, 1, "streams groups (KIP-1071) not implemented; no codec in kafka-protocol 0.18"),
+    (89, "StreamsGroupDescribe", 0, 1, "streams groups (KIP-1071) not implemented; no codec in kafka-protocol 0.18"),
+    (90, "DescribeShareGroupOffsets", 0, 1, "share groups not implemented"),
+    (91, "AlterShareGroupOffsets", 0, 0, "share groups not implemented"),
+    (92, "DeleteShareGroupOffsets", 0, 0, "share groups not implemented"),
+    (93, "StreamsGroupTopologyDescriptionUpdate", 0, 0, "streams groups (KIP-1071) not implemented; no codec in kafka-protocol 0.18"),
+    (94, "UnregisterController", 0, 0, "the metadata quorum is openraft with a static voter set (KIP-853 not implemented); no codec in kafka-protocol 0.18"),
 ];
 
 /// README's "Kafka APIs" section, generated from `SUPPORTED` and `NOT_SERVED` (a test
@@ -126,12 +140,12 @@ const NOT_SERVED: &[(ApiKey, i16, i16, &str)] = &[
 pub fn readme_section() -> String {
     let mut s = String::from("| API | key | versions |\n|---|---|---|\n");
     for &(k, lo, hi) in SUPPORTED {
-        let note = if k == ApiKey::Produce { " (v0-2 advertised, rejected, as Kafka 4.1)" } else { "" };
+        let note = if k == ApiKey::Produce { " (v0-2 advertised, rejected, as Kafka 4.4)" } else { "" };
         s += &format!("| {k:?} | {} | {lo}-{hi}{note} |\n", k as i16);
     }
-    s += "\nApache Kafka 4.1 APIs not served here (or served in fewer versions):\n\n| API | key | Kafka 4.1 | why |\n|---|---|---|---|\n";
-    for &(k, lo, hi, why) in NOT_SERVED {
-        s += &format!("| {k:?} | {} | {lo}-{hi} | {why} |\n", k as i16);
+    s += "\nApache Kafka 4.4 APIs not served here (or served in fewer versions):\n\n| API | key | Kafka 4.4 | why |\n|---|---|---|---|\n";
+    for &(key, name, lo, hi, why) in NOT_SERVED {
+        s += &format!("| {name} | {key} | {lo}-{hi} | {why} |\n");
     }
     s
 }
@@ -254,39 +268,43 @@ mod tests {
         }
     }
 
-    /// What an Apache Kafka 4.1.1 node advertises (ApiVersions v0, read off the wire).
-    const KAFKA_41: &[(i16, i16, i16)] = &[
-        (0, 0, 13), (1, 4, 18), (2, 1, 10), (3, 0, 13), (8, 2, 9), (9, 1, 9), (10, 0, 6), (11, 0, 9), (12, 0, 4),
-        (13, 0, 5), (14, 0, 5), (15, 0, 6), (16, 0, 5), (17, 0, 1), (18, 0, 4), (19, 2, 7), (20, 1, 6), (21, 0, 2),
-        (22, 0, 5), (23, 2, 4), (24, 0, 5), (25, 0, 4), (26, 0, 5), (27, 1, 1), (28, 0, 5), (29, 1, 3), (30, 1, 3),
-        (31, 1, 3), (32, 1, 4), (33, 0, 2), (34, 1, 2), (35, 1, 4), (36, 0, 2), (37, 0, 3), (38, 1, 3), (39, 1, 2),
-        (40, 1, 2), (41, 1, 3), (42, 0, 2), (43, 0, 2), (44, 0, 1), (45, 0, 1), (46, 0, 0), (47, 0, 0), (48, 0, 1),
+    /// What an Apache Kafka 4.4.0 node advertises on its broker listener (ApiVersions v0,
+    /// read off the wire: 77 APIs).
+    const KAFKA_44: &[(i16, i16, i16)] = &[
+        (0, 0, 13), (1, 4, 18), (2, 1, 11), (3, 0, 13), (8, 2, 10), (9, 1, 10), (10, 0, 6), (11, 0, 9), (12, 0, 4),
+        (13, 0, 5), (14, 0, 5), (15, 0, 6), (16, 0, 5), (17, 0, 1), (18, 0, 5), (19, 2, 7), (20, 1, 6), (21, 0, 2),
+        (22, 0, 5), (23, 2, 4), (24, 0, 5), (25, 0, 4), (26, 0, 5), (27, 1, 2), (28, 0, 6), (29, 1, 3), (30, 1, 3),
+        (31, 1, 3), (32, 1, 4), (33, 0, 2), (34, 1, 2), (35, 1, 5), (36, 0, 2), (37, 0, 3), (38, 1, 3), (39, 1, 2),
+        (40, 1, 2), (41, 1, 3), (42, 0, 3), (43, 0, 2), (44, 0, 1), (45, 0, 1), (46, 0, 0), (47, 0, 0), (48, 0, 1),
         (49, 0, 1), (50, 0, 0), (51, 0, 0), (55, 0, 2), (57, 0, 2), (60, 0, 2), (61, 0, 0), (64, 0, 0), (65, 0, 0),
-        (66, 0, 2), (68, 0, 1), (69, 0, 1), (74, 0, 1), (75, 0, 0), (76, 1, 1), (77, 1, 1), (78, 1, 1), (79, 1, 1),
-        (80, 0, 0), (81, 0, 0), (83, 0, 0), (84, 0, 0), (85, 0, 0), (86, 0, 0), (87, 0, 0), (90, 0, 0), (91, 0, 0),
-        (92, 0, 0),
+        (66, 0, 2), (68, 0, 1), (69, 0, 1), (74, 0, 1), (75, 0, 0), (76, 1, 1), (77, 1, 1), (78, 1, 2), (79, 1, 2),
+        (80, 0, 1), (81, 0, 0), (83, 0, 0), (84, 0, 0), (85, 0, 1), (86, 0, 0), (87, 0, 1), (88, 0, 1), (89, 0, 1),
+        (90, 0, 1), (91, 0, 0), (92, 0, 0), (93, 0, 0), (94, 0, 0),
     ];
 
-    /// Every Kafka 4.1 API is served in Kafka's range or listed in NOT_SERVED with Kafka's
+    /// Every Kafka 4.4 API is served in Kafka's range or listed in NOT_SERVED with Kafka's
     /// range and a reason; nothing is served that Kafka does not advertise.
     #[test]
     fn every_kafka_api_served_or_explained() {
-        for &(key, lo, hi) in KAFKA_41 {
-            let api = ApiKey::try_from(key).unwrap();
-            let ours = supported(api);
-            let listed = NOT_SERVED.iter().find(|(k, ..)| *k == api);
+        assert_eq!(KAFKA_44.len(), 77);
+        for &(key, lo, hi) in KAFKA_44 {
+            let ours = ApiKey::try_from(key).ok().and_then(supported);
+            let listed = NOT_SERVED.iter().find(|(k, ..)| *k == key);
             match (ours, listed) {
-                (Some(r), None) => assert_eq!(r, (lo, hi), "{api:?} served in other versions than Kafka's, unexplained"),
-                (_, Some(&(_, klo, khi, why))) => {
-                    assert_eq!((klo, khi), (lo, hi), "{api:?}: NOT_SERVED has the wrong Kafka range");
+                (Some(r), None) => assert_eq!(r, (lo, hi), "{key} served in other versions than Kafka's, unexplained"),
+                (_, Some(&(_, name, klo, khi, why))) => {
+                    assert_eq!((klo, khi), (lo, hi), "{name}: NOT_SERVED has the wrong Kafka range");
                     assert!(!why.is_empty());
-                    assert_ne!(ours, Some((lo, hi)), "{api:?} is served in full: drop it from NOT_SERVED");
+                    if let Ok(api) = ApiKey::try_from(key) {
+                        assert_eq!(format!("{api:?}"), name, "NOT_SERVED names key {key} wrongly");
+                    }
+                    assert_ne!(ours, Some((lo, hi)), "{name} is served in full: drop it from NOT_SERVED");
                 }
-                (None, None) => panic!("{api:?} (Kafka 4.1: {lo}-{hi}) is neither served nor listed in NOT_SERVED"),
+                (None, None) => panic!("API key {key} (Kafka 4.4: {lo}-{hi}) is neither served nor listed in NOT_SERVED"),
             }
         }
         for &(k, ..) in SUPPORTED.iter() {
-            assert!(KAFKA_41.iter().any(|&(key, ..)| key == k as i16), "{k:?} is not a Kafka 4.1 API");
+            assert!(KAFKA_44.iter().any(|&(key, ..)| key == k as i16), "{k:?} is not a Kafka 4.4 API");
         }
     }
 
@@ -314,14 +332,14 @@ mod tests {
     #[test]
     fn brief_ranges() {
         assert_eq!(supported(ApiKey::Produce), Some((0, 13)));
-        assert_eq!(supported(ApiKey::Fetch), Some((4, 17)));
+        assert_eq!(supported(ApiKey::Fetch), Some((4, 18)));
         assert_eq!(supported(ApiKey::InitProducerId), Some((0, 5)));
         assert_eq!(supported(ApiKey::JoinGroup), Some((0, 9)));
         assert_eq!(supported(ApiKey::OffsetCommit), Some((2, 9)));
         assert!(produce_version_rejected(2) && !produce_version_rejected(3));
         assert!(!is_served(ApiKey::Produce, 2));
         assert!(is_served(ApiKey::Produce, 3));
-        assert!(!is_served(ApiKey::Fetch, 18));
+        assert!(is_served(ApiKey::Fetch, 18) && !is_served(ApiKey::Fetch, 19));
         assert!(is_served(ApiKey::OffsetCommit, 8));
         assert!(!is_served(ApiKey::OffsetCommit, 10) && !is_served(ApiKey::OffsetFetch, 10));
         assert_eq!(supported(ApiKey::ConsumerGroupHeartbeat), Some((0, 1)));

@@ -1,4 +1,4 @@
-//! Hand-written Fetch response writer (versions 4-17).
+//! Hand-written Fetch response writer (versions 4-18; v18 only adds a request field).
 //!
 //! The codec would copy every record byte into one buffer; here the response is a list
 //! of buffers: small header pieces written into one scratch allocation, and between them
@@ -184,11 +184,11 @@ pub enum FetchWriteError {
 }
 
 /// Write a complete Fetch response frame (4-byte length, header, body) for `version`
-/// (4..=17) as a list of buffers. Record bytes are the caller's `Bytes` (not copies) or
+/// (4..=18) as a list of buffers. Record bytes are the caller's `Bytes` (not copies) or
 /// file slices (sent by `sendfile`).
 /// Refused (never truncated) when a partition's records or the frame exceed `i32::MAX`.
 pub fn write_fetch_response(correlation_id: i32, version: i16, parts: &FetchResponseParts) -> Result<ResponseBufs, FetchWriteError> {
-    debug_assert!((4..=17).contains(&version), "fetch writer covers v4-17, got v{version}");
+    debug_assert!((4..=18).contains(&version), "fetch writer covers v4-18, got v{version}");
     let flexible = version >= 12;
 
     let n_partitions: usize = parts.topics.iter().map(|t| t.partitions.len()).sum();
@@ -502,7 +502,7 @@ mod tests {
     #[test]
     fn every_version_decodes_with_kafka_protocol() {
         let parts = sample();
-        for v in 4..=17 {
+        for v in 4..=18 {
             let (_, body) = write_and_decode(42, v, &parts);
             assert_eq!(body, expected(v, &parts), "v{v}");
         }
@@ -511,7 +511,7 @@ mod tests {
     #[test]
     fn records_are_not_copied() {
         let parts = sample();
-        for v in [4, 11, 12, 13, 17] {
+        for v in [4, 11, 12, 13, 17, 18] {
             let pieces = write_fetch_response(1, v, &parts).expect("small response");
             let src = &parts.topics[0].partitions[0].records;
             let ptrs: Vec<*const u8> = pieces
@@ -545,7 +545,7 @@ mod tests {
         let p0 = &mut in_file.topics[0].partitions[0];
         p0.records.clear();
         p0.file_records = Some(FileSlice::new(std::sync::Arc::new(fd), 100, 1333));
-        for v in [4, 11, 12, 13, 17] {
+        for v in [4, 11, 12, 13, 17, 18] {
             let pieces = write_fetch_response(7, v, &in_file).expect("small response");
             assert_eq!(pieces.iter().filter(|p| matches!(p, ResponseBuf::File(f) if f.len() == 1333)).count(), 1, "v{v}");
             assert_eq!(concat(&pieces), concat(&write_fetch_response(7, v, &in_memory).unwrap()), "v{v}");
@@ -561,7 +561,7 @@ mod tests {
             p.current_leader = None;
             p.diverging_epoch = None;
         }
-        for v in 4..=17 {
+        for v in 4..=18 {
             let ours = concat(&write_fetch_response(42, v, &parts).expect("small response"));
             let body = expected(v, &parts);
             let mut theirs = BytesMut::new();
@@ -578,7 +578,7 @@ mod tests {
     #[test]
     fn empty_response_is_one_buffer() {
         let parts = FetchResponseParts::default();
-        for v in 4..=17 {
+        for v in 4..=18 {
             let pieces = write_fetch_response(3, v, &parts).expect("small response");
             assert_eq!(pieces.len(), 1);
             let (_, body) = write_and_decode(3, v, &parts);
@@ -662,7 +662,7 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
         #[test]
-        fn random_responses_decode(parts in arb_parts(), version in 4i16..=17, corr in any::<i32>()) {
+        fn random_responses_decode(parts in arb_parts(), version in 4i16..=18, corr in any::<i32>()) {
             let (pieces, body) = write_and_decode(corr, version, &parts);
             prop_assert_eq!(body, expected(version, &parts));
             // every non-empty record buffer appears by pointer in the output

@@ -196,9 +196,13 @@ pub(crate) mod tests {
             decode_request(Bytes::from(f)),
             Err(RequestError::UnsupportedVersion { api_key: ApiKey::Produce, version: 2, correlation_id: 6 })
         );
-        // Fetch v18: codec knows it, we do not serve it
-        let f = encode_req(ApiKey::Fetch, 18, 2, &FetchRequest::default());
-        assert!(matches!(decode_request(f), Err(RequestError::UnsupportedVersion { version: 18, .. })));
+        // Fetch v19: beyond what is served
+        let mut f = encode_req(ApiKey::Fetch, 18, 2, &FetchRequest::default()).to_vec();
+        f[2..4].copy_from_slice(&19i16.to_be_bytes());
+        assert!(matches!(decode_request(Bytes::from(f)), Err(RequestError::UnsupportedVersion { version: 19, .. })));
+        // ShareGroupHeartbeat: the codec knows it, this broker does not serve it at all
+        let f = encode_req(ApiKey::ShareGroupHeartbeat, 1, 3, &kafka_protocol::messages::ShareGroupHeartbeatRequest::default());
+        assert!(matches!(decode_request(f), Err(RequestError::UnknownApiKey { correlation_id: 3 })));
     }
 
     #[test]

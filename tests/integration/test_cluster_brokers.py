@@ -13,6 +13,7 @@ Real clients (confluent-kafka) and raw wire requests (kafkawire):
 - `kill -9` of a broker: it disappears from Metadata, its partitions report
   LEADER_NOT_AVAILABLE while the others keep serving; restarted, it re-registers, leads
   its partitions again and every acknowledged record is still there;
+- DescribeCluster v2 lists a fenced broker, flagged, when asked (KIP-1073).
 - SIGSTOP of a broker that is not the active controller: fenced the same way; SIGCONT:
   unfenced, it leads its partitions again.
 No timed assertions: every wait polls with a generous deadline; the time to fence is
@@ -30,6 +31,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import conftest
+from clients import java_tool, json_lines
 from conftest import wait_for
 from kafkawire import (FlexReader, compact_array, compact_nullable_string, compact_string, flexible_roundtrip, i16, i32,
                        i64, parse_produce_v8, produce_v8_request, record_batch, roundtrip, uvarint)
@@ -287,6 +289,12 @@ def test_a_killed_broker_is_fenced_and_comes_back_with_its_data(cluster):
         parts = md.topics[topic].partitions
         return {i: (pm.leader, pm.error.code() if pm.error else 0) for i, pm in parts.items()}
     after = wait_for("broker 3 fenced", fenced)
+    # DescribeCluster v2 (KIP-1073, the Java 4.4 admin's includeFencedBrokers): the fenced
+    # broker is listed, flagged fenced, only when the client asks.
+    (d,) = json_lines(java_tool("describe-cluster", "--bootstrap", survivor.bootstrap, "--include-fenced", "true").stdout)
+    assert sorted(d["nodes"]) == [1, 2, 3] and d["fenced"] == [3], d
+    (d,) = json_lines(java_tool("describe-cluster", "--bootstrap", survivor.bootstrap).stdout)
+    assert sorted(d["nodes"]) == [1, 2] and d["fenced"] == [], d
     for part, leader in ls.items():
         if leader == 3:
             assert after[part] == (-1, KafkaError.LEADER_NOT_AVAILABLE), after

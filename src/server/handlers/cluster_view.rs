@@ -35,6 +35,21 @@ pub(crate) fn live_brokers(ctx: &ShardContext, image: &MetadataImage, listener: 
     vec![BrokerEndpoint { id, host, port, rack: ctx.config.broker_rack.clone() }]
 }
 
+/// The fenced brokers with their endpoint on `listener` (DescribeCluster v2 lists them
+/// when asked, KIP-1073).
+pub(crate) fn fenced_brokers(ctx: &ShardContext, image: &MetadataImage, listener: u8) -> Vec<BrokerEndpoint> {
+    let name = &ctx.listeners.all[usize::from(listener)].name;
+    image
+        .brokers
+        .values()
+        .filter(|b| b.fenced)
+        .filter_map(|b| {
+            let (host, port) = b.endpoint(name)?;
+            Some(BrokerEndpoint { id: b.id, host: host.to_string(), port, rack: b.rack.clone() })
+        })
+        .collect()
+}
+
 /// A live broker's (id, host, port) on `listener`.
 pub(crate) fn endpoint_of(ctx: &ShardContext, image: &MetadataImage, broker: BrokerId, listener: u8) -> Option<(i32, String, i32)> {
     let name = &ctx.listeners.all[usize::from(listener)].name;

@@ -88,9 +88,15 @@ final class AdminCompat {
 
   static int describeCluster(Map<String, String> o, PrintWriter out) throws Exception {
     try (Admin a = ClientTool.admin(o)) {
-      DescribeClusterResult r = a.describeCluster(new DescribeClusterOptions().includeAuthorizedOperations(includeOps(o)));
+      // --include-fenced true: DescribeCluster v2 with IncludeFencedBrokers (KIP-1073).
+      boolean withFenced = Boolean.parseBoolean(o.getOrDefault("include-fenced", "false"));
+      DescribeClusterResult r = a.describeCluster(new DescribeClusterOptions().includeAuthorizedOperations(includeOps(o))
+          .includeFencedBrokers(withFenced));
+      List<Node> nodes = new ArrayList<>(r.nodes().get());
+      List<Node> fenced = new ArrayList<>();
+      for (Node n : nodes) if (n.isFenced()) fenced.add(n);
       out.println("{\"cluster_id\":" + ClientTool.jstr(r.clusterId().get()) + ",\"controller\":" + r.controller().get().id()
-          + ",\"nodes\":" + ints(new ArrayList<>(r.nodes().get())) + ",\"ops\":" + ops(r.authorizedOperations().get()) + "}");
+          + ",\"nodes\":" + ints(nodes) + ",\"fenced\":" + ints(fenced) + ",\"ops\":" + ops(r.authorizedOperations().get()) + "}");
     }
     return 0;
   }
