@@ -1,13 +1,13 @@
 //! The APIs and versions this broker serves, written out by hand.
 //!
 //! Not derived from `ApiKey::valid_versions()`: that reflects what the codec can parse,
-//! which over-advertises (OffsetCommit 10, OffsetFetch 10, InitProducerId 6 are in
-//! kafka-protocol 0.18's `ApiKey` table but are not served here).
+//! which is more than is served (OffsetCommit 10, OffsetFetch 10, InitProducerId 6, the
+//! share and streams group APIs are in the codec's `ApiKey` table but not served here).
 //!
-//! Ranges follow Apache Kafka 4.4 where the codec (kafka-protocol 0.18, generated from
-//! Kafka 4.1's schemas) decodes them; `NOT_SERVED` names each API and version Kafka 4.4
-//! advertises beyond this table, with why. Every range is inside what kafka-protocol 0.18
-//! decodes (checked by `table_within_codec` below) except Produce v0-2, which Kafka advertises
+//! Ranges follow Apache Kafka 4.4; `NOT_SERVED` names each API and version Kafka 4.4
+//! advertises beyond this table, with why. Every range is inside what the codec decodes
+//! (vendor/kafka-protocol, regenerated from Kafka 4.4.0's schemas; checked by
+//! `table_within_codec` below) except Produce v0-2, which Kafka advertises
 //! (librdkafka < 2.11.1 disables compression unless Produce v0 is listed, KAFKA-18659) and
 //! then rejects with UNSUPPORTED_VERSION; the codec cannot parse them anyway.
 
@@ -31,7 +31,7 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Fetch, 4, 18),
     (ApiKey::ListOffsets, 1, 10),
     (ApiKey::Metadata, 0, 13),
-    // Group APIs (Kafka 4.1 ranges) are served by src/group/.
+    // Group APIs are served by src/group/.
     (ApiKey::OffsetCommit, 2, 9),
     (ApiKey::OffsetFetch, 1, 9),
     (ApiKey::FindCoordinator, 0, 6),
@@ -49,7 +49,7 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::InitProducerId, 0, 5),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
-    // Transactions (txn/ and the partition side): Kafka 4.1's ranges; transaction.version
+    // Transactions (txn/ and the partition side); transaction.version
     // 2 is finalized (below), so v2 clients use EndTxn 5 and Produce 12+.
     (ApiKey::AddPartitionsToTxn, 0, 5),
     (ApiKey::AddOffsetsToTxn, 0, 4),
@@ -63,7 +63,7 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeConfigs, 1, 4),
     (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::AlterReplicaLogDirs, 1, 2),
-    (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::DescribeLogDirs, 1, 5),
     (ApiKey::SaslAuthenticate, 0, 2),
     (ApiKey::CreatePartitions, 0, 3),
     // Delegation tokens in the metadata log, usable with SCRAM (server/handlers/delegation_tokens.rs).
@@ -71,7 +71,7 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::RenewDelegationToken, 1, 2),
     (ApiKey::ExpireDelegationToken, 1, 2),
     (ApiKey::DescribeDelegationToken, 1, 3),
-    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::DeleteGroups, 0, 3),
     // Preferred and unclean elections through the quorum leader (controller/election.rs).
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
@@ -100,19 +100,16 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 ];
 
 /// Every API Apache Kafka 4.4 advertises that `SUPPORTED` does not serve, or serves in
-/// fewer versions: `(key, name, Kafka's min, Kafka's max, why)`. Keys, not `ApiKey`s:
-/// kafka-protocol 0.18 (Kafka 4.1's schemas) has no `ApiKey` for the streams-group APIs
-/// and UnregisterController. README's API section is made from this and `SUPPORTED`
-/// (`readme_section`); tests keep both in step with what a Kafka 4.4 broker advertises.
+/// fewer versions: `(key, name, Kafka's min, Kafka's max, why)`. README's API section is
+/// made from this and `SUPPORTED` (`readme_section`); tests keep both in step with what a
+/// Kafka 4.4 broker advertises.
 const NOT_SERVED: &[(i16, &str, i16, i16, &str)] = &[
-    (2, "ListOffsets", 1, 11, "v11 (KIP-1023: earliest pending upload offset, tiered storage) not implemented, nor decoded by kafka-protocol 0.18; 1-10 served"),
-    (8, "OffsetCommit", 2, 10, "v10 (KIP-848 topic ids instead of names) not decoded by kafka-protocol 0.18; 2-9 served"),
-    (9, "OffsetFetch", 1, 10, "v10 (KIP-848 topic ids instead of names) not decoded by kafka-protocol 0.18; 1-9 served"),
-    (18, "ApiVersions", 0, 5, "v5 (the client's cluster id and node id) not decoded by kafka-protocol 0.18; 0-4 served"),
-    (27, "WriteTxnMarkers", 1, 2, "v2 (KIP-1228 transaction version per marker) not decoded by kafka-protocol 0.18; 1 served"),
-    (28, "TxnOffsetCommit", 0, 6, "v6 (topic ids instead of names) not decoded by kafka-protocol 0.18; 0-5 served"),
-    (35, "DescribeLogDirs", 1, 5, "v5 (cordoned log dirs) not decoded by kafka-protocol 0.18; 1-4 served"),
-    (42, "DeleteGroups", 0, 3, "v3 (an error message per group) not decoded by kafka-protocol 0.18; 0-2 served"),
+    (2, "ListOffsets", 1, 11, "v11 (KIP-1023: the earliest offset not yet uploaded to tiered storage) waits for tiered storage; 1-10 served"),
+    (8, "OffsetCommit", 2, 10, "v10 (KIP-848: topic ids instead of names) not implemented; 2-9 served"),
+    (9, "OffsetFetch", 1, 10, "v10 (KIP-848: topic ids instead of names) not implemented; 1-9 served"),
+    (18, "ApiVersions", 0, 5, "v5 (the client names the cluster id and node id it expects) not implemented; 0-4 served"),
+    (27, "WriteTxnMarkers", 1, 2, "v2 (KIP-1228: the transaction version per marker) not implemented; 1 served"),
+    (28, "TxnOffsetCommit", 0, 6, "v6 (topic ids instead of names) not implemented; 0-5 served"),
     (57, "UpdateFeatures", 0, 2, "finalized features are fixed (transaction.version 2)"),
     (64, "UnregisterBroker", 0, 0, "broker registrations are removed by the controller when a node leaves the quorum's configuration, not by this API yet"),
     (76, "ShareGroupHeartbeat", 1, 1, "share groups (KIP-932) not implemented"),
@@ -126,13 +123,13 @@ const NOT_SERVED: &[(i16, &str, i16, i16, &str)] = &[
     (85, "WriteShareGroupState", 0, 1, "share groups not implemented (broker-internal)"),
     (86, "DeleteShareGroupState", 0, 0, "share groups not implemented (broker-internal)"),
     (87, "ReadShareGroupStateSummary", 0, 1, "share groups not implemented (broker-internal)"),
-    (88, "StreamsGroupHeartbeat", 0, 1, "streams groups (KIP-1071) not implemented; no codec in kafka-protocol 0.18"),
-    (89, "StreamsGroupDescribe", 0, 1, "streams groups (KIP-1071) not implemented; no codec in kafka-protocol 0.18"),
+    (88, "StreamsGroupHeartbeat", 0, 1, "streams groups (KIP-1071) not implemented"),
+    (89, "StreamsGroupDescribe", 0, 1, "streams groups (KIP-1071) not implemented"),
     (90, "DescribeShareGroupOffsets", 0, 1, "share groups not implemented"),
     (91, "AlterShareGroupOffsets", 0, 0, "share groups not implemented"),
     (92, "DeleteShareGroupOffsets", 0, 0, "share groups not implemented"),
-    (93, "StreamsGroupTopologyDescriptionUpdate", 0, 0, "streams groups (KIP-1071) not implemented; no codec in kafka-protocol 0.18"),
-    (94, "UnregisterController", 0, 0, "the metadata quorum is openraft with a static voter set (KIP-853 not implemented); no codec in kafka-protocol 0.18"),
+    (93, "StreamsGroupTopologyDescriptionUpdate", 0, 0, "streams groups (KIP-1071) not implemented"),
+    (94, "UnregisterController", 0, 0, "the metadata quorum is openraft with a static voter set (KIP-853 not implemented)"),
 ];
 
 /// README's "Kafka APIs" section, generated from `SUPPORTED` and `NOT_SERVED` (a test
@@ -150,7 +147,7 @@ pub fn readme_section() -> String {
     s
 }
 
-/// Kafka 4.1 ranges of the group APIs, kept here so the codec check covers them before
+/// Kafka 4.4 ranges of the group APIs, kept here so the codec check covers them before
 /// they are switched on.
 #[cfg(test)]
 const GROUP_APIS: &[(ApiKey, i16, i16)] = &[
@@ -163,7 +160,7 @@ const GROUP_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::SyncGroup, 0, 5),
     (ApiKey::DescribeGroups, 0, 6),
     (ApiKey::ListGroups, 0, 5),
-    (ApiKey::DeleteGroups, 0, 2),
+    (ApiKey::DeleteGroups, 0, 3),
     (ApiKey::ConsumerGroupHeartbeat, 0, 1),
     (ApiKey::ConsumerGroupDescribe, 0, 1),
 ];

@@ -675,6 +675,26 @@ impl ResponseErrors for messages::share_group_heartbeat_response::ShareGroupHear
     }
 }
 
+impl ResponseErrors for messages::streams_group_describe_response::StreamsGroupDescribeResponse {
+    fn error_codes(&self, f: &mut dyn FnMut(i16)) {
+        for x0 in &self.groups {
+            f(x0.error_code);
+        }
+    }
+}
+
+impl ResponseErrors for messages::streams_group_heartbeat_response::StreamsGroupHeartbeatResponse {
+    fn error_codes(&self, f: &mut dyn FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
+impl ResponseErrors for messages::streams_group_topology_description_update_response::StreamsGroupTopologyDescriptionUpdateResponse {
+    fn error_codes(&self, f: &mut dyn FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
 impl ResponseErrors for messages::sync_group_response::SyncGroupResponse {
     fn error_codes(&self, f: &mut dyn FnMut(i16)) {
         f(self.error_code);
@@ -692,6 +712,12 @@ impl ResponseErrors for messages::txn_offset_commit_response::TxnOffsetCommitRes
 }
 
 impl ResponseErrors for messages::unregister_broker_response::UnregisterBrokerResponse {
+    fn error_codes(&self, f: &mut dyn FnMut(i16)) {
+        f(self.error_code);
+    }
+}
+
+impl ResponseErrors for messages::unregister_controller_response::UnregisterControllerResponse {
     fn error_codes(&self, f: &mut dyn FnMut(i16)) {
         f(self.error_code);
     }

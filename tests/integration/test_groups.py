@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 import kafkawire as w
 from clients import admin, cli_create_topic, watermarks
-from conftest import is_kafka
+from conftest import is_kafka, wait_for
 
 HERE = Path(__file__).resolve().parent
 SESSION_TIMEOUT_S = 6
@@ -244,6 +244,26 @@ def join_v5(sock, group, member_id, protocol_type="consumer", protocols=(("range
     return {"error": r.i16(), "generation": r.i32(), "protocol": r.string(), "leader": r.string(), "member_id": r.string()}
 
 
+def find_group_coordinator(sock, group) -> int:
+    """FindCoordinator v4 for `group`: its error code (Kafka creates __consumer_offsets on
+    the first one; a raw JoinGroup alone gets NOT_COORDINATOR for ever)."""
+    body = w.i8(0) + w.compact_array([w.compact_string(group)]) + w.uvarint(0)
+    r = w.FlexReader(w.roundtrip(sock, w.request(10, 4, 9, body, header_version=2)))
+    assert r.i32() == 9
+    r.tags()
+    r.i32()
+    (c,) = r.array(lambda: (r.compact_string(), r.i32(), r.compact_string(), r.i32(), r.i16(), r.compact_string(), r.tags()))
+    return c[4]
+
+
+def first_join_v5(sock, group):
+    """The first JoinGroup of `group` (MEMBER_ID_REQUIRED and a member id), once the
+    coordinator serves: Kafka answers COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS /
+    NOT_COORDINATOR while it creates and loads __consumer_offsets."""
+    wait_for("the group coordinator", lambda: find_group_coordinator(sock, group) == 0)
+    return wait_for("the group coordinator", lambda: j if (j := join_v5(sock, group, ""))["error"] not in (14, 15, 16) else None)
+
+
 def sync_v3(sock, group, generation, member_id, assignments, corr=2):
     body = (w.string(group) + w.i32(generation) + w.string(member_id) + w.string(None) + w.i32(len(assignments))
             + b"".join(w.string(m) + w.i32(len(a)) + a for m, a in assignments))
@@ -279,7 +299,7 @@ def test_group_errors_for_bad_input(broker_factory):
     cli_create_topic(b.bootstrap, topic, 1)
     with w.connect(b.bootstrap) as s:
         # v4+: a first join without member id gets MEMBER_ID_REQUIRED and its id.
-        j = join_v5(s, group, "")
+        j = first_join_v5(s, group)
         assert j["error"] == 79 and j["member_id"]
         member = j["member_id"]
         j = join_v5(s, group, member)
@@ -329,3 +349,23 @@ def test_java_classic_group_consumer(broker_factory):
     got = {l["p"]: l["committed"] for l in json_lines(r.stdout)}
     assert got == {0: 100, 1: 100, 2: 100, 3: 100}
     assert committed(b.bootstrap, group, topic, 4) == got
+
+
+def test_delete_groups_v3(broker_factory):
+    """DeleteGroups v3 (Kafka 4.4: an error message per group, nullable): a group with a
+    member is refused NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND, an empty one is
+    deleted; every result decodes with v3's fields."""
+    b = group_broker(broker_factory)
+    topic, live, empty = "groups-del-v3", f"live-{uuid.uuid4().hex[:8]}", f"empty-{uuid.uuid4().hex[:8]}"
+    cli_create_topic(b.bootstrap, topic, 1)
+    with w.connect(b.bootstrap) as s:
+        member = first_join_v5(s, live)["member_id"]
+        assert join_v5(s, live, member)["error"] == 0
+        # Offsets committed outside any generation (as a standalone consumer): an empty group.
+        assert commit_v5(s, empty, -1, "", topic, 0, 5) == 0
+    groups = [live, empty, f"missing-{uuid.uuid4().hex[:8]}"]
+    r = w.flexible_roundtrip(b.bootstrap, 42, 3, w.uvarint(len(groups) + 1) + b"".join(w.compact_string(g) for g in groups))
+    r.i32()  # throttle time
+    results = r.array(lambda: (r.compact_string(), r.i16(), r.compact_string(), r.tags()))
+    codes = {g: code for g, code, _message, _ in results}
+    assert codes == {live: 68, empty: 0, groups[2]: 69}, results

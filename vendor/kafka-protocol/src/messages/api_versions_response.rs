@@ -17,23 +17,23 @@ use crate::protocol::{
     Encodable, Encoder, HeaderVersion, Message, StrBytes, VersionRange,
 };
 
-/// Valid versions: 0-4
+/// Valid versions: 0-5
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiVersion {
     /// The API index.
     ///
-    /// Supported API versions: 0-4
+    /// Supported API versions: 0-5
     pub api_key: i16,
 
     /// The minimum supported version, inclusive.
     ///
-    /// Supported API versions: 0-4
+    /// Supported API versions: 0-5
     pub min_version: i16,
 
     /// The maximum supported version, inclusive.
     ///
-    /// Supported API versions: 0-4
+    /// Supported API versions: 0-5
     pub max_version: i16,
 
     /// Other tagged fields
@@ -45,7 +45,7 @@ impl ApiVersion {
     ///
     /// The API index.
     ///
-    /// Supported API versions: 0-4
+    /// Supported API versions: 0-5
     pub fn with_api_key(mut self, value: i16) -> Self {
         self.api_key = value;
         self
@@ -54,7 +54,7 @@ impl ApiVersion {
     ///
     /// The minimum supported version, inclusive.
     ///
-    /// Supported API versions: 0-4
+    /// Supported API versions: 0-5
     pub fn with_min_version(mut self, value: i16) -> Self {
         self.min_version = value;
         self
@@ -63,7 +63,7 @@ impl ApiVersion {
     ///
     /// The maximum supported version, inclusive.
     ///
-    /// Supported API versions: 0-4
+    /// Supported API versions: 0-5
     pub fn with_max_version(mut self, value: i16) -> Self {
         self.max_version = value;
         self
@@ -83,7 +83,7 @@ impl ApiVersion {
 #[cfg(feature = "broker")]
 impl Encodable for ApiVersion {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 0 || version > 4 {
+        if version < 0 || version > 5 {
             bail!("specified version not supported by this message type");
         }
         types::Int16.encode(buf, &self.api_key)?;
@@ -127,7 +127,7 @@ impl Encodable for ApiVersion {
 #[cfg(feature = "client")]
 impl Decodable for ApiVersion {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 0 || version > 4 {
+        if version < 0 || version > 5 {
             bail!("specified version not supported by this message type");
         }
         let api_key = types::Int16.decode(buf)?;
@@ -165,47 +165,47 @@ impl Default for ApiVersion {
 }
 
 impl Message for ApiVersion {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 0-4
+/// Valid versions: 0-5
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiVersionsResponse {
     /// The top-level error code.
     ///
-    /// Supported API versions: 0-4
+    /// Supported API versions: 0-5
     pub error_code: i16,
 
     /// The APIs supported by the broker.
     ///
-    /// Supported API versions: 0-4
+    /// Supported API versions: 0-5
     pub api_keys: Vec<ApiVersion>,
 
     /// The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
     ///
-    /// Supported API versions: 1-4
+    /// Supported API versions: 1-5
     pub throttle_time_ms: i32,
 
     /// Features supported by the broker. Note: in v0-v3, features with MinSupportedVersion = 0 are omitted.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub supported_features: Vec<SupportedFeatureKey>,
 
     /// The monotonically increasing epoch for the finalized features information. Valid values are >= 0. A value of -1 is special and represents unknown epoch.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub finalized_features_epoch: i64,
 
     /// List of cluster-wide finalized features. The information is valid only if FinalizedFeaturesEpoch >= 0.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub finalized_features: Vec<FinalizedFeatureKey>,
 
     /// Set by a KRaft controller if the required configurations for ZK migration are present.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub zk_migration_ready: bool,
 
     /// Other tagged fields
@@ -217,7 +217,7 @@ impl ApiVersionsResponse {
     ///
     /// The top-level error code.
     ///
-    /// Supported API versions: 0-4
+    /// Supported API versions: 0-5
     pub fn with_error_code(mut self, value: i16) -> Self {
         self.error_code = value;
         self
@@ -226,7 +226,7 @@ impl ApiVersionsResponse {
     ///
     /// The APIs supported by the broker.
     ///
-    /// Supported API versions: 0-4
+    /// Supported API versions: 0-5
     pub fn with_api_keys(mut self, value: Vec<ApiVersion>) -> Self {
         self.api_keys = value;
         self
@@ -235,7 +235,7 @@ impl ApiVersionsResponse {
     ///
     /// The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
     ///
-    /// Supported API versions: 1-4
+    /// Supported API versions: 1-5
     pub fn with_throttle_time_ms(mut self, value: i32) -> Self {
         self.throttle_time_ms = value;
         self
@@ -244,7 +244,7 @@ impl ApiVersionsResponse {
     ///
     /// Features supported by the broker. Note: in v0-v3, features with MinSupportedVersion = 0 are omitted.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub fn with_supported_features(mut self, value: Vec<SupportedFeatureKey>) -> Self {
         self.supported_features = value;
         self
@@ -253,7 +253,7 @@ impl ApiVersionsResponse {
     ///
     /// The monotonically increasing epoch for the finalized features information. Valid values are >= 0. A value of -1 is special and represents unknown epoch.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub fn with_finalized_features_epoch(mut self, value: i64) -> Self {
         self.finalized_features_epoch = value;
         self
@@ -262,7 +262,7 @@ impl ApiVersionsResponse {
     ///
     /// List of cluster-wide finalized features. The information is valid only if FinalizedFeaturesEpoch >= 0.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub fn with_finalized_features(mut self, value: Vec<FinalizedFeatureKey>) -> Self {
         self.finalized_features = value;
         self
@@ -271,7 +271,7 @@ impl ApiVersionsResponse {
     ///
     /// Set by a KRaft controller if the required configurations for ZK migration are present.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub fn with_zk_migration_ready(mut self, value: bool) -> Self {
         self.zk_migration_ready = value;
         self
@@ -291,7 +291,7 @@ impl ApiVersionsResponse {
 #[cfg(feature = "broker")]
 impl Encodable for ApiVersionsResponse {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 0 || version > 4 {
+        if version < 0 || version > 5 {
             bail!("specified version not supported by this message type");
         }
         types::Int16.encode(buf, &self.error_code)?;
@@ -474,7 +474,7 @@ impl Encodable for ApiVersionsResponse {
 #[cfg(feature = "client")]
 impl Decodable for ApiVersionsResponse {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 0 || version > 4 {
+        if version < 0 || version > 5 {
             bail!("specified version not supported by this message type");
         }
         let error_code = types::Int16.decode(buf)?;
@@ -550,27 +550,27 @@ impl Default for ApiVersionsResponse {
 }
 
 impl Message for ApiVersionsResponse {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 0-4
+/// Valid versions: 0-5
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct FinalizedFeatureKey {
     /// The name of the feature.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub name: StrBytes,
 
     /// The cluster-wide finalized max version level for the feature.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub max_version_level: i16,
 
     /// The cluster-wide finalized min version level for the feature.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub min_version_level: i16,
 
     /// Other tagged fields
@@ -582,7 +582,7 @@ impl FinalizedFeatureKey {
     ///
     /// The name of the feature.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub fn with_name(mut self, value: StrBytes) -> Self {
         self.name = value;
         self
@@ -591,7 +591,7 @@ impl FinalizedFeatureKey {
     ///
     /// The cluster-wide finalized max version level for the feature.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub fn with_max_version_level(mut self, value: i16) -> Self {
         self.max_version_level = value;
         self
@@ -600,7 +600,7 @@ impl FinalizedFeatureKey {
     ///
     /// The cluster-wide finalized min version level for the feature.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub fn with_min_version_level(mut self, value: i16) -> Self {
         self.min_version_level = value;
         self
@@ -620,7 +620,7 @@ impl FinalizedFeatureKey {
 #[cfg(feature = "broker")]
 impl Encodable for FinalizedFeatureKey {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 0 || version > 4 {
+        if version < 0 || version > 5 {
             bail!("specified version not supported by this message type");
         }
         if version >= 3 {
@@ -700,7 +700,7 @@ impl Encodable for FinalizedFeatureKey {
 #[cfg(feature = "client")]
 impl Decodable for FinalizedFeatureKey {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 0 || version > 4 {
+        if version < 0 || version > 5 {
             bail!("specified version not supported by this message type");
         }
         let name = if version >= 3 {
@@ -750,27 +750,27 @@ impl Default for FinalizedFeatureKey {
 }
 
 impl Message for FinalizedFeatureKey {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 0-4
+/// Valid versions: 0-5
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct SupportedFeatureKey {
     /// The name of the feature.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub name: StrBytes,
 
     /// The minimum supported version for the feature.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub min_version: i16,
 
     /// The maximum supported version for the feature.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub max_version: i16,
 
     /// Other tagged fields
@@ -782,7 +782,7 @@ impl SupportedFeatureKey {
     ///
     /// The name of the feature.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub fn with_name(mut self, value: StrBytes) -> Self {
         self.name = value;
         self
@@ -791,7 +791,7 @@ impl SupportedFeatureKey {
     ///
     /// The minimum supported version for the feature.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub fn with_min_version(mut self, value: i16) -> Self {
         self.min_version = value;
         self
@@ -800,7 +800,7 @@ impl SupportedFeatureKey {
     ///
     /// The maximum supported version for the feature.
     ///
-    /// Supported API versions: 3-4
+    /// Supported API versions: 3-5
     pub fn with_max_version(mut self, value: i16) -> Self {
         self.max_version = value;
         self
@@ -820,7 +820,7 @@ impl SupportedFeatureKey {
 #[cfg(feature = "broker")]
 impl Encodable for SupportedFeatureKey {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 0 || version > 4 {
+        if version < 0 || version > 5 {
             bail!("specified version not supported by this message type");
         }
         if version >= 3 {
@@ -900,7 +900,7 @@ impl Encodable for SupportedFeatureKey {
 #[cfg(feature = "client")]
 impl Decodable for SupportedFeatureKey {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 0 || version > 4 {
+        if version < 0 || version > 5 {
             bail!("specified version not supported by this message type");
         }
         let name = if version >= 3 {
@@ -950,7 +950,7 @@ impl Default for SupportedFeatureKey {
 }
 
 impl Message for SupportedFeatureKey {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 4 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 5 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 

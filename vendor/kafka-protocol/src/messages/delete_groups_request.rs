@@ -17,13 +17,13 @@ use crate::protocol::{
     Encodable, Encoder, HeaderVersion, Message, StrBytes, VersionRange,
 };
 
-/// Valid versions: 0-2
+/// Valid versions: 0-3
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeleteGroupsRequest {
     /// The group names to delete.
     ///
-    /// Supported API versions: 0-2
+    /// Supported API versions: 0-3
     pub groups_names: Vec<super::GroupId>,
 
     /// Other tagged fields
@@ -35,7 +35,7 @@ impl DeleteGroupsRequest {
     ///
     /// The group names to delete.
     ///
-    /// Supported API versions: 0-2
+    /// Supported API versions: 0-3
     pub fn with_groups_names(mut self, value: Vec<super::GroupId>) -> Self {
         self.groups_names = value;
         self
@@ -55,7 +55,7 @@ impl DeleteGroupsRequest {
 #[cfg(feature = "client")]
 impl Encodable for DeleteGroupsRequest {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 0 || version > 2 {
+        if version < 0 || version > 3 {
             bail!("specified version not supported by this message type");
         }
         if version >= 2 {
@@ -104,7 +104,7 @@ impl Encodable for DeleteGroupsRequest {
 #[cfg(feature = "broker")]
 impl Decodable for DeleteGroupsRequest {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 0 || version > 2 {
+        if version < 0 || version > 3 {
             bail!("specified version not supported by this message type");
         }
         let groups_names = if version >= 2 {
@@ -140,7 +140,7 @@ impl Default for DeleteGroupsRequest {
 }
 
 impl Message for DeleteGroupsRequest {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 2 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 3 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 

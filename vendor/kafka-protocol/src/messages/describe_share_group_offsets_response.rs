@@ -17,18 +17,18 @@ use crate::protocol::{
     Encodable, Encoder, HeaderVersion, Message, StrBytes, VersionRange,
 };
 
-/// Valid versions: 0
+/// Valid versions: 0-1
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct DescribeShareGroupOffsetsResponse {
     /// The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub throttle_time_ms: i32,
 
     /// The results for each group.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub groups: Vec<DescribeShareGroupOffsetsResponseGroup>,
 
     /// Other tagged fields
@@ -40,7 +40,7 @@ impl DescribeShareGroupOffsetsResponse {
     ///
     /// The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_throttle_time_ms(mut self, value: i32) -> Self {
         self.throttle_time_ms = value;
         self
@@ -49,7 +49,7 @@ impl DescribeShareGroupOffsetsResponse {
     ///
     /// The results for each group.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_groups(mut self, value: Vec<DescribeShareGroupOffsetsResponseGroup>) -> Self {
         self.groups = value;
         self
@@ -69,7 +69,7 @@ impl DescribeShareGroupOffsetsResponse {
 #[cfg(feature = "broker")]
 impl Encodable for DescribeShareGroupOffsetsResponse {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 0 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.throttle_time_ms)?;
@@ -107,7 +107,7 @@ impl Encodable for DescribeShareGroupOffsetsResponse {
 #[cfg(feature = "client")]
 impl Decodable for DescribeShareGroupOffsetsResponse {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 0 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         let throttle_time_ms = types::Int32.decode(buf)?;
@@ -140,32 +140,32 @@ impl Default for DescribeShareGroupOffsetsResponse {
 }
 
 impl Message for DescribeShareGroupOffsetsResponse {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 0
+/// Valid versions: 0-1
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct DescribeShareGroupOffsetsResponseGroup {
     /// The group identifier.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub group_id: super::GroupId,
 
     /// The results for each topic.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub topics: Vec<DescribeShareGroupOffsetsResponseTopic>,
 
     /// The group-level error code, or 0 if there was no error.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub error_code: i16,
 
     /// The group-level error message, or null if there was no error.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub error_message: Option<StrBytes>,
 
     /// Other tagged fields
@@ -177,7 +177,7 @@ impl DescribeShareGroupOffsetsResponseGroup {
     ///
     /// The group identifier.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_group_id(mut self, value: super::GroupId) -> Self {
         self.group_id = value;
         self
@@ -186,7 +186,7 @@ impl DescribeShareGroupOffsetsResponseGroup {
     ///
     /// The results for each topic.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_topics(mut self, value: Vec<DescribeShareGroupOffsetsResponseTopic>) -> Self {
         self.topics = value;
         self
@@ -195,7 +195,7 @@ impl DescribeShareGroupOffsetsResponseGroup {
     ///
     /// The group-level error code, or 0 if there was no error.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_error_code(mut self, value: i16) -> Self {
         self.error_code = value;
         self
@@ -204,7 +204,7 @@ impl DescribeShareGroupOffsetsResponseGroup {
     ///
     /// The group-level error message, or null if there was no error.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_error_message(mut self, value: Option<StrBytes>) -> Self {
         self.error_message = value;
         self
@@ -224,7 +224,7 @@ impl DescribeShareGroupOffsetsResponseGroup {
 #[cfg(feature = "broker")]
 impl Encodable for DescribeShareGroupOffsetsResponseGroup {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 0 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         types::CompactString.encode(buf, &self.group_id)?;
@@ -266,7 +266,7 @@ impl Encodable for DescribeShareGroupOffsetsResponseGroup {
 #[cfg(feature = "client")]
 impl Decodable for DescribeShareGroupOffsetsResponseGroup {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 0 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         let group_id = types::CompactString.decode(buf)?;
@@ -305,37 +305,42 @@ impl Default for DescribeShareGroupOffsetsResponseGroup {
 }
 
 impl Message for DescribeShareGroupOffsetsResponseGroup {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 0
+/// Valid versions: 0-1
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct DescribeShareGroupOffsetsResponsePartition {
     /// The partition index.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub partition_index: i32,
 
     /// The share-partition start offset.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub start_offset: i64,
 
     /// The leader epoch of the partition.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub leader_epoch: i32,
+
+    /// The share-partition lag.
+    ///
+    /// Supported API versions: 1
+    pub lag: i64,
 
     /// The partition-level error code, or 0 if there was no error.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub error_code: i16,
 
     /// The partition-level error message, or null if there was no error.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub error_message: Option<StrBytes>,
 
     /// Other tagged fields
@@ -347,7 +352,7 @@ impl DescribeShareGroupOffsetsResponsePartition {
     ///
     /// The partition index.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_partition_index(mut self, value: i32) -> Self {
         self.partition_index = value;
         self
@@ -356,7 +361,7 @@ impl DescribeShareGroupOffsetsResponsePartition {
     ///
     /// The share-partition start offset.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_start_offset(mut self, value: i64) -> Self {
         self.start_offset = value;
         self
@@ -365,16 +370,25 @@ impl DescribeShareGroupOffsetsResponsePartition {
     ///
     /// The leader epoch of the partition.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_leader_epoch(mut self, value: i32) -> Self {
         self.leader_epoch = value;
+        self
+    }
+    /// Sets `lag` to the passed value.
+    ///
+    /// The share-partition lag.
+    ///
+    /// Supported API versions: 1
+    pub fn with_lag(mut self, value: i64) -> Self {
+        self.lag = value;
         self
     }
     /// Sets `error_code` to the passed value.
     ///
     /// The partition-level error code, or 0 if there was no error.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_error_code(mut self, value: i16) -> Self {
         self.error_code = value;
         self
@@ -383,7 +397,7 @@ impl DescribeShareGroupOffsetsResponsePartition {
     ///
     /// The partition-level error message, or null if there was no error.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_error_message(mut self, value: Option<StrBytes>) -> Self {
         self.error_message = value;
         self
@@ -403,12 +417,15 @@ impl DescribeShareGroupOffsetsResponsePartition {
 #[cfg(feature = "broker")]
 impl Encodable for DescribeShareGroupOffsetsResponsePartition {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 0 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.partition_index)?;
         types::Int64.encode(buf, &self.start_offset)?;
         types::Int32.encode(buf, &self.leader_epoch)?;
+        if version >= 1 {
+            types::Int64.encode(buf, &self.lag)?;
+        }
         types::Int16.encode(buf, &self.error_code)?;
         types::CompactString.encode(buf, &self.error_message)?;
         let num_tagged_fields = self.unknown_tagged_fields.len();
@@ -428,6 +445,9 @@ impl Encodable for DescribeShareGroupOffsetsResponsePartition {
         total_size += types::Int32.compute_size(&self.partition_index)?;
         total_size += types::Int64.compute_size(&self.start_offset)?;
         total_size += types::Int32.compute_size(&self.leader_epoch)?;
+        if version >= 1 {
+            total_size += types::Int64.compute_size(&self.lag)?;
+        }
         total_size += types::Int16.compute_size(&self.error_code)?;
         total_size += types::CompactString.compute_size(&self.error_message)?;
         let num_tagged_fields = self.unknown_tagged_fields.len();
@@ -447,12 +467,17 @@ impl Encodable for DescribeShareGroupOffsetsResponsePartition {
 #[cfg(feature = "client")]
 impl Decodable for DescribeShareGroupOffsetsResponsePartition {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 0 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         let partition_index = types::Int32.decode(buf)?;
         let start_offset = types::Int64.decode(buf)?;
         let leader_epoch = types::Int32.decode(buf)?;
+        let lag = if version >= 1 {
+            types::Int64.decode(buf)?
+        } else {
+            -1
+        };
         let error_code = types::Int16.decode(buf)?;
         let error_message = types::CompactString.decode(buf)?;
         let mut unknown_tagged_fields = BTreeMap::new();
@@ -468,6 +493,7 @@ impl Decodable for DescribeShareGroupOffsetsResponsePartition {
             partition_index,
             start_offset,
             leader_epoch,
+            lag,
             error_code,
             error_message,
             unknown_tagged_fields,
@@ -481,6 +507,7 @@ impl Default for DescribeShareGroupOffsetsResponsePartition {
             partition_index: 0,
             start_offset: 0,
             leader_epoch: 0,
+            lag: -1,
             error_code: 0,
             error_message: None,
             unknown_tagged_fields: BTreeMap::new(),
@@ -489,27 +516,27 @@ impl Default for DescribeShareGroupOffsetsResponsePartition {
 }
 
 impl Message for DescribeShareGroupOffsetsResponsePartition {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 0
+/// Valid versions: 0-1
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct DescribeShareGroupOffsetsResponseTopic {
     /// The topic name.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub topic_name: super::TopicName,
 
     /// The unique topic ID.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub topic_id: Uuid,
 
     ///
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub partitions: Vec<DescribeShareGroupOffsetsResponsePartition>,
 
     /// Other tagged fields
@@ -521,7 +548,7 @@ impl DescribeShareGroupOffsetsResponseTopic {
     ///
     /// The topic name.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_topic_name(mut self, value: super::TopicName) -> Self {
         self.topic_name = value;
         self
@@ -530,7 +557,7 @@ impl DescribeShareGroupOffsetsResponseTopic {
     ///
     /// The unique topic ID.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_topic_id(mut self, value: Uuid) -> Self {
         self.topic_id = value;
         self
@@ -539,7 +566,7 @@ impl DescribeShareGroupOffsetsResponseTopic {
     ///
     ///
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_partitions(
         mut self,
         value: Vec<DescribeShareGroupOffsetsResponsePartition>,
@@ -562,7 +589,7 @@ impl DescribeShareGroupOffsetsResponseTopic {
 #[cfg(feature = "broker")]
 impl Encodable for DescribeShareGroupOffsetsResponseTopic {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 0 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         types::CompactString.encode(buf, &self.topic_name)?;
@@ -603,7 +630,7 @@ impl Encodable for DescribeShareGroupOffsetsResponseTopic {
 #[cfg(feature = "client")]
 impl Decodable for DescribeShareGroupOffsetsResponseTopic {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 0 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         let topic_name = types::CompactString.decode(buf)?;
@@ -639,7 +666,7 @@ impl Default for DescribeShareGroupOffsetsResponseTopic {
 }
 
 impl Message for DescribeShareGroupOffsetsResponseTopic {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 

@@ -17,33 +17,33 @@ use crate::protocol::{
     Encodable, Encoder, HeaderVersion, Message, StrBytes, VersionRange,
 };
 
-/// Valid versions: 1-10
+/// Valid versions: 1-11
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListOffsetsPartitionResponse {
     /// The partition index.
     ///
-    /// Supported API versions: 1-10
+    /// Supported API versions: 1-11
     pub partition_index: i32,
 
     /// The partition error code, or 0 if there was no error.
     ///
-    /// Supported API versions: 1-10
+    /// Supported API versions: 1-11
     pub error_code: i16,
 
     /// The timestamp associated with the returned offset.
     ///
-    /// Supported API versions: 1-10
+    /// Supported API versions: 1-11
     pub timestamp: i64,
 
     /// The returned offset.
     ///
-    /// Supported API versions: 1-10
+    /// Supported API versions: 1-11
     pub offset: i64,
 
     /// The leader epoch associated with the returned offset.
     ///
-    /// Supported API versions: 4-10
+    /// Supported API versions: 4-11
     pub leader_epoch: i32,
 
     /// Other tagged fields
@@ -55,7 +55,7 @@ impl ListOffsetsPartitionResponse {
     ///
     /// The partition index.
     ///
-    /// Supported API versions: 1-10
+    /// Supported API versions: 1-11
     pub fn with_partition_index(mut self, value: i32) -> Self {
         self.partition_index = value;
         self
@@ -64,7 +64,7 @@ impl ListOffsetsPartitionResponse {
     ///
     /// The partition error code, or 0 if there was no error.
     ///
-    /// Supported API versions: 1-10
+    /// Supported API versions: 1-11
     pub fn with_error_code(mut self, value: i16) -> Self {
         self.error_code = value;
         self
@@ -73,7 +73,7 @@ impl ListOffsetsPartitionResponse {
     ///
     /// The timestamp associated with the returned offset.
     ///
-    /// Supported API versions: 1-10
+    /// Supported API versions: 1-11
     pub fn with_timestamp(mut self, value: i64) -> Self {
         self.timestamp = value;
         self
@@ -82,7 +82,7 @@ impl ListOffsetsPartitionResponse {
     ///
     /// The returned offset.
     ///
-    /// Supported API versions: 1-10
+    /// Supported API versions: 1-11
     pub fn with_offset(mut self, value: i64) -> Self {
         self.offset = value;
         self
@@ -91,7 +91,7 @@ impl ListOffsetsPartitionResponse {
     ///
     /// The leader epoch associated with the returned offset.
     ///
-    /// Supported API versions: 4-10
+    /// Supported API versions: 4-11
     pub fn with_leader_epoch(mut self, value: i32) -> Self {
         self.leader_epoch = value;
         self
@@ -111,7 +111,7 @@ impl ListOffsetsPartitionResponse {
 #[cfg(feature = "broker")]
 impl Encodable for ListOffsetsPartitionResponse {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 1 || version > 10 {
+        if version < 1 || version > 11 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.partition_index)?;
@@ -171,7 +171,7 @@ impl Encodable for ListOffsetsPartitionResponse {
 #[cfg(feature = "client")]
 impl Decodable for ListOffsetsPartitionResponse {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 1 || version > 10 {
+        if version < 1 || version > 11 {
             bail!("specified version not supported by this message type");
         }
         let partition_index = types::Int32.decode(buf)?;
@@ -219,22 +219,22 @@ impl Default for ListOffsetsPartitionResponse {
 }
 
 impl Message for ListOffsetsPartitionResponse {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 10 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 11 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1-10
+/// Valid versions: 1-11
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListOffsetsResponse {
     /// The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
     ///
-    /// Supported API versions: 2-10
+    /// Supported API versions: 2-11
     pub throttle_time_ms: i32,
 
     /// Each topic in the response.
     ///
-    /// Supported API versions: 1-10
+    /// Supported API versions: 1-11
     pub topics: Vec<ListOffsetsTopicResponse>,
 
     /// Other tagged fields
@@ -246,7 +246,7 @@ impl ListOffsetsResponse {
     ///
     /// The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
     ///
-    /// Supported API versions: 2-10
+    /// Supported API versions: 2-11
     pub fn with_throttle_time_ms(mut self, value: i32) -> Self {
         self.throttle_time_ms = value;
         self
@@ -255,7 +255,7 @@ impl ListOffsetsResponse {
     ///
     /// Each topic in the response.
     ///
-    /// Supported API versions: 1-10
+    /// Supported API versions: 1-11
     pub fn with_topics(mut self, value: Vec<ListOffsetsTopicResponse>) -> Self {
         self.topics = value;
         self
@@ -275,7 +275,7 @@ impl ListOffsetsResponse {
 #[cfg(feature = "broker")]
 impl Encodable for ListOffsetsResponse {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 1 || version > 10 {
+        if version < 1 || version > 11 {
             bail!("specified version not supported by this message type");
         }
         if version >= 2 {
@@ -330,7 +330,7 @@ impl Encodable for ListOffsetsResponse {
 #[cfg(feature = "client")]
 impl Decodable for ListOffsetsResponse {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 1 || version > 10 {
+        if version < 1 || version > 11 {
             bail!("specified version not supported by this message type");
         }
         let throttle_time_ms = if version >= 2 {
@@ -373,22 +373,22 @@ impl Default for ListOffsetsResponse {
 }
 
 impl Message for ListOffsetsResponse {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 10 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 11 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1-10
+/// Valid versions: 1-11
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListOffsetsTopicResponse {
     /// The topic name.
     ///
-    /// Supported API versions: 1-10
+    /// Supported API versions: 1-11
     pub name: super::TopicName,
 
     /// Each partition in the response.
     ///
-    /// Supported API versions: 1-10
+    /// Supported API versions: 1-11
     pub partitions: Vec<ListOffsetsPartitionResponse>,
 
     /// Other tagged fields
@@ -400,7 +400,7 @@ impl ListOffsetsTopicResponse {
     ///
     /// The topic name.
     ///
-    /// Supported API versions: 1-10
+    /// Supported API versions: 1-11
     pub fn with_name(mut self, value: super::TopicName) -> Self {
         self.name = value;
         self
@@ -409,7 +409,7 @@ impl ListOffsetsTopicResponse {
     ///
     /// Each partition in the response.
     ///
-    /// Supported API versions: 1-10
+    /// Supported API versions: 1-11
     pub fn with_partitions(mut self, value: Vec<ListOffsetsPartitionResponse>) -> Self {
         self.partitions = value;
         self
@@ -429,7 +429,7 @@ impl ListOffsetsTopicResponse {
 #[cfg(feature = "broker")]
 impl Encodable for ListOffsetsTopicResponse {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version < 1 || version > 10 {
+        if version < 1 || version > 11 {
             bail!("specified version not supported by this message type");
         }
         if version >= 6 {
@@ -488,7 +488,7 @@ impl Encodable for ListOffsetsTopicResponse {
 #[cfg(feature = "client")]
 impl Decodable for ListOffsetsTopicResponse {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version < 1 || version > 10 {
+        if version < 1 || version > 11 {
             bail!("specified version not supported by this message type");
         }
         let name = if version >= 6 {
@@ -531,7 +531,7 @@ impl Default for ListOffsetsTopicResponse {
 }
 
 impl Message for ListOffsetsTopicResponse {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 10 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 11 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 

@@ -17,39 +17,44 @@ use crate::protocol::{
     Encodable, Encoder, HeaderVersion, Message, StrBytes, VersionRange,
 };
 
-/// Valid versions: 0
+/// Valid versions: 0-1
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct PartitionResult {
     /// The partition index.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub partition: i32,
 
     /// The error code, or 0 if there was no error.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub error_code: i16,
 
     /// The error message, or null if there was no error.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub error_message: Option<StrBytes>,
 
     /// The state epoch of the share-partition.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub state_epoch: i32,
 
     /// The leader epoch of the share-partition.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub leader_epoch: i32,
 
     /// The share-partition start offset.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub start_offset: i64,
+
+    /// The number of offsets greater than or equal to share-partition start offset for which delivery has been completed.
+    ///
+    /// Supported API versions: 1
+    pub delivery_complete_count: i32,
 
     /// Other tagged fields
     pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
@@ -60,7 +65,7 @@ impl PartitionResult {
     ///
     /// The partition index.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_partition(mut self, value: i32) -> Self {
         self.partition = value;
         self
@@ -69,7 +74,7 @@ impl PartitionResult {
     ///
     /// The error code, or 0 if there was no error.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_error_code(mut self, value: i16) -> Self {
         self.error_code = value;
         self
@@ -78,7 +83,7 @@ impl PartitionResult {
     ///
     /// The error message, or null if there was no error.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_error_message(mut self, value: Option<StrBytes>) -> Self {
         self.error_message = value;
         self
@@ -87,7 +92,7 @@ impl PartitionResult {
     ///
     /// The state epoch of the share-partition.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_state_epoch(mut self, value: i32) -> Self {
         self.state_epoch = value;
         self
@@ -96,7 +101,7 @@ impl PartitionResult {
     ///
     /// The leader epoch of the share-partition.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_leader_epoch(mut self, value: i32) -> Self {
         self.leader_epoch = value;
         self
@@ -105,9 +110,18 @@ impl PartitionResult {
     ///
     /// The share-partition start offset.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_start_offset(mut self, value: i64) -> Self {
         self.start_offset = value;
+        self
+    }
+    /// Sets `delivery_complete_count` to the passed value.
+    ///
+    /// The number of offsets greater than or equal to share-partition start offset for which delivery has been completed.
+    ///
+    /// Supported API versions: 1
+    pub fn with_delivery_complete_count(mut self, value: i32) -> Self {
+        self.delivery_complete_count = value;
         self
     }
     /// Sets unknown_tagged_fields to the passed value.
@@ -125,7 +139,7 @@ impl PartitionResult {
 #[cfg(feature = "broker")]
 impl Encodable for PartitionResult {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 0 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.partition)?;
@@ -134,6 +148,9 @@ impl Encodable for PartitionResult {
         types::Int32.encode(buf, &self.state_epoch)?;
         types::Int32.encode(buf, &self.leader_epoch)?;
         types::Int64.encode(buf, &self.start_offset)?;
+        if version >= 1 {
+            types::Int32.encode(buf, &self.delivery_complete_count)?;
+        }
         let num_tagged_fields = self.unknown_tagged_fields.len();
         if num_tagged_fields > std::u32::MAX as usize {
             bail!(
@@ -154,6 +171,9 @@ impl Encodable for PartitionResult {
         total_size += types::Int32.compute_size(&self.state_epoch)?;
         total_size += types::Int32.compute_size(&self.leader_epoch)?;
         total_size += types::Int64.compute_size(&self.start_offset)?;
+        if version >= 1 {
+            total_size += types::Int32.compute_size(&self.delivery_complete_count)?;
+        }
         let num_tagged_fields = self.unknown_tagged_fields.len();
         if num_tagged_fields > std::u32::MAX as usize {
             bail!(
@@ -171,7 +191,7 @@ impl Encodable for PartitionResult {
 #[cfg(feature = "client")]
 impl Decodable for PartitionResult {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 0 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         let partition = types::Int32.decode(buf)?;
@@ -180,6 +200,11 @@ impl Decodable for PartitionResult {
         let state_epoch = types::Int32.decode(buf)?;
         let leader_epoch = types::Int32.decode(buf)?;
         let start_offset = types::Int64.decode(buf)?;
+        let delivery_complete_count = if version >= 1 {
+            types::Int32.decode(buf)?
+        } else {
+            -1
+        };
         let mut unknown_tagged_fields = BTreeMap::new();
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
@@ -196,6 +221,7 @@ impl Decodable for PartitionResult {
             state_epoch,
             leader_epoch,
             start_offset,
+            delivery_complete_count,
             unknown_tagged_fields,
         })
     }
@@ -210,23 +236,24 @@ impl Default for PartitionResult {
             state_epoch: 0,
             leader_epoch: 0,
             start_offset: 0,
+            delivery_complete_count: -1,
             unknown_tagged_fields: BTreeMap::new(),
         }
     }
 }
 
 impl Message for PartitionResult {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 0
+/// Valid versions: 0-1
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadShareGroupStateSummaryResponse {
     /// The read results.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub results: Vec<ReadStateSummaryResult>,
 
     /// Other tagged fields
@@ -238,7 +265,7 @@ impl ReadShareGroupStateSummaryResponse {
     ///
     /// The read results.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_results(mut self, value: Vec<ReadStateSummaryResult>) -> Self {
         self.results = value;
         self
@@ -258,7 +285,7 @@ impl ReadShareGroupStateSummaryResponse {
 #[cfg(feature = "broker")]
 impl Encodable for ReadShareGroupStateSummaryResponse {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 0 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         types::CompactArray(types::Struct { version }).encode(buf, &self.results)?;
@@ -294,7 +321,7 @@ impl Encodable for ReadShareGroupStateSummaryResponse {
 #[cfg(feature = "client")]
 impl Decodable for ReadShareGroupStateSummaryResponse {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 0 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         let results = types::CompactArray(types::Struct { version }).decode(buf)?;
@@ -324,22 +351,22 @@ impl Default for ReadShareGroupStateSummaryResponse {
 }
 
 impl Message for ReadShareGroupStateSummaryResponse {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 0
+/// Valid versions: 0-1
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ReadStateSummaryResult {
     /// The topic identifier.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub topic_id: Uuid,
 
     /// The results for the partitions.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub partitions: Vec<PartitionResult>,
 
     /// Other tagged fields
@@ -351,7 +378,7 @@ impl ReadStateSummaryResult {
     ///
     /// The topic identifier.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_topic_id(mut self, value: Uuid) -> Self {
         self.topic_id = value;
         self
@@ -360,7 +387,7 @@ impl ReadStateSummaryResult {
     ///
     /// The results for the partitions.
     ///
-    /// Supported API versions: 0
+    /// Supported API versions: 0-1
     pub fn with_partitions(mut self, value: Vec<PartitionResult>) -> Self {
         self.partitions = value;
         self
@@ -380,7 +407,7 @@ impl ReadStateSummaryResult {
 #[cfg(feature = "broker")]
 impl Encodable for ReadStateSummaryResult {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 0 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         types::Uuid.encode(buf, &self.topic_id)?;
@@ -419,7 +446,7 @@ impl Encodable for ReadStateSummaryResult {
 #[cfg(feature = "client")]
 impl Decodable for ReadStateSummaryResult {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 0 {
+        if version < 0 || version > 1 {
             bail!("specified version not supported by this message type");
         }
         let topic_id = types::Uuid.decode(buf)?;
@@ -452,7 +479,7 @@ impl Default for ReadStateSummaryResult {
 }
 
 impl Message for ReadStateSummaryResult {
-    const VERSIONS: VersionRange = VersionRange { min: 0, max: 0 };
+    const VERSIONS: VersionRange = VersionRange { min: 0, max: 1 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 

@@ -17,23 +17,23 @@ use crate::protocol::{
     Encodable, Encoder, HeaderVersion, Message, StrBytes, VersionRange,
 };
 
-/// Valid versions: 1
+/// Valid versions: 1-2
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct AcknowledgementBatch {
     /// First offset of batch of records to acknowledge.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub first_offset: i64,
 
     /// Last offset (inclusive) of batch of records to acknowledge.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub last_offset: i64,
 
-    /// Array of acknowledge types - 0:Gap,1:Accept,2:Release,3:Reject.
+    /// Array of acknowledge types - 0:Gap,1:Accept,2:Release,3:Reject,4:Renew.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub acknowledge_types: Vec<i8>,
 
     /// Other tagged fields
@@ -45,7 +45,7 @@ impl AcknowledgementBatch {
     ///
     /// First offset of batch of records to acknowledge.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_first_offset(mut self, value: i64) -> Self {
         self.first_offset = value;
         self
@@ -54,16 +54,16 @@ impl AcknowledgementBatch {
     ///
     /// Last offset (inclusive) of batch of records to acknowledge.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_last_offset(mut self, value: i64) -> Self {
         self.last_offset = value;
         self
     }
     /// Sets `acknowledge_types` to the passed value.
     ///
-    /// Array of acknowledge types - 0:Gap,1:Accept,2:Release,3:Reject.
+    /// Array of acknowledge types - 0:Gap,1:Accept,2:Release,3:Reject,4:Renew.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_acknowledge_types(mut self, value: Vec<i8>) -> Self {
         self.acknowledge_types = value;
         self
@@ -83,7 +83,7 @@ impl AcknowledgementBatch {
 #[cfg(feature = "client")]
 impl Encodable for AcknowledgementBatch {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         types::Int64.encode(buf, &self.first_offset)?;
@@ -123,7 +123,7 @@ impl Encodable for AcknowledgementBatch {
 #[cfg(feature = "broker")]
 impl Decodable for AcknowledgementBatch {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         let first_offset = types::Int64.decode(buf)?;
@@ -159,17 +159,17 @@ impl Default for AcknowledgementBatch {
 }
 
 impl Message for AcknowledgementBatch {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1
+/// Valid versions: 1-2
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct FetchPartition {
     /// The partition index.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub partition_index: i32,
 
     /// The maximum bytes to fetch from this partition. 0 when only acknowledgement with no fetching is required. See KIP-74 for cases where this limit may not be honored.
@@ -179,7 +179,7 @@ pub struct FetchPartition {
 
     /// Record batches to acknowledge.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub acknowledgement_batches: Vec<AcknowledgementBatch>,
 
     /// Other tagged fields
@@ -191,7 +191,7 @@ impl FetchPartition {
     ///
     /// The partition index.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_partition_index(mut self, value: i32) -> Self {
         self.partition_index = value;
         self
@@ -209,7 +209,7 @@ impl FetchPartition {
     ///
     /// Record batches to acknowledge.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_acknowledgement_batches(mut self, value: Vec<AcknowledgementBatch>) -> Self {
         self.acknowledgement_batches = value;
         self
@@ -229,7 +229,7 @@ impl FetchPartition {
 #[cfg(feature = "client")]
 impl Encodable for FetchPartition {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.partition_index)?;
@@ -269,7 +269,7 @@ impl Encodable for FetchPartition {
 #[cfg(feature = "broker")]
 impl Decodable for FetchPartition {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         let partition_index = types::Int32.decode(buf)?;
@@ -305,22 +305,22 @@ impl Default for FetchPartition {
 }
 
 impl Message for FetchPartition {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1
+/// Valid versions: 1-2
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct FetchTopic {
     /// The unique topic ID.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub topic_id: Uuid,
 
     /// The partitions to fetch.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub partitions: Vec<FetchPartition>,
 
     /// Other tagged fields
@@ -332,7 +332,7 @@ impl FetchTopic {
     ///
     /// The unique topic ID.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_topic_id(mut self, value: Uuid) -> Self {
         self.topic_id = value;
         self
@@ -341,7 +341,7 @@ impl FetchTopic {
     ///
     /// The partitions to fetch.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_partitions(mut self, value: Vec<FetchPartition>) -> Self {
         self.partitions = value;
         self
@@ -361,7 +361,7 @@ impl FetchTopic {
 #[cfg(feature = "client")]
 impl Encodable for FetchTopic {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         types::Uuid.encode(buf, &self.topic_id)?;
@@ -400,7 +400,7 @@ impl Encodable for FetchTopic {
 #[cfg(feature = "broker")]
 impl Decodable for FetchTopic {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         let topic_id = types::Uuid.decode(buf)?;
@@ -433,22 +433,22 @@ impl Default for FetchTopic {
 }
 
 impl Message for FetchTopic {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1
+/// Valid versions: 1-2
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ForgottenTopic {
     /// The unique topic ID.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub topic_id: Uuid,
 
     /// The partitions indexes to forget.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub partitions: Vec<i32>,
 
     /// Other tagged fields
@@ -460,7 +460,7 @@ impl ForgottenTopic {
     ///
     /// The unique topic ID.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_topic_id(mut self, value: Uuid) -> Self {
         self.topic_id = value;
         self
@@ -469,7 +469,7 @@ impl ForgottenTopic {
     ///
     /// The partitions indexes to forget.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_partitions(mut self, value: Vec<i32>) -> Self {
         self.partitions = value;
         self
@@ -489,7 +489,7 @@ impl ForgottenTopic {
 #[cfg(feature = "client")]
 impl Encodable for ForgottenTopic {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         types::Uuid.encode(buf, &self.topic_id)?;
@@ -527,7 +527,7 @@ impl Encodable for ForgottenTopic {
 #[cfg(feature = "broker")]
 impl Decodable for ForgottenTopic {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         let topic_id = types::Uuid.decode(buf)?;
@@ -560,62 +560,72 @@ impl Default for ForgottenTopic {
 }
 
 impl Message for ForgottenTopic {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1
+/// Valid versions: 1-2
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ShareFetchRequest {
     /// The group identifier.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub group_id: Option<super::GroupId>,
 
     /// The member ID.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub member_id: Option<StrBytes>,
 
     /// The current share session epoch: 0 to open a share session; -1 to close it; otherwise increments for consecutive requests.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub share_session_epoch: i32,
 
     /// The maximum time in milliseconds to wait for the response.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub max_wait_ms: i32,
 
     /// The minimum bytes to accumulate in the response.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub min_bytes: i32,
 
     /// The maximum bytes to fetch. See KIP-74 for cases where this limit may not be honored.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub max_bytes: i32,
 
     /// The maximum number of records to fetch. This limit can be exceeded for alignment of batch boundaries.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub max_records: i32,
 
     /// The optimal number of records for batches of acquired records and acknowledgements.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub batch_size: i32,
+
+    /// The acquire mode to control the fetch behavior - 0:batch-optimized,1:record-limit.
+    ///
+    /// Supported API versions: 2
+    pub share_acquire_mode: i8,
+
+    /// Whether Renew type acknowledgements present in AcknowledgementBatches.
+    ///
+    /// Supported API versions: 2
+    pub is_renew_ack: bool,
 
     /// The topics to fetch.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub topics: Vec<FetchTopic>,
 
     /// The partitions to remove from this share session.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub forgotten_topics_data: Vec<ForgottenTopic>,
 
     /// Other tagged fields
@@ -627,7 +637,7 @@ impl ShareFetchRequest {
     ///
     /// The group identifier.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_group_id(mut self, value: Option<super::GroupId>) -> Self {
         self.group_id = value;
         self
@@ -636,7 +646,7 @@ impl ShareFetchRequest {
     ///
     /// The member ID.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_member_id(mut self, value: Option<StrBytes>) -> Self {
         self.member_id = value;
         self
@@ -645,7 +655,7 @@ impl ShareFetchRequest {
     ///
     /// The current share session epoch: 0 to open a share session; -1 to close it; otherwise increments for consecutive requests.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_share_session_epoch(mut self, value: i32) -> Self {
         self.share_session_epoch = value;
         self
@@ -654,7 +664,7 @@ impl ShareFetchRequest {
     ///
     /// The maximum time in milliseconds to wait for the response.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_max_wait_ms(mut self, value: i32) -> Self {
         self.max_wait_ms = value;
         self
@@ -663,7 +673,7 @@ impl ShareFetchRequest {
     ///
     /// The minimum bytes to accumulate in the response.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_min_bytes(mut self, value: i32) -> Self {
         self.min_bytes = value;
         self
@@ -672,7 +682,7 @@ impl ShareFetchRequest {
     ///
     /// The maximum bytes to fetch. See KIP-74 for cases where this limit may not be honored.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_max_bytes(mut self, value: i32) -> Self {
         self.max_bytes = value;
         self
@@ -681,7 +691,7 @@ impl ShareFetchRequest {
     ///
     /// The maximum number of records to fetch. This limit can be exceeded for alignment of batch boundaries.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_max_records(mut self, value: i32) -> Self {
         self.max_records = value;
         self
@@ -690,16 +700,34 @@ impl ShareFetchRequest {
     ///
     /// The optimal number of records for batches of acquired records and acknowledgements.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_batch_size(mut self, value: i32) -> Self {
         self.batch_size = value;
+        self
+    }
+    /// Sets `share_acquire_mode` to the passed value.
+    ///
+    /// The acquire mode to control the fetch behavior - 0:batch-optimized,1:record-limit.
+    ///
+    /// Supported API versions: 2
+    pub fn with_share_acquire_mode(mut self, value: i8) -> Self {
+        self.share_acquire_mode = value;
+        self
+    }
+    /// Sets `is_renew_ack` to the passed value.
+    ///
+    /// Whether Renew type acknowledgements present in AcknowledgementBatches.
+    ///
+    /// Supported API versions: 2
+    pub fn with_is_renew_ack(mut self, value: bool) -> Self {
+        self.is_renew_ack = value;
         self
     }
     /// Sets `topics` to the passed value.
     ///
     /// The topics to fetch.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_topics(mut self, value: Vec<FetchTopic>) -> Self {
         self.topics = value;
         self
@@ -708,7 +736,7 @@ impl ShareFetchRequest {
     ///
     /// The partitions to remove from this share session.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_forgotten_topics_data(mut self, value: Vec<ForgottenTopic>) -> Self {
         self.forgotten_topics_data = value;
         self
@@ -728,7 +756,7 @@ impl ShareFetchRequest {
 #[cfg(feature = "client")]
 impl Encodable for ShareFetchRequest {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         types::CompactString.encode(buf, &self.group_id)?;
@@ -739,6 +767,16 @@ impl Encodable for ShareFetchRequest {
         types::Int32.encode(buf, &self.max_bytes)?;
         types::Int32.encode(buf, &self.max_records)?;
         types::Int32.encode(buf, &self.batch_size)?;
+        if version >= 2 {
+            types::Int8.encode(buf, &self.share_acquire_mode)?;
+        }
+        if version >= 2 {
+            types::Boolean.encode(buf, &self.is_renew_ack)?;
+        } else {
+            if self.is_renew_ack {
+                bail!("A field is set that is not available on the selected protocol version");
+            }
+        }
         types::CompactArray(types::Struct { version }).encode(buf, &self.topics)?;
         types::CompactArray(types::Struct { version }).encode(buf, &self.forgotten_topics_data)?;
         let num_tagged_fields = self.unknown_tagged_fields.len();
@@ -763,6 +801,16 @@ impl Encodable for ShareFetchRequest {
         total_size += types::Int32.compute_size(&self.max_bytes)?;
         total_size += types::Int32.compute_size(&self.max_records)?;
         total_size += types::Int32.compute_size(&self.batch_size)?;
+        if version >= 2 {
+            total_size += types::Int8.compute_size(&self.share_acquire_mode)?;
+        }
+        if version >= 2 {
+            total_size += types::Boolean.compute_size(&self.is_renew_ack)?;
+        } else {
+            if self.is_renew_ack {
+                bail!("A field is set that is not available on the selected protocol version");
+            }
+        }
         total_size += types::CompactArray(types::Struct { version }).compute_size(&self.topics)?;
         total_size += types::CompactArray(types::Struct { version })
             .compute_size(&self.forgotten_topics_data)?;
@@ -783,7 +831,7 @@ impl Encodable for ShareFetchRequest {
 #[cfg(feature = "broker")]
 impl Decodable for ShareFetchRequest {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         let group_id = types::CompactString.decode(buf)?;
@@ -794,6 +842,16 @@ impl Decodable for ShareFetchRequest {
         let max_bytes = types::Int32.decode(buf)?;
         let max_records = types::Int32.decode(buf)?;
         let batch_size = types::Int32.decode(buf)?;
+        let share_acquire_mode = if version >= 2 {
+            types::Int8.decode(buf)?
+        } else {
+            0
+        };
+        let is_renew_ack = if version >= 2 {
+            types::Boolean.decode(buf)?
+        } else {
+            false
+        };
         let topics = types::CompactArray(types::Struct { version }).decode(buf)?;
         let forgotten_topics_data = types::CompactArray(types::Struct { version }).decode(buf)?;
         let mut unknown_tagged_fields = BTreeMap::new();
@@ -814,6 +872,8 @@ impl Decodable for ShareFetchRequest {
             max_bytes,
             max_records,
             batch_size,
+            share_acquire_mode,
+            is_renew_ack,
             topics,
             forgotten_topics_data,
             unknown_tagged_fields,
@@ -832,6 +892,8 @@ impl Default for ShareFetchRequest {
             max_bytes: 0x7fffffff,
             max_records: 0,
             batch_size: 0,
+            share_acquire_mode: 0,
+            is_renew_ack: false,
             topics: Default::default(),
             forgotten_topics_data: Default::default(),
             unknown_tagged_fields: BTreeMap::new(),
@@ -840,7 +902,7 @@ impl Default for ShareFetchRequest {
 }
 
 impl Message for ShareFetchRequest {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 

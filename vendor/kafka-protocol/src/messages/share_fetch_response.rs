@@ -17,23 +17,23 @@ use crate::protocol::{
     Encodable, Encoder, HeaderVersion, Message, StrBytes, VersionRange,
 };
 
-/// Valid versions: 1
+/// Valid versions: 1-2
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct AcquiredRecords {
     /// The earliest offset in this batch of acquired records.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub first_offset: i64,
 
     /// The last offset of this batch of acquired records.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub last_offset: i64,
 
     /// The delivery count of this batch of acquired records.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub delivery_count: i16,
 
     /// Other tagged fields
@@ -45,7 +45,7 @@ impl AcquiredRecords {
     ///
     /// The earliest offset in this batch of acquired records.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_first_offset(mut self, value: i64) -> Self {
         self.first_offset = value;
         self
@@ -54,7 +54,7 @@ impl AcquiredRecords {
     ///
     /// The last offset of this batch of acquired records.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_last_offset(mut self, value: i64) -> Self {
         self.last_offset = value;
         self
@@ -63,7 +63,7 @@ impl AcquiredRecords {
     ///
     /// The delivery count of this batch of acquired records.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_delivery_count(mut self, value: i16) -> Self {
         self.delivery_count = value;
         self
@@ -83,7 +83,7 @@ impl AcquiredRecords {
 #[cfg(feature = "broker")]
 impl Encodable for AcquiredRecords {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         types::Int64.encode(buf, &self.first_offset)?;
@@ -123,7 +123,7 @@ impl Encodable for AcquiredRecords {
 #[cfg(feature = "client")]
 impl Decodable for AcquiredRecords {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         let first_offset = types::Int64.decode(buf)?;
@@ -159,22 +159,22 @@ impl Default for AcquiredRecords {
 }
 
 impl Message for AcquiredRecords {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1
+/// Valid versions: 1-2
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct LeaderIdAndEpoch {
     /// The ID of the current leader or -1 if the leader is unknown.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub leader_id: i32,
 
     /// The latest known leader epoch.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub leader_epoch: i32,
 
     /// Other tagged fields
@@ -186,7 +186,7 @@ impl LeaderIdAndEpoch {
     ///
     /// The ID of the current leader or -1 if the leader is unknown.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_leader_id(mut self, value: i32) -> Self {
         self.leader_id = value;
         self
@@ -195,7 +195,7 @@ impl LeaderIdAndEpoch {
     ///
     /// The latest known leader epoch.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_leader_epoch(mut self, value: i32) -> Self {
         self.leader_epoch = value;
         self
@@ -215,7 +215,7 @@ impl LeaderIdAndEpoch {
 #[cfg(feature = "broker")]
 impl Encodable for LeaderIdAndEpoch {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.leader_id)?;
@@ -253,7 +253,7 @@ impl Encodable for LeaderIdAndEpoch {
 #[cfg(feature = "client")]
 impl Decodable for LeaderIdAndEpoch {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         let leader_id = types::Int32.decode(buf)?;
@@ -286,32 +286,32 @@ impl Default for LeaderIdAndEpoch {
 }
 
 impl Message for LeaderIdAndEpoch {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1
+/// Valid versions: 1-2
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeEndpoint {
     /// The ID of the associated node.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub node_id: super::BrokerId,
 
     /// The node's hostname.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub host: StrBytes,
 
     /// The node's port.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub port: i32,
 
     /// The rack of the node, or null if it has not been assigned to a rack.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub rack: Option<StrBytes>,
 
     /// Other tagged fields
@@ -323,7 +323,7 @@ impl NodeEndpoint {
     ///
     /// The ID of the associated node.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_node_id(mut self, value: super::BrokerId) -> Self {
         self.node_id = value;
         self
@@ -332,7 +332,7 @@ impl NodeEndpoint {
     ///
     /// The node's hostname.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_host(mut self, value: StrBytes) -> Self {
         self.host = value;
         self
@@ -341,7 +341,7 @@ impl NodeEndpoint {
     ///
     /// The node's port.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_port(mut self, value: i32) -> Self {
         self.port = value;
         self
@@ -350,7 +350,7 @@ impl NodeEndpoint {
     ///
     /// The rack of the node, or null if it has not been assigned to a rack.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_rack(mut self, value: Option<StrBytes>) -> Self {
         self.rack = value;
         self
@@ -370,7 +370,7 @@ impl NodeEndpoint {
 #[cfg(feature = "broker")]
 impl Encodable for NodeEndpoint {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.node_id)?;
@@ -412,7 +412,7 @@ impl Encodable for NodeEndpoint {
 #[cfg(feature = "client")]
 impl Decodable for NodeEndpoint {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         let node_id = types::Int32.decode(buf)?;
@@ -451,52 +451,52 @@ impl Default for NodeEndpoint {
 }
 
 impl Message for NodeEndpoint {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1
+/// Valid versions: 1-2
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct PartitionData {
     /// The partition index.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub partition_index: i32,
 
     /// The fetch error code, or 0 if there was no fetch error.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub error_code: i16,
 
     /// The fetch error message, or null if there was no fetch error.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub error_message: Option<StrBytes>,
 
     /// The acknowledge error code, or 0 if there was no acknowledge error.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub acknowledge_error_code: i16,
 
     /// The acknowledge error message, or null if there was no acknowledge error.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub acknowledge_error_message: Option<StrBytes>,
 
     /// The current leader of the partition.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub current_leader: LeaderIdAndEpoch,
 
     /// The record data.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub records: Option<Bytes>,
 
     /// The acquired records.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub acquired_records: Vec<AcquiredRecords>,
 
     /// Other tagged fields
@@ -508,7 +508,7 @@ impl PartitionData {
     ///
     /// The partition index.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_partition_index(mut self, value: i32) -> Self {
         self.partition_index = value;
         self
@@ -517,7 +517,7 @@ impl PartitionData {
     ///
     /// The fetch error code, or 0 if there was no fetch error.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_error_code(mut self, value: i16) -> Self {
         self.error_code = value;
         self
@@ -526,7 +526,7 @@ impl PartitionData {
     ///
     /// The fetch error message, or null if there was no fetch error.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_error_message(mut self, value: Option<StrBytes>) -> Self {
         self.error_message = value;
         self
@@ -535,7 +535,7 @@ impl PartitionData {
     ///
     /// The acknowledge error code, or 0 if there was no acknowledge error.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_acknowledge_error_code(mut self, value: i16) -> Self {
         self.acknowledge_error_code = value;
         self
@@ -544,7 +544,7 @@ impl PartitionData {
     ///
     /// The acknowledge error message, or null if there was no acknowledge error.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_acknowledge_error_message(mut self, value: Option<StrBytes>) -> Self {
         self.acknowledge_error_message = value;
         self
@@ -553,7 +553,7 @@ impl PartitionData {
     ///
     /// The current leader of the partition.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_current_leader(mut self, value: LeaderIdAndEpoch) -> Self {
         self.current_leader = value;
         self
@@ -562,7 +562,7 @@ impl PartitionData {
     ///
     /// The record data.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_records(mut self, value: Option<Bytes>) -> Self {
         self.records = value;
         self
@@ -571,7 +571,7 @@ impl PartitionData {
     ///
     /// The acquired records.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_acquired_records(mut self, value: Vec<AcquiredRecords>) -> Self {
         self.acquired_records = value;
         self
@@ -591,7 +591,7 @@ impl PartitionData {
 #[cfg(feature = "broker")]
 impl Encodable for PartitionData {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.partition_index)?;
@@ -642,7 +642,7 @@ impl Encodable for PartitionData {
 #[cfg(feature = "client")]
 impl Decodable for PartitionData {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         let partition_index = types::Int32.decode(buf)?;
@@ -693,42 +693,42 @@ impl Default for PartitionData {
 }
 
 impl Message for PartitionData {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1
+/// Valid versions: 1-2
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ShareFetchResponse {
     /// The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub throttle_time_ms: i32,
 
     /// The top-level response error code.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub error_code: i16,
 
     /// The top-level error message, or null if there was no error.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub error_message: Option<StrBytes>,
 
     /// The time in milliseconds for which the acquired records are locked.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub acquisition_lock_timeout_ms: i32,
 
     /// The response topics.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub responses: Vec<ShareFetchableTopicResponse>,
 
     /// Endpoints for all current leaders enumerated in PartitionData with error NOT_LEADER_OR_FOLLOWER.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub node_endpoints: Vec<NodeEndpoint>,
 
     /// Other tagged fields
@@ -740,7 +740,7 @@ impl ShareFetchResponse {
     ///
     /// The duration in milliseconds for which the request was throttled due to a quota violation, or zero if the request did not violate any quota.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_throttle_time_ms(mut self, value: i32) -> Self {
         self.throttle_time_ms = value;
         self
@@ -749,7 +749,7 @@ impl ShareFetchResponse {
     ///
     /// The top-level response error code.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_error_code(mut self, value: i16) -> Self {
         self.error_code = value;
         self
@@ -758,7 +758,7 @@ impl ShareFetchResponse {
     ///
     /// The top-level error message, or null if there was no error.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_error_message(mut self, value: Option<StrBytes>) -> Self {
         self.error_message = value;
         self
@@ -767,7 +767,7 @@ impl ShareFetchResponse {
     ///
     /// The time in milliseconds for which the acquired records are locked.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_acquisition_lock_timeout_ms(mut self, value: i32) -> Self {
         self.acquisition_lock_timeout_ms = value;
         self
@@ -776,7 +776,7 @@ impl ShareFetchResponse {
     ///
     /// The response topics.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_responses(mut self, value: Vec<ShareFetchableTopicResponse>) -> Self {
         self.responses = value;
         self
@@ -785,7 +785,7 @@ impl ShareFetchResponse {
     ///
     /// Endpoints for all current leaders enumerated in PartitionData with error NOT_LEADER_OR_FOLLOWER.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_node_endpoints(mut self, value: Vec<NodeEndpoint>) -> Self {
         self.node_endpoints = value;
         self
@@ -805,7 +805,7 @@ impl ShareFetchResponse {
 #[cfg(feature = "broker")]
 impl Encodable for ShareFetchResponse {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         types::Int32.encode(buf, &self.throttle_time_ms)?;
@@ -853,7 +853,7 @@ impl Encodable for ShareFetchResponse {
 #[cfg(feature = "client")]
 impl Decodable for ShareFetchResponse {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         let throttle_time_ms = types::Int32.decode(buf)?;
@@ -898,22 +898,22 @@ impl Default for ShareFetchResponse {
 }
 
 impl Message for ShareFetchResponse {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1
+/// Valid versions: 1-2
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct ShareFetchableTopicResponse {
     /// The unique topic ID.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub topic_id: Uuid,
 
     /// The topic partitions.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub partitions: Vec<PartitionData>,
 
     /// Other tagged fields
@@ -925,7 +925,7 @@ impl ShareFetchableTopicResponse {
     ///
     /// The unique topic ID.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_topic_id(mut self, value: Uuid) -> Self {
         self.topic_id = value;
         self
@@ -934,7 +934,7 @@ impl ShareFetchableTopicResponse {
     ///
     /// The topic partitions.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_partitions(mut self, value: Vec<PartitionData>) -> Self {
         self.partitions = value;
         self
@@ -954,7 +954,7 @@ impl ShareFetchableTopicResponse {
 #[cfg(feature = "broker")]
 impl Encodable for ShareFetchableTopicResponse {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         types::Uuid.encode(buf, &self.topic_id)?;
@@ -993,7 +993,7 @@ impl Encodable for ShareFetchableTopicResponse {
 #[cfg(feature = "client")]
 impl Decodable for ShareFetchableTopicResponse {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         let topic_id = types::Uuid.decode(buf)?;
@@ -1026,7 +1026,7 @@ impl Default for ShareFetchableTopicResponse {
 }
 
 impl Message for ShareFetchableTopicResponse {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 

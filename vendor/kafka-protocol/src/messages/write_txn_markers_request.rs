@@ -17,34 +17,39 @@ use crate::protocol::{
     Encodable, Encoder, HeaderVersion, Message, StrBytes, VersionRange,
 };
 
-/// Valid versions: 1
+/// Valid versions: 1-2
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct WritableTxnMarker {
     /// The current producer ID.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub producer_id: super::ProducerId,
 
     /// The current epoch associated with the producer ID.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub producer_epoch: i16,
 
     /// The result of the transaction to write to the partitions (false = ABORT, true = COMMIT).
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub transaction_result: bool,
 
     /// Each topic that we want to write transaction marker(s) for.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub topics: Vec<WritableTxnMarkerTopic>,
 
     /// Epoch associated with the transaction state partition hosted by this transaction coordinator.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub coordinator_epoch: i32,
+
+    /// Transaction version of the marker. Ex: 0/1 = legacy (TV0/TV1), 2 = TV2 etc.
+    ///
+    /// Supported API versions: 2
+    pub transaction_version: i8,
 
     /// Other tagged fields
     pub unknown_tagged_fields: BTreeMap<i32, Bytes>,
@@ -55,7 +60,7 @@ impl WritableTxnMarker {
     ///
     /// The current producer ID.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_producer_id(mut self, value: super::ProducerId) -> Self {
         self.producer_id = value;
         self
@@ -64,7 +69,7 @@ impl WritableTxnMarker {
     ///
     /// The current epoch associated with the producer ID.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_producer_epoch(mut self, value: i16) -> Self {
         self.producer_epoch = value;
         self
@@ -73,7 +78,7 @@ impl WritableTxnMarker {
     ///
     /// The result of the transaction to write to the partitions (false = ABORT, true = COMMIT).
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_transaction_result(mut self, value: bool) -> Self {
         self.transaction_result = value;
         self
@@ -82,7 +87,7 @@ impl WritableTxnMarker {
     ///
     /// Each topic that we want to write transaction marker(s) for.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_topics(mut self, value: Vec<WritableTxnMarkerTopic>) -> Self {
         self.topics = value;
         self
@@ -91,9 +96,18 @@ impl WritableTxnMarker {
     ///
     /// Epoch associated with the transaction state partition hosted by this transaction coordinator.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_coordinator_epoch(mut self, value: i32) -> Self {
         self.coordinator_epoch = value;
+        self
+    }
+    /// Sets `transaction_version` to the passed value.
+    ///
+    /// Transaction version of the marker. Ex: 0/1 = legacy (TV0/TV1), 2 = TV2 etc.
+    ///
+    /// Supported API versions: 2
+    pub fn with_transaction_version(mut self, value: i8) -> Self {
+        self.transaction_version = value;
         self
     }
     /// Sets unknown_tagged_fields to the passed value.
@@ -111,7 +125,7 @@ impl WritableTxnMarker {
 #[cfg(feature = "client")]
 impl Encodable for WritableTxnMarker {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         types::Int64.encode(buf, &self.producer_id)?;
@@ -119,6 +133,9 @@ impl Encodable for WritableTxnMarker {
         types::Boolean.encode(buf, &self.transaction_result)?;
         types::CompactArray(types::Struct { version }).encode(buf, &self.topics)?;
         types::Int32.encode(buf, &self.coordinator_epoch)?;
+        if version >= 2 {
+            types::Int8.encode(buf, &self.transaction_version)?;
+        }
         let num_tagged_fields = self.unknown_tagged_fields.len();
         if num_tagged_fields > std::u32::MAX as usize {
             bail!(
@@ -138,6 +155,9 @@ impl Encodable for WritableTxnMarker {
         total_size += types::Boolean.compute_size(&self.transaction_result)?;
         total_size += types::CompactArray(types::Struct { version }).compute_size(&self.topics)?;
         total_size += types::Int32.compute_size(&self.coordinator_epoch)?;
+        if version >= 2 {
+            total_size += types::Int8.compute_size(&self.transaction_version)?;
+        }
         let num_tagged_fields = self.unknown_tagged_fields.len();
         if num_tagged_fields > std::u32::MAX as usize {
             bail!(
@@ -155,7 +175,7 @@ impl Encodable for WritableTxnMarker {
 #[cfg(feature = "broker")]
 impl Decodable for WritableTxnMarker {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         let producer_id = types::Int64.decode(buf)?;
@@ -163,6 +183,11 @@ impl Decodable for WritableTxnMarker {
         let transaction_result = types::Boolean.decode(buf)?;
         let topics = types::CompactArray(types::Struct { version }).decode(buf)?;
         let coordinator_epoch = types::Int32.decode(buf)?;
+        let transaction_version = if version >= 2 {
+            types::Int8.decode(buf)?
+        } else {
+            0
+        };
         let mut unknown_tagged_fields = BTreeMap::new();
         let num_tagged_fields = types::UnsignedVarInt.decode(buf)?;
         for _ in 0..num_tagged_fields {
@@ -178,6 +203,7 @@ impl Decodable for WritableTxnMarker {
             transaction_result,
             topics,
             coordinator_epoch,
+            transaction_version,
             unknown_tagged_fields,
         })
     }
@@ -191,28 +217,29 @@ impl Default for WritableTxnMarker {
             transaction_result: false,
             topics: Default::default(),
             coordinator_epoch: 0,
+            transaction_version: 0,
             unknown_tagged_fields: BTreeMap::new(),
         }
     }
 }
 
 impl Message for WritableTxnMarker {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1
+/// Valid versions: 1-2
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct WritableTxnMarkerTopic {
     /// The topic name.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub name: super::TopicName,
 
     /// The indexes of the partitions to write transaction markers for.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub partition_indexes: Vec<i32>,
 
     /// Other tagged fields
@@ -224,7 +251,7 @@ impl WritableTxnMarkerTopic {
     ///
     /// The topic name.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_name(mut self, value: super::TopicName) -> Self {
         self.name = value;
         self
@@ -233,7 +260,7 @@ impl WritableTxnMarkerTopic {
     ///
     /// The indexes of the partitions to write transaction markers for.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_partition_indexes(mut self, value: Vec<i32>) -> Self {
         self.partition_indexes = value;
         self
@@ -253,7 +280,7 @@ impl WritableTxnMarkerTopic {
 #[cfg(feature = "client")]
 impl Encodable for WritableTxnMarkerTopic {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         types::CompactString.encode(buf, &self.name)?;
@@ -291,7 +318,7 @@ impl Encodable for WritableTxnMarkerTopic {
 #[cfg(feature = "broker")]
 impl Decodable for WritableTxnMarkerTopic {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         let name = types::CompactString.decode(buf)?;
@@ -324,17 +351,17 @@ impl Default for WritableTxnMarkerTopic {
 }
 
 impl Message for WritableTxnMarkerTopic {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
-/// Valid versions: 1
+/// Valid versions: 1-2
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq)]
 pub struct WriteTxnMarkersRequest {
     /// The transaction markers to be written.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub markers: Vec<WritableTxnMarker>,
 
     /// Other tagged fields
@@ -346,7 +373,7 @@ impl WriteTxnMarkersRequest {
     ///
     /// The transaction markers to be written.
     ///
-    /// Supported API versions: 1
+    /// Supported API versions: 1-2
     pub fn with_markers(mut self, value: Vec<WritableTxnMarker>) -> Self {
         self.markers = value;
         self
@@ -366,7 +393,7 @@ impl WriteTxnMarkersRequest {
 #[cfg(feature = "client")]
 impl Encodable for WriteTxnMarkersRequest {
     fn encode<B: ByteBufMut>(&self, buf: &mut B, version: i16) -> Result<()> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         types::CompactArray(types::Struct { version }).encode(buf, &self.markers)?;
@@ -402,7 +429,7 @@ impl Encodable for WriteTxnMarkersRequest {
 #[cfg(feature = "broker")]
 impl Decodable for WriteTxnMarkersRequest {
     fn decode<B: ByteBuf>(buf: &mut B, version: i16) -> Result<Self> {
-        if version != 1 {
+        if version < 1 || version > 2 {
             bail!("specified version not supported by this message type");
         }
         let markers = types::CompactArray(types::Struct { version }).decode(buf)?;
@@ -432,7 +459,7 @@ impl Default for WriteTxnMarkersRequest {
 }
 
 impl Message for WriteTxnMarkersRequest {
-    const VERSIONS: VersionRange = VersionRange { min: 1, max: 1 };
+    const VERSIONS: VersionRange = VersionRange { min: 1, max: 2 };
     const DEPRECATED_VERSIONS: Option<VersionRange> = None;
 }
 
