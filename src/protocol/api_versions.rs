@@ -1,7 +1,7 @@
 //! The APIs and versions this broker serves, written out by hand.
 //!
 //! Not derived from `ApiKey::valid_versions()`: that reflects what the codec can parse,
-//! which is more than is served (OffsetCommit 10, OffsetFetch 10, InitProducerId 6, the
+//! which is more than is served (InitProducerId 6, ListOffsets 11, the
 //! share and streams group APIs are in the codec's `ApiKey` table but not served here).
 //!
 //! Ranges follow Apache Kafka 4.4; `NOT_SERVED` names each API and version Kafka 4.4
@@ -32,8 +32,8 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListOffsets, 1, 10),
     (ApiKey::Metadata, 0, 13),
     // Group APIs are served by src/group/.
-    (ApiKey::OffsetCommit, 2, 9),
-    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::OffsetCommit, 2, 10),
+    (ApiKey::OffsetFetch, 1, 10),
     (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::JoinGroup, 0, 9),
     (ApiKey::Heartbeat, 0, 4),
@@ -55,7 +55,7 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AddOffsetsToTxn, 0, 4),
     (ApiKey::EndTxn, 0, 5),
     (ApiKey::WriteTxnMarkers, 1, 1),
-    (ApiKey::TxnOffsetCommit, 0, 5),
+    (ApiKey::TxnOffsetCommit, 0, 6),
     // ACLs are off (no authorizer): SECURITY_DISABLED, as Kafka without one.
     (ApiKey::DescribeAcls, 1, 3),
     (ApiKey::CreateAcls, 1, 3),
@@ -105,11 +105,8 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 /// Kafka 4.4 broker advertises.
 const NOT_SERVED: &[(i16, &str, i16, i16, &str)] = &[
     (2, "ListOffsets", 1, 11, "v11 (KIP-1023: the earliest offset not yet uploaded to tiered storage) waits for tiered storage; 1-10 served"),
-    (8, "OffsetCommit", 2, 10, "v10 (KIP-848: topic ids instead of names) not implemented; 2-9 served"),
-    (9, "OffsetFetch", 1, 10, "v10 (KIP-848: topic ids instead of names) not implemented; 1-9 served"),
     (18, "ApiVersions", 0, 5, "v5 (the client names the cluster id and node id it expects) not implemented; 0-4 served"),
     (27, "WriteTxnMarkers", 1, 2, "v2 (KIP-1228: the transaction version per marker) not implemented; 1 served"),
-    (28, "TxnOffsetCommit", 0, 6, "v6 (topic ids instead of names) not implemented; 0-5 served"),
     (57, "UpdateFeatures", 0, 2, "finalized features are fixed (transaction.version 2)"),
     (64, "UnregisterBroker", 0, 0, "broker registrations are removed by the controller when a node leaves the quorum's configuration, not by this API yet"),
     (76, "ShareGroupHeartbeat", 1, 1, "share groups (KIP-932) not implemented"),
@@ -151,8 +148,8 @@ pub fn readme_section() -> String {
 /// they are switched on.
 #[cfg(test)]
 const GROUP_APIS: &[(ApiKey, i16, i16)] = &[
-    (ApiKey::OffsetCommit, 2, 9),
-    (ApiKey::OffsetFetch, 1, 9),
+    (ApiKey::OffsetCommit, 2, 10),
+    (ApiKey::OffsetFetch, 1, 10),
     (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::JoinGroup, 0, 9),
     (ApiKey::Heartbeat, 0, 4),
@@ -332,13 +329,14 @@ mod tests {
         assert_eq!(supported(ApiKey::Fetch), Some((4, 18)));
         assert_eq!(supported(ApiKey::InitProducerId), Some((0, 5)));
         assert_eq!(supported(ApiKey::JoinGroup), Some((0, 9)));
-        assert_eq!(supported(ApiKey::OffsetCommit), Some((2, 9)));
+        assert_eq!(supported(ApiKey::OffsetCommit), Some((2, 10)));
         assert!(produce_version_rejected(2) && !produce_version_rejected(3));
         assert!(!is_served(ApiKey::Produce, 2));
         assert!(is_served(ApiKey::Produce, 3));
         assert!(is_served(ApiKey::Fetch, 18) && !is_served(ApiKey::Fetch, 19));
         assert!(is_served(ApiKey::OffsetCommit, 8));
-        assert!(!is_served(ApiKey::OffsetCommit, 10) && !is_served(ApiKey::OffsetFetch, 10));
+        assert!(is_served(ApiKey::OffsetCommit, 10) && is_served(ApiKey::OffsetFetch, 10));
+        assert!(!is_served(ApiKey::OffsetCommit, 11) && !is_served(ApiKey::OffsetFetch, 11));
         assert_eq!(supported(ApiKey::ConsumerGroupHeartbeat), Some((0, 1)));
         assert_eq!(supported(ApiKey::ConsumerGroupDescribe), Some((0, 1)));
     }

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -369,3 +370,50 @@ def test_delete_groups_v3(broker_factory):
     results = r.array(lambda: (r.compact_string(), r.i16(), r.compact_string(), r.tags()))
     codes = {g: code for g, code, _message, _ in results}
     assert codes == {live: 68, empty: 0, groups[2]: 69}, results
+
+
+def topic_id_of(bootstrap: str, topic: str) -> bytes:
+    from confluent_kafka import TopicCollection
+    a = admin(bootstrap)  # kept referenced until the result is in
+    u = a.describe_topics(TopicCollection([topic]))[topic].result(timeout=30).topic_id
+    return struct.pack(">qq", u.get_most_significant_bits(), u.get_least_significant_bits())
+
+
+def test_offsets_by_topic_id(broker_factory):
+    """OffsetCommit v10 and OffsetFetch v10 (Kafka 4.4, KIP-848) name topics by id: a
+    commit by id is read back by id (and by name through an older version); an id no
+    topic has is UNKNOWN_TOPIC_ID, and the rest of the request is still served."""
+    b = group_broker(broker_factory)
+    topic, group = f"by-id-{uuid.uuid4().hex[:8]}", f"g-by-id-{uuid.uuid4().hex[:8]}"
+    cli_create_topic(b.bootstrap, topic, 2)
+    tid, bogus = topic_id_of(b.bootstrap, topic), uuid.uuid4().bytes
+
+    def partition(index, offset):
+        return w.i32(index) + w.i64(offset) + w.i32(-1) + w.compact_nullable_string("m") + w.uvarint(0)
+
+    with w.connect(b.bootstrap) as s:
+        wait_for("the group coordinator", lambda: find_group_coordinator(s, group) == 0)
+    # OffsetCommit v10, a simple group (no generation): topics by id.
+    body = (w.compact_string(group) + w.i32(-1) + w.compact_string("") + w.compact_nullable_string(None)
+            + w.compact_array([tid + w.compact_array([partition(0, 42), partition(1, 7)]) + w.uvarint(0),
+                               bogus + w.compact_array([partition(0, 5)]) + w.uvarint(0)]))
+    r = wait_for("the commit", lambda: (r := w.flexible_roundtrip(b.bootstrap, OFFSET_COMMIT, 10, body)) and r)
+    r.i32()
+    got = r.array(lambda: (r.uuid(), r.array(lambda: (r.i32(), r.i16(), r.tags())), r.tags()))
+    codes = {(t, p): e for t, ps, _ in got for p, e, _ in ps}
+    assert codes == {(tid, 0): 0, (tid, 1): 0, (bogus, 0): 100}, codes
+    # OffsetFetch v10 by id: the committed offsets; the unknown id: UNKNOWN_TOPIC_ID.
+    topics = w.compact_array([tid + w.compact_array([w.i32(0), w.i32(1)]) + w.uvarint(0),
+                              bogus + w.compact_array([w.i32(0)]) + w.uvarint(0)])
+    body = w.compact_array([w.compact_string(group) + w.compact_nullable_string(None) + w.i32(-1) + topics + w.uvarint(0)]) + w.i8(0)
+    r = w.flexible_roundtrip(b.bootstrap, 9, 10, body)
+    r.i32()
+    groups = r.array(lambda: (r.compact_string(), r.array(lambda: (r.uuid(), r.array(
+        lambda: (r.i32(), r.i64(), r.i32(), r.compact_string(), r.i16(), r.tags())), r.tags())), r.i16(), r.tags()))
+    ((g, ts, err, _),) = groups
+    assert g == group and err == 0
+    fetched = {(t, p): (off, e) for t, ps, _ in ts for p, off, _, _, e, _ in ps}
+    assert fetched[(tid, 0)] == (42, 0) and fetched[(tid, 1)] == (7, 0), fetched
+    assert fetched[(bogus, 0)][1] == 100, fetched
+    # The same offsets by name, through the classic API.
+    assert committed(b.bootstrap, group, topic, 2) == {0: 42, 1: 7}

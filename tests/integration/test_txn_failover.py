@@ -186,8 +186,11 @@ class TxnClient:
 
     TXN_TIMEOUT_MS = 300000  # beyond every bound of the tests
 
-    def __init__(self, bootstrap: str, txn_id: str, topic: str):
+    def __init__(self, bootstrap: str, txn_id: str, topic: str, debug: str | None = None):
         self.bootstrap = bootstrap
+        # librdkafka debug contexts (e.g. "eos,protocol"): logged to stderr, which pytest
+        # shows only when the test fails.
+        self.debug = debug
         self.txn_id = txn_id
         self.topic = topic
         self.p: Producer | None = None
@@ -203,6 +206,8 @@ class TxnClient:
                 pass
         conf = {"bootstrap.servers": self.bootstrap, "transactional.id": self.txn_id, "linger.ms": 5,
                 "transaction.timeout.ms": self.TXN_TIMEOUT_MS, "message.timeout.ms": 60000, "log_level": 3}
+        if self.debug:
+            conf.update({"debug": self.debug, "log_level": 7})
         deadline = time.monotonic() + BOUND_S
         while True:
             p = Producer(conf)
@@ -556,7 +561,10 @@ def test_consume_transform_produce_across_coordinator_kill9(cluster):
 
     c = Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False,
                   "isolation.level": READ_COMMITTED, "auto.offset.reset": "earliest", "log_level": 3})
-    tx = TxnClient(bs, txn_id, dst)
+    # A rare hang inside librdkafka's send_offsets_to_transaction after the kill (seen under
+    # the full suite's load, on shardlog and once on Kafka 4.4): its transaction state
+    # machine's and protocol log, to tell what it waits for when it happens again.
+    tx = TxnClient(bs, txn_id, dst, debug="eos,protocol")
     victim = node_of(cluster, tcoord)
     st = {"txns": 0, "aborts": 0, "kill_at": None, "restart_at": None, "step": "start", "since": time.monotonic()}
 

@@ -37,6 +37,7 @@ pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
+mod group_topic_ids;
 pub mod heartbeat;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;

@@ -1,9 +1,11 @@
-//! OffsetCommit 2-9: validated and stored by the coordinating shard (`group/offsets.rs`).
+//! OffsetCommit 2-10: validated and stored by the coordinating shard (`group/offsets.rs`).
+//! v10 names topics by id (`group_topic_ids.rs`).
 use std::rc::Rc;
 
 use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
+use super::group_topic_ids::{id_of, names_by_id};
 use crate::group::ops::{route, GroupOp, GroupReply};
 use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
@@ -18,7 +20,7 @@ fn all_failed(req: &OffsetCommitRequest, e: ErrorCode) -> OffsetCommitResponse {
         req.topics
             .iter()
             .map(|t| {
-                OffsetCommitResponseTopic::default().with_name(t.name.clone()).with_partitions(
+                OffsetCommitResponseTopic::default().with_name(t.name.clone()).with_topic_id(t.topic_id).with_partitions(
                     t.partitions.iter().map(|p| OffsetCommitResponsePartition::default().with_partition_index(p.partition_index).with_error_code(e.code())).collect(),
                 )
             })
@@ -31,15 +33,27 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: OffsetCommit
     if count > MAX_PARTITIONS {
         return meta.respond(&all_failed(&req, ErrorCode::INVALID_COMMIT_OFFSET_SIZE));
     }
+    let mut req = req;
+    // v10: topics by id. Known ids get their names (the coordinator keys offsets by name);
+    // unknown ones are answered UNKNOWN_TOPIC_ID.
+    let mut unknown_ids = Vec::new();
+    if meta.version >= 10 {
+        let image = ctx.image();
+        let names = names_by_id(&image, req.topics.iter().map(|t| t.topic_id));
+        let (known, unknown): (Vec<_>, Vec<_>) = std::mem::take(&mut req.topics).into_iter().partition(|t| names.contains_key(&t.topic_id));
+        req.topics = known.into_iter().map(|t| { let name = names[&t.topic_id].clone(); t.with_name(name) }).collect();
+        unknown_ids = all_failed(&OffsetCommitRequest::default().with_topics(unknown), ErrorCode::UNKNOWN_TOPIC_ID).topics;
+    }
     let group_id = req.group_id.0.to_string();
     // ACLs (Kafka's KafkaApis): READ on the group (else every partition is
     // GROUP_AUTHORIZATION_FAILED), then READ on each topic (else its partitions are
     // TOPIC_AUTHORIZATION_FAILED and the rest is committed).
     let access = ctx.access(&meta);
     if !access.allows_group(Operation::Read, &group_id) {
-        return meta.respond(&all_failed(&req, ErrorCode::GROUP_AUTHORIZATION_FAILED));
+        let mut resp = all_failed(&req, ErrorCode::GROUP_AUTHORIZATION_FAILED);
+        resp.topics.extend(unknown_ids);
+        return meta.respond(&resp);
     }
-    let mut req = req;
     let (topics, denied): (Vec<_>, Vec<_>) = std::mem::take(&mut req.topics).into_iter().partition(|t| access.allows_topic(Operation::Read, t.name.as_str()));
     req.topics = topics;
     let denied = all_failed(&OffsetCommitRequest::default().with_topics(denied), ErrorCode::TOPIC_AUTHORIZATION_FAILED).topics;
@@ -51,5 +65,12 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: OffsetCommit
         Err(e) => all_failed(&skeleton, e),
     };
     resp.topics.extend(denied);
+    if meta.version >= 10 {
+        let image = ctx.image();
+        for t in &mut resp.topics {
+            t.topic_id = id_of(&image, t.name.as_str());
+        }
+        resp.topics.extend(unknown_ids);
+    }
     meta.respond(&resp)
 }

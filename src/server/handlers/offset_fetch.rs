@@ -1,6 +1,7 @@
-//! OffsetFetch 1-9: one group per request up to v7, several (`groups`) from v8, each
+//! OffsetFetch 1-10: one group per request up to v7, several (`groups`) from v8, each
 //! routed to its coordinating shard. A null topic list (v2+) asks for every committed
-//! partition.
+//! partition. v10 names topics by id (`group_topic_ids.rs`); an all-topics answer leaves
+//! out topics deleted since their offsets were committed (they have no id to name them).
 use std::rc::Rc;
 
 use futures::future::join_all;
@@ -10,6 +11,7 @@ use kafka_protocol::messages::offset_fetch_response::{
 };
 use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse};
 
+use super::group_topic_ids::{id_of, names_by_id};
 use super::{str_bytes, topic_name};
 use crate::group::consumer::ConsumerOp;
 use crate::group::ops::{route, GroupOp, GroupReply, PartitionOffset};
@@ -102,29 +104,57 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: OffsetFetchR
         if req.groups.len() > MAX_GROUPS {
             return meta.respond(&OffsetFetchResponse::default().with_error_code(ErrorCode::INVALID_REQUEST.code()));
         }
+        let image = ctx.image();
+        let names = if v >= 10 {
+            names_by_id(&image, req.groups.iter().flat_map(|g| g.topics.iter().flatten().map(|t| t.topic_id)))
+        } else {
+            Default::default()
+        };
+        let image = &image;
+        let names = &names;
         let futures = req.groups.into_iter().map(|g| {
-            let topics: Topics = g.topics.map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect());
+            // v10: ids the image does not know are answered UNKNOWN_TOPIC_ID.
+            let mut unknown_ids = Vec::new();
+            let topics: Topics = g.topics.map(|ts| {
+                ts.into_iter()
+                    .filter_map(|t| match (v >= 10).then(|| names.get(&t.topic_id)) {
+                        None => Some((t.name.0.to_string(), t.partition_indexes)),
+                        Some(Some(name)) => Some((name.0.to_string(), t.partition_indexes)),
+                        Some(None) => {
+                            unknown_ids.push((t.topic_id, t.partition_indexes));
+                            None
+                        }
+                    })
+                    .collect()
+            });
             let group_id = g.group_id.clone();
             let member: Member = g.member_id.as_ref().map(|m| (m.to_string(), g.member_epoch));
             async move {
                 let (e, topics) = fetch_one(ctx, access, group_id.0.to_string(), topics, member, req.require_stable).await;
-                let topics = topics
+                let partition = |p: PartitionOffset| {
+                    OffsetFetchResponsePartitions::default()
+                        .with_partition_index(p.partition)
+                        .with_committed_offset(p.offset)
+                        .with_committed_leader_epoch(p.leader_epoch)
+                        .with_metadata(p.metadata.as_deref().map(str_bytes))
+                        .with_error_code(p.error.code())
+                };
+                let mut topics: Vec<OffsetFetchResponseTopics> = topics
                     .into_iter()
-                    .map(|(t, ps)| {
-                        OffsetFetchResponseTopics::default().with_name(topic_name(&t)).with_partitions(
-                            ps.into_iter()
-                                .map(|p| {
-                                    OffsetFetchResponsePartitions::default()
-                                        .with_partition_index(p.partition)
-                                        .with_committed_offset(p.offset)
-                                        .with_committed_leader_epoch(p.leader_epoch)
-                                        .with_metadata(p.metadata.as_deref().map(str_bytes))
-                                        .with_error_code(p.error.code())
-                                })
-                                .collect(),
-                        )
+                    .filter_map(|(t, ps)| {
+                        let topic_id = if v >= 10 { id_of(image, &t) } else { uuid::Uuid::nil() };
+                        (v < 10 || !topic_id.is_nil()).then(|| {
+                            OffsetFetchResponseTopics::default()
+                                .with_name(topic_name(&t))
+                                .with_topic_id(topic_id)
+                                .with_partitions(ps.into_iter().map(partition).collect())
+                        })
                     })
                     .collect();
+                topics.extend(unknown_ids.into_iter().map(|(id, ps)| {
+                    let unknown = |p| PartitionOffset { partition: p, offset: -1, leader_epoch: -1, metadata: Some(String::new()), error: ErrorCode::UNKNOWN_TOPIC_ID };
+                    OffsetFetchResponseTopics::default().with_topic_id(id).with_partitions(ps.into_iter().map(unknown).map(partition).collect())
+                }));
                 OffsetFetchResponseGroup::default().with_group_id(GroupId(group_id.0)).with_error_code(e.code()).with_topics(topics)
             }
         });

@@ -1,12 +1,13 @@
-//! TxnOffsetCommit 0-5: offsets a transactional producer commits for a consumer group,
+//! TxnOffsetCommit 0-6: offsets a transactional producer commits for a consumer group,
 //! written with its transaction and visible once the commit marker reaches the group's
 //! `__consumer_offsets` partition (`group/txn_offsets.rs`). Routed to the group's
-//! coordinator like OffsetCommit.
+//! coordinator like OffsetCommit. v6 names topics by id (`group_topic_ids.rs`).
 use std::rc::Rc;
 
 use kafka_protocol::messages::txn_offset_commit_response::{TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic};
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
+use super::group_topic_ids::{id_of, names_by_id};
 use super::txn_verification::verify;
 use crate::group::ops::{coordinator_of, route, GroupOp, GroupReply};
 use crate::group::OFFSETS_TOPIC;
@@ -23,10 +24,33 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: TxnOffsetCom
             .iter()
             .map(|t| {
                 let parts = t.partitions.iter().map(|p| TxnOffsetCommitResponsePartition::default().with_partition_index(p.partition_index).with_error_code(e.code())).collect();
-                TxnOffsetCommitResponseTopic::default().with_name(t.name.clone()).with_partitions(parts)
+                TxnOffsetCommitResponseTopic::default().with_name(t.name.clone()).with_topic_id(t.topic_id).with_partitions(parts)
             })
             .collect();
         TxnOffsetCommitResponse::default().with_topics(topics)
+    };
+    // v6: topics by id. Known ids get their names (the coordinator keys offsets by name);
+    // unknown ones are answered UNKNOWN_TOPIC_ID and the rest is committed.
+    let mut req = req;
+    let mut unknown_ids = Vec::new();
+    if meta.version >= 6 {
+        let image = ctx.image();
+        let names = names_by_id(&image, req.topics.iter().map(|t| t.topic_id));
+        let (known, unknown): (Vec<_>, Vec<_>) = std::mem::take(&mut req.topics).into_iter().partition(|t| names.contains_key(&t.topic_id));
+        req.topics = known.into_iter().map(|t| { let name = names[&t.topic_id].clone(); t.with_name(name) }).collect();
+        unknown_ids = failed(&TxnOffsetCommitRequest::default().with_topics(unknown), ErrorCode::UNKNOWN_TOPIC_ID).topics;
+    }
+    // v6: the topics of the answer by id, and the unknown ids' answers.
+    let version = meta.version;
+    let by_id = |mut resp: TxnOffsetCommitResponse| {
+        if version >= 6 {
+            let image = ctx.image();
+            for t in &mut resp.topics {
+                t.topic_id = id_of(&image, t.name.as_str());
+            }
+            resp.topics.extend(unknown_ids.iter().cloned());
+        }
+        resp
     };
     let copy = req.clone();
     // ACLs: WRITE on the transactional id, READ on the group, READ on every topic (one
@@ -42,7 +66,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: TxnOffsetCom
         None
     };
     if let Some(e) = refused {
-        return meta.respond(&failed(&copy, e));
+        return meta.respond(&by_id(failed(&copy, e)));
     }
     // KIP-890: the group's offsets partition must be in the transaction — verified for
     // v1 clients (they sent AddOffsetsToTxn), added for v2 ones (TxnOffsetCommit v5, no
@@ -60,7 +84,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: TxnOffsetCom
             e => Some(e),
         };
         if let Some(e) = refused {
-            return meta.respond(&failed(&copy, e));
+            return meta.respond(&by_id(failed(&copy, e)));
         }
     }
     let resp = match route(&ctx.router, &group_id, GroupOp::TxnCommit { req, version: meta.version }).await {
@@ -68,5 +92,5 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: TxnOffsetCom
         Ok(_) => failed(&copy, ErrorCode::UNKNOWN_SERVER_ERROR),
         Err(e) => failed(&copy, e),
     };
-    meta.respond(&resp)
+    meta.respond(&by_id(resp))
 }
