@@ -43,7 +43,7 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 5),
     // SASL (server/sasl_authenticator.rs), answered on every listener as Kafka does.
     (ApiKey::SaslHandshake, 0, 1),
-    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::ApiVersions, 0, 5),
     (ApiKey::CreateTopics, 2, 7),
     (ApiKey::DeleteTopics, 1, 6),
     (ApiKey::DeleteRecords, 0, 2),
@@ -105,7 +105,6 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 /// Kafka 4.4 broker advertises.
 const NOT_SERVED: &[(i16, &str, i16, i16, &str)] = &[
     (2, "ListOffsets", 1, 11, "v11 (KIP-1023: the earliest offset not yet uploaded to tiered storage) waits for tiered storage; 1-10 served"),
-    (18, "ApiVersions", 0, 5, "v5 (the client names the cluster id and node id it expects) not implemented; 0-4 served"),
     (27, "WriteTxnMarkers", 1, 2, "v2 (KIP-1228: the transaction version per marker) not implemented; 1 served"),
     (57, "UpdateFeatures", 0, 2, "finalized features are fixed (transaction.version 2)"),
     (64, "UnregisterBroker", 0, 0, "broker registrations are removed by the controller when a node leaves the quorum's configuration, not by this API yet"),
@@ -371,6 +370,6 @@ mod tests {
         assert_eq!(r.error_code, 35);
         assert_eq!(r.api_keys.len(), 1);
         assert_eq!(r.api_keys[0].api_key, ApiKey::ApiVersions as i16);
-        assert_eq!((r.api_keys[0].min_version, r.api_keys[0].max_version), (0, 4));
+        assert_eq!((r.api_keys[0].min_version, r.api_keys[0].max_version), (0, 5));
     }
 }

@@ -107,6 +107,7 @@ impl ErrorCode {
     pub const STALE_MEMBER_EPOCH: ErrorCode = ErrorCode(113);
     pub const TRANSACTION_ABORTABLE: ErrorCode = ErrorCode(120);
     pub const INVALID_REGULAR_EXPRESSION: ErrorCode = ErrorCode(128);
+    pub const REBOOTSTRAP_REQUIRED: ErrorCode = ErrorCode(129);
 
     /// The wire value.
     #[inline]
@@ -213,6 +214,7 @@ mod tests {
             (ErrorCode::UNACCEPTABLE_CREDENTIAL, ResponseError::UnacceptableCredential),
             (ErrorCode::TRANSACTIONAL_ID_NOT_FOUND, ResponseError::TransactionalIdNotFound),
             (ErrorCode::INVALID_REGULAR_EXPRESSION, ResponseError::InvalidRegularExpression),
+            (ErrorCode::REBOOTSTRAP_REQUIRED, ResponseError::RebootstrapRequired),
         ];
         for (ours, theirs) in pairs {
             assert_eq!(ours.code(), theirs.code(), "{theirs:?}");

@@ -122,7 +122,11 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origi
     // Only the group and topic-mutation APIs want it (no String per request for the others).
     let client_id = || req.header.client_id.as_deref().unwrap_or("").to_string();
     match req.body {
-        RequestKind::ApiVersions(_) => handlers::api_versions::handle(meta),
+        RequestKind::ApiVersions(r) => {
+            let image = ctx.image();
+            let node = (!image.cluster_id.is_empty()).then(|| (image.cluster_id.as_str(), ctx.config.node_id));
+            handlers::api_versions::handle(meta, &r, node)
+        }
         RequestKind::Metadata(r) => handlers::metadata::handle(ctx, meta, r).await,
         RequestKind::Produce(r) => handlers::produce::handle(ctx, meta, ProduceInput::Decoded(r)).await,
         RequestKind::Fetch(r) => handlers::fetch::handle(ctx, meta, r, req.header.client_id.as_deref().unwrap_or("")).await,

@@ -107,11 +107,19 @@ pub struct Authenticator {
     session_expires: Option<Instant>,
     /// Authenticated with a delegation token (such a session may not manage tokens).
     token_authenticated: bool,
+    /// This node's (cluster id, node id), for ApiVersions v5 before authentication.
+    node: Option<(String, i32)>,
 }
 
 impl Authenticator {
     pub fn new(settings: Arc<SaslSettings>) -> Authenticator {
-        Authenticator { settings, state: State::Handshake, principal: None, mechanism: None, reauthenticating: None, session_expires: None, token_authenticated: false }
+        Authenticator { settings, state: State::Handshake, principal: None, mechanism: None, reauthenticating: None, session_expires: None, token_authenticated: false, node: None }
+    }
+
+    /// The node ApiVersions v5 clients may name (KIP-1242); unset, the check is skipped.
+    pub fn with_node(mut self, cluster_id: &str, node_id: i32) -> Authenticator {
+        self.node = (!cluster_id.is_empty()).then(|| (cluster_id.to_string(), node_id));
+        self
     }
 
     pub fn is_done(&self) -> bool {
@@ -168,7 +176,10 @@ impl Authenticator {
         };
         let meta = RequestMeta::of(&req, origin);
         match (req.body, &self.state) {
-            (RequestKind::ApiVersions(_), _) => Step::Respond(handlers::api_versions::handle(meta)),
+            (RequestKind::ApiVersions(r), _) => {
+                let node = self.node.as_ref().map(|(c, id)| (c.as_str(), *id));
+                Step::Respond(handlers::api_versions::handle(meta, &r, node))
+            }
             (RequestKind::SaslHandshake(r), State::Handshake) => {
                 let enabled = &self.settings.mechanisms;
                 let response = SaslHandshakeResponse::default().with_mechanisms(enabled.iter().map(|m| StrBytes::from_string(m.clone())).collect());

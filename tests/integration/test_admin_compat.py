@@ -70,7 +70,7 @@ def commit_group(bootstrap: str, group: str, topic: str, timeout_s: float = 60):
 # -- ApiVersions ---------------------------------------------------------------------------------
 
 # Some of what a Kafka 4.4.0 broker advertises (the whole table: src/protocol/api_versions.rs).
-KAFKA_44_RANGES = {1: (4, 18), 29: (1, 3), 30: (1, 3), 31: (1, 3), 34: (1, 2), 35: (1, 5), 42: (0, 3), 50: (0, 0),
+KAFKA_44_RANGES = {1: (4, 18), 18: (0, 5), 29: (1, 3), 30: (1, 3), 31: (1, 3), 34: (1, 2), 35: (1, 5), 42: (0, 3), 50: (0, 0),
                    60: (0, 2), 65: (0, 0), 66: (0, 2), 74: (0, 1), 75: (0, 0)}
 
 
@@ -80,6 +80,34 @@ def test_api_versions_match_kafka(bootstrap):
     assert err == 0
     for key, rng in KAFKA_44_RANGES.items():
         assert apis.get(key) == rng, f"api {key}: {apis.get(key)} != Kafka 4.4's {rng}"
+
+
+def api_versions_v5(bootstrap: str, cluster_id: str | None, node_id: int) -> tuple[int, int]:
+    """ApiVersions v5 naming a cluster id and node id (KIP-1242): (error, APIs listed)."""
+    body = (w.compact_string("shardlog-tests") + w.compact_string("1") + w.compact_nullable_string(cluster_id)
+            + w.i32(node_id) + w.uvarint(0))
+    with w.connect(bootstrap) as s:
+        s.sendall(w.request(18, 5, 7, body, header_version=2))
+        r = w.FlexReader(w.recv_frame(s))
+    assert r.i32() == 7  # ApiVersions answers with response header v0, even flexible
+    err = r.i16()
+    return err, len(r.array(lambda: (r.i16(), r.i16(), r.i16(), r.tags())) or [])
+
+
+def test_api_versions_v5_checks_the_node_the_client_names(bootstrap):
+    """KIP-1242, as a Kafka 4.4 broker answers: naming neither is fine, naming this cluster
+    and node is fine, naming only one is INVALID_REQUEST, naming another cluster or node is
+    REBOOTSTRAP_REQUIRED; an error answer lists no APIs."""
+    a = admin(bootstrap)  # kept referenced until the result is in
+    d = a.describe_cluster(request_timeout=30).result(timeout=30)
+    cluster, (node,) = d.cluster_id, [n.id for n in d.nodes]
+    assert api_versions_v5(bootstrap, None, -1)[0] == 0
+    err, apis = api_versions_v5(bootstrap, cluster, node)
+    assert err == 0 and apis > 50
+    assert api_versions_v5(bootstrap, cluster, -1) == (42, 0)
+    assert api_versions_v5(bootstrap, None, node) == (42, 0)
+    assert api_versions_v5(bootstrap, cluster, node + 7) == (129, 0)
+    assert api_versions_v5(bootstrap, "another-cluster-id-0000", node) == (129, 0)
 
 
 # -- DescribeLogDirs / AlterReplicaLogDirs -------------------------------------------------------

@@ -1,6 +1,52 @@
-use crate::protocol::api_versions_response;
+//! ApiVersions 0-5. From v5 (KIP-1242) a client may name the cluster id and node id it
+//! means to reach: both or neither (one alone is INVALID_REQUEST), and a mismatch is
+//! REBOOTSTRAP_REQUIRED (its metadata is stale: an address now serves another node),
+//! each without the API list, as Kafka 4.4 answers.
+use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+
+use crate::protocol::{api_versions_response, ErrorCode};
 use crate::server::dispatch::{RequestMeta, Response};
 
-pub fn handle(meta: RequestMeta) -> Response {
+/// This node as v5 clients name it: (cluster id, node id); `None` skips the check (a
+/// node that does not know its cluster id yet).
+pub type NodeIdentity<'a> = Option<(&'a str, i32)>;
+
+pub fn handle(meta: RequestMeta, req: &ApiVersionsRequest, node: NodeIdentity<'_>) -> Response {
+    if meta.version >= 5 {
+        let e = identity_error(req.cluster_id.as_deref(), req.node_id, node);
+        if e != ErrorCode::NONE {
+            return meta.respond(&ApiVersionsResponse::default().with_error_code(e.code()));
+        }
+    }
     meta.respond(&api_versions_response(meta.version))
+}
+
+/// KIP-1242's check of the cluster id and node id a v5 request names (`None` / -1: not
+/// named) against this node's.
+fn identity_error(cluster_id: Option<&str>, node_id: i32, node: NodeIdentity<'_>) -> ErrorCode {
+    match (cluster_id, node_id >= 0) {
+        (None, false) => ErrorCode::NONE,
+        (Some(_), false) | (None, true) => ErrorCode::INVALID_REQUEST,
+        (Some(cluster), true) => match node {
+            Some((ours, id)) if cluster != ours || node_id != id => ErrorCode::REBOOTSTRAP_REQUIRED,
+            _ => ErrorCode::NONE,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kip_1242_identity_check_as_kafka_4_4_answers() {
+        let node = Some(("c1", 1));
+        assert_eq!(identity_error(None, -1, node), ErrorCode::NONE);
+        assert_eq!(identity_error(Some("c1"), 1, node), ErrorCode::NONE);
+        assert_eq!(identity_error(Some("c1"), -1, node), ErrorCode::INVALID_REQUEST);
+        assert_eq!(identity_error(None, 1, node), ErrorCode::INVALID_REQUEST);
+        assert_eq!(identity_error(Some("c1"), 2, node), ErrorCode::REBOOTSTRAP_REQUIRED);
+        assert_eq!(identity_error(Some("other"), 1, node), ErrorCode::REBOOTSTRAP_REQUIRED);
+        assert_eq!(identity_error(Some("other"), 1, None), ErrorCode::NONE);
+    }
 }
