@@ -1,7 +1,7 @@
 //! The APIs and versions this broker serves, written out by hand.
 //!
 //! Not derived from `ApiKey::valid_versions()`: that reflects what the codec can parse,
-//! which is more than is served (InitProducerId 6, ListOffsets 11, the
+//! which is more than is served (InitProducerId 6, WriteTxnMarkers 2, the
 //! share and streams group APIs are in the codec's `ApiKey` table but not served here).
 //!
 //! Ranges follow Apache Kafka 4.4; `NOT_SERVED` names each API and version Kafka 4.4
@@ -29,7 +29,7 @@ const FINALIZED_FEATURES_EPOCH: i64 = 1;
 const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 0, 13), // v0-2 advertised but rejected, see produce_version_rejected
     (ApiKey::Fetch, 4, 18),
-    (ApiKey::ListOffsets, 1, 10),
+    (ApiKey::ListOffsets, 1, 11),
     (ApiKey::Metadata, 0, 13),
     // Group APIs are served by src/group/.
     (ApiKey::OffsetCommit, 2, 10),
@@ -104,7 +104,6 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 /// made from this and `SUPPORTED` (`readme_section`); tests keep both in step with what a
 /// Kafka 4.4 broker advertises.
 const NOT_SERVED: &[(i16, &str, i16, i16, &str)] = &[
-    (2, "ListOffsets", 1, 11, "v11 (KIP-1023: the earliest offset not yet uploaded to tiered storage) waits for tiered storage; 1-10 served"),
     (27, "WriteTxnMarkers", 1, 2, "v2 (KIP-1228: the transaction version per marker) not implemented; 1 served"),
     (57, "UpdateFeatures", 0, 2, "finalized features are fixed (transaction.version 2)"),
     (64, "UnregisterBroker", 0, 0, "broker registrations are removed by the controller when a node leaves the quorum's configuration, not by this API yet"),

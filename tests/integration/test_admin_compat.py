@@ -70,7 +70,7 @@ def commit_group(bootstrap: str, group: str, topic: str, timeout_s: float = 60):
 # -- ApiVersions ---------------------------------------------------------------------------------
 
 # Some of what a Kafka 4.4.0 broker advertises (the whole table: src/protocol/api_versions.rs).
-KAFKA_44_RANGES = {1: (4, 18), 18: (0, 5), 29: (1, 3), 30: (1, 3), 31: (1, 3), 34: (1, 2), 35: (1, 5), 42: (0, 3), 50: (0, 0),
+KAFKA_44_RANGES = {1: (4, 18), 2: (1, 11), 18: (0, 5), 29: (1, 3), 30: (1, 3), 31: (1, 3), 34: (1, 2), 35: (1, 5), 42: (0, 3), 50: (0, 0),
                    60: (0, 2), 65: (0, 0), 66: (0, 2), 74: (0, 1), 75: (0, 0)}
 
 
@@ -108,6 +108,33 @@ def test_api_versions_v5_checks_the_node_the_client_names(bootstrap):
     assert api_versions_v5(bootstrap, None, node) == (42, 0)
     assert api_versions_v5(bootstrap, cluster, node + 7) == (129, 0)
     assert api_versions_v5(bootstrap, "another-cluster-id-0000", node) == (129, 0)
+
+
+def list_offsets_v(bootstrap: str, version: int, topic: str, timestamp: int) -> tuple[int, int, int, int]:
+    """ListOffsets (v6+) of partition 0 at `timestamp`: (error, timestamp, offset, leader epoch)."""
+    part = w.i32(0) + w.i32(-1) + w.i64(timestamp) + w.uvarint(0)
+    body = w.i32(-1) + w.i8(0) + w.compact_array([w.compact_string(topic) + w.compact_array([part]) + w.uvarint(0)])
+    if version >= 10:
+        body += w.i32(30000)
+    r = w.flexible_roundtrip(bootstrap, 2, version, body)
+    r.i32()
+    ((_, ((_, err, ts, offset, epoch, _),), _),) = r.array(
+        lambda: (r.compact_string(), r.array(lambda: (r.i32(), r.i16(), r.i64(), r.i64(), r.i32(), r.tags())), r.tags()))
+    return err, ts, offset, epoch
+
+
+def test_list_offsets_v11_earliest_pending_upload(broker, topic_name):
+    """ListOffsets v11 (KIP-1023): the earliest offset pending upload to tiered storage (-6)
+    of a topic without remote storage is no offset (-1, error 0), as Kafka 4.4 answers;
+    v10 does not know -6 (UNSUPPORTED_VERSION); the other timestamps are unchanged."""
+    bootstrap = broker.bootstrap
+    admin_create_topic(bootstrap, topic_name, 1)
+    wait_topic(bootstrap, topic_name, 1)
+    produce(bootstrap, topic_name, 0, 10)
+    assert list_offsets_v(bootstrap, 11, topic_name, -6) == (0, -1, -1, -1)
+    assert list_offsets_v(bootstrap, 10, topic_name, -6)[0] == 35
+    assert list_offsets_v(bootstrap, 11, topic_name, -2)[:3] == (0, -1, 0)
+    assert list_offsets_v(bootstrap, 11, topic_name, -1)[:3] == (0, -1, 10)
 
 
 # -- DescribeLogDirs / AlterReplicaLogDirs -------------------------------------------------------

@@ -1,7 +1,9 @@
 //! ListOffsets: earliest (-2), latest (-1: the high watermark, or the last stable offset
 //! with isolation_level 1 = read_committed, v2+), max timestamp (-3), or the first offset whose record
 //! timestamp is >= the given timestamp. Every partition of the request goes in one router
-//! batch (one message per other shard).
+//! batch (one message per other shard). v11's earliest pending upload (-6, KIP-1023) is
+//! answered here: without tiered storage nothing is pending, so no offset (-1), as Kafka
+//! 4.4 answers for a topic without remote storage; before v11 it is UNSUPPORTED_VERSION.
 use std::rc::Rc;
 
 use kafka_protocol::messages::list_offsets_request::ListOffsetsRequest;
@@ -14,6 +16,9 @@ use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
+/// KIP-1023's "earliest offset not yet uploaded to remote storage" (ListOffsets v11).
+const EARLIEST_PENDING_UPLOAD_TIMESTAMP: i64 = -6;
+
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListOffsetsRequest) -> Response {
     let image = ctx
         .image_for_request(|image| {
@@ -24,6 +29,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListOffsetsR
     let partition_count = req.topics.iter().map(|t| t.partitions.len()).sum();
     let mut batch = OpBatch::with_capacity(partition_count);
     let mut topics = Vec::with_capacity(req.topics.len());
+    // Whether each partition of the response (in order) went into the batch.
+    let mut routed = Vec::with_capacity(partition_count);
     // ACLs: DESCRIBE on each topic, else TOPIC_AUTHORIZATION_FAILED (before existence).
     let access = ctx.access(&meta);
     for topic in &req.topics {
@@ -32,6 +39,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListOffsetsR
         let mut partitions = Vec::with_capacity(topic.partitions.len());
         for p in &topic.partitions {
             let resp = ListOffsetsPartitionResponse::default().with_partition_index(p.partition_index).with_timestamp(-1).with_offset(-1);
+            routed.push(false);
             if denied {
                 partitions.push(resp.with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.code()));
                 continue;
@@ -45,15 +53,22 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListOffsetsR
                 partitions.push(resp.with_error_code(e.code()));
                 continue;
             }
+            if p.timestamp == EARLIEST_PENDING_UPLOAD_TIMESTAMP {
+                let e = if meta.version < 11 { ErrorCode::UNSUPPORTED_VERSION } else { ErrorCode::NONE };
+                partitions.push(resp.with_leader_epoch(-1).with_error_code(e.code()));
+                continue;
+            }
             // Sent to its shard: error code 0 until the result is in. leader_epoch exists
             // from v4 on.
             batch.push(owner.shard, name, p.partition_index, PartitionOp::ListOffsets { timestamp: p.timestamp, read_committed });
+            *routed.last_mut().expect("pushed above") = true;
             partitions.push(if meta.version >= 4 { resp.with_leader_epoch(owner.leader_epoch) } else { resp });
         }
         topics.push(ListOffsetsTopicResponse::default().with_name(topic.name.clone()).with_partitions(partitions));
     }
     let mut results = ctx.router.run(batch).await.into_iter();
-    for resp in topics.iter_mut().flat_map(|t| t.partitions.iter_mut()).filter(|r| r.error_code == 0) {
+    let answers = topics.iter_mut().flat_map(|t| t.partitions.iter_mut()).zip(routed).filter(|(_, routed)| *routed);
+    for (resp, _) in answers {
         match results.next() {
             Some(Ok(OpOutput::Offset(offset, ts))) => {
                 resp.offset = offset;
