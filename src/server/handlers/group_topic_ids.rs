@@ -2,7 +2,7 @@
 //! v6 name topics by id, not by name). The handlers resolve ids to names at the edge, so
 //! the group coordinator keeps keying offsets by name as Kafka's does, and put the ids back
 //! in the response; an id the metadata image does not know is UNKNOWN_TOPIC_ID.
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use kafka_protocol::messages::TopicName;
 
@@ -11,7 +11,7 @@ use crate::cluster::image::MetadataImage;
 
 /// Names by id for the ids of one request (ids the image does not know are left out).
 pub(crate) fn names_by_id(image: &MetadataImage, ids: impl Iterator<Item = uuid::Uuid>) -> HashMap<uuid::Uuid, TopicName> {
-    let wanted: HashMap<uuid::Uuid, ()> = ids.map(|id| (id, ())).collect();
+    let wanted: HashSet<uuid::Uuid> = ids.collect();
     if wanted.is_empty() {
         return HashMap::new();
     }
@@ -21,9 +21,23 @@ pub(crate) fn names_by_id(image: &MetadataImage, ids: impl Iterator<Item = uuid:
         .values()
         .filter_map(|t| {
             let id = uuid::Uuid::from_bytes(t.topic_id);
-            wanted.contains_key(&id).then(|| (id, topic_name(&t.name)))
+            wanted.contains(&id).then(|| (id, topic_name(&t.name)))
         })
         .collect()
+}
+
+/// A request's topics named by id, split into those the image knows (given their names
+/// with `named`) and those it does not: `(known, unknown)`.
+pub(crate) fn resolve_ids<T>(
+    image: &MetadataImage,
+    topics: Vec<T>,
+    id: impl Fn(&T) -> uuid::Uuid,
+    named: impl Fn(T, TopicName) -> T,
+) -> (Vec<T>, Vec<T>) {
+    let names = names_by_id(image, topics.iter().map(&id));
+    let (known, unknown): (Vec<T>, Vec<T>) = topics.into_iter().partition(|t| names.contains_key(&id(t)));
+    let known = known.into_iter().map(|t| { let name = names[&id(&t)].clone(); named(t, name) }).collect();
+    (known, unknown)
 }
 
 /// The id of topic `name`, or the nil id when the image has no such topic (a topic

@@ -5,7 +5,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
 use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
 
-use super::group_topic_ids::{id_of, names_by_id};
+use super::group_topic_ids::{id_of, resolve_ids};
 use crate::group::ops::{route, GroupOp, GroupReply};
 use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
@@ -38,10 +38,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: OffsetCommit
     // unknown ones are answered UNKNOWN_TOPIC_ID.
     let mut unknown_ids = Vec::new();
     if meta.version >= 10 {
-        let image = ctx.image();
-        let names = names_by_id(&image, req.topics.iter().map(|t| t.topic_id));
-        let (known, unknown): (Vec<_>, Vec<_>) = std::mem::take(&mut req.topics).into_iter().partition(|t| names.contains_key(&t.topic_id));
-        req.topics = known.into_iter().map(|t| { let name = names[&t.topic_id].clone(); t.with_name(name) }).collect();
+        let (known, unknown) = resolve_ids(&ctx.image(), std::mem::take(&mut req.topics), |t| t.topic_id, |t, name| t.with_name(name));
+        req.topics = known;
         unknown_ids = all_failed(&OffsetCommitRequest::default().with_topics(unknown), ErrorCode::UNKNOWN_TOPIC_ID).topics;
     }
     let group_id = req.group_id.0.to_string();

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::txn_offset_commit_response::{TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic};
 use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
-use super::group_topic_ids::{id_of, names_by_id};
+use super::group_topic_ids::{id_of, resolve_ids};
 use super::txn_verification::verify;
 use crate::group::ops::{coordinator_of, route, GroupOp, GroupReply};
 use crate::group::OFFSETS_TOPIC;
@@ -34,10 +34,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: TxnOffsetCom
     let mut req = req;
     let mut unknown_ids = Vec::new();
     if meta.version >= 6 {
-        let image = ctx.image();
-        let names = names_by_id(&image, req.topics.iter().map(|t| t.topic_id));
-        let (known, unknown): (Vec<_>, Vec<_>) = std::mem::take(&mut req.topics).into_iter().partition(|t| names.contains_key(&t.topic_id));
-        req.topics = known.into_iter().map(|t| { let name = names[&t.topic_id].clone(); t.with_name(name) }).collect();
+        let (known, unknown) = resolve_ids(&ctx.image(), std::mem::take(&mut req.topics), |t| t.topic_id, |t, name| t.with_name(name));
+        req.topics = known;
         unknown_ids = failed(&TxnOffsetCommitRequest::default().with_topics(unknown), ErrorCode::UNKNOWN_TOPIC_ID).topics;
     }
     // v6: the topics of the answer by id, and the unknown ids' answers.
