@@ -184,6 +184,9 @@ pub struct MetadataImage {
     /// SCRAM credentials (and the security records to come).
     #[serde(default)]
     pub security: super::security_image::SecurityImage,
+    /// Finalized feature levels (Kafka's FeatureLevelRecords); UpdateFeatures changes them.
+    #[serde(default)]
+    pub features: super::features::FinalizedFeatures,
 }
 
 /// A non-topic resource that can carry dynamic configs.
@@ -240,6 +243,8 @@ pub enum MetadataDelta {
     /// SCRAM credentials changed: nothing to reconfigure (authentication reads them from
     /// the published image), but the shards must get the new image.
     SecurityChanged,
+    /// Finalized feature levels changed: the shards answer ApiVersions from the new image.
+    FeaturesChanged,
     /// Leaders or ISRs of some partitions of this topic changed (a fencing, an election,
     /// an AlterPartition): each shard re-reads every partition of the topic from the image,
     /// opens the ones it now leads and stops serving the ones it no longer leads (keeping

@@ -4,7 +4,8 @@
 //! on a partition's owning shard.
 //!
 //! - `image.rs`            the metadata image and deltas (built by the controller)
-//! - `security_image.rs`  SCRAM credentials (later ACLs, quotas, tokens) in the image
+//! - `security_image.rs`  SCRAM credentials, ACLs, quotas and tokens in the image
+//! - `features.rs`         feature versions: supported, finalized, Kafka's rules for changing them
 //! - `topic_config.rs`     typed topic configs resolved against broker defaults
 //! - `config_defs.rs`      broker and group config definitions (types, docs, dynamic keys)
 //! - `shard_partitions.rs` one shard's partitions and applied image; the metadata barrier
@@ -15,6 +16,7 @@
 //! the layers' own operations as an opaque extension instead).
 pub mod config_defs;
 pub mod coordinator_placement;
+pub mod features;
 pub mod image;
 pub mod router;
 pub mod security_image;

@@ -179,6 +179,10 @@ fn apply_inner(
             }
             Ok((Applied::Done, vec![MetadataDelta::SecurityChanged]))
         }
+        Command::UpdateFeatures { levels } => {
+            image.features.set(levels);
+            Ok((Applied::Done, vec![MetadataDelta::FeaturesChanged]))
+        }
         Command::SetResourceConfigs { resource, configs } => {
             if image.configs_of(resource) == configs {
                 return Ok((Applied::Done, Vec::new()));
@@ -335,6 +339,9 @@ pub fn diff_images(old: &MetadataImage, new: &MetadataImage) -> Vec<MetadataDelt
     }
     if old.security != new.security {
         deltas.push(MetadataDelta::SecurityChanged);
+    }
+    if old.features != new.features {
+        deltas.push(MetadataDelta::FeaturesChanged);
     }
     deltas
 }

@@ -238,6 +238,12 @@ impl ControllerHandle {
         }
     }
 
+    /// UpdateFeatures: checked and committed by the quorum leader, all or none; Err
+    /// `InvalidUpdateVersion` carries Kafka's message.
+    pub async fn update_features(&self, updates: Vec<crate::cluster::features::FeatureUpdate>, validate_only: bool) -> Result<(), ControllerError> {
+        self.call(ClientRequest::UpdateFeatures { updates, validate_only }).await.map(|_| ())
+    }
+
     /// AlterClientQuotas: sets and removes quota values (already validated) in one record.
     pub async fn alter_client_quotas(&self, entries: Vec<QuotaAlteration>) -> Result<(), ControllerError> {
         self.call(ClientRequest::AlterClientQuotas { entries }).await.map(|_| ())

@@ -239,6 +239,9 @@ pub enum ControllerError {
     /// A partition's reassignment refused (answered per partition).
     #[error("{0}")]
     Reassignment(ReassignmentError),
+    /// UpdateFeatures refused (`cluster/features.rs`: Kafka's words).
+    #[error("{0}")]
+    InvalidUpdateVersion(String),
 }
 
 /// Starts the controller thread, recovers metadata from `<data_dir>/controller/`, and

@@ -144,6 +144,11 @@ pub enum ClientRequest {
     DeleteAcls {
         filters: Vec<AclFilter>,
     },
+    /// UpdateFeatures: checked by the quorum leader against its image (all or none).
+    UpdateFeatures {
+        updates: Vec<crate::cluster::features::FeatureUpdate>,
+        validate_only: bool,
+    },
     /// AlterClientQuotas, validated by the receiving broker.
     AlterClientQuotas {
         entries: Vec<QuotaAlteration>,

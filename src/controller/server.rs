@@ -638,6 +638,13 @@ async fn execute(
             }
             Ok(ClientReply::DeletedAcls(matched))
         }
+        ClientRequest::UpdateFeatures { updates, validate_only } => {
+            let levels = crate::cluster::features::check_updates(&image.features, &updates, raft.metrics().borrow_watched().id as i32).map_err(ControllerError::InvalidUpdateVersion)?;
+            if !validate_only && !levels.is_empty() {
+                write(raft, Command::UpdateFeatures { levels }).await?;
+            }
+            Ok(ClientReply::Done)
+        }
         ClientRequest::AlterClientQuotas { entries } => {
             write(raft, Command::AlterClientQuotas { entries }).await?;
             Ok(ClientReply::Done)

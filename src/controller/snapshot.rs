@@ -13,6 +13,7 @@ use std::io;
 use std::path::Path;
 
 use crate::cluster::image::{BrokerMeta, ConfigResource, MetadataImage, PartitionMeta, ReplicaMeta, TopicMeta};
+use crate::cluster::features::FinalizedFeatures;
 use crate::cluster::security_image::SecurityImage;
 
 use super::files::{read_if_exists, write_atomic};
@@ -24,10 +25,12 @@ const MAGIC: u32 = u32::from_le_bytes(*b"SLSS");
 /// 2 added dynamic broker and group configs; 3 brokers and each partition's replicas,
 /// leader, ISR and partition epoch; 4 each partition's ongoing reassignment (adding and
 /// removing replicas); 5 each broker's listeners; 6 the security section (SCRAM
-/// credentials, as JSON: `cluster/security_image.rs`). Versions 1 and 2 are still read
-/// (their partitions have no replicas until the node registers and adopts them), 3 (no
-/// reassignment ongoing), 4 and 5.
-const VERSION: u16 = 6;
+/// credentials, as JSON: `cluster/security_image.rs`); 7 the finalized features (JSON:
+/// `cluster/features.rs`). Versions 1 and 2 are still read (their partitions have no
+/// replicas until the node registers and adopts them), 3 (no reassignment ongoing), 4, 5
+/// and 6 (the features a cluster had before they could change: the bootstrap levels).
+const VERSION: u16 = 7;
+const VERSION_6: u16 = 6;
 const VERSION_5: u16 = 5;
 const VERSION_4: u16 = 4;
 const VERSION_3: u16 = 3;
@@ -73,6 +76,26 @@ struct SnapImage {
     resource_configs: Vec<SnapResourceConfigs>,
     brokers: Vec<SnapBroker>,
     /// `SecurityImage` as JSON; empty = none (older layouts).
+    security_json: Vec<u8>,
+    /// `FinalizedFeatures` as JSON; empty = the bootstrap levels (older layouts).
+    features_json: Vec<u8>,
+}
+
+/// Version 6 layout (before the features section).
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapFileV6 {
+    meta_json: Vec<u8>,
+    image: SnapImageV6,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapImageV6 {
+    cluster_id: String,
+    applied_index: u64,
+    next_producer_id: i64,
+    topics: Vec<SnapTopic>,
+    resource_configs: Vec<SnapResourceConfigs>,
+    brokers: Vec<SnapBroker>,
     security_json: Vec<u8>,
 }
 
@@ -319,8 +342,14 @@ impl TryFrom<&MetadataImage> for SnapImage {
         } else {
             serde_json::to_vec(&img.security).map_err(|e| SnapshotError::Archive(format!("security section: {e}")))?
         };
+        let features_json = if img.features == FinalizedFeatures::default() {
+            Vec::new()
+        } else {
+            serde_json::to_vec(&img.features).map_err(|e| SnapshotError::Archive(format!("features section: {e}")))?
+        };
         Ok(SnapImage {
             security_json,
+            features_json,
             cluster_id: img.cluster_id.clone(),
             applied_index: img.applied_index,
             next_producer_id: img.next_producer_id,
@@ -427,8 +456,14 @@ impl TryFrom<SnapImage> for MetadataImage {
         } else {
             serde_json::from_slice(&s.security_json).map_err(|e| SnapshotError::Archive(format!("security section: {e}")))?
         };
+        let features = if s.features_json.is_empty() {
+            FinalizedFeatures::default()
+        } else {
+            serde_json::from_slice(&s.features_json).map_err(|e| SnapshotError::Archive(format!("features section: {e}")))?
+        };
         Ok(MetadataImage {
             security,
+            features,
             cluster_id: s.cluster_id,
             applied_index: s.applied_index,
             topics,
@@ -473,7 +508,7 @@ pub fn encode(meta: &SnapshotMeta, image: &MetadataImage) -> Result<Vec<u8>, Sna
 /// Checks (frame, CRC, archive validation) and decodes snapshot-file bytes.
 pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotError> {
     let (payload, used, version) = match frame::decode(bytes, MAGIC, VERSION, MAX_SNAPSHOT_BYTES) {
-        Err(FrameError::BadVersion { found: old @ (VERSION_1 | VERSION_2 | VERSION_3 | VERSION_4 | VERSION_5), .. }) => {
+        Err(FrameError::BadVersion { found: old @ (VERSION_1 | VERSION_2 | VERSION_3 | VERSION_4 | VERSION_5 | VERSION_6), .. }) => {
             let (p, u) = frame::decode(bytes, MAGIC, old, MAX_SNAPSHOT_BYTES)?;
             (p, u, old)
         }
@@ -511,6 +546,11 @@ pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotErr
     } else if version == VERSION_5 {
         let SnapFileV5 { meta_json, image: i } = archived(&aligned)?;
         upgraded(meta_json, (i.cluster_id, i.applied_index, i.next_producer_id), i.topics, i.resource_configs, i.brokers)
+    } else if version == VERSION_6 {
+        let SnapFileV6 { meta_json, image: i } = archived(&aligned)?;
+        let mut file = upgraded(meta_json, (i.cluster_id, i.applied_index, i.next_producer_id), i.topics, i.resource_configs, i.brokers);
+        file.image.security_json = i.security_json;
+        file
     } else {
         rkyv::from_bytes::<SnapFile, rkyv::rancor::Error>(&aligned)
             .map_err(|e| SnapshotError::Archive(e.to_string()))?
@@ -538,8 +578,8 @@ fn upgraded(
     resource_configs: Vec<SnapResourceConfigs>,
     brokers: Vec<SnapBroker>,
 ) -> SnapFile {
-    let security_json = Vec::new();
-    SnapFile { meta_json, image: SnapImage { cluster_id, applied_index, next_producer_id, topics, resource_configs, brokers, security_json } }
+    let (security_json, features_json) = (Vec::new(), Vec::new());
+    SnapFile { meta_json, image: SnapImage { cluster_id, applied_index, next_producer_id, topics, resource_configs, brokers, security_json, features_json } }
 }
 
 /// Durably replaces the snapshot file in `dir`.
@@ -688,5 +728,23 @@ mod tests {
         let archived = rkyv::to_bytes::<rkyv::rancor::Error>(&v5).unwrap();
         let (_, image) = decode(&frame::encode(MAGIC, VERSION_5, &archived)).unwrap();
         assert_eq!((image.applied_index, image.security.scram_credentials.len()), (7, 0));
+    }
+
+    #[test]
+    fn features_round_trip_and_version_6_loads_the_bootstrap_levels() {
+        use crate::cluster::features::{GROUP_VERSION, TRANSACTION_VERSION};
+        let mut image = MetadataImage::default();
+        image.features.set(&[(GROUP_VERSION.into(), 0), (TRANSACTION_VERSION.into(), 1)]);
+        let (_, back) = decode(&encode(&SnapshotMeta::default(), &image).unwrap()).unwrap();
+        assert_eq!((back.features.level(GROUP_VERSION), back.features.level(TRANSACTION_VERSION)), (0, 1));
+        assert_eq!(back, image);
+        let security_json = serde_json::to_vec(&SecurityImage::default()).unwrap();
+        let v6 = SnapFileV6 {
+            meta_json: serde_json::to_vec(&SnapshotMeta::default()).unwrap(),
+            image: SnapImageV6 { cluster_id: "c".into(), applied_index: 7, next_producer_id: 9, topics: Vec::new(), resource_configs: Vec::new(), brokers: Vec::new(), security_json },
+        };
+        let archived = rkyv::to_bytes::<rkyv::rancor::Error>(&v6).unwrap();
+        let (_, image) = decode(&frame::encode(MAGIC, VERSION_6, &archived)).unwrap();
+        assert_eq!((image.applied_index, image.features), (7, FinalizedFeatures::default()));
     }
 }

@@ -177,6 +177,11 @@ pub enum Command {
     RemoveDelegationTokens {
         token_ids: Vec<String>,
     },
+    /// Finalized feature levels set (Kafka's FeatureLevelRecords, written together),
+    /// checked before (`cluster/features.rs`); level 0 removes a feature.
+    UpdateFeatures {
+        levels: Vec<(String, i16)>,
+    },
 }
 
 /// The changes of one entity's quotas (`AlterClientQuotas`).
@@ -230,6 +235,7 @@ impl fmt::Display for Command {
             Command::AlterClientQuotas { entries } => write!(f, "AlterClientQuotas({} entities)", entries.len()),
             Command::PutDelegationToken { token } => write!(f, "PutDelegationToken({}, expiry {})", token.token_id, token.expiry_ms),
             Command::RemoveDelegationTokens { token_ids } => write!(f, "RemoveDelegationTokens({})", token_ids.len()),
+            Command::UpdateFeatures { levels } => write!(f, "UpdateFeatures({levels:?})"),
             Command::AlterScramCredentials { upsertions, deletions } => {
                 write!(f, "AlterScramCredentials(+{}, -{})", upsertions.len(), deletions.len())
             }

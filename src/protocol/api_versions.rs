@@ -18,11 +18,18 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::errors::ErrorCode;
 
-/// The feature naming the transaction protocol (KIP-890): 2 = transactions v2.
-pub const TRANSACTION_VERSION: &str = "transaction.version";
-/// The finalized features never change at run time here: one epoch (clients take the
-/// features of the highest epoch they saw; -1 would mean "none").
-const FINALIZED_FEATURES_EPOCH: i64 = 1;
+/// The feature levels an ApiVersions response carries (v3+), from the metadata image
+/// (`cluster/features.rs` decides them; this layer only writes them).
+#[derive(Clone, Debug, Default)]
+pub struct FeatureLevels<'a> {
+    /// (name, min, max) this broker supports.
+    pub supported: Vec<(&'a str, i16, i16)>,
+    /// (name, level) finalized in the cluster (level >= 1 only).
+    pub finalized: Vec<(&'a str, i16)>,
+    /// Kafka's finalized-features epoch: the metadata offset the levels were read at
+    /// (clients keep the levels of the highest epoch they saw).
+    pub epoch: i64,
+}
 
 /// `(api, min, max)` served. To enable an API add (or uncomment) one line; the
 /// ApiVersions response, request admission and the tests all read this table.
@@ -49,8 +56,8 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DeleteRecords, 0, 2),
     (ApiKey::InitProducerId, 0, 5),
     (ApiKey::OffsetForLeaderEpoch, 2, 4),
-    // Transactions (txn/ and the partition side); transaction.version
-    // 2 is finalized (below), so v2 clients use EndTxn 5 and Produce 12+.
+    // Transactions (txn/ and the partition side); with transaction.version 2 finalized
+    // (cluster/features.rs) v2 clients use EndTxn 5 and Produce 12+.
     (ApiKey::AddPartitionsToTxn, 0, 5),
     (ApiKey::AddOffsetsToTxn, 0, 4),
     (ApiKey::EndTxn, 0, 5),
@@ -87,6 +94,8 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AlterUserScramCredentials, 0, 0),
     // The openraft metadata quorum in KRaft's terms (server/handlers/describe_quorum.rs).
     (ApiKey::DescribeQuorum, 0, 2),
+    // Finalized feature levels in the metadata log (cluster/features.rs).
+    (ApiKey::UpdateFeatures, 0, 2),
     (ApiKey::DescribeCluster, 0, 2),
     // The producers of a partition (kafka-transactions describe-producers / find-hanging / abort).
     (ApiKey::DescribeProducers, 0, 0),
@@ -105,7 +114,6 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 /// Kafka 4.4 broker advertises.
 const NOT_SERVED: &[(i16, &str, i16, i16, &str)] = &[
     (27, "WriteTxnMarkers", 1, 2, "v2 (KIP-1228: the transaction version per marker) not implemented; 1 served"),
-    (57, "UpdateFeatures", 0, 2, "finalized features are fixed (transaction.version 2)"),
     (64, "UnregisterBroker", 0, 0, "broker registrations are removed by the controller when a node leaves the quorum's configuration, not by this API yet"),
     (76, "ShareGroupHeartbeat", 1, 1, "share groups (KIP-932) not implemented"),
     (77, "ShareGroupDescribe", 1, 1, "share groups not implemented"),
@@ -184,14 +192,10 @@ pub fn produce_version_rejected(version: i16) -> bool {
 
 /// The ApiVersions response body for a request of `version` (a supported one).
 ///
-/// Supported features: Kafka always lists `metadata.version` (4.1 brokers: levels 7..=27,
-/// 3.3-IV3..4.1-IV1), and `transaction.version` 0..=2. Finalized: `transaction.version`
-/// 2, so clients that know transaction protocol v2 (KIP-890 part 2: Java 4.x) use it —
-/// an epoch bump per transaction, no AddPartitionsToTxn / AddOffsetsToTxn from the client
-/// (the partition leader and the group coordinator add the partitions). KIP-848
-/// consumer groups are served to clients that ask for them (`group.protocol=consumer`
-/// checks ConsumerGroupHeartbeat in this table); `group.version` is not listed.
-pub fn api_versions_response(version: i16) -> ApiVersionsResponse {
+/// Features (v3+), as Kafka 4.4 writes them: v3 leaves out supported features whose
+/// minimum is 0 (clients before KIP-1022 cannot read them), v4+ lists them all; finalized
+/// features at level 0 are not listed.
+pub fn api_versions_response(version: i16, features: &FeatureLevels<'_>) -> ApiVersionsResponse {
     let api_keys = SUPPORTED
         .iter()
         .map(|&(k, lo, hi)| {
@@ -203,16 +207,19 @@ pub fn api_versions_response(version: i16) -> ApiVersionsResponse {
         .with_api_keys(api_keys)
         .with_throttle_time_ms(0);
     if version >= 3 {
-        resp = resp
-            .with_supported_features(vec![
-                SupportedFeatureKey::default().with_name(StrBytes::from_static_str("metadata.version")).with_min_version(7).with_max_version(27),
-                SupportedFeatureKey::default().with_name(StrBytes::from_static_str(TRANSACTION_VERSION)).with_min_version(0).with_max_version(2),
-            ])
-            .with_finalized_features_epoch(FINALIZED_FEATURES_EPOCH)
-            .with_finalized_features(vec![FinalizedFeatureKey::default()
-                .with_name(StrBytes::from_static_str(TRANSACTION_VERSION))
-                .with_min_version_level(2)
-                .with_max_version_level(2)]);
+        let supported = features
+            .supported
+            .iter()
+            .filter(|&&(_, min, _)| version >= 4 || min > 0)
+            .map(|&(name, min, max)| SupportedFeatureKey::default().with_name(StrBytes::from_string(name.to_string())).with_min_version(min).with_max_version(max))
+            .collect();
+        let finalized = features
+            .finalized
+            .iter()
+            .filter(|&&(_, level)| level > 0)
+            .map(|&(name, level)| FinalizedFeatureKey::default().with_name(StrBytes::from_string(name.to_string())).with_min_version_level(level).with_max_version_level(level))
+            .collect();
+        resp = resp.with_supported_features(supported).with_finalized_features_epoch(features.epoch).with_finalized_features(finalized);
     }
     resp
 }
@@ -235,12 +242,17 @@ pub fn unsupported_version_response_v0(correlation_id: i32) -> BytesMut {
     buf
 }
 
+#[cfg(test)]
+fn test_features() -> FeatureLevels<'static> {
+    FeatureLevels { supported: vec![("metadata.version", 7, 33), ("transaction.version", 0, 2)], finalized: vec![("metadata.version", 33), ("transaction.version", 2), ("share.version", 0)], epoch: 42 }
+}
+
 /// Size check helper used by tests: the encoded response for `version`.
 #[cfg(test)]
 fn encode_body(version: i16) -> bytes::Bytes {
     use kafka_protocol::protocol::Encodable;
     let mut b = BytesMut::new();
-    api_versions_response(version).encode(&mut b, version).unwrap();
+    api_versions_response(version, &test_features()).encode(&mut b, version).unwrap();
     b.freeze()
 }
 
@@ -341,7 +353,7 @@ mod tests {
 
     #[test]
     fn response_roundtrips_every_version() {
-        for v in 0..=4 {
+        for v in 0..=5 {
             let mut b = encode_body(v);
             let r = ApiVersionsResponse::decode(&mut b, v).unwrap();
             assert!(b.is_empty());
@@ -349,9 +361,11 @@ mod tests {
             let p = r.api_keys.iter().find(|a| a.api_key == 0).unwrap();
             assert_eq!((p.min_version, p.max_version), (0, 13));
             if v >= 3 {
-                assert_eq!(r.supported_features.len(), 2);
-                assert_eq!(r.finalized_features_epoch, FINALIZED_FEATURES_EPOCH);
-                let tv = r.finalized_features.iter().find(|f| f.name.as_str() == TRANSACTION_VERSION).unwrap();
+                // v3 leaves out supported features with minimum 0, as Kafka 4.4 does.
+                assert_eq!(r.supported_features.len(), if v == 3 { 1 } else { 2 });
+                assert_eq!(r.finalized_features_epoch, 42);
+                assert_eq!(r.finalized_features.len(), 2, "a level-0 feature is not finalized");
+                let tv = r.finalized_features.iter().find(|f| f.name.as_str() == "transaction.version").unwrap();
                 assert_eq!((tv.min_version_level, tv.max_version_level), (2, 2));
             }
         }

@@ -293,7 +293,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
             // Before authentication: one frame at a time, answered here, in order.
             // SCRAM credentials as committed (a connection authenticates once; a password
             // changed through another shard a moment ago is in force).
-            let step = a.on_frame(frame, origin, &ctx.controller.image().security);
+            let step = a.on_frame(frame, origin, &ctx.controller.image());
             drop(memory);
             let (response, close) = match step {
                 Step::Respond(r) => (Some(r), None),

@@ -125,7 +125,7 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origi
         RequestKind::ApiVersions(r) => {
             let image = ctx.image();
             let node = (!image.cluster_id.is_empty()).then(|| (image.cluster_id.as_str(), ctx.config.node_id));
-            handlers::api_versions::handle(meta, &r, node)
+            handlers::api_versions::handle(meta, &r, node, &image)
         }
         RequestKind::Metadata(r) => handlers::metadata::handle(ctx, meta, r).await,
         RequestKind::Produce(r) => handlers::produce::handle(ctx, meta, ProduceInput::Decoded(r)).await,
@@ -155,6 +155,7 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origi
         RequestKind::CreateAcls(r) => handlers::acls_disabled::create(meta, r),
         RequestKind::DeleteAcls(r) => handlers::acls_disabled::delete(meta, r),
         RequestKind::AlterClientQuotas(r) => handlers::alter_client_quotas::handle(ctx, meta, r).await,
+        RequestKind::UpdateFeatures(r) => handlers::update_features::handle(ctx, meta, r).await,
         RequestKind::CreateDelegationToken(r) => handlers::delegation_tokens::create(ctx, meta, r).await,
         RequestKind::RenewDelegationToken(r) => handlers::delegation_tokens::renew(ctx, meta, r).await,
         RequestKind::ExpireDelegationToken(r) => handlers::delegation_tokens::expire(ctx, meta, r).await,

@@ -83,6 +83,7 @@ impl From<&ControllerError> for ErrorCode {
             ControllerError::Storage(_) | ControllerError::Config(_) => ErrorCode::UNKNOWN_SERVER_ERROR,
             ControllerError::AlterPartition(e) => ErrorCode::from(e),
             ControllerError::Reassignment(e) => ErrorCode::from(e),
+            ControllerError::InvalidUpdateVersion(_) => ErrorCode::from(kafka_protocol::ResponseError::InvalidUpdateVersion),
         }
     }
 }

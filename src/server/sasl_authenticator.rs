@@ -24,6 +24,7 @@ use super::dispatch::{RequestMeta, Response};
 use super::handlers;
 use crate::protocol::api_versions::unsupported_version_response_v0;
 use crate::protocol::{decode_request, ErrorCode, RequestError};
+use crate::cluster::image::MetadataImage;
 use crate::cluster::security_image::SecurityImage;
 use crate::security::oauthbearer::{ClientInitialResponse, OAuthBearerValidator, INVALID_TOKEN_RESPONSE};
 use crate::security::sasl_plain::{PlainError, PlainUsers};
@@ -154,8 +155,10 @@ impl Authenticator {
     }
 
     /// Handles one frame of a connection that is not authenticated yet; SCRAM credentials
-    /// are looked up in `security` (the shard's current metadata image).
-    pub fn on_frame(&mut self, frame: Bytes, origin: super::dispatch::Origin, security: &SecurityImage) -> Step {
+    /// are looked up in `image` (the shard's current metadata image), which ApiVersions
+    /// also answers from (its feature levels).
+    pub fn on_frame(&mut self, frame: Bytes, origin: super::dispatch::Origin, image: &MetadataImage) -> Step {
+        let security = &image.security;
         debug_assert!(!self.is_done(), "frames after authentication go to dispatch");
         if matches!(self.state, State::MechanismChanged) {
             return Step::Close("SASL re-authentication with another mechanism");
@@ -178,7 +181,7 @@ impl Authenticator {
         match (req.body, &self.state) {
             (RequestKind::ApiVersions(r), _) => {
                 let node = self.node.as_ref().map(|(c, id)| (c.as_str(), *id));
-                Step::Respond(handlers::api_versions::handle(meta, &r, node))
+                Step::Respond(handlers::api_versions::handle(meta, &r, node, image))
             }
             (RequestKind::SaslHandshake(r), State::Handshake) => {
                 let enabled = &self.settings.mechanisms;
@@ -425,9 +428,9 @@ mod tests {
     #[test]
     fn plain_over_handshake_v1_then_authenticate() {
         let mut a = authenticator();
-        let step = a.on_frame(handshake(1, "PLAIN"), origin(), &SecurityImage::default());
+        let step = a.on_frame(handshake(1, "PLAIN"), origin(), &MetadataImage::default());
         assert!(matches!(step, Step::Respond(_)) && error_code(&step, false) == 0);
-        let step = a.on_frame(authenticate(b"\0alice\0secret"), origin(), &SecurityImage::default());
+        let step = a.on_frame(authenticate(b"\0alice\0secret"), origin(), &MetadataImage::default());
         assert!(matches!(step, Step::Respond(_)) && error_code(&step, true) == 0);
         assert!(a.is_done());
         assert_eq!(a.principal(), Some("User:alice"));
@@ -436,8 +439,8 @@ mod tests {
     #[test]
     fn a_bad_password_is_answered_then_closed() {
         let mut a = authenticator();
-        a.on_frame(handshake(1, "PLAIN"), origin(), &SecurityImage::default());
-        let step = a.on_frame(authenticate(b"\0alice\0nope"), origin(), &SecurityImage::default());
+        a.on_frame(handshake(1, "PLAIN"), origin(), &MetadataImage::default());
+        let step = a.on_frame(authenticate(b"\0alice\0nope"), origin(), &MetadataImage::default());
         assert!(matches!(step, Step::RespondAndClose(_)));
         assert_eq!(error_code(&step, true), ErrorCode::SASL_AUTHENTICATION_FAILED.code());
         assert!(!a.is_done() && a.principal().is_none());
@@ -446,29 +449,29 @@ mod tests {
     #[test]
     fn unknown_mechanisms_out_of_order_steps_and_other_apis_are_refused() {
         let mut a = authenticator();
-        let step = a.on_frame(handshake(1, "SCRAM-SHA-512"), origin(), &SecurityImage::default());
+        let step = a.on_frame(handshake(1, "SCRAM-SHA-512"), origin(), &MetadataImage::default());
         // (SCRAM-SHA-256 is enabled, SCRAM-SHA-512 is not.)
         assert!(matches!(step, Step::RespondAndClose(_)));
         assert_eq!(error_code(&step, false), ErrorCode::UNSUPPORTED_SASL_MECHANISM.code());
         let mut a = authenticator();
-        let step = a.on_frame(authenticate(b"\0alice\0secret"), origin(), &SecurityImage::default());
+        let step = a.on_frame(authenticate(b"\0alice\0secret"), origin(), &MetadataImage::default());
         assert_eq!(error_code(&step, true), ErrorCode::ILLEGAL_SASL_STATE.code());
         let mut a = authenticator();
         // Metadata v0 with no topics before authentication: closed without an answer.
-        assert!(matches!(a.on_frame(request(3, 0, false, &[0, 0, 0, 0]), origin(), &SecurityImage::default()), Step::Close(_)));
-        assert!(matches!(authenticator().on_frame(bare(b"\x01\x02"), origin(), &SecurityImage::default()), Step::Close(_)));
+        assert!(matches!(a.on_frame(request(3, 0, false, &[0, 0, 0, 0]), origin(), &MetadataImage::default()), Step::Close(_)));
+        assert!(matches!(authenticator().on_frame(bare(b"\x01\x02"), origin(), &MetadataImage::default()), Step::Close(_)));
     }
 
     #[test]
     fn handshake_v0_takes_bare_tokens() {
         let mut a = authenticator();
-        a.on_frame(handshake(0, "PLAIN"), origin(), &SecurityImage::default());
-        let Step::Respond(Response::Frames(f)) = a.on_frame(bare(b"\0alice\0secret"), origin(), &SecurityImage::default()) else { panic!("not answered") };
+        a.on_frame(handshake(0, "PLAIN"), origin(), &MetadataImage::default());
+        let Step::Respond(Response::Frames(f)) = a.on_frame(bare(b"\0alice\0secret"), origin(), &MetadataImage::default()) else { panic!("not answered") };
         assert!(matches!(&f[0], ResponseBuf::Memory(b) if b[..] == [0, 0, 0, 0]), "an empty bare token");
         assert!(a.is_done());
         let mut a = authenticator();
-        a.on_frame(handshake(0, "PLAIN"), origin(), &SecurityImage::default());
-        assert!(matches!(a.on_frame(bare(b"\0alice\0wrong"), origin(), &SecurityImage::default()), Step::Close(_)));
+        a.on_frame(handshake(0, "PLAIN"), origin(), &MetadataImage::default());
+        assert!(matches!(a.on_frame(bare(b"\0alice\0wrong"), origin(), &MetadataImage::default()), Step::Close(_)));
     }
 
     /// The token a SaslAuthenticate response carries (v2: compact bytes after the header,
@@ -488,15 +491,16 @@ mod tests {
         let m = ScramMechanism::Sha256;
         let salt = b"salt-of-sixteen!".to_vec();
         let salted = pbkdf2::pbkdf2_hmac_array::<sha2::Sha256, 32>(b"pw", &salt, 4096);
-        let mut security = SecurityImage::default();
+        let mut image = MetadataImage::default();
+        let security = &mut image.security;
         security.set_scram_credential("alice", m, ScramCredential::from_salted_password(m, salt.clone(), &salted, 4096));
         let client_key = hmac_sha256(&salted, b"Client Key");
         let stored_key: [u8; 32] = <sha2::Sha256 as sha2::Digest>::digest(client_key).into();
         for (user, expect_ok) in [("alice", true), ("mallory", false)] {
             let mut a = authenticator();
-            a.on_frame(handshake(1, "SCRAM-SHA-256"), origin(), &security);
+            a.on_frame(handshake(1, "SCRAM-SHA-256"), origin(), &image);
             let first_bare = format!("n={user},r=nonce1");
-            let step = a.on_frame(authenticate(format!("n,,{first_bare}").as_bytes()), origin(), &security);
+            let step = a.on_frame(authenticate(format!("n,,{first_bare}").as_bytes()), origin(), &image);
             let server_first = String::from_utf8(auth_bytes(&step)).unwrap();
             let nonce = server_first.split(',').next().unwrap().strip_prefix("r=").unwrap();
             let without_proof = format!("c=biws,r={nonce}");
@@ -504,7 +508,7 @@ mod tests {
             let proof: Vec<u8> = client_key.iter().zip(signature).map(|(k, s)| k ^ s).collect();
             use base64::Engine;
             let last = format!("{without_proof},p={}", base64::engine::general_purpose::STANDARD.encode(proof));
-            let step = a.on_frame(authenticate(last.as_bytes()), origin(), &security);
+            let step = a.on_frame(authenticate(last.as_bytes()), origin(), &image);
             if expect_ok {
                 assert!(String::from_utf8(auth_bytes(&step)).unwrap().starts_with("v="));
                 assert_eq!(a.principal(), Some("User:alice"));
@@ -520,7 +524,7 @@ mod tests {
     fn sessions_end_and_reauthentication_keeps_principal_and_mechanism() {
         let plain = PlainUsers::from_jaas(r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="a" user_bob="b";"#).unwrap();
         let settings = Arc::new(SaslSettings { mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into()], plain: Some(plain), oauthbearer: None, connections_max_reauth_ms: 1000, delegation_token_secret: None });
-        let image = SecurityImage::default();
+        let image = MetadataImage::default();
         let mut a = Authenticator::new(settings.clone());
         a.on_frame(handshake(1, "PLAIN"), origin(), &image);
         a.on_frame(authenticate(b"\0alice\0a"), origin(), &image);

@@ -1,9 +1,13 @@
 //! ApiVersions 0-5. From v5 (KIP-1242) a client may name the cluster id and node id it
 //! means to reach: both or neither (one alone is INVALID_REQUEST), and a mismatch is
 //! REBOOTSTRAP_REQUIRED (its metadata is stale: an address now serves another node),
-//! each without the API list, as Kafka 4.4 answers.
+//! each without the API list, as Kafka 4.4 answers. Feature levels (v3+) come from the
+//! metadata image: what this build supports and what the cluster finalized.
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 
+use crate::cluster::features::SUPPORTED;
+use crate::cluster::image::MetadataImage;
+use crate::protocol::api_versions::FeatureLevels;
 use crate::protocol::{api_versions_response, ErrorCode};
 use crate::server::dispatch::{RequestMeta, Response};
 
@@ -11,14 +15,22 @@ use crate::server::dispatch::{RequestMeta, Response};
 /// node that does not know its cluster id yet).
 pub type NodeIdentity<'a> = Option<(&'a str, i32)>;
 
-pub fn handle(meta: RequestMeta, req: &ApiVersionsRequest, node: NodeIdentity<'_>) -> Response {
+pub fn handle(meta: RequestMeta, req: &ApiVersionsRequest, node: NodeIdentity<'_>, image: &MetadataImage) -> Response {
     if meta.version >= 5 {
         let e = identity_error(req.cluster_id.as_deref(), req.node_id, node);
         if e != ErrorCode::NONE {
             return meta.respond(&ApiVersionsResponse::default().with_error_code(e.code()));
         }
     }
-    meta.respond(&api_versions_response(meta.version))
+    meta.respond(&api_versions_response(meta.version, &feature_levels(image)))
+}
+
+fn feature_levels(image: &MetadataImage) -> FeatureLevels<'_> {
+    FeatureLevels {
+        supported: SUPPORTED.iter().map(|f| (f.name, f.min, f.max)).collect(),
+        finalized: image.features.iter().collect(),
+        epoch: image.applied_index as i64,
+    }
 }
 
 /// KIP-1242's check of the cluster id and node id a v5 request names (`None` / -1: not

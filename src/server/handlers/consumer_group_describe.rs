@@ -1,4 +1,5 @@
-//! ConsumerGroupDescribe 0-1 (KIP-848): each group described by its coordinating shard.
+//! ConsumerGroupDescribe 0-1 (KIP-848): each group described by its coordinating shard;
+//! each is UNSUPPORTED_VERSION while group.version is below 1, as Kafka 4.4 answers.
 use std::rc::Rc;
 
 use futures::future::join_all;
@@ -18,9 +19,13 @@ const MAX_GROUPS: usize = 10_000;
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ConsumerGroupDescribeRequest) -> Response {
     let include = req.include_authorized_operations;
+    let enabled = ctx.image().features.consumer_groups_enabled();
     let groups = req.group_ids.into_iter().take(MAX_GROUPS).map(|g| async move {
         let id = g.0.to_string();
         let failed = |e: ErrorCode| DescribedGroup::default().with_group_id(g.clone()).with_error_code(e.code()).with_authorized_operations(i32::MIN);
+        if !enabled {
+            return failed(ErrorCode::UNSUPPORTED_VERSION);
+        }
         let op = GroupOp::Consumer(ConsumerOp::Describe { group_id: id.clone(), include_authorized_operations: include });
         match route_group(ctx, &meta, Operation::Describe, &id, op).await {
             Ok(GroupReply::Consumer(r)) => match *r {

@@ -1,5 +1,7 @@
 //! ConsumerGroupHeartbeat 0-1 (KIP-848): routed to the coordinating shard
-//! (`group/consumer/`), like the classic group APIs.
+//! (`group/consumer/`), like the classic group APIs. With group.version finalized below 1
+//! (`kafka-features.sh downgrade --feature group.version=0`) it is UNSUPPORTED_VERSION, as
+//! Kafka 4.4 answers (the API stays advertised).
 use std::rc::Rc;
 
 use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
@@ -19,6 +21,9 @@ fn error(e: ErrorCode) -> ConsumerGroupHeartbeatResponse {
 }
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ConsumerGroupHeartbeatRequest, client_id: String) -> Response {
+    if !ctx.image().features.consumer_groups_enabled() {
+        return meta.respond(&ConsumerGroupHeartbeatResponse::default().with_error_code(ErrorCode::UNSUPPORTED_VERSION.code()));
+    }
     let group_id = req.group_id.0.to_string();
     // ACLs, as Kafka's KafkaApis: READ on the group (route_group checks it again), then
     // DESCRIBE on every topic named in the subscription, else TOPIC_AUTHORIZATION_FAILED

@@ -59,6 +59,7 @@ pub mod sync_group;
 mod txn_common;
 mod txn_verification;
 pub mod txn_offset_commit;
+pub mod update_features;
 pub mod write_txn_markers;
 
 use super::shard::ShardContext;

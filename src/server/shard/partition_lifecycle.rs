@@ -250,6 +250,8 @@ impl ShardContext {
                 MetadataDelta::BrokersChanged => {}
                 // SASL/SCRAM reads credentials from the published image.
                 MetadataDelta::SecurityChanged => {}
+                // ApiVersions and the group coordinator read features from the image.
+                MetadataDelta::FeaturesChanged => {}
             }
         }
         self.forget_restarted_followers(&image);
