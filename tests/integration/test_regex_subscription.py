@@ -1,6 +1,6 @@
 """KIP-848 regex subscriptions: the coordinator resolves a member's SubscribedTopicRegex
-against the topics (RE2 syntax, whole-name match, internal topics never matched) and
-re-resolves when topics are created or deleted, as Kafka 4.1 does. Driven by the Java
+against the topics (RE2 syntax, whole-name match, internal topics matched like any other)
+and re-resolves when topics are created or deleted, as Kafka 4.4 does. Driven by the Java
 4.1 consumer's subscribe(SubscriptionPattern) and librdkafka's KIP-848 consumer with a
 `^regex` subscription (librdkafka sends its regexes to the coordinator with
 group.protocol=consumer). An invalid pattern is refused with INVALID_REGULAR_EXPRESSION.
@@ -88,6 +88,22 @@ def test_java_pattern_follows_created_and_deleted_topics(broker_factory):
         w.wait_for("the record of b", lambda d: d.get("record") == prefix + "b-0")
         _delete_topic(b.bootstrap, prefix + "a")
         w.wait_for("assignment of b only", lambda d: d.get("assignment") == [prefix + "b-0"])
+    finally:
+        w.stop()
+
+
+def test_java_pattern_matches_internal_topics(broker_factory):
+    """Kafka 4.4's coordinator resolves a regex against every topic: `.*` is assigned the
+    partitions of __consumer_offsets too (created by the group's own FindCoordinator), and
+    the member reads its records (the group's own commits are among them)."""
+    b = kip848_broker(broker_factory)
+    name = f"rxi-{uuid.uuid4().hex[:8]}"
+    admin_create_topic(b.bootstrap, name, 1)
+    w = JavaPatternWorker(b.bootstrap, "g-" + name, ".*")
+    try:
+        d = w.wait_for("__consumer_offsets in the assignment",
+                       lambda d: any(tp.startswith("__consumer_offsets-") for tp in d.get("assignment", ())))
+        assert name + "-0" in d["assignment"], d
     finally:
         w.stop()
 

@@ -666,11 +666,11 @@ mod tests {
         let img = image(&[("t-a", 1, 1), ("other", 2, 1), ("__consumer_offsets", 3, 1)]);
         let r = run(&mut g, &join_regex("a", "t-.*"), &img).unwrap();
         assert_eq!((r.member_epoch, assigned_topics(&r)), (1, vec![Uuid::from_bytes([1; 16])]));
-        // A second member by name; a regex `.*` never takes the internal topic.
+        // A second member by name; a regex `.*` takes the internal topic too, as Kafka 4.4's.
         let r = run(&mut g, &join_regex("b", ".*"), &img).unwrap();
         assert_eq!(r.member_epoch, 2);
         let c = g.consumer.as_deref().unwrap();
-        assert_eq!(c.subscription_metadata.keys().collect::<Vec<_>>(), vec!["other", "t-a"]);
+        assert_eq!(c.subscription_metadata.keys().collect::<Vec<_>>(), vec!["__consumer_offsets", "other", "t-a"]);
         // A topic created: the next heartbeat bumps the epoch and a's target includes it.
         let img = image(&[("t-a", 1, 1), ("other", 2, 1), ("t-b", 4, 2), ("__consumer_offsets", 3, 1)]);
         run(&mut g, &beat("a", 1, None), &img).unwrap();

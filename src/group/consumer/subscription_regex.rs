@@ -1,6 +1,8 @@
 //! KIP-848 regex subscriptions (`SubscribedTopicRegex`), resolved by the coordinator as
-//! Kafka 4.1 does: the pattern must match the whole topic name (RE2J `matches()`), and
-//! internal topics are never matched. Resolved against the metadata image at each
+//! Kafka 4.4 does: the pattern must match the whole topic name (RE2J `matches()`), and
+//! internal topics are matched like any other (a `.*` member is assigned
+//! `__consumer_offsets` too: Kafka's coordinator resolves against every topic; the
+//! client-side `exclude.internal.topics` applies only to client-side patterns). Resolved against the metadata image at each
 //! heartbeat (heartbeat.rs), so a topic created or deleted changes the group's subscribed
 //! topics, hence its metadata hash and group epoch, at the next heartbeat of any member
 //! (Kafka re-resolves when its metadata image changes, at most every
@@ -14,8 +16,6 @@
 use std::collections::BTreeMap;
 
 use regex::{Regex, RegexBuilder};
-
-use crate::cluster::topic_config::is_internal_topic;
 
 /// Longest pattern kept (Kafka has no limit; this bounds what a member makes us compile).
 pub const MAX_REGEX_BYTES: usize = 4096;
@@ -73,12 +73,12 @@ impl GroupRegexes {
 
     /// Whether a member subscribed with `pattern` is subscribed to `topic`.
     pub fn matches(&self, pattern: &str, topic: &str) -> bool {
-        !is_internal_topic(topic) && self.compiled.get(pattern).is_some_and(|re| re.is_match(topic))
+        self.compiled.get(pattern).is_some_and(|re| re.is_match(topic))
     }
 
     /// Whether some member's pattern matches `topic`.
     pub fn any_matches(&self, topic: &str) -> bool {
-        !is_internal_topic(topic) && self.compiled.values().any(|re| re.is_match(topic))
+        self.compiled.values().any(|re| re.is_match(topic))
     }
 }
 
@@ -87,7 +87,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn whole_names_only_and_never_internal_topics() {
+    fn whole_names_only_internal_topics_included() {
         let mut r = GroupRegexes::default();
         r.refresh(["t-.*", "(^x[0-9])", ".*"].into_iter());
         assert!(r.matches("t-.*", "t-1"));
@@ -95,8 +95,9 @@ mod tests {
         assert!(r.matches("(^x[0-9])", "x7"));
         assert!(!r.matches("(^x[0-9])", "x77"));
         assert!(r.matches(".*", "anything"));
-        assert!(!r.matches(".*", "__consumer_offsets"));
-        assert!(!r.any_matches("__transaction_state"));
+        assert!(r.matches(".*", "__consumer_offsets"), "Kafka 4.4 matches internal topics");
+        assert!(r.any_matches("__transaction_state"));
+        assert!(!r.matches("t-.*", "__consumer_offsets"));
         assert!(!r.matches("unknown", "unknown"));
         // Patterns no longer used are dropped.
         r.refresh(["t-.*"].into_iter());
