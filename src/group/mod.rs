@@ -21,6 +21,7 @@
 //! - `coordinator.rs`         per-shard coordinator: groups by id, loading, persistence, timers
 //! - `ops.rs`                 the cross-shard group operations, their replies, and routing
 //! - `consumer/`              KIP-848 consumer groups (ConsumerGroupHeartbeat / ConsumerGroupDescribe)
+//! - `share/`                 KIP-932 share groups (in progress: the share-partition state)
 //!
 //! Never imports `server::` (the shard hands the coordinator a `CoordinatorContext`) nor
 //! `controller::`.
@@ -33,6 +34,7 @@ pub mod expiry;
 pub mod membership;
 pub mod offsets;
 pub mod ops;
+pub mod share;
 /// Kafka's coordinator placement, shared with the transaction coordinator.
 pub use crate::cluster::coordinator_placement as placement;
 pub mod state;
