@@ -3,9 +3,16 @@
 //! - `share_partition.rs`  one share-partition's in-flight records: acquisition with
 //!   locks, delivery counts, acknowledgements, the start offset; kept on the partition's
 //!   shard (built, unit-tested)
+//! - `share_group.rs`      one share group's membership: ShareGroupHeartbeat's join /
+//!   heartbeat / leave / session expiry, group epoch and target assignment (built,
+//!   unit-tested; not yet wired to the coordinator)
+//! - `simple_assignor.rs`  the `simple` assignor: every partition read, shared when members
+//!   outnumber partitions
 //!
-//! Still to come, each in its own file: the share-group coordinator (ShareGroupHeartbeat,
-//! ShareGroupDescribe, the simple assignor), share sessions and ShareFetch /
-//! ShareAcknowledge, the durable state in `__share_group_state` (the share-coordinator
-//! APIs), and the offset admin APIs.
+//! Still to come, each in its own file: the coordinator wiring (ShareGroupHeartbeat,
+//! ShareGroupDescribe, ListGroups type share, the group's records in `__consumer_offsets`),
+//! share sessions and ShareFetch / ShareAcknowledge, the durable state in
+//! `__share_group_state` (the share-coordinator APIs), and the offset admin APIs.
+pub mod share_group;
 pub mod share_partition;
+pub mod simple_assignor;
