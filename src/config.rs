@@ -353,6 +353,10 @@ pub struct Config {
     pub group_consumer_session_timeout_ms: u64,
     /// group.consumer.heartbeat.interval.ms: how often KIP-848 members heartbeat.
     pub group_consumer_heartbeat_interval_ms: i32,
+    /// unstable.feature.versions.enable (Kafka's name, for testing): feature levels still
+    /// being built become supported, so `kafka-features.sh upgrade` can turn them on
+    /// (today share.version 1: share groups in progress, not durable yet).
+    pub unstable_feature_versions_enable: bool,
     /// offset.metadata.max.bytes: longer commit metadata gets OFFSET_METADATA_TOO_LARGE.
     pub offset_metadata_max_bytes: usize,
     /// offsets.retention.minutes: committed offsets of a group without members expire this
@@ -499,6 +503,7 @@ impl Default for Config {
             max_groups_per_shard: 100_000,
             group_consumer_session_timeout_ms: 45_000,
             group_consumer_heartbeat_interval_ms: 5_000,
+            unstable_feature_versions_enable: false,
             offset_metadata_max_bytes: 4096,
             offsets_retention_minutes: 10_080,
             offsets_retention_check_interval_ms: 600_000,
@@ -1266,6 +1271,9 @@ pub struct ConfigArgs {
     pub group_consumer_session_timeout_ms: Option<u64>,
     #[arg(long)]
     pub group_consumer_heartbeat_interval_ms: Option<i32>,
+    /// Support feature levels still being built (testing only; Kafka's unstable.feature.versions.enable).
+    #[arg(long)]
+    pub unstable_feature_versions_enable: Option<bool>,
     #[arg(long)]
     pub offset_metadata_max_bytes: Option<usize>,
     #[arg(long)]
@@ -1315,7 +1323,7 @@ impl ConfigArgs {
             max_transactional_ids_per_shard, max_producer_ids_per_partition,
             group_min_session_timeout_ms, group_max_session_timeout_ms,
             group_initial_rebalance_delay_ms, group_max_size, max_groups_per_shard,
-            group_consumer_session_timeout_ms, group_consumer_heartbeat_interval_ms,
+            group_consumer_session_timeout_ms, group_consumer_heartbeat_interval_ms, unstable_feature_versions_enable,
             offset_metadata_max_bytes, offsets_retention_minutes,
             offsets_retention_check_interval_ms);
         if let Some(a) = &self.advertised_listener {

@@ -189,6 +189,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     ro("transaction.state.log.segment.bytes", T::Int, "Segment size of __transaction_state.", |c| c.transaction_state_log_segment_bytes.to_string()),
     ro("transactional.id.expiration.ms", T::Int, "A transactional id idle this long is forgotten.", |c| c.transactional_id_expiration_ms.to_string()),
     dynamic("unclean.leader.election.enable", T::Boolean, "Default of unclean.leader.election.enable: elect a replica outside the ISR when no in-sync replica is live.", topic_config::UNCLEAN_LEADER_ELECTION_ENABLE, |c| c.unclean_leader_election_enable.to_string()),
+    ro("unstable.feature.versions.enable", T::Boolean, "Testing only: feature levels still being built are supported.", |c| c.unstable_feature_versions_enable.to_string()),
 ];
 
 /// Why a dynamic key cannot change under this broker's static config, if it cannot: with

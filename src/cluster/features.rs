@@ -50,14 +50,27 @@ pub const SUPPORTED: &[SupportedFeature] = &[
     SupportedFeature { name: STREAMS_VERSION, min: 0, max: 0 },
 ];
 
+/// Levels being built, supported only with `unstable.feature.versions.enable` (Kafka's
+/// name for its testing levels): share.version 1, share groups in progress (membership
+/// and share-partition state built, not durable yet).
+const UNSTABLE_MAX: &[(&str, i16)] = &[(SHARE_VERSION, 1)];
+
+/// The supported ranges, with the unstable levels when `unstable`.
+pub fn supported_features(unstable: bool) -> impl Iterator<Item = SupportedFeature> {
+    SUPPORTED.iter().map(move |f| match UNSTABLE_MAX.iter().find(|(n, _)| *n == f.name) {
+        Some(&(_, max)) if unstable => SupportedFeature { max: max.max(f.max), ..*f },
+        _ => *f,
+    })
+}
+
 /// What a new cluster finalizes: the highest supported level of each feature, as Kafka
-/// 4.4 formats a new cluster with its latest production levels.
+/// 4.4 formats a new cluster with its latest production levels (never an unstable one).
 fn bootstrap_levels() -> BTreeMap<String, i16> {
     SUPPORTED.iter().filter(|f| f.max > 0).map(|f| (f.name.to_string(), f.max)).collect()
 }
 
-pub fn supported(name: &str) -> Option<&'static SupportedFeature> {
-    SUPPORTED.iter().find(|f| f.name == name)
+pub fn supported(name: &str, unstable: bool) -> Option<SupportedFeature> {
+    supported_features(unstable).find(|f| f.name == name)
 }
 
 /// The cluster's finalized feature levels. Only levels >= 1 are kept (Kafka removes a
@@ -104,6 +117,11 @@ impl FinalizedFeatures {
     /// Whether KIP-848 consumer groups are on (group.version >= 1).
     pub fn consumer_groups_enabled(&self) -> bool {
         self.level(GROUP_VERSION) >= 1
+    }
+
+    /// Whether share groups are on (share.version >= 1).
+    pub fn share_groups_enabled(&self) -> bool {
+        self.level(SHARE_VERSION) >= 1
     }
 }
 
@@ -153,23 +171,24 @@ impl FeatureUpdate {
 /// Checks `updates` against `current` as Kafka's FeatureControlManager does, each against
 /// the current levels; all or none apply. Ok: the levels to commit (a feature named twice:
 /// the last wins). Err: Kafka's message (the error is INVALID_UPDATE_VERSION).
-/// `controller`: the node id that checks (Kafka names its "local controller").
-pub fn check_updates(current: &FinalizedFeatures, updates: &[FeatureUpdate], controller: i32) -> Result<Vec<(String, i16)>, String> {
+/// `controller`: the node id that checks (Kafka names its "local controller");
+/// `unstable`: whether it supports the levels still being built.
+pub fn check_updates(current: &FinalizedFeatures, updates: &[FeatureUpdate], controller: i32, unstable: bool) -> Result<Vec<(String, i16)>, String> {
     let mut out: Vec<(String, i16)> = Vec::with_capacity(updates.len());
     for u in updates {
-        check_one(current, u, controller).map_err(|e| format!("The update failed for all features since the following feature had an error: {e}"))?;
+        check_one(current, u, controller, unstable).map_err(|e| format!("The update failed for all features since the following feature had an error: {e}"))?;
         out.retain(|(n, _)| *n != u.name);
         out.push((u.name.clone(), u.level.max(0)));
     }
     Ok(out)
 }
 
-fn check_one(current: &FinalizedFeatures, u: &FeatureUpdate, controller: i32) -> Result<(), String> {
+fn check_one(current: &FinalizedFeatures, u: &FeatureUpdate, controller: i32, unstable: bool) -> Result<(), String> {
     let invalid = |why: String| format!("Invalid update version {} for feature {}. {why}", u.level, u.name);
     let Some(upgrade_type) = u.upgrade_type() else {
         return Err(invalid("The controller does not support the given upgrade type.".into()));
     };
-    let Some(range) = supported(&u.name) else {
+    let Some(range) = supported(&u.name, unstable) else {
         return Err(invalid(format!("Local controller {controller} does not support this feature.")));
     };
     let level = u.level.max(0);
@@ -220,7 +239,7 @@ mod tests {
     #[test]
     fn updates_are_checked_with_kafka_4_4_words() {
         let f = FinalizedFeatures::default();
-        let err = |u: FeatureUpdate| check_updates(&f, &[u], 1).unwrap_err().strip_prefix(PREFIX).unwrap().to_string();
+        let err = |u: FeatureUpdate| check_updates(&f, &[u], 1, false).unwrap_err().strip_prefix(PREFIX).unwrap().to_string();
         assert_eq!(err(up(SHARE_VERSION, 3, 1)), "Invalid update version 3 for feature share.version. Local controller 1 only supports versions 0-0");
         assert_eq!(err(up("bogus.version", 1, 1)), "Invalid update version 1 for feature bogus.version. Local controller 1 does not support this feature.");
         assert_eq!(err(up(GROUP_VERSION, 0, 1)), "Invalid update version 0 for feature group.version. Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade.");
@@ -231,24 +250,28 @@ mod tests {
         assert_eq!(err(up(METADATA_VERSION, 34, 1)), "Invalid update version 34 for feature metadata.version. Local controller 1 only supports versions 7-33");
         let mut g = f.clone();
         g.set(&[(GROUP_VERSION.into(), 0)]);
-        let err_g = check_updates(&g, &[up(GROUP_VERSION, 1, 2)], 1).unwrap_err();
+        let err_g = check_updates(&g, &[up(GROUP_VERSION, 1, 2)], 1, false).unwrap_err();
         assert!(err_g.ends_with("Invalid update version 1 for feature group.version. Can't downgrade to a newer version."), "{err_g}");
+        // share.version 1 only where unstable levels are enabled; never finalized at bootstrap.
+        assert!(check_updates(&f, &[up(SHARE_VERSION, 1, 1)], 1, false).is_err());
+        assert_eq!(check_updates(&f, &[up(SHARE_VERSION, 1, 1)], 1, true).unwrap(), vec![(SHARE_VERSION.to_string(), 1)]);
+        assert_eq!(supported(SHARE_VERSION, true).map(|s| s.max), Some(1));
         // All or none: one bad update fails the request.
-        assert!(check_updates(&f, &[up(TRANSACTION_VERSION, 1, 2), up(SHARE_VERSION, 2, 1)], 1).is_err());
+        assert!(check_updates(&f, &[up(TRANSACTION_VERSION, 1, 2), up(SHARE_VERSION, 2, 1)], 1, false).is_err());
     }
 
     #[test]
     fn accepted_updates_change_the_levels() {
         let mut f = FinalizedFeatures::default();
-        let levels = check_updates(&f, &[up(TRANSACTION_VERSION, 1, 2), up(GROUP_VERSION, 0, 2), up(METADATA_VERSION, 33, 1)], 1).unwrap();
+        let levels = check_updates(&f, &[up(TRANSACTION_VERSION, 1, 2), up(GROUP_VERSION, 0, 2), up(METADATA_VERSION, 33, 1)], 1, false).unwrap();
         f.set(&levels);
         assert_eq!((f.level(TRANSACTION_VERSION), f.level(GROUP_VERSION)), (1, 0));
         assert!(!f.consumer_groups_enabled());
         assert!(f.iter().all(|(n, _)| n != GROUP_VERSION), "a feature at level 0 is not listed");
-        f.set(&check_updates(&f, &[up(GROUP_VERSION, 1, 1), up(TRANSACTION_VERSION, 2, 1)], 1).unwrap());
+        f.set(&check_updates(&f, &[up(GROUP_VERSION, 1, 1), up(TRANSACTION_VERSION, 2, 1)], 1, false).unwrap());
         assert_eq!(f, FinalizedFeatures::default());
         // Named twice: checked each against the current levels, the last wins.
-        assert_eq!(check_updates(&f, &[up(TRANSACTION_VERSION, 0, 2), up(TRANSACTION_VERSION, 1, 2)], 1).unwrap(), vec![(TRANSACTION_VERSION.to_string(), 1)]);
+        assert_eq!(check_updates(&f, &[up(TRANSACTION_VERSION, 0, 2), up(TRANSACTION_VERSION, 1, 2)], 1, false).unwrap(), vec![(TRANSACTION_VERSION.to_string(), 1)]);
         // metadata.version never goes down, even in a record checked against an older image.
         f.set(&[(METADATA_VERSION.into(), 20)]);
         assert_eq!(f.level(METADATA_VERSION), 33);

@@ -152,6 +152,8 @@ pub struct ControllerConfig {
     pub rpc_tls: Option<std::sync::Arc<rpc_tls::RpcTls>>,
     /// delegation.token.expiry.check.interval.ms: how often the leader removes expired tokens.
     pub delegation_token_expiry_check_interval: std::time::Duration,
+    /// `unstable.feature.versions.enable`: UpdateFeatures may finalize levels still being built.
+    pub unstable_feature_versions: bool,
 }
 
 impl Default for ControllerConfig {
@@ -179,6 +181,7 @@ impl Default for ControllerConfig {
             leader_imbalance_per_broker_percentage: 10,
             rpc_tls: None,
             delegation_token_expiry_check_interval: std::time::Duration::from_secs(3600),
+            unstable_feature_versions: false,
         }
     }
 }

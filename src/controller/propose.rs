@@ -68,6 +68,8 @@ pub struct ProposeCtx<'a> {
     /// Kafka's `default.replication.factor`, used for replication factor -1.
     pub default_replication_factor: i16,
     pub defaults: &'a TopicConfigDefaults,
+    /// `unstable.feature.versions.enable`: feature levels still being built are supported.
+    pub unstable_feature_versions: bool,
 }
 
 /// How a CreateTopics asks for its partitions: counts (-1 = the default), or an explicit

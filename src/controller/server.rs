@@ -155,6 +155,7 @@ fn run_thread(
             default_num_partitions: cfg.default_num_partitions,
             default_replication_factor: cfg.default_replication_factor,
             defaults: &cfg.topic_defaults,
+            unstable_feature_versions: cfg.unstable_feature_versions,
         };
         let mut router = Router {
             me: cfg.node_id as u64, // checked >= 0 by raft_node_id in start()
@@ -639,7 +640,7 @@ async fn execute(
             Ok(ClientReply::DeletedAcls(matched))
         }
         ClientRequest::UpdateFeatures { updates, validate_only } => {
-            let levels = crate::cluster::features::check_updates(&image.features, &updates, raft.metrics().borrow_watched().id as i32).map_err(ControllerError::InvalidUpdateVersion)?;
+            let levels = crate::cluster::features::check_updates(&image.features, &updates, raft.metrics().borrow_watched().id as i32, ctx.unstable_feature_versions).map_err(ControllerError::InvalidUpdateVersion)?;
             if !validate_only && !levels.is_empty() {
                 write(raft, Command::UpdateFeatures { levels }).await?;
             }

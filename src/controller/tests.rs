@@ -554,6 +554,7 @@ mod simulation {
             default_num_partitions: 2,
             default_replication_factor: 1,
             defaults: &defaults,
+            unstable_feature_versions: false,
         };
         let mut rng = Rng(seed | 1);
         let mut img = registered(shard_count);
@@ -622,6 +623,7 @@ mod simulation {
             default_num_partitions: 1,
             default_replication_factor: 1,
             defaults: &defaults,
+            unstable_feature_versions: false,
         };
         let mut rng = Rng(42);
         let mut img = registered(4);

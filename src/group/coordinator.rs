@@ -72,6 +72,7 @@ impl Coordinator {
             GroupOp::Delete { group_id } => GroupReply::Delete(self.delete_group(p, &group_id).await),
             GroupOp::DeleteOffsets { req } => GroupReply::DeleteOffsets(self.delete_offsets(p, req).await),
             GroupOp::Consumer(op) => self.execute_consumer(ctx, p, op).await,
+            GroupOp::Share(op) => self.execute_share(ctx, p, op),
             GroupOp::TxnCommit { req, version } => GroupReply::TxnCommit(self.txn_commit(ctx, p, req, version).await),
             GroupOp::CompleteTxn { producer_id, commit } => {
                 self.complete_txn(p.index, producer_id, commit);
@@ -204,6 +205,9 @@ impl Coordinator {
                 let recs = super::consumer::expire(g, now, session_timeout_ms);
                 if !recs.is_empty() {
                     to_persist.push((g.partition, recs));
+                }
+                for member in super::share::coordinator::expire(g, &image, now) {
+                    tracing::info!(group = %g.id, member = %member, "share group member removed (session timeout)");
                 }
             }
             // Groups that never got a generation nor offsets (e.g. a MEMBER_ID_REQUIRED

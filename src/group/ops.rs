@@ -34,6 +34,8 @@ pub enum GroupOp {
     DeleteOffsets { req: OffsetDeleteRequest },
     /// KIP-848 consumer-group operations (consumer/mod.rs).
     Consumer(super::consumer::ConsumerOp),
+    /// KIP-932 share-group operations (share/coordinator.rs).
+    Share(super::share::coordinator::ShareOp),
     /// TxnOffsetCommit: offsets stored with the producer's transaction, pending until its marker.
     TxnCommit { req: kafka_protocol::messages::TxnOffsetCommitRequest, version: i16 },
     /// A transaction marker of `producer_id` reached this offsets partition: its pending
@@ -66,6 +68,7 @@ pub enum GroupReply {
     Delete(ErrorCode),
     DeleteOffsets(OffsetDeleteResponse),
     Consumer(Box<super::consumer::ConsumerReply>),
+    Share(Box<super::share::coordinator::ShareReply>),
     TxnCommit(kafka_protocol::messages::TxnOffsetCommitResponse),
     Done,
     Pending(bool),

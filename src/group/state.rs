@@ -123,6 +123,8 @@ pub struct Group {
     pub store_pending: bool,
     /// Set while the group uses the KIP-848 consumer protocol (one protocol per group).
     pub consumer: Option<Box<super::consumer::ConsumerGroup>>,
+    /// Set for a share group (KIP-932): a share group id is never a consumer or classic one.
+    pub share: Option<Box<super::share::share_group::ShareGroup>>,
 }
 
 impl Group {
@@ -146,6 +148,7 @@ impl Group {
             state_timestamp_ms: crate::runtime::now_ms(),
             store_pending: false,
             consumer: None,
+            share: None,
         }
     }
 
@@ -158,10 +161,12 @@ impl Group {
         self.members.len() + self.pending_members.len()
     }
 
-    /// Nothing worth keeping: no members, no offsets, never had a generation.
+    /// Nothing worth keeping: no members, no offsets, never had a generation. A share
+    /// group stays until deleted (as in Kafka: its share-partitions' state belongs to it).
     pub fn is_disposable(&self) -> bool {
         self.state == GroupState::Empty && self.size() == 0 && self.offsets.is_empty() && self.generation == 0
             && self.consumer.as_ref().is_none_or(|c| c.is_empty() && c.group_epoch == 0)
+            && self.share.is_none()
     }
 
     /// Protocols every current member supports.

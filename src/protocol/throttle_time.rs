@@ -42,7 +42,7 @@ with_field!(
     CreatePartitionsResponse, ConsumerGroupDescribeResponse, AlterReplicaLogDirsResponse,
     AlterPartitionReassignmentsResponse, AlterConfigsResponse, AddOffsetsToTxnResponse, ApiVersionsResponse,
     CreateDelegationTokenResponse, RenewDelegationTokenResponse, ExpireDelegationTokenResponse,
-    DescribeDelegationTokenResponse, UpdateFeaturesResponse,
+    DescribeDelegationTokenResponse, UpdateFeaturesResponse, ShareGroupHeartbeatResponse, ShareGroupDescribeResponse,
 );
 
 without_field!(SaslAuthenticateResponse, SaslHandshakeResponse, DescribeQuorumResponse, WriteTxnMarkersResponse);

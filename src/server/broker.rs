@@ -247,6 +247,7 @@ fn controller_config(config: &Config, voters: std::collections::BTreeMap<u64, St
         leader_imbalance_per_broker_percentage: config.leader_imbalance_per_broker_percentage,
         rpc_tls,
         delegation_token_expiry_check_interval: std::time::Duration::from_millis(config.delegation_token_expiry_check_interval_ms),
+        unstable_feature_versions: config.unstable_feature_versions_enable,
         ..ControllerConfig::default()
     })
 }

@@ -153,7 +153,7 @@ async fn serve(ctx: Rc<ShardContext>, stream: TcpStream, listener: Rc<ListenerIn
     let _ = stream.set_nodelay(true);
     ctx.connections.set(ctx.connections.get() + 1);
     let mut origin = Origin { peer, listener: listener.index, principal: Principal::ANONYMOUS, token_authenticated: false };
-    let auth = listener.sasl.clone().map(|s| Authenticator::new(s).with_node(&ctx.image().cluster_id, ctx.config.node_id));
+    let auth = listener.sasl.clone().map(|s| Authenticator::new(s).with_node(&ctx.image().cluster_id, ctx.config.node_id).with_unstable_features(ctx.config.unstable_feature_versions_enable));
     let socket = stream.as_raw_fd();
     match &listener.tls {
         None => match split(stream) {

@@ -125,7 +125,7 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origi
         RequestKind::ApiVersions(r) => {
             let image = ctx.image();
             let node = (!image.cluster_id.is_empty()).then(|| (image.cluster_id.as_str(), ctx.config.node_id));
-            handlers::api_versions::handle(meta, &r, node, &image)
+            handlers::api_versions::handle(meta, &r, node, &image, ctx.config.unstable_feature_versions_enable)
         }
         RequestKind::Metadata(r) => handlers::metadata::handle(ctx, meta, r).await,
         RequestKind::Produce(r) => handlers::produce::handle(ctx, meta, ProduceInput::Decoded(r)).await,
@@ -185,6 +185,8 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origi
         RequestKind::OffsetDelete(r) => handlers::offset_delete::handle(ctx, meta, r).await,
         RequestKind::ConsumerGroupHeartbeat(r) => handlers::consumer_group_heartbeat::handle(ctx, meta, r, client_id()).await,
         RequestKind::ConsumerGroupDescribe(r) => handlers::consumer_group_describe::handle(ctx, meta, r).await,
+        RequestKind::ShareGroupHeartbeat(r) => handlers::share_group_heartbeat::handle(ctx, meta, r, client_id()).await,
+        RequestKind::ShareGroupDescribe(r) => handlers::share_group_describe::handle(ctx, meta, r).await,
         // On a SASL listener these are answered by the connection's authenticator until
         // the client is authenticated; here (after it, or on another listener) they are out
         // of place.

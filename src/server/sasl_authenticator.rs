@@ -110,16 +110,24 @@ pub struct Authenticator {
     token_authenticated: bool,
     /// This node's (cluster id, node id), for ApiVersions v5 before authentication.
     node: Option<(String, i32)>,
+    /// `unstable.feature.versions.enable`, for ApiVersions' supported features.
+    unstable_features: bool,
 }
 
 impl Authenticator {
     pub fn new(settings: Arc<SaslSettings>) -> Authenticator {
-        Authenticator { settings, state: State::Handshake, principal: None, mechanism: None, reauthenticating: None, session_expires: None, token_authenticated: false, node: None }
+        Authenticator { settings, state: State::Handshake, principal: None, mechanism: None, reauthenticating: None, session_expires: None, token_authenticated: false, node: None, unstable_features: false }
     }
 
     /// The node ApiVersions v5 clients may name (KIP-1242); unset, the check is skipped.
     pub fn with_node(mut self, cluster_id: &str, node_id: i32) -> Authenticator {
         self.node = (!cluster_id.is_empty()).then(|| (cluster_id.to_string(), node_id));
+        self
+    }
+
+    /// Whether ApiVersions lists the feature levels still being built.
+    pub fn with_unstable_features(mut self, unstable: bool) -> Authenticator {
+        self.unstable_features = unstable;
         self
     }
 
@@ -181,7 +189,7 @@ impl Authenticator {
         match (req.body, &self.state) {
             (RequestKind::ApiVersions(r), _) => {
                 let node = self.node.as_ref().map(|(c, id)| (c.as_str(), *id));
-                Step::Respond(handlers::api_versions::handle(meta, &r, node, image))
+                Step::Respond(handlers::api_versions::handle(meta, &r, node, image, self.unstable_features))
             }
             (RequestKind::SaslHandshake(r), State::Handshake) => {
                 let enabled = &self.settings.mechanisms;

@@ -182,6 +182,8 @@ class Broker:
                 "offsets.topic.replication.factor=1",
                 "transaction.state.log.replication.factor=1",
                 "transaction.state.log.min.isr=1",
+                "share.coordinator.state.topic.replication.factor=1",
+                "share.coordinator.state.topic.min.isr=1",
                 "group.initial.rebalance.delay.ms=0",
             ]
             if self.flush == "always":

@@ -43,6 +43,8 @@ log.dirs=$dir/logs
 offsets.topic.replication.factor=1
 transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
 ${flush:+$([ "$flush" = always ] && echo log.flush.interval.messages=1)}
 ${auto:+auto.create.topics.enable=$auto}
 PROPS

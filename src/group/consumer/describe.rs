@@ -75,6 +75,9 @@ pub fn classic_describe(group_id: &str, version: i16) -> ClassicDescribedGroup {
 
 /// (group type, state) ListGroups reports for `g`.
 pub fn listed_type_and_state(g: &Group) -> (&'static str, &'static str) {
+    if let Some(s) = g.share.as_deref() {
+        return ("share", s.state().name());
+    }
     match g.consumer.as_deref() {
         Some(c) => ("consumer", c.state().name()),
         None => ("classic", g.state.name()),

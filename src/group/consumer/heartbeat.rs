@@ -236,6 +236,9 @@ pub fn heartbeat(
     let group_id = g.id.clone();
     let member_epoch = req.member_epoch;
     let mut records = Vec::new();
+    if g.share.is_some() {
+        return Err((ErrorCode::GROUP_ID_NOT_FOUND, format!("Group {group_id} is not a consumer group.")));
+    }
     if g.consumer.is_none() {
         if member_epoch != 0 {
             // As Kafka 4.1 (the Java client treats it as fatal). After a restart the

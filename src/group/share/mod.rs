@@ -5,14 +5,19 @@
 //!   shard (built, unit-tested)
 //! - `share_group.rs`      one share group's membership: ShareGroupHeartbeat's join /
 //!   heartbeat / leave / session expiry, group epoch and target assignment (built,
-//!   unit-tested; not yet wired to the coordinator)
+//!   unit-tested)
+//! - `coordinator.rs`      ShareGroupHeartbeat / ShareGroupDescribe on the coordinating
+//!   shard, beside the classic and consumer groups (membership in memory, not durable yet)
 //! - `simple_assignor.rs`  the `simple` assignor: every partition read, shared when members
 //!   outnumber partitions
 //!
-//! Still to come, each in its own file: the coordinator wiring (ShareGroupHeartbeat,
-//! ShareGroupDescribe, ListGroups type share, the group's records in `__consumer_offsets`),
+//! Served only while `share.version` >= 1 is finalized, which needs
+//! `unstable.feature.versions.enable` until the whole path is durable.
+//!
+//! Still to come, each in its own file: the group's records in `__consumer_offsets`,
 //! share sessions and ShareFetch / ShareAcknowledge, the durable state in
 //! `__share_group_state` (the share-coordinator APIs), and the offset admin APIs.
+pub mod coordinator;
 pub mod share_group;
 pub mod share_partition;
 pub mod simple_assignor;

@@ -5,7 +5,7 @@
 //! metadata image: what this build supports and what the cluster finalized.
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 
-use crate::cluster::features::SUPPORTED;
+use crate::cluster::features::supported_features;
 use crate::cluster::image::MetadataImage;
 use crate::protocol::api_versions::FeatureLevels;
 use crate::protocol::{api_versions_response, ErrorCode};
@@ -15,19 +15,21 @@ use crate::server::dispatch::{RequestMeta, Response};
 /// node that does not know its cluster id yet).
 pub type NodeIdentity<'a> = Option<(&'a str, i32)>;
 
-pub fn handle(meta: RequestMeta, req: &ApiVersionsRequest, node: NodeIdentity<'_>, image: &MetadataImage) -> Response {
+/// `unstable`: `unstable.feature.versions.enable` (the supported ranges then include the
+/// levels still being built).
+pub fn handle(meta: RequestMeta, req: &ApiVersionsRequest, node: NodeIdentity<'_>, image: &MetadataImage, unstable: bool) -> Response {
     if meta.version >= 5 {
         let e = identity_error(req.cluster_id.as_deref(), req.node_id, node);
         if e != ErrorCode::NONE {
             return meta.respond(&ApiVersionsResponse::default().with_error_code(e.code()));
         }
     }
-    meta.respond(&api_versions_response(meta.version, &feature_levels(image)))
+    meta.respond(&api_versions_response(meta.version, &feature_levels(image, unstable)))
 }
 
-fn feature_levels(image: &MetadataImage) -> FeatureLevels<'_> {
+fn feature_levels(image: &MetadataImage, unstable: bool) -> FeatureLevels<'_> {
     FeatureLevels {
-        supported: SUPPORTED.iter().map(|f| (f.name, f.min, f.max)).collect(),
+        supported: supported_features(unstable).map(|f| (f.name, f.min, f.max)).collect(),
         finalized: image.features.iter().collect(),
         epoch: image.applied_index as i64,
     }

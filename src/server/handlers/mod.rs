@@ -55,6 +55,8 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod produce;
 pub mod replica_fetch;
+pub mod share_group_describe;
+pub mod share_group_heartbeat;
 pub mod sync_group;
 mod txn_common;
 mod txn_verification;
