@@ -103,6 +103,11 @@ enum TopicAction {
         /// Topic config, key=value (repeatable).
         #[arg(long = "config", value_parser = parse_kv)]
         configs: Vec<(String, String)>,
+        /// Replicas of each partition by broker id, as kafka-topics.sh takes them:
+        /// partitions separated by commas, their replicas by colons, the preferred leader
+        /// first (`1:2:3,2:3:1`); not with --partitions or --replication-factor.
+        #[arg(long, value_parser = topic::parse_replica_assignment, conflicts_with_all = ["partitions", "replication_factor"])]
+        replica_assignment: Option<topic::ReplicaAssignment>,
         #[arg(long, default_value = "127.0.0.1:9092")]
         bootstrap: String,
     },
@@ -164,8 +169,8 @@ fn main() {
         }),
         Command::Bench { mode } => shardlog::bench::run(mode),
         Command::Topic { action } => match action {
-            TopicAction::Create { name, partitions, replication_factor, configs, bootstrap } => {
-                topic::create(&bootstrap, &name, partitions, replication_factor, &configs)
+            TopicAction::Create { name, partitions, replication_factor, configs, replica_assignment, bootstrap } => {
+                topic::create(&bootstrap, &name, partitions, replication_factor, &configs, replica_assignment.as_ref().map(|a| a.0.as_slice()))
             }
             TopicAction::List { bootstrap } => topic::list(&bootstrap),
             TopicAction::Describe { name, bootstrap } => topic::describe(&bootstrap, name.as_deref()),

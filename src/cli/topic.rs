@@ -2,7 +2,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::bail;
-use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig, CreateTopicsRequest};
+use kafka_protocol::messages::create_topics_request::{CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig, CreateTopicsRequest};
 use kafka_protocol::messages::delete_topics_request::{DeleteTopicState, DeleteTopicsRequest};
 use kafka_protocol::messages::describe_configs_request::{DescribeConfigsRequest, DescribeConfigsResource};
 use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
@@ -23,12 +23,45 @@ fn check(code: i16, what: &str, message: Option<&StrBytes>) -> anyhow::Result<()
     Ok(())
 }
 
-pub fn create(bootstrap: &str, topic: &str, partitions: i32, replication_factor: i16, configs: &[(String, String)]) -> anyhow::Result<()> {
+/// Broker ids of each partition's replicas, in partition order (preferred leader first).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaAssignment(pub Vec<Vec<i32>>);
+
+/// `--replica-assignment` as kafka-topics.sh reads it: `1:2:3,2:3:1` = partition 0 on
+/// brokers 1, 2, 3 (1 preferred), partition 1 on 2, 3, 1.
+pub fn parse_replica_assignment(s: &str) -> Result<ReplicaAssignment, String> {
+    s.split(',')
+        .enumerate()
+        .map(|(p, replicas)| {
+            let ids = replicas.split(':').map(|b| b.trim().parse::<i32>().map_err(|_| format!("partition {p}: '{b}' is not a broker id"))).collect::<Result<Vec<i32>, String>>()?;
+            let mut unique = ids.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            if unique.len() != ids.len() {
+                return Err(format!("partition {p} names a broker twice: {replicas}"));
+            }
+            Ok(ids)
+        })
+        .collect::<Result<Vec<_>, String>>()
+        .and_then(|a| if a.windows(2).all(|w| w[0].len() == w[1].len()) { Ok(ReplicaAssignment(a)) } else { Err("every partition needs the same number of replicas".into()) })
+}
+
+/// CreateTopics for one topic; with `assignment`, the counts are -1 (Kafka's rule: the
+/// assignment says both).
+pub fn create(bootstrap: &str, topic: &str, partitions: i32, replication_factor: i16, configs: &[(String, String)], assignment: Option<&[Vec<i32>]>) -> anyhow::Result<()> {
     let mut c = Client::connect(bootstrap)?;
+    let (partitions, replication_factor) = if assignment.is_some() { (-1, -1) } else { (partitions, replication_factor) };
+    let assignments = assignment
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+        .map(|(i, brokers)| CreatableReplicaAssignment::default().with_partition_index(i as i32).with_broker_ids(brokers.iter().map(|&b| kafka_protocol::messages::BrokerId(b)).collect()))
+        .collect();
     let req = CreateTopicsRequest::default().with_timeout_ms(30_000).with_topics(vec![CreatableTopic::default()
         .with_name(name(topic))
         .with_num_partitions(partitions)
         .with_replication_factor(replication_factor)
+        .with_assignments(assignments)
         .with_configs(
             configs
                 .iter()
@@ -100,4 +133,18 @@ pub fn describe(bootstrap: &str, topic: Option<&str>) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_replica_assignment;
+
+    #[test]
+    fn replica_assignments_as_kafka_topics_reads_them() {
+        assert_eq!(parse_replica_assignment("1:2:3,2:3:1").map(|a| a.0), Ok(vec![vec![1, 2, 3], vec![2, 3, 1]]));
+        assert_eq!(parse_replica_assignment("1,1,2").map(|a| a.0), Ok(vec![vec![1], vec![1], vec![2]]));
+        assert!(parse_replica_assignment("1:x").is_err());
+        assert!(parse_replica_assignment("1:1").is_err(), "a broker twice");
+        assert!(parse_replica_assignment("1:2,3").is_err(), "uneven replica counts");
+    }
 }

@@ -40,6 +40,25 @@ def _partitions(bootstrap: str, name: str) -> int:
     return len(_topics(bootstrap)[name].partitions)
 
 
+def test_cli_create_with_replica_assignment(bootstrap):
+    """`shardlog topic create --replica-assignment` as kafka-topics.sh takes it: partitions
+    by commas, replicas by colons; an unknown broker is INVALID_REPLICA_ASSIGNMENT; the
+    option excludes --partitions (as kafka-topics.sh)."""
+    skip_unless_shardlog("the `shardlog topic` CLI exists only in shardlog")
+    a = admin(bootstrap)  # kept referenced until the result is in
+    (node,) = [n.id for n in a.describe_cluster(request_timeout=30).result(timeout=30).nodes]
+    b = ["--bootstrap", bootstrap]
+    name = "cli-assigned"
+    shardlog_cli("topic", "create", name, "--replica-assignment", f"{node},{node},{node}", *b)
+    wait_topic(bootstrap, name, 3)
+    parts = _topics(bootstrap)[name].partitions
+    assert all(p.leader == node and list(p.replicas) == [node] for p in parts.values()), parts
+    bad = shardlog_cli("topic", "create", "cli-assigned-bad", "--replica-assignment", f"{node},{node + 7}", *b, check=False)
+    assert bad.returncode != 0 and "InvalidReplicaAssignment" in bad.stderr + bad.stdout, bad
+    both = shardlog_cli("topic", "create", "cli-assigned-both", "--partitions", "2", "--replica-assignment", f"{node}", *b, check=False)
+    assert both.returncode != 0 and "cannot be used with" in both.stderr, both.stderr
+
+
 def test_cli_create_list_describe_delete(bootstrap):
     skip_unless_shardlog("the `shardlog topic` CLI exists only in shardlog")
     name = "cli-topic"
