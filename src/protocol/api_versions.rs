@@ -110,6 +110,8 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // share.version >= 1, UNSUPPORTED_VERSION otherwise (as Kafka 4.4).
     (ApiKey::ShareGroupHeartbeat, 1, 1),
     (ApiKey::ShareGroupDescribe, 1, 1),
+    (ApiKey::ShareFetch, 1, 2),
+    (ApiKey::ShareAcknowledge, 1, 2),
 ];
 
 /// Every API Apache Kafka 4.4 advertises that `SUPPORTED` does not serve, or serves in
@@ -119,8 +121,6 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 const NOT_SERVED: &[(i16, &str, i16, i16, &str)] = &[
     (27, "WriteTxnMarkers", 1, 2, "v2 (KIP-1228: the transaction version per marker) not implemented; 1 served"),
     (64, "UnregisterBroker", 0, 0, "broker registrations are removed by the controller when a node leaves the quorum's configuration, not by this API yet"),
-    (78, "ShareFetch", 1, 2, "share groups in progress (membership served; share sessions and fetch not yet)"),
-    (79, "ShareAcknowledge", 1, 2, "share groups in progress (membership served; acknowledgements not yet)"),
     (80, "AddRaftVoter", 0, 1, "the metadata quorum is openraft with a static voter set, not KRaft (KIP-853 not implemented)"),
     (81, "RemoveRaftVoter", 0, 0, "the metadata quorum is openraft with a static voter set, not KRaft (KIP-853 not implemented)"),
     (83, "InitializeShareGroupState", 0, 0, "share groups not implemented (broker-internal)"),

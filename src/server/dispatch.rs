@@ -187,6 +187,8 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origi
         RequestKind::ConsumerGroupDescribe(r) => handlers::consumer_group_describe::handle(ctx, meta, r).await,
         RequestKind::ShareGroupHeartbeat(r) => handlers::share_group_heartbeat::handle(ctx, meta, r, client_id()).await,
         RequestKind::ShareGroupDescribe(r) => handlers::share_group_describe::handle(ctx, meta, r).await,
+        RequestKind::ShareFetch(r) => handlers::share_fetch::handle(ctx, meta, r).await,
+        RequestKind::ShareAcknowledge(r) => handlers::share_acknowledge::handle(ctx, meta, r).await,
         // On a SASL listener these are answered by the connection's authenticator until
         // the client is authenticated; here (after it, or on another listener) they are out
         // of place.

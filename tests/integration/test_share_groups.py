@@ -1,19 +1,27 @@
-"""Share groups (KIP-932), the membership part built so far: ShareGroupHeartbeat and
-ShareGroupDescribe as Kafka 4.4 answers them, ListGroups with type share, and
-`kafka-share-groups.sh --list / --describe --members / --describe --state`. Both targets.
+"""Share groups (KIP-932) as built so far: ShareGroupHeartbeat and ShareGroupDescribe as
+Kafka 4.4 answers them, ListGroups with type share, `kafka-share-groups.sh --list /
+--describe --members / --describe --state`; ShareFetch / ShareAcknowledge with share
+sessions (acquisition, acknowledgement, release and redelivery, Kafka's errors), and
+Kafka's own console share consumer (a KafkaShareConsumer 4.4) reading through them.
+Both targets.
 
 shardlog serves share groups only with share.version >= 1 finalized, which needs
-`--unstable-feature-versions-enable true` while share groups are being built (fetching
-and acknowledging records come next); Kafka 4.4 finalizes share.version 2 by default.
+`--unstable-feature-versions-enable true` while share groups are being built (their
+state is not durable yet); Kafka 4.4 finalizes share.version 2 by default.
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
+import time
 import uuid
 
 import kafkawire as w
+from confluent_kafka import Producer
+
 from clients import admin_create_topic, kafka_tool
+from conftest import kafka_classpath
 from conftest import is_kafka, wait_for
 from test_features import describe as describe_features, features
 from test_groups import find_group_coordinator
@@ -147,3 +155,171 @@ def test_share_version_0_turns_share_groups_off(broker_factory, topic_name):
     with w.connect(b.bootstrap) as s:
         wait_for("the group coordinator", lambda: find_group_coordinator(s, group) == 0)
     assert heartbeat(b.bootstrap, group, str(uuid.uuid4()), 0, [topic_name])["error"] == UNSUPPORTED_VERSION
+
+
+# -- ShareFetch / ShareAcknowledge ----------------------------------------------------------
+
+
+def produce(bootstrap: str, topic: str, partition: int, n: int) -> None:
+    """`n` records with values v0..v{n-1}, acknowledged by the leader."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i in range(n):
+        p.produce(topic, f"v{i}".encode(), partition=partition)
+    assert p.flush(30) == 0
+
+INVALID_RECORD_STATE, SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH = 121, 122, 123
+ACCEPT, RELEASE, REJECT = 1, 2, 3
+
+
+def _ack_batches(acks):
+    return w.compact_array([w.i64(f) + w.i64(l) + w.compact_array([w.i8(t) for t in types]) + w.uvarint(0) for f, l, types in acks])
+
+
+def share_fetch(bootstrap, group, member, epoch, topic_id: bytes, partitions, acks=None, max_wait_ms=0, sock=None):
+    """ShareFetch v1 of `partitions` of one topic (`acks`: {partition: [(first, last, [types])]})
+    → (top error, {partition: {error, ack_error, acquired: [(first, last, count)], offsets: [..]}})."""
+    acks = acks or {}
+    parts = [w.i32(p) + _ack_batches(acks.get(p, [])) + w.uvarint(0) for p in partitions]
+    body = (w.compact_string(group) + w.compact_string(member) + w.i32(epoch) + w.i32(max_wait_ms) + w.i32(1)
+            + w.i32(1 << 20) + w.i32(500) + w.i32(500)
+            + w.compact_array([topic_id + w.compact_array(parts) + w.uvarint(0)]) + w.compact_array([]))
+    r = w.flexible_roundtrip(sock or bootstrap, 78, 1, body)
+    r.i32()
+    err = r.i16()
+    r.compact_string()
+    r.i32()
+    out = {}
+
+    def partition():
+        idx, perr = r.i32(), r.i16()
+        r.compact_string()
+        aerr = r.i16()
+        r.compact_string()
+        r.i32(), r.i32(), r.tags()
+        records = r.compact_bytes() or b""
+        acquired = r.array(lambda: (r.i64(), r.i64(), r.i16(), r.tags())[:3])
+        r.tags()
+        offsets = [o for base, last, _ in w.batches_in(records) for o in range(base, last + 1)]
+        out[idx] = {"error": perr, "ack_error": aerr, "acquired": acquired or [], "offsets": offsets}
+    r.array(lambda: (r.uuid(), r.array(partition), r.tags()))
+    for p in partitions:  # Kafka leaves out partitions with nothing to say
+        out.setdefault(p, {"error": 0, "ack_error": 0, "acquired": [], "offsets": []})
+    return err, out
+
+
+def share_ack(bootstrap, group, member, epoch, topic_id: bytes, acks, sock=None):
+    """ShareAcknowledge v1 → (top error, {partition: error})."""
+    parts = [w.i32(p) + _ack_batches(a) + w.uvarint(0) for p, a in acks.items()]
+    body = (w.compact_string(group) + w.compact_string(member) + w.i32(epoch)
+            + w.compact_array([topic_id + w.compact_array(parts) + w.uvarint(0)]))
+    r = w.flexible_roundtrip(sock or bootstrap, 79, 1, body)
+    r.i32()
+    err = r.i16()
+    r.compact_string()
+    out = {}
+    r.array(lambda: (r.uuid(), r.array(lambda: out.__setitem__(r.i32(), (r.i16(), r.compact_string(), r.i32(), r.i32(), r.tags(), r.tags())[0])), r.tags()))
+    for p in acks:
+        out.setdefault(p, 0)
+    return err, out
+
+
+def acquired_offsets(res) -> list[int]:
+    return [o for f, l, _ in res["acquired"] for o in range(f, l + 1)]
+
+
+def test_share_fetch_acquires_acknowledges_and_redelivers(broker_factory, topic_name):
+    """Two members of one share group on one partition: what A holds B cannot get; A
+    accepts some, releases others (B gets them, delivered a second time), rejects the rest
+    (nobody gets them again); acknowledging what one does not hold is INVALID_RECORD_STATE;
+    session epochs are checked (SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH)."""
+    b = share_broker(broker_factory)
+    bs = b.bootstrap
+    admin_create_topic(bs, topic_name, 1)
+    group = "sf-" + topic_name
+    members = {}
+    for _ in range(2):
+        m, hb = joined(bs, group, [topic_name])
+        members[m] = hb
+    settle(bs, group, members, lambda a: all(a.values()))
+    (a, b_), tid = list(members), bytes.fromhex(next(iter(next(iter(members.values()))["assignment"])))
+    # Sessions open (epoch 0) before any record exists; the share-partition starts at the end.
+    with w.connect(bs) as sa, w.connect(bs) as sb:
+        assert share_fetch(bs, group, a, 0, tid, [0], sock=sa)[0] == 0
+        assert share_fetch(bs, group, b_, 0, tid, [0], sock=sb)[0] == 0
+        # Kafka initializes the share-partition (at the end of the log) asynchronously:
+        # records are written until A gets some.
+        epoch_a = 1
+
+        def a_gets_records():
+            nonlocal epoch_a
+            produce(bs, topic_name, 0, 10)
+            r = share_fetch(bs, group, a, epoch_a, tid, [0], max_wait_ms=1000, sock=sa)
+            epoch_a += 1
+            return r if r[1][0]["acquired"] else None
+        got = wait_for("A's records", a_gets_records, 60)
+        held = acquired_offsets(got[1][0])
+        assert held and set(held) <= set(got[1][0]["offsets"]), got
+        assert all(c == 1 for _, _, c in got[1][0]["acquired"])
+        # B cannot get what A holds.
+        err, res = share_fetch(bs, group, b_, 1, tid, [0], sock=sb)
+        assert err == 0 and not (set(acquired_offsets(res[0])) & set(held)), res
+        # Session epochs: A's next is epoch_a.
+        assert share_fetch(bs, group, a, epoch_a + 5, tid, [0], sock=sa)[0] == INVALID_SHARE_SESSION_EPOCH
+        assert share_fetch(bs, group, "no-such-member", 3, tid, [0], sock=sa)[0] == SHARE_SESSION_NOT_FOUND
+        # B acknowledging A's records: refused, nothing changes.
+        err, res = share_ack(bs, group, b_, 2, tid, {0: [(held[0], held[0], [ACCEPT])]}, sock=sb)
+        assert res[0] == INVALID_RECORD_STATE, res
+        # A: accept the first, release the second, reject the rest.
+        first, second, rest = held[0], held[1], held[2:]
+        acks = [(first, first, [ACCEPT]), (second, second, [RELEASE])] + ([(rest[0], rest[-1], [REJECT])] if rest else [])
+        err, res = share_ack(bs, group, a, epoch_a, tid, {0: acks}, sock=sa)
+        assert (err, res[0]) == (0, 0), res
+        # B now gets the released record, delivered a second time, and nothing A accepted or rejected.
+        got = wait_for("the released record", lambda: (r := share_fetch(bs, group, b_, 3, tid, [0], sock=sb))[1][0]["acquired"] and r)
+        offsets = acquired_offsets(got[1][0])
+        assert second in offsets and first not in offsets and not set(rest) & set(offsets), got
+        assert [c for f, l, c in got[1][0]["acquired"] if f <= second <= l] == [2], got
+
+
+def test_console_share_consumers_split_the_records(broker_factory, topic_name):
+    """Kafka's own `kafka-console-share-consumer.sh` (a KafkaShareConsumer 4.4, implicit
+    acknowledgement): two of them in one share group on one partition read every record,
+    none twice."""
+    import threading
+    b = share_broker(broker_factory)
+    admin_create_topic(b.bootstrap, topic_name, 1)
+    group = "csc-" + topic_name
+    cmd = ["java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", kafka_classpath(),
+           "org.apache.kafka.tools.consumer.ConsoleShareConsumer", "--bootstrap-server", b.bootstrap,
+           "--topic", topic_name, "--group", group]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for _ in range(2)]
+    lines: list[str] = []
+
+    def read(p):
+        for line in p.stdout:
+            lines.append(line.strip())
+    threads = [threading.Thread(target=read, args=(p,), daemon=True) for p in procs]
+    for t in threads:
+        t.start()
+    try:
+        # Warm-up records until the consumers read (Kafka starts the share-partition at
+        # the end of the log once the group is assigned).
+        def reading():
+            p = Producer({"bootstrap.servers": b.bootstrap})
+            p.produce(topic_name, b"warmup", partition=0)
+            p.flush(30)
+            time.sleep(1)
+            return any(l == "warmup" for l in lines)
+        wait_for("the consumers reading", reading, 120)
+        p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all"})
+        for i in range(200):
+            p.produce(topic_name, f"r{i}".encode(), partition=0)
+        assert p.flush(30) == 0
+        wait_for("every record", lambda: len([l for l in lines if l.startswith("r")]) >= 200, 60)
+        time.sleep(2)  # a duplicate would show up by now
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(30)
+    values = [l for l in lines if l.startswith("r")]
+    assert len(values) == 200 and len(set(values)) == 200, (len(values), len(set(values)))

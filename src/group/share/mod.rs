@@ -10,17 +10,21 @@
 //!   shard, beside the classic and consumer groups (membership in memory, not durable yet)
 //! - `simple_assignor.rs`  the `simple` assignor: every partition read, shared when members
 //!   outnumber partitions
-//! - `share_session.rs`    share sessions: epochs, partitions, Kafka's errors; kept by the
-//!   connection that opened them (built, unit-tested; ShareFetch not served yet)
+//! - `share_session.rs`    share sessions: epochs, partitions, Kafka's errors (kept per
+//!   shard by the server, `server/share_sessions.rs`)
+//! - `share_partitions.rs` one shard's share-partitions: ShareFetch / ShareAcknowledge's
+//!   per-partition part (acknowledge, release, read the log, acquire), in memory
 //!
 //! Served only while `share.version` >= 1 is finalized, which needs
 //! `unstable.feature.versions.enable` until the whole path is durable.
 //!
-//! Still to come, each in its own file: the group's records in `__consumer_offsets`,
-//! ShareFetch / ShareAcknowledge, the durable state in
-//! `__share_group_state` (the share-coordinator APIs), and the offset admin APIs.
+//! Still to come, each in its own file: the group's records in `__consumer_offsets`, the
+//! durable share-partition state in `__share_group_state` (the share-coordinator APIs),
+//! `share.*` group configs, releasing a member's records when its group session ends or
+//! its connection closes (today: its locks expire), and the offset admin APIs.
 pub mod coordinator;
 pub mod share_group;
 pub mod share_partition;
+pub mod share_partitions;
 pub mod share_session;
 pub mod simple_assignor;

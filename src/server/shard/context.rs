@@ -66,6 +66,11 @@ pub struct ShardContext {
     pub inter_broker: Arc<crate::security::peer_security::PeerSecurity>,
     /// This shard's listeners, once bound: their key stores follow the dynamic configs.
     pub listener_infos: std::cell::RefCell<Vec<Rc<crate::server::connection::ListenerInfo>>>,
+    /// The share-partitions of the partitions this shard leads (KIP-932).
+    pub share_partitions: Rc<crate::group::share::share_partitions::SharePartitions>,
+    /// Share sessions of the members whose connections this shard serves, by (group,
+    /// member): a connection stays on its shard, so its member's session does too.
+    pub share_sessions: crate::server::share_sessions::ShareSessions,
 }
 
 impl ShardContext {
@@ -85,7 +90,8 @@ impl ShardContext {
         let coordinator = Rc::new(CoordinatorContext::new(group_config(&config), partitions.clone()));
         let markers = crate::server::txn_markers::marker_writer(router.clone(), partitions.clone(), config.node_id, inter_broker.clone());
         let txn_coordinator = Rc::new(TxnContext::new(txn_config(&config), partitions.clone(), markers));
-        serve_coordinator_ops(&router, &coordinator, &txn_coordinator);
+        let share_partitions = crate::group::share::share_partitions::SharePartitions::new();
+        serve_coordinator_ops(&router, &coordinator, &txn_coordinator, &share_partitions);
         let request_memory = Rc::new(RequestMemoryPool::new(config.queued_max_request_bytes));
         let fetchers = Rc::new(FetcherManager::new(FetcherSettings::from_config(&config, controller.broker_epoch(), inter_broker.clone()), partitions.clone()));
         // `Config::validate` resolved the same settings before the broker started.
@@ -113,6 +119,8 @@ impl ShardContext {
             connection_limits,
             inter_broker,
             listener_infos: std::cell::RefCell::new(Vec::new()),
+            share_partitions,
+            share_sessions: Default::default(),
         }
     }
 

@@ -12,14 +12,19 @@ use crate::protocol::ErrorCode;
 use crate::txn::ops::execute_here as execute_txn;
 use crate::txn::{AnswersTxnOps, CarriesTxnOps, TxnContext, TxnOp, TxnResult};
 
+use crate::group::share::share_partitions::{SharePartitionError, SharePartitionOp, SharePartitionReply, SharePartitions};
+
 pub enum ShardOp {
     Group(GroupOp),
     Txn(TxnOp),
+    /// A share-partition's part of a ShareFetch / ShareAcknowledge (group/share/).
+    Share(SharePartitionOp),
 }
 
 pub enum ShardResult {
     Group(GroupResult),
     Txn(TxnResult),
+    Share(Result<SharePartitionReply, SharePartitionError>),
 }
 
 /// The router of a broker shard: partition operations plus the coordinators' ones.
@@ -35,7 +40,7 @@ impl AnswersGroupOps for ShardResult {
     fn into_group(self) -> GroupResult {
         match self {
             ShardResult::Group(r) => r,
-            ShardResult::Txn(_) => Err(ErrorCode::UNKNOWN_SERVER_ERROR),
+            ShardResult::Txn(_) | ShardResult::Share(_) => Err(ErrorCode::UNKNOWN_SERVER_ERROR),
         }
     }
 }
@@ -50,21 +55,25 @@ impl AnswersTxnOps for ShardResult {
     fn into_txn(self) -> TxnResult {
         match self {
             ShardResult::Txn(r) => r,
-            ShardResult::Group(_) => Err(ErrorCode::UNKNOWN_SERVER_ERROR),
+            ShardResult::Group(_) | ShardResult::Share(_) => Err(ErrorCode::UNKNOWN_SERVER_ERROR),
         }
     }
 }
 
 /// Installs this shard's coordinators as its router's extension: an operation arriving
 /// for one of its partitions runs on the coordinator it names.
-pub fn serve_coordinator_ops(router: &ShardRouter, groups: &Rc<CoordinatorContext>, txns: &Rc<TxnContext>) {
-    let (groups, txns) = (Rc::downgrade(groups), Rc::downgrade(txns));
+pub fn serve_coordinator_ops(router: &ShardRouter, groups: &Rc<CoordinatorContext>, txns: &Rc<TxnContext>, shares: &Rc<SharePartitions>) {
+    let (groups, txns, shares) = (Rc::downgrade(groups), Rc::downgrade(txns), Rc::downgrade(shares));
     router.set_extension(Box::new(move |p, op| {
-        let (groups, txns) = (groups.clone(), txns.clone());
+        let (groups, txns, shares) = (groups.clone(), txns.clone(), shares.clone());
         Box::pin(async move {
             match op {
                 ShardOp::Group(op) => ShardResult::Group(execute_group(&groups, p, op).await),
                 ShardOp::Txn(op) => ShardResult::Txn(execute_txn(&txns, p, op).await),
+                ShardOp::Share(op) => ShardResult::Share(match shares.upgrade() {
+                    Some(s) => s.run(&p, op, crate::runtime::now_ms()).await,
+                    None => Err(SharePartitionError::Partition(crate::partition::PartitionError::NotLeader)),
+                }),
             }
         })
     }));
