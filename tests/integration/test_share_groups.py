@@ -323,3 +323,52 @@ def test_console_share_consumers_split_the_records(broker_factory, topic_name):
             p.wait(30)
     values = [l for l in lines if l.startswith("r")]
     assert len(values) == 200 and len(set(values)) == 200, (len(values), len(set(values)))
+
+
+def test_share_acknowledgements_that_do_not_fit_are_refused(broker_factory, topic_name):
+    """Bad input, as Kafka 4.4 answers it: acknowledgement batches that run backwards,
+    overlap, carry the wrong number of types or an unknown type are INVALID_REQUEST; offsets
+    the member does not hold (never delivered) are INVALID_RECORD_STATE; neither changes what
+    the member holds (it can still accept its records). An acknowledgement cannot open a
+    session; a closed session is gone."""
+    b = share_broker(broker_factory)
+    bs = b.bootstrap
+    admin_create_topic(bs, topic_name, 1)
+    group = "sbad-" + topic_name
+    m, _ = joined(bs, group, [topic_name])
+    members = settle(bs, group, {m: _}, lambda a: all(a.values()))
+    tid = bytes.fromhex(next(iter(members[m]["assignment"])))
+    with w.connect(bs) as s:
+        assert share_fetch(bs, group, m, 0, tid, [0], sock=s)[0] == 0
+        epoch = 1
+
+        def gets_records():
+            nonlocal epoch
+            produce(bs, topic_name, 0, 10)
+            r = share_fetch(bs, group, m, epoch, tid, [0], max_wait_ms=1000, sock=s)
+            epoch += 1
+            return r if r[1][0]["acquired"] else None
+        held = acquired_offsets(wait_for("records", gets_records, 60)[1][0])
+        first, last = held[0], held[-1]
+        end = max(held) + 1000
+        bad_requests = [
+            [(last, first, [ACCEPT])] if last > first else [(first + 1, first, [ACCEPT])],  # backwards
+            [(first, last, [ACCEPT]), (first, first, [ACCEPT])],  # overlapping
+            [(first, first + 1, [ACCEPT, ACCEPT, ACCEPT])],  # 3 types for 2 offsets
+            [(first, first, [9])],  # no such type
+        ]
+        for acks in bad_requests:
+            err, res = share_ack(bs, group, m, epoch, tid, {0: acks}, sock=s)
+            epoch += 1
+            assert (err, res[0]) == (0, 42), (acks, err, res)
+        err, res = share_ack(bs, group, m, epoch, tid, {0: [(end, end + 5, [ACCEPT])]}, sock=s)
+        epoch += 1
+        assert res[0] == INVALID_RECORD_STATE, res
+        # Nothing changed: the member still holds, and accepts, its records.
+        err, res = share_ack(bs, group, m, epoch, tid, {0: [(first, last, [ACCEPT])]}, sock=s)
+        epoch += 1
+        assert (err, res[0]) == (0, 0), res
+        # Closing (-1) ends the session; acknowledgements never open one.
+        assert share_ack(bs, group, m, -1, tid, {}, sock=s)[0] == 0
+        assert share_fetch(bs, group, m, epoch, tid, [0], sock=s)[0] == SHARE_SESSION_NOT_FOUND
+        assert share_ack(bs, group, m, 0, tid, {0: [(first, first, [ACCEPT])]}, sock=s)[0] == INVALID_SHARE_SESSION_EPOCH
