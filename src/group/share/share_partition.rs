@@ -257,7 +257,8 @@ impl SharePartition {
     }
 
     /// Applies `member`'s acknowledgements, all or none: every offset named must be in
-    /// flight and ACQUIRED by `member`; batches must run forwards without overlapping.
+    /// flight (else INVALID_REQUEST, as Kafka) and ACQUIRED by `member` (else
+    /// INVALID_RECORD_STATE); batches must run forwards without overlapping.
     /// RENEW is taken only when `renew_allowed` (the request's IsRenewAck).
     pub fn acknowledge(&mut self, member: &str, batches: &[AcknowledgementBatch], renew_allowed: bool, now_ms: i64) -> Result<(), AcknowledgeError> {
         let mut previous_last: Option<i64> = None;
@@ -277,7 +278,9 @@ impl SharePartition {
             }
             previous_last = Some(b.last_offset);
             if b.first_offset < self.start_offset || b.last_offset >= self.end_offset {
-                return Err(AcknowledgeError::InvalidRecordState(format!("Offsets {}-{} are not all in flight ({}-{})", b.first_offset, b.last_offset, self.start_offset, self.end_offset - 1)));
+                // Kafka 4.4 answers INVALID_REQUEST for offsets it has no record of in flight
+                // (INVALID_RECORD_STATE is for in-flight records in the wrong state).
+                return Err(AcknowledgeError::InvalidBatch(format!("Batch record not found: offsets {}-{} are not all in flight ({}-{})", b.first_offset, b.last_offset, self.start_offset, self.end_offset - 1)));
             }
             // Every range the batch touches is held by this member.
             let head = self.ranges.range(..=b.first_offset).next_back().map(|(&f, _)| f).unwrap_or(b.first_offset);
@@ -539,7 +542,7 @@ mod tests {
         sp.acquire(&a, &[(0, 9)], 500, 0);
         let before = sp.state_batches();
         // The second batch names an offset never delivered: nothing applies.
-        assert!(matches!(sp.acknowledge("a", &[ack(0, 4, &[Accept]), ack(8, 12, &[Accept])], false, 1), Err(AcknowledgeError::InvalidRecordState(_))));
+        assert!(matches!(sp.acknowledge("a", &[ack(0, 4, &[Accept]), ack(8, 12, &[Accept])], false, 1), Err(AcknowledgeError::InvalidBatch(_))));
         assert_eq!(sp.state_batches(), before);
         // Malformed batches are refused as bad requests.
         let bad = [
