@@ -316,27 +316,20 @@ impl SharePartition {
     /// Locks that ended by `now_ms` are released (AVAILABLE, or ARCHIVED at the delivery
     /// limit); the number of offsets released.
     pub fn expire_locks(&mut self, now_ms: i64) -> i64 {
-        let mut released = 0;
-        let limit = self.limits.delivery_count_limit;
-        for (&f, r) in self.ranges.iter_mut() {
-            if r.state == RecordState::Acquired && r.lock_deadline_ms <= now_ms {
-                release(r, limit);
-                released += r.last - f + 1;
-            }
-        }
-        if released > 0 {
-            self.advance_start();
-            self.check();
-        }
-        released
+        self.release_where(|r| r.lock_deadline_ms <= now_ms)
     }
 
     /// Everything `member` holds is released (it left the group or closed its session).
     pub fn release_member(&mut self, member: &str) -> i64 {
+        self.release_where(|r| r.owner.as_deref() == Some(member))
+    }
+
+    /// Releases the acquired ranges `which` picks; the number of offsets released.
+    fn release_where(&mut self, which: impl Fn(&InFlight) -> bool) -> i64 {
         let mut released = 0;
         let limit = self.limits.delivery_count_limit;
         for (&f, r) in self.ranges.iter_mut() {
-            if r.state == RecordState::Acquired && r.owner.as_deref() == Some(member) {
+            if r.state == RecordState::Acquired && which(r) {
                 release(r, limit);
                 released += r.last - f + 1;
             }
