@@ -126,7 +126,7 @@ impl FinalizedFeatures {
 }
 
 /// UpdateFeatures' upgrade types (v1+; v0's AllowDowngrade maps to `SafeDowngrade`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum UpgradeType {
     Upgrade,
     SafeDowngrade,
@@ -150,22 +150,7 @@ impl UpgradeType {
 pub struct FeatureUpdate {
     pub name: String,
     pub level: i16,
-    pub upgrade_type: Option<u8>,
-}
-
-impl FeatureUpdate {
-    pub fn new(name: String, level: i16, upgrade_type: Option<UpgradeType>) -> FeatureUpdate {
-        let wire = upgrade_type.map(|t| match t {
-            UpgradeType::Upgrade => 1,
-            UpgradeType::SafeDowngrade => 2,
-            UpgradeType::UnsafeDowngrade => 3,
-        });
-        FeatureUpdate { name, level, upgrade_type: wire }
-    }
-
-    fn upgrade_type(&self) -> Option<UpgradeType> {
-        self.upgrade_type.and_then(|t| i8::try_from(t).ok()).and_then(UpgradeType::from_wire)
-    }
+    pub upgrade_type: Option<UpgradeType>,
 }
 
 /// Checks `updates` against `current` as Kafka's FeatureControlManager does, each against
@@ -185,7 +170,7 @@ pub fn check_updates(current: &FinalizedFeatures, updates: &[FeatureUpdate], con
 
 fn check_one(current: &FinalizedFeatures, u: &FeatureUpdate, controller: i32, unstable: bool) -> Result<(), String> {
     let invalid = |why: String| format!("Invalid update version {} for feature {}. {why}", u.level, u.name);
-    let Some(upgrade_type) = u.upgrade_type() else {
+    let Some(upgrade_type) = u.upgrade_type else {
         return Err(invalid("The controller does not support the given upgrade type.".into()));
     };
     let Some(range) = supported(&u.name, unstable) else {
@@ -222,7 +207,7 @@ mod tests {
     use super::*;
 
     fn up(name: &str, level: i16, t: u8) -> FeatureUpdate {
-        FeatureUpdate { name: name.into(), level, upgrade_type: Some(t) }
+        FeatureUpdate { name: name.into(), level, upgrade_type: UpgradeType::from_wire(t as i8) }
     }
 
     const PREFIX: &str = "The update failed for all features since the following feature had an error: ";

@@ -92,8 +92,9 @@ impl SharePartitions {
             if op.release {
                 sp.release_member(&op.member_id);
             }
+            let next = sp.next_fetch_offset();
             match op.fetch {
-                Some(limits) if sp.can_acquire() && sp.next_fetch_offset() < p.high_watermark() => Some((sp.next_fetch_offset(), limits)),
+                Some(limits) if sp.can_acquire() && next < p.high_watermark() => Some((next, limits)),
                 _ => None,
             }
         };

@@ -20,7 +20,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: UpdateFeatur
     let outcome = if !ctx.access(&meta).allows_cluster(Operation::Alter) {
         Err((ErrorCode::CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.".to_string()))
     } else {
-        let updates = req.feature_updates.iter().map(|u| FeatureUpdate::new(u.feature.to_string(), u.max_version_level, upgrade_type(meta.version, u.allow_downgrade, u.upgrade_type))).collect();
+        let updates = req.feature_updates.iter().map(|u| FeatureUpdate { name: u.feature.to_string(), level: u.max_version_level, upgrade_type: upgrade_type(meta.version, u.allow_downgrade, u.upgrade_type) }).collect();
         let done = ctx.controller.update_features(updates, req.validate_only).await.map_err(|e| (ErrorCode::from(&e), e.to_string()));
         if done.is_ok() && !req.validate_only {
             // kafka-features.sh describes next (ApiVersions): answer it from the new image.
