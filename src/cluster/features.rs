@@ -3,8 +3,8 @@
 //! through the controller), and Kafka's rules for changing them, with its words.
 //!
 //! Supported ranges say what shardlog implements, not what Kafka 4.4 does: a level is
-//! listed only once the behaviour behind it exists (share groups, streams groups, KIP-853
-//! voter changes and ELR are still to come, so their features support level 0 only and a
+//! listed only once the behaviour behind it exists (share groups, streams groups and KIP-853
+//! voter changes are still to come, so their features support level 0 only and a
 //! `kafka-features.sh upgrade --release-version 4.4-IV2` is refused for them, naming the
 //! range, as Kafka refuses a level its controller does not know).
 use std::collections::BTreeMap;
@@ -42,8 +42,8 @@ pub const SUPPORTED: &[SupportedFeature] = &[
     SupportedFeature { name: TRANSACTION_VERSION, min: 0, max: 2 },
     // 1 = KIP-848 consumer groups (ConsumerGroupHeartbeat).
     SupportedFeature { name: GROUP_VERSION, min: 0, max: 1 },
-    // [1] KIP-966 eligible leader replicas: not built.
-    SupportedFeature { name: ELIGIBLE_LEADER_REPLICAS_VERSION, min: 0, max: 0 },
+    // 1 = KIP-966 eligible leader replicas (`controller/eligible_leaders.rs`).
+    SupportedFeature { name: ELIGIBLE_LEADER_REPLICAS_VERSION, min: 0, max: 1 },
     // [2] KIP-932 share groups: not built.
     SupportedFeature { name: SHARE_VERSION, min: 0, max: 0 },
     // [1] KIP-1071 streams groups: not built.
@@ -117,6 +117,13 @@ impl FinalizedFeatures {
     /// Whether KIP-848 consumer groups are on (group.version >= 1).
     pub fn consumer_groups_enabled(&self) -> bool {
         self.level(GROUP_VERSION) >= 1
+    }
+
+    /// Whether KIP-966 eligible leader replicas are on (eligible.leader.replicas.version
+    /// >= 1): the controller keeps ELRs, a fenced last ISR member leaves the ISR, and a
+    /// leader holds its high watermark while its ISR is below min.insync.replicas.
+    pub fn elr_enabled(&self) -> bool {
+        self.level(ELIGIBLE_LEADER_REPLICAS_VERSION) >= 1
     }
 
     /// Whether share groups are on (share.version >= 1).
@@ -216,7 +223,8 @@ mod tests {
     fn a_new_cluster_finalizes_what_is_built() {
         let f = FinalizedFeatures::default();
         let levels: Vec<_> = f.iter().collect();
-        assert_eq!(levels, vec![(GROUP_VERSION, 1), (METADATA_VERSION, 33), (TRANSACTION_VERSION, 2)]);
+        assert_eq!(levels, vec![(ELIGIBLE_LEADER_REPLICAS_VERSION, 1), (GROUP_VERSION, 1), (METADATA_VERSION, 33), (TRANSACTION_VERSION, 2)]);
+        assert!(f.elr_enabled());
         assert_eq!(f.level(SHARE_VERSION), 0);
         assert!(f.consumer_groups_enabled());
     }

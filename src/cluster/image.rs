@@ -55,6 +55,18 @@ pub struct PartitionMeta {
     pub adding_replicas: Vec<BrokerId>,
     #[serde(default)]
     pub removing_replicas: Vec<BrokerId>,
+    /// KIP-966 eligible leader replicas: replicas that left the ISR while it was below
+    /// min.insync.replicas, so they hold every record up to the high watermark (which a
+    /// leader does not move while its ISR is that small); one leads when the ISR is empty.
+    /// Empty whenever the ISR is at or above min.insync.replicas, or ELR is off
+    /// (`controller/eligible_leaders.rs`).
+    #[serde(default)]
+    pub elr: Vec<BrokerId>,
+    /// The last known leader (Kafka's LastKnownElr as Kafka 4.4 uses it): set when the ISR
+    /// becomes empty, elected when the ISR and the ELR are both empty and it returns;
+    /// cleared once the partition has a leader.
+    #[serde(default)]
+    pub last_known_elr: Vec<BrokerId>,
 }
 
 fn no_leader() -> BrokerId {
@@ -74,6 +86,8 @@ impl PartitionMeta {
             partition_epoch: 0,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         }
     }
 
@@ -91,6 +105,8 @@ impl PartitionMeta {
             partition_epoch: 0,
             adding_replicas: Vec::new(),
             removing_replicas: Vec::new(),
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         }
     }
 
@@ -187,6 +203,12 @@ pub struct MetadataImage {
     /// Finalized feature levels (Kafka's FeatureLevelRecords); UpdateFeatures changes them.
     #[serde(default)]
     pub features: super::features::FinalizedFeatures,
+    /// The static `min.insync.replicas` of the controller that proposed the latest broker
+    /// registration, fencing or unfencing (the records carry it, as `unclean_default`):
+    /// the controller's default for topics and clusters that do not set the key, so every
+    /// replica of the log computes the same ELRs. 0 (images from before) counts as 1.
+    #[serde(default)]
+    pub min_insync_replicas_default: i32,
 }
 
 /// A non-topic resource that can carry dynamic configs.

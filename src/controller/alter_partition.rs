@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cluster::image::{broker_epoch, BrokerId, MetadataImage, PartitionMeta, NO_LEADER};
 
+use super::eligible_leaders::{self, ElrPolicy};
 use super::reassignment;
 
 /// Why an AlterPartition was refused (Kafka's error names; `server/` maps them to codes:
@@ -129,19 +130,28 @@ fn in_replica_order(p: &PartitionMeta, new_isr: &[BrokerId]) -> Result<Vec<Broke
 pub fn apply(image: &mut MetadataImage, req: AlterIsr<'_>) -> Result<(PartitionMeta, Option<String>), AlterPartitionError> {
     let Checked { topic, isr } = check(image, req)?;
     let live = super::leadership::live_set(image);
-    let p = image
-        .topics
-        .get_mut(&topic)
-        .and_then(|t| t.partitions.iter_mut().find(|p| p.partition == req.partition))
-        .ok_or(AlterPartitionError::UnknownTopicOrPartition)?;
+    let elr_policy = ElrPolicy::of(image);
+    let t = image.topics.get_mut(&topic).ok_or(AlterPartitionError::UnknownTopicOrPartition)?;
+    let configs = &t.configs;
+    let p = t.partitions.iter_mut().find(|p| p.partition == req.partition).ok_or(AlterPartitionError::UnknownTopicOrPartition)?;
     let Some(isr) = isr else { return Ok((p.clone(), None)) };
     let before = p.clone();
     p.isr = isr;
+    // KIP-966: members leaving an ISR below min.insync.replicas become eligible leaders;
+    // an ISR back at it keeps none.
+    let min_isr = elr_policy.min_isr(configs, p.replicas.len());
+    if elr_policy.enabled() {
+        eligible_leaders::after_isr_change(p, &before.isr, min_isr, None);
+    }
     // The last adding replica joining the ISR completes a reassignment (Kafka completes
     // it in the same PartitionChangeRecord); `settle` bumps the partition epoch once and
     // moves leadership if the leader was removed.
     reassignment::complete_if_ready(p);
     reassignment::settle(p, &before, &live);
+    if elr_policy.enabled() {
+        eligible_leaders::note_last_leader(p, &before);
+        eligible_leaders::check(p, elr_policy.min_isr(configs, p.replicas.len()));
+    }
     debug_assert!(p.partition_epoch > before.partition_epoch);
     debug_assert!((p.leader == NO_LEADER || p.isr.contains(&p.leader)) && p.isr.iter().all(|b| p.replica_on(*b).is_some()), "ISR holds the leader and only replicas");
     Ok((p.clone(), Some(topic)))

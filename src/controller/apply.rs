@@ -203,16 +203,19 @@ fn apply_inner(
             }
             Ok((Applied::Done, deltas))
         }
-        Command::RegisterBroker { broker, unclean_default } => {
+        Command::RegisterBroker { broker, unclean_default, min_isr_default, clean_shutdown_of } => {
+            note_min_isr_default(image, *min_isr_default);
             let mut changed = ChangedTopics::new();
+            let mut unclean_restart = false;
             if let Some(old) = image.brokers.get_mut(&broker.id) {
                 if old.incarnation != broker.incarnation {
                     // A restart, which may have lost unsynced writes (Kafka's unclean
                     // shutdown handling): the old incarnation is fenced first, so it
-                    // leaves every ISR where it is not the last member and its
-                    // leaderships end (epochs bump); it rejoins ISRs through its leaders'
-                    // AlterPartition once caught up. A no-op when the session timeout
-                    // fenced it already.
+                    // leaves every ISR where it is not the last member (with ELR, every
+                    // ISR) and its leaderships end (epochs bump); it rejoins ISRs through
+                    // its leaders' AlterPartition once caught up. A no-op when the session
+                    // timeout fenced it already.
+                    unclean_restart = *clean_shutdown_of != Some(old.incarnation);
                     old.fenced = true;
                     changed.extend(leadership::on_fenced(image, broker.id, *unclean_default));
                 }
@@ -220,9 +223,13 @@ fn apply_inner(
             let mut registered = broker.clone();
             registered.fenced = false;
             image.brokers.insert(broker.id, registered);
+            if unclean_restart {
+                // With ELR: its log may lack records below the high watermark now.
+                changed.extend(leadership::on_unclean_shutdown(image, broker.id, *unclean_default));
+            }
             changed.extend(leadership::adopt_unassigned(image, broker));
-            // Where it is still the only ISR member (its log may be the only complete one)
-            // it leads again, in a new epoch.
+            // Where it is still the only ISR member (its log may be the only complete one),
+            // or an eligible leader replica of an empty ISR, it leads again, in a new epoch.
             changed.extend(leadership::on_unfenced(image, broker.id, *unclean_default));
             changed.extend(reassignment::complete_ready(image));
             Ok((Applied::Done, broker_deltas(changed)))
@@ -234,8 +241,9 @@ fn apply_inner(
             let deltas = changed.into_iter().map(|name| MetadataDelta::LeadersChanged { name }).collect();
             Ok((Applied::PartitionAltered(meta), deltas))
         }
-        Command::FenceBroker { broker, incarnation, unclean_default } | Command::UnfenceBroker { broker, incarnation, unclean_default } => {
+        Command::FenceBroker { broker, incarnation, unclean_default, min_isr_default } | Command::UnfenceBroker { broker, incarnation, unclean_default, min_isr_default } => {
             let fence = matches!(cmd, Command::FenceBroker { .. });
+            note_min_isr_default(image, *min_isr_default);
             let Some(b) = image.brokers.get_mut(broker) else {
                 return Err(Rejection::StaleIncarnation(*broker));
             };
@@ -278,6 +286,14 @@ fn new_partitions(image: &MetadataImage, first: i32, shards: &[ShardId], replica
             p
         })
         .collect()
+}
+
+/// The proposing controller's static min.insync.replicas, as liveness records carry it
+/// (0: a record from before KIP-966, which changes nothing).
+fn note_min_isr_default(image: &mut MetadataImage, min_isr_default: i32) {
+    if min_isr_default > 0 {
+        image.min_insync_replicas_default = min_isr_default;
+    }
 }
 
 fn broker_deltas(changed: ChangedTopics) -> Vec<MetadataDelta> {

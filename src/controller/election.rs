@@ -75,7 +75,7 @@ pub fn choose(p: &PartitionMeta, image: &MetadataImage, election: ElectionType) 
             if p.leader == preferred {
                 return Err(ElectionError::NotNeeded);
             }
-            if p.isr.contains(&preferred) && image.is_live(preferred) {
+            if leadership::is_valid_leader(p, preferred) && image.is_live(preferred) {
                 return Ok(preferred);
             }
             // As Kafka's PREFERRED election: a valid leader is kept (no change: not
@@ -125,10 +125,15 @@ pub fn apply_elections(image: &mut MetadataImage, election: ElectionType, target
         if p.leader == leader {
             continue; // named twice in one record: the first did it
         }
-        if !p.isr.contains(&leader) {
-            // Unclean: the new leader's log is the partition now (Kafka: ISR = [leader]).
+        if p.isr.is_empty() && p.elr.contains(&leader) {
+            super::eligible_leaders::promote(p, leader);
+        } else if !p.isr.contains(&leader) {
+            // Unclean: the new leader's log is the partition now (Kafka: ISR = [leader]),
+            // and the KIP-966 sets no longer say who is safe (Kafka empties them).
             p.isr = vec![leader];
+            p.elr.clear();
         }
+        p.last_known_elr.clear();
         leadership::set_leader(p, leader);
         changed.insert(r.topic.clone());
     }
@@ -400,17 +405,17 @@ mod tests {
         let on = |b: BrokerId| ReplicaMeta { broker: b, shard: 1 };
         let t0 = refs(&[0]);
         let log = vec![
-            Command::RegisterBroker { broker: broker(1, 1), unclean_default: false },
-            Command::RegisterBroker { broker: broker(2, 2), unclean_default: false },
-            Command::RegisterBroker { broker: broker(3, 3), unclean_default: false },
+            Command::RegisterBroker { broker: broker(1, 1), unclean_default: false, min_isr_default: 0, clean_shutdown_of: None },
+            Command::RegisterBroker { broker: broker(2, 2), unclean_default: false, min_isr_default: 0, clean_shutdown_of: None },
+            Command::RegisterBroker { broker: broker(3, 3), unclean_default: false, min_isr_default: 0, clean_shutdown_of: None },
             Command::CreateTopic { name: "t".into(), topic_id: [1; 16], shards: vec![], replicas: vec![vec![on(1), on(2), on(3)]], configs: BTreeMap::new() },
             // The followers lag: the leader shrinks the ISR to itself.
             Command::AlterPartition { topic_id: [1; 16], partition: 0, leader: 1, leader_epoch: 0, partition_epoch: 0, new_isr: vec![1], new_isr_epochs: vec![] },
-            Command::FenceBroker { broker: 1, incarnation: [1; 16], unclean_default: false },
+            Command::FenceBroker { broker: 1, incarnation: [1; 16], unclean_default: false, min_isr_default: 0 },
             Command::ElectLeaders { election: ElectionType::Preferred, partitions: t0.clone() },
             Command::ElectLeaders { election: ElectionType::Unclean, partitions: t0.clone() },
             Command::ElectLeaders { election: ElectionType::Unclean, partitions: t0.clone() },
-            Command::RegisterBroker { broker: broker(1, 9), unclean_default: false },
+            Command::RegisterBroker { broker: broker(1, 9), unclean_default: false, min_isr_default: 0, clean_shutdown_of: None },
             Command::ElectLeaders { election: ElectionType::Preferred, partitions: t0.clone() },
         ];
         let run = || {

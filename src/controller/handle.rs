@@ -76,6 +76,11 @@ impl ControllerHandle {
         crate::cluster::image::broker_epoch(&self.incarnation)
     }
 
+    /// This process's broker incarnation (what it registered with).
+    pub fn incarnation(&self) -> [u8; 16] {
+        self.incarnation
+    }
+
     async fn call(&self, body: ClientRequest) -> Result<ClientReply, ControllerError> {
         let (reply, rx) = oneshot::channel();
         let req = Request {

@@ -11,12 +11,19 @@ use super::snapshot;
 use super::types::{Applied, Command, Rejection, Response};
 use super::*;
 use crate::cluster::image::{BrokerId, BrokerMeta, MetadataDelta, MetadataImage, PartitionMeta, ReplicaMeta, TopicMeta, NO_LEADER};
-use crate::cluster::topic_config::UNCLEAN_LEADER_ELECTION_ENABLE;
+use crate::cluster::topic_config::{MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION_ENABLE};
 
 const T: [u8; 16] = [1; 16];
 
 fn broker(id: BrokerId, inc: u8) -> BrokerMeta {
     BrokerMeta { id, incarnation: [inc; 16], host: "h".into(), port: 9092, rack: None, shard_count: 1, listeners: Vec::new(), fenced: false }
+}
+
+/// An empty image with eligible.leader.replicas.version 1 (`elr`) or 0.
+fn image_with_elr(elr: bool) -> MetadataImage {
+    let mut img = MetadataImage::default();
+    img.features.set(&[(crate::cluster::features::ELIGIBLE_LEADER_REPLICAS_VERSION.to_string(), i16::from(elr))]);
+    img
 }
 
 /// Applies `cmds` in order after the ones already in `log` (indices follow).
@@ -29,9 +36,15 @@ impl Log {
     /// Brokers 1, 2, 3 registered; topic "t" (configs `configs`) with one partition on
     /// [1, 2, 3], led by 1, ISR all three.
     fn new(configs: &[(&str, &str)]) -> Log {
-        let mut log = Log { img: MetadataImage::default(), index: 0 };
+        Log::with_elr(configs, false)
+    }
+
+    /// As `new`, with KIP-966 eligible leader replicas on (`elr`) or off (Kafka before it:
+    /// the last ISR member stays in the ISR whatever happens to it).
+    fn with_elr(configs: &[(&str, &str)], elr: bool) -> Log {
+        let mut log = Log { img: image_with_elr(elr), index: 0 };
         for id in 1..=3 {
-            log.ok(Command::RegisterBroker { broker: broker(id, id as u8), unclean_default: false });
+            log.ok(Command::RegisterBroker { broker: broker(id, id as u8), unclean_default: false, min_isr_default: 0, clean_shutdown_of: None });
         }
         let configs: BTreeMap<String, String> = configs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let replicas = vec![(1..=3).map(|b| ReplicaMeta { broker: b, shard: 0 }).collect()];
@@ -63,12 +76,12 @@ impl Log {
 
     fn fence(&mut self, b: BrokerId, unclean_default: bool) -> Vec<MetadataDelta> {
         let incarnation = self.img.brokers[&b].incarnation;
-        self.ok(Command::FenceBroker { broker: b, incarnation, unclean_default })
+        self.ok(Command::FenceBroker { broker: b, incarnation, unclean_default, min_isr_default: 0 })
     }
 
     fn unfence(&mut self, b: BrokerId, unclean_default: bool) -> Vec<MetadataDelta> {
         let incarnation = self.img.brokers[&b].incarnation;
-        self.ok(Command::UnfenceBroker { broker: b, incarnation, unclean_default })
+        self.ok(Command::UnfenceBroker { broker: b, incarnation, unclean_default, min_isr_default: 0 })
     }
 
     /// Applies an AlterPartition the image must refuse; returns why.
@@ -169,7 +182,7 @@ fn a_restart_leaves_every_isr_it_shares_and_may_lead_where_it_was_alone() {
     log.ok(Command::CreateTopic { name: "u".into(), topic_id: [2; 16], shards: vec![], replicas: vec![on(&[1, 2])], configs: BTreeMap::new() });
     log.ok(Command::AlterPartition { topic_id: [2; 16], partition: 0, leader: 1, leader_epoch: 0, partition_epoch: 0, new_isr: vec![1], new_isr_epochs: vec![] });
     // Broker 1 restarts before the session timeout noticed: a new incarnation registers.
-    let deltas = log.ok(Command::RegisterBroker { broker: broker(1, 11), unclean_default: false });
+    let deltas = log.ok(Command::RegisterBroker { broker: broker(1, 11), unclean_default: false, min_isr_default: 0, clean_shutdown_of: None });
     assert!(deltas.contains(&MetadataDelta::BrokersChanged) && deltas.contains(&MetadataDelta::LeadersChanged { name: "u".into() }), "{deltas:?}");
     // It may have lost unsynced writes: out of the ISR it shared, leadership moved on.
     assert_eq!(log.summary(), (2, vec![2, 3], 1, 1));
@@ -180,7 +193,7 @@ fn a_restart_leaves_every_isr_it_shares_and_may_lead_where_it_was_alone() {
     assert!(!log.img.brokers[&1].fenced && log.img.brokers[&1].incarnation == [11; 16]);
     // Restarted again after the session timeout fenced it: the same end state.
     log.fence(1, false);
-    log.ok(Command::RegisterBroker { broker: broker(1, 12), unclean_default: false });
+    log.ok(Command::RegisterBroker { broker: broker(1, 12), unclean_default: false, min_isr_default: 0, clean_shutdown_of: None });
     let u = log.img.topics["u"].partitions[0].clone();
     assert_eq!((u.leader, u.isr, u.leader_epoch), (1, vec![1], 4));
     assert_eq!(log.summary(), (2, vec![2, 3], 1, 1), "t untouched: broker 1 was already out of its ISR");
@@ -236,10 +249,10 @@ fn replaying_the_log_gives_the_same_isrs() {
         let c = log.alter(&[1, 2]);
         push(&mut log, c);
         let inc = log.img.brokers[&1].incarnation;
-        push(&mut log, Command::FenceBroker { broker: 1, incarnation: inc, unclean_default: false });
+        push(&mut log, Command::FenceBroker { broker: 1, incarnation: inc, unclean_default: false, min_isr_default: 0 });
         let c = log.alter(&[2, 3]);
         push(&mut log, c);
-        push(&mut log, Command::RegisterBroker { broker: broker(2, 22), unclean_default: true });
+        push(&mut log, Command::RegisterBroker { broker: broker(2, 22), unclean_default: true, min_isr_default: 0, clean_shutdown_of: None });
         cmds
     };
     let run = || {
@@ -322,10 +335,10 @@ mod properties {
     use super::*;
 
     /// Brokers 1..=4; topic "t" with a partition per assignment; unclean elections as asked.
-    fn start(assignments: &[Vec<BrokerId>], unclean: bool) -> Log {
-        let mut log = Log { img: MetadataImage::default(), index: 0 };
+    fn start(assignments: &[Vec<BrokerId>], unclean: bool, elr: bool) -> Log {
+        let mut log = Log { img: image_with_elr(elr), index: 0 };
         for id in 1..=4 {
-            log.ok(Command::RegisterBroker { broker: broker(id, id as u8), unclean_default: false });
+            log.ok(Command::RegisterBroker { broker: broker(id, id as u8), unclean_default: false, min_isr_default: 0, clean_shutdown_of: None });
         }
         let replicas = assignments.iter().map(|bs| bs.iter().map(|b| ReplicaMeta { broker: *b, shard: 0 }).collect()).collect();
         let configs = if unclean { [(UNCLEAN_LEADER_ELECTION_ENABLE.to_string(), "true".to_string())].into() } else { BTreeMap::new() };
@@ -334,11 +347,15 @@ mod properties {
     }
 
     fn check(img: &MetadataImage) -> Result<(), TestCaseError> {
+        let elr = img.features.elr_enabled();
         for p in &img.topics["t"].partitions {
-            prop_assert!(!p.isr.is_empty() && p.isr.iter().all(|b| p.replica_on(*b).is_some()), "{p:?}");
-            prop_assert!(p.isr.len() == 1 || p.isr.iter().all(|b| img.is_live(*b)), "a fenced broker in a shared ISR: {p:?}");
+            prop_assert!((elr || !p.isr.is_empty()) && p.isr.iter().all(|b| p.replica_on(*b).is_some()), "{p:?}");
+            prop_assert!(p.isr.len() == 1 && !elr || p.isr.iter().all(|b| img.is_live(*b)), "a fenced broker in a shared ISR (or any, with ELR): {p:?}");
+            prop_assert!(p.elr.iter().all(|b| !p.isr.contains(b) && p.replica_on(*b).is_some()), "ELR outside the ISR: {p:?}");
+            prop_assert!(p.elr.is_empty() || p.isr.is_empty(), "ELR only below min ISR (1 here): {p:?}");
             if p.leader == NO_LEADER {
                 prop_assert!(!p.isr.iter().any(|b| img.is_live(*b)), "leaderless with a live ISR member: {p:?}");
+                prop_assert!(!p.isr.is_empty() || !p.elr.iter().any(|b| img.is_live(*b)), "leaderless with a live ELR member: {p:?}");
             } else {
                 prop_assert!(img.is_live(p.leader) && p.isr.contains(&p.leader), "{p:?}");
             }
@@ -354,9 +371,10 @@ mod properties {
         fn alter_partition_fencing_and_restarts_keep_the_isr_rules(
             assignments in prop::collection::vec(prop::sample::subsequence(vec![1, 2, 3, 4], 2..=3), 1..4),
             unclean in any::<bool>(),
+            elr in any::<bool>(),
             steps in prop::collection::vec((0..5u8, 1..=4i32, 0..4usize, any::<u8>(), 0..8usize), 1..60),
         ) {
-            let mut log = start(&assignments, unclean);
+            let mut log = start(&assignments, unclean, elr);
             let mut past: Vec<Vec<PartitionMeta>> = vec![log.img.topics["t"].partitions.clone()];
             let mut incarnation = 10u8;
             for (kind, b, part, mask, age) in steps {
@@ -395,7 +413,7 @@ mod properties {
                     }
                     _ => {
                         incarnation = incarnation.wrapping_add(1);
-                        log.ok(Command::RegisterBroker { broker: broker(b, incarnation), unclean_default: false });
+                        log.ok(Command::RegisterBroker { broker: broker(b, incarnation), unclean_default: false, min_isr_default: 0, clean_shutdown_of: None });
                     }
                 }
                 check(&log.img)?;
@@ -412,4 +430,83 @@ mod properties {
             }
         }
     }
+}
+
+/// (leader, ISR, ELR, last known ELR) of "t"-0.
+fn elr_view(log: &Log) -> (BrokerId, Vec<BrokerId>, Vec<BrokerId>, Vec<BrokerId>) {
+    let p = log.p();
+    (p.leader, p.isr, p.elr, p.last_known_elr)
+}
+
+/// Broker `b` restarts as incarnation `inc`, after a clean shutdown or not.
+fn restart(log: &mut Log, b: BrokerId, inc: u8, clean: bool) {
+    let clean_shutdown_of = clean.then(|| log.img.brokers[&b].incarnation);
+    log.ok(Command::RegisterBroker { broker: broker(b, inc), unclean_default: false, min_isr_default: 0, clean_shutdown_of });
+}
+
+#[test]
+fn elr_keeps_the_replica_that_has_the_acknowledged_records_eligible() {
+    // The scenario that loses records without KIP-966: min ISR 2, the ISR shrinks to the
+    // leader, the follower that left is stopped, the leader crashes (losing what it had
+    // not synced) and comes back first.
+    let mut log = Log::with_elr(&[(MIN_INSYNC_REPLICAS, "2")], true);
+    log.ok(log.alter(&[1, 2]));
+    assert_eq!(elr_view(&log), (1, vec![1, 2], vec![], vec![]), "ISR at min ISR: no ELR (3 may lack records below the high watermark)");
+    log.ok(log.alter(&[1]));
+    assert_eq!(elr_view(&log), (1, vec![1], vec![2], vec![]), "2 left an ISR below min: it has everything below the held high watermark");
+    log.fence(2, false);
+    log.fence(3, false);
+    assert_eq!(elr_view(&log).2, vec![2], "a fenced ELR member stays eligible");
+    log.fence(1, false);
+    assert_eq!(elr_view(&log), (NO_LEADER, vec![], vec![1, 2], vec![1]), "the last ISR member leaves the ISR, into the ELR");
+    restart(&mut log, 1, 11, false);
+    assert_eq!(elr_view(&log), (NO_LEADER, vec![], vec![2], vec![1]), "back after a crash: not eligible, so it does not lead");
+    log.unfence(2, false);
+    assert_eq!(elr_view(&log), (2, vec![2], vec![], vec![]), "the eligible replica leads");
+    let p = log.p();
+    assert!(p.leader_epoch > 0 && p.partition_epoch > 0);
+}
+
+#[test]
+fn a_clean_restart_stays_eligible_and_leads_again() {
+    let mut log = Log::with_elr(&[(MIN_INSYNC_REPLICAS, "2")], true);
+    log.ok(log.alter(&[1]));
+    log.fence(2, false);
+    log.fence(3, false);
+    log.fence(1, false);
+    assert_eq!(elr_view(&log), (NO_LEADER, vec![], vec![1, 2, 3], vec![1]));
+    restart(&mut log, 1, 11, true);
+    assert_eq!(elr_view(&log), (1, vec![1], vec![2, 3], vec![]), "a clean shutdown kept 1 eligible: it leads, 2 and 3 stay eligible");
+}
+
+#[test]
+fn the_last_known_leader_leads_when_nothing_else_is_eligible() {
+    // min ISR 1 (the default): the ELR fills only when the ISR empties.
+    let mut log = Log::with_elr(&[], true);
+    log.ok(log.alter(&[1]));
+    assert_eq!(elr_view(&log), (1, vec![1], vec![], vec![]));
+    log.fence(2, false);
+    log.fence(3, false);
+    log.fence(1, false);
+    assert_eq!(elr_view(&log), (NO_LEADER, vec![], vec![1], vec![1]));
+    restart(&mut log, 1, 11, false);
+    assert_eq!(elr_view(&log), (1, vec![1], vec![], vec![]), "Kafka's balanced recovery: the lone last leader, even after a crash");
+}
+
+#[test]
+fn elr_off_keeps_the_last_isr_member_as_before() {
+    let mut log = Log::with_elr(&[(MIN_INSYNC_REPLICAS, "2")], false);
+    log.ok(log.alter(&[1]));
+    log.fence(1, false);
+    assert_eq!(elr_view(&log), (NO_LEADER, vec![1], vec![], vec![]));
+}
+
+#[test]
+fn the_controllers_min_isr_default_comes_with_the_liveness_records() {
+    let mut log = Log::with_elr(&[], true);
+    let incarnation = log.img.brokers[&3].incarnation;
+    log.ok(Command::FenceBroker { broker: 3, incarnation, unclean_default: false, min_isr_default: 2 });
+    assert_eq!(log.img.min_insync_replicas_default, 2);
+    log.ok(log.alter(&[1]));
+    assert_eq!(elr_view(&log).2, vec![2], "min ISR 2 from the controllers' default");
 }

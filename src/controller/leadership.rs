@@ -4,11 +4,12 @@
 //! below drives them directly.
 //!
 //! Invariants kept here: a fenced (or unregistered) broker never leads; a leader is in its
-//! ISR; an ISR of two or more members holds live brokers only (a fenced broker stays in an
-//! ISR only as its last member: its log may be the only one with every acknowledged
-//! record); every change of leader bumps the leader epoch; every change of a partition
-//! bumps its partition epoch; `PartitionMeta::shard` is the leader's replica shard (the
-//! first replica's if none).
+//! ISR; an ISR of two or more members holds live brokers only (without ELR a fenced broker
+//! stays in an ISR only as its last member: its log may be the only one with every
+//! acknowledged record; with ELR it leaves, into the ELR, `eligible_leaders.rs`); every
+//! change of leader bumps the leader epoch; every change of a partition bumps its
+//! partition epoch; `PartitionMeta::shard` is the leader's replica shard (the first
+//! replica's if none).
 //!
 //! Unclean elections (`unclean.leader.election.enable`): a partition whose leader is
 //! fenced with no live ISR member left, or a leaderless one when a broker comes back,
@@ -17,17 +18,25 @@
 //! in `generateLeaderAndIsrUpdates` with `Election.UNCLEAN`.
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::eligible_leaders::{self as elr, ElrPolicy};
 use crate::cluster::image::{BrokerId, BrokerMeta, ConfigResource, MetadataImage, PartitionMeta, ReplicaMeta, NO_LEADER};
 use crate::cluster::topic_config::UNCLEAN_LEADER_ELECTION_ENABLE;
 
 /// The leader Kafka would elect: the first replica (preference order) that is in the ISR
-/// and on a live broker; `NO_LEADER` if none (no unclean election).
+/// (or, the ISR being empty, in the ELR) and on a live broker; `NO_LEADER` if none (no
+/// unclean election).
 pub fn elect(p: &PartitionMeta, image: &MetadataImage) -> BrokerId {
     p.replicas
         .iter()
         .map(|r| r.broker)
-        .find(|b| p.isr.contains(b) && image.is_live(*b))
+        .find(|b| is_valid_leader(p, *b) && image.is_live(*b))
         .unwrap_or(NO_LEADER)
+}
+
+/// Kafka's `isValidNewLeader`, liveness aside: an ISR member, or an ELR member when the
+/// ISR is empty.
+pub fn is_valid_leader(p: &PartitionMeta, b: BrokerId) -> bool {
+    p.isr.contains(&b) || (p.isr.is_empty() && p.elr.contains(&b))
 }
 
 /// The live brokers, read before the topics are borrowed mutably.
@@ -91,52 +100,114 @@ pub(super) fn set_leader(p: &mut PartitionMeta, leader: BrokerId) {
 }
 
 /// A new leader for `p`, whose leader is gone (or which had none): the first live ISR
-/// member, else, if `unclean`, the first live replica, which becomes the whole ISR.
-fn reelect(p: &mut PartitionMeta, live: &BTreeSet<BrokerId>, unclean: bool, topic: &str) {
+/// member; else, with ELR (`elr_on`) and an empty ISR, the first live ELR member, then the
+/// last known leader; else, if `unclean`, the first live replica, which becomes the whole
+/// ISR.
+fn reelect(p: &mut PartitionMeta, live: &BTreeSet<BrokerId>, unclean: bool, elr_on: bool, topic: &str) {
     let mut next = elect_in(p, live);
+    if next == NO_LEADER && elr_on {
+        if let Some(b) = elr::eligible_leader(p, live) {
+            elr::promote(p, b);
+            next = b;
+        } else if let Some(b) = elr::last_known_leader(p, live) {
+            tracing::warn!(topic, partition = p.partition, leader = b, "no ISR or eligible leader replica: the last known leader leads again; records it lost in a crash are lost");
+            p.isr = vec![b];
+            elr::clear(p);
+            next = b;
+        }
+    }
     if next == NO_LEADER && unclean {
         next = p.replicas.iter().map(|r| r.broker).find(|b| live.contains(b)).unwrap_or(NO_LEADER);
         if next != NO_LEADER {
             tracing::warn!(topic, partition = p.partition, leader = next, isr = ?p.isr, "unclean leader election: a replica outside the ISR leads; records acknowledged by the old ISR may be lost");
             // The leader changes too, so set_leader bumps the partition epoch.
             p.isr = vec![next];
+            elr::clear(p);
         }
     }
     set_leader(p, next);
+}
+
+/// One change of `p` from `before`, one partition epoch (as Kafka's one
+/// PartitionChangeRecord): a new leader bumped it already; any other change bumps it here.
+fn bump_if_changed(p: &mut PartitionMeta, before: &PartitionMeta) -> bool {
+    let changed = p.isr != before.isr || p.elr != before.elr || p.last_known_elr != before.last_known_elr || p.leader != before.leader;
+    if changed && p.partition_epoch == before.partition_epoch {
+        p.partition_epoch = p.partition_epoch.saturating_add(1);
+    }
+    p.partition_epoch != before.partition_epoch
 }
 
 /// The topics whose partitions changed, for the shards' deltas.
 pub type ChangedTopics = BTreeSet<String>;
 
 /// `broker` is fenced (already marked so in `image.brokers`): it leaves the ISR of every
-/// partition where it is not the last member, and every partition it led gets a new
-/// leader from the remaining ISR, or, where none is live and the topic allows it, an
-/// unclean one (`unclean_default`: see `UncleanPolicy`), or none.
+/// partition where it is not the last member (with ELR, of every partition, into the ELR
+/// when the ISR falls below min.insync.replicas), and every partition it led gets a new
+/// leader from the remaining ISR (with ELR and an empty ISR, from the ELR), or, where none
+/// is live and the topic allows it, an unclean one (`unclean_default`: see
+/// `UncleanPolicy`), or none.
 pub fn on_fenced(image: &mut MetadataImage, broker: BrokerId, unclean_default: bool) -> ChangedTopics {
     debug_assert!(!image.is_live(broker), "fence the broker before moving its leaderships");
     let mut changed = ChangedTopics::new();
     let live = live_set(image);
     let policy = UncleanPolicy::of(image, unclean_default);
+    let elr_policy = ElrPolicy::of(image);
+    let elr_on = elr_policy.enabled();
     for (name, topic) in image.topics.iter_mut() {
         let unclean = policy.allows(&topic.configs);
         for p in topic.partitions.iter_mut() {
             if p.replica_on(broker).is_none() {
                 continue;
             }
-            let before = p.partition_epoch;
-            let shrunk = p.isr.len() > 1 && p.isr.contains(&broker);
+            let before = p.clone();
+            let shrunk = p.isr.contains(&broker) && (elr_on || p.isr.len() > 1);
             if shrunk {
                 p.isr.retain(|b| *b != broker);
+                if elr_on {
+                    elr::after_isr_change(p, &before.isr, elr_policy.min_isr(&topic.configs, p.replicas.len()), None);
+                }
             }
             if p.leader == broker {
-                reelect(p, &live, unclean, name);
+                reelect(p, &live, unclean, elr_on, name);
             }
-            // One change, one partition epoch (as Kafka's one PartitionChangeRecord): a new
-            // leader bumped it already.
-            if shrunk && p.partition_epoch == before {
-                p.partition_epoch = p.partition_epoch.saturating_add(1);
+            if elr_on {
+                elr::note_last_leader(p, &before);
+                elr::check(p, elr_policy.min_isr(&topic.configs, p.replicas.len()));
             }
-            if p.partition_epoch != before {
+            if bump_if_changed(p, &before) {
+                changed.insert(name.clone());
+            }
+        }
+    }
+    changed
+}
+
+/// `broker` restarted after an unclean shutdown (ELR only): it leaves every ELR (and ISR;
+/// fencing its old process took it out of those already), as Kafka's
+/// `handleBrokerUncleanShutdown`; a partition it led loses its leader.
+pub fn on_unclean_shutdown(image: &mut MetadataImage, broker: BrokerId, unclean_default: bool) -> ChangedTopics {
+    let elr_policy = ElrPolicy::of(image);
+    let mut changed = ChangedTopics::new();
+    if !elr_policy.enabled() {
+        return changed;
+    }
+    let live = live_set(image);
+    let policy = UncleanPolicy::of(image, unclean_default);
+    for (name, topic) in image.topics.iter_mut() {
+        let unclean = policy.allows(&topic.configs);
+        for p in topic.partitions.iter_mut().filter(|p| p.elr.contains(&broker) || p.isr.contains(&broker)) {
+            let before = p.clone();
+            let min_isr = elr_policy.min_isr(&topic.configs, p.replicas.len());
+            p.isr.retain(|b| *b != broker);
+            elr::after_isr_change(p, &before.isr, min_isr, Some(broker));
+            if p.leader == broker {
+                reelect(p, &live, unclean, true, name);
+            }
+            elr::note_last_leader(p, &before);
+            elr::check(p, min_isr);
+            if bump_if_changed(p, &before) {
+                tracing::info!(topic = %name, partition = p.partition, broker, elr = ?p.elr, isr = ?p.isr, "controller: a broker back from an unclean shutdown is not an eligible leader replica");
                 changed.insert(name.clone());
             }
         }
@@ -158,14 +229,18 @@ pub fn elect_leaderless(image: &mut MetadataImage, only: Option<&str>, unclean_d
     let mut changed = ChangedTopics::new();
     let live = live_set(image);
     let policy = UncleanPolicy::of(image, unclean_default);
+    let elr_on = ElrPolicy::of(image).enabled();
     for (name, topic) in image.topics.iter_mut() {
         if only.is_some_and(|o| o != name) {
             continue;
         }
         let unclean = policy.allows(&topic.configs);
         for p in topic.partitions.iter_mut().filter(|p| p.leader == NO_LEADER && !p.replicas.is_empty()) {
-            reelect(p, &live, unclean, name);
+            let before = p.clone();
+            reelect(p, &live, unclean, elr_on, name);
             if p.leader != NO_LEADER {
+                elr::note_last_leader(p, &before);
+                bump_if_changed(p, &before);
                 changed.insert(name.clone());
             }
         }
@@ -219,8 +294,11 @@ mod tests {
         BrokerMeta { id, incarnation: [id as u8; 16], host: "h".into(), port: 9092, rack: None, shard_count: 2, listeners: Vec::new(), fenced: false }
     }
 
+    /// Without KIP-966 (these tests keep Kafka's rules before it; `isr_tests.rs` has the
+    /// ELR ones).
     fn image(brokers: usize, assignments: &[Vec<BrokerId>]) -> MetadataImage {
         let mut img = MetadataImage::default();
+        img.features.set(&[(crate::cluster::features::ELIGIBLE_LEADER_REPLICAS_VERSION.to_string(), 0)]);
         for id in 0..brokers as BrokerId {
             img.brokers.insert(id, broker(id));
         }

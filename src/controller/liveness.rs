@@ -27,6 +27,9 @@ pub struct Liveness {
     /// This controller's static `unclean_leader_election_enable`, carried by the liveness
     /// records it writes (their apply may elect leaders: `leadership::UncleanPolicy`).
     unclean_default: bool,
+    /// This controller's static `min_insync_replicas`, carried the same way (the ELR rules:
+    /// `eligible_leaders::ElrPolicy`).
+    min_isr_default: i32,
     /// The term this node leads and since when; None while it does not lead.
     leading_since: Option<(u64, Instant)>,
     /// Last heartbeat heard while leading, by broker.
@@ -56,7 +59,13 @@ struct Heard {
 impl Liveness {
     pub fn new(session_timeout: Duration, unclean_default: bool) -> Liveness {
         let disconnect_grace = disconnect_grace(session_timeout);
-        Liveness { session_timeout, unclean_default, leading_since: None, heard: HashMap::new(), disconnect_grace, shutting_down: HashMap::new() }
+        Liveness { session_timeout, unclean_default, min_isr_default: 1, leading_since: None, heard: HashMap::new(), disconnect_grace, shutting_down: HashMap::new() }
+    }
+
+    /// The static min.insync.replicas the liveness records carry (1 unless set).
+    pub fn with_min_isr_default(mut self, min_isr_default: i32) -> Liveness {
+        self.min_isr_default = min_isr_default;
+        self
     }
 
     /// Called on every timer tick and heartbeat with the term this node leads now (None:
@@ -117,8 +126,9 @@ impl Liveness {
     /// A heartbeat that reached this node while it leads `term`: remembers it and says
     /// what to commit, if anything: a registration (unknown broker or new incarnation), an
     /// unfencing (a fenced broker of the same incarnation heartbeats again), or nothing.
-    /// `via`: the controller connection it came on (see `on_connection_closed`).
-    pub fn on_heartbeat(&mut self, term: u64, image: &MetadataImage, broker: &BrokerMeta, via: Option<u64>, now: Instant) -> Option<Command> {
+    /// `via`: the controller connection it came on (see `on_connection_closed`);
+    /// `clean_shutdown_of`: the incarnation whose clean shutdown the broker found recorded.
+    pub fn on_heartbeat(&mut self, term: u64, image: &MetadataImage, broker: &BrokerMeta, clean_shutdown_of: Option<[u8; 16]>, via: Option<u64>, now: Instant) -> Option<Command> {
         self.set_leading(Some(term), now);
         if self.shutting_down.get(&broker.id) == Some(&broker.incarnation) {
             return None;
@@ -128,11 +138,11 @@ impl Liveness {
             Some(b) if b.incarnation == broker.incarnation && !b.fenced => None,
             Some(b) if b.incarnation == broker.incarnation => {
                 tracing::info!(broker = broker.id, "controller: unfencing a broker that heartbeats again");
-                Some(Command::UnfenceBroker { broker: broker.id, incarnation: broker.incarnation, unclean_default: self.unclean_default })
+                Some(Command::UnfenceBroker { broker: broker.id, incarnation: broker.incarnation, unclean_default: self.unclean_default, min_isr_default: self.min_isr_default })
             }
             _ => {
                 tracing::info!(broker = broker.id, host = %broker.host, port = broker.port, "controller: registering a broker");
-                Some(Command::RegisterBroker { broker: broker.clone(), unclean_default: self.unclean_default })
+                Some(Command::RegisterBroker { broker: broker.clone(), unclean_default: self.unclean_default, min_isr_default: self.min_isr_default, clean_shutdown_of })
             }
         }
     }
@@ -150,19 +160,19 @@ impl Liveness {
             return None;
         }
         tracing::info!(broker, "controller: controlled shutdown of a broker: fencing it");
-        Some(Command::FenceBroker { broker, incarnation, unclean_default: self.unclean_default })
+        Some(Command::FenceBroker { broker, incarnation, unclean_default: self.unclean_default, min_isr_default: self.min_isr_default })
     }
 
     /// The fencing timer of node `me`, which leads `leading` (None: it does not): one
     /// FenceBroker record per broker silent for a session timeout.
     pub fn on_fencing_tick(&mut self, leading: Option<u64>, image: &MetadataImage, me: BrokerId, now: Instant) -> Vec<Command> {
         self.set_leading(leading, now);
-        let unclean_default = self.unclean_default;
+        let (unclean_default, min_isr_default) = (self.unclean_default, self.min_isr_default);
         self.expired(image, me, now)
             .into_iter()
             .map(|(broker, incarnation)| {
                 tracing::info!(broker, "controller: fencing a broker that missed its heartbeats or disconnected");
-                Command::FenceBroker { broker, incarnation, unclean_default }
+                Command::FenceBroker { broker, incarnation, unclean_default, min_isr_default }
             })
             .collect()
     }
@@ -233,19 +243,19 @@ mod tests {
         let mut img = image(&[1, 2]);
         let mut l = Liveness::new(Duration::from_secs(3), true);
         let two = img.brokers[&2].clone();
-        assert_eq!(l.on_heartbeat(1, &img, &two, None, t0), None, "live, same incarnation");
+        assert_eq!(l.on_heartbeat(1, &img, &two, None, None, t0), None, "live, same incarnation");
         img.brokers.get_mut(&2).unwrap().fenced = true;
-        assert_eq!(l.on_heartbeat(1, &img, &two, None, t0), Some(Command::UnfenceBroker { broker: 2, incarnation: two.incarnation, unclean_default: true }));
+        assert_eq!(l.on_heartbeat(1, &img, &two, None, None, t0), Some(Command::UnfenceBroker { broker: 2, incarnation: two.incarnation, unclean_default: true, min_isr_default: 1 }));
         let restarted = BrokerMeta { incarnation: [7; 16], ..two.clone() };
-        assert_eq!(l.on_heartbeat(1, &img, &restarted, None, t0), Some(Command::RegisterBroker { broker: restarted.clone(), unclean_default: true }));
+        assert_eq!(l.on_heartbeat(1, &img, &restarted, None, None, t0), Some(Command::RegisterBroker { broker: restarted.clone(), unclean_default: true, min_isr_default: 1, clean_shutdown_of: None }));
         let new = BrokerMeta { id: 3, ..restarted };
-        assert!(matches!(l.on_heartbeat(1, &img, &new, None, t0), Some(Command::RegisterBroker { .. })));
+        assert!(matches!(l.on_heartbeat(1, &img, &new, None, None, t0), Some(Command::RegisterBroker { .. })));
         // The fencing timer: nothing while not leading, then the silent broker 1 (not me = 2).
         assert!(l.on_fencing_tick(None, &img, 2, t0 + Duration::from_secs(9)).is_empty());
         assert!(l.on_fencing_tick(Some(2), &img, 2, t0 + Duration::from_secs(9)).is_empty(), "a new term's grace period");
         assert_eq!(
             l.on_fencing_tick(Some(2), &img, 2, t0 + Duration::from_secs(13)),
-            vec![Command::FenceBroker { broker: 1, incarnation: [1; 16], unclean_default: true }]
+            vec![Command::FenceBroker { broker: 1, incarnation: [1; 16], unclean_default: true, min_isr_default: 1 }]
         );
     }
 
@@ -258,14 +268,14 @@ mod tests {
         assert_eq!(l.on_controlled_shutdown(1, &img, 2, [9; 16], t0), None, "another incarnation's request");
         assert_eq!(
             l.on_controlled_shutdown(1, &img, 2, two.incarnation, t0),
-            Some(Command::FenceBroker { broker: 2, incarnation: two.incarnation, unclean_default: false })
+            Some(Command::FenceBroker { broker: 2, incarnation: two.incarnation, unclean_default: false, min_isr_default: 1 })
         );
         img.brokers.get_mut(&2).unwrap().fenced = true;
         assert_eq!(l.on_controlled_shutdown(1, &img, 2, two.incarnation, t0), None, "fenced already");
-        assert_eq!(l.on_heartbeat(1, &img, &two, None, t0), None, "a heartbeat in flight does not unfence it");
+        assert_eq!(l.on_heartbeat(1, &img, &two, None, None, t0), None, "a heartbeat in flight does not unfence it");
         // Its restart is a new incarnation: registered as usual.
         let restarted = BrokerMeta { incarnation: [7; 16], ..two };
-        assert!(matches!(l.on_heartbeat(1, &img, &restarted, None, t0), Some(Command::RegisterBroker { .. })));
+        assert!(matches!(l.on_heartbeat(1, &img, &restarted, None, None, t0), Some(Command::RegisterBroker { .. })));
     }
 
     #[test]
@@ -280,8 +290,8 @@ mod tests {
         l.on_connection_closed(7, t0);
         assert_eq!(l.next_disconnect_deadline(t0), None);
         l.set_leading(Some(1), t0);
-        assert_eq!(l.on_heartbeat(1, &img, &img.brokers[&2], Some(7), t0), None);
-        assert_eq!(l.on_heartbeat(1, &img, &img.brokers[&3], Some(8), t0), None);
+        assert_eq!(l.on_heartbeat(1, &img, &img.brokers[&2], None, Some(7), t0), None);
+        assert_eq!(l.on_heartbeat(1, &img, &img.brokers[&3], None, Some(8), t0), None);
         // Closing a connection no heartbeat came on is no news.
         l.on_connection_closed(9, t0 + ms(10));
         assert_eq!(l.next_disconnect_deadline(t0), None);
@@ -293,12 +303,12 @@ mod tests {
         assert!(l.on_fencing_tick(Some(1), &img, 1, t0 + ms(19) + g).is_empty(), "within the grace");
         assert_eq!(
             l.on_fencing_tick(Some(1), &img, 1, t0 + ms(20) + g),
-            vec![Command::FenceBroker { broker: 2, incarnation: [2; 16], unclean_default: false }]
+            vec![Command::FenceBroker { broker: 2, incarnation: [2; 16], unclean_default: false, min_isr_default: 1 }]
         );
         assert!(g < s);
         // A transient reset: broker 3 heartbeats again on a new connection within the grace;
         // the close of its old one, seen after, changes nothing.
-        assert_eq!(l.on_heartbeat(1, &img, &img.brokers[&3], Some(10), t0 + ms(30)), None);
+        assert_eq!(l.on_heartbeat(1, &img, &img.brokers[&3], None, Some(10), t0 + ms(30)), None);
         l.on_connection_closed(8, t0 + ms(31));
         assert!(!l.expired(&img, 1, t0 + ms(40) + g).iter().any(|(b, _)| *b == 3));
         // A broker fenced for a reset is unfenced by its next heartbeat, and that new
@@ -306,8 +316,8 @@ mod tests {
         let mut fenced = img.clone();
         fenced.brokers.get_mut(&2).unwrap().fenced = true;
         assert_eq!(
-            l.on_heartbeat(1, &fenced, &img.brokers[&2], Some(11), t0 + ms(500)),
-            Some(Command::UnfenceBroker { broker: 2, incarnation: [2; 16], unclean_default: false })
+            l.on_heartbeat(1, &fenced, &img.brokers[&2], None, Some(11), t0 + ms(500)),
+            Some(Command::UnfenceBroker { broker: 2, incarnation: [2; 16], unclean_default: false, min_isr_default: 1 })
         );
         assert!(l.expired(&img, 1, t0 + ms(600)).is_empty());
         l.on_connection_closed(11, t0 + ms(600));
@@ -315,7 +325,7 @@ mod tests {
         // A restarted broker (a new incarnation) registers as before; its old incarnation's
         // closed connection does not fence the new one.
         let restarted = BrokerMeta { incarnation: [22; 16], ..img.brokers[&2].clone() };
-        assert!(matches!(l.on_heartbeat(1, &img, &restarted, Some(12), t0 + ms(700)), Some(Command::RegisterBroker { .. })));
+        assert!(matches!(l.on_heartbeat(1, &img, &restarted, None, Some(12), t0 + ms(700)), Some(Command::RegisterBroker { .. })));
         let mut reg = img.clone();
         reg.brokers.insert(2, restarted);
         l.on_connection_closed(11, t0 + ms(701));

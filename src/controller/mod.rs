@@ -16,6 +16,8 @@
 //! - `propose.rs`       validates client requests against the image and builds commands
 //! - `placement.rs`     partition → shard balancing
 //! - `election.rs`      ElectLeaders (preferred / unclean) and the automatic preferred-leader rebalance
+//! - `clean_shutdown.rs` the broker's clean-shutdown record (Kafka's PreviousBrokerEpoch)
+//! - `eligible_leaders.rs` KIP-966 eligible leader replicas: who may lead when the ISR is empty
 //! - `leadership.rs`    leaders and ISRs as brokers are fenced, come back and restart;
 //!                      `unclean.leader.election.enable`
 //! - `alter_partition.rs` AlterPartition: a leader's ISR change, checked as Kafka does
@@ -55,7 +57,9 @@ use crate::cluster::topic_config::TopicConfigDefaults;
 
 mod alter_partition;
 mod apply;
+mod clean_shutdown;
 mod election;
+mod eligible_leaders;
 mod files;
 mod frame;
 mod handle;
@@ -89,6 +93,7 @@ pub(crate) mod sim_api {
     pub(crate) use super::types::{Applied, Command, Rejection};
 }
 pub use election::{ElectionError, ElectionResult, ElectionType, TopicElection};
+pub use clean_shutdown::record as record_clean_shutdown;
 pub use handle::ControllerHandle;
 pub use propose::validate_topic_name;
 pub use quorum_info::{LocalQuorumStatus, QuorumInfo, ReplicaProgress};

@@ -187,6 +187,12 @@ pub fn complete_if_ready(p: &mut PartitionMeta) -> bool {
 /// once for the change; `shard` follows the leader.
 pub fn settle(p: &mut PartitionMeta, before: &PartitionMeta, live: &BTreeSet<BrokerId>) {
     let removed = before.replicas.iter().any(|r| p.replica_on(r.broker).is_none());
+    if removed {
+        // A removed replica is no eligible leader (KIP-966 sets hold replicas only).
+        let replicas: Vec<BrokerId> = p.replicas.iter().map(|r| r.broker).collect();
+        p.elr.retain(|b| replicas.contains(b));
+        p.last_known_elr.retain(|b| replicas.contains(b));
+    }
     if p.leader != NO_LEADER && !p.isr.contains(&p.leader) {
         let next = leadership::elect_in(p, live);
         leadership::set_leader(p, next);

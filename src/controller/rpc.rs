@@ -94,6 +94,10 @@ pub enum ClientRequest {
     /// BrokerRegistration and BrokerHeartbeat in one idempotent request).
     BrokerHeartbeat {
         broker: BrokerMeta,
+        /// The incarnation whose clean shutdown this process found recorded
+        /// (`clean_shutdown.rs`; None: a first start or an unclean shutdown).
+        #[serde(default)]
+        clean_shutdown_of: Option<[u8; 16]>,
     },
     /// A broker process is stopping (SIGTERM): fence it now, so its leaderships move and
     /// it leaves the ISRs while it still serves (Kafka's BrokerHeartbeat with

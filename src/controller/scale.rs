@@ -54,7 +54,7 @@ pub fn build(brokers: i32, topics: usize, partitions_per_topic: i32, replication
             fenced: false,
             listeners: Vec::new(),
         };
-        commit(&mut image, Command::RegisterBroker { broker, unclean_default: false })?;
+        commit(&mut image, Command::RegisterBroker { broker, unclean_default: false, min_isr_default: 0, clean_shutdown_of: None })?;
     }
     for t in 0..topics {
         let layout = Layout { num_partitions: partitions_per_topic, replication_factor, assignments: &[] };

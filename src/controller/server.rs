@@ -68,6 +68,7 @@ pub fn start(
     // process); the handle tells it to the replica fetchers (KIP-903's broker epoch).
     let incarnation = *uuid::Uuid::new_v4().as_bytes();
     raft_node_id(cfg.node_id)?;
+    let clean_shutdown_of = if cfg.broker { super::clean_shutdown::take(&cfg.data_dir) } else { None };
     // Unbounded, but bounded by what feeds it: one MetadataUpdate per committed metadata
     // change, and changes are proposed one at a time by this thread (requests queue in the
     // bounded REQUEST_QUEUE). The publisher cannot wait for a slow shard (it runs inside
@@ -85,7 +86,7 @@ pub fn start(
     let forwarded_tx = req_tx.clone();
     let thread = std::thread::Builder::new()
         .name("controller".into())
-        .spawn(move || run_thread(cfg, incarnation, thread_publisher, req_rx, forwarded_tx, ready_tx))
+        .spawn(move || run_thread(cfg, (incarnation, clean_shutdown_of), thread_publisher, req_rx, forwarded_tx, ready_tx))
         .map_err(|e| {
             ControllerError::Storage(format!("cannot spawn the controller thread: {e}"))
         })?;
@@ -109,7 +110,7 @@ pub fn start(
 
 fn run_thread(
     cfg: ControllerConfig,
-    incarnation: [u8; 16],
+    (incarnation, clean_shutdown_of): ([u8; 16], Option<[u8; 16]>),
     publisher: Arc<Publisher>,
     requests: async_channel::Receiver<Request>,
     forwarded: async_channel::Sender<Request>,
@@ -162,9 +163,10 @@ fn run_thread(
             voters: &cfg.voters,
             tls: cfg.rpc_tls.clone(),
             peers: BTreeMap::new(),
-            liveness: Liveness::new(cfg.session_timeout, cfg.topic_defaults.unclean_leader_election_enable),
+            liveness: Liveness::new(cfg.session_timeout, cfg.topic_defaults.unclean_leader_election_enable).with_min_isr_default(cfg.topic_defaults.min_insync_replicas),
             next_voter: 0,
             broker: None,
+            clean_shutdown_of,
             shutting_down: false,
         };
         // Registered before the shards get their first image, so they start leading
@@ -173,7 +175,7 @@ fn run_thread(
         let registration = cfg.broker.then(|| registration(&cfg, incarnation));
         router.broker = registration.clone();
         if let Some(registration) = &registration {
-            let heartbeat = ClientRequest::BrokerHeartbeat { broker: registration.clone() };
+            let heartbeat = ClientRequest::BrokerHeartbeat { broker: registration.clone(), clean_shutdown_of };
             if let Err(e) = router.route(&ctx, &raft, &publisher, heartbeat, false, None).await {
                 tracing::warn!(error = %e, "controller: broker registration failed; heartbeats retry it");
             }
@@ -181,7 +183,7 @@ fn run_thread(
         publisher.go_live();
         let _ = ready.send(Ok(()));
         if let Some(registration) = registration {
-            tokio::spawn(send_heartbeats(registration, heartbeat_interval(cfg.session_timeout), heartbeats));
+            tokio::spawn(send_heartbeats(registration, clean_shutdown_of, heartbeat_interval(cfg.session_timeout), heartbeats));
         }
         let mut fencing_timer = tokio::time::interval(fencing_check_interval(cfg.session_timeout));
         fencing_timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -411,11 +413,11 @@ fn registration(cfg: &ControllerConfig, incarnation: [u8; 16]) -> BrokerMeta {
 /// which forwards them to the quorum leader (the same path as every request). Runs in
 /// the controller thread's runtime; a broker-only node will run it against the remote
 /// quorum (a seam for the broker-only role).
-async fn send_heartbeats(broker: BrokerMeta, every: Duration, requests: async_channel::Sender<Request>) {
+async fn send_heartbeats(broker: BrokerMeta, clean_shutdown_of: Option<[u8; 16]>, every: Duration, requests: async_channel::Sender<Request>) {
     loop {
         tokio::time::sleep(every).await;
         let (reply, answer) = futures::channel::oneshot::channel();
-        let req = Request { body: ClientRequest::BrokerHeartbeat { broker: broker.clone() }, forwarded: false, via: None, reply };
+        let req = Request { body: ClientRequest::BrokerHeartbeat { broker: broker.clone(), clean_shutdown_of }, forwarded: false, via: None, reply };
         if requests.send(req).await.is_err() {
             return; // the controller is shutting down
         }
@@ -510,9 +512,9 @@ async fn execute(
                 Some(cmd) => write(raft, cmd).await.map(|_| ClientReply::Done),
             }
         }
-        ClientRequest::BrokerHeartbeat { broker } => {
+        ClientRequest::BrokerHeartbeat { broker, clean_shutdown_of } => {
             let term = raft.metrics().borrow_watched().current_term;
-            match liveness.on_heartbeat(term, &image, &broker, via, Instant::now()) {
+            match liveness.on_heartbeat(term, &image, &broker, clean_shutdown_of, via, Instant::now()) {
                 None => Ok(ClientReply::Done),
                 Some(cmd) => write(raft, cmd).await.map(|_| ClientReply::Done),
             }
@@ -719,6 +721,8 @@ struct Router<'a> {
     /// This node's broker registration, if it has a broker: a new connection to the leader
     /// starts with its heartbeat (`forward`).
     broker: Option<BrokerMeta>,
+    /// What its heartbeats say of the previous process's shutdown (`clean_shutdown.rs`).
+    clean_shutdown_of: Option<[u8; 16]>,
     /// This node's broker asked for a controlled shutdown: its heartbeats stop.
     shutting_down: bool,
 }
@@ -863,7 +867,8 @@ impl Router<'_> {
         // (`Liveness::on_connection_closed`). Its answer changes nothing here.
         if let Some(me) = self.broker.as_ref().filter(|_| !conn.is_open()) {
             if !matches!(req, ClientRequest::BrokerHeartbeat { .. }) {
-                let _ = conn.call(&RpcRequest::Client(ClientRequest::BrokerHeartbeat { broker: me.clone() }), FORWARD_TTL).await;
+                let heartbeat = ClientRequest::BrokerHeartbeat { broker: me.clone(), clean_shutdown_of: self.clean_shutdown_of };
+                let _ = conn.call(&RpcRequest::Client(heartbeat), FORWARD_TTL).await;
             }
         }
         match conn.call(&RpcRequest::Client(req.clone()), FORWARD_TTL).await {

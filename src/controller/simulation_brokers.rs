@@ -280,7 +280,7 @@ async fn execute(world: &Shared, id: u64, raft: Raft, meta: BrokerMeta, conn: Op
         return Err(format!("node {id} does not lead"));
     }
     caught_up(&raft).await.map_err(|e| e.to_string())?;
-    if let Some(cmd) = liveness.on_heartbeat(m.current_term, &publisher.image(), &meta, conn, now()) {
+    if let Some(cmd) = liveness.on_heartbeat(m.current_term, &publisher.image(), &meta, None, conn, now()) {
         commit(world, &raft, id, cmd).await;
     }
     Ok(())
@@ -399,11 +399,23 @@ pub fn check_updates(world: &Shared) {
 /// than one member (a fenced broker stays only as the last member); a partition with a
 /// live ISR member has a leader.
 fn check_image(image: &MetadataImage) -> Result<(), String> {
+    // KIP-966 (on in a new cluster): a fenced broker leaves every ISR, which may empty it;
+    // the ELR holds replicas outside the ISR, and a live one leads an empty ISR.
+    let elr_on = image.features.elr_enabled();
     for t in image.topics.values() {
         for p in &t.partitions {
-            let at = || format!("{}-{} (leader {}, ISR {:?}, replicas {:?})", t.name, p.partition, p.leader, p.isr, p.replicas.iter().map(|r| r.broker).collect::<Vec<_>>());
-            if p.isr.is_empty() || p.isr.iter().any(|b| p.replica_on(*b).is_none()) {
+            let at = || format!("{}-{} (leader {}, ISR {:?}, ELR {:?}, replicas {:?})", t.name, p.partition, p.leader, p.isr, p.elr, p.replicas.iter().map(|r| r.broker).collect::<Vec<_>>());
+            if (p.isr.is_empty() && !elr_on) || p.isr.iter().any(|b| p.replica_on(*b).is_none()) {
                 return Err(format!("{}: the ISR is empty or holds a non-replica", at()));
+            }
+            if p.elr.iter().any(|b| p.isr.contains(b) || p.replica_on(*b).is_none()) {
+                return Err(format!("{}: an ELR member in the ISR or not a replica", at()));
+            }
+            if elr_on && p.isr.iter().any(|b| !image.is_live(*b)) {
+                return Err(format!("{}: a fenced broker in an ISR (ELR on)", at()));
+            }
+            if p.leader == NO_LEADER && p.isr.is_empty() && p.elr.iter().any(|b| image.is_live(*b)) {
+                return Err(format!("{}: no leader though an eligible leader replica is live", at()));
             }
             if p.isr.iter().enumerate().any(|(i, b)| p.isr[..i].contains(b)) {
                 return Err(format!("{}: a broker twice in the ISR", at()));
@@ -459,7 +471,11 @@ fn check_epochs(prev: &MetadataImage, next: &MetadataImage) -> Result<usize, Str
                 // where the topic allows it) a replica that then is the whole ISR. Checked
                 // across one change only (one partition epoch): a snapshot install may
                 // publish several at once.
-                let clean = p.isr.contains(&q.leader);
+                // With KIP-966, an empty ISR's eligible leader replica is clean too, and so
+                // (Kafka's balanced recovery, whatever the topic allows) is its last known
+                // leader when no eligible one is left.
+                let eligible = p.isr.is_empty() && (p.elr.contains(&q.leader) || (p.elr.is_empty() && p.last_known_elr == [q.leader]));
+                let clean = p.isr.contains(&q.leader) || eligible;
                 let one_change = q.partition_epoch == p.partition_epoch + 1;
                 if one_change && q.leader != NO_LEADER && !clean && !(unclean_allowed(t) && q.isr == vec![q.leader]) {
                     return Err(format!("{name}-{}: leader {} elected from outside the ISR {:?} (unclean allowed: {})", p.partition, q.leader, p.isr, unclean_allowed(t)));

@@ -26,10 +26,13 @@ const MAGIC: u32 = u32::from_le_bytes(*b"SLSS");
 /// leader, ISR and partition epoch; 4 each partition's ongoing reassignment (adding and
 /// removing replicas); 5 each broker's listeners; 6 the security section (SCRAM
 /// credentials, as JSON: `cluster/security_image.rs`); 7 the finalized features (JSON:
-/// `cluster/features.rs`). Versions 1 and 2 are still read (their partitions have no
-/// replicas until the node registers and adopts them), 3 (no reassignment ongoing), 4, 5
-/// and 6 (the features a cluster had before they could change: the bootstrap levels).
-const VERSION: u16 = 7;
+/// `cluster/features.rs`); 8 the KIP-966 section (each partition's eligible leader
+/// replicas and last known leader, the controllers' min.insync.replicas default; JSON,
+/// `SnapElr`). Versions 1 and 2 are still read (their partitions have no replicas until
+/// the node registers and adopts them), 3 (no reassignment ongoing), 4, 5, 6 (the
+/// features a cluster had before they could change: the bootstrap levels) and 7 (no ELR).
+const VERSION: u16 = 8;
+const VERSION_7: u16 = 7;
 const VERSION_6: u16 = 6;
 const VERSION_5: u16 = 5;
 const VERSION_4: u16 = 4;
@@ -78,6 +81,36 @@ struct SnapImage {
     /// `SecurityImage` as JSON; empty = none (older layouts).
     security_json: Vec<u8>,
     /// `FinalizedFeatures` as JSON; empty = the bootstrap levels (older layouts).
+    features_json: Vec<u8>,
+    /// `SnapElr` as JSON; empty = no ELR anywhere, default 0 (older layouts).
+    elr_json: Vec<u8>,
+}
+
+/// The KIP-966 section: only partitions with an ELR or a last known leader are listed
+/// (few: those whose ISR fell below min.insync.replicas).
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct SnapElr {
+    min_insync_replicas_default: i32,
+    /// (topic, partition, ELR, last known ELR).
+    partitions: Vec<(String, i32, Vec<i32>, Vec<i32>)>,
+}
+
+/// Version 7 layout (before the ELR section).
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapFileV7 {
+    meta_json: Vec<u8>,
+    image: SnapImageV7,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapImageV7 {
+    cluster_id: String,
+    applied_index: u64,
+    next_producer_id: i64,
+    topics: Vec<SnapTopic>,
+    resource_configs: Vec<SnapResourceConfigs>,
+    brokers: Vec<SnapBroker>,
+    security_json: Vec<u8>,
     features_json: Vec<u8>,
 }
 
@@ -347,9 +380,25 @@ impl TryFrom<&MetadataImage> for SnapImage {
         } else {
             serde_json::to_vec(&img.features).map_err(|e| SnapshotError::Archive(format!("features section: {e}")))?
         };
+        let elr = SnapElr {
+            min_insync_replicas_default: img.min_insync_replicas_default,
+            partitions: img
+                .topics
+                .values()
+                .flat_map(|t| t.partitions.iter().map(move |p| (t, p)))
+                .filter(|(_, p)| !p.elr.is_empty() || !p.last_known_elr.is_empty())
+                .map(|(t, p)| (t.name.clone(), p.partition, p.elr.clone(), p.last_known_elr.clone()))
+                .collect(),
+        };
+        let elr_json = if elr.min_insync_replicas_default == 0 && elr.partitions.is_empty() {
+            Vec::new()
+        } else {
+            serde_json::to_vec(&elr).map_err(|e| SnapshotError::Archive(format!("ELR section: {e}")))?
+        };
         Ok(SnapImage {
             security_json,
             features_json,
+            elr_json,
             cluster_id: img.cluster_id.clone(),
             applied_index: img.applied_index,
             next_producer_id: img.next_producer_id,
@@ -440,6 +489,8 @@ impl TryFrom<SnapImage> for MetadataImage {
                             partition_epoch: p.partition_epoch,
                             adding_replicas: p.adding_replicas,
                             removing_replicas: p.removing_replicas,
+                            elr: Vec::new(),
+                            last_known_elr: Vec::new(),
                         })
                         .collect(),
                     configs: t
@@ -461,7 +512,21 @@ impl TryFrom<SnapImage> for MetadataImage {
         } else {
             serde_json::from_slice(&s.features_json).map_err(|e| SnapshotError::Archive(format!("features section: {e}")))?
         };
+        let elr: SnapElr = if s.elr_json.is_empty() {
+            SnapElr::default()
+        } else {
+            serde_json::from_slice(&s.elr_json).map_err(|e| SnapshotError::Archive(format!("ELR section: {e}")))?
+        };
+        let mut topics: BTreeMap<String, TopicMeta> = topics;
+        for (topic, partition, set, last_known) in elr.partitions {
+            let p = topics
+                .get_mut(&topic)
+                .and_then(|t| t.partitions.iter_mut().find(|p| p.partition == partition))
+                .ok_or_else(|| SnapshotError::Archive(format!("ELR section names {topic}-{partition}, which the snapshot lacks")))?;
+            (p.elr, p.last_known_elr) = (set, last_known);
+        }
         Ok(MetadataImage {
+            min_insync_replicas_default: elr.min_insync_replicas_default,
             security,
             features,
             cluster_id: s.cluster_id,
@@ -508,7 +573,7 @@ pub fn encode(meta: &SnapshotMeta, image: &MetadataImage) -> Result<Vec<u8>, Sna
 /// Checks (frame, CRC, archive validation) and decodes snapshot-file bytes.
 pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotError> {
     let (payload, used, version) = match frame::decode(bytes, MAGIC, VERSION, MAX_SNAPSHOT_BYTES) {
-        Err(FrameError::BadVersion { found: old @ (VERSION_1 | VERSION_2 | VERSION_3 | VERSION_4 | VERSION_5 | VERSION_6), .. }) => {
+        Err(FrameError::BadVersion { found: old @ (VERSION_1 | VERSION_2 | VERSION_3 | VERSION_4 | VERSION_5 | VERSION_6 | VERSION_7), .. }) => {
             let (p, u) = frame::decode(bytes, MAGIC, old, MAX_SNAPSHOT_BYTES)?;
             (p, u, old)
         }
@@ -551,6 +616,11 @@ pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotErr
         let mut file = upgraded(meta_json, (i.cluster_id, i.applied_index, i.next_producer_id), i.topics, i.resource_configs, i.brokers);
         file.image.security_json = i.security_json;
         file
+    } else if version == VERSION_7 {
+        let SnapFileV7 { meta_json, image: i } = archived(&aligned)?;
+        let mut file = upgraded(meta_json, (i.cluster_id, i.applied_index, i.next_producer_id), i.topics, i.resource_configs, i.brokers);
+        (file.image.security_json, file.image.features_json) = (i.security_json, i.features_json);
+        file
     } else {
         rkyv::from_bytes::<SnapFile, rkyv::rancor::Error>(&aligned)
             .map_err(|e| SnapshotError::Archive(e.to_string()))?
@@ -578,8 +648,8 @@ fn upgraded(
     resource_configs: Vec<SnapResourceConfigs>,
     brokers: Vec<SnapBroker>,
 ) -> SnapFile {
-    let (security_json, features_json) = (Vec::new(), Vec::new());
-    SnapFile { meta_json, image: SnapImage { cluster_id, applied_index, next_producer_id, topics, resource_configs, brokers, security_json, features_json } }
+    let (security_json, features_json, elr_json) = (Vec::new(), Vec::new(), Vec::new());
+    SnapFile { meta_json, image: SnapImage { cluster_id, applied_index, next_producer_id, topics, resource_configs, brokers, security_json, features_json, elr_json } }
 }
 
 /// Durably replaces the snapshot file in `dir`.
@@ -652,6 +722,18 @@ mod tests {
         let mut p = PartitionMeta::new_on(0, vec![ReplicaMeta { broker: 2, shard: 1 }, ReplicaMeta { broker: 3, shard: 0 }]);
         p.partition_epoch = 4;
         image.topics.insert("t".into(), TopicMeta { name: "t".into(), topic_id: [1; 16], partitions: vec![p], configs: BTreeMap::new() });
+        let (_, back) = decode(&encode(&SnapshotMeta::default(), &image).unwrap()).unwrap();
+        assert_eq!(back, image);
+    }
+
+    #[test]
+    fn eligible_leader_replicas_round_trip() {
+        let mut image = MetadataImage::default();
+        image.min_insync_replicas_default = 2;
+        let mut p = PartitionMeta::new_on(0, (1..=3).map(|b| ReplicaMeta { broker: b, shard: 0 }).collect());
+        (p.leader, p.isr, p.elr, p.last_known_elr) = (crate::cluster::image::NO_LEADER, vec![], vec![2, 3], vec![1]);
+        let q = PartitionMeta::new_on(1, vec![ReplicaMeta { broker: 1, shard: 0 }]);
+        image.topics.insert("t".into(), TopicMeta { name: "t".into(), topic_id: [1; 16], partitions: vec![p, q], configs: BTreeMap::new() });
         let (_, back) = decode(&encode(&SnapshotMeta::default(), &image).unwrap()).unwrap();
         assert_eq!(back, image);
     }

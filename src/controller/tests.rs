@@ -528,7 +528,7 @@ mod simulation {
     fn registered(shard_count: u16) -> MetadataImage {
         let mut img = MetadataImage::default();
         let broker = crate::cluster::image::BrokerMeta { id: 1, incarnation: [1; 16], host: "h".into(), port: 9092, rack: None, shard_count, listeners: Vec::new(), fenced: false };
-        let _ = apply(&mut img, 1, &Command::RegisterBroker { broker, unclean_default: false });
+        let _ = apply(&mut img, 1, &Command::RegisterBroker { broker, unclean_default: false, min_isr_default: 0, clean_shutdown_of: None });
         img
     }
 
@@ -662,12 +662,12 @@ fn pre_broker_records_are_adopted_by_the_first_registration() {
     .unwrap();
     // Liveness records written before issue 12 carry no unclean default: false.
     let fence: Command = serde_json::from_str(r#"{"FenceBroker":{"broker":4,"incarnation":[4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4]}}"#).unwrap();
-    assert_eq!(fence, Command::FenceBroker { broker: 4, incarnation: [4; 16], unclean_default: false });
+    assert_eq!(fence, Command::FenceBroker { broker: 4, incarnation: [4; 16], unclean_default: false, min_isr_default: 0 });
     let mut img = MetadataImage::default();
     let _ = apply(&mut img, 1, &old);
     assert!(img.topics["t"].partitions.iter().all(|p| p.leader == -1 && p.replicas.is_empty()));
     let me = BrokerMeta { id: 4, incarnation: [4; 16], host: "h".into(), port: 1, rack: None, shard_count: 2, listeners: Vec::new(), fenced: false };
-    let (_, deltas) = apply(&mut img, 2, &Command::RegisterBroker { broker: me.clone(), unclean_default: false });
+    let (_, deltas) = apply(&mut img, 2, &Command::RegisterBroker { broker: me.clone(), unclean_default: false, min_isr_default: 0, clean_shutdown_of: None });
     assert!(deltas.contains(&MetadataDelta::LeadersChanged { name: "t".into() }));
     let p = &img.topics["t"].partitions;
     assert_eq!((p[0].leader, p[0].shard, p[0].replicas.clone(), p[0].isr.clone()), (4, 1, vec![ReplicaMeta { broker: 4, shard: 1 }], vec![4]));
@@ -676,12 +676,12 @@ fn pre_broker_records_are_adopted_by_the_first_registration() {
     // A restart (new incarnation, never fenced): the old incarnation's leaderships end,
     // the new one leads again, each change a new leader epoch.
     let again = BrokerMeta { incarnation: [5; 16], ..me };
-    let _ = apply(&mut img, 3, &Command::RegisterBroker { broker: again, unclean_default: false });
+    let _ = apply(&mut img, 3, &Command::RegisterBroker { broker: again, unclean_default: false, min_isr_default: 0, clean_shutdown_of: None });
     let p = &img.topics["t"].partitions[0];
     assert_eq!((p.leader, p.leader_epoch), (4, 2));
     assert_eq!(img.brokers[&4].incarnation, [5; 16]);
     // A fencing record for the old incarnation is stale.
-    let (resp, _) = apply(&mut img, 4, &Command::FenceBroker { broker: 4, incarnation: [4; 16], unclean_default: false });
+    let (resp, _) = apply(&mut img, 4, &Command::FenceBroker { broker: 4, incarnation: [4; 16], unclean_default: false, min_isr_default: 0 });
     assert!(resp.0.is_err());
     assert!(!img.brokers[&4].fenced);
 }

@@ -96,11 +96,20 @@ pub enum Command {
     /// may have lost unsynced writes: handled as a fencing first) and the broker is
     /// unfenced. `unclean_default` (in the three liveness records): the proposing
     /// leader's static `unclean_leader_election_enable`, for topics and dynamic broker
-    /// configs that do not set it (records before issue 12: false).
+    /// configs that do not set it (records before issue 12: false). `min_isr_default`
+    /// (the same three): its static `min_insync_replicas`, kept in the image for the ELR
+    /// rules (0 in records before KIP-966: the image keeps what it has).
+    /// `clean_shutdown_of`: the incarnation whose clean shutdown the new process found
+    /// recorded (Kafka's PreviousBrokerEpoch); a restart without it was unclean and, with
+    /// ELR, leaves every eligible leader replica set.
     RegisterBroker {
         broker: BrokerMeta,
         #[serde(default)]
         unclean_default: bool,
+        #[serde(default)]
+        min_isr_default: i32,
+        #[serde(default)]
+        clean_shutdown_of: Option<[u8; 16]>,
     },
     /// The quorum leader saw no heartbeat from this incarnation for a session timeout.
     FenceBroker {
@@ -108,6 +117,8 @@ pub enum Command {
         incarnation: [u8; 16],
         #[serde(default)]
         unclean_default: bool,
+        #[serde(default)]
+        min_isr_default: i32,
     },
     /// A fenced incarnation heartbeats again.
     UnfenceBroker {
@@ -115,6 +126,8 @@ pub enum Command {
         incarnation: [u8; 16],
         #[serde(default)]
         unclean_default: bool,
+        #[serde(default)]
+        min_isr_default: i32,
     },
     /// A partition leader changes the ISR (`alter_partition.rs`); checked again on apply.
     /// `new_isr_epochs[i]`: the broker epoch of `new_isr[i]` as the leader knew it (Kafka's

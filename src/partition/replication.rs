@@ -259,8 +259,26 @@ impl Partition {
             return false;
         }
         let written = self.log.borrow().written_offset();
-        let candidate = self.tracker.borrow().high_watermark(written);
+        let tracker = self.tracker.borrow();
+        if self.below_min_isr_held(&tracker) {
+            return false;
+        }
+        let candidate = tracker.high_watermark(written);
+        drop(tracker);
         self.raise_high_watermark(candidate)
+    }
+
+    /// Whether KIP-966 holds the high watermark: the committed ISR is smaller than
+    /// min.insync.replicas, capped at the replica count (Kafka's `isUnderMinIsr` with its
+    /// effective min ISR). Per completed write: no allocation.
+    fn below_min_isr_held(&self, tracker: &ReplicaTracker) -> bool {
+        let settings = self.settings.borrow();
+        if !settings.hold_high_watermark_below_min_isr {
+            return false;
+        }
+        let replicas = tracker.followers().len() + 1;
+        let min_isr = usize::try_from(settings.min_insync_replicas.max(1)).unwrap_or(1).min(replicas);
+        tracker.isr().len() < min_isr
     }
 
     /// Sets the high watermark to `candidate` if that is higher (capped at the log end);

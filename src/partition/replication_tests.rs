@@ -483,3 +483,35 @@ proptest::proptest! {
         });
     }
 }
+
+#[test]
+fn kip966_holds_the_high_watermark_while_the_isr_is_below_min_insync_replicas() {
+    run(|dir| async move {
+        let p = open_leader(&dir, &[1, 2, 3], &[1], FlushMode::Always).await;
+        let (cfg, settings) = config(FlushMode::Always);
+        p.apply_config(cfg.clone(), PartitionSettings { hold_high_watermark_below_min_isr: true, ..settings.clone() });
+        assert_eq!(p.append(one(3), 1).await.unwrap().base_offset, 0, "acks=1 does not need the ISR");
+        assert_eq!(p.high_watermark(), 0, "ISR [1] below min 2: held, so a replica that left holds everything below it");
+        p.update_isr(1, vec![1, 2]);
+        assert_eq!(p.high_watermark(), 0, "2 has not fetched yet");
+        p.record_follower_fetch(2, 3, now_ms());
+        assert_eq!(p.high_watermark(), 3, "at min ISR the high watermark moves again");
+        assert_eq!(p.append(one(2), 1).await.unwrap().base_offset, 3);
+        p.update_isr(2, vec![1]);
+        assert_eq!(p.high_watermark(), 3, "below min again: held");
+        // KIP-966 off: the leader alone moves it (Kafka before 4.x).
+        p.apply_config(cfg, settings);
+        assert_eq!(p.high_watermark(), 5);
+    });
+}
+
+#[test]
+fn kip966_min_isr_is_capped_at_the_replica_count() {
+    run(|dir| async move {
+        let p = open_leader(&dir, &[1], &[1], FlushMode::Always).await;
+        let (cfg, settings) = config(FlushMode::Always);
+        p.apply_config(cfg, PartitionSettings { hold_high_watermark_below_min_isr: true, ..settings });
+        p.append(one(3), 1).await.unwrap();
+        assert_eq!(p.high_watermark(), 3, "one replica with min.insync.replicas 2: the effective min ISR is 1");
+    });
+}

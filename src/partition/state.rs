@@ -39,6 +39,11 @@ pub struct PartitionSettings {
     pub min_insync_replicas: i32,
     /// max_producer_ids_per_partition: the producer table's bound (`ProducerStateTable::bound`).
     pub max_producer_ids: usize,
+    /// KIP-966 (eligible.leader.replicas.version >= 1): a leader whose ISR is below
+    /// min.insync.replicas (at most its replica count) does not move its high watermark,
+    /// so every replica that left the ISR meanwhile holds everything below it and may lead
+    /// (`controller/eligible_leaders.rs`).
+    pub hold_high_watermark_below_min_isr: bool,
 }
 
 /// The flush mode of a topic: the broker's `flush`, except that a topic whose
@@ -403,6 +408,8 @@ impl Partition {
     pub fn apply_config(&self, log_config: LogConfig, settings: PartitionSettings) {
         self.log.borrow_mut().set_config(log_config);
         *self.settings.borrow_mut() = settings;
+        // A lower min.insync.replicas (or ELR turned off) may release a held high watermark.
+        self.maybe_increment_high_watermark();
     }
 
     /// `PartitionError::Storage(StorageError::Offline)` once an fdatasync of the log

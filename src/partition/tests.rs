@@ -30,6 +30,8 @@ pub(crate) fn settings() -> PartitionSettings {
         flush: FlushMode::Always,
         min_insync_replicas: 1,
         max_producer_ids: 10_000,
+        // Without KIP-966 unless a test turns it on (`replication_tests.rs`).
+        hold_high_watermark_below_min_isr: false,
     }
 }
 

@@ -483,6 +483,13 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     }
     controller.shutdown();
     shutdown::join_within(&controller, shutdown::CONTROLLER_DEADLINE);
+    if closed == shard_count && config.has_role("broker") {
+        // Every replica closed cleanly: the next start registers as after a clean
+        // shutdown, and stays an eligible leader replica where it is one (KIP-966).
+        if let Err(e) = crate::controller::record_clean_shutdown(config.metadata_dir(), controller.incarnation()) {
+            tracing::warn!(error = %e, "cannot record the clean shutdown; the next start counts it as unclean");
+        }
+    }
     tracing::info!("shut down cleanly in {} ms", stopping.elapsed().as_millis());
     Ok(())
 }

@@ -146,6 +146,8 @@ mod tests {
                     partition_epoch: 0,
                     adding_replicas: Vec::new(),
                     removing_replicas: Vec::new(),
+                    elr: Vec::new(),
+                    last_known_elr: Vec::new(),
                 })
                 .collect(),
             configs: Default::default(),

@@ -18,6 +18,7 @@ use std::rc::Rc;
 use kafka_protocol::messages::describe_topic_partitions_response::{
     Cursor, DescribeTopicPartitionsResponse, DescribeTopicPartitionsResponsePartition, DescribeTopicPartitionsResponseTopic,
 };
+use kafka_protocol::messages::BrokerId as WireBrokerId;
 use kafka_protocol::messages::DescribeTopicPartitionsRequest;
 
 use super::cluster_view::partition_view;
@@ -115,8 +116,9 @@ fn describe(image: &MetadataImage, t: &TopicMeta, start: i32, limit: i32) -> (De
                 .with_replica_nodes(v.replicas)
                 .with_isr_nodes(v.isr)
                 .with_offline_replicas(v.offline)
-                .with_eligible_leader_replicas(Some(Vec::new()))
-                .with_last_known_elr(Some(Vec::new()))
+                // KIP-966's sets (`controller/eligible_leaders.rs`).
+                .with_eligible_leader_replicas(Some(p.elr.iter().map(|b| WireBrokerId(*b)).collect()))
+                .with_last_known_elr(Some(p.last_known_elr.iter().map(|b| WireBrokerId(*b)).collect()))
         })
         .collect();
     let topic = DescribeTopicPartitionsResponseTopic::default()

@@ -48,6 +48,7 @@ impl ShardContext {
             flush,
             min_insync_replicas: tc.min_insync_replicas,
             max_producer_ids: self.config.max_producer_ids_per_partition,
+            hold_high_watermark_below_min_isr: image.features.elr_enabled(),
         };
         (log, settings)
     }
@@ -250,8 +251,13 @@ impl ShardContext {
                 MetadataDelta::BrokersChanged => {}
                 // SASL/SCRAM reads credentials from the published image.
                 MetadataDelta::SecurityChanged => {}
-                // ApiVersions and the group coordinator read features from the image.
-                MetadataDelta::FeaturesChanged => {}
+                // ApiVersions and the group coordinator read features from the image; the
+                // partitions hold their high watermark by eligible.leader.replicas.version.
+                MetadataDelta::FeaturesChanged => {
+                    for topic in image.topics.values() {
+                        self.reconfigure_topic(&image, topic);
+                    }
+                }
             }
         }
         self.forget_restarted_followers(&image);
