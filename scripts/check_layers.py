@@ -32,6 +32,8 @@ FORBIDDEN = {
     # Per-shard counters, the stall detector and the admin listener: recorded into by the
     # data path, so below it; it names only runtime.
     "metrics": {"security", "txn", "config", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
+    # Host checks (`shardlog tune`): reads /proc and /sys, names no broker module.
+    "tune": {"metrics", "security", "txn", "config", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication", "runtime"},
     # Listeners and TLS: below config (which resolves listeners), above runtime.
     "security": {"metrics", "txn", "config", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
 }

@@ -14,6 +14,7 @@
 //! - `security/`   listeners and their security protocols, TLS (rustls)
 //! - `metrics/`    per-shard counters and histograms, the stall detector, the admin HTTP listener (/metrics)
 //! - `runtime/`    shard ids, core placement, the cross-shard mesh, the clock
+//! - `tune/`       host checks (`shardlog tune`, and the ones `serve` requires): kernel, io_uring, disks, sysctls
 //! - `config.rs`   the one config struct
 //! - `bench/`, `cli/` clients of the wire: the load generator and the admin CLI
 pub mod bench;
@@ -31,4 +32,5 @@ pub mod runtime;
 pub mod security;
 pub mod server;
 pub mod storage;
+pub mod tune;
 pub mod txn;

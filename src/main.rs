@@ -1,6 +1,6 @@
 //! `shardlog`: the broker (`serve`) and its command-line tools.
 use clap::{Parser, Subcommand};
-use shardlog::cli::{group, topic, txn};
+use shardlog::cli::{group, topic, tune, txn};
 use shardlog::config::ConfigArgs;
 
 #[derive(Parser)]
@@ -34,6 +34,11 @@ enum Command {
         #[command(subcommand)]
         action: TxnAction,
     },
+    /// What the broker needs of this host (as `rpk redpanda tune`): `--check` prints
+    /// each check (kernel, io_uring, memlock, O_DIRECT and filesystem of each log dir, I/O
+    /// scheduler, aio-max-nr, transparent hugepages, CPU governor, IRQ affinity,
+    /// swappiness, dirty writeback, clock source); `--apply NAME,...` changes only those.
+    Tune(tune::TuneArgs),
     /// A live view of running brokers from their admin listeners' /metrics: per shard
     /// requests/s, MB/s in and out, p99 produce and fetch time, stalls; per cluster
     /// under-replicated and offline partitions, the active controller, the largest lags.
@@ -185,6 +190,7 @@ fn main() {
             TxnAction::Producers { topic, bootstrap } => txn::producers(&bootstrap, &topic),
             TxnAction::Abort { topic, partition, start_offset, bootstrap } => txn::abort(&bootstrap, &topic, partition, start_offset),
         },
+        Command::Tune(args) => tune::run(args),
         Command::Top { admin, interval, iterations } => {
             shardlog::cli::top::run(&admin, std::time::Duration::from_secs_f64(interval.clamp(0.1, 3600.0)), iterations)
         }

@@ -5,6 +5,7 @@
 //! - `group.rs`  `shardlog group list|describe`
 //! - `txn.rs`    `shardlog txn list|producers|abort`
 //! - `top.rs`    `shardlog top`: a live view of brokers' /metrics (admin listeners, HTTP)
+//! - `tune.rs`   `shardlog tune --check | --apply`: the host checks of `crate::tune`
 //!
 //! A client: it never imports the broker's inside (`server::`, `partition::`, `storage::`,
 //! `cluster::`, `group::`, `controller::`).
@@ -12,4 +13,5 @@ pub mod client;
 pub mod group;
 pub mod top;
 pub mod topic;
+pub mod tune;
 pub mod txn;

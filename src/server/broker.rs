@@ -306,6 +306,12 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let listening = Arc::new(std::sync::atomic::AtomicBool::new(false));
     raise_memlock_limit();
     let log_dir_paths = config.resolved_log_dirs();
+    // What `shardlog tune --check` calls required (kernel, io_uring, O_DIRECT for
+    // flush = always): refused now, with its words, rather than failing later.
+    let host = crate::tune::TuneInputs { log_dirs: log_dir_paths.clone(), flush_always: config.flush == crate::config::FlushMode::Always };
+    if let Some(why) = crate::tune::required_failures(&crate::tune::Host::real(), &host) {
+        anyhow::bail!(why);
+    }
     // Each log dir may sit on its own device: glommio probes each device's first DMA file.
     for dir in &log_dir_paths {
         dma::write_iopoll_probe(dir).with_context(|| format!("cannot write to log dir {}", dir.display()))?;
