@@ -43,7 +43,7 @@ pub enum PartitionOp<X> {
     ListOffsets { timestamp: i64, read_committed: bool },
     /// A transaction marker from the transaction coordinator (WriteTxnMarkers): appended
     /// with acks=all, waiting for the in-sync replicas at most `timeout_ms`.
-    WriteTxnMarker { producer_id: i64, producer_epoch: i16, marker: Marker, timeout_ms: i32 },
+    WriteTxnMarker { producer_id: i64, producer_epoch: i16, marker: Marker, transaction_version: i8, timeout_ms: i32 },
     DeleteRecords { offset: i64 },
     /// OffsetForLeaderEpoch: where the log's `epoch` (or the largest below it) ended.
     EpochEndOffset { epoch: i32 },
@@ -416,9 +416,9 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
                 p.append_client(records, acks, Some(timeout), txn_guard).await.map(OpOutput::Produce)
             }
             PartitionOp::Fetch { offset, limit, read_committed } => p.read_isolated(offset, limit, read_committed).await.map(OpOutput::Fetch),
-            PartitionOp::WriteTxnMarker { producer_id, producer_epoch, marker, timeout_ms } => {
+            PartitionOp::WriteTxnMarker { producer_id, producer_epoch, marker, transaction_version, timeout_ms } => {
                 let timeout = Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
-                p.append_marker(producer_id, producer_epoch, marker, timeout).await.map(OpOutput::Produce)
+                p.append_marker_of_version(producer_id, producer_epoch, marker, transaction_version, timeout).await.map(OpOutput::Produce)
             }
             PartitionOp::ListOffsets { timestamp, read_committed } => {
                 // An offline log (failed fdatasync) answers KAFKA_STORAGE_ERROR here too.

@@ -82,7 +82,7 @@ impl Partition {
             now_ms: now_ms(),
         };
         let headers = validate_produce_records(&records, &checks)?;
-        self.append_batches(records, &headers, acks, &settings, replication_timeout, verification).await
+        self.append_batches(records, &headers, acks, &settings, replication_timeout, verification, 0).await
     }
 
     /// Appends transaction marker `marker` for producer `producer_id` at `producer_epoch`
@@ -91,6 +91,12 @@ impl Partition {
     /// (`ProducerStateTable::check_marker`) when a newer producer epoch or coordinator
     /// epoch has written here.
     pub async fn append_marker(&self, producer_id: i64, producer_epoch: i16, marker: Marker, replication_timeout: std::time::Duration) -> Result<AppendOutcome, PartitionError> {
+        self.append_marker_of_version(producer_id, producer_epoch, marker, 0, replication_timeout).await
+    }
+
+    /// `append_marker` for a marker of WriteTxnMarkers v2's `transaction_version`
+    /// (KIP-1228: >= 2 checks the epoch strictly, `ProducerStateTable::check_marker`).
+    pub async fn append_marker_of_version(&self, producer_id: i64, producer_epoch: i16, marker: Marker, transaction_version: i8, replication_timeout: std::time::Duration) -> Result<AppendOutcome, PartitionError> {
         self.assert_on_shard();
         if self.closed.get() || !self.is_leader() {
             return Err(PartitionError::NotLeader);
@@ -99,7 +105,7 @@ impl Partition {
         let settings = self.settings.borrow().clone();
         let batch = build_marker(producer_id, producer_epoch, marker, now_ms());
         let h = parse_header(&batch)?;
-        let out = self.append_batches(batch, &[h], -1, &settings, Some(replication_timeout), None).await;
+        let out = self.append_batches(batch, &[h], -1, &settings, Some(replication_timeout), None, transaction_version).await;
         // The transaction ended here: a write verified before that must verify again.
         if let Some(g) = self.txn_guards.borrow_mut().get_mut(&producer_id) {
             g.live = false;
@@ -119,11 +125,13 @@ impl Partition {
         let settings = self.settings.borrow().clone();
         let h = parse_header(&batch)?;
         debug_assert_eq!(h.total_len(), batch.len(), "one batch");
-        self.append_batches(batch, &[h], -1, &settings, None, None).await
+        self.append_batches(batch, &[h], -1, &settings, None, None, 0).await
     }
 
     /// Appends checked batches (`headers` of `records`, in order): producer checks, roll,
-    /// patch, stage, then wait as `acks` asks.
+    /// patch, stage, then wait as `acks` asks. `marker_transaction_version`: a marker's
+    /// WriteTxnMarkers TransactionVersion (0 for every other batch).
+    #[allow(clippy::too_many_arguments)]
     async fn append_batches(
         &self,
         records: Bytes,
@@ -132,6 +140,7 @@ impl Partition {
         settings: &PartitionSettings,
         replication_timeout: Option<std::time::Duration>,
         verification: Option<Option<u64>>,
+        marker_transaction_version: i8,
     ) -> Result<AppendOutcome, PartitionError> {
         let total: usize = headers.iter().map(|h| h.total_len()).sum();
         let _permit = self
@@ -159,7 +168,7 @@ impl Partition {
                 if h.is_control() {
                     // Only the broker writes markers (produce validation refuses them).
                     let marker = parse_marker(&records[at..at + len], h)?;
-                    producers.check_marker(h.producer_id, h.producer_epoch, marker.coordinator_epoch)?;
+                    producers.check_marker(h.producer_id, h.producer_epoch, marker.coordinator_epoch, marker_transaction_version)?;
                 } else {
                     match producers.check(h) {
                         Ok(SequenceCheck::Append) => {}

@@ -157,9 +157,18 @@ impl ProducerStateTable {
 
     /// Checks a transaction marker for `producer_id` at `producer_epoch` from coordinator
     /// epoch `coordinator_epoch` (Kafka's ProducerAppendInfo.appendEndTxnMarker checks).
-    pub fn check_marker(&self, producer_id: i64, producer_epoch: i16, coordinator_epoch: i32) -> Result<(), SequenceError> {
+    /// `transaction_version` (WriteTxnMarkers v2, KIP-1228): from 2 the coordinator bumps
+    /// the epoch before every marker, so a marker must be above the producer's epoch; at
+    /// its epoch only as the retry of a marker already written (no transaction open:
+    /// KAFKA-19999). Below 2, not below it.
+    pub fn check_marker(&self, producer_id: i64, producer_epoch: i16, coordinator_epoch: i32, transaction_version: i8) -> Result<(), SequenceError> {
         let Some(entry) = self.producers.get(&producer_id) else { return Ok(()) };
-        if producer_epoch < entry.epoch {
+        let stale = if transaction_version >= 2 {
+            producer_epoch < entry.epoch || (producer_epoch == entry.epoch && entry.current_txn_first_offset.is_some())
+        } else {
+            producer_epoch < entry.epoch
+        };
+        if stale {
             return Err(SequenceError::InvalidProducerEpoch { epoch: producer_epoch, current: entry.epoch });
         }
         if coordinator_epoch < entry.coordinator_epoch {
@@ -559,6 +568,22 @@ mod tests {
     }
 
     #[test]
+    fn kip1228_markers_of_transaction_version_2_need_a_bumped_epoch() {
+        let mut t = ProducerStateTable::default();
+        t.update_h(&txn(2, 3, 0, 5, 0)); // a transaction open at epoch 3
+        let stale = |epoch, current| Err(SequenceError::InvalidProducerEpoch { epoch, current });
+        assert_eq!(t.check_marker(2, 3, 0, 2), stale(3, 3), "TV2: the coordinator bumps the epoch before its marker");
+        assert_eq!(t.check_marker(2, 3, 0, 0), Ok(()), "TV0/1: the same epoch is the marker's");
+        assert_eq!(t.check_marker(2, 4, 0, 2), Ok(()));
+        let (mh, mb) = marker(2, 4, ControlType::Commit, 0, 5);
+        t.update(&mh, &mb);
+        assert_eq!(t.check_marker(2, 4, 0, 2), Ok(()), "the retry of a marker already written (no transaction open: KAFKA-19999)");
+        assert_eq!(t.check_marker(2, 3, 0, 2), stale(3, 4));
+        assert_eq!(t.check_marker(2, 3, 0, 0), stale(3, 4));
+        assert_eq!(t.check_marker(9, 0, 0, 2), Ok(()), "a producer this partition does not know");
+    }
+
+    #[test]
     fn transactions_open_complete_and_bound_the_last_stable_offset() {
         let mut t = ProducerStateTable::default();
         t.update_h(&h(1, 0, 0, 5, 0)); // plain idempotent 0..4
@@ -570,7 +595,7 @@ mod tests {
         // A plain write from a producer inside a transaction is refused.
         assert_eq!(t.check(&h(2, 0, 10, 1, 20)), Err(SequenceError::NonTransactionalWriteInTransaction { producer_id: 2 }));
         let (mh, mb) = marker(2, 0, ControlType::Abort, 4, 20);
-        assert_eq!(t.check_marker(2, 0, 4), Ok(()));
+        assert_eq!(t.check_marker(2, 0, 4, 0), Ok(()));
         t.update(&mh, &mb);
         t.assert_consistent();
         // A is complete, but its marker (20) is not below the high watermark yet.
@@ -580,7 +605,7 @@ mod tests {
         assert!(t.aborted_between(21, 100).is_empty());
         assert!(t.aborted_between(0, 5).is_empty());
         // Older coordinator or producer epochs are fenced.
-        assert_eq!(t.check_marker(2, 0, 3), Err(SequenceError::CoordinatorFenced { coordinator_epoch: 3, current: 4 }));
+        assert_eq!(t.check_marker(2, 0, 3, 0), Err(SequenceError::CoordinatorFenced { coordinator_epoch: 3, current: 4 }));
         let (bh, bb) = marker(3, 0, ControlType::Commit, 4, 21);
         t.update(&bh, &bb);
         assert_eq!(t.first_unstable_offset(22), None);

@@ -1,7 +1,7 @@
 //! The APIs and versions this broker serves, written out by hand.
 //!
 //! Not derived from `ApiKey::valid_versions()`: that reflects what the codec can parse,
-//! which is more than is served (InitProducerId 6, WriteTxnMarkers 2, the
+//! which is more than is served (InitProducerId 6, the
 //! share and streams group APIs are in the codec's `ApiKey` table but not served here).
 //!
 //! Ranges follow Apache Kafka 4.4; `NOT_SERVED` names each API and version Kafka 4.4
@@ -61,7 +61,7 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::AddPartitionsToTxn, 0, 5),
     (ApiKey::AddOffsetsToTxn, 0, 4),
     (ApiKey::EndTxn, 0, 5),
-    (ApiKey::WriteTxnMarkers, 1, 1),
+    (ApiKey::WriteTxnMarkers, 1, 2),
     (ApiKey::TxnOffsetCommit, 0, 6),
     // ACLs are off (no authorizer): SECURITY_DISABLED, as Kafka without one.
     (ApiKey::DescribeAcls, 1, 3),
@@ -119,7 +119,6 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 /// made from this and `SUPPORTED` (`readme_section`); tests keep both in step with what a
 /// Kafka 4.4 broker advertises.
 const NOT_SERVED: &[(i16, &str, i16, i16, &str)] = &[
-    (27, "WriteTxnMarkers", 1, 2, "v2 (KIP-1228: the transaction version per marker) not implemented; 1 served"),
     (64, "UnregisterBroker", 0, 0, "broker registrations are removed by the controller when a node leaves the quorum's configuration, not by this API yet"),
     (80, "AddRaftVoter", 0, 1, "the metadata quorum is openraft with a static voter set, not KRaft (KIP-853 not implemented)"),
     (81, "RemoveRaftVoter", 0, 0, "the metadata quorum is openraft with a static voter set, not KRaft (KIP-853 not implemented)"),

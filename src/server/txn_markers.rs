@@ -43,7 +43,7 @@ pub async fn write_markers_here(router: &ShardRouter, req: &MarkerRequest, timeo
         match image.topic(topic).and_then(|t| t.partition(*partition)) {
             None => codes[i] = ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
             Some(pm) => {
-                let op = PartitionOp::WriteTxnMarker { producer_id: req.producer_id, producer_epoch: req.producer_epoch, marker, timeout_ms };
+                let op = PartitionOp::WriteTxnMarker { producer_id: req.producer_id, producer_epoch: req.producer_epoch, marker, transaction_version: req.transaction_version, timeout_ms };
                 batch.push(pm.shard, topic.as_str(), *partition, op);
                 sent.push(i);
             }

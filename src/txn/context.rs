@@ -32,6 +32,10 @@ pub struct MarkerRequest {
     pub commit: bool,
     pub coordinator_epoch: i32,
     pub partitions: Vec<(String, i32)>,
+    /// WriteTxnMarkers v2's TransactionVersion (KIP-1228): >= 2, the marker's epoch must
+    /// be above the producer's (`ProducerStateTable::check_marker`). This coordinator
+    /// sends 0 (the epoch checked as before KIP-1228: not below the producer's).
+    pub transaction_version: i8,
 }
 
 /// Writes markers on the partitions' leaders wherever they are; answers one code per

@@ -429,7 +429,7 @@ impl TxnCoordinator {
             if !self.current(p, epoch) {
                 return Err(ErrorCode::NOT_COORDINATOR);
             }
-            let req = MarkerRequest { producer_id: decided.producer_id, producer_epoch: decided.producer_epoch, commit, coordinator_epoch: epoch, partitions: remaining.clone() };
+            let req = MarkerRequest { producer_id: decided.producer_id, producer_epoch: decided.producer_epoch, commit, coordinator_epoch: epoch, partitions: remaining.clone(), transaction_version: 0 };
             let codes = (ctx.markers)(req).await;
             let image = ctx.partitions.image();
             let mut failed = Vec::new();

@@ -273,7 +273,7 @@ impl World {
         }
         let part = &mut self.parts[p as usize];
         let control = if commit { ControlType::Commit } else { ControlType::Abort };
-        let written = match part.table.check_marker(pid, epoch, coordinator_epoch) {
+        let written = match part.table.check_marker(pid, epoch, coordinator_epoch, 0) {
             Ok(()) => {
                 let mut bytes = build_marker(pid, epoch, Marker { control, coordinator_epoch }, self.now_ms).to_vec();
                 set_base_offset(&mut bytes, part.hw()).expect("marker");

@@ -10,7 +10,9 @@ import time
 import uuid
 
 import kafkawire as w
-from clients import admin_create_topic, consume_confluent, make_records, produce_confluent, compare
+from confluent_kafka import Producer
+
+from clients import admin_create_topic, consume_confluent, kafka_tool, make_records, produce_confluent, compare
 
 # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR (Kafka, while the new
 # __transaction_state partition loads), CONCURRENT_TRANSACTIONS: retried, as clients do.
@@ -129,3 +131,47 @@ def test_transactional_apis_answer_bad_input_with_kafkas_codes(bootstrap):
     assert end_txn(bootstrap, txn_id, pid2, epoch2, False) == 0
     # Nothing acknowledged was touched.
     compare(kept, consume_confluent(bootstrap, topic, 1))
+
+
+INVALID_PRODUCER_EPOCH = 47
+
+
+def write_txn_markers_v2(bootstrap: str, topic: str, pid: int, epoch: int, transaction_version: int) -> list[int]:
+    """One abort marker for partition 0, WriteTxnMarkers v2 (KIP-1228's TransactionVersion)."""
+    topics = w.compact_array([w.compact_string(topic) + w.compact_array([w.i32(0)]) + w.uvarint(0)])
+    marker = w.i64(pid) + w.i16(epoch) + w.i8(0) + topics + w.i32(0) + w.i8(transaction_version) + w.uvarint(0)
+    r = w.flexible_roundtrip(bootstrap, 27, 2, w.compact_array([marker]))
+    markers = r.array(lambda: (r.i64(), r.array(lambda: (r.compact_string(), r.array(lambda: (r.i32(), r.i16(), r.tags())), r.tags())), r.tags()))
+    return [e for _, topics, _ in markers for _, parts, _ in topics for _, e, _ in parts]
+
+
+def test_write_txn_markers_v2_checks_the_epoch_by_transaction_version(bootstrap):
+    """KIP-1228: a transaction-version-2 coordinator bumps the producer's epoch before it
+    writes a marker, so a TV2 marker at the epoch of a transaction still open is stale
+    (INVALID_PRODUCER_EPOCH); the bumped one is written; its retry (same epoch, nothing
+    open any more) is accepted (KAFKA-19999); older epochs are refused whatever the
+    version. The same codes from Kafka 4.4."""
+    topic = f"txn-tv2-{uuid.uuid4().hex[:8]}"
+    admin_create_topic(bootstrap, topic, 1)
+    # A transaction left open on partition 0; it times out on its coordinator afterwards.
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"txn-tv2-{uuid.uuid4().hex[:8]}",
+                  "transaction.timeout.ms": 5000, "log_level": 3})
+    p.init_transactions(60)
+    p.begin_transaction()
+    p.produce(topic, value=b"open", partition=0)
+    assert p.flush(60) == 0
+    r = kafka_tool("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", bootstrap,
+                   "describe-producers", "--topic", topic, "--partition", "0")
+    assert r.returncode == 0, r.stderr[-2000:]
+    header, row = r.stdout.splitlines()[0].split(), r.stdout.splitlines()[1].split()
+    pid, epoch = int(row[header.index("ProducerId")]), int(row[header.index("ProducerEpoch")])
+
+    assert write_txn_markers_v2(bootstrap, topic, pid, epoch, 2) == [INVALID_PRODUCER_EPOCH], "TV2 needs the bumped epoch"
+    assert write_txn_markers_v2(bootstrap, topic, pid, epoch + 1, 2) == [0]
+    assert write_txn_markers_v2(bootstrap, topic, pid, epoch + 1, 2) == [0], "the retry of a written marker"
+    assert write_txn_markers_v2(bootstrap, topic, pid, epoch, 2) == [INVALID_PRODUCER_EPOCH]
+    assert write_txn_markers_v2(bootstrap, topic, pid, epoch, 0) == [INVALID_PRODUCER_EPOCH], "TV0: below the producer's epoch"
+    r = kafka_tool("org.apache.kafka.tools.TransactionsCommand", "--bootstrap-server", bootstrap,
+                   "describe-producers", "--topic", topic, "--partition", "0")
+    row = r.stdout.splitlines()[1].split()
+    assert (int(row[header.index("ProducerEpoch")]), row[header.index("CurrentTransactionStartOffset")]) == (epoch + 1, "None"), r.stdout

@@ -1,7 +1,9 @@
-//! WriteTxnMarkers 1 (between brokers, and from `kafka-transactions abort`): append the
+//! WriteTxnMarkers 1-2 (between brokers, and from `kafka-transactions abort`): append the
 //! markers to the partitions this broker leads (`server/txn_markers.rs`). A partition led
-//! elsewhere gets NOT_LEADER_OR_FOLLOWER; a stale producer epoch INVALID_PRODUCER_EPOCH;
-//! an older coordinator epoch TRANSACTION_COORDINATOR_FENCED (the partition's checks).
+//! elsewhere gets NOT_LEADER_OR_FOLLOWER; a stale producer epoch INVALID_PRODUCER_EPOCH
+//! (v2's TransactionVersion >= 2, KIP-1228: an epoch not above the producer's, but for the
+//! retry of a marker already written); an older coordinator epoch
+//! TRANSACTION_COORDINATOR_FENCED (the partition's checks).
 use std::rc::Rc;
 
 use kafka_protocol::messages::write_txn_markers_response::{WritableTxnMarkerPartitionResult, WritableTxnMarkerResult, WritableTxnMarkerTopicResult};
@@ -30,6 +32,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: WriteTxnMark
             commit: m.transaction_result,
             coordinator_epoch: m.coordinator_epoch,
             partitions: partitions.iter().zip(&led).filter(|(_, l)| **l).map(|(tp, _)| tp.clone()).collect(),
+            transaction_version: m.transaction_version,
         };
         let mut written = write_markers_here(&ctx.router, &here, MARKER_TIMEOUT_MS).await.into_iter();
         let mut codes = led.iter().zip(&partitions).map(|(&l, (topic, _))| {
