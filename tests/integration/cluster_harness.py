@@ -32,6 +32,7 @@ No pytest import: this file is also a command-line tool.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -513,6 +514,37 @@ def _load(root: Path) -> Cluster:
     return Cluster(n, root, base_port=base, controllers=controllers, secure=bool(secure))
 
 
+LAYOUT_FILE = "cluster.layout"
+
+
+def _check_stale(root: Path, layout: dict, fresh: bool) -> None:
+    """`start` on a directory that holds an earlier cluster's data: the same layout restarts
+    it; another (other ports, node counts or roles) would leave each node looking for its
+    quorum at the old addresses, so it is refused, naming what is there, unless `--fresh`
+    removes it first."""
+    nodes = sorted(p.name for p in root.glob("node-*") if p.is_dir()) if root.is_dir() else []
+    if not nodes:
+        return
+    saved_file = root / LAYOUT_FILE
+    saved = json.loads(saved_file.read_text()) if saved_file.exists() else None
+    if fresh:
+        for name in nodes:
+            shutil.rmtree(root / name)
+        for f in (LAYOUT_FILE, STATE_FILE):
+            (root / f).unlink(missing_ok=True)
+        shutil.rmtree(root / "tls", ignore_errors=True)
+        print(f"cluster.sh: removed the earlier cluster's data in {root} ({', '.join(nodes)})", file=sys.stderr)
+        return
+    if saved == layout:
+        return
+    was = ", ".join(f"{k} {v}" for k, v in sorted(saved.items())) if saved else "an unknown layout"
+    now = ", ".join(f"{k} {v}" for k, v in sorted(layout.items()))
+    raise ClusterError(
+        f"{root} holds the data of another cluster ({', '.join(nodes)}; started with {was}; now asked for {now}): "
+        f"its nodes would look for their quorum at the old addresses. Remove it (rm -rf {root}) or start with "
+        f"--fresh, which removes it first")
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="cluster.sh", description="a local shardlog cluster")
     ap.add_argument("--dir", type=Path, default=Path(os.environ.get("SHARDLOG_CLUSTER_DIR", REPO / "target" / "cluster")))
@@ -526,6 +558,8 @@ def main(argv: list[str]) -> int:
     st.add_argument("--secure", action="store_true",
                     help="every listener SSL with client certificates (clients, brokers, controllers); "
                          "client settings in <dir>/client.properties and <dir>/librdkafka.properties")
+    st.add_argument("--fresh", action="store_true",
+                    help="remove the data of an earlier cluster in the directory first")
     sub.add_parser("stop")
     sub.add_parser("status")
     a = ap.parse_args(argv)
@@ -533,8 +567,16 @@ def main(argv: list[str]) -> int:
         if a.cmd == "start":
             if (a.dir / STATE_FILE).exists() and any(nd.alive() for nd in _load(a.dir).nodes):
                 raise ClusterError(f"a cluster already runs in {a.dir}: stop it first")
+            layout = {"nodes": a.n, "base_port": a.base_port, "shards": a.shards, "controllers": a.controllers, "secure": a.secure}
+            _check_stale(a.dir, layout, a.fresh)
             a.dir.mkdir(parents=True, exist_ok=True)
-            c = Cluster(a.n, a.dir, base_port=a.base_port, shards=a.shards, controllers=a.controllers, secure=a.secure)
+            # A cluster of 3 brokers or more gets replicated topics by default (a choice of
+            # this script, documented in README: a broker's own default is Kafka's, 1).
+            brokers = a.n
+            extra = ["--default-replication-factor", "3"] if brokers >= 3 else []
+            c = Cluster(a.n, a.dir, base_port=a.base_port, shards=a.shards, controllers=a.controllers, secure=a.secure,
+                        extra_args=extra)
+            (a.dir / LAYOUT_FILE).write_text(json.dumps(layout, sort_keys=True))
             _save(c, a.base_port)
             if a.secure:
                 c.write_client_properties()
