@@ -1,6 +1,6 @@
 //! `shardlog`: the broker (`serve`) and its command-line tools.
 use clap::{Parser, Subcommand};
-use shardlog::cli::{group, topic, tune, txn};
+use shardlog::cli::{cluster, group, topic, tune, txn};
 use shardlog::config::ConfigArgs;
 
 #[derive(Parser)]
@@ -23,6 +23,11 @@ enum Command {
     Topic {
         #[command(subcommand)]
         action: TopicAction,
+    },
+    /// The cluster as an operator reads it, from any broker.
+    Cluster {
+        #[command(subcommand)]
+        action: ClusterAction,
     },
     /// Inspect consumer groups on a running broker.
     Group {
@@ -77,6 +82,27 @@ enum TxnAction {
         start_offset: i64,
         #[arg(long, default_value = "127.0.0.1:9092")]
         bootstrap: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClusterAction {
+    /// Brokers (fenced ones too) with their rack, roles, leaders and replicas; leader skew;
+    /// under-replicated and offline partitions.
+    Status {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        /// `table` or `json`.
+        #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+        format: String,
+    },
+    /// The metadata quorum: leader, epoch, high watermark, each voter's and observer's lag.
+    Quorum {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        /// `table` or `json`.
+        #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+        format: String,
     },
 }
 
@@ -180,6 +206,10 @@ fn main() {
             TopicAction::List { bootstrap } => topic::list(&bootstrap),
             TopicAction::Describe { name, bootstrap } => topic::describe(&bootstrap, name.as_deref()),
             TopicAction::Delete { name, bootstrap } => topic::delete(&bootstrap, &name),
+        },
+        Command::Cluster { action } => match action {
+            ClusterAction::Status { bootstrap, format } => cluster::status(&bootstrap, format == "json"),
+            ClusterAction::Quorum { bootstrap, format } => cluster::quorum(&bootstrap, format == "json"),
         },
         Command::Group { action } => match action {
             GroupAction::List { bootstrap } => group::list(&bootstrap),

@@ -1,0 +1,224 @@
+//! `shardlog cluster status | quorum`: the cluster as an operator reads it, from any broker
+//! over the Kafka protocol, as a table or (`--format json`) for scripts.
+//!
+//! - `status`: every registered broker (fenced ones too: DescribeCluster v2 with
+//!   `include_fenced_brokers`, KIP-1073), its rack and roles (a quorum voter is a
+//!   controller too: DescribeQuorum), the partitions it leads and holds, the skew of
+//!   leaders, and the under-replicated and offline partitions (Metadata). Kafka's
+//!   `kafka-cluster.sh list-endpoints --include-fenced-brokers` and `kafka-topics.sh
+//!   --describe --under-replicated-partitions / --unavailable-partitions` in one view.
+//! - `quorum`: the metadata quorum's leader, epoch, high watermark, and each voter's and
+//!   observer's log end and lag (`kafka-metadata-quorum.sh describe --status --replication`).
+//!
+//! Per-shard figures are not in the Kafka protocol: `shardlog top` reads them from the
+//! admin listeners.
+use std::collections::BTreeMap;
+
+use anyhow::bail;
+use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+use kafka_protocol::messages::{DescribeClusterRequest, DescribeQuorumRequest, MetadataRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use serde::Serialize;
+
+use super::client::Client;
+
+/// The metadata log's topic, as DescribeQuorum names it.
+const METADATA_TOPIC: &str = "__cluster_metadata";
+
+#[derive(Serialize)]
+struct BrokerRow {
+    id: i32,
+    host: String,
+    port: i32,
+    rack: Option<String>,
+    fenced: bool,
+    roles: &'static str,
+    leaders: usize,
+    replicas: usize,
+}
+
+#[derive(Serialize)]
+struct Status {
+    cluster_id: String,
+    active_controller: i32,
+    brokers: Vec<BrokerRow>,
+    /// Controller-only nodes (quorum voters that register no broker).
+    controllers_only: Vec<i32>,
+    topics: usize,
+    partitions: usize,
+    /// Most leaders on one unfenced broker minus fewest (0 = balanced).
+    leader_skew: usize,
+    /// "topic-partition": fewer in-sync replicas than replicas.
+    under_replicated: Vec<String>,
+    /// "topic-partition": no leader.
+    offline: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct ReplicaRow {
+    id: i32,
+    role: &'static str,
+    log_end_offset: i64,
+    lag: i64,
+    last_fetch_timestamp: i64,
+    last_caught_up_timestamp: i64,
+}
+
+#[derive(Serialize)]
+struct Quorum {
+    leader: i32,
+    epoch: i32,
+    high_watermark: i64,
+    replicas: Vec<ReplicaRow>,
+}
+
+fn err_name(code: i16) -> String {
+    kafka_protocol::ResponseError::try_from_code(code).map(|e| format!("{e:?}")).unwrap_or_else(|| format!("error {code}"))
+}
+
+fn quorum_of(c: &mut Client) -> anyhow::Result<Quorum> {
+    let req = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+        .with_topic_name(TopicName(StrBytes::from_static_str(METADATA_TOPIC)))
+        .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
+    let resp = c.send(&req, 2)?;
+    if resp.error_code != 0 {
+        bail!("DescribeQuorum: {}", err_name(resp.error_code));
+    }
+    let Some(p) = resp.topics.first().and_then(|t| t.partitions.first()) else { bail!("DescribeQuorum answered no partition") };
+    if p.error_code != 0 {
+        bail!("DescribeQuorum: {}", err_name(p.error_code));
+    }
+    let row = |r: &kafka_protocol::messages::describe_quorum_response::ReplicaState, role| ReplicaRow {
+        id: r.replica_id.0,
+        role,
+        log_end_offset: r.log_end_offset,
+        lag: (p.high_watermark - r.log_end_offset).max(0),
+        last_fetch_timestamp: r.last_fetch_timestamp,
+        last_caught_up_timestamp: r.last_caught_up_timestamp,
+    };
+    let mut replicas: Vec<ReplicaRow> = p.current_voters.iter().map(|r| row(r, if r.replica_id == p.leader_id { "leader" } else { "voter" })).collect();
+    replicas.extend(p.observers.iter().map(|r| row(r, "observer")));
+    Ok(Quorum { leader: p.leader_id.0, epoch: p.leader_epoch, high_watermark: p.high_watermark, replicas })
+}
+
+fn status_of(bootstrap: &str) -> anyhow::Result<Status> {
+    let mut c = Client::connect(bootstrap)?;
+    let cluster = c.send(&DescribeClusterRequest::default().with_endpoint_type(1).with_include_fenced_brokers(true), 2)?;
+    if cluster.error_code != 0 {
+        bail!("DescribeCluster: {}", err_name(cluster.error_code));
+    }
+    let md = c.send(&MetadataRequest::default().with_topics(None), 12)?;
+    let voters: Vec<i32> = quorum_of(&mut c)?.replicas.iter().filter(|r| r.role != "observer").map(|r| r.id).collect();
+    let (mut leaders, mut replicas) = (BTreeMap::<i32, usize>::new(), BTreeMap::<i32, usize>::new());
+    let (mut under_replicated, mut offline, mut partitions) = (Vec::new(), Vec::new(), 0);
+    for t in &md.topics {
+        let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+        for p in &t.partitions {
+            partitions += 1;
+            let tp = format!("{name}-{}", p.partition_index);
+            if p.leader_id.0 < 0 {
+                offline.push(tp.clone());
+            } else {
+                *leaders.entry(p.leader_id.0).or_default() += 1;
+            }
+            for r in &p.replica_nodes {
+                *replicas.entry(r.0).or_default() += 1;
+            }
+            if p.isr_nodes.len() < p.replica_nodes.len() {
+                under_replicated.push(tp);
+            }
+        }
+    }
+    let brokers: Vec<BrokerRow> = cluster
+        .brokers
+        .iter()
+        .map(|b| BrokerRow {
+            id: b.broker_id.0,
+            host: b.host.to_string(),
+            port: b.port,
+            rack: b.rack.as_ref().map(|r| r.to_string()),
+            fenced: b.is_fenced,
+            roles: if voters.contains(&b.broker_id.0) { "broker+controller" } else { "broker" },
+            leaders: leaders.get(&b.broker_id.0).copied().unwrap_or(0),
+            replicas: replicas.get(&b.broker_id.0).copied().unwrap_or(0),
+        })
+        .collect();
+    let live: Vec<usize> = brokers.iter().filter(|b| !b.fenced).map(|b| b.leaders).collect();
+    let leader_skew = live.iter().max().zip(live.iter().min()).map_or(0, |(a, b)| a - b);
+    let controllers_only = voters.iter().copied().filter(|v| !brokers.iter().any(|b| b.id == *v)).collect();
+    Ok(Status {
+        cluster_id: cluster.cluster_id.to_string(),
+        active_controller: cluster.controller_id.0,
+        brokers,
+        controllers_only,
+        topics: md.topics.len(),
+        partitions,
+        leader_skew,
+        under_replicated,
+        offline,
+    })
+}
+
+/// Prints `rows` under `header`, each column as wide as its widest cell.
+fn table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: Vec<String>| cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string();
+    println!("{}", line(header.iter().map(|h| h.to_string()).collect()));
+    for row in rows {
+        println!("{}", line(row.clone()));
+    }
+}
+
+fn listed(items: &[String]) -> String {
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+pub fn status(bootstrap: &str, json: bool) -> anyhow::Result<()> {
+    let s = status_of(bootstrap)?;
+    if json {
+        println!("{}", serde_json::to_string(&s)?);
+        return Ok(());
+    }
+    println!("cluster {}  active controller {}  {} topics, {} partitions", s.cluster_id, s.active_controller, s.topics, s.partitions);
+    let rows: Vec<Vec<String>> = s
+        .brokers
+        .iter()
+        .map(|b| {
+            let state = if b.fenced { "fenced" } else { "active" };
+            vec![b.id.to_string(), format!("{}:{}", b.host, b.port), b.rack.clone().unwrap_or_else(|| "-".into()), b.roles.into(), state.into(), b.leaders.to_string(), b.replicas.to_string()]
+        })
+        .collect();
+    table(&["BROKER", "ADDRESS", "RACK", "ROLES", "STATE", "LEADERS", "REPLICAS"], &rows);
+    if !s.controllers_only.is_empty() {
+        println!("controller-only nodes: {}", s.controllers_only.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", "));
+    }
+    println!("leader skew: {}", s.leader_skew);
+    println!("under-replicated: {}", listed(&s.under_replicated));
+    println!("offline: {}", listed(&s.offline));
+    Ok(())
+}
+
+pub fn quorum(bootstrap: &str, json: bool) -> anyhow::Result<()> {
+    let q = quorum_of(&mut Client::connect(bootstrap)?)?;
+    if json {
+        println!("{}", serde_json::to_string(&q)?);
+        return Ok(());
+    }
+    println!("leader {}  epoch {}  high watermark {}", q.leader, q.epoch, q.high_watermark);
+    let rows: Vec<Vec<String>> = q
+        .replicas
+        .iter()
+        .map(|r| vec![r.id.to_string(), r.role.into(), r.log_end_offset.to_string(), r.lag.to_string(), r.last_fetch_timestamp.to_string(), r.last_caught_up_timestamp.to_string()])
+        .collect();
+    table(&["NODE", "ROLE", "LOG END", "LAG", "LAST FETCH MS", "LAST CAUGHT UP MS"], &rows);
+    Ok(())
+}

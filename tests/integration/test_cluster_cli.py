@@ -1,0 +1,75 @@
+"""Issue 26 point 3: `shardlog cluster status | quorum` on 3 combined nodes: every broker
+with its roles, state, leaders and replicas, the leader skew and the under-replicated and
+offline partitions (DescribeCluster with fenced brokers, Metadata, DescribeQuorum), as a
+table and as JSON; a node killed shows fenced, its partitions under-replicated, and the
+quorum keeps a leader; restarted, everything is back in sync. shardlog only (its CLI).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import conftest
+from conftest import wait_for
+
+DEADLINE_S = 90
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    yield from conftest.running_cluster(tmp_path_factory, "cluster-cli")
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(conftest.SHARDLOG_BIN), "cluster", *args], capture_output=True, text=True, timeout=60)
+
+
+def status(bootstrap: str) -> dict:
+    r = cli("status", "--bootstrap", bootstrap, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def quorum(bootstrap: str) -> dict:
+    r = cli("quorum", "--bootstrap", bootstrap, "--format", "json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_status_and_quorum_follow_a_node_going_and_coming_back(cluster):
+    b1, b3 = cluster.node(1), cluster.node(3)
+    topic = f"cli-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": b1.bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 3)], operation_timeout=30)[topic].result(timeout=60)
+    s = wait_for("every partition in sync", lambda: (lambda s: s if not s["under_replicated"] and not s["offline"] else None)(status(b1.bootstrap)), DEADLINE_S)
+    assert sorted(b["id"] for b in s["brokers"]) == [1, 2, 3]
+    assert all(b["roles"] == "broker+controller" and not b["fenced"] for b in s["brokers"]), s
+    assert sum(b["leaders"] for b in s["brokers"]) == s["partitions"] and s["topics"] >= 1, s
+    assert all(b["replicas"] >= 3 for b in s["brokers"]), "the new topic has a replica on every broker"
+    assert s["leader_skew"] == max(b["leaders"] for b in s["brokers"]) - min(b["leaders"] for b in s["brokers"])
+    q = quorum(b1.bootstrap)
+    assert sorted(r["id"] for r in q["replicas"]) == [1, 2, 3] and [r["role"] for r in q["replicas"]].count("leader") == 1, q
+    assert q["leader"] == s["active_controller"] and q["epoch"] >= 1 and q["high_watermark"] > 0, (q, s)
+    table = cli("status", "--bootstrap", b1.bootstrap).stdout.splitlines()
+    assert table[1].split()[:5] == ["BROKER", "ADDRESS", "RACK", "ROLES", "STATE"], table
+    assert "under-replicated: none" in table and "offline: none" in table, table
+
+    b3.kill9()
+    try:
+        s = wait_for("broker 3 fenced, its partitions under-replicated",
+                     lambda: (lambda s: s if any(b["id"] == 3 and b["fenced"] for b in s["brokers"])
+                              and all(f"{topic}-{p}" in s["under_replicated"] for p in range(3)) else None)(status(b1.bootstrap)),
+                     DEADLINE_S)
+        assert next(b for b in s["brokers"] if b["id"] == 3)["leaders"] == 0, s
+        assert not s["offline"], "RF 3: every partition keeps a leader"
+        q = quorum(b1.bootstrap)
+        assert q["leader"] in (1, 2), q
+    finally:
+        b3.start()
+        cluster.wait_ready(timeout_s=DEADLINE_S * 2, nodes=[b3])
+    wait_for("broker 3 back and in sync", lambda: (lambda s: not s["under_replicated"] and not any(b["fenced"] for b in s["brokers"]))(status(b1.bootstrap)), DEADLINE_S * 2)
