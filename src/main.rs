@@ -96,6 +96,18 @@ enum ClusterAction {
         #[arg(long, default_value = "table", value_parser = ["table", "json"])]
         format: String,
     },
+    /// Leader and replica skew, partitions not led by their preferred replica; `--apply`
+    /// elects their preferred replicas (a preferred election).
+    Balance {
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        /// Run the preferred election (nothing changes without it).
+        #[arg(long)]
+        apply: bool,
+        /// `table` or `json`.
+        #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+        format: String,
+    },
     /// The metadata quorum: leader, epoch, high watermark, each voter's and observer's lag.
     Quorum {
         #[arg(long, default_value = "127.0.0.1:9092")]
@@ -210,6 +222,7 @@ fn main() {
         Command::Cluster { action } => match action {
             ClusterAction::Status { bootstrap, format } => cluster::status(&bootstrap, format == "json"),
             ClusterAction::Quorum { bootstrap, format } => cluster::quorum(&bootstrap, format == "json"),
+            ClusterAction::Balance { bootstrap, apply, format } => cluster::balance(&bootstrap, apply, format == "json"),
         },
         Command::Group { action } => match action {
             GroupAction::List { bootstrap } => group::list(&bootstrap),

@@ -9,6 +9,10 @@
 //!   --describe --under-replicated-partitions / --unavailable-partitions` in one view.
 //! - `quorum`: the metadata quorum's leader, epoch, high watermark, and each voter's and
 //!   observer's log end and lag (`kafka-metadata-quorum.sh describe --status --replication`).
+//! - `balance`: leader and replica skew over the active brokers and the partitions not led
+//!   by their preferred replica; `--apply` runs a preferred election over them
+//!   (ElectLeaders PREFERRED, `kafka-leader-election.sh --election-type preferred`). Replica
+//!   moves are not planned here (`kafka-reassign-partitions.sh` does them).
 //!
 //! Per-shard figures are not in the Kafka protocol: `shardlog top` reads them from the
 //! admin listeners.
@@ -16,7 +20,8 @@ use std::collections::BTreeMap;
 
 use anyhow::bail;
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
-use kafka_protocol::messages::{DescribeClusterRequest, DescribeQuorumRequest, MetadataRequest, TopicName};
+use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+use kafka_protocol::messages::{DescribeClusterRequest, DescribeQuorumRequest, ElectLeadersRequest, MetadataRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use serde::Serialize;
 
@@ -204,6 +209,98 @@ pub fn status(bootstrap: &str, json: bool) -> anyhow::Result<()> {
     println!("leader skew: {}", s.leader_skew);
     println!("under-replicated: {}", listed(&s.under_replicated));
     println!("offline: {}", listed(&s.offline));
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct Balance {
+    /// Most minus fewest leaders over the active brokers.
+    leader_skew: usize,
+    /// Most minus fewest replicas over the active brokers.
+    replica_skew: usize,
+    /// Leaders per active broker.
+    leaders: BTreeMap<i32, usize>,
+    /// "topic-partition" whose leader is not its preferred (first) replica, though that
+    /// replica is in sync and active: what a preferred election moves.
+    not_preferred: Vec<String>,
+    /// After `--apply`: partitions elected, and those refused with Kafka's error name.
+    elected: Vec<String>,
+    refused: Vec<String>,
+}
+
+fn skew<'a>(counts: impl Iterator<Item = &'a usize> + Clone) -> usize {
+    counts.clone().max().zip(counts.min()).map_or(0, |(a, b)| a - b)
+}
+
+fn balance_of(bootstrap: &str) -> anyhow::Result<(Balance, Vec<(String, i32)>)> {
+    let s = status_of(bootstrap)?;
+    let active: Vec<&BrokerRow> = s.brokers.iter().filter(|b| !b.fenced).collect();
+    let mut c = Client::connect(bootstrap)?;
+    let md = c.send(&MetadataRequest::default().with_topics(None), 12)?;
+    let mut targets = Vec::new();
+    for t in &md.topics {
+        let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
+        for p in &t.partitions {
+            let Some(preferred) = p.replica_nodes.first() else { continue };
+            let electable = p.isr_nodes.contains(preferred) && active.iter().any(|b| b.id == preferred.0);
+            if p.leader_id != *preferred && electable {
+                targets.push((name.clone(), p.partition_index));
+            }
+        }
+    }
+    let balance = Balance {
+        leader_skew: skew(active.iter().map(|b| &b.leaders)),
+        replica_skew: skew(active.iter().map(|b| &b.replicas)),
+        leaders: active.iter().map(|b| (b.id, b.leaders)).collect(),
+        not_preferred: targets.iter().map(|(t, p)| format!("{t}-{p}")).collect(),
+        elected: Vec::new(),
+        refused: Vec::new(),
+    };
+    Ok((balance, targets))
+}
+
+pub fn balance(bootstrap: &str, apply: bool, json: bool) -> anyhow::Result<()> {
+    let (mut b, targets) = balance_of(bootstrap)?;
+    if apply && !targets.is_empty() {
+        let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+        for (t, p) in &targets {
+            by_topic.entry(t.clone()).or_default().push(*p);
+        }
+        let req = ElectLeadersRequest::default().with_election_type(0).with_timeout_ms(60_000).with_topic_partitions(Some(
+            by_topic.into_iter().map(|(t, ps)| TopicPartitions::default().with_topic(TopicName(StrBytes::from_string(t))).with_partitions(ps)).collect(),
+        ));
+        let resp = Client::connect(bootstrap)?.send(&req, 2)?;
+        if resp.error_code != 0 {
+            bail!("ElectLeaders: {}", err_name(resp.error_code));
+        }
+        let (elected, refused) = (&mut Vec::new(), &mut Vec::new());
+        for t in &resp.replica_election_results {
+            for p in &t.partition_result {
+                let tp = format!("{}-{}", t.topic.0, p.partition_id);
+                if p.error_code == 0 {
+                    elected.push(tp);
+                } else {
+                    refused.push(format!("{tp}: {}", err_name(p.error_code)));
+                }
+            }
+        }
+        let (after, _) = balance_of(bootstrap)?;
+        b = Balance { elected: std::mem::take(elected), refused: std::mem::take(refused), ..after };
+    }
+    if json {
+        println!("{}", serde_json::to_string(&b)?);
+        return Ok(());
+    }
+    let leaders = b.leaders.iter().map(|(id, n)| format!("{id}: {n}")).collect::<Vec<_>>().join(", ");
+    println!("leaders per active broker: {leaders}");
+    println!("leader skew: {}  replica skew: {}", b.leader_skew, b.replica_skew);
+    println!("not led by their preferred replica: {}", listed(&b.not_preferred));
+    if apply {
+        println!("elected: {}", listed(&b.elected));
+        println!("refused: {}", listed(&b.refused));
+    } else if !b.not_preferred.is_empty() {
+        println!("run with --apply to elect their preferred replicas");
+    }
     Ok(())
 }
 

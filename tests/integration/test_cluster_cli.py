@@ -1,8 +1,10 @@
-"""Issue 26 point 3: `shardlog cluster status | quorum` on 3 combined nodes: every broker
-with its roles, state, leaders and replicas, the leader skew and the under-replicated and
-offline partitions (DescribeCluster with fenced brokers, Metadata, DescribeQuorum), as a
-table and as JSON; a node killed shows fenced, its partitions under-replicated, and the
-quorum keeps a leader; restarted, everything is back in sync. shardlog only (its CLI).
+"""Issue 26 point 3: `shardlog cluster status | quorum | balance` on 3 combined nodes: every
+broker with its roles, state, leaders and replicas, the leader skew and the
+under-replicated and offline partitions (DescribeCluster with fenced brokers, Metadata,
+DescribeQuorum), as a table and as JSON; a node killed shows fenced, its partitions
+under-replicated, and the quorum keeps a leader; restarted, everything is back in sync,
+and `balance` lists the partitions that lost their preferred leader, which `--apply`
+(a preferred election) gives back. shardlog only (its CLI).
 """
 
 from __future__ import annotations
@@ -73,3 +75,18 @@ def test_status_and_quorum_follow_a_node_going_and_coming_back(cluster):
         b3.start()
         cluster.wait_ready(timeout_s=DEADLINE_S * 2, nodes=[b3])
     wait_for("broker 3 back and in sync", lambda: (lambda s: not s["under_replicated"] and not any(b["fenced"] for b in s["brokers"]))(status(b1.bootstrap)), DEADLINE_S * 2)
+
+    # Leadership moved off broker 3 and stays off (no automatic rebalance for minutes):
+    # balance lists those partitions; --apply elects their preferred replica again.
+    r = cli("balance", "--bootstrap", b1.bootstrap, "--format", "json")
+    before = json.loads(r.stdout)
+    assert before["not_preferred"], before
+    md = admin.list_topics(timeout=10).topics
+    preferred = {f"{t}-{p}": md[t].partitions[p].replicas[0] for t in md for p in md[t].partitions}
+    assert {preferred[tp] for tp in before["not_preferred"]} == {3}, "only broker 3's partitions lost their preferred leader"
+    r = cli("balance", "--bootstrap", b1.bootstrap, "--apply", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    after = json.loads(r.stdout)
+    assert sorted(after["elected"]) == sorted(before["not_preferred"]) and not after["refused"], (before, after)
+    assert after["not_preferred"] == [] and after["leader_skew"] <= before["leader_skew"], after
+    assert after["leaders"].get("3", 0) > 0, after
