@@ -5,6 +5,7 @@
 #    tests/integration/requirements.txt), the Java client tool (Maven, kafka-clients 4.1.x)
 # 2. the layering check    (scripts/check_layers.py: no lower layer names an upper one),
 #    the generated response error table is current (scripts/gen_response_errors.py --check)
+#    cargo clippy          (--all-targets, warnings are errors; Cargo.toml lists the allowed lints)
 #    cargo test            (unit + property tests, debug profile)
 # 3. cargo build --release (the integration tests run target/release/shardlog)
 # 4. pytest tests/integration -v, then the real-client suites again with flush = never
@@ -167,6 +168,11 @@ if [ "${SKIP_CARGO:-0}" != 1 ]; then
   "$PY" scripts/check_layers.py --self-test
   "$PY" scripts/check_layers.py
   "$PY" scripts/gen_response_errors.py --check
+  step "cargo clippy --all-targets -- -D warnings (allowed lints: Cargo.toml [lints.clippy])"
+  if ! cargo clippy --version >/dev/null 2>&1 && command -v rustup >/dev/null; then
+    rustup component add clippy 2>&1
+  fi
+  cargo clippy --all-targets -- -D warnings 2>&1
   step "cargo test (unit + property tests)"
   cargo test 2>&1
   # The benchmarks are not run here, but they must keep compiling (debug profile).

@@ -13,7 +13,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the broker.
-    Serve(ConfigArgs),
+    Serve(Box<ConfigArgs>),
     /// Load generator: produce, consume or end-to-end against a running broker.
     Bench {
         #[command(subcommand)]

@@ -62,7 +62,7 @@ impl Client {
                 bail!("unexpected tagged fields in response header");
             }
         }
-        Ok(R::Response::decode(&mut buf, version)?)
+        R::Response::decode(&mut buf, version)
     }
 }
 

@@ -119,9 +119,10 @@ impl FinalizedFeatures {
         self.level(GROUP_VERSION) >= 1
     }
 
-    /// Whether KIP-966 eligible leader replicas are on (eligible.leader.replicas.version
-    /// >= 1): the controller keeps ELRs, a fenced last ISR member leaves the ISR, and a
-    /// leader holds its high watermark while its ISR is below min.insync.replicas.
+    /// Whether KIP-966 eligible leader replicas are on (level 1 or more of
+    /// eligible.leader.replicas.version): the controller keeps ELRs, a fenced last ISR
+    /// member leaves the ISR, and a leader holds its high watermark while its ISR is below
+    /// min.insync.replicas.
     pub fn elr_enabled(&self) -> bool {
         self.level(ELIGIBLE_LEADER_REPLICAS_VERSION) >= 1
     }

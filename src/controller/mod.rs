@@ -19,7 +19,7 @@
 //! - `clean_shutdown.rs` the broker's clean-shutdown record (Kafka's PreviousBrokerEpoch)
 //! - `eligible_leaders.rs` KIP-966 eligible leader replicas: who may lead when the ISR is empty
 //! - `leadership.rs`    leaders and ISRs as brokers are fenced, come back and restart;
-//!                      `unclean.leader.election.enable`
+//!   `unclean.leader.election.enable`
 //! - `alter_partition.rs` AlterPartition: a leader's ISR change, checked as Kafka does
 //! - `reassignment.rs`  AlterPartitionReassignments: add the target replicas, catch up, drop the old
 //! - `rpc.rs`           controller-to-controller wire format (raft RPCs, forwarded requests)

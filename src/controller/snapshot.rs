@@ -728,8 +728,7 @@ mod tests {
 
     #[test]
     fn eligible_leader_replicas_round_trip() {
-        let mut image = MetadataImage::default();
-        image.min_insync_replicas_default = 2;
+        let mut image = MetadataImage { min_insync_replicas_default: 2, ..MetadataImage::default() };
         let mut p = PartitionMeta::new_on(0, (1..=3).map(|b| ReplicaMeta { broker: b, shard: 0 }).collect());
         (p.leader, p.isr, p.elr, p.last_known_elr) = (crate::cluster::image::NO_LEADER, vec![], vec![2, 3], vec![1]);
         let q = PartitionMeta::new_on(1, vec![ReplicaMeta { broker: 1, shard: 0 }]);

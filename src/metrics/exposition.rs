@@ -213,7 +213,7 @@ fn one(v: impl TryInto<i64>) -> Vec<(Labels, i64)> {
 }
 
 /// The per-API histograms of `merged`, one family per phase.
-fn api_histograms<'m>(merged: &'m ShardMetrics, phase: fn(&ApiMetrics) -> &Histogram) -> impl Iterator<Item = (Labels, &'m Histogram)> {
+fn api_histograms(merged: &ShardMetrics, phase: fn(&ApiMetrics) -> &Histogram) -> impl Iterator<Item = (Labels, &Histogram)> {
     merged.apis.iter().enumerate().filter_map(move |(k, a)| a.as_ref().map(|a| (vec![("request", api_name(k as i16))], phase(a))))
 }
 

@@ -16,6 +16,7 @@
 //!   next sequence is accepted at the recovered end: no snapshot "from the future");
 //! - recovery never panics, and a bit flipped in a sealed segment is reported on read
 //!   (CRC-32C), never served.
+//!
 //! Seeded: proptest's seed and the injector's seed make a run replayable. Cases:
 //! `SHARDLOG_PROPTEST_CASES` (default 16).
 use std::collections::{BTreeMap, BTreeSet};

@@ -428,7 +428,7 @@ impl ProducerStateTable {
             table.producers.insert(id, ProducerEntry { epoch, batches, current_txn_first_offset, coordinator_epoch, last_timestamp_ms, last_completed: None });
         }
         let aborted = u32::from_be_bytes(take::<4>(&mut p)?) as usize;
-        if aborted != p.len() / 24 || p.len() % 24 != 0 {
+        if aborted != p.len() / 24 || !p.len().is_multiple_of(24) {
             return None;
         }
         table.aborted.reserve_exact(aborted);

@@ -233,7 +233,7 @@ proptest! {
             let seg = dir.join("t-0").join("00000000000000000000.log");
             let cut = (size as f64 * cut_frac) as u64;
             std::fs::OpenOptions::new().write(true).open(&seg).unwrap().set_len(cut).unwrap();
-            let expected_end = ends.iter().filter(|(e, _)| *e <= cut).map(|(_, o)| *o).last().unwrap_or(0);
+            let expected_end = ends.iter().filter(|(e, _)| *e <= cut).map(|(_, o)| *o).next_back().unwrap_or(0);
             let p = open_flushed(&dir, LogConfig::default(), mode(reopen_direct)).await;
             assert_eq!(p.log_end_offset(), expected_end);
             assert_eq!(read_all(&p).await, (0..expected_end).collect::<Vec<_>>());

@@ -397,12 +397,9 @@ impl Replica {
 
     /// Partition::append_as_follower; Err(()) is OffsetMismatch.
     fn append_as_follower(&mut self, batches: &[Batch], flush_always: bool) -> Result<(), ()> {
-        let mut next = self.log_end();
-        for b in batches {
-            if b.offset != next {
-                return Err(());
-            }
-            next += 1;
+        let start = self.log_end();
+        if batches.iter().zip(start..).any(|(b, next)| b.offset != next) {
+            return Err(());
         }
         let mut changed = false;
         for b in batches {
@@ -1191,7 +1188,7 @@ impl Sim {
         let now = self.now;
         // The full scans run every 50 ms and after every truncation, crash or leader
         // change (what they look for, once there, stays until such an event).
-        let mut full = std::mem::take(&mut self.full_check_due) || now % 50 == 0;
+        let mut full = std::mem::take(&mut self.full_check_due) || now.is_multiple_of(50);
         // 4: dense offsets, epochs, the cache against the batches; 2: hw <= log end.
         for r in &self.replicas {
             if !r.up {

@@ -3,9 +3,10 @@
 //! lookup of the quota that applies to a request (Kafka's DefaultQuotaCallback).
 //!
 //! Which quota applies to user U with client id C, first found (Kafka's precedence):
-//! 1. user U, client C · 2. user U, default client · 3. user U ·
-//! 4. default user, client C · 5. default user, default client · 6. default user ·
-//! 7. client C · 8. default client.
+//! (1) user U, client C · (2) user U, default client · (3) user U · (4) default user,
+//! client C · (5) default user, default client · (6) default user · (7) client C ·
+//! (8) default client.
+//!
 //! The level found also says who shares the quota (Kafka's metric tags): a quota set for
 //! user U alone is shared by all of U's clients; one set for client C alone by every user
 //! of C; one for the default user is each user's own.

@@ -184,12 +184,10 @@ mod tests {
         let log_dirs = LogDirs::open(&[a.clone(), b.clone()]).unwrap();
         let mut removed = remove_stray_partitions(&image, 1, &log_dirs, log_dirs.dirs());
         removed.sort();
-        let mut want = vec![
-            (a.join("gone-0"), Stray::UnknownTopic),
+        let mut want = [(a.join("gone-0"), Stray::UnknownTopic),
             (a.join("kept-2"), Stray::UnknownPartition),
             (a.join("re-made-0"), Stray::OtherTopicId),
-            (b.join("moved-0"), Stray::NotAReplica),
-        ];
+            (b.join("moved-0"), Stray::NotAReplica)];
         want.sort();
         assert_eq!(removed.iter().map(|(p, w)| (std::path::absolute(p).unwrap(), w.clone())).collect::<Vec<_>>(),
             want.iter().map(|(p, w)| (std::path::absolute(p).unwrap(), w.clone())).collect::<Vec<_>>());

@@ -51,7 +51,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreateTopics
             results.push(result);
             continue;
         }
-        let new_partitions = if !t.assignments.is_empty() { t.assignments.len() as i32 } else if partitions > 0 { partitions } else { ctx.config.num_partitions as i32 };
+        let new_partitions = if !t.assignments.is_empty() { t.assignments.len() as i32 } else if partitions > 0 { partitions } else { ctx.config.num_partitions };
         if !req.validate_only && !quota.admit(new_partitions.max(0) as u32) {
             result.error_code = ErrorCode::THROTTLING_QUOTA_EXCEEDED.code();
             // No message: Kafka 4.4 sends none with this code.

@@ -101,7 +101,7 @@ async fn wait_for_first_writes(ctx: &Rc<ShardContext>, acks: i16, timeout_ms: i3
         let mut again = OpBatch::with_capacity(waiting.len());
         for &i in &waiting {
             let (shard, topic, partition, records) = &sent[i];
-            again.push(*shard, *topic, *partition, PartitionOp::Produce { records: records.clone(), acks, timeout_ms, txn_guard: None });
+            again.push(*shard, topic, *partition, PartitionOp::Produce { records: records.clone(), acks, timeout_ms, txn_guard: None });
         }
         for (i, r) in waiting.into_iter().zip(ctx.router.run(again).await) {
             // Still behind a pending first write: the guarded append answers that again.
@@ -139,7 +139,7 @@ async fn verify_round(
         match code {
             ErrorCode::NONE => {
                 let (shard, topic, partition, records) = &sent[*i];
-                again.push(*shard, *topic, *partition, PartitionOp::Produce { records: records.clone(), acks, timeout_ms, txn_guard: Some(*guard) });
+                again.push(*shard, topic, *partition, PartitionOp::Produce { records: records.clone(), acks, timeout_ms, txn_guard: Some(*guard) });
                 again_at.push(*i);
             }
             ErrorCode::COORDINATOR_NOT_AVAILABLE

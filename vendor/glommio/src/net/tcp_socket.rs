@@ -313,7 +313,8 @@ impl AcceptedTcpStream {
     pub fn peer_addr(&self) -> Result<SocketAddr> {
         let socket = unsafe { Socket::from_raw_fd(self.fd) };
         let sock_addr = socket.peer_addr()?;
-        socket.into_raw_fd();
+        // shardlog patch: the fd stays the stream's (clippy -D warnings in test.sh).
+        let _ = socket.into_raw_fd();
         Ok(sock_addr.as_socket().unwrap())
     }
 
