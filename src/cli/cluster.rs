@@ -164,21 +164,6 @@ fn status_of(bootstrap: &str) -> anyhow::Result<Status> {
     })
 }
 
-/// Prints `rows` under `header`, each column as wide as its widest cell.
-fn table(header: &[&str], rows: &[Vec<String>]) {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.len());
-        }
-    }
-    let line = |cells: Vec<String>| cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string();
-    println!("{}", line(header.iter().map(|h| h.to_string()).collect()));
-    for row in rows {
-        println!("{}", line(row.clone()));
-    }
-}
-
 fn listed(items: &[String]) -> String {
     if items.is_empty() {
         "none".into()
@@ -202,7 +187,7 @@ pub fn status(bootstrap: &str, json: bool) -> anyhow::Result<()> {
             vec![b.id.to_string(), format!("{}:{}", b.host, b.port), b.rack.clone().unwrap_or_else(|| "-".into()), b.roles.into(), state.into(), b.leaders.to_string(), b.replicas.to_string()]
         })
         .collect();
-    table(&["BROKER", "ADDRESS", "RACK", "ROLES", "STATE", "LEADERS", "REPLICAS"], &rows);
+    super::print_table(&["BROKER", "ADDRESS", "RACK", "ROLES", "STATE", "LEADERS", "REPLICAS"], &rows);
     if !s.controllers_only.is_empty() {
         println!("controller-only nodes: {}", s.controllers_only.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", "));
     }
@@ -316,6 +301,6 @@ pub fn quorum(bootstrap: &str, json: bool) -> anyhow::Result<()> {
         .iter()
         .map(|r| vec![r.id.to_string(), r.role.into(), r.log_end_offset.to_string(), r.lag.to_string(), r.last_fetch_timestamp.to_string(), r.last_caught_up_timestamp.to_string()])
         .collect();
-    table(&["NODE", "ROLE", "LOG END", "LAG", "LAST FETCH MS", "LAST CAUGHT UP MS"], &rows);
+    super::print_table(&["NODE", "ROLE", "LOG END", "LAG", "LAST FETCH MS", "LAST CAUGHT UP MS"], &rows);
     Ok(())
 }

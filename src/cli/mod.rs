@@ -17,3 +17,18 @@ pub mod top;
 pub mod topic;
 pub mod tune;
 pub mod txn;
+
+/// Prints `rows` under `header`, each column as wide as its widest cell, two spaces apart.
+pub(crate) fn print_table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: &mut dyn Iterator<Item = &str>| cells.zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string();
+    println!("{}", line(&mut header.iter().copied()));
+    for row in rows {
+        println!("{}", line(&mut row.iter().map(String::as_str)));
+    }
+}

@@ -60,7 +60,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<()> {
 }
 
 fn print_table(results: &[CheckResult]) {
-    let rows: Vec<[String; 6]> = results
+    let rows: Vec<Vec<String>> = results
         .iter()
         .map(|r| {
             let level = match r.level {
@@ -72,18 +72,8 @@ fn print_table(results: &[CheckResult]) {
                 Outcome::Fail => "FAIL",
                 Outcome::Unknown => "unknown",
             };
-            [r.name.to_string(), level.into(), outcome.into(), r.current.clone(), r.wanted.clone(), r.fix.clone()]
+            vec![r.name.to_string(), level.into(), outcome.into(), r.current.clone(), r.wanted.clone(), r.fix.clone()]
         })
         .collect();
-    let header = ["CHECK", "LEVEL", "RESULT", "CURRENT", "WANTED", "FIX"].map(String::from);
-    let mut widths = header.clone().map(|h| h.len());
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.len());
-        }
-    }
-    for row in std::iter::once(&header).chain(&rows) {
-        let cells: Vec<String> = row.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
-        println!("{}", cells.join("  ").trim_end());
-    }
+    super::print_table(&["CHECK", "LEVEL", "RESULT", "CURRENT", "WANTED", "FIX"], &rows);
 }
