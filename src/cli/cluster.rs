@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use anyhow::bail;
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
-use kafka_protocol::messages::{DescribeClusterRequest, DescribeQuorumRequest, ElectLeadersRequest, MetadataRequest, TopicName};
+use kafka_protocol::messages::{DescribeClusterRequest, DescribeQuorumRequest, ElectLeadersRequest, MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use serde::Serialize;
 
@@ -106,7 +106,8 @@ fn quorum_of(c: &mut Client) -> anyhow::Result<Quorum> {
     Ok(Quorum { leader: p.leader_id.0, epoch: p.leader_epoch, high_watermark: p.high_watermark, replicas })
 }
 
-fn status_of(bootstrap: &str) -> anyhow::Result<Status> {
+/// The cluster's status, and the Metadata it was made from (`balance` reads it again).
+fn status_of(bootstrap: &str) -> anyhow::Result<(Status, MetadataResponse)> {
     let mut c = Client::connect(bootstrap)?;
     let cluster = c.send(&DescribeClusterRequest::default().with_endpoint_type(1).with_include_fenced_brokers(true), 2)?;
     if cluster.error_code != 0 {
@@ -151,7 +152,7 @@ fn status_of(bootstrap: &str) -> anyhow::Result<Status> {
     let live: Vec<usize> = brokers.iter().filter(|b| !b.fenced).map(|b| b.leaders).collect();
     let leader_skew = live.iter().max().zip(live.iter().min()).map_or(0, |(a, b)| a - b);
     let controllers_only = voters.iter().copied().filter(|v| !brokers.iter().any(|b| b.id == *v)).collect();
-    Ok(Status {
+    let status = Status {
         cluster_id: cluster.cluster_id.to_string(),
         active_controller: cluster.controller_id.0,
         brokers,
@@ -161,7 +162,8 @@ fn status_of(bootstrap: &str) -> anyhow::Result<Status> {
         leader_skew,
         under_replicated,
         offline,
-    })
+    };
+    Ok((status, md))
 }
 
 fn listed(items: &[String]) -> String {
@@ -173,7 +175,7 @@ fn listed(items: &[String]) -> String {
 }
 
 pub fn status(bootstrap: &str, json: bool) -> anyhow::Result<()> {
-    let s = status_of(bootstrap)?;
+    let (s, _) = status_of(bootstrap)?;
     if json {
         println!("{}", serde_json::to_string(&s)?);
         return Ok(());
@@ -218,10 +220,8 @@ fn skew<'a>(counts: impl Iterator<Item = &'a usize> + Clone) -> usize {
 }
 
 fn balance_of(bootstrap: &str) -> anyhow::Result<(Balance, Vec<(String, i32)>)> {
-    let s = status_of(bootstrap)?;
+    let (s, md) = status_of(bootstrap)?;
     let active: Vec<&BrokerRow> = s.brokers.iter().filter(|b| !b.fenced).collect();
-    let mut c = Client::connect(bootstrap)?;
-    let md = c.send(&MetadataRequest::default().with_topics(None), 12)?;
     let mut targets = Vec::new();
     for t in &md.topics {
         let name = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
