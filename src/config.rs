@@ -148,6 +148,12 @@ pub struct Config {
     /// listener. Empty = single node. Must name this node (with its controller_listener's
     /// port) when process_roles has "controller", and must not name a broker-only node.
     pub controller_quorum_voters: String,
+    /// controller.quorum.bootstrap.servers (KIP-853): `host:port,...` of controllers to
+    /// ask when joining an existing quorum. A node with the controller role that is not in
+    /// controller_quorum_voters (or with no voters set) joins as an observer through them,
+    /// catches up, and becomes a voter when an operator adds it (AddRaftVoter,
+    /// `kafka-metadata-quorum.sh add-controller`). Empty = the voters' addresses.
+    pub controller_quorum_bootstrap_servers: String,
     /// Take a metadata snapshot (and purge the metadata log before it) every this many
     /// committed entries (Kafka: metadata.log.max.record.bytes.between.snapshots, in bytes).
     pub metadata_snapshot_every_entries: u64,
@@ -422,6 +428,7 @@ impl Default for Config {
             controller_listener: None,
             advertised_controller_listener: None,
             controller_quorum_voters: String::new(),
+            controller_quorum_bootstrap_servers: String::new(),
             broker_rack: None,
             broker_session_timeout_ms: 3000,
             metadata_snapshot_every_entries: 1024,
@@ -878,8 +885,10 @@ impl Config {
         }
         let voters = parse_quorum_voters(&self.controller_quorum_voters)
             .map_err(|message| ConfigError::Invalid { key: "controller_quorum_voters", message })?;
+        let bootstrap = parse_bootstrap_servers(&self.controller_quorum_bootstrap_servers)
+            .map_err(|message| ConfigError::Invalid { key: "controller_quorum_bootstrap_servers", message })?;
         let combined = self.has_role("broker") && self.has_role("controller");
-        if voters.is_empty() {
+        if voters.is_empty() && bootstrap.is_empty() {
             if !combined {
                 return bad("controller_quorum_voters", format!(
                     "process_roles = {:?} needs a quorum: set controller_quorum_voters (id@host:port,...) to the controller nodes; \
@@ -915,9 +924,10 @@ impl Config {
                  give an address the controllers can reach, not {host}, or set advertised_controller_listener"));
         }
         match me {
-            None if self.has_role("controller") => {
-                bad("controller_quorum_voters", format!("node_id {} has the controller role but is not a voter", self.node_id))
-            }
+            None if self.has_role("controller") && bootstrap.is_empty() => bad("controller_quorum_voters", format!(
+                "node_id {} has the controller role but is not a voter: list it in controller_quorum_voters, or set \
+                 controller_quorum_bootstrap_servers to join the quorum as an observer and then add it as a voter \
+                 (kafka-metadata-quorum.sh add-controller)", self.node_id)),
             Some(me) if !self.has_role("controller") => bad("controller_quorum_voters", format!(
                 "node_id {} is broker-only but is listed as voter {}@{}:{}; a broker-only node follows the quorum \
                  as an observer: remove it from controller_quorum_voters or add the controller role",
@@ -967,6 +977,15 @@ pub fn split_host_port(s: &str) -> Result<(String, u16), String> {
         return Err(format!("'{s}': port 0 is not a fixed port"));
     }
     Ok((host.to_string(), port))
+}
+
+/// Parses controller.quorum.bootstrap.servers: `host:port,...` (at most MAX_QUORUM_VOTERS).
+pub fn parse_bootstrap_servers(s: &str) -> Result<Vec<String>, String> {
+    let entries: Vec<&str> = s.split(',').map(str::trim).filter(|e| !e.is_empty()).collect();
+    if entries.len() > MAX_QUORUM_VOTERS {
+        return Err(format!("more than {MAX_QUORUM_VOTERS} servers"));
+    }
+    entries.into_iter().map(|e| split_host_port(e).map(|_| e.to_string())).collect()
 }
 
 /// Parses Kafka's controller.quorum.voters syntax, `id@host:port,id@host:port,...`.
@@ -1105,6 +1124,9 @@ pub struct ConfigArgs {
     /// `id@host:port,...` (Kafka's controller.quorum.voters).
     #[arg(long)]
     pub controller_quorum_voters: Option<String>,
+    /// `host:port,...` of controllers a joining node asks (Kafka's controller.quorum.bootstrap.servers).
+    #[arg(long)]
+    pub controller_quorum_bootstrap_servers: Option<String>,
     #[arg(long)]
     pub broker_rack: Option<String>,
     #[arg(long)]
@@ -1301,7 +1323,7 @@ impl ConfigArgs {
         set!(delegation_token_secret_key, delegation_token_max_lifetime_ms, delegation_token_expiry_time_ms, delegation_token_expiry_check_interval_ms);
         set!(max_connections, max_connections_per_ip, max_connections_per_ip_overrides, quota_window_num, quota_window_size_seconds,
             controller_quota_window_num, controller_quota_window_size_seconds);
-        set!(listen, data_dir, log_dirs, node_id, process_roles, controller_quorum_voters,
+        set!(listen, data_dir, log_dirs, node_id, process_roles, controller_quorum_voters, controller_quorum_bootstrap_servers,
             broker_session_timeout_ms, metadata_snapshot_every_entries, auto_leader_rebalance_enable, leader_imbalance_check_interval_seconds,
             leader_imbalance_per_broker_percentage, replica_lag_time_max_ms, replica_fetch_wait_max_ms, replica_fetch_max_bytes,
             replica_fetch_response_max_bytes, replica_fetch_backoff_ms, replica_socket_timeout_ms, replica_selector_class, min_insync_replicas,
