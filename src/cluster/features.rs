@@ -3,8 +3,8 @@
 //! through the controller), and Kafka's rules for changing them, with its words.
 //!
 //! Supported ranges say what shardlog implements, not what Kafka 4.4 does: a level is
-//! listed only once the behaviour behind it exists (share groups, streams groups and KIP-853
-//! voter changes are still to come, so their features support level 0 only and a
+//! listed only once the behaviour behind it exists (share groups and streams groups are
+//! still to come, so their features support level 0 only and a
 //! `kafka-features.sh upgrade --release-version 4.4-IV2` is refused for them, naming the
 //! range, as Kafka refuses a level its controller does not know).
 use std::collections::BTreeMap;
@@ -36,8 +36,9 @@ pub struct SupportedFeature {
 /// maximum in brackets where it is higher).
 pub const SUPPORTED: &[SupportedFeature] = &[
     SupportedFeature { name: METADATA_VERSION, min: METADATA_VERSION_MIN, max: METADATA_VERSION_4_4_IV2 },
-    // [1] KIP-853 dynamic controller membership: issue 26.
-    SupportedFeature { name: KRAFT_VERSION, min: 0, max: 0 },
+    // 1 = KIP-853 dynamic controller membership (`controller/voters.rs`): AddRaftVoter,
+    // RemoveRaftVoter and UpdateRaftVoter are refused at 0, as by a static Kafka quorum.
+    SupportedFeature { name: KRAFT_VERSION, min: 0, max: 1 },
     // KIP-890: 1 = server-side verification, 2 = an epoch bump per transaction.
     SupportedFeature { name: TRANSACTION_VERSION, min: 0, max: 2 },
     // 1 = KIP-848 consumer groups (ConsumerGroupHeartbeat).
@@ -224,7 +225,7 @@ mod tests {
     fn a_new_cluster_finalizes_what_is_built() {
         let f = FinalizedFeatures::default();
         let levels: Vec<_> = f.iter().collect();
-        assert_eq!(levels, vec![(ELIGIBLE_LEADER_REPLICAS_VERSION, 1), (GROUP_VERSION, 1), (METADATA_VERSION, 33), (TRANSACTION_VERSION, 2)]);
+        assert_eq!(levels, vec![(ELIGIBLE_LEADER_REPLICAS_VERSION, 1), (GROUP_VERSION, 1), (KRAFT_VERSION, 1), (METADATA_VERSION, 33), (TRANSACTION_VERSION, 2)]);
         assert!(f.elr_enabled());
         assert_eq!(f.level(SHARE_VERSION), 0);
         assert!(f.consumer_groups_enabled());

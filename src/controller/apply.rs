@@ -258,6 +258,18 @@ fn apply_inner(
             changed.extend(reassignment::complete_ready(image));
             Ok((Applied::Done, broker_deltas(changed)))
         }
+        Command::UnregisterBroker { broker, unclean_default, min_isr_default } => {
+            note_min_isr_default(image, *min_isr_default);
+            let Some(b) = image.brokers.get_mut(broker) else {
+                return Ok((Applied::Done, Vec::new()));
+            };
+            // Fenced first, so its leaderships move and it leaves the ISRs, as a fencing.
+            let was_fenced = std::mem::replace(&mut b.fenced, true);
+            let mut changed = if was_fenced { ChangedTopics::new() } else { leadership::on_fenced(image, *broker, *unclean_default) };
+            image.brokers.remove(broker);
+            changed.extend(reassignment::complete_ready(image));
+            Ok((Applied::Done, broker_deltas(changed)))
+        }
         Command::ElectLeaders { election, partitions } => {
             let (results, changed) = election::apply_elections(image, *election, partitions);
             let deltas = changed.into_iter().map(|name| MetadataDelta::LeadersChanged { name }).collect();

@@ -43,6 +43,8 @@ pub struct ControllerHandle {
     thread: Arc<Mutex<Option<JoinHandle<()>>>>,
     /// This process's broker incarnation (what it registers with).
     incarnation: [u8; 16],
+    /// The metadata dir's directory id (KIP-853, `directory_id.rs`).
+    directory_id: [u8; 16],
 }
 
 /// The controller answered a request with another request's kind of reply (a bug, or a
@@ -61,13 +63,20 @@ impl ControllerHandle {
         publisher: Arc<Publisher>,
         thread: JoinHandle<()>,
         incarnation: [u8; 16],
+        directory_id: [u8; 16],
     ) -> ControllerHandle {
         ControllerHandle {
             tx,
             publisher,
             thread: Arc::new(Mutex::new(Some(thread))),
             incarnation,
+            directory_id,
         }
+    }
+
+    /// The metadata dir's directory id in Kafka's text form (its `meta.properties` line).
+    pub fn directory_id_text(&self) -> String {
+        super::directory_id::to_text(&self.directory_id)
     }
 
     /// This process's broker epoch (KIP-903: sent by its replica fetchers, checked by
@@ -247,6 +256,22 @@ impl ControllerHandle {
     /// `InvalidUpdateVersion` carries Kafka's message.
     pub async fn update_features(&self, updates: Vec<crate::cluster::features::FeatureUpdate>, validate_only: bool) -> Result<(), ControllerError> {
         self.call(ClientRequest::UpdateFeatures { updates, validate_only }).await.map(|_| ())
+    }
+
+    /// AddRaftVoter (KIP-853): makes observer `id` (with `directory_id`) a voter reached at
+    /// `addr` (empty: where it joined from).
+    pub async fn add_voter(&self, id: u64, directory_id: [u8; 16], addr: String) -> Result<(), ControllerError> {
+        self.call(ClientRequest::AddVoter { id, directory_id, addr }).await.map(|_| ())
+    }
+
+    /// RemoveRaftVoter (KIP-853).
+    pub async fn remove_voter(&self, id: u64, directory_id: [u8; 16]) -> Result<(), ControllerError> {
+        self.call(ClientRequest::RemoveVoter { id, directory_id }).await.map(|_| ())
+    }
+
+    /// UnregisterBroker: forgets a broker's registration (fenced first).
+    pub async fn unregister_broker(&self, broker: i32) -> Result<(), ControllerError> {
+        self.call(ClientRequest::UnregisterBroker { broker }).await.map(|_| ())
     }
 
     /// AlterClientQuotas: sets and removes quota values (already validated) in one record.

@@ -79,6 +79,12 @@ impl Liveness {
         }
     }
 
+    /// `broker` was unregistered: its heartbeats so far are no news (a later one
+    /// registers it again).
+    pub fn forget(&mut self, broker: BrokerId) {
+        self.heard.remove(&broker);
+    }
+
     pub fn heard(&mut self, broker: BrokerId, incarnation: [u8; 16], via: Option<u64>, now: Instant) {
         self.heard.insert(broker, Heard { incarnation, at: now, via, closed_at: None });
     }

@@ -58,6 +58,7 @@ use crate::cluster::topic_config::TopicConfigDefaults;
 mod alter_partition;
 mod apply;
 mod clean_shutdown;
+mod directory_id;
 mod election;
 mod eligible_leaders;
 mod files;
@@ -82,6 +83,7 @@ mod server;
 mod snapshot;
 mod state_machine;
 mod types;
+mod voters;
 
 pub use alter_partition::AlterPartitionError;
 /// The deterministic metadata transition and its commands, for the replication
@@ -134,6 +136,11 @@ pub struct ControllerConfig {
     /// a single-voter quorum of this node alone (the behaviour before issue 11). A node
     /// not in a non-empty `voters` is an observer (a raft learner): a broker-only node.
     pub voters: BTreeMap<u64, String>,
+    /// controller.quorum.bootstrap.servers (KIP-853): host:port of controllers a node
+    /// outside `voters` asks to join the quorum (with the voters' own addresses).
+    pub bootstrap_servers: Vec<String>,
+    /// This node has the controller role: it may be made a voter (AddRaftVoter).
+    pub controller_role: bool,
     /// This node runs a broker: it registers and heartbeats, and has `shard_count` shards
     /// to publish to. False on a controller-only node (no shards, never registered, so
     /// placement never puts partitions on it).
@@ -175,6 +182,8 @@ impl Default for ControllerConfig {
             listener: None,
             advertised_listener: None,
             voters: BTreeMap::new(),
+            bootstrap_servers: Vec::new(),
+            controller_role: true,
             broker: true,
             advertised_host: "localhost".into(),
             advertised_port: 9092,
@@ -250,6 +259,23 @@ pub enum ControllerError {
     /// UpdateFeatures refused (`cluster/features.rs`: Kafka's words).
     #[error("{0}")]
     InvalidUpdateVersion(String),
+    /// A quorum membership change refused (KIP-853: `voters.rs`), with Kafka's error.
+    #[error("{1}")]
+    Membership(MembershipError, String),
+    /// UnregisterBroker of an id with no registration.
+    #[error("{0}")]
+    BrokerIdNotRegistered(String),
+}
+
+/// Kafka's errors for AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter refusals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MembershipError {
+    DuplicateVoter,
+    VoterNotFound,
+    /// kraft.version is 0 (a static quorum).
+    UnsupportedVersion,
+    /// Another change is not committed yet, or the new voter has not caught up.
+    RequestTimedOut,
 }
 
 /// Starts the controller thread, recovers metadata from `<data_dir>/controller/`, and

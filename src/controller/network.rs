@@ -26,9 +26,9 @@ use super::rpc::{self, RpcRequest, RpcResponse};
 use super::rpc_tls::{RpcStream, RpcTls};
 use super::types::{ControllerTypes, Snapshot, SnapshotData, Vote};
 
-type Node = openraft::impls::BasicNode;
+type Node = super::types::ControllerNode;
 
-/// Creates clients to peer controllers; `BasicNode.addr` is the peer's controller listener
+/// Creates clients to peer controllers; `ControllerNode.addr` is the peer's controller listener
 /// (over mutual TLS when `tls` is set).
 #[derive(Default)]
 pub struct Network {

@@ -1,4 +1,6 @@
-//! Broker-only nodes follow the metadata quorum as openraft learners (KRaft's observers).
+//! Nodes outside the voters follow the metadata quorum as openraft learners (KRaft's
+//! observers): broker-only nodes, and controllers joining through
+//! controller_quorum_bootstrap_servers until AddRaftVoter makes them voters (`voters.rs`).
 //!
 //! Why a learner rather than fetching committed deltas: the learner receives the same
 //! AppendEntries and InstallSnapshot as a voter, applies them through the same state
@@ -10,22 +12,22 @@
 //! heartbeat every 50 ms per learner), which is what Kafka's observers cost in fetches.
 //!
 //! - Learner side (`join`): at start-up, before waiting for the log, the node asks the
-//!   quorum to add it (`ClientRequest::AddObserver` with its controller listener), trying
-//!   each voter in turn until the leader answers: a voter that does not lead says
-//!   NOT_CONTROLLER and the next one is asked. Idempotent across restarts.
-//! - Leader side (`add`): adds or re-addresses the learner with one membership change, or
-//!   does nothing if the membership already has it at that address. A voter id is refused
-//!   (a learner never becomes a voter here: no membership changes of voters yet).
+//!   quorum to add it (`ClientRequest::AddObserver` with its controller listener, its
+//!   directory id and whether it has the controller role), trying each contact (the
+//!   configured voters and bootstrap servers) in turn until the leader answers: one that
+//!   does not lead says NOT_CONTROLLER and the next one is asked. Idempotent across restarts.
+//! - Leader side (`add`): adds or re-records the learner with one membership change, or
+//!   does nothing if the membership already has it so. A voter id is refused (a voter
+//!   becomes an observer only by RemoveRaftVoter).
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use openraft::async_runtime::WatchReceiver as _;
-use openraft::impls::BasicNode;
 use openraft::ChangeMembers;
 
 use super::network::Connection;
 use super::rpc::{ClientReply, ClientRequest, RpcRequest, RpcResponse};
-use super::types::Raft;
+use super::types::{ControllerNode, Raft};
 use super::ControllerError;
 
 /// One attempt to reach a voter.
@@ -33,17 +35,19 @@ const ASK_TTL: Duration = Duration::from_secs(5);
 /// Pause after every voter has been asked once without success.
 const ROUND_PAUSE: Duration = Duration::from_millis(100);
 
-/// Asks the quorum (any voter; forwarded answers come only from the leader) to add this
+/// Asks the quorum (any contact; forwarded answers come only from the leader) to add this
 /// node as a learner reached at `addr`; retries until `deadline`.
-pub async fn join(me: u64, addr: &str, voters: &BTreeMap<u64, String>, tls: Option<std::sync::Arc<super::rpc_tls::RpcTls>>, deadline: Instant) -> Result<(), ControllerError> {
-    let req = RpcRequest::Client(ClientRequest::AddObserver { id: me, addr: addr.to_string() });
-    let mut conns: Vec<(u64, Connection)> = voters.iter().map(|(id, a)| (*id, Connection::new(a.clone(), tls.clone()))).collect();
+pub async fn join(me: &ControllerNode, id: u64, contacts: &[String], tls: Option<std::sync::Arc<super::rpc_tls::RpcTls>>, deadline: Instant) -> Result<(), ControllerError> {
+    let addr = me.addr.as_str();
+    let req = RpcRequest::Client(ClientRequest::AddObserver { id, addr: me.addr.clone(), directory_id: me.directory_id, controller: me.controller });
+    let mut conns: Vec<(&String, Connection)> = contacts.iter().map(|a| (a, Connection::new(a.clone(), tls.clone()))).collect();
+    let me = id;
     let mut last = String::from("no voter asked yet");
     while Instant::now() < deadline {
         for (voter, conn) in conns.iter_mut() {
             match conn.call(&req, ASK_TTL).await {
                 Ok(RpcResponse::Client { result: Ok(_), .. }) => {
-                    tracing::info!(node = me, leader = *voter, addr, "controller: joined the metadata quorum as an observer (raft learner)");
+                    tracing::info!(node = me, via = %voter, addr, "controller: joined the metadata quorum as an observer (raft learner)");
                     return Ok(());
                 }
                 // A refusal that is no NOT_CONTROLLER is final (e.g. this id is a voter).
@@ -59,25 +63,31 @@ pub async fn join(me: u64, addr: &str, voters: &BTreeMap<u64, String>, tls: Opti
     Err(ControllerError::NotController(format!("no quorum leader added this node as an observer: {last}")))
 }
 
-/// On the leader: makes `id` a learner reached at `addr` (one membership entry, committed
-/// before the answer), unless the membership already says so.
-pub async fn add(raft: &Raft, id: u64, addr: String, timeout: Duration) -> Result<ClientReply, ControllerError> {
+/// On the leader: makes `id` a learner reached at `node.addr` (one membership entry,
+/// committed before the answer), unless the membership already says so.
+pub async fn add(raft: &Raft, id: u64, node: ControllerNode, timeout: Duration) -> Result<ClientReply, ControllerError> {
+    let addr = node.addr.clone();
     if addr.is_empty() {
         return Err(ControllerError::InvalidRequest("an observer needs a controller listener address".into()));
     }
     let current = raft.metrics().borrow_watched().membership_config.clone();
     let membership = current.membership();
     if membership.voter_ids().any(|v| v == id) {
+        // A voter (added by AddRaftVoter) restarting with its bootstrap servers asks again
+        // before its own log says what it is: it is a member already.
+        if membership.get_node(&id).is_some_and(|n| n.directory_id == node.directory_id && node.directory_id != [0; 16]) {
+            return Ok(ClientReply::Done);
+        }
         return Err(ControllerError::InvalidRequest(format!(
             "node {id} is a voter of the metadata quorum; it cannot also follow it as an observer"
         )));
     }
-    if membership.get_node(&id).is_some_and(|n| n.addr == addr) {
+    if membership.get_node(&id) == Some(&node) {
         return Ok(ClientReply::Done);
     }
     tracing::info!(node = id, addr, "controller: adding an observer (raft learner)");
     // SetNodes adds the learner or replaces its address; it never touches the voters.
-    let change = ChangeMembers::SetNodes(BTreeMap::from([(id, BasicNode { addr })]));
+    let change = ChangeMembers::SetNodes(BTreeMap::from([(id, node)]));
     match tokio::time::timeout(timeout, raft.change_membership(change, true)).await {
         Ok(Ok(_)) => Ok(ClientReply::Done),
         Ok(Err(e)) => Err(ControllerError::NotController(format!("adding observer {id}: {e}"))),

@@ -4,8 +4,8 @@
 //!
 //! KRaft terms, mapped: the leader epoch is the raft term; offsets count log entries, so
 //! the log end offset of a replica is (last index it holds) + 1 and the high watermark is
-//! (last committed index) + 1. Observers are openraft learners (none until broker-only
-//! nodes follow the log).
+//! (last committed index) + 1. Observers are openraft learners (broker-only nodes, and
+//! controllers that joined and are not voters yet).
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -24,6 +24,9 @@ pub struct QuorumInfo {
     /// Controller listener (host:port) of each member as the membership records it;
     /// empty for a single node without a controller listener.
     pub listeners: BTreeMap<u64, String>,
+    /// KIP-853 directory id of each member that recorded one (`directory_id.rs`).
+    #[serde(default)]
+    pub directory_ids: BTreeMap<u64, [u8; 16]>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,7 +92,9 @@ pub fn describe(m: &RaftMetrics<ControllerTypes>) -> Option<QuorumInfo> {
         .filter(|(_, n)| !n.addr.is_empty())
         .map(|(id, n)| (*id, n.addr.clone()))
         .collect();
+    let directory_ids = membership.nodes().filter(|(_, n)| n.directory_id != [0; 16]).map(|(id, n)| (*id, n.directory_id)).collect();
     Some(QuorumInfo {
+        directory_ids,
         leader_id: m.id,
         leader_epoch: m.current_term,
         high_watermark,

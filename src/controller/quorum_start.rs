@@ -5,17 +5,20 @@
 use std::collections::BTreeMap;
 
 use openraft::async_runtime::WatchReceiver as _;
-use openraft::impls::BasicNode;
 
 use crate::cluster::image::MetadataImage;
 
-use super::types::Raft;
+use super::types::{ControllerNode, Raft};
 use super::{ControllerConfig, ControllerError};
 
-/// A static quorum must be the one the metadata log holds: peers are reached at the
+/// The quorum the metadata log holds must be this node's: peers are reached at the
 /// addresses the log's membership records, so a data dir from another cluster, or from
-/// the same ids on other ports, would only time out waiting for a leader. Refused at start,
-/// naming both.
+/// the same ids on other ports, would only time out waiting for a leader. With KIP-853
+/// changes the log's voters may differ from `controller_quorum_voters` (which only made
+/// the quorum), so the log wins when it is plainly this quorum's: it records this node
+/// (voter or observer) at its own listener, or this node is not a voter and the log
+/// shares a voter (same id at the same address) with the configured voters, or a voter
+/// address with the bootstrap servers. Anything else is refused at start, naming both.
 pub(super) fn check_persisted_voters(cfg: &ControllerConfig, node_id: u64, raft: &Raft) -> Result<(), ControllerError> {
     let metrics = raft.metrics().borrow_watched().clone();
     let membership = metrics.membership_config.membership();
@@ -24,13 +27,43 @@ pub(super) fn check_persisted_voters(cfg: &ControllerConfig, node_id: u64, raft:
         .map(|id| (id, membership.get_node(&id).map(|n| n.addr.clone()).unwrap_or_default()))
         .collect();
     // A single node (no voters configured) initialized itself alone, with no address.
-    let configured = if cfg.voters.is_empty() { BTreeMap::from([(node_id, String::new())]) } else { cfg.voters.clone() };
+    let configured = if cfg.voters.is_empty() && cfg.bootstrap_servers.is_empty() {
+        BTreeMap::from([(node_id, String::new())])
+    } else {
+        cfg.voters.clone()
+    };
     if persisted == configured {
         return Ok(());
     }
+    let own = cfg.advertised_listener.clone().or_else(|| cfg.listener.clone()).unwrap_or_default();
+    let shares_a_voter = persisted.iter().any(|(id, addr)| configured.get(id) == Some(addr))
+        || persisted.values().any(|addr| cfg.bootstrap_servers.contains(addr));
+    let removed = match persisted.get(&node_id) {
+        // The log records this node at its own listener: a voter, or an observer (a
+        // broker, or a removed voter kept as one) whose configured voters may all be gone.
+        _ if !own.is_empty() && membership.get_node(&node_id).is_some_and(|n| n.addr == own) => None,
+        Some(addr) if *addr == own => None,
+        None if !configured.contains_key(&node_id) && shares_a_voter => None,
+        None if shares_a_voter => Some(true),
+        _ => Some(false),
+    };
     let show = |m: &BTreeMap<u64, String>| {
         m.iter().map(|(id, addr)| if addr.is_empty() { format!("{id} (single node)") } else { format!("{id}@{addr}") }).collect::<Vec<_>>().join(",")
     };
+    let Some(removed) = removed else {
+        tracing::info!(log = %show(&persisted), configured = %show(&configured),
+            "controller: the metadata log's voters differ from controller_quorum_voters (changed by AddRaftVoter / RemoveRaftVoter); the log's are used");
+        return Ok(());
+    };
+    if removed {
+        return Err(ControllerError::Config(format!(
+            "node {node_id} is not a voter of the metadata quorum the log in {} holds ({}); it was removed \
+             (RemoveRaftVoter): to bring it back, start it with an empty data dir and controller_quorum_bootstrap_servers, \
+             then add it (kafka-metadata-quorum.sh add-controller)",
+            cfg.data_dir.join("controller").display(),
+            show(&persisted),
+        )));
+    }
     Err(ControllerError::Config(format!(
         "the metadata log in {} holds the quorum {} but controller_quorum_voters is {}: this data dir belongs to \
          another cluster or configuration; start it with the voters it was created with, or with an empty data dir",
@@ -46,15 +79,18 @@ pub(super) fn check_persisted_voters(cfg: &ControllerConfig, node_id: u64, raft:
 /// on an empty log (`is_initialized` is false), so it is idempotent across restarts. A
 /// wiped lowest voter rejoining an existing quorum must not re-initialize: restore its
 /// data dir or start it with another id (membership changes are a later step).
-pub(super) async fn initialize(cfg: &ControllerConfig, node_id: u64, raft: &Raft) -> Result<(), ControllerError> {
-    let members: BTreeMap<u64, BasicNode> = if cfg.voters.is_empty() {
+pub(super) async fn initialize(cfg: &ControllerConfig, node_id: u64, directory_id: [u8; 16], raft: &Raft) -> Result<(), ControllerError> {
+    // Only this node's directory id is known here; the other voters announce theirs when
+    // they start (`voters::announce`).
+    let me = |addr: String| ControllerNode { addr, directory_id, controller: true };
+    let members: BTreeMap<u64, ControllerNode> = if cfg.voters.is_empty() {
         tracing::info!(node_id, "controller: initializing a new single-voter metadata quorum");
-        BTreeMap::from([(node_id, BasicNode { addr: String::new() })])
+        BTreeMap::from([(node_id, me(String::new()))])
     } else if cfg.voters.keys().next() == Some(&node_id) {
         tracing::info!(node_id, voters = ?cfg.voters, "controller: lowest voter id, initializing the metadata quorum");
         cfg.voters
             .iter()
-            .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
+            .map(|(id, addr)| (*id, if *id == node_id { me(addr.clone()) } else { ControllerNode { controller: true, ..ControllerNode::at(addr.clone()) } }))
             .collect()
     } else {
         tracing::info!(node_id, "controller: empty log, waiting for the lowest voter to initialize the quorum");

@@ -106,11 +106,42 @@ pub enum ClientRequest {
         broker: BrokerId,
         incarnation: [u8; 16],
     },
-    /// A broker-only node asks to follow the metadata log as an observer (a raft learner
-    /// the leader replicates to at `addr`, its controller listener). Idempotent.
+    /// A node outside the voters asks to follow the metadata log as an observer (a raft
+    /// learner the leader replicates to at `addr`, its controller listener). Idempotent.
     AddObserver {
         id: u64,
         addr: String,
+        /// Its metadata dir's directory id (KIP-853); zero from nodes before it was sent.
+        #[serde(default)]
+        directory_id: [u8; 16],
+        /// It has the controller role, so it may later be made a voter.
+        #[serde(default)]
+        controller: bool,
+    },
+    /// AddRaftVoter (KIP-853): makes the observer `id` with `directory_id` a voter, reached
+    /// at `addr` (its controller listener; empty = the address it joined with).
+    AddVoter {
+        id: u64,
+        directory_id: [u8; 16],
+        addr: String,
+    },
+    /// RemoveRaftVoter (KIP-853).
+    RemoveVoter {
+        id: u64,
+        directory_id: [u8; 16],
+    },
+    /// UpdateRaftVoter (KIP-853): a voter tells the leader its controller listener and
+    /// directory id (sent by the voter itself at start when the membership records
+    /// another address, or no directory id).
+    UpdateVoter {
+        id: u64,
+        directory_id: [u8; 16],
+        addr: String,
+    },
+    /// UnregisterBroker: removes a broker's registration (as if fenced, then forgotten);
+    /// an observer whose broker is fenced is removed from the quorum's membership too.
+    UnregisterBroker {
+        broker: BrokerId,
     },
     /// ElectLeaders: `topics` None = every partition.
     ElectLeaders {

@@ -31,6 +31,7 @@ use super::liveness::{fencing_check_interval, heartbeat_interval, Liveness};
 use super::rpc_server::ConnectionClosed;
 use super::log_store::LogStore;
 use super::network::{Connection, Network};
+use super::directory_id;
 use super::observer;
 use super::propose::{self, ProposeCtx};
 use super::quorum_info;
@@ -38,7 +39,8 @@ use super::quorum_start;
 use super::rpc::{ClientReply, ClientRequest, RpcRequest, RpcResponse};
 use super::rpc_server;
 use super::state_machine::{Publisher, StateMachine};
-use super::types::{Applied, Command, Raft};
+use super::types::{Applied, Command, ControllerNode, Raft};
+use super::voters;
 use super::{check_shard_count, raft_node_id, ControllerConfig, ControllerError};
 
 /// Queued requests beyond this make callers wait (backpressure instead of memory growth).
@@ -68,6 +70,8 @@ pub fn start(
     // process); the handle tells it to the replica fetchers (KIP-903's broker epoch).
     let incarnation = *uuid::Uuid::new_v4().as_bytes();
     raft_node_id(cfg.node_id)?;
+    let inherited = crate::storage::meta_properties::directory_id(&cfg.data_dir).and_then(|t| directory_id::from_text(&t));
+    let directory_id = directory_id::load_or_create(&cfg.data_dir.join("controller"), inherited).map_err(ControllerError::Storage)?;
     let clean_shutdown_of = if cfg.broker { super::clean_shutdown::take(&cfg.data_dir) } else { None };
     // Unbounded, but bounded by what feeds it: one MetadataUpdate per committed metadata
     // change, and changes are proposed one at a time by this thread (requests queue in the
@@ -86,13 +90,13 @@ pub fn start(
     let forwarded_tx = req_tx.clone();
     let thread = std::thread::Builder::new()
         .name("controller".into())
-        .spawn(move || run_thread(cfg, (incarnation, clean_shutdown_of), thread_publisher, req_rx, forwarded_tx, ready_tx))
+        .spawn(move || run_thread(cfg, (incarnation, clean_shutdown_of, directory_id), thread_publisher, req_rx, forwarded_tx, ready_tx))
         .map_err(|e| {
             ControllerError::Storage(format!("cannot spawn the controller thread: {e}"))
         })?;
 
     let ready = ready_rx.recv();
-    let handle = ControllerHandle::new(req_tx, publisher, thread, incarnation);
+    let handle = ControllerHandle::new(req_tx, publisher, thread, incarnation, directory_id);
     match ready {
         Ok(Ok(())) => Ok((handle, receivers)),
         Ok(Err(e)) => {
@@ -110,7 +114,7 @@ pub fn start(
 
 fn run_thread(
     cfg: ControllerConfig,
-    (incarnation, clean_shutdown_of): ([u8; 16], Option<[u8; 16]>),
+    (incarnation, clean_shutdown_of, directory_id): ([u8; 16], Option<[u8; 16]>, [u8; 16]),
     publisher: Arc<Publisher>,
     requests: async_channel::Receiver<Request>,
     forwarded: async_channel::Sender<Request>,
@@ -144,7 +148,7 @@ fn run_thread(
         // Closes of controller connections (`rpc_server.rs`): a crashed broker's is fenced
         // without waiting out its session timeout (`Liveness::on_connection_closed`).
         let (closed_tx, closed) = async_channel::unbounded::<ConnectionClosed>();
-        let raft = match boot(&cfg, &publisher, forwarded, closed_tx).await {
+        let raft = match boot(&cfg, directory_id, &publisher, forwarded, closed_tx).await {
             Ok(raft) => raft,
             Err(e) => {
                 tracing::error!(error = %e, "controller start-up failed");
@@ -161,6 +165,7 @@ fn run_thread(
         let mut router = Router {
             me: cfg.node_id as u64, // checked >= 0 by raft_node_id in start()
             voters: &cfg.voters,
+            contacts: contacts(&cfg),
             tls: cfg.rpc_tls.clone(),
             peers: BTreeMap::new(),
             liveness: Liveness::new(cfg.session_timeout, cfg.topic_defaults.unclean_leader_election_enable).with_min_isr_default(cfg.topic_defaults.min_insync_replicas),
@@ -179,6 +184,20 @@ fn run_thread(
             if let Err(e) = router.route(&ctx, &raft, &publisher, heartbeat, false, None).await {
                 tracing::warn!(error = %e, "controller: broker registration failed; heartbeats retry it");
             }
+        }
+        if !cfg.broker {
+            // A controller-only node has no broker to write its metadata dir's
+            // meta.properties (`server/stray_partitions.rs` does on brokers): it writes it
+            // here, with the directory id `kafka-metadata-quorum.sh add-controller` reads.
+            let cluster_id = publisher.image().cluster_id.clone();
+            if let Err(e) = crate::storage::meta_properties::check_or_claim(&cfg.data_dir, &cluster_id, cfg.node_id, Some(&directory_id::to_text(&directory_id))) {
+                tracing::error!(error = %e, "controller start-up failed");
+                let _ = ready.send(Err(ControllerError::Config(e)));
+                return;
+            }
+        }
+        if let Some(update) = voters::announcement(&raft, router.me, directory_id, &own_listener(&cfg)) {
+            tokio::spawn(announce(update, heartbeats.clone()));
         }
         publisher.go_live();
         let _ = ready.send(Ok(()));
@@ -269,21 +288,18 @@ fn raft_config(cfg: &ControllerConfig) -> Result<Config, ControllerError> {
 /// and makes sure the cluster has an id.
 async fn boot(
     cfg: &ControllerConfig,
+    directory_id: [u8; 16],
     publisher: &Arc<Publisher>,
     forwarded: async_channel::Sender<Request>,
     closed: async_channel::Sender<ConnectionClosed>,
 ) -> Result<Raft, ControllerError> {
     let node_id = raft_node_id(cfg.node_id)?;
-    let observer_addr = match &cfg.listener {
-        Some(addr) if is_observer(cfg, node_id) => Some(cfg.advertised_listener.clone().unwrap_or_else(|| addr.clone())),
-        None if is_observer(cfg, node_id) => {
-            return Err(ControllerError::Config(format!(
-                "node {node_id} is not among the quorum voters {:?}: as an observer it needs a controller listener",
-                cfg.voters.keys().collect::<Vec<_>>()
-            )))
-        }
-        _ => None,
-    };
+    if is_observer(cfg, node_id) && cfg.listener.is_none() {
+        return Err(ControllerError::Config(format!(
+            "node {node_id} is not among the quorum voters {:?}: as an observer it needs a controller listener",
+            cfg.voters.keys().collect::<Vec<_>>()
+        )));
+    }
     // Bind first: a taken port fails start-up before anything else is opened.
     let listener = match &cfg.listener {
         Some(addr) => Some(rpc_server::bind(addr).await?),
@@ -305,12 +321,25 @@ async fn boot(
         tokio::spawn(rpc_server::serve(listener, raft.clone(), forwarded, closed, cfg.rpc_tls.clone(), publisher.clone()));
     }
     tokio::spawn(log_leader_changes(raft.clone(), node_id));
-    let joined = match &observer_addr {
-        // The leader must know this learner before it replicates anything to it.
-        Some(addr) => observer::join(node_id, addr, &cfg.voters, cfg.rpc_tls.clone(), Instant::now() + RECOVERY_TIMEOUT).await,
-        None => Ok(()),
+    // A node the log already makes a voter (added by AddRaftVoter), or an observer as it
+    // is now, does not join again: the leader replicates to it anyway, so it needs no
+    // contact that is still up (its configured voters may all have been replaced).
+    let me = ControllerNode { addr: own_listener(cfg), directory_id, controller: cfg.controller_role };
+    // The metrics show the stored membership once the raft core has loaded it.
+    if raft.is_initialized().await.unwrap_or(false) {
+        let _ = raft.wait(Some(Duration::from_secs(5))).metrics(|m| m.membership_config.log_id().is_some(), "the stored membership").await;
+    }
+    let known = {
+        let m = raft.metrics().borrow_watched().membership_config.clone();
+        m.membership().voter_ids().any(|v| v == node_id) || m.membership().get_node(&node_id) == Some(&me)
     };
-    match async { joined?; recover(cfg, node_id, &raft, publisher).await }.await {
+    let joined = if is_observer(cfg, node_id) && !known {
+        // The leader must know this learner before it replicates anything to it.
+        observer::join(&me, node_id, &contacts(cfg), cfg.rpc_tls.clone(), Instant::now() + RECOVERY_TIMEOUT).await
+    } else {
+        Ok(())
+    };
+    match async { joined?; recover(cfg, node_id, directory_id, &raft, publisher).await }.await {
         Ok(()) => Ok(raft),
         Err(e) => {
             if let Err(se) = raft.shutdown().await {
@@ -324,6 +353,7 @@ async fn boot(
 async fn recover(
     cfg: &ControllerConfig,
     node_id: u64,
+    directory_id: [u8; 16],
     raft: &Raft,
     publisher: &Publisher,
 ) -> Result<(), ControllerError> {
@@ -334,7 +364,7 @@ async fn recover(
     if initialized {
         quorum_start::check_persisted_voters(cfg, node_id, raft)?;
     } else if !is_observer(cfg, node_id) {
-        quorum_start::initialize(cfg, node_id, raft).await?;
+        quorum_start::initialize(cfg, node_id, directory_id, raft).await?;
     }
     // Wait for a leader (this node, in a single-node quorum) and for this node to have
     // applied the whole committed log before its shards start. A leader has applied its
@@ -390,9 +420,23 @@ async fn recover(
     Ok(())
 }
 
-/// A node outside a non-empty voter set follows the quorum as a learner (broker-only).
+/// A node outside a non-empty voter set, or one that joins through bootstrap servers,
+/// follows the quorum as a learner (broker-only, or a controller until AddRaftVoter).
 fn is_observer(cfg: &ControllerConfig, node_id: u64) -> bool {
-    !cfg.voters.is_empty() && !cfg.voters.contains_key(&node_id)
+    (!cfg.voters.is_empty() || !cfg.bootstrap_servers.is_empty()) && !cfg.voters.contains_key(&node_id)
+}
+
+/// This node's controller listener as the quorum reaches it ("" for a single node).
+fn own_listener(cfg: &ControllerConfig) -> String {
+    cfg.advertised_listener.clone().or_else(|| cfg.listener.clone()).unwrap_or_default()
+}
+
+/// Whom a node that knows no leader asks: the configured voters, then the bootstrap
+/// servers (KIP-853's controller.quorum.bootstrap.servers).
+fn contacts(cfg: &ControllerConfig) -> Vec<String> {
+    let mut out: Vec<String> = cfg.voters.values().cloned().collect();
+    out.extend(cfg.bootstrap_servers.iter().filter(|a| !cfg.voters.values().any(|v| v == *a)).cloned());
+    out
 }
 
 /// This node's broker registration; a new incarnation id per process start.
@@ -426,6 +470,40 @@ async fn send_heartbeats(broker: BrokerMeta, clean_shutdown_of: Option<[u8; 16]>
             Ok(Err(e)) => tracing::debug!(error = %e, "broker heartbeat not accepted"),
             Err(_) => return,
         }
+    }
+}
+
+/// A voter's UpdateRaftVoter at start (`voters::announcement`), through the request queue
+/// like a heartbeat; retried while the quorum is busy with another change or has no
+/// leader, for as long as recovery may take.
+async fn announce(update: ClientRequest, requests: async_channel::Sender<Request>) {
+    let deadline = Instant::now() + RECOVERY_TIMEOUT;
+    loop {
+        let (reply, answer) = futures::channel::oneshot::channel();
+        if requests.send(Request { body: update.clone(), forwarded: false, via: None, reply }).await.is_err() {
+            return;
+        }
+        let retry = match answer.await {
+            Ok(Ok(_)) => {
+                tracing::info!(?update, "controller: this voter's membership entry updated (UpdateRaftVoter)");
+                return;
+            }
+            Ok(Err(ControllerError::Membership(crate::controller::MembershipError::UnsupportedVersion, why))) => {
+                tracing::info!(%why, "controller: this voter's membership entry stays as it is (kraft.version 0)");
+                return;
+            }
+            Ok(Err(e @ (ControllerError::Membership(crate::controller::MembershipError::RequestTimedOut, _) | ControllerError::NotController(_)))) => e,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "controller: UpdateRaftVoter for this voter refused");
+                return;
+            }
+            Err(_) => return,
+        };
+        if Instant::now() >= deadline {
+            tracing::warn!(error = %retry, "controller: UpdateRaftVoter for this voter not done; the quorum stayed busy");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
@@ -586,7 +664,29 @@ async fn execute(
                 Ok(cmd) => write(raft, cmd).await.map(|_| ClientReply::Done),
             }
         }
-        ClientRequest::AddObserver { id, addr } => observer::add(raft, id, addr, ROUTE_DEADLINE).await,
+        ClientRequest::AddObserver { id, addr, directory_id, controller } => {
+            observer::add(raft, id, ControllerNode { addr, directory_id, controller }, ROUTE_DEADLINE).await
+        }
+        ClientRequest::AddVoter { id, directory_id, addr } => voters::add(raft, &image, id, directory_id, addr, ROUTE_DEADLINE).await,
+        ClientRequest::RemoveVoter { id, directory_id } => voters::remove(raft, &image, id, directory_id, ROUTE_DEADLINE).await,
+        ClientRequest::UpdateVoter { id, directory_id, addr } => voters::update(raft, &image, id, directory_id, addr, ROUTE_DEADLINE).await,
+        ClientRequest::UnregisterBroker { broker } => {
+            let Some(registered) = image.brokers.get(&broker) else {
+                return Err(ControllerError::BrokerIdNotRegistered(format!("Broker ID {broker} is not currently registered")));
+            };
+            // A fenced broker's process is gone (or cut off): its observer is retired too. A
+            // live one re-registers with its next heartbeat, as in Kafka, and keeps following.
+            let retire_observer = registered.fenced;
+            let cmd = Command::UnregisterBroker { broker, unclean_default: ctx.defaults.unclean_leader_election_enable, min_isr_default: ctx.defaults.min_insync_replicas };
+            write(raft, cmd).await?;
+            liveness.forget(broker);
+            if retire_observer {
+                if let Ok(id) = u64::try_from(broker) {
+                    voters::remove_observer(raft, id, ROUTE_DEADLINE).await?;
+                }
+            }
+            Ok(ClientReply::Done)
+        }
         ClientRequest::ElectLeaders { election, topics } => {
             let mut plan = election::plan(&image, election, topics.as_deref());
             if !plan.to_elect.is_empty() {
@@ -710,10 +810,15 @@ async fn reassign(
 /// forwards it over a connection per peer (kept across requests).
 struct Router<'a> {
     me: u64,
+    /// controller_quorum_voters: where a leader is reached when the membership has no
+    /// address for it (never, once the log has been replayed; kept as the fallback).
     voters: &'a BTreeMap<u64, String>,
+    /// Whom an observer that knows no leader asks (`contacts`).
+    contacts: Vec<String>,
     /// The controller listener's mutual TLS, for the connections to the leader.
     tls: Option<Arc<super::rpc_tls::RpcTls>>,
-    peers: BTreeMap<u64, Connection>,
+    /// One connection per controller address (kept across requests).
+    peers: BTreeMap<String, Connection>,
     /// Brokers' heartbeats, as this node sees them while it leads.
     liveness: Liveness,
     /// An observer that knows no leader yet asks the voters in turn: this one next.
@@ -727,7 +832,28 @@ struct Router<'a> {
     shutting_down: bool,
 }
 
+/// Whether the membership makes `id` a voter.
+fn is_voter(raft: &Raft, id: u64) -> bool {
+    raft.metrics().borrow_watched().membership_config.membership().voter_ids().any(|v| v == id)
+}
+
 impl Router<'_> {
+    /// The controller listener of quorum member `id`: as the membership records it (it
+    /// follows AddRaftVoter / UpdateRaftVoter), else as controller_quorum_voters says.
+    /// Whom an observer that knows no leader asks: the voters its log records, then the
+    /// configured contacts.
+    fn contacts_now(&self, raft: &Raft) -> Vec<String> {
+        let m = raft.metrics().borrow_watched().membership_config.clone();
+        let mut out: Vec<String> = m.membership().voter_ids().filter_map(|id| m.membership().get_node(&id).map(|n| n.addr.clone())).filter(|a| !a.is_empty()).collect();
+        out.extend(self.contacts.iter().filter(|c| !out.contains(c)).cloned().collect::<Vec<_>>());
+        out
+    }
+
+    fn address_of(&self, raft: &Raft, id: u64) -> Option<String> {
+        let m = raft.metrics().borrow_watched().membership_config.clone();
+        m.membership().get_node(&id).map(|n| n.addr.clone()).filter(|a| !a.is_empty()).or_else(|| self.voters.get(&id).cloned())
+    }
+
     /// On the fencing timer: if this node leads, fences every broker silent for a
     /// session timeout (one committed record each; their partitions move in its apply).
     async fn fence_silent_brokers(&mut self, raft: &Raft, publisher: &Publisher) {
@@ -813,16 +939,17 @@ impl Router<'_> {
                         self.me
                     )))
                 }
-                Some(leader) => self.forward(raft, leader, &req).await,
+                Some(leader) => match self.address_of(raft, leader) {
+                    Some(addr) => self.forward(raft, addr, &req).await,
+                    None => Err(ControllerError::NotController(format!("the quorum leader {leader} has no known controller listener"))),
+                },
                 // An observer learns the leader only from its appends: meanwhile any voter
                 // may lead (a voter that does not answers NOT_CONTROLLER; the next is asked).
-                None if !self.voters.is_empty() && !self.voters.contains_key(&self.me) => {
-                    let voter = self.voters.keys().nth(self.next_voter % self.voters.len()).copied();
+                None if !is_voter(raft, self.me) && !self.contacts_now(raft).is_empty() => {
+                    let contacts = self.contacts_now(raft);
+                    let contact = contacts[self.next_voter % contacts.len()].clone();
                     self.next_voter = self.next_voter.wrapping_add(1);
-                    match voter {
-                        Some(v) => self.forward(raft, v, &req).await,
-                        None => Err(ControllerError::NotController("no voters".into())),
-                    }
+                    self.forward(raft, contact, &req).await
                 }
                 None => Err(ControllerError::NotController("no metadata quorum leader yet".into())),
             };
@@ -849,18 +976,11 @@ impl Router<'_> {
     async fn forward(
         &mut self,
         raft: &Raft,
-        leader: u64,
+        addr: String,
         req: &ClientRequest,
     ) -> Result<ClientReply, ControllerError> {
-        let Some(addr) = self.voters.get(&leader) else {
-            return Err(ControllerError::NotController(format!(
-                "the quorum leader {leader} is not in controller_quorum_voters"
-            )));
-        };
-        let conn = self
-            .peers
-            .entry(leader)
-            .or_insert_with(|| Connection::new(addr.clone(), self.tls.clone()));
+        let tls = self.tls.clone();
+        let conn = self.peers.entry(addr.clone()).or_insert_with(|| Connection::new(addr.clone(), tls));
         // A new connection (first use, or the last one failed: a forwarded call timed out
         // or was reset) starts with this broker's heartbeat, so the leader ties it to the
         // broker at once and the old one's close is no reason to fence it
@@ -887,9 +1007,9 @@ impl Router<'_> {
                 result
             }
             Ok(other) => Err(ControllerError::NotController(format!(
-                "leader {leader} answered a forwarded request with {other:?}"
+                "controller {addr} answered a forwarded request with {other:?}"
             ))),
-            Err(e) => Err(ControllerError::NotController(format!("forward to leader {leader}: {e}"))),
+            Err(e) => Err(ControllerError::NotController(format!("forward to controller {addr}: {e}"))),
         }
     }
 }

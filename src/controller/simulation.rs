@@ -37,7 +37,7 @@ use openraft::network::v2::RaftNetworkV2;
 use openraft::network::{RPCOption, RaftNetworkFactory};
 use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
 use openraft::storage::{RaftLogReader, RaftLogStorage};
-use openraft::{BasicNode, Config, OptionalSend, ServerState, SnapshotPolicy};
+use openraft::{Config, OptionalSend, ServerState, SnapshotPolicy};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -112,7 +112,7 @@ struct SimNetwork {
 impl RaftNetworkFactory<ControllerTypes> for SimNetwork {
     type Network = SimPeer;
 
-    async fn new_client(&mut self, target: u64, _node: &BasicNode) -> SimPeer {
+    async fn new_client(&mut self, target: u64, _node: &super::types::ControllerNode) -> SimPeer {
         SimPeer { from: self.from, to: target, world: self.world.clone() }
     }
 }
@@ -443,7 +443,7 @@ fn simulate(seed: u64, faults: Faults) -> Run {
         for id in 1..=NODES {
             boot(root, id, &world).await;
         }
-        let members: BTreeMap<u64, BasicNode> = (1..=NODES).map(|id| (id, BasicNode { addr: String::new() })).collect();
+        let members: BTreeMap<u64, super::types::ControllerNode> = (1..=NODES).map(|id| (id, super::types::ControllerNode::default())).collect();
         let first = lock(&world).nodes[&1].clone();
         first.initialize(members).await.expect("initialize");
         lock(&world).faults = faults;

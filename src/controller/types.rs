@@ -21,18 +21,52 @@ use super::ControllerError;
 
 openraft::declare_raft_types!(
     /// Type config of the controller quorum. Node ids are Kafka node ids (non-negative);
-    /// `BasicNode.addr` will carry the controller RPC address once there are peers.
+    /// each member's `ControllerNode` says where its controller listener is.
     pub ControllerTypes:
         D = Command,
         R = Response,
         NodeId = u64,
-        Node = openraft::impls::BasicNode,
+        Node = ControllerNode,
         AsyncRuntime = super::runtime::ControllerRuntime,
         // Standard raft leader ids: one leader per term, as KRaft has one active controller
         // per epoch (openraft's default "advanced" ids allow a leader per (term, node): the
         // seeded simulation saw two leaders in one term, seed 76).
         LeaderId = openraft::impls::leader_id_std::LeaderId<u64, u64>,
 );
+
+/// A member of the metadata quorum (voter or observer) as the raft membership records it.
+/// Stored in the log and snapshots as JSON: the fields after `addr` default, so members
+/// recorded before them (openraft's `BasicNode`, `{"addr": ...}`) read unchanged.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControllerNode {
+    /// host:port of its controller listener; empty for a single node with no peers.
+    pub addr: String,
+    /// KIP-853's replica directory id: the id of the node's metadata log dir, new when the
+    /// dir is (`directory_id.rs`), so a wiped and restarted node is told apart from the
+    /// replica it replaces. Zero = not known (members recorded before directory ids).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub directory_id: [u8; 16],
+    /// The node has the controller role, so it may be made a voter (AddRaftVoter); a
+    /// broker-only observer may not. Voters recorded before the field: false, unused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub controller: bool,
+}
+
+fn is_zero(id: &[u8; 16]) -> bool {
+    *id == [0; 16]
+}
+
+impl ControllerNode {
+    pub fn at(addr: impl Into<String>) -> ControllerNode {
+        ControllerNode { addr: addr.into(), ..Default::default() }
+    }
+}
+
+impl fmt::Display for ControllerNode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.addr)
+    }
+}
 
 pub type Raft = openraft::Raft<ControllerTypes, super::state_machine::StateMachine>;
 pub type Entry = openraft::type_config::alias::EntryOf<ControllerTypes>;
@@ -124,6 +158,15 @@ pub enum Command {
     UnfenceBroker {
         broker: BrokerId,
         incarnation: [u8; 16],
+        #[serde(default)]
+        unclean_default: bool,
+        #[serde(default)]
+        min_isr_default: i32,
+    },
+    /// UnregisterBroker: the broker is fenced (if it was not) and its registration
+    /// removed; its replicas stay assigned (Kafka's UnregisterBrokerRecord).
+    UnregisterBroker {
+        broker: BrokerId,
         #[serde(default)]
         unclean_default: bool,
         #[serde(default)]
@@ -226,6 +269,7 @@ impl fmt::Display for Command {
             }
             Command::RegisterBroker { broker, .. } => write!(f, "RegisterBroker({}, shards {})", broker.id, broker.shard_count),
             Command::FenceBroker { broker, .. } => write!(f, "FenceBroker({broker})"),
+            Command::UnregisterBroker { broker, .. } => write!(f, "UnregisterBroker({broker})"),
             Command::UnfenceBroker { broker, .. } => write!(f, "UnfenceBroker({broker})"),
             Command::AlterPartition { partition, leader, leader_epoch, partition_epoch, new_isr, .. } => {
                 write!(f, "AlterPartition(partition {partition}, leader {leader}, epochs {leader_epoch}/{partition_epoch}, isr {new_isr:?})")

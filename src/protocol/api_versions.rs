@@ -99,6 +99,8 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, 0, 2),
     // The producers of a partition (kafka-transactions describe-producers / find-hanging / abort).
     (ApiKey::DescribeProducers, 0, 0),
+    // Forgets a broker's registration (server/handlers/quorum_membership.rs).
+    (ApiKey::UnregisterBroker, 0, 0),
     (ApiKey::DescribeTransactions, 0, 0),
     (ApiKey::ListTransactions, 0, 2),
     // KIP-848 consumer groups, served by src/group/consumer/.
@@ -112,6 +114,9 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ShareGroupDescribe, 1, 1),
     (ApiKey::ShareFetch, 1, 2),
     (ApiKey::ShareAcknowledge, 1, 2),
+    // KIP-853 voter changes of the metadata quorum (server/handlers/quorum_membership.rs).
+    (ApiKey::AddRaftVoter, 0, 1),
+    (ApiKey::RemoveRaftVoter, 0, 0),
 ];
 
 /// Every API Apache Kafka 4.4 advertises that `SUPPORTED` does not serve, or serves in
@@ -119,9 +124,6 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 /// made from this and `SUPPORTED` (`readme_section`); tests keep both in step with what a
 /// Kafka 4.4 broker advertises.
 const NOT_SERVED: &[(i16, &str, i16, i16, &str)] = &[
-    (64, "UnregisterBroker", 0, 0, "broker registrations are removed by the controller when a node leaves the quorum's configuration, not by this API yet"),
-    (80, "AddRaftVoter", 0, 1, "the metadata quorum is openraft with a static voter set, not KRaft (KIP-853 not implemented)"),
-    (81, "RemoveRaftVoter", 0, 0, "the metadata quorum is openraft with a static voter set, not KRaft (KIP-853 not implemented)"),
     (83, "InitializeShareGroupState", 0, 0, "share groups not implemented (broker-internal)"),
     (84, "ReadShareGroupState", 0, 0, "share groups not implemented (broker-internal)"),
     (85, "WriteShareGroupState", 0, 1, "share groups not implemented (broker-internal)"),

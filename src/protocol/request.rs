@@ -180,7 +180,7 @@ pub(crate) mod tests {
             Err(RequestError::UnknownApiKey { correlation_id: 3 })
         );
         // known to the codec, not served by us
-        let f = encode_req(ApiKey::AddRaftVoter, 0, 4, &kafka_protocol::messages::AddRaftVoterRequest::default());
+        let f = encode_req(ApiKey::UpdateRaftVoter, 0, 4, &kafka_protocol::messages::UpdateRaftVoterRequest::default());
         assert_eq!(decode_request(f), Err(RequestError::UnknownApiKey { correlation_id: 4 }));
         // unsupported ApiVersions version: answerable, header not even needed
         let mut f = encode_req(ApiKey::ApiVersions, 3, 8, &ApiVersionsRequest::default()).to_vec();

@@ -43,7 +43,7 @@ with_field!(
     AlterPartitionReassignmentsResponse, AlterConfigsResponse, AddOffsetsToTxnResponse, ApiVersionsResponse,
     CreateDelegationTokenResponse, RenewDelegationTokenResponse, ExpireDelegationTokenResponse,
     DescribeDelegationTokenResponse, UpdateFeaturesResponse, ShareGroupHeartbeatResponse, ShareGroupDescribeResponse,
-    ShareFetchResponse, ShareAcknowledgeResponse,
+    ShareFetchResponse, ShareAcknowledgeResponse, AddRaftVoterResponse, RemoveRaftVoterResponse, UnregisterBrokerResponse,
 );
 
 without_field!(SaslAuthenticateResponse, SaslHandshakeResponse, DescribeQuorumResponse, WriteTxnMarkersResponse);

@@ -236,6 +236,9 @@ fn controller_config(config: &Config, voters: std::collections::BTreeMap<u64, St
         listener: config.controller_listener.clone(),
         advertised_listener: config.advertised_controller_listener.clone(),
         voters,
+        // Checked by Config::validate.
+        bootstrap_servers: crate::config::parse_bootstrap_servers(&config.controller_quorum_bootstrap_servers).unwrap_or_default(),
+        controller_role: config.has_role("controller"),
         broker: config.has_role("broker"),
         advertised_host: config.advertised().0,
         advertised_port: config.advertised().1,
@@ -349,7 +352,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     admin_controller.get_or_init(|| controller.clone());
     // The recovered image holds every change committed before this start: remove the
     // partitions it no longer gives this broker before a shard could open one.
-    if let Err(e) = stray_partitions::check_log_dirs_and_remove_strays(&controller.image(), config.node_id, &log_dirs) {
+    if let Err(e) = stray_partitions::check_log_dirs_and_remove_strays(&controller.image(), config.node_id, &log_dirs, &controller.directory_id_text()) {
         controller.shutdown();
         anyhow::bail!("log dirs: {e}");
     }

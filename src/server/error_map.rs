@@ -1,7 +1,7 @@
 //! Internal errors → Kafka error codes: the one place that decides which code a client
 //! sees for a record-batch, storage, partition or controller error (Kafka 4.1's choices).
 //! Lower layers raise their own `thiserror` enums and know no Kafka codes.
-use crate::controller::{AlterPartitionError, ControllerError, ElectionError, ReassignmentError};
+use crate::controller::{AlterPartitionError, ControllerError, ElectionError, MembershipError, ReassignmentError};
 use crate::partition::producer_state::SequenceError;
 use crate::partition::PartitionError;
 use crate::protocol::{ErrorCode, FetchWriteError};
@@ -84,6 +84,13 @@ impl From<&ControllerError> for ErrorCode {
             ControllerError::AlterPartition(e) => ErrorCode::from(e),
             ControllerError::Reassignment(e) => ErrorCode::from(e),
             ControllerError::InvalidUpdateVersion(_) => ErrorCode::from(kafka_protocol::ResponseError::InvalidUpdateVersion),
+            ControllerError::Membership(e, _) => match e {
+                MembershipError::DuplicateVoter => ErrorCode::from(kafka_protocol::ResponseError::DuplicateVoter),
+                MembershipError::VoterNotFound => ErrorCode::from(kafka_protocol::ResponseError::VoterNotFound),
+                MembershipError::UnsupportedVersion => ErrorCode::UNSUPPORTED_VERSION,
+                MembershipError::RequestTimedOut => ErrorCode::REQUEST_TIMED_OUT,
+            },
+            ControllerError::BrokerIdNotRegistered(_) => ErrorCode::from(kafka_protocol::ResponseError::BrokerIdNotRegistered),
         }
     }
 }

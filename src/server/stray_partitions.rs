@@ -66,10 +66,12 @@ pub fn classify(image: &MetadataImage, me: BrokerId, dir: &Path, name: &str) -> 
 /// never makes its data look stray), and removes stray partitions in the dirs that were
 /// this cluster's already. A dir seen for the first time with partitions in it (written
 /// before shardlog kept `meta.properties`) is claimed and left as it is this once.
-pub fn check_log_dirs_and_remove_strays(image: &MetadataImage, me: BrokerId, log_dirs: &LogDirs) -> Result<Vec<(PathBuf, Stray)>, String> {
+/// `metadata_directory_id`: the controller's directory id (KIP-853), which the first dir's
+/// file (the metadata dir's) carries.
+pub fn check_log_dirs_and_remove_strays(image: &MetadataImage, me: BrokerId, log_dirs: &LogDirs, metadata_directory_id: &str) -> Result<Vec<(PathBuf, Stray)>, String> {
     let mut scan = Vec::new();
-    for dir in log_dirs.dirs() {
-        match check_or_claim(dir, &image.cluster_id, me)? {
+    for (i, dir) in log_dirs.dirs().iter().enumerate() {
+        match check_or_claim(dir, &image.cluster_id, me, (i == 0).then_some(metadata_directory_id))? {
             DirIdentity::Matches | DirIdentity::Claimed { held_partitions: false } => scan.push(dir.clone()),
             DirIdentity::Claimed { held_partitions: true } => {
                 tracing::info!(dir = %dir.display(), "log dir claimed for this cluster (meta.properties written); stray partitions are looked for from the next start");
@@ -212,16 +214,16 @@ mod tests {
         let log_dirs = LogDirs::open(&[a.clone(), b.clone()]).unwrap();
         // First start with meta.properties: `a` held partitions already, so it is only
         // claimed; `b` was empty and is scanned (nothing to remove).
-        assert_eq!(check_log_dirs_and_remove_strays(&image, 1, &log_dirs), Ok(vec![]));
+        assert_eq!(check_log_dirs_and_remove_strays(&image, 1, &log_dirs, "V1eFpz4xQ2eyfnz1TUhvEg"), Ok(vec![]));
         assert!(a.join("gone-0").is_dir());
         // Next start: `a` is this cluster's, its stray goes.
-        let removed = check_log_dirs_and_remove_strays(&image, 1, &log_dirs).unwrap();
+        let removed = check_log_dirs_and_remove_strays(&image, 1, &log_dirs, "V1eFpz4xQ2eyfnz1TUhvEg").unwrap();
         assert_eq!(removed.len(), 1);
         assert!(!a.join("gone-0").exists());
         // Metadata of another cluster (a wiped controller dir): refused, nothing touched.
         mkdir(&a, "kept-0", Some(1));
         let other = MetadataImage { cluster_id: "c2".into(), ..MetadataImage::default() };
-        let err = check_log_dirs_and_remove_strays(&other, 1, &log_dirs).unwrap_err();
+        let err = check_log_dirs_and_remove_strays(&other, 1, &log_dirs, "V1eFpz4xQ2eyfnz1TUhvEg").unwrap_err();
         assert!(err.contains("Invalid cluster.id"), "{err}");
         assert!(a.join("kept-0").is_dir());
     }

@@ -125,6 +125,9 @@ class Node:
         self.starts = 0
         self._log_offset = 0
         self.extra_args: list[str] = []  # this node's own flags, after the cluster's
+        # KIP-853: a node added to a running cluster joins through these controllers
+        # (controller_quorum_bootstrap_servers) instead of being a configured voter.
+        self.bootstrap_servers: str | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -164,7 +167,8 @@ class Node:
                 "--process-roles", self.roles,
                 *self.controller_listener_args(),
                 "--admin-listener", f"{self.host}:{self.admin_port}" if self.admin_port else "",
-                "--controller-quorum-voters", self.cluster.voters,
+                *(["--controller-quorum-voters", "", "--controller-quorum-bootstrap-servers", self.bootstrap_servers]
+                  if self.bootstrap_servers else ["--controller-quorum-voters", self.cluster.voters]),
                 "--shards", str(self.cluster.shards),
                 *(["--broker-rack", self.rack] if self.rack is not None else []),
                 *self.cluster.flush_args(),
@@ -404,7 +408,27 @@ class Cluster:
         return ["--flush", mode] if mode and "--flush" not in self.extra_args else []
 
     def node(self, node_id: int) -> Node:
-        return self.nodes[node_id - 1]
+        return next(nd for nd in self.nodes if nd.node_id == node_id)
+
+    def add_node(self, node_id: int, roles: str = "controller", join_through: list[Node] | None = None) -> Node:
+        """A new node on fresh ports that joins the running quorum (KIP-853) through the
+        controller listeners of `join_through` (default: every controller node) as its
+        controller_quorum_bootstrap_servers: it follows the log as an observer until
+        `kafka-metadata-quorum add-controller` makes it a voter. Not started."""
+        if any(nd.node_id == node_id for nd in self.nodes):
+            raise ClusterError(f"node {node_id} exists already")
+        taken = {p for nd in self.nodes for p in (nd.port, nd.controller_port, nd.admin_port)}
+        ports = []
+        while len(ports) < 3:
+            p = free_port()
+            if p not in taken and p not in ports:
+                ports.append(p)
+        nd = Node(self, node_id, ports[0], ports[1], admin_port=ports[2], roles=roles)
+        nd.bootstrap_servers = ",".join(c.controller_listener for c in (join_through or self.controller_nodes))
+        if self.secure:
+            nd.extra_args = self.secure_args(nd)
+        self.nodes.append(nd)
+        return nd
 
     @property
     def brokers(self) -> list[Node]:

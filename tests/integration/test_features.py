@@ -4,10 +4,11 @@ lists every feature Kafka 4.4 defines with its supported range and finalized lev
 rules and words, all or none; levels survive a restart; group.version 0 turns KIP-848
 consumer groups off (UNSUPPORTED_VERSION), as on Kafka 4.4. Both targets.
 
-What differs by design: shardlog supports only the levels it implements (share.version,
-streams.version and kraft.version support 0 until those are built), so where Kafka
-finalizes them shardlog reports 0. eligible.leader.replicas.version 1 (KIP-966) is
-supported and finalized in a new cluster, as Kafka 4.4 formats one.
+What differs by design: shardlog supports only the levels it implements (share.version
+and streams.version support 0 until those are built), so where Kafka finalizes them
+shardlog reports 0. eligible.leader.replicas.version 1 (KIP-966) and kraft.version 1
+(KIP-853 voter changes) are supported and finalized in a new cluster, as Kafka 4.4
+formats one (`--standalone`).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def test_describe_lists_every_kafka_4_4_feature(bootstrap):
     assert d["transaction.version"][:3] == ("0", "2", "2")
     assert d["group.version"][:3] == ("0", "1", "1")
     assert d["eligible.leader.replicas.version"][:3] == ("0", "1", "1")
+    assert d["kraft.version"][:3] == ("0", "1", "1")
     for name, (lo, hi, level, _) in d.items():
         if name != "metadata.version":
             assert int(lo) <= int(level) <= int(hi), (name, d[name])

@@ -28,9 +28,11 @@ fn broker_id(id: u64) -> BrokerId {
     BrokerId(i32::try_from(id).unwrap_or(-1))
 }
 
-fn replica_state(r: &ReplicaProgress) -> ReplicaState {
+fn replica_state(q: &QuorumInfo, r: &ReplicaProgress) -> ReplicaState {
+    let directory_id = q.directory_ids.get(&r.id).map_or(uuid::Uuid::nil(), |d| uuid::Uuid::from_bytes(*d));
     ReplicaState::default()
         .with_replica_id(broker_id(r.id))
+        .with_replica_directory_id(directory_id)
         .with_log_end_offset(r.log_end_offset)
         .with_last_fetch_timestamp(r.last_fetch_timestamp_ms)
         .with_last_caught_up_timestamp(r.last_caught_up_timestamp_ms)
@@ -73,8 +75,8 @@ pub async fn handle(ctx: &ShardContext, meta: RequestMeta, req: DescribeQuorumRe
                 .with_leader_id(broker_id(q.leader_id))
                 .with_leader_epoch(i32::try_from(q.leader_epoch).unwrap_or(i32::MAX))
                 .with_high_watermark(q.high_watermark)
-                .with_current_voters(q.voters.iter().map(replica_state).collect())
-                .with_observers(q.observers.iter().map(replica_state).collect());
+                .with_current_voters(q.voters.iter().map(|r| replica_state(&q, r)).collect())
+                .with_observers(q.observers.iter().map(|r| replica_state(&q, r)).collect());
             let resp = DescribeQuorumResponse::default().with_topics(vec![topic.with_partitions(vec![part])]);
             if meta.version >= 2 { resp.with_nodes(nodes(&q)) } else { resp }
         }

@@ -54,6 +54,7 @@ pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
 pub mod produce;
+pub mod quorum_membership;
 pub mod replica_fetch;
 mod share_common;
 pub mod share_acknowledge;

@@ -1,0 +1,247 @@
+"""Issue 26 point 1, KIP-853 quorum membership, with Kafka's own operator tools against
+real shardlog processes (tests/integration/cluster_harness.py):
+
+- every original voter of a 3-controller quorum is replaced, one at a time, while a
+  producer writes with acks=all through the 2 brokers: a new controller-only node starts
+  with controller_quorum_bootstrap_servers and follows as an observer,
+  `kafka-metadata-quorum.sh add-controller` (its properties file, its meta.properties'
+  directory.id) makes it a voter, `remove-controller` (the old voter's id and directory
+  id from `describe --status`) removes the old one, which is then stopped. Afterwards the
+  voters are the three new nodes, a new topic can be created, every topic is still
+  there, and every acknowledged record is in the log at its offset (replication_check);
+  a new voter and a broker whose configured voters are all gone restart and rejoin;
+- Kafka's refusals and words: a voter added twice (DUPLICATE_VOTER), a wrong directory id
+  (VOTER_NOT_FOUND), a broker-only node (INVALID_REQUEST), an unknown node (not an
+  observer: REQUEST_TIMED_OUT);
+- `kafka-cluster.sh unregister` (UnregisterBroker) of a stopped broker: it leaves
+  DescribeCluster and the quorum's observers; an unknown id is refused
+  (BROKER_ID_NOT_REGISTERED).
+shardlog only: the harness's Kafka clusters have a static quorum. No timed assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+import conftest
+from clients import kafka_tool
+from conftest import wait_for
+from replication_check import check_log
+
+QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"
+CLUSTER_TOOL = "org.apache.kafka.tools.ClusterTool"
+TOPIC = "membership-load"
+PARTITIONS = 4
+DEADLINE_S = 90
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    # Ids 1-3 controllers, 4-5 brokers; new controllers get 11, 12, 13.
+    yield from conftest.running_cluster(tmp_path_factory, "quorum-membership", n=2, controllers=3)
+
+
+def quorum(bootstrap: str, *args: str):
+    r = kafka_tool(QUORUM_TOOL, "--bootstrap-server", bootstrap, *args)
+    return r.returncode, r.stdout + r.stderr
+
+
+def status(bootstrap: str) -> dict:
+    """`describe --status`: {"leader": id, "voters": {id: directoryId}, "observers": {id: directoryId}}."""
+    rc, out = quorum(bootstrap, "describe", "--status")
+    assert rc == 0, out
+
+    def members(field: str) -> dict[int, str | None]:
+        line = re.search(rf"^{field}:\s+(\[.*\])\s*$", out, re.M).group(1)
+        return {m["id"]: m.get("directoryId") for m in json.loads(line)}
+    return {"leader": int(re.search(r"LeaderId:\s+(\d+)", out).group(1)),
+            "voters": members("CurrentVoters"), "observers": members("CurrentObservers"), "text": out}
+
+
+def wait_status(bootstrap: str, what: str, check):
+    last = {}
+
+    def ok():
+        last["s"] = status(bootstrap)
+        return check(last["s"]) or None
+    try:
+        wait_for(what, ok, DEADLINE_S)
+        return last["s"]
+    except AssertionError:
+        raise AssertionError(f"{what}: last status {last.get('s', {}).get('text')}")
+
+
+def controller_properties(node, path) -> str:
+    """The new controller's server.properties as Kafka's add-controller reads it: node.id,
+    process.roles, its CONTROLLER listener, and metadata.log.dir (whose meta.properties
+    names the directory id)."""
+    path.write_text(f"process.roles=controller\nnode.id={node.node_id}\ncontroller.listener.names=CONTROLLER\n"
+                    f"listeners=CONTROLLER://{node.controller_listener}\nmetadata.log.dir={node.data_dir}\n")
+    return str(path)
+
+
+class Load:
+    """An idempotent acks=all producer writing sequence numbers round-robin over the
+    topic's partitions on its own thread until stopped; what was acknowledged, where."""
+
+    def __init__(self, bootstrap: str):
+        self.acked: list[tuple[int, int, bytes]] = []
+        self.errors: list[str] = []
+        self.sent = 0
+        self.stop = threading.Event()
+        self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                           "linger.ms": 5, "message.timeout.ms": 300000})
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def report(self, err, msg):
+        if err is None:
+            self.acked.append((msg.partition(), msg.offset(), msg.value()))
+        else:
+            self.errors.append(str(err))
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                self.p.produce(TOPIC, value=b"%010d" % self.sent, partition=self.sent % PARTITIONS, on_delivery=self.report)
+                self.sent += 1
+            except BufferError:
+                pass
+            self.p.poll(0.01)
+        self.p.flush(300)
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join(320)
+
+
+def read_all(bootstrap: str, ends: dict[int, int]) -> dict[int, list[tuple[int, bytes]]]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rd-{uuid.uuid4().hex[:8]}",
+                  "enable.auto.commit": False, "check.crcs": True, "auto.offset.reset": "error"})
+    try:
+        c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
+        pending = {p for p in range(PARTITIONS) if ends.get(p, 0) > 0}
+        deadline = time.monotonic() + DEADLINE_S
+        while pending:
+            assert time.monotonic() < deadline, f"partitions {sorted(pending)} not read up to {ends}"
+            for m in c.consume(num_messages=10_000, timeout=1.0):
+                assert not m.error(), m.error()
+                got[m.partition()].append((m.offset(), m.value()))
+                if m.offset() + 1 >= ends[m.partition()]:
+                    pending.discard(m.partition())
+        return got
+    finally:
+        c.close()
+
+
+def test_replace_every_voter_under_load(cluster, tmp_path):
+    brokers = cluster.bootstrap
+    a = AdminClient({"bootstrap.servers": brokers})
+    a.create_topics([NewTopic(TOPIC, PARTITIONS, replication_factor=2)])["membership-load"].result(60)
+    first = wait_status(brokers, "the original quorum", lambda s: set(s["voters"]) == {1, 2, 3} and {4, 5} <= set(s["observers"]))
+    assert all(d for d in first["voters"].values()), f"every voter announced its directory id: {first['text']}"
+    load = Load(brokers)
+    load.thread.start()
+    wait_for("the first acknowledgements", lambda: len(load.acked) > 100 or None, DEADLINE_S)
+    for old, new_id in [(1, 11), (2, 12), (3, 13)]:
+        live_voters = [cluster.node(v) for v in status(brokers)["voters"]]
+        new = cluster.add_node(new_id, roles="controller", join_through=live_voters)
+        conftest._LIVE.append(new)
+        new.start()
+        cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[new])
+        s = wait_status(brokers, f"node {new_id} follows as an observer", lambda s: new_id in s["observers"])
+        props = controller_properties(new, tmp_path / f"controller-{new_id}.properties")
+        rc, out = quorum(brokers, "--command-config", props, "add-controller")
+        assert rc == 0 and f"Added controller {new_id} with directory id" in out, out
+        wait_status(brokers, f"node {new_id} is a voter", lambda s: new_id in s["voters"] and new_id not in s["observers"])
+        old_dir = status(brokers)["voters"][old]
+        rc, out = quorum(brokers, "remove-controller", "--controller-id", str(old), "--controller-directory-id", old_dir)
+        assert rc == 0 and f"Removed KRaft controller {old} with directory id" in out, out
+        wait_status(brokers, f"node {old} is no voter", lambda s: old not in s["voters"])
+        cluster.node(old).stop()
+        before = len(load.acked)
+        wait_for(f"acknowledgements after replacing {old} by {new_id}", lambda: len(load.acked) > before + 50 or None, DEADLINE_S)
+    final = wait_status(brokers, "the new quorum", lambda s: set(s["voters"]) == {11, 12, 13})
+    assert not set(final["observers"]) & {1, 2, 3}, f"removed controller-only voters leave the membership: {final['text']}"
+
+    # The metadata survived: a new topic, and every topic listed.
+    a.create_topics([NewTopic("after-replacement", 2, replication_factor=2)])["after-replacement"].result(60)
+    topics = a.list_topics(timeout=30).topics
+    assert {TOPIC, "after-replacement"} <= set(topics), sorted(topics)
+    assert len(topics[TOPIC].partitions) == PARTITIONS
+
+    # A new voter restarts (the log makes it a voter; it does not join again), and so does
+    # a broker whose configured voters (1, 2, 3) are all gone: it is an observer already.
+    for nid in (12, 4):
+        cluster.node(nid).stop()
+        cluster.node(nid).start()
+        cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[cluster.node(nid)])
+    wait_status(brokers, "voters and observers after the restarts",
+                lambda s: set(s["voters"]) == {11, 12, 13} and {4, 5} <= set(s["observers"]))
+
+    load.finish()
+    assert not load.thread.is_alive(), "the producer finished"
+    ends: dict[int, int] = {}
+    for part, off, _ in load.acked:
+        ends[part] = max(ends.get(part, 0), off + 1)
+    log = read_all(brokers, ends)
+    res = check_log([b"%010d" % i for i in range(load.sent)], load.acked, log)
+    assert res.acknowledged > 200 and not res.lost and not res.double_acked and not res.duplicated, res
+    # Retriable errors may come and go while the controller moves; none is an error here.
+    assert len(load.acked) + len(load.errors) == load.sent, (len(load.acked), load.errors[:5], load.sent)
+    assert not load.errors, load.errors[:5]
+
+
+def test_refusals_name_kafkas_errors(cluster, tmp_path):
+    brokers = cluster.bootstrap
+    s = wait_status(brokers, "a quorum", lambda s: len(s["voters"]) == 3)
+    voter = cluster.node(sorted(s["voters"])[0])
+    # Added twice.
+    rc, out = quorum(brokers, "--command-config", controller_properties(voter, tmp_path / "dup.properties"), "add-controller")
+    assert rc != 0 and "DuplicateVoterException" in out and "is already part of the set of voters" in out, out
+    # A wrong directory id names another replica.
+    rc, out = quorum(brokers, "remove-controller", "--controller-id", str(voter.node_id),
+                     "--controller-directory-id", "V1eFpz4xQ2eyfnz1TUhvEg")
+    assert rc != 0 and "VoterNotFoundException" in out and f"Cannot remove voter ReplicaKey(id={voter.node_id}" in out, out
+    # A broker-only observer cannot vote.
+    broker = cluster.node(5)
+    props = tmp_path / "broker.properties"
+    props.write_text(f"process.roles=controller\nnode.id=5\ncontroller.listener.names=CONTROLLER\n"
+                     f"listeners=CONTROLLER://{broker.controller_listener}\nmetadata.log.dir={broker.data_dir}\n")
+    rc, out = quorum(brokers, "--command-config", str(props), "add-controller")
+    assert rc != 0 and "InvalidRequestException" in out and "broker-only" in out, out
+    # A node that never joined is no observer.
+    ghost = tmp_path / "ghost"
+    ghost.mkdir()
+    (ghost / "meta.properties").write_text("version=1\nnode.id=42\ncluster.id=x\ndirectory.id=V1eFpz4xQ2eyfnz1TUhvEg\n")
+    props = tmp_path / "ghost.properties"
+    props.write_text(f"process.roles=controller\nnode.id=42\ncontroller.listener.names=CONTROLLER\n"
+                     f"listeners=CONTROLLER://127.0.0.1:1\nmetadata.log.dir={ghost}\n")
+    rc, out = quorum(brokers, "--command-config", str(props), "add-controller")
+    assert rc != 0 and "TimeoutException" in out and "not an observer" in out, out
+
+
+def test_unregister_a_stopped_broker(cluster):
+    gone = cluster.node(5)
+    stay = cluster.node(4)
+    gone.stop()
+
+    def fenced_or_absent():
+        r = kafka_tool(CLUSTER_TOOL, "list-endpoints", "--bootstrap-server", stay.bootstrap, "--include-fenced-brokers")
+        return r.returncode == 0 and re.search(rf"^5\s.*\bfenced\b", r.stdout, re.M | re.I) is not None or None
+    wait_for("broker 5 fenced", fenced_or_absent, DEADLINE_S)
+    r = kafka_tool(CLUSTER_TOOL, "unregister", "--bootstrap-server", stay.bootstrap, "--id", "5")
+    assert r.returncode == 0 and "Broker 5 is no longer registered." in r.stdout, r.stdout + r.stderr
+    r = kafka_tool(CLUSTER_TOOL, "list-endpoints", "--bootstrap-server", stay.bootstrap, "--include-fenced-brokers")
+    assert r.returncode == 0 and not re.search(r"^5\s", r.stdout, re.M), r.stdout
+    wait_status(stay.bootstrap, "broker 5's observer retired", lambda s: 5 not in s["observers"] and 4 in s["observers"])
+    r = kafka_tool(CLUSTER_TOOL, "unregister", "--bootstrap-server", stay.bootstrap, "--id", "77")
+    assert r.returncode != 0 and "BrokerIdNotRegisteredException" in r.stdout + r.stderr, r.stdout + r.stderr
