@@ -135,7 +135,7 @@ const NOT_SERVED: &[(i16, &str, i16, i16, &str)] = &[
     (91, "AlterShareGroupOffsets", 0, 0, "share groups not implemented"),
     (92, "DeleteShareGroupOffsets", 0, 0, "share groups not implemented"),
     (93, "StreamsGroupTopologyDescriptionUpdate", 0, 0, "streams groups (KIP-1071) not implemented"),
-    (94, "UnregisterController", 0, 0, "the metadata quorum is openraft with a static voter set (KIP-853 not implemented)"),
+    (94, "UnregisterController", 0, 0, "shardlog controllers keep no registration (KRaft's ControllerRegistration records) to remove: RemoveRaftVoter takes a controller out of the quorum"),
 ];
 
 /// README's "Kafka APIs" section, generated from `SUPPORTED` and `NOT_SERVED` (a test
