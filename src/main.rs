@@ -1,6 +1,6 @@
 //! `shardlog`: the broker (`serve`) and its command-line tools.
 use clap::{Parser, Subcommand};
-use shardlog::cli::{cluster, group, topic, tune, txn};
+use shardlog::cli::{cluster, decommission, group, topic, tune, txn};
 use shardlog::config::ConfigArgs;
 
 #[derive(Parser)]
@@ -116,6 +116,36 @@ enum ClusterAction {
         #[arg(long, default_value = "table", value_parser = ["table", "json"])]
         format: String,
     },
+    /// Drains a broker: its leaderships first, then its replicas (reassigned to other
+    /// brokers, rack-aware); unregisters it once it is empty and stopped.
+    Decommission {
+        /// The broker's node id.
+        id: i32,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        /// Repeat until the broker is drained and unregistered (stop its process once it
+        /// holds no replicas).
+        #[arg(long)]
+        wait: bool,
+        /// Replica moves running at once.
+        #[arg(long, default_value_t = 32)]
+        max_moves: usize,
+        /// With --wait: give up after this many seconds.
+        #[arg(long, default_value_t = 3600)]
+        timeout_s: u64,
+        /// `table` or `json`.
+        #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+        format: String,
+    },
+    /// Cancels the replica moves a decommission started off this broker.
+    Recommission {
+        id: i32,
+        #[arg(long, default_value = "127.0.0.1:9092")]
+        bootstrap: String,
+        /// `table` or `json`.
+        #[arg(long, default_value = "table", value_parser = ["table", "json"])]
+        format: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -223,6 +253,10 @@ fn main() {
             ClusterAction::Status { bootstrap, format } => cluster::status(&bootstrap, format == "json"),
             ClusterAction::Quorum { bootstrap, format } => cluster::quorum(&bootstrap, format == "json"),
             ClusterAction::Balance { bootstrap, apply, format } => cluster::balance(&bootstrap, apply, format == "json"),
+            ClusterAction::Decommission { id, bootstrap, wait, max_moves, timeout_s, format } => {
+                decommission::decommission(&bootstrap, id, wait, max_moves, std::time::Duration::from_secs(timeout_s), format == "json")
+            }
+            ClusterAction::Recommission { id, bootstrap, format } => decommission::recommission(&bootstrap, id, format == "json"),
         },
         Command::Group { action } => match action {
             GroupAction::List { bootstrap } => group::list(&bootstrap),

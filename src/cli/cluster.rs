@@ -12,7 +12,8 @@
 //! - `balance`: leader and replica skew over the active brokers and the partitions not led
 //!   by their preferred replica; `--apply` runs a preferred election over them
 //!   (ElectLeaders PREFERRED, `kafka-leader-election.sh --election-type preferred`). Replica
-//!   moves are not planned here (`kafka-reassign-partitions.sh` does them).
+//!   moves are not planned here (`kafka-reassign-partitions.sh` does them; draining a
+//!   broker: `decommission.rs`).
 //!
 //! Per-shard figures are not in the Kafka protocol: `shardlog top` reads them from the
 //! admin listeners.
@@ -77,7 +78,7 @@ struct Quorum {
     replicas: Vec<ReplicaRow>,
 }
 
-fn err_name(code: i16) -> String {
+pub(super) fn err_name(code: i16) -> String {
     kafka_protocol::ResponseError::try_from_code(code).map(|e| format!("{e:?}")).unwrap_or_else(|| format!("error {code}"))
 }
 

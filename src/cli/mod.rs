@@ -12,6 +12,7 @@
 //! `cluster::`, `group::`, `controller::`).
 pub mod client;
 pub mod cluster;
+pub mod decommission;
 pub mod group;
 pub mod top;
 pub mod topic;
