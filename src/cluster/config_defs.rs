@@ -26,6 +26,10 @@
 //!   offsets.load.buffer.size, purgatory intervals, queued.max.requests: shardlog has no
 //!   such knob, so Kafka's default would not describe what it does.
 //!
+//! A broker key with a shardlog setting behind it takes its Kafka name, type, documentation
+//! and scope from that setting's definition in `config/keys.rs` (`def`); the others (fixed
+//! values, aliases such as broker.id) are written here.
+//!
 //! Dynamic broker keys are the topic defaults (Kafka's cluster-wide `log.*` keys): each maps
 //! to a topic key (`topic_key`), is validated like it, and changes every partition's
 //! effective config at run time. They are stored in the metadata log (a
@@ -34,25 +38,13 @@
 //! `server/dynamic_tls.rs`), which this broker loads before it is committed.
 use std::collections::BTreeMap;
 
-use crate::config::{Config, FlushMode};
+use crate::config::{key, Config, FlushMode, KeyDef};
 
 use super::image::{ConfigResource, MetadataImage};
 use super::topic_config::{self, TopicConfig, TopicConfigDefaults};
 
-/// Kafka's DescribeConfigs `config_type` codes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(i8)]
-pub enum ConfigType {
-    Boolean = 1,
-    String = 2,
-    Int = 3,
-    Short = 4,
-    Long = 5,
-    Double = 6,
-    List = 7,
-    Class = 8,
-    Password = 9,
-}
+/// Kafka's DescribeConfigs `config_type` codes (defined with the config keys).
+pub use crate::config::ConfigType;
 
 /// Kafka's DescribeConfigs `config_source` codes.
 pub mod source {
@@ -113,83 +105,99 @@ const fn dynamic(
     BrokerKey { name, ty, doc, scope: Scope::ClusterWide, sensitive: false, topic_key: Some(topic_key), value }
 }
 
+/// A broker key with a definition in `config/keys.rs`: its Kafka name, type, documentation
+/// (the help line) and whether it is dynamic come from there; `topic_key` is the topic key a
+/// dynamic one is the default of. Checked when the table is compiled.
+const fn def(k: &KeyDef, topic_key: Option<&'static str>) -> BrokerKey {
+    def_with(k, topic_key, k.value)
+}
+
+/// `def` with the value computed otherwise than the key's own rendering.
+const fn def_with(k: &KeyDef, topic_key: Option<&'static str>, value: fn(&Config) -> String) -> BrokerKey {
+    let Some(name) = k.kafka else { panic!("a broker key's definition needs its Kafka name") };
+    let Some(ty) = k.kafka_type else { panic!("a broker key's definition needs its Kafka type (`kafka = \"..\" as Type`)") };
+    assert!(k.dynamic == topic_key.is_some(), "a dynamic broker key, and only one, is the default of a topic key");
+    let scope = if k.dynamic { Scope::ClusterWide } else { Scope::ReadOnly };
+    BrokerKey { name, ty, doc: k.help, scope, sensitive: false, topic_key, value }
+}
+
 use ConfigType as T;
 
 /// Every broker key shardlog reports, sorted by name.
 pub const BROKER_KEYS: &[BrokerKey] = &[
-    ro("add.partitions.to.txn.retry.backoff.max.ms", T::Int, "How long those tries may take in all before the producer gets a retriable error.", |c| c.add_partitions_to_txn_retry_backoff_max_ms.to_string()),
-    ro("add.partitions.to.txn.retry.backoff.ms", T::Int, "Longest pause between tries of a transactional produce's verification while its coordinator ends the previous transaction.", |c| c.add_partitions_to_txn_retry_backoff_ms.to_string()),
+    def(&key::add_partitions_to_txn_retry_backoff_max_ms, None),
+    def(&key::add_partitions_to_txn_retry_backoff_ms, None),
     // A LIST in Kafka 4.4 (a STRING in 4.1).
-    ro("advertised.listeners", T::List, "Addresses clients are told to connect to, one per listener.", |c| match c.listeners() {
+    def_with(&key::advertised_listeners, None, |c| match c.listeners() {
         Ok(l) => l.all.iter().map(|l| format!("{}://{}:{}", l.name, l.advertised_host, l.advertised_port)).collect::<Vec<_>>().join(","),
         Err(_) => String::new(),
     }),
-    ro("auto.create.topics.enable", T::Boolean, "Create a topic when a client asks for metadata of an unknown one.", |c| c.auto_create_topics_enable.to_string()),
-    ro("auto.leader.rebalance.enable", T::Boolean, "The active controller moves leadership back to preferred replicas when leaders are imbalanced.", |c| c.auto_leader_rebalance_enable.to_string()),
+    def(&key::auto_create_topics_enable, None),
+    def(&key::auto_leader_rebalance_enable, None),
     ro("broker.id", T::Int, "This broker's id (same as node.id).", |c| c.node_id.to_string()),
     ro("compression.type", T::String, "Stored batches keep the producer's compression.", |_| "producer".into()),
-    ro("default.replication.factor", T::Int, "Replicas of an auto-created topic or a CreateTopics with -1.", |c| c.default_replication_factor.to_string()),
+    def(&key::default_replication_factor, None),
     ro("delete.topic.enable", T::Boolean, "Topics can be deleted.", |_| "true".into()),
-    ro("fetch.max.bytes", T::Int, "Most record bytes one Fetch response carries.", |c| c.fetch_max_bytes.to_string()),
+    def(&key::fetch_max_bytes, None),
     ro("group.consumer.assignors", T::List, "Server-side assignors of KIP-848 consumer groups, the first is the default.", |_| "uniform,range".into()),
-    ro("group.consumer.heartbeat.interval.ms", T::Int, "How often KIP-848 members heartbeat (default of consumer.heartbeat.interval.ms).", |c| c.group_consumer_heartbeat_interval_ms.to_string()),
+    def(&key::group_consumer_heartbeat_interval_ms, None),
     ro("group.consumer.max.heartbeat.interval.ms", T::Int, "Upper bound of a group's consumer.heartbeat.interval.ms.", |_| GROUP_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS.to_string()),
     ro("group.consumer.max.session.timeout.ms", T::Int, "Upper bound of a group's consumer.session.timeout.ms.", |_| GROUP_CONSUMER_MAX_SESSION_TIMEOUT_MS.to_string()),
     ro("group.consumer.max.size", T::Int, "Most members of a KIP-848 consumer group.", |c| c.group_max_size.to_string()),
     ro("group.consumer.min.heartbeat.interval.ms", T::Int, "Lower bound of a group's consumer.heartbeat.interval.ms.", |_| GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS.to_string()),
     ro("group.consumer.min.session.timeout.ms", T::Int, "Lower bound of a group's consumer.session.timeout.ms.", |_| GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS.to_string()),
-    ro("group.consumer.session.timeout.ms", T::Int, "A KIP-848 member silent this long is removed (default of consumer.session.timeout.ms).", |c| c.group_consumer_session_timeout_ms.to_string()),
-    ro("group.initial.rebalance.delay.ms", T::Int, "How long a new classic group waits for more members before its first rebalance.", |c| c.group_initial_rebalance_delay_ms.to_string()),
-    ro("group.max.session.timeout.ms", T::Int, "Longest session timeout a classic group member may ask for.", |c| c.group_max_session_timeout_ms.to_string()),
-    ro("group.max.size", T::Int, "Most members of a classic group.", |c| c.group_max_size.to_string()),
-    ro("group.min.session.timeout.ms", T::Int, "Shortest session timeout a classic group member may ask for.", |c| c.group_min_session_timeout_ms.to_string()),
-    ro("leader.imbalance.check.interval.seconds", T::Long, "How often the active controller checks whether leaders are imbalanced.", |c| c.leader_imbalance_check_interval_seconds.to_string()),
-    ro("leader.imbalance.per.broker.percentage", T::Int, "A broker's share (%) of partitions it should lead but does not, above which preferred leaders are elected.", |c| c.leader_imbalance_per_broker_percentage.to_string()),
-    ro("listeners", T::String, "Address the broker listens on.", |c| format!("PLAINTEXT://{}", c.listen)),
-    ro("log.cleaner.backoff.ms", T::Long, "How often each shard looks for compacted partitions to clean.", |c| c.log_cleaner_backoff_ms.to_string()),
+    def(&key::group_consumer_session_timeout_ms, None),
+    def(&key::group_initial_rebalance_delay_ms, None),
+    def(&key::group_max_session_timeout_ms, None),
+    def(&key::group_max_size, None),
+    def(&key::group_min_session_timeout_ms, None),
+    def(&key::leader_imbalance_check_interval_seconds, None),
+    def(&key::leader_imbalance_per_broker_percentage, None),
+    def_with(&key::listeners, None, |c| format!("PLAINTEXT://{}", c.listen)),
+    def(&key::log_cleaner_backoff_ms, None),
     ro("log.cleaner.delete.retention.ms", T::Long, "Default of delete.retention.ms: how long tombstones are kept.", |_| topic_config::DEFAULT_DELETE_RETENTION_MS.to_string()),
     ro("log.cleaner.enable", T::Boolean, "Compacted topics are cleaned.", |_| "true".into()),
     ro("log.cleaner.min.cleanable.ratio", T::Double, "Default of min.cleanable.dirty.ratio.", |_| topic_config::DEFAULT_MIN_CLEANABLE_DIRTY_RATIO.to_string()),
     dynamic("log.cleanup.policy", T::List, "Default of cleanup.policy: delete, compact or both.", topic_config::CLEANUP_POLICY, |_| "delete".into()),
-    ro("log.dirs", T::String, "The log directories partitions are spread over (comma-separated; the first also holds the metadata).", |c| {
+    def_with(&key::log_dirs, None, |c| {
         c.resolved_log_dirs().iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(",")
     }),
-    dynamic("log.flush.interval.messages", T::Long, "Default of flush.messages: fdatasync once this many messages of a partition are unsynced (with flush = never; flush = always syncs every write: 1, read-only).", topic_config::FLUSH_MESSAGES, |c| {
+    def_with(&key::log_flush_interval_messages, Some(topic_config::FLUSH_MESSAGES), |c| {
         if c.flush == FlushMode::Always { "1".into() } else { c.log_flush_interval_messages.to_string() }
     }),
-    dynamic("log.flush.interval.ms", T::Long, "Default of flush.ms: fdatasync once a partition's unsynced data is this old (with flush = never).", topic_config::FLUSH_MS, |c| c.log_flush_interval_ms.to_string()),
-    ro("log.index.interval.bytes", T::Int, "An offset index entry every this many bytes.", |c| c.log_index_interval_bytes.to_string()),
-    dynamic("log.message.timestamp.after.max.ms", T::Long, "Default of message.timestamp.after.max.ms.", topic_config::MESSAGE_TIMESTAMP_AFTER_MAX_MS, |c| c.log_message_timestamp_after_max_ms.to_string()),
-    dynamic("log.message.timestamp.before.max.ms", T::Long, "Default of message.timestamp.before.max.ms.", topic_config::MESSAGE_TIMESTAMP_BEFORE_MAX_MS, |c| c.log_message_timestamp_before_max_ms.to_string()),
-    dynamic("log.message.timestamp.type", T::String, "Default of message.timestamp.type: CreateTime or LogAppendTime.", topic_config::MESSAGE_TIMESTAMP_TYPE, |c| c.log_message_timestamp_type.clone()),
-    dynamic("log.retention.bytes", T::Long, "Default of retention.bytes (-1: unlimited).", topic_config::RETENTION_BYTES, |c| c.log_retention_bytes.to_string()),
-    ro("log.retention.check.interval.ms", T::Long, "How often retention is enforced.", |c| c.log_retention_check_interval_ms.to_string()),
-    dynamic("log.retention.ms", T::Long, "Default of retention.ms (-1: unlimited).", topic_config::RETENTION_MS, |c| c.log_retention_ms.to_string()),
-    dynamic("log.roll.ms", T::Long, "Default of segment.ms: roll a segment this old.", topic_config::SEGMENT_MS, |c| c.log_roll_ms.to_string()),
-    dynamic("log.segment.bytes", T::Int, "Default of segment.bytes: roll a segment this large.", topic_config::SEGMENT_BYTES, |c| c.log_segment_bytes.to_string()),
-    dynamic("message.max.bytes", T::Int, "Default of max.message.bytes: largest record batch accepted.", topic_config::MAX_MESSAGE_BYTES, |c| c.message_max_bytes.to_string()),
-    dynamic("min.insync.replicas", T::Int, "Default of min.insync.replicas: acks=all needs at least this many in-sync replicas.", topic_config::MIN_INSYNC_REPLICAS, |c| c.min_insync_replicas.to_string()),
-    ro("node.id", T::Int, "This node's id.", |c| c.node_id.to_string()),
-    ro("num.partitions", T::Int, "Partitions of an auto-created topic.", |c| c.num_partitions.to_string()),
-    ro("offset.metadata.max.bytes", T::Int, "Longest metadata string of an offset commit.", |c| c.offset_metadata_max_bytes.to_string()),
-    ro("offsets.retention.check.interval.ms", T::Long, "How often expired committed offsets are looked for.", |c| c.offsets_retention_check_interval_ms.to_string()),
-    ro("offsets.retention.minutes", T::Int, "Committed offsets of an empty group expire after this.", |c| c.offsets_retention_minutes.to_string()),
-    ro("offsets.topic.num.partitions", T::Int, "Partitions of __consumer_offsets (set at creation).", |c| c.offsets_topic_num_partitions.to_string()),
-    ro("offsets.topic.replication.factor", T::Short, "Replicas of __consumer_offsets (at most the brokers registered when it is created).", |c| c.offsets_topic_replication_factor.to_string()),
-    ro("offsets.topic.segment.bytes", T::Int, "Segment size of __consumer_offsets.", |c| c.offsets_topic_segment_bytes.to_string()),
-    ro("producer.id.expiration.ms", T::Int, "A producer that wrote nothing to a partition for this long leaves its producer state.", |c| c.producer_id_expiration_ms.to_string()),
-    ro("queued.max.request.bytes", T::Long, "Bytes of requests a shard's connections may hold together.", |c| c.queued_max_request_bytes.to_string()),
-    ro("replica.lag.time.max.ms", T::Long, "A follower not caught up with its leader for this long leaves the ISR.", |c| c.replica_lag_time_max_ms.to_string()),
-    ro("socket.request.max.bytes", T::Int, "Largest request frame accepted.", |c| c.socket_request_max_bytes.to_string()),
-    ro("transaction.abort.timed.out.transaction.cleanup.interval.ms", T::Int, "How often timed-out transactions are aborted.", |c| c.transaction_abort_timed_out_transaction_cleanup_interval_ms.to_string()),
-    ro("transaction.max.timeout.ms", T::Int, "Longest transaction.timeout.ms a producer may ask for.", |c| c.transaction_max_timeout_ms.to_string()),
-    ro("transaction.state.log.min.isr", T::Int, "min.insync.replicas of __transaction_state (at most its replicas).", |c| c.transaction_state_log_min_isr.to_string()),
-    ro("transaction.state.log.num.partitions", T::Int, "Partitions of __transaction_state (set at creation).", |c| c.transaction_state_log_num_partitions.to_string()),
-    ro("transaction.state.log.replication.factor", T::Short, "Replicas of __transaction_state (at most the brokers registered when it is created).", |c| c.transaction_state_log_replication_factor.to_string()),
-    ro("transaction.state.log.segment.bytes", T::Int, "Segment size of __transaction_state.", |c| c.transaction_state_log_segment_bytes.to_string()),
-    ro("transactional.id.expiration.ms", T::Int, "A transactional id idle this long is forgotten.", |c| c.transactional_id_expiration_ms.to_string()),
-    dynamic("unclean.leader.election.enable", T::Boolean, "Default of unclean.leader.election.enable: elect a replica outside the ISR when no in-sync replica is live.", topic_config::UNCLEAN_LEADER_ELECTION_ENABLE, |c| c.unclean_leader_election_enable.to_string()),
-    ro("unstable.feature.versions.enable", T::Boolean, "Testing only: feature levels still being built are supported.", |c| c.unstable_feature_versions_enable.to_string()),
+    def(&key::log_flush_interval_ms, Some(topic_config::FLUSH_MS)),
+    def(&key::log_index_interval_bytes, None),
+    def(&key::log_message_timestamp_after_max_ms, Some(topic_config::MESSAGE_TIMESTAMP_AFTER_MAX_MS)),
+    def(&key::log_message_timestamp_before_max_ms, Some(topic_config::MESSAGE_TIMESTAMP_BEFORE_MAX_MS)),
+    def(&key::log_message_timestamp_type, Some(topic_config::MESSAGE_TIMESTAMP_TYPE)),
+    def(&key::log_retention_bytes, Some(topic_config::RETENTION_BYTES)),
+    def(&key::log_retention_check_interval_ms, None),
+    def(&key::log_retention_ms, Some(topic_config::RETENTION_MS)),
+    def(&key::log_roll_ms, Some(topic_config::SEGMENT_MS)),
+    def(&key::log_segment_bytes, Some(topic_config::SEGMENT_BYTES)),
+    def(&key::message_max_bytes, Some(topic_config::MAX_MESSAGE_BYTES)),
+    def(&key::min_insync_replicas, Some(topic_config::MIN_INSYNC_REPLICAS)),
+    def(&key::node_id, None),
+    def(&key::num_partitions, None),
+    def(&key::offset_metadata_max_bytes, None),
+    def(&key::offsets_retention_check_interval_ms, None),
+    def(&key::offsets_retention_minutes, None),
+    def(&key::offsets_topic_num_partitions, None),
+    def(&key::offsets_topic_replication_factor, None),
+    def(&key::offsets_topic_segment_bytes, None),
+    def(&key::producer_id_expiration_ms, None),
+    def(&key::queued_max_request_bytes, None),
+    def(&key::replica_lag_time_max_ms, None),
+    def(&key::socket_request_max_bytes, None),
+    def(&key::transaction_abort_timed_out_transaction_cleanup_interval_ms, None),
+    def(&key::transaction_max_timeout_ms, None),
+    def(&key::transaction_state_log_min_isr, None),
+    def(&key::transaction_state_log_num_partitions, None),
+    def(&key::transaction_state_log_replication_factor, None),
+    def(&key::transaction_state_log_segment_bytes, None),
+    def(&key::transactional_id_expiration_ms, None),
+    def(&key::unclean_leader_election_enable, Some(topic_config::UNCLEAN_LEADER_ELECTION_ENABLE)),
+    def(&key::unstable_feature_versions_enable, None),
 ];
 
 /// Why a dynamic key cannot change under this broker's static config, if it cannot: with
