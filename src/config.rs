@@ -1,6 +1,9 @@
 //! One config struct for the broker. Values come from, in order: built-in defaults
 //! (Apache Kafka 4.1's where Kafka has the setting), a TOML profile (`--config
 //! tuning/<profile>.toml`), then command-line flags. Every key is also a flag.
+//!
+//! The keys are defined once, in `config/keys.rs` (struct, defaults, flags, docs); this
+//! file checks and interprets them (`validate` and the accessors).
 
 /// Kafka's controller.listener.names, resolved into the controller listener.
 pub mod controller_listener;

@@ -468,6 +468,19 @@ mod tests {
         }
     }
 
+    /// A broker key that has a definition in config/keys.rs is described as defined there
+    /// (not written again here), and every dynamic key there can be altered here.
+    #[test]
+    fn broker_keys_with_a_definition_take_it() {
+        for def in crate::config::KEYS {
+            let reported = def.kafka.and_then(broker_key);
+            if let Some(k) = reported {
+                assert_eq!((Some(k.ty), k.doc, k.scope == Scope::ClusterWide), (def.kafka_type, def.help, def.dynamic), "{}", k.name);
+            }
+            assert!(!def.dynamic || reported.is_some(), "{} is dynamic but not a broker key", def.name);
+        }
+    }
+
     #[test]
     fn broker_sources_follow_kafka_precedence() {
         let config = Config { log_retention_ms: 1000, ..Config::default() };
