@@ -7,14 +7,14 @@
 
 /// Kafka's controller.listener.names, resolved into the controller listener.
 pub mod controller_listener;
-/// A listener's own settings (`listener.name.<listener>.<key>`).
-pub mod listener_overrides;
-/// How this node authenticates to its peers' listeners (inter-broker).
-mod peer_security;
 /// The machinery of the one config definition (`config_keys!`, `KeyDef`).
 pub mod key_def;
 /// Every config key, defined once: `Config`, its defaults, the flags, `KEYS`.
 pub mod keys;
+/// A listener's own settings (`listener.name.<listener>.<key>`).
+pub mod listener_overrides;
+/// How this node authenticates to its peers' listeners (inter-broker).
+mod peer_security;
 
 pub use key_def::{ConfigType, KeyDef};
 pub use keys::{key, Config, ConfigArgs, KEYS};
