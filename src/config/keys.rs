@@ -205,7 +205,9 @@ config_keys! {
     /// Test hook, never for production: `drop-unsynced` loses unsynced writes on kill -9.
     /// `drop-unsynced` keeps segment writes in memory until their fdatasync, so `kill -9` loses
     /// exactly what was not synced, as a power loss would (crash-recovery tests). Unsynced data is
-    /// held in memory without bound (with flush = never, until the next segment roll).
+    /// held in memory without bound (with flush = never, until the next segment roll). Runs only
+    /// with `SHARDLOG_TEST_HOOKS=1` in the environment; without it the broker refuses to start
+    /// (`src/server/test_hooks.rs`).
     static storage_fault: StorageFault = StorageFault::None;
     /// Bytes of recent batches each partition keeps in memory for zero-copy fetch.
     static batch_cache_bytes_per_partition: usize = 8 * 1024 * 1024;

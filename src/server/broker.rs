@@ -129,16 +129,6 @@ fn warn_if_data_dir_ignored(config: &Config) {
     }
 }
 
-/// Test hook, compiled in always: `SHARDLOG_TEST_PANIC_SHARD=<n>` (read once at start)
-/// makes shard n panic once the broker has logged that it is listening, so tests can
-/// check that a dead shard takes the whole process down. Never set it in production.
-pub const TEST_PANIC_SHARD_ENV: &str = "SHARDLOG_TEST_PANIC_SHARD";
-
-/// Test hook, compiled in always: `SHARDLOG_TEST_STALL_MS=<ms>` makes shard 0 run one task
-/// that spins that long without yielding, once the broker listens, so tests can see the
-/// stall detector count and name it. Never set it in production.
-pub const TEST_STALL_ENV: &str = "SHARDLOG_TEST_STALL_MS";
-
 /// Invariant 5: a panic on any thread (a shard, the controller, a task that tokio or
 /// glommio would otherwise catch and drop) aborts the whole process after one clear log
 /// line naming the thread and shard. A broker with a dead shard would keep accepting
@@ -301,11 +291,11 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     // Before any thread starts: every thread inherits the blocked mask.
     let signals = TerminationSignals::block();
     abort_on_panic();
+    let hooks = super::test_hooks::requested(&config, |k| std::env::var(k).ok()).map_err(|e| anyhow::anyhow!(e))?;
     if !config.has_role("broker") {
         return run_controller_only(config, signals);
     }
-    let test_panic_shard: Option<u16> = std::env::var(TEST_PANIC_SHARD_ENV).ok().and_then(|v| v.parse().ok());
-    let test_stall_ms: Option<u64> = std::env::var(TEST_STALL_ENV).ok().and_then(|v| v.parse().ok());
+    let (test_panic_shard, test_stall_ms) = (hooks.panic_shard, hooks.stall_ms);
     let listening = Arc::new(std::sync::atomic::AtomicBool::new(false));
     raise_memlock_limit();
     let log_dir_paths = config.resolved_log_dirs();
@@ -451,7 +441,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                         while !listening.load(std::sync::atomic::Ordering::Acquire) {
                             glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
                         }
-                        panic!("{TEST_PANIC_SHARD_ENV}={shard}: shard {shard} panics on purpose (test hook)");
+                        panic!("{}={shard}: shard {shard} panics on purpose (test hook)", super::test_hooks::PANIC_SHARD_ENV);
                     })
                     .detach();
                 }

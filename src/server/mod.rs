@@ -42,6 +42,7 @@ pub mod share_sessions;
 mod shutdown;
 mod socket_split;
 mod stray_partitions;
+pub mod test_hooks;
 mod txn_markers;
 mod vectored_write;
 

@@ -27,6 +27,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 TARGET = os.environ.get("SHARDLOG_TEST_TARGET", "shardlog")
+# The binary's test hooks (--storage-fault, SHARDLOG_TEST_PANIC_SHARD, ...) run only with
+# this switch (src/server/test_hooks.rs); the processes the tests start inherit it.
+os.environ.setdefault("SHARDLOG_TEST_HOOKS", "1")
 SHARDLOG_BIN = Path(os.environ.get("SHARDLOG_BIN", REPO / "target" / "release" / "shardlog"))
 LOG_ROOT = Path(os.environ.get("SHARDLOG_TEST_LOG_DIR", REPO / "target" / "integration-logs"))
 START_TIMEOUT_S = float(os.environ.get("SHARDLOG_START_TIMEOUT_S", 30 if TARGET == "shardlog" else 120))

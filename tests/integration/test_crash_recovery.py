@@ -120,6 +120,18 @@ def test_kill9_during_acks_all_load(broker_factory, flush):
     _assert_every_ack_survived(b, topic, acked)
 
 
+def test_the_storage_fault_hook_needs_the_test_hooks_switch(broker_factory, monkeypatch):
+    """A test hook that loses data on purpose never takes effect by a stray flag: without
+    SHARDLOG_TEST_HOOKS=1 the broker refuses to start, naming the hook and the switch."""
+    skip_unless_shardlog("--storage-fault is a shardlog test hook")
+    monkeypatch.delenv("SHARDLOG_TEST_HOOKS", raising=False)
+    b = broker_factory(extra_args=DROP_UNSYNCED, start=False).start(wait=False)
+    code = b.proc.wait(timeout=60)
+    log = b.log_path.read_text(errors="replace")
+    assert code != 0, f"started without the switch; log tail:\n{b.log_tail()}"
+    assert "test hooks asked for (storage_fault = drop-unsynced)" in log and "SHARDLOG_TEST_HOOKS=1" in log, b.log_tail()
+
+
 def test_kill9_loses_no_ack_when_unsynced_writes_are_dropped(broker_factory):
     """flush=always + acks=all under a simulated power loss: an ack means fdatasync'ed."""
     skip_unless_shardlog("--storage-fault is a shardlog test hook")
