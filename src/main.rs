@@ -101,9 +101,12 @@ enum ClusterAction {
     Balance {
         #[arg(long, default_value = "127.0.0.1:9092")]
         bootstrap: String,
-        /// Run the preferred election (nothing changes without it).
+        /// Run the preferred election and start the planned moves (nothing changes without it).
         #[arg(long)]
         apply: bool,
+        /// Also plan up to this many replica moves that even out the replicas per broker.
+        #[arg(long, default_value_t = 0)]
+        moves: usize,
         /// `table` or `json`.
         #[arg(long, default_value = "table", value_parser = ["table", "json"])]
         format: String,
@@ -252,7 +255,7 @@ fn main() {
         Command::Cluster { action } => match action {
             ClusterAction::Status { bootstrap, format } => cluster::status(&bootstrap, format == "json"),
             ClusterAction::Quorum { bootstrap, format } => cluster::quorum(&bootstrap, format == "json"),
-            ClusterAction::Balance { bootstrap, apply, format } => cluster::balance(&bootstrap, apply, format == "json"),
+            ClusterAction::Balance { bootstrap, apply, moves, format } => cluster::balance(&bootstrap, apply, moves, format == "json"),
             ClusterAction::Decommission { id, bootstrap, wait, max_moves, timeout_s, format } => {
                 decommission::decommission(&bootstrap, id, wait, max_moves, std::time::Duration::from_secs(timeout_s), format == "json")
             }

@@ -11,9 +11,9 @@
 //!   observer's log end and lag (`kafka-metadata-quorum.sh describe --status --replication`).
 //! - `balance`: leader and replica skew over the active brokers and the partitions not led
 //!   by their preferred replica; `--apply` runs a preferred election over them
-//!   (ElectLeaders PREFERRED, `kafka-leader-election.sh --election-type preferred`). Replica
-//!   moves are not planned here (`kafka-reassign-partitions.sh` does them; draining a
-//!   broker: `decommission.rs`).
+//!   (ElectLeaders PREFERRED, `kafka-leader-election.sh --election-type preferred`);
+//!   `--moves N` plans up to N replica moves that even out the replicas per broker
+//!   (`replica_moves.rs`), started with `--apply` (draining a broker: `decommission.rs`).
 //!
 //! Per-shard figures are not in the Kafka protocol: `shardlog top` reads them from the
 //! admin listeners.
@@ -214,6 +214,9 @@ struct Balance {
     /// After `--apply`: partitions elected, and those refused with Kafka's error name.
     elected: Vec<String>,
     refused: Vec<String>,
+    /// With `--moves N`: the replica moves planned ("topic-partition: [before] -> [after]",
+    /// `replica_moves.rs`), started with `--apply`.
+    moves: Vec<String>,
 }
 
 fn skew<'a>(counts: impl Iterator<Item = &'a usize> + Clone) -> usize {
@@ -241,12 +244,25 @@ fn balance_of(bootstrap: &str) -> anyhow::Result<(Balance, Vec<(String, i32)>)> 
         not_preferred: targets.iter().map(|(t, p)| format!("{t}-{p}")).collect(),
         elected: Vec::new(),
         refused: Vec::new(),
+        moves: Vec::new(),
     };
     Ok((balance, targets))
 }
 
-pub fn balance(bootstrap: &str, apply: bool, json: bool) -> anyhow::Result<()> {
+pub fn balance(bootstrap: &str, apply: bool, max_moves: usize, json: bool) -> anyhow::Result<()> {
     let (mut b, targets) = balance_of(bootstrap)?;
+    let mut moves = Vec::new();
+    let mut move_refusals = Vec::new();
+    if max_moves > 0 {
+        let mut c = Client::connect(bootstrap)?;
+        let (brokers, partitions) = super::decommission::load(&mut c)?;
+        let planned = super::replica_moves::plan(&brokers, &partitions, max_moves);
+        moves = planned.iter().map(|(t, p, from, to)| format!("{t}-{p}: {from:?} -> {to:?}")).collect();
+        if apply && !planned.is_empty() {
+            let targets: Vec<(String, i32, Option<Vec<i32>>)> = planned.into_iter().map(|(t, p, _, to)| (t, p, Some(to))).collect();
+            move_refusals = super::decommission::reassign(&mut c, &targets)?;
+        }
+    }
     if apply && !targets.is_empty() {
         let mut by_topic: BTreeMap<String, Vec<i32>> = BTreeMap::new();
         for (t, p) in &targets {
@@ -273,6 +289,8 @@ pub fn balance(bootstrap: &str, apply: bool, json: bool) -> anyhow::Result<()> {
         let (after, _) = balance_of(bootstrap)?;
         b = Balance { elected: std::mem::take(elected), refused: std::mem::take(refused), ..after };
     }
+    b.moves = moves;
+    b.refused.extend(move_refusals);
     if json {
         println!("{}", serde_json::to_string(&b)?);
         return Ok(());
@@ -281,11 +299,14 @@ pub fn balance(bootstrap: &str, apply: bool, json: bool) -> anyhow::Result<()> {
     println!("leaders per active broker: {leaders}");
     println!("leader skew: {}  replica skew: {}", b.leader_skew, b.replica_skew);
     println!("not led by their preferred replica: {}", listed(&b.not_preferred));
+    if max_moves > 0 {
+        println!("replica moves{}: {}", if apply { " started" } else { " planned" }, listed(&b.moves));
+    }
     if apply {
         println!("elected: {}", listed(&b.elected));
         println!("refused: {}", listed(&b.refused));
-    } else if !b.not_preferred.is_empty() {
-        println!("run with --apply to elect their preferred replicas");
+    } else if !b.not_preferred.is_empty() || !b.moves.is_empty() {
+        println!("run with --apply to elect their preferred replicas{}", if b.moves.is_empty() { "" } else { " and start the moves" });
     }
     Ok(())
 }

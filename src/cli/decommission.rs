@@ -118,7 +118,7 @@ pub fn plan(brokers: &[Broker], partitions: &[Partition], leaving: i32, max_move
 
 /// The cluster as the plan needs it: brokers (fenced too) and every partition, marked
 /// when a reassignment of it runs.
-fn load(c: &mut Client) -> anyhow::Result<(Vec<Broker>, Vec<Partition>)> {
+pub(super) fn load(c: &mut Client) -> anyhow::Result<(Vec<Broker>, Vec<Partition>)> {
     let cluster = c.send(&DescribeClusterRequest::default().with_endpoint_type(1).with_include_fenced_brokers(true), 2)?;
     if cluster.error_code != 0 {
         bail!("DescribeCluster: {}", super::cluster::err_name(cluster.error_code));
@@ -150,7 +150,7 @@ fn load(c: &mut Client) -> anyhow::Result<(Vec<Broker>, Vec<Partition>)> {
 }
 
 /// Sends one AlterPartitionReassignments for `targets` (None = cancel); the refusals.
-fn reassign(c: &mut Client, targets: &[(String, i32, Option<Vec<i32>>)]) -> anyhow::Result<Vec<String>> {
+pub(super) fn reassign(c: &mut Client, targets: &[(String, i32, Option<Vec<i32>>)]) -> anyhow::Result<Vec<String>> {
     let mut by_topic: BTreeMap<&str, Vec<ReassignablePartition>> = BTreeMap::new();
     for (t, p, r) in targets {
         let replicas = r.as_ref().map(|r| r.iter().map(|b| BrokerId(*b)).collect());

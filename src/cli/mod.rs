@@ -14,6 +14,7 @@ pub mod client;
 pub mod cluster;
 pub mod decommission;
 pub mod group;
+pub mod replica_moves;
 pub mod top;
 pub mod topic;
 pub mod tune;

@@ -321,21 +321,29 @@ async fn boot(
         tokio::spawn(rpc_server::serve(listener, raft.clone(), forwarded, closed, cfg.rpc_tls.clone(), publisher.clone()));
     }
     tokio::spawn(log_leader_changes(raft.clone(), node_id));
-    // A node the log already makes a voter (added by AddRaftVoter), or an observer as it
-    // is now, does not join again: the leader replicates to it anyway, so it needs no
-    // contact that is still up (its configured voters may all have been replaced).
-    let me = ControllerNode { addr: own_listener(cfg), directory_id, controller: cfg.controller_role };
+    // A node the log already makes a voter (added by AddRaftVoter) does not join again. An
+    // observer always asks (idempotent): the leader may have retired it meanwhile
+    // (UnregisterBroker) while its own log still lists it. It asks the voters its log
+    // knows first, then the configured ones: those may all have been replaced.
     // The metrics show the stored membership once the raft core has loaded it.
     if raft.is_initialized().await.unwrap_or(false) {
         let _ = raft.wait(Some(Duration::from_secs(5))).metrics(|m| m.membership_config.log_id().is_some(), "the stored membership").await;
     }
-    let known = {
+    let (voter_in_log, mut asked) = {
         let m = raft.metrics().borrow_watched().membership_config.clone();
-        m.membership().voter_ids().any(|v| v == node_id) || m.membership().get_node(&node_id) == Some(&me)
+        let voters: Vec<String> = m.membership().voter_ids().filter_map(|id| m.membership().get_node(&id).map(|n| n.addr.clone())).filter(|a| !a.is_empty()).collect();
+        let is_voter = m.membership().voter_ids().any(|v| v == node_id);
+        (is_voter, voters)
     };
-    let joined = if is_observer(cfg, node_id) && !known {
+    let joined = if is_observer(cfg, node_id) && !voter_in_log {
         // The leader must know this learner before it replicates anything to it.
-        observer::join(&me, node_id, &contacts(cfg), cfg.rpc_tls.clone(), Instant::now() + RECOVERY_TIMEOUT).await
+        let me = ControllerNode { addr: own_listener(cfg), directory_id, controller: cfg.controller_role };
+        for c in contacts(cfg) {
+            if !asked.contains(&c) {
+                asked.push(c);
+            }
+        }
+        observer::join(&me, node_id, &asked, cfg.rpc_tls.clone(), Instant::now() + RECOVERY_TIMEOUT).await
     } else {
         Ok(())
     };

@@ -184,3 +184,31 @@ def test_drain_under_load_then_unregister(cluster):
     res = check_log([b"%010d" % i for i in range(load.sent)], load.acked, read_all(bootstrap, ends))
     assert res.acknowledged > 200 and not res.lost and not res.double_acked and not res.duplicated, res
     assert not load.errors, load.errors[:5]
+
+
+def test_a_returning_broker_gets_replicas_back_with_balance_moves(cluster):
+    """Broker 6, drained and unregistered above, starts again (it registers anew, holding
+    nothing); `balance --moves` plans replica moves that even out the replicas per broker,
+    `--apply` starts them; afterwards 6 holds its share and every partition is in sync."""
+    b4, b6 = cluster.node(4), cluster.node(6)
+    a = AdminClient({"bootstrap.servers": b4.bootstrap})
+    b6.start()
+    cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[b6])
+    wait_for("broker 6 registered", lambda: 6 in a.list_topics(timeout=30).brokers or None, DEADLINE_S)
+    r = cli("balance", "--bootstrap", b4.bootstrap, "--moves", "200", "--format", "json")
+    planned = json.loads(r.stdout)["moves"]
+    assert planned and all("-> [" in m for m in planned), r.stdout + r.stderr
+    r = cli("balance", "--bootstrap", b4.bootstrap, "--moves", "200", "--apply", "--format", "json")
+    assert r.returncode == 0 and json.loads(r.stdout)["refused"] == [], r.stdout + r.stderr
+
+    def even():
+        counts = {4: 0, 5: 0, 6: 0}
+        for name, t in a.list_topics(timeout=30).topics.items():
+            for p in t.partitions.values():
+                if sorted(p.isrs) != sorted(p.replicas):
+                    return None
+                for r in p.replicas:
+                    counts[r] += 1
+        return counts if max(counts.values()) - min(counts.values()) <= 1 else None
+    counts = wait_for("replicas even over 4, 5, 6 and in sync", even, 3 * DEADLINE_S)
+    assert counts[6] > 0, counts
