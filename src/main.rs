@@ -233,8 +233,22 @@ fn init_logging(config: &shardlog::config::Config) {
     }
 }
 
+/// The report commands (`topic`, `cluster`, `group`, `tune`, ...) end quietly when their
+/// reader goes away (`| head`), as Unix tools do: SIGPIPE back to its default. Rust
+/// ignores it so writes fail with EPIPE, and `println!` then panics. Not for `serve` and
+/// `bench`, whose sockets must see EPIPE as an error on one connection.
+fn default_sigpipe() {
+    // SAFETY: called first in main, before any thread exists; SIG_DFL is always valid.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_) | Command::Bench { .. }) {
+        default_sigpipe();
+    }
     let result = match cli.command {
         Command::Serve(args) => args.resolve().map_err(anyhow::Error::from).and_then(|config| {
             init_logging(&config);

@@ -12,6 +12,8 @@ shardlog only (Kafka has no such tool).
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -99,3 +101,17 @@ def test_apply_changes_only_what_is_named_and_prints_each_change(tmp_path):
     # Neither --check nor --apply: a usage error, nothing checked or changed.
     r = tune("--sysroot", str(root))
     assert r.returncode == 2 and "--check" in r.stderr, r.stderr
+
+
+def test_a_report_piped_into_head_ends_quietly():
+    """`shardlog tune --check | head -1`: when the reader has gone away the command ends on
+    SIGPIPE like any Unix tool, without a panic message on stderr. The pipe's read end is
+    closed before the command starts, so its first write meets a missing reader."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run([str(SHARDLOG_BIN), "tune", "--check"], stdout=w, stderr=subprocess.PIPE, timeout=60)
+    finally:
+        os.close(w)
+    assert p.returncode == -signal.SIGPIPE, (p.returncode, p.stderr.decode(errors="replace"))
+    assert b"panicked" not in p.stderr, p.stderr.decode(errors="replace")
