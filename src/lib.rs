@@ -1,6 +1,6 @@
 //! shardlog: a Kafka-wire-compatible, thread-per-core message broker.
 //!
-//! Folders tell the architecture (see README.md). Dependencies point down this list
+//! Folders tell the architecture (see docs/architecture.md). Dependencies point down this list
 //! (`scripts/check_layers.py` checks it):
 //! - `server/`     the broker: start-up, per-shard context, connections, one handler file per Kafka API
 //! - `group/`      group coordinator (classic + KIP-848) and committed offsets (`__consumer_offsets`)

@@ -19,7 +19,7 @@ config_keys! {
     /// The host:port clients are told to connect to, when `listeners` is empty; unset: `listen`.
     static advertised_listener: Option<String> = None;
     /// The listeners, `NAME://host:port,...` (Kafka's syntax; an empty host binds every interface).
-    /// Empty: `listen` is the one PLAINTEXT listener. See Security in the README.
+    /// Empty: `listen` is the one PLAINTEXT listener. See docs/security.md.
     static listeners: String = String::new(), kafka = "listeners" as String;
     /// What clients connecting to each listener are told, `NAME://host:port,...`.
     /// Empty: the `listeners` addresses.
@@ -36,7 +36,7 @@ config_keys! {
     static controller_listener_names: String = String::new(), kafka = "controller.listener.names";
     /// A listener's own settings, `listener.name.<listener>.<key>=<value>` each (repeatable flag).
     /// Kafka's per-listener settings: a listener's SASL and SSL settings over the broker's (see
-    /// `src/config/listener_overrides.rs` for the keys, and Security in the README).
+    /// `src/config/listener_overrides.rs` for the keys, and docs/security.md).
     static listener_settings: Vec<String> = Vec::new(), flag = |arg| arg.long("listener-setting").value_delimiter(None);
 
     // TLS.
@@ -157,7 +157,7 @@ config_keys! {
     static max_connections_per_ip: usize = i32::MAX as usize, kafka = "max.connections.per.ip";
     /// Per-address exceptions to `max_connections_per_ip`, `host-or-address:count,...`.
     static max_connections_per_ip_overrides: String = String::new(), kafka = "max.connections.per.ip.overrides";
-    /// Samples a client quota's rate is measured over (see Security in the README).
+    /// Samples a client quota's rate is measured over (see docs/security.md).
     static quota_window_num: usize = 11, kafka = "quota.window.num";
     /// The length of each client quota sample, in seconds.
     static quota_window_size_seconds: u64 = 1, kafka = "quota.window.size.seconds";
@@ -186,13 +186,13 @@ config_keys! {
     /// When set, `data_dir` is not used (as Kafka's log.dirs overrides log.dir); new partitions go
     /// to the dir with the fewest, and the first dir also holds the metadata (Kafka's
     /// metadata.log.dir default). A TOML list; the flag takes `--log-dirs a,b`. See "Log dirs" in
-    /// the README.
+    /// docs/durability.md.
     static log_dirs: Vec<PathBuf> = Vec::new(), kafka = "log.dirs" as String;
     /// When a produce is acknowledged relative to the disk: `always` or `never`.
     /// `always`: segments are written O_DIRECT and acks=all is acknowledged after a
     /// group-committed fdatasync. `never`: Kafka's default, segments are written through the page
     /// cache and acknowledged once the kernel has the bytes (they survive a process crash, not a
-    /// power loss), fdatasync in the background. See Durability in the README.
+    /// power loss), fdatasync in the background. See docs/durability.md.
     static flush: FlushMode = FlushMode::Always;
     /// Default of the topic key flush.messages: fdatasync once this many messages are unsynced.
     /// With `flush = never`, in the background, per partition; a topic with flush.messages = 1 is
@@ -326,7 +326,7 @@ config_keys! {
     static broker_session_timeout_ms: u64 = 3000, kafka = "broker.session.timeout.ms";
     /// The active controller moves leadership back to preferred replicas when leaders are imbalanced.
     /// The preferred replica is each partition's first; it gets leadership back only when it is
-    /// live and in the ISR (see "Leader election" in the README).
+    /// live and in the ISR (see "Leader election" in docs/cluster.md).
     static auto_leader_rebalance_enable: bool = true, kafka = "auto.leader.rebalance.enable" as Boolean;
     /// How often the active controller checks whether leaders are imbalanced.
     /// The first check comes one interval after it becomes the active controller.

@@ -2,7 +2,7 @@
 //! OpenMetrics text format Prometheus reads, with prometheus-client's encoder.
 //!
 //! Every metric is declared once in `METRICS` (name, type, help, the Kafka JMX name it
-//! stands for); rendering looks its declaration up, and the README's metric list is
+//! stands for); rendering looks its declaration up, and docs/observability.md's metric list is
 //! generated from the same table (`metric_table_markdown`), so the list cannot drift.
 use std::fmt::Write as _;
 
@@ -360,7 +360,7 @@ pub fn render(scrape: Scrape) -> String {
 /// The content type of `render`'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// The README's metric list: one row per metric, generated from `METRICS`.
+/// The metric list of docs/observability.md: one row per metric, generated from `METRICS`.
 pub fn metric_table_markdown() -> String {
     let mut out = String::from("| Metric | Type | What it counts | Kafka's name |\n|---|---|---|---|\n");
     for m in METRICS {
@@ -418,10 +418,10 @@ mod tests {
 mod readme {
     #[test]
     fn readme_lists_every_metric() {
-        let readme = include_str!("../../README.md");
+        let readme = include_str!("../../docs/observability.md");
         let (begin, end) = ("<!-- metrics:begin (generated: cargo test --lib readme_lists_every_metric) -->\n", "<!-- metrics:end -->");
         let section = readme.split_once(begin).and_then(|(_, rest)| rest.split_once(end)).map(|(s, _)| s);
         let want = super::metric_table_markdown();
-        assert!(section == Some(want.as_str()), "README.md's metric list differs from exposition::METRICS; put this between the markers:\n{begin}{want}{end}");
+        assert!(section == Some(want.as_str()), "docs/observability.md's metric list differs from exposition::METRICS; put this between the markers:\n{begin}{want}{end}");
     }
 }

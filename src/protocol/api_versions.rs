@@ -120,7 +120,7 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 ];
 
 /// Every API Apache Kafka 4.4 advertises that `SUPPORTED` does not serve, or serves in
-/// fewer versions: `(key, name, Kafka's min, Kafka's max, why)`. README's API section is
+/// fewer versions: `(key, name, Kafka's min, Kafka's max, why)`. docs/kafka-apis.md's API table is
 /// made from this and `SUPPORTED` (`readme_section`); tests keep both in step with what a
 /// Kafka 4.4 broker advertises.
 const NOT_SERVED: &[(i16, &str, i16, i16, &str)] = &[
@@ -138,8 +138,8 @@ const NOT_SERVED: &[(i16, &str, i16, i16, &str)] = &[
     (94, "UnregisterController", 0, 0, "shardlog controllers keep no registration (KRaft's ControllerRegistration records) to remove: RemoveRaftVoter takes a controller out of the quorum"),
 ];
 
-/// README's "Kafka APIs" section, generated from `SUPPORTED` and `NOT_SERVED` (a test
-/// fails, printing this text, when README.md differs).
+/// The API table of docs/kafka-apis.md, generated from `SUPPORTED` and `NOT_SERVED` (a test
+/// fails, printing this text, when docs/kafka-apis.md differs).
 pub fn readme_section() -> String {
     let mut s = String::from("| API | key | versions |\n|---|---|---|\n");
     for &(k, lo, hi) in SUPPORTED {
@@ -317,13 +317,13 @@ mod tests {
 
     #[test]
     fn readme_lists_the_table() {
-        let readme = include_str!("../../README.md");
+        let readme = include_str!("../../docs/kafka-apis.md");
         let (begin, end) = ("<!-- api-versions:begin (generated: cargo test --lib readme_lists_the_table) -->\n", "<!-- api-versions:end -->");
         let section = readme.split_once(begin).and_then(|(_, rest)| rest.split_once(end)).map(|(s, _)| s);
         let want = readme_section();
         assert!(
             section == Some(want.as_str()),
-            "README.md's API section differs from the ApiVersions table; put this between the markers:\n{begin}{want}{end}"
+            "docs/kafka-apis.md's API table differs from the ApiVersions table; put this between the markers:\n{begin}{want}{end}"
         );
     }
 

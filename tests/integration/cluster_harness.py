@@ -595,7 +595,7 @@ def main(argv: list[str]) -> int:
             _check_stale(a.dir, layout, a.fresh)
             a.dir.mkdir(parents=True, exist_ok=True)
             # A cluster of 3 brokers or more gets replicated topics by default (a choice of
-            # this script, documented in README: a broker's own default is Kafka's, 1).
+            # this script, documented in docs/cluster.md: a broker's own default is Kafka's, 1).
             brokers = a.n
             extra = ["--default-replication-factor", "3"] if brokers >= 3 else []
             c = Cluster(a.n, a.dir, base_port=a.base_port, shards=a.shards, controllers=a.controllers, secure=a.secure,

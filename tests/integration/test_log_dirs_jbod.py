@@ -4,7 +4,7 @@ every dir with its partitions and real sizes through Kafka's own `kafka-log-dirs
 and the Java AdminClient, finds every partition again after a restart, removes a deleted
 topic's partitions from whichever dir holds them, and answers AlterReplicaLogDirs per dir.
 Passes against Kafka 4.1 too (SHARDLOG_TEST_TARGET=kafka), except where noted: Kafka moves a
-replica to another log dir, shardlog answers KAFKA_STORAGE_ERROR (README, "Kafka APIs").
+replica to another log dir, shardlog answers KAFKA_STORAGE_ERROR (docs/kafka-apis.md).
 """
 
 from __future__ import annotations
