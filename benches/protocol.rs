@@ -10,15 +10,13 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::{ApiKey, MetadataRequest, ProduceRequest, RequestHeader, TopicName};
 use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 use kafka_protocol::records::Compression;
-use shardlog::record::{encode_batch, NewRecord};
-use shardlog::protocol::fetch_writer::{
-    write_fetch_response, FetchPartitionParts, FetchResponseParts, FetchTopicParts,
-};
-use shardlog::record::{iter_batches, validate_produce_records, ProduceChecks};
+use shardlog::protocol::fetch_writer::{write_fetch_response, FetchPartitionParts, FetchResponseParts, FetchTopicParts};
 use shardlog::protocol::frame::encode_response;
 use shardlog::protocol::produce_request_view::ProduceRequestView;
 use shardlog::protocol::produce_response_writer::{write_produce_response, PartitionAnswer, TopicAnswer};
 use shardlog::protocol::request::decode_request;
+use shardlog::record::{encode_batch, NewRecord};
+use shardlog::record::{iter_batches, validate_produce_records, ProduceChecks};
 
 /// One uncompressed producer batch of about `bytes` bytes (1 KiB values).
 fn batch(bytes: usize) -> Bytes {
@@ -52,17 +50,12 @@ fn request_frame<R: Encodable + HeaderVersion>(key: ApiKey, version: i16, body: 
 }
 
 fn bench_decode(c: &mut Criterion) {
-    let produce = ProduceRequest::default().with_acks(-1).with_timeout_ms(30_000).with_topic_data(vec![
-        TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_static_str("bench-topic")))
-            .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(batch(16 * 1024)))]),
-    ]);
+    let produce = ProduceRequest::default().with_acks(-1).with_timeout_ms(30_000).with_topic_data(vec![TopicProduceData::default()
+        .with_name(TopicName(StrBytes::from_static_str("bench-topic")))
+        .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(batch(16 * 1024)))])]);
     let produce = request_frame(ApiKey::Produce, 9, &produce);
     let metadata = MetadataRequest::default().with_topics(Some(
-        ["orders", "payments", "clicks"]
-            .iter()
-            .map(|t| MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_static_str(t)))))
-            .collect(),
+        ["orders", "payments", "clicks"].iter().map(|t| MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_static_str(t))))).collect(),
     ));
     let metadata = request_frame(ApiKey::Metadata, 12, &metadata);
 
@@ -138,13 +131,9 @@ fn bench_validate(c: &mut Criterion) {
     // 16 batches of 64 KiB uncompressed each (about 520 records per batch).
     let mut g = c.benchmark_group("batch_validate_records");
     g.throughput(Throughput::Bytes(16 * 64 * 1024));
-    for (name, compression) in [
-        ("none", Compression::None),
-        ("gzip", Compression::Gzip),
-        ("snappy", Compression::Snappy),
-        ("lz4", Compression::Lz4),
-        ("zstd", Compression::Zstd),
-    ] {
+    for (name, compression) in
+        [("none", Compression::None), ("gzip", Compression::Gzip), ("snappy", Compression::Snappy), ("lz4", Compression::Lz4), ("zstd", Compression::Zstd)]
+    {
         let batches: Vec<Bytes> = (0..16).map(|_| batch_of(64 * 1024, 100, compression)).collect();
         assert!(batches.iter().all(|b| validate_produce_records(b, &ProduceChecks::with_max_message_bytes(1 << 20)).is_ok()));
         g.bench_function(format!("validate_16x64KiB_100B_{name}"), |b| {

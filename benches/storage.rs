@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use kafka_protocol::records::Compression;
-use shardlog::record::{encode_batch, NewRecord};
 use shardlog::config::FlushMode;
 use shardlog::partition::{Partition, PartitionSettings};
+use shardlog::record::{encode_batch, NewRecord};
 use shardlog::storage::LogConfig;
 
 /// One producer batch of `n` 1 KiB records (sequence tracks offset so it stays one batch).
@@ -26,10 +26,17 @@ fn appends(iters: u64, records: Bytes, acks: i16, flush: FlushMode, concurrent: 
         .spawn(move || async move {
             shardlog::runtime::enter_shard(0);
             shardlog::storage::dma::open_iopoll_probe(&path).await.expect("probe open");
-            let settings = PartitionSettings { max_message_bytes: 8 << 20, log_append_time: false, timestamp_before_max_ms: i64::MAX, timestamp_after_max_ms: i64::MAX, flush, min_insync_replicas: 1, max_producer_ids: 10_000, hold_high_watermark_below_min_isr: true };
-            let p = Partition::open(&path.join("b-0"), "b".into(), 0, [0; 16], 0, 0, LogConfig::default(), settings)
-                .await
-                .expect("open");
+            let settings = PartitionSettings {
+                max_message_bytes: 8 << 20,
+                log_append_time: false,
+                timestamp_before_max_ms: i64::MAX,
+                timestamp_after_max_ms: i64::MAX,
+                flush,
+                min_insync_replicas: 1,
+                max_producer_ids: 10_000,
+                hold_high_watermark_below_min_isr: true,
+            };
+            let p = Partition::open(&path.join("b-0"), "b".into(), 0, [0; 16], 0, 0, LogConfig::default(), settings).await.expect("open");
             let start = Instant::now();
             // `concurrent` producers in flight, as connections would be.
             let per = iters.div_ceil(concurrent as u64);

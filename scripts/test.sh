@@ -6,6 +6,7 @@
 # 2. the layering check    (scripts/check_layers.py: no lower layer names an upper one),
 #    the generated response error table is current (scripts/gen_response_errors.py --check)
 #    cargo clippy          (--all-targets, warnings are errors; Cargo.toml lists the allowed lints)
+#    cargo fmt --check     (rustfmt.toml: the long-line style)
 #    cargo test            (unit + property tests, debug profile)
 # 3. cargo build --release (the integration tests run target/release/shardlog)
 # 4. pytest tests/integration -v, then the real-client suites again with flush = never
@@ -33,10 +34,11 @@ t_start=$(date +%s)
 step "install test dependencies"
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
-if ! command -v kcat >/dev/null 2>&1; then
-  echo "installing kcat (Debian)"
+# kcat drives the broker; curl runs README's quick start (test_readme_quickstart.py).
+if ! command -v kcat >/dev/null 2>&1 || ! command -v curl >/dev/null 2>&1; then
+  echo "installing kcat and curl (Debian)"
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat >/dev/null
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kcat curl >/dev/null
 fi
 echo "kcat: $(kcat -V 2>&1 | head -1)"
 
@@ -178,6 +180,15 @@ if [ "${SKIP_CARGO:-0}" != 1 ]; then
     # rustup's component server may be out of reach on a fresh machine (only the package
     # registries are): say so loudly rather than fail the tests for want of the linter.
     echo "WARNING: clippy is not installed and could not be added: the lint step is SKIPPED"
+  fi
+  step "cargo fmt --check (rustfmt.toml)"
+  if ! cargo fmt --version >/dev/null 2>&1 && command -v rustup >/dev/null; then
+    rustup component add rustfmt 2>&1 || true
+  fi
+  if cargo fmt --version >/dev/null 2>&1; then
+    cargo fmt --check 2>&1
+  else
+    echo "WARNING: rustfmt is not installed and could not be added: the format check is SKIPPED"
   fi
   step "cargo test (unit + property tests)"
   cargo test 2>&1

@@ -71,10 +71,8 @@ pub enum ConfigError {
 
 impl Config {
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.into(), source })?;
-        toml::from_str(&text)
-            .map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.into(), source })?;
+        toml::from_str(&text).map_err(|e| ConfigError::Parse { path: path.into(), message: e.to_string() })
     }
 
     /// The log dirs in use: `log_dirs`, or `data_dir` alone when that is empty.
@@ -119,17 +117,23 @@ impl Config {
     /// users (`sasl_jaas_config`, when PLAIN is enabled), checked.
     pub fn sasl_mechanisms(&self) -> Result<(Vec<String>, Option<crate::security::sasl_plain::PlainUsers>), ConfigError> {
         let bad = |key, message: String| ConfigError::Invalid { key, message };
-        let mechanisms: Vec<String> =
-            self.sasl_enabled_mechanisms.split(',').map(|m| m.trim().to_ascii_uppercase()).filter(|m| !m.is_empty()).collect();
+        let mechanisms: Vec<String> = self.sasl_enabled_mechanisms.split(',').map(|m| m.trim().to_ascii_uppercase()).filter(|m| !m.is_empty()).collect();
         if mechanisms.is_empty() {
             return Err(bad("sasl_enabled_mechanisms", "names no mechanism".into()));
         }
         let served = |m: &str| m == "PLAIN" || m == "OAUTHBEARER" || crate::security::scram::ScramMechanism::from_name(m).is_some();
         if let Some(m) = mechanisms.iter().find(|m| !served(m)) {
-            return Err(bad("sasl_enabled_mechanisms", format!("{m} is not served (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are; {m} would need {})", match m.as_str() {
-                "GSSAPI" => "Kerberos, which shardlog does not speak; GSSAPI is Kafka's default: set sasl_enabled_mechanisms = \"SCRAM-SHA-512\" (or PLAIN)",
-                _ => "a mechanism Kafka does not define",
-            })));
+            return Err(bad(
+                "sasl_enabled_mechanisms",
+                format!(
+                    "{m} is not served (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER are; {m} would need {})",
+                    match m.as_str() {
+                        "GSSAPI" =>
+                            "Kerberos, which shardlog does not speak; GSSAPI is Kafka's default: set sasl_enabled_mechanisms = \"SCRAM-SHA-512\" (or PLAIN)",
+                        _ => "a mechanism Kafka does not define",
+                    }
+                ),
+            ));
         }
         let plain = if mechanisms.iter().any(|m| m == "PLAIN") {
             Some(crate::security::sasl_plain::PlainUsers::from_jaas(&self.sasl_jaas_config).map_err(|m| bad("sasl_jaas_config", m))?)
@@ -165,7 +169,10 @@ impl Config {
             "" => return Ok(None),
             STANDARD | "kafka.security.authorizer.AclAuthorizer" => {}
             other => {
-                return Err(ConfigError::Invalid { key: "authorizer_class_name", message: format!("{other} is not served: use {STANDARD} (ACLs in the metadata log) or leave it empty") })
+                return Err(ConfigError::Invalid {
+                    key: "authorizer_class_name",
+                    message: format!("{other} is not served: use {STANDARD} (ACLs in the metadata log) or leave it empty"),
+                })
             }
         }
         let mut super_users = std::collections::HashSet::new();
@@ -198,16 +205,18 @@ impl Config {
 
     /// The window of the controller mutation quota (controller.quota.window.num, .size.seconds).
     pub fn controller_quota_window(&self) -> crate::security::quota_rate::RateWindow {
-        crate::security::quota_rate::RateWindow {
-            samples: self.controller_quota_window_num,
-            window_ms: self.controller_quota_window_size_seconds * 1000,
-        }
+        crate::security::quota_rate::RateWindow { samples: self.controller_quota_window_num, window_ms: self.controller_quota_window_size_seconds * 1000 }
     }
 
     /// max.connections, max.connections.per.ip and its overrides.
     pub fn connection_limits(&self) -> Result<crate::security::connection_limits::ConnectionLimits, ConfigError> {
-        crate::security::connection_limits::ConnectionLimits::new(self.max_connections, self.max_connections_per_ip, &self.max_connections_per_ip_overrides, self.quota_window())
-            .map_err(|message| ConfigError::Invalid { key: "max_connections_per_ip_overrides", message })
+        crate::security::connection_limits::ConnectionLimits::new(
+            self.max_connections,
+            self.max_connections_per_ip,
+            &self.max_connections_per_ip_overrides,
+            self.quota_window(),
+        )
+        .map_err(|message| ConfigError::Invalid { key: "max_connections_per_ip_overrides", message })
     }
 
     /// `ssl_principal_mapping_rules`, parsed.
@@ -281,8 +290,7 @@ impl Config {
         if self.controller_listener.is_some() {
             self.controller_tls()?;
         }
-        let dirs: Vec<PathBuf> =
-            self.resolved_log_dirs().iter().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone())).collect();
+        let dirs: Vec<PathBuf> = self.resolved_log_dirs().iter().map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone())).collect();
         if dirs.iter().any(|d| d.as_os_str().is_empty()) {
             return bad("log_dirs", "a log dir path is empty");
         }
@@ -294,7 +302,10 @@ impl Config {
         }
         // The largest frame must fit the part of the pool large frames may use.
         if request_pool_large_limit_bytes(self.queued_max_request_bytes) < self.socket_request_max_bytes {
-            return bad("queued_max_request_bytes", "must be at least 8/7 of socket_request_max_bytes (the largest frame must fit the 7/8 of the pool that frames above 64 KiB may use)");
+            return bad(
+                "queued_max_request_bytes",
+                "must be at least 8/7 of socket_request_max_bytes (the largest frame must fit the 7/8 of the pool that frames above 64 KiB may use)",
+            );
         }
         if !matches!(self.log_format.as_str(), "text" | "json") {
             return bad("log_format", "must be text or json");
@@ -424,16 +435,21 @@ impl Config {
         if let Some(l) = &self.controller_listener {
             split_host_port(l).map_err(|m| ConfigError::Invalid { key: "controller_listener", message: m })?;
         }
-        let voters = parse_quorum_voters(&self.controller_quorum_voters)
-            .map_err(|message| ConfigError::Invalid { key: "controller_quorum_voters", message })?;
+        let voters =
+            parse_quorum_voters(&self.controller_quorum_voters).map_err(|message| ConfigError::Invalid { key: "controller_quorum_voters", message })?;
         let bootstrap = parse_bootstrap_servers(&self.controller_quorum_bootstrap_servers)
             .map_err(|message| ConfigError::Invalid { key: "controller_quorum_bootstrap_servers", message })?;
         let combined = self.has_role("broker") && self.has_role("controller");
         if voters.is_empty() && bootstrap.is_empty() {
             if !combined {
-                return bad("controller_quorum_voters", format!(
-                    "process_roles = {:?} needs a quorum: set controller_quorum_voters (id@host:port,...) to the controller nodes; \
-                     only a combined node (broker and controller) runs alone", self.process_roles));
+                return bad(
+                    "controller_quorum_voters",
+                    format!(
+                        "process_roles = {:?} needs a quorum: set controller_quorum_voters (id@host:port,...) to the controller nodes; \
+                     only a combined node (broker and controller) runs alone",
+                        self.process_roles
+                    ),
+                );
             }
             if self.controller_listener.is_some() {
                 return bad("controller_quorum_voters", "must be set when controller_listener is (id@host:port,...)".into());
@@ -460,19 +476,32 @@ impl Config {
         let unspecified = host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_unspecified());
         if !self.has_role("controller") && unspecified && self.advertised_controller_listener.is_none() {
             // The leader connects to the address the observer registers with.
-            return bad("controller_listener", format!(
-                "a broker-only node's controller listener is where the quorum leader connects: \
-                 give an address the controllers can reach, not {host}, or set advertised_controller_listener"));
+            return bad(
+                "controller_listener",
+                format!(
+                    "a broker-only node's controller listener is where the quorum leader connects: \
+                 give an address the controllers can reach, not {host}, or set advertised_controller_listener"
+                ),
+            );
         }
         match me {
-            None if self.has_role("controller") && bootstrap.is_empty() => bad("controller_quorum_voters", format!(
-                "node_id {} has the controller role but is not a voter: list it in controller_quorum_voters, or set \
+            None if self.has_role("controller") && bootstrap.is_empty() => bad(
+                "controller_quorum_voters",
+                format!(
+                    "node_id {} has the controller role but is not a voter: list it in controller_quorum_voters, or set \
                  controller_quorum_bootstrap_servers to join the quorum as an observer and then add it as a voter \
-                 (kafka-metadata-quorum.sh add-controller)", self.node_id)),
-            Some(me) if !self.has_role("controller") => bad("controller_quorum_voters", format!(
-                "node_id {} is broker-only but is listed as voter {}@{}:{}; a broker-only node follows the quorum \
+                 (kafka-metadata-quorum.sh add-controller)",
+                    self.node_id
+                ),
+            ),
+            Some(me) if !self.has_role("controller") => bad(
+                "controller_quorum_voters",
+                format!(
+                    "node_id {} is broker-only but is listed as voter {}@{}:{}; a broker-only node follows the quorum \
                  as an observer: remove it from controller_quorum_voters or add the controller role",
-                self.node_id, me.id, me.host, me.port)),
+                    self.node_id, me.id, me.host, me.port
+                ),
+            ),
             Some(me) if port != me.port => {
                 bad("controller_listener", format!("port {port} differs from this node's voter entry {}@{}:{}", me.id, me.host, me.port))
             }
@@ -549,9 +578,7 @@ pub fn parse_quorum_voters(s: &str) -> Result<Vec<QuorumVoter>, String> {
     let mut out: Vec<QuorumVoter> = Vec::new();
     for entry in s.split(',') {
         let entry = entry.trim();
-        let (id, addr) = entry
-            .split_once('@')
-            .ok_or_else(|| format!("'{entry}' is not id@host:port"))?;
+        let (id, addr) = entry.split_once('@').ok_or_else(|| format!("'{entry}' is not id@host:port"))?;
         let id: i32 = id.trim().parse().map_err(|_| format!("'{entry}': the id '{id}' is not a number"))?;
         if id < 0 {
             return Err(format!("'{entry}': the id must be >= 0"));
@@ -697,7 +724,7 @@ mod tests {
         c.validate().unwrap();
         c.node_id = 4;
         assert_eq!(key(&c), "controller_quorum_voters"); // a controller must be a voter
-        // A broker-only node: not a voter, but with a controller listener of its own.
+                                                         // A broker-only node: not a voter, but with a controller listener of its own.
         let mut b = Config { process_roles: vec!["broker".into()], node_id: 4, ..Config::default() };
         assert_eq!(key(&b), "controller_quorum_voters");
         b.controller_quorum_voters = voters.into();
@@ -722,8 +749,16 @@ mod tests {
     #[test]
     fn replication_keys_default_as_kafka_and_are_checked() {
         let c = Config::default();
-        assert_eq!((c.replica_lag_time_max_ms, c.offsets_topic_replication_factor, c.min_insync_replicas, c.unclean_leader_election_enable), (30_000, 3, 1, false));
-        let args = ConfigArgs { replica_lag_time_max_ms: Some(500), unclean_leader_election_enable: Some(true), offsets_topic_replication_factor: Some(1), ..Default::default() };
+        assert_eq!(
+            (c.replica_lag_time_max_ms, c.offsets_topic_replication_factor, c.min_insync_replicas, c.unclean_leader_election_enable),
+            (30_000, 3, 1, false)
+        );
+        let args = ConfigArgs {
+            replica_lag_time_max_ms: Some(500),
+            unclean_leader_election_enable: Some(true),
+            offsets_topic_replication_factor: Some(1),
+            ..Default::default()
+        };
         let c = args.resolve().unwrap();
         assert_eq!((c.replica_lag_time_max_ms, c.unclean_leader_election_enable, c.offsets_topic_replication_factor), (500, true, 1));
         let key = |c: Config| match c.validate() {

@@ -148,8 +148,7 @@ fn batch(n: usize, value_bytes: usize) -> Bytes {
         })
         .collect();
     let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(&mut buf, records.iter(), &RecordEncodeOptions { version: 2, compression: Compression::None })
-        .expect("batch encodes");
+    RecordBatchEncoder::encode(&mut buf, records.iter(), &RecordEncodeOptions { version: 2, compression: Compression::None }).expect("batch encodes");
     buf.freeze()
 }
 
@@ -229,9 +228,8 @@ async fn measure(dir: &Path, flush: FlushMode, warmup: usize, rounds: usize) -> 
         assert!(sent > 15_000, "the response carries the batch");
     }
     let after = counters();
-    let classes: Vec<String> = BY_SIZE.with(|b| {
-        b.iter().enumerate().filter(|(_, c)| c.get() > 0).map(|(i, c)| format!("{}B:{:.2}", 1u64 << i, c.get() as f64 / rounds as f64)).collect()
-    });
+    let classes: Vec<String> = BY_SIZE
+        .with(|b| b.iter().enumerate().filter(|(_, c)| c.get() > 0).map(|(i, c)| format!("{}B:{:.2}", 1u64 << i, c.get() as f64 / rounds as f64)).collect());
     println!("flush={flush:?}: allocations per round by size class (from): {}", classes.join(" "));
     let per = |a: u64, b: u64| (a - b) as f64 / rounds as f64;
     Figures { all: per(after[0], before[0]), large: per(after[1], before[1]), bytes: per(after[2], before[2]), own: per(after[3], before[3]) }
@@ -295,7 +293,10 @@ fn steady_state_rounds_allocate_nothing_per_record_byte() {
         // The response arena's 64 KiB chunk: one per ~300 rounds.
         assert!(large < 0.01, "flush={flush:?}: {large} allocations of >= {LARGE_BYTES} bytes per round (a copy or buffer per request)");
         assert!(bytes < BYTES_PER_ROUND, "flush={flush:?}: {bytes} bytes allocated per round (a 16 KiB batch must not be copied into fresh memory)");
-        assert!(own <= OWN_ALLOCATIONS_PER_ROUND, "flush={flush:?}: {own} allocations per round besides glommio's reactor (run with ALLOC_BACKTRACES=1 to see each)");
+        assert!(
+            own <= OWN_ALLOCATIONS_PER_ROUND,
+            "flush={flush:?}: {own} allocations per round besides glommio's reactor (run with ALLOC_BACKTRACES=1 to see each)"
+        );
         assert!(all <= ALLOCATIONS_PER_ROUND, "flush={flush:?}: {all} allocations per round");
     }
 }

@@ -34,10 +34,7 @@ pub struct PreparedRequest {
 }
 
 impl PreparedRequest {
-    pub fn encode<R: Request + Encodable>(
-        req: &R,
-        version: i16,
-    ) -> anyhow::Result<PreparedRequest> {
+    pub fn encode<R: Request + Encodable>(req: &R, version: i16) -> anyhow::Result<PreparedRequest> {
         let header = RequestHeader::default()
             .with_request_api_key(R::KEY)
             .with_request_api_version(version)
@@ -45,17 +42,11 @@ impl PreparedRequest {
             .with_client_id(Some(StrBytes::from_static_str(CLIENT_ID)));
         let mut buf = BytesMut::new();
         buf.put_i32(0); // length, filled below
-        header
-            .encode(&mut buf, R::header_version(version))
-            .map_err(|e| anyhow!("encode request header: {e}"))?;
-        req.encode(&mut buf, version)
-            .map_err(|e| anyhow!("encode request: {e}"))?;
+        header.encode(&mut buf, R::header_version(version)).map_err(|e| anyhow!("encode request header: {e}"))?;
+        req.encode(&mut buf, version).map_err(|e| anyhow!("encode request: {e}"))?;
         let body_len = i32::try_from(buf.len() - 4).context("request too large")?;
         buf[..4].copy_from_slice(&body_len.to_be_bytes());
-        Ok(PreparedRequest {
-            frame: buf.freeze(),
-            api_version: version,
-        })
+        Ok(PreparedRequest { frame: buf.freeze(), api_version: version })
     }
 
     /// The whole frame (length prefix included).
@@ -77,12 +68,7 @@ pub fn connect(addr: &str) -> anyhow::Result<(FrameWriter, FrameReader)> {
     // A broker that stops answering ends the run with an error instead of a hang.
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     let read_half = stream.try_clone()?;
-    Ok((
-        FrameWriter { stream },
-        FrameReader {
-            stream: BufReader::with_capacity(256 << 10, read_half),
-        },
-    ))
+    Ok((FrameWriter { stream }, FrameReader { stream: BufReader::with_capacity(256 << 10, read_half) }))
 }
 
 pub struct FrameWriter {
@@ -97,10 +83,7 @@ impl FrameWriter {
         let mut head = [0u8; FIXED_HEAD];
         head.copy_from_slice(&frame[..FIXED_HEAD]);
         head[CORRELATION_OFFSET..FIXED_HEAD].copy_from_slice(&correlation_id.to_be_bytes());
-        write_all_vectored(
-            &mut self.stream,
-            &mut [IoSlice::new(&head), IoSlice::new(&frame[FIXED_HEAD..])],
-        )
+        write_all_vectored(&mut self.stream, &mut [IoSlice::new(&head), IoSlice::new(&frame[FIXED_HEAD..])])
     }
 
     /// Tells the broker we are done sending (the reader half still drains responses).
@@ -114,12 +97,7 @@ fn write_all_vectored(w: &mut impl Write, mut bufs: &mut [IoSlice<'_>]) -> io::R
     IoSlice::advance_slices(&mut bufs, 0); // drop leading empty slices
     while !bufs.is_empty() {
         match w.write_vectored(bufs) {
-            Ok(0) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::WriteZero,
-                    "connection closed while writing",
-                ))
-            }
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "connection closed while writing")),
             Ok(n) => IoSlice::advance_slices(&mut bufs, n),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
@@ -136,48 +114,31 @@ impl FrameReader {
     /// Reads one response frame (without the length prefix).
     pub fn read_frame(&mut self) -> anyhow::Result<Bytes> {
         let mut len = [0u8; 4];
-        self.stream
-            .read_exact(&mut len)
-            .context("reading response length")?;
+        self.stream.read_exact(&mut len).context("reading response length")?;
         let len = i32::from_be_bytes(len);
         // Check before allocating: the length comes from the network.
         if len < 4 || len as usize > MAX_RESPONSE_BYTES {
             bail!("bad response length {len}");
         }
         let mut buf = vec![0u8; len as usize];
-        self.stream
-            .read_exact(&mut buf)
-            .context("reading response body")?;
+        self.stream.read_exact(&mut buf).context("reading response body")?;
         Ok(Bytes::from(buf))
     }
 
     /// Reads the response to request `R` sent at `version` with `correlation_id`.
-    pub fn read_response<R: Request>(
-        &mut self,
-        version: i16,
-        correlation_id: i32,
-    ) -> anyhow::Result<R::Response>
+    pub fn read_response<R: Request>(&mut self, version: i16, correlation_id: i32) -> anyhow::Result<R::Response>
     where
         R::Response: Decodable + HeaderVersion,
     {
         let frame = self.read_frame()?;
-        let mut body = strip_response_header(
-            frame,
-            <R::Response as HeaderVersion>::header_version(version),
-            correlation_id,
-        )?;
-        R::Response::decode(&mut body, version)
-            .map_err(|e| anyhow!("decoding {:?} v{version} response: {e}", R::KEY))
+        let mut body = strip_response_header(frame, <R::Response as HeaderVersion>::header_version(version), correlation_id)?;
+        R::Response::decode(&mut body, version).map_err(|e| anyhow!("decoding {:?} v{version} response: {e}", R::KEY))
     }
 }
 
 /// Checks the correlation id, skips the header's tagged fields (header v1) and returns
 /// the body.
-pub fn strip_response_header(
-    mut frame: Bytes,
-    header_version: i16,
-    correlation_id: i32,
-) -> anyhow::Result<Bytes> {
+pub fn strip_response_header(mut frame: Bytes, header_version: i16, correlation_id: i32) -> anyhow::Result<Bytes> {
     if frame.remaining() < 4 {
         bail!("response shorter than its header");
     }
@@ -222,13 +183,9 @@ mod tests {
 
     #[test]
     fn prepared_request_frames_and_patches_correlation_id() {
-        let req =
-            PreparedRequest::encode(&MetadataRequest::default().with_topics(None), 12).unwrap();
+        let req = PreparedRequest::encode(&MetadataRequest::default().with_topics(None), 12).unwrap();
         let f = req.frame();
-        assert_eq!(
-            i32::from_be_bytes([f[0], f[1], f[2], f[3]]) as usize,
-            f.len() - 4
-        );
+        assert_eq!(i32::from_be_bytes([f[0], f[1], f[2], f[3]]) as usize, f.len() - 4);
         assert_eq!(i16::from_be_bytes([f[4], f[5]]), 3); // Metadata
         assert_eq!(i16::from_be_bytes([f[6], f[7]]), 12);
 
@@ -236,11 +193,7 @@ mod tests {
         let mut head = [0u8; FIXED_HEAD];
         head.copy_from_slice(&f[..FIXED_HEAD]);
         head[CORRELATION_OFFSET..].copy_from_slice(&77i32.to_be_bytes());
-        write_all_vectored(
-            &mut a,
-            &mut [IoSlice::new(&head), IoSlice::new(&f[FIXED_HEAD..])],
-        )
-        .unwrap();
+        write_all_vectored(&mut a, &mut [IoSlice::new(&head), IoSlice::new(&f[FIXED_HEAD..])]).unwrap();
         drop(a);
         let mut got = Vec::new();
         b.read_to_end(&mut got).unwrap();
@@ -255,24 +208,12 @@ mod tests {
         let body = strip_response_header(Bytes::from_static(&[0, 0, 0, 5, 9]), 0, 5).unwrap();
         assert_eq!(body.as_ref(), &[9]);
         // v1: one tagged field (tag 1, 2 bytes) then the body.
-        let body = strip_response_header(
-            Bytes::from_static(&[0, 0, 0, 5, 1, 1, 2, 0xaa, 0xbb, 9]),
-            1,
-            5,
-        )
-        .unwrap();
+        let body = strip_response_header(Bytes::from_static(&[0, 0, 0, 5, 1, 1, 2, 0xaa, 0xbb, 9]), 1, 5).unwrap();
         assert_eq!(body.as_ref(), &[9]);
         // Wrong id, truncated header, truncated tagged field: errors, not panics.
         assert!(strip_response_header(Bytes::from_static(&[0, 0, 0, 6]), 0, 5).is_err());
         assert!(strip_response_header(Bytes::from_static(&[0, 0]), 0, 5).is_err());
-        assert!(
-            strip_response_header(Bytes::from_static(&[0, 0, 0, 5, 1, 1, 9, 0]), 1, 5).is_err()
-        );
-        assert!(strip_response_header(
-            Bytes::from_static(&[0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
-            1,
-            5
-        )
-        .is_err());
+        assert!(strip_response_header(Bytes::from_static(&[0, 0, 0, 5, 1, 1, 9, 0]), 1, 5).is_err());
+        assert!(strip_response_header(Bytes::from_static(&[0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]), 1, 5).is_err());
     }
 }

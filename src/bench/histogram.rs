@@ -37,8 +37,7 @@ impl LatencyHistogram {
     pub fn new() -> Self {
         // The bounds are constants that hdrhistogram accepts (low >= 1, high >= 2*low,
         // sigfig <= 5), so construction cannot fail.
-        let h = Histogram::new_with_bounds(1, MAX_US, SIGFIG)
-            .expect("constant histogram bounds are valid");
+        let h = Histogram::new_with_bounds(1, MAX_US, SIGFIG).expect("constant histogram bounds are valid");
         LatencyHistogram { h }
     }
 
@@ -136,10 +135,7 @@ mod tests {
         h.record_n(Duration::from_millis(1), 9_999);
         h.record(Duration::from_secs(2));
         let p = h.percentiles();
-        assert!(
-            close(p.p50_ms, 1.0) && close(p.p99_ms, 1.0) && close(p.p999_ms, 1.0),
-            "{p:?}"
-        );
+        assert!(close(p.p50_ms, 1.0) && close(p.p99_ms, 1.0) && close(p.p999_ms, 1.0), "{p:?}");
         assert!(close(p.max_ms, 2000.0), "{p:?}");
         assert!(close(p.p9999_ms, 1.0) || close(p.p9999_ms, 2000.0), "{p:?}");
     }

@@ -29,9 +29,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand, ValueEnum};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
-use kafka_protocol::messages::list_offsets_request::{
-    ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic,
-};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
 use kafka_protocol::messages::{BrokerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
@@ -164,14 +162,9 @@ pub fn run(mode: BenchMode) -> anyhow::Result<()> {
         bail!("--rate-mb-s must be >= 0");
     }
     if name == "e2e" && args.rate_mb_s == 0.0 {
-        bail!(
-            "e2e needs a fixed --rate-mb-s (latency at max rate measures queueing, not the broker)"
-        );
+        bail!("e2e needs a fixed --rate-mb-s (latency at max rate measures queueing, not the broker)");
     }
-    let batch_records = args
-        .batch_records
-        .unwrap_or(args.batch_bytes / args.record_size)
-        .max(1);
+    let batch_records = args.batch_records.unwrap_or(args.batch_bytes / args.record_size).max(1);
     let partitions = ensure_topic(&args.bootstrap, &args.topic, args.partitions)?;
     let mut spec = Spec {
         bootstrap: args.bootstrap.clone(),
@@ -205,41 +198,21 @@ pub fn run(mode: BenchMode) -> anyhow::Result<()> {
     let origin = Instant::now() + Duration::from_millis(50);
     let measure_start = origin + spec.warmup;
     // Filling by size has no time limit (a day is "never" for a benchmark).
-    let measure_end = if spec.total_bytes.is_some() {
-        measure_start + Duration::from_secs(86_400)
-    } else {
-        measure_start + spec.duration
-    };
+    let measure_end = if spec.total_bytes.is_some() { measure_start + Duration::from_secs(86_400) } else { measure_start + spec.duration };
     // e2e: this is the consumer's meter; it runs until everything produced was read (or
     // 10 s after the producer stopped), so the last records' latencies count too.
-    let meter_end = if name == "e2e" {
-        measure_end + Duration::from_secs(10)
-    } else {
-        measure_end
-    };
+    let meter_end = if name == "e2e" { measure_end + Duration::from_secs(10) } else { measure_end };
     let meter = Arc::new(Meter::new(measure_start, meter_end));
     let stop = Stop::default();
     let progress_stop = Stop::default();
-    let progress =
-        (!args.quiet).then(|| report::spawn_progress(name, meter.clone(), progress_stop.flag()));
+    let progress = (!args.quiet).then(|| report::spawn_progress(name, meter.clone(), progress_stop.flag()));
 
     let mut produce_latency = None;
     let mut txn: Option<report::TxnSummary> = None;
     let (result, latency_from) = match name {
         "produce" => {
-            let r = workload::run_produce(
-                &spec,
-                origin,
-                meter.clone(),
-                stop.clone(),
-                false,
-                Arc::new(ProduceProgress::default()),
-            );
-            let from = if spec.rate_bytes_s > 0.0 {
-                "ack minus intended send time"
-            } else {
-                "ack minus send time"
-            };
+            let r = workload::run_produce(&spec, origin, meter.clone(), stop.clone(), false, Arc::new(ProduceProgress::default()));
+            let from = if spec.rate_bytes_s > 0.0 { "ack minus intended send time" } else { "ack minus send time" };
             (r, from)
         }
         "txn" => {
@@ -260,10 +233,7 @@ pub fn run(mode: BenchMode) -> anyhow::Result<()> {
         }
         "consume" => {
             let starts = vec![0; spec.partitions.len()];
-            (
-                workload::run_consume(&spec, starts, meter.clone(), stop.clone(), true, None),
-                "none",
-            )
+            (workload::run_consume(&spec, starts, meter.clone(), stop.clone(), true, None), "none")
         }
         _ => {
             let starts = latest_offsets(&spec.bootstrap, &spec.topic, &spec.partitions)?;
@@ -275,32 +245,16 @@ pub fn run(mode: BenchMode) -> anyhow::Result<()> {
                 let mut spec = spec;
                 spec.connections = 1;
                 spec.fetch_max_wait_ms = spec.fetch_max_wait_ms.min(100);
-                thread::spawn(move || {
-                    workload::run_consume(&spec, starts, meter, stop, false, Some(origin))
-                })
+                thread::spawn(move || workload::run_consume(&spec, starts, meter, stop, false, Some(origin)))
             };
-            let r = workload::run_produce(
-                &spec,
-                origin,
-                produce_meter.clone(),
-                stop.clone(),
-                true,
-                acked.clone(),
-            );
-            let target = acked
-                .acked_records
-                .load(std::sync::atomic::Ordering::Relaxed);
+            let r = workload::run_produce(&spec, origin, produce_meter.clone(), stop.clone(), true, acked.clone());
+            let target = acked.acked_records.load(std::sync::atomic::Ordering::Relaxed);
             let drain_deadline = Instant::now() + Duration::from_secs(10);
-            while consume_meter.total().0 < target
-                && Instant::now() < drain_deadline
-                && !stop.is_set()
-            {
+            while consume_meter.total().0 < target && Instant::now() < drain_deadline && !stop.is_set() {
                 thread::sleep(Duration::from_millis(10));
             }
             stop.set();
-            let rc = consumer
-                .join()
-                .unwrap_or_else(|_| Err(anyhow::anyhow!("consumer thread panicked")));
+            let rc = consumer.join().unwrap_or_else(|_| Err(anyhow::anyhow!("consumer thread panicked")));
             produce_latency = Some(produce_meter.finish().3);
             // Throughput of e2e is what the producer got acknowledged in the window; the
             // consumer's count includes the drain after it.
@@ -321,12 +275,7 @@ pub fn run(mode: BenchMode) -> anyhow::Result<()> {
                 pr,
                 pb,
                 pe,
-                consume_meter
-                    .errors
-                    .load(std::sync::atomic::Ordering::Relaxed)
-                    + produce_meter
-                        .errors
-                        .load(std::sync::atomic::Ordering::Relaxed),
+                consume_meter.errors.load(std::sync::atomic::Ordering::Relaxed) + produce_meter.errors.load(std::sync::atomic::Ordering::Relaxed),
                 lat,
                 produce_latency,
                 "fetched minus intended send time",
@@ -342,21 +291,8 @@ pub fn run(mode: BenchMode) -> anyhow::Result<()> {
     result?;
     let (records, bytes, elapsed, lat) = meter.finish();
     let errors = meter.errors.load(std::sync::atomic::Ordering::Relaxed);
-    let mut s = summary(
-        name,
-        &spec,
-        records,
-        bytes,
-        elapsed,
-        errors,
-        lat,
-        produce_latency,
-        latency_from,
-    );
-    s.txn = txn.map(|t| report::TxnSummary {
-        transactions: records / t.records_per_txn.max(1) as u64,
-        ..t
-    });
+    let mut s = summary(name, &spec, records, bytes, elapsed, errors, lat, produce_latency, latency_from);
+    s.txn = txn.map(|t| report::TxnSummary { transactions: records / t.records_per_txn.max(1) as u64, ..t });
     s.print(args.json);
     if records == 0 {
         bail!("no records completed in the measured window");
@@ -396,11 +332,7 @@ fn summary(
         latency,
         produce_latency,
         latency_from,
-        isolation_level: if spec.isolation_level == 1 {
-            "read_committed"
-        } else {
-            "read_uncommitted"
-        },
+        isolation_level: if spec.isolation_level == 1 { "read_committed" } else { "read_uncommitted" },
         txn: None,
     }
 }
@@ -418,23 +350,14 @@ pub fn ensure_topic(bootstrap: &str, topic: &str, partitions: i32) -> anyhow::Re
     loop {
         let md = c.send(
             &MetadataRequest::default()
-                .with_topics(Some(vec![
-                    MetadataRequestTopic::default().with_name(Some(topic_name(topic)))
-                ]))
+                .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(topic_name(topic)))]))
                 .with_allow_auto_topic_creation(false),
             12,
         )?;
-        let Some(t) = md.topics.first() else {
-            bail!("metadata response without the topic")
-        };
+        let Some(t) = md.topics.first() else { bail!("metadata response without the topic") };
         match t.error_code {
-            0 if !t.partitions.is_empty()
-                && t.partitions
-                    .iter()
-                    .all(|p| p.leader_id.0 >= 0 && p.error_code == 0) =>
-            {
-                let leaders: std::collections::BTreeSet<i32> =
-                    t.partitions.iter().map(|p| p.leader_id.0).collect();
+            0 if !t.partitions.is_empty() && t.partitions.iter().all(|p| p.leader_id.0 >= 0 && p.error_code == 0) => {
+                let leaders: std::collections::BTreeSet<i32> = t.partitions.iter().map(|p| p.leader_id.0).collect();
                 // The generator talks to --bootstrap only: in a cluster, every partition
                 // must be led by that broker (create the topic with a replica assignment
                 // naming it first, e.g. to measure replication from one leader).
@@ -444,10 +367,7 @@ pub fn ensure_topic(bootstrap: &str, topic: &str, partitions: i32) -> anyhow::Re
                     bail!("topic {topic} is led by brokers {leaders:?}: the generator only talks to --bootstrap ({bootstrap})");
                 }
                 if t.partitions.len() as i32 != partitions {
-                    eprintln!(
-                        "note: topic {topic} exists with {} partitions (asked for {partitions})",
-                        t.partitions.len()
-                    );
+                    eprintln!("note: topic {topic} exists with {} partitions (asked for {partitions})", t.partitions.len());
                 }
                 let mut ids: Vec<i32> = t.partitions.iter().map(|p| p.partition_index).collect();
                 ids.sort_unstable();
@@ -456,19 +376,12 @@ pub fn ensure_topic(bootstrap: &str, topic: &str, partitions: i32) -> anyhow::Re
             3 if !created => {
                 let req = CreateTopicsRequest::default()
                     .with_timeout_ms(30_000)
-                    .with_topics(vec![CreatableTopic::default()
-                        .with_name(topic_name(topic))
-                        .with_num_partitions(partitions)
-                        .with_replication_factor(-1)]);
+                    .with_topics(vec![CreatableTopic::default().with_name(topic_name(topic)).with_num_partitions(partitions).with_replication_factor(-1)]);
                 let resp = c.send(&req, 7)?;
                 for r in &resp.topics {
                     // 36 = TOPIC_ALREADY_EXISTS: another generator won the race; fine.
                     if r.error_code != 0 && r.error_code != 36 {
-                        bail!(
-                            "create topic {topic}: error {} {:?}",
-                            r.error_code,
-                            r.error_message.as_ref().map(|m| m.to_string())
-                        );
+                        bail!("create topic {topic}: error {} {:?}", r.error_code, r.error_message.as_ref().map(|m| m.to_string()));
                     }
                 }
                 created = true;
@@ -487,31 +400,17 @@ pub fn ensure_topic(bootstrap: &str, topic: &str, partitions: i32) -> anyhow::Re
 /// The log end offset of each partition (ListOffsets, timestamp -1 = latest).
 fn latest_offsets(bootstrap: &str, topic: &str, partitions: &[i32]) -> anyhow::Result<Vec<i64>> {
     let mut c = Client::connect(bootstrap)?;
-    let req = ListOffsetsRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_topics(vec![ListOffsetsTopic::default()
-            .with_name(topic_name(topic))
-            .with_partitions(
-                partitions
-                    .iter()
-                    .map(|&p| {
-                        ListOffsetsPartition::default()
-                            .with_partition_index(p)
-                            .with_current_leader_epoch(-1)
-                            .with_timestamp(-1)
-                    })
-                    .collect(),
-            )]);
+    let req = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![ListOffsetsTopic::default()
+        .with_name(topic_name(topic))
+        .with_partitions(
+            partitions.iter().map(|&p| ListOffsetsPartition::default().with_partition_index(p).with_current_leader_epoch(-1).with_timestamp(-1)).collect(),
+        )]);
     let resp = c.send(&req, 7)?;
     let mut out = vec![0; partitions.len()];
     for t in &resp.topics {
         for p in &t.partitions {
             if p.error_code != 0 {
-                bail!(
-                    "list offsets {topic}-{}: error {}",
-                    p.partition_index,
-                    p.error_code
-                );
+                bail!("list offsets {topic}-{}: error {}", p.partition_index, p.error_code);
             }
             if let Some(i) = partitions.iter().position(|&x| x == p.partition_index) {
                 out[i] = p.offset;

@@ -32,17 +32,8 @@ pub struct Schedule {
 impl Schedule {
     /// `records_per_s` must be > 0; `batch_records` >= 1 (clamped).
     pub fn new(start: Instant, records_per_s: f64, batch_records: u64) -> Schedule {
-        let records_per_s = if records_per_s.is_finite() && records_per_s > 0.0 {
-            records_per_s
-        } else {
-            1.0
-        };
-        Schedule {
-            start,
-            record_interval_ns: 1e9 / records_per_s,
-            batch_records: batch_records.max(1),
-            next_batch: 0,
-        }
+        let records_per_s = if records_per_s.is_finite() && records_per_s > 0.0 { records_per_s } else { 1.0 };
+        Schedule { start, record_interval_ns: 1e9 / records_per_s, batch_records: batch_records.max(1), next_batch: 0 }
     }
 
     /// Time between the intended sends of two consecutive records.
@@ -61,11 +52,7 @@ impl Schedule {
         let index = self.next_batch;
         self.next_batch += 1;
         let first = index * self.batch_records;
-        ScheduledBatch {
-            index,
-            first_intended: self.intended(first),
-            due: self.intended(first + self.batch_records - 1),
-        }
+        ScheduledBatch { index, first_intended: self.intended(first), due: self.intended(first + self.batch_records - 1) }
     }
 
     /// Batches whose due time is at or before `now` but that have not been handed out:
@@ -95,14 +82,7 @@ mod tests {
         assert_eq!(s.intended(0), t0);
         assert_eq!(s.intended(7), t0 + Duration::from_millis(7));
         let b0 = s.next_batch();
-        assert_eq!(
-            b0,
-            ScheduledBatch {
-                index: 0,
-                first_intended: t0,
-                due: t0 + Duration::from_millis(9)
-            }
-        );
+        assert_eq!(b0, ScheduledBatch { index: 0, first_intended: t0, due: t0 + Duration::from_millis(9) });
         let b1 = s.next_batch();
         assert_eq!(b1.first_intended, t0 + Duration::from_millis(10));
         assert_eq!(b1.due, t0 + Duration::from_millis(19));

@@ -16,10 +16,7 @@ pub const OFF_CRC: usize = 17;
 
 /// `n` records of `size` bytes of incompressible filler, no key, encoded once.
 pub fn build_batch(n: usize, size: usize, seed: u64) -> anyhow::Result<Bytes> {
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0);
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
     let mut x = seed | 1;
     let records: Vec<NewRecord> = (0..n)
         .map(|_| {
@@ -37,10 +34,7 @@ pub fn build_batch(n: usize, size: usize, seed: u64) -> anyhow::Result<Bytes> {
     let buf = encode_batch(records, Compression::None).map_err(|e| anyhow!("encode record batch: {e}"))?;
     let h = parse_header(&buf).map_err(|e| anyhow!("encoded batch: {e}"))?;
     if h.total_len() != buf.len() || h.records_count as usize != n || h.base_sequence != -1 {
-        bail!(
-            "record batch encoder produced {} bytes for {n} records in more than one batch",
-            buf.len()
-        );
+        bail!("record batch encoder produced {} bytes for {n} records in more than one batch", buf.len());
     }
     Ok(buf)
 }
@@ -58,11 +52,7 @@ pub struct Walked {
 
 /// Walks the complete batches in `buf`, calling `on_value` for each record value at an
 /// offset >= `from_offset` (Kafka may return a batch that starts before it).
-pub fn walk_batches(
-    buf: &[u8],
-    from_offset: i64,
-    mut on_value: impl FnMut(&[u8]),
-) -> anyhow::Result<Walked> {
+pub fn walk_batches(buf: &[u8], from_offset: i64, mut on_value: impl FnMut(&[u8])) -> anyhow::Result<Walked> {
     let mut out = Walked::default();
     let mut pos = 0usize;
     while buf.len() - pos >= BATCH_HEADER_LEN {
@@ -114,27 +104,18 @@ pub fn record_values(batch: &[u8]) -> anyhow::Result<Vec<(i64, Range<usize>)>> {
     for _ in 0..count {
         let len = read_varint(batch, &mut pos)?;
         let len = usize::try_from(len).map_err(|_| anyhow!("negative record length"))?;
-        let end = pos
-            .checked_add(len)
-            .filter(|&e| e <= batch.len())
-            .ok_or_else(|| anyhow!("record overruns its batch"))?;
+        let end = pos.checked_add(len).filter(|&e| e <= batch.len()).ok_or_else(|| anyhow!("record overruns its batch"))?;
         let rec = &batch[..end];
         let mut p = pos + 1; // attributes
         let _ts_delta = read_varint(rec, &mut p)?;
         let offset_delta = read_varint(rec, &mut p)?;
         let key_len = read_varint(rec, &mut p)?;
         if key_len > 0 {
-            p = p
-                .checked_add(key_len as usize)
-                .filter(|&e| e <= end)
-                .ok_or_else(|| anyhow!("key overruns its record"))?;
+            p = p.checked_add(key_len as usize).filter(|&e| e <= end).ok_or_else(|| anyhow!("key overruns its record"))?;
         }
         let value_len = read_varint(rec, &mut p)?;
         let value = if value_len >= 0 {
-            let ve = p
-                .checked_add(value_len as usize)
-                .filter(|&e| e <= end)
-                .ok_or_else(|| anyhow!("value overruns its record"))?;
+            let ve = p.checked_add(value_len as usize).filter(|&e| e <= end).ok_or_else(|| anyhow!("value overruns its record"))?;
             p..ve
         } else {
             p..p // null value
@@ -149,9 +130,7 @@ pub fn record_values(batch: &[u8]) -> anyhow::Result<Vec<(i64, Range<usize>)>> {
 fn read_varint(buf: &[u8], pos: &mut usize) -> anyhow::Result<i64> {
     let mut raw: u64 = 0;
     for i in 0..10 {
-        let b = *buf
-            .get(*pos)
-            .ok_or_else(|| anyhow!("truncated varint in record"))?;
+        let b = *buf.get(*pos).ok_or_else(|| anyhow!("truncated varint in record"))?;
         *pos += 1;
         raw |= u64::from(b & 0x7f) << (7 * i);
         if b & 0x80 == 0 {
@@ -183,14 +162,7 @@ mod tests {
             seen += 1
         })
         .unwrap();
-        assert_eq!(
-            w,
-            Walked {
-                next_offset: Some(5),
-                records: 3,
-                value_bytes: 300
-            }
-        );
+        assert_eq!(w, Walked { next_offset: Some(5), records: 3, value_bytes: 300 });
         assert_eq!(seen, 3);
     }
 

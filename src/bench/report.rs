@@ -72,17 +72,11 @@ impl Meter {
     }
 
     pub fn total(&self) -> (u64, u64) {
-        (
-            self.total_records.load(Ordering::Relaxed),
-            self.total_bytes.load(Ordering::Relaxed),
-        )
+        (self.total_records.load(Ordering::Relaxed), self.total_bytes.load(Ordering::Relaxed))
     }
 
     pub fn p99_ms(&self) -> f64 {
-        self.hist
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .quantile_ms(0.99)
+        self.hist.lock().unwrap_or_else(|p| p.into_inner()).quantile_ms(0.99)
     }
 
     /// Window totals: (records, bytes, elapsed seconds, percentiles).
@@ -92,30 +86,16 @@ impl Meter {
         // The window ends at its end, or at the last completion if the run ended early
         // (a consume that reached the end of the topic, a fill of N bytes).
         let last = Duration::from_nanos(self.last_in_window_ns.load(Ordering::Relaxed));
-        let full = self
-            .measure_end
-            .saturating_duration_since(self.measure_start);
-        let elapsed = if Instant::now() >= self.measure_end {
-            full
-        } else {
-            last.min(full)
-        };
-        let p = self
-            .hist
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .percentiles();
+        let full = self.measure_end.saturating_duration_since(self.measure_start);
+        let elapsed = if Instant::now() >= self.measure_end { full } else { last.min(full) };
+        let p = self.hist.lock().unwrap_or_else(|p| p.into_inner()).percentiles();
         (records, bytes, elapsed.as_secs_f64(), p)
     }
 }
 
 /// Prints `[  3s] 51200 rec/s  50.0 MB/s  p99 1.234 ms` to stderr every second until
 /// `stop` is set.
-pub fn spawn_progress(
-    label: &'static str,
-    meter: Arc<Meter>,
-    stop: Arc<AtomicBool>,
-) -> thread::JoinHandle<()> {
+pub fn spawn_progress(label: &'static str, meter: Arc<Meter>, stop: Arc<AtomicBool>) -> thread::JoinHandle<()> {
     thread::spawn(move || {
         let start = Instant::now();
         let (mut last_r, mut last_b) = (0, 0);
@@ -130,11 +110,7 @@ pub fn spawn_progress(
                 break;
             }
             let (r, b) = meter.total();
-            let phase = if Instant::now() < meter.measure_start {
-                " (warm-up)"
-            } else {
-                ""
-            };
+            let phase = if Instant::now() < meter.measure_start { " (warm-up)" } else { "" };
             eprintln!(
                 "[{:>4}s] {label}: {:>9} rec/s {:>9.1} MB/s  p99 {:.3} ms{phase}",
                 start.elapsed().as_secs(),

@@ -20,8 +20,8 @@ use anyhow::{anyhow, bail, Context};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::{
-    AddPartitionsToTxnRequest, ApiKey, ApiVersionsRequest, EndTxnRequest, FindCoordinatorRequest,
-    InitProducerIdRequest, ProduceRequest, ProducerId, TopicName, TransactionalId,
+    AddPartitionsToTxnRequest, ApiKey, ApiVersionsRequest, EndTxnRequest, FindCoordinatorRequest, InitProducerIdRequest, ProduceRequest, ProducerId, TopicName,
+    TransactionalId,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
@@ -126,11 +126,7 @@ pub fn detect_protocol(bootstrap: &str) -> anyhow::Result<TxnProtocol> {
         bail!("ApiVersions: error {}", resp.error_code);
     }
     let max = |key: ApiKey| resp.api_keys.iter().find(|k| k.api_key == key as i16).map_or(-1, |k| k.max_version);
-    let tv = resp
-        .finalized_features
-        .iter()
-        .find(|f| f.name.as_str() == "transaction.version")
-        .map_or(0, |f| f.max_version_level);
+    let tv = resp.finalized_features.iter().find(|f| f.name.as_str() == "transaction.version").map_or(0, |f| f.max_version_level);
     let v2 = tv >= 2 && max(ApiKey::Produce) >= 12 && max(ApiKey::EndTxn) >= 5;
     Ok(if v2 { TxnProtocol::V2 } else { TxnProtocol::V1 })
 }
@@ -206,9 +202,7 @@ impl Producer {
         // FindCoordinator first: it makes the broker create __transaction_state. The
         // generator talks to --bootstrap only (single node), so only its answer matters.
         retry("FindCoordinator", || {
-            let req = FindCoordinatorRequest::default()
-                .with_key_type(1)
-                .with_coordinator_keys(vec![StrBytes::from_string(txn_id.clone())]);
+            let req = FindCoordinatorRequest::default().with_key_type(1).with_coordinator_keys(vec![StrBytes::from_string(txn_id.clone())]);
             let resp = conn.call(&req, 4)?;
             Ok(resp.coordinators.first().map_or(COORDINATOR_NOT_AVAILABLE, |c| c.error_code))
         })?;
@@ -234,25 +228,12 @@ impl Producer {
             batches.push(batch_template(spec, &txn_id, partition, n, seed, protocol)?);
             left -= n;
         }
-        Ok(Producer {
-            conn,
-            protocol,
-            txn_id,
-            topic: spec.topic.clone(),
-            partition,
-            producer_id,
-            epoch,
-            sequence: 0,
-            batches,
-        })
+        Ok(Producer { conn, protocol, txn_id, topic: spec.topic.clone(), partition, producer_id, epoch, sequence: 0, batches })
     }
 
     fn run(&mut self, meter: &Meter, txn_meter: &Meter, stop: &Stop, budget: Option<u64>) -> anyhow::Result<()> {
         let (mut end_local, mut txn_local) = (LatencyHistogram::new(), LatencyHistogram::new());
-        let (records, bytes): (u64, u64) = (
-            self.batches.iter().map(|b| b.records as u64).sum(),
-            self.batches.iter().map(|b| b.bytes).sum(),
-        );
+        let (records, bytes): (u64, u64) = (self.batches.iter().map(|b| b.records as u64).sum(), self.batches.iter().map(|b| b.bytes).sum());
         let mut committed_bytes = 0u64;
         while !stop.is_set() && Instant::now() < meter.measure_end && budget.is_none_or(|b| committed_bytes < b) {
             let started = Instant::now();
@@ -286,12 +267,8 @@ impl Producer {
         let conn = &mut self.conn;
         retry("AddPartitionsToTxn", || {
             let resp = conn.call(&req, 3)?;
-            let code = resp
-                .results_by_topic_v3_and_below
-                .iter()
-                .flat_map(|t| t.results_by_partition.iter())
-                .map(|p| p.partition_error_code)
-                .find(|c| *c != NONE);
+            let code =
+                resp.results_by_topic_v3_and_below.iter().flat_map(|t| t.results_by_partition.iter()).map(|p| p.partition_error_code).find(|c| *c != NONE);
             Ok(code.unwrap_or(resp.error_code))
         })
     }
@@ -304,8 +281,7 @@ impl Producer {
         let mut seq = self.sequence;
         for t in &self.batches {
             let mut frame = BytesMut::from(t.frame.as_ref());
-            set_producer(&mut frame[t.batch.clone()], self.producer_id, self.epoch, seq, true)
-                .map_err(|e| anyhow!("stamping the batch: {e}"))?;
+            set_producer(&mut frame[t.batch.clone()], self.producer_id, self.epoch, seq, true).map_err(|e| anyhow!("stamping the batch: {e}"))?;
             frames.push(PreparedRequest::from_frame(frame.freeze(), version));
             seq = seq.wrapping_add(t.records);
         }
@@ -387,14 +363,7 @@ fn retry(what: &str, mut step: impl FnMut() -> anyhow::Result<i16>) -> anyhow::R
     bail!("{what}: still failing after {ATTEMPTS} attempts")
 }
 
-fn batch_template(
-    spec: &Spec,
-    txn_id: &str,
-    partition: i32,
-    records: usize,
-    seed: u64,
-    protocol: TxnProtocol,
-) -> anyhow::Result<BatchTemplate> {
+fn batch_template(spec: &Spec, txn_id: &str, partition: i32, records: usize, seed: u64, protocol: TxnProtocol) -> anyhow::Result<BatchTemplate> {
     let batch = build_batch(records, spec.record_size, seed)?;
     let (req, at) = encode_one_batch(&spec.topic, partition, Some(txn_id), -1, protocol.produce_version(), &batch)?;
     Ok(BatchTemplate {

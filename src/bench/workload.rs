@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, FetchTopic};
-use kafka_protocol::messages::produce_request::{
-    PartitionProduceData, ProduceRequest, TopicProduceData,
-};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, ProduceRequest, TopicProduceData};
 use kafka_protocol::messages::{BrokerId, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 
@@ -59,10 +57,7 @@ impl Spec {
     /// partitions (produce only) connections share partitions.
     fn partitions_of(&self, c: usize, conns: usize) -> Vec<i32> {
         let n = self.partitions.len();
-        let mine: Vec<i32> = (0..n)
-            .filter(|i| i % conns == c)
-            .map(|i| self.partitions[i])
-            .collect();
+        let mine: Vec<i32> = (0..n).filter(|i| i % conns == c).map(|i| self.partitions[i]).collect();
         if mine.is_empty() && n > 0 {
             vec![self.partitions[c % n]]
         } else {
@@ -95,10 +90,7 @@ struct Window {
 
 impl Window {
     fn new(slots: usize) -> Window {
-        Window {
-            state: Mutex::new((slots.max(1), false)),
-            cv: Condvar::new(),
-        }
+        Window { state: Mutex::new((slots.max(1), false)), cv: Condvar::new() }
     }
     /// Takes a slot; false once closed.
     fn acquire(&self) -> bool {
@@ -137,13 +129,7 @@ fn produce_template(spec: &Spec, partition: i32, seed: u64) -> anyhow::Result<Pr
     let batch = build_batch(spec.batch_records, spec.record_size, seed)?;
     let (req, at) = encode_one_batch(&spec.topic, partition, None, spec.acks, PRODUCE_VERSION, &batch)?;
     let values = record_values(&batch)?.into_iter().map(|(_, v)| v).collect();
-    Ok(ProduceTemplate {
-        req,
-        records: spec.batch_records as u64,
-        bytes: (spec.batch_records * spec.record_size) as u64,
-        batch: at,
-        values,
-    })
+    Ok(ProduceTemplate { req, records: spec.batch_records as u64, bytes: (spec.batch_records * spec.record_size) as u64, batch: at, values })
 }
 
 /// A Produce request (v9+) carrying `batch` for one partition, encoded once, and where the
@@ -162,20 +148,13 @@ pub fn encode_one_batch(
         .with_timeout_ms(PRODUCE_TIMEOUT_MS)
         .with_topic_data(vec![TopicProduceData::default()
             .with_name(TopicName(StrBytes::from_string(topic.to_string())))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(partition)
-                .with_records(Some(batch.clone()))])]);
+            .with_partition_data(vec![PartitionProduceData::default().with_index(partition).with_records(Some(batch.clone()))])]);
     let req = PreparedRequest::encode(&req, version)?;
     // Produce v9+ is flexible: the batch is followed by three empty tagged-field sections
     // (partition, topic, request), one byte each.
     let frame = req.frame();
-    let end = frame
-        .len()
-        .checked_sub(3)
-        .ok_or_else(|| anyhow!("produce request too short"))?;
-    let start = end
-        .checked_sub(batch.len())
-        .ok_or_else(|| anyhow!("produce request too short"))?;
+    let end = frame.len().checked_sub(3).ok_or_else(|| anyhow!("produce request too short"))?;
+    let start = end.checked_sub(batch.len()).ok_or_else(|| anyhow!("produce request too short"))?;
     if frame[start..end] != batch[..] {
         bail!("cannot locate the record batch in the encoded Produce request");
     }
@@ -184,12 +163,7 @@ pub fn encode_one_batch(
 
 /// A copy of `t` whose record values start with their intended send times (ns since
 /// `origin`), CRC recomputed. Only e2e pays for this copy.
-fn stamped(
-    t: &ProduceTemplate,
-    first: Instant,
-    interval: Duration,
-    origin: Instant,
-) -> PreparedRequest {
+fn stamped(t: &ProduceTemplate, first: Instant, interval: Duration, origin: Instant) -> PreparedRequest {
     let mut frame = BytesMut::from(t.req.frame().as_ref());
     let batch = &mut frame[t.batch.clone()];
     for (k, v) in t.values.iter().enumerate() {
@@ -221,14 +195,7 @@ pub struct ProduceProgress {
 }
 
 /// Runs producer connections until the window ends (or `total_bytes` are sent).
-pub fn run_produce(
-    spec: &Spec,
-    origin: Instant,
-    meter: Arc<Meter>,
-    stop: Stop,
-    stamp: bool,
-    progress: Arc<ProduceProgress>,
-) -> anyhow::Result<()> {
+pub fn run_produce(spec: &Spec, origin: Instant, meter: Arc<Meter>, stop: Stop, stamp: bool, progress: Arc<ProduceProgress>) -> anyhow::Result<()> {
     if stamp && spec.record_size < 8 {
         bail!("e2e needs --record-size >= 8 (a timestamp goes in each value)");
     }
@@ -240,9 +207,7 @@ pub fn run_produce(
             .partitions_of(c, conns)
             .into_iter()
             .enumerate()
-            .map(|(i, p)| {
-                produce_template(spec, p, 0x9e37_79b9_7f4a_7c15 ^ ((c * 1000 + i) as u64))
-            })
+            .map(|(i, p)| produce_template(spec, p, 0x9e37_79b9_7f4a_7c15 ^ ((c * 1000 + i) as u64)))
             .collect::<anyhow::Result<Vec<_>>>()?;
         let (mut writer, mut reader) = client::connect(&spec.bootstrap)?;
         let window = Arc::new(Window::new(spec.inflight));
@@ -256,9 +221,7 @@ pub fn run_produce(
             let offset = Duration::from_secs_f64(batch_interval * c as f64 / conns as f64);
             Schedule::new(origin + offset, rec_per_s, spec.batch_records as u64)
         });
-        let byte_budget = spec
-            .total_bytes
-            .map(|t| t / conns as u64 + u64::from(c == 0) * (t % conns as u64));
+        let byte_budget = spec.total_bytes.map(|t| t / conns as u64 + u64::from(c == 0) * (t % conns as u64));
         let acks = spec.acks;
 
         // Writer: paces (or not), takes a window slot, sends.
@@ -303,26 +266,14 @@ pub fn run_produce(
                     let t = &templates[i % templates.len()];
                     i += 1;
                     correlation_id = correlation_id.wrapping_add(1);
-                    let req = if stamp {
-                        stamped(t, first, interval, origin)
-                    } else {
-                        t.req.clone()
-                    };
+                    let req = if stamp { stamped(t, first, interval, origin) } else { t.req.clone() };
                     if acks != 0 {
-                        let f = InFlight {
-                            correlation_id,
-                            first_intended: first,
-                            interval,
-                            records: t.records,
-                            bytes: t.bytes,
-                        };
+                        let f = InFlight { correlation_id, first_intended: first, interval, records: t.records, bytes: t.bytes };
                         if tx.send(f).is_err() {
                             break; // reader gone; its error is reported by its thread
                         }
                     }
-                    writer
-                        .send(&req, correlation_id)
-                        .context("sending Produce")?;
+                    writer.send(&req, correlation_id).context("sending Produce")?;
                     sent_bytes += t.bytes;
                     if acks == 0 {
                         w_meter.complete(Instant::now(), t.records, t.bytes);
@@ -348,8 +299,7 @@ pub fn run_produce(
             let mut local = LatencyHistogram::new();
             let result = (|| {
                 for f in rx.iter() {
-                    let resp = reader
-                        .read_response::<ProduceRequest>(PRODUCE_VERSION, f.correlation_id)?;
+                    let resp = reader.read_response::<ProduceRequest>(PRODUCE_VERSION, f.correlation_id)?;
                     let done = Instant::now();
                     window.release();
                     let mut failed = false;
@@ -372,20 +322,13 @@ pub fn run_produce(
                         continue;
                     }
                     r_meter.complete(done, f.records, f.bytes);
-                    r_progress
-                        .acked_records
-                        .fetch_add(f.records, Ordering::Relaxed);
+                    r_progress.acked_records.fetch_add(f.records, Ordering::Relaxed);
                     if r_meter.in_window(f.first_intended) {
                         if f.interval.is_zero() {
-                            local.record_n(
-                                done.saturating_duration_since(f.first_intended),
-                                f.records,
-                            );
+                            local.record_n(done.saturating_duration_since(f.first_intended), f.records);
                         } else {
                             for k in 0..f.records {
-                                local.record(done.saturating_duration_since(
-                                    f.first_intended + f.interval * k as u32,
-                                ));
+                                local.record(done.saturating_duration_since(f.first_intended + f.interval * k as u32));
                             }
                         }
                         r_meter.add_latencies(&mut local);
@@ -406,26 +349,15 @@ pub fn run_produce(
 /// Consumes from `start_offsets` (one per partition of the spec). Stops at the end of
 /// the window, when `stop` is set, or (`to_end`) when every partition reached the high
 /// watermark. `e2e_origin`: values carry intended send times; record end-to-end latency.
-pub fn run_consume(
-    spec: &Spec,
-    start_offsets: Vec<i64>,
-    meter: Arc<Meter>,
-    stop: Stop,
-    to_end: bool,
-    e2e_origin: Option<Instant>,
-) -> anyhow::Result<()> {
+pub fn run_consume(spec: &Spec, start_offsets: Vec<i64>, meter: Arc<Meter>, stop: Stop, to_end: bool, e2e_origin: Option<Instant>) -> anyhow::Result<()> {
     // Fetch has one request in flight per connection (the next offsets depend on the
     // answer), so parallelism comes from connections; more than partitions is useless.
     let conns = spec.connections.clamp(1, spec.partitions.len().max(1));
-    let offsets_of: std::collections::HashMap<i32, i64> =
-        spec.partitions.iter().copied().zip(start_offsets).collect();
+    let offsets_of: std::collections::HashMap<i32, i64> = spec.partitions.iter().copied().zip(start_offsets).collect();
     let mut handles = Vec::new();
     for c in 0..conns {
         let mine = spec.partitions_of(c, conns);
-        let mut state: VecDeque<(i32, i64, bool)> = mine
-            .iter()
-            .map(|p| (*p, offsets_of.get(p).copied().unwrap_or(0), false))
-            .collect();
+        let mut state: VecDeque<(i32, i64, bool)> = mine.iter().map(|p| (*p, offsets_of.get(p).copied().unwrap_or(0), false)).collect();
         let (mut writer, mut reader) = client::connect(&spec.bootstrap)?;
         let (spec, meter, stop) = (spec.clone(), meter.clone(), stop.clone());
         handles.push(thread::spawn(move || -> anyhow::Result<()> {
@@ -434,11 +366,7 @@ pub fn run_consume(
             let mut correlation_id = 0i32;
             // Nothing fetched before the window opens is counted, so do not fetch then.
             if e2e_origin.is_none() {
-                thread::sleep(
-                    meter
-                        .measure_start
-                        .saturating_duration_since(Instant::now()),
-                );
+                thread::sleep(meter.measure_start.saturating_duration_since(Instant::now()));
             }
             let result = (|| {
                 while !stop.is_set() && Instant::now() < meter.measure_end {
@@ -466,18 +394,10 @@ pub fn run_consume(
                         .with_isolation_level(spec.isolation_level)
                         .with_session_id(0)
                         .with_session_epoch(-1) // full fetch, no incremental session
-                        .with_topics(vec![FetchTopic::default()
-                            .with_topic(topic.clone())
-                            .with_partitions(parts)]);
+                        .with_topics(vec![FetchTopic::default().with_topic(topic.clone()).with_partitions(parts)]);
                     correlation_id = correlation_id.wrapping_add(1);
-                    writer
-                        .send(
-                            &PreparedRequest::encode(&req, FETCH_VERSION)?,
-                            correlation_id,
-                        )
-                        .context("sending Fetch")?;
-                    let resp =
-                        reader.read_response::<FetchRequest>(FETCH_VERSION, correlation_id)?;
+                    writer.send(&PreparedRequest::encode(&req, FETCH_VERSION)?, correlation_id).context("sending Fetch")?;
+                    let resp = reader.read_response::<FetchRequest>(FETCH_VERSION, correlation_id)?;
                     let done = Instant::now();
                     if resp.error_code != 0 {
                         bail!("fetch failed with error {}", resp.error_code);
@@ -486,8 +406,7 @@ pub fn run_consume(
                     let mut bytes = 0u64;
                     for t in &resp.responses {
                         for pr in &t.partitions {
-                            let Some(st) = state.iter_mut().find(|s| s.0 == pr.partition_index)
-                            else {
+                            let Some(st) = state.iter_mut().find(|s| s.0 == pr.partition_index) else {
                                 continue;
                             };
                             if pr.error_code == OFFSET_OUT_OF_RANGE && pr.log_start_offset > st.1 {
@@ -496,10 +415,7 @@ pub fn run_consume(
                             }
                             if pr.error_code != 0 {
                                 if meter.errors.fetch_add(1, Ordering::Relaxed) == 0 {
-                                    eprintln!(
-                                        "fetch error {} on partition {}",
-                                        pr.error_code, pr.partition_index
-                                    );
+                                    eprintln!("fetch error {} on partition {}", pr.error_code, pr.partition_index);
                                 }
                                 continue;
                             }
@@ -514,8 +430,7 @@ pub fn run_consume(
                                 if let (Some(origin), Some(ts)) = (e2e_origin, v.get(..8)) {
                                     let mut b = [0u8; 8];
                                     b.copy_from_slice(ts);
-                                    let intended =
-                                        origin + Duration::from_nanos(u64::from_be_bytes(b));
+                                    let intended = origin + Duration::from_nanos(u64::from_be_bytes(b));
                                     if meter.in_window(intended) {
                                         local.record(done.saturating_duration_since(intended));
                                     }
@@ -561,9 +476,7 @@ pub fn run_consume(
 fn join_all(handles: Vec<thread::JoinHandle<anyhow::Result<()>>>) -> anyhow::Result<()> {
     let mut first_err = None;
     for h in handles {
-        let r = h
-            .join()
-            .unwrap_or_else(|_| Err(anyhow!("a generator thread panicked")));
+        let r = h.join().unwrap_or_else(|_| Err(anyhow!("a generator thread panicked")));
         if let Err(e) = r {
             first_err.get_or_insert(e);
         }
@@ -616,10 +529,7 @@ mod tests {
         let batch = &req.frame()[t.batch.clone()];
         let mut seen = Vec::new();
         // The stamped batch still passes its CRC (walk_batches checks it).
-        walk_batches(batch, 0, |v| {
-            seen.push(u64::from_be_bytes(v[..8].try_into().unwrap()))
-        })
-        .unwrap();
+        walk_batches(batch, 0, |v| seen.push(u64::from_be_bytes(v[..8].try_into().unwrap()))).unwrap();
         assert_eq!(seen, vec![5_000_000, 6_000_000, 7_000_000, 8_000_000]);
     }
 }

@@ -65,4 +65,3 @@ impl Client {
         R::Response::decode(&mut buf, version)
     }
 }
-

@@ -187,7 +187,15 @@ pub fn status(bootstrap: &str, json: bool) -> anyhow::Result<()> {
         .iter()
         .map(|b| {
             let state = if b.fenced { "fenced" } else { "active" };
-            vec![b.id.to_string(), format!("{}:{}", b.host, b.port), b.rack.clone().unwrap_or_else(|| "-".into()), b.roles.into(), state.into(), b.leaders.to_string(), b.replicas.to_string()]
+            vec![
+                b.id.to_string(),
+                format!("{}:{}", b.host, b.port),
+                b.rack.clone().unwrap_or_else(|| "-".into()),
+                b.roles.into(),
+                state.into(),
+                b.leaders.to_string(),
+                b.replicas.to_string(),
+            ]
         })
         .collect();
     super::print_table(&["BROKER", "ADDRESS", "RACK", "ROLES", "STATE", "LEADERS", "REPLICAS"], &rows);
@@ -321,7 +329,16 @@ pub fn quorum(bootstrap: &str, json: bool) -> anyhow::Result<()> {
     let rows: Vec<Vec<String>> = q
         .replicas
         .iter()
-        .map(|r| vec![r.id.to_string(), r.role.into(), r.log_end_offset.to_string(), r.lag.to_string(), r.last_fetch_timestamp.to_string(), r.last_caught_up_timestamp.to_string()])
+        .map(|r| {
+            vec![
+                r.id.to_string(),
+                r.role.into(),
+                r.log_end_offset.to_string(),
+                r.lag.to_string(),
+                r.last_fetch_timestamp.to_string(),
+                r.last_caught_up_timestamp.to_string(),
+            ]
+        })
         .collect();
     super::print_table(&["NODE", "ROLE", "LOG END", "LAG", "LAST FETCH MS", "LAST CAUGHT UP MS"], &rows);
     Ok(())

@@ -30,8 +30,8 @@ use anyhow::bail;
 use kafka_protocol::messages::alter_partition_reassignments_request::{ReassignablePartition, ReassignableTopic};
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::{
-    AlterPartitionReassignmentsRequest, BrokerId, DescribeClusterRequest, ElectLeadersRequest, ListPartitionReassignmentsRequest,
-    MetadataRequest, TopicName, UnregisterBrokerRequest,
+    AlterPartitionReassignmentsRequest, BrokerId, DescribeClusterRequest, ElectLeadersRequest, ListPartitionReassignmentsRequest, MetadataRequest, TopicName,
+    UnregisterBrokerRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use serde::Serialize;
@@ -123,8 +123,7 @@ pub(super) fn load(c: &mut Client) -> anyhow::Result<(Vec<Broker>, Vec<Partition
     if cluster.error_code != 0 {
         bail!("DescribeCluster: {}", super::cluster::err_name(cluster.error_code));
     }
-    let brokers =
-        cluster.brokers.iter().map(|b| Broker { id: b.broker_id.0, rack: b.rack.as_ref().map(|r| r.to_string()), fenced: b.is_fenced }).collect();
+    let brokers = cluster.brokers.iter().map(|b| Broker { id: b.broker_id.0, rack: b.rack.as_ref().map(|r| r.to_string()), fenced: b.is_fenced }).collect();
     let ongoing = c.send(&ListPartitionReassignmentsRequest::default().with_timeout_ms(30_000).with_topics(None), 0)?;
     if ongoing.error_code != 0 {
         bail!("ListPartitionReassignments: {}", super::cluster::err_name(ongoing.error_code));
@@ -167,7 +166,12 @@ pub(super) fn reassign(c: &mut Client, targets: &[(String, i32, Option<Vec<i32>>
     Ok(resp
         .responses
         .iter()
-        .flat_map(|t| t.partitions.iter().filter(|p| p.error_code != 0).map(move |p| format!("{}-{}: {}", t.name.0, p.partition_index, super::cluster::err_name(p.error_code))))
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .filter(|p| p.error_code != 0)
+                .map(move |p| format!("{}-{}: {}", t.name.0, p.partition_index, super::cluster::err_name(p.error_code)))
+        })
         .collect())
 }
 
@@ -178,7 +182,10 @@ fn elect_preferred(c: &mut Client, partitions: &[(String, i32)]) -> anyhow::Resu
         by_topic.entry(t).or_default().push(*p);
     }
     let req = ElectLeadersRequest::default().with_election_type(0).with_timeout_ms(60_000).with_topic_partitions(Some(
-        by_topic.into_iter().map(|(t, ps)| TopicPartitions::default().with_topic(TopicName(StrBytes::from_string(t.to_string()))).with_partitions(ps)).collect(),
+        by_topic
+            .into_iter()
+            .map(|(t, ps)| TopicPartitions::default().with_topic(TopicName(StrBytes::from_string(t.to_string()))).with_partitions(ps))
+            .collect(),
     ));
     let resp = c.send(&req, 2)?;
     if resp.error_code != 0 {
@@ -187,7 +194,12 @@ fn elect_preferred(c: &mut Client, partitions: &[(String, i32)]) -> anyhow::Resu
     Ok(resp
         .replica_election_results
         .iter()
-        .flat_map(|t| t.partition_result.iter().filter(|p| p.error_code != 0).map(move |p| format!("{}-{}: {}", t.topic.0, p.partition_id, super::cluster::err_name(p.error_code))))
+        .flat_map(|t| {
+            t.partition_result
+                .iter()
+                .filter(|p| p.error_code != 0)
+                .map(move |p| format!("{}-{}: {}", t.topic.0, p.partition_id, super::cluster::err_name(p.error_code)))
+        })
         .collect())
 }
 
@@ -216,7 +228,18 @@ fn pass(bootstrap: &str, id: i32, max_moves: usize) -> anyhow::Result<Progress> 
     let (brokers, partitions) = load(&mut c)?;
     let Some(me) = brokers.iter().find(|b| b.id == id).cloned() else {
         let left = partitions.iter().filter(|p| p.replicas.contains(&id)).count();
-        return Ok(Progress { broker: id, replicas_left: left, leaders_left: 0, moving: 0, started: 0, stuck: vec![], refused: vec![], fenced: true, registered: false, unregistered: false });
+        return Ok(Progress {
+            broker: id,
+            replicas_left: left,
+            leaders_left: 0,
+            moving: 0,
+            started: 0,
+            stuck: vec![],
+            refused: vec![],
+            fenced: true,
+            registered: false,
+            unregistered: false,
+        });
     };
     let plan = plan(&brokers, &partitions, id, max_moves);
     let mut refused = Vec::new();
@@ -267,10 +290,7 @@ fn print(p: &Progress, json: bool) -> anyhow::Result<()> {
     } else if p.replicas_left == 0 {
         println!("broker {}: holds no replicas; stop its process to unregister it (rerun this command then)", p.broker);
     } else {
-        println!(
-            "broker {}: {} replicas left ({} leaders), {} moving, {} moves started",
-            p.broker, p.replicas_left, p.leaders_left, p.moving, p.started
-        );
+        println!("broker {}: {} replicas left ({} leaders), {} moving, {} moves started", p.broker, p.replicas_left, p.leaders_left, p.moving, p.started);
     }
     for s in &p.stuck {
         println!("  stuck: {s}");
@@ -294,7 +314,10 @@ pub fn decommission(bootstrap: &str, id: i32, wait: bool, max_moves: usize, time
         // Nothing running, nothing started, and what is left has nowhere to go (e.g. a
         // replication factor equal to the number of brokers): waiting cannot help.
         if p.replicas_left > 0 && p.moving == 0 && p.started == 0 && p.stuck.len() == p.replicas_left {
-            bail!("broker {id} cannot be drained: {} partitions have no active broker to move to (add a broker, or lower their replication factor)", p.stuck.len());
+            bail!(
+                "broker {id} cannot be drained: {} partitions have no active broker to move to (add a broker, or lower their replication factor)",
+                p.stuck.len()
+            );
         }
         if Instant::now() >= deadline {
             bail!("broker {id} not drained and unregistered within {} s", timeout.as_secs());
@@ -321,7 +344,11 @@ pub fn recommission(bootstrap: &str, id: i32, json: bool) -> anyhow::Result<()> 
     if json {
         println!("{}", serde_json::json!({"broker": id, "cancelled": cancelled, "refused": refused}));
     } else {
-        println!("broker {id}: {} moves cancelled{}", cancelled.len(), if cancelled.is_empty() { String::new() } else { format!(": {}", cancelled.join(", ")) });
+        println!(
+            "broker {id}: {} moves cancelled{}",
+            cancelled.len(),
+            if cancelled.is_empty() { String::new() } else { format!(": {}", cancelled.join(", ")) }
+        );
         for r in &refused {
             println!("  refused: {r}");
         }

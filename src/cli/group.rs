@@ -54,8 +54,14 @@ pub fn describe(bootstrap: &str, group: &str) -> anyhow::Result<()> {
     let mut owner: BTreeMap<(String, i32), String> = BTreeMap::new();
     for m in &d.members {
         let parts = assigned(&m.member_assignment);
-        println!("  member {} (client {}, host {}{}) {} partitions", m.member_id.as_str(), m.client_id.as_str(), m.client_host.as_str(),
-            m.group_instance_id.as_ref().map(|i| format!(", instance {}", i.as_str())).unwrap_or_default(), parts.len());
+        println!(
+            "  member {} (client {}, host {}{}) {} partitions",
+            m.member_id.as_str(),
+            m.client_id.as_str(),
+            m.client_host.as_str(),
+            m.group_instance_id.as_ref().map(|i| format!(", instance {}", i.as_str())).unwrap_or_default(),
+            parts.len()
+        );
         for tp in parts {
             owner.insert(tp, m.member_id.to_string());
         }
@@ -88,8 +94,15 @@ pub fn describe(bootstrap: &str, group: &str) -> anyhow::Result<()> {
             let key = (name.0.to_string(), p.partition_index);
             let hw = end.get(&key).copied().unwrap_or(-1);
             let lag = if hw >= 0 && p.committed_offset >= 0 { (hw - p.committed_offset).to_string() } else { "-".into() };
-            println!("{:<30} {:>9} {:>12} {:>12} {:>8}  {}", name.0.as_str(), p.partition_index, p.committed_offset, hw, lag,
-                owner.get(&key).map(String::as_str).unwrap_or("-"));
+            println!(
+                "{:<30} {:>9} {:>12} {:>12} {:>8}  {}",
+                name.0.as_str(),
+                p.partition_index,
+                p.committed_offset,
+                hw,
+                lag,
+                owner.get(&key).map(String::as_str).unwrap_or("-")
+            );
         }
     }
     Ok(())

@@ -28,7 +28,8 @@ pub(crate) fn print_table(header: &[&str], rows: &[Vec<String>]) {
             *w = (*w).max(cell.len());
         }
     }
-    let line = |cells: &mut dyn Iterator<Item = &str>| cells.zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string();
+    let line =
+        |cells: &mut dyn Iterator<Item = &str>| cells.zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string();
     println!("{}", line(&mut header.iter().copied()));
     for row in rows {
         println!("{}", line(&mut row.iter().map(String::as_str)));

@@ -52,11 +52,7 @@ struct Scrape {
 
 impl Scrape {
     fn sum(&self, name: &str, filter: &[(&str, &str)]) -> f64 {
-        self.samples
-            .iter()
-            .filter(|s| s.name == name && filter.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v)))
-            .map(|s| s.value)
-            .sum()
+        self.samples.iter().filter(|s| s.name == name && filter.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))).map(|s| s.value).sum()
     }
 
     fn shards(&self) -> Vec<String> {
@@ -88,10 +84,7 @@ impl Scrape {
 /// Quantile `q` of the observations between two scrapes of a histogram (the upper bound of
 /// the bucket it falls in, as a conservative reading); None when nothing was observed.
 pub fn quantile_between(before: &[(f64, f64)], after: &[(f64, f64)], q: f64) -> Option<f64> {
-    let delta: Vec<(f64, f64)> = after
-        .iter()
-        .map(|(le, c)| (*le, c - before.iter().find(|(b, _)| b == le).map_or(0.0, |(_, bc)| *bc)))
-        .collect();
+    let delta: Vec<(f64, f64)> = after.iter().map(|(le, c)| (*le, c - before.iter().find(|(b, _)| b == le).map_or(0.0, |(_, bc)| *bc))).collect();
     let total = delta.last()?.1;
     if total <= 0.0 {
         return None;
@@ -121,7 +114,11 @@ fn ms(seconds: Option<f64>) -> String {
 /// One frame: per node and shard the rates between `before` and `after`, then the cluster.
 fn frame(nodes: &[(String, Option<Scrape>, Option<Scrape>)]) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "{:<22} {:>5} {:>9} {:>9} {:>9} {:>11} {:>11} {:>7} {:>6}", "node", "shard", "req/s", "MB/s in", "MB/s out", "produce p99", "fetch p99", "stalls", "conns");
+    let _ = writeln!(
+        out,
+        "{:<22} {:>5} {:>9} {:>9} {:>9} {:>11} {:>11} {:>7} {:>6}",
+        "node", "shard", "req/s", "MB/s in", "MB/s out", "produce p99", "fetch p99", "stalls", "conns"
+    );
     let (mut urp, mut offline, mut active) = (0.0, 0.0, Vec::new());
     let mut lags: Vec<(f64, String)> = Vec::new();
     for (url, before, after) in nodes {
@@ -158,7 +155,11 @@ fn frame(nodes: &[(String, Option<Scrape>, Option<Scrape>)]) -> String {
             lags.push((s.value, format!("{group} {topic}-{partition}")));
         }
     }
-    let _ = writeln!(out, "cluster: under-replicated {urp:.0}, offline {offline:.0}, active controller {}", if active.is_empty() { "none seen".into() } else { active.join(", ") });
+    let _ = writeln!(
+        out,
+        "cluster: under-replicated {urp:.0}, offline {offline:.0}, active controller {}",
+        if active.is_empty() { "none seen".into() } else { active.join(", ") }
+    );
     lags.sort_by(|a, b| b.0.total_cmp(&a.0));
     if lags.is_empty() {
         let _ = writeln!(out, "lag: no committed offsets seen");

@@ -33,7 +33,10 @@ pub fn parse_replica_assignment(s: &str) -> Result<ReplicaAssignment, String> {
     s.split(',')
         .enumerate()
         .map(|(p, replicas)| {
-            let ids = replicas.split(':').map(|b| b.trim().parse::<i32>().map_err(|_| format!("partition {p}: '{b}' is not a broker id"))).collect::<Result<Vec<i32>, String>>()?;
+            let ids = replicas
+                .split(':')
+                .map(|b| b.trim().parse::<i32>().map_err(|_| format!("partition {p}: '{b}' is not a broker id")))
+                .collect::<Result<Vec<i32>, String>>()?;
             let mut unique = ids.clone();
             unique.sort_unstable();
             unique.dedup();
@@ -43,19 +46,36 @@ pub fn parse_replica_assignment(s: &str) -> Result<ReplicaAssignment, String> {
             Ok(ids)
         })
         .collect::<Result<Vec<_>, String>>()
-        .and_then(|a| if a.windows(2).all(|w| w[0].len() == w[1].len()) { Ok(ReplicaAssignment(a)) } else { Err("every partition needs the same number of replicas".into()) })
+        .and_then(|a| {
+            if a.windows(2).all(|w| w[0].len() == w[1].len()) {
+                Ok(ReplicaAssignment(a))
+            } else {
+                Err("every partition needs the same number of replicas".into())
+            }
+        })
 }
 
 /// CreateTopics for one topic; with `assignment`, the counts are -1 (Kafka's rule: the
 /// assignment says both).
-pub fn create(bootstrap: &str, topic: &str, partitions: i32, replication_factor: i16, configs: &[(String, String)], assignment: Option<&[Vec<i32>]>) -> anyhow::Result<()> {
+pub fn create(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    replication_factor: i16,
+    configs: &[(String, String)],
+    assignment: Option<&[Vec<i32>]>,
+) -> anyhow::Result<()> {
     let mut c = Client::connect(bootstrap)?;
     let (partitions, replication_factor) = if assignment.is_some() { (-1, -1) } else { (partitions, replication_factor) };
     let assignments = assignment
         .unwrap_or_default()
         .iter()
         .enumerate()
-        .map(|(i, brokers)| CreatableReplicaAssignment::default().with_partition_index(i as i32).with_broker_ids(brokers.iter().map(|&b| kafka_protocol::messages::BrokerId(b)).collect()))
+        .map(|(i, brokers)| {
+            CreatableReplicaAssignment::default()
+                .with_partition_index(i as i32)
+                .with_broker_ids(brokers.iter().map(|&b| kafka_protocol::messages::BrokerId(b)).collect())
+        })
         .collect();
     let req = CreateTopicsRequest::default().with_timeout_ms(30_000).with_topics(vec![CreatableTopic::default()
         .with_name(name(topic))
@@ -106,9 +126,8 @@ pub fn describe(bootstrap: &str, topic: Option<&str>) -> anyhow::Result<()> {
         let tname = t.name.as_ref().map(|n| n.0.to_string()).unwrap_or_default();
         check(t.error_code, &format!("describe {tname}"), None)?;
         let cfg = c.send(
-            &DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
-                .with_resource_type(2)
-                .with_resource_name(StrBytes::from_string(tname.clone()))]),
+            &DescribeConfigsRequest::default()
+                .with_resources(vec![DescribeConfigsResource::default().with_resource_type(2).with_resource_name(StrBytes::from_string(tname.clone()))]),
             4,
         )?;
         let mut set = BTreeMap::new();

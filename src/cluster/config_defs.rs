@@ -95,13 +95,7 @@ const fn ro(name: &'static str, ty: ConfigType, doc: &'static str, value: fn(&Co
     BrokerKey { name, ty, doc, scope: Scope::ReadOnly, sensitive: false, topic_key: None, value }
 }
 
-const fn dynamic(
-    name: &'static str,
-    ty: ConfigType,
-    doc: &'static str,
-    topic_key: &'static str,
-    value: fn(&Config) -> String,
-) -> BrokerKey {
+const fn dynamic(name: &'static str, ty: ConfigType, doc: &'static str, topic_key: &'static str, value: fn(&Config) -> String) -> BrokerKey {
     BrokerKey { name, ty, doc, scope: Scope::ClusterWide, sensitive: false, topic_key: Some(topic_key), value }
 }
 
@@ -141,11 +135,19 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     def(&key::fetch_max_bytes, None),
     ro("group.consumer.assignors", T::List, "Server-side assignors of KIP-848 consumer groups, the first is the default.", |_| "uniform,range".into()),
     def(&key::group_consumer_heartbeat_interval_ms, None),
-    ro("group.consumer.max.heartbeat.interval.ms", T::Int, "Upper bound of a group's consumer.heartbeat.interval.ms.", |_| GROUP_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS.to_string()),
-    ro("group.consumer.max.session.timeout.ms", T::Int, "Upper bound of a group's consumer.session.timeout.ms.", |_| GROUP_CONSUMER_MAX_SESSION_TIMEOUT_MS.to_string()),
+    ro("group.consumer.max.heartbeat.interval.ms", T::Int, "Upper bound of a group's consumer.heartbeat.interval.ms.", |_| {
+        GROUP_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS.to_string()
+    }),
+    ro("group.consumer.max.session.timeout.ms", T::Int, "Upper bound of a group's consumer.session.timeout.ms.", |_| {
+        GROUP_CONSUMER_MAX_SESSION_TIMEOUT_MS.to_string()
+    }),
     ro("group.consumer.max.size", T::Int, "Most members of a KIP-848 consumer group.", |c| c.group_max_size.to_string()),
-    ro("group.consumer.min.heartbeat.interval.ms", T::Int, "Lower bound of a group's consumer.heartbeat.interval.ms.", |_| GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS.to_string()),
-    ro("group.consumer.min.session.timeout.ms", T::Int, "Lower bound of a group's consumer.session.timeout.ms.", |_| GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS.to_string()),
+    ro("group.consumer.min.heartbeat.interval.ms", T::Int, "Lower bound of a group's consumer.heartbeat.interval.ms.", |_| {
+        GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS.to_string()
+    }),
+    ro("group.consumer.min.session.timeout.ms", T::Int, "Lower bound of a group's consumer.session.timeout.ms.", |_| {
+        GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS.to_string()
+    }),
     def(&key::group_consumer_session_timeout_ms, None),
     def(&key::group_initial_rebalance_delay_ms, None),
     def(&key::group_max_session_timeout_ms, None),
@@ -155,15 +157,19 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     def(&key::leader_imbalance_per_broker_percentage, None),
     def_with(&key::listeners, None, |c| format!("PLAINTEXT://{}", c.listen)),
     def(&key::log_cleaner_backoff_ms, None),
-    ro("log.cleaner.delete.retention.ms", T::Long, "Default of delete.retention.ms: how long tombstones are kept.", |_| topic_config::DEFAULT_DELETE_RETENTION_MS.to_string()),
+    ro("log.cleaner.delete.retention.ms", T::Long, "Default of delete.retention.ms: how long tombstones are kept.", |_| {
+        topic_config::DEFAULT_DELETE_RETENTION_MS.to_string()
+    }),
     ro("log.cleaner.enable", T::Boolean, "Compacted topics are cleaned.", |_| "true".into()),
     ro("log.cleaner.min.cleanable.ratio", T::Double, "Default of min.cleanable.dirty.ratio.", |_| topic_config::DEFAULT_MIN_CLEANABLE_DIRTY_RATIO.to_string()),
     dynamic("log.cleanup.policy", T::List, "Default of cleanup.policy: delete, compact or both.", topic_config::CLEANUP_POLICY, |_| "delete".into()),
-    def_with(&key::log_dirs, None, |c| {
-        c.resolved_log_dirs().iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(",")
-    }),
+    def_with(&key::log_dirs, None, |c| c.resolved_log_dirs().iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(",")),
     def_with(&key::log_flush_interval_messages, Some(topic_config::FLUSH_MESSAGES), |c| {
-        if c.flush == FlushMode::Always { "1".into() } else { c.log_flush_interval_messages.to_string() }
+        if c.flush == FlushMode::Always {
+            "1".into()
+        } else {
+            c.log_flush_interval_messages.to_string()
+        }
     }),
     def(&key::log_flush_interval_ms, Some(topic_config::FLUSH_MS)),
     def(&key::log_index_interval_bytes, None),
@@ -203,9 +209,8 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
 /// Why a dynamic key cannot change under this broker's static config, if it cannot: with
 /// `flush = always` every write is synced whatever log.flush.interval.messages says.
 pub fn fixed_by_static_config(config: &Config, name: &str) -> Option<String> {
-    (name == "log.flush.interval.messages" && config.flush == FlushMode::Always).then(|| {
-        format!("Cannot update {name}: this broker runs with flush = always, which syncs every write (set flush = never to use it)")
-    })
+    (name == "log.flush.interval.messages" && config.flush == FlushMode::Always)
+        .then(|| format!("Cannot update {name}: this broker runs with flush = always, which syncs every write (set flush = never to use it)"))
 }
 
 pub fn broker_key(name: &str) -> Option<&'static BrokerKey> {
@@ -323,11 +328,7 @@ pub fn effective_topic_defaults(base: &TopicConfigDefaults, image: &MetadataImag
 /// Synonyms of a topic key below the topic itself: the broker key it defaults to.
 pub fn topic_key_broker_synonyms(topic_key: &str, config: &Config, image: &MetadataImage) -> Vec<Synonym> {
     let node_id = config.node_id.to_string();
-    BROKER_KEYS
-        .iter()
-        .find(|k| k.topic_key == Some(topic_key))
-        .map(|k| broker_synonyms(k, config, image, &node_id))
-        .unwrap_or_default()
+    BROKER_KEYS.iter().find(|k| k.topic_key == Some(topic_key)).map(|k| broker_synonyms(k, config, image, &node_id)).unwrap_or_default()
 }
 
 /// Checks a whole dynamic config map of a broker or group before it is committed.
@@ -361,8 +362,7 @@ fn validate_broker_key(name: &str, value: &str) -> Result<(), ConfigDefError> {
         // Kafka's DynamicBrokerConfig refuses these with this wording.
         return Err(ConfigDefError::InvalidRequest(format!("Cannot update these configs dynamically: Set({name})")));
     };
-    topic_config::validate_key_value(topic_key, value)
-        .map_err(|e| ConfigDefError::InvalidConfig(e.replace(topic_key, name)))
+    topic_config::validate_key_value(topic_key, value).map_err(|e| ConfigDefError::InvalidConfig(e.replace(topic_key, name)))
 }
 
 /// A KIP-848 group config key shardlog applies.
@@ -398,10 +398,8 @@ fn validate_group_key(name: &str, value: &str) -> Result<(), ConfigDefError> {
     let Some(k) = GROUP_KEYS.iter().find(|k| k.name == name) else {
         return Err(ConfigDefError::InvalidConfig(format!("Unknown group config name: {name}")));
     };
-    let n: i32 = value
-        .trim()
-        .parse()
-        .map_err(|_| ConfigDefError::InvalidConfig(format!("Invalid value {value} for configuration {name}: Not a number of type INT")))?;
+    let n: i32 =
+        value.trim().parse().map_err(|_| ConfigDefError::InvalidConfig(format!("Invalid value {value} for configuration {name}: Not a number of type INT")))?;
     // The bounds also keep the heartbeat interval below the session timeout (15 s < 45 s),
     // which Kafka checks separately.
     if n < k.min || n > k.max {
@@ -537,7 +535,9 @@ mod tests {
         assert_eq!(group_consumer_timeouts(&img, "g", 45_000, 5_000), (50_000, 5_000));
         assert_eq!(group_consumer_timeouts(&img, "other", 45_000, 5_000), (45_000, 5_000));
         let d = describe_group(&Config::default(), &img, "g");
-        assert_eq!(d.iter().map(|d| (d.name.as_str(), d.source)).collect::<Vec<_>>(),
-            vec![(CONSUMER_HEARTBEAT_INTERVAL_MS, source::DEFAULT_CONFIG), (CONSUMER_SESSION_TIMEOUT_MS, source::GROUP_CONFIG)]);
+        assert_eq!(
+            d.iter().map(|d| (d.name.as_str(), d.source)).collect::<Vec<_>>(),
+            vec![(CONSUMER_HEARTBEAT_INTERVAL_MS, source::DEFAULT_CONFIG), (CONSUMER_SESSION_TIMEOUT_MS, source::GROUP_CONFIG)]
+        );
     }
 }

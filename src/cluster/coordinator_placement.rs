@@ -24,7 +24,10 @@ mod tests {
         assert_eq!(java_string_hash(""), 0);
         assert_eq!(java_string_hash("a"), 97);
         assert_eq!(java_string_hash("hello"), 99_162_322);
-        assert_eq!(java_string_hash("console-consumer-12345"), "console-consumer-12345".encode_utf16().fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32)));
+        assert_eq!(
+            java_string_hash("console-consumer-12345"),
+            "console-consumer-12345".encode_utf16().fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(c as i32))
+        );
         assert_eq!(partition_for("hello", 50), 99_162_322 % 50);
         for g in ["x", "group-1", "émoji-🎉", "a-very-long-group-name-that-overflows-the-hash"] {
             assert!((0..50).contains(&partition_for(g, 50)));

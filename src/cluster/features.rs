@@ -225,7 +225,10 @@ mod tests {
     fn a_new_cluster_finalizes_what_is_built() {
         let f = FinalizedFeatures::default();
         let levels: Vec<_> = f.iter().collect();
-        assert_eq!(levels, vec![(ELIGIBLE_LEADER_REPLICAS_VERSION, 1), (GROUP_VERSION, 1), (KRAFT_VERSION, 1), (METADATA_VERSION, 33), (TRANSACTION_VERSION, 2)]);
+        assert_eq!(
+            levels,
+            vec![(ELIGIBLE_LEADER_REPLICAS_VERSION, 1), (GROUP_VERSION, 1), (KRAFT_VERSION, 1), (METADATA_VERSION, 33), (TRANSACTION_VERSION, 2)]
+        );
         assert!(f.elr_enabled());
         assert_eq!(f.level(SHARE_VERSION), 0);
         assert!(f.consumer_groups_enabled());
@@ -239,9 +242,18 @@ mod tests {
         assert_eq!(err(up("bogus.version", 1, 1)), "Invalid update version 1 for feature bogus.version. Local controller 1 does not support this feature.");
         assert_eq!(err(up(GROUP_VERSION, 0, 1)), "Invalid update version 0 for feature group.version. Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade.");
         assert_eq!(err(up(GROUP_VERSION, 1, 4)), "Invalid update version 1 for feature group.version. The controller does not support the given upgrade type.");
-        assert_eq!(err(up(TRANSACTION_VERSION, 3, 2)), "Invalid update version 3 for feature transaction.version. Local controller 1 only supports versions 0-2");
-        assert_eq!(err(up(METADATA_VERSION, 30, 2)), "Unsupported metadata.version downgrade from 33 to 30. Refusing to perform the requested downgrade because it might delete metadata information.");
-        assert_eq!(err(up(METADATA_VERSION, 30, 3)), "Unsupported metadata.version downgrade from 33 to 30. Unsafe metadata downgrade is not supported in this version.");
+        assert_eq!(
+            err(up(TRANSACTION_VERSION, 3, 2)),
+            "Invalid update version 3 for feature transaction.version. Local controller 1 only supports versions 0-2"
+        );
+        assert_eq!(
+            err(up(METADATA_VERSION, 30, 2)),
+            "Unsupported metadata.version downgrade from 33 to 30. Refusing to perform the requested downgrade because it might delete metadata information."
+        );
+        assert_eq!(
+            err(up(METADATA_VERSION, 30, 3)),
+            "Unsupported metadata.version downgrade from 33 to 30. Unsafe metadata downgrade is not supported in this version."
+        );
         assert_eq!(err(up(METADATA_VERSION, 34, 1)), "Invalid update version 34 for feature metadata.version. Local controller 1 only supports versions 7-33");
         let mut g = f.clone();
         g.set(&[(GROUP_VERSION.into(), 0)]);
@@ -266,7 +278,10 @@ mod tests {
         f.set(&check_updates(&f, &[up(GROUP_VERSION, 1, 1), up(TRANSACTION_VERSION, 2, 1)], 1, false).unwrap());
         assert_eq!(f, FinalizedFeatures::default());
         // Named twice: checked each against the current levels, the last wins.
-        assert_eq!(check_updates(&f, &[up(TRANSACTION_VERSION, 0, 2), up(TRANSACTION_VERSION, 1, 2)], 1, false).unwrap(), vec![(TRANSACTION_VERSION.to_string(), 1)]);
+        assert_eq!(
+            check_updates(&f, &[up(TRANSACTION_VERSION, 0, 2), up(TRANSACTION_VERSION, 1, 2)], 1, false).unwrap(),
+            vec![(TRANSACTION_VERSION.to_string(), 1)]
+        );
         // metadata.version never goes down, even in a record checked against an older image.
         f.set(&[(METADATA_VERSION.into(), 20)]);
         assert_eq!(f.level(METADATA_VERSION), 33);

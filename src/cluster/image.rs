@@ -249,17 +249,29 @@ impl MetadataImage {
 /// What changed in one committed metadata record, so a shard can act on it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MetadataDelta {
-    TopicCreated { name: String },
+    TopicCreated {
+        name: String,
+    },
     /// Partitions `first_new..` were added to an existing topic.
-    PartitionsCreated { name: String, first_new: i32 },
-    TopicDeleted { name: String, topic_id: [u8; 16] },
-    TopicConfigChanged { name: String },
+    PartitionsCreated {
+        name: String,
+        first_new: i32,
+    },
+    TopicDeleted {
+        name: String,
+        topic_id: [u8; 16],
+    },
+    TopicConfigChanged {
+        name: String,
+    },
     /// Dynamic broker configs changed (this broker's or the cluster-wide default): topic
     /// defaults may differ, so every partition is reconfigured.
     BrokerConfigChanged,
     /// A group's dynamic configs changed: nothing to reconfigure (the coordinator reads
     /// them from the image), but the shards must get the new image.
-    GroupConfigChanged { group: String },
+    GroupConfigChanged {
+        group: String,
+    },
     /// A broker registered, was fenced or unfenced: the shards need the new broker list.
     BrokersChanged,
     /// SCRAM credentials changed: nothing to reconfigure (authentication reads them from
@@ -271,7 +283,9 @@ pub enum MetadataDelta {
     /// an AlterPartition): each shard re-reads every partition of the topic from the image,
     /// opens the ones it now leads and stops serving the ones it no longer leads (keeping
     /// their files), and gives its leaders their new ISR and partition epoch.
-    LeadersChanged { name: String },
+    LeadersChanged {
+        name: String,
+    },
 }
 
 /// Sent to every shard after each committed change (and once at start with no deltas,

@@ -19,8 +19,8 @@ pub mod coordinator_placement;
 pub mod features;
 pub mod image;
 pub mod router;
-pub mod security_image;
-pub mod shard_partitions;
 #[cfg(test)]
 mod router_tests;
+pub mod security_image;
+pub mod shard_partitions;
 pub mod topic_config;

@@ -23,8 +23,8 @@ use futures::FutureExt;
 
 use super::image::{BrokerId, TopicMeta};
 use super::shard_partitions::ShardPartitions;
+use crate::partition::{AppendOutcome, FetchData, Partition, PartitionError, ProducerView, ReadLimit, WatchSignal};
 use crate::record::Marker;
-use crate::partition::{ProducerView, AppendOutcome, FetchData, Partition, PartitionError, ReadLimit, WatchSignal};
 use crate::runtime::mesh::Mesh;
 use crate::runtime::ShardId;
 
@@ -35,27 +35,59 @@ const METADATA_BARRIER_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum PartitionOp<X> {
     /// `timeout_ms`: how long acks=all waits for the in-sync replicas (Produce's).
     /// `txn_guard`: KIP-890's verification guard (`Partition::append_client`).
-    Produce { records: Bytes, acks: i16, timeout_ms: i32, txn_guard: Option<u64> },
+    Produce {
+        records: Bytes,
+        acks: i16,
+        timeout_ms: i32,
+        txn_guard: Option<u64>,
+    },
     /// A consumer's fetch on the leader; read_committed stops at the last stable offset.
-    Fetch { offset: i64, limit: ReadLimit, read_committed: bool },
+    Fetch {
+        offset: i64,
+        limit: ReadLimit,
+        read_committed: bool,
+    },
     /// -1 latest (the last stable offset for read_committed), -2 earliest, -3 max
     /// timestamp, -4 earliest local, else a timestamp.
-    ListOffsets { timestamp: i64, read_committed: bool },
+    ListOffsets {
+        timestamp: i64,
+        read_committed: bool,
+    },
     /// A transaction marker from the transaction coordinator (WriteTxnMarkers): appended
     /// with acks=all, waiting for the in-sync replicas at most `timeout_ms`.
-    WriteTxnMarker { producer_id: i64, producer_epoch: i16, marker: Marker, transaction_version: i8, timeout_ms: i32 },
-    DeleteRecords { offset: i64 },
+    WriteTxnMarker {
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: Marker,
+        transaction_version: i8,
+        timeout_ms: i32,
+    },
+    DeleteRecords {
+        offset: i64,
+    },
     /// OffsetForLeaderEpoch: where the log's `epoch` (or the largest below it) ended.
-    EpochEndOffset { epoch: i32 },
+    EpochEndOffset {
+        epoch: i32,
+    },
     /// A follower's fetch, on the leader: the diverging-epoch check, a read up to the
     /// leader's written offset (not the high watermark), then the follower's position
     /// recorded (`Partition::record_follower_fetch`).
     /// `replica_epoch`: the follower process's broker epoch (KIP-903); its position counts
     /// only when that is the registration the metadata names.
-    ReplicaFetch { replica: BrokerId, replica_epoch: i64, offset: i64, last_fetched_epoch: i32, limit: ReadLimit },
+    ReplicaFetch {
+        replica: BrokerId,
+        replica_epoch: i64,
+        offset: i64,
+        last_fetched_epoch: i32,
+        limit: ReadLimit,
+    },
     /// A consumer's fetch from this broker's follower replica (KIP-392): below the
     /// follower's high watermark. Answered as `OpOutput::Fetch`.
-    FollowerFetch { offset: i64, limit: ReadLimit, read_committed: bool },
+    FollowerFetch {
+        offset: i64,
+        limit: ReadLimit,
+        read_committed: bool,
+    },
     /// DescribeProducers: the producers with state on the leader.
     DescribeProducers,
     /// An operation of the layer above, run by its installed handler.
@@ -284,10 +316,7 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
             })
         });
         let mut per_share: Vec<_> = join_all(runs).await.into_iter().map(Vec::into_iter).collect();
-        let out: Vec<OpResult<Y>> = slots
-            .iter()
-            .map(|&s| per_share[usize::from(s)].next().unwrap_or(Err(PartitionError::NotLeader)))
-            .collect();
+        let out: Vec<OpResult<Y>> = slots.iter().map(|&s| per_share[usize::from(s)].next().unwrap_or(Err(PartitionError::NotLeader))).collect();
         debug_assert_eq!(out.len(), n);
         out
     }

@@ -139,22 +139,39 @@ fn a_batch_over_two_shards_costs_one_message_and_keeps_its_order() {
     two_shards(|router| async move {
         // Partition i of topic t gets 1 + i + 10t records: its next offset tells them apart.
         let records_of = |t: usize, i: i32| 1 + i as usize + 10 * t;
-        let (out, messages) = run_counted(&router, every_partition(|t, i| PartitionOp::Produce { records: records(records_of(t, i)), acks: -1, timeout_ms: 30_000, txn_guard: None })).await;
+        let (out, messages) = run_counted(
+            &router,
+            every_partition(|t, i| PartitionOp::Produce { records: records(records_of(t, i)), acks: -1, timeout_ms: 30_000, txn_guard: None }),
+        )
+        .await;
         assert_eq!(messages, 1, "12 partitions over 2 shards: one message to the other shard");
         assert!(out.iter().all(|r| matches!(r, Ok(OpOutput::Produce(o)) if o.base_offset == 0)));
         // A second produce: each base offset is what that partition held.
-        let (out, messages) = run_counted(&router, every_partition(|_, _| PartitionOp::Produce { records: records(1), acks: -1, timeout_ms: 30_000, txn_guard: None })).await;
+        let (out, messages) =
+            run_counted(&router, every_partition(|_, _| PartitionOp::Produce { records: records(1), acks: -1, timeout_ms: 30_000, txn_guard: None })).await;
         assert_eq!(messages, 1);
         let mut expected = Vec::new();
         for t in 0..TOPICS.len() {
             expected.extend((0..PARTITIONS).map(|i| records_of(t, i) as i64));
         }
-        let got: Vec<i64> = out.iter().map(|r| match r { Ok(OpOutput::Produce(o)) => o.base_offset, _ => -1 }).collect();
+        let got: Vec<i64> = out
+            .iter()
+            .map(|r| match r {
+                Ok(OpOutput::Produce(o)) => o.base_offset,
+                _ => -1,
+            })
+            .collect();
         assert_eq!(got, expected, "results in batch order");
 
         let (out, messages) = run_counted(&router, every_partition(|_, _| PartitionOp::ListOffsets { timestamp: -1, read_committed: false })).await;
         assert_eq!(messages, 1);
-        let got: Vec<i64> = out.iter().map(|r| match r { Ok(OpOutput::Offset(o, _)) => *o, _ => -1 }).collect();
+        let got: Vec<i64> = out
+            .iter()
+            .map(|r| match r {
+                Ok(OpOutput::Offset(o, _)) => *o,
+                _ => -1,
+            })
+            .collect();
         assert_eq!(got, expected.iter().map(|n| n + 1).collect::<Vec<_>>());
 
         let limit = ReadLimit::at_least_one(1 << 20);

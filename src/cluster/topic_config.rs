@@ -199,66 +199,26 @@ const KEYS: &[KeySpec] = &[
         kind: Kind::OneOf(COMPRESSION_TYPES),
         stored_default: "",
     },
-    KeySpec {
-        name: DELETE_RETENTION_MS,
-        doc: "Compacted topics: how long tombstones are kept.",
-        kind: Kind::Long(0),
-        stored_default: "86400000",
-    },
-    KeySpec {
-        name: "file.delete.delay.ms",
-        doc: "Stored only: shardlog removes deleted segments at once.",
-        kind: Kind::Long(0),
-        stored_default: "60000",
-    },
-    KeySpec {
-        name: FLUSH_MESSAGES,
-        doc: "fdatasync once this many messages are unsynced (1: every write).",
-        kind: Kind::Long(1),
-        stored_default: I64_MAX,
-    },
-    KeySpec {
-        name: FLUSH_MS,
-        doc: "fdatasync once unsynced data is this old.",
-        kind: Kind::Long(0),
-        stored_default: I64_MAX,
-    },
+    KeySpec { name: DELETE_RETENTION_MS, doc: "Compacted topics: how long tombstones are kept.", kind: Kind::Long(0), stored_default: "86400000" },
+    KeySpec { name: "file.delete.delay.ms", doc: "Stored only: shardlog removes deleted segments at once.", kind: Kind::Long(0), stored_default: "60000" },
+    KeySpec { name: FLUSH_MESSAGES, doc: "fdatasync once this many messages are unsynced (1: every write).", kind: Kind::Long(1), stored_default: I64_MAX },
+    KeySpec { name: FLUSH_MS, doc: "fdatasync once unsynced data is this old.", kind: Kind::Long(0), stored_default: I64_MAX },
     KeySpec {
         name: "follower.replication.throttled.replicas",
         doc: "Stored only: replication is not throttled (kafka-reassign-partitions sets and clears it).",
         kind: Kind::ReplicaList,
         stored_default: "",
     },
-    KeySpec {
-        name: "index.interval.bytes",
-        doc: "Stored only: the broker's log.index.interval.bytes applies.",
-        kind: Kind::Int(0),
-        stored_default: "4096",
-    },
+    KeySpec { name: "index.interval.bytes", doc: "Stored only: the broker's log.index.interval.bytes applies.", kind: Kind::Int(0), stored_default: "4096" },
     KeySpec {
         name: "leader.replication.throttled.replicas",
         doc: "Stored only: replication is not throttled (kafka-reassign-partitions sets and clears it).",
         kind: Kind::ReplicaList,
         stored_default: "",
     },
-    KeySpec {
-        name: MAX_COMPACTION_LAG_MS,
-        doc: "Stored only: longest time a record stays uncompacted.",
-        kind: Kind::Long(1),
-        stored_default: I64_MAX,
-    },
-    KeySpec {
-        name: MAX_MESSAGE_BYTES,
-        doc: "Largest record batch accepted.",
-        kind: Kind::Int(0),
-        stored_default: "",
-    },
-    KeySpec {
-        name: MESSAGE_TIMESTAMP_AFTER_MAX_MS,
-        doc: "CreateTime records newer than now plus this are refused.",
-        kind: Kind::Long(0),
-        stored_default: "",
-    },
+    KeySpec { name: MAX_COMPACTION_LAG_MS, doc: "Stored only: longest time a record stays uncompacted.", kind: Kind::Long(1), stored_default: I64_MAX },
+    KeySpec { name: MAX_MESSAGE_BYTES, doc: "Largest record batch accepted.", kind: Kind::Int(0), stored_default: "" },
+    KeySpec { name: MESSAGE_TIMESTAMP_AFTER_MAX_MS, doc: "CreateTime records newer than now plus this are refused.", kind: Kind::Long(0), stored_default: "" },
     KeySpec {
         name: MESSAGE_TIMESTAMP_BEFORE_MAX_MS,
         doc: "CreateTime records older than now minus this are refused.",
@@ -277,60 +237,25 @@ const KEYS: &[KeySpec] = &[
         kind: Kind::Ratio(0.0, 1.0),
         stored_default: "0.5",
     },
-    KeySpec {
-        name: MIN_COMPACTION_LAG_MS,
-        doc: "Stored only: shortest time a record stays uncompacted.",
-        kind: Kind::Long(0),
-        stored_default: "0",
-    },
+    KeySpec { name: MIN_COMPACTION_LAG_MS, doc: "Stored only: shortest time a record stays uncompacted.", kind: Kind::Long(0), stored_default: "0" },
     KeySpec {
         name: MIN_INSYNC_REPLICAS,
         doc: "acks=all needs at least this many in-sync replicas (else NOT_ENOUGH_REPLICAS).",
         kind: Kind::Int(1),
         stored_default: "",
     },
-    KeySpec {
-        name: "preallocate",
-        doc: "Stored only: segments are not preallocated.",
-        kind: Kind::Bool,
-        stored_default: "false",
-    },
+    KeySpec { name: "preallocate", doc: "Stored only: segments are not preallocated.", kind: Kind::Bool, stored_default: "false" },
     KeySpec {
         name: RETENTION_BYTES,
         doc: "Delete old segments beyond this size per partition (-1: unlimited).",
         kind: Kind::Long(i64::MIN),
         stored_default: "",
     },
-    KeySpec {
-        name: RETENTION_MS,
-        doc: "Delete segments older than this (-1: unlimited).",
-        kind: Kind::Long(-1),
-        stored_default: "",
-    },
-    KeySpec {
-        name: SEGMENT_BYTES,
-        doc: "Roll a segment at this size.",
-        kind: Kind::Int(MIN_SEGMENT_BYTES as i32),
-        stored_default: "",
-    },
-    KeySpec {
-        name: "segment.index.bytes",
-        doc: "Stored only: index files grow as needed.",
-        kind: Kind::Int(4),
-        stored_default: "10485760",
-    },
-    KeySpec {
-        name: "segment.jitter.ms",
-        doc: "Stored only: no roll jitter.",
-        kind: Kind::Long(0),
-        stored_default: "0",
-    },
-    KeySpec {
-        name: SEGMENT_MS,
-        doc: "Roll a segment this old.",
-        kind: Kind::Long(1),
-        stored_default: "",
-    },
+    KeySpec { name: RETENTION_MS, doc: "Delete segments older than this (-1: unlimited).", kind: Kind::Long(-1), stored_default: "" },
+    KeySpec { name: SEGMENT_BYTES, doc: "Roll a segment at this size.", kind: Kind::Int(MIN_SEGMENT_BYTES as i32), stored_default: "" },
+    KeySpec { name: "segment.index.bytes", doc: "Stored only: index files grow as needed.", kind: Kind::Int(4), stored_default: "10485760" },
+    KeySpec { name: "segment.jitter.ms", doc: "Stored only: no roll jitter.", kind: Kind::Long(0), stored_default: "0" },
+    KeySpec { name: SEGMENT_MS, doc: "Roll a segment this old.", kind: Kind::Long(1), stored_default: "" },
     KeySpec {
         name: UNCLEAN_LEADER_ELECTION_ENABLE,
         doc: "Elect a replica outside the ISR when no in-sync replica is live (acknowledged records may be lost).",
@@ -369,12 +294,7 @@ pub fn is_list_key(key: &str) -> bool {
 
 /// Splits a list value the way Kafka does: comma-separated, items trimmed, empty items dropped.
 pub fn split_list(value: &str) -> Vec<String> {
-    value
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .collect()
+    value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect()
 }
 
 /// Checks one key and value; the error names the key and says why.
@@ -383,9 +303,7 @@ pub fn validate_key_value(key: &str, value: &str) -> Result<(), String> {
         return Err(format!("Unknown topic config name: {key}"));
     };
     if value.len() > MAX_VALUE_LEN {
-        return Err(format!(
-            "Invalid value for configuration {key}: longer than {MAX_VALUE_LEN} bytes"
-        ));
+        return Err(format!("Invalid value for configuration {key}: longer than {MAX_VALUE_LEN} bytes"));
     }
     check_kind(key, spec.kind, value)
 }
@@ -394,31 +312,19 @@ fn check_kind(key: &str, kind: Kind, value: &str) -> Result<(), String> {
     let v = value.trim();
     match kind {
         Kind::Long(min) => {
-            let n: i64 = v.parse().map_err(|_| {
-                format!("Invalid value {value} for configuration {key}: Not a number of type LONG")
-            })?;
+            let n: i64 = v.parse().map_err(|_| format!("Invalid value {value} for configuration {key}: Not a number of type LONG"))?;
             if n < min {
-                return Err(format!(
-                    "Invalid value {n} for configuration {key}: Value must be at least {min}"
-                ));
+                return Err(format!("Invalid value {n} for configuration {key}: Value must be at least {min}"));
             }
         }
         Kind::Int(min) => {
-            let n: i32 = v.parse().map_err(|_| {
-                format!("Invalid value {value} for configuration {key}: Not a number of type INT")
-            })?;
+            let n: i32 = v.parse().map_err(|_| format!("Invalid value {value} for configuration {key}: Not a number of type INT"))?;
             if n < min {
-                return Err(format!(
-                    "Invalid value {n} for configuration {key}: Value must be at least {min}"
-                ));
+                return Err(format!("Invalid value {n} for configuration {key}: Value must be at least {min}"));
             }
         }
         Kind::Ratio(lo, hi) => {
-            let n: f64 = v.parse().map_err(|_| {
-                format!(
-                    "Invalid value {value} for configuration {key}: Not a number of type DOUBLE"
-                )
-            })?;
+            let n: f64 = v.parse().map_err(|_| format!("Invalid value {value} for configuration {key}: Not a number of type DOUBLE"))?;
             // `!(..)` also rejects NaN.
             if !(lo..=hi).contains(&n) {
                 return Err(format!("Invalid value {n} for configuration {key}: Value must be between {lo} and {hi}"));
@@ -432,16 +338,10 @@ fn check_kind(key: &str, kind: Kind, value: &str) -> Result<(), String> {
         Kind::List(allowed) => {
             let items = split_list(v);
             if items.is_empty() {
-                return Err(format!(
-                    "Invalid value {value} for configuration {key}: must contain at least one of {}",
-                    allowed.join(", ")
-                ));
+                return Err(format!("Invalid value {value} for configuration {key}: must contain at least one of {}", allowed.join(", ")));
             }
             if let Some(bad) = items.iter().find(|i| !allowed.contains(&i.as_str())) {
-                return Err(format!(
-                    "Invalid value {bad} for configuration {key}: String must be one of: {}",
-                    allowed.join(", ")
-                ));
+                return Err(format!("Invalid value {bad} for configuration {key}: String must be one of: {}", allowed.join(", ")));
             }
         }
         Kind::ReplicaList => {
@@ -454,10 +354,7 @@ fn check_kind(key: &str, kind: Kind, value: &str) -> Result<(), String> {
         }
         Kind::OneOf(allowed) => {
             if !allowed.contains(&v) {
-                return Err(format!(
-                    "Invalid value {value} for configuration {key}: String must be one of: {}",
-                    allowed.join(", ")
-                ));
+                return Err(format!("Invalid value {value} for configuration {key}: String must be one of: {}", allowed.join(", ")));
             }
         }
     }
@@ -470,9 +367,7 @@ fn parse_num<T: std::str::FromStr>(overrides: &BTreeMap<String, String>, key: &s
         None => Ok(default),
         Some(v) => {
             validate_key_value(key, v)?;
-            v.trim()
-                .parse()
-                .map_err(|_| format!("Invalid value {v} for configuration {key}"))
+            v.trim().parse().map_err(|_| format!("Invalid value {v} for configuration {key}"))
         }
     }
 }
@@ -482,9 +377,7 @@ fn parse_i32(overrides: &BTreeMap<String, String>, key: &str, default: i32) -> R
         None => Ok(default),
         Some(v) => {
             validate_key_value(key, v)?;
-            v.trim()
-                .parse()
-                .map_err(|_| format!("Invalid value {v} for configuration {key}"))
+            v.trim().parse().map_err(|_| format!("Invalid value {v} for configuration {key}"))
         }
     }
 }
@@ -492,10 +385,7 @@ fn parse_i32(overrides: &BTreeMap<String, String>, key: &str, default: i32) -> R
 impl TopicConfig {
     /// Validates every override (unknown keys, bad values, cross-key conflicts) and returns
     /// the effective config.
-    pub fn resolve(
-        defaults: &TopicConfigDefaults,
-        overrides: &BTreeMap<String, String>,
-    ) -> Result<TopicConfig, String> {
+    pub fn resolve(defaults: &TopicConfigDefaults, overrides: &BTreeMap<String, String>) -> Result<TopicConfig, String> {
         for (k, v) in overrides {
             validate_key_value(k, v)?;
         }
@@ -503,8 +393,7 @@ impl TopicConfig {
             None => defaults.segment_bytes,
             Some(v) => {
                 let n = parse_i32(overrides, SEGMENT_BYTES, 0)?;
-                u64::try_from(n)
-                    .map_err(|_| format!("Invalid value {v} for configuration {SEGMENT_BYTES}"))?
+                u64::try_from(n).map_err(|_| format!("Invalid value {v} for configuration {SEGMENT_BYTES}"))?
             }
         };
         let cleanup_policy = match overrides.get(CLEANUP_POLICY) {
@@ -524,9 +413,7 @@ impl TopicConfig {
         let min_lag = parse_num(overrides, MIN_COMPACTION_LAG_MS, 0)?;
         let max_lag = parse_num(overrides, MAX_COMPACTION_LAG_MS, i64::MAX)?;
         if min_lag > max_lag {
-            return Err(format!(
-                "conflict topic configs: {MIN_COMPACTION_LAG_MS}={min_lag} must not be greater than {MAX_COMPACTION_LAG_MS}={max_lag}"
-            ));
+            return Err(format!("conflict topic configs: {MIN_COMPACTION_LAG_MS}={min_lag} must not be greater than {MAX_COMPACTION_LAG_MS}={max_lag}"));
         }
         Ok(TopicConfig {
             retention_ms: parse_num(overrides, RETENTION_MS, defaults.retention_ms)?,
@@ -534,25 +421,13 @@ impl TopicConfig {
             segment_bytes,
             segment_ms: parse_num(overrides, SEGMENT_MS, defaults.segment_ms)?,
             max_message_bytes: parse_i32(overrides, MAX_MESSAGE_BYTES, defaults.max_message_bytes)?,
-            timestamp_before_max_ms: parse_num(
-                overrides,
-                MESSAGE_TIMESTAMP_BEFORE_MAX_MS,
-                defaults.timestamp_before_max_ms,
-            )?,
+            timestamp_before_max_ms: parse_num(overrides, MESSAGE_TIMESTAMP_BEFORE_MAX_MS, defaults.timestamp_before_max_ms)?,
             timestamp_after_max_ms: parse_num(overrides, MESSAGE_TIMESTAMP_AFTER_MAX_MS, defaults.timestamp_after_max_ms)?,
             cleanup_policy,
             timestamp_type,
-            min_insync_replicas: parse_i32(
-                overrides,
-                MIN_INSYNC_REPLICAS,
-                defaults.min_insync_replicas,
-            )?,
+            min_insync_replicas: parse_i32(overrides, MIN_INSYNC_REPLICAS, defaults.min_insync_replicas)?,
             compression_type,
-            min_cleanable_dirty_ratio: parse_num(
-                overrides,
-                MIN_CLEANABLE_DIRTY_RATIO,
-                DEFAULT_MIN_CLEANABLE_DIRTY_RATIO,
-            )?,
+            min_cleanable_dirty_ratio: parse_num(overrides, MIN_CLEANABLE_DIRTY_RATIO, DEFAULT_MIN_CLEANABLE_DIRTY_RATIO)?,
             delete_retention_ms: parse_num(overrides, DELETE_RETENTION_MS, DEFAULT_DELETE_RETENTION_MS)?,
             flush_messages: parse_num(overrides, FLUSH_MESSAGES, defaults.flush_messages)?,
             flush_ms: parse_num(overrides, FLUSH_MS, defaults.flush_ms)?,
@@ -618,22 +493,11 @@ pub fn default_value(defaults: &TopicConfigDefaults, key: &str) -> Option<String
 
 /// For DescribeConfigs: every known key with its effective value, and whether it is a
 /// default or set on the topic. Sorted by key.
-pub fn describe(
-    defaults: &TopicConfigDefaults,
-    overrides: &BTreeMap<String, String>,
-) -> Vec<ConfigEntry> {
+pub fn describe(defaults: &TopicConfigDefaults, overrides: &BTreeMap<String, String>) -> Vec<ConfigEntry> {
     KEYS.iter()
         .map(|s| match overrides.get(s.name) {
-            Some(v) => ConfigEntry {
-                name: s.name.to_string(),
-                value: v.clone(),
-                is_default: false,
-            },
-            None => ConfigEntry {
-                name: s.name.to_string(),
-                value: default_value(defaults, s.name).unwrap_or_default(),
-                is_default: true,
-            },
+            Some(v) => ConfigEntry { name: s.name.to_string(), value: v.clone(), is_default: false },
+            None => ConfigEntry { name: s.name.to_string(), value: default_value(defaults, s.name).unwrap_or_default(), is_default: true },
         })
         .collect()
 }
@@ -643,10 +507,7 @@ mod tests {
     use super::*;
 
     fn m(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
     #[test]
@@ -763,14 +624,7 @@ mod tests {
     #[test]
     fn compaction_lag_conflict() {
         let d = TopicConfigDefaults::default();
-        let err = TopicConfig::resolve(
-            &d,
-            &m(&[
-                ("min.compaction.lag.ms", "10"),
-                ("max.compaction.lag.ms", "5"),
-            ]),
-        )
-        .unwrap_err();
+        let err = TopicConfig::resolve(&d, &m(&[("min.compaction.lag.ms", "10"), ("max.compaction.lag.ms", "5")])).unwrap_err();
         assert!(err.contains("min.compaction.lag.ms"));
     }
 

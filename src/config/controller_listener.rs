@@ -29,8 +29,7 @@ fn without(s: &str, names: &[String]) -> String {
 }
 
 pub fn apply(config: &mut Config) -> Result<(), String> {
-    let names: Vec<String> =
-        config.controller_listener_names.split(',').map(|n| n.trim().to_ascii_uppercase()).filter(|n| !n.is_empty()).collect();
+    let names: Vec<String> = config.controller_listener_names.split(',').map(|n| n.trim().to_ascii_uppercase()).filter(|n| !n.is_empty()).collect();
     let Some(first) = names.first() else { return Ok(()) };
     let bound = entries(&config.listeners).into_iter().find(|(n, _)| n == first).map(|(_, a)| a);
     let advertised = entries(&config.advertised_listeners).into_iter().find(|(n, _)| n == first).map(|(_, a)| a);
@@ -68,7 +67,11 @@ mod tests {
 
     #[test]
     fn the_controller_listener_leaves_the_client_listeners() {
-        let mut c = config("PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093", "PLAINTEXT://kafka-1:9092,CONTROLLER://kafka-1:9093", "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT");
+        let mut c = config(
+            "PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+            "PLAINTEXT://kafka-1:9092,CONTROLLER://kafka-1:9093",
+            "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        );
         apply(&mut c).unwrap();
         assert_eq!(c.listeners, "PLAINTEXT://127.0.0.1:9092");
         assert_eq!(c.advertised_listeners, "PLAINTEXT://kafka-1:9092");

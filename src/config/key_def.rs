@@ -74,15 +74,10 @@ impl KeyDef {
     pub fn flag(&self) -> &'static str {
         static LONG: LazyLock<Vec<(String, String)>> = LazyLock::new(|| {
             let cmd = serve_command();
-            cmd.get_arguments()
-                .filter_map(|a| Some((a.get_id().to_string(), a.get_long()?.to_string())))
-                .collect()
+            cmd.get_arguments().filter_map(|a| Some((a.get_id().to_string(), a.get_long()?.to_string()))).collect()
         });
         let long: &'static [(String, String)] = &LONG;
-        long.iter()
-            .find(|(id, _)| id == self.name)
-            .map(|(_, l)| l.as_str())
-            .unwrap_or_default()
+        long.iter().find(|(id, _)| id == self.name).map(|(_, l)| l.as_str()).unwrap_or_default()
     }
 }
 
@@ -105,9 +100,7 @@ pub trait ConfigValue: Sized {
 }
 
 /// A one-value type: a flag `--key VALUE`, given once.
-pub trait Scalar:
-    ConfigValue<Flag = Self> + Clone + std::fmt::Debug + Send + Sync + 'static
-{
+pub trait Scalar: ConfigValue<Flag = Self> + Clone + std::fmt::Debug + Send + Sync + 'static {
     fn parser() -> ValueParser;
 }
 
@@ -157,9 +150,7 @@ scalar! {
 
 /// A value enum's name as flags and TOML spell it.
 fn enum_name(v: impl clap::ValueEnum) -> String {
-    v.to_possible_value()
-        .map(|p| p.get_name().to_string())
-        .unwrap_or_default()
+    v.to_possible_value().map(|p| p.get_name().to_string()).unwrap_or_default()
 }
 
 /// An optional value: unset by default, set by `--key VALUE`.
@@ -195,9 +186,7 @@ impl<T: Scalar> ConfigValue for Vec<T> {
         flag
     }
     fn flag_arg(arg: Arg) -> Arg {
-        arg.value_parser(T::parser())
-            .action(ArgAction::Append)
-            .value_delimiter(',')
+        arg.value_parser(T::parser()).action(ArgAction::Append).value_delimiter(',')
     }
     fn flag_value(matches: &mut ArgMatches, id: &str) -> Option<Vec<T>> {
         matches.remove_many::<T>(id).map(|v| v.collect())
@@ -211,18 +200,8 @@ pub fn adjust_flag(arg: Arg, adjust: impl FnOnce(Arg) -> Arg) -> Arg {
 
 /// (long flag, value name) of each key: `log_dirs` → (`log-dirs`, `LOG_DIRS`), as clap's
 /// derive names them. Built once: clap's names are `&'static str`.
-static FLAG_NAMES: LazyLock<Vec<(&'static str, String, String)>> = LazyLock::new(|| {
-    super::KEYS
-        .iter()
-        .map(|k| {
-            (
-                k.name,
-                k.name.replace('_', "-"),
-                k.name.to_ascii_uppercase(),
-            )
-        })
-        .collect()
-});
+static FLAG_NAMES: LazyLock<Vec<(&'static str, String, String)>> =
+    LazyLock::new(|| super::KEYS.iter().map(|k| (k.name, k.name.replace('_', "-"), k.name.to_ascii_uppercase())).collect());
 
 /// The default (long flag, value name) of the key `name` (a key of `KEYS`).
 pub fn flag_names(name: &str) -> (&'static str, &'static str) {
@@ -383,19 +362,9 @@ pub fn long_help(key: &KeyDef) -> String {
     let default = key.default_text();
     out.push_str("\n\n");
     if let Some(kafka) = key.kafka {
-        out.push_str(&format!(
-            "Kafka: {kafka}{}. ",
-            if key.dynamic { " (dynamic)" } else { "" }
-        ));
+        out.push_str(&format!("Kafka: {kafka}{}. ", if key.dynamic { " (dynamic)" } else { "" }));
     }
-    out.push_str(&format!(
-        "Default: {}.",
-        if default.is_empty() {
-            "empty"
-        } else {
-            &default
-        }
-    ));
+    out.push_str(&format!("Default: {}.", if default.is_empty() { "empty" } else { &default }));
     out
 }
 
@@ -430,37 +399,17 @@ pub fn reference_markdown() -> String {
     for k in super::KEYS {
         let arg = cmd.get_arguments().find(|a| a.get_id() == k.name);
         let flag = format!("`--{}`", k.flag());
-        let values: Vec<String> = arg
-            .map(|a| {
-                a.get_possible_values()
-                    .iter()
-                    .map(|v| format!("`{}`", v.get_name()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let ty = if values.is_empty() {
-            (k.type_name)()
-        } else {
-            values.join(" or ")
-        };
+        let values: Vec<String> = arg.map(|a| a.get_possible_values().iter().map(|v| format!("`{}`", v.get_name())).collect()).unwrap_or_default();
+        let ty = if values.is_empty() { (k.type_name)() } else { values.join(" or ") };
         let default = match k.default_text() {
             d if !d.is_empty() => format!("`{d}`"),
             _ if (k.type_name)().ends_with("(optional)") => "(unset)".to_string(),
             _ => "(empty)".to_string(),
         };
-        let name = if k.more.is_empty() {
-            format!("`{}`", k.name)
-        } else {
-            format!("[`{0}`](#{0})", k.name)
-        };
+        let name = if k.more.is_empty() { format!("`{}`", k.name) } else { format!("[`{0}`](#{0})", k.name) };
         let kafka = k.kafka.map(|n| format!("`{n}`")).unwrap_or_default();
         let dynamic = if k.dynamic { "yes" } else { "no" };
-        out.push_str(&format!(
-            "| {name} | {flag} | {kafka} | {} | {} | {dynamic} | {} |\n",
-            cell(&ty),
-            cell(&default),
-            cell(k.help)
-        ));
+        out.push_str(&format!("| {name} | {flag} | {kafka} | {} | {} | {dynamic} | {} |\n", cell(&ty), cell(&default), cell(k.help)));
         if !k.more.is_empty() {
             details.push_str(&format!("\n### `{}`\n\n{}\n", k.name, k.doc()));
         }

@@ -481,14 +481,8 @@ mod tests {
     #[test]
     fn readme_links_the_reference_instead_of_listing_keys() {
         let readme = include_str!("../../README.md");
-        let section = readme
-            .split_once("\n## Configuration\n")
-            .and_then(|(_, rest)| rest.split("\n## ").next())
-            .unwrap();
-        assert!(
-            section.contains("(docs/configuration.md)"),
-            "README's Configuration section must link docs/configuration.md"
-        );
+        let section = readme.split_once("\n## Configuration\n").and_then(|(_, rest)| rest.split("\n## ").next()).unwrap();
+        assert!(section.contains("(docs/configuration.md)"), "README's Configuration section must link docs/configuration.md");
         for k in KEYS {
             let row = format!("| `{}` |", k.name);
             assert!(!section.contains(&row), "README lists {} in a table of its own: the keys are documented in docs/configuration.md", k.name);
@@ -504,18 +498,8 @@ mod tests {
             if let Some(n) = k.kafka {
                 assert!(kafka.insert(n), "two keys have the Kafka name {n}");
             }
-            assert!(
-                k.help.len() > 10 && k.help.ends_with('.'),
-                "{}: the first doc line is the help, one whole sentence: {:?}",
-                k.name,
-                k.help
-            );
-            assert!(
-                !k.help[..k.help.len() - 1].contains(". "),
-                "{}: the help is one sentence: {:?}",
-                k.name,
-                k.help
-            );
+            assert!(k.help.len() > 10 && k.help.ends_with('.'), "{}: the first doc line is the help, one whole sentence: {:?}", k.name, k.help);
+            assert!(!k.help[..k.help.len() - 1].contains(". "), "{}: the help is one sentence: {:?}", k.name, k.help);
             assert!(!k.doc().contains("  "), "{}", k.name);
         }
     }
@@ -530,46 +514,23 @@ mod tests {
             let trimmed = line.trim_start();
             let starts_entry = line.starts_with(' ') && trimmed.starts_with('-');
             if starts_entry {
-                let long = trimmed
-                    .split_whitespace()
-                    .find(|w| w.starts_with("--"))
-                    .unwrap_or_default();
+                let long = trimmed.split_whitespace().find(|w| w.starts_with("--")).unwrap_or_default();
                 let spec_end = trimmed.find("  ").unwrap_or(trimmed.len());
-                entries.push((
-                    long.trim_start_matches("--").to_string(),
-                    trimmed[spec_end..].trim().to_string(),
-                ));
+                entries.push((long.trim_start_matches("--").to_string(), trimmed[spec_end..].trim().to_string()));
             } else if let (Some(last), true) = (entries.last_mut(), line.starts_with(' ')) {
                 last.1.push(' ');
                 last.1.push_str(trimmed);
             }
         }
-        let shown: BTreeSet<&str> = entries
-            .iter()
-            .map(|(f, _)| f.as_str())
-            .filter(|f| *f != "config" && *f != "help")
-            .collect();
+        let shown: BTreeSet<&str> = entries.iter().map(|(f, _)| f.as_str()).filter(|f| *f != "config" && *f != "help").collect();
         let defined: BTreeSet<&str> = KEYS.iter().map(|k| k.flag()).collect();
-        assert_eq!(
-            shown.len(),
-            entries.len() - 2,
-            "a flag is shown twice:\n{help}"
-        );
-        assert_eq!(
-            shown, defined,
-            "the flags of `shardlog serve -h` and the keys differ:\n{help}"
-        );
+        assert_eq!(shown.len(), entries.len() - 2, "a flag is shown twice:\n{help}");
+        assert_eq!(shown, defined, "the flags of `shardlog serve -h` and the keys differ:\n{help}");
         let listener_setting = KEYS.iter().find(|k| k.name == "listener_settings").unwrap();
         assert_eq!(listener_setting.flag(), "listener-setting");
         for k in KEYS {
             let (_, text) = entries.iter().find(|(f, _)| f == k.flag()).unwrap();
-            assert!(
-                text.contains(k.help),
-                "--{}: its help line should carry {:?}, shows {:?}",
-                k.flag(),
-                k.help,
-                text
-            );
+            assert!(text.contains(k.help), "--{}: its help line should carry {:?}, shows {:?}", k.flag(), k.help, text);
         }
     }
 
@@ -611,59 +572,27 @@ mod tests {
             "1",
         ];
         let args = Serve::try_parse_from(argv).unwrap().args;
-        assert_eq!(
-            args.log_dirs.as_deref(),
-            Some(&["/a".into(), "/b".into(), "/c".into()][..])
-        );
+        assert_eq!(args.log_dirs.as_deref(), Some(&["/a".into(), "/b".into(), "/c".into()][..]));
         assert_eq!(args.listener_settings.as_ref().map(Vec::len), Some(2));
         let mut c = Config::default();
         args.apply_flags(&mut c); // what resolve does after loading the profile
         assert_eq!(c.process_roles, vec!["broker"]);
+        assert_eq!(c.listener_settings[0], "listener.name.x.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512");
         assert_eq!(
-            c.listener_settings[0],
-            "listener.name.x.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512"
+            (c.flush, c.storage_fault, c.auto_create_topics_enable, c.num_partitions),
+            (FlushMode::Never, super::super::StorageFault::DropUnsynced, false, 6)
         );
-        assert_eq!(
-            (
-                c.flush,
-                c.storage_fault,
-                c.auto_create_topics_enable,
-                c.num_partitions
-            ),
-            (
-                FlushMode::Never,
-                super::super::StorageFault::DropUnsynced,
-                false,
-                6
-            )
-        );
-        assert_eq!(
-            (c.broker_rack.as_deref(), c.listen.port(), c.controller_core),
-            (Some("r1"), 19092, 1)
-        );
+        assert_eq!((c.broker_rack.as_deref(), c.listen.port(), c.controller_core), (Some("r1"), 19092, 1));
         // Unchanged keys keep their defaults; flags not given are None.
         assert_eq!(c.log_segment_bytes, Config::default().log_segment_bytes);
-        assert!(Serve::try_parse_from(["serve"])
-            .unwrap()
-            .args
-            .num_partitions
-            .is_none());
-        for bad in [
-            &["serve", "--flush", "sometimes"][..],
-            &["serve", "--num-partitions", "x"],
-            &["serve", "--no-such-flag", "1"],
-            &["serve", "--broker-rack"],
-        ] {
+        assert!(Serve::try_parse_from(["serve"]).unwrap().args.num_partitions.is_none());
+        for bad in [&["serve", "--flush", "sometimes"][..], &["serve", "--num-partitions", "x"], &["serve", "--no-such-flag", "1"], &["serve", "--broker-rack"]]
+        {
             assert!(Serve::try_parse_from(bad).is_err(), "{bad:?}");
         }
         // The derive-free FromArgMatches agrees with clap's update path.
-        let m = Serve::command()
-            .try_get_matches_from(["serve", "--num-partitions", "3"])
-            .unwrap();
-        assert_eq!(
-            ConfigArgs::from_arg_matches(&m).unwrap().num_partitions,
-            Some(3)
-        );
+        let m = Serve::command().try_get_matches_from(["serve", "--num-partitions", "3"]).unwrap();
+        assert_eq!(ConfigArgs::from_arg_matches(&m).unwrap().num_partitions, Some(3));
     }
 
     /// Every key loads from TOML under its name: the defaults written as TOML read back the same.
@@ -680,10 +609,7 @@ mod tests {
         let text = toml::to_string(&c).unwrap();
         let table: toml::Table = toml::from_str(&text).unwrap();
         let written: BTreeSet<&str> = table.keys().map(String::as_str).collect();
-        assert_eq!(
-            written,
-            KEYS.iter().map(|k| k.name).collect::<BTreeSet<_>>()
-        );
+        assert_eq!(written, KEYS.iter().map(|k| k.name).collect::<BTreeSet<_>>());
         assert_eq!(toml::from_str::<Config>(&text).unwrap(), c);
     }
 }

@@ -34,9 +34,7 @@ fn set(config: &mut Config, key: &str, value: &str) -> Result<(), String> {
         "plain.sasl.jaas.config" => config.sasl_jaas_config = v,
         "scram-sha-256.sasl.jaas.config" | "scram-sha-512.sasl.jaas.config" => config.scram_sasl_jaas_config = v,
         "sasl.mechanism.inter.broker.protocol" => config.sasl_mechanism_inter_broker_protocol = v,
-        "connections.max.reauth.ms" => {
-            config.connections_max_reauth_ms = value.parse().map_err(|_| format!("{key}: {value:?} is not a number of ms"))?
-        }
+        "connections.max.reauth.ms" => config.connections_max_reauth_ms = value.parse().map_err(|_| format!("{key}: {value:?} is not a number of ms"))?,
         "ssl.keystore.type" => config.ssl_keystore_type = v,
         "ssl.keystore.location" => config.ssl_keystore_location = v,
         "ssl.keystore.password" => config.ssl_keystore_password = v,
@@ -84,7 +82,11 @@ mod tests {
     use super::*;
 
     fn config(entries: &[&str]) -> Config {
-        Config { sasl_enabled_mechanisms: "PLAIN,SCRAM-SHA-512".into(), listener_settings: entries.iter().map(|e| e.to_string()).collect(), ..Config::default() }
+        Config {
+            sasl_enabled_mechanisms: "PLAIN,SCRAM-SHA-512".into(),
+            listener_settings: entries.iter().map(|e| e.to_string()).collect(),
+            ..Config::default()
+        }
     }
 
     #[test]

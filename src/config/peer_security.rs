@@ -24,11 +24,7 @@ impl Config {
         let l = listeners.inter_broker();
         let own = self.for_listener(&l.name)?;
         let invalid = |key: &'static str, message: String| ConfigError::Invalid { key, message: format!("inter-broker listener {}: {message}", l.name) };
-        let tls = if l.protocol.uses_tls() {
-            Some(tls_config::client_config(&own.tls_settings()).map_err(|e| invalid(e.key, e.message))?)
-        } else {
-            None
-        };
+        let tls = if l.protocol.uses_tls() { Some(tls_config::client_config(&own.tls_settings()).map_err(|e| invalid(e.key, e.message))?) } else { None };
         let sasl = if l.protocol.uses_sasl() {
             let mechanism = own.sasl_mechanism_inter_broker_protocol.trim().to_ascii_uppercase();
             let (enabled, _) = own.sasl_mechanisms()?;
@@ -43,11 +39,18 @@ impl Config {
             } else if ScramMechanism::from_name(&mechanism).is_some() {
                 (SCRAM_LOGIN_MODULE, &own.scram_sasl_jaas_config, "scram-sha-256|512.sasl.jaas.config")
             } else {
-                return Err(invalid("sasl_mechanism_inter_broker_protocol", format!("{mechanism} cannot be used between brokers (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")));
+                return Err(invalid(
+                    "sasl_mechanism_inter_broker_protocol",
+                    format!("{mechanism} cannot be used between brokers (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"),
+                ));
             };
-            let line = jaas::parse(jaas_text, &[module]).map_err(|m| invalid("listener_settings", format!("listener.name.{}.{key}: {m}", l.name.to_ascii_lowercase())))?;
+            let line = jaas::parse(jaas_text, &[module])
+                .map_err(|m| invalid("listener_settings", format!("listener.name.{}.{key}: {m}", l.name.to_ascii_lowercase())))?;
             let (username, password) = line.client_credentials().ok_or_else(|| {
-                invalid("listener_settings", format!("listener.name.{}.{key} needs username=\"...\" password=\"...\": this broker's own credentials", l.name.to_ascii_lowercase()))
+                invalid(
+                    "listener_settings",
+                    format!("listener.name.{}.{key} needs username=\"...\" password=\"...\": this broker's own credentials", l.name.to_ascii_lowercase()),
+                )
             })?;
             Some(SaslCredentials { mechanism, username: username.to_string(), password: password.to_string() })
         } else {
@@ -59,7 +62,8 @@ impl Config {
     /// The controller listener's name (the first of `controller_listener_names`) and its
     /// protocol in `listener_security_protocol_map` (PLAINTEXT when it has no entry).
     pub fn controller_listener_protocol(&self) -> Result<(String, SecurityProtocol), ConfigError> {
-        let name = self.controller_listener_names.split(',').map(|n| n.trim().to_ascii_uppercase()).find(|n| !n.is_empty()).unwrap_or_else(|| "CONTROLLER".into());
+        let name =
+            self.controller_listener_names.split(',').map(|n| n.trim().to_ascii_uppercase()).find(|n| !n.is_empty()).unwrap_or_else(|| "CONTROLLER".into());
         for entry in self.listener_security_protocol_map.split(',') {
             if let Some((n, p)) = entry.split_once(':') {
                 if n.trim().eq_ignore_ascii_case(&name) {
@@ -92,7 +96,10 @@ impl Config {
         }
         let own = self.for_listener(&name)?;
         if crate::security::tls_config::ClientAuth::parse(&own.ssl_client_auth) != Some(crate::security::tls_config::ClientAuth::Required) {
-            return Err(invalid("ssl_client_auth", format!("is {:?}: the controller listener needs required (nodes prove themselves by certificate)", own.ssl_client_auth)));
+            return Err(invalid(
+                "ssl_client_auth",
+                format!("is {:?}: the controller listener needs required (nodes prove themselves by certificate)", own.ssl_client_auth),
+            ));
         }
         let settings = own.tls_settings();
         let server = tls_config::server_config(&settings).map_err(|e| invalid(e.key, e.message))?;
@@ -137,7 +144,11 @@ mod tests {
     #[test]
     fn a_mechanism_the_listener_does_not_offer_or_missing_credentials_stop_the_broker() {
         // Kafka's default GSSAPI; a mechanism not enabled; SCRAM without its JAAS line.
-        for (mechanism, key) in [("GSSAPI", "sasl_mechanism_inter_broker_protocol"), ("SCRAM-SHA-256", "sasl_mechanism_inter_broker_protocol"), ("SCRAM-SHA-512", "listener_settings")] {
+        for (mechanism, key) in [
+            ("GSSAPI", "sasl_mechanism_inter_broker_protocol"),
+            ("SCRAM-SHA-256", "sasl_mechanism_inter_broker_protocol"),
+            ("SCRAM-SHA-512", "listener_settings"),
+        ] {
             match sasl_config(mechanism, &[]).inter_broker_security() {
                 Err(crate::config::ConfigError::Invalid { key: k, .. }) => assert_eq!(k, key, "{mechanism}"),
                 other => panic!("{mechanism}: {other:?}"),

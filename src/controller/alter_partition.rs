@@ -153,7 +153,10 @@ pub fn apply(image: &mut MetadataImage, req: AlterIsr<'_>) -> Result<(PartitionM
         eligible_leaders::check(p, elr_policy.min_isr(configs, p.replicas.len()));
     }
     debug_assert!(p.partition_epoch > before.partition_epoch);
-    debug_assert!((p.leader == NO_LEADER || p.isr.contains(&p.leader)) && p.isr.iter().all(|b| p.replica_on(*b).is_some()), "ISR holds the leader and only replicas");
+    debug_assert!(
+        (p.leader == NO_LEADER || p.isr.contains(&p.leader)) && p.isr.iter().all(|b| p.replica_on(*b).is_some()),
+        "ISR holds the leader and only replicas"
+    );
     Ok((p.clone(), Some(topic)))
 }
 
@@ -171,7 +174,19 @@ mod tests {
     fn image() -> MetadataImage {
         let mut img = MetadataImage::default();
         for id in 0..4 {
-            img.brokers.insert(id, BrokerMeta { id, incarnation: [id as u8; 16], host: "h".into(), port: 9092, rack: None, shard_count: 1, listeners: Vec::new(), fenced: id == 3 });
+            img.brokers.insert(
+                id,
+                BrokerMeta {
+                    id,
+                    incarnation: [id as u8; 16],
+                    host: "h".into(),
+                    port: 9092,
+                    rack: None,
+                    shard_count: 1,
+                    listeners: Vec::new(),
+                    fenced: id == 3,
+                },
+            );
         }
         let mut p = PartitionMeta::new_on(0, [0, 1, 2, 3, 4].iter().map(|b| ReplicaMeta { broker: *b, shard: 0 }).collect());
         (p.isr, p.leader_epoch, p.partition_epoch) = (vec![0, 1], 2, 5);

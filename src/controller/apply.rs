@@ -6,17 +6,13 @@ use crate::runtime::ShardId;
 
 use super::alter_partition::{self, AlterIsr};
 use super::election;
-use super::reassignment;
 use super::leadership::{self, ChangedTopics};
+use super::reassignment;
 
 use super::types::{Applied, Command, Rejection, Response};
 
 /// Applies `cmd`, committed at log `index`, to `image`.
-pub fn apply(
-    image: &mut MetadataImage,
-    index: u64,
-    cmd: &Command,
-) -> (Response, Vec<MetadataDelta>) {
+pub fn apply(image: &mut MetadataImage, index: u64, cmd: &Command) -> (Response, Vec<MetadataDelta>) {
     image.applied_index = index;
     match apply_inner(image, cmd) {
         Ok((applied, deltas)) => (Response(Ok(applied)), deltas),
@@ -27,21 +23,14 @@ pub fn apply(
     }
 }
 
-fn live_topic<'a>(
-    image: &'a mut MetadataImage,
-    name: &str,
-    id: &[u8; 16],
-) -> Result<&'a mut TopicMeta, Rejection> {
+fn live_topic<'a>(image: &'a mut MetadataImage, name: &str, id: &[u8; 16]) -> Result<&'a mut TopicMeta, Rejection> {
     match image.topics.get_mut(name) {
         Some(t) if &t.topic_id == id => Ok(t),
         _ => Err(Rejection::UnknownTopic(name.to_string())),
     }
 }
 
-fn apply_inner(
-    image: &mut MetadataImage,
-    cmd: &Command,
-) -> Result<(Applied, Vec<MetadataDelta>), Rejection> {
+fn apply_inner(image: &mut MetadataImage, cmd: &Command) -> Result<(Applied, Vec<MetadataDelta>), Rejection> {
     match cmd {
         Command::InitCluster { cluster_id } => {
             // First writer wins; a second InitCluster (a retry after a leader change) is a no-op.
@@ -50,69 +39,30 @@ fn apply_inner(
             }
             Ok((Applied::Done, Vec::new()))
         }
-        Command::CreateTopic {
-            name,
-            topic_id,
-            shards,
-            replicas,
-            configs,
-        } => {
+        Command::CreateTopic { name, topic_id, shards, replicas, configs } => {
             if image.topics.contains_key(name) {
                 return Err(Rejection::TopicAlreadyExists(name.clone()));
             }
             if image.topic_by_id(topic_id).is_some() {
-                return Err(Rejection::InvalidRequest(format!(
-                    "topic id of '{name}' collides with an existing topic"
-                )));
+                return Err(Rejection::InvalidRequest(format!("topic id of '{name}' collides with an existing topic")));
             }
             let partitions = new_partitions(image, 0, shards, replicas);
-            let meta = TopicMeta {
-                name: name.clone(),
-                topic_id: *topic_id,
-                partitions,
-                configs: configs.clone(),
-            };
+            let meta = TopicMeta { name: name.clone(), topic_id: *topic_id, partitions, configs: configs.clone() };
             image.topics.insert(name.clone(), meta.clone());
-            Ok((
-                Applied::TopicCreated(meta),
-                vec![MetadataDelta::TopicCreated { name: name.clone() }],
-            ))
+            Ok((Applied::TopicCreated(meta), vec![MetadataDelta::TopicCreated { name: name.clone() }]))
         }
-        Command::CreatePartitions {
-            name,
-            topic_id,
-            new_shards,
-            new_replicas,
-        } => {
+        Command::CreatePartitions { name, topic_id, new_shards, new_replicas } => {
             let first_new = live_topic(image, name, topic_id)?.partitions.len() as i32;
             let added = new_partitions(image, first_new, new_shards, new_replicas);
             live_topic(image, name, topic_id)?.partitions.extend(added);
-            Ok((
-                Applied::Done,
-                vec![MetadataDelta::PartitionsCreated {
-                    name: name.clone(),
-                    first_new,
-                }],
-            ))
+            Ok((Applied::Done, vec![MetadataDelta::PartitionsCreated { name: name.clone(), first_new }]))
         }
         Command::DeleteTopic { name, topic_id } => {
             live_topic(image, name, topic_id)?;
             image.topics.remove(name);
-            Ok((
-                Applied::TopicDeleted {
-                    topic_id: *topic_id,
-                },
-                vec![MetadataDelta::TopicDeleted {
-                    name: name.clone(),
-                    topic_id: *topic_id,
-                }],
-            ))
+            Ok((Applied::TopicDeleted { topic_id: *topic_id }, vec![MetadataDelta::TopicDeleted { name: name.clone(), topic_id: *topic_id }]))
         }
-        Command::SetTopicConfigs {
-            name,
-            topic_id,
-            configs,
-        } => {
+        Command::SetTopicConfigs { name, topic_id, configs } => {
             let topic = live_topic(image, name, topic_id)?;
             if &topic.configs == configs {
                 return Ok((Applied::Done, Vec::new()));
@@ -132,11 +82,7 @@ fn apply_inner(
             let next = (*count > 0)
                 .then(|| first.checked_add(*count))
                 .flatten()
-                .ok_or_else(|| {
-                    Rejection::InvalidRequest(format!(
-                        "cannot allocate {count} producer ids after {first}"
-                    ))
-                })?;
+                .ok_or_else(|| Rejection::InvalidRequest(format!("cannot allocate {count} producer ids after {first}")))?;
             image.next_producer_id = next;
             Ok((Applied::ProducerIds { first }, Vec::new()))
         }
@@ -235,13 +181,22 @@ fn apply_inner(
             Ok((Applied::Done, broker_deltas(changed)))
         }
         Command::AlterPartition { topic_id, partition, leader, leader_epoch, partition_epoch, new_isr, new_isr_epochs } => {
-            let req = AlterIsr { topic_id, partition: *partition, leader: *leader, leader_epoch: *leader_epoch, partition_epoch: *partition_epoch, new_isr, new_isr_epochs };
+            let req = AlterIsr {
+                topic_id,
+                partition: *partition,
+                leader: *leader,
+                leader_epoch: *leader_epoch,
+                partition_epoch: *partition_epoch,
+                new_isr,
+                new_isr_epochs,
+            };
             let (meta, changed) = alter_partition::apply(image, req).map_err(Rejection::AlterPartition)?;
             // LeadersChanged: the shards re-read every partition of the topic (leader, ISR).
             let deltas = changed.into_iter().map(|name| MetadataDelta::LeadersChanged { name }).collect();
             Ok((Applied::PartitionAltered(meta), deltas))
         }
-        Command::FenceBroker { broker, incarnation, unclean_default, min_isr_default } | Command::UnfenceBroker { broker, incarnation, unclean_default, min_isr_default } => {
+        Command::FenceBroker { broker, incarnation, unclean_default, min_isr_default }
+        | Command::UnfenceBroker { broker, incarnation, unclean_default, min_isr_default } => {
             let fence = matches!(cmd, Command::FenceBroker { .. });
             note_min_isr_default(image, *min_isr_default);
             let Some(b) = image.brokers.get_mut(broker) else {
@@ -254,7 +209,8 @@ fn apply_inner(
                 return Ok((Applied::Done, Vec::new()));
             }
             b.fenced = fence;
-            let mut changed = if fence { leadership::on_fenced(image, *broker, *unclean_default) } else { leadership::on_unfenced(image, *broker, *unclean_default) };
+            let mut changed =
+                if fence { leadership::on_fenced(image, *broker, *unclean_default) } else { leadership::on_unfenced(image, *broker, *unclean_default) };
             changed.extend(reassignment::complete_ready(image));
             Ok((Applied::Done, broker_deltas(changed)))
         }
@@ -321,20 +277,14 @@ pub fn diff_images(old: &MetadataImage, new: &MetadataImage) -> Vec<MetadataDelt
     for (name, t) in &old.topics {
         match new.topics.get(name) {
             Some(n) if n.topic_id == t.topic_id => {}
-            _ => deltas.push(MetadataDelta::TopicDeleted {
-                name: name.clone(),
-                topic_id: t.topic_id,
-            }),
+            _ => deltas.push(MetadataDelta::TopicDeleted { name: name.clone(), topic_id: t.topic_id }),
         }
     }
     for (name, n) in &new.topics {
         match old.topics.get(name) {
             Some(t) if t.topic_id == n.topic_id => {
                 if n.partitions.len() > t.partitions.len() {
-                    deltas.push(MetadataDelta::PartitionsCreated {
-                        name: name.clone(),
-                        first_new: t.partitions.len() as i32,
-                    });
+                    deltas.push(MetadataDelta::PartitionsCreated { name: name.clone(), first_new: t.partitions.len() as i32 });
                 }
                 if n.configs != t.configs {
                     deltas.push(MetadataDelta::TopicConfigChanged { name: name.clone() });

@@ -93,12 +93,7 @@ pub fn choose(p: &PartitionMeta, image: &MetadataImage, election: ElectionType) 
                 return Err(ElectionError::NotNeeded);
             }
             match leadership::elect(p, image) {
-                NO_LEADER => p
-                    .replicas
-                    .iter()
-                    .map(|r| r.broker)
-                    .find(|b| image.is_live(*b))
-                    .ok_or(ElectionError::EligibleLeadersNotAvailable),
+                NO_LEADER => p.replicas.iter().map(|r| r.broker).find(|b| image.is_live(*b)).ok_or(ElectionError::EligibleLeadersNotAvailable),
                 clean => Ok(clean),
             }
         }
@@ -112,10 +107,8 @@ fn find<'a>(image: &'a MetadataImage, r: &PartitionRef) -> Option<&'a PartitionM
 /// Runs the elections of a committed `ElectLeaders` record: each partition is checked
 /// against `image` as it is now. Results in `targets` order, and the topics that changed.
 pub fn apply_elections(image: &mut MetadataImage, election: ElectionType, targets: &[PartitionRef]) -> (Vec<ElectionResult>, ChangedTopics) {
-    let decisions: Vec<_> = targets
-        .iter()
-        .map(|r| find(image, r).ok_or(ElectionError::UnknownTopicOrPartition).and_then(|p| choose(p, image, election)))
-        .collect();
+    let decisions: Vec<_> =
+        targets.iter().map(|r| find(image, r).ok_or(ElectionError::UnknownTopicOrPartition).and_then(|p| choose(p, image, election))).collect();
     let mut changed = ChangedTopics::new();
     for (r, decision) in targets.iter().zip(&decisions) {
         let Ok(leader) = *decision else { continue };
@@ -252,7 +245,8 @@ mod tests {
     fn image(brokers: usize, assignments: &[Vec<BrokerId>]) -> MetadataImage {
         let mut img = MetadataImage::default();
         for id in 0..brokers as BrokerId {
-            let b = BrokerMeta { id, incarnation: [id as u8; 16], host: "h".into(), port: 9092, rack: None, shard_count: 2, listeners: Vec::new(), fenced: false };
+            let b =
+                BrokerMeta { id, incarnation: [id as u8; 16], host: "h".into(), port: 9092, rack: None, shard_count: 2, listeners: Vec::new(), fenced: false };
             img.brokers.insert(id, b);
         }
         let partitions = assignments
@@ -270,7 +264,11 @@ mod tests {
 
     fn set_fenced(img: &mut MetadataImage, b: BrokerId, fenced: bool) {
         img.brokers.get_mut(&b).unwrap().fenced = fenced;
-        if fenced { leadership::on_fenced(img, b, false) } else { leadership::on_unfenced(img, b, false) };
+        if fenced {
+            leadership::on_fenced(img, b, false)
+        } else {
+            leadership::on_unfenced(img, b, false)
+        };
     }
 
     fn part(img: &MetadataImage, i: i32) -> &PartitionMeta {
@@ -349,7 +347,10 @@ mod tests {
         let mut named = plan(&img, ElectionType::Preferred, Some(&asked));
         let want = |r0| {
             vec![
-                TopicElection { topic: "t".into(), partitions: vec![(1, Err(ElectionError::NotNeeded)), (0, r0), (7, Err(ElectionError::UnknownTopicOrPartition))] },
+                TopicElection {
+                    topic: "t".into(),
+                    partitions: vec![(1, Err(ElectionError::NotNeeded)), (0, r0), (7, Err(ElectionError::UnknownTopicOrPartition))],
+                },
                 TopicElection { topic: "nope".into(), partitions: vec![(0, Err(ElectionError::UnknownTopicOrPartition))] },
             ]
         };
@@ -401,7 +402,16 @@ mod tests {
         use super::super::apply::apply;
         use super::super::types::{Applied, Command, Response};
         use crate::cluster::image::MetadataDelta;
-        let broker = |id: BrokerId, inc: u8| BrokerMeta { id, incarnation: [inc; 16], host: "h".into(), port: 9092, rack: None, shard_count: 2, listeners: Vec::new(), fenced: false };
+        let broker = |id: BrokerId, inc: u8| BrokerMeta {
+            id,
+            incarnation: [inc; 16],
+            host: "h".into(),
+            port: 9092,
+            rack: None,
+            shard_count: 2,
+            listeners: Vec::new(),
+            fenced: false,
+        };
         let on = |b: BrokerId| ReplicaMeta { broker: b, shard: 1 };
         let t0 = refs(&[0]);
         let log = vec![
@@ -410,7 +420,15 @@ mod tests {
             Command::RegisterBroker { broker: broker(3, 3), unclean_default: false, min_isr_default: 0, clean_shutdown_of: None },
             Command::CreateTopic { name: "t".into(), topic_id: [1; 16], shards: vec![], replicas: vec![vec![on(1), on(2), on(3)]], configs: BTreeMap::new() },
             // The followers lag: the leader shrinks the ISR to itself.
-            Command::AlterPartition { topic_id: [1; 16], partition: 0, leader: 1, leader_epoch: 0, partition_epoch: 0, new_isr: vec![1], new_isr_epochs: vec![] },
+            Command::AlterPartition {
+                topic_id: [1; 16],
+                partition: 0,
+                leader: 1,
+                leader_epoch: 0,
+                partition_epoch: 0,
+                new_isr: vec![1],
+                new_isr_epochs: vec![],
+            },
             Command::FenceBroker { broker: 1, incarnation: [1; 16], unclean_default: false, min_isr_default: 0 },
             Command::ElectLeaders { election: ElectionType::Preferred, partitions: t0.clone() },
             Command::ElectLeaders { election: ElectionType::Unclean, partitions: t0.clone() },

@@ -55,35 +55,21 @@ fn u32_at(buf: &[u8], at: usize) -> u32 {
 
 /// Checks a header's magic, version and length (against `limit`) and returns the payload
 /// length, so a reader can bound a length from the network before allocating for it.
-pub fn payload_len(
-    header: &[u8; HEADER_LEN],
-    magic: u32,
-    version: u16,
-    limit: usize,
-) -> Result<usize, FrameError> {
+pub fn payload_len(header: &[u8; HEADER_LEN], magic: u32, version: u16, limit: usize) -> Result<usize, FrameError> {
     check_header(header, magic, version, limit)
 }
 
 fn check_header(buf: &[u8], magic: u32, version: u16, limit: usize) -> Result<usize, FrameError> {
     if buf.len() < HEADER_LEN {
-        return Err(FrameError::Truncated {
-            need: HEADER_LEN,
-            have: buf.len(),
-        });
+        return Err(FrameError::Truncated { need: HEADER_LEN, have: buf.len() });
     }
     let found = u32_at(buf, 0);
     if found != magic {
-        return Err(FrameError::BadMagic {
-            found,
-            expected: magic,
-        });
+        return Err(FrameError::BadMagic { found, expected: magic });
     }
     let v = u16::from_le_bytes([buf[4], buf[5]]);
     if v != version {
-        return Err(FrameError::BadVersion {
-            found: v,
-            expected: version,
-        });
+        return Err(FrameError::BadVersion { found: v, expected: version });
     }
     let len = u32_at(buf, 6) as usize;
     if len > limit {
@@ -94,19 +80,11 @@ fn check_header(buf: &[u8], magic: u32, version: u16, limit: usize) -> Result<us
 
 /// Decodes the record at the start of `buf`; returns its payload and the bytes consumed.
 /// The length is checked against `limit` and against what remains before anything is read.
-pub fn decode(
-    buf: &[u8],
-    magic: u32,
-    version: u16,
-    limit: usize,
-) -> Result<(&[u8], usize), FrameError> {
+pub fn decode(buf: &[u8], magic: u32, version: u16, limit: usize) -> Result<(&[u8], usize), FrameError> {
     let len = check_header(buf, magic, version, limit)?;
     let total = HEADER_LEN + len;
     if buf.len() < total {
-        return Err(FrameError::Truncated {
-            need: total,
-            have: buf.len(),
-        });
+        return Err(FrameError::Truncated { need: total, have: buf.len() });
     }
     let stored = u32_at(buf, 10);
     let payload = &buf[HEADER_LEN..total];
@@ -132,17 +110,8 @@ mod tests {
             bad[i] ^= 0x01;
             assert!(decode(&bad, M, 1, 100).is_err(), "flip at {i} not detected");
         }
-        assert!(matches!(
-            decode(&rec[..rec.len() - 1], M, 1, 100),
-            Err(FrameError::Truncated { .. })
-        ));
-        assert!(matches!(
-            decode(&rec, M, 1, 2),
-            Err(FrameError::TooLong { .. })
-        ));
-        assert!(matches!(
-            decode(&rec, M, 2, 100),
-            Err(FrameError::BadVersion { .. })
-        ));
+        assert!(matches!(decode(&rec[..rec.len() - 1], M, 1, 100), Err(FrameError::Truncated { .. })));
+        assert!(matches!(decode(&rec, M, 1, 2), Err(FrameError::TooLong { .. })));
+        assert!(matches!(decode(&rec, M, 2, 100), Err(FrameError::BadVersion { .. })));
     }
 }

@@ -11,10 +11,10 @@ use futures::channel::oneshot;
 use crate::cluster::image::{BrokerId, ConfigResource, MetadataImage, PartitionMeta, TopicMeta};
 
 use super::election::{ElectionType, TopicElection};
-use super::reassignment::{PartitionReassignment, TopicReassignmentResult};
-use super::state_machine::Publisher;
 use super::quorum_info::QuorumInfo;
+use super::reassignment::{PartitionReassignment, TopicReassignmentResult};
 use super::rpc::{ClientReply, ClientRequest};
+use super::state_machine::Publisher;
 use super::types::{QuotaAlteration, ScramUpsertion};
 use super::{ConfigOp, ControllerError};
 use crate::security::acl::{AclBinding, AclFilter};
@@ -65,13 +65,7 @@ impl ControllerHandle {
         incarnation: [u8; 16],
         directory_id: [u8; 16],
     ) -> ControllerHandle {
-        ControllerHandle {
-            tx,
-            publisher,
-            thread: Arc::new(Mutex::new(Some(thread))),
-            incarnation,
-            directory_id,
-        }
+        ControllerHandle { tx, publisher, thread: Arc::new(Mutex::new(Some(thread))), incarnation, directory_id }
     }
 
     /// The metadata dir's directory id in Kafka's text form (its `meta.properties` line).
@@ -92,12 +86,7 @@ impl ControllerHandle {
 
     async fn call(&self, body: ClientRequest) -> Result<ClientReply, ControllerError> {
         let (reply, rx) = oneshot::channel();
-        let req = Request {
-            body,
-            forwarded: false,
-            via: None,
-            reply,
-        };
+        let req = Request { body, forwarded: false, via: None, reply };
         self.tx.send(req).await.map_err(|_| stopped())?;
         rx.await.map_err(|_| stopped())?
     }
@@ -126,17 +115,7 @@ impl ControllerHandle {
         configs: BTreeMap<String, String>,
         validate_only: bool,
     ) -> Result<TopicMeta, ControllerError> {
-        match self
-            .call(ClientRequest::CreateTopic {
-                name,
-                num_partitions,
-                replication_factor,
-                assignments: Vec::new(),
-                configs,
-                validate_only,
-            })
-            .await?
-        {
+        match self.call(ClientRequest::CreateTopic { name, num_partitions, replication_factor, assignments: Vec::new(), configs, validate_only }).await? {
             ClientReply::Topic(meta) => Ok(meta),
             other => Err(mismatch("CreateTopic", other)),
         }
@@ -166,50 +145,18 @@ impl ControllerHandle {
     }
 
     /// `assignments`: broker ids per new partition, or empty for placement.
-    pub async fn create_partitions(
-        &self,
-        name: String,
-        total_count: i32,
-        assignments: Vec<Vec<i32>>,
-        validate_only: bool,
-    ) -> Result<(), ControllerError> {
-        self.call(ClientRequest::CreatePartitions {
-            name,
-            total_count,
-            assignments,
-            validate_only,
-        })
-        .await
-        .map(|_| ())
+    pub async fn create_partitions(&self, name: String, total_count: i32, assignments: Vec<Vec<i32>>, validate_only: bool) -> Result<(), ControllerError> {
+        self.call(ClientRequest::CreatePartitions { name, total_count, assignments, validate_only }).await.map(|_| ())
     }
 
-    pub async fn alter_topic_configs(
-        &self,
-        name: String,
-        ops: Vec<ConfigOp>,
-        validate_only: bool,
-    ) -> Result<(), ControllerError> {
-        self.call(ClientRequest::AlterConfigs {
-            name,
-            ops,
-            replace: false,
-            validate_only,
-        })
-        .await
-        .map(|_| ())
+    pub async fn alter_topic_configs(&self, name: String, ops: Vec<ConfigOp>, validate_only: bool) -> Result<(), ControllerError> {
+        self.call(ClientRequest::AlterConfigs { name, ops, replace: false, validate_only }).await.map(|_| ())
     }
 
     /// Legacy AlterConfigs on a topic: `configs` become the topic's whole override set.
-    pub async fn replace_topic_configs(
-        &self,
-        name: String,
-        configs: BTreeMap<String, String>,
-        validate_only: bool,
-    ) -> Result<(), ControllerError> {
+    pub async fn replace_topic_configs(&self, name: String, configs: BTreeMap<String, String>, validate_only: bool) -> Result<(), ControllerError> {
         let ops = configs.into_iter().map(|(k, v)| ConfigOp::Set(k, v)).collect();
-        self.call(ClientRequest::AlterConfigs { name, ops, replace: true, validate_only })
-            .await
-            .map(|_| ())
+        self.call(ClientRequest::AlterConfigs { name, ops, replace: true, validate_only }).await.map(|_| ())
     }
 
     /// Changes the dynamic configs of a broker (or the cluster-wide default) or a group;
@@ -221,9 +168,7 @@ impl ControllerHandle {
         replace: bool,
         validate_only: bool,
     ) -> Result<(), ControllerError> {
-        self.call(ClientRequest::AlterResourceConfigs { resource, ops, replace, validate_only })
-            .await
-            .map(|_| ())
+        self.call(ClientRequest::AlterResourceConfigs { resource, ops, replace, validate_only }).await.map(|_| ())
     }
 
     /// AlterUserScramCredentials: sets and removes SCRAM credentials in one record;
@@ -307,11 +252,7 @@ impl ControllerHandle {
 
     /// ElectLeaders: elects leaders of `topics` (None: every partition); the answer per
     /// partition, as Kafka's controller gives it.
-    pub async fn elect_leaders(
-        &self,
-        election: ElectionType,
-        topics: Option<Vec<(String, Vec<i32>)>>,
-    ) -> Result<Vec<TopicElection>, ControllerError> {
+    pub async fn elect_leaders(&self, election: ElectionType, topics: Option<Vec<(String, Vec<i32>)>>) -> Result<Vec<TopicElection>, ControllerError> {
         match self.call(ClientRequest::ElectLeaders { election, topics }).await? {
             ClientReply::Elections(results) => Ok(results),
             other => Err(mismatch("ElectLeaders", other)),

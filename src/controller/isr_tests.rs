@@ -71,7 +71,15 @@ impl Log {
     /// AlterPartition from the current leader at the current epochs.
     fn alter(&self, isr: &[BrokerId]) -> Command {
         let p = self.p();
-        Command::AlterPartition { topic_id: T, partition: 0, leader: p.leader, leader_epoch: p.leader_epoch, partition_epoch: p.partition_epoch, new_isr: isr.to_vec(), new_isr_epochs: vec![] }
+        Command::AlterPartition {
+            topic_id: T,
+            partition: 0,
+            leader: p.leader,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            new_isr: isr.to_vec(),
+            new_isr_epochs: vec![],
+        }
     }
 
     fn fence(&mut self, b: BrokerId, unclean_default: bool) -> Vec<MetadataDelta> {
@@ -159,7 +167,8 @@ fn fencing_shrinks_the_isr_and_moves_leadership_within_it() {
     assert_eq!(log.fence(1, false)[1..], leaders_changed()[..]);
     assert_eq!(log.summary(), (2, vec![2, 3], 1, 1));
     // A leader's AlterPartition from before the fencing is stale now.
-    let stale = Command::AlterPartition { topic_id: T, partition: 0, leader: 1, leader_epoch: 0, partition_epoch: 0, new_isr: vec![1, 2], new_isr_epochs: vec![] };
+    let stale =
+        Command::AlterPartition { topic_id: T, partition: 0, leader: 1, leader_epoch: 0, partition_epoch: 0, new_isr: vec![1, 2], new_isr_epochs: vec![] };
     assert!(matches!(log.apply(stale).0, Response(Err(Rejection::AlterPartition(AlterPartitionError::FencedLeaderEpoch)))));
     log.fence(3, false);
     assert_eq!(log.summary(), (2, vec![2], 1, 2));
@@ -180,7 +189,15 @@ fn a_restart_leaves_every_isr_it_shares_and_may_lead_where_it_was_alone() {
     let mut log = Log::new(&[]);
     let on = |bs: &[BrokerId]| bs.iter().map(|b| ReplicaMeta { broker: *b, shard: 0 }).collect::<Vec<_>>();
     log.ok(Command::CreateTopic { name: "u".into(), topic_id: [2; 16], shards: vec![], replicas: vec![on(&[1, 2])], configs: BTreeMap::new() });
-    log.ok(Command::AlterPartition { topic_id: [2; 16], partition: 0, leader: 1, leader_epoch: 0, partition_epoch: 0, new_isr: vec![1], new_isr_epochs: vec![] });
+    log.ok(Command::AlterPartition {
+        topic_id: [2; 16],
+        partition: 0,
+        leader: 1,
+        leader_epoch: 0,
+        partition_epoch: 0,
+        new_isr: vec![1],
+        new_isr_epochs: vec![],
+    });
     // Broker 1 restarts before the session timeout noticed: a new incarnation registers.
     let deltas = log.ok(Command::RegisterBroker { broker: broker(1, 11), unclean_default: false, min_isr_default: 0, clean_shutdown_of: None });
     assert!(deltas.contains(&MetadataDelta::BrokersChanged) && deltas.contains(&MetadataDelta::LeadersChanged { name: "u".into() }), "{deltas:?}");
@@ -223,7 +240,8 @@ fn unclean_election_only_where_the_topic_or_the_default_allows_it() {
     log.unfence(3, false);
     assert_eq!(log.summary().0, NO_LEADER, "waits for broker 1, the ISR");
     // The operator allows unclean elections on the topic: broker 3 leads at once.
-    let deltas = log.ok(Command::SetTopicConfigs { name: "t".into(), topic_id: T, configs: [(UNCLEAN_LEADER_ELECTION_ENABLE.to_string(), "true".to_string())].into() });
+    let deltas =
+        log.ok(Command::SetTopicConfigs { name: "t".into(), topic_id: T, configs: [(UNCLEAN_LEADER_ELECTION_ENABLE.to_string(), "true".to_string())].into() });
     assert_eq!(deltas, vec![MetadataDelta::TopicConfigChanged { name: "t".into() }, MetadataDelta::LeadersChanged { name: "t".into() }]);
     assert_eq!(log.summary(), (3, vec![3], 2, 3));
     // Broker 1 returns: the partition has a leader; broker 1 is out of the ISR.
@@ -233,7 +251,10 @@ fn unclean_election_only_where_the_topic_or_the_default_allows_it() {
     // Enabled cluster-wide (dynamic broker default) while offline, a replica live: elected.
     let mut log = offline(&[], false);
     assert_eq!(log.summary().0, NO_LEADER);
-    log.ok(Command::SetResourceConfigs { resource: crate::cluster::image::ConfigResource::Broker(String::new()), configs: [(UNCLEAN_LEADER_ELECTION_ENABLE.to_string(), "true".to_string())].into() });
+    log.ok(Command::SetResourceConfigs {
+        resource: crate::cluster::image::ConfigResource::Broker(String::new()),
+        configs: [(UNCLEAN_LEADER_ELECTION_ENABLE.to_string(), "true".to_string())].into(),
+    });
     assert_eq!(log.summary(), (2, vec![2], 2, 3));
 }
 
@@ -321,7 +342,14 @@ fn alter_partition_through_the_controller_thread() {
     h.shutdown();
     h.join();
     // The change survived (log replay); this restart takes broker 1 out of the ISR again.
-    let c = ControllerConfig { data_dir: dir.path().to_path_buf(), node_id: 1, shard_count: 1, session_timeout: Duration::from_secs(600), auto_leader_rebalance_enable: false, ..Default::default() };
+    let c = ControllerConfig {
+        data_dir: dir.path().to_path_buf(),
+        node_id: 1,
+        shard_count: 1,
+        session_timeout: Duration::from_secs(600),
+        auto_leader_rebalance_enable: false,
+        ..Default::default()
+    };
     let (h, _rxs) = start(c).unwrap();
     let after = r(&h);
     assert_eq!((after.leader, after.isr, after.partition_epoch), (2, vec![2, 3], p.partition_epoch + 1));

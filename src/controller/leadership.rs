@@ -26,11 +26,7 @@ use crate::cluster::topic_config::UNCLEAN_LEADER_ELECTION_ENABLE;
 /// (or, the ISR being empty, in the ELR) and on a live broker; `NO_LEADER` if none (no
 /// unclean election).
 pub fn elect(p: &PartitionMeta, image: &MetadataImage) -> BrokerId {
-    p.replicas
-        .iter()
-        .map(|r| r.broker)
-        .find(|b| is_valid_leader(p, *b) && image.is_live(*b))
-        .unwrap_or(NO_LEADER)
+    p.replicas.iter().map(|r| r.broker).find(|b| is_valid_leader(p, *b) && image.is_live(*b)).unwrap_or(NO_LEADER)
 }
 
 /// Kafka's `isValidNewLeader`, liveness aside: an ISR member, or an ELR member when the
@@ -110,7 +106,12 @@ fn reelect(p: &mut PartitionMeta, live: &BTreeSet<BrokerId>, unclean: bool, elr_
             elr::promote(p, b);
             next = b;
         } else if let Some(b) = elr::last_known_leader(p, live) {
-            tracing::warn!(topic, partition = p.partition, leader = b, "no ISR or eligible leader replica: the last known leader leads again; records it lost in a crash are lost");
+            tracing::warn!(
+                topic,
+                partition = p.partition,
+                leader = b,
+                "no ISR or eligible leader replica: the last known leader leads again; records it lost in a crash are lost"
+            );
             p.isr = vec![b];
             elr::clear(p);
             next = b;

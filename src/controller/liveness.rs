@@ -59,7 +59,15 @@ struct Heard {
 impl Liveness {
     pub fn new(session_timeout: Duration, unclean_default: bool) -> Liveness {
         let disconnect_grace = disconnect_grace(session_timeout);
-        Liveness { session_timeout, unclean_default, min_isr_default: 1, leading_since: None, heard: HashMap::new(), disconnect_grace, shutting_down: HashMap::new() }
+        Liveness {
+            session_timeout,
+            unclean_default,
+            min_isr_default: 1,
+            leading_since: None,
+            heard: HashMap::new(),
+            disconnect_grace,
+            shutting_down: HashMap::new(),
+        }
     }
 
     /// The static min.insync.replicas the liveness records carry (1 unless set).
@@ -134,7 +142,15 @@ impl Liveness {
     /// unfencing (a fenced broker of the same incarnation heartbeats again), or nothing.
     /// `via`: the controller connection it came on (see `on_connection_closed`);
     /// `clean_shutdown_of`: the incarnation whose clean shutdown the broker found recorded.
-    pub fn on_heartbeat(&mut self, term: u64, image: &MetadataImage, broker: &BrokerMeta, clean_shutdown_of: Option<[u8; 16]>, via: Option<u64>, now: Instant) -> Option<Command> {
+    pub fn on_heartbeat(
+        &mut self,
+        term: u64,
+        image: &MetadataImage,
+        broker: &BrokerMeta,
+        clean_shutdown_of: Option<[u8; 16]>,
+        via: Option<u64>,
+        now: Instant,
+    ) -> Option<Command> {
         self.set_leading(Some(term), now);
         if self.shutting_down.get(&broker.id) == Some(&broker.incarnation) {
             return None;
@@ -144,11 +160,21 @@ impl Liveness {
             Some(b) if b.incarnation == broker.incarnation && !b.fenced => None,
             Some(b) if b.incarnation == broker.incarnation => {
                 tracing::info!(broker = broker.id, "controller: unfencing a broker that heartbeats again");
-                Some(Command::UnfenceBroker { broker: broker.id, incarnation: broker.incarnation, unclean_default: self.unclean_default, min_isr_default: self.min_isr_default })
+                Some(Command::UnfenceBroker {
+                    broker: broker.id,
+                    incarnation: broker.incarnation,
+                    unclean_default: self.unclean_default,
+                    min_isr_default: self.min_isr_default,
+                })
             }
             _ => {
                 tracing::info!(broker = broker.id, host = %broker.host, port = broker.port, "controller: registering a broker");
-                Some(Command::RegisterBroker { broker: broker.clone(), unclean_default: self.unclean_default, min_isr_default: self.min_isr_default, clean_shutdown_of })
+                Some(Command::RegisterBroker {
+                    broker: broker.clone(),
+                    unclean_default: self.unclean_default,
+                    min_isr_default: self.min_isr_default,
+                    clean_shutdown_of,
+                })
             }
         }
     }
@@ -213,7 +239,19 @@ mod tests {
     fn image(ids: &[BrokerId]) -> MetadataImage {
         let mut img = MetadataImage::default();
         for id in ids {
-            img.brokers.insert(*id, BrokerMeta { id: *id, incarnation: [*id as u8; 16], host: "h".into(), port: 1, rack: None, shard_count: 1, listeners: Vec::new(), fenced: false });
+            img.brokers.insert(
+                *id,
+                BrokerMeta {
+                    id: *id,
+                    incarnation: [*id as u8; 16],
+                    host: "h".into(),
+                    port: 1,
+                    rack: None,
+                    shard_count: 1,
+                    listeners: Vec::new(),
+                    fenced: false,
+                },
+            );
         }
         img
     }
@@ -251,9 +289,15 @@ mod tests {
         let two = img.brokers[&2].clone();
         assert_eq!(l.on_heartbeat(1, &img, &two, None, None, t0), None, "live, same incarnation");
         img.brokers.get_mut(&2).unwrap().fenced = true;
-        assert_eq!(l.on_heartbeat(1, &img, &two, None, None, t0), Some(Command::UnfenceBroker { broker: 2, incarnation: two.incarnation, unclean_default: true, min_isr_default: 1 }));
+        assert_eq!(
+            l.on_heartbeat(1, &img, &two, None, None, t0),
+            Some(Command::UnfenceBroker { broker: 2, incarnation: two.incarnation, unclean_default: true, min_isr_default: 1 })
+        );
         let restarted = BrokerMeta { incarnation: [7; 16], ..two.clone() };
-        assert_eq!(l.on_heartbeat(1, &img, &restarted, None, None, t0), Some(Command::RegisterBroker { broker: restarted.clone(), unclean_default: true, min_isr_default: 1, clean_shutdown_of: None }));
+        assert_eq!(
+            l.on_heartbeat(1, &img, &restarted, None, None, t0),
+            Some(Command::RegisterBroker { broker: restarted.clone(), unclean_default: true, min_isr_default: 1, clean_shutdown_of: None })
+        );
         let new = BrokerMeta { id: 3, ..restarted };
         assert!(matches!(l.on_heartbeat(1, &img, &new, None, None, t0), Some(Command::RegisterBroker { .. })));
         // The fencing timer: nothing while not leading, then the silent broker 1 (not me = 2).

@@ -71,11 +71,7 @@ fn invalid(msg: String) -> io::Error {
 pub(super) fn encode_entry(out: &mut Vec<u8>, entry: &Entry) -> io::Result<()> {
     let json = serde_json::to_vec(entry).map_err(|e| invalid(format!("encode log entry: {e}")))?;
     if json.len() > MAX_ENTRY_BYTES {
-        return Err(invalid(format!(
-            "log entry {} is {} bytes, limit {MAX_ENTRY_BYTES}",
-            entry.log_id,
-            json.len()
-        )));
+        return Err(invalid(format!("log entry {} is {} bytes, limit {MAX_ENTRY_BYTES}", entry.log_id, json.len())));
     }
     frame::encode_into(out, LOG_MAGIC, LOG_VERSION, &json);
     Ok(())
@@ -95,20 +91,11 @@ fn scan_log(buf: &[u8], path: &Path) -> io::Result<(BTreeMap<u64, Stored>, u64)>
             Ok((payload, used)) => match serde_json::from_slice::<Entry>(payload) {
                 Ok(entry) if prev.is_none_or(|p| entry.log_id.index == p + 1) => {
                     prev = Some(entry.log_id.index);
-                    entries.insert(
-                        entry.log_id.index,
-                        Stored {
-                            entry,
-                            offset: pos as u64,
-                        },
-                    );
+                    entries.insert(entry.log_id.index, Stored { entry, offset: pos as u64 });
                     pos += used;
                     continue;
                 }
-                Ok(entry) => format!(
-                    "entry index {} does not follow {:?}",
-                    entry.log_id.index, prev
-                ),
+                Ok(entry) => format!("entry index {} does not follow {:?}", entry.log_id.index, prev),
                 Err(e) => {
                     return Err(invalid(format!(
                         "{}: the record at offset {pos} is intact but does not decode ({e}): written by another version? \
@@ -144,21 +131,15 @@ impl LogStore {
         let meta = match read_if_exists(&meta_path)? {
             None => LogMeta::default(),
             Some(buf) => {
-                let (payload, _) = frame::decode(&buf, META_MAGIC, META_VERSION, MAX_META_BYTES).map_err(|e| {
-                    invalid(format!("{} is corrupt ({e}); it holds the raft vote, restore it or wipe the controller dir", meta_path.display()))
-                })?;
-                serde_json::from_slice(payload)
-                    .map_err(|e| invalid(format!("{} is undecodable: {e}", meta_path.display())))?
+                let (payload, _) = frame::decode(&buf, META_MAGIC, META_VERSION, MAX_META_BYTES)
+                    .map_err(|e| invalid(format!("{} is corrupt ({e}); it holds the raft vote, restore it or wipe the controller dir", meta_path.display())))?;
+                serde_json::from_slice(payload).map_err(|e| invalid(format!("{} is undecodable: {e}", meta_path.display())))?
             }
         };
 
         let buf = read_if_exists(&log_path)?.unwrap_or_default();
         let (mut entries, valid_len) = scan_log(&buf, &log_path)?;
-        let log = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(&log_path)?;
+        let log = OpenOptions::new().read(true).append(true).create(true).open(&log_path)?;
         if valid_len < buf.len() as u64 {
             log.set_len(valid_len)?;
             log.sync_all()?;
@@ -173,33 +154,18 @@ impl LogStore {
             dir = %dir.display(), entries = entries.len(), last_purged = ?meta.last_purged,
             "controller log opened"
         );
-        Ok(LogStore {
-            inner: Arc::new(Mutex::new(LogFiles {
-                log_path,
-                meta_path,
-                log,
-                log_len: valid_len,
-                entries,
-                meta,
-            })),
-        })
+        Ok(LogStore { inner: Arc::new(Mutex::new(LogFiles { log_path, meta_path, log, log_len: valid_len, entries, meta })) })
     }
 
     fn lock(&self) -> io::Result<MutexGuard<'_, LogFiles>> {
-        self.inner
-            .lock()
-            .map_err(|_| io::Error::other("controller log store mutex poisoned"))
+        self.inner.lock().map_err(|_| io::Error::other("controller log store mutex poisoned"))
     }
 
     /// (first, last) index held in the log, for tests and logging.
     #[cfg(test)]
     pub fn bounds(&self) -> io::Result<Option<(u64, u64)>> {
         let g = self.lock()?;
-        Ok(g.entries
-            .keys()
-            .next()
-            .copied()
-            .zip(g.entries.keys().next_back().copied()))
+        Ok(g.entries.keys().next().copied().zip(g.entries.keys().next_back().copied()))
     }
 }
 
@@ -216,8 +182,7 @@ impl LogFiles {
         self.log.sync_data()?;
         self.log_len += buf.len() as u64;
         for (entry, offset) in entries.into_iter().zip(offsets) {
-            self.entries
-                .insert(entry.log_id.index, Stored { entry, offset });
+            self.entries.insert(entry.log_id.index, Stored { entry, offset });
         }
         Ok(())
     }
@@ -249,25 +214,16 @@ impl LogFiles {
             encode_entry(&mut buf, &stored.entry)?;
         }
         write_atomic(&self.log_path, &buf)?;
-        self.log = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .open(&self.log_path)?;
+        self.log = OpenOptions::new().read(true).append(true).open(&self.log_path)?;
         self.log_len = buf.len() as u64;
         Ok(())
     }
 }
 
 impl RaftLogReader<ControllerTypes> for LogStore {
-    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
-        &mut self,
-        range: RB,
-    ) -> Result<Vec<Entry>, io::Error> {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(&mut self, range: RB) -> Result<Vec<Entry>, io::Error> {
         let g = self.lock()?;
-        Ok(g.entries
-            .range(range)
-            .map(|(_, s)| s.entry.clone())
-            .collect())
+        Ok(g.entries.range(range).map(|(_, s)| s.entry.clone()).collect())
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, io::Error> {
@@ -281,16 +237,8 @@ impl RaftLogStorage<ControllerTypes> for LogStore {
     async fn get_log_state(&mut self) -> Result<LogState<ControllerTypes>, io::Error> {
         let g = self.lock()?;
         let last_purged_log_id = g.meta.last_purged;
-        let last_log_id = g
-            .entries
-            .values()
-            .next_back()
-            .map(|s| s.entry.log_id)
-            .or(last_purged_log_id);
-        Ok(LogState {
-            last_purged_log_id,
-            last_log_id,
-        })
+        let last_log_id = g.entries.values().next_back().map(|s| s.entry.log_id).or(last_purged_log_id);
+        Ok(LogState { last_purged_log_id, last_log_id })
     }
 
     async fn get_log_reader(&mut self) -> Self::LogReader {
@@ -306,18 +254,12 @@ impl RaftLogStorage<ControllerTypes> for LogStore {
         Ok(())
     }
 
-    async fn append<I>(
-        &mut self,
-        entries: I,
-        callback: IOFlushed<ControllerTypes>,
-    ) -> Result<(), io::Error>
+    async fn append<I>(&mut self, entries: I, callback: IOFlushed<ControllerTypes>) -> Result<(), io::Error>
     where
         I: IntoIterator<Item = Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let res = self
-            .lock()
-            .and_then(|mut g| g.append(entries.into_iter().collect()));
+        let res = self.lock().and_then(|mut g| g.append(entries.into_iter().collect()));
         match res {
             Ok(()) => {
                 callback.io_completed(Ok(()));
@@ -353,20 +295,11 @@ mod tests {
 
     fn entry(index: u64) -> Entry {
         let log_id = LogId::new(CommittedLeaderId::new(1), index);
-        Entry::new_normal(
-            log_id,
-            Command::AllocateProducerIds {
-                count: index as i64,
-            },
-        )
+        Entry::new_normal(log_id, Command::AllocateProducerIds { count: index as i64 })
     }
 
     fn indexes(store: &mut LogStore) -> Vec<u64> {
-        futures::executor::block_on(store.try_get_log_entries(..))
-            .unwrap()
-            .iter()
-            .map(|e| e.log_id.index)
-            .collect()
+        futures::executor::block_on(store.try_get_log_entries(..)).unwrap().iter().map(|e| e.log_id.index).collect()
     }
 
     fn append(store: &mut LogStore, range: std::ops::RangeInclusive<u64>) {

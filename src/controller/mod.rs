@@ -52,8 +52,8 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::image::MetadataUpdate;
-use crate::runtime::ShardId;
 use crate::cluster::topic_config::TopicConfigDefaults;
+use crate::runtime::ShardId;
 
 mod alter_partition;
 mod apply;
@@ -94,8 +94,8 @@ pub(crate) mod sim_api {
     pub(crate) use super::apply::apply;
     pub(crate) use super::types::{Applied, Command, Rejection};
 }
-pub use election::{ElectionError, ElectionResult, ElectionType, TopicElection};
 pub use clean_shutdown::record as record_clean_shutdown;
+pub use election::{ElectionError, ElectionResult, ElectionType, TopicElection};
 pub use handle::ControllerHandle;
 pub use propose::validate_topic_name;
 pub use quorum_info::{LocalQuorumStatus, QuorumInfo, ReplicaProgress};
@@ -284,29 +284,18 @@ pub enum MembershipError {
 ///
 /// Blocks the calling thread until recovery is done (election + log replay, typically
 /// under a second): call it before the shard executors start, not on one of them.
-pub fn start(
-    cfg: ControllerConfig,
-) -> Result<
-    (
-        ControllerHandle,
-        Vec<async_channel::Receiver<MetadataUpdate>>,
-    ),
-    ControllerError,
-> {
+pub fn start(cfg: ControllerConfig) -> Result<(ControllerHandle, Vec<async_channel::Receiver<MetadataUpdate>>), ControllerError> {
     server::start(cfg)
 }
 
 /// Raft node id for a Kafka node id (which must not be negative).
 fn raft_node_id(node_id: i32) -> Result<u64, ControllerError> {
-    u64::try_from(node_id)
-        .map_err(|_| ControllerError::Config(format!("node_id must be >= 0, got {node_id}")))
+    u64::try_from(node_id).map_err(|_| ControllerError::Config(format!("node_id must be >= 0, got {node_id}")))
 }
 
 fn check_shard_count(n: u16, broker: bool) -> Result<ShardId, ControllerError> {
     if n == 0 && broker {
-        return Err(ControllerError::Config(
-            "shard_count must be at least 1".into(),
-        ));
+        return Err(ControllerError::Config("shard_count must be at least 1".into()));
     }
     Ok(n)
 }

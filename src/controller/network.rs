@@ -10,14 +10,10 @@ use std::future::Future;
 use std::time::Duration;
 
 use base64::Engine;
-use openraft::errors::{
-    NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable,
-};
+use openraft::errors::{NetworkError, RPCError, ReplicationClosed, StreamingError, Unreachable};
 use openraft::network::v2::RaftNetworkV2;
 use openraft::network::{RPCOption, RaftNetworkFactory};
-use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
-};
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
 use openraft::OptionalSend;
 use std::sync::Arc;
 use tokio::net::TcpStream;
@@ -39,10 +35,7 @@ impl RaftNetworkFactory<ControllerTypes> for Network {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: u64, node: &Node) -> PeerClient {
-        PeerClient {
-            target,
-            conn: Connection::new(node.addr.clone(), self.tls.clone()),
-        }
+        PeerClient { target, conn: Connection::new(node.addr.clone(), self.tls.clone()) }
     }
 }
 
@@ -82,26 +75,18 @@ impl Connection {
             Err(_) => Err(format!("no answer within {} ms", ttl.as_millis())),
         };
         match res {
-            Ok(RpcResponse::Failed(why)) => Err(CallError::Protocol {
-                addr: self.addr.clone(),
-                why,
-            }),
+            Ok(RpcResponse::Failed(why)) => Err(CallError::Protocol { addr: self.addr.clone(), why }),
             Ok(resp) => Ok(resp),
             Err(why) => {
                 self.stream = None;
-                Err(CallError::Unreachable {
-                    addr: self.addr.clone(),
-                    why,
-                })
+                Err(CallError::Unreachable { addr: self.addr.clone(), why })
             }
         }
     }
 
     async fn call_inner(&mut self, req: &RpcRequest) -> Result<RpcResponse, String> {
         if self.stream.is_none() {
-            let s = TcpStream::connect(&self.addr)
-                .await
-                .map_err(|e| format!("connect: {e}"))?;
+            let s = TcpStream::connect(&self.addr).await.map_err(|e| format!("connect: {e}"))?;
             // Small request/response messages: send each at once.
             let _ = s.set_nodelay(true);
             self.stream = Some(match &self.tls {
@@ -130,18 +115,13 @@ pub struct PeerClient {
 impl PeerClient {
     fn rpc_error(&self, e: CallError) -> RPCError<ControllerTypes> {
         match e {
-            CallError::Unreachable { .. } => {
-                RPCError::Unreachable(Unreachable::new(&e))
-            }
+            CallError::Unreachable { .. } => RPCError::Unreachable(Unreachable::new(&e)),
             CallError::Protocol { .. } => RPCError::Network(NetworkError::new(&e)),
         }
     }
 
     fn unexpected(&self, what: &str, got: &RpcResponse) -> CallError {
-        CallError::Protocol {
-            addr: format!("{} (node {})", self.conn.addr, self.target),
-            why: format!("expected a {what} response, got {got:?}"),
-        }
+        CallError::Protocol { addr: format!("{} (node {})", self.conn.addr, self.target), why: format!("expected a {what} response, got {got:?}") }
     }
 }
 
@@ -161,11 +141,7 @@ impl RaftNetworkV2<ControllerTypes> for PeerClient {
         }
     }
 
-    async fn vote(
-        &mut self,
-        req: VoteRequest<ControllerTypes>,
-        option: RPCOption,
-    ) -> Result<VoteResponse<ControllerTypes>, RPCError<ControllerTypes>> {
+    async fn vote(&mut self, req: VoteRequest<ControllerTypes>, option: RPCOption) -> Result<VoteResponse<ControllerTypes>, RPCError<ControllerTypes>> {
         let req = RpcRequest::Vote(req);
         match self.conn.call(&req, option.hard_ttl()).await {
             Ok(RpcResponse::Vote(r)) => Ok(r),
@@ -181,11 +157,7 @@ impl RaftNetworkV2<ControllerTypes> for PeerClient {
         cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
         option: RPCOption,
     ) -> Result<SnapshotResponse<ControllerTypes>, StreamingError<ControllerTypes>> {
-        let req = RpcRequest::InstallSnapshot {
-            vote,
-            meta: snapshot.meta,
-            data_base64: base64::engine::general_purpose::STANDARD.encode(&snapshot.snapshot),
-        };
+        let req = RpcRequest::InstallSnapshot { vote, meta: snapshot.meta, data_base64: base64::engine::general_purpose::STANDARD.encode(&snapshot.snapshot) };
         // A snapshot may be large: allow it the hard TTL times a few, and stop early when
         // openraft closes the replication stream.
         let ttl = option.hard_ttl().saturating_mul(10);

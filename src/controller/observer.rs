@@ -37,7 +37,13 @@ const ROUND_PAUSE: Duration = Duration::from_millis(100);
 
 /// Asks the quorum (any contact; forwarded answers come only from the leader) to add this
 /// node as a learner reached at `addr`; retries until `deadline`.
-pub async fn join(me: &ControllerNode, id: u64, contacts: &[String], tls: Option<std::sync::Arc<super::rpc_tls::RpcTls>>, deadline: Instant) -> Result<(), ControllerError> {
+pub async fn join(
+    me: &ControllerNode,
+    id: u64,
+    contacts: &[String],
+    tls: Option<std::sync::Arc<super::rpc_tls::RpcTls>>,
+    deadline: Instant,
+) -> Result<(), ControllerError> {
     let addr = me.addr.as_str();
     let req = RpcRequest::Client(ClientRequest::AddObserver { id, addr: me.addr.clone(), directory_id: me.directory_id, controller: me.controller });
     let mut conns: Vec<(&String, Connection)> = contacts.iter().map(|a| (a, Connection::new(a.clone(), tls.clone()))).collect();
@@ -78,9 +84,7 @@ pub async fn add(raft: &Raft, id: u64, node: ControllerNode, timeout: Duration) 
         if membership.get_node(&id).is_some_and(|n| n.directory_id == node.directory_id && node.directory_id != [0; 16]) {
             return Ok(ClientReply::Done);
         }
-        return Err(ControllerError::InvalidRequest(format!(
-            "node {id} is a voter of the metadata quorum; it cannot also follow it as an observer"
-        )));
+        return Err(ControllerError::InvalidRequest(format!("node {id} is a voter of the metadata quorum; it cannot also follow it as an observer")));
     }
     if membership.get_node(&id) == Some(&node) {
         return Ok(ClientReply::Done);
@@ -91,9 +95,6 @@ pub async fn add(raft: &Raft, id: u64, node: ControllerNode, timeout: Duration) 
     match tokio::time::timeout(timeout, raft.change_membership(change, true)).await {
         Ok(Ok(_)) => Ok(ClientReply::Done),
         Ok(Err(e)) => Err(ControllerError::NotController(format!("adding observer {id}: {e}"))),
-        Err(_) => Err(ControllerError::NotController(format!(
-            "adding observer {id} was not committed within {} s",
-            timeout.as_secs()
-        ))),
+        Err(_) => Err(ControllerError::NotController(format!("adding observer {id} was not committed within {} s", timeout.as_secs()))),
     }
 }

@@ -39,7 +39,19 @@ impl Load {
     fn of(image: &MetadataImage) -> Load {
         let mut brokers: BTreeMap<BrokerId, BrokerLoad> = image
             .live_brokers()
-            .map(|b| (b.id, BrokerLoad { leaders: 0, replicas: 0, new_leaders: 0, new_replicas: 0, shards: vec![(0, 0); usize::from(b.shard_count)], rack: b.rack.clone() }))
+            .map(|b| {
+                (
+                    b.id,
+                    BrokerLoad {
+                        leaders: 0,
+                        replicas: 0,
+                        new_leaders: 0,
+                        new_replicas: 0,
+                        shards: vec![(0, 0); usize::from(b.shard_count)],
+                        rack: b.rack.clone(),
+                    },
+                )
+            })
             .collect();
         for p in image.topics.values().flat_map(|t| t.partitions.iter()) {
             for (i, r) in p.replicas.iter().enumerate() {
@@ -47,7 +59,11 @@ impl Load {
                     l.replicas += 1;
                     l.leaders += u64::from(i == 0);
                     if let Some(c) = l.shards.get_mut(usize::from(r.shard)) {
-                        if i == 0 { c.0 += 1 } else { c.1 += 1 }
+                        if i == 0 {
+                            c.0 += 1
+                        } else {
+                            c.1 += 1
+                        }
                     }
                 }
             }
@@ -62,7 +78,11 @@ impl Load {
         // min_by_key returns the first minimum: the lowest shard id among ties.
         let key = |&(leaders, followers): &(u64, u64)| if leader { (leaders, leaders + followers) } else { (followers, leaders + followers) };
         let (shard, _) = l.shards.iter().enumerate().min_by_key(|(_, c)| key(c))?;
-        if leader { l.shards[shard].0 += 1 } else { l.shards[shard].1 += 1 }
+        if leader {
+            l.shards[shard].0 += 1
+        } else {
+            l.shards[shard].1 += 1
+        }
         l.replicas += 1;
         l.leaders += u64::from(leader);
         l.new_replicas += 1;
@@ -102,7 +122,9 @@ pub fn place(image: &MetadataImage, n: usize, rf: usize, assignments: &[Vec<Brok
                     .enumerate()
                     .map(|(i, b)| {
                         load.take(*b, i == 0).ok_or_else(|| {
-                            ControllerError::InvalidReplicaAssignment(format!("The manual partition assignment includes broker {b}, which is not a registered, unfenced broker."))
+                            ControllerError::InvalidReplicaAssignment(format!(
+                                "The manual partition assignment includes broker {b}, which is not a registered, unfenced broker."
+                            ))
                         })
                     })
                     .collect()
@@ -140,7 +162,11 @@ pub fn follower_shard(image: &MetadataImage, broker: BrokerId) -> Option<ShardId
     for p in image.topics.values().flat_map(|t| t.partitions.iter()) {
         for (i, r) in p.replicas.iter().enumerate().filter(|(_, r)| r.broker == broker) {
             if let Some(c) = shards.get_mut(usize::from(r.shard)) {
-                if i == 0 { c.0 += 1 } else { c.1 += 1 }
+                if i == 0 {
+                    c.0 += 1
+                } else {
+                    c.1 += 1
+                }
             }
         }
     }
@@ -156,7 +182,19 @@ mod tests {
     fn image(brokers: &[(BrokerId, u16, Option<&str>)]) -> MetadataImage {
         let mut img = MetadataImage::default();
         for (id, shards, rack) in brokers {
-            img.brokers.insert(*id, BrokerMeta { id: *id, incarnation: [0; 16], host: "h".into(), port: 1, rack: rack.map(str::to_string), shard_count: *shards, listeners: Vec::new(), fenced: false });
+            img.brokers.insert(
+                *id,
+                BrokerMeta {
+                    id: *id,
+                    incarnation: [0; 16],
+                    host: "h".into(),
+                    port: 1,
+                    rack: rack.map(str::to_string),
+                    shard_count: *shards,
+                    listeners: Vec::new(),
+                    fenced: false,
+                },
+            );
         }
         img
     }
@@ -203,7 +241,8 @@ mod tests {
         let mut img = image(&[(1, 1, None), (2, 1, None), (3, 1, None)]);
         img.brokers.get_mut(&3).unwrap().fenced = true;
         let rs = vec![ReplicaMeta { broker: 1, shard: 0 }];
-        img.topics.insert("a".into(), TopicMeta { name: "a".into(), topic_id: [0; 16], partitions: vec![PartitionMeta::new_on(0, rs)], configs: Default::default() });
+        img.topics
+            .insert("a".into(), TopicMeta { name: "a".into(), topic_id: [0; 16], partitions: vec![PartitionMeta::new_on(0, rs)], configs: Default::default() });
         assert_eq!(flat(&place(&img, 2, 1, &[]).unwrap()), vec![vec![(2, 0)], vec![(1, 0)]]);
     }
 

@@ -17,24 +17,17 @@ pub const MAX_TOPIC_NAME_LEN: usize = 249;
 /// Kafka's topic name rules.
 pub fn validate_topic_name(name: &str) -> Result<(), ControllerError> {
     if name.is_empty() {
-        return Err(ControllerError::InvalidTopic(
-            "Topic name is illegal, it can't be empty".into(),
-        ));
+        return Err(ControllerError::InvalidTopic("Topic name is illegal, it can't be empty".into()));
     }
     if name == "." || name == ".." {
-        return Err(ControllerError::InvalidTopic(
-            "Topic name cannot be \".\" or \"..\"".into(),
-        ));
+        return Err(ControllerError::InvalidTopic("Topic name cannot be \".\" or \"..\"".into()));
     }
     if name.len() > MAX_TOPIC_NAME_LEN {
         return Err(ControllerError::InvalidTopic(format!(
             "Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LEN} characters, topic name: {name}"
         )));
     }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
-    {
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
         return Err(ControllerError::InvalidTopic(format!(
             "Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
         )));
@@ -46,20 +39,11 @@ pub fn validate_topic_name(name: &str) -> Result<(), ControllerError> {
 fn colliding_topic<'a>(image: &'a MetadataImage, name: &str) -> Option<&'a str> {
     let norm = |s: &str| s.replace('.', "_");
     let n = norm(name);
-    image
-        .topics
-        .keys()
-        .find(|k| k.as_str() != name && norm(k) == n)
-        .map(String::as_str)
+    image.topics.keys().find(|k| k.as_str() != name && norm(k) == n).map(String::as_str)
 }
 
-fn resolve_configs(
-    defaults: &TopicConfigDefaults,
-    configs: &BTreeMap<String, String>,
-) -> Result<(), ControllerError> {
-    TopicConfig::resolve(defaults, configs)
-        .map(|_| ())
-        .map_err(ControllerError::InvalidConfig)
+fn resolve_configs(defaults: &TopicConfigDefaults, configs: &BTreeMap<String, String>) -> Result<(), ControllerError> {
+    TopicConfig::resolve(defaults, configs).map(|_| ()).map_err(ControllerError::InvalidConfig)
 }
 
 /// The settings proposals depend on.
@@ -103,9 +87,7 @@ pub fn create_topic(
         return Err(ControllerError::TopicAlreadyExists(name));
     }
     if let Some(other) = colliding_topic(image, &name) {
-        return Err(ControllerError::InvalidTopic(format!(
-            "Topic '{name}' collides with existing topic: {other}"
-        )));
+        return Err(ControllerError::InvalidTopic(format!("Topic '{name}' collides with existing topic: {other}")));
     }
     // Kafka: with an explicit assignment, num_partitions and replication_factor are -1.
     let n = if !assignments.is_empty() {
@@ -121,21 +103,15 @@ pub fn create_topic(
         num_partitions
     };
     if n <= 0 {
-        return Err(ControllerError::InvalidPartitions(
-            "Number of partitions was set to an invalid non-positive value.".into(),
-        ));
+        return Err(ControllerError::InvalidPartitions("Number of partitions was set to an invalid non-positive value.".into()));
     }
     if n > MAX_PARTITIONS_PER_TOPIC {
-        return Err(ControllerError::InvalidPartitions(format!(
-            "Number of partitions {n} exceeds the limit of {MAX_PARTITIONS_PER_TOPIC} per topic."
-        )));
+        return Err(ControllerError::InvalidPartitions(format!("Number of partitions {n} exceeds the limit of {MAX_PARTITIONS_PER_TOPIC} per topic.")));
     }
     let rf = match replication_factor {
         -1 => usize::try_from(ctx.default_replication_factor).unwrap_or(1).max(1),
         rf if rf <= 0 => {
-            return Err(ControllerError::InvalidReplicationFactor(
-                "Replication factor must be larger than 0, or -1 to use the default value.".into(),
-            ))
+            return Err(ControllerError::InvalidReplicationFactor("Replication factor must be larger than 0, or -1 to use the default value.".into()))
         }
         rf => rf as usize, // > 0
     };
@@ -143,22 +119,14 @@ pub fn create_topic(
     resolve_configs(ctx.defaults, &configs)?;
     // n is in 1..=MAX_PARTITIONS_PER_TOPIC, so it fits usize.
     let replicas = place(image, n as usize, rf, assignments)?;
-    let cmd = Command::CreateTopic {
-        name: name.clone(),
-        topic_id,
-        shards: Vec::new(),
-        replicas,
-        configs: configs.clone(),
-    };
+    let cmd = Command::CreateTopic { name: name.clone(), topic_id, shards: Vec::new(), replicas, configs: configs.clone() };
     // Preview = what apply will produce; computed by the same code (which reads the
     // brokers' liveness for the ISR).
     let mut scratch = MetadataImage { brokers: image.brokers.clone(), ..MetadataImage::default() };
     let (resp, _) = super::apply::apply(&mut scratch, image.applied_index, &cmd);
     match resp.0 {
         Ok(super::types::Applied::TopicCreated(meta)) => Ok((cmd, meta)),
-        other => Err(ControllerError::InvalidRequest(format!(
-            "internal: create preview failed: {other:?}"
-        ))),
+        other => Err(ControllerError::InvalidRequest(format!("internal: create preview failed: {other:?}"))),
     }
 }
 
@@ -171,22 +139,24 @@ fn check_assignments(assignments: &[Vec<BrokerId>]) -> Result<(), ControllerErro
     let rf = assignments.first().map_or(0, Vec::len);
     for (i, brokers) in assignments.iter().enumerate() {
         if brokers.is_empty() {
-            return Err(ControllerError::InvalidReplicaAssignment(format!("The manual partition assignment includes an empty replica list for partition {i}.")));
+            return Err(ControllerError::InvalidReplicaAssignment(format!(
+                "The manual partition assignment includes an empty replica list for partition {i}."
+            )));
         }
         if brokers.len() != rf {
             return Err(ControllerError::InvalidReplicaAssignment(format!("The manual partition assignment includes the partition {i} with {} replica(s), but this is not consistent with previous partitions, which have {rf} replica(s).", brokers.len())));
         }
         if brokers.iter().enumerate().any(|(j, b)| brokers[..j].contains(b)) {
-            return Err(ControllerError::InvalidReplicaAssignment(format!("The manual partition assignment includes the partition {i} with duplicate replicas.")));
+            return Err(ControllerError::InvalidReplicaAssignment(format!(
+                "The manual partition assignment includes the partition {i} with duplicate replicas."
+            )));
         }
     }
     Ok(())
 }
 
 fn live_topic<'a>(image: &'a MetadataImage, name: &str) -> Result<&'a TopicMeta, ControllerError> {
-    image
-        .topic(name)
-        .ok_or_else(|| ControllerError::UnknownTopic(name.to_string()))
+    image.topic(name).ok_or_else(|| ControllerError::UnknownTopic(name.to_string()))
 }
 
 /// Grows `name` to `total_count` partitions; `assignments` (Kafka's explicit replica
@@ -201,14 +171,10 @@ pub fn create_partitions(
     let topic = live_topic(image, name)?;
     let current = topic.partitions.len() as i32;
     if total_count < current {
-        return Err(ControllerError::InvalidPartitions(format!(
-            "Topic currently has {current} partitions, which is higher than the requested {total_count}."
-        )));
+        return Err(ControllerError::InvalidPartitions(format!("Topic currently has {current} partitions, which is higher than the requested {total_count}.")));
     }
     if total_count == current {
-        return Err(ControllerError::InvalidPartitions(format!(
-            "Topic already has {current} partitions."
-        )));
+        return Err(ControllerError::InvalidPartitions(format!("Topic already has {current} partitions.")));
     }
     if total_count > MAX_PARTITIONS_PER_TOPIC {
         return Err(ControllerError::InvalidPartitions(format!(
@@ -237,20 +203,12 @@ pub fn create_partitions(
         }
     }
     let new_replicas = place(image, added, rf, assignments)?;
-    Ok(Command::CreatePartitions {
-        name: name.to_string(),
-        topic_id: topic.topic_id,
-        new_shards: Vec::new(),
-        new_replicas,
-    })
+    Ok(Command::CreatePartitions { name: name.to_string(), topic_id: topic.topic_id, new_shards: Vec::new(), new_replicas })
 }
 
 pub fn delete_topic(image: &MetadataImage, name: &str) -> Result<Command, ControllerError> {
     let topic = live_topic(image, name)?;
-    Ok(Command::DeleteTopic {
-        name: name.to_string(),
-        topic_id: topic.topic_id,
-    })
+    Ok(Command::DeleteTopic { name: name.to_string(), topic_id: topic.topic_id })
 }
 
 /// The key an op names.
@@ -275,22 +233,14 @@ fn check_unique_keys(ops: &[ConfigOp]) -> Result<(), ControllerError> {
 /// Applies IncrementalAlterConfigs ops (or, with `replace`, legacy AlterConfigs: the ops
 /// are the whole new set) to the topic's overrides; the result is validated as a whole and
 /// replaces the overrides when committed.
-pub fn alter_configs(
-    ctx: &ProposeCtx<'_>,
-    image: &MetadataImage,
-    name: &str,
-    ops: Vec<ConfigOp>,
-    replace: bool,
-) -> Result<Command, ControllerError> {
+pub fn alter_configs(ctx: &ProposeCtx<'_>, image: &MetadataImage, name: &str, ops: Vec<ConfigOp>, replace: bool) -> Result<Command, ControllerError> {
     let topic = live_topic(image, name)?;
     let mut configs = if replace { BTreeMap::new() } else { topic.configs.clone() };
     check_unique_keys(&ops)?;
     for op in ops {
         let key = op_key(&op).to_string();
         if !topic_config::is_known_key(&key) {
-            return Err(ControllerError::InvalidConfig(format!(
-                "Unknown topic config name: {key}"
-            )));
+            return Err(ControllerError::InvalidConfig(format!("Unknown topic config name: {key}")));
         }
         match op {
             ConfigOp::Set(k, v) => {
@@ -301,9 +251,7 @@ pub fn alter_configs(
                 configs.remove(&k);
             }
             ConfigOp::Append(k, _) | ConfigOp::Subtract(k, _) if !topic_config::is_list_key(&k) => {
-                return Err(ControllerError::InvalidConfig(format!(
-                    "Config value append/subtract is not allowed for config key: {k} (not a list config)"
-                )));
+                return Err(ControllerError::InvalidConfig(format!("Config value append/subtract is not allowed for config key: {k} (not a list config)")));
             }
             ConfigOp::Append(k, v) => {
                 let mut items = current_list(ctx.defaults, &configs, &k);
@@ -316,31 +264,19 @@ pub fn alter_configs(
             }
             ConfigOp::Subtract(k, v) => {
                 let remove = topic_config::split_list(&v);
-                let items: Vec<String> = current_list(ctx.defaults, &configs, &k)
-                    .into_iter()
-                    .filter(|i| !remove.contains(i))
-                    .collect();
+                let items: Vec<String> = current_list(ctx.defaults, &configs, &k).into_iter().filter(|i| !remove.contains(i)).collect();
                 configs.insert(k, items.join(","));
             }
         }
     }
     resolve_configs(ctx.defaults, &configs)?;
-    Ok(Command::SetTopicConfigs {
-        name: name.to_string(),
-        topic_id: topic.topic_id,
-        configs,
-    })
+    Ok(Command::SetTopicConfigs { name: name.to_string(), topic_id: topic.topic_id, configs })
 }
 
 /// Applies config ops to a broker's or group's dynamic configs (`replace`: legacy
 /// AlterConfigs, the ops are the whole new set). List ops (APPEND/SUBTRACT) are refused:
 /// the one dynamic list key, log.cleanup.policy, is SET as a whole.
-pub fn alter_resource_configs(
-    image: &MetadataImage,
-    resource: ConfigResource,
-    ops: Vec<ConfigOp>,
-    replace: bool,
-) -> Result<Command, ControllerError> {
+pub fn alter_resource_configs(image: &MetadataImage, resource: ConfigResource, ops: Vec<ConfigOp>, replace: bool) -> Result<Command, ControllerError> {
     let mut configs = if replace { BTreeMap::new() } else { image.configs_of(&resource).clone() };
     check_unique_keys(&ops)?;
     for op in ops {
@@ -352,9 +288,7 @@ pub fn alter_resource_configs(
                 configs.remove(&k);
             }
             ConfigOp::Append(k, _) | ConfigOp::Subtract(k, _) => {
-                return Err(ControllerError::InvalidConfig(format!(
-                    "Config value append/subtract is not allowed for config key: {k} (set the whole value)"
-                )));
+                return Err(ControllerError::InvalidConfig(format!("Config value append/subtract is not allowed for config key: {k} (set the whole value)")));
             }
         }
     }
@@ -366,32 +300,19 @@ pub fn alter_resource_configs(
 }
 
 /// The effective items of list config `key`: the override if set, else the default.
-fn current_list(
-    defaults: &TopicConfigDefaults,
-    configs: &BTreeMap<String, String>,
-    key: &str,
-) -> Vec<String> {
+fn current_list(defaults: &TopicConfigDefaults, configs: &BTreeMap<String, String>, key: &str) -> Vec<String> {
     match configs.get(key) {
         Some(v) => topic_config::split_list(v),
-        None => topic_config::split_list(
-            &topic_config::default_value(defaults, key).unwrap_or_default(),
-        ),
+        None => topic_config::split_list(&topic_config::default_value(defaults, key).unwrap_or_default()),
     }
 }
 
-pub fn allocate_producer_ids(
-    image: &MetadataImage,
-    count: i64,
-) -> Result<Command, ControllerError> {
+pub fn allocate_producer_ids(image: &MetadataImage, count: i64) -> Result<Command, ControllerError> {
     if !(1..=MAX_PRODUCER_ID_BLOCK).contains(&count) {
-        return Err(ControllerError::InvalidRequest(format!(
-            "producer id block size must be in 1..={MAX_PRODUCER_ID_BLOCK}, got {count}"
-        )));
+        return Err(ControllerError::InvalidRequest(format!("producer id block size must be in 1..={MAX_PRODUCER_ID_BLOCK}, got {count}")));
     }
     if image.next_producer_id.checked_add(count).is_none() {
-        return Err(ControllerError::InvalidRequest(
-            "producer id space exhausted".into(),
-        ));
+        return Err(ControllerError::InvalidRequest("producer id space exhausted".into()));
     }
     Ok(Command::AllocateProducerIds { count })
 }
@@ -401,8 +322,7 @@ pub fn allocate_producer_ids(
 pub fn new_cluster_id() -> String {
     use base64::Engine;
     loop {
-        let id = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .encode(uuid::Uuid::new_v4().as_bytes());
+        let id = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(uuid::Uuid::new_v4().as_bytes());
         if !id.starts_with('-') {
             return id;
         }

@@ -52,9 +52,7 @@ pub fn describe(m: &RaftMetrics<ControllerTypes>) -> Option<QuorumInfo> {
     if m.current_leader != Some(m.id) {
         return None;
     }
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let high_watermark = offset_after(m.local_committed.as_ref().map(|l| l.index));
     let membership = m.membership_config.membership();
     let progress = |id: u64| -> ReplicaProgress {
@@ -71,9 +69,7 @@ pub fn describe(m: &RaftMetrics<ControllerTypes>) -> Option<QuorumInfo> {
             .heartbeat
             .as_ref()
             .and_then(|h| h.get(&id).cloned().flatten())
-            .map_or(-1, |at| {
-                now_ms - i64::try_from(at.elapsed().as_millis()).unwrap_or(now_ms)
-            });
+            .map_or(-1, |at| now_ms - i64::try_from(at.elapsed().as_millis()).unwrap_or(now_ms));
         let log_end_offset = match &matched {
             Some(l) => offset_after(Some(l.index)),
             None => -1,
@@ -87,21 +83,9 @@ pub fn describe(m: &RaftMetrics<ControllerTypes>) -> Option<QuorumInfo> {
     };
     let voters = membership.voter_ids().map(progress).collect();
     let observers = membership.learner_ids().map(progress).collect();
-    let listeners = membership
-        .nodes()
-        .filter(|(_, n)| !n.addr.is_empty())
-        .map(|(id, n)| (*id, n.addr.clone()))
-        .collect();
+    let listeners = membership.nodes().filter(|(_, n)| !n.addr.is_empty()).map(|(id, n)| (*id, n.addr.clone())).collect();
     let directory_ids = membership.nodes().filter(|(_, n)| n.directory_id != [0; 16]).map(|(id, n)| (*id, n.directory_id)).collect();
-    Some(QuorumInfo {
-        directory_ids,
-        leader_id: m.id,
-        leader_epoch: m.current_term,
-        high_watermark,
-        voters,
-        observers,
-        listeners,
-    })
+    Some(QuorumInfo { directory_ids, leader_id: m.id, leader_epoch: m.current_term, high_watermark, voters, observers, listeners })
 }
 
 /// The quorum as this node sees it (any node, leader or not): for metrics.

@@ -22,22 +22,16 @@ use super::{ControllerConfig, ControllerError};
 pub(super) fn check_persisted_voters(cfg: &ControllerConfig, node_id: u64, raft: &Raft) -> Result<(), ControllerError> {
     let metrics = raft.metrics().borrow_watched().clone();
     let membership = metrics.membership_config.membership();
-    let persisted: BTreeMap<u64, String> = membership
-        .voter_ids()
-        .map(|id| (id, membership.get_node(&id).map(|n| n.addr.clone()).unwrap_or_default()))
-        .collect();
+    let persisted: BTreeMap<u64, String> =
+        membership.voter_ids().map(|id| (id, membership.get_node(&id).map(|n| n.addr.clone()).unwrap_or_default())).collect();
     // A single node (no voters configured) initialized itself alone, with no address.
-    let configured = if cfg.voters.is_empty() && cfg.bootstrap_servers.is_empty() {
-        BTreeMap::from([(node_id, String::new())])
-    } else {
-        cfg.voters.clone()
-    };
+    let configured = if cfg.voters.is_empty() && cfg.bootstrap_servers.is_empty() { BTreeMap::from([(node_id, String::new())]) } else { cfg.voters.clone() };
     if persisted == configured {
         return Ok(());
     }
     let own = cfg.advertised_listener.clone().or_else(|| cfg.listener.clone()).unwrap_or_default();
-    let shares_a_voter = persisted.iter().any(|(id, addr)| configured.get(id) == Some(addr))
-        || persisted.values().any(|addr| cfg.bootstrap_servers.contains(addr));
+    let shares_a_voter =
+        persisted.iter().any(|(id, addr)| configured.get(id) == Some(addr)) || persisted.values().any(|addr| cfg.bootstrap_servers.contains(addr));
     let removed = match persisted.get(&node_id) {
         // The log records this node at its own listener: a voter, or an observer (a
         // broker, or a removed voter kept as one) whose configured voters may all be gone.
@@ -96,9 +90,7 @@ pub(super) async fn initialize(cfg: &ControllerConfig, node_id: u64, directory_i
         tracing::info!(node_id, "controller: empty log, waiting for the lowest voter to initialize the quorum");
         return Ok(());
     };
-    raft.initialize(members)
-        .await
-        .map_err(|e| ControllerError::Storage(format!("raft initialize: {e}")))
+    raft.initialize(members).await.map_err(|e| ControllerError::Storage(format!("raft initialize: {e}")))
 }
 
 /// Every replica of this broker must live on a shard it runs (partitions of a data dir

@@ -30,10 +30,7 @@ fn voter_cfg(dir: &Path, id: i32, voters: &BTreeMap<u64, String>) -> ControllerC
 
 /// Starts the given voters at once (each start blocks until the quorum has a leader).
 fn start_all(cfgs: Vec<ControllerConfig>) -> Vec<ControllerHandle> {
-    let threads: Vec<_> = cfgs
-        .into_iter()
-        .map(|c| std::thread::spawn(move || start(c).map(|(h, _rx)| h)))
-        .collect();
+    let threads: Vec<_> = cfgs.into_iter().map(|c| std::thread::spawn(move || start(c).map(|(h, _rx)| h))).collect();
     threads.into_iter().map(|t| t.join().unwrap().unwrap()).collect()
 }
 
@@ -48,14 +45,8 @@ fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
 #[test]
 fn three_voters_elect_forward_apply_and_survive_losing_the_leader() {
     let dir = tempfile::tempdir().unwrap();
-    let voters: BTreeMap<u64, String> =
-        (1..=3).map(|id| (id, format!("127.0.0.1:{}", free_port()))).collect();
-    let mut nodes: Vec<Option<ControllerHandle>> = start_all(
-        (1..=3).map(|id| voter_cfg(dir.path(), id, &voters)).collect(),
-    )
-    .into_iter()
-    .map(Some)
-    .collect();
+    let voters: BTreeMap<u64, String> = (1..=3).map(|id| (id, format!("127.0.0.1:{}", free_port()))).collect();
+    let mut nodes: Vec<Option<ControllerHandle>> = start_all((1..=3).map(|id| voter_cfg(dir.path(), id, &voters)).collect()).into_iter().map(Some).collect();
     let node = |nodes: &Vec<Option<ControllerHandle>>, id: u64| nodes[id as usize - 1].clone().unwrap();
 
     // One cluster id on every node (written once by the first leader).

@@ -99,7 +99,13 @@ fn validate_target(image: &MetadataImage, target: &[BrokerId]) -> Result<(), Rea
 /// Checks one partition of a request against the committed image (Kafka's order: topic,
 /// partition, target, replication factor; cancel: a reassignment must be ongoing).
 /// `Ok(None)`: nothing to do (the target is the current assignment, none ongoing).
-pub fn plan(image: &MetadataImage, topic: &str, partition: i32, target: Option<&[BrokerId]>, allow_replication_factor_change: bool) -> Result<Option<Proposal>, ReassignmentError> {
+pub fn plan(
+    image: &MetadataImage,
+    topic: &str,
+    partition: i32,
+    target: Option<&[BrokerId]>,
+    allow_replication_factor_change: bool,
+) -> Result<Option<Proposal>, ReassignmentError> {
     let (topic_id, p) = find(image, topic, partition)?;
     let Some(target) = target else {
         if !p.is_reassigning() {
@@ -123,7 +129,9 @@ pub fn plan(image: &MetadataImage, topic: &str, partition: i32, target: Option<&
         .iter()
         .map(|&b| {
             p.replica_on(b).copied().or_else(|| placement::follower_shard(image, b).map(|shard| ReplicaMeta { broker: b, shard })).ok_or_else(|| {
-                ReassignmentError::InvalidReplicaAssignment(format!("The manual partition assignment includes broker {b}, which has no shard to hold a replica."))
+                ReassignmentError::InvalidReplicaAssignment(format!(
+                    "The manual partition assignment includes broker {b}, which has no shard to hold a replica."
+                ))
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
@@ -207,7 +215,10 @@ pub fn settle(p: &mut PartitionMeta, before: &PartitionMeta, live: &BTreeSet<Bro
     if p.partition_epoch == before.partition_epoch && p != before {
         p.partition_epoch = p.partition_epoch.saturating_add(1);
     }
-    debug_assert!(p.adding_replicas.iter().all(|b| p.replica_on(*b).is_some() && !p.removing_replicas.contains(b)), "adding ⊆ replicas, disjoint from removing");
+    debug_assert!(
+        p.adding_replicas.iter().all(|b| p.replica_on(*b).is_some() && !p.removing_replicas.contains(b)),
+        "adding ⊆ replicas, disjoint from removing"
+    );
     debug_assert!(
         p.replicas.iter().rev().take(p.removing_replicas.len()).all(|r| p.removing_replicas.contains(&r.broker)),
         "replicas = target, then the removing ones"
@@ -219,7 +230,8 @@ pub fn settle(p: &mut PartitionMeta, before: &PartitionMeta, live: &BTreeSet<Bro
 /// Applies a committed `AlterPartitionReassignments` record, checked again on this image.
 /// Returns the topic whose shards must look again (None when nothing changed).
 pub fn apply(image: &mut MetadataImage, topic_id: &[u8; 16], partition: i32, target: Option<&[ReplicaMeta]>) -> Result<Option<String>, ReassignmentError> {
-    let name = image.topic_by_id(topic_id).map(|t| t.name.clone()).ok_or_else(|| ReassignmentError::UnknownTopicOrPartition("Unable to find the topic.".into()))?;
+    let name =
+        image.topic_by_id(topic_id).map(|t| t.name.clone()).ok_or_else(|| ReassignmentError::UnknownTopicOrPartition("Unable to find the topic.".into()))?;
     if let Some(target) = target {
         let brokers: Vec<BrokerId> = target.iter().map(|r| r.broker).collect();
         validate_target(image, &brokers)?;
@@ -276,7 +288,19 @@ mod tests {
     fn image() -> MetadataImage {
         let mut img = MetadataImage::default();
         for id in 1..=4 {
-            img.brokers.insert(id, BrokerMeta { id, incarnation: [id as u8; 16], host: "h".into(), port: 9092, rack: None, shard_count: 2, listeners: Vec::new(), fenced: id == 4 });
+            img.brokers.insert(
+                id,
+                BrokerMeta {
+                    id,
+                    incarnation: [id as u8; 16],
+                    host: "h".into(),
+                    port: 9092,
+                    rack: None,
+                    shard_count: 2,
+                    listeners: Vec::new(),
+                    fenced: id == 4,
+                },
+            );
         }
         let mut p = PartitionMeta::new_on(0, [1, 2, 3].iter().map(|b| ReplicaMeta { broker: *b, shard: 0 }).collect());
         (p.leader_epoch, p.partition_epoch) = (3, 5);

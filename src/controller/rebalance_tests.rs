@@ -28,7 +28,10 @@ fn start_on_moved_image(dir: &std::path::Path, rebalance_every: Option<Duration>
     let ctl = dir.join("controller");
     let (meta, mut image, _) = snapshot::load(&ctl).unwrap().expect("a snapshot was taken");
     for id in [2, 3] {
-        image.brokers.insert(id, BrokerMeta { id, incarnation: [id as u8; 16], host: "h".into(), port: 9092, rack: None, shard_count: 1, listeners: Vec::new(), fenced: false });
+        image.brokers.insert(
+            id,
+            BrokerMeta { id, incarnation: [id as u8; 16], host: "h".into(), port: 9092, rack: None, shard_count: 1, listeners: Vec::new(), fenced: false },
+        );
     }
     let mut p = PartitionMeta::new_on(0, vec![ReplicaMeta { broker: 2, shard: 0 }, ReplicaMeta { broker: 3, shard: 0 }]);
     (p.leader, p.isr, p.leader_epoch) = (3, vec![2, 3], 1);

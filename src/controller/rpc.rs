@@ -15,20 +15,18 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
-};
+use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
 
 use crate::cluster::image::{BrokerId, BrokerMeta, ConfigResource, PartitionMeta, TopicMeta};
 
 use super::election::{ElectionType, TopicElection};
-use super::reassignment::{PartitionReassignment, TopicReassignmentResult};
 use super::frame::{self, FrameError, HEADER_LEN};
 use super::quorum_info::QuorumInfo;
+use super::reassignment::{PartitionReassignment, TopicReassignmentResult};
 use super::types::{ControllerTypes, QuotaAlteration, ScramUpsertion, SnapshotMeta, Vote};
+use super::{ConfigOp, ControllerError};
 use crate::security::acl::{AclBinding, AclFilter};
 use crate::security::scram::ScramMechanism;
-use super::{ConfigOp, ControllerError};
 
 const RPC_MAGIC: u32 = u32::from_le_bytes(*b"SLCR");
 const RPC_VERSION: u16 = 1;
@@ -264,10 +262,7 @@ pub enum RpcError {
 pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, RpcError> {
     let payload = serde_json::to_vec(msg).map_err(|e| RpcError::Payload(e.to_string()))?;
     if payload.len() > MAX_RPC_FRAME {
-        return Err(RpcError::Frame(FrameError::TooLong {
-            len: payload.len(),
-            limit: MAX_RPC_FRAME,
-        }));
+        return Err(RpcError::Frame(FrameError::TooLong { len: payload.len(), limit: MAX_RPC_FRAME }));
     }
     Ok(frame::encode(RPC_MAGIC, RPC_VERSION, &payload))
 }
@@ -276,18 +271,12 @@ pub fn encode<T: Serialize>(msg: &T) -> Result<Vec<u8>, RpcError> {
 pub fn decode<T: for<'de> Deserialize<'de>>(buf: &[u8]) -> Result<T, RpcError> {
     let (payload, used) = frame::decode(buf, RPC_MAGIC, RPC_VERSION, MAX_RPC_FRAME)?;
     if used != buf.len() {
-        return Err(RpcError::Payload(format!(
-            "{} bytes after the frame",
-            buf.len() - used
-        )));
+        return Err(RpcError::Payload(format!("{} bytes after the frame", buf.len() - used)));
     }
     serde_json::from_slice(payload).map_err(|e| RpcError::Payload(e.to_string()))
 }
 
-pub async fn write_msg<W: AsyncWrite + Unpin, T: Serialize>(
-    w: &mut W,
-    msg: &T,
-) -> Result<(), RpcError> {
+pub async fn write_msg<W: AsyncWrite + Unpin, T: Serialize>(w: &mut W, msg: &T) -> Result<(), RpcError> {
     let bytes = encode(msg)?;
     w.write_all(&bytes).await?;
     w.flush().await?;
@@ -296,9 +285,7 @@ pub async fn write_msg<W: AsyncWrite + Unpin, T: Serialize>(
 
 /// Reads one frame; the header's magic, version and length are checked before the
 /// payload buffer is allocated. `Ok(None)` = the peer closed the connection between frames.
-pub async fn read_msg<R: AsyncRead + Unpin, T: for<'de> Deserialize<'de>>(
-    r: &mut R,
-) -> Result<Option<T>, RpcError> {
+pub async fn read_msg<R: AsyncRead + Unpin, T: for<'de> Deserialize<'de>>(r: &mut R) -> Result<Option<T>, RpcError> {
     let mut header = [0u8; HEADER_LEN];
     // A close before the first byte is a clean end; a close inside a frame is an error.
     if r.read(&mut header[..1]).await? == 0 {
@@ -346,10 +333,7 @@ mod tests {
             ),
             other => panic!("{other:?}"),
         }
-        let resp = RpcResponse::Client {
-            result: Err(ControllerError::NotController("x".into())),
-            applied_index: Some(7),
-        };
+        let resp = RpcResponse::Client { result: Err(ControllerError::NotController("x".into())), applied_index: Some(7) };
         let back: RpcResponse = decode(&encode(&resp).unwrap()).unwrap();
         assert!(matches!(back, RpcResponse::Client { result: Err(ControllerError::NotController(m)), applied_index: Some(7) } if m == "x"));
     }

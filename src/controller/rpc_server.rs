@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use base64::Engine;
-use openraft::async_runtime::WatchReceiver as _;
 use futures::channel::oneshot;
+use openraft::async_runtime::WatchReceiver as _;
 use tokio::net::TcpListener;
 
 use super::handle::Request;
@@ -39,9 +39,7 @@ pub struct ConnectionClosed {
 
 /// Binds the controller listener (a host:port; host names are resolved).
 pub async fn bind(addr: &str) -> Result<TcpListener, ControllerError> {
-    TcpListener::bind(addr).await.map_err(|e| {
-        ControllerError::Config(format!("cannot listen on controller_listener {addr}: {e}"))
-    })
+    TcpListener::bind(addr).await.map_err(|e| ControllerError::Config(format!("cannot listen on controller_listener {addr}: {e}")))
 }
 
 /// Accepts peers until the runtime stops; with `tls`, each must pass the mutual TLS
@@ -116,13 +114,7 @@ fn log_refusal(peer: SocketAddr, why: &str) {
 }
 
 /// Serves one connection until it closes; true if it carried a broker heartbeat.
-async fn serve_connection(
-    mut stream: Box<dyn RpcStream>,
-    peer: SocketAddr,
-    conn: u64,
-    raft: &Raft,
-    requests: &async_channel::Sender<Request>,
-) -> bool {
+async fn serve_connection(mut stream: Box<dyn RpcStream>, peer: SocketAddr, conn: u64, raft: &Raft, requests: &async_channel::Sender<Request>) -> bool {
     let mut heartbeats = false;
     loop {
         let req: RpcRequest = match rpc::read_msg(&mut stream).await {
@@ -145,12 +137,7 @@ async fn serve_connection(
     }
 }
 
-async fn answer(
-    raft: &Raft,
-    requests: &async_channel::Sender<Request>,
-    req: RpcRequest,
-    conn: u64,
-) -> RpcResponse {
+async fn answer(raft: &Raft, requests: &async_channel::Sender<Request>, req: RpcRequest, conn: u64) -> RpcResponse {
     let failed = |e: &dyn std::fmt::Display| RpcResponse::Failed(e.to_string());
     match req {
         RpcRequest::AppendEntries(r) => match raft.append_entries(r).await {
@@ -161,19 +148,12 @@ async fn answer(
             Ok(resp) => RpcResponse::Vote(resp),
             Err(e) => failed(&e),
         },
-        RpcRequest::InstallSnapshot {
-            vote,
-            meta,
-            data_base64,
-        } => {
+        RpcRequest::InstallSnapshot { vote, meta, data_base64 } => {
             let data = match base64::engine::general_purpose::STANDARD.decode(data_base64) {
                 Ok(d) => d,
                 Err(e) => return failed(&format!("snapshot data is not base64: {e}")),
             };
-            let snapshot = Snapshot {
-                meta,
-                snapshot: data,
-            };
+            let snapshot = Snapshot { meta, snapshot: data };
             match raft.install_full_snapshot(vote, snapshot).await {
                 Ok(resp) => RpcResponse::InstallSnapshot(resp),
                 Err(e) => failed(&e),
@@ -189,23 +169,13 @@ async fn answer(
             };
             if leader != Some(me) {
                 return RpcResponse::Client {
-                    result: Err(ControllerError::NotController(format!(
-                        "node {me} does not lead the metadata quorum (leader: {leader:?})"
-                    ))),
+                    result: Err(ControllerError::NotController(format!("node {me} does not lead the metadata quorum (leader: {leader:?})"))),
                     applied_index: None,
                 };
             }
             let (reply, rx) = oneshot::channel();
-            let req = Request {
-                body,
-                forwarded: true,
-                via: Some(conn),
-                reply,
-            };
-            let stopping = || RpcResponse::Client {
-                result: Err(ControllerError::NotController("the controller is stopping".into())),
-                applied_index: None,
-            };
+            let req = Request { body, forwarded: true, via: Some(conn), reply };
+            let stopping = || RpcResponse::Client { result: Err(ControllerError::NotController("the controller is stopping".into())), applied_index: None };
             if requests.send(req).await.is_err() {
                 return stopping();
             }

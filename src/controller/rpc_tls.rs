@@ -67,9 +67,13 @@ impl RpcTls {
     fn may_act_for_the_cluster(&self, principal: &str, image: &MetadataImage) -> bool {
         match &self.authorizer {
             None => true,
-            Some(settings) => {
-                Authorizer::new(settings.clone(), &image.security.acls).authorize(principal, None, Operation::ClusterAction, ResourceType::Cluster, CLUSTER_NAME)
-            }
+            Some(settings) => Authorizer::new(settings.clone(), &image.security.acls).authorize(
+                principal,
+                None,
+                Operation::ClusterAction,
+                ResourceType::Cluster,
+                CLUSTER_NAME,
+            ),
         }
     }
 

@@ -24,20 +24,20 @@ use openraft::{Config, ReadPolicy, SnapshotPolicy};
 use crate::cluster::image::{BrokerMeta, MetadataUpdate};
 
 use super::alter_partition::{self, AlterIsr, AlterPartitionError};
+use super::directory_id;
 use super::election::{self, ElectionType};
-use super::reassignment;
 use super::handle::{ControllerHandle, Request};
 use super::liveness::{fencing_check_interval, heartbeat_interval, Liveness};
-use super::rpc_server::ConnectionClosed;
 use super::log_store::LogStore;
 use super::network::{Connection, Network};
-use super::directory_id;
 use super::observer;
 use super::propose::{self, ProposeCtx};
 use super::quorum_info;
 use super::quorum_start;
+use super::reassignment;
 use super::rpc::{ClientReply, ClientRequest, RpcRequest, RpcResponse};
 use super::rpc_server;
+use super::rpc_server::ConnectionClosed;
 use super::state_machine::{Publisher, StateMachine};
 use super::types::{Applied, Command, ControllerNode, Raft};
 use super::voters;
@@ -56,15 +56,7 @@ const FORWARD_TTL: Duration = Duration::from_secs(5);
 /// Pause between attempts to reach a leader.
 const ROUTE_RETRY: Duration = Duration::from_millis(50);
 
-pub fn start(
-    cfg: ControllerConfig,
-) -> Result<
-    (
-        ControllerHandle,
-        Vec<async_channel::Receiver<MetadataUpdate>>,
-    ),
-    ControllerError,
-> {
+pub fn start(cfg: ControllerConfig) -> Result<(ControllerHandle, Vec<async_channel::Receiver<MetadataUpdate>>), ControllerError> {
     let shard_count = check_shard_count(cfg.shard_count, cfg.broker)?;
     // This broker's incarnation: new on every start (a restart re-registers as a new
     // process); the handle tells it to the replica fetchers (KIP-903's broker epoch).
@@ -78,8 +70,7 @@ pub fn start(
     // bounded REQUEST_QUEUE). The publisher cannot wait for a slow shard (it runs inside
     // openraft's apply), and dropping an update would lose metadata; a shard behind by
     // many updates is behind by that many admin operations, each applied in order.
-    let (senders, receivers): (Vec<_>, Vec<_>) =
-        (0..shard_count).map(|_| async_channel::unbounded()).unzip();
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..shard_count).map(|_| async_channel::unbounded()).unzip();
     let publisher = Arc::new(Publisher::new(senders));
     let (req_tx, req_rx) = async_channel::bounded(REQUEST_QUEUE);
     let (ready_tx, ready_rx) = mpsc::channel();
@@ -91,9 +82,7 @@ pub fn start(
     let thread = std::thread::Builder::new()
         .name("controller".into())
         .spawn(move || run_thread(cfg, (incarnation, clean_shutdown_of, directory_id), thread_publisher, req_rx, forwarded_tx, ready_tx))
-        .map_err(|e| {
-            ControllerError::Storage(format!("cannot spawn the controller thread: {e}"))
-        })?;
+        .map_err(|e| ControllerError::Storage(format!("cannot spawn the controller thread: {e}")))?;
 
     let ready = ready_rx.recv();
     let handle = ControllerHandle::new(req_tx, publisher, thread, incarnation, directory_id);
@@ -105,9 +94,7 @@ pub fn start(
         }
         Err(_) => {
             handle.join();
-            Err(ControllerError::Storage(
-                "the controller thread exited during start-up (see logs)".into(),
-            ))
+            Err(ControllerError::Storage("the controller thread exited during start-up (see logs)".into()))
         }
     }
 }
@@ -122,24 +109,15 @@ fn run_thread(
 ) {
     if let Some(core) = cfg.core {
         if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
-            tracing::warn!(
-                core,
-                "controller: could not pin thread to core; running unpinned"
-            );
+            tracing::warn!(core, "controller: could not pin thread to core; running unpinned");
         }
     }
     // IO for the controller listener and the connections to peers (the tokio net driver
     // is one epoll fd; a single node never uses it).
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .enable_io()
-        .build()
-    {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_time().enable_io().build() {
         Ok(rt) => rt,
         Err(e) => {
-            let _ = ready.send(Err(ControllerError::Storage(format!(
-                "cannot build the controller runtime: {e}"
-            ))));
+            let _ = ready.send(Err(ControllerError::Storage(format!("cannot build the controller runtime: {e}"))));
             return;
         }
     };
@@ -168,7 +146,8 @@ fn run_thread(
             contacts: contacts(&cfg),
             tls: cfg.rpc_tls.clone(),
             peers: BTreeMap::new(),
-            liveness: Liveness::new(cfg.session_timeout, cfg.topic_defaults.unclean_leader_election_enable).with_min_isr_default(cfg.topic_defaults.min_insync_replicas),
+            liveness: Liveness::new(cfg.session_timeout, cfg.topic_defaults.unclean_leader_election_enable)
+                .with_min_isr_default(cfg.topic_defaults.min_insync_replicas),
             next_voter: 0,
             broker: None,
             clean_shutdown_of,
@@ -190,7 +169,9 @@ fn run_thread(
             // meta.properties (`server/stray_partitions.rs` does on brokers): it writes it
             // here, with the directory id `kafka-metadata-quorum.sh add-controller` reads.
             let cluster_id = publisher.image().cluster_id.clone();
-            if let Err(e) = crate::storage::meta_properties::check_or_claim(&cfg.data_dir, &cluster_id, cfg.node_id, Some(&directory_id::to_text(&directory_id))) {
+            if let Err(e) =
+                crate::storage::meta_properties::check_or_claim(&cfg.data_dir, &cluster_id, cfg.node_id, Some(&directory_id::to_text(&directory_id)))
+            {
                 tracing::error!(error = %e, "controller start-up failed");
                 let _ = ready.send(Err(ControllerError::Config(e)));
                 return;
@@ -306,11 +287,8 @@ async fn boot(
         None => None,
     };
     let dir: PathBuf = cfg.data_dir.join("controller");
-    let log = LogStore::open(&dir).map_err(|e| {
-        ControllerError::Storage(format!("controller log in {}: {e}", dir.display()))
-    })?;
-    let sm =
-        StateMachine::open(dir.clone(), publisher.clone()).map_err(ControllerError::Storage)?;
+    let log = LogStore::open(&dir).map_err(|e| ControllerError::Storage(format!("controller log in {}: {e}", dir.display())))?;
+    let sm = StateMachine::open(dir.clone(), publisher.clone()).map_err(ControllerError::Storage)?;
     let config = Arc::new(raft_config(cfg)?);
     let raft = Raft::new(node_id, config, Network { tls: cfg.rpc_tls.clone() }, log, sm)
         .await
@@ -331,7 +309,8 @@ async fn boot(
     }
     let (voter_in_log, mut asked) = {
         let m = raft.metrics().borrow_watched().membership_config.clone();
-        let voters: Vec<String> = m.membership().voter_ids().filter_map(|id| m.membership().get_node(&id).map(|n| n.addr.clone())).filter(|a| !a.is_empty()).collect();
+        let voters: Vec<String> =
+            m.membership().voter_ids().filter_map(|id| m.membership().get_node(&id).map(|n| n.addr.clone())).filter(|a| !a.is_empty()).collect();
         let is_voter = m.membership().voter_ids().any(|v| v == node_id);
         (is_voter, voters)
     };
@@ -347,7 +326,12 @@ async fn boot(
     } else {
         Ok(())
     };
-    match async { joined?; recover(cfg, node_id, directory_id, &raft, publisher).await }.await {
+    match async {
+        joined?;
+        recover(cfg, node_id, directory_id, &raft, publisher).await
+    }
+    .await
+    {
         Ok(()) => Ok(raft),
         Err(e) => {
             if let Err(se) = raft.shutdown().await {
@@ -358,17 +342,8 @@ async fn boot(
     }
 }
 
-async fn recover(
-    cfg: &ControllerConfig,
-    node_id: u64,
-    directory_id: [u8; 16],
-    raft: &Raft,
-    publisher: &Publisher,
-) -> Result<(), ControllerError> {
-    let initialized = raft
-        .is_initialized()
-        .await
-        .map_err(|e| ControllerError::Storage(e.to_string()))?;
+async fn recover(cfg: &ControllerConfig, node_id: u64, directory_id: [u8; 16], raft: &Raft, publisher: &Publisher) -> Result<(), ControllerError> {
+    let initialized = raft.is_initialized().await.map_err(|e| ControllerError::Storage(e.to_string()))?;
     if initialized {
         quorum_start::check_persisted_voters(cfg, node_id, raft)?;
     } else if !is_observer(cfg, node_id) {
@@ -401,9 +376,7 @@ async fn recover(
     let deadline = Instant::now() + RECOVERY_TIMEOUT;
     while publisher.image().cluster_id.is_empty() {
         if Instant::now() >= deadline {
-            return Err(ControllerError::NotController(
-                "no cluster id was committed during start-up".into(),
-            ));
+            return Err(ControllerError::NotController("no cluster id was committed during start-up".into()));
         }
         if raft.current_leader().await == Some(node_id) {
             let cluster_id = propose::new_cluster_id();
@@ -521,19 +494,12 @@ async fn announce(update: ClientRequest, requests: async_channel::Sender<Request
 async fn log_leader_changes(raft: Raft, me: u64) {
     let mut last = (None, 0);
     loop {
-        let changed = raft
-            .wait(Some(Duration::from_secs(3600)))
-            .metrics(|m| (m.current_leader, m.current_term) != last, "a quorum leader change")
-            .await;
+        let changed = raft.wait(Some(Duration::from_secs(3600))).metrics(|m| (m.current_leader, m.current_term) != last, "a quorum leader change").await;
         match changed {
             Ok(m) => {
                 last = (m.current_leader, m.current_term);
                 let leader = m.current_leader.map_or(-1, |l| l as i64);
-                tracing::info!(
-                    "{LEADER_LOG_LINE} leader={leader} term={} node={me} state={:?}",
-                    m.current_term,
-                    m.state
-                );
+                tracing::info!("{LEADER_LOG_LINE} leader={leader} term={} node={me} state={:?}", m.current_term, m.state);
             }
             Err(WaitError::Timeout(..)) => {}
             Err(WaitError::ShuttingDown) => return,
@@ -554,10 +520,7 @@ async fn write(raft: &Raft, cmd: Command) -> Result<Applied, ControllerError> {
             tracing::warn!(error = %e, "controller: proposal failed");
             Err(ControllerError::NotController(e.to_string()))
         }
-        Err(_) => Err(ControllerError::NotController(format!(
-            "the proposal was not committed within {} s (no quorum?)",
-            ROUTE_DEADLINE.as_secs()
-        ))),
+        Err(_) => Err(ControllerError::NotController(format!("the proposal was not committed within {} s (no quorum?)", ROUTE_DEADLINE.as_secs()))),
     }
 }
 
@@ -605,23 +568,10 @@ async fn execute(
                 Some(cmd) => write(raft, cmd).await.map(|_| ClientReply::Done),
             }
         }
-        ClientRequest::CreateTopic {
-            name,
-            num_partitions,
-            replication_factor,
-            assignments,
-            configs,
-            validate_only,
-        } => {
+        ClientRequest::CreateTopic { name, num_partitions, replication_factor, assignments, configs, validate_only } => {
             let topic_id = *uuid::Uuid::new_v4().as_bytes();
-            match propose::create_topic(
-                ctx,
-                &image,
-                name,
-                propose::Layout { num_partitions, replication_factor, assignments: &assignments },
-                configs,
-                topic_id,
-            ) {
+            match propose::create_topic(ctx, &image, name, propose::Layout { num_partitions, replication_factor, assignments: &assignments }, configs, topic_id)
+            {
                 Err(e) => Err(e),
                 Ok((_, preview)) if validate_only => Ok(ClientReply::Topic(preview)),
                 Ok((cmd, _)) => match write(raft, cmd).await {
@@ -631,40 +581,26 @@ async fn execute(
                 },
             }
         }
-        ClientRequest::DeleteTopic { name } => {
-            match propose::delete_topic(&image, &name) {
+        ClientRequest::DeleteTopic { name } => match propose::delete_topic(&image, &name) {
+            Err(e) => Err(e),
+            Ok(cmd) => match write(raft, cmd).await {
+                Ok(Applied::TopicDeleted { topic_id }) => Ok(ClientReply::TopicId(topic_id)),
+                Ok(other) => Err(unexpected("DeleteTopic", other)),
                 Err(e) => Err(e),
-                Ok(cmd) => match write(raft, cmd).await {
-                    Ok(Applied::TopicDeleted { topic_id }) => Ok(ClientReply::TopicId(topic_id)),
-                    Ok(other) => Err(unexpected("DeleteTopic", other)),
-                    Err(e) => Err(e),
-                },
-            }
-        }
-        ClientRequest::CreatePartitions {
-            name,
-            total_count,
-            assignments,
-            validate_only,
-        } => {
+            },
+        },
+        ClientRequest::CreatePartitions { name, total_count, assignments, validate_only } => {
             match propose::create_partitions(ctx, &image, &name, total_count, &assignments) {
                 Err(e) => Err(e),
                 Ok(_) if validate_only => Ok(ClientReply::Done),
                 Ok(cmd) => write(raft, cmd).await.map(|_| ClientReply::Done),
             }
         }
-        ClientRequest::AlterConfigs {
-            name,
-            ops,
-            replace,
-            validate_only,
-        } => {
-            match propose::alter_configs(ctx, &image, &name, ops, replace) {
-                Err(e) => Err(e),
-                Ok(_) if validate_only => Ok(ClientReply::Done),
-                Ok(cmd) => write(raft, cmd).await.map(|_| ClientReply::Done),
-            }
-        }
+        ClientRequest::AlterConfigs { name, ops, replace, validate_only } => match propose::alter_configs(ctx, &image, &name, ops, replace) {
+            Err(e) => Err(e),
+            Ok(_) if validate_only => Ok(ClientReply::Done),
+            Ok(cmd) => write(raft, cmd).await.map(|_| ClientReply::Done),
+        },
         ClientRequest::AlterResourceConfigs { resource, ops, replace, validate_only } => {
             match propose::alter_resource_configs(&image, resource, ops, replace) {
                 Err(e) => Err(e),
@@ -685,7 +621,11 @@ async fn execute(
             // A fenced broker's process is gone (or cut off): its observer is retired too. A
             // live one re-registers with its next heartbeat, as in Kafka, and keeps following.
             let retire_observer = registered.fenced;
-            let cmd = Command::UnregisterBroker { broker, unclean_default: ctx.defaults.unclean_leader_election_enable, min_isr_default: ctx.defaults.min_insync_replicas };
+            let cmd = Command::UnregisterBroker {
+                broker,
+                unclean_default: ctx.defaults.unclean_leader_election_enable,
+                min_isr_default: ctx.defaults.min_insync_replicas,
+            };
             write(raft, cmd).await?;
             liveness.forget(broker);
             if retire_observer {
@@ -750,7 +690,9 @@ async fn execute(
             Ok(ClientReply::DeletedAcls(matched))
         }
         ClientRequest::UpdateFeatures { updates, validate_only } => {
-            let levels = crate::cluster::features::check_updates(&image.features, &updates, raft.metrics().borrow_watched().id as i32, ctx.unstable_feature_versions).map_err(ControllerError::InvalidUpdateVersion)?;
+            let levels =
+                crate::cluster::features::check_updates(&image.features, &updates, raft.metrics().borrow_watched().id as i32, ctx.unstable_feature_versions)
+                    .map_err(ControllerError::InvalidUpdateVersion)?;
             if !validate_only && !levels.is_empty() {
                 write(raft, Command::UpdateFeatures { levels }).await?;
             }
@@ -771,16 +713,14 @@ async fn execute(
         ClientRequest::DescribeQuorum => quorum_info::describe(&raft.metrics().borrow_watched())
             .map(ClientReply::Quorum)
             .ok_or_else(|| ControllerError::NotController("this node no longer leads".into())),
-        ClientRequest::AllocateProducerIds { count } => {
-            match propose::allocate_producer_ids(&image, count) {
+        ClientRequest::AllocateProducerIds { count } => match propose::allocate_producer_ids(&image, count) {
+            Err(e) => Err(e),
+            Ok(cmd) => match write(raft, cmd).await {
+                Ok(Applied::ProducerIds { first }) => Ok(ClientReply::FirstProducerId(first)),
+                Ok(other) => Err(unexpected("AllocateProducerIds", other)),
                 Err(e) => Err(e),
-                Ok(cmd) => match write(raft, cmd).await {
-                    Ok(Applied::ProducerIds { first }) => Ok(ClientReply::FirstProducerId(first)),
-                    Ok(other) => Err(unexpected("AllocateProducerIds", other)),
-                    Err(e) => Err(e),
-                },
-            }
-        }
+            },
+        },
     }
 }
 
@@ -852,7 +792,8 @@ impl Router<'_> {
     /// configured contacts.
     fn contacts_now(&self, raft: &Raft) -> Vec<String> {
         let m = raft.metrics().borrow_watched().membership_config.clone();
-        let mut out: Vec<String> = m.membership().voter_ids().filter_map(|id| m.membership().get_node(&id).map(|n| n.addr.clone())).filter(|a| !a.is_empty()).collect();
+        let mut out: Vec<String> =
+            m.membership().voter_ids().filter_map(|id| m.membership().get_node(&id).map(|n| n.addr.clone())).filter(|a| !a.is_empty()).collect();
         out.extend(self.contacts.iter().filter(|c| !out.contains(c)).cloned().collect::<Vec<_>>());
         out
     }
@@ -887,8 +828,7 @@ impl Router<'_> {
             return;
         }
         let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-        let expired: Vec<String> =
-            publisher.image().security.delegation_tokens.values().filter(|t| t.is_expired(now_ms)).map(|t| t.token_id.clone()).collect();
+        let expired: Vec<String> = publisher.image().security.delegation_tokens.values().filter(|t| t.is_expired(now_ms)).map(|t| t.token_id.clone()).collect();
         if expired.is_empty() {
             return;
         }
@@ -941,12 +881,7 @@ impl Router<'_> {
                     Ok(()) => execute(ctx, raft, publisher, &mut self.liveness, req.clone(), via).await,
                     Err(e) => Err(e),
                 },
-                _ if forwarded => {
-                    return Err(ControllerError::NotController(format!(
-                        "node {} does not lead the metadata quorum",
-                        self.me
-                    )))
-                }
+                _ if forwarded => return Err(ControllerError::NotController(format!("node {} does not lead the metadata quorum", self.me))),
                 Some(leader) => match self.address_of(raft, leader) {
                     Some(addr) => self.forward(raft, addr, &req).await,
                     None => Err(ControllerError::NotController(format!("the quorum leader {leader} has no known controller listener"))),
@@ -968,10 +903,7 @@ impl Router<'_> {
                 // its exit.
                 Err(ControllerError::NotController(why)) if !forwarded && !matches!(req, ClientRequest::ControlledShutdown { .. }) => {
                     if Instant::now() + ROUTE_RETRY >= deadline {
-                        return Err(ControllerError::NotController(format!(
-                            "no metadata quorum leader answered within {} s: {why}",
-                            ROUTE_DEADLINE.as_secs()
-                        )));
+                        return Err(ControllerError::NotController(format!("no metadata quorum leader answered within {} s: {why}", ROUTE_DEADLINE.as_secs())));
                     }
                     tracing::debug!(%why, "controller: request waits for a quorum leader");
                     tokio::time::sleep(ROUTE_RETRY).await;
@@ -981,12 +913,7 @@ impl Router<'_> {
         }
     }
 
-    async fn forward(
-        &mut self,
-        raft: &Raft,
-        addr: String,
-        req: &ClientRequest,
-    ) -> Result<ClientReply, ControllerError> {
+    async fn forward(&mut self, raft: &Raft, addr: String, req: &ClientRequest) -> Result<ClientReply, ControllerError> {
         let tls = self.tls.clone();
         let conn = self.peers.entry(addr.clone()).or_insert_with(|| Connection::new(addr.clone(), tls));
         // A new connection (first use, or the last one failed: a forwarded call timed out
@@ -1004,19 +931,14 @@ impl Router<'_> {
                 if result.is_ok() && applied_index.is_some() {
                     // Best effort: a slow local apply delays the answer at most this long;
                     // the change is committed either way.
-                    let waited = raft
-                        .wait(Some(FORWARD_TTL))
-                        .applied_index_at_least(applied_index, "the leader's applied index")
-                        .await;
+                    let waited = raft.wait(Some(FORWARD_TTL)).applied_index_at_least(applied_index, "the leader's applied index").await;
                     if let Err(e) = waited {
                         tracing::warn!(error = %e, "controller: answering before applying the leader's change");
                     }
                 }
                 result
             }
-            Ok(other) => Err(ControllerError::NotController(format!(
-                "controller {addr} answered a forwarded request with {other:?}"
-            ))),
+            Ok(other) => Err(ControllerError::NotController(format!("controller {addr} answered a forwarded request with {other:?}"))),
             Err(e) => Err(ControllerError::NotController(format!("forward to controller {addr}: {e}"))),
         }
     }

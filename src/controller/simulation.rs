@@ -191,11 +191,7 @@ impl RaftNetworkV2<ControllerTypes> for SimPeer {
         .map_err(unreachable)
     }
 
-    async fn vote(
-        &mut self,
-        req: VoteRequest<ControllerTypes>,
-        _option: RPCOption,
-    ) -> Result<VoteResponse<ControllerTypes>, RPCError<ControllerTypes>> {
+    async fn vote(&mut self, req: VoteRequest<ControllerTypes>, _option: RPCOption) -> Result<VoteResponse<ControllerTypes>, RPCError<ControllerTypes>> {
         self.deliver(|raft| {
             let req = req.clone();
             async move { raft.vote(req).await }
@@ -320,7 +316,11 @@ async fn client_write(world: &Shared, run: &mut Run, n: u64) {
         let ctx = ProposeCtx { default_num_partitions: 1, default_replication_factor: 1, defaults: &defaults, unstable_feature_versions: false };
         let layout = Layout { num_partitions: 2, replication_factor: 1 + (n / 2 % 3) as i16, assignments: &[] };
         // Every fourth topic allows unclean elections.
-        let configs = if n / 2 % 4 == 1 { BTreeMap::from([(crate::cluster::topic_config::UNCLEAN_LEADER_ELECTION_ENABLE.to_string(), "true".to_string())]) } else { BTreeMap::new() };
+        let configs = if n / 2 % 4 == 1 {
+            BTreeMap::from([(crate::cluster::topic_config::UNCLEAN_LEADER_ELECTION_ENABLE.to_string(), "true".to_string())])
+        } else {
+            BTreeMap::new()
+        };
         match propose::create_topic(&ctx, &publisher.image(), name, layout, configs, topic_id) {
             Ok((cmd, _)) => cmd,
             Err(_) => return, // e.g. fewer live brokers than replicas

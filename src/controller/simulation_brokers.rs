@@ -227,7 +227,16 @@ async fn heartbeat(world: &Shared, id: BrokerId) {
         if b.state != State::Up {
             return;
         }
-        let meta = BrokerMeta { id, incarnation: b.incarnation, host: format!("broker-{id}"), port: 9092, rack: None, shard_count: 1, listeners: Vec::new(), fenced: false };
+        let meta = BrokerMeta {
+            id,
+            incarnation: b.incarnation,
+            host: format!("broker-{id}"),
+            port: 9092,
+            rack: None,
+            shard_count: 1,
+            listeners: Vec::new(),
+            fenced: false,
+        };
         let via = if id as u64 <= NODES { id as u64 } else { b.rng.random_range(1..=NODES) };
         let conn = (id as u64 > NODES).then_some(b.conn);
         let node = live.contains(&via).then(|| w.nodes[&via].clone());
@@ -380,7 +389,11 @@ pub fn check_updates(world: &Shared) {
         while let Ok(update) = rx.try_recv() {
             let image = update.image;
             if let Err(why) = check_image(&image) {
-                panic!("seed {seed}: node {node} at index {}: {why}; the last liveness records:\n{}", image.applied_index, b.events[b.events.len().saturating_sub(8)..].join("\n"));
+                panic!(
+                    "seed {seed}: node {node} at index {}: {why}; the last liveness records:\n{}",
+                    image.applied_index,
+                    b.events[b.events.len().saturating_sub(8)..].join("\n")
+                );
             }
             if let Some(prev) = last {
                 match check_epochs(prev, &image) {
@@ -404,7 +417,17 @@ fn check_image(image: &MetadataImage) -> Result<(), String> {
     let elr_on = image.features.elr_enabled();
     for t in image.topics.values() {
         for p in &t.partitions {
-            let at = || format!("{}-{} (leader {}, ISR {:?}, ELR {:?}, replicas {:?})", t.name, p.partition, p.leader, p.isr, p.elr, p.replicas.iter().map(|r| r.broker).collect::<Vec<_>>());
+            let at = || {
+                format!(
+                    "{}-{} (leader {}, ISR {:?}, ELR {:?}, replicas {:?})",
+                    t.name,
+                    p.partition,
+                    p.leader,
+                    p.isr,
+                    p.elr,
+                    p.replicas.iter().map(|r| r.broker).collect::<Vec<_>>()
+                )
+            };
             if (p.isr.is_empty() && !elr_on) || p.isr.iter().any(|b| p.replica_on(*b).is_none()) {
                 return Err(format!("{}: the ISR is empty or holds a non-replica", at()));
             }
@@ -460,7 +483,10 @@ fn check_epochs(prev: &MetadataImage, next: &MetadataImage) -> Result<usize, Str
                 return Err(format!("{name}-{}: epochs {}/{} -> {}/{}", p.partition, p.leader_epoch, p.partition_epoch, q.leader_epoch, q.partition_epoch));
             }
             if (q.leader != p.leader || q.isr != p.isr) && q.partition_epoch == p.partition_epoch {
-                return Err(format!("{name}-{}: leader {} -> {}, ISR {:?} -> {:?} in the same partition epoch {}", p.partition, p.leader, q.leader, p.isr, q.isr, q.partition_epoch));
+                return Err(format!(
+                    "{name}-{}: leader {} -> {}, ISR {:?} -> {:?} in the same partition epoch {}",
+                    p.partition, p.leader, q.leader, p.isr, q.isr, q.partition_epoch
+                ));
             }
             if q.leader != p.leader {
                 changes += 1;
@@ -478,7 +504,13 @@ fn check_epochs(prev: &MetadataImage, next: &MetadataImage) -> Result<usize, Str
                 let clean = p.isr.contains(&q.leader) || eligible;
                 let one_change = q.partition_epoch == p.partition_epoch + 1;
                 if one_change && q.leader != NO_LEADER && !clean && !(unclean_allowed(t) && q.isr == vec![q.leader]) {
-                    return Err(format!("{name}-{}: leader {} elected from outside the ISR {:?} (unclean allowed: {})", p.partition, q.leader, p.isr, unclean_allowed(t)));
+                    return Err(format!(
+                        "{name}-{}: leader {} elected from outside the ISR {:?} (unclean allowed: {})",
+                        p.partition,
+                        q.leader,
+                        p.isr,
+                        unclean_allowed(t)
+                    ));
                 }
             }
         }
@@ -505,7 +537,13 @@ pub fn check_healed(world: &Shared) {
         for t in image.topics.values() {
             for p in &t.partitions {
                 let live_replica = p.replicas.iter().any(|r| image.is_live(r.broker));
-                assert!(!live_replica || p.leader != NO_LEADER, "seed {seed}: node {node}: {}-{} has live replicas {:?} and no leader", t.name, p.partition, p.replicas);
+                assert!(
+                    !live_replica || p.leader != NO_LEADER,
+                    "seed {seed}: node {node}: {}-{} has live replicas {:?} and no leader",
+                    t.name,
+                    p.partition,
+                    p.replicas
+                );
             }
         }
     }

@@ -73,7 +73,15 @@ struct Request {
 
 impl Request {
     fn as_check(&self) -> AlterIsr<'_> {
-        AlterIsr { topic_id: &self.topic_id, partition: self.partition, leader: self.leader, leader_epoch: self.leader_epoch, partition_epoch: self.partition_epoch, new_isr: &self.new_isr, new_isr_epochs: &[] }
+        AlterIsr {
+            topic_id: &self.topic_id,
+            partition: self.partition,
+            leader: self.leader,
+            leader_epoch: self.leader_epoch,
+            partition_epoch: self.partition_epoch,
+            new_isr: &self.new_isr,
+            new_isr_epochs: &[],
+        }
     }
 }
 
@@ -231,7 +239,15 @@ async fn execute(world: &Shared, id: u64, raft: Raft, req: Request) -> Result<An
         let p = image.topic(&checked.topic).and_then(|t| t.partition(req.partition)).cloned();
         return Ok(p.ok_or(AlterPartitionError::UnknownTopicOrPartition));
     }
-    let cmd = Command::AlterPartition { topic_id: req.topic_id, partition: req.partition, leader: req.leader, leader_epoch: req.leader_epoch, partition_epoch: req.partition_epoch, new_isr: req.new_isr.clone(), new_isr_epochs: vec![] };
+    let cmd = Command::AlterPartition {
+        topic_id: req.topic_id,
+        partition: req.partition,
+        leader: req.leader,
+        leader_epoch: req.leader_epoch,
+        partition_epoch: req.partition_epoch,
+        new_isr: req.new_isr.clone(),
+        new_isr_epochs: vec![],
+    };
     match tokio::time::timeout(WRITE_TIMEOUT, raft.client_write(cmd)).await {
         Ok(Ok(written)) => match written.data {
             Response(Ok(Applied::PartitionAltered(meta))) => Ok(Ok(meta)),

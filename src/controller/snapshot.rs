@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 
-use crate::cluster::image::{BrokerMeta, ConfigResource, MetadataImage, PartitionMeta, ReplicaMeta, TopicMeta};
 use crate::cluster::features::FinalizedFeatures;
+use crate::cluster::image::{BrokerMeta, ConfigResource, MetadataImage, PartitionMeta, ReplicaMeta, TopicMeta};
 use crate::cluster::security_image::SecurityImage;
 
 use super::files::{read_if_exists, write_atomic};
@@ -192,7 +192,16 @@ struct SnapBrokerV4 {
 
 impl From<SnapBrokerV4> for SnapBroker {
     fn from(b: SnapBrokerV4) -> SnapBroker {
-        SnapBroker { id: b.id, incarnation: b.incarnation, host: b.host, port: b.port, rack: b.rack, shard_count: b.shard_count, fenced: b.fenced, listeners: Vec::new() }
+        SnapBroker {
+            id: b.id,
+            incarnation: b.incarnation,
+            host: b.host,
+            port: b.port,
+            rack: b.rack,
+            shard_count: b.shard_count,
+            fenced: b.fenced,
+            listeners: Vec::new(),
+        }
     }
 }
 
@@ -493,11 +502,7 @@ impl TryFrom<SnapImage> for MetadataImage {
                             last_known_elr: Vec::new(),
                         })
                         .collect(),
-                    configs: t
-                        .configs
-                        .into_iter()
-                        .map(|c| (c.key, c.value))
-                        .collect::<BTreeMap<_, _>>(),
+                    configs: t.configs.into_iter().map(|c| (c.key, c.value)).collect::<BTreeMap<_, _>>(),
                 };
                 (t.name, meta)
             })
@@ -537,16 +542,21 @@ impl TryFrom<SnapImage> for MetadataImage {
             brokers: s
                 .brokers
                 .into_iter()
-                .map(|b| (b.id, BrokerMeta {
-                        id: b.id,
-                        incarnation: b.incarnation,
-                        host: b.host,
-                        port: b.port,
-                        rack: b.rack,
-                        shard_count: b.shard_count,
-                        fenced: b.fenced,
-                        listeners: b.listeners.into_iter().map(|(name, host, port)| ListenerEndpoint { name, host, port }).collect(),
-                    }))
+                .map(|b| {
+                    (
+                        b.id,
+                        BrokerMeta {
+                            id: b.id,
+                            incarnation: b.incarnation,
+                            host: b.host,
+                            port: b.port,
+                            rack: b.rack,
+                            shard_count: b.shard_count,
+                            fenced: b.fenced,
+                            listeners: b.listeners.into_iter().map(|(name, host, port)| ListenerEndpoint { name, host, port }).collect(),
+                        },
+                    )
+                })
                 .collect(),
         })
     }
@@ -555,17 +565,10 @@ impl TryFrom<SnapImage> for MetadataImage {
 /// Serializes a snapshot to the bytes of a snapshot file.
 pub fn encode(meta: &SnapshotMeta, image: &MetadataImage) -> Result<Vec<u8>, SnapshotError> {
     let meta_json = serde_json::to_vec(meta).map_err(|e| SnapshotError::Meta(e.to_string()))?;
-    let file = SnapFile {
-        meta_json,
-        image: SnapImage::try_from(image)?,
-    };
-    let archived = rkyv::to_bytes::<rkyv::rancor::Error>(&file)
-        .map_err(|e| SnapshotError::Archive(e.to_string()))?;
+    let file = SnapFile { meta_json, image: SnapImage::try_from(image)? };
+    let archived = rkyv::to_bytes::<rkyv::rancor::Error>(&file).map_err(|e| SnapshotError::Archive(e.to_string()))?;
     if archived.len() > MAX_SNAPSHOT_BYTES {
-        return Err(SnapshotError::Archive(format!(
-            "snapshot is {} bytes, limit {MAX_SNAPSHOT_BYTES}",
-            archived.len()
-        )));
+        return Err(SnapshotError::Archive(format!("snapshot is {} bytes, limit {MAX_SNAPSHOT_BYTES}", archived.len())));
     }
     Ok(frame::encode(MAGIC, VERSION, &archived))
 }
@@ -583,10 +586,7 @@ pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotErr
         }
     };
     if used != bytes.len() {
-        return Err(SnapshotError::Archive(format!(
-            "{} trailing bytes after the snapshot record",
-            bytes.len() - used
-        )));
+        return Err(SnapshotError::Archive(format!("{} trailing bytes after the snapshot record", bytes.len() - used)));
     }
     // rkyv reads in place and needs its buffer aligned; a Vec<u8> from disk is not.
     let mut aligned = rkyv::util::AlignedVec::<16>::with_capacity(payload.len());
@@ -622,11 +622,9 @@ pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotErr
         (file.image.security_json, file.image.features_json) = (i.security_json, i.features_json);
         file
     } else {
-        rkyv::from_bytes::<SnapFile, rkyv::rancor::Error>(&aligned)
-            .map_err(|e| SnapshotError::Archive(e.to_string()))?
+        rkyv::from_bytes::<SnapFile, rkyv::rancor::Error>(&aligned).map_err(|e| SnapshotError::Archive(e.to_string()))?
     };
-    let meta: SnapshotMeta =
-        serde_json::from_slice(&file.meta_json).map_err(|e| SnapshotError::Meta(e.to_string()))?;
+    let meta: SnapshotMeta = serde_json::from_slice(&file.meta_json).map_err(|e| SnapshotError::Meta(e.to_string()))?;
     Ok((meta, MetadataImage::try_from(file.image)?))
 }
 
@@ -649,7 +647,10 @@ fn upgraded(
     brokers: Vec<SnapBroker>,
 ) -> SnapFile {
     let (security_json, features_json, elr_json) = (Vec::new(), Vec::new(), Vec::new());
-    SnapFile { meta_json, image: SnapImage { cluster_id, applied_index, next_producer_id, topics, resource_configs, brokers, security_json, features_json, elr_json } }
+    SnapFile {
+        meta_json,
+        image: SnapImage { cluster_id, applied_index, next_producer_id, topics, resource_configs, brokers, security_json, features_json, elr_json },
+    }
 }
 
 /// Durably replaces the snapshot file in `dir`.
@@ -668,10 +669,7 @@ pub fn load(dir: &Path) -> Result<Option<(SnapshotMeta, MetadataImage, Vec<u8>)>
     };
     match decode(&bytes) {
         Ok((meta, image)) => Ok(Some((meta, image, bytes))),
-        Err(e) => Err(format!(
-            "{} is corrupt ({e}); the log before it was purged, so restore the file from a backup or another controller",
-            path.display()
-        )),
+        Err(e) => Err(format!("{} is corrupt ({e}); the log before it was purged, so restore the file from a backup or another controller", path.display())),
     }
 }
 
@@ -700,7 +698,12 @@ mod tests {
                 cluster_id: "c".into(),
                 applied_index: 7,
                 next_producer_id: 9,
-                topics: vec![SnapTopicV2 { name: "t".into(), topic_id: [2; 16], partitions: vec![SnapPartitionV2 { partition: 0, shard: 1, leader_epoch: 3 }], configs: Vec::new() }],
+                topics: vec![SnapTopicV2 {
+                    name: "t".into(),
+                    topic_id: [2; 16],
+                    partitions: vec![SnapPartitionV2 { partition: 0, shard: 1, leader_epoch: 3 }],
+                    configs: Vec::new(),
+                }],
                 resource_configs: Vec::new(),
             },
         };
@@ -714,11 +717,11 @@ mod tests {
     #[test]
     fn brokers_and_replicas_round_trip() {
         let mut image = MetadataImage::default();
-        let listeners = vec![
-            ListenerEndpoint { name: "PLAINTEXT".into(), host: "h".into(), port: 1 },
-            ListenerEndpoint { name: "SSL".into(), host: "h".into(), port: 2 },
-        ];
-        image.brokers.insert(2, BrokerMeta { id: 2, incarnation: [5; 16], host: "h".into(), port: 1, rack: Some("r".into()), shard_count: 3, listeners, fenced: true });
+        let listeners =
+            vec![ListenerEndpoint { name: "PLAINTEXT".into(), host: "h".into(), port: 1 }, ListenerEndpoint { name: "SSL".into(), host: "h".into(), port: 2 }];
+        image
+            .brokers
+            .insert(2, BrokerMeta { id: 2, incarnation: [5; 16], host: "h".into(), port: 1, rack: Some("r".into()), shard_count: 3, listeners, fenced: true });
         let mut p = PartitionMeta::new_on(0, vec![ReplicaMeta { broker: 2, shard: 1 }, ReplicaMeta { broker: 3, shard: 0 }]);
         p.partition_epoch = 4;
         image.topics.insert("t".into(), TopicMeta { name: "t".into(), topic_id: [1; 16], partitions: vec![p], configs: BTreeMap::new() });
@@ -773,7 +776,14 @@ mod tests {
         let broker = SnapBrokerV4 { id: 2, incarnation: [5; 16], host: "h".into(), port: 9092, rack: None, shard_count: 1, fenced: false };
         let v4 = SnapFileV4 {
             meta_json: serde_json::to_vec(&SnapshotMeta::default()).unwrap(),
-            image: SnapImageV4 { cluster_id: "c".into(), applied_index: 7, next_producer_id: 9, topics: Vec::new(), resource_configs: Vec::new(), brokers: vec![broker] },
+            image: SnapImageV4 {
+                cluster_id: "c".into(),
+                applied_index: 7,
+                next_producer_id: 9,
+                topics: Vec::new(),
+                resource_configs: Vec::new(),
+                brokers: vec![broker],
+            },
         };
         let archived = rkyv::to_bytes::<rkyv::rancor::Error>(&v4).unwrap();
         let (_, image) = decode(&frame::encode(MAGIC, VERSION_4, &archived)).unwrap();
@@ -804,7 +814,14 @@ mod tests {
         assert_eq!(back.security.scram_credential("alice", ScramMechanism::Sha512), Some(&c));
         let v5 = SnapFileV5 {
             meta_json: serde_json::to_vec(&SnapshotMeta::default()).unwrap(),
-            image: SnapImageV5 { cluster_id: "c".into(), applied_index: 7, next_producer_id: 9, topics: Vec::new(), resource_configs: Vec::new(), brokers: Vec::new() },
+            image: SnapImageV5 {
+                cluster_id: "c".into(),
+                applied_index: 7,
+                next_producer_id: 9,
+                topics: Vec::new(),
+                resource_configs: Vec::new(),
+                brokers: Vec::new(),
+            },
         };
         let archived = rkyv::to_bytes::<rkyv::rancor::Error>(&v5).unwrap();
         let (_, image) = decode(&frame::encode(MAGIC, VERSION_5, &archived)).unwrap();
@@ -822,7 +839,15 @@ mod tests {
         let security_json = serde_json::to_vec(&SecurityImage::default()).unwrap();
         let v6 = SnapFileV6 {
             meta_json: serde_json::to_vec(&SnapshotMeta::default()).unwrap(),
-            image: SnapImageV6 { cluster_id: "c".into(), applied_index: 7, next_producer_id: 9, topics: Vec::new(), resource_configs: Vec::new(), brokers: Vec::new(), security_json },
+            image: SnapImageV6 {
+                cluster_id: "c".into(),
+                applied_index: 7,
+                next_producer_id: 9,
+                topics: Vec::new(),
+                resource_configs: Vec::new(),
+                brokers: Vec::new(),
+                security_json,
+            },
         };
         let archived = rkyv::to_bytes::<rkyv::rancor::Error>(&v6).unwrap();
         let (_, image) = decode(&frame::encode(MAGIC, VERSION_6, &archived)).unwrap();

@@ -13,10 +13,7 @@ use crate::cluster::image::{MetadataDelta, MetadataImage, MetadataUpdate};
 
 use super::apply::{apply, diff_images};
 use super::snapshot;
-use super::types::{
-    Applied, ControllerTypes, LogId, Response, Snapshot, SnapshotData, SnapshotMeta,
-    StoredMembership,
-};
+use super::types::{Applied, ControllerTypes, LogId, Response, Snapshot, SnapshotData, SnapshotMeta, StoredMembership};
 
 /// The latest committed image and the shards' update channels. Shared by the state machine
 /// (writer, on the controller thread) and every `ControllerHandle` (readers).
@@ -46,12 +43,7 @@ struct PubState {
 impl Publisher {
     pub fn new(senders: Vec<async_channel::Sender<MetadataUpdate>>) -> Publisher {
         Publisher {
-            state: Mutex::new(PubState {
-                image: Arc::new(MetadataImage::default()),
-                senders,
-                live: false,
-                sent_index: 0,
-            }),
+            state: Mutex::new(PubState { image: Arc::new(MetadataImage::default()), senders, live: false, sent_index: 0 }),
             raft_metrics: std::sync::OnceLock::new(),
             snapshots_installed: std::sync::atomic::AtomicU64::new(0),
         }
@@ -75,10 +67,9 @@ impl Publisher {
     pub fn quorum_status(&self) -> Option<super::quorum_info::LocalQuorumStatus> {
         use openraft::async_runtime::WatchReceiver as _;
         let installed = self.snapshots_installed.load(std::sync::atomic::Ordering::Relaxed);
-        self.raft_metrics.get().map(|w| super::quorum_info::LocalQuorumStatus {
-            snapshots_installed: installed,
-            ..super::quorum_info::local_status(&w.borrow_watched())
-        })
+        self.raft_metrics
+            .get()
+            .map(|w| super::quorum_info::LocalQuorumStatus { snapshots_installed: installed, ..super::quorum_info::local_status(&w.borrow_watched()) })
     }
 
     /// The newest metadata index the shards will apply: what a shard catching up with
@@ -106,13 +97,7 @@ impl Publisher {
         }
         st.live = true;
         st.sent_index = st.image.applied_index;
-        send_all(
-            &st.senders,
-            MetadataUpdate {
-                image: st.image.clone(),
-                deltas: Vec::new(),
-            },
-        );
+        send_all(&st.senders, MetadataUpdate { image: st.image.clone(), deltas: Vec::new() });
     }
 }
 
@@ -136,13 +121,7 @@ pub struct StateMachine {
 impl StateMachine {
     /// Loads the snapshot in `dir` (if any); raft replays the log after it.
     pub fn open(dir: PathBuf, publisher: Arc<Publisher>) -> Result<StateMachine, String> {
-        let mut sm = StateMachine {
-            dir,
-            image: Arc::new(MetadataImage::default()),
-            last_applied: None,
-            membership: StoredMembership::default(),
-            publisher,
-        };
+        let mut sm = StateMachine { dir, image: Arc::new(MetadataImage::default()), last_applied: None, membership: StoredMembership::default(), publisher };
         if let Some((meta, image, bytes)) = snapshot::load(&sm.dir)? {
             tracing::info!(last_log_id = ?meta.last_log_id, bytes = bytes.len(), topics = image.topics.len(), "controller snapshot loaded");
             sm.last_applied = meta.last_log_id;
@@ -154,10 +133,7 @@ impl StateMachine {
     }
 
     fn snapshot_meta(&self) -> SnapshotMeta {
-        SnapshotMeta {
-            last_log_id: self.last_applied,
-            last_membership: self.membership.clone(),
-        }
+        SnapshotMeta { last_log_id: self.last_applied, last_membership: self.membership.clone() }
     }
 }
 
@@ -176,10 +152,7 @@ impl RaftSnapshotBuilder<ControllerTypes> for Builder {
         let bytes = snapshot::encode(&self.meta, &self.image)?;
         snapshot::store(&self.dir, &bytes)?;
         tracing::info!(last_log_id = ?self.meta.last_log_id, bytes = bytes.len(), "controller snapshot written");
-        Ok(Snapshot {
-            meta: self.meta.clone(),
-            snapshot: bytes,
-        })
+        Ok(Snapshot { meta: self.meta.clone(), snapshot: bytes })
     }
 }
 
@@ -193,9 +166,7 @@ impl RaftStateMachine<ControllerTypes> for StateMachine {
 
     async fn apply<Strm>(&mut self, mut entries: Strm) -> Result<(), io::Error>
     where
-        Strm: Stream<Item = Result<EntryResponder<ControllerTypes>, io::Error>>
-            + Unpin
-            + OptionalSend,
+        Strm: Stream<Item = Result<EntryResponder<ControllerTypes>, io::Error>> + Unpin + OptionalSend,
     {
         while let Some((entry, responder)) = entries.try_next().await? {
             let index = entry.log_id.index;
@@ -221,18 +192,10 @@ impl RaftStateMachine<ControllerTypes> for StateMachine {
     }
 
     async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
-        Builder {
-            dir: self.dir.clone(),
-            image: self.image.clone(),
-            meta: self.snapshot_meta(),
-        }
+        Builder { dir: self.dir.clone(), image: self.image.clone(), meta: self.snapshot_meta() }
     }
 
-    async fn install_snapshot(
-        &mut self,
-        meta: &SnapshotMeta,
-        data: SnapshotData,
-    ) -> Result<(), io::Error> {
+    async fn install_snapshot(&mut self, meta: &SnapshotMeta, data: SnapshotData) -> Result<(), io::Error> {
         let (_, image) = snapshot::decode(&data)?;
         snapshot::store(&self.dir, &data)?;
         let deltas = diff_images(&self.image, &image);
@@ -247,10 +210,7 @@ impl RaftStateMachine<ControllerTypes> for StateMachine {
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, io::Error> {
         match snapshot::load(&self.dir) {
-            Ok(Some((meta, _, bytes))) => Ok(Some(Snapshot {
-                meta,
-                snapshot: bytes,
-            })),
+            Ok(Some((meta, _, bytes))) => Ok(Some(Snapshot { meta, snapshot: bytes })),
             Ok(None) => Ok(None),
             Err(msg) => Err(io::Error::new(io::ErrorKind::InvalidData, msg)),
         }

@@ -26,10 +26,7 @@ fn cfg(dir: &Path, shards: u16) -> ControllerConfig {
 }
 
 fn cfgs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
 }
 
 fn stop(h: &ControllerHandle) {
@@ -41,10 +38,7 @@ fn stop(h: &ControllerHandle) {
 /// blank entry for the new term), and the broker's incarnation with the epochs its
 /// re-registration bumps.
 fn content(img: &MetadataImage) -> MetadataImage {
-    let mut img = MetadataImage {
-        applied_index: 0,
-        ..img.clone()
-    };
+    let mut img = MetadataImage { applied_index: 0, ..img.clone() };
     for b in img.brokers.values_mut() {
         b.incarnation = [0; 16];
     }
@@ -65,25 +59,13 @@ fn create_delete_alter_partitions_happy_path() {
         assert_eq!(first.image.cluster_id.len(), 22);
     }
 
-    let t = block_on(h.create_topic(
-        "orders".into(),
-        -1,
-        -1,
-        cfgs(&[("retention.ms", "1000")]),
-        false,
-    ))
-    .unwrap();
+    let t = block_on(h.create_topic("orders".into(), -1, -1, cfgs(&[("retention.ms", "1000")]), false)).unwrap();
     assert_eq!(t.partitions.len(), 3);
     assert!(t.partitions.iter().all(|p| p.leader_epoch == 0));
     assert_eq!(h.image().topic("orders"), Some(&t));
     for rx in &rxs {
         let u = rx.try_recv().unwrap();
-        assert_eq!(
-            u.deltas,
-            vec![MetadataDelta::TopicCreated {
-                name: "orders".into()
-            }]
-        );
+        assert_eq!(u.deltas, vec![MetadataDelta::TopicCreated { name: "orders".into() }]);
         assert_eq!(u.image.topic("orders"), Some(&t));
     }
 
@@ -97,18 +79,9 @@ fn create_delete_alter_partitions_happy_path() {
 
     block_on(h.create_partitions("orders".into(), 5, vec![], false)).unwrap();
     let parts = &h.image().topic("orders").unwrap().partitions.clone();
-    assert_eq!(
-        parts.iter().map(|p| p.partition).collect::<Vec<_>>(),
-        vec![0, 1, 2, 3, 4]
-    );
+    assert_eq!(parts.iter().map(|p| p.partition).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
     for rx in &rxs {
-        assert_eq!(
-            rx.try_recv().unwrap().deltas,
-            vec![MetadataDelta::PartitionsCreated {
-                name: "orders".into(),
-                first_new: 3
-            }]
-        );
+        assert_eq!(rx.try_recv().unwrap().deltas, vec![MetadataDelta::PartitionsCreated { name: "orders".into(), first_new: 3 }]);
     }
 
     block_on(h.alter_topic_configs(
@@ -121,29 +94,10 @@ fn create_delete_alter_partitions_happy_path() {
         false,
     ))
     .unwrap();
-    assert_eq!(
-        h.image().topic("orders").unwrap().configs,
-        cfgs(&[
-            ("cleanup.policy", "delete,compact"),
-            ("segment.bytes", "1048576")
-        ])
-    );
-    assert_eq!(
-        rxs[0].try_recv().unwrap().deltas,
-        vec![MetadataDelta::TopicConfigChanged {
-            name: "orders".into()
-        }]
-    );
-    block_on(h.alter_topic_configs(
-        "orders".into(),
-        vec![ConfigOp::Subtract("cleanup.policy".into(), "delete".into())],
-        false,
-    ))
-    .unwrap();
-    assert_eq!(
-        h.image().topic("orders").unwrap().configs["cleanup.policy"],
-        "compact"
-    );
+    assert_eq!(h.image().topic("orders").unwrap().configs, cfgs(&[("cleanup.policy", "delete,compact"), ("segment.bytes", "1048576")]));
+    assert_eq!(rxs[0].try_recv().unwrap().deltas, vec![MetadataDelta::TopicConfigChanged { name: "orders".into() }]);
+    block_on(h.alter_topic_configs("orders".into(), vec![ConfigOp::Subtract("cleanup.policy".into(), "delete".into())], false)).unwrap();
+    assert_eq!(h.image().topic("orders").unwrap().configs["cleanup.policy"], "compact");
 
     let a = block_on(h.allocate_producer_ids(1000)).unwrap();
     let b = block_on(h.allocate_producer_ids(10)).unwrap();
@@ -153,134 +107,49 @@ fn create_delete_alter_partitions_happy_path() {
     let id = block_on(h.delete_topic("orders".into())).unwrap();
     assert_eq!(id, t.topic_id);
     assert!(h.image().topics.is_empty());
-    let deltas: Vec<_> = std::iter::from_fn(|| rxs[0].try_recv().ok())
-        .flat_map(|u| u.deltas)
-        .collect();
-    assert_eq!(
-        deltas.last(),
-        Some(&MetadataDelta::TopicDeleted {
-            name: "orders".into(),
-            topic_id: id
-        })
-    );
+    let deltas: Vec<_> = std::iter::from_fn(|| rxs[0].try_recv().ok()).flat_map(|u| u.deltas).collect();
+    assert_eq!(deltas.last(), Some(&MetadataDelta::TopicDeleted { name: "orders".into(), topic_id: id }));
     stop(&h);
     // After shutdown calls fail cleanly.
-    assert!(matches!(
-        block_on(h.delete_topic("x".into())),
-        Err(ControllerError::NotController(_))
-    ));
+    assert!(matches!(block_on(h.delete_topic("x".into())), Err(ControllerError::NotController(_))));
 }
 
 #[test]
 fn error_paths() {
     let dir = tempfile::tempdir().unwrap();
     let (h, _rxs) = start(cfg(dir.path(), 1)).unwrap();
-    let create = |name: &str, n: i32, rf: i16, c: BTreeMap<String, String>| {
-        block_on(h.create_topic(name.into(), n, rf, c, false))
-    };
+    let create = |name: &str, n: i32, rf: i16, c: BTreeMap<String, String>| block_on(h.create_topic(name.into(), n, rf, c, false));
     for bad in ["", ".", "..", "a b", "ä", &"x".repeat(250)] {
-        assert!(
-            matches!(
-                create(bad, 1, 1, BTreeMap::new()),
-                Err(ControllerError::InvalidTopic(_))
-            ),
-            "{bad:?}"
-        );
+        assert!(matches!(create(bad, 1, 1, BTreeMap::new()), Err(ControllerError::InvalidTopic(_))), "{bad:?}");
     }
     assert!(create(&"x".repeat(249), 1, 1, BTreeMap::new()).is_ok());
-    assert!(matches!(
-        create("p", 0, 1, BTreeMap::new()),
-        Err(ControllerError::InvalidPartitions(_))
-    ));
-    assert!(matches!(
-        create("p", -2, 1, BTreeMap::new()),
-        Err(ControllerError::InvalidPartitions(_))
-    ));
-    assert!(matches!(
-        create("p", 1, 0, BTreeMap::new()),
-        Err(ControllerError::InvalidReplicationFactor(_))
-    ));
-    assert!(matches!(
-        create("p", 1, 3, BTreeMap::new()),
-        Err(ControllerError::InvalidReplicationFactor(_))
-    ));
+    assert!(matches!(create("p", 0, 1, BTreeMap::new()), Err(ControllerError::InvalidPartitions(_))));
+    assert!(matches!(create("p", -2, 1, BTreeMap::new()), Err(ControllerError::InvalidPartitions(_))));
+    assert!(matches!(create("p", 1, 0, BTreeMap::new()), Err(ControllerError::InvalidReplicationFactor(_))));
+    assert!(matches!(create("p", 1, 3, BTreeMap::new()), Err(ControllerError::InvalidReplicationFactor(_))));
     match create("p", 1, 1, cfgs(&[("retention.ms", "soon")])) {
         Err(ControllerError::InvalidConfig(m)) => assert!(m.contains("retention.ms"), "{m}"),
         other => panic!("{other:?}"),
     }
-    assert!(matches!(
-        create("p", 1, 1, cfgs(&[("bogus", "1")])),
-        Err(ControllerError::InvalidConfig(_))
-    ));
+    assert!(matches!(create("p", 1, 1, cfgs(&[("bogus", "1")])), Err(ControllerError::InvalidConfig(_))));
 
     create("a.b", 1, -1, BTreeMap::new()).unwrap();
-    assert!(matches!(
-        create("a.b", 1, 1, BTreeMap::new()),
-        Err(ControllerError::TopicAlreadyExists(_))
-    ));
-    assert!(matches!(
-        create("a_b", 1, 1, BTreeMap::new()),
-        Err(ControllerError::InvalidTopic(_))
-    ));
+    assert!(matches!(create("a.b", 1, 1, BTreeMap::new()), Err(ControllerError::TopicAlreadyExists(_))));
+    assert!(matches!(create("a_b", 1, 1, BTreeMap::new()), Err(ControllerError::InvalidTopic(_))));
 
-    assert!(matches!(
-        block_on(h.delete_topic("nope".into())),
-        Err(ControllerError::UnknownTopic(_))
-    ));
-    assert!(matches!(
-        block_on(h.create_partitions("nope".into(), 3, vec![], false)),
-        Err(ControllerError::UnknownTopic(_))
-    ));
-    assert!(matches!(
-        block_on(h.create_partitions("a.b".into(), 1, vec![], false)),
-        Err(ControllerError::InvalidPartitions(_))
-    ));
-    assert!(matches!(
-        block_on(h.create_partitions("a.b".into(), 0, vec![], false)),
-        Err(ControllerError::InvalidPartitions(_))
-    ));
+    assert!(matches!(block_on(h.delete_topic("nope".into())), Err(ControllerError::UnknownTopic(_))));
+    assert!(matches!(block_on(h.create_partitions("nope".into(), 3, vec![], false)), Err(ControllerError::UnknownTopic(_))));
+    assert!(matches!(block_on(h.create_partitions("a.b".into(), 1, vec![], false)), Err(ControllerError::InvalidPartitions(_))));
+    assert!(matches!(block_on(h.create_partitions("a.b".into(), 0, vec![], false)), Err(ControllerError::InvalidPartitions(_))));
     let alter = |ops| block_on(h.alter_topic_configs("a.b".into(), ops, false));
-    assert!(matches!(
-        alter(vec![ConfigOp::Append("retention.ms".into(), "1".into())]),
-        Err(ControllerError::InvalidConfig(_))
-    ));
-    assert!(matches!(
-        alter(vec![ConfigOp::Set("segment.ms".into(), "0".into())]),
-        Err(ControllerError::InvalidConfig(_))
-    ));
-    assert!(matches!(
-        alter(vec![ConfigOp::Delete("bogus".into())]),
-        Err(ControllerError::InvalidConfig(_))
-    ));
-    assert!(matches!(
-        alter(vec![ConfigOp::Append(
-            "cleanup.policy".into(),
-            "shred".into()
-        )]),
-        Err(ControllerError::InvalidConfig(_))
-    ));
-    assert!(matches!(
-        alter(vec![ConfigOp::Subtract(
-            "cleanup.policy".into(),
-            "delete".into()
-        )]),
-        Err(ControllerError::InvalidConfig(_))
-    ));
-    assert!(matches!(
-        alter(vec![
-            ConfigOp::Set("flush.ms".into(), "1".into()),
-            ConfigOp::Delete("flush.ms".into())
-        ]),
-        Err(ControllerError::InvalidConfig(_))
-    ));
-    assert!(matches!(
-        block_on(h.alter_topic_configs("nope".into(), vec![], false)),
-        Err(ControllerError::UnknownTopic(_))
-    ));
-    assert!(matches!(
-        block_on(h.allocate_producer_ids(0)),
-        Err(ControllerError::InvalidRequest(_))
-    ));
+    assert!(matches!(alter(vec![ConfigOp::Append("retention.ms".into(), "1".into())]), Err(ControllerError::InvalidConfig(_))));
+    assert!(matches!(alter(vec![ConfigOp::Set("segment.ms".into(), "0".into())]), Err(ControllerError::InvalidConfig(_))));
+    assert!(matches!(alter(vec![ConfigOp::Delete("bogus".into())]), Err(ControllerError::InvalidConfig(_))));
+    assert!(matches!(alter(vec![ConfigOp::Append("cleanup.policy".into(), "shred".into())]), Err(ControllerError::InvalidConfig(_))));
+    assert!(matches!(alter(vec![ConfigOp::Subtract("cleanup.policy".into(), "delete".into())]), Err(ControllerError::InvalidConfig(_))));
+    assert!(matches!(alter(vec![ConfigOp::Set("flush.ms".into(), "1".into()), ConfigOp::Delete("flush.ms".into())]), Err(ControllerError::InvalidConfig(_))));
+    assert!(matches!(block_on(h.alter_topic_configs("nope".into(), vec![], false)), Err(ControllerError::UnknownTopic(_))));
+    assert!(matches!(block_on(h.allocate_producer_ids(0)), Err(ControllerError::InvalidRequest(_))));
     assert!(h.image().topic("a.b").unwrap().configs.is_empty());
     stop(&h);
 }
@@ -289,15 +158,7 @@ fn error_paths() {
 fn placement_balances_across_topics() {
     let dir = tempfile::tempdir().unwrap();
     let (h, _rxs) = start(cfg(dir.path(), 3)).unwrap();
-    let shards = |name: &str| -> Vec<u16> {
-        h.image()
-            .topic(name)
-            .unwrap()
-            .partitions
-            .iter()
-            .map(|p| p.shard)
-            .collect()
-    };
+    let shards = |name: &str| -> Vec<u16> { h.image().topic(name).unwrap().partitions.iter().map(|p| p.shard).collect() };
     block_on(h.create_topic("a".into(), 4, 1, BTreeMap::new(), false)).unwrap();
     assert_eq!(shards("a"), vec![0, 1, 2, 0]);
     block_on(h.create_topic("b".into(), 2, 1, BTreeMap::new(), false)).unwrap();
@@ -309,23 +170,11 @@ fn placement_balances_across_topics() {
 }
 
 fn populate(h: &ControllerHandle) {
-    block_on(h.create_topic(
-        "t1".into(),
-        4,
-        1,
-        cfgs(&[("cleanup.policy", "compact")]),
-        false,
-    ))
-    .unwrap();
+    block_on(h.create_topic("t1".into(), 4, 1, cfgs(&[("cleanup.policy", "compact")]), false)).unwrap();
     block_on(h.create_topic("t2".into(), 1, 1, BTreeMap::new(), false)).unwrap();
     block_on(h.create_topic("gone".into(), 2, 1, BTreeMap::new(), false)).unwrap();
     block_on(h.create_partitions("t2".into(), 3, vec![], false)).unwrap();
-    block_on(h.alter_topic_configs(
-        "t2".into(),
-        vec![ConfigOp::Set("retention.bytes".into(), "123".into())],
-        false,
-    ))
-    .unwrap();
+    block_on(h.alter_topic_configs("t2".into(), vec![ConfigOp::Set("retention.bytes".into(), "123".into())], false)).unwrap();
     block_on(h.allocate_producer_ids(5000)).unwrap();
     block_on(h.delete_topic("gone".into())).unwrap();
     set_resource_configs(h);
@@ -346,10 +195,7 @@ fn resource_configs_validate_replace_and_publish() {
     rxs[0].try_recv().unwrap();
     set_resource_configs(&h);
     let deltas: Vec<MetadataDelta> = std::iter::from_fn(|| rxs[0].try_recv().ok()).flat_map(|u| u.deltas).collect();
-    assert_eq!(
-        deltas,
-        vec![MetadataDelta::BrokerConfigChanged, MetadataDelta::BrokerConfigChanged, MetadataDelta::GroupConfigChanged { group: "g".into() }]
-    );
+    assert_eq!(deltas, vec![MetadataDelta::BrokerConfigChanged, MetadataDelta::BrokerConfigChanged, MetadataDelta::GroupConfigChanged { group: "g".into() }]);
     let broker = ConfigResource::Broker("1".into());
     // Read-only and unknown keys, bad values, list ops: refused, nothing committed.
     let bad = [
@@ -429,8 +275,7 @@ fn torn_log_tail_is_truncated_on_restart() {
     let good_len = std::fs::metadata(&log_path).unwrap().len();
     // A torn write: a header that promises more bytes than follow.
     let mut f = OpenOptions::new().append(true).open(&log_path).unwrap();
-    f.write_all(&super::frame::encode(u32::from_le_bytes(*b"SLRL"), 1, &[b'{'; 100])[..40])
-        .unwrap();
+    f.write_all(&super::frame::encode(u32::from_le_bytes(*b"SLRL"), 1, &[b'{'; 100])[..40]).unwrap();
     drop(f);
 
     let (h2, _rxs2) = start(cfg(dir.path(), 2)).unwrap();
@@ -459,15 +304,8 @@ fn log_is_purged_after_snapshot_and_state_survives() {
     assert!(ctl.join(SNAPSHOT_FILE).exists());
     // Everything up to the last snapshot is purged (no log is kept behind it).
     if let Some((first, last)) = LogStore::open(&ctl).unwrap().bounds().unwrap() {
-        assert!(
-            first > 1,
-            "log not purged: first index {first}, last {last}"
-        );
-        assert!(
-            last + 1 - first < 5,
-            "log holds {} entries",
-            last + 1 - first
-        );
+        assert!(first > 1, "log not purged: first index {first}, last {last}");
+        assert!(last + 1 - first < 5, "log holds {} entries", last + 1 - first);
     }
     let log_len = std::fs::metadata(ctl.join(LOG_FILE)).unwrap().len();
     assert!(log_len < 5 * 1024, "log file is {log_len} bytes");
@@ -527,7 +365,16 @@ mod simulation {
     /// An image where broker 1 (with `shard_count` shards) has registered.
     fn registered(shard_count: u16) -> MetadataImage {
         let mut img = MetadataImage::default();
-        let broker = crate::cluster::image::BrokerMeta { id: 1, incarnation: [1; 16], host: "h".into(), port: 9092, rack: None, shard_count, listeners: Vec::new(), fenced: false };
+        let broker = crate::cluster::image::BrokerMeta {
+            id: 1,
+            incarnation: [1; 16],
+            host: "h".into(),
+            port: 9092,
+            rack: None,
+            shard_count,
+            listeners: Vec::new(),
+            fenced: false,
+        };
         let _ = apply(&mut img, 1, &Command::RegisterBroker { broker, unclean_default: false, min_isr_default: 0, clean_shutdown_of: None });
         img
     }
@@ -550,12 +397,7 @@ mod simulation {
     fn run(seed: u64, steps: usize) -> MetadataImage {
         let defaults = TopicConfigDefaults::default();
         let shard_count = 1 + (seed % 5) as u16;
-        let ctx = ProposeCtx {
-            default_num_partitions: 2,
-            default_replication_factor: 1,
-            defaults: &defaults,
-            unstable_feature_versions: false,
-        };
+        let ctx = ProposeCtx { default_num_partitions: 2, default_replication_factor: 1, defaults: &defaults, unstable_feature_versions: false };
         let mut rng = Rng(seed | 1);
         let mut img = registered(shard_count);
         let names: Vec<String> = (0..8).map(|i| format!("topic-{i}")).collect();
@@ -568,8 +410,7 @@ mod simulation {
             let proposal: Result<Command, ControllerError> = match rng.below(5) {
                 0 => {
                     let n = rng.below(6) as i32 - 1;
-                    propose::create_topic(&ctx, &img, name, propose::Layout::counts(n, 1), BTreeMap::new(), id)
-                        .map(|(c, _)| c)
+                    propose::create_topic(&ctx, &img, name, propose::Layout::counts(n, 1), BTreeMap::new(), id).map(|(c, _)| c)
                 }
                 1 => propose::delete_topic(&img, &name),
                 2 => {
@@ -578,10 +419,7 @@ mod simulation {
                 }
                 3 => {
                     let op = match rng.below(3) {
-                        0 => ConfigOp::Set(
-                            "retention.ms".into(),
-                            (rng.below(5) as i64 - 2).to_string(),
-                        ),
+                        0 => ConfigOp::Set("retention.ms".into(), (rng.below(5) as i64 - 2).to_string()),
                         1 => ConfigOp::Append("cleanup.policy".into(), "compact".into()),
                         _ => ConfigOp::Subtract("cleanup.policy".into(), "delete".into()),
                     };
@@ -619,25 +457,12 @@ mod simulation {
     #[test]
     fn creations_only_stay_balanced() {
         let defaults = TopicConfigDefaults::default();
-        let ctx = ProposeCtx {
-            default_num_partitions: 1,
-            default_replication_factor: 1,
-            defaults: &defaults,
-            unstable_feature_versions: false,
-        };
+        let ctx = ProposeCtx { default_num_partitions: 1, default_replication_factor: 1, defaults: &defaults, unstable_feature_versions: false };
         let mut rng = Rng(42);
         let mut img = registered(4);
         for i in 0..50u64 {
             let n = 1 + rng.below(7) as i32;
-            let (cmd, _) = propose::create_topic(
-                &ctx,
-                &img,
-                format!("t{i}"),
-                propose::Layout::counts(n, 1),
-                BTreeMap::new(),
-                [i as u8; 16],
-            )
-            .unwrap();
+            let (cmd, _) = propose::create_topic(&ctx, &img, format!("t{i}"), propose::Layout::counts(n, 1), BTreeMap::new(), [i as u8; 16]).unwrap();
             apply(&mut img, i + 1, &cmd);
             let mut load = [0usize; 4];
             for p in img.topics.values().flat_map(|t| &t.partitions) {
@@ -656,10 +481,8 @@ fn pre_broker_records_are_adopted_by_the_first_registration() {
     use super::apply::apply;
     use super::types::Command;
     use crate::cluster::image::{BrokerMeta, ReplicaMeta};
-    let old: Command = serde_json::from_str(
-        r#"{"CreateTopic":{"name":"t","topic_id":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],"shards":[1,0],"configs":{}}}"#,
-    )
-    .unwrap();
+    let old: Command =
+        serde_json::from_str(r#"{"CreateTopic":{"name":"t","topic_id":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],"shards":[1,0],"configs":{}}}"#).unwrap();
     // Liveness records written before issue 12 carry no unclean default: false.
     let fence: Command = serde_json::from_str(r#"{"FenceBroker":{"broker":4,"incarnation":[4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,4]}}"#).unwrap();
     assert_eq!(fence, Command::FenceBroker { broker: 4, incarnation: [4; 16], unclean_default: false, min_isr_default: 0 });

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use crate::cluster::image::{BrokerId, BrokerMeta, ConfigResource, PartitionMeta, ReplicaMeta, TopicMeta};
 use crate::runtime::ShardId;
 use crate::security::acl::AclBinding;
-use crate::security::delegation_token::DelegationToken;
 use crate::security::client_quotas::{QuotaEntity, QuotaKey, QuotaValue};
+use crate::security::delegation_token::DelegationToken;
 use crate::security::scram::{ScramCredential, ScramMechanism};
 
 use super::alter_partition::AlterPartitionError;
@@ -262,9 +262,7 @@ impl fmt::Display for Command {
             Command::CreateTopic { name, shards, replicas, .. } => {
                 write!(f, "CreateTopic({name}, {} partitions)", shards.len().max(replicas.len()))
             }
-            Command::CreatePartitions {
-                name, new_shards, new_replicas, ..
-            } => {
+            Command::CreatePartitions { name, new_shards, new_replicas, .. } => {
                 write!(f, "CreatePartitions({name}, +{})", new_shards.len().max(new_replicas.len()))
             }
             Command::RegisterBroker { broker, .. } => write!(f, "RegisterBroker({}, shards {})", broker.id, broker.shard_count),
@@ -305,8 +303,12 @@ impl fmt::Display for Command {
 pub enum Applied {
     Done,
     TopicCreated(TopicMeta),
-    TopicDeleted { topic_id: [u8; 16] },
-    ProducerIds { first: i64 },
+    TopicDeleted {
+        topic_id: [u8; 16],
+    },
+    ProducerIds {
+        first: i64,
+    },
     /// One result per partition of an `ElectLeaders` record, in its order.
     Elected(Vec<ElectionResult>),
     /// The partition as an `AlterPartition` left it.

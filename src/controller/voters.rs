@@ -54,11 +54,7 @@ fn refuse(e: MembershipError, message: String) -> ControllerError {
 /// The committed voters as Kafka prints a voter set.
 fn voter_keys(raft: &Raft) -> String {
     let m = raft.metrics().borrow_watched().membership_config.clone();
-    let keys: Vec<String> = m
-        .membership()
-        .voter_ids()
-        .map(|id| replica_key(id, &m.membership().get_node(&id).map_or([0; 16], |n| n.directory_id)))
-        .collect();
+    let keys: Vec<String> = m.membership().voter_ids().map(|id| replica_key(id, &m.membership().get_node(&id).map_or([0; 16], |n| n.directory_id))).collect();
     format!("[{}]", keys.join(", "))
 }
 
@@ -102,10 +98,7 @@ pub async fn add(raft: &Raft, image: &MetadataImage, id: u64, directory_id: [u8;
     let key = replica_key(id, &directory_id);
     let membership = raft.metrics().borrow_watched().membership_config.membership().clone();
     if membership.voter_ids().any(|v| v == id) {
-        return Err(refuse(
-            MembershipError::DuplicateVoter,
-            format!("The voter id for {key} is already part of the set of voters {}.", voter_keys(raft)),
-        ));
+        return Err(refuse(MembershipError::DuplicateVoter, format!("The voter id for {key} is already part of the set of voters {}.", voter_keys(raft))));
     }
     let node = match membership.get_node(&id) {
         Some(n) if n.directory_id == directory_id => n.clone(),
@@ -130,9 +123,7 @@ pub async fn add(raft: &Raft, image: &MetadataImage, id: u64, directory_id: [u8;
         }
     };
     if !node.controller {
-        return Err(ControllerError::InvalidRequest(format!(
-            "node {id} is broker-only (process_roles has no controller): only a controller can be a voter"
-        )));
+        return Err(ControllerError::InvalidRequest(format!("node {id} is broker-only (process_roles has no controller): only a controller can be a voter")));
     }
     wait_caught_up(raft, id, &key, timeout).await?;
     if !addr.is_empty() && addr != node.addr {
@@ -192,7 +183,14 @@ pub async fn remove(raft: &Raft, image: &MetadataImage, id: u64, directory_id: [
 /// UpdateRaftVoter on the leader: a voter's new controller listener, or its directory id
 /// where the membership has none (voters listed in controller_quorum_voters when the
 /// quorum was made).
-pub async fn update(raft: &Raft, image: &MetadataImage, id: u64, directory_id: [u8; 16], addr: String, timeout: Duration) -> Result<ClientReply, ControllerError> {
+pub async fn update(
+    raft: &Raft,
+    image: &MetadataImage,
+    id: u64,
+    directory_id: [u8; 16],
+    addr: String,
+    timeout: Duration,
+) -> Result<ClientReply, ControllerError> {
     check_can_change(raft, image, "updating")?;
     let key = replica_key(id, &directory_id);
     let membership = raft.metrics().borrow_watched().membership_config.membership().clone();

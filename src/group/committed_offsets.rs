@@ -18,7 +18,11 @@ impl CoordinatorContext {
             for (topic, partitions) in &g.offsets {
                 for (partition, c) in partitions {
                     if out.len() == MAX_COMMITTED_OFFSETS_REPORTED {
-                        tracing::warn!(shard = self.shard, limit = MAX_COMMITTED_OFFSETS_REPORTED, "consumer group lag: more committed offsets than one scrape reports; the rest are left out");
+                        tracing::warn!(
+                            shard = self.shard,
+                            limit = MAX_COMMITTED_OFFSETS_REPORTED,
+                            "consumer group lag: more committed offsets than one scrape reports; the rest are left out"
+                        );
                         return out;
                     }
                     out.push(GroupOffset { group: g.id.clone(), topic: topic.clone(), partition: *partition, committed_offset: c.offset });

@@ -11,16 +11,16 @@ use std::time::{Duration, Instant};
 
 use glommio::sync::Semaphore;
 
+use super::context::CoordinatorContext;
+use super::coordinator_records::{build_batch, GroupValue, OffsetsRecord};
 use super::membership;
 use super::ops::{GroupOp, GroupReply};
-use super::coordinator_records::{build_batch, GroupValue, OffsetsRecord};
 use super::state::{CommittedOffset, Group, GroupState, Member};
 use super::OFFSETS_TOPIC;
 use crate::partition::Partition;
 use crate::partition::Replayed;
-use crate::record::ControlType;
 use crate::protocol::ErrorCode;
-use super::context::CoordinatorContext;
+use crate::record::ControlType;
 use crate::runtime::now_ms;
 
 /// How often sessions, pending members and rebalance deadlines are checked.
@@ -50,9 +50,7 @@ impl Coordinator {
         debug_assert_eq!(crate::runtime::current_shard(), Some(ctx.shard), "group op off its shard");
         self.ensure_loaded(p).await?;
         Ok(match op {
-            GroupOp::Join { req, version, client_id, client_host } => {
-                GroupReply::Join(self.join(ctx, p, req, version, client_id, client_host).await)
-            }
+            GroupOp::Join { req, version, client_id, client_host } => GroupReply::Join(self.join(ctx, p, req, version, client_id, client_host).await),
             GroupOp::Sync { req, version: _ } => GroupReply::Sync(self.sync(ctx, p, req).await),
             GroupOp::Heartbeat { req } => GroupReply::Heartbeat(self.heartbeat(req)),
             GroupOp::Leave { group_id, members } => {
@@ -283,15 +281,11 @@ pub(super) async fn append(p: &Rc<Partition>, records: &[OffsetsRecord]) -> Resu
             let code = ErrorCode::from(&e);
             tracing::warn!(partition = p.index, error = %e, "append to __consumer_offsets failed");
             Err(match code {
-                ErrorCode::UNKNOWN_TOPIC_OR_PARTITION | ErrorCode::NOT_ENOUGH_REPLICAS | ErrorCode::REQUEST_TIMED_OUT => {
-                    ErrorCode::COORDINATOR_NOT_AVAILABLE
-                }
+                ErrorCode::UNKNOWN_TOPIC_OR_PARTITION | ErrorCode::NOT_ENOUGH_REPLICAS | ErrorCode::REQUEST_TIMED_OUT => ErrorCode::COORDINATOR_NOT_AVAILABLE,
                 ErrorCode::NOT_LEADER_OR_FOLLOWER | ErrorCode::KAFKA_STORAGE_ERROR => ErrorCode::NOT_COORDINATOR,
                 // Left for the caller: a commit answers INVALID_COMMIT_OFFSET_SIZE, a group
                 // metadata write UNKNOWN_SERVER_ERROR (Kafka's mapping for each).
-                ErrorCode::MESSAGE_TOO_LARGE | ErrorCode::RECORD_LIST_TOO_LARGE | ErrorCode::INVALID_FETCH_SIZE => {
-                    ErrorCode::MESSAGE_TOO_LARGE
-                }
+                ErrorCode::MESSAGE_TOO_LARGE | ErrorCode::RECORD_LIST_TOO_LARGE | ErrorCode::INVALID_FETCH_SIZE => ErrorCode::MESSAGE_TOO_LARGE,
                 _ => ErrorCode::UNKNOWN_SERVER_ERROR,
             })
         }

@@ -64,8 +64,16 @@ pub struct GroupValue {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OffsetsRecord {
-    Offset { group: String, topic: String, partition: i32, value: Option<OffsetValue> },
-    Group { group: String, value: Option<GroupValue> },
+    Offset {
+        group: String,
+        topic: String,
+        partition: i32,
+        value: Option<OffsetValue>,
+    },
+    Group {
+        group: String,
+        value: Option<GroupValue>,
+    },
     /// KIP-848 consumer-group records (key versions 3-8), see consumer/records.rs.
     Consumer(super::consumer::consumer_group_records::ConsumerRecord),
 }
@@ -98,15 +106,21 @@ fn put_nullable_str(b: &mut BytesMut, s: Option<&str>) {
 }
 
 pub(crate) fn get_i16(b: &mut Bytes) -> Result<i16, RecordError> {
-    if b.remaining() < 2 { return Err(RecordError::Truncated) }
+    if b.remaining() < 2 {
+        return Err(RecordError::Truncated);
+    }
     Ok(b.get_i16())
 }
 pub(crate) fn get_i32(b: &mut Bytes) -> Result<i32, RecordError> {
-    if b.remaining() < 4 { return Err(RecordError::Truncated) }
+    if b.remaining() < 4 {
+        return Err(RecordError::Truncated);
+    }
     Ok(b.get_i32())
 }
 pub(crate) fn get_i64(b: &mut Bytes) -> Result<i64, RecordError> {
-    if b.remaining() < 8 { return Err(RecordError::Truncated) }
+    if b.remaining() < 8 {
+        return Err(RecordError::Truncated);
+    }
     Ok(b.get_i64())
 }
 pub(crate) fn get_nullable_str(b: &mut Bytes) -> Result<Option<String>, RecordError> {

@@ -17,11 +17,11 @@ use std::collections::HashSet;
 use std::rc::Rc;
 use std::time::Duration;
 
+use super::context::CoordinatorContext;
 use super::coordinator::{append, Coordinator};
 use super::coordinator_records::OffsetsRecord;
 use super::state::{Group, GroupState};
 use super::OFFSETS_TOPIC;
-use super::context::CoordinatorContext;
 use crate::runtime::now_ms;
 
 /// The offsets of `g` that have expired at `now_ms`: (topic, partition, record offset of
@@ -36,22 +36,22 @@ pub fn expired_offsets(g: &Group, now_ms: i64, retention_ms: i64) -> Vec<(String
         false
     } else {
         match (&g.protocol_type, g.state) {
-        (Some(_), GroupState::Empty) => {
-            subscribed = None;
-            true
-        }
-        (Some(t), GroupState::Stable) if t == "consumer" => match g.subscribed_topics() {
-            Some(s) => {
-                subscribed = Some(s);
+            (Some(_), GroupState::Empty) => {
+                subscribed = None;
+                true
+            }
+            (Some(t), GroupState::Stable) if t == "consumer" => match g.subscribed_topics() {
+                Some(s) => {
+                    subscribed = Some(s);
+                    false
+                }
+                None => return Vec::new(),
+            },
+            (None, _) if g.members.is_empty() => {
+                subscribed = None;
                 false
             }
-            None => return Vec::new(),
-        },
-        (None, _) if g.members.is_empty() => {
-            subscribed = None;
-            false
-        }
-        _ => return Vec::new(),
+            _ => return Vec::new(),
         }
     };
     let mut out = Vec::new();

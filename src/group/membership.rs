@@ -19,13 +19,13 @@ use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{HeartbeatRequest, JoinGroupRequest, JoinGroupResponse, SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::context::CoordinatorContext;
 use super::coordinator::{append, Coordinator};
 use super::coordinator_records::{GroupValue, MemberValue, OffsetsRecord};
 use super::state::{Group, GroupState, Member};
-use crate::protocol::strings::str_bytes;
 use crate::partition::Partition;
+use crate::protocol::strings::str_bytes;
 use crate::protocol::ErrorCode;
-use super::context::CoordinatorContext;
 
 /// Protocols one JoinGroup may list (clients send 1-3).
 const MAX_PROTOCOLS: usize = 64;
@@ -152,11 +152,8 @@ fn prepare_rebalance(g: &mut Group, now: Instant, initial_delay_ms: u64) {
         g.pending_sync.clear();
     }
     let rebalance = Duration::from_millis(g.max_rebalance_timeout_ms().max(0) as u64);
-    g.initial_delay_until = if g.state == GroupState::Empty && initial_delay_ms > 0 {
-        Some(now + Duration::from_millis(initial_delay_ms).min(rebalance))
-    } else {
-        None
-    };
+    g.initial_delay_until =
+        if g.state == GroupState::Empty && initial_delay_ms > 0 { Some(now + Duration::from_millis(initial_delay_ms).min(rebalance)) } else { None };
     g.rebalance_deadline = Some(now + rebalance);
     g.set_state(GroupState::PreparingRebalance);
 }
@@ -233,12 +230,8 @@ pub(super) fn expire(g: &mut Group, now: Instant, initial_delay_ms: u64) -> Opti
     let before = g.size();
     g.pending_members.retain(|_, deadline| *deadline > now);
     // Members waiting in JoinGroup or SyncGroup are kept alive (Kafka's shouldKeepAlive).
-    let expired: Vec<String> = g
-        .members
-        .values()
-        .filter(|m| m.join_waiter.is_none() && m.sync_waiter.is_none() && m.session_expired(now))
-        .map(|m| m.id.clone())
-        .collect();
+    let expired: Vec<String> =
+        g.members.values().filter(|m| m.join_waiter.is_none() && m.sync_waiter.is_none() && m.session_expired(now)).map(|m| m.id.clone()).collect();
     for id in &expired {
         tracing::info!(group = %g.id, member = %id, "member session expired");
         remove_member(g, id, ErrorCode::UNKNOWN_MEMBER_ID);
@@ -322,20 +315,23 @@ impl Coordinator {
                 return join_error(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, &member_id);
             }
             g.consumer = None;
-            let outcome = join_locked(g, JoinArgs {
-                member_id: &member_id,
-                instance_id: instance_id.as_deref(),
-                client_id: &client_id,
-                client_host: &client_host,
-                protocol_type: &protocol_type,
-                protocols,
-                session_timeout_ms,
-                rebalance_timeout_ms,
-                version,
-                max_size: cfg.group_max_size,
-                initial_delay,
-                now,
-            });
+            let outcome = join_locked(
+                g,
+                JoinArgs {
+                    member_id: &member_id,
+                    instance_id: instance_id.as_deref(),
+                    client_id: &client_id,
+                    client_host: &client_host,
+                    protocol_type: &protocol_type,
+                    protocols,
+                    session_timeout_ms,
+                    rebalance_timeout_ms,
+                    version,
+                    max_size: cfg.group_max_size,
+                    initial_delay,
+                    now,
+                },
+            );
             let store = std::mem::take(&mut g.store_pending).then(|| group_record(g, None));
             if g.is_disposable() {
                 groups.remove(&group_id);
@@ -412,12 +408,8 @@ impl Coordinator {
             g.pending_sync.remove(&member_id);
             let leader_work = if g.leader.as_deref() == Some(member_id.as_str()) {
                 // Assignments only for members of this generation (the rest is ignored).
-                let assignments: HashMap<String, Bytes> = req
-                    .assignments
-                    .into_iter()
-                    .map(|a| (a.member_id.to_string(), a.assignment))
-                    .filter(|(id, _)| g.members.contains_key(id))
-                    .collect();
+                let assignments: HashMap<String, Bytes> =
+                    req.assignments.into_iter().map(|a| (a.member_id.to_string(), a.assignment)).filter(|(id, _)| g.members.contains_key(id)).collect();
                 Some((group_record(g, Some(&assignments)), assignments, g.generation))
             } else {
                 None
@@ -530,7 +522,8 @@ impl Coordinator {
             if code == ErrorCode::NONE {
                 tracing::info!(group = %g.id, member = %mid, "member left");
             }
-            results.push(MemberResponse::default().with_member_id(ident.member_id).with_group_instance_id(ident.group_instance_id).with_error_code(code.code()));
+            results
+                .push(MemberResponse::default().with_member_id(ident.member_id).with_group_instance_id(ident.group_instance_id).with_error_code(code.code()));
         }
         let record = if removed { on_members_gone(g, now, ctx.config.group_initial_rebalance_delay_ms) } else { None };
         let partition = g.partition;

@@ -25,8 +25,8 @@
 //!
 //! Never imports `server::` (the shard hands the coordinator a `CoordinatorContext`) nor
 //! `controller::`.
-pub mod consumer;
 pub mod committed_offsets;
+pub mod consumer;
 pub mod context;
 pub mod coordinator;
 pub mod coordinator_records;
@@ -40,9 +40,9 @@ pub use crate::cluster::coordinator_placement as placement;
 pub mod state;
 mod txn_offsets;
 
+pub use context::{CoordinatorContext, GroupConfig};
 pub use coordinator::{tick_loop, Coordinator};
 pub use expiry::expiry_loop;
-pub use context::{CoordinatorContext, GroupConfig};
 pub use ops::{AnswersGroupOps, CarriesGroupOps, GroupOp, GroupReply};
 
 /// The internal topic holding committed offsets and group metadata.

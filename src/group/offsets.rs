@@ -11,15 +11,15 @@ use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponseParti
 use kafka_protocol::messages::offset_delete_response::{OffsetDeleteResponsePartition, OffsetDeleteResponseTopic};
 use kafka_protocol::messages::{GroupId, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse};
 
+use super::context::CoordinatorContext;
 use super::coordinator::{append, Coordinator};
+use super::coordinator_records::{OffsetValue, OffsetsRecord};
 use super::membership::validate_member;
 use super::ops::PartitionOffset;
-use super::coordinator_records::{OffsetValue, OffsetsRecord};
 use super::state::{CommittedOffset, Group, GroupState};
-use crate::protocol::strings::{str_bytes, topic_name};
 use crate::partition::Partition;
+use crate::protocol::strings::{str_bytes, topic_name};
 use crate::protocol::ErrorCode;
-use super::context::CoordinatorContext;
 use crate::runtime::now_ms;
 
 /// Kafka's ClassicGroup.validateOffsetCommit.
@@ -171,15 +171,20 @@ impl Coordinator {
         let g = groups.get(group_id);
         let lookup = |topic: &str, partition: i32| -> PartitionOffset {
             match g.and_then(|g| g.offsets.get(topic)).and_then(|t| t.get(&partition)) {
-                Some(c) => PartitionOffset { partition, offset: c.offset, leader_epoch: c.leader_epoch, metadata: Some(c.metadata.clone()), error: ErrorCode::NONE },
+                Some(c) => {
+                    PartitionOffset { partition, offset: c.offset, leader_epoch: c.leader_epoch, metadata: Some(c.metadata.clone()), error: ErrorCode::NONE }
+                }
                 None => PartitionOffset { partition, offset: -1, leader_epoch: -1, metadata: Some(String::new()), error: ErrorCode::NONE },
             }
         };
         let out = match topics {
-            Some(list) => list.into_iter().map(|(t, parts)| {
-                let offsets = parts.into_iter().map(|p| lookup(&t, p)).collect();
-                (t, offsets)
-            }).collect(),
+            Some(list) => list
+                .into_iter()
+                .map(|(t, parts)| {
+                    let offsets = parts.into_iter().map(|p| lookup(&t, p)).collect();
+                    (t, offsets)
+                })
+                .collect(),
             None => {
                 let mut all: Vec<(String, Vec<PartitionOffset>)> = g
                     .map(|g| {
@@ -270,7 +275,9 @@ impl Coordinator {
             let mut recs: Vec<OffsetsRecord> = g
                 .offsets
                 .iter()
-                .flat_map(|(t, parts)| parts.keys().map(move |&partition| OffsetsRecord::Offset { group: group_id.to_string(), topic: t.clone(), partition, value: None }))
+                .flat_map(|(t, parts)| {
+                    parts.keys().map(move |&partition| OffsetsRecord::Offset { group: group_id.to_string(), topic: t.clone(), partition, value: None })
+                })
                 .collect();
             recs.push(OffsetsRecord::Group { group: group_id.to_string(), value: None });
             if g.consumer.is_some() {
@@ -283,7 +290,10 @@ impl Coordinator {
         }
         let mut groups = self.groups.borrow_mut();
         // Only if nobody joined meanwhile (a join makes it non-Empty).
-        if groups.get(group_id).is_some_and(|g| g.state == GroupState::Empty && g.consumer.as_ref().is_none_or(|c| c.is_empty()) && g.share.as_ref().is_none_or(|s| s.is_empty())) {
+        if groups
+            .get(group_id)
+            .is_some_and(|g| g.state == GroupState::Empty && g.consumer.as_ref().is_none_or(|c| c.is_empty()) && g.share.as_ref().is_none_or(|s| s.is_empty()))
+        {
             groups.remove(group_id);
         }
         tracing::info!(group = group_id, "group deleted");
@@ -321,7 +331,12 @@ impl Coordinator {
                                 return (part.partition_index, ErrorCode::GROUP_SUBSCRIBED_TO_TOPIC);
                             }
                             if g.offsets.get(&name).is_some_and(|m| m.contains_key(&part.partition_index)) {
-                                records.push(OffsetsRecord::Offset { group: group_id.clone(), topic: name.clone(), partition: part.partition_index, value: None });
+                                records.push(OffsetsRecord::Offset {
+                                    group: group_id.clone(),
+                                    topic: name.clone(),
+                                    partition: part.partition_index,
+                                    value: None,
+                                });
                             }
                             (part.partition_index, ErrorCode::NONE)
                         })

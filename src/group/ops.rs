@@ -7,43 +7,81 @@ use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{
-    HeartbeatRequest, JoinGroupRequest, JoinGroupResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest,
-    OffsetDeleteResponse, SyncGroupRequest, SyncGroupResponse,
+    HeartbeatRequest, JoinGroupRequest, JoinGroupResponse, OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    SyncGroupRequest, SyncGroupResponse,
 };
 
+use super::context::CoordinatorContext;
 use super::placement::partition_for;
 use super::OFFSETS_TOPIC;
-use crate::runtime::ShardId;
+use crate::cluster::router::{OpOutput, PartitionOp, Router};
 use crate::partition::PartitionError;
 use crate::protocol::ErrorCode;
-use crate::cluster::router::{OpOutput, PartitionOp, Router};
-use super::context::CoordinatorContext;
+use crate::runtime::ShardId;
 
 pub enum GroupOp {
-    Join { req: JoinGroupRequest, version: i16, client_id: String, client_host: String },
-    Sync { req: SyncGroupRequest, version: i16 },
-    Heartbeat { req: HeartbeatRequest },
-    Leave { group_id: String, members: Vec<MemberIdentity> },
-    Commit { req: OffsetCommitRequest, version: i16 },
+    Join {
+        req: JoinGroupRequest,
+        version: i16,
+        client_id: String,
+        client_host: String,
+    },
+    Sync {
+        req: SyncGroupRequest,
+        version: i16,
+    },
+    Heartbeat {
+        req: HeartbeatRequest,
+    },
+    Leave {
+        group_id: String,
+        members: Vec<MemberIdentity>,
+    },
+    Commit {
+        req: OffsetCommitRequest,
+        version: i16,
+    },
     /// `topics` None = all committed partitions.
-    FetchOffsets { group_id: String, topics: Option<Vec<(String, Vec<i32>)>> },
-    Describe { group_id: String, version: i16 },
+    FetchOffsets {
+        group_id: String,
+        topics: Option<Vec<(String, Vec<i32>)>>,
+    },
+    Describe {
+        group_id: String,
+        version: i16,
+    },
     /// Every group of the receiving shard.
-    List { states: Vec<String>, types: Vec<String> },
-    Delete { group_id: String },
-    DeleteOffsets { req: OffsetDeleteRequest },
+    List {
+        states: Vec<String>,
+        types: Vec<String>,
+    },
+    Delete {
+        group_id: String,
+    },
+    DeleteOffsets {
+        req: OffsetDeleteRequest,
+    },
     /// KIP-848 consumer-group operations (consumer/mod.rs).
     Consumer(super::consumer::ConsumerOp),
     /// KIP-932 share-group operations (share/coordinator.rs).
     Share(super::share::coordinator::ShareOp),
     /// TxnOffsetCommit: offsets stored with the producer's transaction, pending until its marker.
-    TxnCommit { req: kafka_protocol::messages::TxnOffsetCommitRequest, version: i16 },
+    TxnCommit {
+        req: kafka_protocol::messages::TxnOffsetCommitRequest,
+        version: i16,
+    },
     /// A transaction marker of `producer_id` reached this offsets partition: its pending
     /// offsets there take effect (commit) or are dropped (abort).
-    CompleteTxn { producer_id: i64, commit: bool },
+    CompleteTxn {
+        producer_id: i64,
+        commit: bool,
+    },
     /// Whether any of these partitions has offsets pending in an open transaction
     /// (OffsetFetch's require_stable).
-    HasPendingOffsets { group_id: String, topics: Option<Vec<(String, Vec<i32>)>> },
+    HasPendingOffsets {
+        group_id: String,
+        topics: Option<Vec<(String, Vec<i32>)>>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

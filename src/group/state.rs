@@ -164,7 +164,10 @@ impl Group {
     /// Nothing worth keeping: no members, no offsets, never had a generation. A share
     /// group stays until deleted (as in Kafka: its share-partitions' state belongs to it).
     pub fn is_disposable(&self) -> bool {
-        self.state == GroupState::Empty && self.size() == 0 && self.offsets.is_empty() && self.generation == 0
+        self.state == GroupState::Empty
+            && self.size() == 0
+            && self.offsets.is_empty()
+            && self.generation == 0
             && self.consumer.as_ref().is_none_or(|c| c.is_empty() && c.group_epoch == 0)
             && self.share.is_none()
     }

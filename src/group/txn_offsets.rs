@@ -20,7 +20,13 @@ use crate::protocol::ErrorCode;
 use crate::runtime::now_ms;
 
 impl Coordinator {
-    pub(super) async fn txn_commit(&self, ctx: &Rc<CoordinatorContext>, p: &Rc<Partition>, req: TxnOffsetCommitRequest, version: i16) -> TxnOffsetCommitResponse {
+    pub(super) async fn txn_commit(
+        &self,
+        ctx: &Rc<CoordinatorContext>,
+        p: &Rc<Partition>,
+        req: TxnOffsetCommitRequest,
+        version: i16,
+    ) -> TxnOffsetCommitResponse {
         let group_id = req.group_id.0.to_string();
         let producer_id = req.producer_id.0;
         let image = ctx.image_with_topics(req.topics.iter().map(|t| t.name.0.as_str())).await;
@@ -70,7 +76,12 @@ impl Coordinator {
                             expire_timestamp_ms: None,
                         };
                         keys.push((name.to_string(), part.partition_index, value.clone()));
-                        records.push(OffsetsRecord::Offset { group: group_id.clone(), topic: name.to_string(), partition: part.partition_index, value: Some(value) });
+                        records.push(OffsetsRecord::Offset {
+                            group: group_id.clone(),
+                            topic: name.to_string(),
+                            partition: part.partition_index,
+                            value: Some(value),
+                        });
                         ErrorCode::NONE
                     }
                 })

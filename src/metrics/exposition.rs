@@ -241,7 +241,8 @@ impl prometheus_client::collector::Collector for Scrape {
         w.histogram(&RESPONSE_SEND_TIME, api_histograms(&merged, |a| &a.send))?;
         let mut topics: Vec<_> = merged.topics.iter().collect();
         topics.sort_by(|a, b| a.0.cmp(b.0));
-        let by_topic = |f: fn(&super::shard_metrics::TopicMetrics) -> u64| topics.iter().map(move |(t, m)| (vec![("topic", t.to_string())], f(m))).collect::<Vec<_>>();
+        let by_topic =
+            |f: fn(&super::shard_metrics::TopicMetrics) -> u64| topics.iter().map(move |(t, m)| (vec![("topic", t.to_string())], f(m))).collect::<Vec<_>>();
         w.counter(&BYTES_IN, by_topic(|m| m.bytes_in))?;
         w.counter(&MESSAGES_IN, by_topic(|m| m.messages_in))?;
         w.counter(&BYTES_OUT, by_topic(|m| m.bytes_out))?;
@@ -263,7 +264,9 @@ impl prometheus_client::collector::Collector for Scrape {
         w.histogram(&SHARD_FETCH_TIME, fetch.iter().map(|(l, h)| (l.clone(), h)))?;
         w.counter(
             &STALLS,
-            shards.iter().flat_map(|(m, g)| m.stalls.by_task.iter().map(move |(task, n)| (vec![("shard", g.shard.to_string()), ("task", task.to_string())], *n))),
+            shards
+                .iter()
+                .flat_map(|(m, g)| m.stalls.by_task.iter().map(move |(task, n)| (vec![("shard", g.shard.to_string()), ("task", task.to_string())], *n))),
         )?;
         w.histogram(&STALL_TIME, shards.iter().map(|(m, g)| (shard_label(g), &m.stalls.duration)))?;
         w.histogram(&TASK_QUEUE_DELAY, shards.iter().map(|(m, g)| (shard_label(g), &m.task_queue_delay)))?;
@@ -273,7 +276,8 @@ impl prometheus_client::collector::Collector for Scrape {
         w.counter(&FILE_READ_BYTES, shards.iter().map(|(m, g)| (shard_label(g), m.file_reads.1)))?;
         w.counter(&FILE_WRITES, shards.iter().map(|(m, g)| (shard_label(g), m.file_writes.0)))?;
         w.counter(&FILE_WRITE_BYTES, shards.iter().map(|(m, g)| (shard_label(g), m.file_writes.1)))?;
-        let per_shard = |f: fn(&ShardGauges) -> u64| shards.iter().map(move |(_, g)| (shard_label(g), i64::try_from(f(g)).unwrap_or(i64::MAX))).collect::<Vec<_>>();
+        let per_shard =
+            |f: fn(&ShardGauges) -> u64| shards.iter().map(move |(_, g)| (shard_label(g), i64::try_from(f(g)).unwrap_or(i64::MAX))).collect::<Vec<_>>();
         w.gauge(&CONNECTIONS, per_shard(|g| g.connections))?;
         w.gauge(&CLEANER_MAX_DIRTY, per_shard(|g| (g.cleaner_max_dirty_ratio * 100.0).round() as u64))?;
         w.gauge(&CLEANER_CLEANABLE, per_shard(|g| g.cleaner_cleanable_partitions))?;
@@ -422,6 +426,9 @@ mod readme {
         let (begin, end) = ("<!-- metrics:begin (generated: cargo test --lib readme_lists_every_metric) -->\n", "<!-- metrics:end -->");
         let section = readme.split_once(begin).and_then(|(_, rest)| rest.split_once(end)).map(|(s, _)| s);
         let want = super::metric_table_markdown();
-        assert!(section == Some(want.as_str()), "docs/observability.md's metric list differs from exposition::METRICS; put this between the markers:\n{begin}{want}{end}");
+        assert!(
+            section == Some(want.as_str()),
+            "docs/observability.md's metric list differs from exposition::METRICS; put this between the markers:\n{begin}{want}{end}"
+        );
     }
 }

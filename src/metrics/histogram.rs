@@ -31,7 +31,11 @@ impl Default for Histogram {
 pub fn bound_us(i: usize) -> f64 {
     let power_of_two = (1u64 << (FIRST_POW2 as usize + i / 2)) as f64;
     // Odd bounds rounded down to whole microseconds (readable `le` labels).
-    if i % 2 == 1 { (power_of_two * std::f64::consts::SQRT_2).floor() } else { power_of_two }
+    if i % 2 == 1 {
+        (power_of_two * std::f64::consts::SQRT_2).floor()
+    } else {
+        power_of_two
+    }
 }
 
 /// The bucket of `us`: O(1), from the position of its highest bit and whether it lies in

@@ -21,8 +21,7 @@ use super::producer_state::{SequenceCheck, SequenceError, SNAPSHOT_MAGIC, SNAPSH
 use super::state::{Partition, PartitionSettings, TxnGuard};
 use crate::config::FlushMode;
 use crate::record::{
-    build_marker, parse_header, parse_marker, set_base_offset, Marker, set_log_append_time, set_partition_leader_epoch, validate_produce_records,
-    ProduceChecks,
+    build_marker, parse_header, parse_marker, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_produce_records, Marker, ProduceChecks,
 };
 use crate::runtime::now_ms;
 use crate::storage::dma::open_segment;
@@ -60,12 +59,24 @@ impl Partition {
     /// a guard a marker has cleared since, the answer is `TxnVerificationNeeded` with a
     /// fresh guard; the caller verifies the partition with the transaction coordinator
     /// and calls again with it.
-    pub async fn append_client(&self, records: Bytes, acks: i16, replication_timeout: Option<std::time::Duration>, txn_guard: Option<u64>) -> Result<AppendOutcome, PartitionError> {
+    pub async fn append_client(
+        &self,
+        records: Bytes,
+        acks: i16,
+        replication_timeout: Option<std::time::Duration>,
+        txn_guard: Option<u64>,
+    ) -> Result<AppendOutcome, PartitionError> {
         self.append_checked(records, acks, replication_timeout, Some(txn_guard)).await
     }
 
     /// `verification`: None = no KIP-890 check (the broker's own appends); Some(guard).
-    async fn append_checked(&self, records: Bytes, acks: i16, replication_timeout: Option<std::time::Duration>, verification: Option<Option<u64>>) -> Result<AppendOutcome, PartitionError> {
+    async fn append_checked(
+        &self,
+        records: Bytes,
+        acks: i16,
+        replication_timeout: Option<std::time::Duration>,
+        verification: Option<Option<u64>>,
+    ) -> Result<AppendOutcome, PartitionError> {
         self.assert_on_shard();
         if self.closed.get() || !self.is_leader() {
             return Err(PartitionError::NotLeader);
@@ -90,13 +101,26 @@ impl Partition {
     /// `replication_timeout`. Refused with InvalidProducerEpoch / CoordinatorFenced
     /// (`ProducerStateTable::check_marker`) when a newer producer epoch or coordinator
     /// epoch has written here.
-    pub async fn append_marker(&self, producer_id: i64, producer_epoch: i16, marker: Marker, replication_timeout: std::time::Duration) -> Result<AppendOutcome, PartitionError> {
+    pub async fn append_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: Marker,
+        replication_timeout: std::time::Duration,
+    ) -> Result<AppendOutcome, PartitionError> {
         self.append_marker_of_version(producer_id, producer_epoch, marker, 0, replication_timeout).await
     }
 
     /// `append_marker` for a marker of WriteTxnMarkers v2's `transaction_version`
     /// (KIP-1228: >= 2 checks the epoch strictly, `ProducerStateTable::check_marker`).
-    pub async fn append_marker_of_version(&self, producer_id: i64, producer_epoch: i16, marker: Marker, transaction_version: i8, replication_timeout: std::time::Duration) -> Result<AppendOutcome, PartitionError> {
+    pub async fn append_marker_of_version(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: Marker,
+        transaction_version: i8,
+        replication_timeout: std::time::Duration,
+    ) -> Result<AppendOutcome, PartitionError> {
         self.assert_on_shard();
         if self.closed.get() || !self.is_leader() {
             return Err(PartitionError::NotLeader);
@@ -143,11 +167,7 @@ impl Partition {
         marker_transaction_version: i8,
     ) -> Result<AppendOutcome, PartitionError> {
         let total: usize = headers.iter().map(|h| h.total_len()).sum();
-        let _permit = self
-            .append_lock
-            .acquire_permit(1)
-            .await
-            .map_err(|_| PartitionError::NotLeader)?;
+        let _permit = self.append_lock.acquire_permit(1).await.map_err(|_| PartitionError::NotLeader)?;
         if self.closed.get() || !self.is_leader() {
             return Err(PartitionError::NotLeader);
         }
@@ -238,11 +258,7 @@ impl Partition {
             tracing::debug!(topic = %self.topic, partition = self.index, base_offset = meta.base_offset, "duplicate batch");
             self.wait_durable(meta.last_offset + 1, acks, settings.flush).await?;
             self.wait_acks(meta.last_offset + 1, acks, settings, leadership, replication_timeout).await?;
-            return Ok(AppendOutcome {
-                base_offset: meta.base_offset,
-                log_append_time_ms: -1,
-                log_start_offset: self.log_start_offset(),
-            });
+            return Ok(AppendOutcome { base_offset: meta.base_offset, log_append_time_ms: -1, log_start_offset: self.log_start_offset() });
         }
         let now = now_ms();
         if self.log.borrow().should_roll(total, now) {
@@ -305,11 +321,7 @@ impl Partition {
             durable.await?;
         }
         self.wait_acks(end, acks, settings, leadership, replication_timeout).await?;
-        Ok(AppendOutcome {
-            base_offset: first_offset,
-            log_append_time_ms: log_append_time,
-            log_start_offset: self.log_start_offset(),
-        })
+        Ok(AppendOutcome { base_offset: first_offset, log_append_time_ms: log_append_time, log_start_offset: self.log_start_offset() })
     }
 
     /// After the leader's own write is durable: acks=-1 waits for the high watermark to
@@ -374,8 +386,7 @@ impl Partition {
             let log = self.log.borrow();
             (log.next_segment_path(), log.next_offset(), log.write_mode())
         };
-        let snapshot =
-            SealSnapshot { magic: SNAPSHOT_MAGIC, version: SNAPSHOT_VERSION, payload: self.producers.borrow().encode() };
+        let snapshot = SealSnapshot { magic: SNAPSHOT_MAGIC, version: SNAPSHOT_VERSION, payload: self.producers.borrow().encode() };
         let file = open_segment(&path, mode).await?;
         // The append lock is held: nothing was appended while the file opened.
         debug_assert_eq!(self.log.borrow().next_offset(), base);

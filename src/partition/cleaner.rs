@@ -32,9 +32,7 @@ use super::state::Partition;
 use super::PartitionError;
 use crate::record::parse_header;
 use crate::storage::batch_reader::BatchReader;
-use crate::storage::compaction::{
-    cleaned_path, filter_batch, retain, save_checkpoint, swap_in, CleanedSegmentWriter, Filtered, OffsetMap, READ_CHUNK_BYTES,
-};
+use crate::storage::compaction::{cleaned_path, filter_batch, retain, save_checkpoint, swap_in, CleanedSegmentWriter, Filtered, OffsetMap, READ_CHUNK_BYTES};
 use crate::storage::dma::remove_file;
 use crate::storage::segment::{index_path, log_file_name, snapshot_path, time_index_path};
 use crate::storage::StorageError;
@@ -66,9 +64,7 @@ impl Partition {
     pub fn needs_cleaning(&self) -> bool {
         let log = self.log.borrow();
         let cfg = log.config();
-        cfg.compact
-            && !log.is_uncleanable()
-            && log.dirty_ratio().is_some_and(|r| r > 0.0 && r >= cfg.min_cleanable_dirty_ratio)
+        cfg.compact && !log.is_uncleanable() && log.dirty_ratio().is_some_and(|r| r > 0.0 && r >= cfg.min_cleanable_dirty_ratio)
     }
 
     /// One clean pass over every sealed segment. A second call while a pass runs does
@@ -164,11 +160,7 @@ impl Partition {
 
     /// Key → latest offset over every batch ending below `bound`. None when the map
     /// would exceed its budget.
-    async fn build_offset_map(
-        &self,
-        reads: Vec<crate::storage::log::DiskRead>,
-        bound: i64,
-    ) -> Result<Option<OffsetMap>, PartitionError> {
+    async fn build_offset_map(&self, reads: Vec<crate::storage::log::DiskRead>, bound: i64) -> Result<Option<OffsetMap>, PartitionError> {
         let mut map = OffsetMap::new(MAX_OFFSET_MAP_KEY_BYTES);
         for r in reads {
             let mut reader = BatchReader::new(r.file, r.position, r.end, READ_CHUNK_BYTES);
@@ -205,7 +197,12 @@ impl Partition {
     fn is_aborted_batch(&self, h: &crate::record::BatchHeader) -> bool {
         h.is_transactional()
             && !h.is_control()
-            && self.producers.borrow().aborted_between(h.base_offset, h.last_offset() + 1).iter().any(|a| a.producer_id == h.producer_id && a.first_offset <= h.base_offset)
+            && self
+                .producers
+                .borrow()
+                .aborted_between(h.base_offset, h.last_offset() + 1)
+                .iter()
+                .any(|a| a.producer_id == h.producer_id && a.first_offset <= h.base_offset)
     }
 
     /// Streams one sealed segment through the filter into `writer`.
@@ -251,12 +248,7 @@ impl Partition {
 
     /// Swaps the cleaned segment in for `base` (read from `read_file`). False when the
     /// segment went away meanwhile (retention); the cleaned file is then deleted.
-    async fn swap(
-        &self,
-        base: i64,
-        read_file: &Rc<SegmentFile>,
-        cleaned: crate::storage::segment::Segment,
-    ) -> Result<bool, PartitionError> {
+    async fn swap(&self, base: i64, read_file: &Rc<SegmentFile>, cleaned: crate::storage::segment::Segment) -> Result<bool, PartitionError> {
         let dir = cleaned.dir.clone();
         if self.closed.get() || !self.log.borrow_mut().begin_swap(base, read_file) {
             drop(cleaned);

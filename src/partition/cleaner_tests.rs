@@ -83,14 +83,7 @@ fn model(written: &[Rec], active_base: i64, drop_tombstones: bool) -> Vec<Rec> {
             latest.insert(k.clone(), *o);
         }
     }
-    written
-        .iter()
-        .filter(|(o, k, v)| {
-            *o >= active_base
-                || k.as_ref().is_some_and(|k| latest[k] == *o && !(v.is_none() && drop_tombstones))
-        })
-        .cloned()
-        .collect()
+    written.iter().filter(|(o, k, v)| *o >= active_base || k.as_ref().is_some_and(|k| latest[k] == *o && !(v.is_none() && drop_tombstones))).cloned().collect()
 }
 
 /// Appends one batch of (key, value) records; returns the records with their offsets.
@@ -98,9 +91,7 @@ async fn produce(p: &Rc<Partition>, recs: &[(Option<&str>, Option<&str>)], compr
     let out = p.append(kv_batch(0, recs, compression, None, ts), -1).await.expect("append");
     recs.iter()
         .enumerate()
-        .map(|(i, (k, v))| {
-            (out.base_offset + i as i64, k.map(|s| Bytes::from(s.to_string())), v.map(|s| Bytes::from(s.to_string())))
-        })
+        .map(|(i, (k, v))| (out.base_offset + i as i64, k.map(|s| Bytes::from(s.to_string())), v.map(|s| Bytes::from(s.to_string()))))
         .collect()
 }
 
@@ -421,9 +412,8 @@ fn aborted_transactions_are_cleaned_away_and_the_cleaner_stops_at_the_lso() {
         assert!(stats.segments_cleaned > 0, "{stats:?}");
 
         let after = read_from(&p, 0).await;
-        let values_of = |key: &str| -> Vec<Bytes> {
-            after.iter().filter(|(_, k, _)| k.as_deref() == Some(key.as_bytes())).filter_map(|(_, _, v)| v.clone()).collect()
-        };
+        let values_of =
+            |key: &str| -> Vec<Bytes> { after.iter().filter(|(_, k, _)| k.as_deref() == Some(key.as_bytes())).filter_map(|(_, _, v)| v.clone()).collect() };
         assert_eq!(values_of("k0"), vec![Bytes::from("new")], "below the LSO the latest value wins");
         assert!(values_of("ta-1").is_empty() && values_of("ta-2").is_empty(), "aborted data is removed");
         assert_eq!(values_of("tb-1").len() + values_of("tb-2").len(), 2, "committed data stays");

@@ -27,9 +27,9 @@ use bytes::Bytes;
 use kafka_protocol::records::Compression;
 use proptest::prelude::*;
 
+use super::tests::writer_idle;
 use super::{Partition, PartitionError, PartitionSettings};
 use crate::config::FlushMode;
-use super::tests::writer_idle;
 use crate::record::tests::{decode_kv, kv_batch};
 use crate::storage::file::{set_shard_fault_injector, Fault, FaultInjector, SegmentWrite};
 use crate::storage::{LogConfig, StorageError};
@@ -179,8 +179,7 @@ async fn run_case(dir: PathBuf, ops: Vec<Op>, seed: u64, flush: FlushMode) {
             Op::Append { records, value_len, synced } => {
                 m.attempt += 1;
                 let base = m.end();
-                let values: Vec<String> =
-                    (0..records).map(|i| format!("{}-{i}-{}", m.attempt, "x".repeat(value_len))).collect();
+                let values: Vec<String> = (0..records).map(|i| format!("{}-{i}-{}", m.attempt, "x".repeat(value_len))).collect();
                 for (i, v) in values.iter().enumerate() {
                     m.attempted.entry(base + i as i64).or_default().insert(Bytes::from(v.clone()));
                 }
@@ -189,7 +188,10 @@ async fn run_case(dir: PathBuf, ops: Vec<Op>, seed: u64, flush: FlushMode) {
                     Ok(res) => res,
                     Err(_) => panic!(
                         "append hung: writer running {}, log end {}, high watermark {}, armed {:?}",
-                        p.writer_running(), p.log_end_offset(), p.high_watermark(), inj.armed()
+                        p.writer_running(),
+                        p.log_end_offset(),
+                        p.high_watermark(),
+                        inj.armed()
                     ),
                 };
                 if m.offline {
@@ -288,10 +290,7 @@ fn assert_no_write_covers_acked_bytes(writes: &[SegmentWrite], acked: &[(usize, 
     for (issued_before, ends) in acked {
         for w in &writes[(*issued_before).min(writes.len())..] {
             for (path, end) in ends {
-                assert!(
-                    w.path != *path || w.pos >= *end,
-                    "write {w:?} covers bytes below {end}, written (and acknowledged) before it was issued"
-                );
+                assert!(w.path != *path || w.pos >= *end, "write {w:?} covers bytes below {end}, written (and acknowledged) before it was issued");
             }
         }
     }
@@ -321,16 +320,9 @@ async fn flip_bit_in_sealed_segment(dir: &Path, pick: u64) -> bool {
             // Sealed segments the writer synced whole: their successor's base has a seal
             // snapshot. (One not synced yet is recovered as the active segment is: a bad
             // batch there is a torn tail, cut.)
-            let synced_whole: Vec<PathBuf> = logs
-                .windows(2)
-                .filter(|w| w[1].with_extension("snapshot").exists())
-                .map(|w| w[0].clone())
-                .collect();
-            let sealed: Vec<(PathBuf, Vec<u8>)> = synced_whole
-                .into_iter()
-                .map(|p| (p.clone(), std::fs::read(&p).expect("segment")))
-                .filter(|(_, d)| !d.is_empty())
-                .collect();
+            let synced_whole: Vec<PathBuf> = logs.windows(2).filter(|w| w[1].with_extension("snapshot").exists()).map(|w| w[0].clone()).collect();
+            let sealed: Vec<(PathBuf, Vec<u8>)> =
+                synced_whole.into_iter().map(|p| (p.clone(), std::fs::read(&p).expect("segment"))).filter(|(_, d)| !d.is_empty()).collect();
             if sealed.is_empty() {
                 return false;
             }

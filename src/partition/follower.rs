@@ -181,9 +181,7 @@ fn frame_fetched(records: &[u8]) -> Result<Vec<(BatchHeader, Range<usize>)>, Par
     out.extend(it.by_ref().map_while(Result::ok));
     match it.stop() {
         Some(IterStop::Invalid(e)) => Err(e.clone().into()),
-        Some(IterStop::Cut { .. }) if out.is_empty() => {
-            Err(BatchError::Truncated { needed: crate::record::LOG_OVERHEAD, available: records.len() }.into())
-        }
+        Some(IterStop::Cut { .. }) if out.is_empty() => Err(BatchError::Truncated { needed: crate::record::LOG_OVERHEAD, available: records.len() }.into()),
         // A cut batch after whole ones waits for the next fetch; zero bytes after whole
         // batches are no batch (a leader never sends them; harmless).
         _ => Ok(out),

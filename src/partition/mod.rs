@@ -25,9 +25,15 @@
 //! Must never import: `server`, `group`, `protocol` (no connections, no Kafka messages or
 //! error codes here), nor `controller`. It builds on `storage` and `record`.
 mod append;
-pub mod divergence;
 mod cleaner;
+#[cfg(test)]
+mod cleaner_tests;
+pub mod divergence;
 pub mod error;
+#[cfg(test)]
+mod fault_tests;
+#[cfg(test)]
+mod file_slice_tests;
 mod follower;
 pub mod gauges;
 mod hw_checkpoint;
@@ -36,31 +42,25 @@ mod read;
 mod replay;
 pub mod replica_tracker;
 mod replication;
+#[cfg(test)]
+mod replication_tests;
 mod retention;
 mod shutdown;
 mod state;
-mod transactions;
-#[cfg(test)]
-mod cleaner_tests;
-#[cfg(test)]
-mod fault_tests;
-#[cfg(test)]
-mod file_slice_tests;
-#[cfg(test)]
-mod replication_tests;
 #[cfg(test)]
 mod tests;
+mod transactions;
 #[cfg(test)]
 mod txn_tests;
 
 pub use append::AppendOutcome;
 pub use cleaner::CleanerStats;
 pub use error::PartitionError;
-pub use read::{FetchData, ReadLimit, WatchSignal};
-pub use producer_state::AbortedTxn;
-pub use transactions::ProducerView;
-pub use replay::Replayed;
 pub use hw_checkpoint::HW_CHECKPOINT_INTERVAL;
+pub use producer_state::AbortedTxn;
+pub use read::{FetchData, ReadLimit, WatchSignal};
+pub use replay::Replayed;
 pub use replica_tracker::{BrokerId, ReplicaTracker};
 pub use replication::{Role, RoleState};
 pub use state::{effective_flush, write_mode, Partition, PartitionSettings, SOLE_REPLICA};
+pub use transactions::ProducerView;

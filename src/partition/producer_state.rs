@@ -89,7 +89,11 @@ pub struct ProducerStateTable {
 }
 
 fn next_seq(seq: i32) -> i32 {
-    if seq == i32::MAX { 0 } else { seq + 1 }
+    if seq == i32::MAX {
+        0
+    } else {
+        seq + 1
+    }
 }
 
 fn last_seq_of(h: &BatchHeader) -> i32 {
@@ -137,11 +141,7 @@ impl ProducerStateTable {
             return Ok(SequenceCheck::Append);
         }
         if h.producer_epoch > entry.epoch {
-            return if h.base_sequence == 0 {
-                Ok(SequenceCheck::Append)
-            } else {
-                Err(SequenceError::OutOfOrder { first_seq: h.base_sequence, expected: 0 })
-            };
+            return if h.base_sequence == 0 { Ok(SequenceCheck::Append) } else { Err(SequenceError::OutOfOrder { first_seq: h.base_sequence, expected: 0 }) };
         }
         let last = last_seq_of(h);
         if let Some(dup) = entry.batches.iter().find(|b| b.first_seq == h.base_sequence && b.last_seq == last) {
@@ -206,12 +206,7 @@ impl ProducerStateTable {
             }
             return;
         }
-        entry.batches.push_back(BatchMeta {
-            first_seq: h.base_sequence,
-            last_seq: last_seq_of(h),
-            base_offset: h.base_offset,
-            last_offset: h.last_offset(),
-        });
+        entry.batches.push_back(BatchMeta { first_seq: h.base_sequence, last_seq: last_seq_of(h), base_offset: h.base_offset, last_offset: h.last_offset() });
         while entry.batches.len() > BATCHES_PER_PRODUCER {
             entry.batches.pop_front();
         }
@@ -325,12 +320,8 @@ impl ProducerStateTable {
             return 0;
         }
         let keep = max - max / 10;
-        let mut idle: Vec<(i64, i64)> = self
-            .producers
-            .iter()
-            .filter(|(_, e)| e.current_txn_first_offset.is_none())
-            .map(|(&id, e)| (e.last_timestamp_ms, id))
-            .collect();
+        let mut idle: Vec<(i64, i64)> =
+            self.producers.iter().filter(|(_, e)| e.current_txn_first_offset.is_none()).map(|(&id, e)| (e.last_timestamp_ms, id)).collect();
         idle.sort_unstable();
         let excess = self.producers.len().saturating_sub(keep).min(idle.len());
         for &(_, id) in &idle[..excess] {

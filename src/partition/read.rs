@@ -9,8 +9,8 @@ use bytes::Bytes;
 use super::error::PartitionError;
 use super::state::Partition;
 use crate::record::{parse_records, records_section, BatchHeader, BatchList};
-use crate::storage::batch_reader::BatchReader;
 use crate::runtime::file_slice::FileSlice;
+use crate::storage::batch_reader::BatchReader;
 use crate::storage::log::DiskRead;
 
 /// Most bytes one disk read of a fetch asks for: a fetch reads its range in chunks of at
@@ -278,22 +278,12 @@ impl Partition {
             "fetch returned {} bytes over its limit {max_bytes}",
             data.bytes
         );
-        debug_assert_eq!(
-            data.bytes,
-            data.records.iter().map(Bytes::len).sum::<usize>() + data.file_records.as_ref().map_or(0, FileSlice::len)
-        );
+        debug_assert_eq!(data.bytes, data.records.iter().map(Bytes::len).sum::<usize>() + data.file_records.as_ref().map_or(0, FileSlice::len));
         debug_assert!(data.records.is_empty() || data.file_records.is_none(), "a read returns one form");
         Ok(data)
     }
 
-    async fn read_disk(
-        &self,
-        offset: i64,
-        hw: i64,
-        max_bytes: usize,
-        min_one_batch: bool,
-        data: &mut FetchData,
-    ) -> Result<(), PartitionError> {
+    async fn read_disk(&self, offset: i64, hw: i64, max_bytes: usize, min_one_batch: bool, data: &mut FetchData) -> Result<(), PartitionError> {
         let mut next = self.log.borrow().locate(offset);
         while let Some(plan) = next.take() {
             if self.read_segment(&plan, offset, hw, max_bytes, min_one_batch, data).await? || data.bytes > 0 {
@@ -319,9 +309,7 @@ impl Partition {
     ) -> Result<bool, PartitionError> {
         // A batch of `len` bytes may be added to what `data` holds.
         let fits = |data: &FetchData, len: usize| data.bytes + len <= max_bytes || (data.bytes == 0 && min_one_batch);
-        let chunk_for = |data: &FetchData| {
-            max_bytes.saturating_sub(data.bytes).clamp(MIN_FETCH_READ_CHUNK_BYTES, MAX_FETCH_READ_CHUNK_BYTES)
-        };
+        let chunk_for = |data: &FetchData| max_bytes.saturating_sub(data.bytes).clamp(MIN_FETCH_READ_CHUNK_BYTES, MAX_FETCH_READ_CHUNK_BYTES);
         let mut reader = BatchReader::new(plan.file.clone(), plan.position, plan.end, chunk_for(data));
         loop {
             // A batch the last chunk cut is read whole only if it may still be sent.
@@ -369,10 +357,7 @@ impl Partition {
     /// The first batch of `plan`'s range that `pick` takes, or None when `pick` says stop
     /// or the segment's data ends (a damaged batch ends it too: ListOffsets answers from
     /// what is readable).
-    async fn find_batch(
-        plan: &DiskRead,
-        mut pick: impl FnMut(&BatchHeader) -> Pick,
-    ) -> Result<Option<(BatchHeader, Bytes)>, PartitionError> {
+    async fn find_batch(plan: &DiskRead, mut pick: impl FnMut(&BatchHeader) -> Pick) -> Result<Option<(BatchHeader, Bytes)>, PartitionError> {
         let mut reader = BatchReader::new(plan.file.clone(), plan.position, plan.end, SCAN_CHUNK_BYTES);
         loop {
             let batches = reader.next_chunk().await?;
@@ -440,7 +425,6 @@ impl Partition {
     }
 }
 
-
 /// The first record of a batch at or after `timestamp` (and at or after `min_offset`),
 /// walking its records after a bounded decompression (ListOffsets only; not on the fetch
 /// path). A LogAppendTime batch's records all carry its maxTimestamp, as in Kafka.
@@ -450,9 +434,5 @@ fn first_record_at_or_after(batch: Bytes, h: &BatchHeader, timestamp: i64, min_o
         return fallback;
     };
     let record_timestamp = |t: i64| if h.timestamp_type_is_log_append() { h.max_timestamp } else { t };
-    records
-        .iter()
-        .map(|r| (r.offset, record_timestamp(r.timestamp)))
-        .find(|&(offset, ts)| ts >= timestamp && offset >= min_offset)
-        .or(fallback)
+    records.iter().map(|r| (r.offset, record_timestamp(r.timestamp))).find(|&(offset, ts)| ts >= timestamp && offset >= min_offset).or(fallback)
 }

@@ -45,7 +45,9 @@ impl Partition {
                 if h.is_control() {
                     match parse_marker(&batch, &h) {
                         Ok(marker) => visit(Replayed::Marker { offset: h.base_offset, producer_id: h.producer_id, marker }),
-                        Err(e) => tracing::warn!(topic = %self.topic, partition = self.index, offset = h.base_offset, error = %e, "skipping an unreadable marker"),
+                        Err(e) => {
+                            tracing::warn!(topic = %self.topic, partition = self.index, offset = h.base_offset, error = %e, "skipping an unreadable marker")
+                        }
                     }
                     continue;
                 }
@@ -59,7 +61,9 @@ impl Partition {
                             records += 1;
                         }
                     }
-                    Err(e) => tracing::warn!(topic = %self.topic, partition = self.index, base_offset = h.base_offset, error = %e, "skipping an undecodable batch"),
+                    Err(e) => {
+                        tracing::warn!(topic = %self.topic, partition = self.index, base_offset = h.base_offset, error = %e, "skipping an undecodable batch")
+                    }
                 }
             }
         }

@@ -405,11 +405,18 @@ fn producer_state_replayed_from_disk_matches_the_live_table() {
 enum Step {
     Append(usize),
     /// A follower fetches `ahead` offsets further than it was (never past the leader).
-    Fetch { broker: BrokerId, ahead: i64 },
+    Fetch {
+        broker: BrokerId,
+        ahead: i64,
+    },
     /// Time passes; the leader's ISR loop runs and proposes what it wants.
-    Tick { ms: i64 },
+    Tick {
+        ms: i64,
+    },
     /// The controller answers the proposal in flight: commit or refuse.
-    Answer { commit: bool },
+    Answer {
+        commit: bool,
+    },
 }
 
 fn step() -> impl proptest::strategy::Strategy<Value = Step> {

@@ -7,7 +7,6 @@ use crate::storage::log::Log;
 use crate::storage::segment::{index_path, log_file_name, snapshot_path, time_index_path};
 
 impl Partition {
-
     /// DeleteRecords: moves the log start offset to `offset` (-1 = high watermark) and
     /// deletes whole segments below it. Returns the new low watermark.
     pub async fn delete_records(&self, offset: i64) -> Result<i64, PartitionError> {

@@ -17,11 +17,11 @@ use super::replication::{HwWaiter, Role, RoleState};
 use crate::config::FlushMode;
 use crate::runtime::ShardId;
 use crate::storage::batch_reader::BatchReader;
-use crate::storage::leader_epoch_cache::LeaderEpochCache;
-use crate::storage::partition_metadata::{discard_if_stray, record as record_topic_id, DirClaim};
 use crate::storage::dma::read_checked_file;
+use crate::storage::leader_epoch_cache::LeaderEpochCache;
 use crate::storage::log::Log;
 use crate::storage::log_writer::{LogWriter, WriterHooks};
+use crate::storage::partition_metadata::{discard_if_stray, record as record_topic_id, DirClaim};
 use crate::storage::segment::snapshot_path;
 use crate::storage::{LogConfig, StorageError, WriteMode};
 
@@ -114,7 +114,12 @@ pub struct Partition {
 /// then the epoch this partition opens in starts at the log end, as Kafka assigns it when
 /// a replica becomes leader (so an empty partition answers its epoch, ending at 0). A
 /// follower (`leader_epoch` None) assigns nothing: its epochs come from fetched batches.
-async fn open_epochs(dir: &Path, log_end_offset: i64, active_batches: &[crate::record::BatchHeader], leader_epoch: Option<i32>) -> Result<LeaderEpochCache, PartitionError> {
+async fn open_epochs(
+    dir: &Path,
+    log_end_offset: i64,
+    active_batches: &[crate::record::BatchHeader],
+    leader_epoch: Option<i32>,
+) -> Result<LeaderEpochCache, PartitionError> {
     let mut epochs = LeaderEpochCache::load(dir).await?;
     let mut changed = epochs.truncate_from_end(log_end_offset);
     for h in active_batches {
@@ -210,12 +215,7 @@ impl Partition {
         log_config: LogConfig,
         settings: PartitionSettings,
     ) -> Result<Rc<Partition>, PartitionError> {
-        let role = RoleState::Leader {
-            leader_epoch,
-            partition_epoch: 0,
-            replicas: vec![SOLE_REPLICA],
-            isr: vec![SOLE_REPLICA],
-        };
+        let role = RoleState::Leader { leader_epoch, partition_epoch: 0, replicas: vec![SOLE_REPLICA], isr: vec![SOLE_REPLICA] };
         Self::open_replica(dir, topic, index, topic_id, shard, SOLE_REPLICA, role, log_config, settings).await
     }
 
@@ -251,17 +251,14 @@ impl Partition {
         let mut producers = recover_producers(&log, active, &topic, index).await?;
         super::transactions::bound_producer_table(&mut producers, settings.max_producer_ids, &topic, index);
         if opened.truncated_bytes > 0 {
-            tracing::info!(topic, partition = index, bytes = opened.truncated_bytes,
-                log_end_offset = log_end, "recovered log; cut the invalid or padded tail");
+            tracing::info!(topic, partition = index, bytes = opened.truncated_bytes, log_end_offset = log_end, "recovered log; cut the invalid or padded tail");
         }
         let (leader_epoch, assign_epoch, role, tracker) = match role {
             RoleState::Leader { leader_epoch, partition_epoch, replicas, isr } => {
                 let tracker = ReplicaTracker::new(broker, &replicas, &isr, partition_epoch, crate::runtime::now_ms());
                 (leader_epoch, Some(leader_epoch), Role::Leader, tracker)
             }
-            RoleState::Follower { leader_epoch, leader } => {
-                (leader_epoch, None, Role::Follower { leader }, ReplicaTracker::alone(broker))
-            }
+            RoleState::Follower { leader_epoch, leader } => (leader_epoch, None, Role::Follower { leader }, ReplicaTracker::alone(broker)),
         };
         let epochs = open_epochs(dir, log_end, &opened.active_batches, assign_epoch).await?;
         let checkpointed = super::hw_checkpoint::load(dir, &topic, index).await;

@@ -175,9 +175,8 @@ fn timestamps_delete_records_and_retention() {
         assert_eq!(p.delete_records(30).await.unwrap(), 30);
         assert!(matches!(p.read(10, 1000).await, Err(PartitionError::OffsetOutOfRange { .. })));
         assert_eq!(read_all(&p).await.first(), Some(&30));
-        let log_files = |p: &Partition| {
-            std::fs::read_dir(p.dir()).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "log")).count()
-        };
+        let log_files =
+            |p: &Partition| std::fs::read_dir(p.dir()).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "log")).count();
         // Size retention: keep at most 0 bytes of sealed segments.
         let before = p.size_bytes();
         p.apply_config(LogConfig { retention_bytes: 0, ..cfg.clone() }, settings());
@@ -242,7 +241,6 @@ proptest! {
     }
 }
 
-
 #[test]
 fn timed_out_long_polls_do_not_pile_up_on_an_idle_partition() {
     run(|dir| async move {
@@ -291,10 +289,7 @@ fn reads_honour_hard_limits_and_refuse_negative_ones() {
         assert_eq!((some.records.len(), some.bytes), (3, 3 * b));
         assert!(!some.first_batch_exceeds_limit);
         // Negative is refused where there is data, and harmless where there is none.
-        assert!(matches!(
-            p.read_with(0, ReadLimit { max_bytes: -1, min_one_batch: true, file_slice: false }).await,
-            Err(PartitionError::InvalidFetchSize(-1))
-        ));
+        assert!(matches!(p.read_with(0, ReadLimit { max_bytes: -1, min_one_batch: true, file_slice: false }).await, Err(PartitionError::InvalidFetchSize(-1))));
         let caught_up = p.read_with(p.high_watermark(), ReadLimit { max_bytes: -1, min_one_batch: true, file_slice: false }).await.unwrap();
         assert!(caught_up.records.is_empty());
     });

@@ -43,14 +43,15 @@ fn pipelined_first_writes_share_a_guard_and_start_at_the_lowest_sequence() {
         let p = open_flushed(&dir, LogConfig::default(), FlushMode::Never).await;
         let first = transactional(batch(2, 1000, Some((9, 0, 0)), Compression::None));
         let second = transactional(batch(2, 1000, Some((9, 0, 2)), Compression::None));
-        let Err(PartitionError::TxnVerificationNeeded { guard: g1, .. }) = p.append_client(first.clone(), -1, None, None).await else { panic!("not asked to verify") };
-        let Err(PartitionError::TxnVerificationNeeded { guard: g2, .. }) = p.append_client(second.clone(), -1, None, None).await else { panic!("not asked to verify") };
+        let Err(PartitionError::TxnVerificationNeeded { guard: g1, .. }) = p.append_client(first.clone(), -1, None, None).await else {
+            panic!("not asked to verify")
+        };
+        let Err(PartitionError::TxnVerificationNeeded { guard: g2, .. }) = p.append_client(second.clone(), -1, None, None).await else {
+            panic!("not asked to verify")
+        };
         assert_eq!(g1, g2, "one transaction, one pending verification");
         // The second batch's verification answers first: refused, nothing appended.
-        assert!(matches!(
-            p.append_client(second.clone(), -1, None, Some(g2)).await,
-            Err(PartitionError::TxnEarlierWritePending { first_seq: 2, lowest: 0 })
-        ));
+        assert!(matches!(p.append_client(second.clone(), -1, None, Some(g2)).await, Err(PartitionError::TxnEarlierWritePending { first_seq: 2, lowest: 0 })));
         assert_eq!(p.high_watermark(), 0);
         assert_eq!(p.append_client(first, -1, None, Some(g1)).await.expect("the lowest sequence starts it").base_offset, 0);
         // The transaction is open: the resent second batch needs no verification.
@@ -67,11 +68,13 @@ fn verified_transactions_markers_and_read_committed_survive_a_reopen() {
             p.append(batch(3, 1000, None, Compression::None), -1).await.expect("plain"); // 0..2
             let txn = transactional(batch(2, 1000, Some((5, 0, 0)), Compression::None));
             // The first write of the transaction asks for verification; a wrong guard too.
-            let Err(PartitionError::TxnVerificationNeeded { producer_id: 5, guard }) = p.append_client(txn.clone(), -1, None, None).await else { panic!("not asked to verify") };
+            let Err(PartitionError::TxnVerificationNeeded { producer_id: 5, guard }) = p.append_client(txn.clone(), -1, None, None).await else {
+                panic!("not asked to verify")
+            };
             assert!(matches!(p.append_client(txn.clone(), -1, None, Some(guard + 100)).await, Err(PartitionError::TxnVerificationNeeded { .. })));
             let Err(PartitionError::TxnVerificationNeeded { guard, .. }) = p.append_client(txn.clone(), -1, None, None).await else { panic!() };
             assert_eq!(p.append_client(txn, -1, None, Some(guard)).await.expect("verified").base_offset, 3); // 3..4
-            // Later writes of the open transaction need no verification.
+                                                                                                             // Later writes of the open transaction need no verification.
             let more = transactional(batch(1, 1000, Some((5, 0, 2)), Compression::None));
             assert_eq!(p.append_client(more, -1, None, None).await.expect("in txn").base_offset, 5);
             assert_eq!((p.high_watermark(), p.last_stable_offset()), (6, 3));
@@ -83,7 +86,10 @@ fn verified_transactions_markers_and_read_committed_survive_a_reopen() {
             assert!(uncommitted.aborted_transactions.is_none());
             // A plain write from the producer inside its transaction is refused.
             let plain = batch(1, 1000, Some((5, 0, 3)), Compression::None);
-            assert!(matches!(p.append_client(plain, -1, None, None).await, Err(PartitionError::Sequence(SequenceError::NonTransactionalWriteInTransaction { .. }))));
+            assert!(matches!(
+                p.append_client(plain, -1, None, None).await,
+                Err(PartitionError::Sequence(SequenceError::NonTransactionalWriteInTransaction { .. }))
+            ));
             // Abort: the marker at 6 ends it; read_committed lists it.
             assert_eq!(p.append_marker(5, 0, marker(ControlType::Abort, 2), TIMEOUT).await.expect("marker").base_offset, 6);
             assert_eq!((p.high_watermark(), p.last_stable_offset()), (7, 7));
@@ -98,7 +104,10 @@ fn verified_transactions_markers_and_read_committed_survive_a_reopen() {
             let next = transactional(batch(1, 1000, Some((5, 0, 3)), Compression::None));
             let Err(PartitionError::TxnVerificationNeeded { guard, .. }) = p.append_client(next.clone(), -1, None, None).await else { panic!() };
             p.append_marker(5, 0, marker(ControlType::Commit, 2), TIMEOUT).await.expect("a marker with no open transaction is written");
-            assert!(matches!(p.append_client(next, -1, None, Some(guard)).await, Err(PartitionError::TxnVerificationNeeded { .. })), "a marker voids the guard");
+            assert!(
+                matches!(p.append_client(next, -1, None, Some(guard)).await, Err(PartitionError::TxnVerificationNeeded { .. })),
+                "a marker voids the guard"
+            );
             let end = p.high_watermark();
             p.close();
             drop(p);
@@ -107,10 +116,13 @@ fn verified_transactions_markers_and_read_committed_survive_a_reopen() {
             assert_eq!(p.last_stable_offset(), end);
             let again = p.read_isolated(0, ALL, true).await.unwrap();
             assert_eq!(again.aborted_transactions, Some(vec![AbortedTxn { producer_id: 5, first_offset: 3, last_offset: 6 }]));
-            assert!(matches!(
-                p.append_marker(5, 0, marker(ControlType::Commit, 1), TIMEOUT).await,
-                Err(PartitionError::Sequence(SequenceError::CoordinatorFenced { .. }))
-            ), "the coordinator epoch survives recovery");
+            assert!(
+                matches!(
+                    p.append_marker(5, 0, marker(ControlType::Commit, 1), TIMEOUT).await,
+                    Err(PartitionError::Sequence(SequenceError::CoordinatorFenced { .. }))
+                ),
+                "the coordinator epoch survives recovery"
+            );
         });
     }
 }

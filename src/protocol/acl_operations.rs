@@ -46,7 +46,11 @@ pub const CLUSTER: i32 = bits(&[op::CREATE, op::ALTER, op::DESCRIBE, op::CLUSTER
 
 /// `set` when the client asked, else `NOT_REQUESTED`.
 pub fn if_requested(requested: bool, set: i32) -> i32 {
-    if requested { set } else { NOT_REQUESTED }
+    if requested {
+        set
+    } else {
+        NOT_REQUESTED
+    }
 }
 
 #[cfg(test)]

@@ -135,7 +135,13 @@ const NOT_SERVED: &[(i16, &str, i16, i16, &str)] = &[
     (91, "AlterShareGroupOffsets", 0, 0, "share groups not implemented"),
     (92, "DeleteShareGroupOffsets", 0, 0, "share groups not implemented"),
     (93, "StreamsGroupTopologyDescriptionUpdate", 0, 0, "streams groups (KIP-1071) not implemented"),
-    (94, "UnregisterController", 0, 0, "shardlog controllers keep no registration (KRaft's ControllerRegistration records) to remove: RemoveRaftVoter takes a controller out of the quorum"),
+    (
+        94,
+        "UnregisterController",
+        0,
+        0,
+        "shardlog controllers keep no registration (KRaft's ControllerRegistration records) to remove: RemoveRaftVoter takes a controller out of the quorum",
+    ),
 ];
 
 /// The API table of docs/kafka-apis.md, generated from `SUPPORTED` and `NOT_SERVED` (a test
@@ -179,10 +185,7 @@ pub fn supported(api_key: ApiKey) -> Option<(i16, i16)> {
 /// Whether a request of this API and version is served (advertised and not rejected).
 pub fn is_served(api_key: ApiKey, version: i16) -> bool {
     match supported(api_key) {
-        Some((lo, hi)) => {
-            (lo..=hi).contains(&version)
-                && !(api_key == ApiKey::Produce && produce_version_rejected(version))
-        }
+        Some((lo, hi)) => (lo..=hi).contains(&version) && !(api_key == ApiKey::Produce && produce_version_rejected(version)),
         None => false,
     }
 }
@@ -199,28 +202,24 @@ pub fn produce_version_rejected(version: i16) -> bool {
 /// minimum is 0 (clients before KIP-1022 cannot read them), v4+ lists them all; finalized
 /// features at level 0 are not listed.
 pub fn api_versions_response(version: i16, features: &FeatureLevels<'_>) -> ApiVersionsResponse {
-    let api_keys = SUPPORTED
-        .iter()
-        .map(|&(k, lo, hi)| {
-            ApiVersion::default().with_api_key(k as i16).with_min_version(lo).with_max_version(hi)
-        })
-        .collect();
-    let mut resp = ApiVersionsResponse::default()
-        .with_error_code(ErrorCode::NONE.code())
-        .with_api_keys(api_keys)
-        .with_throttle_time_ms(0);
+    let api_keys = SUPPORTED.iter().map(|&(k, lo, hi)| ApiVersion::default().with_api_key(k as i16).with_min_version(lo).with_max_version(hi)).collect();
+    let mut resp = ApiVersionsResponse::default().with_error_code(ErrorCode::NONE.code()).with_api_keys(api_keys).with_throttle_time_ms(0);
     if version >= 3 {
         let supported = features
             .supported
             .iter()
             .filter(|&&(_, min, _)| version >= 4 || min > 0)
-            .map(|&(name, min, max)| SupportedFeatureKey::default().with_name(StrBytes::from_string(name.to_string())).with_min_version(min).with_max_version(max))
+            .map(|&(name, min, max)| {
+                SupportedFeatureKey::default().with_name(StrBytes::from_string(name.to_string())).with_min_version(min).with_max_version(max)
+            })
             .collect();
         let finalized = features
             .finalized
             .iter()
             .filter(|&&(_, level)| level > 0)
-            .map(|&(name, level)| FinalizedFeatureKey::default().with_name(StrBytes::from_string(name.to_string())).with_min_version_level(level).with_max_version_level(level))
+            .map(|&(name, level)| {
+                FinalizedFeatureKey::default().with_name(StrBytes::from_string(name.to_string())).with_min_version_level(level).with_max_version_level(level)
+            })
             .collect();
         resp = resp.with_supported_features(supported).with_finalized_features_epoch(features.epoch).with_finalized_features(finalized);
     }
@@ -247,7 +246,11 @@ pub fn unsupported_version_response_v0(correlation_id: i32) -> BytesMut {
 
 #[cfg(test)]
 fn test_features() -> FeatureLevels<'static> {
-    FeatureLevels { supported: vec![("metadata.version", 7, 33), ("transaction.version", 0, 2)], finalized: vec![("metadata.version", 33), ("transaction.version", 2), ("share.version", 0)], epoch: 42 }
+    FeatureLevels {
+        supported: vec![("metadata.version", 7, 33), ("transaction.version", 0, 2)],
+        finalized: vec![("metadata.version", 33), ("transaction.version", 2), ("share.version", 0)],
+        epoch: 42,
+    }
 }
 
 /// Size check helper used by tests: the encoded response for `version`.
@@ -278,15 +281,83 @@ mod tests {
     /// What an Apache Kafka 4.4.0 node advertises on its broker listener (ApiVersions v0,
     /// read off the wire: 77 APIs).
     const KAFKA_44: &[(i16, i16, i16)] = &[
-        (0, 0, 13), (1, 4, 18), (2, 1, 11), (3, 0, 13), (8, 2, 10), (9, 1, 10), (10, 0, 6), (11, 0, 9), (12, 0, 4),
-        (13, 0, 5), (14, 0, 5), (15, 0, 6), (16, 0, 5), (17, 0, 1), (18, 0, 5), (19, 2, 7), (20, 1, 6), (21, 0, 2),
-        (22, 0, 5), (23, 2, 4), (24, 0, 5), (25, 0, 4), (26, 0, 5), (27, 1, 2), (28, 0, 6), (29, 1, 3), (30, 1, 3),
-        (31, 1, 3), (32, 1, 4), (33, 0, 2), (34, 1, 2), (35, 1, 5), (36, 0, 2), (37, 0, 3), (38, 1, 3), (39, 1, 2),
-        (40, 1, 2), (41, 1, 3), (42, 0, 3), (43, 0, 2), (44, 0, 1), (45, 0, 1), (46, 0, 0), (47, 0, 0), (48, 0, 1),
-        (49, 0, 1), (50, 0, 0), (51, 0, 0), (55, 0, 2), (57, 0, 2), (60, 0, 2), (61, 0, 0), (64, 0, 0), (65, 0, 0),
-        (66, 0, 2), (68, 0, 1), (69, 0, 1), (74, 0, 1), (75, 0, 0), (76, 1, 1), (77, 1, 1), (78, 1, 2), (79, 1, 2),
-        (80, 0, 1), (81, 0, 0), (83, 0, 0), (84, 0, 0), (85, 0, 1), (86, 0, 0), (87, 0, 1), (88, 0, 1), (89, 0, 1),
-        (90, 0, 1), (91, 0, 0), (92, 0, 0), (93, 0, 0), (94, 0, 0),
+        (0, 0, 13),
+        (1, 4, 18),
+        (2, 1, 11),
+        (3, 0, 13),
+        (8, 2, 10),
+        (9, 1, 10),
+        (10, 0, 6),
+        (11, 0, 9),
+        (12, 0, 4),
+        (13, 0, 5),
+        (14, 0, 5),
+        (15, 0, 6),
+        (16, 0, 5),
+        (17, 0, 1),
+        (18, 0, 5),
+        (19, 2, 7),
+        (20, 1, 6),
+        (21, 0, 2),
+        (22, 0, 5),
+        (23, 2, 4),
+        (24, 0, 5),
+        (25, 0, 4),
+        (26, 0, 5),
+        (27, 1, 2),
+        (28, 0, 6),
+        (29, 1, 3),
+        (30, 1, 3),
+        (31, 1, 3),
+        (32, 1, 4),
+        (33, 0, 2),
+        (34, 1, 2),
+        (35, 1, 5),
+        (36, 0, 2),
+        (37, 0, 3),
+        (38, 1, 3),
+        (39, 1, 2),
+        (40, 1, 2),
+        (41, 1, 3),
+        (42, 0, 3),
+        (43, 0, 2),
+        (44, 0, 1),
+        (45, 0, 1),
+        (46, 0, 0),
+        (47, 0, 0),
+        (48, 0, 1),
+        (49, 0, 1),
+        (50, 0, 0),
+        (51, 0, 0),
+        (55, 0, 2),
+        (57, 0, 2),
+        (60, 0, 2),
+        (61, 0, 0),
+        (64, 0, 0),
+        (65, 0, 0),
+        (66, 0, 2),
+        (68, 0, 1),
+        (69, 0, 1),
+        (74, 0, 1),
+        (75, 0, 0),
+        (76, 1, 1),
+        (77, 1, 1),
+        (78, 1, 2),
+        (79, 1, 2),
+        (80, 0, 1),
+        (81, 0, 0),
+        (83, 0, 0),
+        (84, 0, 0),
+        (85, 0, 1),
+        (86, 0, 0),
+        (87, 0, 1),
+        (88, 0, 1),
+        (89, 0, 1),
+        (90, 0, 1),
+        (91, 0, 0),
+        (92, 0, 0),
+        (93, 0, 0),
+        (94, 0, 0),
     ];
 
     /// Every Kafka 4.4 API is served in Kafka's range or listed in NOT_SERVED with Kafka's

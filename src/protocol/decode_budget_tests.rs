@@ -55,9 +55,8 @@ fn large_requests_of_real_shapes_decode() {
     let RequestKind::Metadata(m) = decoded.body else { panic!("not Metadata") };
     assert_eq!(m.topics.map(|t| t.len()), Some(100_000));
 
-    let topics: Vec<_> = (0..100_000)
-        .map(|i| MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(format!("{}", i % 10))))))
-        .collect();
+    let topics: Vec<_> =
+        (0..100_000).map(|i| MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(format!("{}", i % 10)))))).collect();
     let frame = encode_req(ApiKey::Metadata, 12, 8, &MetadataRequest::default().with_topics(Some(topics)));
     let decoded = decode_request(frame).expect("100,000 one-character names, v12");
     let RequestKind::Metadata(m) = decoded.body else { panic!("not Metadata") };

@@ -188,10 +188,7 @@ mod tests {
             (ErrorCode::DUPLICATE_SEQUENCE_NUMBER, ResponseError::DuplicateSequenceNumber),
             (ErrorCode::INVALID_PRODUCER_EPOCH, ResponseError::InvalidProducerEpoch),
             (ErrorCode::INVALID_PRODUCER_ID_MAPPING, ResponseError::InvalidProducerIdMapping),
-            (
-                ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                ResponseError::TransactionalIdAuthorizationFailed,
-            ),
+            (ErrorCode::TRANSACTIONAL_ID_AUTHORIZATION_FAILED, ResponseError::TransactionalIdAuthorizationFailed),
             (ErrorCode::KAFKA_STORAGE_ERROR, ResponseError::KafkaStorageError),
             (ErrorCode::UNKNOWN_PRODUCER_ID, ResponseError::UnknownProducerId),
             (ErrorCode::FENCED_LEADER_EPOCH, ResponseError::FencedLeaderEpoch),

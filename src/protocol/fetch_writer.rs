@@ -166,10 +166,7 @@ fn uvarint_len(v: u64) -> usize {
 fn node_endpoints_size(endpoints: &[NodeEndpoint]) -> usize {
     let compact = |n: usize| uvarint_len(n as u64 + 1) + n;
     uvarint_len(endpoints.len() as u64 + 1)
-        + endpoints
-            .iter()
-            .map(|e| 4 + compact(e.host.len()) + 4 + e.rack.as_ref().map_or(1, |r| compact(r.len())) + 1)
-            .sum::<usize>()
+        + endpoints.iter().map(|e| 4 + compact(e.host.len()) + 4 + e.rack.as_ref().map_or(1, |r| compact(r.len())) + 1).sum::<usize>()
 }
 
 /// A Fetch response that cannot be framed: lengths on the wire are i32. The fetch
@@ -192,16 +189,10 @@ pub fn write_fetch_response(correlation_id: i32, version: i16, parts: &FetchResp
     let flexible = version >= 12;
 
     let n_partitions: usize = parts.topics.iter().map(|t| t.partitions.len()).sum();
-    let n_record_pieces: usize =
-        parts.topics.iter().flat_map(|t| &t.partitions).map(|p| p.records.len() + usize::from(p.file_records.is_some())).sum();
+    let n_record_pieces: usize = parts.topics.iter().flat_map(|t| &t.partitions).map(|p| p.records.len() + usize::from(p.file_records.is_some())).sum();
     let estimate = 32
         + parts.topics.iter().map(|t| 24 + t.name.len()).sum::<usize>()
-        + parts
-            .topics
-            .iter()
-            .flat_map(|t| &t.partitions)
-            .map(|p| 80 + 16 * p.aborted_transactions.as_ref().map_or(0, Vec::len))
-            .sum::<usize>();
+        + parts.topics.iter().flat_map(|t| &t.partitions).map(|p| 80 + 16 * p.aborted_transactions.as_ref().map_or(0, Vec::len)).sum::<usize>();
 
     // out[0] is a placeholder for the first piece, which holds the length prefix and is
     // patched once the total is known.
@@ -354,8 +345,7 @@ mod tests {
     use super::*;
     use bytes::Buf;
     use kafka_protocol::messages::fetch_response::{
-        AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint as CodecNodeEndpoint,
-        PartitionData,
+        AbortedTransaction, EpochEndOffset, FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint as CodecNodeEndpoint, PartitionData,
     };
     use kafka_protocol::messages::{FetchResponse, ResponseHeader, TopicName};
     use kafka_protocol::protocol::{Decodable, Encodable};
@@ -380,13 +370,7 @@ mod tests {
             r.node_endpoints = parts
                 .node_endpoints
                 .iter()
-                .map(|e| {
-                    CodecNodeEndpoint::default()
-                        .with_node_id(e.node_id.into())
-                        .with_host(e.host.clone())
-                        .with_port(e.port)
-                        .with_rack(e.rack.clone())
-                })
+                .map(|e| CodecNodeEndpoint::default().with_node_id(e.node_id.into()).with_host(e.host.clone()).with_port(e.port).with_rack(e.rack.clone()))
                 .collect();
         }
         r.with_responses(
@@ -411,11 +395,7 @@ mod tests {
                                     .with_last_stable_offset(p.last_stable_offset)
                                     .with_aborted_transactions(p.aborted_transactions.as_ref().map(|v| {
                                         v.iter()
-                                            .map(|a| {
-                                                AbortedTransaction::default()
-                                                    .with_producer_id(a.producer_id.into())
-                                                    .with_first_offset(a.first_offset)
-                                            })
+                                            .map(|a| AbortedTransaction::default().with_producer_id(a.producer_id.into()).with_first_offset(a.first_offset))
                                             .collect()
                                     }))
                                     .with_records(Some(concat(&p.records.iter().cloned().map(ResponseBuf::from).collect::<Vec<_>>())));
@@ -427,14 +407,10 @@ mod tests {
                                 }
                                 if version >= 12 {
                                     if let Some(e) = p.diverging_epoch {
-                                        d.diverging_epoch = EpochEndOffset::default()
-                                            .with_epoch(e.epoch)
-                                            .with_end_offset(e.end_offset);
+                                        d.diverging_epoch = EpochEndOffset::default().with_epoch(e.epoch).with_end_offset(e.end_offset);
                                     }
                                     if let Some(l) = p.current_leader {
-                                        d.current_leader = LeaderIdAndEpoch::default()
-                                            .with_leader_id(l.leader_id.into())
-                                            .with_leader_epoch(l.leader_epoch);
+                                        d.current_leader = LeaderIdAndEpoch::default().with_leader_id(l.leader_id.into()).with_leader_epoch(l.leader_epoch);
                                     }
                                 }
                                 d
@@ -619,34 +595,19 @@ mod tests {
                 preferred_read_replica: prr,
                 records: recs.into_iter().map(Bytes::from).collect(),
                 file_records: None,
-                aborted_transactions: aborted.map(|v| {
-                    v.into_iter().map(|(producer_id, first_offset)| AbortedTxn { producer_id, first_offset }).collect()
-                }),
+                aborted_transactions: aborted.map(|v| v.into_iter().map(|(producer_id, first_offset)| AbortedTxn { producer_id, first_offset }).collect()),
                 // The codec cannot tell a tagged struct equal to its default from an absent
                 // one; keep generated values off the defaults.
-                diverging_epoch: div
-                    .filter(|&(e, o)| (e, o) != (-1, -1))
-                    .map(|(epoch, end_offset)| DivergingEpoch { epoch, end_offset }),
-                current_leader: leader
-                    .filter(|&(l, e)| (l, e) != (-1, -1))
-                    .map(|(leader_id, leader_epoch)| CurrentLeader { leader_id, leader_epoch }),
+                diverging_epoch: div.filter(|&(e, o)| (e, o) != (-1, -1)).map(|(epoch, end_offset)| DivergingEpoch { epoch, end_offset }),
+                current_leader: leader.filter(|&(l, e)| (l, e) != (-1, -1)).map(|(leader_id, leader_epoch)| CurrentLeader { leader_id, leader_epoch }),
             })
     }
 
     fn arb_parts() -> impl Strategy<Value = FetchResponseParts> {
         let topic = ("[a-zA-Z0-9._-]{0,40}", any::<[u8; 16]>(), proptest::collection::vec(arb_partition(), 0..4))
-            .prop_map(|(name, topic_id, partitions)| FetchTopicParts {
-                name: StrBytes::from_string(name),
-                topic_id,
-                partitions: partitions.into(),
-            });
+            .prop_map(|(name, topic_id, partitions)| FetchTopicParts { name: StrBytes::from_string(name), topic_id, partitions: partitions.into() });
         let endpoint = (any::<i32>(), "[a-z0-9.-]{0,200}", any::<i32>(), proptest::option::of("[a-z0-9-]{0,20}"))
-            .prop_map(|(node_id, host, port, rack)| NodeEndpoint {
-                node_id,
-                host: StrBytes::from_string(host),
-                port,
-                rack: rack.map(StrBytes::from_string),
-            });
+            .prop_map(|(node_id, host, port, rack)| NodeEndpoint { node_id, host: StrBytes::from_string(host), port, rack: rack.map(StrBytes::from_string) });
         let endpoints = proptest::collection::vec(endpoint, 0..3);
         (any::<i32>(), any::<i16>(), any::<i32>(), proptest::collection::vec(topic, 0..4), endpoints).prop_map(
             |(throttle_time_ms, error_code, session_id, topics, node_endpoints)| FetchResponseParts {

@@ -40,12 +40,7 @@ pub fn frame_len(prefix: [u8; 4], max_bytes: usize) -> Result<usize, FrameError>
 /// Encode a complete response frame: length prefix, response header of the version the
 /// body's schema asks for (`R::header_version`; ApiVersions always answers with header v0),
 /// then the body. `api_key` only names the API in errors.
-pub fn encode_response<R: Encodable + HeaderVersion>(
-    correlation_id: i32,
-    api_key: ApiKey,
-    version: i16,
-    body: &R,
-) -> Result<BytesMut, ProtocolError> {
+pub fn encode_response<R: Encodable + HeaderVersion>(correlation_id: i32, api_key: ApiKey, version: i16, body: &R) -> Result<BytesMut, ProtocolError> {
     let enc_err = |e: anyhow::Error| ProtocolError::Encode { api_key, version, reason: format!("{e:#}") };
     let header_version = R::header_version(version);
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
@@ -60,11 +55,7 @@ pub fn encode_response<R: Encodable + HeaderVersion>(
     // compute_size and encode come from the same generated code; a mismatch would corrupt
     // the stream for every later response on the connection, so refuse it.
     if buf.len() != 4 + len {
-        return Err(ProtocolError::Encode {
-            api_key,
-            version,
-            reason: format!("size mismatch: computed {len}, wrote {}", buf.len() - 4),
-        });
+        return Err(ProtocolError::Encode { api_key, version, reason: format!("size mismatch: computed {len}, wrote {}", buf.len() - 4) });
     }
     Ok(buf)
 }
@@ -80,10 +71,7 @@ mod tests {
     fn frame_len_limits() {
         assert_eq!(frame_len(100i32.to_be_bytes(), 100), Ok(100));
         assert_eq!(frame_len(0i32.to_be_bytes(), 100), Ok(0));
-        assert_eq!(
-            frame_len(101i32.to_be_bytes(), 100),
-            Err(FrameError::TooLarge { len: 101, max: 100 })
-        );
+        assert_eq!(frame_len(101i32.to_be_bytes(), 100), Err(FrameError::TooLarge { len: 101, max: 100 }));
         assert_eq!(frame_len((-1i32).to_be_bytes(), 100), Err(FrameError::Negative(-1)));
         assert_eq!(frame_len([0xff; 4], usize::MAX), Err(FrameError::Negative(-1)));
     }
@@ -115,8 +103,8 @@ mod tests {
         // Fetch v10 has no preferred_read_replica: the codec refuses a set value, we report.
         use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
         use kafka_protocol::messages::FetchResponse;
-        let body = FetchResponse::default().with_responses(vec![FetchableTopicResponse::default()
-            .with_partitions(vec![PartitionData::default().with_preferred_read_replica(3.into())])]);
+        let body = FetchResponse::default()
+            .with_responses(vec![FetchableTopicResponse::default().with_partitions(vec![PartitionData::default().with_preferred_read_replica(3.into())])]);
         assert!(encode_response(1, ApiKey::Fetch, 10, &body).is_err());
         assert!(encode_response(1, ApiKey::Fetch, 11, &body).is_ok());
     }

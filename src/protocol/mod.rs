@@ -52,9 +52,8 @@ mod decode_budget_tests;
 pub use api_versions::{api_versions_response, produce_version_rejected, supported};
 pub use errors::ErrorCode;
 pub use fetch_writer::{
-    write_fetch_response, AbortedTxn, CurrentLeader, DivergingEpoch, FetchPartitionParts, FetchResponseParts, FetchTopicParts, FetchWriteError,
-    NodeEndpoint,
+    write_fetch_response, AbortedTxn, CurrentLeader, DivergingEpoch, FetchPartitionParts, FetchResponseParts, FetchTopicParts, FetchWriteError, NodeEndpoint,
 };
-pub use response_buf::{ResponseBuf, ResponseBufs};
 pub use frame::{encode_response, frame_len, FrameError, ProtocolError};
 pub use request::{decode_request, DecodedRequest, RequestError};
+pub use response_buf::{ResponseBuf, ResponseBufs};

@@ -71,11 +71,7 @@ impl<'a> Iterator for InputTopics<'a> {
             }
             InputTopics::Decoded(it) => {
                 let t = it.next()?;
-                Some(InputTopic {
-                    name: t.name.0.as_str(),
-                    topic_id: *t.topic_id.as_bytes(),
-                    partitions: InputPartitions::Decoded(t.partition_data.iter()),
-                })
+                Some(InputTopic { name: t.name.0.as_str(), topic_id: *t.topic_id.as_bytes(), partitions: InputPartitions::Decoded(t.partition_data.iter()) })
             }
         }
     }

@@ -335,8 +335,8 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::request::tests::encode_req;
     use crate::protocol::request::decode_request;
+    use crate::protocol::request::tests::encode_req;
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
     use kafka_protocol::messages::{ApiKey, ProduceRequest, RequestKind, TopicName, TransactionalId};
     use kafka_protocol::protocol::StrBytes;
@@ -356,10 +356,7 @@ mod tests {
     }
 
     fn view_content(v: &ProduceRequestView) -> (i32, Content) {
-        let topics = v
-            .topics()
-            .map(|t| (t.name.to_string(), t.partitions.map(|p| (p.index, v.records(&p).map(|r| r.to_vec()))).collect()))
-            .collect();
+        let topics = v.topics().map(|t| (t.name.to_string(), t.partitions.map(|p| (p.index, v.records(&p).map(|r| r.to_vec()))).collect())).collect();
         (v.correlation_id(), (v.transactional_id().map(str::to_string), v.acks(), v.timeout_ms(), topics))
     }
 

@@ -40,8 +40,7 @@ pub enum RequestError {
 impl RequestError {
     pub fn correlation_id(&self) -> Option<i32> {
         match self {
-            RequestError::UnknownApiKey { correlation_id }
-            | RequestError::UnsupportedVersion { correlation_id, .. } => Some(*correlation_id),
+            RequestError::UnknownApiKey { correlation_id } | RequestError::UnsupportedVersion { correlation_id, .. } => Some(*correlation_id),
             RequestError::Malformed { correlation_id, .. } => *correlation_id,
         }
     }
@@ -68,10 +67,7 @@ pub fn decoded_memory_budget(frame_len: usize) -> usize {
 pub fn decode_request(frame: Bytes) -> Result<DecodedRequest, RequestError> {
     // Every request header starts api_key i16 | api_version i16 | correlation_id i32.
     let Some(fixed) = frame.get(..8) else {
-        return Err(RequestError::Malformed {
-            correlation_id: None,
-            reason: format!("frame of {} bytes is shorter than a request header", frame.len()),
-        });
+        return Err(RequestError::Malformed { correlation_id: None, reason: format!("frame of {} bytes is shorter than a request header", frame.len()) });
     };
     let raw_key = i16::from_be_bytes([fixed[0], fixed[1]]);
     let version = i16::from_be_bytes([fixed[2], fixed[3]]);
@@ -92,8 +88,7 @@ pub fn decode_request(frame: Bytes) -> Result<DecodedRequest, RequestError> {
     let mut buf = frame;
     let header_version = api_key.request_header_version(version);
     let (header, body) = decode_budget::decode_with_budget(budget, || {
-        let header = RequestHeader::decode(&mut buf, header_version)
-            .map_err(|e| malformed(format!("request header v{header_version}: {e:#}")))?;
+        let header = RequestHeader::decode(&mut buf, header_version).map_err(|e| malformed(format!("request header v{header_version}: {e:#}")))?;
         let body = RequestKind::decode(api_key, &mut buf, version).map_err(|e| malformed(format!("{e:#}")))?;
         Ok((header, body))
     })?;
@@ -110,18 +105,11 @@ pub(crate) mod tests {
     use super::*;
     use bytes::BytesMut;
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-    use kafka_protocol::messages::{
-        ApiVersionsRequest, FetchRequest, MetadataRequest, ProduceRequest, TopicName,
-    };
+    use kafka_protocol::messages::{ApiVersionsRequest, FetchRequest, MetadataRequest, ProduceRequest, TopicName};
     use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 
     /// A request frame body (no length prefix), as a client would send it.
-    pub(crate) fn encode_req<R: Encodable + HeaderVersion>(
-        key: ApiKey,
-        version: i16,
-        correlation_id: i32,
-        body: &R,
-    ) -> Bytes {
+    pub(crate) fn encode_req<R: Encodable + HeaderVersion>(key: ApiKey, version: i16, correlation_id: i32, body: &R) -> Bytes {
         let mut b = BytesMut::new();
         RequestHeader::default()
             .with_request_api_key(key as i16)
@@ -135,13 +123,9 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn produce_request(records: Bytes) -> ProduceRequest {
-        ProduceRequest::default().with_acks(-1).with_timeout_ms(1000).with_topic_data(vec![
-            TopicProduceData::default()
-                .with_name(TopicName(StrBytes::from_static_str("t")))
-                .with_partition_data(vec![PartitionProduceData::default()
-                    .with_index(0)
-                    .with_records(Some(records))]),
-        ])
+        ProduceRequest::default().with_acks(-1).with_timeout_ms(1000).with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_static_str("t")))
+            .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(records))])])
     }
 
     #[test]
@@ -175,27 +159,18 @@ pub(crate) mod tests {
         // unknown api key
         let mut f = encode_req(ApiKey::Metadata, 12, 3, &MetadataRequest::default()).to_vec();
         f[0..2].copy_from_slice(&999i16.to_be_bytes());
-        assert_eq!(
-            decode_request(Bytes::from(f)),
-            Err(RequestError::UnknownApiKey { correlation_id: 3 })
-        );
+        assert_eq!(decode_request(Bytes::from(f)), Err(RequestError::UnknownApiKey { correlation_id: 3 }));
         // known to the codec, not served by us
         let f = encode_req(ApiKey::UpdateRaftVoter, 0, 4, &kafka_protocol::messages::UpdateRaftVoterRequest::default());
         assert_eq!(decode_request(f), Err(RequestError::UnknownApiKey { correlation_id: 4 }));
         // unsupported ApiVersions version: answerable, header not even needed
         let mut f = encode_req(ApiKey::ApiVersions, 3, 8, &ApiVersionsRequest::default()).to_vec();
         f[2..4].copy_from_slice(&9i16.to_be_bytes());
-        assert_eq!(
-            decode_request(Bytes::from(f)),
-            Err(RequestError::UnsupportedVersion { api_key: ApiKey::ApiVersions, version: 9, correlation_id: 8 })
-        );
+        assert_eq!(decode_request(Bytes::from(f)), Err(RequestError::UnsupportedVersion { api_key: ApiKey::ApiVersions, version: 9, correlation_id: 8 }));
         // Produce v2: advertised but rejected
         let mut f = encode_req(ApiKey::Produce, 3, 6, &produce_request(Bytes::new())).to_vec();
         f[2..4].copy_from_slice(&2i16.to_be_bytes());
-        assert_eq!(
-            decode_request(Bytes::from(f)),
-            Err(RequestError::UnsupportedVersion { api_key: ApiKey::Produce, version: 2, correlation_id: 6 })
-        );
+        assert_eq!(decode_request(Bytes::from(f)), Err(RequestError::UnsupportedVersion { api_key: ApiKey::Produce, version: 2, correlation_id: 6 }));
         // Fetch v19: beyond what is served
         let mut f = encode_req(ApiKey::Fetch, 18, 2, &FetchRequest::default()).to_vec();
         f[2..4].copy_from_slice(&19i16.to_be_bytes());
@@ -208,10 +183,7 @@ pub(crate) mod tests {
     #[test]
     fn malformed_frames() {
         for n in 0..8 {
-            assert!(matches!(
-                decode_request(Bytes::from(vec![0u8; n])),
-                Err(RequestError::Malformed { correlation_id: None, .. })
-            ));
+            assert!(matches!(decode_request(Bytes::from(vec![0u8; n])), Err(RequestError::Malformed { correlation_id: None, .. })));
         }
         let f = encode_req(ApiKey::Metadata, 12, 21, &MetadataRequest::default());
         // trailing bytes are ignored, as Kafka does
@@ -294,23 +266,12 @@ pub(crate) mod tests {
             .with_client_software_version(StrBytes::from_static_str("2.6.0"));
         write("api_versions_v3", encode_req(ApiKey::ApiVersions, 3, 1, &av));
         let md = MetadataRequest::default()
-            .with_topics(Some(vec![MetadataRequestTopic::default()
-                .with_name(Some(TopicName(StrBytes::from_static_str("orders"))))]))
+            .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_static_str("orders"))))]))
             .with_allow_auto_topic_creation(true);
         write("metadata_v12", encode_req(ApiKey::Metadata, 12, 2, &md));
-        let batch = crate::record::tests::make_batch(
-            &[b"hello".to_vec(), b"world".to_vec()],
-            Compression::None,
-            -1,
-            1_700_000_000_000,
-        );
+        let batch = crate::record::tests::make_batch(&[b"hello".to_vec(), b"world".to_vec()], Compression::None, -1, 1_700_000_000_000);
         write("produce_v9", encode_req(ApiKey::Produce, 9, 3, &produce_request(batch.freeze())));
-        let batch = crate::record::tests::make_batch(
-            &vec![b"zstd".to_vec(); 3],
-            Compression::Zstd,
-            5,
-            1_700_000_000_000,
-        );
+        let batch = crate::record::tests::make_batch(&vec![b"zstd".to_vec(); 3], Compression::Zstd, 5, 1_700_000_000_000);
         write("produce_v9_zstd_idempotent", encode_req(ApiKey::Produce, 9, 4, &produce_request(batch.freeze())));
         let fetch = FetchRequest::default()
             .with_replica_id((-1).into())
@@ -320,10 +281,7 @@ pub(crate) mod tests {
             .with_session_epoch(-1)
             .with_topics(vec![FetchTopic::default()
                 .with_topic(TopicName(StrBytes::from_static_str("orders")))
-                .with_partitions(vec![FetchPartition::default()
-                    .with_partition(0)
-                    .with_fetch_offset(0)
-                    .with_partition_max_bytes(1_048_576)])]);
+                .with_partitions(vec![FetchPartition::default().with_partition(0).with_fetch_offset(0).with_partition_max_bytes(1_048_576)])]);
         write("fetch_v12", encode_req(ApiKey::Fetch, 12, 5, &fetch));
     }
 

@@ -80,7 +80,10 @@ pub fn parse_marker(batch: &[u8], h: &BatchHeader) -> Result<Marker, BatchError>
     let section = batch.get(BATCH_HEADER_LEN..h.total_len().min(batch.len())).ok_or_else(|| bad("truncated"))?;
     let mut at = 0usize;
     let len = read_varint(section, &mut at)?;
-    let end = at.checked_add(usize::try_from(len).map_err(|_| bad("negative record length"))?).filter(|&e| e <= section.len()).ok_or_else(|| bad("record past the batch"))?;
+    let end = at
+        .checked_add(usize::try_from(len).map_err(|_| bad("negative record length"))?)
+        .filter(|&e| e <= section.len())
+        .ok_or_else(|| bad("record past the batch"))?;
     at += 1; // attributes
     read_varlong(section, &mut at)?; // timestamp delta
     read_varint(section, &mut at)?; // offset delta

@@ -64,9 +64,7 @@ impl BatchIter<'_> {
         }
         let (h, total) = match frame_batch(rest) {
             Ok(v) => v,
-            Err(BatchError::Truncated { needed, available }) if needed > available => {
-                return Err(IterStop::Cut { total_len: Some(needed) })
-            }
+            Err(BatchError::Truncated { needed, available }) if needed > available => return Err(IterStop::Cut { total_len: Some(needed) }),
             Err(e) => return Err(IterStop::Invalid(e)),
         };
         check_crc(&h, &rest[..total]).map_err(IterStop::Invalid)?;
@@ -74,10 +72,7 @@ impl BatchIter<'_> {
             return Err(IterStop::Invalid(BatchError::InvalidRecordCount(h.records_count)));
         }
         if h.last_offset_delta < 0 {
-            return Err(IterStop::Invalid(BatchError::InconsistentOffsetDelta {
-                last_offset_delta: h.last_offset_delta,
-                records_count: h.records_count,
-            }));
+            return Err(IterStop::Invalid(BatchError::InconsistentOffsetDelta { last_offset_delta: h.last_offset_delta, records_count: h.records_count }));
         }
         let start = self.pos;
         self.pos += total;
@@ -101,12 +96,9 @@ impl Iterator for BatchIter<'_> {
                     IterStop::End | IterStop::ZeroTail => None,
                     IterStop::Cut { total_len: None } => {
                         let rest = &self.buf[self.pos..];
-                        (!rest.iter().all(|&b| b == 0))
-                            .then_some(Err(BatchError::Truncated { needed: LOG_OVERHEAD, available: rest.len() }))
+                        (!rest.iter().all(|&b| b == 0)).then_some(Err(BatchError::Truncated { needed: LOG_OVERHEAD, available: rest.len() }))
                     }
-                    IterStop::Cut { total_len: Some(needed) } => {
-                        Some(Err(BatchError::Truncated { needed: *needed, available: self.buf.len() - self.pos }))
-                    }
+                    IterStop::Cut { total_len: Some(needed) } => Some(Err(BatchError::Truncated { needed: *needed, available: self.buf.len() - self.pos })),
                     IterStop::Invalid(e) => Some(Err(e.clone())),
                 };
                 self.stop = Some(stop);

@@ -4,9 +4,9 @@
 use bytes::{Bytes, BytesMut};
 
 use super::header::{
-    compute_crc, frame_batch, header_array_mut, BatchError, BatchHeader, ATTR_TIMESTAMP_LOG_APPEND, BATCH_HEADER_LEN,
-    ATTR_TRANSACTIONAL, LOG_OVERHEAD, OFF_ATTRIBUTES, OFF_BASE_OFFSET, OFF_BASE_SEQUENCE, OFF_BATCH_LENGTH, OFF_CRC,
-    OFF_LEADER_EPOCH, OFF_MAX_TIMESTAMP, OFF_PRODUCER_EPOCH, OFF_PRODUCER_ID, OFF_RECORDS_COUNT,
+    compute_crc, frame_batch, header_array_mut, BatchError, BatchHeader, ATTR_TIMESTAMP_LOG_APPEND, ATTR_TRANSACTIONAL, BATCH_HEADER_LEN, LOG_OVERHEAD,
+    OFF_ATTRIBUTES, OFF_BASE_OFFSET, OFF_BASE_SEQUENCE, OFF_BATCH_LENGTH, OFF_CRC, OFF_LEADER_EPOCH, OFF_MAX_TIMESTAMP, OFF_PRODUCER_EPOCH, OFF_PRODUCER_ID,
+    OFF_RECORDS_COUNT,
 };
 use super::records::compress_into;
 
@@ -75,20 +75,13 @@ pub fn set_producer(batch: &mut [u8], producer_id: i64, producer_epoch: i16, bas
 /// producer id/epoch, base sequence, partition leader epoch, attributes and base
 /// timestamp; recomputes length, records count, CRC and, for CreateTime batches, sets
 /// maxTimestamp to `max_timestamp` (a LogAppendTime batch keeps its own).
-pub fn rebuild_with_records(
-    batch: &[u8],
-    header: &BatchHeader,
-    records: BytesMut,
-    count: usize,
-    max_timestamp: i64,
-) -> Result<Bytes, BatchError> {
+pub fn rebuild_with_records(batch: &[u8], header: &BatchHeader, records: BytesMut, count: usize, max_timestamp: i64) -> Result<Bytes, BatchError> {
     let head = batch.get(..BATCH_HEADER_LEN).ok_or(BatchError::Truncated { needed: BATCH_HEADER_LEN, available: batch.len() })?;
     let compression = header.compression().ok_or(BatchError::UnknownCompression(header.compression_id()))?;
     let mut out = BytesMut::with_capacity(BATCH_HEADER_LEN + records.len());
     out.extend_from_slice(head);
     compress_into(&mut out, records, compression).map_err(|e| BatchError::CorruptRecord(e.to_string()))?;
-    let batch_length =
-        i32::try_from(out.len() - LOG_OVERHEAD).map_err(|_| BatchError::InvalidBatchLength { length: i32::MAX })?;
+    let batch_length = i32::try_from(out.len() - LOG_OVERHEAD).map_err(|_| BatchError::InvalidBatchLength { length: i32::MAX })?;
     out[OFF_BATCH_LENGTH..OFF_BATCH_LENGTH + 4].copy_from_slice(&batch_length.to_be_bytes());
     if !header.timestamp_type_is_log_append() {
         out[OFF_MAX_TIMESTAMP..OFF_MAX_TIMESTAMP + 8].copy_from_slice(&max_timestamp.to_be_bytes());

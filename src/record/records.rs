@@ -201,10 +201,7 @@ fn snappy_blocks(data: &[u8]) -> impl Iterator<Item = Result<&[u8]>> {
         if rest.is_empty() {
             return None;
         }
-        let block = rest
-            .get(..4)
-            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
-            .and_then(|len| rest.get(4..4usize.checked_add(len)?));
+        let block = rest.get(..4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize).and_then(|len| rest.get(4..4usize.checked_add(len)?));
         match block {
             Some(b) => {
                 rest = &rest[4 + b.len()..];
@@ -338,7 +335,6 @@ pub(super) fn compress_into(out: &mut BytesMut, mut plain: BytesMut, compression
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -384,10 +380,7 @@ mod tests {
         claim.push(n as u8);
         claim.extend_from_slice(&[0u8; 8]);
         let mut out = Vec::new();
-        assert_eq!(
-            snappy_bounded(&claim, MAX_DECOMPRESSED_BYTES, &mut out),
-            Err(BatchError::DecompressedTooLarge { limit: MAX_DECOMPRESSED_BYTES })
-        );
+        assert_eq!(snappy_bounded(&claim, MAX_DECOMPRESSED_BYTES, &mut out), Err(BatchError::DecompressedTooLarge { limit: MAX_DECOMPRESSED_BYTES }));
         assert_eq!(out.capacity(), 0);
     }
 
@@ -412,10 +405,7 @@ mod tests {
             assert_eq!(out.len(), 1 << 20);
             assert!(out.iter().all(|&b| b == 0));
             let garbage = [0x5au8; 64];
-            assert!(
-                matches!(decompress_bounded(compression, &garbage, 1 << 20, &mut out), Err(BatchError::CorruptRecord(_))),
-                "{compression:?}"
-            );
+            assert!(matches!(decompress_bounded(compression, &garbage, 1 << 20, &mut out), Err(BatchError::CorruptRecord(_))), "{compression:?}");
         }
     }
 

@@ -7,9 +7,7 @@ use super::validate::{check_produce_version, validate_produce_records, ProduceCh
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::{Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 use proptest::prelude::*;
 
 pub(crate) fn compression_of(i: u8) -> Compression {
@@ -23,12 +21,7 @@ pub(crate) fn compression_of(i: u8) -> Compression {
 }
 
 /// One batch as a producer would send it (base offset 0).
-pub(crate) fn make_batch(
-    values: &[Vec<u8>],
-    compression: Compression,
-    producer_id: i64,
-    base_ts: i64,
-) -> BytesMut {
+pub(crate) fn make_batch(values: &[Vec<u8>], compression: Compression, producer_id: i64, base_ts: i64) -> BytesMut {
     let records: Vec<Record> = values
         .iter()
         .enumerate()
@@ -57,23 +50,12 @@ pub(crate) fn make_batch(
         })
         .collect();
     let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        records.iter(),
-        &RecordEncodeOptions { version: 2, compression },
-    )
-    .expect("test batch encodes");
+    RecordBatchEncoder::encode(&mut buf, records.iter(), &RecordEncodeOptions { version: 2, compression }).expect("test batch encodes");
     buf
 }
 
 /// A stored batch at `base` of (key, value) records; producer (id, epoch, base seq).
-pub(crate) fn kv_batch(
-    base: i64,
-    recs: &[(Option<&str>, Option<&str>)],
-    compression: Compression,
-    producer: Option<(i64, i16, i32)>,
-    ts: i64,
-) -> Bytes {
+pub(crate) fn kv_batch(base: i64, recs: &[(Option<&str>, Option<&str>)], compression: Compression, producer: Option<(i64, i16, i32)>, ts: i64) -> Bytes {
     let (pid, epoch, seq) = producer.unwrap_or((-1, -1, -1));
     let records: Vec<Record> = recs
         .iter()
@@ -95,8 +77,7 @@ pub(crate) fn kv_batch(
         })
         .collect();
     let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(&mut buf, records.iter(), &RecordEncodeOptions { version: 2, compression })
-        .expect("test batch encodes");
+    RecordBatchEncoder::encode(&mut buf, records.iter(), &RecordEncodeOptions { version: 2, compression }).expect("test batch encodes");
     buf.freeze()
 }
 
@@ -170,10 +151,7 @@ fn produce_rules_like_kafka() {
     let mut b = good.clone();
     b[OFF_LAST_OFFSET_DELTA + 3] = 9;
     reseal(&mut b);
-    assert!(matches!(
-        validate(&b),
-        Err(BatchError::InconsistentOffsetDelta { .. })
-    ));
+    assert!(matches!(validate(&b), Err(BatchError::InconsistentOffsetDelta { .. })));
     // zero records
     let mut b = good.clone();
     b[OFF_RECORDS_COUNT..OFF_RECORDS_COUNT + 4].copy_from_slice(&0i32.to_be_bytes());
@@ -188,20 +166,14 @@ fn produce_rules_like_kafka() {
     let mut b = make_batch(&[b"v".to_vec()], Compression::None, 3, 5);
     b[OFF_BASE_SEQUENCE..OFF_BASE_SEQUENCE + 4].copy_from_slice(&(-1i32).to_be_bytes());
     reseal(&mut b);
-    assert!(matches!(
-        validate(&b),
-        Err(BatchError::InvalidSequence { .. })
-    ));
+    assert!(matches!(validate(&b), Err(BatchError::InvalidSequence { .. })));
     // length field below the minimum
     let mut b = good.clone();
     b[OFF_BATCH_LENGTH..OFF_BATCH_LENGTH + 4].copy_from_slice(&10i32.to_be_bytes());
     assert!(validate(&b).is_err());
     let mut b = good.clone();
     b[OFF_BATCH_LENGTH..OFF_BATCH_LENGTH + 4].copy_from_slice(&(-5i32).to_be_bytes());
-    assert_eq!(
-        validate(&b),
-        Err(BatchError::InvalidBatchLength { length: -5 })
-    );
+    assert_eq!(validate(&b), Err(BatchError::InvalidBatchLength { length: -5 }));
 }
 
 #[test]
@@ -505,11 +477,7 @@ fn decompression_bomb_is_refused_by_produce_validation() {
         }
         let b = raw_batch(&packed, 1, 0, codec, 1000);
         let checks = ProduceChecks::with_max_message_bytes(8 << 20);
-        assert_eq!(
-            validate_produce_records(&b, &checks),
-            Err(BatchError::DecompressedTooLarge { limit: super::records::MAX_DECOMPRESSED_BYTES }),
-            "{codec:?}"
-        );
+        assert_eq!(validate_produce_records(&b, &checks), Err(BatchError::DecompressedTooLarge { limit: super::records::MAX_DECOMPRESSED_BYTES }), "{codec:?}");
     }
 }
 
@@ -535,11 +503,7 @@ fn compacted_topics_need_keys_and_timestamps_stay_in_the_window() {
     assert!(at(10_005).is_ok());
     let late = |timestamp, offset| RecordErrorKind::TimestampOutOfRange { timestamp, offset, min: 9_900, max: 10_010 };
     assert_eq!(at(10_006), Err(refused(vec![RecordError { batch_index: 1, kind: late(10_011, 1) }])));
-    assert_eq!(
-        at(9_899),
-        Err(refused(vec![RecordError { batch_index: 0, kind: late(9_899, 0) }])),
-        "the second record (9_904) is in the window"
-    );
+    assert_eq!(at(9_899), Err(refused(vec![RecordError { batch_index: 0, kind: late(9_899, 0) }])), "the second record (9_904) is in the window");
     // No timestamp (-1) is never range-checked; a LogAppendTime topic checks no window but
     // refuses a client batch that claims LogAppendTime.
     let none = [raw_record(0, 0, Some(b"k"), Some(b"v"), &[])].concat();
@@ -560,9 +524,8 @@ fn refused(errors: Vec<RecordError>) -> BatchError {
 /// messages; a timestamp error makes the batch message Kafka's timestamp one.
 #[test]
 fn every_refused_record_is_listed_with_kafkas_messages() {
-    let records: Vec<Vec<u8>> = (0..10i64)
-        .map(|i| if i % 3 == 1 { raw_record(i, 0, None, Some(b"v"), &[]) } else { raw_record(i, 0, Some(b"k"), Some(b"v"), &[]) })
-        .collect();
+    let records: Vec<Vec<u8>> =
+        (0..10i64).map(|i| if i % 3 == 1 { raw_record(i, 0, None, Some(b"v"), &[]) } else { raw_record(i, 0, Some(b"k"), Some(b"v"), &[]) }).collect();
     let mut checks = ProduceChecks::with_max_message_bytes(1 << 20);
     checks.compacted_topic = true;
     let b = raw_batch(&records.concat(), 10, 9, Compression::None, 1000);

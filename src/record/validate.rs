@@ -69,10 +69,7 @@ pub fn check_produce_version(records: &[u8], produce_version: i16) -> Result<(),
 /// Kafka refuses more than one batch per partition since Produce v3
 /// (`ProduceRequest.validateRecords`), so the result holds one header; it is a `SmallVec`
 /// so callers iterate and the API survives if that ever relaxes.
-pub fn validate_produce_records(
-    records: &[u8],
-    checks: &ProduceChecks,
-) -> Result<SmallVec<[BatchHeader; 1]>, BatchError> {
+pub fn validate_produce_records(records: &[u8], checks: &ProduceChecks) -> Result<SmallVec<[BatchHeader; 1]>, BatchError> {
     if records.is_empty() {
         return Err(BatchError::NoBatch);
     }
@@ -98,10 +95,7 @@ pub fn validate_produce_records(
         return Err(BatchError::InvalidRecordCount(h.records_count));
     }
     if h.last_offset_delta < 0 || i64::from(h.last_offset_delta) + 1 != i64::from(h.records_count) {
-        return Err(BatchError::InconsistentOffsetDelta {
-            last_offset_delta: h.last_offset_delta,
-            records_count: h.records_count,
-        });
+        return Err(BatchError::InconsistentOffsetDelta { last_offset_delta: h.last_offset_delta, records_count: h.records_count });
     }
     if h.is_control() {
         return Err(BatchError::ControlBatchFromClient);
@@ -123,9 +117,8 @@ fn validate_records(batch: &[u8], h: &BatchHeader, checks: &ProduceChecks) -> Re
     if checks.log_append_time && h.timestamp_type_is_log_append() {
         return Err(BatchError::LogAppendTimeFromClient);
     }
-    let window = (!checks.log_append_time).then(|| {
-        (checks.now_ms.saturating_sub(checks.timestamp_before_max_ms), checks.now_ms.saturating_add(checks.timestamp_after_max_ms))
-    });
+    let window = (!checks.log_append_time)
+        .then(|| (checks.now_ms.saturating_sub(checks.timestamp_before_max_ms), checks.now_ms.saturating_add(checks.timestamp_after_max_ms)));
     // Kafka collects every record's key and timestamp error before refusing the batch, so
     // the Produce response (v8+, KIP-467) can name each bad record.
     let mut record_errors = Vec::new();
@@ -186,9 +179,9 @@ impl RecordError {
             RecordErrorKind::NoKeyOnCompactedTopic => {
                 format!("Compacted topic cannot accept message without key in topic partition {topic_partition}")
             }
-            RecordErrorKind::TimestampOutOfRange { timestamp, offset, min, max } => format!(
-                "Timestamp {timestamp} of message with offset {offset} is out of range. The timestamp should be within [{min}, {max}]"
-            ),
+            RecordErrorKind::TimestampOutOfRange { timestamp, offset, min, max } => {
+                format!("Timestamp {timestamp} of message with offset {offset} is out of range. The timestamp should be within [{min}, {max}]")
+            }
         }
     }
 }

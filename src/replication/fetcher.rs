@@ -72,14 +72,7 @@ pub struct Fetcher {
 
 impl Fetcher {
     pub fn new(leader: BrokerId, settings: FetcherSettings, partitions: Rc<ShardPartitions>) -> Rc<Fetcher> {
-        Rc::new(Fetcher {
-            leader,
-            settings,
-            partitions,
-            followed: RefCell::new(HashMap::new()),
-            rotation: Cell::new(0),
-            stopped: Cell::new(false),
-        })
+        Rc::new(Fetcher { leader, settings, partitions, followed: RefCell::new(HashMap::new()), rotation: Cell::new(0), stopped: Cell::new(false) })
     }
 
     pub fn leader(&self) -> BrokerId {
@@ -161,11 +154,8 @@ impl Fetcher {
 
     async fn connect(&self) -> Result<LeaderConnection, Box<dyn std::error::Error>> {
         let image = self.partitions.image();
-        let broker = image
-            .brokers
-            .get(&self.leader)
-            .filter(|b| !b.fenced)
-            .ok_or_else(|| format!("leader broker {} is not registered or is fenced", self.leader))?;
+        let broker =
+            image.brokers.get(&self.leader).filter(|b| !b.fenced).ok_or_else(|| format!("leader broker {} is not registered or is fenced", self.leader))?;
         let s = &self.settings;
         let c = LeaderConnection::connect(broker, &s.security, s.node_id, s.response_max_bytes, s.request_timeout).await?;
         tracing::info!(shard = self.partitions.shard(), leader = self.leader, addr = c.addr(), listener = s.security.listener, "replica fetcher connected");

@@ -72,13 +72,15 @@ pub struct LeaderConnection {
 }
 
 impl LeaderConnection {
-    pub async fn connect(leader: &BrokerMeta, security: &PeerSecurity, node_id: i32, max_bytes: i32, request_timeout: Duration) -> Result<LeaderConnection, LeaderConnectionError> {
+    pub async fn connect(
+        leader: &BrokerMeta,
+        security: &PeerSecurity,
+        node_id: i32,
+        max_bytes: i32,
+        request_timeout: Duration,
+    ) -> Result<LeaderConnection, LeaderConnectionError> {
         let conn = PeerConnection::connect(leader, security, format!("shardlog-replica-fetcher-{node_id}")).await?;
-        Ok(LeaderConnection {
-            conn,
-            max_response_bytes: usize::try_from(max_bytes).unwrap_or(0) + RESPONSE_SLACK_BYTES,
-            request_timeout,
-        })
+        Ok(LeaderConnection { conn, max_response_bytes: usize::try_from(max_bytes).unwrap_or(0) + RESPONSE_SLACK_BYTES, request_timeout })
     }
 
     /// The leader's address, for log lines.
@@ -137,9 +139,7 @@ pub fn encode_fetch(correlation_id: i32, client_id: &StrBytes, shape: FetchShape
         .with_correlation_id(correlation_id)
         .with_client_id(Some(client_id.clone()));
     let mut body = BytesMut::new();
-    let encoded = header
-        .encode(&mut body, FetchRequest::header_version(REPLICA_FETCH_VERSION))
-        .and_then(|_| req.encode(&mut body, REPLICA_FETCH_VERSION));
+    let encoded = header.encode(&mut body, FetchRequest::header_version(REPLICA_FETCH_VERSION)).and_then(|_| req.encode(&mut body, REPLICA_FETCH_VERSION));
     encoded.map_err(|e| LeaderConnectionError::Protocol(format!("cannot encode the fetch: {e}")))?;
     let mut frame = BytesMut::with_capacity(4 + body.len());
     frame.put_i32(body.len() as i32);
@@ -173,9 +173,33 @@ mod tests {
     #[test]
     fn the_request_decodes_as_a_replica_fetch_with_every_field() {
         let parts = vec![
-            PartitionFetch { topic_id: [1; 16], partition: 0, current_leader_epoch: 3, fetch_offset: 10, last_fetched_epoch: 2, log_start_offset: 0, partition_max_bytes: 1 << 20 },
-            PartitionFetch { topic_id: [1; 16], partition: 2, current_leader_epoch: 3, fetch_offset: 7, last_fetched_epoch: -1, log_start_offset: 5, partition_max_bytes: 1 << 20 },
-            PartitionFetch { topic_id: [2; 16], partition: 1, current_leader_epoch: 0, fetch_offset: 0, last_fetched_epoch: -1, log_start_offset: 0, partition_max_bytes: 100 },
+            PartitionFetch {
+                topic_id: [1; 16],
+                partition: 0,
+                current_leader_epoch: 3,
+                fetch_offset: 10,
+                last_fetched_epoch: 2,
+                log_start_offset: 0,
+                partition_max_bytes: 1 << 20,
+            },
+            PartitionFetch {
+                topic_id: [1; 16],
+                partition: 2,
+                current_leader_epoch: 3,
+                fetch_offset: 7,
+                last_fetched_epoch: -1,
+                log_start_offset: 5,
+                partition_max_bytes: 1 << 20,
+            },
+            PartitionFetch {
+                topic_id: [2; 16],
+                partition: 1,
+                current_leader_epoch: 0,
+                fetch_offset: 0,
+                last_fetched_epoch: -1,
+                log_start_offset: 0,
+                partition_max_bytes: 100,
+            },
         ];
         let shape = FetchShape { replica_id: 7, replica_epoch: 99, max_wait_ms: 500, min_bytes: 1, max_bytes: 10 << 20 };
         let mut frame = encode_fetch(42, &StrBytes::from_static_str("t"), shape, &parts).unwrap();

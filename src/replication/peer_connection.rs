@@ -50,9 +50,8 @@ pub struct PeerConnection {
 impl PeerConnection {
     /// Connects to `broker`'s endpoint on the listener `security` names and authenticates.
     pub async fn connect(broker: &BrokerMeta, security: &PeerSecurity, client_id: String) -> Result<PeerConnection, PeerConnectionError> {
-        let (host, port) = broker
-            .endpoint(&security.listener)
-            .ok_or_else(|| PeerConnectionError::NoEndpoint { broker: broker.id, listener: security.listener.clone() })?;
+        let (host, port) =
+            broker.endpoint(&security.listener).ok_or_else(|| PeerConnectionError::NoEndpoint { broker: broker.id, listener: security.listener.clone() })?;
         let addr = format!("{host}:{port}");
         let tcp = TcpStream::connect(addr.as_str())
             .await

@@ -15,8 +15,7 @@ const MAX_SASL_RESPONSE_BYTES: usize = 64 * 1024;
 
 pub async fn authenticate(conn: &mut PeerConnection, c: &SaslCredentials) -> Result<(), String> {
     let handshake = SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(c.mechanism.clone()));
-    let resp: SaslHandshakeResponse =
-        conn.call(ApiKey::SaslHandshake, 1, &handshake, MAX_SASL_RESPONSE_BYTES).await.map_err(|e| e.to_string())?;
+    let resp: SaslHandshakeResponse = conn.call(ApiKey::SaslHandshake, 1, &handshake, MAX_SASL_RESPONSE_BYTES).await.map_err(|e| e.to_string())?;
     if resp.error_code != 0 {
         let offered: Vec<&str> = resp.mechanisms.iter().map(|m| m.as_str()).collect();
         return Err(format!("the peer does not offer {} (error {}; it offers {offered:?})", c.mechanism, resp.error_code));

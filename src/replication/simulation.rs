@@ -164,28 +164,68 @@ struct FetchReq {
 enum FetchResp {
     /// NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH, ...
     Error(&'static str),
-    OutOfRange { log_start: i64, log_end: i64 },
-    Diverging { epoch: i32, end_offset: i64 },
-    Data { batches: Vec<Batch>, hw: i64 },
+    OutOfRange {
+        log_start: i64,
+        log_end: i64,
+    },
+    Diverging {
+        epoch: i32,
+        end_offset: i64,
+    },
+    Data {
+        batches: Vec<Batch>,
+        hw: i64,
+    },
 }
 
 #[derive(Clone, Debug)]
 enum Msg {
     /// `incarnation`: the fetching process's (its broker epoch, KIP-903's replica_epoch).
-    Fetch { from: BrokerId, incarnation: u64, req: FetchReq, request: u64 },
-    FetchResp { from: BrokerId, req: FetchReq, resp: FetchResp, request: u64 },
-    Produce { payload: u64 },
+    Fetch {
+        from: BrokerId,
+        incarnation: u64,
+        req: FetchReq,
+        request: u64,
+    },
+    FetchResp {
+        from: BrokerId,
+        req: FetchReq,
+        resp: FetchResp,
+        request: u64,
+    },
+    Produce {
+        payload: u64,
+    },
     /// To the controller.
     /// `stale_adds` is the simulation's knowledge, not the request's: the members it adds
     /// whose log is shorter than the leader's tracker says (see `SimStats::stale_isr_expansions`).
     /// `incarnations` too: every broker's process incarnation when it was proposed.
     /// `epochs`: the request's NewIsrWithEpochs, from the leader's metadata (isr.rs).
-    Alter { from: BrokerId, incarnation: u64, leader_epoch: i32, partition_epoch: i32, isr: Vec<BrokerId>, epochs: Vec<i64>, id: u64, stale_adds: Vec<BrokerId>, incarnations: Vec<u64> },
-    AlterResp { id: u64, result: Result<PartitionMeta, Rejection> },
+    Alter {
+        from: BrokerId,
+        incarnation: u64,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        isr: Vec<BrokerId>,
+        epochs: Vec<i64>,
+        id: u64,
+        stale_adds: Vec<BrokerId>,
+        incarnations: Vec<u64>,
+    },
+    AlterResp {
+        id: u64,
+        result: Result<PartitionMeta, Rejection>,
+    },
     /// The partition and every broker's (incarnation, fenced), as the image has them.
-    Metadata { meta: PartitionMeta, brokers: Vec<(u64, bool)> },
+    Metadata {
+        meta: PartitionMeta,
+        brokers: Vec<(u64, bool)>,
+    },
     /// To the controller.
-    Heartbeat { from: BrokerId, incarnation: u64 },
+    Heartbeat {
+        from: BrokerId,
+        incarnation: u64,
+    },
 }
 
 /// A message in flight to `to` (`CONTROLLER` for the controller), for the process
@@ -522,7 +562,16 @@ fn incarnation_bytes(id: BrokerId, incarnation: u64) -> [u8; 16] {
 }
 
 fn broker_meta(id: BrokerId, incarnation: u64) -> BrokerMeta {
-    BrokerMeta { id, incarnation: incarnation_bytes(id, incarnation), host: "sim".into(), port: 9092, rack: None, shard_count: 1, listeners: Vec::new(), fenced: false }
+    BrokerMeta {
+        id,
+        incarnation: incarnation_bytes(id, incarnation),
+        host: "sim".into(),
+        port: 9092,
+        rack: None,
+        shard_count: 1,
+        listeners: Vec::new(),
+        fenced: false,
+    }
 }
 
 impl Sim {
@@ -554,7 +603,8 @@ impl Sim {
             full_check_due: false,
         };
         for id in 0..cfg.rf as BrokerId {
-            let registered = sim.command(Command::RegisterBroker { broker: broker_meta(id, 1), unclean_default: false, min_isr_default: 0, clean_shutdown_of: None });
+            let registered =
+                sim.command(Command::RegisterBroker { broker: broker_meta(id, 1), unclean_default: false, min_isr_default: 0, clean_shutdown_of: None });
             assert!(registered.is_ok(), "{registered:?}");
             sim.last_heartbeat.insert(id, 0);
         }
@@ -702,7 +752,12 @@ impl Sim {
                 let fenced = b.fenced;
                 self.last_heartbeat.insert(from, self.now);
                 if fenced {
-                    let _ = self.command(Command::UnfenceBroker { broker: from, incarnation: incarnation_bytes(from, incarnation), unclean_default: false, min_isr_default: 0 });
+                    let _ = self.command(Command::UnfenceBroker {
+                        broker: from,
+                        incarnation: incarnation_bytes(from, incarnation),
+                        unclean_default: false,
+                        min_isr_default: 0,
+                    });
                 }
             }
             Msg::Alter { from, incarnation, leader_epoch, partition_epoch, isr, epochs, id, mut stale_adds, incarnations } => {
@@ -714,7 +769,15 @@ impl Sim {
                     }
                 }
                 let before = self.meta().map(|m| m.isr.clone()).unwrap_or_default();
-                let cmd = Command::AlterPartition { topic_id: TOPIC_ID, partition: 0, leader: from, leader_epoch, partition_epoch, new_isr: isr, new_isr_epochs: epochs };
+                let cmd = Command::AlterPartition {
+                    topic_id: TOPIC_ID,
+                    partition: 0,
+                    leader: from,
+                    leader_epoch,
+                    partition_epoch,
+                    new_isr: isr,
+                    new_isr_epochs: epochs,
+                };
                 let result = match self.command(cmd) {
                     Ok(Applied::PartitionAltered(meta)) => Ok(meta),
                     Ok(other) => panic!("AlterPartition applied as {other:?}"),
@@ -914,7 +977,17 @@ impl Sim {
                 let id_ = self.next_alter;
                 self.next_alter += 1;
                 trace!(self, "broker {id} resends isr {:?} (epochs {}/{})", a.isr, a.leader_epoch, a.partition_epoch);
-                let msg = Msg::Alter { from: id, incarnation: inc, leader_epoch: a.leader_epoch, partition_epoch: a.partition_epoch, isr: a.isr.clone(), epochs: a.epochs.clone(), id: id_, stale_adds: a.stale_adds.clone(), incarnations: a.incarnations.clone() };
+                let msg = Msg::Alter {
+                    from: id,
+                    incarnation: inc,
+                    leader_epoch: a.leader_epoch,
+                    partition_epoch: a.partition_epoch,
+                    isr: a.isr.clone(),
+                    epochs: a.epochs.clone(),
+                    id: id_,
+                    stale_adds: a.stale_adds.clone(),
+                    incarnations: a.incarnations.clone(),
+                };
                 self.replicas[i].alter = Some(AlterCall { id: id_, deadline: now + ALTER_RETRY_MS + 2 * REQUEST_TIMEOUT_MS, ..a });
                 self.send_at(CONTROLLER, msg, ALTER_RETRY_MS, 30);
             }
@@ -932,13 +1005,28 @@ impl Sim {
                 let actual: Vec<(BrokerId, i64)> = self.replicas.iter().map(|r| (r.id, r.log_end())).collect();
                 trace!(self, "broker {id} proposes isr {isr:?} (followers' log ends as tracked {seen:?}, actual {actual:?})");
                 let tracker_isr = self.replicas[i].tracker.isr().to_vec();
-                let stale_adds: Vec<BrokerId> = seen.iter().filter(|(b, tracked)| isr.contains(b) && !tracker_isr.contains(b) && *tracked > self.replicas[*b as usize].log_end()).map(|(b, _)| *b).collect();
+                let stale_adds: Vec<BrokerId> = seen
+                    .iter()
+                    .filter(|(b, tracked)| isr.contains(b) && !tracker_isr.contains(b) && *tracked > self.replicas[*b as usize].log_end())
+                    .map(|(b, _)| *b)
+                    .collect();
                 let incarnations: Vec<u64> = self.replicas.iter().map(|r| r.incarnation).collect();
                 // isr.rs `broker_epochs`: from this leader's metadata.
                 let view = &self.replicas[i].brokers_view;
                 let epochs: Vec<i64> = isr.iter().map(|b| view.get(*b as usize).map_or(-1, |(inc, _)| broker_epoch(&incarnation_bytes(*b, *inc)))).collect();
-                let msg = Msg::Alter { from: id, incarnation: inc, leader_epoch, partition_epoch, isr: isr.clone(), epochs: epochs.clone(), id: id_, stale_adds: stale_adds.clone(), incarnations: incarnations.clone() };
-                self.replicas[i].alter = Some(AlterCall { id: id_, deadline: now + 2 * REQUEST_TIMEOUT_MS, leader_epoch, partition_epoch, isr, epochs, stale_adds, incarnations });
+                let msg = Msg::Alter {
+                    from: id,
+                    incarnation: inc,
+                    leader_epoch,
+                    partition_epoch,
+                    isr: isr.clone(),
+                    epochs: epochs.clone(),
+                    id: id_,
+                    stale_adds: stale_adds.clone(),
+                    incarnations: incarnations.clone(),
+                };
+                self.replicas[i].alter =
+                    Some(AlterCall { id: id_, deadline: now + 2 * REQUEST_TIMEOUT_MS, leader_epoch, partition_epoch, isr, epochs, stale_adds, incarnations });
                 self.send(CONTROLLER, msg, 30);
             }
         }
@@ -1320,7 +1408,10 @@ impl Sim {
                 }
                 let below = a.hw.min(b.hw) as usize;
                 if let Some(o) = (0..below).find(|&o| a.log[o] != b.log[o]) {
-                    return Err(format!("brokers {} and {} disagree at offset {o} below their high watermarks ({}, {}): {:?} vs {:?}", a.id, b.id, a.hw, b.hw, a.log[o], b.log[o]));
+                    return Err(format!(
+                        "brokers {} and {} disagree at offset {o} below their high watermarks ({}, {}): {:?} vs {:?}",
+                        a.id, b.id, a.hw, b.hw, a.log[o], b.log[o]
+                    ));
                 }
             }
         }
@@ -1378,9 +1469,13 @@ mod tests {
             match run_seed(seed, cfg) {
                 // Findings 1 and 4 are fixed: within the fault budget no expansion may rest
                 // on a previous process's position (chaos runs exceed the budget).
-                Ok(s) if s.stale_isr_expansions > 0 && !cfg.chaos => failures.push(format!("seed {seed}: ISR expanded on a previous process's position (finding 1 is back)")),
+                Ok(s) if s.stale_isr_expansions > 0 && !cfg.chaos => {
+                    failures.push(format!("seed {seed}: ISR expanded on a previous process's position (finding 1 is back)"))
+                }
                 // Finding 3 is fixed (KIP-966): a failure, not a stop.
-                Ok(s) if s.last_isr_member_lost_acked > 0 && !cfg.chaos => failures.push(format!("seed {seed}: the last ISR member led again without acknowledged records (finding 3 is back)")),
+                Ok(s) if s.last_isr_member_lost_acked > 0 && !cfg.chaos => {
+                    failures.push(format!("seed {seed}: the last ISR member led again without acknowledged records (finding 3 is back)"))
+                }
                 Ok(s) => {
                     if s.stale_isr_expansions + s.last_isr_member_lost_acked > 0 {
                         eprintln!("seed {seed}: findings 1: {}, 3: {}", s.stale_isr_expansions, s.last_isr_member_lost_acked);
@@ -1412,8 +1507,17 @@ mod tests {
         total
     }
 
-    const BASE: SimConfig =
-        SimConfig { rf: 3, min_isr: 2, flush_always: false, chaos: false, kills_only: false, ticks: 1000, loss: 0.03, duplicate: 0.01, tolerate_known_findings: true };
+    const BASE: SimConfig = SimConfig {
+        rf: 3,
+        min_isr: 2,
+        flush_always: false,
+        chaos: false,
+        kills_only: false,
+        ticks: 1000,
+        loss: 0.03,
+        duplicate: 0.01,
+        tolerate_known_findings: true,
+    };
 
     fn named(name: &str) -> SimConfig {
         match name {

@@ -41,14 +41,7 @@ pub struct BufferPool {
 
 impl BufferPool {
     pub const fn new(size: usize, align: usize, max_idle: usize, zero_new: bool) -> BufferPool {
-        BufferPool {
-            size,
-            align,
-            max_idle,
-            zero_new,
-            idle: RefCell::new(VecDeque::new()),
-            stats: Cell::new(PoolStats { allocated: 0, reused: 0 }),
-        }
+        BufferPool { size, align, max_idle, zero_new, idle: RefCell::new(VecDeque::new()), stats: Cell::new(PoolStats { allocated: 0, reused: 0 }) }
     }
 
     pub fn size(&self) -> usize {

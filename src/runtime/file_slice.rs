@@ -22,8 +22,8 @@
 //! than send a response shorter than its length says.
 use std::fmt;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// `cachestat(2)`'s syscall number: 451 in the generic table every 64-bit Linux port
 /// shares (x86-64, arm64); the libc crate names it on some targets only.

@@ -24,11 +24,7 @@ pub struct Placement {
 pub fn plan(usable: &[usize], shards: usize, controller_core: i64) -> Placement {
     let n = if shards == 0 { usable.len() } else { shards };
     let shard_cores: Vec<usize> = (0..n).map(|i| usable[i % usable.len()]).collect();
-    let controller_core = if controller_core >= 0 {
-        Some(controller_core as usize)
-    } else {
-        usable.iter().copied().find(|c| !shard_cores.contains(c))
-    };
+    let controller_core = if controller_core >= 0 { Some(controller_core as usize) } else { usable.iter().copied().find(|c| !shard_cores.contains(c)) };
     Placement { shard_cores, controller_core }
 }
 

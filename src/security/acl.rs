@@ -412,7 +412,15 @@ mod tests {
     use super::*;
 
     fn acl(t: ResourceType, name: &str, p: PatternType, principal: &str, op: Operation, perm: Permission) -> AclBinding {
-        AclBinding { resource_type: t, resource_name: name.into(), pattern_type: p, principal: principal.into(), host: "*".into(), operation: op, permission: perm }
+        AclBinding {
+            resource_type: t,
+            resource_name: name.into(),
+            pattern_type: p,
+            principal: principal.into(),
+            host: "*".into(),
+            operation: op,
+            permission: perm,
+        }
     }
 
     fn authorizer(acls: &[AclBinding], super_users: &[&str], allow_if_none: bool) -> Authorizer {
@@ -493,7 +501,8 @@ mod tests {
         let pre = acl(Topic, "ord", Prefixed, "User:bob", Write, Deny);
         let wild = acl(Topic, "*", Literal, "User:bob", Read, Allow);
         let group = acl(Group, "orders", Literal, "User:alice", Read, Allow);
-        let any = AclFilter { resource_type: None, resource_name: None, pattern: PatternFilter::Any, principal: None, host: None, operation: None, permission: None };
+        let any =
+            AclFilter { resource_type: None, resource_name: None, pattern: PatternFilter::Any, principal: None, host: None, operation: None, permission: None };
         let all = [&lit, &pre, &wild, &group];
         let selected = |f: &AclFilter| all.iter().filter(|b| f.matches(b)).count();
         assert_eq!(selected(&any), 4);

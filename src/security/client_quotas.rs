@@ -54,9 +54,7 @@ pub struct QuotaEntity {
 impl QuotaEntity {
     /// Its components as Kafka lists them: (entity type, name; None for the default).
     pub fn components(&self) -> impl Iterator<Item = (&'static str, Option<&str>)> {
-        [(USER, &self.user), (CLIENT_ID, &self.client_id), (IP, &self.ip)]
-            .into_iter()
-            .filter_map(|(t, n)| n.as_ref().map(|n| (t, n.as_wire())))
+        [(USER, &self.user), (CLIENT_ID, &self.client_id), (IP, &self.ip)].into_iter().filter_map(|(t, n)| n.as_ref().map(|n| (t, n.as_wire())))
     }
 
     fn of(user: Option<EntityName>, client_id: Option<EntityName>) -> QuotaEntity {

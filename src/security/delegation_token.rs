@@ -51,7 +51,15 @@ impl DelegationToken {
     /// A new token for `owner`, created by `requester` at `now_ms` (Kafka: the maximum
     /// lifetime is the request's when positive and below the broker's; the first expiry
     /// is one expiry time away, at most the maximum).
-    pub fn create(token_id: String, owner: String, requester: String, renewers: Vec<String>, requested_max_lifetime_ms: i64, now_ms: i64, l: TokenLifetimes) -> DelegationToken {
+    pub fn create(
+        token_id: String,
+        owner: String,
+        requester: String,
+        renewers: Vec<String>,
+        requested_max_lifetime_ms: i64,
+        now_ms: i64,
+        l: TokenLifetimes,
+    ) -> DelegationToken {
         let lifetime = if requested_max_lifetime_ms > 0 { requested_max_lifetime_ms.min(l.max_lifetime_ms) } else { l.max_lifetime_ms };
         let max_ms = now_ms.saturating_add(lifetime);
         DelegationToken { token_id, owner, requester, renewers, issue_ms: now_ms, expiry_ms: max_ms.min(now_ms.saturating_add(l.expiry_time_ms)), max_ms }

@@ -89,7 +89,9 @@ mod tests {
 
     #[test]
     fn malformed_lines_are_refused() {
-        for bad in ["", "other.Module required;", &format!("{SCRAM} maybe;"), &format!("{SCRAM} required username=broker;"), &format!("{SCRAM} required username=\"x")] {
+        for bad in
+            ["", "other.Module required;", &format!("{SCRAM} maybe;"), &format!("{SCRAM} required username=broker;"), &format!("{SCRAM} required username=\"x")]
+        {
             assert!(parse(bad, &[SCRAM]).is_err(), "{bad}");
         }
     }

@@ -14,9 +14,7 @@ pub fn kernel_tls_available() -> Result<(), String> {
     let stream = TcpStream::connect(addr).map_err(|e| e.to_string())?;
     let ulp = b"tls";
     // SAFETY: setsockopt on a descriptor `stream` owns, with a valid buffer and length.
-    let rc = unsafe {
-        libc::setsockopt(stream.as_raw_fd(), libc::SOL_TCP, libc::TCP_ULP, ulp.as_ptr().cast(), ulp.len() as libc::socklen_t)
-    };
+    let rc = unsafe { libc::setsockopt(stream.as_raw_fd(), libc::SOL_TCP, libc::TCP_ULP, ulp.as_ptr().cast(), ulp.len() as libc::socklen_t) };
     if rc == 0 {
         Ok(())
     } else {

@@ -98,10 +98,7 @@ pub struct Listeners {
 
 impl Listeners {
     pub fn endpoints(&self) -> Vec<ListenerEndpoint> {
-        self.all
-            .iter()
-            .map(|l| ListenerEndpoint { name: l.name.clone(), host: l.advertised_host.clone(), port: l.advertised_port })
-            .collect()
+        self.all.iter().map(|l| ListenerEndpoint { name: l.name.clone(), host: l.advertised_host.clone(), port: l.advertised_port }).collect()
     }
 
     pub fn inter_broker(&self) -> &Listener {
@@ -121,31 +118,20 @@ pub fn resolve(s: &ListenerSettings<'_>) -> Result<Listeners, (&'static str, Str
             }
             None => (s.listen.ip().to_string(), i32::from(s.listen.port())),
         };
-        let plain = Listener {
-            name: "PLAINTEXT".into(),
-            protocol: SecurityProtocol::Plaintext,
-            bind: s.listen,
-            advertised_host,
-            advertised_port,
-        };
+        let plain = Listener { name: "PLAINTEXT".into(), protocol: SecurityProtocol::Plaintext, bind: s.listen, advertised_host, advertised_port };
         if !s.advertised_listeners.trim().is_empty() {
             return Err(("advertised_listeners", "is set but `listeners` is not (name both, as Kafka)".into()));
         }
         return Ok(Listeners { all: vec![plain], inter_broker: 0 });
     }
     let entries = parse_entries(s.listeners).map_err(|m| ("listeners", m))?;
-    let advertised = if s.advertised_listeners.trim().is_empty() {
-        Vec::new()
-    } else {
-        parse_entries(s.advertised_listeners).map_err(|m| ("advertised_listeners", m))?
-    };
+    let advertised =
+        if s.advertised_listeners.trim().is_empty() { Vec::new() } else { parse_entries(s.advertised_listeners).map_err(|m| ("advertised_listeners", m))? };
     let mut all = Vec::with_capacity(entries.len());
     for (name, host, port) in entries {
         let protocol = match map.get(&name) {
             Some(p) => *p,
-            None => {
-                return Err(("listener_security_protocol_map", format!("has no entry for listener {name} (add {name}:PLAINTEXT or another protocol)")))
-            }
+            None => return Err(("listener_security_protocol_map", format!("has no entry for listener {name} (add {name}:PLAINTEXT or another protocol)"))),
         };
         if port == 0 {
             return Err(("listeners", format!("{name}: port 0 is not a fixed port (every shard binds the same one)")));
@@ -172,10 +158,9 @@ pub fn resolve(s: &ListenerSettings<'_>) -> Result<Listeners, (&'static str, Str
     let inter_broker = if s.inter_broker_listener_name.trim().is_empty() {
         // Kafka's default security.inter.broker.protocol is PLAINTEXT: the listener of
         // that protocol (here the first one). A secured one is named explicitly.
-        all.iter().position(|l| l.protocol == SecurityProtocol::Plaintext).ok_or((
-            "inter_broker_listener_name",
-            "no PLAINTEXT listener: name the listener other brokers fetch from".to_string(),
-        ))?
+        all.iter()
+            .position(|l| l.protocol == SecurityProtocol::Plaintext)
+            .ok_or(("inter_broker_listener_name", "no PLAINTEXT listener: name the listener other brokers fetch from".to_string()))?
     } else {
         let want = s.inter_broker_listener_name.trim().to_ascii_uppercase();
         all.iter().position(|l| l.name == want).ok_or_else(|| ("inter_broker_listener_name", format!("{want} is not in `listeners`")))?

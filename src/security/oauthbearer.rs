@@ -117,12 +117,9 @@ impl Source {
     fn fetch(&self) -> Result<String, String> {
         match self {
             Source::File(path) => std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display())),
-            Source::Https(url) => ureq::get(url)
-                .timeout(Duration::from_secs(10))
-                .call()
-                .map_err(|e| format!("{url}: {e}"))?
-                .into_string()
-                .map_err(|e| format!("{url}: {e}")),
+            Source::Https(url) => {
+                ureq::get(url).timeout(Duration::from_secs(10)).call().map_err(|e| format!("{url}: {e}"))?.into_string().map_err(|e| format!("{url}: {e}"))
+            }
         }
     }
 }
@@ -229,10 +226,8 @@ impl OAuthBearerValidator {
             validation.set_issuer(&[issuer]);
         }
         let keys = self.keys();
-        let candidates: Vec<&Key> = keys
-            .iter()
-            .filter(|k| header.kid.as_ref().is_none_or(|kid| k.kid.as_ref() == Some(kid)) && k.alg.is_none_or(|a| a == header.alg))
-            .collect();
+        let candidates: Vec<&Key> =
+            keys.iter().filter(|k| header.kid.as_ref().is_none_or(|kid| k.kid.as_ref() == Some(kid)) && k.alg.is_none_or(|a| a == header.alg)).collect();
         if candidates.is_empty() {
             // An unknown key id: the provider may have rotated its keys; fetch them again.
             if let Some(r) = self.refresher.get() {
@@ -354,7 +349,15 @@ mod tests {
         let r = ClientInitialResponse::parse(b"n,a=alice,\x01traceId=7\x01auth=Bearer t\x01\x01").unwrap();
         assert_eq!(r.authorization_id, "alice");
         assert_eq!(r.extensions, vec![("traceId".to_string(), "7".to_string())]);
-        for bad in [&b""[..], b"n,,", b"y,,\x01auth=Bearer t\x01\x01", b"n,,\x01auth=Bearer t\x01", b"n,,\x01auth=Basic t\x01\x01", b"n,,\x01x=1\x01\x01", b"n,,\x01\xff\x01\x01"] {
+        for bad in [
+            &b""[..],
+            b"n,,",
+            b"y,,\x01auth=Bearer t\x01\x01",
+            b"n,,\x01auth=Bearer t\x01",
+            b"n,,\x01auth=Basic t\x01\x01",
+            b"n,,\x01x=1\x01\x01",
+            b"n,,\x01\xff\x01\x01",
+        ] {
             assert!(ClientInitialResponse::parse(bad).is_err(), "{bad:?}");
         }
     }

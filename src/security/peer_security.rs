@@ -43,7 +43,13 @@ impl std::fmt::Debug for SaslCredentials {
 impl PeerSecurity {
     /// Plaintext towards `listener`: nothing to prove, nothing to check.
     pub fn plaintext(listener: &str) -> PeerSecurity {
-        PeerSecurity { listener: listener.to_string(), protocol: SecurityProtocol::Plaintext, tls: None, sasl: None, handshake_timeout: Duration::from_secs(10) }
+        PeerSecurity {
+            listener: listener.to_string(),
+            protocol: SecurityProtocol::Plaintext,
+            tls: None,
+            sasl: None,
+            handshake_timeout: Duration::from_secs(10),
+        }
     }
 
     /// The name the peer's certificate must carry, from the host it is reached at.

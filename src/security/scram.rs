@@ -115,12 +115,7 @@ impl ScramCredential {
     /// ServerKey = HMAC(salted, "Server Key").
     pub fn from_salted_password(mechanism: ScramMechanism, salt: Vec<u8>, salted_password: &[u8], iterations: i32) -> ScramCredential {
         let client_key = mechanism.hmac(salted_password, b"Client Key");
-        ScramCredential {
-            salt,
-            stored_key: mechanism.hash(&client_key),
-            server_key: mechanism.hmac(salted_password, b"Server Key"),
-            iterations,
-        }
+        ScramCredential { salt, stored_key: mechanism.hash(&client_key), server_key: mechanism.hmac(salted_password, b"Server Key"), iterations }
     }
 }
 
@@ -391,7 +386,11 @@ mod tests {
         // Kafka's one extension: a delegation token's id as the user name.
         let mut s = ScramServer::new(ScramMechanism::Sha256);
         let mut asked = None;
-        s.client_first(b"n,,n=tokenid,r=abc,tokenauth=true", |user, token| { asked = Some((user.to_string(), token)); None }).unwrap();
+        s.client_first(b"n,,n=tokenid,r=abc,tokenauth=true", |user, token| {
+            asked = Some((user.to_string(), token));
+            None
+        })
+        .unwrap();
         assert_eq!((asked, s.token_auth()), (Some(("tokenid".to_string(), true)), true));
         // Final before first; a wrong nonce; a missing proof.
         let mut s = ScramServer::new(ScramMechanism::Sha256);

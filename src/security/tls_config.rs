@@ -8,11 +8,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::{ServerName, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
@@ -118,9 +118,8 @@ pub fn client_config(s: &TlsSettings) -> Result<Arc<ClientConfig>, TlsConfigErro
     if roots.is_empty() {
         return Err(err("ssl_truststore_location", "holds no CA certificate to check the peer's certificate against"));
     }
-    let verifier = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
-        .build()
-        .map_err(|e| err("ssl_truststore_location", e.to_string()))?;
+    let verifier =
+        WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone()).build().map_err(|e| err("ssl_truststore_location", e.to_string()))?;
     let builder = ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions)
         .map_err(|e| err("ssl_enabled_protocols", format!("no cipher suite of ssl_cipher_suites works with these versions: {e}")))?;
@@ -296,7 +295,10 @@ fn trust_store(s: &TlsSettings) -> Result<RootCertStore, TlsConfigError> {
 
 fn store_type_error(key: &'static str, kind: &str) -> TlsConfigError {
     if kind == "JKS" {
-        err(key, "JKS (Kafka's default) cannot be read: use PKCS12 (`keytool -importkeystore -srckeystore x.jks -destkeystore x.p12 -deststoretype PKCS12`) or PEM")
+        err(
+            key,
+            "JKS (Kafka's default) cannot be read: use PKCS12 (`keytool -importkeystore -srckeystore x.jks -destkeystore x.p12 -deststoretype PKCS12`) or PEM",
+        )
     } else {
         err(key, format!("{kind} is not a store type (PEM or PKCS12)"))
     }

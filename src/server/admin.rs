@@ -14,8 +14,8 @@ use crate::controller::ControllerHandle;
 use crate::metrics::admin_listener::AdminSource;
 use crate::metrics::exposition::{self, Scrape};
 use crate::metrics::gauges::{BrokerGauges, GroupLag, LogDirGauges, RegisteredBroker, ShardGauges, VoterLag};
-use std::collections::HashMap;
 use crate::metrics::shard_metrics::ShardMetrics;
+use std::collections::HashMap;
 
 /// How long a scrape waits for all shards together (a stalled shard is left out of
 /// that scrape rather than holding it up).
@@ -103,11 +103,8 @@ impl BrokerAdmin {
             b.fenced_brokers = image.brokers.values().filter(|x| x.fenced).count() as u64;
             b.active_brokers = image.brokers.values().filter(|x| !x.fenced).count() as u64;
         }
-        b.registered_brokers = image
-            .brokers
-            .values()
-            .map(|x| RegisteredBroker { broker: x.id, epoch: broker_epoch(&x.incarnation), fenced: x.fenced })
-            .collect();
+        b.registered_brokers =
+            image.brokers.values().map(|x| RegisteredBroker { broker: x.id, epoch: broker_epoch(&x.incarnation), fenced: x.fenced }).collect();
         if let Some(q) = quorum {
             b.raft_leader = q.leader;
             b.raft_epoch = q.term;
@@ -174,11 +171,8 @@ impl BrokerAdmin {
 /// leads (log end offset and high watermark) and, for partitions led elsewhere, the high
 /// watermark their leader answered (None when it did not).
 fn group_lag(shards: &[(ShardMetrics, ShardGauges)]) -> Vec<GroupLag> {
-    let ends: HashMap<(&str, i32), (Option<i64>, i64)> = shards
-        .iter()
-        .flat_map(|(_, g)| &g.partition_offsets)
-        .map(|p| ((p.topic.as_str(), p.partition), (p.log_end_offset, p.high_watermark)))
-        .collect();
+    let ends: HashMap<(&str, i32), (Option<i64>, i64)> =
+        shards.iter().flat_map(|(_, g)| &g.partition_offsets).map(|p| ((p.topic.as_str(), p.partition), (p.log_end_offset, p.high_watermark))).collect();
     let mut lag: Vec<GroupLag> = shards
         .iter()
         .flat_map(|(_, g)| &g.committed_offsets)

@@ -36,11 +36,7 @@ pub fn topic_defaults(config: &Config) -> TopicConfigDefaults {
         flush_ms: config.log_flush_interval_ms,
         min_insync_replicas: config.min_insync_replicas,
         unclean_leader_election_enable: config.unclean_leader_election_enable,
-        timestamp_type: if config.log_message_timestamp_type == "LogAppendTime" {
-            TimestampType::LogAppendTime
-        } else {
-            TimestampType::CreateTime
-        },
+        timestamp_type: if config.log_message_timestamp_type == "LogAppendTime" { TimestampType::LogAppendTime } else { TimestampType::CreateTime },
         ..TopicConfigDefaults::default()
     }
 }
@@ -120,9 +116,7 @@ fn ensure_offsets_topic(controller: &controller::ControllerHandle, config: &Conf
 /// data_dir other than the default is set but not among the log dirs, so its partitions
 /// are not thought lost.
 fn warn_if_data_dir_ignored(config: &Config) {
-    let ignored = !config.log_dirs.is_empty()
-        && config.data_dir != Config::default().data_dir
-        && !config.log_dirs.contains(&config.data_dir);
+    let ignored = !config.log_dirs.is_empty() && config.data_dir != Config::default().data_dir && !config.log_dirs.contains(&config.data_dir);
     if ignored {
         tracing::warn!(data_dir = %config.data_dir.display(),
             "data_dir is not used because log_dirs is set; add it to log_dirs to keep serving the partitions it holds");
@@ -201,8 +195,7 @@ fn listener_security(config: &Config) -> anyhow::Result<Vec<connection::Listener
             let sasl = if l.protocol.uses_sasl() { Some(sasl_settings(&l.name, &own)?) } else { None };
             // Kafka: an SSL listener's principal comes from the certificate, a SASL_SSL
             // one's from SASL.
-            let cert_principals =
-                if l.protocol.uses_tls() && !l.protocol.uses_sasl() { Some(Arc::new(own.ssl_principal_mapper()?)) } else { None };
+            let cert_principals = if l.protocol.uses_tls() && !l.protocol.uses_sasl() { Some(Arc::new(own.ssl_principal_mapper()?)) } else { None };
             Ok(connection::ListenerSecurity { tls, sasl, cert_principals })
         })
         .collect()
@@ -250,8 +243,7 @@ fn controller_config(config: &Config, voters: std::collections::BTreeMap<u64, St
 /// until it stops.
 fn run_controller_only(config: Config, signals: TerminationSignals) -> anyhow::Result<()> {
     let started = Instant::now();
-    std::fs::create_dir_all(config.metadata_dir())
-        .with_context(|| format!("cannot create the metadata dir {}", config.metadata_dir().display()))?;
+    std::fs::create_dir_all(config.metadata_dir()).with_context(|| format!("cannot create the metadata dir {}", config.metadata_dir().display()))?;
     let plan = placement::plan(&placement::usable_cores(), config.shards, config.controller_core);
     let admin_controller = Arc::new(std::sync::OnceLock::new());
     super::admin::BrokerAdmin {
@@ -264,12 +256,9 @@ fn run_controller_only(config: Config, signals: TerminationSignals) -> anyhow::R
         broker: false,
     }
     .serve(&config.admin_listener)?;
-    let (controller, _no_shards) = controller::start(ControllerConfig {
-        shard_count: 0,
-        core: plan.controller_core,
-        ..controller_config(&config, quorum_voters(&config)?)?
-    })
-    .context("starting the controller")?;
+    let (controller, _no_shards) =
+        controller::start(ControllerConfig { shard_count: 0, core: plan.controller_core, ..controller_config(&config, quorum_voters(&config)?)? })
+            .context("starting the controller")?;
     admin_controller.get_or_init(|| controller.clone());
     tracing::info!(
         "shardlog node {} is a controller only (no client listener), controller listener {}, metadata in {}, started in {} ms",

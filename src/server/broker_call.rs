@@ -17,7 +17,15 @@ use crate::security::peer_security::PeerSecurity;
 const MAX_RESPONSE_BYTES: usize = 16 << 20;
 
 /// Sends `req` as `api_key` v`version` to `broker` and decodes the answer, within `timeout`.
-pub async fn call<Req, Resp>(broker: &BrokerMeta, security: &PeerSecurity, client_id: &str, api_key: ApiKey, version: i16, req: &Req, timeout: Duration) -> Result<Resp, String>
+pub async fn call<Req, Resp>(
+    broker: &BrokerMeta,
+    security: &PeerSecurity,
+    client_id: &str,
+    api_key: ApiKey,
+    version: i16,
+    req: &Req,
+    timeout: Duration,
+) -> Result<Resp, String>
 where
     Req: Encodable + HeaderVersion,
     Resp: Decodable + HeaderVersion,

@@ -83,8 +83,7 @@ pub struct ClientQuotaManager {
 }
 
 /// The quota keys metered for a user and client id (connection quotas are by IP).
-const CLIENT_KEYS: [QuotaKey; 4] =
-    [QuotaKey::ProducerByteRate, QuotaKey::ConsumerByteRate, QuotaKey::RequestPercentage, QuotaKey::ControllerMutationRate];
+const CLIENT_KEYS: [QuotaKey; 4] = [QuotaKey::ProducerByteRate, QuotaKey::ConsumerByteRate, QuotaKey::RequestPercentage, QuotaKey::ControllerMutationRate];
 
 fn slot(key: QuotaKey) -> usize {
     CLIENT_KEYS.iter().position(|k| *k == key).expect("a client quota key")
@@ -133,9 +132,7 @@ impl ClientQuotaManager {
         let now = self.now_ms();
         let span = |w: RateWindow| w.window_ms * (w.samples as u64 + FORGET_AFTER_IDLE_WINDOWS);
         let idle_ms = span(self.window).max(span(self.mutation_window));
-        self.meters
-            .borrow_mut()
-            .retain(|_, m| Rc::strong_count(m) > 1 || m.last_record_ms().is_some_and(|t| now.saturating_sub(t) < idle_ms));
+        self.meters.borrow_mut().retain(|_, m| Rc::strong_count(m) > 1 || m.last_record_ms().is_some_and(|t| now.saturating_sub(t) < idle_ms));
     }
 
     /// Records `value` against the bound and mutes its clients for the throttle time it
@@ -349,7 +346,6 @@ impl<'a> MutationQuota<'a> {
     }
 }
 
-
 /// What a request is to the client quotas.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QuotaUse {
@@ -367,13 +363,7 @@ impl QuotaUse {
             RequestKind::Produce(_) => QuotaUse::Produce(frame_len),
             // A follower's fetch (replica id >= 0) is replication, never throttled.
             RequestKind::Fetch(f) if f.replica_id.0 >= 0 || f.replica_state.replica_id.0 >= 0 => QuotaUse::Exempt,
-            _ if matches!(
-                req.api_key,
-                ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate | ApiKey::WriteTxnMarkers
-            ) =>
-            {
-                QuotaUse::Exempt
-            }
+            _ if matches!(req.api_key, ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate | ApiKey::WriteTxnMarkers) => QuotaUse::Exempt,
             _ => QuotaUse::Other,
         }
     }

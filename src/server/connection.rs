@@ -26,21 +26,21 @@ use super::client_quotas::{ConnectionQuotaState, QuotaUse};
 use super::dispatch::{dispatch, dispatch_produce_view, Origin, Response};
 use super::idle_close::{close_when_idle, Activity};
 use super::request_timing::{timed, Answered};
-use crate::security::connection_limits::Refusal;
-use crate::security::principal::Principal;
-use crate::security::ssl_principal::SslPrincipalMapper;
-use crate::server::dynamic_tls::ListenerTls;
 use super::sasl_authenticator::{Authenticator, SaslSettings, Step, SASL_SERVER_MAX_RECEIVE_SIZE};
 use super::shard::ShardContext;
 use super::socket_split::split;
 use super::vectored_write::{write_all_buffers, ResponseSink};
-use crate::security::listeners::Listener;
-use crate::security::tls_stream;
 use crate::protocol::api_versions::unsupported_version_response_v0;
 use crate::protocol::produce_request_view::ProduceRequestView;
 use crate::protocol::{decode_request, frame_len, RequestError};
 use crate::runtime::buffer_pool::{with_frame_pool, FRAME_BUFFER_BYTES};
 use crate::runtime::malloc_policy;
+use crate::security::connection_limits::Refusal;
+use crate::security::listeners::Listener;
+use crate::security::principal::Principal;
+use crate::security::ssl_principal::SslPrincipalMapper;
+use crate::security::tls_stream;
+use crate::server::dynamic_tls::ListenerTls;
 
 /// Produce's API key (the in-place view knows no `ApiKey`).
 const PRODUCE: i16 = 0;
@@ -105,8 +105,11 @@ pub async fn accept_loop(ctx: Rc<ShardContext>, listener: TcpListener, info: Rc<
         match listener.accept().await {
             Ok(stream) => {
                 if ctx.connections.get() >= ctx.config.max_connections_per_shard {
-                    tracing::warn!(shard = ctx.shard, limit = ctx.config.max_connections_per_shard,
-                        "connection limit reached; closing a new connection (raise max_connections_per_shard)");
+                    tracing::warn!(
+                        shard = ctx.shard,
+                        limit = ctx.config.max_connections_per_shard,
+                        "connection limit reached; closing a new connection (raise max_connections_per_shard)"
+                    );
                     drop(stream);
                     continue;
                 }
@@ -153,7 +156,9 @@ async fn serve(ctx: Rc<ShardContext>, stream: TcpStream, listener: Rc<ListenerIn
     let _ = stream.set_nodelay(true);
     ctx.connections.set(ctx.connections.get() + 1);
     let mut origin = Origin { peer, listener: listener.index, principal: Principal::ANONYMOUS, token_authenticated: false };
-    let auth = listener.sasl.clone().map(|s| Authenticator::new(s).with_node(&ctx.image().cluster_id, ctx.config.node_id).with_unstable_features(ctx.config.unstable_feature_versions_enable));
+    let auth = listener.sasl.clone().map(|s| {
+        Authenticator::new(s).with_node(&ctx.image().cluster_id, ctx.config.node_id).with_unstable_features(ctx.config.unstable_feature_versions_enable)
+    });
     let socket = stream.as_raw_fd();
     match &listener.tls {
         None => match split(stream) {
@@ -171,14 +176,18 @@ async fn serve(ctx: Rc<ShardContext>, stream: TcpStream, listener: Rc<ListenerIn
                     if let (Some(mapper), Some(cert)) = (&listener.cert_principals, reader.peer_certificate()) {
                         match mapper.principal_of(&cert) {
                             Ok(p) => origin.principal = Principal::intern(&p),
-                            Err(e) => tracing::info!(shard = ctx.shard, peer = ?peer, error = %e, "client certificate unreadable; the connection is User:ANONYMOUS"),
+                            Err(e) => {
+                                tracing::info!(shard = ctx.shard, peer = ?peer, error = %e, "client certificate unreadable; the connection is User:ANONYMOUS")
+                            }
                         }
                     }
                     serve_halves(&ctx, reader, writer, socket, origin, auth).await
                 }
                 // A failed handshake is the client's problem (wrong trust, plaintext sent
                 // to a TLS port, a scanner): one line, at info, with the peer.
-                Err(e) => tracing::info!(shard = ctx.shard, peer = ?peer, listener = %listener.name, error = %e, "TLS handshake failed; closing the connection"),
+                Err(e) => {
+                    tracing::info!(shard = ctx.shard, peer = ?peer, listener = %listener.name, error = %e, "TLS handshake failed; closing the connection")
+                }
             }
         }
     }
@@ -224,13 +233,7 @@ impl Queue {
     }
 }
 
-async fn read_requests<R: AsyncRead + Unpin>(
-    ctx: &Rc<ShardContext>,
-    mut reader: R,
-    tx: Queue,
-    mut origin: Origin,
-    mut auth: Option<Authenticator>,
-) {
+async fn read_requests<R: AsyncRead + Unpin>(ctx: &Rc<ShardContext>, mut reader: R, tx: Queue, mut origin: Origin, mut auth: Option<Authenticator>) {
     let peer = origin.peer;
     let mut rb = ReadBuf::new();
     // Authentication must finish within the handshake bound (a client that stalls is cut
@@ -351,9 +354,7 @@ async fn read_requests<R: AsyncRead + Unpin>(
                     response
                 }))
             }
-            Err(Err(RequestError::UnsupportedVersion {
-                api_key: kafka_protocol::messages::ApiKey::ApiVersions, correlation_id, ..
-            })) => {
+            Err(Err(RequestError::UnsupportedVersion { api_key: kafka_protocol::messages::ApiKey::ApiVersions, correlation_id, .. })) => {
                 let resp = Response::Frames(smallvec::smallvec![unsupported_version_response_v0(correlation_id).freeze().into()]);
                 glommio::spawn_local(async move { Answered::untimed(resp) })
             }
@@ -390,7 +391,11 @@ async fn fill_before<R: AsyncRead + Unpin>(rb: &mut ReadBuf, reader: &mut R, wan
             }
         }
     };
-    if filled { Fill::Done } else { Fill::Closed }
+    if filled {
+        Fill::Done
+    } else {
+        Fill::Closed
+    }
 }
 
 /// The connection's receive buffer. `buf[..filled]` holds received bytes; the rest of
@@ -467,11 +472,7 @@ impl ReadBuf {
             // frame's allocation after its pool reservation is released: the bytes after
             // the frame (none after a large one, which reads stop at) move to a buffer of
             // their own — a pooled one while large frames come.
-            let mut next = if large && self.filled <= FRAME_BUFFER_BYTES {
-                with_frame_pool(|p| p.take())
-            } else {
-                BytesMut::new()
-            };
+            let mut next = if large && self.filled <= FRAME_BUFFER_BYTES { with_frame_pool(|p| p.take()) } else { BytesMut::new() };
             next.extend_from_slice(&self.buf[..self.filled]);
             let old = std::mem::replace(&mut self.buf, next);
             if self.pooled {
@@ -515,4 +516,3 @@ async fn write_responses<W: ResponseSink>(mut writer: W, rx: local_channel::Loca
     }
     let _ = writer.flush().await;
 }
-

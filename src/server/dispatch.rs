@@ -195,9 +195,7 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origi
         // On a SASL listener these are answered by the connection's authenticator until
         // the client is authenticated; here (after it, or on another listener) they are out
         // of place.
-        RequestKind::SaslHandshake(_) | RequestKind::SaslAuthenticate(_) => {
-            super::sasl_authenticator::not_on_this_listener(meta, meta.api_key)
-        }
+        RequestKind::SaslHandshake(_) | RequestKind::SaslAuthenticate(_) => super::sasl_authenticator::not_on_this_listener(meta, meta.api_key),
         other => {
             // decode_request admits only APIs in our ApiVersions table; reaching here
             // means the table and this match disagree.

@@ -161,9 +161,7 @@ impl From<&BatchError> for ErrorCode {
             | BatchError::CorruptMessage { .. }
             | BatchError::UnknownCompression(_)
             | BatchError::CorruptRecord(_) => ErrorCode::CORRUPT_MESSAGE,
-            BatchError::MessageTooLarge { .. } | BatchError::DecompressedTooLarge { .. } => {
-                ErrorCode::MESSAGE_TOO_LARGE
-            }
+            BatchError::MessageTooLarge { .. } | BatchError::DecompressedTooLarge { .. } => ErrorCode::MESSAGE_TOO_LARGE,
             BatchError::LogAppendTimeFromClient => ErrorCode::INVALID_TIMESTAMP,
             BatchError::RecordErrors(r) if r.has_timestamp_error() => ErrorCode::INVALID_TIMESTAMP,
             BatchError::RecordErrors(_) => ErrorCode::INVALID_RECORD,
@@ -176,9 +174,7 @@ impl From<&BatchError> for ErrorCode {
             | BatchError::ControlBatchFromClient
             | BatchError::InvalidSequence { .. }
             | BatchError::InvalidRecord(_) => ErrorCode::INVALID_RECORD,
-            BatchError::CompressionNeedsNewerProduce { .. } => {
-                ErrorCode::UNSUPPORTED_COMPRESSION_TYPE
-            }
+            BatchError::CompressionNeedsNewerProduce { .. } => ErrorCode::UNSUPPORTED_COMPRESSION_TYPE,
         }
     }
 }
@@ -196,14 +192,8 @@ mod tests {
 
     #[test]
     fn batch_errors_map_like_kafka() {
-        assert_eq!(
-            ErrorCode::from(&BatchError::CorruptMessage { stored: 1, computed: 2 }),
-            ErrorCode::CORRUPT_MESSAGE
-        );
-        assert_eq!(
-            ErrorCode::from(&BatchError::MessageTooLarge { size: 10, max: 5 }),
-            ErrorCode::MESSAGE_TOO_LARGE
-        );
+        assert_eq!(ErrorCode::from(&BatchError::CorruptMessage { stored: 1, computed: 2 }), ErrorCode::CORRUPT_MESSAGE);
+        assert_eq!(ErrorCode::from(&BatchError::MessageTooLarge { size: 10, max: 5 }), ErrorCode::MESSAGE_TOO_LARGE);
         assert_eq!(ErrorCode::from(&BatchError::UnsupportedMagic(1)), ErrorCode::INVALID_RECORD);
         assert_eq!(ErrorCode::from(&BatchError::MultipleBatches), ErrorCode::INVALID_RECORD);
         // A log offline after a failed fdatasync, directly and through a partition.
@@ -219,9 +209,6 @@ mod tests {
         assert_eq!(ErrorCode::from(BatchError::InvalidRecord("count".into())), ErrorCode::INVALID_RECORD);
         assert_eq!(ErrorCode::from(BatchError::CorruptRecord("gzip".into())), ErrorCode::CORRUPT_MESSAGE);
         assert_eq!(ErrorCode::from(BatchError::DecompressedTooLarge { limit: 1 }), ErrorCode::MESSAGE_TOO_LARGE);
-        assert_eq!(
-            ErrorCode::from(BatchError::CompressionNeedsNewerProduce { version: 6 }),
-            ErrorCode::UNSUPPORTED_COMPRESSION_TYPE
-        );
+        assert_eq!(ErrorCode::from(BatchError::CompressionNeedsNewerProduce { version: 6 }), ErrorCode::UNSUPPORTED_COMPRESSION_TYPE);
     }
 }

@@ -25,8 +25,8 @@
 pub mod admin;
 pub mod authorization;
 pub mod broker;
-pub mod client_quotas;
 pub(crate) mod broker_call;
+pub mod client_quotas;
 pub mod connection;
 pub mod dispatch;
 pub mod dynamic_tls;

@@ -69,11 +69,7 @@ impl RequestMemoryPool {
         RequestMemoryPool {
             limit_bytes,
             large_limit_bytes: large_limit_bytes(limit_bytes),
-            state: RefCell::new(PoolState {
-                reserved_bytes: 0,
-                small_waiters: VecDeque::new(),
-                large_waiters: VecDeque::new(),
-            }),
+            state: RefCell::new(PoolState { reserved_bytes: 0, small_waiters: VecDeque::new(), large_waiters: VecDeque::new() }),
         }
     }
 
@@ -93,7 +89,11 @@ impl RequestMemoryPool {
     }
 
     fn class_limit_bytes(&self, bytes: usize) -> usize {
-        if bytes <= SMALL_FRAME_BYTES { self.limit_bytes } else { self.large_limit_bytes }
+        if bytes <= SMALL_FRAME_BYTES {
+            self.limit_bytes
+        } else {
+            self.large_limit_bytes
+        }
     }
 
     /// Reserves `bytes` for one frame, waiting until they fit. Fails only for a frame that
@@ -204,11 +204,7 @@ impl Future for Reserve {
                     s.reserved_bytes += this.bytes;
                     true
                 } else {
-                    let w = Rc::new(Waiter {
-                        bytes: this.bytes,
-                        granted: Cell::new(false),
-                        waker: RefCell::new(Some(cx.waker().clone())),
-                    });
+                    let w = Rc::new(Waiter { bytes: this.bytes, granted: Cell::new(false), waker: RefCell::new(Some(cx.waker().clone())) });
                     queue.push_back(w.clone());
                     this.waiter = Some(w);
                     false
@@ -285,8 +281,7 @@ mod tests {
         let mut big2 = pool.reserve(SMALL_FRAME_BYTES + 1).unwrap();
         assert!(ready(&mut big2).is_none(), "large part full");
         // The last MiB is kept for small frames: 16 of 64 KiB fit, the 17th waits.
-        let smalls: Vec<_> =
-            (0..16).map(|_| ready(&mut pool.reserve(SMALL_FRAME_BYTES).unwrap()).expect("small fits")).collect();
+        let smalls: Vec<_> = (0..16).map(|_| ready(&mut pool.reserve(SMALL_FRAME_BYTES).unwrap()).expect("small fits")).collect();
         assert_eq!(pool.reserved_bytes(), 8 * MIB);
         let mut small17 = pool.reserve(1).unwrap();
         assert!(ready(&mut small17).is_none(), "pool full");
@@ -338,10 +333,7 @@ mod tests {
     #[test]
     fn a_frame_larger_than_its_part_is_refused() {
         let pool = Rc::new(RequestMemoryPool::new(8 * MIB));
-        assert_eq!(
-            pool.reserve(7 * MIB + 1).err(),
-            Some(FrameTooLargeForPool { bytes: 7 * MIB + 1, limit_bytes: 7 * MIB })
-        );
+        assert_eq!(pool.reserve(7 * MIB + 1).err(), Some(FrameTooLargeForPool { bytes: 7 * MIB + 1, limit_bytes: 7 * MIB }));
     }
 
     proptest::proptest! {

@@ -22,13 +22,13 @@ use kafka_protocol::protocol::StrBytes;
 
 use super::dispatch::{RequestMeta, Response};
 use super::handlers;
-use crate::protocol::api_versions::unsupported_version_response_v0;
-use crate::protocol::{decode_request, ErrorCode, RequestError};
 use crate::cluster::image::MetadataImage;
 use crate::cluster::security_image::SecurityImage;
+use crate::protocol::api_versions::unsupported_version_response_v0;
+use crate::protocol::{decode_request, ErrorCode, RequestError};
+use crate::security::delegation_token;
 use crate::security::oauthbearer::{ClientInitialResponse, OAuthBearerValidator, INVALID_TOKEN_RESPONSE};
 use crate::security::sasl_plain::{PlainError, PlainUsers};
-use crate::security::delegation_token;
 use crate::security::scram::{ScramError, ScramMechanism, ScramServer};
 
 /// Kafka's `sasl.server.max.receive.size` default: the largest frame a client may send
@@ -65,7 +65,9 @@ enum Mechanism {
     Scram(ScramServer),
     /// `invalid_token_sent`: the token was refused and the client told so (RFC 7628);
     /// its answer, a lone \x01, ends the exchange with the failure.
-    OAuthBearer { invalid_token_sent: bool },
+    OAuthBearer {
+        invalid_token_sent: bool,
+    },
 }
 
 enum State {
@@ -73,7 +75,10 @@ enum State {
     Handshake,
     /// A mechanism was chosen: waiting for its tokens, in SaslAuthenticate requests or,
     /// after a v0 handshake, as bare frames.
-    Authenticate { mechanism: Mechanism, bare_tokens: bool },
+    Authenticate {
+        mechanism: Mechanism,
+        bare_tokens: bool,
+    },
     /// A re-authentication asked for another mechanism: its handshake was answered (as
     /// Kafka answers it), the next frame closes the connection.
     MechanismChanged,
@@ -116,7 +121,17 @@ pub struct Authenticator {
 
 impl Authenticator {
     pub fn new(settings: Arc<SaslSettings>) -> Authenticator {
-        Authenticator { settings, state: State::Handshake, principal: None, mechanism: None, reauthenticating: None, session_expires: None, token_authenticated: false, node: None, unstable_features: false }
+        Authenticator {
+            settings,
+            state: State::Handshake,
+            principal: None,
+            mechanism: None,
+            reauthenticating: None,
+            session_expires: None,
+            token_authenticated: false,
+            node: None,
+            unstable_features: false,
+        }
     }
 
     /// The node ApiVersions v5 clients may name (KIP-1242); unset, the check is skipped.
@@ -215,27 +230,29 @@ impl Authenticator {
                 }
             }
             (RequestKind::SaslAuthenticate(r), State::Authenticate { bare_tokens: false, .. }) => match self.exchange(&r.auth_bytes, security) {
-                Ok(Exchanged::Continue(answer)) => {
-                    Step::Respond(meta.respond(&SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(answer))))
-                }
+                Ok(Exchanged::Continue(answer)) => Step::Respond(meta.respond(&SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(answer)))),
                 // session_lifetime_ms (v1+): re-authenticate within it (0: never needed).
-                Ok(Exchanged::Done(answer, lifetime_ms)) => Step::Respond(meta.respond(
-                    &SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(answer)).with_session_lifetime_ms(lifetime_ms),
-                )),
-                Err(message) => Step::RespondAndClose(meta.respond(
-                    &SaslAuthenticateResponse::default()
-                        .with_error_code(ErrorCode::SASL_AUTHENTICATION_FAILED.code())
-                        .with_error_message(Some(StrBytes::from_string(message))),
-                )),
+                Ok(Exchanged::Done(answer, lifetime_ms)) => {
+                    Step::Respond(meta.respond(&SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(answer)).with_session_lifetime_ms(lifetime_ms)))
+                }
+                Err(message) => Step::RespondAndClose(
+                    meta.respond(
+                        &SaslAuthenticateResponse::default()
+                            .with_error_code(ErrorCode::SASL_AUTHENTICATION_FAILED.code())
+                            .with_error_message(Some(StrBytes::from_string(message))),
+                    ),
+                ),
             },
-            (RequestKind::SaslAuthenticate(_), _) => Step::RespondAndClose(meta.respond(
-                &SaslAuthenticateResponse::default()
-                    .with_error_code(ErrorCode::ILLEGAL_SASL_STATE.code())
-                    .with_error_message(Some(StrBytes::from_static_str("Unexpected SaslAuthenticate request before a SaslHandshake"))),
-            )),
-            (RequestKind::SaslHandshake(_), _) => Step::RespondAndClose(
-                meta.respond(&SaslHandshakeResponse::default().with_error_code(ErrorCode::ILLEGAL_SASL_STATE.code())),
+            (RequestKind::SaslAuthenticate(_), _) => Step::RespondAndClose(
+                meta.respond(
+                    &SaslAuthenticateResponse::default()
+                        .with_error_code(ErrorCode::ILLEGAL_SASL_STATE.code())
+                        .with_error_message(Some(StrBytes::from_static_str("Unexpected SaslAuthenticate request before a SaslHandshake"))),
+                ),
             ),
+            (RequestKind::SaslHandshake(_), _) => {
+                Step::RespondAndClose(meta.respond(&SaslHandshakeResponse::default().with_error_code(ErrorCode::ILLEGAL_SASL_STATE.code())))
+            }
             _ => Step::Close("a request other than ApiVersions, SaslHandshake or SaslAuthenticate before authentication"),
         }
     }
@@ -360,11 +377,9 @@ pub fn not_on_this_listener(meta: RequestMeta, api: ApiKey) -> Response {
     if api == ApiKey::SaslHandshake {
         meta.respond(&SaslHandshakeResponse::default().with_error_code(ErrorCode::ILLEGAL_SASL_STATE.code()))
     } else {
-        meta.respond(
-            &SaslAuthenticateResponse::default()
-                .with_error_code(ErrorCode::ILLEGAL_SASL_STATE.code())
-                .with_error_message(Some(StrBytes::from_static_str("SaslAuthenticate request received after successful authentication or on a listener without SASL"))),
-        )
+        meta.respond(&SaslAuthenticateResponse::default().with_error_code(ErrorCode::ILLEGAL_SASL_STATE.code()).with_error_message(Some(
+            StrBytes::from_static_str("SaslAuthenticate request received after successful authentication or on a listener without SASL"),
+        )))
     }
 }
 
@@ -384,7 +399,13 @@ mod tests {
 
     fn authenticator() -> Authenticator {
         let plain = PlainUsers::from_jaas(JAAS).unwrap();
-        Authenticator::new(Arc::new(SaslSettings { mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into()], plain: Some(plain), oauthbearer: None, connections_max_reauth_ms: 0, delegation_token_secret: None }))
+        Authenticator::new(Arc::new(SaslSettings {
+            mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into()],
+            plain: Some(plain),
+            oauthbearer: None,
+            connections_max_reauth_ms: 0,
+            delegation_token_secret: None,
+        }))
     }
 
     fn origin() -> Origin {
@@ -531,7 +552,13 @@ mod tests {
     #[test]
     fn sessions_end_and_reauthentication_keeps_principal_and_mechanism() {
         let plain = PlainUsers::from_jaas(r#"org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="a" user_bob="b";"#).unwrap();
-        let settings = Arc::new(SaslSettings { mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into()], plain: Some(plain), oauthbearer: None, connections_max_reauth_ms: 1000, delegation_token_secret: None });
+        let settings = Arc::new(SaslSettings {
+            mechanisms: vec!["PLAIN".into(), "SCRAM-SHA-256".into()],
+            plain: Some(plain),
+            oauthbearer: None,
+            connections_max_reauth_ms: 1000,
+            delegation_token_secret: None,
+        });
         let image = MetadataImage::default();
         let mut a = Authenticator::new(settings.clone());
         a.on_frame(handshake(1, "PLAIN"), origin(), &image);

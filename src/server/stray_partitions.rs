@@ -68,7 +68,12 @@ pub fn classify(image: &MetadataImage, me: BrokerId, dir: &Path, name: &str) -> 
 /// before shardlog kept `meta.properties`) is claimed and left as it is this once.
 /// `metadata_directory_id`: the controller's directory id (KIP-853), which the first dir's
 /// file (the metadata dir's) carries.
-pub fn check_log_dirs_and_remove_strays(image: &MetadataImage, me: BrokerId, log_dirs: &LogDirs, metadata_directory_id: &str) -> Result<Vec<(PathBuf, Stray)>, String> {
+pub fn check_log_dirs_and_remove_strays(
+    image: &MetadataImage,
+    me: BrokerId,
+    log_dirs: &LogDirs,
+    metadata_directory_id: &str,
+) -> Result<Vec<(PathBuf, Stray)>, String> {
     let mut scan = Vec::new();
     for (i, dir) in log_dirs.dirs().iter().enumerate() {
         match check_or_claim(dir, &image.cluster_id, me, (i == 0).then_some(metadata_directory_id))? {
@@ -186,13 +191,17 @@ mod tests {
         let log_dirs = LogDirs::open(&[a.clone(), b.clone()]).unwrap();
         let mut removed = remove_stray_partitions(&image, 1, &log_dirs, log_dirs.dirs());
         removed.sort();
-        let mut want = [(a.join("gone-0"), Stray::UnknownTopic),
+        let mut want = [
+            (a.join("gone-0"), Stray::UnknownTopic),
             (a.join("kept-2"), Stray::UnknownPartition),
             (a.join("re-made-0"), Stray::OtherTopicId),
-            (b.join("moved-0"), Stray::NotAReplica)];
+            (b.join("moved-0"), Stray::NotAReplica),
+        ];
         want.sort();
-        assert_eq!(removed.iter().map(|(p, w)| (std::path::absolute(p).unwrap(), w.clone())).collect::<Vec<_>>(),
-            want.iter().map(|(p, w)| (std::path::absolute(p).unwrap(), w.clone())).collect::<Vec<_>>());
+        assert_eq!(
+            removed.iter().map(|(p, w)| (std::path::absolute(p).unwrap(), w.clone())).collect::<Vec<_>>(),
+            want.iter().map(|(p, w)| (std::path::absolute(p).unwrap(), w.clone())).collect::<Vec<_>>()
+        );
         let left = |d: &Path| {
             let mut v: Vec<String> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
             v.sort();

@@ -17,14 +17,14 @@ use kafka_protocol::messages::{ApiKey, BrokerId, ProducerId, TopicName, WriteTxn
 use kafka_protocol::protocol::StrBytes;
 
 use super::shard::ShardRouter;
+use crate::cluster::image::BrokerMeta;
 use crate::cluster::router::{OpBatch, PartitionOp};
 use crate::cluster::shard_partitions::ShardPartitions;
-use crate::cluster::image::BrokerMeta;
-use crate::security::peer_security::PeerSecurity;
 use crate::group::ops::{call_partition as call_group, GroupOp};
 use crate::group::OFFSETS_TOPIC;
 use crate::protocol::ErrorCode;
 use crate::record::{ControlType, Marker};
+use crate::security::peer_security::PeerSecurity;
 use crate::txn::{MarkerRequest, MarkerWriter};
 
 /// The WriteTxnMarkers version brokers send each other (Kafka 4.1's only one).
@@ -43,7 +43,13 @@ pub async fn write_markers_here(router: &ShardRouter, req: &MarkerRequest, timeo
         match image.topic(topic).and_then(|t| t.partition(*partition)) {
             None => codes[i] = ErrorCode::UNKNOWN_TOPIC_OR_PARTITION,
             Some(pm) => {
-                let op = PartitionOp::WriteTxnMarker { producer_id: req.producer_id, producer_epoch: req.producer_epoch, marker, transaction_version: req.transaction_version, timeout_ms };
+                let op = PartitionOp::WriteTxnMarker {
+                    producer_id: req.producer_id,
+                    producer_epoch: req.producer_epoch,
+                    marker,
+                    transaction_version: req.transaction_version,
+                    timeout_ms,
+                };
                 batch.push(pm.shard, topic.as_str(), *partition, op);
                 sent.push(i);
             }
@@ -121,13 +127,21 @@ pub fn marker_writer(router: Rc<ShardRouter>, partitions: Rc<ShardPartitions>, n
 
 /// One WriteTxnMarkers request for the partitions `idx` of `req` to `broker`; the codes
 /// in `idx` order.
-async fn send_markers(broker: &BrokerMeta, inter_broker: &PeerSecurity, node_id: i32, req: &MarkerRequest, idx: &[usize], timeout_ms: i32) -> Result<Vec<ErrorCode>, String> {
+async fn send_markers(
+    broker: &BrokerMeta,
+    inter_broker: &PeerSecurity,
+    node_id: i32,
+    req: &MarkerRequest,
+    idx: &[usize],
+    timeout_ms: i32,
+) -> Result<Vec<ErrorCode>, String> {
     let mut topics: Vec<WritableTxnMarkerTopic> = Vec::new();
     for &i in idx {
         let (topic, partition) = &req.partitions[i];
         match topics.last_mut() {
             Some(t) if t.name.0.as_str() == topic => t.partition_indexes.push(*partition),
-            _ => topics.push(WritableTxnMarkerTopic::default().with_name(TopicName(StrBytes::from_string(topic.clone()))).with_partition_indexes(vec![*partition])),
+            _ => topics
+                .push(WritableTxnMarkerTopic::default().with_name(TopicName(StrBytes::from_string(topic.clone()))).with_partition_indexes(vec![*partition])),
         }
     }
     let marker = WritableTxnMarker::default()
@@ -140,7 +154,8 @@ async fn send_markers(broker: &BrokerMeta, inter_broker: &PeerSecurity, node_id:
     // The leader waits up to the marker timeout for its replicas; leave it time to answer.
     let timeout = Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(30_000) + 5_000);
     let client_id = format!("shardlog-txn-coordinator-{node_id}");
-    let resp: WriteTxnMarkersResponse = super::broker_call::call(broker, inter_broker, &client_id, ApiKey::WriteTxnMarkers, WRITE_TXN_MARKERS_VERSION, &request, timeout).await?;
+    let resp: WriteTxnMarkersResponse =
+        super::broker_call::call(broker, inter_broker, &client_id, ApiKey::WriteTxnMarkers, WRITE_TXN_MARKERS_VERSION, &request, timeout).await?;
     let mut out = Vec::with_capacity(idx.len());
     let m = resp.markers.into_iter().find(|m| m.producer_id.0 == req.producer_id).ok_or("no result for the marker")?;
     for &i in idx {

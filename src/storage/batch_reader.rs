@@ -88,10 +88,9 @@ impl BatchReader {
     pub fn damage(&self, what: &str) -> Option<StorageError> {
         match self.stop.as_ref()? {
             ReadStop::End => None,
-            ReadStop::Torn { position, error } | ReadStop::Invalid { position, error } => Some(StorageError::Corrupt {
-                what: what.to_string(),
-                detail: format!("bad batch at position {position}: {error}"),
-            }),
+            ReadStop::Torn { position, error } | ReadStop::Invalid { position, error } => {
+                Some(StorageError::Corrupt { what: what.to_string(), detail: format!("bad batch at position {position}: {error}") })
+            }
         }
     }
 
@@ -122,8 +121,7 @@ impl BatchReader {
                 self.end = self.pos + chunk.len() as u64;
             }
             let mut it = iter_batches(&chunk);
-            let out: Vec<(BatchHeader, Bytes)> =
-                it.by_ref().map_while(|item| item.ok()).map(|(h, range)| (h, chunk.slice(range))).collect();
+            let out: Vec<(BatchHeader, Bytes)> = it.by_ref().map_while(|item| item.ok()).map(|(h, range)| (h, chunk.slice(range))).collect();
             self.pos += it.valid_len() as u64;
             let rest = self.end - self.pos;
             match it.stop() {
@@ -183,8 +181,8 @@ impl BatchReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::tests::make_batch;
     use crate::record::set_base_offset;
+    use crate::record::tests::make_batch;
     use crate::storage::testing::run;
     use kafka_protocol::records::Compression;
 

@@ -22,8 +22,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use bytes::{Bytes, BytesMut};
 use super::file::SegmentFile;
+use bytes::{Bytes, BytesMut};
 
 use super::dma::{open_rw, read_rebuildable_file, remove_file, report_unusable, sync_dir, write_checked_file, write_padded};
 use super::segment::{index_path, log_file_name, time_index_path, Segment};
@@ -74,9 +74,7 @@ impl OffsetMap {
             match self.latest.insert(key, r.offset) {
                 None => self.key_bytes += len,
                 // Data from disk: out of order is damage, reported rather than asserted.
-                Some(prev) if prev >= r.offset => {
-                    return Err(BatchError::CorruptRecord(format!("offset {} after {prev} for the same key", r.offset)))
-                }
+                Some(prev) if prev >= r.offset => return Err(BatchError::CorruptRecord(format!("offset {} after {prev} for the same key", r.offset))),
                 Some(_) => {}
             }
         }
@@ -128,11 +126,7 @@ pub fn retain(record: &RecordRef, section: &[u8], map: &OffsetMap, drop_tombston
 /// Kafka keeps an empty batch header when it holds a live producer's last sequence
 /// (`BatchRetention.RETAIN_EMPTY`); we drop it: producer state is rebuilt from snapshots
 /// taken at each roll and from the active segment, never from sealed segments.
-pub fn filter_batch(
-    batch: &Bytes,
-    header: &BatchHeader,
-    mut keep: impl FnMut(&RecordRef, &[u8]) -> bool,
-) -> std::result::Result<Filtered, BatchError> {
+pub fn filter_batch(batch: &Bytes, header: &BatchHeader, mut keep: impl FnMut(&RecordRef, &[u8]) -> bool) -> std::result::Result<Filtered, BatchError> {
     if header.is_control() {
         return Ok(Filtered::Unchanged);
     }
@@ -250,8 +244,7 @@ pub async fn load_checkpoint(dir: &Path) -> Option<i64> {
 }
 
 pub async fn save_checkpoint(dir: &Path, first_dirty_offset: i64) -> Result<()> {
-    write_checked_file(&dir.join(CHECKPOINT_FILE), CHECKPOINT_MAGIC, CHECKPOINT_VERSION, &first_dirty_offset.to_be_bytes())
-        .await
+    write_checked_file(&dir.join(CHECKPOINT_FILE), CHECKPOINT_MAGIC, CHECKPOINT_VERSION, &first_dirty_offset.to_be_bytes()).await
 }
 
 #[cfg(test)]
@@ -295,5 +288,4 @@ pub(crate) mod tests {
             assert_eq!(filter_batch(&b, &h, |_, _| false).unwrap(), Filtered::Dropped);
         }
     }
-
 }

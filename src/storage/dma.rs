@@ -158,10 +158,7 @@ fn tmp_path(path: &Path) -> PathBuf {
 /// 6); threads that may block (the controller's) call `sync_dir_blocking`.
 pub async fn sync_dir(dir: &Path) -> Result<()> {
     let d = dir.to_path_buf();
-    glommio::executor()
-        .spawn_blocking(move || sync_dir_blocking(&d))
-        .await
-        .map_err(|e| StorageError::io(format!("syncing directory {}", dir.display()), e))
+    glommio::executor().spawn_blocking(move || sync_dir_blocking(&d)).await.map_err(|e| StorageError::io(format!("syncing directory {}", dir.display()), e))
 }
 
 /// `sync_dir` of the directory holding `path` (after creating or renaming `path`).

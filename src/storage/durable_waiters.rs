@@ -161,9 +161,7 @@ impl Future for Durable {
                         return Poll::Pending;
                     }
                     SlotState::Answered(_) => {
-                        let SlotState::Answered(res) = std::mem::replace(&mut slot.state, SlotState::Free) else {
-                            unreachable!("matched above")
-                        };
+                        let SlotState::Answered(res) = std::mem::replace(&mut slot.state, SlotState::Free) else { unreachable!("matched above") };
                         t.release(*id);
                         res
                     }

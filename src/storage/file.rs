@@ -340,9 +340,7 @@ impl SegmentFile {
         let file = match DmaFile::open(path).await {
             Ok(f) => f,
             Err(glommio::GlommioError::IoError(e)) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(glommio::GlommioError::EnhancedIoError { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
-                return Ok(None)
-            }
+            Err(glommio::GlommioError::EnhancedIoError { source, .. }) if source.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(StorageError::glommio(format!("opening {}", path.display()), e)),
         };
         Self::wrap(Inner::Direct(file), role, injector, path).await.map(Some)
@@ -587,8 +585,7 @@ impl SegmentFile {
             if pos >= end {
                 return Ok(Bytes::new());
             }
-            let patches: Vec<(u64, Vec<u8>)> =
-                overlay.blocks.range(pos / block..end.div_ceil(block)).map(|(&i, b)| (i, b.clone())).collect();
+            let patches: Vec<(u64, Vec<u8>)> = overlay.blocks.range(pos / block..end.div_ceil(block)).map(|(&i, b)| (i, b.clone())).collect();
             (end, patches)
         };
         let want = (end - pos) as usize;

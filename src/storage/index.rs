@@ -30,7 +30,11 @@ impl OffsetIndex {
     /// Position of the last indexed batch starting at or before `relative_offset`.
     pub fn lookup(&self, relative_offset: u32) -> u32 {
         let i = self.entries.partition_point(|&(off, _)| off <= relative_offset);
-        if i == 0 { 0 } else { self.entries[i - 1].1 }
+        if i == 0 {
+            0
+        } else {
+            self.entries[i - 1].1
+        }
     }
 
     /// The last indexed batch start in `(after, limit]`, if any: a read of `[after, it)`
@@ -138,7 +142,11 @@ impl TimeIndex {
     /// Relative offset from which to scan for the first timestamp >= `target`.
     pub fn lookup(&self, target: i64) -> u32 {
         let i = self.entries.partition_point(|&(ts, _)| ts < target);
-        if i == 0 { 0 } else { self.entries[i - 1].1 }
+        if i == 0 {
+            0
+        } else {
+            self.entries[i - 1].1
+        }
     }
 
     /// The last entry for a batch below `relative_offset`: (timestamp, relative offset).

@@ -49,10 +49,9 @@ impl LeaderEpochCache {
             .map_err(|e| StorageError::io(format!("reading {}", path.display()), e))?;
         let entries = match text {
             None => Vec::new(),
-            Some(t) => decode(&t).ok_or_else(|| StorageError::Corrupt {
-                what: path.display().to_string(),
-                detail: "not a leader-epoch-checkpoint file".into(),
-            })?,
+            Some(t) => {
+                decode(&t).ok_or_else(|| StorageError::Corrupt { what: path.display().to_string(), detail: "not a leader-epoch-checkpoint file".into() })?
+            }
         };
         Ok(LeaderEpochCache { path, entries })
     }

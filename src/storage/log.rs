@@ -12,15 +12,15 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use bytes::{Bytes, BytesMut};
 use super::file::SegmentFile;
 use crate::runtime::file_slice::FileSlice;
+use bytes::{Bytes, BytesMut};
 
 use super::batch_cache::{BatchCache, CachedBatch};
 use super::dma::{read_checked_file, sync_dir, sync_parent_dir, write_checked_file};
 use super::recovery::{list_segments, open_active, open_sealed, remove_cleaner_leftovers, remove_segment_files, ScanOutcome, SealedOpen};
-use super::truncate::{Cut, TruncationPlan};
 use super::segment::{log_file_name, SealSnapshot, Segment, WriteJob};
+use super::truncate::{Cut, TruncationPlan};
 use super::{LogConfig, Result, StorageError};
 use crate::record::BatchHeader;
 
@@ -79,11 +79,13 @@ impl Log {
     pub async fn open(dir: &Path, config: LogConfig) -> Result<OpenedLog> {
         let d = dir.to_path_buf();
         let created = glommio::executor()
-            .spawn_blocking(move || std::fs::create_dir(&d).map(|()| true).or_else(|e| match e.kind() {
-                std::io::ErrorKind::AlreadyExists => Ok(false),
-                std::io::ErrorKind::NotFound => std::fs::create_dir_all(&d).map(|()| true),
-                _ => Err(e),
-            }))
+            .spawn_blocking(move || {
+                std::fs::create_dir(&d).map(|()| true).or_else(|e| match e.kind() {
+                    std::io::ErrorKind::AlreadyExists => Ok(false),
+                    std::io::ErrorKind::NotFound => std::fs::create_dir_all(&d).map(|()| true),
+                    _ => Err(e),
+                })
+            })
             .await
             .map_err(|e| StorageError::io(format!("creating {}", dir.display()), e))?;
         if created {
@@ -344,8 +346,7 @@ impl Log {
     /// segment that lost staged bytes: a failed write may have left some of them in the
     /// file past that end, which the caller trims (see `LogWriter::on_write_failure`).
     pub fn rollback_unwritten(&mut self) -> (Vec<Segment>, Vec<(Rc<SegmentFile>, u64)>) {
-        let trims: Vec<(Rc<SegmentFile>, u64)> =
-            self.segments.values().filter(|s| s.has_unwritten()).map(|s| (s.file.clone(), s.written())).collect();
+        let trims: Vec<(Rc<SegmentFile>, u64)> = self.segments.values().filter(|s| s.has_unwritten()).map(|s| (s.file.clone(), s.written())).collect();
         // Writes go oldest segment first (`take_writes`), so everything after the first
         // segment with unwritten bytes was never written at all.
         let first_unwritten = self.segments.values().find(|s| !s.is_fully_written()).map(|s| s.base_offset);
@@ -445,12 +446,7 @@ impl Log {
     /// compaction left at a segment's end (or below the first segment's base).
     pub fn locate(&self, offset: i64) -> Option<DiskRead> {
         let seg = self.segment_for(offset)?;
-        Some(DiskRead {
-            base_offset: seg.base_offset,
-            file: seg.file.clone(),
-            position: seg.position_for(offset),
-            end: seg.written(),
-        })
+        Some(DiskRead { base_offset: seg.base_offset, file: seg.file.clone(), position: seg.position_for(offset), end: seg.written() })
     }
 
     /// The written batches from `offset` on, below `max_offset`, at most `max_bytes`, as
@@ -508,25 +504,19 @@ impl Log {
         self.segments
             .values()
             .filter(|s| s.max_timestamp() >= timestamp && s.written() > 0)
-            .map(|s| DiskRead {
-                base_offset: s.base_offset,
-                file: s.file.clone(),
-                position: s.position_for_timestamp(timestamp),
-                end: s.written(),
-            })
+            .map(|s| DiskRead { base_offset: s.base_offset, file: s.file.clone(), position: s.position_for_timestamp(timestamp), end: s.written() })
             .collect()
     }
 
     /// (max timestamp, base offset of the batch holding it) over the whole log.
     pub fn max_timestamp(&self) -> Option<(i64, i64)> {
-        self.segments
-            .values()
-            .filter(|s| s.offset_of_max_timestamp() >= 0)
-            .map(|s| (s.max_timestamp(), s.offset_of_max_timestamp()))
-            .fold(None, |acc: Option<(i64, i64)>, x| match acc {
+        self.segments.values().filter(|s| s.offset_of_max_timestamp() >= 0).map(|s| (s.max_timestamp(), s.offset_of_max_timestamp())).fold(
+            None,
+            |acc: Option<(i64, i64)>, x| match acc {
                 Some(a) if a.0 >= x.0 => Some(a),
                 _ => Some(x),
-            })
+            },
+        )
     }
 
     /// Moves the log start offset forward (DeleteRecords, retention) and returns the
@@ -607,8 +597,7 @@ impl Log {
     /// snapshot to be saved (the writer syncs, then saves them). Allocates nothing: the
     /// writer asks on every pass.
     pub fn has_unsaved_sealed(&self, written: i64) -> bool {
-        self.segments.len() > 1
-            && self.segments.values().any(|s| s.sealed && !s.indexes_saved && s.next_offset() <= written)
+        self.segments.len() > 1 && self.segments.values().any(|s| s.sealed && !s.indexes_saved && s.next_offset() <= written)
     }
 }
 
@@ -644,9 +633,7 @@ impl Log {
     /// Sealed segments the cleaner may rewrite: fully written and synced, indexes saved
     /// (so no index save of the log writer is in flight for them).
     fn cleanable(&self) -> impl Iterator<Item = &Segment> {
-        self.segments
-            .values()
-            .filter(|s| s.sealed && s.indexes_saved && s.is_fully_written() && s.next_offset() <= self.synced_offset)
+        self.segments.values().filter(|s| s.sealed && s.indexes_saved && s.is_fully_written() && s.next_offset() <= self.synced_offset)
     }
 
     /// Kafka's cleanable ratio: dirty bytes ÷ all bytes, over sealed segments. None when
@@ -669,10 +656,7 @@ impl Log {
 
     /// Every segment's bytes on disk now, oldest first: what the key map is built from.
     pub fn disk_reads(&self) -> Vec<DiskRead> {
-        self.segments
-            .values()
-            .map(|s| DiskRead { base_offset: s.base_offset, file: s.file.clone(), position: 0, end: s.written() })
-            .collect()
+        self.segments.values().map(|s| DiskRead { base_offset: s.base_offset, file: s.file.clone(), position: 0, end: s.written() }).collect()
     }
 
     /// Marks segment `base` as being swapped; false if it is gone or no longer the file

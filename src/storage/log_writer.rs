@@ -64,8 +64,8 @@ pub use super::durable_waiters::Durable;
 use super::durable_waiters::{DurableWaiters, WaiterId};
 use super::file::{SegmentFile, WriteBuffer};
 use super::log::Log;
-use super::segment::{WriteJob, MAX_DIRECT_WRITES_IN_FLIGHT};
 use super::segment::{index_path, log_file_name, snapshot_path, time_index_path};
+use super::segment::{WriteJob, MAX_DIRECT_WRITES_IN_FLIGHT};
 use super::write_slots::WriteSlots;
 use super::{StorageError, FLUSH_NEVER};
 
@@ -465,11 +465,7 @@ impl LogWriter {
             // Acks that need no fdatasync (and fetch long polls) are answered now.
             self.wake(self.log.borrow().written_offset());
             let written = self.log.borrow().written_offset();
-            if sync.is_none()
-                && !self.log.borrow().is_offline()
-                && self.log.borrow().synced_offset() < written
-                && self.wants_sync(written)
-            {
+            if sync.is_none() && !self.log.borrow().is_offline() && self.log.borrow().synced_offset() < written && self.wants_sync(written) {
                 let me = self.clone();
                 sync = Some(Box::pin(async move {
                     me.sync(written).await?;

@@ -118,15 +118,11 @@ impl StorageError {
     pub fn duplicate(&self) -> StorageError {
         match self {
             StorageError::NoSpace { context } => StorageError::NoSpace { context: context.clone() },
-            StorageError::Io { context, source } => {
-                StorageError::Io { context: context.clone(), source: io::Error::new(source.kind(), source.to_string()) }
-            }
+            StorageError::Io { context, source } => StorageError::Io { context: context.clone(), source: io::Error::new(source.kind(), source.to_string()) },
             StorageError::Corrupt { what, detail } => StorageError::Corrupt { what: what.clone(), detail: detail.clone() },
-            StorageError::OffsetOutOfRange { offset, log_start_offset, log_end_offset } => StorageError::OffsetOutOfRange {
-                offset: *offset,
-                log_start_offset: *log_start_offset,
-                log_end_offset: *log_end_offset,
-            },
+            StorageError::OffsetOutOfRange { offset, log_start_offset, log_end_offset } => {
+                StorageError::OffsetOutOfRange { offset: *offset, log_start_offset: *log_start_offset, log_end_offset: *log_end_offset }
+            }
             StorageError::RolledBack => StorageError::RolledBack,
             StorageError::Closed => StorageError::Closed,
             StorageError::Truncated { log_end_offset } => StorageError::Truncated { log_end_offset: *log_end_offset },
@@ -227,4 +223,3 @@ impl Default for LogConfig {
         }
     }
 }
-

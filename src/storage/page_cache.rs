@@ -87,9 +87,7 @@ pub fn set_shard_page_cache_budget(bytes: u64) {
 /// The tracker a newly opened page-cache segment with descriptor `fd` uses, if this shard
 /// recycles.
 pub(super) fn track(fd: RawFd) -> Option<Rc<CachedFile>> {
-    SHARD_BUDGET.with(|b| b.borrow().clone()).map(|budget| {
-        Rc::new(CachedFile { fd, written_back_to: Cell::new(0), written_to: Cell::new(0), budget })
-    })
+    SHARD_BUDGET.with(|b| b.borrow().clone()).map(|budget| Rc::new(CachedFile { fd, written_back_to: Cell::new(0), written_to: Cell::new(0), budget }))
 }
 
 /// A written range of one file, charged to the budget until dropped.
@@ -121,10 +119,11 @@ impl PageCacheBudget {
             match ranges.back_mut() {
                 // Invariant: a run is one file's contiguous bytes, at most DROP_RUN_BYTES.
                 // (A dead file's run is never extended: a new file may sit at its old address.)
-                Some(last) if last.end == start
-                    && last.end - last.start + (end - start) <= DROP_RUN_BYTES
-                    && last.file.strong_count() > 0
-                    && std::ptr::eq(last.file.as_ptr(), Rc::as_ptr(file)) =>
+                Some(last)
+                    if last.end == start
+                        && last.end - last.start + (end - start) <= DROP_RUN_BYTES
+                        && last.file.strong_count() > 0
+                        && std::ptr::eq(last.file.as_ptr(), Rc::as_ptr(file)) =>
                 {
                     last.end = end;
                 }
@@ -295,8 +294,7 @@ mod tests {
         // SAFETY: a private read-only mapping of an open file, unmapped below; mincore
         // only reports residency into `vec` (one byte per page).
         unsafe {
-            let addr = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED,
-                std::os::fd::AsRawFd::as_raw_fd(&file), start as i64);
+            let addr = libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, std::os::fd::AsRawFd::as_raw_fd(&file), start as i64);
             assert_ne!(addr, libc::MAP_FAILED);
             let mut vec = vec![0u8; len.div_ceil(4096)];
             assert_eq!(libc::mincore(addr, len, vec.as_mut_ptr()), 0);

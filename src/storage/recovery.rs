@@ -23,11 +23,11 @@ use std::rc::Rc;
 
 use super::file::SegmentFile;
 
+use super::batch_reader::{BatchReader, ReadStop};
 use super::dma::{open_segment, remove_file};
 use super::index::{OffsetIndex, TimeIndex};
 use super::segment::{index_path, log_file_name, snapshot_path, time_index_path, Segment, SegmentSummary};
 use super::{after_padding, Result, StorageError, WriteMode};
-use super::batch_reader::{BatchReader, ReadStop};
 use crate::record::BatchHeader;
 
 /// Bytes read at a time while scanning a segment.
@@ -54,12 +54,7 @@ pub async fn list_segments(dir: &Path) -> Result<Vec<i64>> {
         })
         .await
         .map_err(|e| StorageError::io(format!("listing {}", dir.display()), e))?;
-    let mut bases: Vec<i64> = names
-        .iter()
-        .filter_map(|n| n.strip_suffix(".log"))
-        .filter(|n| n.len() == 20)
-        .filter_map(|n| n.parse::<i64>().ok())
-        .collect();
+    let mut bases: Vec<i64> = names.iter().filter_map(|n| n.strip_suffix(".log")).filter(|n| n.len() == 20).filter_map(|n| n.parse::<i64>().ok()).collect();
     bases.sort_unstable();
     Ok(bases)
 }
@@ -106,14 +101,7 @@ pub enum SealedOpen {
 /// sync, and a crash came first) is scanned as the active segment is. `verify` (after an
 /// unclean shutdown): a segment synced whole is read and checked batch by batch even with
 /// an index, and damage is `SealedOpen::Damaged` rather than an error.
-pub async fn open_sealed(
-    dir: &Path,
-    base: i64,
-    next_base: i64,
-    index_interval_bytes: usize,
-    mode: WriteMode,
-    verify: bool,
-) -> Result<SealedOpen> {
+pub async fn open_sealed(dir: &Path, base: i64, next_base: i64, index_interval_bytes: usize, mode: WriteMode, verify: bool) -> Result<SealedOpen> {
     let file = open_segment(&dir.join(log_file_name(base)), mode).await?;
     let file_size = file.file_size().await?;
     let indexed = match (OffsetIndex::load(&index_path(dir, base)).await, TimeIndex::load(&time_index_path(dir, base)).await) {
@@ -121,8 +109,7 @@ pub async fn open_sealed(
             let summary = SegmentSummary::decode(&summary);
             // Verified, a file shorter than its index says is damage (found below), not a
             // reason to scan without the index (which would take the loss for compaction).
-            (summary.next_offset >= base && summary.next_offset <= next_base && (verify || summary.size <= file_size))
-                .then_some((summary, index, time_index))
+            (summary.next_offset >= base && summary.next_offset <= next_base && (verify || summary.size <= file_size)).then_some((summary, index, time_index))
         }
         _ => None,
     };
@@ -138,9 +125,8 @@ pub async fn open_sealed(
                 // padding after it (O_DIRECT; its next offset then is the last batch's:
                 // only a compacted segment's may lie beyond, and its size is exact).
                 let whole = end == summary.size || (after_padding(end) == summary.size && next == summary.next_offset);
-                (end < summary.size && !whole).then(|| {
-                    format!("data ends at position {end} (offset {next}), its index says {} (offset {})", summary.size, summary.next_offset)
-                })
+                (end < summary.size && !whole)
+                    .then(|| format!("data ends at position {end} (offset {next}), its index says {} (offset {})", summary.size, summary.next_offset))
             });
             if let Some(detail) = damage {
                 return Ok(SealedOpen::Damaged { position: end, detail, outcome: scanned.into_outcome(dir, base, false).await? });
@@ -260,13 +246,7 @@ impl Scanned {
 /// torn batch or an invalid one (framing, magic, CRC-32C, counts); this stops at an
 /// offset out of place too (`next_base` given: offsets may skip but stay below it; else
 /// they must be dense). Nothing is cut here.
-pub async fn scan_batches(
-    dir: &Path,
-    base: i64,
-    file: Rc<SegmentFile>,
-    index_interval_bytes: usize,
-    next_base: Option<i64>,
-) -> Result<Scanned> {
+pub async fn scan_batches(dir: &Path, base: i64, file: Rc<SegmentFile>, index_interval_bytes: usize, next_base: Option<i64>) -> Result<Scanned> {
     let file_size = file.file_size().await?;
     let mut seg = Segment::empty(dir, base, file, crate::runtime::now_ms());
     let mut batches = Vec::new();
@@ -298,9 +278,7 @@ pub async fn scan_batches(
     }
     let damage = match (misplaced, reader.stop()) {
         (Some((position, offset)), _) => Some(format!("batch at position {position} has offset {offset} out of place")),
-        (None, Some(ReadStop::Invalid { position, error } | ReadStop::Torn { position, error })) => {
-            Some(format!("bad batch at position {position}: {error}"))
-        }
+        (None, Some(ReadStop::Invalid { position, error } | ReadStop::Torn { position, error })) => Some(format!("bad batch at position {position}: {error}")),
         _ => None,
     };
     Ok(Scanned { segment: seg, batches, file_size, damage })

@@ -214,11 +214,8 @@ impl Segment {
         created_ms: i64,
     ) -> Segment {
         let end = if file.write_unit() > 1 { after_padding(summary.size) } else { summary.size };
-        let mark = WriteMark {
-            batch_end: summary.size,
-            next_offset: summary.next_offset,
-            max_timestamp: (summary.max_timestamp, summary.offset_of_max_timestamp),
-        };
+        let mark =
+            WriteMark { batch_end: summary.size, next_offset: summary.next_offset, max_timestamp: (summary.max_timestamp, summary.offset_of_max_timestamp) };
         Segment {
             base_offset,
             file,
@@ -464,9 +461,7 @@ impl Segment {
             if run as u64 == len {
                 let pad_len = if pad { (after_padding(pos + len) - pos - len) as usize } else { 0 };
                 let zeros_follow = pad_len == 0
-                    || self.stage.as_ref().is_some_and(|s| {
-                        s.at == self.size && s.buf.as_ptr() == start.wrapping_add(run) && s.buf.capacity() >= pad_len
-                    });
+                    || self.stage.as_ref().is_some_and(|s| s.at == self.size && s.buf.as_ptr() == start.wrapping_add(run) && s.buf.capacity() >= pad_len);
                 if zeros_follow {
                     if pad_len > 0 {
                         let Some(stage) = self.stage.as_mut() else { unreachable!("checked above") };
@@ -608,10 +603,7 @@ impl Segment {
         match self.index.entry_before_floor(self.relative(offset.max(self.base_offset))) {
             None => (0, self.base_offset, (-1, -1)),
             Some((rel, pos)) => {
-                let before = self
-                    .time_index
-                    .last_before(rel)
-                    .map_or((-1, -1), |(ts, off)| (ts, self.base_offset + i64::from(off)));
+                let before = self.time_index.last_before(rel).map_or((-1, -1), |(ts, off)| (ts, self.base_offset + i64::from(off)));
                 (u64::from(pos), self.base_offset + i64::from(rel), before)
             }
         }
@@ -625,10 +617,7 @@ impl Segment {
     /// exactly at `position`.
     pub fn cut_to(&mut self, position: u64, next_offset: i64, max_timestamp: (i64, i64), active: bool) {
         assert!(self.pending.is_empty() && self.in_flight.is_empty(), "only a fully written segment is cut");
-        assert!(
-            position <= self.written_mark.batch_end && next_offset >= self.base_offset && next_offset <= self.next_offset,
-            "a cut only shortens a segment"
-        );
+        assert!(position <= self.written_mark.batch_end && next_offset >= self.base_offset && next_offset <= self.next_offset, "a cut only shortens a segment");
         self.release_stage();
         let end = if active && self.file.write_unit() > 1 { after_padding(position) } else { position };
         self.size = end;

@@ -142,8 +142,7 @@ impl LogWriter {
             }
         };
         let (topic, partition) = self.name();
-        tracing::info!(topic, partition, offset, log_end_offset = cut.new_end, segments_removed = removed.len(),
-            "truncated the log");
+        tracing::info!(topic, partition, offset, log_end_offset = cut.new_end, segments_removed = removed.len(), "truncated the log");
         let on_disk = async {
             remove_top_down(&dir, removed).await?;
             if plan.sealed {
@@ -195,11 +194,7 @@ impl LogWriter {
             let l = log.borrow();
             l.check_online()?;
             if offset < 0 {
-                return Err(StorageError::OffsetOutOfRange {
-                    offset,
-                    log_start_offset: l.log_start_offset(),
-                    log_end_offset: l.next_offset(),
-                });
+                return Err(StorageError::OffsetOutOfRange { offset, log_start_offset: l.log_start_offset(), log_end_offset: l.next_offset() });
             }
             (l.dir().to_path_buf(), l.write_mode(), l.segment_bases())
         };

@@ -198,8 +198,7 @@ impl Model {
 /// Appends `groups` groups of `per` batches of 3 records, timestamps going up and down.
 async fn fill(t: &TestLog, m: &mut Model, tag: &str, groups: usize, per: usize) {
     for g in 0..groups {
-        let batches: Vec<(Vec<String>, i64)> =
-            (0..per).map(|i| (values(&format!("{tag}{g}.{i}"), 3), 1_000 + ((g * 7 + i * 13) % 17) as i64 * 10)).collect();
+        let batches: Vec<(Vec<String>, i64)> = (0..per).map(|i| (values(&format!("{tag}{g}.{i}"), 3), 1_000 + ((g * 7 + i * 13) % 17) as i64 * 10)).collect();
         let bases = t.append(&batches, Durability::Written).await.expect("append");
         for (base, (v, ts)) in bases.into_iter().zip(batches) {
             m.push(base, v, ts + 2);
@@ -416,8 +415,10 @@ fn truncation_waits_for_the_writes_in_flight_in_both_modes() {
                     m.push(base, v, ts + 2);
                 }
             }
-            assert!(t.writer.is_running() || t.log.borrow().has_pending_writes() || t.log.borrow().written_offset() < m.end(),
-                "{mode:?}: writes are still under way");
+            assert!(
+                t.writer.is_running() || t.log.borrow().has_pending_writes() || t.log.borrow().written_offset() < m.end(),
+                "{mode:?}: writes are still under way"
+            );
             let cut = m.batches[m.batches.len() - 8].0 + 1;
             let end = t.writer.truncate_to(cut).await.unwrap();
             assert_eq!(end, cut - 1, "{mode:?}");
@@ -437,10 +438,7 @@ fn truncation_waits_for_the_writes_in_flight_in_both_modes() {
 /// length or epoch, which the CRC-32C does not cover). Returns that batch's base offset.
 fn flip_byte(file: &Path, nth: usize) -> i64 {
     let mut data = std::fs::read(file).unwrap();
-    let batches: Vec<(i64, std::ops::Range<usize>)> = crate::record::iter_batches(&data)
-        .map_while(|r| r.ok())
-        .map(|(h, r)| (h.base_offset, r))
-        .collect();
+    let batches: Vec<(i64, std::ops::Range<usize>)> = crate::record::iter_batches(&data).map_while(|r| r.ok()).map(|(h, r)| (h.base_offset, r)).collect();
     let (base, range) = batches[nth.min(batches.len() - 1)].clone();
     data[range.start + 40] ^= 0x5a;
     std::fs::write(file, &data).unwrap();
@@ -501,8 +499,7 @@ fn a_sealed_segment_shorter_than_its_index_says_is_cut_at_its_last_whole_batch()
             // boundary reads as a clean end: only the index tells).
             let path = dir.join(log_file_name(bases[1]));
             let data = std::fs::read(&path).unwrap();
-            let starts: Vec<(i64, usize)> =
-                crate::record::iter_batches(&data).map_while(|r| r.ok()).map(|(h, r)| (h.base_offset, r.start)).collect();
+            let starts: Vec<(i64, usize)> = crate::record::iter_batches(&data).map_while(|r| r.ok()).map(|(h, r)| (h.base_offset, r.start)).collect();
             let (lost_from, at) = starts[starts.len() - 2];
             std::fs::write(&path, &data[..at]).unwrap();
             let t = open_log(&dir, mode, true).await.unwrap();
@@ -688,11 +685,7 @@ fn verification_cost() {
             let started = std::time::Instant::now();
             let opened = Log::open(&dir, LogConfig { verify_sealed_after_unclean_shutdown: verify, ..cfg.clone() }).await.unwrap();
             let took = started.elapsed();
-            eprintln!(
-                "open with verify={verify}: {took:?} ({:.0} MiB/s), log end {}",
-                mib as f64 / took.as_secs_f64(),
-                opened.log.next_offset()
-            );
+            eprintln!("open with verify={verify}: {took:?} ({:.0} MiB/s), log end {}", mib as f64 / took.as_secs_f64(), opened.log.next_offset());
         }
     });
 }
@@ -700,12 +693,24 @@ fn verification_cost() {
 #[derive(Clone, Debug)]
 enum Op {
     /// `wait`: until written (or synced); else only kicked, the writes under way.
-    Append { batches: usize, records: usize, synced: bool, wait: bool, ts: i64 },
+    Append {
+        batches: usize,
+        records: usize,
+        synced: bool,
+        wait: bool,
+        ts: i64,
+    },
     /// Truncate at a point picked among the offsets (sometimes past the end).
-    Truncate { pick: u64 },
-    TruncateFully { ahead: i64 },
+    Truncate {
+        pick: u64,
+    },
+    TruncateFully {
+        ahead: i64,
+    },
     /// Power loss (unsynced writes dropped, or torn), then recovery.
-    Crash { tear: bool },
+    Crash {
+        tear: bool,
+    },
     /// Close cleanly and reopen.
     Reopen,
 }
@@ -734,8 +739,7 @@ async fn run_case(dir: PathBuf, ops: Vec<Op>, seed: u64, mode: WriteMode) {
         match op {
             Op::Append { batches, records, synced, wait, ts } => {
                 attempt += 1;
-                let group: Vec<(Vec<String>, i64)> =
-                    (0..batches).map(|i| (values(&format!("{attempt}.{i}"), records), ts + i as i64 * 37 % 500)).collect();
+                let group: Vec<(Vec<String>, i64)> = (0..batches).map(|i| (values(&format!("{attempt}.{i}"), records), ts + i as i64 * 37 % 500)).collect();
                 let level = if synced { Durability::Synced } else { Durability::Written };
                 let synced = synced && wait;
                 let bases = match wait {

@@ -85,7 +85,11 @@ mod tests {
     #[test]
     fn only_the_named_tunings_are_written_and_each_is_reported() {
         let dir = tempfile::tempdir().unwrap();
-        for (rel, body) in [("proc/sys/vm/swappiness", "60\n"), ("proc/sys/fs/aio-max-nr", "65536\n"), ("sys/kernel/mm/transparent_hugepage/enabled", "[always] madvise never\n")] {
+        for (rel, body) in [
+            ("proc/sys/vm/swappiness", "60\n"),
+            ("proc/sys/fs/aio-max-nr", "65536\n"),
+            ("sys/kernel/mm/transparent_hugepage/enabled", "[always] madvise never\n"),
+        ] {
             let p = dir.path().join(rel);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, body).unwrap();

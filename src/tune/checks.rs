@@ -152,7 +152,14 @@ fn io_uring(host: &Host) -> CheckResult {
         (_, Err(e)) => (Outcome::Fail, format!("io_uring_setup failed: {e}")),
         (d, Ok(())) => (Outcome::Ok, format!("available (kernel.io_uring_disabled = {d})")),
     };
-    result("io_uring", Level::Required, outcome, current, "a ring can be set up", "sysctl -w kernel.io_uring_disabled=0 (and allow io_uring_setup in seccomp or container profiles)")
+    result(
+        "io_uring",
+        Level::Required,
+        outcome,
+        current,
+        "a ring can be set up",
+        "sysctl -w kernel.io_uring_disabled=0 (and allow io_uring_setup in seccomp or container profiles)",
+    )
 }
 
 /// RLIMIT_MEMLOCK: glommio registers I/O memory per shard; `serve` raises the limit (root
@@ -170,7 +177,14 @@ fn memlock() -> CheckResult {
     }
     let enough = |v: libc::rlim_t| v == libc::RLIM_INFINITY || v >= 512 << 20;
     let outcome = ok_if(root || enough(lim.rlim_max));
-    result("memlock", Level::Recommended, outcome, format!("soft {}, hard {}{}", show(lim.rlim_cur), show(lim.rlim_max), if root { " (root: raised at start)" } else { "" }), wanted, "ulimit -l unlimited (LimitMEMLOCK=infinity in a systemd unit)")
+    result(
+        "memlock",
+        Level::Recommended,
+        outcome,
+        format!("soft {}, hard {}{}", show(lim.rlim_cur), show(lim.rlim_max), if root { " (root: raised at start)" } else { "" }),
+        wanted,
+        "ulimit -l unlimited (LimitMEMLOCK=infinity in a systemd unit)",
+    )
 }
 
 /// The deepest existing ancestor of `dir` (a log dir not created yet is checked where it
@@ -209,7 +223,14 @@ fn filesystem(dir: &Path) -> CheckResult {
         Some(_) => Outcome::Fail,
         None => Outcome::Unknown,
     };
-    result("filesystem", Level::Recommended, outcome, format!("{}: {}", dir.display(), name.unwrap_or_else(|| "unknown".into())), "xfs or ext4", "put the log dir on XFS (preferred) or ext4")
+    result(
+        "filesystem",
+        Level::Recommended,
+        outcome,
+        format!("{}: {}", dir.display(), name.unwrap_or_else(|| "unknown".into())),
+        "xfs or ext4",
+        "put the log dir on XFS (preferred) or ext4",
+    )
 }
 
 fn filesystem_name(dir: &Path) -> Option<String> {
@@ -252,7 +273,14 @@ pub fn block_queue_of(host: &Host, dir: &Path) -> Option<PathBuf> {
 fn io_scheduler(host: &Host, dir: &Path) -> CheckResult {
     let wanted = "none (or mq-deadline)";
     let Some(queue) = block_queue_of(host, dir) else {
-        return result("io_scheduler", Level::Recommended, Outcome::Unknown, format!("{}: no block queue found", dir.display()), wanted, apply_fix("io_scheduler"));
+        return result(
+            "io_scheduler",
+            Level::Recommended,
+            Outcome::Unknown,
+            format!("{}: no block queue found", dir.display()),
+            wanted,
+            apply_fix("io_scheduler"),
+        );
     };
     let line = std::fs::read_to_string(queue.join("scheduler")).unwrap_or_default();
     let active = selected(&line).unwrap_or_else(|| line.trim().to_string());
@@ -281,7 +309,14 @@ fn transparent_hugepages(host: &Host) -> CheckResult {
     let line = host.read("sys/kernel/mm/transparent_hugepage/enabled");
     let active = line.as_deref().and_then(selected);
     let outcome = active.as_deref().map_or(Outcome::Unknown, |a| ok_if(a != "always"));
-    result("transparent_hugepages", Level::Recommended, outcome, active.unwrap_or_else(|| "unknown".into()), "madvise or never", apply_fix("transparent_hugepages"))
+    result(
+        "transparent_hugepages",
+        Level::Recommended,
+        outcome,
+        active.unwrap_or_else(|| "unknown".into()),
+        "madvise or never",
+        apply_fix("transparent_hugepages"),
+    )
 }
 
 /// The cpufreq governor of every CPU: `performance` (no frequency ramp under a burst).
@@ -364,7 +399,14 @@ fn dirty_writeback(host: &Host) -> CheckResult {
         _ => Outcome::Unknown,
     };
     let show = |v: Option<i64>| v.map_or("?".to_string(), |v| v.to_string());
-    result("dirty_writeback", Level::Recommended, outcome, format!("dirty_background_ratio {}, dirty_ratio {}", show(bg), show(ratio)), "dirty_background_ratio <= 10, dirty_ratio >= 20 (for flush = never)", apply_fix("dirty_writeback"))
+    result(
+        "dirty_writeback",
+        Level::Recommended,
+        outcome,
+        format!("dirty_background_ratio {}, dirty_ratio {}", show(bg), show(ratio)),
+        "dirty_background_ratio <= 10, dirty_ratio >= 20 (for flush = never)",
+        apply_fix("dirty_writeback"),
+    )
 }
 
 /// The clock source: `tsc` (or a hypervisor's paravirtual clock) keeps clock_gettime in
@@ -372,7 +414,14 @@ fn dirty_writeback(host: &Host) -> CheckResult {
 fn clock_source(host: &Host) -> CheckResult {
     let current = host.read("sys/devices/system/clocksource/clocksource0/current_clocksource");
     let outcome = current.as_deref().map_or(Outcome::Unknown, |c| ok_if(matches!(c, "tsc" | "kvm-clock" | "arch_sys_counter" | "hyperv_clocksource_tsc_page")));
-    result("clock_source", Level::Recommended, outcome, current.unwrap_or_else(|| "unknown".into()), "tsc (kvm-clock, arch_sys_counter in VMs / on arm64)", "clocksource=tsc on the kernel command line")
+    result(
+        "clock_source",
+        Level::Recommended,
+        outcome,
+        current.unwrap_or_else(|| "unknown".into()),
+        "tsc (kvm-clock, arch_sys_counter in VMs / on arm64)",
+        "clocksource=tsc on the kernel command line",
+    )
 }
 
 #[cfg(test)]

@@ -20,8 +20,8 @@ use super::records::{build_batch, decode};
 use super::state::{TxnError, TxnMetadata, TxnState};
 use super::TRANSACTION_STATE_TOPIC;
 use crate::partition::Partition;
-use crate::protocol::ErrorCode;
 use crate::partition::Replayed;
+use crate::protocol::ErrorCode;
 use crate::runtime::now_ms;
 
 /// Bytes read per step while replaying a `__transaction_state` partition.
@@ -223,7 +223,12 @@ impl TxnCoordinator {
             None => {
                 let here = self.txns.borrow().values().filter(|e| e.meta.partition == p.index).count();
                 if self.txns.borrow().len() >= ctx.config.max_transactional_ids_per_shard {
-                    tracing::warn!(partition = p.index, ids = here, limit = ctx.config.max_transactional_ids_per_shard, "too many transactional ids on this shard");
+                    tracing::warn!(
+                        partition = p.index,
+                        ids = here,
+                        limit = ctx.config.max_transactional_ids_per_shard,
+                        "too many transactional ids on this shard"
+                    );
                     return Err(ErrorCode::COORDINATOR_NOT_AVAILABLE);
                 }
                 let fresh = TxnMetadata::new(id.clone(), fresh_producer_id, timeout_ms, p.index, now);
@@ -333,9 +338,20 @@ impl TxnCoordinator {
     /// carries the next epoch, which the answer gives the producer (`Producer`); a retry
     /// with the epoch before that bump gets the same answer.
     #[allow(clippy::too_many_arguments)]
-    async fn end_txn(&self, ctx: &Rc<TxnContext>, p: &Rc<Partition>, epoch: i32, id: &str, producer_id: i64, producer_epoch: i16, commit: bool, bump_epoch: bool) -> TxnResult {
+    async fn end_txn(
+        &self,
+        ctx: &Rc<TxnContext>,
+        p: &Rc<Partition>,
+        epoch: i32,
+        id: &str,
+        producer_id: i64,
+        producer_epoch: i16,
+        commit: bool,
+        bump_epoch: bool,
+    ) -> TxnResult {
         let Some(current) = self.begin(id)? else { return Err(ErrorCode::INVALID_PRODUCER_ID_MAPPING) };
-        let answer = |m: &TxnMetadata| if bump_epoch { TxnReply::Producer { producer_id: m.producer_id, producer_epoch: m.producer_epoch } } else { TxnReply::Done };
+        let answer =
+            |m: &TxnMetadata| if bump_epoch { TxnReply::Producer { producer_id: m.producer_id, producer_epoch: m.producer_epoch } } else { TxnReply::Done };
         let decided = |s: TxnState| matches!(s, TxnState::PrepareCommit | TxnState::CompleteCommit) == commit;
         // v2: a retry of an end whose answer was lost names the epoch before its bump.
         let retry_of_bumped = bump_epoch
@@ -397,7 +413,12 @@ impl TxnCoordinator {
             self.release(id);
             txn_error(e)
         })?;
-        tracing::info!(transactional_id = id, producer_id = next.producer_id, producer_epoch = next.producer_epoch, "aborting an open transaction (timed out or fenced)");
+        tracing::info!(
+            transactional_id = id,
+            producer_id = next.producer_id,
+            producer_epoch = next.producer_epoch,
+            "aborting an open transaction (timed out or fenced)"
+        );
         self.commit_state(p, epoch, next).await?;
         self.spawn_markers(ctx, p, epoch, id.to_string());
         Ok(())
@@ -429,7 +450,14 @@ impl TxnCoordinator {
             if !self.current(p, epoch) {
                 return Err(ErrorCode::NOT_COORDINATOR);
             }
-            let req = MarkerRequest { producer_id: decided.producer_id, producer_epoch: decided.producer_epoch, commit, coordinator_epoch: epoch, partitions: remaining.clone(), transaction_version: 0 };
+            let req = MarkerRequest {
+                producer_id: decided.producer_id,
+                producer_epoch: decided.producer_epoch,
+                commit,
+                coordinator_epoch: epoch,
+                partitions: remaining.clone(),
+                transaction_version: 0,
+            };
             let codes = (ctx.markers)(req).await;
             let image = ctx.partitions.image();
             let mut failed = Vec::new();
@@ -555,9 +583,10 @@ async fn write_state(p: &Rc<Partition>, id: &str, meta: Option<&TxnMetadata>) ->
             let code = ErrorCode::from(&e);
             tracing::warn!(partition = p.index, error = %e, "append to __transaction_state failed");
             Err(match code {
-                ErrorCode::UNKNOWN_TOPIC_OR_PARTITION | ErrorCode::NOT_ENOUGH_REPLICAS | ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND | ErrorCode::REQUEST_TIMED_OUT => {
-                    ErrorCode::COORDINATOR_NOT_AVAILABLE
-                }
+                ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+                | ErrorCode::NOT_ENOUGH_REPLICAS
+                | ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                | ErrorCode::REQUEST_TIMED_OUT => ErrorCode::COORDINATOR_NOT_AVAILABLE,
                 ErrorCode::NOT_LEADER_OR_FOLLOWER | ErrorCode::KAFKA_STORAGE_ERROR => ErrorCode::NOT_COORDINATOR,
                 _ => ErrorCode::UNKNOWN_SERVER_ERROR,
             })

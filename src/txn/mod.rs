@@ -25,9 +25,9 @@ pub mod context;
 pub mod coordinator;
 pub mod ops;
 pub mod records;
-pub mod state;
 #[cfg(test)]
 mod simulation;
+pub mod state;
 
 pub use context::{MarkerRequest, MarkerWriter, TxnConfig, TxnContext};
 pub use ops::{AnswersTxnOps, CarriesTxnOps, TxnOp, TxnReply, TxnResult, TxnView};

@@ -40,7 +40,10 @@ pub struct TxnView {
 }
 
 pub enum TxnReply {
-    Producer { producer_id: i64, producer_epoch: i16 },
+    Producer {
+        producer_id: i64,
+        producer_epoch: i16,
+    },
     /// One code per partition, in request order.
     Partitions(Vec<ErrorCode>),
     Done,

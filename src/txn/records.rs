@@ -51,7 +51,11 @@ fn get_str(b: &mut Bytes) -> Result<String, TxnRecordError> {
 }
 
 fn need(b: &Bytes, n: usize) -> Result<(), TxnRecordError> {
-    if b.remaining() < n { Err(TxnRecordError::Truncated) } else { Ok(()) }
+    if b.remaining() < n {
+        Err(TxnRecordError::Truncated)
+    } else {
+        Ok(())
+    }
 }
 
 pub fn encode_key(transactional_id: &str) -> Bytes {
@@ -127,7 +131,18 @@ pub fn decode(key: Option<Bytes>, value: Option<Bytes>, partition: i32) -> Resul
     let start_ms = v.get_i64();
     Ok((
         id.clone(),
-        Some(TxnMetadata { transactional_id: id, producer_id, producer_epoch, last_producer_epoch: -1, timeout_ms, state, partitions, start_ms, update_ms, partition }),
+        Some(TxnMetadata {
+            transactional_id: id,
+            producer_id,
+            producer_epoch,
+            last_producer_epoch: -1,
+            timeout_ms,
+            state,
+            partitions,
+            start_ms,
+            update_ms,
+            partition,
+        }),
     ))
 }
 

@@ -28,8 +28,14 @@ const TIMEOUT_MS: i32 = 60;
 #[derive(Clone, Debug)]
 enum Item {
     /// One record; `value` is unique in the run.
-    Data { header: BatchHeader, value: u64 },
-    Marker { header: BatchHeader, bytes: Vec<u8> },
+    Data {
+        header: BatchHeader,
+        value: u64,
+    },
+    Marker {
+        header: BatchHeader,
+        bytes: Vec<u8>,
+    },
 }
 
 #[derive(Default)]
@@ -196,7 +202,9 @@ impl World {
             // The append of a verified write (if the guard survived).
             6 => {
                 if let Some((p, g)) = self.producers[i].pending_guard.take() {
-                    let coordinator_ok = self.mem.get(&key).is_some_and(|m| m.check_producer(pid, epoch).is_ok() && m.state == TxnState::Ongoing && m.partitions.contains(&("data".to_string(), p)));
+                    let coordinator_ok = self.mem.get(&key).is_some_and(|m| {
+                        m.check_producer(pid, epoch).is_ok() && m.state == TxnState::Ongoing && m.partitions.contains(&("data".to_string(), p))
+                    });
                     if coordinator_ok {
                         self.append(i, p, Some(g));
                     }
@@ -303,7 +311,14 @@ impl World {
         let decided: Vec<TxnMetadata> = self.mem.values().filter(|m| m.state.is_prepare()).cloned().collect();
         for m in decided {
             for (_, p) in &m.partitions {
-                self.markers.push((m.transactional_id.clone(), m.producer_id, m.producer_epoch, m.state == TxnState::PrepareCommit, self.coordinator_epoch, *p));
+                self.markers.push((
+                    m.transactional_id.clone(),
+                    m.producer_id,
+                    m.producer_epoch,
+                    m.state == TxnState::PrepareCommit,
+                    self.coordinator_epoch,
+                    *p,
+                ));
             }
             self.maybe_complete(&m.transactional_id);
         }

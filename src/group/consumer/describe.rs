@@ -5,10 +5,10 @@ use kafka_protocol::messages::describe_groups_response::DescribedGroup as Classi
 use kafka_protocol::messages::{GroupId, TopicName};
 
 use super::group::Assignment;
-use crate::protocol::strings::str_bytes;
 use crate::cluster::image::MetadataImage;
 use crate::group::state::Group;
 use crate::protocol::acl_operations::{self, NOT_REQUESTED as OPERATIONS_NOT_REQUESTED};
+use crate::protocol::strings::str_bytes;
 use crate::protocol::ErrorCode;
 
 /// Kafka's MemberType for a KIP-848 member (ConsumerGroupDescribe v1).

@@ -11,13 +11,13 @@ use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeart
 use uuid::Uuid;
 
 use super::assignor::{self, MemberSpec};
-use super::subscription_regex;
-use super::group::{Assignment, ConsumerGroup, ConsumerMember, MemberState, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH};
 use super::consumer_group_records::ConsumerRecord;
-use crate::protocol::strings::str_bytes;
+use super::group::{Assignment, ConsumerGroup, ConsumerMember, MemberState, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH};
+use super::subscription_regex;
 use crate::cluster::image::MetadataImage;
 use crate::group::coordinator_records::OffsetsRecord;
 use crate::group::state::{Group, GroupState};
+use crate::protocol::strings::str_bytes;
 use crate::protocol::ErrorCode;
 
 /// Longest member / instance / rack / client id kept (they are echoed in describes).
@@ -202,12 +202,7 @@ pub fn update_target(c: &mut ConsumerGroup, group_id: &str, records: &mut Vec<Of
     let specs: Vec<MemberSpec> = c
         .members
         .values()
-        .map(|m| MemberSpec {
-            id: &m.id,
-            instance_id: m.instance_id.as_deref(),
-            topics: c.member_topics(m),
-            current: c.target.get(&m.id),
-        })
+        .map(|m| MemberSpec { id: &m.id, instance_id: m.instance_id.as_deref(), topics: c.member_topics(m), current: c.target.get(&m.id) })
         .collect();
     let target = assignor::assign(c.preferred_assignor(), &specs, &topics);
     let old = std::mem::replace(&mut c.target, target);
@@ -786,9 +781,8 @@ mod tests {
         // keep their epochs and partitions; nothing is bumped or stored.
         let mut r = reload(&log);
         assert_restored(&g, &r);
-        let full = |id: &str, ps: &[i32]| {
-            beat(id, 2, owned(ps)).with_rebalance_timeout_ms(30_000).with_subscribed_topic_names(Some(vec![TopicName(str_bytes("t"))]))
-        };
+        let full =
+            |id: &str, ps: &[i32]| beat(id, 2, owned(ps)).with_rebalance_timeout_ms(30_000).with_subscribed_topic_names(Some(vec![TopicName(str_bytes("t"))]));
         let mut after = Vec::new();
         let x = run_rec(&mut r, &full("a", &[0, 1]), &img, &mut after);
         assert_eq!((x.error_code, x.member_epoch, assigned(&x)), (0, 2, vec![0, 1]));

@@ -27,19 +27,19 @@ use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeart
 
 use super::coordinator::{append, Coordinator};
 use super::ops::GroupReply;
-use crate::group::coordinator_records::OffsetsRecord;
 use super::state::Group;
+use crate::group::context::CoordinatorContext;
+use crate::group::coordinator_records::OffsetsRecord;
 use crate::partition::Partition;
 use crate::protocol::ErrorCode;
-use crate::group::context::CoordinatorContext;
 
 pub mod assignor;
+pub mod consumer_group_records;
 pub mod describe;
 pub mod group;
 pub mod heartbeat;
 pub mod reconcile;
 pub mod subscription_regex;
-pub mod consumer_group_records;
 
 pub use group::ConsumerGroup;
 use group::{ConsumerMember, MemberState};
@@ -47,10 +47,23 @@ pub use heartbeat::expire;
 
 /// KIP-848 operations, run on the coordinating shard (inside `GroupOp::Consumer`).
 pub enum ConsumerOp {
-    Heartbeat { req: Box<ConsumerGroupHeartbeatRequest>, version: i16, client_id: String, client_host: String },
-    Describe { group_id: String, include_authorized_operations: bool },
+    Heartbeat {
+        req: Box<ConsumerGroupHeartbeatRequest>,
+        version: i16,
+        client_id: String,
+        client_host: String,
+    },
+    Describe {
+        group_id: String,
+        include_authorized_operations: bool,
+    },
     /// OffsetFetch v9 naming a member: validated against the group, then fetched.
-    FetchOffsets { group_id: String, member_id: Option<String>, member_epoch: i32, topics: Option<Vec<(String, Vec<i32>)>> },
+    FetchOffsets {
+        group_id: String,
+        member_id: Option<String>,
+        member_epoch: i32,
+        topics: Option<Vec<(String, Vec<i32>)>>,
+    },
 }
 
 pub enum ConsumerReply {
@@ -148,8 +161,8 @@ pub fn finish_load(c: &mut ConsumerGroup, now: Instant) {
     c.target.retain(|id, _| members.contains_key(id));
     for m in c.members.values_mut() {
         m.last_heartbeat = now;
-        m.revocation_deadline = (m.state == MemberState::UnrevokedPartitions)
-            .then(|| now + std::time::Duration::from_millis(u64::try_from(m.rebalance_timeout_ms).unwrap_or(0)));
+        m.revocation_deadline =
+            (m.state == MemberState::UnrevokedPartitions).then(|| now + std::time::Duration::from_millis(u64::try_from(m.rebalance_timeout_ms).unwrap_or(0)));
         if let Some(iid) = &m.instance_id {
             c.static_members.insert(iid.clone(), m.id.clone());
         }
@@ -195,7 +208,8 @@ impl Coordinator {
                 GroupReply::Consumer(Box::new(ConsumerReply::Describe(d)))
             }
             ConsumerOp::FetchOffsets { group_id, member_id, member_epoch, topics } => {
-                let check = self.groups.borrow().get(&group_id).and_then(|g| g.consumer.as_ref().map(|c| c.validate_offset_fetch(member_id.as_deref(), member_epoch)));
+                let check =
+                    self.groups.borrow().get(&group_id).and_then(|g| g.consumer.as_ref().map(|c| c.validate_offset_fetch(member_id.as_deref(), member_epoch)));
                 if let Some(Err(e)) = check {
                     return GroupReply::Offsets(e, Vec::new());
                 }

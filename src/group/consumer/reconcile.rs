@@ -19,13 +19,7 @@ use super::group::{Assignment, ConsumerMember, MemberState};
 /// Moves `m` toward `target` (at `target_epoch`). `owned` is the request's
 /// `topicPartitions` (None when the member did not send them); `owners` says who owns
 /// each partition now. Returns whether the member changed.
-pub fn reconcile(
-    m: &mut ConsumerMember,
-    target_epoch: i32,
-    target: &Assignment,
-    owned: Option<&Assignment>,
-    owners: &HashMap<(Uuid, i32), String>,
-) -> bool {
+pub fn reconcile(m: &mut ConsumerMember, target_epoch: i32, target: &Assignment, owned: Option<&Assignment>, owners: &HashMap<(Uuid, i32), String>) -> bool {
     let before = (m.member_epoch, m.state, m.assigned.clone(), m.pending_revocation.clone());
     match m.state {
         MemberState::Stable if m.member_epoch == target_epoch => {}
@@ -166,7 +160,10 @@ mod tests {
         // a is told to revoke; it keeps epoch 1 until it acknowledges.
         hb(&mut g, "a", None);
         let ma = &g.members["a"];
-        assert_eq!((ma.member_epoch, ma.state, ma.assigned.clone(), ma.pending_revocation.clone()), (1, MemberState::UnrevokedPartitions, a(&[0, 1]), a(&[2, 3])));
+        assert_eq!(
+            (ma.member_epoch, ma.state, ma.assigned.clone(), ma.pending_revocation.clone()),
+            (1, MemberState::UnrevokedPartitions, a(&[0, 1]), a(&[2, 3]))
+        );
         // A heartbeat still owning the partitions changes nothing; b still waits.
         hb(&mut g, "a", Some(a(&[0, 1, 2, 3])));
         assert_eq!(g.members["a"].state, MemberState::UnrevokedPartitions);

@@ -57,7 +57,13 @@ impl Coordinator {
         GroupReply::Share(Box::new(reply))
     }
 
-    fn share_heartbeat(&self, ctx: &Rc<CoordinatorContext>, p: &Rc<Partition>, group_id: &str, hb: ShareHeartbeat) -> Result<ShareHeartbeatAnswer, ShareHeartbeatError> {
+    fn share_heartbeat(
+        &self,
+        ctx: &Rc<CoordinatorContext>,
+        p: &Rc<Partition>,
+        group_id: &str,
+        hb: ShareHeartbeat,
+    ) -> Result<ShareHeartbeatAnswer, ShareHeartbeatError> {
         validate(group_id, &hb)?;
         let image = ctx.image();
         let settings = ShareGroupSettings::default();
@@ -113,7 +119,9 @@ pub fn describe(group_id: &str, g: Option<&Group>, include_authorized_operations
         return base.with_error_code(ErrorCode::GROUP_ID_NOT_FOUND.code()).with_error_message(Some(str_bytes(&format!("Group {group_id} not found."))));
     };
     let Some(s) = g.share.as_deref() else {
-        return base.with_error_code(ErrorCode::GROUP_ID_NOT_FOUND.code()).with_error_message(Some(str_bytes(&format!("Group {group_id} is not a share group."))));
+        return base
+            .with_error_code(ErrorCode::GROUP_ID_NOT_FOUND.code())
+            .with_error_message(Some(str_bytes(&format!("Group {group_id} is not a share group."))));
     };
     let members = s
         .members

@@ -173,7 +173,10 @@ impl ShareGroup {
         match self.members.get(&hb.member_id) {
             None if !joining => return Err(unknown_member(group_id, &hb.member_id)),
             None if self.members.len() >= settings.max_size => {
-                return Err((ErrorCode::GROUP_MAX_SIZE_REACHED, Some(format!("The share group has reached its maximum capacity of {} members.", settings.max_size))));
+                return Err((
+                    ErrorCode::GROUP_MAX_SIZE_REACHED,
+                    Some(format!("The share group has reached its maximum capacity of {} members.", settings.max_size)),
+                ));
             }
             Some(m) if !joining => fence_check(hb.member_epoch, m)?,
             _ => {}
@@ -222,7 +225,12 @@ impl ShareGroup {
             member.assignment = target;
             assignment = Some(member.assignment.clone());
         }
-        Ok(ShareHeartbeatAnswer { member_id: hb.member_id, member_epoch: member.member_epoch, heartbeat_interval_ms: settings.heartbeat_interval_ms, assignment })
+        Ok(ShareHeartbeatAnswer {
+            member_id: hb.member_id,
+            member_epoch: member.member_epoch,
+            heartbeat_interval_ms: settings.heartbeat_interval_ms,
+            assignment,
+        })
     }
 
     /// Members whose session ended by `now` are removed (their records are released by
@@ -295,7 +303,12 @@ mod tests {
     }
 
     fn join(member: &str, subscribed: &[&str]) -> ShareHeartbeat {
-        ShareHeartbeat { member_id: member.into(), member_epoch: 0, subscribed_topic_names: Some(subscribed.iter().map(|s| s.to_string()).collect()), ..Default::default() }
+        ShareHeartbeat {
+            member_id: member.into(),
+            member_epoch: 0,
+            subscribed_topic_names: Some(subscribed.iter().map(|s| s.to_string()).collect()),
+            ..Default::default()
+        }
     }
 
     fn beat(member: &str, epoch: i32) -> ShareHeartbeat {

@@ -158,7 +158,8 @@ impl SharePartition {
             let first = b.first_offset.max(sp.end_offset);
             if first > sp.end_offset {
                 // Not delivered yet: AVAILABLE, as offsets past the window would be.
-                sp.ranges.insert(sp.end_offset, InFlight { last: first - 1, state: RecordState::Available, delivery_count: 0, owner: None, lock_deadline_ms: 0 });
+                sp.ranges
+                    .insert(sp.end_offset, InFlight { last: first - 1, state: RecordState::Available, delivery_count: 0, owner: None, lock_deadline_ms: 0 });
             }
             let state = if b.state == RecordState::Acquired { RecordState::Available } else { b.state };
             sp.ranges.insert(first, InFlight { last: b.last_offset, state, delivery_count: b.delivery_count, owner: None, lock_deadline_ms: 0 });
@@ -241,11 +242,17 @@ impl SharePartition {
                 }
                 if first > self.end_offset {
                     // No records between (compacted, aborted, deleted): nothing to deliver.
-                    self.ranges.insert(self.end_offset, InFlight { last: first - 1, state: RecordState::Archived, delivery_count: 0, owner: None, lock_deadline_ms: 0 });
+                    self.ranges.insert(
+                        self.end_offset,
+                        InFlight { last: first - 1, state: RecordState::Archived, delivery_count: 0, owner: None, lock_deadline_ms: 0 },
+                    );
                     self.end_offset = first;
                 }
                 let new_first = self.end_offset;
-                self.ranges.insert(new_first, InFlight { last, state: RecordState::Acquired, delivery_count: 1, owner: Some(member.clone()), lock_deadline_ms: deadline });
+                self.ranges.insert(
+                    new_first,
+                    InFlight { last, state: RecordState::Acquired, delivery_count: 1, owner: Some(member.clone()), lock_deadline_ms: deadline },
+                );
                 self.end_offset = last + 1;
                 taken += last - new_first + 1;
                 push_merged(&mut out, AcquiredRecords { first_offset: new_first, last_offset: last, delivery_count: 1 });
@@ -264,14 +271,25 @@ impl SharePartition {
         let mut previous_last: Option<i64> = None;
         for b in batches {
             if b.first_offset > b.last_offset {
-                return Err(AcknowledgeError::InvalidBatch(format!("Acknowledgement batch first offset {} is greater than its last offset {}", b.first_offset, b.last_offset)));
+                return Err(AcknowledgeError::InvalidBatch(format!(
+                    "Acknowledgement batch first offset {} is greater than its last offset {}",
+                    b.first_offset, b.last_offset
+                )));
             }
             let len = b.last_offset - b.first_offset + 1;
             if b.types.is_empty() || (b.types.len() != 1 && b.types.len() as i64 != len) {
-                return Err(AcknowledgeError::InvalidBatch(format!("Acknowledgement batch {}-{} has {} acknowledge types; 1 or {len} expected", b.first_offset, b.last_offset, b.types.len())));
+                return Err(AcknowledgeError::InvalidBatch(format!(
+                    "Acknowledgement batch {}-{} has {} acknowledge types; 1 or {len} expected",
+                    b.first_offset,
+                    b.last_offset,
+                    b.types.len()
+                )));
             }
             if previous_last.is_some_and(|p| b.first_offset <= p) {
-                return Err(AcknowledgeError::InvalidBatch(format!("Acknowledgement batch {}-{} overlaps or precedes the batch before it", b.first_offset, b.last_offset)));
+                return Err(AcknowledgeError::InvalidBatch(format!(
+                    "Acknowledgement batch {}-{} overlaps or precedes the batch before it",
+                    b.first_offset, b.last_offset
+                )));
             }
             if !renew_allowed && b.types.contains(&AcknowledgeType::Renew) {
                 return Err(AcknowledgeError::InvalidBatch("Renew acknowledgements need IsRenewAck".into()));
@@ -280,7 +298,13 @@ impl SharePartition {
             if b.first_offset < self.start_offset || b.last_offset >= self.end_offset {
                 // Kafka 4.4 answers INVALID_REQUEST for offsets it has no record of in flight
                 // (INVALID_RECORD_STATE is for in-flight records in the wrong state).
-                return Err(AcknowledgeError::InvalidBatch(format!("Batch record not found: offsets {}-{} are not all in flight ({}-{})", b.first_offset, b.last_offset, self.start_offset, self.end_offset - 1)));
+                return Err(AcknowledgeError::InvalidBatch(format!(
+                    "Batch record not found: offsets {}-{} are not all in flight ({}-{})",
+                    b.first_offset,
+                    b.last_offset,
+                    self.start_offset,
+                    self.end_offset - 1
+                )));
             }
             // Every range the batch touches is held by this member.
             let head = self.ranges.range(..=b.first_offset).next_back().map(|(&f, _)| f).unwrap_or(b.first_offset);
@@ -289,7 +313,12 @@ impl SharePartition {
                     continue;
                 }
                 if r.state != RecordState::Acquired || r.owner.as_deref() != Some(member) {
-                    return Err(AcknowledgeError::InvalidRecordState(format!("Offsets {}-{} are {:?}, not acquired by this member", f.max(&b.first_offset), r.last.min(b.last_offset), r.state)));
+                    return Err(AcknowledgeError::InvalidRecordState(format!(
+                        "Offsets {}-{} are {:?}, not acquired by this member",
+                        f.max(&b.first_offset),
+                        r.last.min(b.last_offset),
+                        r.state
+                    )));
                 }
             }
         }
@@ -371,7 +400,12 @@ impl SharePartition {
         let batches = self
             .ranges
             .iter()
-            .map(|(&f, r)| StateBatch { first_offset: f, last_offset: r.last, state: if r.state == RecordState::Acquired { RecordState::Available } else { r.state }, delivery_count: r.delivery_count })
+            .map(|(&f, r)| StateBatch {
+                first_offset: f,
+                last_offset: r.last,
+                state: if r.state == RecordState::Acquired { RecordState::Available } else { r.state },
+                delivery_count: r.delivery_count,
+            })
             .collect();
         (self.start_offset, batches)
     }

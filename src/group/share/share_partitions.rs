@@ -13,7 +13,7 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 
-use super::share_partition::{AcknowledgeError, AcknowledgementBatch, AcquiredRecords, MemberId, SharePartition, ShareLimits};
+use super::share_partition::{AcknowledgeError, AcknowledgementBatch, AcquiredRecords, MemberId, ShareLimits, SharePartition};
 use crate::partition::{Partition, PartitionError, ReadLimit};
 use crate::record::parse_header;
 

@@ -69,7 +69,11 @@ pub struct SessionStep {
 
 /// Kafka's epoch after `epoch` (wrapping past i32::MAX to 1, never to 0 or -1).
 pub fn next_epoch(epoch: i32) -> i32 {
-    if epoch == i32::MAX { 1 } else { epoch + 1 }
+    if epoch == i32::MAX {
+        1
+    } else {
+        epoch + 1
+    }
 }
 
 impl ShareSession {
@@ -104,7 +108,8 @@ impl ShareSession {
                 }
                 let fetch = partitions.iter().copied().collect();
                 let opened = current.as_ref().is_none_or(|s| !mine(s));
-                *current = Some(ShareSession { group_id: group_id.to_string(), member_id: member_id.to_string(), next_epoch: next_epoch(INITIAL_EPOCH), partitions });
+                *current =
+                    Some(ShareSession { group_id: group_id.to_string(), member_id: member_id.to_string(), next_epoch: next_epoch(INITIAL_EPOCH), partitions });
                 Ok(SessionStep { fetch, closing: false, opened })
             }
             FINAL_EPOCH => {

@@ -190,4 +190,3 @@ fn filter(
         permission: Permission::from_code(permission),
     })
 }
-

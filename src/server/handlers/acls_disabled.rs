@@ -15,11 +15,7 @@ const MESSAGE: &str = "No Authorizer is configured.";
 const DESCRIBE_MESSAGE: &str = "No Authorizer is configured on the broker";
 
 pub fn describe(meta: RequestMeta) -> Response {
-    meta.respond(
-        &DescribeAclsResponse::default()
-            .with_error_code(ErrorCode::SECURITY_DISABLED.code())
-            .with_error_message(Some(str_bytes(DESCRIBE_MESSAGE))),
-    )
+    meta.respond(&DescribeAclsResponse::default().with_error_code(ErrorCode::SECURITY_DISABLED.code()).with_error_message(Some(str_bytes(DESCRIBE_MESSAGE))))
 }
 
 pub fn create(meta: RequestMeta, req: CreateAclsRequest) -> Response {

@@ -20,7 +20,8 @@ use crate::txn::{TxnOp, TxnReply};
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: AddPartitionsToTxnRequest) -> Response {
     if meta.version <= 3 {
         let txn_id = req.v3_and_below_transactional_id.0.to_string();
-        let results = add(ctx, &meta, &txn_id, req.v3_and_below_producer_id.0, req.v3_and_below_producer_epoch, &req.v3_and_below_topics, false, meta.version).await;
+        let results =
+            add(ctx, &meta, &txn_id, req.v3_and_below_producer_id.0, req.v3_and_below_producer_epoch, &req.v3_and_below_topics, false, meta.version).await;
         return meta.respond(&AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results));
     }
     let mut out = Vec::with_capacity(req.transactions.len());
@@ -43,7 +44,9 @@ async fn add(
     verify_only: bool,
     version: i16,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
-    let image = ctx.image_for_request(|image| topics.iter().map(|t| super::unknown_partitions(image.topic(t.name.0.as_str()), t.partitions.iter().copied())).sum()).await;
+    let image = ctx
+        .image_for_request(|image| topics.iter().map(|t| super::unknown_partitions(image.topic(t.name.0.as_str()), t.partitions.iter().copied())).sum())
+        .await;
     let flat: Vec<(String, i32)> = topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.to_string(), *p))).collect();
     let unknown: Vec<bool> = flat.iter().map(|(t, p)| image.topic(t).and_then(|m| m.partition(*p)).is_none()).collect();
     // ACLs (Kafka's KafkaApis): a broker's verification (v4+ verify_only) needs
@@ -75,7 +78,11 @@ async fn add(
             let results = t
                 .partitions
                 .iter()
-                .map(|p| AddPartitionsToTxnPartitionResult::default().with_partition_index(*p).with_partition_error_code(codes.next().unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR).code()))
+                .map(|p| {
+                    AddPartitionsToTxnPartitionResult::default()
+                        .with_partition_index(*p)
+                        .with_partition_error_code(codes.next().unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR).code())
+                })
                 .collect();
             AddPartitionsToTxnTopicResult::default().with_name(TopicName(t.name.0.clone())).with_results_by_partition(results)
         })

@@ -41,7 +41,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: AlterClientQ
         .iter()
         .zip(checked)
         .map(|(e, result)| {
-            let entity = e.entity.iter().map(|c| EntityData::default().with_entity_type(c.entity_type.clone()).with_entity_name(c.entity_name.clone())).collect();
+            let entity =
+                e.entity.iter().map(|c| EntityData::default().with_entity_type(c.entity_type.clone()).with_entity_name(c.entity_name.clone())).collect();
             let outcome = result.and_then(|_| committed.clone());
             let (code, message) = match outcome {
                 Ok(()) => (ErrorCode::NONE, None),

@@ -11,11 +11,11 @@ use kafka_protocol::messages::alter_configs_response::{AlterConfigsResourceRespo
 
 use super::describe_configs::{RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_TOPIC};
 use super::str_bytes;
-use crate::security::acl::Operation;
-use crate::server::authorization::Access;
 use crate::cluster::image::ConfigResource;
 use crate::controller::ConfigOp;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
+use crate::server::authorization::Access;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -78,7 +78,11 @@ pub fn check_access(access: &Access<'_>, resource_type: i8, name: &str, operatio
         RESOURCE_GROUP => (access.allows_group(operation, name), ErrorCode::GROUP_AUTHORIZATION_FAILED),
         _ => (true, ErrorCode::NONE),
     };
-    if allowed { Ok(()) } else { Err((refused, "Authorization failed.".to_string())) }
+    if allowed {
+        Ok(())
+    } else {
+        Err((refused, "Authorization failed.".to_string()))
+    }
 }
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: AlterConfigsRequest) -> Response {

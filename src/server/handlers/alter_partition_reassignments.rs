@@ -20,9 +20,9 @@ use kafka_protocol::messages::alter_partition_reassignments_response::{
 use kafka_protocol::messages::AlterPartitionReassignmentsRequest;
 
 use super::{code, str_bytes, topic_name};
-use crate::security::acl::Operation;
 use crate::controller::ReassignmentError;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -32,7 +32,9 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: AlterPartiti
     let topics = req
         .topics
         .iter()
-        .map(|t| (t.name.0.to_string(), t.partitions.iter().map(|p| (p.partition_index, p.replicas.as_ref().map(|rs| rs.iter().map(|b| b.0).collect()))).collect()))
+        .map(|t| {
+            (t.name.0.to_string(), t.partitions.iter().map(|p| (p.partition_index, p.replicas.as_ref().map(|rs| rs.iter().map(|b| b.0).collect()))).collect())
+        })
         .collect();
     let base = AlterPartitionReassignmentsResponse::default().with_allow_replication_factor_change(allow_rf_change);
     // ACLs: ALTER on the cluster.

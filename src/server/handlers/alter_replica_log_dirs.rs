@@ -20,8 +20,8 @@ use kafka_protocol::messages::alter_replica_log_dirs_response::{
 use kafka_protocol::messages::AlterReplicaLogDirsRequest;
 
 use super::topic_name;
-use crate::security::acl::Operation;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -55,9 +55,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: AlterReplica
         .into_iter()
         .map(|(t, ps)| {
             AlterReplicaLogDirTopicResult::default().with_topic_name(topic_name(&t)).with_partitions(
-                ps.into_iter()
-                    .map(|(p, e)| AlterReplicaLogDirPartitionResult::default().with_partition_index(p).with_error_code(e.code()))
-                    .collect(),
+                ps.into_iter().map(|(p, e)| AlterReplicaLogDirPartitionResult::default().with_partition_index(p).with_error_code(e.code())).collect(),
             )
         })
         .collect();

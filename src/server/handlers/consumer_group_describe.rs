@@ -6,9 +6,9 @@ use futures::future::join_all;
 use kafka_protocol::messages::consumer_group_describe_response::DescribedGroup;
 use kafka_protocol::messages::{ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse};
 
+use super::route_group;
 use crate::group::consumer::{ConsumerOp, ConsumerReply};
 use crate::group::ops::{GroupOp, GroupReply};
-use super::route_group;
 use crate::protocol::ErrorCode;
 use crate::security::acl::{Operation, ResourceType};
 use crate::server::dispatch::{RequestMeta, Response};

@@ -6,10 +6,10 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
 
+use super::route_group;
 use super::str_bytes;
 use crate::group::consumer::{ConsumerOp, ConsumerReply};
 use crate::group::ops::{GroupOp, GroupReply};
-use super::route_group;
 use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
@@ -33,7 +33,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ConsumerGrou
     if access.is_checked() && access.allows_group(Operation::Read, &group_id) {
         let names = req.subscribed_topic_names.iter().flatten();
         if names.into_iter().any(|t| !access.allows_topic(Operation::Describe, t.0.as_str())) {
-            return meta.respond(&ConsumerGroupHeartbeatResponse::default().with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.code()).with_error_message(None));
+            return meta
+                .respond(&ConsumerGroupHeartbeatResponse::default().with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.code()).with_error_message(None));
         }
     }
     // Kafka reports the host as "/<ip>".

@@ -5,10 +5,10 @@ use std::rc::Rc;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsRequest;
 use kafka_protocol::messages::create_partitions_response::{CreatePartitionsResponse, CreatePartitionsTopicResult};
 
-use crate::server::client_quotas::MutationQuota;
 use super::{code, str_bytes};
 use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
+use crate::server::client_quotas::MutationQuota;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -37,8 +37,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreatePartit
             continue;
         }
         // Kafka: a null assignment lets the controller place the new partitions.
-        let assignments: Vec<Vec<i32>> =
-            t.assignments.iter().flatten().map(|a| a.broker_ids.iter().map(|b| b.0).collect()).collect();
+        let assignments: Vec<Vec<i32>> = t.assignments.iter().flatten().map(|a| a.broker_ids.iter().map(|b| b.0).collect()).collect();
         match ctx.controller.create_partitions(t.name.0.to_string(), t.count, assignments, req.validate_only).await {
             Ok(()) => changed |= !req.validate_only,
             Err(e) => {

@@ -6,11 +6,11 @@ use std::rc::Rc;
 use kafka_protocol::messages::create_topics_request::CreateTopicsRequest;
 use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult, CreateTopicsResponse};
 
-use crate::server::client_quotas::MutationQuota;
 use super::{code, str_bytes, uuid};
 use crate::cluster::topic_config::describe;
 use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
+use crate::server::client_quotas::MutationQuota;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -51,7 +51,13 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreateTopics
             results.push(result);
             continue;
         }
-        let new_partitions = if !t.assignments.is_empty() { t.assignments.len() as i32 } else if partitions > 0 { partitions } else { ctx.config.num_partitions };
+        let new_partitions = if !t.assignments.is_empty() {
+            t.assignments.len() as i32
+        } else if partitions > 0 {
+            partitions
+        } else {
+            ctx.config.num_partitions
+        };
         if !req.validate_only && !quota.admit(new_partitions.max(0) as u32) {
             result.error_code = ErrorCode::THROTTLING_QUOTA_EXCEEDED.code();
             // No message: Kafka 4.4 sends none with this code.

@@ -16,8 +16,8 @@ use base64::Engine;
 use bytes::Bytes;
 use kafka_protocol::messages::describe_delegation_token_response::{DescribedDelegationToken, DescribedDelegationTokenRenewer};
 use kafka_protocol::messages::{
-    CreateDelegationTokenRequest, CreateDelegationTokenResponse, DescribeDelegationTokenRequest, DescribeDelegationTokenResponse,
-    ExpireDelegationTokenRequest, ExpireDelegationTokenResponse, RenewDelegationTokenRequest, RenewDelegationTokenResponse,
+    CreateDelegationTokenRequest, CreateDelegationTokenResponse, DescribeDelegationTokenRequest, DescribeDelegationTokenResponse, ExpireDelegationTokenRequest,
+    ExpireDelegationTokenResponse, RenewDelegationTokenRequest, RenewDelegationTokenResponse,
 };
 
 use super::str_bytes;
@@ -120,8 +120,8 @@ pub async fn renew(ctx: &Rc<ShardContext>, meta: RequestMeta, req: RenewDelegati
         Ok(e) => e,
         Err(code) => return refuse(code),
     };
-    let renewed = named_token(ctx, &secret, &req.hmac)
-        .and_then(|t| t.renewed(meta.principal.as_str(), req.renew_period_ms, now_ms(), lifetimes).map_err(refusal_code));
+    let renewed =
+        named_token(ctx, &secret, &req.hmac).and_then(|t| t.renewed(meta.principal.as_str(), req.renew_period_ms, now_ms(), lifetimes).map_err(refusal_code));
     let token = match renewed {
         Ok(t) => t,
         Err(code) => return refuse(code),

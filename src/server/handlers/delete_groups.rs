@@ -6,8 +6,8 @@ use futures::future::join_all;
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
 
-use crate::group::ops::{GroupOp, GroupReply};
 use super::route_group;
+use crate::group::ops::{GroupOp, GroupReply};
 use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};

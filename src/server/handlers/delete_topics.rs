@@ -4,10 +4,10 @@ use std::rc::Rc;
 use kafka_protocol::messages::delete_topics_request::DeleteTopicsRequest;
 use kafka_protocol::messages::delete_topics_response::{DeletableTopicResult, DeleteTopicsResponse};
 
-use crate::server::client_quotas::MutationQuota;
 use super::{code, str_bytes, topic_name, uuid};
 use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
+use crate::server::client_quotas::MutationQuota;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 

@@ -10,10 +10,10 @@ use super::str_bytes;
 use std::rc::Rc;
 
 use crate::protocol::ErrorCode;
-use crate::security::client_quotas::{EntityName, QuotaEntity};
 use crate::security::acl::Operation;
-use crate::server::shard::ShardContext;
+use crate::security::client_quotas::{EntityName, QuotaEntity};
 use crate::server::dispatch::{RequestMeta, Response};
+use crate::server::shard::ShardContext;
 
 /// Kafka's entity types (ClientQuotaEntity) and match types.
 const USER: &str = "user";
@@ -29,10 +29,9 @@ pub fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeClientQuot
     let checked = if allowed { check_filter(&req) } else { Err((ErrorCode::CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.".to_string())) };
     let response = match checked {
         Ok(()) => DescribeClientQuotasResponse::default().with_error_message(None).with_entries(Some(matching(ctx, &req))),
-        Err((code, message)) => DescribeClientQuotasResponse::default()
-            .with_error_code(code.code())
-            .with_error_message(Some(str_bytes(&message)))
-            .with_entries(None),
+        Err((code, message)) => {
+            DescribeClientQuotasResponse::default().with_error_code(code.code()).with_error_message(Some(str_bytes(&message))).with_entries(None)
+        }
     };
     meta.respond(&response)
 }
@@ -46,10 +45,8 @@ fn matching(ctx: &ShardContext, req: &DescribeClientQuotasRequest) -> Vec<EntryD
         .iter()
         .filter(|(entity, _)| matches(entity, req))
         .map(|(entity, values)| {
-            let entity = entity
-                .components()
-                .map(|(t, name)| EntityData::default().with_entity_type(str_bytes(t)).with_entity_name(name.map(str_bytes)))
-                .collect();
+            let entity =
+                entity.components().map(|(t, name)| EntityData::default().with_entity_type(str_bytes(t)).with_entity_name(name.map(str_bytes))).collect();
             let values = values.iter().map(|(k, v)| ValueData::default().with_key(str_bytes(k.name())).with_value(v.0)).collect();
             EntryData::default().with_entity(entity).with_values(values)
         })

@@ -34,8 +34,7 @@ pub fn handle(ctx: &ShardContext, meta: RequestMeta, req: DescribeClusterRequest
                     .with_rack(b.rack.as_deref().map(str_bytes))
                     .with_is_fenced(fenced)
             };
-            let mut brokers: Vec<DescribeClusterBroker> =
-                live_brokers(ctx, &image, meta.listener).into_iter().map(|b| broker(b, false)).collect();
+            let mut brokers: Vec<DescribeClusterBroker> = live_brokers(ctx, &image, meta.listener).into_iter().map(|b| broker(b, false)).collect();
             if meta.version >= 2 && req.include_fenced_brokers {
                 brokers.extend(fenced_brokers(ctx, &image, meta.listener).into_iter().map(|b| broker(b, true)));
                 brokers.sort_by_key(|b| b.broker_id.0);

@@ -15,10 +15,10 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 
 use super::str_bytes;
-use crate::security::acl::Operation;
 use crate::cluster::config_defs::{self, source, Described, Synonym};
 use crate::cluster::topic_config::describe;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -32,10 +32,7 @@ pub async fn handle(ctx: &ShardContext, meta: RequestMeta, req: DescribeConfigsR
     // client saw it in a Metadata answer from that shard): catch up first.
     let image = ctx
         .image_for_request(|image| {
-            req.resources
-                .iter()
-                .filter(|r| r.resource_type == RESOURCE_TOPIC && image.topic(r.resource_name.as_str()).is_none())
-                .count()
+            req.resources.iter().filter(|r| r.resource_type == RESOURCE_TOPIC && image.topic(r.resource_name.as_str()).is_none()).count()
         })
         .await;
     let access = ctx.access(&meta);
@@ -102,12 +99,7 @@ fn entry(d: Described, include_synonyms: bool, include_documentation: bool) -> D
     let synonyms = if include_synonyms {
         d.synonyms
             .iter()
-            .map(|s| {
-                DescribeConfigsSynonym::default()
-                    .with_name(str_bytes(&s.name))
-                    .with_value(s.value.as_deref().map(str_bytes))
-                    .with_source(s.source)
-            })
+            .map(|s| DescribeConfigsSynonym::default().with_name(str_bytes(&s.name)).with_value(s.value.as_deref().map(str_bytes)).with_source(s.source))
             .collect()
     } else {
         Vec::new()

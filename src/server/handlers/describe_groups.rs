@@ -7,10 +7,10 @@ use futures::future::join_all;
 use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 
+use super::route_group;
 use crate::group::ops::{GroupOp, GroupReply};
 use crate::protocol::{acl_operations, ErrorCode};
 use crate::security::acl::{Operation, ResourceType};
-use super::route_group;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 

@@ -12,14 +12,12 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use kafka_protocol::messages::describe_log_dirs_response::{
-    DescribeLogDirsPartition, DescribeLogDirsResponse, DescribeLogDirsResult, DescribeLogDirsTopic,
-};
+use kafka_protocol::messages::describe_log_dirs_response::{DescribeLogDirsPartition, DescribeLogDirsResponse, DescribeLogDirsResult, DescribeLogDirsTopic};
 use kafka_protocol::messages::DescribeLogDirsRequest;
 
 use super::{str_bytes, topic_name};
-use crate::security::acl::Operation;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::log_dir::{log_dir_path, measure, MAX_PARTITIONS_MEASURED};
 use crate::server::shard::ShardContext;
@@ -88,10 +86,7 @@ async fn describe_dir(ctx: &ShardContext, dir: &std::path::Path, partitions: Vec
                         .with_is_future_key(false),
                 );
             }
-            let topics = by_topic
-                .into_iter()
-                .map(|(t, ps)| DescribeLogDirsTopic::default().with_name(topic_name(t)).with_partitions(ps))
-                .collect();
+            let topics = by_topic.into_iter().map(|(t, ps)| DescribeLogDirsTopic::default().with_name(topic_name(t)).with_partitions(ps)).collect();
             result
                 .with_topics(topics)
                 .with_total_bytes(i64::try_from(usage.total_bytes).unwrap_or(i64::MAX))

@@ -9,15 +9,17 @@ use kafka_protocol::messages::describe_producers_response::{PartitionResponse, P
 use kafka_protocol::messages::{DescribeProducersRequest, DescribeProducersResponse, ProducerId};
 
 use super::code;
-use crate::security::acl::Operation;
 use crate::cluster::router::{OpBatch, OpOutput, PartitionOp};
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeProducersRequest) -> Response {
     let image = ctx
-        .image_for_request(|image| req.topics.iter().map(|t| super::unknown_partitions(image.topic(t.name.0.as_str()), t.partition_indexes.iter().copied())).sum())
+        .image_for_request(|image| {
+            req.topics.iter().map(|t| super::unknown_partitions(image.topic(t.name.0.as_str()), t.partition_indexes.iter().copied())).sum()
+        })
         .await;
     let mut batch = OpBatch::with_capacity(req.topics.iter().map(|t| t.partition_indexes.len()).sum());
     let mut topics = Vec::with_capacity(req.topics.len());

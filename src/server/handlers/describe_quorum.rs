@@ -7,15 +7,13 @@
 //! The only partition asked about is `__cluster_metadata`-0, as in Kafka; anything else
 //! is UNKNOWN_TOPIC_OR_PARTITION. Directory ids are the zero uuid (openraft has no log
 //! directories per voter).
-use kafka_protocol::messages::describe_quorum_response::{
-    DescribeQuorumResponse, Listener, Node, PartitionData, ReplicaState, TopicData,
-};
+use kafka_protocol::messages::describe_quorum_response::{DescribeQuorumResponse, Listener, Node, PartitionData, ReplicaState, TopicData};
 use kafka_protocol::messages::{BrokerId, DescribeQuorumRequest};
 
 use super::{code, str_bytes, topic_name};
-use crate::security::acl::Operation;
 use crate::controller::{QuorumInfo, ReplicaProgress};
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -43,10 +41,11 @@ fn nodes(q: &QuorumInfo) -> Vec<Node> {
         .iter()
         .filter_map(|(id, addr)| {
             let (host, port) = crate::config::split_host_port(addr).ok()?;
-            Some(Node::default().with_node_id(broker_id(*id)).with_listeners(vec![Listener::default()
-                .with_name(str_bytes(CONTROLLER_LISTENER_NAME))
-                .with_host(str_bytes(&host))
-                .with_port(port)]))
+            Some(
+                Node::default()
+                    .with_node_id(broker_id(*id))
+                    .with_listeners(vec![Listener::default().with_name(str_bytes(CONTROLLER_LISTENER_NAME)).with_host(str_bytes(&host)).with_port(port)]),
+            )
         })
         .collect()
 }
@@ -78,11 +77,19 @@ pub async fn handle(ctx: &ShardContext, meta: RequestMeta, req: DescribeQuorumRe
                 .with_current_voters(q.voters.iter().map(|r| replica_state(&q, r)).collect())
                 .with_observers(q.observers.iter().map(|r| replica_state(&q, r)).collect());
             let resp = DescribeQuorumResponse::default().with_topics(vec![topic.with_partitions(vec![part])]);
-            if meta.version >= 2 { resp.with_nodes(nodes(&q)) } else { resp }
+            if meta.version >= 2 {
+                resp.with_nodes(nodes(&q))
+            } else {
+                resp
+            }
         }
         Err(e) => {
             let resp = DescribeQuorumResponse::default().with_error_code(code(&e));
-            if meta.version >= 2 { resp.with_error_message(Some(str_bytes(&e.to_string()))) } else { resp }
+            if meta.version >= 2 {
+                resp.with_error_message(Some(str_bytes(&e.to_string())))
+            } else {
+                resp
+            }
         }
     };
     meta.respond(&resp)

@@ -23,10 +23,10 @@ use kafka_protocol::messages::DescribeTopicPartitionsRequest;
 
 use super::cluster_view::partition_view;
 use super::{topic_name, uuid};
-use crate::security::acl::{Operation, ResourceType};
 use crate::cluster::image::{MetadataImage, TopicMeta};
 use crate::cluster::topic_config::is_internal_topic;
 use crate::protocol::{acl_operations, ErrorCode};
+use crate::security::acl::{Operation, ResourceType};
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
@@ -130,10 +130,6 @@ fn describe(image: &MetadataImage, t: &TopicMeta, start: i32, limit: i32) -> (De
 }
 
 fn missing_topic(name: &str) -> DescribeTopicPartitionsResponseTopic {
-    let code = if crate::controller::validate_topic_name(name).is_ok() {
-        ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
-    } else {
-        ErrorCode::INVALID_TOPIC_EXCEPTION
-    };
+    let code = if crate::controller::validate_topic_name(name).is_ok() { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION } else { ErrorCode::INVALID_TOPIC_EXCEPTION };
     DescribeTopicPartitionsResponseTopic::default().with_name(Some(topic_name(name))).with_error_code(code.code()).with_is_internal(is_internal_topic(name))
 }

@@ -9,8 +9,8 @@ use kafka_protocol::messages::{DescribeTransactionsRequest, DescribeTransactions
 use kafka_protocol::protocol::StrBytes;
 
 use super::txn_common::route_txn;
-use crate::security::acl::Operation;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 use crate::txn::{TxnOp, TxnReply};

@@ -43,7 +43,11 @@ pub fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: DescribeUserScramC
         for u in &users {
             let Some(n) = times.remove(&*u.name) else { continue };
             results.push(if n > 1 {
-                refused(&u.name, ErrorCode::DUPLICATE_RESOURCE, format!("Cannot describe SCRAM credentials for the same user twice in a single request: {}", &*u.name))
+                refused(
+                    &u.name,
+                    ErrorCode::DUPLICATE_RESOURCE,
+                    format!("Cannot describe SCRAM credentials for the same user twice in a single request: {}", &*u.name),
+                )
             } else if security.scram_credentials.contains_key(&*u.name) {
                 described(security, &u.name)
             } else {
@@ -62,8 +66,5 @@ fn described(security: &SecurityImage, user: &str) -> DescribeUserScramCredentia
 }
 
 fn refused(user: &str, code: ErrorCode, message: String) -> DescribeUserScramCredentialsResult {
-    DescribeUserScramCredentialsResult::default()
-        .with_user(str_bytes(user))
-        .with_error_code(code.code())
-        .with_error_message(Some(str_bytes(&message)))
+    DescribeUserScramCredentialsResult::default().with_user(str_bytes(user)).with_error_code(code.code()).with_error_message(Some(str_bytes(&message)))
 }

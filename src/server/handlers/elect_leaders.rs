@@ -17,9 +17,9 @@ use kafka_protocol::messages::elect_leaders_response::{ElectLeadersResponse, Par
 use kafka_protocol::messages::ElectLeadersRequest;
 
 use super::{code, str_bytes, topic_name};
-use crate::security::acl::Operation;
 use crate::controller::{ElectionType, TopicElection};
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 

@@ -20,13 +20,11 @@ use kafka_protocol::messages::fetch_request::FetchRequest;
 
 use super::{code, str_bytes};
 use crate::cluster::image::MetadataImage;
-use crate::security::acl::Operation;
-use crate::protocol::{
-    write_fetch_response, AbortedTxn, CurrentLeader, ErrorCode, FetchPartitionParts, FetchResponseParts, FetchTopicParts, NodeEndpoint,
-};
-use crate::server::dispatch::{RequestMeta, Response};
 use crate::cluster::router::{OpBatch, OpOutput, PartitionOp, WatchPoint};
 use crate::partition::ReadLimit;
+use crate::protocol::{write_fetch_response, AbortedTxn, CurrentLeader, ErrorCode, FetchPartitionParts, FetchResponseParts, FetchTopicParts, NodeEndpoint};
+use crate::security::acl::Operation;
+use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
 /// One partition a Fetch asks for, resolved against this shard's metadata image.
@@ -169,7 +167,11 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
     let image = ctx
         .image_for_request(|image| {
             let topic = |t: &kafka_protocol::messages::fetch_request::FetchTopic| {
-                if meta.version >= 13 { image.topic_by_id(t.topic_id.as_bytes()) } else { image.topic(t.topic.0.as_str()) }
+                if meta.version >= 13 {
+                    image.topic_by_id(t.topic_id.as_bytes())
+                } else {
+                    image.topic(t.topic.0.as_str())
+                }
             };
             req.topics.iter().map(|t| super::unknown_partitions(topic(t), t.partitions.iter().map(|p| p.partition))).sum()
         })
@@ -412,7 +414,9 @@ async fn read_wave(
                 ReadSource::Leader => PartitionOp::Fetch { offset: w.offset, limit: limit_of(i, w), read_committed },
                 ReadSource::Follower => PartitionOp::FollowerFetch { offset: w.offset, limit: limit_of(i, w), read_committed },
                 // No records: the offsets only (Kafka's answer with a preferred replica).
-                ReadSource::Redirect(_) => PartitionOp::Fetch { offset: w.offset, limit: ReadLimit { max_bytes: 0, min_one_batch: false, file_slice: false }, read_committed },
+                ReadSource::Redirect(_) => {
+                    PartitionOp::Fetch { offset: w.offset, limit: ReadLimit { max_bytes: 0, min_one_batch: false, file_slice: false }, read_committed }
+                }
             };
             batch.push(shard, &w.topic, w.partition, op);
         }
@@ -428,9 +432,9 @@ async fn read_wave(
                 part.high_watermark = data.high_watermark;
                 part.last_stable_offset = data.last_stable_offset;
                 part.log_start_offset = data.log_start_offset;
-                part.aborted_transactions = data.aborted_transactions.map(|list| {
-                    list.into_iter().map(|a| AbortedTxn { producer_id: a.producer_id, first_offset: a.first_offset }).collect()
-                });
+                part.aborted_transactions = data
+                    .aborted_transactions
+                    .map(|list| list.into_iter().map(|a| AbortedTxn { producer_id: a.producer_id, first_offset: a.first_offset }).collect());
                 part.records = data.records;
                 part.file_records = data.file_records;
                 read.bytes = data.bytes;
@@ -458,11 +462,7 @@ fn unread(w: &RequestedPartition) -> PartitionRead {
     match w.owner {
         Err(e) => read.part.error_code = e.code(),
         Ok((_, epoch)) if w.current_leader_epoch >= 0 && w.current_leader_epoch != epoch => {
-            read.part.error_code = if w.current_leader_epoch > epoch {
-                ErrorCode::UNKNOWN_LEADER_EPOCH.code()
-            } else {
-                ErrorCode::FENCED_LEADER_EPOCH.code()
-            };
+            read.part.error_code = if w.current_leader_epoch > epoch { ErrorCode::UNKNOWN_LEADER_EPOCH.code() } else { ErrorCode::FENCED_LEADER_EPOCH.code() };
         }
         Ok(_) => {}
     }

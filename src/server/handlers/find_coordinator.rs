@@ -14,13 +14,13 @@ use super::cluster_view::endpoint_of;
 use super::str_bytes;
 use super::txn_common::ensure_transaction_state_topic;
 use crate::group::ops::coordinator_of;
-use crate::txn::ops::coordinator_of as txn_coordinator_of;
-use crate::txn::TRANSACTION_STATE_TOPIC;
 use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
 use crate::server::authorization::Access;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
+use crate::txn::ops::coordinator_of as txn_coordinator_of;
+use crate::txn::TRANSACTION_STATE_TOPIC;
 
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
@@ -39,8 +39,7 @@ fn lookup(ctx: &Rc<ShardContext>, access: &Access<'_>, key: &str, key_type: i8, 
         }
         KEY_TYPE_GROUP => {
             let image = ctx.image();
-            let leader = coordinator_of(&ctx.router, key)
-                .and_then(|(p, _)| image.topic(crate::group::OFFSETS_TOPIC)?.partition(p).map(|m| m.leader));
+            let leader = coordinator_of(&ctx.router, key).and_then(|(p, _)| image.topic(crate::group::OFFSETS_TOPIC)?.partition(p).map(|m| m.leader));
             match leader.and_then(|l| endpoint_of(ctx, &image, l, listener)) {
                 Some(node) => Ok(node),
                 None => Err(plain(ErrorCode::COORDINATOR_NOT_AVAILABLE)),
@@ -77,7 +76,12 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FindCoordina
                 let c = Coordinator::default().with_key(k.clone());
                 match lookup(ctx, &access, k, req.key_type, meta.listener) {
                     Ok((id, host, port)) => c.with_node_id(BrokerId(id)).with_host(str_bytes(&host)).with_port(port),
-                    Err(Failure(e, msg)) => c.with_node_id(BrokerId(-1)).with_host(StrBytes::default()).with_port(-1).with_error_code(e.code()).with_error_message(Some(str_bytes(&msg))),
+                    Err(Failure(e, msg)) => c
+                        .with_node_id(BrokerId(-1))
+                        .with_host(StrBytes::default())
+                        .with_port(-1)
+                        .with_error_code(e.code())
+                        .with_error_message(Some(str_bytes(&msg))),
                 }
             })
             .collect();
@@ -88,7 +92,11 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FindCoordina
         Err(Failure(e, msg)) => {
             let r = FindCoordinatorResponse::default().with_error_code(e.code()).with_node_id(BrokerId(-1)).with_port(-1);
             // error_message exists from v1.
-            if meta.version >= 1 { r.with_error_message(Some(str_bytes(&msg))) } else { r }
+            if meta.version >= 1 {
+                r.with_error_message(Some(str_bytes(&msg)))
+            } else {
+                r
+            }
         }
     };
     meta.respond(&resp)

@@ -28,15 +28,16 @@ pub(crate) fn names_by_id(image: &MetadataImage, ids: impl Iterator<Item = uuid:
 
 /// A request's topics named by id, split into those the image knows (given their names
 /// with `named`) and those it does not: `(known, unknown)`.
-pub(crate) fn resolve_ids<T>(
-    image: &MetadataImage,
-    topics: Vec<T>,
-    id: impl Fn(&T) -> uuid::Uuid,
-    named: impl Fn(T, TopicName) -> T,
-) -> (Vec<T>, Vec<T>) {
+pub(crate) fn resolve_ids<T>(image: &MetadataImage, topics: Vec<T>, id: impl Fn(&T) -> uuid::Uuid, named: impl Fn(T, TopicName) -> T) -> (Vec<T>, Vec<T>) {
     let names = names_by_id(image, topics.iter().map(&id));
     let (known, unknown): (Vec<T>, Vec<T>) = topics.into_iter().partition(|t| names.contains_key(&id(t)));
-    let known = known.into_iter().map(|t| { let name = names[&id(&t)].clone(); named(t, name) }).collect();
+    let known = known
+        .into_iter()
+        .map(|t| {
+            let name = names[&id(&t)].clone();
+            named(t, name)
+        })
+        .collect();
     (known, unknown)
 }
 

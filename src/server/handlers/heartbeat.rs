@@ -3,8 +3,8 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
 
-use crate::group::ops::{GroupOp, GroupReply};
 use super::route_group;
+use crate::group::ops::{GroupOp, GroupReply};
 use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};

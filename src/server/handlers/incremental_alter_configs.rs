@@ -9,11 +9,11 @@ use kafka_protocol::messages::incremental_alter_configs_request::IncrementalAlte
 use kafka_protocol::messages::incremental_alter_configs_response::{AlterConfigsResourceResponse, IncrementalAlterConfigsResponse};
 
 use super::alter_configs::{check_access, error_fields, refuse_pinned_keys, target, Target};
-use crate::security::acl::Operation;
 use crate::controller::ConfigOp;
-use crate::server::dynamic_tls::check_key_stores;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
+use crate::server::dynamic_tls::check_key_stores;
 use crate::server::shard::ShardContext;
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: IncrementalAlterConfigsRequest) -> Response {
@@ -27,14 +27,14 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: IncrementalA
             .and_then(|t| refuse_pinned_keys(ctx, &t, res.configs.iter().map(|c| c.name.as_str())).map(|()| t));
         let outcome = match (target, ops(&res.configs)) {
             (Err(e), _) | (_, Err(e)) => Err(e),
-            (Ok(Target::Topic(name)), Ok(ops)) => ctx.controller.alter_topic_configs(name, ops, req.validate_only).await.map_err(|e| (ErrorCode::from(&e), e.to_string())),
+            (Ok(Target::Topic(name)), Ok(ops)) => {
+                ctx.controller.alter_topic_configs(name, ops, req.validate_only).await.map_err(|e| (ErrorCode::from(&e), e.to_string()))
+            }
             (Ok(Target::Resource(resource)), Ok(ops)) => match check_key_stores(&ctx.config, &ctx.controller.image(), &resource, &ops, false) {
                 Err(e) => Err(e),
-                Ok(()) => ctx
-                    .controller
-                    .alter_resource_configs(resource, ops, false, req.validate_only)
-                    .await
-                    .map_err(|e| (ErrorCode::from(&e), e.to_string())),
+                Ok(()) => {
+                    ctx.controller.alter_resource_configs(resource, ops, false, req.validate_only).await.map_err(|e| (ErrorCode::from(&e), e.to_string()))
+                }
             },
         };
         changed |= outcome.is_ok() && !req.validate_only;

@@ -66,5 +66,9 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: InitProducer
 /// PRODUCER_FENCED exists for clients of InitProducerId v4+ (KIP-588); older ones know
 /// INVALID_PRODUCER_EPOCH, as Kafka answers them.
 pub fn old_client_code(e: ErrorCode, version: i16) -> ErrorCode {
-    if e == ErrorCode::PRODUCER_FENCED && version < 4 { ErrorCode::INVALID_PRODUCER_EPOCH } else { e }
+    if e == ErrorCode::PRODUCER_FENCED && version < 4 {
+        ErrorCode::INVALID_PRODUCER_EPOCH
+    } else {
+        e
+    }
 }

@@ -5,8 +5,8 @@ use std::rc::Rc;
 use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::group::ops::{GroupOp, GroupReply};
 use super::route_group;
+use crate::group::ops::{GroupOp, GroupReply};
 use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};

@@ -4,8 +4,8 @@ use std::rc::Rc;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
 
-use crate::group::ops::{GroupOp, GroupReply};
 use super::route_group;
+use crate::group::ops::{GroupOp, GroupReply};
 use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};

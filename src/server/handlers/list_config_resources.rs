@@ -13,8 +13,8 @@ use kafka_protocol::messages::list_config_resources_response::{ConfigResource, L
 use kafka_protocol::messages::ListConfigResourcesRequest;
 
 use super::str_bytes;
-use crate::security::acl::Operation;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 

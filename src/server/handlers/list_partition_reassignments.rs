@@ -11,11 +11,11 @@ use kafka_protocol::messages::list_partition_reassignments_response::{
 };
 use kafka_protocol::messages::{BrokerId, ListPartitionReassignmentsRequest};
 
+use super::str_bytes;
 use super::topic_name;
+use crate::cluster::image::{PartitionMeta, TopicMeta};
 use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
-use super::str_bytes;
-use crate::cluster::image::{PartitionMeta, TopicMeta};
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 

@@ -9,8 +9,8 @@ use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{ListTransactionsRequest, ListTransactionsResponse, ProducerId, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::security::acl::Operation;
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 use crate::txn::ops::{call_partition, one_led_partition_per_shard};

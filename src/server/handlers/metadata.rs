@@ -10,9 +10,7 @@
 use std::rc::Rc;
 
 use kafka_protocol::messages::metadata_request::MetadataRequest;
-use kafka_protocol::messages::metadata_response::{
-    MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
-};
+use kafka_protocol::messages::metadata_response::{MetadataResponse, MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic};
 use kafka_protocol::messages::BrokerId;
 
 use super::cluster_view::{live_brokers, partition_view};
@@ -89,7 +87,11 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequ
     // The codec encodes neither field below v8.
     let topic_ops = |name: &str| {
         let ops = || access.authorized_operations(ResourceType::Topic, name, acl_operations::TOPIC);
-        if req.include_topic_authorized_operations { ops() } else { acl_operations::NOT_REQUESTED }
+        if req.include_topic_authorized_operations {
+            ops()
+        } else {
+            acl_operations::NOT_REQUESTED
+        }
     };
     let cluster_ops = if meta.version <= 10 && req.include_cluster_authorized_operations {
         access.authorized_operations(ResourceType::Cluster, CLUSTER_NAME, acl_operations::CLUSTER)
@@ -143,11 +145,11 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: MetadataRequ
                     None if name.as_deref().is_some_and(denied) => refused(name.as_deref(), id),
                     Some(t) => describe(t),
                     None => {
-                        let err = errors
-                            .iter()
-                            .find(|(n, _)| Some(n) == name.as_ref())
-                            .map(|(_, c)| *c)
-                            .unwrap_or(if name.is_some() { ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code() } else { ErrorCode::UNKNOWN_TOPIC_ID.code() });
+                        let err = errors.iter().find(|(n, _)| Some(n) == name.as_ref()).map(|(_, c)| *c).unwrap_or(if name.is_some() {
+                            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION.code()
+                        } else {
+                            ErrorCode::UNKNOWN_TOPIC_ID.code()
+                        });
                         MetadataResponseTopic::default()
                             .with_error_code(err)
                             .with_name(name.as_deref().map(topic_name))

@@ -21,7 +21,10 @@ fn all_failed(req: &OffsetCommitRequest, e: ErrorCode) -> OffsetCommitResponse {
             .iter()
             .map(|t| {
                 OffsetCommitResponseTopic::default().with_name(t.name.clone()).with_topic_id(t.topic_id).with_partitions(
-                    t.partitions.iter().map(|p| OffsetCommitResponsePartition::default().with_partition_index(p.partition_index).with_error_code(e.code())).collect(),
+                    t.partitions
+                        .iter()
+                        .map(|p| OffsetCommitResponsePartition::default().with_partition_index(p.partition_index).with_error_code(e.code()))
+                        .collect(),
                 )
             })
             .collect(),

@@ -3,12 +3,12 @@ use std::rc::Rc;
 
 use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
 
-use crate::security::acl::Operation;
-use kafka_protocol::messages::offset_delete_response::{OffsetDeleteResponsePartition, OffsetDeleteResponseTopic};
 use crate::group::ops::{route, GroupOp, GroupReply};
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
+use kafka_protocol::messages::offset_delete_response::{OffsetDeleteResponsePartition, OffsetDeleteResponseTopic};
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: OffsetDeleteRequest) -> Response {
     let group_id = req.group_id.0.to_string();
@@ -24,7 +24,9 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: OffsetDelete
     let denied: Vec<OffsetDeleteResponseTopic> = denied
         .into_iter()
         .map(|t| {
-            let parts = t.partitions.iter().map(|p| OffsetDeleteResponsePartition::default().with_partition_index(p.partition_index).with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.code()));
+            let parts = t.partitions.iter().map(|p| {
+                OffsetDeleteResponsePartition::default().with_partition_index(p.partition_index).with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.code())
+            });
             OffsetDeleteResponseTopic::default().with_name(t.name.clone()).with_partitions(parts.collect())
         })
         .collect();

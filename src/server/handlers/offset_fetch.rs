@@ -6,8 +6,7 @@ use std::rc::Rc;
 
 use futures::future::join_all;
 use kafka_protocol::messages::offset_fetch_response::{
-    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic,
-    OffsetFetchResponseTopics,
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{GroupId, OffsetFetchRequest, OffsetFetchResponse};
 
@@ -53,18 +52,26 @@ async fn fetch_one(
     };
     let (e, mut found) = fetch_stable(ctx, group_id, topics, member, require_stable).await;
     found.retain(|(t, _)| visible(t));
-    let refused = |partition| PartitionOffset { partition, offset: -1, leader_epoch: -1, metadata: Some(String::new()), error: ErrorCode::TOPIC_AUTHORIZATION_FAILED };
+    let refused =
+        |partition| PartitionOffset { partition, offset: -1, leader_epoch: -1, metadata: Some(String::new()), error: ErrorCode::TOPIC_AUTHORIZATION_FAILED };
     found.extend(denied.into_iter().map(|(t, ps)| (t, ps.into_iter().map(refused).collect())));
     (e, found)
 }
 
-async fn fetch_stable(ctx: &Rc<ShardContext>, group_id: String, topics: Topics, member: Member, require_stable: bool) -> (ErrorCode, Vec<(String, Vec<PartitionOffset>)>) {
+async fn fetch_stable(
+    ctx: &Rc<ShardContext>,
+    group_id: String,
+    topics: Topics,
+    member: Member,
+    require_stable: bool,
+) -> (ErrorCode, Vec<(String, Vec<PartitionOffset>)>) {
     let (e, mut found) = fetch_committed(ctx, group_id.clone(), topics.clone(), member).await;
     // v7+ require_stable (KIP-447): while a transaction holds offsets of these partitions,
     // UNSTABLE_OFFSET_COMMIT (retriable), so a consumer starts from committed ones only.
     // Judged for the request's partitions together: one pending offset marks them all.
     if require_stable && e == ErrorCode::NONE {
-        let pending = matches!(route(&ctx.router, &group_id, GroupOp::HasPendingOffsets { group_id: group_id.clone(), topics }).await, Ok(GroupReply::Pending(true)));
+        let pending =
+            matches!(route(&ctx.router, &group_id, GroupOp::HasPendingOffsets { group_id: group_id.clone(), topics }).await, Ok(GroupReply::Pending(true)));
         if pending {
             for p in found.iter_mut().flat_map(|(_, ps)| ps.iter_mut()) {
                 p.offset = -1;
@@ -79,7 +86,9 @@ async fn fetch_committed(ctx: &Rc<ShardContext>, group_id: String, topics: Topic
     let asked = topics.clone();
     let op = match member {
         // Validated against the member's epoch on the coordinator (group/consumer/).
-        Some((member_id, member_epoch)) => GroupOp::Consumer(ConsumerOp::FetchOffsets { group_id: group_id.clone(), member_id: Some(member_id), member_epoch, topics }),
+        Some((member_id, member_epoch)) => {
+            GroupOp::Consumer(ConsumerOp::FetchOffsets { group_id: group_id.clone(), member_id: Some(member_id), member_epoch, topics })
+        }
         None => GroupOp::FetchOffsets { group_id: group_id.clone(), topics },
     };
     match route(&ctx.router, &group_id, op).await {
@@ -90,7 +99,14 @@ async fn fetch_committed(ctx: &Rc<ShardContext>, group_id: String, topics: Topic
             let t = asked
                 .unwrap_or_default()
                 .into_iter()
-                .map(|(t, ps)| (t, ps.into_iter().map(|partition| PartitionOffset { partition, offset: -1, leader_epoch: -1, metadata: Some(String::new()), error: e }).collect()))
+                .map(|(t, ps)| {
+                    (
+                        t,
+                        ps.into_iter()
+                            .map(|partition| PartitionOffset { partition, offset: -1, leader_epoch: -1, metadata: Some(String::new()), error: e })
+                            .collect(),
+                    )
+                })
                 .collect();
             (e, t)
         }
@@ -105,11 +121,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: OffsetFetchR
             return meta.respond(&OffsetFetchResponse::default().with_error_code(ErrorCode::INVALID_REQUEST.code()));
         }
         let image = ctx.image();
-        let names = if v >= 10 {
-            names_by_id(&image, req.groups.iter().flat_map(|g| g.topics.iter().flatten().map(|t| t.topic_id)))
-        } else {
-            Default::default()
-        };
+        let names =
+            if v >= 10 { names_by_id(&image, req.groups.iter().flat_map(|g| g.topics.iter().flatten().map(|t| t.topic_id))) } else { Default::default() };
         let image = &image;
         let names = &names;
         let futures = req.groups.into_iter().map(|g| {
@@ -152,7 +165,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: OffsetFetchR
                     })
                     .collect();
                 topics.extend(unknown_ids.into_iter().map(|(id, ps)| {
-                    let unknown = |p| PartitionOffset { partition: p, offset: -1, leader_epoch: -1, metadata: Some(String::new()), error: ErrorCode::UNKNOWN_TOPIC_ID };
+                    let unknown =
+                        |p| PartitionOffset { partition: p, offset: -1, leader_epoch: -1, metadata: Some(String::new()), error: ErrorCode::UNKNOWN_TOPIC_ID };
                     OffsetFetchResponseTopics::default().with_topic_id(id).with_partitions(ps.into_iter().map(unknown).map(partition).collect())
                 }));
                 OffsetFetchResponseGroup::default().with_group_id(GroupId(group_id.0)).with_error_code(e.code()).with_topics(topics)
@@ -175,7 +189,11 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: OffsetFetchR
                             .with_metadata(p.metadata.as_deref().map(str_bytes))
                             .with_error_code(p.error.code());
                         // committed_leader_epoch exists from v5.
-                        if v >= 5 { r.with_committed_leader_epoch(p.leader_epoch) } else { r }
+                        if v >= 5 {
+                            r.with_committed_leader_epoch(p.leader_epoch)
+                        } else {
+                            r
+                        }
                     })
                     .collect(),
             )

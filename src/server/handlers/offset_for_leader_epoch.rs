@@ -13,9 +13,9 @@ use kafka_protocol::messages::offset_for_leader_epoch_request::OffsetForLeaderEp
 use kafka_protocol::messages::offset_for_leader_epoch_response::{EpochEndOffset, OffsetForLeaderEpochResponse, OffsetForLeaderTopicResult};
 
 use super::code;
-use crate::security::acl::Operation;
 use crate::cluster::router::{OpBatch, OpOutput, PartitionOp};
 use crate::protocol::ErrorCode;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 

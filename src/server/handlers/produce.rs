@@ -33,14 +33,18 @@ use crate::protocol::produce_input::{InputTopic, InputTopics, ProduceInput};
 use crate::protocol::produce_response_writer::{write_produce_response, PartitionAnswer, TopicAnswer};
 use crate::protocol::ErrorCode;
 use crate::record::{check_produce_version, BatchError, RecordErrors};
-use crate::security::acl::Operation;
 use crate::runtime::ShardId;
+use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
 /// The image's topic a request topic names: by id from v13 on, by name before.
 fn lookup<'i>(image: &'i MetadataImage, version: i16, topic: &InputTopic) -> Option<&'i TopicMeta> {
-    if version >= 13 { image.topic_by_id(&topic.topic_id) } else { image.topic(topic.name) }
+    if version >= 13 {
+        image.topic_by_id(&topic.topic_id)
+    } else {
+        image.topic(topic.name)
+    }
 }
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ProduceInput) -> Response {
@@ -209,13 +213,19 @@ fn respond_with_leader_hints(meta: &RequestMeta, image: &MetadataImage, answers:
                         .with_record_errors(
                             a.record_errors
                                 .iter()
-                                .map(|(i, m)| BatchIndexAndErrorMessage::default().with_batch_index(*i).with_batch_index_error_message(m.as_deref().map(str_bytes)))
+                                .map(|(i, m)| {
+                                    BatchIndexAndErrorMessage::default().with_batch_index(*i).with_batch_index_error_message(m.as_deref().map(str_bytes))
+                                })
                                 .collect(),
                         )
                 })
                 .collect();
             let r = TopicProduceResponse::default().with_partition_responses(partitions);
-            if meta.version >= 13 { r.with_topic_id(uuid::Uuid::from_bytes(t.topic_id)) } else { r.with_name(topic_name(t.name)) }
+            if meta.version >= 13 {
+                r.with_topic_id(uuid::Uuid::from_bytes(t.topic_id))
+            } else {
+                r.with_name(topic_name(t.name))
+            }
         })
         .collect();
     let node_endpoints = leader_hints(image, meta.version, &mut topics);
@@ -234,7 +244,13 @@ fn leader_hints(image: &MetadataImage, version: i16, topics: &mut [TopicProduceR
             let Some(b) = image.brokers.get(&leader).filter(|b| !b.fenced) else { continue };
             resp.current_leader = LeaderIdAndEpoch::default().with_leader_id(BrokerId(leader)).with_leader_epoch(epoch);
             if !endpoints.iter().any(|e| e.node_id.0 == leader) {
-                endpoints.push(NodeEndpoint::default().with_node_id(BrokerId(leader)).with_host(str_bytes(&b.host)).with_port(b.port).with_rack(b.rack.as_deref().map(str_bytes)));
+                endpoints.push(
+                    NodeEndpoint::default()
+                        .with_node_id(BrokerId(leader))
+                        .with_host(str_bytes(&b.host))
+                        .with_port(b.port)
+                        .with_rack(b.rack.as_deref().map(str_bytes)),
+                );
             }
         }
     }

@@ -12,8 +12,7 @@
 //! (UpdateRaftVoter is a controller-listener API in Kafka: shardlog's voters send their
 //! update over the controller RPC, `controller/voters.rs::announcement`.)
 use kafka_protocol::messages::{
-    AddRaftVoterRequest, AddRaftVoterResponse, RemoveRaftVoterRequest, RemoveRaftVoterResponse, UnregisterBrokerRequest,
-    UnregisterBrokerResponse,
+    AddRaftVoterRequest, AddRaftVoterResponse, RemoveRaftVoterRequest, RemoveRaftVoterResponse, UnregisterBrokerRequest, UnregisterBrokerResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -56,12 +55,14 @@ pub async fn add_raft_voter(ctx: &ShardContext, meta: RequestMeta, req: AddRaftV
     // the leader's controller.listener.names; shardlog's quorum has one).
     let addr = req.listeners.first().map(|l| {
         let host = l.host.as_str();
-        if host.contains(':') { format!("[{host}]:{}", l.port) } else { format!("{host}:{}", l.port) }
+        if host.contains(':') {
+            format!("[{host}]:{}", l.port)
+        } else {
+            format!("{host}:{}", l.port)
+        }
     });
     let (code, message) = match (node_id(req.voter_id), addr) {
-        (Some(id), Some(addr)) => {
-            outcome(ctx, &meta, req.cluster_id.as_ref(), || ctx.controller.add_voter(id, *req.voter_directory_id.as_bytes(), addr)).await
-        }
+        (Some(id), Some(addr)) => outcome(ctx, &meta, req.cluster_id.as_ref(), || ctx.controller.add_voter(id, *req.voter_directory_id.as_bytes(), addr)).await,
         (None, _) => (ErrorCode::INVALID_REQUEST, Some(str_bytes(&format!("Invalid voter id {}", req.voter_id)))),
         (_, None) => (ErrorCode::INVALID_REQUEST, Some(str_bytes("The new voter names no listener"))),
     };

@@ -40,12 +40,26 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareAcknowl
         for p in &t.partitions {
             let pd = PartitionData::default().with_partition_index(p.partition_index);
             match batches(p.acknowledgement_batches.iter().map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))) {
-                Err(e) => parts.push((t.topic_id, p.partition_index, pd.with_error_code(acknowledge_error(&e).code()).with_error_message(Some(str_bytes(&e.to_string()))))),
-                Ok(_) if !topic_allowed(&t.topic_id) => parts.push((t.topic_id, p.partition_index, pd.with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.code()))),
+                Err(e) => parts.push((
+                    t.topic_id,
+                    p.partition_index,
+                    pd.with_error_code(acknowledge_error(&e).code()).with_error_message(Some(str_bytes(&e.to_string()))),
+                )),
+                Ok(_) if !topic_allowed(&t.topic_id) => {
+                    parts.push((t.topic_id, p.partition_index, pd.with_error_code(ErrorCode::TOPIC_AUTHORIZATION_FAILED.code())))
+                }
                 Ok(acknowledgements) => work.push(PartitionWork {
                     topic_id: t.topic_id,
                     partition: p.partition_index,
-                    op: SharePartitionOp { group_id: group_id.clone(), member_id: member_id.clone(), acknowledgements, renew_allowed: req.is_renew_ack, fetch: None, release: step.closing, earliest: false },
+                    op: SharePartitionOp {
+                        group_id: group_id.clone(),
+                        member_id: member_id.clone(),
+                        acknowledgements,
+                        renew_allowed: req.is_renew_ack,
+                        fetch: None,
+                        release: step.closing,
+                        earliest: false,
+                    },
                 }),
             }
         }
@@ -53,7 +67,19 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareAcknowl
     if step.closing {
         // The session's other partitions: release what the member holds there too.
         for &(topic_id, partition) in closed.iter().filter(|k| !named.contains(k)) {
-            work.push(PartitionWork { topic_id, partition, op: SharePartitionOp { group_id: group_id.clone(), member_id: member_id.clone(), acknowledgements: Vec::new(), renew_allowed: false, fetch: None, release: true, earliest: false } });
+            work.push(PartitionWork {
+                topic_id,
+                partition,
+                op: SharePartitionOp {
+                    group_id: group_id.clone(),
+                    member_id: member_id.clone(),
+                    acknowledgements: Vec::new(),
+                    renew_allowed: false,
+                    fetch: None,
+                    release: true,
+                    earliest: false,
+                },
+            });
         }
     }
     for (topic_id, partition, r) in run(ctx, work).await {

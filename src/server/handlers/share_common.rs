@@ -17,7 +17,12 @@ const MAX_ACK_BATCHES: usize = 10_000;
 
 /// The checks both requests start with, as Kafka makes them: share groups on
 /// (share.version >= 1), a group id and member id, READ on the group. Ok: the two ids.
-pub fn admit(ctx: &ShardContext, meta: &crate::server::dispatch::RequestMeta, group_id: Option<&kafka_protocol::messages::GroupId>, member_id: Option<&kafka_protocol::protocol::StrBytes>) -> Result<(String, String), (ErrorCode, Option<String>)> {
+pub fn admit(
+    ctx: &ShardContext,
+    meta: &crate::server::dispatch::RequestMeta,
+    group_id: Option<&kafka_protocol::messages::GroupId>,
+    member_id: Option<&kafka_protocol::protocol::StrBytes>,
+) -> Result<(String, String), (ErrorCode, Option<String>)> {
     if !ctx.image().features.share_groups_enabled() {
         return Err((ErrorCode::UNSUPPORTED_VERSION, None));
     }

@@ -121,7 +121,12 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareFetchRe
                         pd.acquired_records = reply
                             .acquired
                             .iter()
-                            .map(|a| AcquiredRecords::default().with_first_offset(a.first_offset).with_last_offset(a.last_offset).with_delivery_count(a.delivery_count as i16))
+                            .map(|a| {
+                                AcquiredRecords::default()
+                                    .with_first_offset(a.first_offset)
+                                    .with_last_offset(a.last_offset)
+                                    .with_delivery_count(a.delivery_count as i16)
+                            })
                             .collect();
                     }
                 }

@@ -46,7 +46,9 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareGroupHe
         Ok(GroupReply::Share(r)) => match *r {
             ShareReply::Heartbeat(Ok(a)) => {
                 let assignment = a.assignment.map(|a| {
-                    Assignment::default().with_topic_partitions(a.into_iter().map(|(t, ps)| TopicPartitions::default().with_topic_id(t).with_partitions(ps.into_iter().collect())).collect())
+                    Assignment::default().with_topic_partitions(
+                        a.into_iter().map(|(t, ps)| TopicPartitions::default().with_topic_id(t).with_partitions(ps.into_iter().collect())).collect(),
+                    )
                 });
                 ShareGroupHeartbeatResponse::default()
                     .with_member_id(Some(str_bytes(&a.member_id)))

@@ -27,7 +27,8 @@ pub fn ensure_transaction_state_topic(ctx: &Rc<ShardContext>) {
             ("segment.bytes".to_string(), c.transaction_state_log_segment_bytes.to_string()),
             ("min.insync.replicas".to_string(), min_isr.to_string()),
         ]);
-        let created = ctx.controller.create_topic(TRANSACTION_STATE_TOPIC.to_string(), c.transaction_state_log_num_partitions, replication_factor, configs, false).await;
+        let created =
+            ctx.controller.create_topic(TRANSACTION_STATE_TOPIC.to_string(), c.transaction_state_log_num_partitions, replication_factor, configs, false).await;
         match created {
             Ok(_) => tracing::info!(partitions = c.transaction_state_log_num_partitions, replication_factor, "created __transaction_state"),
             Err(crate::controller::ControllerError::TopicAlreadyExists(_)) => {}

@@ -23,7 +23,11 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: TxnOffsetCom
             .topics
             .iter()
             .map(|t| {
-                let parts = t.partitions.iter().map(|p| TxnOffsetCommitResponsePartition::default().with_partition_index(p.partition_index).with_error_code(e.code())).collect();
+                let parts = t
+                    .partitions
+                    .iter()
+                    .map(|p| TxnOffsetCommitResponsePartition::default().with_partition_index(p.partition_index).with_error_code(e.code()))
+                    .collect();
                 TxnOffsetCommitResponseTopic::default().with_name(t.name.clone()).with_topic_id(t.topic_id).with_partitions(parts)
             })
             .collect();

@@ -90,7 +90,13 @@ const FIRST_WRITE_WAIT: Duration = Duration::from_millis(1);
 /// Appends again, without a guard, the batches that waited for their transaction's first
 /// write: once it is appended they need no verification; if it is still pending they get
 /// the shared guard back (and are verified with it in the next round).
-async fn wait_for_first_writes(ctx: &Rc<ShardContext>, acks: i16, timeout_ms: i32, sent: &[(ShardId, &str, i32, Bytes)], results: &mut [OpResult<ShardResult>]) {
+async fn wait_for_first_writes(
+    ctx: &Rc<ShardContext>,
+    acks: i16,
+    timeout_ms: i32,
+    sent: &[(ShardId, &str, i32, Bytes)],
+    results: &mut [OpResult<ShardResult>],
+) {
     for _ in 0..FIRST_WRITE_WAITS {
         let waiting: Vec<usize> =
             (0..results.len().min(sent.len())).filter(|&i| matches!(results[i], Err(PartitionError::TxnEarlierWritePending { .. }))).collect();
@@ -178,7 +184,14 @@ fn pending_reason(code: ErrorCode) -> &'static str {
 /// `add.partitions.to.txn.retry.backoff.ms`, for `add.partitions.to.txn.retry.backoff.max.ms`
 /// in all, as Kafka's ReplicaManager retries it. The producer would otherwise get a
 /// retriable error and pause its own retry.backoff.ms (100 ms for Java).
-async fn verify_retrying(ctx: &Rc<ShardContext>, txn_id: &str, producer_id: i64, producer_epoch: i16, partitions: &[(String, i32)], add: bool) -> Vec<ErrorCode> {
+async fn verify_retrying(
+    ctx: &Rc<ShardContext>,
+    txn_id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    partitions: &[(String, i32)],
+    add: bool,
+) -> Vec<ErrorCode> {
     let max_step = Duration::from_millis(ctx.config.add_partitions_to_txn_retry_backoff_ms.max(1));
     let deadline = Instant::now() + Duration::from_millis(ctx.config.add_partitions_to_txn_retry_backoff_max_ms);
     let mut step = Duration::from_millis(1).min(max_step);
@@ -230,7 +243,8 @@ pub async fn verify(ctx: &Rc<ShardContext>, txn_id: &str, producer_id: i64, prod
                 .with_topics(topics);
             let req = AddPartitionsToTxnRequest::default().with_transactions(vec![txn]);
             let client_id = format!("shardlog-txn-verification-{}", ctx.config.node_id);
-            let resp: Result<AddPartitionsToTxnResponse, String> = crate::server::broker_call::call(b, &ctx.inter_broker, &client_id, ApiKey::AddPartitionsToTxn, 4, &req, VERIFY_TIMEOUT).await;
+            let resp: Result<AddPartitionsToTxnResponse, String> =
+                crate::server::broker_call::call(b, &ctx.inter_broker, &client_id, ApiKey::AddPartitionsToTxn, 4, &req, VERIFY_TIMEOUT).await;
             match resp {
                 Err(e) => {
                     tracing::debug!(error = %e, "transaction verification call failed");

@@ -20,7 +20,15 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: UpdateFeatur
     let outcome = if !ctx.access(&meta).allows_cluster(Operation::Alter) {
         Err((ErrorCode::CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.".to_string()))
     } else {
-        let updates = req.feature_updates.iter().map(|u| FeatureUpdate { name: u.feature.to_string(), level: u.max_version_level, upgrade_type: upgrade_type(meta.version, u.allow_downgrade, u.upgrade_type) }).collect();
+        let updates = req
+            .feature_updates
+            .iter()
+            .map(|u| FeatureUpdate {
+                name: u.feature.to_string(),
+                level: u.max_version_level,
+                upgrade_type: upgrade_type(meta.version, u.allow_downgrade, u.upgrade_type),
+            })
+            .collect();
         let done = ctx.controller.update_features(updates, req.validate_only).await.map_err(|e| (ErrorCode::from(&e), e.to_string()));
         if done.is_ok() && !req.validate_only {
             // kafka-features.sh describes next (ApiVersions): answer it from the new image.
@@ -31,7 +39,14 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: UpdateFeatur
     let resp = match outcome {
         Ok(()) => {
             // Kafka writes ApiError.NONE's message, "NONE", into each result.
-            let results = if meta.version < 2 { names.into_iter().map(|n| UpdatableFeatureResult::default().with_feature(n).with_error_code(0).with_error_message(Some(str_bytes("NONE")))).collect() } else { Vec::new() };
+            let results = if meta.version < 2 {
+                names
+                    .into_iter()
+                    .map(|n| UpdatableFeatureResult::default().with_feature(n).with_error_code(0).with_error_message(Some(str_bytes("NONE"))))
+                    .collect()
+            } else {
+                Vec::new()
+            };
             UpdateFeaturesResponse::default().with_error_message(None).with_results(results)
         }
         Err((code, message)) => UpdateFeaturesResponse::default().with_error_code(code.code()).with_error_message(Some(str_bytes(&message))),

@@ -25,7 +25,10 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: WriteTxnMark
     for m in &req.markers {
         let partitions: Vec<(String, i32)> = m.topics.iter().flat_map(|t| t.partition_indexes.iter().map(move |p| (t.name.0.to_string(), *p))).collect();
         // Only the partitions this broker leads are written here.
-        let led: Vec<bool> = partitions.iter().map(|(t, p)| !denied && image.topic(t).and_then(|tm| tm.partition(*p)).is_some_and(|pm| pm.leader == ctx.config.node_id)).collect();
+        let led: Vec<bool> = partitions
+            .iter()
+            .map(|(t, p)| !denied && image.topic(t).and_then(|tm| tm.partition(*p)).is_some_and(|pm| pm.leader == ctx.config.node_id))
+            .collect();
         let here = MarkerRequest {
             producer_id: m.producer_id.0,
             producer_epoch: m.producer_epoch,
@@ -53,7 +56,11 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: WriteTxnMark
                 let parts = t
                     .partition_indexes
                     .iter()
-                    .map(|p| WritableTxnMarkerPartitionResult::default().with_partition_index(*p).with_error_code(codes.next().unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR).code()))
+                    .map(|p| {
+                        WritableTxnMarkerPartitionResult::default()
+                            .with_partition_index(*p)
+                            .with_error_code(codes.next().unwrap_or(ErrorCode::UNKNOWN_SERVER_ERROR).code())
+                    })
                     .collect();
                 WritableTxnMarkerTopicResult::default().with_name(t.name.clone()).with_partitions(parts)
             })

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::Arc;
 
-
+use super::shard_ops::{serve_coordinator_ops, ShardOp, ShardResult, ShardRouter};
 use crate::cluster::image::MetadataImage;
 use crate::cluster::router::ShardRequest;
 use crate::cluster::shard_partitions::{ShardImage, ShardPartitions};
@@ -15,13 +15,12 @@ use crate::cluster::topic_config::TopicConfigDefaults;
 use crate::config::Config;
 use crate::controller::ControllerHandle;
 use crate::group::{CoordinatorContext, GroupConfig};
-use super::shard_ops::{serve_coordinator_ops, ShardOp, ShardResult, ShardRouter};
-use crate::txn::{TxnConfig, TxnContext};
 use crate::replication::{FetcherManager, FetcherSettings};
 use crate::runtime::mesh::Mesh;
 use crate::runtime::ShardId;
 use crate::server::request_memory::RequestMemoryPool;
 use crate::storage::log_dirs::LogDirs;
+use crate::txn::{TxnConfig, TxnContext};
 
 /// Producer ids fetched from the controller at a time.
 const PRODUCER_ID_BLOCK: i64 = 1000;
@@ -96,7 +95,8 @@ impl ShardContext {
         let fetchers = Rc::new(FetcherManager::new(FetcherSettings::from_config(&config, controller.broker_epoch(), inter_broker.clone()), partitions.clone()));
         // `Config::validate` resolved the same settings before the broker started.
         let listeners = config.listeners().expect("listeners were validated with the config");
-        let authorization = crate::server::authorization::Authorization::new(config.authorizer().expect("the authorizer settings were validated with the config"));
+        let authorization =
+            crate::server::authorization::Authorization::new(config.authorizer().expect("the authorizer settings were validated with the config"));
         let client_quotas = crate::server::client_quotas::ClientQuotaManager::new(config.quota_window(), config.controller_quota_window());
         ShardContext {
             shard,

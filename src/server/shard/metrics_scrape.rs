@@ -65,18 +65,28 @@ async fn remote_high_watermarks(ctx: &ShardContext, g: &ShardGauges) -> Vec<Part
         let security = ctx.inter_broker.clone();
         let client_id = format!("shardlog-{}-metrics", ctx.config.node_id);
         Some(async move {
-            let answer: Result<ListOffsetsResponse, String> =
-                crate::server::broker_call::call(&broker, &security, &client_id, ApiKey::ListOffsets, LIST_OFFSETS_VERSION, &req, REMOTE_HIGH_WATERMARK_TIMEOUT).await;
+            let answer: Result<ListOffsetsResponse, String> = crate::server::broker_call::call(
+                &broker,
+                &security,
+                &client_id,
+                ApiKey::ListOffsets,
+                LIST_OFFSETS_VERSION,
+                &req,
+                REMOTE_HIGH_WATERMARK_TIMEOUT,
+            )
+            .await;
             match answer {
                 Ok(resp) => resp
                     .topics
                     .iter()
-                    .flat_map(|t| t.partitions.iter().filter(|p| p.error_code == 0).map(move |p| PartitionOffsets {
-                        topic: t.name.0.to_string(),
-                        partition: p.partition_index,
-                        log_end_offset: None,
-                        high_watermark: p.offset,
-                    }))
+                    .flat_map(|t| {
+                        t.partitions.iter().filter(|p| p.error_code == 0).map(move |p| PartitionOffsets {
+                            topic: t.name.0.to_string(),
+                            partition: p.partition_index,
+                            log_end_offset: None,
+                            high_watermark: p.offset,
+                        })
+                    })
                     .collect(),
                 Err(e) => {
                     tracing::debug!(broker = broker.id, error = %e, "consumer group lag: no high watermarks from the leader");
@@ -116,7 +126,12 @@ fn gauges(ctx: &ShardContext) -> ShardGauges {
     for p in ctx.partitions.all().into_iter().chain(ctx.partitions.followers()) {
         let pg = p.gauges();
         if pg.leader {
-            g.partition_offsets.push(PartitionOffsets { topic: p.topic.clone(), partition: p.index, log_end_offset: Some(p.log_end_offset()), high_watermark: p.high_watermark() });
+            g.partition_offsets.push(PartitionOffsets {
+                topic: p.topic.clone(),
+                partition: p.index,
+                log_end_offset: Some(p.log_end_offset()),
+                high_watermark: p.high_watermark(),
+            });
         }
         g.partitions += 1;
         g.leaders += u64::from(pg.leader);

@@ -22,8 +22,8 @@ mod shard_ops;
 mod shutdown;
 
 pub use background::{cleaner_loop, retention_loop};
-pub use shutdown::close_on_shutdown;
 pub use context::{ShardContext, ShardMessage, MARKER_TIMEOUT_MS};
-pub use shard_ops::{ShardOp, ShardResult, ShardRouter};
-pub use partition_lifecycle::follow_metadata;
 pub use metrics_scrape::{serve_scrapes, ScrapeRequest};
+pub use partition_lifecycle::follow_metadata;
+pub use shard_ops::{ShardOp, ShardResult, ShardRouter};
+pub use shutdown::close_on_shutdown;

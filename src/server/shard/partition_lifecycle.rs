@@ -99,16 +99,12 @@ impl ShardContext {
         let (log, settings) = self.settings_for(image, topic);
         let dir = self.partition_dir(&topic.name, index);
         let role_state = match role {
-            Role::Leader => RoleState::Leader {
-                leader_epoch: meta.leader_epoch,
-                partition_epoch: meta.partition_epoch,
-                replicas: replica_ids(meta),
-                isr: meta.isr.clone(),
-            },
+            Role::Leader => {
+                RoleState::Leader { leader_epoch: meta.leader_epoch, partition_epoch: meta.partition_epoch, replicas: replica_ids(meta), isr: meta.isr.clone() }
+            }
             Role::Follower { leader } => RoleState::Follower { leader_epoch: meta.leader_epoch, leader },
         };
-        let opened =
-            Partition::open_replica(&dir, topic.name.clone(), index, topic.topic_id, self.shard, self.config.node_id, role_state, log, settings).await;
+        let opened = Partition::open_replica(&dir, topic.name.clone(), index, topic.topic_id, self.shard, self.config.node_id, role_state, log, settings).await;
         match opened {
             Ok(p) => {
                 match role {
@@ -343,7 +339,6 @@ impl ShardContext {
     }
 }
 
-
 fn replica_ids(meta: &PartitionMeta) -> Vec<BrokerId> {
     meta.replicas.iter().map(|r| r.broker).collect()
 }
@@ -354,4 +349,3 @@ pub async fn follow_metadata(ctx: Rc<ShardContext>, updates: async_channel::Rece
         ctx.apply_update(update).await;
     }
 }
-

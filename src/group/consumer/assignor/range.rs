@@ -68,7 +68,8 @@ mod tests {
     #[test]
     fn co_partitioned_topics_get_the_same_ranges() {
         let topics: BTreeMap<Uuid, i32> = [(t(1), 6), (t(2), 6)].into_iter().collect();
-        let specs: Vec<MemberSpec> = ["x", "y", "z", "w"].iter().map(|id| MemberSpec { instance_id: None, id, topics: vec![t(1), t(2)], current: None }).collect();
+        let specs: Vec<MemberSpec> =
+            ["x", "y", "z", "w"].iter().map(|id| MemberSpec { instance_id: None, id, topics: vec![t(1), t(2)], current: None }).collect();
         let out = assign(&specs, &topics);
         for a in out.values() {
             assert_eq!(a.get(&t(1)), a.get(&t(2)));
