@@ -356,17 +356,26 @@ pub fn recommission(bootstrap: &str, id: i32, json: bool) -> anyhow::Result<()> 
     Ok(())
 }
 
+/// Test data for the planners' unit tests (here and `replica_moves.rs`).
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(super) mod fixtures {
+    use super::{Broker, Partition};
 
-    fn b(id: i32, rack: &str) -> Broker {
+    /// An active broker; "" = no rack.
+    pub fn b(id: i32, rack: &str) -> Broker {
         Broker { id, rack: (!rack.is_empty()).then(|| rack.to_string()), fenced: false }
     }
 
-    fn p(index: i32, leader: i32, replicas: &[i32]) -> Partition {
+    /// Partition `index` of topic "t", fully in sync.
+    pub fn p(index: i32, leader: i32, replicas: &[i32]) -> Partition {
         Partition { topic: "t".into(), index, leader, replicas: replicas.to_vec(), isr: replicas.to_vec(), moving: false }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::{b, p};
+    use super::*;
 
     #[test]
     fn leadership_moves_first_then_replicas() {

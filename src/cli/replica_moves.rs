@@ -69,15 +69,8 @@ pub fn plan(brokers: &[Broker], partitions: &[Partition], max_moves: usize) -> V
 
 #[cfg(test)]
 mod tests {
+    use super::super::decommission::fixtures::{b, p};
     use super::*;
-
-    fn b(id: i32, rack: &str) -> Broker {
-        Broker { id, rack: (!rack.is_empty()).then(|| rack.to_string()), fenced: false }
-    }
-
-    fn p(index: i32, leader: i32, replicas: &[i32]) -> Partition {
-        Partition { topic: "t".into(), index, leader, replicas: replicas.to_vec(), isr: replicas.to_vec(), moving: false }
-    }
 
     fn counts(brokers: &[Broker], parts: &[Partition], moves: &[Move]) -> BTreeMap<i32, usize> {
         let mut after: Vec<Vec<i32>> = parts.iter().map(|p| p.replicas.clone()).collect();

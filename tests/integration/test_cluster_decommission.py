@@ -19,17 +19,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
-import time
-import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import conftest
 from conftest import wait_for
-from replication_check import check_log
+from acked_load import AckedLoad
 
 DEADLINE_S = 120
 TOPIC = "drain-load"
@@ -84,55 +80,6 @@ def test_recommission_cancels_a_move_in_flight(cluster):
     assert json.loads(r.stdout.splitlines()[-1])["cancelled"] == [], r.stdout
 
 
-class Load:
-    """An idempotent acks=all producer on its own thread until stopped."""
-
-    def __init__(self, bootstrap: str):
-        self.acked: list[tuple[int, int, bytes]] = []
-        self.errors: list[str] = []
-        self.sent = 0
-        self.stop = threading.Event()
-        self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                           "linger.ms": 5, "message.timeout.ms": 300000})
-        self.thread = threading.Thread(target=self.run, daemon=True)
-
-    def report(self, err, msg):
-        if err is None:
-            self.acked.append((msg.partition(), msg.offset(), msg.value()))
-        else:
-            self.errors.append(str(err))
-
-    def run(self):
-        while not self.stop.is_set():
-            try:
-                self.p.produce(TOPIC, value=b"%010d" % self.sent, partition=self.sent % PARTITIONS, on_delivery=self.report)
-                self.sent += 1
-            except BufferError:
-                pass
-            self.p.poll(0.01)
-        self.p.flush(300)
-
-
-def read_all(bootstrap: str, ends: dict[int, int]) -> dict[int, list[tuple[int, bytes]]]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rd-{uuid.uuid4().hex[:8]}",
-                  "enable.auto.commit": False, "check.crcs": True, "auto.offset.reset": "error"})
-    try:
-        c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-        got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
-        pending = {p for p in range(PARTITIONS) if ends.get(p, 0) > 0}
-        deadline = time.monotonic() + DEADLINE_S
-        while pending:
-            assert time.monotonic() < deadline, f"partitions {sorted(pending)} not read up to {ends}"
-            for m in c.consume(num_messages=10_000, timeout=1.0):
-                assert not m.error(), m.error()
-                got[m.partition()].append((m.offset(), m.value()))
-                if m.offset() + 1 >= ends[m.partition()]:
-                    pending.discard(m.partition())
-        return got
-    finally:
-        c.close()
-
-
 def test_a_drain_with_nowhere_to_go_says_so(cluster):
     b4 = cluster.node(4)
     a = AdminClient({"bootstrap.servers": b4.bootstrap})
@@ -152,8 +99,7 @@ def test_drain_under_load_then_unregister(cluster):
     a.create_topics([NewTopic(TOPIC, PARTITIONS, replication_factor=2)])[TOPIC].result(60)
     wait_for("the topic led", lambda: all(l >= 0 for l, _, _ in partitions(a, TOPIC).values()) or None, DEADLINE_S)
     assert any(6 in r for _, r, _ in partitions(a, TOPIC).values()), "placement put replicas on 6"
-    load = Load(bootstrap)
-    load.thread.start()
+    load = AckedLoad(bootstrap, TOPIC, PARTITIONS).start()
     wait_for("the first acknowledgements", lambda: len(load.acked) > 100 or None, DEADLINE_S)
     drain = subprocess.Popen([str(conftest.SHARDLOG_BIN), "cluster", "decommission", "6", "--bootstrap", b4.bootstrap,
                               "--wait", "--timeout-s", str(3 * DEADLINE_S)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -176,12 +122,8 @@ def test_drain_under_load_then_unregister(cluster):
         for p, (leader, replicas, isr) in partitions(a, topic).items():
             assert 6 not in replicas and leader in (4, 5) and sorted(isr) == sorted(replicas), (topic, p, replicas, isr)
     assert all(len(r) == 2 for _, r, _ in partitions(a, TOPIC).values()), "the replication factor is kept"
-    load.stop.set()
-    load.thread.join(320)
-    ends: dict[int, int] = {}
-    for part, off, _ in load.acked:
-        ends[part] = max(ends.get(part, 0), off + 1)
-    res = check_log([b"%010d" % i for i in range(load.sent)], load.acked, read_all(bootstrap, ends))
+    load.finish()
+    res = load.check(bootstrap)
     assert res.acknowledged > 200 and not res.lost and not res.double_acked and not res.duplicated, res
     assert not load.errors, load.errors[:5]
 

@@ -23,18 +23,14 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-import time
-import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import conftest
 from clients import kafka_tool
 from conftest import wait_for
-from replication_check import check_log
+from acked_load import AckedLoad
 
 QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"
 CLUSTER_TOOL = "org.apache.kafka.tools.ClusterTool"
@@ -88,68 +84,13 @@ def controller_properties(node, path) -> str:
     return str(path)
 
 
-class Load:
-    """An idempotent acks=all producer writing sequence numbers round-robin over the
-    topic's partitions on its own thread until stopped; what was acknowledged, where."""
-
-    def __init__(self, bootstrap: str):
-        self.acked: list[tuple[int, int, bytes]] = []
-        self.errors: list[str] = []
-        self.sent = 0
-        self.stop = threading.Event()
-        self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                           "linger.ms": 5, "message.timeout.ms": 300000})
-        self.thread = threading.Thread(target=self.run, daemon=True)
-
-    def report(self, err, msg):
-        if err is None:
-            self.acked.append((msg.partition(), msg.offset(), msg.value()))
-        else:
-            self.errors.append(str(err))
-
-    def run(self):
-        while not self.stop.is_set():
-            try:
-                self.p.produce(TOPIC, value=b"%010d" % self.sent, partition=self.sent % PARTITIONS, on_delivery=self.report)
-                self.sent += 1
-            except BufferError:
-                pass
-            self.p.poll(0.01)
-        self.p.flush(300)
-
-    def finish(self):
-        self.stop.set()
-        self.thread.join(320)
-
-
-def read_all(bootstrap: str, ends: dict[int, int]) -> dict[int, list[tuple[int, bytes]]]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rd-{uuid.uuid4().hex[:8]}",
-                  "enable.auto.commit": False, "check.crcs": True, "auto.offset.reset": "error"})
-    try:
-        c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
-        got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
-        pending = {p for p in range(PARTITIONS) if ends.get(p, 0) > 0}
-        deadline = time.monotonic() + DEADLINE_S
-        while pending:
-            assert time.monotonic() < deadline, f"partitions {sorted(pending)} not read up to {ends}"
-            for m in c.consume(num_messages=10_000, timeout=1.0):
-                assert not m.error(), m.error()
-                got[m.partition()].append((m.offset(), m.value()))
-                if m.offset() + 1 >= ends[m.partition()]:
-                    pending.discard(m.partition())
-        return got
-    finally:
-        c.close()
-
-
 def test_replace_every_voter_under_load(cluster, tmp_path):
     brokers = cluster.bootstrap
     a = AdminClient({"bootstrap.servers": brokers})
     a.create_topics([NewTopic(TOPIC, PARTITIONS, replication_factor=2)])["membership-load"].result(60)
     first = wait_status(brokers, "the original quorum", lambda s: set(s["voters"]) == {1, 2, 3} and {4, 5} <= set(s["observers"]))
     assert all(d for d in first["voters"].values()), f"every voter announced its directory id: {first['text']}"
-    load = Load(brokers)
-    load.thread.start()
+    load = AckedLoad(brokers, TOPIC, PARTITIONS).start()
     wait_for("the first acknowledgements", lambda: len(load.acked) > 100 or None, DEADLINE_S)
     for old, new_id in [(1, 11), (2, 12), (3, 13)]:
         live_voters = [cluster.node(v) for v in status(brokers)["voters"]]
@@ -188,12 +129,7 @@ def test_replace_every_voter_under_load(cluster, tmp_path):
                 lambda s: set(s["voters"]) == {11, 12, 13} and {4, 5} <= set(s["observers"]))
 
     load.finish()
-    assert not load.thread.is_alive(), "the producer finished"
-    ends: dict[int, int] = {}
-    for part, off, _ in load.acked:
-        ends[part] = max(ends.get(part, 0), off + 1)
-    log = read_all(brokers, ends)
-    res = check_log([b"%010d" % i for i in range(load.sent)], load.acked, log)
+    res = load.check(brokers)
     assert res.acknowledged > 200 and not res.lost and not res.double_acked and not res.duplicated, res
     # Retriable errors may come and go while the controller moves; none is an error here.
     assert len(load.acked) + len(load.errors) == load.sent, (len(load.acked), load.errors[:5], load.sent)
