@@ -124,16 +124,16 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 /// made from this and `SUPPORTED` (`readme_section`); tests keep both in step with what a
 /// Kafka 4.4 broker advertises.
 const NOT_SERVED: &[(i16, &str, i16, i16, &str)] = &[
-    (83, "InitializeShareGroupState", 0, 0, "share groups not implemented (broker-internal)"),
-    (84, "ReadShareGroupState", 0, 0, "share groups not implemented (broker-internal)"),
-    (85, "WriteShareGroupState", 0, 1, "share groups not implemented (broker-internal)"),
-    (86, "DeleteShareGroupState", 0, 0, "share groups not implemented (broker-internal)"),
-    (87, "ReadShareGroupStateSummary", 0, 1, "share groups not implemented (broker-internal)"),
+    (83, "InitializeShareGroupState", 0, 0, "share-group state not persisted yet (broker-internal; kept in memory)"),
+    (84, "ReadShareGroupState", 0, 0, "share-group state not persisted yet (broker-internal; kept in memory)"),
+    (85, "WriteShareGroupState", 0, 1, "share-group state not persisted yet (broker-internal; kept in memory)"),
+    (86, "DeleteShareGroupState", 0, 0, "share-group state not persisted yet (broker-internal; kept in memory)"),
+    (87, "ReadShareGroupStateSummary", 0, 1, "share-group state not persisted yet (broker-internal; kept in memory)"),
     (88, "StreamsGroupHeartbeat", 0, 1, "streams groups (KIP-1071) not implemented"),
     (89, "StreamsGroupDescribe", 0, 1, "streams groups (KIP-1071) not implemented"),
-    (90, "DescribeShareGroupOffsets", 0, 1, "share groups not implemented"),
-    (91, "AlterShareGroupOffsets", 0, 0, "share groups not implemented"),
-    (92, "DeleteShareGroupOffsets", 0, 0, "share groups not implemented"),
+    (90, "DescribeShareGroupOffsets", 0, 1, "share-group offset admin not built yet (share groups are in progress)"),
+    (91, "AlterShareGroupOffsets", 0, 0, "share-group offset admin not built yet (share groups are in progress)"),
+    (92, "DeleteShareGroupOffsets", 0, 0, "share-group offset admin not built yet (share groups are in progress)"),
     (93, "StreamsGroupTopologyDescriptionUpdate", 0, 0, "streams groups (KIP-1071) not implemented"),
     (
         94,
