@@ -524,11 +524,16 @@ pub struct QuorumVoter {
 
 impl QuorumVoter {
     pub fn addr(&self) -> String {
-        if self.host.contains(':') {
-            format!("[{}]:{}", self.host, self.port)
-        } else {
-            format!("{}:{}", self.host, self.port)
-        }
+        join_host_port(&self.host, self.port)
+    }
+}
+
+/// `host:port`, an IPv6 host in brackets (what `split_host_port` reads back).
+pub fn join_host_port(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
     }
 }
 

@@ -307,22 +307,11 @@ async fn boot(
     if raft.is_initialized().await.unwrap_or(false) {
         let _ = raft.wait(Some(Duration::from_secs(5))).metrics(|m| m.membership_config.log_id().is_some(), "the stored membership").await;
     }
-    let (voter_in_log, mut asked) = {
-        let m = raft.metrics().borrow_watched().membership_config.clone();
-        let voters: Vec<String> =
-            m.membership().voter_ids().filter_map(|id| m.membership().get_node(&id).map(|n| n.addr.clone())).filter(|a| !a.is_empty()).collect();
-        let is_voter = m.membership().voter_ids().any(|v| v == node_id);
-        (is_voter, voters)
-    };
+    let voter_in_log = is_voter(&raft, node_id);
     let joined = if is_observer(cfg, node_id) && !voter_in_log {
         // The leader must know this learner before it replicates anything to it.
         let me = ControllerNode { addr: own_listener(cfg), directory_id, controller: cfg.controller_role };
-        for c in contacts(cfg) {
-            if !asked.contains(&c) {
-                asked.push(c);
-            }
-        }
-        observer::join(&me, node_id, &asked, cfg.rpc_tls.clone(), Instant::now() + RECOVERY_TIMEOUT).await
+        observer::join(&me, node_id, &known_contacts(&raft, &contacts(cfg)), cfg.rpc_tls.clone(), Instant::now() + RECOVERY_TIMEOUT).await
     } else {
         Ok(())
     };
@@ -780,6 +769,16 @@ struct Router<'a> {
     shutting_down: bool,
 }
 
+/// Whom a node without a leader asks: the voters its log records (they follow
+/// AddRaftVoter / RemoveRaftVoter), then `configured` (voters and bootstrap servers).
+fn known_contacts(raft: &Raft, configured: &[String]) -> Vec<String> {
+    let m = raft.metrics().borrow_watched().membership_config.clone();
+    let mut out: Vec<String> =
+        m.membership().voter_ids().filter_map(|id| m.membership().get_node(&id).map(|n| n.addr.clone())).filter(|a| !a.is_empty()).collect();
+    out.extend(configured.iter().filter(|c| !out.contains(c)).cloned().collect::<Vec<_>>());
+    out
+}
+
 /// Whether the membership makes `id` a voter.
 fn is_voter(raft: &Raft, id: u64) -> bool {
     raft.metrics().borrow_watched().membership_config.membership().voter_ids().any(|v| v == id)
@@ -791,11 +790,7 @@ impl Router<'_> {
     /// Whom an observer that knows no leader asks: the voters its log records, then the
     /// configured contacts.
     fn contacts_now(&self, raft: &Raft) -> Vec<String> {
-        let m = raft.metrics().borrow_watched().membership_config.clone();
-        let mut out: Vec<String> =
-            m.membership().voter_ids().filter_map(|id| m.membership().get_node(&id).map(|n| n.addr.clone())).filter(|a| !a.is_empty()).collect();
-        out.extend(self.contacts.iter().filter(|c| !out.contains(c)).cloned().collect::<Vec<_>>());
-        out
+        known_contacts(raft, &self.contacts)
     }
 
     fn address_of(&self, raft: &Raft, id: u64) -> Option<String> {

@@ -53,14 +53,7 @@ fn node_id(id: i32) -> Option<u64> {
 pub async fn add_raft_voter(ctx: &ShardContext, meta: RequestMeta, req: AddRaftVoterRequest) -> Response {
     // The controller listener is the request's first listener (Kafka: the one named by
     // the leader's controller.listener.names; shardlog's quorum has one).
-    let addr = req.listeners.first().map(|l| {
-        let host = l.host.as_str();
-        if host.contains(':') {
-            format!("[{host}]:{}", l.port)
-        } else {
-            format!("{host}:{}", l.port)
-        }
-    });
+    let addr = req.listeners.first().map(|l| crate::config::join_host_port(l.host.as_str(), l.port));
     let (code, message) = match (node_id(req.voter_id), addr) {
         (Some(id), Some(addr)) => outcome(ctx, &meta, req.cluster_id.as_ref(), || ctx.controller.add_voter(id, *req.voter_directory_id.as_bytes(), addr)).await,
         (None, _) => (ErrorCode::INVALID_REQUEST, Some(str_bytes(&format!("Invalid voter id {}", req.voter_id)))),
