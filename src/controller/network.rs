@@ -6,6 +6,12 @@
 //! any error (the next call reconnects), and sends one request at a time. Every call is
 //! bounded by openraft's hard TTL, so a stopped (SIGSTOP) peer costs a timeout, not a hang.
 //! A single-node quorum never asks for a client.
+//!
+//! openraft makes a client once per target and keeps it while the target stays in the
+//! membership, also when only the target's node (its address) changes (UpdateRaftVoter,
+//! `voters::update`). So a client does not keep the address it was made with: it reads the
+//! target's current address from `PeerAddresses`, which `track_peer_addresses` keeps equal
+//! to the membership's, and reconnects when it moved.
 use std::future::Future;
 use std::time::Duration;
 
@@ -15,7 +21,8 @@ use openraft::network::v2::RaftNetworkV2;
 use openraft::network::{RPCOption, RaftNetworkFactory};
 use openraft::raft::{AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse};
 use openraft::OptionalSend;
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
 use tokio::net::TcpStream;
 
 use super::rpc::{self, RpcRequest, RpcResponse};
@@ -29,13 +36,31 @@ type Node = super::types::ControllerNode;
 #[derive(Default)]
 pub struct Network {
     pub tls: Option<Arc<RpcTls>>,
+    pub addresses: PeerAddresses,
 }
 
 impl RaftNetworkFactory<ControllerTypes> for Network {
     type Network = PeerClient;
 
     async fn new_client(&mut self, target: u64, node: &Node) -> PeerClient {
-        PeerClient { target, conn: Connection::new(node.addr.clone(), self.tls.clone()) }
+        PeerClient { target, conn: Connection::new(node.addr.clone(), self.tls.clone()), addresses: self.addresses.clone() }
+    }
+}
+
+/// Each peer's controller listener as the latest membership has it (the controller's own
+/// thread only: a lock is fine off the data path).
+#[derive(Clone, Default)]
+pub struct PeerAddresses(Arc<RwLock<BTreeMap<u64, String>>>);
+
+impl PeerAddresses {
+    /// Replaces the table with the membership's nodes.
+    pub fn set<'a>(&self, nodes: impl Iterator<Item = (u64, &'a Node)>) {
+        let table = nodes.map(|(id, n)| (id, n.addr.clone())).collect();
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = table;
+    }
+
+    fn get(&self, id: u64) -> Option<String> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).get(&id).cloned()
     }
 }
 
@@ -110,9 +135,20 @@ impl Connection {
 pub struct PeerClient {
     target: u64,
     conn: Connection,
+    addresses: PeerAddresses,
 }
 
 impl PeerClient {
+    /// The connection to the target's current address: a new one when the membership
+    /// moved the target to another listener since the last call.
+    fn connection(&mut self) -> &mut Connection {
+        if let Some(addr) = self.addresses.get(self.target).filter(|a| !a.is_empty() && *a != self.conn.addr) {
+            tracing::info!(node = self.target, from = %self.conn.addr, to = %addr, "controller: a peer's listener changed; reconnecting");
+            self.conn = Connection::new(addr, self.conn.tls.clone());
+        }
+        &mut self.conn
+    }
+
     fn rpc_error(&self, e: CallError) -> RPCError<ControllerTypes> {
         match e {
             CallError::Unreachable { .. } => RPCError::Unreachable(Unreachable::new(&e)),
@@ -134,7 +170,7 @@ impl RaftNetworkV2<ControllerTypes> for PeerClient {
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<ControllerTypes>, RPCError<ControllerTypes>> {
         let req = RpcRequest::AppendEntries(req);
-        match self.conn.call(&req, option.hard_ttl()).await {
+        match self.connection().call(&req, option.hard_ttl()).await {
             Ok(RpcResponse::AppendEntries(r)) => Ok(r),
             Ok(other) => Err(self.rpc_error(self.unexpected("AppendEntries", &other))),
             Err(e) => Err(self.rpc_error(e)),
@@ -143,7 +179,7 @@ impl RaftNetworkV2<ControllerTypes> for PeerClient {
 
     async fn vote(&mut self, req: VoteRequest<ControllerTypes>, option: RPCOption) -> Result<VoteResponse<ControllerTypes>, RPCError<ControllerTypes>> {
         let req = RpcRequest::Vote(req);
-        match self.conn.call(&req, option.hard_ttl()).await {
+        match self.connection().call(&req, option.hard_ttl()).await {
             Ok(RpcResponse::Vote(r)) => Ok(r),
             Ok(other) => Err(self.rpc_error(self.unexpected("Vote", &other))),
             Err(e) => Err(self.rpc_error(e)),
@@ -163,7 +199,7 @@ impl RaftNetworkV2<ControllerTypes> for PeerClient {
         let ttl = option.hard_ttl().saturating_mul(10);
         tokio::select! {
             closed = cancel => Err(StreamingError::Closed(closed)),
-            res = self.conn.call(&req, ttl) => match res {
+            res = self.connection().call(&req, ttl) => match res {
                 Ok(RpcResponse::InstallSnapshot(r)) => Ok(r),
                 Ok(other) => Err(StreamingError::Network(NetworkError::new(&self.unexpected("InstallSnapshot", &other)))),
                 Err(e @ CallError::Unreachable { .. }) => Err(StreamingError::Unreachable(Unreachable::new(&e))),

@@ -44,29 +44,46 @@ pub async fn join(
     tls: Option<std::sync::Arc<super::rpc_tls::RpcTls>>,
     deadline: Instant,
 ) -> Result<(), ControllerError> {
-    let addr = me.addr.as_str();
-    let req = RpcRequest::Client(ClientRequest::AddObserver { id, addr: me.addr.clone(), directory_id: me.directory_id, controller: me.controller });
+    let req = ClientRequest::AddObserver { id, addr: me.addr.clone(), directory_id: me.directory_id, controller: me.controller };
+    ask_leader(req, contacts, tls, deadline).await?;
+    tracing::info!(node = id, addr = %me.addr, "controller: joined the metadata quorum as an observer (raft learner)");
+    Ok(())
+}
+
+/// Sends `req` to the quorum leader through any of `contacts` (a contact that does not
+/// lead says NOT_CONTROLLER or forwards it), trying each in turn until one accepts it or
+/// `deadline` passes. For a node that cannot yet reach the leader through its own raft:
+/// a joining observer, a voter whose listener moved (the leader still replicates to the
+/// old one).
+pub async fn ask_leader(
+    req: ClientRequest,
+    contacts: &[String],
+    tls: Option<std::sync::Arc<super::rpc_tls::RpcTls>>,
+    deadline: Instant,
+) -> Result<(), ControllerError> {
+    let req = RpcRequest::Client(req);
     let mut conns: Vec<(&String, Connection)> = contacts.iter().map(|a| (a, Connection::new(a.clone(), tls.clone()))).collect();
-    let me = id;
     let mut last = String::from("no voter asked yet");
     while Instant::now() < deadline {
         for (voter, conn) in conns.iter_mut() {
             match conn.call(&req, ASK_TTL).await {
-                Ok(RpcResponse::Client { result: Ok(_), .. }) => {
-                    tracing::info!(node = me, via = %voter, addr, "controller: joined the metadata quorum as an observer (raft learner)");
-                    return Ok(());
-                }
-                // A refusal that is no NOT_CONTROLLER is final (e.g. this id is a voter).
-                Ok(RpcResponse::Client { result: Err(e), .. }) if !matches!(e, ControllerError::NotController(_)) => return Err(e),
+                Ok(RpcResponse::Client { result: Ok(_), .. }) => return Ok(()),
+                // A refusal other than NOT_CONTROLLER or a membership change in flight
+                // (REQUEST_TIMED_OUT) is final (e.g. this id is a voter).
+                Ok(RpcResponse::Client { result: Err(e), .. }) if !retriable(&e) => return Err(e),
                 Ok(RpcResponse::Client { result: Err(e), .. }) => last = format!("voter {voter}: {e}"),
                 Ok(other) => last = format!("voter {voter} answered {other:?}"),
                 Err(e) => last = format!("voter {voter}: {e}"),
             }
         }
-        tracing::debug!(%last, "controller: waiting for the quorum leader to add this observer");
+        tracing::debug!(%last, "controller: waiting for the quorum leader to accept a request");
         tokio::time::sleep(ROUND_PAUSE).await;
     }
-    Err(ControllerError::NotController(format!("no quorum leader added this node as an observer: {last}")))
+    Err(ControllerError::NotController(format!("no quorum leader accepted the request: {last}")))
+}
+
+fn retriable(e: &ControllerError) -> bool {
+    matches!(e, ControllerError::NotController(_) | ControllerError::Membership(super::MembershipError::RequestTimedOut, _))
 }
 
 /// On the leader: makes `id` a learner reached at `node.addr` (one membership entry,

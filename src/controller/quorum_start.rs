@@ -16,10 +16,11 @@ use super::{ControllerConfig, ControllerError};
 /// the same ids on other ports, would only time out waiting for a leader. With KIP-853
 /// changes the log's voters may differ from `controller_quorum_voters` (which only made
 /// the quorum), so the log wins when it is plainly this quorum's: it records this node
-/// (voter or observer) at its own listener, or this node is not a voter and the log
+/// (voter or observer) at its own listener, or records this node's metadata dir (its
+/// directory id) as a voter whose listener moved, or this node is not a voter and the log
 /// shares a voter (same id at the same address) with the configured voters, or a voter
 /// address with the bootstrap servers. Anything else is refused at start, naming both.
-pub(super) fn check_persisted_voters(cfg: &ControllerConfig, node_id: u64, raft: &Raft) -> Result<(), ControllerError> {
+pub(super) fn check_persisted_voters(cfg: &ControllerConfig, node_id: u64, directory_id: [u8; 16], raft: &Raft) -> Result<(), ControllerError> {
     let metrics = raft.metrics().borrow_watched().clone();
     let membership = metrics.membership_config.membership();
     let persisted: BTreeMap<u64, String> =
@@ -37,6 +38,10 @@ pub(super) fn check_persisted_voters(cfg: &ControllerConfig, node_id: u64, raft:
         // broker, or a removed voter kept as one) whose configured voters may all be gone.
         _ if !own.is_empty() && membership.get_node(&node_id).is_some_and(|n| n.addr == own) => None,
         Some(addr) if *addr == own => None,
+        // A voter whose controller listener moved: the log records this very metadata
+        // dir (its directory id) as the voter; it tells the leader its new listener
+        // (UpdateRaftVoter, `server::announce_moved_listener`).
+        Some(_) if !own.is_empty() && directory_id != [0; 16] && membership.get_node(&node_id).is_some_and(|n| n.directory_id == directory_id) => None,
         None if !configured.contains_key(&node_id) && shares_a_voter => None,
         None if shares_a_voter => Some(true),
         _ => Some(false),

@@ -29,7 +29,7 @@ use super::election::{self, ElectionType};
 use super::handle::{ControllerHandle, Request};
 use super::liveness::{fencing_check_interval, heartbeat_interval, Liveness};
 use super::log_store::LogStore;
-use super::network::{Connection, Network};
+use super::network::{Connection, Network, PeerAddresses};
 use super::observer;
 use super::propose::{self, ProposeCtx};
 use super::quorum_info;
@@ -290,9 +290,11 @@ async fn boot(
     let log = LogStore::open(&dir).map_err(|e| ControllerError::Storage(format!("controller log in {}: {e}", dir.display())))?;
     let sm = StateMachine::open(dir.clone(), publisher.clone()).map_err(ControllerError::Storage)?;
     let config = Arc::new(raft_config(cfg)?);
-    let raft = Raft::new(node_id, config, Network { tls: cfg.rpc_tls.clone() }, log, sm)
+    let addresses = PeerAddresses::default();
+    let raft = Raft::new(node_id, config, Network { tls: cfg.rpc_tls.clone(), addresses: addresses.clone() }, log, sm)
         .await
         .map_err(|e| ControllerError::Storage(format!("controller raft start: {e}")))?;
+    tokio::spawn(track_peer_addresses(raft.clone(), addresses));
     publisher.set_raft_metrics(raft.metrics());
     if let Some(listener) = listener {
         // Peers must reach this node before it can recover (elections need them).
@@ -334,7 +336,8 @@ async fn boot(
 async fn recover(cfg: &ControllerConfig, node_id: u64, directory_id: [u8; 16], raft: &Raft, publisher: &Publisher) -> Result<(), ControllerError> {
     let initialized = raft.is_initialized().await.map_err(|e| ControllerError::Storage(e.to_string()))?;
     if initialized {
-        quorum_start::check_persisted_voters(cfg, node_id, raft)?;
+        quorum_start::check_persisted_voters(cfg, node_id, directory_id, raft)?;
+        announce_moved_listener(cfg, node_id, directory_id, raft);
     } else if !is_observer(cfg, node_id) {
         quorum_start::initialize(cfg, node_id, directory_id, raft).await?;
     }
@@ -388,6 +391,27 @@ async fn recover(cfg: &ControllerConfig, node_id: u64, directory_id: [u8; 16], r
         "controller recovered"
     );
     Ok(())
+}
+
+/// A voter whose controller listener moved since the log recorded it cannot recover
+/// through its own raft: the leader replicates to the old listener. It tells the leader
+/// (UpdateRaftVoter) through the other voters directly, while recovery waits; once the
+/// change commits the leader's peer client follows it (`network::PeerAddresses`).
+fn announce_moved_listener(cfg: &ControllerConfig, node_id: u64, directory_id: [u8; 16], raft: &Raft) {
+    let own = own_listener(cfg);
+    let moved = raft.metrics().borrow_watched().membership_config.membership().get_node(&node_id).is_some_and(|n| !own.is_empty() && n.addr != own);
+    let Some(update) = voters::announcement(raft, node_id, directory_id, &own).filter(|_| moved) else {
+        return;
+    };
+    let old = raft.metrics().borrow_watched().membership_config.membership().get_node(&node_id).map(|n| n.addr.clone()).unwrap_or_default();
+    let contacts: Vec<String> = known_contacts(raft, &contacts(cfg)).into_iter().filter(|a| *a != own && *a != old).collect();
+    let tls = cfg.rpc_tls.clone();
+    tokio::spawn(async move {
+        match observer::ask_leader(update, &contacts, tls, Instant::now() + RECOVERY_TIMEOUT).await {
+            Ok(()) => tracing::info!(node = node_id, listener = %own, "controller: this voter's new controller listener recorded (UpdateRaftVoter)"),
+            Err(e) => tracing::warn!(error = %e, "controller: UpdateRaftVoter for this voter's new listener not done"),
+        }
+    });
 }
 
 /// A node outside a non-empty voter set, or one that joins through bootstrap servers,
@@ -489,6 +513,23 @@ async fn log_leader_changes(raft: Raft, me: u64) {
                 last = (m.current_leader, m.current_term);
                 let leader = m.current_leader.map_or(-1, |l| l as i64);
                 tracing::info!("{LEADER_LOG_LINE} leader={leader} term={} node={me} state={:?}", m.current_term, m.state);
+            }
+            Err(WaitError::Timeout(..)) => {}
+            Err(WaitError::ShuttingDown) => return,
+        }
+    }
+}
+
+/// Keeps `addresses` equal to the membership's nodes (the latest membership entry, as
+/// openraft replicates by it), so peer clients follow a voter whose listener changed.
+async fn track_peer_addresses(raft: Raft, addresses: PeerAddresses) {
+    let mut seen = None;
+    loop {
+        let changed = raft.wait(Some(Duration::from_secs(3600))).metrics(|m| Some(m.membership_config.clone()) != seen, "a membership change").await;
+        match changed {
+            Ok(m) => {
+                addresses.set(m.membership_config.membership().nodes().map(|(id, n)| (*id, n)));
+                seen = Some(m.membership_config.clone());
             }
             Err(WaitError::Timeout(..)) => {}
             Err(WaitError::ShuttingDown) => return,

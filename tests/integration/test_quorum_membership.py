@@ -10,6 +10,8 @@ real shardlog processes (tests/integration/cluster_harness.py):
   voters are the three new nodes, a new topic can be created, every topic is still
   there, and every acknowledged record is in the log at its offset (replication_check);
   a new voter and a broker whose configured voters are all gone restart and rejoin;
+- a voter restarted on another controller port announces it (UpdateRaftVoter):
+  `describe --status` shows the new endpoint and its lag returns to 0 after new metadata;
 - Kafka's refusals and words: a voter added twice (DUPLICATE_VOTER), a wrong directory id
   (VOTER_NOT_FOUND), a broker-only node (INVALID_REQUEST), an unknown node (not an
   observer: REQUEST_TIMED_OUT);
@@ -31,6 +33,7 @@ import conftest
 from clients import kafka_tool
 from conftest import wait_for
 from acked_load import AckedLoad
+from cluster_harness import free_port
 
 QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"
 CLUSTER_TOOL = "org.apache.kafka.tools.ClusterTool"
@@ -58,8 +61,12 @@ def status(bootstrap: str) -> dict:
     def members(field: str) -> dict[int, str | None]:
         line = re.search(rf"^{field}:\s+(\[.*\])\s*$", out, re.M).group(1)
         return {m["id"]: m.get("directoryId") for m in json.loads(line)}
+    def endpoints() -> dict[int, list[str]]:
+        line = re.search(r"^CurrentVoters:\s+(\[.*\])\s*$", out, re.M).group(1)
+        return {m["id"]: m.get("endpoints", []) for m in json.loads(line)}
     return {"leader": int(re.search(r"LeaderId:\s+(\d+)", out).group(1)),
-            "voters": members("CurrentVoters"), "observers": members("CurrentObservers"), "text": out}
+            "voters": members("CurrentVoters"), "observers": members("CurrentObservers"),
+            "endpoints": endpoints(), "text": out}
 
 
 def wait_status(bootstrap: str, what: str, check):
@@ -134,6 +141,38 @@ def test_replace_every_voter_under_load(cluster, tmp_path):
     # Retriable errors may come and go while the controller moves; none is an error here.
     assert len(load.acked) + len(load.errors) == load.sent, (len(load.acked), load.errors[:5], load.sent)
     assert not load.errors, load.errors[:5]
+
+
+def replication_lag(bootstrap: str) -> dict[int, int]:
+    """`describe --replication`: each replica's lag behind the leader's log end."""
+    rc, out = quorum(bootstrap, "describe", "--replication")
+    assert rc == 0, out
+    rows = [line.split() for line in out.splitlines()[1:] if line.strip()]
+    return {int(r[0]): int(r[3]) for r in rows if r and r[0].isdigit()}
+
+
+def test_a_voter_moves_its_controller_listener(cluster):
+    """A voter restarted on another controller port tells the leader (UpdateRaftVoter):
+    DescribeQuorum shows its new endpoint, the leader replicates to it there, the quorum
+    keeps committing."""
+    brokers = cluster.bootstrap
+    s = wait_status(brokers, "a quorum", lambda s: len(s["voters"]) == 3)
+    moved = cluster.node(next(v for v in sorted(s["voters"]) if v != s["leader"]))
+    old = moved.controller_listener
+    moved.stop()
+    moved.controller_port = free_port()
+    assert moved.controller_listener != old
+    moved.start()
+    cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[moved])
+    s = wait_status(brokers, f"node {moved.node_id}'s new endpoint",
+                    lambda s: s["endpoints"].get(moved.node_id) == [f"CONTROLLER://{moved.controller_listener}"])
+    assert len(s["voters"]) == 3 and moved.node_id in s["voters"], s["text"]
+    # New metadata reaches the moved voter at its new listener: its lag returns to 0.
+    a = AdminClient({"bootstrap.servers": brokers})
+    a.create_topics([NewTopic("after-listener-move", 1, replication_factor=1)])["after-listener-move"].result(60)
+    wait_for(f"node {moved.node_id} caught up at its new listener",
+             lambda: replication_lag(brokers).get(moved.node_id) == 0 or None, DEADLINE_S)
+    assert "after-listener-move" in a.list_topics(timeout=30).topics
 
 
 def test_refusals_name_kafkas_errors(cluster, tmp_path):
