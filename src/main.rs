@@ -92,6 +92,10 @@ enum ClusterAction {
     Status {
         #[arg(long, default_value = "127.0.0.1:9092")]
         bootstrap: String,
+        /// Any node's admin listener (host:port): adds leaders and replicas per shard (not
+        /// in the Kafka protocol) and the shard leader skew.
+        #[arg(long)]
+        admin: Option<String>,
         /// `table` or `json`.
         #[arg(long, default_value = "table", value_parser = ["table", "json"])]
         format: String,
@@ -267,7 +271,7 @@ fn main() {
             TopicAction::Delete { name, bootstrap } => topic::delete(&bootstrap, &name),
         },
         Command::Cluster { action } => match action {
-            ClusterAction::Status { bootstrap, format } => cluster::status(&bootstrap, format == "json"),
+            ClusterAction::Status { bootstrap, admin, format } => cluster::status(&bootstrap, admin.as_deref(), format == "json"),
             ClusterAction::Quorum { bootstrap, format } => cluster::quorum(&bootstrap, format == "json"),
             ClusterAction::Balance { bootstrap, apply, moves, format } => cluster::balance(&bootstrap, apply, moves, format == "json"),
             ClusterAction::Decommission { id, bootstrap, wait, max_moves, timeout_s, format } => {

@@ -15,8 +15,9 @@
 //!   `--moves N` plans up to N replica moves that even out the replicas per broker
 //!   (`replica_moves.rs`), started with `--apply` (draining a broker: `decommission.rs`).
 //!
-//! Per-shard figures are not in the Kafka protocol: `shardlog top` reads them from the
-//! admin listeners.
+//! Per-shard figures are not in the Kafka protocol: `status --admin` reads the leaders and
+//! replicas per shard from one node's admin listener (`GET /v1/cluster/shards`, from the
+//! metadata image every node has); `shardlog top` reads the shards' rates from each node's.
 use std::collections::BTreeMap;
 
 use anyhow::bail;
@@ -58,6 +59,12 @@ struct Status {
     under_replicated: Vec<String>,
     /// "topic-partition": no leader.
     offline: Vec<String>,
+    /// With `--admin`: leaders and replicas per broker and shard.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shards: Option<Vec<BrokerShards>>,
+    /// With `--admin`: most leaders on one shard of an active broker minus fewest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shard_leader_skew: Option<usize>,
 }
 
 #[derive(Serialize)]
@@ -163,6 +170,8 @@ fn status_of(bootstrap: &str) -> anyhow::Result<(Status, MetadataResponse)> {
         leader_skew,
         under_replicated,
         offline,
+        shards: None,
+        shard_leader_skew: None,
     };
     Ok((status, md))
 }
@@ -175,19 +184,56 @@ fn listed(items: &[String]) -> String {
     }
 }
 
-pub fn status(bootstrap: &str, json: bool) -> anyhow::Result<()> {
-    let (s, _) = status_of(bootstrap)?;
+/// One broker's shards as `GET /v1/cluster/shards` answers them (the wire's JSON: the CLI
+/// is a client and does not use the broker's types).
+#[derive(Serialize, serde::Deserialize)]
+struct BrokerShards {
+    broker: i32,
+    shards: Vec<ShardLoad>,
+}
+
+#[derive(Serialize, serde::Deserialize)]
+struct ShardLoad {
+    shard: u16,
+    leaders: usize,
+    replicas: usize,
+}
+
+/// Leaders and replicas per broker and shard from an admin listener (host:port or a URL).
+fn shards_of(admin: &str) -> anyhow::Result<Vec<BrokerShards>> {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        brokers: Vec<BrokerShards>,
+    }
+    let base = if admin.starts_with("http") { admin.trim_end_matches('/').to_string() } else { format!("http://{admin}") };
+    let url = format!("{base}/v1/cluster/shards");
+    let body = ureq::get(&url).timeout(std::time::Duration::from_secs(5)).call().map_err(|e| anyhow::anyhow!("{url}: {e}"))?.into_string()?;
+    Ok(serde_json::from_str::<Answer>(&body).map_err(|e| anyhow::anyhow!("{url}: {e}"))?.brokers)
+}
+
+pub fn status(bootstrap: &str, admin: Option<&str>, json: bool) -> anyhow::Result<()> {
+    let (mut s, _) = status_of(bootstrap)?;
+    if let Some(admin) = admin {
+        let shards = shards_of(admin)?;
+        let active = |id: i32| s.brokers.iter().any(|b| b.id == id && !b.fenced);
+        s.shard_leader_skew = Some(skew(shards.iter().filter(|b| active(b.broker)).flat_map(|b| &b.shards).map(|x| &x.leaders)));
+        s.shards = Some(shards);
+    }
     if json {
         println!("{}", serde_json::to_string(&s)?);
         return Ok(());
     }
     println!("cluster {}  active controller {}  {} topics, {} partitions", s.cluster_id, s.active_controller, s.topics, s.partitions);
+    let by_shard = |id: i32| -> String {
+        let shards = s.shards.as_ref().and_then(|all| all.iter().find(|b| b.broker == id));
+        shards.map_or_else(|| "-".into(), |b| b.shards.iter().map(|x| format!("{}:{}/{}", x.shard, x.leaders, x.replicas)).collect::<Vec<_>>().join(" "))
+    };
     let rows: Vec<Vec<String>> = s
         .brokers
         .iter()
         .map(|b| {
             let state = if b.fenced { "fenced" } else { "active" };
-            vec![
+            let mut row = vec![
                 b.id.to_string(),
                 format!("{}:{}", b.host, b.port),
                 b.rack.clone().unwrap_or_else(|| "-".into()),
@@ -195,14 +241,26 @@ pub fn status(bootstrap: &str, json: bool) -> anyhow::Result<()> {
                 state.into(),
                 b.leaders.to_string(),
                 b.replicas.to_string(),
-            ]
+            ];
+            if s.shards.is_some() {
+                row.push(by_shard(b.id));
+            }
+            row
         })
         .collect();
-    super::print_table(&["BROKER", "ADDRESS", "RACK", "ROLES", "STATE", "LEADERS", "REPLICAS"], &rows);
+    let mut header = vec!["BROKER", "ADDRESS", "RACK", "ROLES", "STATE", "LEADERS", "REPLICAS"];
+    if s.shards.is_some() {
+        header.push("SHARD:LEADERS/REPLICAS");
+    }
+    super::print_table(&header, &rows);
     if !s.controllers_only.is_empty() {
         println!("controller-only nodes: {}", s.controllers_only.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", "));
     }
     println!("leader skew: {}", s.leader_skew);
+    match s.shard_leader_skew {
+        Some(skew) => println!("shard leader skew: {skew}"),
+        None => println!("shard leader skew: not shown (--admin HOST:PORT names a node's admin listener)"),
+    }
     println!("under-replicated: {}", listed(&s.under_replicated));
     println!("offline: {}", listed(&s.offline));
     Ok(())

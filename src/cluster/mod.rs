@@ -8,6 +8,7 @@
 //! - `features.rs`         feature versions: supported, finalized, Kafka's rules for changing them
 //! - `topic_config.rs`     typed topic configs resolved against broker defaults
 //! - `config_defs.rs`      broker and group config definitions (types, docs, dynamic keys)
+//! - `shard_load.rs`       leaders and replicas per broker and shard (admin listener, `cluster status`)
 //! - `shard_partitions.rs` one shard's partitions and applied image; the metadata barrier
 //! - `router.rs`           run a request's operations on their owning shards (local, or one
 //!   mesh message per other shard); `router_tests.rs` runs it on two real shards
@@ -22,5 +23,6 @@ pub mod router;
 #[cfg(test)]
 mod router_tests;
 pub mod security_image;
+pub mod shard_load;
 pub mod shard_partitions;
 pub mod topic_config;

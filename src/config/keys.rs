@@ -448,8 +448,8 @@ config_keys! {
     /// `text`: one line per event, ANSI colour only when stderr is a terminal. `json`: one JSON
     /// object per line (timestamp, level, target, fields, the thread's shard).
     static log_format: String = "text".into();
-    /// The HTTP admin listener (host:port) serving /metrics and /v1/status/*; empty: off.
-    /// It runs on its own thread and serves /metrics, /v1/status/live and /v1/status/ready.
+    /// The HTTP admin listener (host:port) serving /metrics, /v1/status/* and
+    /// /v1/cluster/shards; empty: off. It runs on its own thread, never on a shard.
     static admin_listener: String = "127.0.0.1:9644".into();
 }
 

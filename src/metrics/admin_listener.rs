@@ -1,5 +1,6 @@
 //! The HTTP admin listener (`admin_listener`, default 127.0.0.1:9644): `GET /metrics`
-//! (OpenMetrics text for Prometheus), `GET /v1/status/live` and `GET /v1/status/ready`.
+//! (OpenMetrics text for Prometheus), `GET /v1/status/live`, `GET /v1/status/ready`, and
+//! `GET /v1/cluster/shards` (leaders and replicas per broker and shard, JSON).
 //!
 //! It runs on its own thread with tiny_http, never on a shard: a scrape only sends each
 //! shard a message and waits for its copy of the counters (`AdminSource` does that), so
@@ -14,6 +15,9 @@ pub trait AdminSource: Send + Sync + 'static {
     fn metrics(&self) -> String;
     /// Ok when the broker is ready for traffic, else why not.
     fn ready(&self) -> Result<(), String>;
+    /// The body of GET /v1/cluster/shards (JSON: leaders and replicas per broker and
+    /// shard), or why there is none yet.
+    fn cluster_shards(&self) -> Result<String, String>;
 }
 
 /// The running listener; the thread serves until the process exits.
@@ -86,6 +90,10 @@ fn answer(method: &tiny_http::Method, url: &str, source: &dyn AdminSource) -> Re
             Ok(()) => with_type("{\"ready\":true}\n".into(), 200, "application/json"),
             Err(why) => with_type(format!("{}\n", serde_json::json!({"ready": false, "reason": why})), 503, "application/json"),
         },
-        _ => with_type("not found: try /metrics, /v1/status/live, /v1/status/ready\n".into(), 404, "text/plain"),
+        "/v1/cluster/shards" => match source.cluster_shards() {
+            Ok(body) => with_type(body, 200, "application/json"),
+            Err(why) => with_type(format!("{}\n", serde_json::json!({"error": why})), 503, "application/json"),
+        },
+        _ => with_type("not found: try /metrics, /v1/status/live, /v1/status/ready, /v1/cluster/shards\n".into(), 404, "text/plain"),
     }
 }

@@ -45,7 +45,7 @@ impl BrokerAdmin {
             return Ok(());
         }
         let listener = crate::metrics::admin_listener::start(addr, Arc::new(self))?;
-        tracing::info!(addr = %listener.local_addr, "admin listener: GET /metrics, /v1/status/live, /v1/status/ready");
+        tracing::info!(addr = %listener.local_addr, "admin listener: GET /metrics, /v1/status/live, /v1/status/ready, /v1/cluster/shards");
         Ok(())
     }
 
@@ -210,5 +210,11 @@ impl AdminSource for BrokerAdmin {
             None => Ok(()),
             Some(why) => Err(why),
         }
+    }
+
+    fn cluster_shards(&self) -> Result<String, String> {
+        let controller = self.controller.get().ok_or("the controller is recovering the metadata log")?;
+        let load = crate::cluster::shard_load::shard_load(&controller.image());
+        serde_json::to_string(&serde_json::json!({ "brokers": load })).map_err(|e| e.to_string())
     }
 }

@@ -4,7 +4,8 @@ under-replicated and offline partitions (DescribeCluster with fenced brokers, Me
 DescribeQuorum), as a table and as JSON; a node killed shows fenced, its partitions
 under-replicated, and the quorum keeps a leader; restarted, everything is back in sync,
 and `balance` lists the partitions that lost their preferred leader, which `--apply`
-(a preferred election) gives back. shardlog only (its CLI).
+(a preferred election) gives back; `status --admin` adds leaders and replicas per shard,
+checked against each shard's own count. shardlog only (its CLI).
 """
 
 from __future__ import annotations
@@ -90,3 +91,39 @@ def test_status_and_quorum_follow_a_node_going_and_coming_back(cluster):
     assert sorted(after["elected"]) == sorted(before["not_preferred"]) and not after["refused"], (before, after)
     assert after["not_preferred"] == [] and after["leader_skew"] <= before["leader_skew"], after
     assert after["leaders"].get("3", 0) > 0, after
+
+
+def test_status_shows_leaders_per_shard(cluster):
+    """`status --admin`: leaders and replicas per broker and shard from one node's admin
+    listener (the metadata image). They add up to the broker's Kafka-protocol counts, and
+    each shard's leaders equal what that node's own shard reports it leads
+    (shardlog_shard_leaders in its /metrics, counted by the shard)."""
+    from admin_api import scrape
+    b1 = cluster.node(1)
+    topic = f"shards-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": b1.bootstrap})
+    admin.create_topics([NewTopic(topic, 8, 2)], operation_timeout=30)[topic].result(timeout=60)
+    admin_addr = cluster.node(2).admin_url.removeprefix("http://")
+
+    def consistent():
+        r = cli("status", "--bootstrap", b1.bootstrap, "--admin", admin_addr, "--format", "json")
+        assert r.returncode == 0, r.stderr
+        s = json.loads(r.stdout)
+        if s["under_replicated"] or s["offline"]:
+            return None
+        shards = {b["broker"]: b["shards"] for b in s["shards"]}
+        for b in s["brokers"]:
+            per_shard = shards[b["id"]]
+            assert [x["shard"] for x in per_shard] == list(range(cluster.shards)), per_shard
+            assert sum(x["leaders"] for x in per_shard) == b["leaders"], (b, per_shard)
+            assert sum(x["replicas"] for x in per_shard) == b["replicas"], (b, per_shard)
+            led = scrape(cluster.node(b["id"]).admin_url).labelled("shardlog_shard_leaders")
+            if {ls["shard"]: v for ls, v in led} != {str(x["shard"]): x["leaders"] for x in per_shard}:
+                return None
+        return s
+    s = wait_for("per-shard leaders agree with every shard's own count", consistent, DEADLINE_S)
+    leaders = [x["leaders"] for b in s["shards"] for x in b["shards"]]
+    assert s["shard_leader_skew"] == max(leaders) - min(leaders), s
+    table = cli("status", "--bootstrap", b1.bootstrap, "--admin", admin_addr).stdout.splitlines()
+    assert table[1].split()[-1] == "SHARD:LEADERS/REPLICAS", table
+    assert any(line.startswith("shard leader skew: ") for line in table), table
