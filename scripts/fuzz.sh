@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
-# Run the request-decode fuzz target for N seconds (default 60).
-# Installs a nightly toolchain and cargo-fuzz when missing.
+# The fuzz campaign: libFuzzer (cargo-fuzz) over the targets in fuzz/fuzz_targets/, whose
+# bodies and invariants are `shardlog::fuzzing` (the same code `cargo test` runs as the
+# CI smoke over the corpus and seeded inputs: src/fuzzing/smoke_tests.rs).
+#
+#   scripts/fuzz.sh [TARGET...]              every target (default) for FUZZ_SECS each (60)
+#   FUZZ_RUNS=10000000 scripts/fuzz.sh ...   a fixed number of executions per target instead
+#   FUZZ_DEV=1                               unoptimised build (cheaper to compile, slower)
+#
+# Installs a nightly toolchain and cargo-fuzz when missing (needs static.rust-lang.org).
+# New inputs go to fuzz/corpus-work/<target> (ignored by git); the committed corpus in
+# fuzz/corpus/<target> is read only (add a finding's reproducer there by hand). Each
+# target's last libFuzzer status line (executions, coverage) is printed at the end and
+# kept in fuzz/corpus-work/<target>.log.
 set -euo pipefail
-run_secs="${1:-60}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
@@ -13,13 +23,28 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
 
-# FUZZ_DEV=1 builds without optimisations (much cheaper to compile on a small machine,
-# slower to fuzz).
 dev_flag=()
 if [ -n "${FUZZ_DEV:-}" ]; then dev_flag=(--dev); fi
+if [ -n "${FUZZ_RUNS:-}" ]; then budget=(-runs="$FUZZ_RUNS"); else budget=(-max_total_time="${FUZZ_SECS:-60}"); fi
 
-# New inputs go to a scratch corpus (ignored by git); the committed seeds are read-only.
-mkdir -p fuzz/corpus-work/request_decode
-exec cargo +nightly fuzz run "${dev_flag[@]}" request_decode \
-    fuzz/corpus-work/request_decode fuzz/corpus/request_decode \
-    -- -max_total_time="$run_secs" -max_len=65536 -rss_limit_mb=2048 -timeout=10
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+    mapfile -t targets < <(cd fuzz && cargo +nightly fuzz list)
+fi
+
+summary=()
+for t in "${targets[@]}"; do
+    mkdir -p "fuzz/corpus-work/$t" "fuzz/corpus/$t"
+    log="fuzz/corpus-work/$t.log"
+    echo "== fuzz $t (${budget[*]})"
+    (cd fuzz && cargo +nightly fuzz run "${dev_flag[@]}" "$t" \
+        "corpus-work/$t" "corpus/$t" \
+        -- "${budget[@]}" -max_len=65536 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1) 2>&1 | tee "$log" | grep -E "^#[0-9]+ +(DONE|pulse)|ERROR|panicked|SUMMARY" || true
+    status=${PIPESTATUS[0]}
+    if [ "$status" -ne 0 ] || grep -q "ERROR: libFuzzer\|panicked at" "$log"; then
+        echo "fuzz $t FAILED: see $log (the crashing input is in fuzz/artifacts/$t/)"
+        exit 1
+    fi
+    summary+=("$t: $(grep -E '^#[0-9]+ +DONE' "$log" | tail -1) | $(grep -E 'stat::number_of_executed_units' "$log" | tail -1)")
+done
+printf '%s\n' "${summary[@]}"

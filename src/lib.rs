@@ -17,11 +17,14 @@
 //! - `tune/`       host checks (`shardlog tune`, and the ones `serve` requires): kernel, io_uring, disks, sysctls
 //! - `config.rs`   the one config struct
 //! - `bench/`, `cli/` clients of the wire: the load generator and the admin CLI
+//! - `fuzzing/`    the fuzz targets' bodies (tests and the `fuzzing` feature only; `fuzz/` runs them)
 pub mod bench;
 pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod controller;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 pub mod group;
 pub mod metrics;
 pub mod partition;

@@ -26,8 +26,8 @@ use super::files::{read_if_exists, sync_dir, write_atomic};
 use super::frame::{self, FrameError};
 use super::types::{ControllerTypes, Entry, LogId, Vote};
 
-const LOG_MAGIC: u32 = u32::from_le_bytes(*b"SLRL");
-const LOG_VERSION: u16 = 1;
+pub(super) const LOG_MAGIC: u32 = u32::from_le_bytes(*b"SLRL");
+pub(super) const LOG_VERSION: u16 = 1;
 const META_MAGIC: u32 = u32::from_le_bytes(*b"SLRM");
 const META_VERSION: u16 = 1;
 /// Largest encoded entry accepted on write and on read.
@@ -43,7 +43,7 @@ struct LogMeta {
     last_purged: Option<LogId>,
 }
 
-struct Stored {
+pub(super) struct Stored {
     entry: Entry,
     /// Byte offset of the entry's record in `raft.log`.
     offset: u64,
@@ -82,7 +82,7 @@ pub(super) fn encode_entry(out: &mut Vec<u8>, entry: &Entry) -> io::Result<()> {
 /// whose entry does not decode was written whole by another format (another version of
 /// shardlog or openraft's types): an error, never a truncation, so no committed metadata
 /// is dropped by an upgrade.
-fn scan_log(buf: &[u8], path: &Path) -> io::Result<(BTreeMap<u64, Stored>, u64)> {
+pub(super) fn scan_log(buf: &[u8], path: &Path) -> io::Result<(BTreeMap<u64, Stored>, u64)> {
     let mut entries = BTreeMap::new();
     let mut pos = 0usize;
     let mut prev: Option<u64> = None;

@@ -63,6 +63,8 @@ mod election;
 mod eligible_leaders;
 mod files;
 mod frame;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzz_surface;
 mod handle;
 mod leadership;
 mod liveness;

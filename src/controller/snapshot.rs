@@ -21,7 +21,7 @@ use super::frame::{self, FrameError};
 use super::types::SnapshotMeta;
 use crate::security::listeners::ListenerEndpoint;
 
-const MAGIC: u32 = u32::from_le_bytes(*b"SLSS");
+pub(super) const MAGIC: u32 = u32::from_le_bytes(*b"SLSS");
 /// 2 added dynamic broker and group configs; 3 brokers and each partition's replicas,
 /// leader, ISR and partition epoch; 4 each partition's ongoing reassignment (adding and
 /// removing replicas); 5 each broker's listeners; 6 the security section (SCRAM
@@ -31,7 +31,7 @@ const MAGIC: u32 = u32::from_le_bytes(*b"SLSS");
 /// `SnapElr`). Versions 1 and 2 are still read (their partitions have no replicas until
 /// the node registers and adopts them), 3 (no reassignment ongoing), 4, 5, 6 (the
 /// features a cluster had before they could change: the bootstrap levels) and 7 (no ELR).
-const VERSION: u16 = 8;
+pub(super) const VERSION: u16 = 8;
 const VERSION_7: u16 = 7;
 const VERSION_6: u16 = 6;
 const VERSION_5: u16 = 5;

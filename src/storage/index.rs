@@ -103,9 +103,13 @@ impl OffsetIndex {
     /// None when missing or unusable (logged and counted); the caller rebuilds by scanning.
     pub async fn load(path: &Path) -> Option<([u8; SUMMARY_LEN], OffsetIndex)> {
         let payload = read_rebuildable_file(path, INDEX_MAGIC, INDEX_VERSION, "index").await?;
+        Self::from_payload(&payload).map_err(|why| report_unusable(path, "index", why)).ok()
+    }
+
+    /// The summary and entries of an index file's payload, or why it is unusable.
+    pub fn from_payload(payload: &[u8]) -> std::result::Result<([u8; SUMMARY_LEN], OffsetIndex), &'static str> {
         if payload.len() < SUMMARY_LEN || !(payload.len() - SUMMARY_LEN).is_multiple_of(8) {
-            report_unusable(path, "index", "payload is not a summary and whole entries");
-            return None;
+            return Err("payload is not a summary and whole entries");
         }
         let mut summary = [0u8; SUMMARY_LEN];
         summary.copy_from_slice(&payload[..SUMMARY_LEN]);
@@ -114,12 +118,11 @@ impl OffsetIndex {
             let off = u32::from_be_bytes([c[0], c[1], c[2], c[3]]);
             let pos = u32::from_be_bytes([c[4], c[5], c[6], c[7]]);
             if idx.entries.last().is_some_and(|&(o, p)| off <= o || pos <= p) {
-                report_unusable(path, "index", "entries not increasing");
-                return None;
+                return Err("entries not increasing");
             }
             idx.entries.push((off, pos));
         }
-        Some((summary, idx))
+        Ok((summary, idx))
     }
 }
 
@@ -171,9 +174,13 @@ impl TimeIndex {
 
     pub async fn load(path: &Path) -> Option<TimeIndex> {
         let payload = read_rebuildable_file(path, TIME_INDEX_MAGIC, INDEX_VERSION, "time_index").await?;
-        if payload.len() % 12 != 0 {
-            report_unusable(path, "time_index", "payload is not whole entries");
-            return None;
+        Self::from_payload(&payload).map_err(|why| report_unusable(path, "time_index", why)).ok()
+    }
+
+    /// The entries of a time index file's payload, or why it is unusable.
+    pub fn from_payload(payload: &[u8]) -> std::result::Result<TimeIndex, &'static str> {
+        if !payload.len().is_multiple_of(12) {
+            return Err("payload is not whole entries");
         }
         let mut idx = TimeIndex::default();
         for c in payload.chunks_exact(12) {
@@ -182,7 +189,7 @@ impl TimeIndex {
             let off = u32::from_be_bytes([c[8], c[9], c[10], c[11]]);
             idx.entries.push((i64::from_be_bytes(ts), off));
         }
-        Some(idx)
+        Ok(idx)
     }
 }
 

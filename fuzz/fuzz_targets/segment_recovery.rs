@@ -1,0 +1,5 @@
+//! libFuzzer entry of `shardlog::fuzzing::TARGETS`' "segment_recovery" (its body and invariants are in
+//! the library, so `cargo test` runs them too).
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| shardlog::fuzzing::segment_recovery::check(data));
