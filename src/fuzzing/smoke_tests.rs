@@ -5,6 +5,9 @@
 //! target compiling and its invariants holding on what the campaign found.
 use std::path::PathBuf;
 
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
 use super::TARGETS;
 
 /// Seeded inputs per target after the corpus. `SHARDLOG_FUZZ_SMOKE_SECS=N` runs for N
@@ -20,19 +23,16 @@ fn corpus(target: &str) -> Vec<Vec<u8>> {
     entries
 }
 
-/// xorshift64*: a seeded stream, the same inputs on every run.
-struct Rng(u64);
+/// A seeded stream: the same inputs on every run.
+struct Rng(StdRng);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        self.0.random()
     }
 
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        self.0.random_range(0..n.max(1))
     }
 }
 
@@ -72,7 +72,7 @@ fn every_fuzz_target_holds_on_its_corpus_and_seeded_inputs() {
         for entry in &corpus {
             check(entry);
         }
-        let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (seed as u64 + 1));
+        let mut rng = Rng(StdRng::seed_from_u64(seed as u64 + 1));
         let deadline = secs.map(|s| std::time::Instant::now() + std::time::Duration::from_secs_f64(s / TARGETS.len() as f64));
         let mut ran = 0usize;
         while deadline.map_or(ran < INPUTS, |d| std::time::Instant::now() < d) {
