@@ -24,7 +24,7 @@
 //! - log.retention.hours/minutes, log.roll.hours, log.roll.jitter.*: shardlog has only the
 //!   millisecond forms (Kafka reports the others as synonyms of them);
 //! - log.dir, log.preallocate, log.index.size.max.bytes, log.segment.delete.delay.ms,
-//!   log.cleaner.io.*, log.cleaner.dedupe.buffer.size, log.cleaner.*compaction.lag.ms,
+//!   log.cleaner.io.*, log.cleaner.*compaction.lag.ms,
 //!   log.flush.*checkpoint*, log.flush.scheduler.interval.ms, socket buffers, quotas,
 //!   metrics reporters, max.connections*, offsets.commit.timeout.ms,
 //!   offsets.load.buffer.size, purgatory intervals, queued.max.requests: shardlog has no
@@ -161,6 +161,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     def(&key::leader_imbalance_per_broker_percentage, None),
     def_with(&key::listeners, None, |c| format!("PLAINTEXT://{}", c.listen)),
     def(&key::log_cleaner_backoff_ms, None),
+    def(&key::log_cleaner_dedupe_buffer_size, None),
     ro("log.cleaner.delete.retention.ms", T::Long, "Default of delete.retention.ms: how long tombstones are kept.", |_| {
         topic_config::DEFAULT_DELETE_RETENTION_MS.to_string()
     }),

@@ -244,6 +244,11 @@ config_keys! {
     dynamic log_message_timestamp_after_max_ms: i64 = 3_600_000, kafka = "log.message.timestamp.after.max.ms" as Long;
     /// How often each shard looks for compacted partitions to clean.
     static log_cleaner_backoff_ms: u64 = 15_000, kafka = "log.cleaner.backoff.ms" as Long;
+    /// Memory one clean pass may hold for its key map (distinct key bytes plus 64 per key).
+    /// The map holds the keys of a partition's sealed segments; a partition with more is not
+    /// cleaned (a warning at each pass). Kafka splits its buffer over the cleaner threads; here
+    /// each shard cleans one partition at a time.
+    static log_cleaner_dedupe_buffer_size: u64 = 256 << 20, kafka = "log.cleaner.dedupe.buffer.size" as Long;
     /// An offset index entry every this many bytes (the sparse index's interval).
     static log_index_interval_bytes: usize = 4096, kafka = "log.index.interval.bytes" as Int;
 
@@ -448,8 +453,8 @@ config_keys! {
     /// `text`: one line per event, ANSI colour only when stderr is a terminal. `json`: one JSON
     /// object per line (timestamp, level, target, fields, the thread's shard).
     static log_format: String = "text".into();
-    /// The HTTP admin listener (host:port) serving /metrics, /v1/status/* and
-    /// /v1/cluster/shards; empty: off. It runs on its own thread, never on a shard.
+    /// The HTTP admin listener (host:port); empty: off.
+    /// It serves /metrics, /v1/status/* and /v1/cluster/shards on its own thread, never on a shard.
     static admin_listener: String = "127.0.0.1:9644".into();
 }
 

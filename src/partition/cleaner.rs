@@ -37,9 +37,6 @@ use crate::storage::dma::remove_file;
 use crate::storage::segment::{index_path, log_file_name, snapshot_path, time_index_path};
 use crate::storage::StorageError;
 
-/// Key bytes one partition's key map may hold (Kafka bounds its map with
-/// log.cleaner.dedupe.buffer.size); a log with more is left uncleaned, with a warning.
-const MAX_OFFSET_MAP_KEY_BYTES: usize = 256 << 20;
 /// What a damaged batch met while cleaning is reported as.
 const SEGMENT_BEING_CLEANED: &str = "segment being cleaned";
 
@@ -67,9 +64,10 @@ impl Partition {
         cfg.compact && !log.is_uncleanable() && log.dirty_ratio().is_some_and(|r| r > 0.0 && r >= cfg.min_cleanable_dirty_ratio)
     }
 
-    /// One clean pass over every sealed segment. A second call while a pass runs does
-    /// nothing.
-    pub async fn clean(&self, now_ms: i64) -> Result<CleanerStats, PartitionError> {
+    /// One clean pass over every sealed segment, its key map within `max_key_bytes`
+    /// (log.cleaner.dedupe.buffer.size: `OffsetMap`'s budget). A second call while a pass
+    /// runs does nothing.
+    pub async fn clean(&self, now_ms: i64, max_key_bytes: usize) -> Result<CleanerStats, PartitionError> {
         self.assert_on_shard();
         if self.closed.get() {
             return Err(PartitionError::NotLeader);
@@ -89,14 +87,14 @@ impl Partition {
             }
         }
         let _running = Running(self);
-        let res = self.clean_pass(now_ms).await;
+        let res = self.clean_pass(now_ms, max_key_bytes).await;
         if let Err(PartitionError::Storage(StorageError::Corrupt { .. })) = &res {
             self.log.borrow_mut().mark_uncleanable();
         }
         res
     }
 
-    async fn clean_pass(&self, now_ms: i64) -> Result<CleanerStats, PartitionError> {
+    async fn clean_pass(&self, now_ms: i64, max_key_bytes: usize) -> Result<CleanerStats, PartitionError> {
         let (segments, reads, bound, cfg, dir) = {
             let log = self.log.borrow();
             // Only data that is written and fdatasync'ed decides what is superseded: a
@@ -110,7 +108,7 @@ impl Partition {
         if segments.is_empty() {
             return Ok(stats);
         }
-        let Some(map) = self.build_offset_map(reads, bound).await? else { return Ok(stats) };
+        let Some(map) = self.build_offset_map(reads, bound, max_key_bytes).await? else { return Ok(stats) };
         stats.keys = map.len();
         let tombstone_horizon_ms = now_ms.saturating_sub(cfg.delete_retention_ms);
         let mut cleaned_upto = None;
@@ -160,8 +158,8 @@ impl Partition {
 
     /// Key → latest offset over every batch ending below `bound`. None when the map
     /// would exceed its budget.
-    async fn build_offset_map(&self, reads: Vec<crate::storage::log::DiskRead>, bound: i64) -> Result<Option<OffsetMap>, PartitionError> {
-        let mut map = OffsetMap::new(MAX_OFFSET_MAP_KEY_BYTES);
+    async fn build_offset_map(&self, reads: Vec<crate::storage::log::DiskRead>, bound: i64, max_key_bytes: usize) -> Result<Option<OffsetMap>, PartitionError> {
+        let mut map = OffsetMap::new(max_key_bytes);
         for r in reads {
             let mut reader = BatchReader::new(r.file, r.position, r.end, READ_CHUNK_BYTES);
             loop {
@@ -179,7 +177,7 @@ impl Partition {
                         continue;
                     }
                     if !map.add_batch(&batch, &h).map_err(corrupt)? {
-                        tracing::warn!(topic = %self.topic, partition = self.index, limit_bytes = MAX_OFFSET_MAP_KEY_BYTES,
+                        tracing::warn!(topic = %self.topic, partition = self.index, limit_bytes = max_key_bytes,
                             "too many distinct key bytes to compact this log; skipping it");
                         return Ok(None);
                     }

@@ -16,6 +16,9 @@ use crate::record::{iter_batches, parse_header, BatchError};
 use crate::runtime::now_ms;
 use crate::storage::LogConfig;
 
+/// The cleaner's key-map budget in these tests (the broker's default).
+const TEST_KEY_BYTES: usize = 256 << 20;
+
 /// (offset, key, value) of one record read back.
 type Rec = (i64, Option<Bytes>, Option<Bytes>);
 
@@ -95,6 +98,31 @@ async fn produce(p: &Rc<Partition>, recs: &[(Option<&str>, Option<&str>)], compr
         .collect()
 }
 
+/// log.cleaner.dedupe.buffer.size driven to its bound: 8 distinct keys of 5 bytes need
+/// 8 x (5 + 64) bytes; one byte less and the pass cleans nothing (the log is left as it
+/// is, and stays due), exactly that much and it cleans.
+#[test]
+fn a_key_map_over_its_budget_leaves_the_log_uncleaned() {
+    run(|dir| async move {
+        let p = open(&dir, compact_cfg()).await;
+        let ts = now_ms();
+        let keys: Vec<String> = (0..8).map(|k| format!("key-{k}")).collect();
+        for i in 0..60usize {
+            let recs: Vec<(Option<&str>, Option<&str>)> = (0..3).map(|j| (Some(keys[(i + j) % 8].as_str()), Some("some value"))).collect();
+            produce(&p, &recs, Compression::None, ts + i as i64).await;
+        }
+        assert!(sealed_count(&p) >= 2 && p.needs_cleaning());
+        let need = 8 * (5 + crate::storage::compaction::KEY_OVERHEAD_BYTES);
+        let size = p.size_bytes();
+        let stats = p.clean(now_ms(), need - 1).await.expect("clean");
+        assert_eq!((stats.segments_cleaned, p.size_bytes()), (0, size), "over budget: nothing cleaned");
+        assert!(p.needs_cleaning(), "still due");
+        let stats = p.clean(now_ms(), need).await.expect("clean");
+        assert!(stats.segments_cleaned > 0 && p.size_bytes() < size, "{stats:?}");
+        assert_eq!(stats.keys, 8);
+    });
+}
+
 #[test]
 fn clean_keeps_latest_per_key_and_survives_restart() {
     run(|dir| async move {
@@ -122,7 +150,7 @@ fn clean_keeps_latest_per_key_and_survives_restart() {
         let size_before = p.size_bytes();
 
         let sealed_before = sealed_count(&p);
-        let stats = p.clean(now_ms()).await.expect("clean");
+        let stats = p.clean(now_ms(), TEST_KEY_BYTES).await.expect("clean");
         assert_eq!(stats.segments_cleaned, sealed_before);
         assert!(stats.bytes_after < stats.bytes_before, "{stats:?}");
         assert!(p.size_bytes() < size_before);
@@ -189,7 +217,7 @@ fn clean_keeps_latest_per_key_and_survives_restart() {
         assert_eq!(read_from(&p, 0).await, expect, "same content after a scan of the cleaned segments");
         assert_eq!(p.append(kv_batch(0, &[(Some("k"), Some("v"))], Compression::None, None, ts), -1).await.unwrap().base_offset, end);
         // Cleaning again is idempotent on what is already clean.
-        p.clean(now_ms()).await.expect("second clean");
+        p.clean(now_ms(), TEST_KEY_BYTES).await.expect("second clean");
         let again = read_from(&p, 0).await;
         assert_eq!(again, model(&again.clone(), active_base(&p), false));
     });
@@ -208,12 +236,12 @@ fn tombstones_kept_until_delete_retention_then_dropped() {
         written.extend(produce(&p, &[(Some("c"), Some("1"))], Compression::Gzip, ts).await);
         written.extend(produce(&p, &[(Some("b"), Some("2"))], Compression::None, ts).await);
         assert_eq!(active_base(&p), 4);
-        p.clean(ts).await.expect("clean");
+        p.clean(ts, TEST_KEY_BYTES).await.expect("clean");
         let got = read_from(&p, 0).await;
         assert_eq!(got, model(&written, 4, false));
         assert!(got.iter().any(|r| r.1.as_deref() == Some(&b"a"[..]) && r.2.is_none()), "a young tombstone is kept");
         // Later than delete.retention.ms after the tombstone's batch: it goes.
-        p.clean(ts + 60_001).await.expect("clean");
+        p.clean(ts + 60_001, TEST_KEY_BYTES).await.expect("clean");
         let got = read_from(&p, 0).await;
         assert_eq!(got, model(&written, 4, true));
         assert!(got.iter().all(|r| r.1.as_deref() != Some(&b"a"[..])), "key a is gone entirely");
@@ -290,7 +318,7 @@ fn reads_and_appends_during_a_clean_stay_correct() {
                 out
             })
         };
-        p.clean(now_ms()).await.expect("clean");
+        p.clean(now_ms(), TEST_KEY_BYTES).await.expect("clean");
         for r in readers {
             for run in r.await {
                 assert!(run.windows(2).all(|w| w[0].0 < w[1].0), "offsets strictly increase");
@@ -300,7 +328,7 @@ fn reads_and_appends_during_a_clean_stay_correct() {
             }
         }
         written.extend(producer.await);
-        p.clean(now_ms()).await.expect("second clean");
+        p.clean(now_ms(), TEST_KEY_BYTES).await.expect("second clean");
         assert_eq!(read_from(&p, 0).await, model(&written, active_base(&p), false));
     });
 }
@@ -323,7 +351,7 @@ fn damaged_sealed_segment_stops_the_cleaner_without_touching_files() {
         std::fs::write(&seg, &bytes).unwrap();
         let p = open(&dir, cfg).await;
         assert!(p.needs_cleaning());
-        let err = p.clean(now_ms()).await.expect_err("a bad CRC stops the clean");
+        let err = p.clean(now_ms(), TEST_KEY_BYTES).await.expect_err("a bad CRC stops the clean");
         assert!(matches!(err, PartitionError::Storage(crate::storage::StorageError::Corrupt { .. })), "{err:?}");
         assert!(!p.needs_cleaning(), "the partition is marked uncleanable");
         assert_eq!(std::fs::read(&seg).unwrap(), bytes, "the damaged segment is left as it is");
@@ -356,7 +384,7 @@ proptest! {
                 }
             }
             let now = if drop_tombstones { ts + cfg.delete_retention_ms + 1000 } else { ts };
-            p.clean(now).await.expect("clean");
+            p.clean(now, TEST_KEY_BYTES).await.expect("clean");
             let expect = model(&written, active_base(&p), drop_tombstones);
             assert_eq!(read_from(&p, 0).await, expect);
             p.close();
@@ -408,7 +436,7 @@ fn aborted_transactions_are_cleaned_away_and_the_cleaner_stops_at_the_lso() {
             produce(&p, &[(Some(&format!("late-{i}")), Some("v"))], Compression::None, ts).await;
         }
         assert!(active_base(&p) > open_txn_start + 3, "the transactions and the duplicates are in sealed segments");
-        let stats = p.clean(now_ms()).await.expect("clean");
+        let stats = p.clean(now_ms(), TEST_KEY_BYTES).await.expect("clean");
         assert!(stats.segments_cleaned > 0, "{stats:?}");
 
         let after = read_from(&p, 0).await;

@@ -47,13 +47,20 @@ pub fn cleaned_path(dir: &Path, base_offset: i64) -> PathBuf {
 }
 
 /// Key → offset of its latest record (Kafka's OffsetMap, holding whole keys rather than
-/// digests), with a byte budget: a log with more distinct key bytes is not cleaned.
+/// digests), with a byte budget: a log with more distinct key bytes (plus a fixed cost per
+/// key for the map's entry) is not cleaned. Keys are copied out of the batches they came
+/// from: a view would pin its whole read chunk or decompressed batch for the pass, so the
+/// map's memory would be the chunks read, not the keys counted.
 #[derive(Debug, Default)]
 pub struct OffsetMap {
     latest: HashMap<Bytes, i64>,
     key_bytes: usize,
     max_key_bytes: usize,
 }
+
+/// What one key costs the budget beyond its bytes: the map entry (key handle, offset,
+/// hash slot) and the key's own allocation header, rounded up.
+pub const KEY_OVERHEAD_BYTES: usize = 64;
 
 impl OffsetMap {
     pub fn new(max_key_bytes: usize) -> OffsetMap {
@@ -69,13 +76,15 @@ impl OffsetMap {
         let section = records_section(batch, header)?;
         for r in parse_records(&section, header)? {
             let Some(k) = r.key else { continue };
-            let key = section.slice(k);
-            let len = key.len();
-            match self.latest.insert(key, r.offset) {
-                None => self.key_bytes += len,
+            let key = &section[k];
+            match self.latest.get_mut(key) {
                 // Data from disk: out of order is damage, reported rather than asserted.
-                Some(prev) if prev >= r.offset => return Err(BatchError::CorruptRecord(format!("offset {} after {prev} for the same key", r.offset))),
-                Some(_) => {}
+                Some(prev) if *prev >= r.offset => return Err(BatchError::CorruptRecord(format!("offset {} after {prev} for the same key", r.offset))),
+                Some(prev) => *prev = r.offset,
+                None => {
+                    self.key_bytes += key.len() + KEY_OVERHEAD_BYTES;
+                    self.latest.insert(Bytes::copy_from_slice(key), r.offset);
+                }
             }
         }
         Ok(self.key_bytes <= self.max_key_bytes)
@@ -253,6 +262,18 @@ pub(crate) mod tests {
     use crate::record::iter_batches;
     use crate::record::tests::{compression_of, decode_kv as decode, kv_batch};
     use kafka_protocol::records::Compression;
+
+    #[test]
+    fn the_key_map_copies_keys_and_counts_their_entries() {
+        let b = kv_batch(0, &[(Some("a"), Some("1")), (Some("bb"), Some("2")), (Some("a"), Some("3"))], Compression::None, None, 9000);
+        let h = parse_header(&b).unwrap();
+        let mut map = OffsetMap::new(2 * KEY_OVERHEAD_BYTES + 3);
+        assert!(map.add_batch(&b, &h).unwrap(), "two keys, 3 bytes: at the budget");
+        assert!(b.is_unique(), "no key pins the batch it was read from");
+        assert_eq!((map.latest(b"a"), map.latest(b"bb"), map.len()), (Some(2), Some(1), 2));
+        let more = kv_batch(3, &[(Some("c"), Some("4"))], Compression::None, None, 9001);
+        assert!(!map.add_batch(&more, &parse_header(&more).unwrap()).unwrap(), "a third key is over the budget");
+    }
 
     #[test]
     fn filter_keeps_offsets_producer_fields_and_codec() {

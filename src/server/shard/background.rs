@@ -34,7 +34,8 @@ pub async fn cleaner_loop(ctx: Rc<ShardContext>) {
             if !p.needs_cleaning() {
                 continue;
             }
-            if let Err(e) = p.clean(crate::runtime::now_ms()).await {
+            let max_key_bytes = usize::try_from(ctx.config.log_cleaner_dedupe_buffer_size).unwrap_or(usize::MAX);
+            if let Err(e) = p.clean(crate::runtime::now_ms(), max_key_bytes).await {
                 tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e,
                     "log clean failed; a partition with damaged data is not cleaned again until restart");
             }
