@@ -13,6 +13,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the broker.
+    // Each flag's help on the line under it: the longest flag would push every help
+    // line past 120 columns.
+    #[command(next_line_help = true)]
     Serve(Box<ConfigArgs>),
     /// Load generator: produce, consume or end-to-end against a running broker.
     Bench {

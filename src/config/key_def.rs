@@ -370,7 +370,8 @@ pub fn long_help(key: &KeyDef) -> String {
 
 /// The flag arguments of `shardlog serve`, as clap builds them.
 pub fn serve_command() -> clap::Command {
-    <super::ConfigArgs as clap::Args>::augment_args(clap::Command::new("serve"))
+    // As `shardlog serve -h` shows it (main.rs: each help on the line under its flag).
+    <super::ConfigArgs as clap::Args>::augment_args(clap::Command::new("serve").next_line_help(true))
 }
 
 /// The configuration reference, `docs/configuration.md`: a table of every key, then the
