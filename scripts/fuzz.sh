@@ -10,8 +10,8 @@
 # Installs a nightly toolchain and cargo-fuzz when missing (needs static.rust-lang.org).
 # New inputs go to fuzz/corpus-work/<target> (ignored by git); the committed corpus in
 # fuzz/corpus/<target> is read only (add a finding's reproducer there by hand). Each
-# target's last libFuzzer status line (executions, coverage) is printed at the end and
-# kept in fuzz/corpus-work/<target>.log.
+# target's executions, coverage and corpus size are printed at the end; libFuzzer's whole
+# output is kept in fuzz/corpus-work/<target>.log.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -37,14 +37,21 @@ for t in "${targets[@]}"; do
     mkdir -p "fuzz/corpus-work/$t" "fuzz/corpus/$t"
     log="fuzz/corpus-work/$t.log"
     echo "== fuzz $t (${budget[*]})"
+    set +e
     (cd fuzz && cargo +nightly fuzz run "${dev_flag[@]}" "$t" \
         "corpus-work/$t" "corpus/$t" \
-        -- "${budget[@]}" -max_len=65536 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1) 2>&1 | tee "$log" | grep -E "^#[0-9]+ +(DONE|pulse)|ERROR|panicked|SUMMARY" || true
-    status=${PIPESTATUS[0]}
+        -- "${budget[@]}" -max_len=65536 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1) > "$log" 2>&1
+    status=$?
+    set -e
     if [ "$status" -ne 0 ] || grep -q "ERROR: libFuzzer\|panicked at" "$log"; then
-        echo "fuzz $t FAILED: see $log (the crashing input is in fuzz/artifacts/$t/)"
+        grep -E "panicked at|ERROR|SUMMARY|Test unit written" "$log" | head -20
+        echo "fuzz $t FAILED (exit $status): see $log (the crashing input is in fuzz/artifacts/$t/)"
         exit 1
     fi
-    summary+=("$t: $(grep -E '^#[0-9]+ +DONE' "$log" | tail -1) | $(grep -E 'stat::number_of_executed_units' "$log" | tail -1)")
+    runs=$(grep -E '^stat::number_of_executed_units' "$log" | awk '{print $2}')
+    cov=$(grep -E '^#[0-9]+' "$log" | grep -o 'cov: [0-9]*' | tail -1)
+    corpus=$(grep -E '^#[0-9]+' "$log" | grep -o 'corp: [0-9]*' | tail -1)
+    summary+=("$t: $runs executions, $cov, $corpus inputs, $(grep -E '^stat::peak_rss_mb' "$log" | awk '{print $2}') MiB peak")
+    echo "${summary[-1]}"
 done
 printf '%s\n' "${summary[@]}"
