@@ -17,8 +17,9 @@
 //! - transaction.partition.verification.enable, transaction.remove.expired.transaction.*,
 //!   producer.id.expiration.check.interval.ms: verification is always on; expiry runs
 //!   with the transaction coordinator's cleanup and the retention check;
-//! - group.share.*, group.streams.*, share.coordinator.*: no streams groups; share groups
-//!   are in progress and keep no share-coordinator state yet;
+//! - group.share.* (but group.share.max.share.sessions), group.streams.*,
+//!   share.coordinator.*: no streams groups; share groups are in progress and keep no
+//!   share-coordinator state yet;
 //! - num.io.threads, num.network.threads, background.threads, num.recovery.threads.*,
 //!   log.cleaner.threads, group.coordinator.threads: thread-per-core, one shard per core;
 //! - log.retention.hours/minutes, log.roll.hours, log.roll.jitter.*: shardlog has only the
@@ -157,6 +158,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     def(&key::group_max_session_timeout_ms, None),
     def(&key::group_max_size, None),
     def(&key::group_min_session_timeout_ms, None),
+    def(&key::group_share_max_share_sessions, None),
     def(&key::leader_imbalance_check_interval_seconds, None),
     def(&key::leader_imbalance_per_broker_percentage, None),
     def_with(&key::listeners, None, |c| format!("PLAINTEXT://{}", c.listen)),

@@ -428,6 +428,9 @@ config_keys! {
     static group_max_size: usize = 10_000, kafka = "group.max.size" as Int;
     /// Groups one shard coordinates at most (a limit, as on everything).
     static max_groups_per_shard: usize = 100_000;
+    /// Share sessions (KIP-932) the broker keeps at most; one more is SHARE_SESSION_LIMIT_REACHED.
+    /// Divided evenly among the shards (a member's session lives on its connection's shard).
+    static group_share_max_share_sessions: usize = 2000, kafka = "group.share.max.share.sessions" as Int;
     /// A KIP-848 member silent this long is removed (default of the group config consumer.session.timeout.ms).
     static group_consumer_session_timeout_ms: u64 = 45_000, kafka = "group.consumer.session.timeout.ms" as Int;
     /// How often KIP-848 members heartbeat (default of the group config consumer.heartbeat.interval.ms).

@@ -85,6 +85,7 @@ impl ShardContext {
     ) -> ShardContext {
         let committed = controller.clone();
         let partitions = Rc::new(ShardPartitions::new(shard, config.node_id, Box::new(move || committed.shard_index())));
+        let share_sessions = crate::server::share_sessions::ShareSessions::new(config.group_share_max_share_sessions, mesh.shard_count());
         let router = Rc::new(ShardRouter::new(partitions.clone(), mesh));
         let coordinator = Rc::new(CoordinatorContext::new(group_config(&config), partitions.clone()));
         let markers = crate::server::txn_markers::marker_writer(router.clone(), partitions.clone(), config.node_id, inter_broker.clone());
@@ -120,7 +121,7 @@ impl ShardContext {
             inter_broker,
             listener_infos: std::cell::RefCell::new(Vec::new()),
             share_partitions,
-            share_sessions: Default::default(),
+            share_sessions,
         }
     }
 
