@@ -17,7 +17,8 @@ use super::{ControllerConfig, ControllerError};
 /// changes the log's voters may differ from `controller_quorum_voters` (which only made
 /// the quorum), so the log wins when it is plainly this quorum's: it records this node
 /// (voter or observer) at its own listener, or records this node's metadata dir (its
-/// directory id) as a voter whose listener moved, or this node is not a voter and the log
+/// directory id) as a voter whose listener moved while the configured voters (if any)
+/// keep another voter where the log has it, or this node is not a voter and the log
 /// shares a voter (same id at the same address) with the configured voters, or a voter
 /// address with the bootstrap servers. Anything else is refused at start, naming both.
 pub(super) fn check_persisted_voters(cfg: &ControllerConfig, node_id: u64, directory_id: [u8; 16], raft: &Raft) -> Result<(), ControllerError> {
@@ -39,9 +40,18 @@ pub(super) fn check_persisted_voters(cfg: &ControllerConfig, node_id: u64, direc
         _ if !own.is_empty() && membership.get_node(&node_id).is_some_and(|n| n.addr == own) => None,
         Some(addr) if *addr == own => None,
         // A voter whose controller listener moved: the log records this very metadata
-        // dir (its directory id) as the voter; it tells the leader its new listener
+        // dir (its directory id) as the voter, and the configured voters, if any, keep
+        // another voter where the log has it (when every address differs, the data dir
+        // is another start's: refused below). It tells the leader its new listener
         // (UpdateRaftVoter, `server::announce_moved_listener`).
-        Some(_) if !own.is_empty() && directory_id != [0; 16] && membership.get_node(&node_id).is_some_and(|n| n.directory_id == directory_id) => None,
+        Some(_)
+            if !own.is_empty()
+                && directory_id != [0; 16]
+                && membership.get_node(&node_id).is_some_and(|n| n.directory_id == directory_id)
+                && (cfg.voters.is_empty() || shares_a_voter) =>
+        {
+            None
+        }
         None if !configured.contains_key(&node_id) && shares_a_voter => None,
         None if shares_a_voter => Some(true),
         _ => Some(false),

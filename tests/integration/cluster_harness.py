@@ -146,6 +146,11 @@ class Node:
         return f"{self.host}:{self.controller_port}"
 
     @property
+    def metadata_dir(self) -> Path:
+        """The dir whose meta.properties names this node's directory.id."""
+        return self.data_dir
+
+    @property
     def admin_url(self) -> str:
         assert self.admin_port is not None, f"node {self.node_id} serves no admin listener"
         return f"http://{self.host}:{self.admin_port}"

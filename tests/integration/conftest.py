@@ -401,11 +401,12 @@ def running_cluster(tmp_path_factory, name: str, n: int = 3, **kwargs):
     yield from serve_cluster(c, 60)
 
 
-def running_kafka_cluster(tmp_path_factory, name: str, props: dict[str, str], **kwargs):
-    """A started cluster of 3 Kafka 4.4 nodes laid out as the shardlog harness's
-    (tests/integration/kafka_cluster.py), `props` their extra server.properties."""
+def running_kafka_cluster(tmp_path_factory, name: str, props: dict[str, str], n: int = 3, **kwargs):
+    """A started cluster of `n` Kafka 4.4 nodes (brokers, with `controllers=C` besides)
+    laid out as the shardlog harness's (tests/integration/kafka_cluster.py), `props` their
+    extra server.properties."""
     from kafka_cluster import KafkaCluster
-    c = KafkaCluster(3, tmp_path_factory.mktemp(name), kafka_classpath(), props=props,
+    c = KafkaCluster(n, tmp_path_factory.mktemp(name), kafka_classpath(), props=props,
                      log_dir=LOG_ROOT, name=f"kafka_{name.replace('-', '_')}-", **kwargs)
     yield from serve_cluster(c, 240)
 
