@@ -66,6 +66,7 @@ def xdist_worker() -> int | None:
 # default, where client sockets take theirs).
 WORKER_PORT_BASE, WORKER_PORT_SPAN = 20000, 3000
 _next_port: list[int] = []
+_handed_out: set[int] = set()
 
 
 def _bindable(port: int) -> bool:
@@ -78,15 +79,22 @@ def _bindable(port: int) -> bool:
 
 
 def free_port() -> int:
-    """A loopback port nothing listens on. Outside xdist the kernel picks one. Under xdist
+    """A loopback port nothing listens on. Outside xdist the kernel picks one (never the
+    same twice in a process). Under xdist
     each worker walks its own range, so two workers never hand out the same port between
     one's check and its broker's bind (brokers bind with SO_REUSEPORT: two of them on one
     port would share it silently)."""
     worker = xdist_worker()
     if worker is None:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
+        # The kernel may hand out a port again once its probe socket is closed: never
+        # return one twice (a cluster takes its ports before any node binds them).
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
     lo = WORKER_PORT_BASE + (worker % 4) * WORKER_PORT_SPAN
     if not _next_port:
         _next_port.append(lo + (os.getpid() * 7919) % WORKER_PORT_SPAN)
