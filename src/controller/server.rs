@@ -399,11 +399,11 @@ async fn recover(cfg: &ControllerConfig, node_id: u64, directory_id: [u8; 16], r
 /// change commits the leader's peer client follows it (`network::PeerAddresses`).
 fn announce_moved_listener(cfg: &ControllerConfig, node_id: u64, directory_id: [u8; 16], raft: &Raft) {
     let own = own_listener(cfg);
-    let moved = raft.metrics().borrow_watched().membership_config.membership().get_node(&node_id).is_some_and(|n| !own.is_empty() && n.addr != own);
+    let Some(old) = raft.metrics().borrow_watched().membership_config.membership().get_node(&node_id).map(|n| n.addr.clone()) else { return };
+    let moved = !own.is_empty() && old != own;
     let Some(update) = voters::announcement(raft, node_id, directory_id, &own).filter(|_| moved) else {
         return;
     };
-    let old = raft.metrics().borrow_watched().membership_config.membership().get_node(&node_id).map(|n| n.addr.clone()).unwrap_or_default();
     let contacts: Vec<String> = known_contacts(raft, &contacts(cfg)).into_iter().filter(|a| *a != own && *a != old).collect();
     let tls = cfg.rpc_tls.clone();
     tokio::spawn(async move {
