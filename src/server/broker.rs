@@ -285,6 +285,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         return run_controller_only(config, signals);
     }
     let (test_panic_shard, test_stall_ms) = (hooks.panic_shard, hooks.stall_ms);
+    let storage_faults_file = hooks.storage_faults_file.clone();
     let listening = Arc::new(std::sync::atomic::AtomicBool::new(false));
     raise_memlock_limit();
     let log_dir_paths = config.resolved_log_dirs();
@@ -351,6 +352,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         let security = security.clone();
         let (connection_limits, inter_broker) = (connection_limits.clone(), inter_broker.clone());
         let listening = listening.clone();
+        let storage_faults_file = storage_faults_file.clone();
         let (shutdown_requested, closed) = (shutdown_requested.clone(), closed_tx.clone());
         let placement = if usable.len() > 1 { GlommioPlacement::Fixed(*core) } else { GlommioPlacement::Unbound };
         let handle = LocalExecutorBuilder::new(placement)
@@ -396,6 +398,9 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 spawn("transaction ticks", Box::pin(crate::txn::coordinator::tick_loop(ctx.txn_coordinator.clone())));
                 spawn("metrics scrapes", Box::pin(serve_scrapes(ctx.clone(), scrapes)));
                 spawn("task queue probe", Box::pin(probe_task_queue_delay()));
+                if let Some(path) = storage_faults_file {
+                    spawn("storage fault control", Box::pin(super::storage_fault_control::control_loop(shard, path)));
+                }
                 glommio::spawn_local(close_on_shutdown(ctx.clone(), shutdown_requested, closed)).detach();
                 let mut sockets = Vec::with_capacity(ctx.listeners.all.len());
                 for (index, l) in ctx.listeners.all.iter().enumerate() {

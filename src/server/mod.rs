@@ -41,6 +41,7 @@ pub mod shard;
 pub mod share_sessions;
 mod shutdown;
 mod socket_split;
+mod storage_fault_control;
 mod stray_partitions;
 pub mod test_hooks;
 mod txn_markers;

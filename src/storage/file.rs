@@ -17,7 +17,9 @@
 //!   only a prefix of the bytes, cutting a block) or the next fdatasync (EIO, after which
 //!   the unsynced blocks are gone: the "fsyncgate" behaviour of Linux);
 //! - `crash` may tear the unsynced data instead of dropping it (a prefix of it, in file
-//!   order, reaches the disk, cutting a block).
+//!   order, reaches the disk, cutting a block);
+//! - a delay (`set_delay`) makes every segment write and fdatasync wait that long first:
+//!   a slow disk.
 //!
 //! Invariant: with an injector, the bytes on the real file only change at `fdatasync`,
 //! `truncate` or a crash — never at a plain write.
@@ -86,6 +88,8 @@ pub struct FaultInjector {
     stats: Cell<FaultStats>,
     /// With `record_writes`: every segment write since the last restart, as issued.
     writes: RefCell<Option<Vec<SegmentWrite>>>,
+    /// How long every segment write and fdatasync waits first (a slow disk); zero: none.
+    delay: Cell<std::time::Duration>,
 }
 
 /// One segment write as issued (tests check that no write covers acknowledged bytes).
@@ -106,6 +110,11 @@ pub fn set_shard_fault_injector(injector: Option<Rc<FaultInjector>>) {
     SHARD_INJECTOR.with(|i| *i.borrow_mut() = injector);
 }
 
+/// The injector of this shard's files, if any.
+pub fn shard_fault_injector() -> Option<Rc<FaultInjector>> {
+    SHARD_INJECTOR.with(|i| i.borrow().clone())
+}
+
 fn errno(context: &str, code: i32) -> StorageError {
     StorageError::io(context, io::Error::from_raw_os_error(code))
 }
@@ -120,7 +129,25 @@ impl FaultInjector {
             files: RefCell::new(Vec::new()),
             stats: Cell::new(FaultStats::default()),
             writes: RefCell::new(None),
+            delay: Cell::new(std::time::Duration::ZERO),
         })
+    }
+
+    /// Every segment write and fdatasync from now on waits `delay` first (zero: none).
+    pub fn set_delay(&self, delay: std::time::Duration) {
+        self.delay.set(delay);
+    }
+
+    pub fn delay(&self) -> std::time::Duration {
+        self.delay.get()
+    }
+
+    /// A slow disk: waits the delay, if any, before a segment operation.
+    async fn slow_down(&self, role: FileRole) {
+        let delay = self.delay.get();
+        if role == FileRole::Segment && !delay.is_zero() {
+            glommio::timer::sleep(delay).await;
+        }
     }
 
     fn next_u64(&self) -> u64 {
@@ -497,6 +524,7 @@ impl SegmentFile {
             return Ok(n);
         };
         let inj = &state.injector;
+        inj.slow_down(state.role).await;
         inj.check_alive("writing a segment")?;
         let unit = match self.file {
             Inner::Direct(_) => self.alignment(),
@@ -610,6 +638,7 @@ impl SegmentFile {
             return Ok(());
         };
         let inj = &state.injector;
+        inj.slow_down(state.role).await;
         inj.check_alive("fdatasync")?;
         if state.role == FileRole::Segment && inj.take_armed(false) == Some(Fault::SyncEio) {
             // Linux may drop the dirty pages of a failed fsync: the unsynced data is gone.

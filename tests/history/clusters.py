@@ -43,13 +43,17 @@ def kafka_classpath() -> str:
 
 
 def make_cluster(root: Path, target: str = "shardlog", n: int = 3, log_dir: Path | None = None,
-                 name: str = "", binary: Path | None = None):
-    """An unstarted cluster of `n` combined nodes."""
+                 name: str = "", binary: Path | None = None, hosts: list[str] | None = None,
+                 prefixes: list[list[str]] | None = None, extra_args: list[str] | None = None):
+    """An unstarted cluster of `n` combined nodes (node i on hosts[i-1], behind
+    prefixes[i-1], when given; `extra_args`: more shardlog flags)."""
     if target == "kafka":
         from kafka_cluster import KafkaCluster
-        return KafkaCluster(n, root, kafka_classpath(), props=dict(SETTINGS), log_dir=log_dir, name=name)
+        return KafkaCluster(n, root, kafka_classpath(), props=dict(SETTINGS), log_dir=log_dir, name=name,
+                            hosts=hosts, prefixes=prefixes)
     from cluster_harness import Cluster
-    return Cluster(n, root, log_dir=log_dir, name=name, binary=binary, extra_args=shardlog_flags(SETTINGS))
+    return Cluster(n, root, log_dir=log_dir, name=name, binary=binary, hosts=hosts, prefixes=prefixes,
+                   extra_args=shardlog_flags(SETTINGS) + list(extra_args or []))
 
 
 def wait_brokers(cluster, timeout_s: float = 120) -> None:

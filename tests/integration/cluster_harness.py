@@ -133,6 +133,7 @@ class Node:
         self.starts = 0
         self._log_offset = 0
         self.extra_args: list[str] = []  # this node's own flags, after the cluster's
+        self.env: dict[str, str] = {}  # this node's own environment variables
         # KIP-853: a node added to a running cluster joins through these controllers
         # (controller_quorum_bootstrap_servers) instead of being a configured voter.
         self.bootstrap_servers: str | None = None
@@ -202,6 +203,7 @@ class Node:
             self._log_offset = log.tell()
             env = dict(os.environ)
             env.setdefault("RUST_BACKTRACE", "1")
+            env.update(self.env)
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, env=env,
                                          start_new_session=True)
