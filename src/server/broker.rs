@@ -276,6 +276,8 @@ fn run_controller_only(config: Config, signals: TerminationSignals) -> anyhow::R
 }
 
 pub fn run_broker(config: Config) -> anyhow::Result<()> {
+    // A log that goes offline halts the broker (storage/log_dir_failure.rs says why).
+    crate::storage::log_dir_failure::install(shutdown::halt_on_offline_log);
     let started = Instant::now();
     // Before any thread starts: every thread inherits the blocked mask.
     let signals = TerminationSignals::block();

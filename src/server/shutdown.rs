@@ -110,3 +110,22 @@ pub fn wait_for_shards(done: &std::sync::mpsc::Receiver<u16>, count: usize, dead
     }
     closed
 }
+
+/// The broker's handler for a log that went offline (`storage/log_dir_failure.rs`): halt
+/// at once, as Kafka's broker halts when no log dir is left online (Exit.halt: no clean
+/// shutdown, which would wait on the failed log). The controller fences this broker when
+/// its heartbeats stop and elects leaders from the rest of the ISR; at the next start
+/// recovery re-validates the log. Not as Kafka with several log dirs: Kafka keeps serving
+/// the partitions of the other dirs, shardlog halts too.
+pub fn halt_on_offline_log(offline: &crate::storage::log_dir_failure::OfflineLog) {
+    tracing::error!(
+        topic = offline.topic,
+        partition = offline.partition,
+        reason = offline.reason,
+        "a log went offline (its fdatasync or truncation failed): halting the broker so the controller moves \
+         its leaderships to the other in-sync replicas; fix the disk, then restart (recovery re-validates the log)"
+    );
+    eprintln!("shardlog: log {}-{} offline ({}): halting", offline.topic, offline.partition, offline.reason);
+    // SAFETY: _exit ends the process at once; nothing runs after it.
+    unsafe { libc::_exit(1) }
+}

@@ -128,8 +128,18 @@ mod tests {
 
     #[test]
     fn bad_lines_are_refused() {
-        for bad in ["", "x sync-eio 1", "1 sync-eio", "1 sync-eio 0", "1 sync-eio 1001", "1 melt 1", "1 clear 2",
-                    "1 slow-ms 60001", "1 slow-ms -1", "1 write-eio 1 extra"] {
+        for bad in [
+            "",
+            "x sync-eio 1",
+            "1 sync-eio",
+            "1 sync-eio 0",
+            "1 sync-eio 1001",
+            "1 melt 1",
+            "1 clear 2",
+            "1 slow-ms 60001",
+            "1 slow-ms -1",
+            "1 write-eio 1 extra",
+        ] {
             assert_eq!(parse_line(bad), None, "{bad:?}");
         }
     }

@@ -53,9 +53,7 @@ pub fn requested(config: &Config, var: impl Fn(&str) -> Option<String>) -> Resul
     if let Some(path) = &storage_faults_file {
         asked.push(format!("{STORAGE_FAULTS_FILE_ENV}={}", path.display()));
         if config.storage_fault != StorageFault::DropUnsynced {
-            return Err(format!(
-                "{STORAGE_FAULTS_FILE_ENV} arms faults on the injector of storage_fault = drop-unsynced; set that too"
-            ));
+            return Err(format!("{STORAGE_FAULTS_FILE_ENV} arms faults on the injector of storage_fault = drop-unsynced; set that too"));
         }
     }
     if asked.is_empty() {

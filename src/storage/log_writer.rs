@@ -332,10 +332,12 @@ impl LogWriter {
     pub(super) fn offline_after_failed(&self, what: &str, e: &StorageError) {
         tracing::error!(topic = %self.topic, partition = self.partition, error = %e,
             "{what} failed; partition offline (KAFKA_STORAGE_ERROR) until the broker restarts (recovery re-validates the log)");
-        self.log.borrow_mut().set_offline(format!("{what} failed: {e}"));
+        let reason = format!("{what} failed: {e}");
+        self.log.borrow_mut().set_offline(reason.clone());
         let offline = self.log.borrow().check_online().err().unwrap_or_else(|| e.duplicate());
         self.fail_waiters(i64::MIN, &offline);
         (self.hooks.on_written)();
+        self.report_offline(&reason);
     }
 
     /// (topic, partition), for log lines.
@@ -530,10 +532,18 @@ impl LogWriter {
         tracing::error!(topic = %self.topic, partition = self.partition, error = %e, synced_offset = synced,
             "fdatasync failed; partition offline (KAFKA_STORAGE_ERROR) until the broker restarts: \
              fix the disk, then restart (recovery re-validates the log tail)");
-        self.log.borrow_mut().set_offline(e.to_string());
+        let reason = e.to_string();
+        self.log.borrow_mut().set_offline(reason.clone());
         let offline = self.log.borrow().check_online().err().unwrap_or(e);
         self.fail_waiters(i64::MIN, &offline);
         (self.hooks.on_written)();
+        self.report_offline(&reason);
+    }
+
+    /// The broker's log dir failure handler hears of it (`log_dir_failure.rs`: it halts a
+    /// broker, so the controller moves leadership to the rest of the ISR).
+    fn report_offline(&self, reason: &str) {
+        super::log_dir_failure::report(&super::log_dir_failure::OfflineLog { topic: &self.topic, partition: self.partition, reason });
     }
 
     /// Books a finished write: the segment's written prefix grows, or `failed` is set

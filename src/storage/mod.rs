@@ -29,6 +29,7 @@
 //! - `log_dirs.rs`     the log dirs (JBOD): which dir each partition lives in, placement
 //! - `meta_properties.rs` each log dir's cluster and node id (Kafka's meta.properties)
 //!   of new partitions, the start-up scan
+//! - `log_dir_failure.rs` what the broker does when a log goes offline (halts, as Kafka)
 //! - `log.rs`          the segments of a partition: append, read plans, roll, truncate,
 //!   retention targets, compaction bookkeeping
 //! - `log_writer.rs`   the log's writer: the write-and-sync loop, group commit, the
@@ -63,6 +64,7 @@ pub mod high_watermark_checkpoint;
 pub mod index;
 pub mod leader_epoch_cache;
 pub mod log;
+pub mod log_dir_failure;
 pub mod log_dirs;
 pub mod log_writer;
 pub mod meta_properties;

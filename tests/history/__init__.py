@@ -7,9 +7,12 @@
 - `check.py`: judges a whole history (lost writes, duplicates, inconsistent offsets,
   non-monotonic or skipping reads, aborted/uncommitted reads under read_committed,
   group offsets moving backwards); `python3 -m tests.history.check history.jsonl`.
-- `nemesis.py`: faults the workload runs under (kill -9 of a partition leader, restarted).
-- `campaign.py`: a cluster (tests/integration/cluster_harness.py), a workload under a
-  nemesis, the checker; what `scripts/history.sh` runs.
+- `chaos.py`: the chaos runner: a cluster built for the chosen nemeses, the workload under
+  a seeded schedule of faults, the checker; `python3 -m tests.history.chaos --seed N
+  --duration S --nemesis all`. `scripts/chaos.sh` runs campaigns of it.
+- `nemeses/`: the faults (process, network, disk, membership), one file per kind;
+  `netns.py`: the namespaces and bridge the network nemeses cut.
+- `txn_nemesis.py`: the transaction coordinator's broker killed (test_txn_failover.py).
 
 The op format is documented in `history.py`. Run the modules from the repository root.
 """

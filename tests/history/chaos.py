@@ -13,7 +13,8 @@ torn write, slow disk, power loss), membership (reassignment, preferred election
 and groups: `--nemesis` takes a comma-separated list; `all` is every one.
 
 Schedule: after `--first` seconds, repeatedly: pick a nemesis (seeded), inject its fault,
-hold it for a seeded time in `--hold`, heal it, wait (bounded) until the cluster is whole
+hold it for a seeded time in `--hold`, heal it, restart a node that halted (a broker
+halts when a log goes offline, as Kafka's does: src/storage/log_dir_failure.rs), wait (bounded) until the cluster is whole
 again (every node up, every ISR full), rest a seeded time in `--interval`. The last fault
 is healed before the producers stop, so the final drain reads a whole cluster. The seed
 fixes every choice; what a choice hits (which node leads) depends on the run.
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import sys
@@ -44,7 +46,7 @@ from pathlib import Path
 from .check import check
 from .clusters import REPO, make_cluster, target, wait_brokers
 from .nemeses import GROUPS, select
-from .nemeses.common import Context, healthy, poll
+from .nemeses.common import Context, healthy, poll, restart_halted
 from .nemeses.disk import NodeDisk
 from .netns import Net
 from .workload import Config, run
@@ -78,12 +80,26 @@ def schedule(ctx: Context, nemeses, first_s: float, hold: tuple[float, float], i
                 counts[nem.name] += 1
                 nem.hold(ctx, fault, time.monotonic() + hold_s)
                 nem.heal(ctx, fault)
+                halted = restart_halted(ctx)
+                if halted:
+                    counts["halted"] += len(halted)
             whole = poll(lambda: healthy(ctx), ctx.bound_s, step_s=0.5)
             ctx.record("ok" if whole else "info", action="healthy", after=nem.name)
             next_at = time.monotonic() + rng.uniform(*interval)
         while time.monotonic() < end:
             time.sleep(0.2)
     return during
+
+
+def unavailable() -> dict[str, str]:
+    """The needs (nemeses/base.py) this machine cannot meet, with why."""
+    out = {}
+    why = Net.available()
+    if why:
+        out["netns"] = why
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        out["disks"] = "a tmpfs per node needs root and mount(8)"
+    return out
 
 
 def build(args, nemeses, out: Path):
@@ -137,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--flush", default="", help="shardlog's flush mode (default: the broker's, always)")
     ap.add_argument("--out-dir", type=Path, default=None)
     ap.add_argument("--keep-data", action="store_true")
+    ap.add_argument("--skip-unavailable", action="store_true",
+                    help="drop the nemeses this machine cannot run (no namespaces, not root) instead of failing")
     a = ap.parse_args(argv)
 
     tgt = target()
@@ -146,6 +164,12 @@ def main(argv: list[str] | None = None) -> int:
         nemeses = [n for n in nemeses if n.kafka]
         if skipped:
             print(f"chaos: against Kafka, skipped (shardlog only): {', '.join(skipped)}", flush=True)
+    if a.skip_unavailable:
+        missing = unavailable()
+        dropped = [n.name for n in nemeses if n.needs & set(missing)]
+        nemeses = [n for n in nemeses if not n.needs & set(missing)]
+        if dropped:
+            print(f"chaos: skipped here: {', '.join(dropped)} ({'; '.join(missing.values())})", flush=True)
     if not nemeses:
         print("chaos: no nemesis left to run", file=sys.stderr)
         return 2

@@ -2,7 +2,7 @@
 coordinates a transactional id (FindCoordinator, key type 1) and kill -9 it while the
 workload's transactional producer runs, then restart it. Recorded as "nemesis" ops.
 
-Works on the same cluster objects as nemesis.py (cluster_harness.Cluster or
+Works on the chaos runner's cluster objects (cluster_harness.Cluster or
 kafka_cluster.KafkaCluster). Standard library only for the wire part, so the coordinator
 can be asked of any broker without a client library's own coordinator cache.
 """
@@ -12,6 +12,8 @@ from __future__ import annotations
 import socket
 import struct
 import time
+
+from .nemeses.common import poll as _poll
 
 FIND_COORDINATOR = 10
 KEY_GROUP, KEY_TRANSACTION = 0, 1
@@ -75,19 +77,6 @@ def find_coordinator(bootstraps: list[str], key: str, key_type: int = KEY_TRANSA
 def live_bootstraps(cluster, but: int | None = None) -> list[str]:
     return [nd.bootstrap for nd in cluster.nodes
             if nd.alive() and nd.node_id != but and getattr(nd, "is_broker", True)]
-
-
-def _poll(check, bound_s: float, step_s: float = 0.2):
-    deadline = time.monotonic() + bound_s
-    while time.monotonic() < deadline:
-        try:
-            got = check()
-        except Exception:
-            got = None
-        if got:
-            return got
-        time.sleep(step_s)
-    return None
 
 
 class KillTxnCoordinator:

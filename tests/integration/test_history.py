@@ -9,15 +9,10 @@ broker, judged by the checker (its own tests: test_history_checker.py).
 - transactions: 2 transactional producers (commit or abort at random) beside a plain one,
   a read_committed consumer and the read_committed drain: no anomaly. Apache Kafka only
   until shardlog has transactions;
-- 3 nodes, RF 3, min.insync.replicas 2, acks=all: kill -9 of a partition leader mid-run,
-  restarted: nothing lost, duplicated or inconsistent, and no other anomaly either. On
-  shardlog (cluster_harness.py), and on 3 Apache Kafka nodes (kafka_cluster.py) with
-  SHARDLOG_TEST_TARGET=kafka.
+- clusters under faults: test_chaos.py (the chaos runner, tests/history/chaos.py).
 
 Every history is kept in target/integration-logs/history/<test>.jsonl; a failing test
-prints the checker's report. `scripts/history.sh` runs longer campaigns.
-Env: SHARDLOG_HISTORY_DURATION_S (single node, default 25), SHARDLOG_HISTORY_CLUSTER_S
-(cluster, default 45).
+prints the checker's report. Env: SHARDLOG_HISTORY_DURATION_S (default 25).
 No timed assertions: durations only size the load; every wait is a bound.
 """
 
@@ -26,14 +21,11 @@ from __future__ import annotations
 import os
 import re
 import sys
-import uuid
 from pathlib import Path
 
-import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-import conftest
 from conftest import LOG_ROOT, is_kafka
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,12 +33,9 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from tests.history.check import check  # noqa: E402
-from tests.history.clusters import SETTINGS, shardlog_flags, wait_brokers  # noqa: E402
-from tests.history.nemesis import KillLeader  # noqa: E402
 from tests.history.workload import Config, run  # noqa: E402
 
 DURATION_S = float(os.environ.get("SHARDLOG_HISTORY_DURATION_S", "25"))
-CLUSTER_S = float(os.environ.get("SHARDLOG_HISTORY_CLUSTER_S", "45"))
 HISTORY_DIR = LOG_ROOT / "history"
 # Well below what the runs write (3 producers x 100/s): only "the run did something".
 MIN_ACKED = 1000
@@ -120,47 +109,3 @@ def test_transactional_run_single_node(broker, request):
                    if op["f"] == "poll" and op["type"] == "ok" and op["proc"] in ("r0", "drain-rc"))
     assert rc_reads > 0, "the read_committed readers read something"
     broker.assert_alive()
-
-
-# == 3 nodes, kill -9 of a leader ===========================================================
-
-def kafka_cluster(tmp_path_factory, name: str):
-    yield from conftest.running_kafka_cluster(tmp_path_factory, name, dict(SETTINGS))
-
-
-@pytest.fixture
-def cluster(tmp_path_factory):
-    if is_kafka():
-        gen = kafka_cluster(tmp_path_factory, "history-cluster")
-    else:
-        gen = conftest.running_cluster(tmp_path_factory, "history-cluster", extra_args=shardlog_flags(SETTINGS))
-    c = next(gen)
-    try:
-        wait_brokers(c)
-        yield c
-    finally:
-        gen.close()
-
-
-def test_cluster_kill9_leader_loses_nothing(cluster, request):
-    path = history_file(request)
-    cfg = Config(topic=f"history-kill9-{uuid.uuid4().hex[:8]}", partitions=6, replication=3, min_insync=2,
-                 acks="all", producers=3, consumers=2, group_consumers=2, duration_s=CLUSTER_S,
-                 reassign_every_s=10, message_timeout_ms=120000, seed=3)
-    nemesis = KillLeader(cluster, cfg.topic, cfg.partitions, seed=3, first_s=min(10.0, CLUSTER_S / 3), kills=1)
-    bootstrap = ",".join(nd.bootstrap for nd in cluster.nodes)
-    w = run(bootstrap, cfg, path, during=nemesis)
-    rep = judge(w, path)
-    actions = [(op["action"], op["type"]) for op in w.h.ops if op["f"] == "nemesis"]
-    assert ("kill9", "ok") in actions and ("restart", "ok") in actions, actions
-    assert ("new-leader", "ok") in actions, f"no other broker took over the killed leader's partition: {actions}"
-    counts = rep.counts()
-    assert (counts["lost"], counts["duplicate"], counts["inconsistent_offset"]) == (0, 0, 0), rep.text()
-    assert rep.valid, rep.text()
-    s = rep.stats
-    assert s["acked"] >= MIN_ACKED and s["drained"] == cfg.partitions, s
-    kill_t = next(op["t"] for op in w.h.ops if op["f"] == "nemesis" and op.get("action") == "kill9")
-    after = sum(1 for op in w.h.ops if op["f"] == "send" and op["type"] == "ok" and op["t"] > kill_t)
-    assert after > 0, "writes were acknowledged again after the kill"
-    for nd in cluster.nodes:
-        assert nd.alive(), f"node {nd.node_id} is down at the end"

@@ -7,7 +7,7 @@ checked). Every topic: replication factor 3, min.insync.replicas=2, acks=all.
   idempotent confluent-kafka producer writes >= 200k records: every acknowledged record is
   read back exactly once at the offset it was acknowledged with, offsets contiguous, no
   duplicates; prints attempted / acknowledged / lost / duplicated and the longest
-  unavailability. Counts and kills come from the environment (scripts/chaos.sh soaks);
+  unavailability. Counts and kills come from the environment (scripts/replication_soak.sh soaks);
 - SIGSTOP of a leader for 15 s (past the broker session timeout) with a raw acks=-1 Produce
   sent to it while stopped: the answer after SIGCONT is an error, never success; a new
   leader took writes meanwhile; the old leader rejoins the ISR and, leader again (preferred
@@ -76,7 +76,7 @@ KAFKA_ONLY = {"log.flush.offset.checkpoint.interval.ms": "3600000"}
 
 TOPIC_CONFIG = {"min.insync.replicas": "2"}
 
-# Test 1, raised by scripts/chaos.sh: records written (at least; the producer keeps
+# Test 1, raised by scripts/replication_soak.sh: records written (at least; the producer keeps
 # going at the same pace until the last kill), leader kills, seconds between kills.
 CHAOS_RECORDS = int(os.environ.get("SHARDLOG_CHAOS_RECORDS", "200000"))
 CHAOS_KILLS = int(os.environ.get("SHARDLOG_CHAOS_KILLS", "5"))

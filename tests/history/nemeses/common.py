@@ -128,3 +128,13 @@ def restart(ctx: Context, node) -> None:
         ctx.record("ok", action="restart", node=node.node_id)
     except Exception as e:
         ctx.record("info", action="restart", node=node.node_id, error=str(e)[:300])
+
+
+def restart_halted(ctx: Context) -> list[int]:
+    """Restarts every node whose process ended on its own (a broker halts when a log goes
+    offline: src/storage/log_dir_failure.rs); returns their ids."""
+    halted = [nd for nd in ctx.cluster.nodes if not nd.alive()]
+    for nd in halted:
+        ctx.record("ok", action="halted", node=nd.node_id)
+        restart(ctx, nd)
+    return [nd.node_id for nd in halted]

@@ -10,9 +10,10 @@
                 fdatasynced is gone, as in a power cut
 The seam faults (all but disk-full) go through shardlog's storage fault seam: the
 `storage_fault = drop-unsynced` injector, armed at run time by a line appended to the
-node's control file (src/server/storage_fault_control.rs). A log whose write or fdatasync
-failed stays offline until the broker restarts, as Kafka's log dir does: heal clears the
-faults and restarts the node."""
+node's control file (src/server/storage_fault_control.rs). A failed write is rolled back and
+the node serves on; a failed fdatasync (so, with the injector holding unsynced writes in
+memory, a full disk too) takes the log offline and the broker halts, as Kafka's broker with
+no log dir left online: heal clears the fault, and the runner restarts a halted node."""
 
 from __future__ import annotations
 
@@ -133,14 +134,8 @@ class StorageFault(Nemesis):
         return {"node": target}
 
     def heal(self, ctx: Context, fault: dict) -> None:
-        node = ctx.node(fault["node"])
         ctx.disks[fault["node"]].clear()
         ctx.record("ok", action="storage-fault-cleared", node=fault["node"])
-        if self.kind != "slow-disk":
-            # A log whose write or fdatasync failed stays offline until a restart.
-            node.stop()
-            ctx.record("ok", action="stopped", node=fault["node"])
-            restart(ctx, node)
 
 
 class PowerLoss(Nemesis):

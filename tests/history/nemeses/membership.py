@@ -77,9 +77,10 @@ class Reassign(Nemesis):
             ctx.rng.shuffle(new)
             self._move(ctx, part, new, "reassign-grow")
         try:
-            res = AdminClient({"bootstrap.servers": ctx.live_bootstrap()}).elect_leaders(
-                ElectionType.PREFERRED, [TopicPartition(ctx.topic, p) for p in range(ctx.partitions)],
-                request_timeout=30).result(timeout=60)
+            admin = AdminClient({"bootstrap.servers": ctx.live_bootstrap()})  # kept alive until the result
+            res = admin.elect_leaders(
+                # No timeout kwargs: confluent-kafka 2.x fails to parse them (a client bug).
+                ElectionType.PREFERRED, [TopicPartition(ctx.topic, p) for p in range(ctx.partitions)]).result(timeout=60)
             errors = {tp.partition: str(e) for tp, e in res.items() if e is not None}
             ctx.record("ok", action="preferred-election", errors=errors)
         except Exception as e:  # ELECTION_NOT_NEEDED for all is an error to the client
