@@ -14,7 +14,7 @@
 #   NEMESES      names or groups (process network disk membership all), one run each;
 #                default: every nemesis on its own (python3 -m tests.history.nemeses)
 #   DURATION_S   seconds of load per run                                    600
-#   WORKLOAD     acks-all | acks-1                                          acks-all
+#   WORKLOAD     acks-all | acks-1 | unclean | compacted (chaos.py says each) acks-all
 #   CHAOS_ARGS   more arguments for the runner (e.g. "--rate 200 --hold 10,30")
 #   KEEP_GOING   1: run everything even after a failed run                 0
 #   SHARDLOG_BIN the broker binary (default target/release/shardlog; cargo build --release)

@@ -21,8 +21,13 @@ fixes every choice; what a choice hits (which node leads) depends on the run.
 
 Workloads: acks-all (idempotent, RF 3, min.insync.replicas 2: nothing may be lost,
 duplicated or inconsistent), acks-1 (not idempotent: lost and duplicated writes are
-reported and tolerated, every other anomaly fails the run). Every workload has assigned
-consumers and a committing consumer group.
+reported and tolerated, every other anomaly fails the run), unclean (acks-1 on a topic with
+unclean.leader.election.enable: an out-of-sync replica may lead, so losses are expected and
+reported, as acks-1's), compacted (acks-all on a
+compacted topic: sends carry one of 50 keys, segments roll every 3 s and the cleaner runs
+during the run; a write the cleaner removed is judged superseded, not lost, when a later
+record with its key is known). Every workload has assigned consumers and a committing
+consumer group.
 
 The cluster: shardlog (cluster_harness.py; SHARDLOG_BIN or target/release/shardlog) or
 Apache Kafka (SHARDLOG_TEST_TARGET=kafka; shardlog-only nemeses are skipped and said so).
@@ -52,9 +57,11 @@ from .netns import Net
 from .workload import Config, run
 
 WORKLOADS = {
-    # name: (acks, anomaly kinds tolerated)
-    "acks-all": ("all", set()),
-    "acks-1": ("1", {"lost", "duplicate"}),
+    # name: (acks, compacted topic, more topic configs, anomaly kinds tolerated)
+    "acks-all": ("all", False, {}, set()),
+    "acks-1": ("1", False, {}, {"lost", "duplicate"}),
+    "unclean": ("1", False, {"unclean.leader.election.enable": "true"}, {"lost", "duplicate"}),
+    "compacted": ("all", True, {}, set()),
 }
 
 
@@ -181,10 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as e:
         print(f"chaos: {e}", file=sys.stderr)
         return 2
-    acks, tolerated = WORKLOADS[a.workload]
+    acks, compacted, topic_config, tolerated = WORKLOADS[a.workload]
     cfg = Config(partitions=a.partitions, replication=min(3, a.nodes), min_insync=min(2, a.nodes),
                  duration_s=a.duration, seed=a.seed, producers=3, rate=a.rate, acks=acks, consumers=2,
-                 group_consumers=2, message_timeout_ms=120000)
+                 group_consumers=2, message_timeout_ms=120000, compacted=compacted, keys=50 if compacted else 0,
+                 topic_config=topic_config)
     cfg.topic = f"chaos-{a.seed}-{int(time.time())}"
     cfg.group = f"chaos-group-{a.seed}"
     counts: Counter = Counter()

@@ -76,7 +76,9 @@ class Config:
     transaction_timeout_ms: int = 10000
     tail_s: float = 3.0  # consumers keep reading after the producers stopped
     drain_wait_s: float = 90.0  # bound on waiting for the high watermarks to reach every ack
-    compacted: bool = False
+    compacted: bool = False  # cleanup.policy=compact, small segments, an eager cleaner
+    topic_config: dict = field(default_factory=dict)  # more configs of the created topic
+    keys: int = 0  # > 0: each plain send carries one of this many keys (a compacted topic needs keys)
     extra_producer: dict = field(default_factory=dict)
     extra_consumer: dict = field(default_factory=dict)
 
@@ -122,7 +124,10 @@ class Workload:
         if cfg.min_insync is not None:
             conf["min.insync.replicas"] = str(cfg.min_insync)
         if cfg.compacted:
-            conf["cleanup.policy"] = "compact"
+            # Segments roll every few seconds and the cleaner takes any dirty ratio, so
+            # compaction runs (and removes superseded records) during the run.
+            conf.update({"cleanup.policy": "compact", "segment.ms": "3000", "min.cleanable.dirty.ratio": "0.01"})
+        conf.update(cfg.topic_config)
         a = AdminClient({"bootstrap.servers": self.bootstrap})
         fut = a.create_topics([NewTopic(cfg.topic, cfg.partitions, cfg.replication, config=conf)],
                               operation_timeout=30)[cfg.topic]
@@ -191,6 +196,9 @@ class Workload:
             extra = {}
             if txn_of is not None and v in txn_of:
                 extra["txn"] = txn_of.pop(v)
+            key = msg.key()
+            if key is not None:
+                extra["key"] = key.decode("utf-8", "backslashreplace")
             if err is None:
                 self._note_ack(msg.partition(), msg.offset())
                 self.h.add(proc, "send", "ok", value=v, partition=msg.partition(), offset=msg.offset(), t0=t0, **extra)
@@ -216,9 +224,10 @@ class Workload:
                 t_base += now - due - 1.0
             v = f"p{i}-{seq}"
             part = rng.randrange(cfg.partitions)
+            key = f"k{rng.randrange(cfg.keys)}".encode() if cfg.keys else None
             pending[v] = (part, self.h.now())
             try:
-                p.produce(cfg.topic, value=v.encode(), partition=part, on_delivery=report)
+                p.produce(cfg.topic, value=v.encode(), key=key, partition=part, on_delivery=report)
             except BufferError:  # local queue full: not sent, not recorded, tried again
                 del pending[v]
                 p.poll(0.05)
@@ -613,6 +622,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Confi
     ap.add_argument("--txn-max", type=int, default=5)
     ap.add_argument("--abort-ratio", type=float, default=0.3)
     ap.add_argument("--message-timeout-ms", type=int, default=60000)
+    ap.add_argument("--compacted", action="store_true", help="a compacted topic (sends carry keys: --keys)")
+    ap.add_argument("--keys", type=int, default=0, help="keys per send (default: 50 with --compacted, else none)")
     a = ap.parse_args(argv)
     cfg = Config(topic=a.topic, partitions=a.partitions, replication=a.replication, min_insync=a.min_insync,
                  create_topic=not a.no_create_topic, duration_s=a.duration, seed=a.seed,
@@ -620,7 +631,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, Confi
                  rc_consumers=a.rc_consumers, reassign_every_s=a.reassign_every,
                  group_consumers=a.group_consumers, commit_every_s=a.commit_every,
                  txn_producers=a.txn_producers, txn_max=a.txn_max, abort_ratio=a.abort_ratio,
-                 message_timeout_ms=a.message_timeout_ms)
+                 message_timeout_ms=a.message_timeout_ms, compacted=a.compacted,
+                 keys=a.keys or (50 if a.compacted else 0))
     return a, cfg
 
 

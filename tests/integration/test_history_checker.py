@@ -220,6 +220,25 @@ def test_gaps_nobody_saw_data_in_are_no_skip_and_allow_gaps_turns_skips_off():
     assert check(h.ops).valid
 
 
+def test_compacted_an_unread_write_superseded_by_its_key_is_not_lost_the_newest_is():
+    """Compacted topic: the cleaner removed a (key k1, superseded by c at 0/2); the drain
+    reads b and c. d (key k2, the newest for k2) was removed too: that one is lost."""
+    h = H(partitions=1)
+    h.ops[0]["config"]["compacted"] = True
+    h.send("p0", "a", 0, 0, key="k1")
+    h.send("p0", "b", 0, 1, key="k2")
+    h.send("p0", "c", 0, 2, key="k1")
+    h.send("p0", "d", 0, 3, key="k3")
+    h.send("p0", "e", 0, 4, key="k2")
+    h.drain({0: 5}, {0: [(1, "b"), (2, "c"), (4, "e")]})
+    rep = check(h.ops)
+    assert counts(rep) == {"lost": 1}, rep.text()
+    assert rep.anomalies["lost"][0]["value"] == "d"
+    assert rep.stats["acked_superseded"] == 1 and rep.stats["acked_read"] == 3
+    h.ops[0]["config"]["compacted"] = False  # not compacted: a is lost too
+    assert sorted(r["value"] for r in check(h.ops).anomalies["lost"]) == ["a", "d"]
+
+
 def txn_history():
     """t0 commits txn t0-1 (t0-0 at 0/1, t0-1 at 1/0) and aborts t0-2 (t0-2 at 0/3, with
     its marker at 0/4); p0 writes plain records around them; markers at 0/2 and 1/1."""
