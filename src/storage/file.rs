@@ -138,10 +138,6 @@ impl FaultInjector {
         self.delay.set(delay);
     }
 
-    pub fn delay(&self) -> std::time::Duration {
-        self.delay.get()
-    }
-
     /// A slow disk: waits the delay, if any, before a segment operation.
     async fn slow_down(&self, role: FileRole) {
         let delay = self.delay.get();

@@ -8,42 +8,45 @@ from .base import Nemesis
 from .common import Context, pick_node, restart
 
 
-class Kill(Nemesis):
-    """kill -9 of the node in `role`; restarted at heal (its data dir kept)."""
+class _ProcessFault(Nemesis):
+    """A signal to the node in `role`; `action` names it in the history."""
+    action = ""
 
     def __init__(self, role: str):
         self.role = role
-        self.name = f"kill-{role}"
+        self.name = f"{type(self).__name__.lower()}-{role}"
+
+    def signal(self, node) -> None:
+        raise NotImplementedError
 
     def inject(self, ctx: Context) -> dict | None:
         target = pick_node(ctx, self.role)
         if target is None or not ctx.node(target).alive():
-            ctx.record("info", action="kill9", role=self.role, error="no target known")
+            ctx.record("info", action=self.action, role=self.role, error="no target known")
             return None
-        ctx.record("ok", action="kill9", role=self.role, node=target)
-        ctx.node(target).kill9()
+        ctx.record("ok", action=self.action, role=self.role, node=target)
+        self.signal(ctx.node(target))
         return {"node": target}
+
+
+class Kill(_ProcessFault):
+    """kill -9 of the node in `role`; restarted at heal (its data dir kept)."""
+    action = "kill9"
+
+    def signal(self, node) -> None:
+        node.kill9()
 
     def heal(self, ctx: Context, fault: dict) -> None:
         restart(ctx, ctx.node(fault["node"]))
 
 
-class Pause(Nemesis):
+class Pause(_ProcessFault):
     """SIGSTOP of the node in `role` (it answers nothing, its sessions expire); SIGCONT at
     heal."""
+    action = "pause"
 
-    def __init__(self, role: str):
-        self.role = role
-        self.name = f"pause-{role}"
-
-    def inject(self, ctx: Context) -> dict | None:
-        target = pick_node(ctx, self.role)
-        if target is None or not ctx.node(target).alive():
-            ctx.record("info", action="pause", role=self.role, error="no target known")
-            return None
-        ctx.record("ok", action="pause", role=self.role, node=target)
-        ctx.node(target).pause()
-        return {"node": target}
+    def signal(self, node) -> None:
+        node.pause()
 
     def heal(self, ctx: Context, fault: dict) -> None:
         ctx.node(fault["node"]).resume()
