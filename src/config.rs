@@ -316,6 +316,9 @@ impl Config {
         if !(100..=1_000_000).contains(&self.shard_preempt_timer_us) {
             return bad("shard_preempt_timer_us", "must be between 100 and 1000000");
         }
+        if self.cross_shard_inbox_capacity == 0 {
+            return bad("cross_shard_inbox_capacity", "must be at least 1");
+        }
         if self.max_inflight_requests_per_connection == 0 {
             return bad("max_inflight_requests_per_connection", "must be at least 1");
         }

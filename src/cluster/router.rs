@@ -25,7 +25,7 @@ use super::image::{BrokerId, TopicMeta};
 use super::shard_partitions::ShardPartitions;
 use crate::partition::{AppendOutcome, FetchData, Partition, PartitionError, ProducerView, ReadLimit, WatchSignal};
 use crate::record::Marker;
-use crate::runtime::mesh::Mesh;
+use crate::runtime::mesh::{Mesh, Sent};
 use crate::runtime::ShardId;
 
 /// How long an operation waits for its shard to catch up with the metadata the caller
@@ -308,8 +308,8 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
             share.for_remote(topics);
             let (reply, rx) = oneshot::channel();
             let work = ShardWork::Run { ops: share.items, reply };
-            let sent = self.send(share.shard, share.topics, min_index, work, count);
             Either::Right(async move {
+                let sent = self.send(share.shard, share.topics, min_index, work, count).await;
                 let replies = if sent { rx.await.ok() } else { None };
                 debug_assert!(replies.as_ref().is_none_or(|r| r.len() == count), "one result per operation");
                 replies.unwrap_or_else(|| (0..count).map(|_| Err(PartitionError::NotLeader)).collect())
@@ -340,11 +340,10 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
             let count = share.items.len();
             let (reply, rx) = oneshot::channel();
             let work = ShardWork::Watch { partitions: share.items, reply };
-            let sent = self.send(share.shard, share.topics, min_index, work, count);
             // An unreachable shard (or one that dropped the watch) ends the poll: the
             // fetch re-reads and reports the partition's error.
             Either::Right(async move {
-                if sent {
+                if self.send(share.shard, share.topics, min_index, work, count).await {
                     let _ = rx.await;
                 }
             })
@@ -353,11 +352,17 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
         select_all(watches).await;
     }
 
-    fn send(&self, shard: ShardId, topics: Vec<String>, min_index: u64, work: ShardWork<X, Y>, count: usize) -> bool {
-        let sent = self.mesh.send(shard, ShardRequest { topics, min_metadata_index: min_index, work }).is_ok();
-        if sent {
-            crate::metrics::with(|m| m.cross_shard_messages += 1);
+    /// Sends one message, waiting while the receiving inbox is full (backpressure, see
+    /// `runtime::mesh`); false if that shard has stopped.
+    async fn send(&self, shard: ShardId, topics: Vec<String>, min_index: u64, work: ShardWork<X, Y>, count: usize) -> bool {
+        let sent = self.mesh.send(shard, ShardRequest { topics, min_metadata_index: min_index, work }).await;
+        if let Ok(how) = &sent {
+            crate::metrics::with(|m| {
+                m.cross_shard_messages += 1;
+                m.cross_shard_sends_waited += u64::from(*how == Sent::Waited);
+            });
         }
+        let sent = sent.is_ok();
         tracing::debug!(shard = self.partitions.shard(), to = shard, partitions = count, sent, "cross-shard message");
         sent
     }

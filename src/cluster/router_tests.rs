@@ -71,19 +71,35 @@ where
     F: FnOnce(Rc<TestRouter>) -> Fut + Send + 'static,
     Fut: Future<Output = ()> + 'static,
 {
+    two_shards_gated(1024, move |router, gate| async move {
+        gate.send(()).await.expect("shard 1 waits for its gate");
+        body(router).await;
+    });
+}
+
+/// Runs `body` on shard 0; shard 1's inboxes hold `capacity` messages, and shard 1 starts
+/// serving its inbox only once `body` sends on the gate it is given.
+fn two_shards_gated<F, Fut>(capacity: usize, body: F)
+where
+    F: FnOnce(Rc<TestRouter>, async_channel::Sender<()>) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + 'static,
+{
     let dir = tempfile::tempdir().expect("tempdir");
     let path: PathBuf = dir.path().to_path_buf();
     dma::write_iopoll_probe(&path).expect("probe");
-    let (mesh, mut inboxes) = Mesh::<ShardRequest<(), usize>>::new(2);
+    let (mesh, mut inboxes) = Mesh::<ShardRequest<(), usize>>::new(2, capacity);
     let inbox1 = inboxes.pop().expect("two inboxes");
     let inbox0 = inboxes.pop().expect("two inboxes");
     let (done_tx, done_rx) = async_channel::bounded::<()>(1);
+    let (gate_tx, gate_rx) = async_channel::bounded::<()>(1);
     let (mesh1, path1) = (mesh.clone(), path.clone());
     let shard1 = glommio::LocalExecutorBuilder::default()
         .spawn(move || async move {
             crate::runtime::enter_shard(1);
             let router = open_shard(&path1, 1, mesh1).await;
-            glommio::spawn_local(router.serve_inbox(inbox1)).detach();
+            if gate_rx.recv().await.is_ok() {
+                glommio::spawn_local(router.serve_inbox(inbox1)).detach();
+            }
             let _ = done_rx.recv().await;
         })
         .expect("executor 1");
@@ -92,7 +108,7 @@ where
             crate::runtime::enter_shard(0);
             let router = open_shard(&path, 0, mesh).await;
             glommio::spawn_local(router.clone().serve_inbox(inbox0)).detach();
-            body(router).await;
+            body(router, gate_tx).await;
             let _ = done_tx.send(()).await;
         })
         .expect("executor 0");
@@ -284,5 +300,33 @@ fn cancelled_long_polls_leave_no_registrations_on_the_owning_shard() {
         glommio::timer::sleep(Duration::from_millis(5)).await;
         assert!(router.call(1, "a", 5, PartitionOp::Produce { records: records(1), acks: -1, timeout_ms: 30_000, txn_guard: None }).await.is_ok());
         must_end(poll).await;
+    });
+}
+
+/// A flood of requests at a shard that does not take its inbox: exactly `capacity`
+/// messages get in, every other sender waits (nothing piles up, nothing fails), and once
+/// the shard serves its inbox every request completes.
+#[test]
+fn a_full_inbox_makes_senders_wait_and_every_request_completes() {
+    const CAPACITY: usize = 4;
+    const FLOOD: usize = 200;
+    two_shards_gated(CAPACITY, |router, gate| async move {
+        let waited_before = crate::metrics::with(|m| m.cross_shard_sends_waited);
+        let calls = (0..FLOOD).map(|_| router.call(owner(1), "a", 1, PartitionOp::Extension(())));
+        let mut all = Box::pin(futures::future::join_all(calls));
+        // join_all polls every call once: each either got into the inbox or waits for room.
+        let pause = std::pin::pin!(glommio::timer::sleep(Duration::from_millis(100)));
+        match futures::future::select(all.as_mut(), pause).await {
+            futures::future::Either::Left(_) => panic!("the flood completed while shard 1 took nothing from its inbox"),
+            futures::future::Either::Right(_) => {}
+        }
+        assert_eq!(router.messages_sent(), CAPACITY as u64, "only the inbox's capacity got in");
+        gate.send(()).await.expect("open the gate");
+        let out = must_end(all).await;
+        assert_eq!(out.len(), FLOOD);
+        assert!(out.iter().all(|r| matches!(r, Ok(OpOutput::Extension(0)))), "every request answered by shard 1");
+        assert_eq!(router.messages_sent(), FLOOD as u64);
+        let waited = crate::metrics::with(|m| m.cross_shard_sends_waited) - waited_before;
+        assert_eq!(waited, (FLOOD - CAPACITY) as u64, "the senders that found the inbox full are counted");
     });
 }

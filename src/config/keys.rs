@@ -172,6 +172,9 @@ config_keys! {
     static connections_max_idle_ms: u64 = 600_000, kafka = "connections.max.idle.ms";
     /// Requests read ahead of their responses on one connection (pipelining depth).
     static max_inflight_requests_per_connection: usize = 64;
+    /// Messages a shard's inbox holds for it from other shards (one per request and shard).
+    /// A sender finding it full waits for room, and its request with it (backpressure).
+    static cross_shard_inbox_capacity: usize = 1024;
     /// The most record bytes one Fetch response carries, whatever the request asks.
     /// The first batch of the first partition with data may exceed it, as in Kafka, so consumers
     /// make progress.

@@ -292,7 +292,7 @@ fn replaying_the_log_gives_the_same_isrs() {
 /// A controller (node 1) whose image has brokers 2 and 3 (live, long session timeout) and
 /// topic "r" on [1, 2, 3] led by 1, every replica in sync, as a cluster with replication
 /// would have left it.
-fn start_replicated(dir: &std::path::Path) -> (ControllerHandle, Vec<async_channel::Receiver<crate::cluster::image::MetadataUpdate>>) {
+fn start_replicated(dir: &std::path::Path) -> (ControllerHandle, Vec<super::ShardUpdates>) {
     let mut c = ControllerConfig { data_dir: dir.to_path_buf(), node_id: 1, shard_count: 1, snapshot_every_entries: 2, ..Default::default() };
     let (h, _rxs) = start(c.clone()).unwrap();
     for i in 0..3 {
@@ -326,7 +326,7 @@ fn alter_partition_through_the_controller_thread() {
     let p = block_on(h.alter_partition([7; 16], 0, 2, before.leader_epoch, before.partition_epoch, vec![2, 3, 1], vec![])).unwrap();
     assert_eq!((p.isr.clone(), p.leader, p.leader_epoch, p.partition_epoch), (vec![1, 2, 3], 2, before.leader_epoch, before.partition_epoch + 1));
     assert_eq!(r(&h), p, "the handle's image has it once answered");
-    let update = block_on(rxs[0].recv()).unwrap();
+    let (update, _) = block_on(rxs[0].recv()).unwrap();
     assert!(update.deltas.contains(&MetadataDelta::LeadersChanged { name: "r".into() }), "{:?}", update.deltas);
     // The same request again: refused, nothing written.
     let applied = h.image().applied_index;

@@ -4,7 +4,7 @@
 //! own OS thread (pinned when a core is given) with a tokio current-thread runtime; shards
 //! and request handlers talk to it through a [`ControllerHandle`] (async_channel +
 //! oneshot, so callers need no tokio context) and learn about committed changes from one
-//! unbounded `MetadataUpdate` channel per shard.
+//! bounded `MetadataUpdate` channel per shard (`shard_updates.rs`).
 //!
 //! Files, one idea each:
 //! - `types.rs`         raft type config, the replicated `Command` and its `Response`
@@ -12,6 +12,7 @@
 //! - `log_store.rs`     raft log + vote, append-only file under `<data_dir>/controller/`
 //! - `snapshot.rs`      state-machine snapshot file (rkyv image, CRC-checked)
 //! - `state_machine.rs` applies commands to the image, produces deltas, publishes updates
+//! - `shard_updates.rs` the channel to each shard: one update waits, newer ones merge into it
 //! - `apply.rs`         the pure, deterministic command → image transition
 //! - `propose.rs`       validates client requests against the image and builds commands
 //! - `placement.rs`     partition → shard balancing
@@ -51,7 +52,6 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::image::MetadataUpdate;
 use crate::cluster::topic_config::TopicConfigDefaults;
 use crate::runtime::ShardId;
 
@@ -82,6 +82,7 @@ pub mod rpc_tls;
 mod runtime;
 pub mod scale;
 mod server;
+mod shard_updates;
 mod snapshot;
 mod state_machine;
 mod types;
@@ -102,6 +103,7 @@ pub use handle::ControllerHandle;
 pub use propose::validate_topic_name;
 pub use quorum_info::{LocalQuorumStatus, QuorumInfo, ReplicaProgress};
 pub use reassignment::ReassignmentError;
+pub use shard_updates::ShardUpdates;
 pub use types::{QuotaAlteration, ScramUpsertion};
 
 /// Largest partition count one topic may have (every structure has a limit).
@@ -286,7 +288,7 @@ pub enum MembershipError {
 ///
 /// Blocks the calling thread until recovery is done (election + log replay, typically
 /// under a second): call it before the shard executors start, not on one of them.
-pub fn start(cfg: ControllerConfig) -> Result<(ControllerHandle, Vec<async_channel::Receiver<MetadataUpdate>>), ControllerError> {
+pub fn start(cfg: ControllerConfig) -> Result<(ControllerHandle, Vec<ShardUpdates>), ControllerError> {
     server::start(cfg)
 }
 

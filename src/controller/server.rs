@@ -21,7 +21,7 @@ use openraft::async_runtime::WatchReceiver as _;
 use openraft::metrics::WaitError;
 use openraft::{Config, ReadPolicy, SnapshotPolicy};
 
-use crate::cluster::image::{BrokerMeta, MetadataUpdate};
+use crate::cluster::image::BrokerMeta;
 
 use super::alter_partition::{self, AlterIsr, AlterPartitionError};
 use super::directory_id;
@@ -38,6 +38,7 @@ use super::reassignment;
 use super::rpc::{ClientReply, ClientRequest, RpcRequest, RpcResponse};
 use super::rpc_server;
 use super::rpc_server::ConnectionClosed;
+use super::shard_updates::{shard_updates, ShardUpdates, UpdateSink};
 use super::state_machine::{Publisher, StateMachine};
 use super::types::{Applied, Command, ControllerNode, Raft};
 use super::voters;
@@ -56,7 +57,7 @@ const FORWARD_TTL: Duration = Duration::from_secs(5);
 /// Pause between attempts to reach a leader.
 const ROUTE_RETRY: Duration = Duration::from_millis(50);
 
-pub fn start(cfg: ControllerConfig) -> Result<(ControllerHandle, Vec<async_channel::Receiver<MetadataUpdate>>), ControllerError> {
+pub fn start(cfg: ControllerConfig) -> Result<(ControllerHandle, Vec<ShardUpdates>), ControllerError> {
     let shard_count = check_shard_count(cfg.shard_count, cfg.broker)?;
     // This broker's incarnation: new on every start (a restart re-registers as a new
     // process); the handle tells it to the replica fetchers (KIP-903's broker epoch).
@@ -65,12 +66,13 @@ pub fn start(cfg: ControllerConfig) -> Result<(ControllerHandle, Vec<async_chann
     let inherited = crate::storage::meta_properties::directory_id(&cfg.data_dir).and_then(|t| directory_id::from_text(&t));
     let directory_id = directory_id::load_or_create(&cfg.data_dir.join("controller"), inherited).map_err(ControllerError::Storage)?;
     let clean_shutdown_of = if cfg.broker { super::clean_shutdown::take(&cfg.data_dir) } else { None };
-    // Unbounded, but bounded by what feeds it: one MetadataUpdate per committed metadata
-    // change, and changes are proposed one at a time by this thread (requests queue in the
-    // bounded REQUEST_QUEUE). The publisher cannot wait for a slow shard (it runs inside
-    // openraft's apply), and dropping an update would lose metadata; a shard behind by
-    // many updates is behind by that many admin operations, each applied in order.
-    let (senders, receivers): (Vec<_>, Vec<_>) = (0..shard_count).map(|_| async_channel::unbounded()).unzip();
+    // One waiting update per shard at most; newer ones merge into it (`shard_updates`).
+    let (senders, receivers): (Vec<Box<dyn UpdateSink>>, Vec<_>) = (0..shard_count)
+        .map(|_| {
+            let (tx, rx) = shard_updates();
+            (Box::new(tx) as Box<dyn UpdateSink>, rx)
+        })
+        .unzip();
     let publisher = Arc::new(Publisher::new(senders));
     let (req_tx, req_rx) = async_channel::bounded(REQUEST_QUEUE);
     let (ready_tx, ready_rx) = mpsc::channel();

@@ -48,7 +48,7 @@ use super::simulation_brokers::{self as brokers, Brokers, Counts};
 use super::simulation_isr::{self as isr, Isr, IsrCounts};
 use super::state_machine::{Publisher, StateMachine};
 use super::types::{Applied, Command, ControllerTypes, Raft, Response, Snapshot, SnapshotData, Vote};
-use crate::cluster::image::MetadataImage;
+use crate::cluster::image::{MetadataImage, MetadataUpdate};
 use crate::cluster::topic_config::TopicConfigDefaults;
 
 pub(super) const NODES: u64 = 3;
@@ -241,7 +241,7 @@ async fn boot(root: &Path, id: u64, world: &Shared) -> Raft {
     let log = LogStore::open(&dir).expect("sim log store");
     // One "shard" channel: the checks see every image the state machine publishes.
     let (updates, published) = async_channel::unbounded();
-    let publisher = Arc::new(Publisher::new(vec![updates]));
+    let publisher = Arc::new(Publisher::new(vec![Box::new(EveryImage(updates))]));
     let sm = StateMachine::open(dir, publisher.clone()).expect("sim state machine");
     publisher.go_live();
     lock(world).images.insert(id, publisher);
@@ -631,4 +631,14 @@ fn a_seed_replays_the_same_run() {
     assert_eq!(a.counts, b.counts);
     assert_eq!(a.isr_events, b.isr_events, "same seed, different AlterPartitions");
     assert_eq!(a.isr_counts, b.isr_counts);
+}
+
+/// The simulation's "shard": keeps every published update, unmerged, so the checks see
+/// each image the state machine made (`brokers::check_updates`).
+struct EveryImage(async_channel::Sender<MetadataUpdate>);
+
+impl super::shard_updates::UpdateSink for EveryImage {
+    fn post(&self, update: MetadataUpdate) -> Result<(), super::shard_updates::ShardGone> {
+        self.0.try_send(update).map_err(|_| super::shard_updates::ShardGone)
+    }
 }

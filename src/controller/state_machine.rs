@@ -12,6 +12,7 @@ use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder};
 use crate::cluster::image::{MetadataDelta, MetadataImage, MetadataUpdate};
 
 use super::apply::{apply, diff_images};
+use super::shard_updates::UpdateSink;
 use super::snapshot;
 use super::types::{Applied, ControllerTypes, LogId, Response, Snapshot, SnapshotData, SnapshotMeta, StoredMembership};
 
@@ -29,7 +30,7 @@ type RaftMetricsWatch = openraft::type_config::alias::WatchReceiverOf<super::typ
 
 struct PubState {
     image: Arc<MetadataImage>,
-    senders: Vec<async_channel::Sender<MetadataUpdate>>,
+    senders: Vec<Box<dyn UpdateSink>>,
     /// False until start-up recovery is done: replayed records are not sent as deltas,
     /// the shards get the recovered image as their first update instead.
     live: bool,
@@ -41,7 +42,7 @@ struct PubState {
 }
 
 impl Publisher {
-    pub fn new(senders: Vec<async_channel::Sender<MetadataUpdate>>) -> Publisher {
+    pub fn new(senders: Vec<Box<dyn UpdateSink>>) -> Publisher {
         Publisher {
             state: Mutex::new(PubState { image: Arc::new(MetadataImage::default()), senders, live: false, sent_index: 0 }),
             raft_metrics: std::sync::OnceLock::new(),
@@ -101,10 +102,11 @@ impl Publisher {
     }
 }
 
-fn send_all(senders: &[async_channel::Sender<MetadataUpdate>], update: MetadataUpdate) {
+fn send_all(senders: &[Box<dyn UpdateSink>], update: MetadataUpdate) {
     for (shard, tx) in senders.iter().enumerate() {
-        // Unbounded: the only failure is a closed channel, i.e. the shard has stopped.
-        if tx.try_send(update.clone()).is_err() {
+        // Never waits (a slow shard's updates merge, see `shard_updates`): the only
+        // failure is a stopped shard.
+        if tx.post(update.clone()).is_err() {
             tracing::debug!(shard, "metadata update not delivered: shard channel closed");
         }
     }

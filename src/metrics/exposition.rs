@@ -60,6 +60,8 @@ metrics_table! {
     SHARD_BYTES_IN: "shard_bytes_in", Counter, "Record batch bytes appended by producers, by shard", "";
     SHARD_BYTES_OUT: "shard_bytes_out", Counter, "Record batch bytes sent to consumers, by shard", "";
     CROSS_SHARD_MESSAGES: "shard_cross_shard_messages", Counter, "Operations a shard sent to another shard's inbox (requests naming partitions of several shards)", "";
+    CROSS_SHARD_SENDS_WAITED: "shard_cross_shard_sends_waited", Counter, "Cross-shard messages that waited for room in the receiving shard's full inbox (backpressure)", "";
+    METADATA_UPDATES_MERGED: "shard_metadata_updates_merged", Counter, "Metadata updates merged into one a shard had not taken yet (the shard fell behind the controller)", "";
     SHARD_PRODUCE_TIME: "shard_produce_total_time_seconds", Histogram, "Produce total time, by shard", "";
     SHARD_FETCH_TIME: "shard_fetch_total_time_seconds", Histogram, "Fetch total time (long polls included), by shard", "";
     STALLS: "shard_stalls", Counter, "Polls of a task that ran longer than shard_stall_threshold_ms, by shard and task", "";
@@ -257,6 +259,8 @@ impl prometheus_client::collector::Collector for Scrape {
         w.counter(&SHARD_BYTES_IN, shards.iter().map(|(m, g)| (shard_label(g), m.topics.values().map(|t| t.bytes_in).sum::<u64>())))?;
         w.counter(&SHARD_BYTES_OUT, shards.iter().map(|(m, g)| (shard_label(g), m.topics.values().map(|t| t.bytes_out).sum::<u64>())))?;
         w.counter(&CROSS_SHARD_MESSAGES, shards.iter().map(|(m, g)| (shard_label(g), m.cross_shard_messages)))?;
+        w.counter(&CROSS_SHARD_SENDS_WAITED, shards.iter().map(|(m, g)| (shard_label(g), m.cross_shard_sends_waited)))?;
+        w.counter(&METADATA_UPDATES_MERGED, shards.iter().map(|(m, g)| (shard_label(g), m.metadata_updates_merged)))?;
         let api_of = |m: &'_ ShardMetrics, key: i16| m.apis[key as usize].as_ref().map(|a| a.total.clone()).unwrap_or_default();
         let produce: Vec<_> = shards.iter().map(|(m, g)| (shard_label(g), api_of(m, 0))).collect();
         w.histogram(&SHARD_PRODUCE_TIME, produce.iter().map(|(l, h)| (l.clone(), h)))?;

@@ -107,6 +107,12 @@ pub struct ShardMetrics {
     pub isr_expands: u64,
     /// Messages this shard sent to other shards' inboxes (the router's operations).
     pub cross_shard_messages: u64,
+    /// Of those, messages that waited for room in the receiving shard's full inbox
+    /// (cross_shard_inbox_capacity): backpressure.
+    pub cross_shard_sends_waited: u64,
+    /// Metadata updates merged into a waiting one because this shard had not taken it yet
+    /// (the controller never waits for a shard, see controller/shard_updates.rs).
+    pub metadata_updates_merged: u64,
     /// File reads and writes through the shard's io_uring rings, (operations, bytes),
     /// direct and buffered: glommio hands its I/O counters over and resets them, so each
     /// scrape adds what it took here (`add_io`).
@@ -137,6 +143,8 @@ impl Default for ShardMetrics {
             isr_shrinks: 0,
             isr_expands: 0,
             cross_shard_messages: 0,
+            cross_shard_sends_waited: 0,
+            metadata_updates_merged: 0,
             file_reads: (0, 0),
             file_writes: (0, 0),
             cleaner: CleanerProgress::default(),
@@ -242,6 +250,8 @@ impl ShardMetrics {
         self.isr_shrinks += other.isr_shrinks;
         self.isr_expands += other.isr_expands;
         self.cross_shard_messages += other.cross_shard_messages;
+        self.cross_shard_sends_waited += other.cross_shard_sends_waited;
+        self.metadata_updates_merged += other.metadata_updates_merged;
         self.add_io(other.file_reads, other.file_writes);
         self.cleaner.passes += other.cleaner.passes;
         self.cleaner.segments += other.cleaner.segments;

@@ -1,13 +1,19 @@
-//! Cross-shard channels: every shard has one inbox; any shard (or the controller side)
-//! holds a sender to each. Unbounded on purpose: a full mesh of bounded channels can
-//! deadlock when shards await sends to each other in a cycle. What bounds an inbox
-//! instead: a message carries one request's operations on the receiving shard's
-//! partitions (at most one message per request and shard, see `cluster::router`), and
-//! its sender awaits the reply, so an inbox holds at most connections
-//! (max_connections_per_shard x shards) x max_inflight_requests_per_connection messages,
-//! plus the group coordinator's own operations (one per group request, same bound).
-//! Long polls (`Watch`) leave the owning shard as soon as their caller stops waiting (see
-//! `cluster::router::serve_inbox`), so idle consumers do not pile them up.
+//! Cross-shard channels: every shard has one inbox; any shard holds a sender to each.
+//!
+//! Bounded, with backpressure: an inbox holds at most `capacity` messages not yet taken
+//! by its shard; a sender finding it full waits for room (its request waits with it, and
+//! its connection stops reading once its in-flight requests are all waiting). Waiting
+//! cannot deadlock: the receiving side (`cluster::router::serve_inbox`) only takes a
+//! message and spawns its work, it never waits on another inbox, so room comes back
+//! whenever the receiving shard runs.
+//!
+//! What the inbox bound does not cover is the work already taken: each taken message runs
+//! as a task until it replies. That is bounded by what sends it: a message carries one
+//! request's operations on the receiving shard's partitions (at most one message per
+//! request and shard, see `cluster::router`), its sender awaits the reply, and requests
+//! are bounded per connection (max_inflight_requests_per_connection) and in bytes per
+//! shard (queued_max_request_bytes). Long polls (`Watch`) leave the owning shard as soon
+//! as their caller stops waiting, so idle consumers do not pile them up.
 use std::cell::Cell;
 
 use crate::runtime::ShardId;
@@ -27,10 +33,20 @@ impl<M> Clone for Mesh<M> {
     }
 }
 
+/// How a message reached its inbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sent {
+    /// There was room.
+    Queued,
+    /// The inbox was full: the sender waited for room.
+    Waited,
+}
+
 impl<M> Mesh<M> {
-    /// A mesh of `n` shards: the mesh (senders) and each shard's inbox.
-    pub fn new(n: usize) -> (Mesh<M>, Vec<async_channel::Receiver<M>>) {
-        let (senders, receivers) = (0..n).map(|_| async_channel::unbounded()).unzip();
+    /// A mesh of `n` shards whose inboxes hold `capacity` messages each (at least 1): the
+    /// mesh (senders) and each shard's inbox.
+    pub fn new(n: usize, capacity: usize) -> (Mesh<M>, Vec<async_channel::Receiver<M>>) {
+        let (senders, receivers) = (0..n).map(|_| async_channel::bounded(capacity.max(1))).unzip();
         (Mesh { senders, sent: Cell::new(0) }, receivers)
     }
 
@@ -43,11 +59,19 @@ impl<M> Mesh<M> {
         self.sent.get()
     }
 
-    /// Sends to `shard`'s inbox; fails only if that shard has stopped.
-    pub fn send(&self, shard: ShardId, msg: M) -> Result<(), M> {
+    /// Sends to `shard`'s inbox, waiting for room when it is full; fails only if that
+    /// shard has stopped.
+    pub async fn send(&self, shard: ShardId, msg: M) -> Result<Sent, M> {
         let Some(s) = self.senders.get(usize::from(shard)) else { return Err(msg) };
-        s.try_send(msg).map_err(|e| e.into_inner())?;
+        let how = match s.try_send(msg) {
+            Ok(()) => Sent::Queued,
+            Err(async_channel::TrySendError::Closed(msg)) => return Err(msg),
+            Err(async_channel::TrySendError::Full(msg)) => {
+                s.send(msg).await.map_err(|e| e.into_inner())?;
+                Sent::Waited
+            }
+        };
         self.sent.set(self.sent.get() + 1);
-        Ok(())
+        Ok(how)
     }
 }

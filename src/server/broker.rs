@@ -342,7 +342,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let security = Arc::new(listener_security(&config)?);
     let connection_limits = Arc::new(config.connection_limits()?);
     let inter_broker = Arc::new(config.inter_broker_security()?);
-    let (mesh, inboxes) = Mesh::new(shard_count);
+    let (mesh, inboxes) = Mesh::new(shard_count, config.cross_shard_inbox_capacity);
     let config = Arc::new(config);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
     let shutdown_requested = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -377,7 +377,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 crate::storage::page_cache::set_shard_page_cache_budget(config.page_cache_bytes_per_shard);
                 let ctx = Rc::new(ShardContext::new(shard, config.clone(), controller, mesh, defaults, log_dirs, connection_limits, inter_broker));
                 // Recover this shard's partitions before accepting clients.
-                if let Ok(initial) = updates.recv().await {
+                if let Some((initial, _)) = updates.recv().await {
                     ctx.apply_update(initial).await;
                 }
                 // The shard's long-lived tasks, each watched for stalls under its name.

@@ -20,8 +20,9 @@ is healed before the producers stop, so the final drain reads a whole cluster. T
 fixes every choice; what a choice hits (which node leads) depends on the run.
 
 Workloads: acks-all (idempotent, RF 3, min.insync.replicas 2: nothing may be lost,
-duplicated or inconsistent), acks-1 (not idempotent: lost and duplicated writes are
-reported and tolerated, every other anomaly fails the run), unclean (acks-1 on a topic with
+duplicated or inconsistent), acks-1 (not idempotent: lost, overwritten and duplicated
+writes are reported and tolerated, every other anomaly fails the run: a leader acks before
+its followers have the write, so a deposed leader's acks are lost), unclean (acks-1 on a topic with
 unclean.leader.election.enable: an out-of-sync replica may lead, so losses are expected and
 reported, as acks-1's), compacted (acks-all on a
 compacted topic: sends carry one of 50 keys, segments roll every 3 s and the cleaner runs
@@ -59,8 +60,8 @@ from .workload import Config, run
 WORKLOADS = {
     # name: (acks, compacted topic, more topic configs, anomaly kinds tolerated)
     "acks-all": ("all", False, {}, set()),
-    "acks-1": ("1", False, {}, {"lost", "duplicate"}),
-    "unclean": ("1", False, {"unclean.leader.election.enable": "true"}, {"lost", "duplicate"}),
+    "acks-1": ("1", False, {}, {"lost", "duplicate", "overwritten"}),
+    "unclean": ("1", False, {"unclean.leader.election.enable": "true"}, {"lost", "duplicate", "overwritten"}),
     "compacted": ("all", True, {}, set()),
 }
 

@@ -14,7 +14,12 @@ Anomaly kinds (each with the records that show it):
                       read_committed reader saw although a complete read_committed drain
                       read past it
   duplicate           one sent value at two (partition, offset)s (acks and reads)
-  inconsistent_offset two different values at one (partition, offset) (acks and reads)
+  inconsistent_offset two different values read at one (partition, offset)
+  overwritten         a write acknowledged at a (partition, offset) where readers saw another
+                      value (or another write was acknowledged): the log that acked it was
+                      truncated, as when a deposed leader acks acks=1 writes or an unclean
+                      election picks a replica without them. The write is lost too (counted
+                      under lost when readers got past it); this names how
   nonmonotonic        within one reader session, an offset at or below the previous one
                       read from that partition, or below the session's start offset
   skip                within one reader session, offsets jumped over where some reader saw
@@ -48,7 +53,7 @@ from dataclasses import dataclass, field
 
 from .history import load
 
-KINDS = ("lost", "duplicate", "inconsistent_offset", "nonmonotonic", "skip", "aborted_read",
+KINDS = ("lost", "duplicate", "inconsistent_offset", "overwritten", "nonmonotonic", "skip", "aborted_read",
          "uncommitted_read", "commit_backwards", "phantom")
 
 RC = "read_committed"
@@ -177,8 +182,9 @@ def check(ops: list[dict], allow_gaps: bool | None = None, sources_kept: int = 4
 
     for (p, o), vals in sorted(at.items()):
         if len(vals) > 1:
-            rep.add("inconsistent_offset", partition=p, offset=o,
-                    values={v: srcs for v, srcs in sorted(vals.items())})
+            read = [v for v, srcs in vals.items() if any(s["what"] != "ack" for s in srcs)]
+            kind = "inconsistent_offset" if len(read) > 1 else "overwritten"
+            rep.add(kind, partition=p, offset=o, values={v: srcs for v, srcs in sorted(vals.items())})
     for v, places in where.items():
         if len(places) > 1:
             rep.add("duplicate", value=v,

@@ -130,9 +130,23 @@ def test_lost_write_where_a_reader_read_another_value_at_its_offset():
     h.send("p1", "p1-1", 0, type_="fail")
     h.poll("c0", 1, [(0, 3, "p1-1")])           # ... where c0 reads another value; no drain
     rep = check(h.ops)
-    assert counts(rep) == {"lost": 1, "inconsistent_offset": 1}, rep.text()
+    # Only one value was read there: the acked one was overwritten (a truncated log).
+    assert counts(rep) == {"lost": 1, "overwritten": 1}, rep.text()
     assert rep.anomalies["lost"][0]["value"] == "p1-0"
     assert "readers reached offset 3" in rep.anomalies["lost"][0]["why"]
+    [ow] = rep.anomalies["overwritten"]
+    assert (ow["partition"], ow["offset"], sorted(ow["values"])) == (0, 3, ["p1-0", "p1-1"])
+    assert [s["what"] for s in ow["values"]["p1-0"]] == ["ack"]
+
+
+def test_two_writes_acknowledged_at_one_offset_are_overwritten_not_inconsistent():
+    h, log = clean()
+    h.send("p1", "p1-0", 0, 3)                  # acked at 0/3 by a leader later deposed ...
+    h.send("p1", "p1-1", 0, 3)                  # ... and another write acked there by its successor
+    h.drain({0: 4, 1: 3}, {0: log[0] + [(3, "p1-1")], 1: log[1]})
+    rep = check(h.ops)
+    assert counts(rep) == {"lost": 1, "overwritten": 1}, rep.text()
+    assert rep.anomalies["lost"][0]["value"] == "p1-0"
 
 
 def test_failed_and_unknown_sends_are_indeterminate():
@@ -392,7 +406,7 @@ def test_command_line_exit_codes_and_json(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     out = json.loads(r.stdout)
     assert out["valid"] is False
-    assert {k: n for k, n in out["counts"].items() if n} == {"inconsistent_offset": 1, "lost": 1}
+    assert {k: n for k, n in out["counts"].items() if n} == {"overwritten": 1, "lost": 1}
     assert out["anomalies"]["lost"][0]["value"] == "p1-0"
     assert len(load(bad)) == len(h.ops)
 

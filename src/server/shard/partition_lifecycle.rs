@@ -10,6 +10,7 @@ use std::rc::Rc;
 use super::context::ShardContext;
 use crate::cluster::image::{BrokerId, MetadataDelta, MetadataImage, MetadataUpdate, PartitionMeta, TopicMeta};
 use crate::cluster::topic_config::{TimestampType, TopicConfig};
+use crate::controller::ShardUpdates;
 use crate::partition::{effective_flush, write_mode, Partition, PartitionSettings, Role, RoleState};
 use crate::storage::LogConfig;
 
@@ -343,9 +344,13 @@ fn replica_ids(meta: &PartitionMeta) -> Vec<BrokerId> {
     meta.replicas.iter().map(|r| r.broker).collect()
 }
 
-/// Applies metadata updates as they arrive.
-pub async fn follow_metadata(ctx: Rc<ShardContext>, updates: async_channel::Receiver<MetadataUpdate>) {
-    while let Ok(update) = updates.recv().await {
+/// Applies metadata updates as they arrive (several merged into one when this shard
+/// fell behind: counted).
+pub async fn follow_metadata(ctx: Rc<ShardContext>, updates: ShardUpdates) {
+    while let Some((update, merged)) = updates.recv().await {
+        if merged > 0 {
+            crate::metrics::with(|m| m.metadata_updates_merged += merged);
+        }
         ctx.apply_update(update).await;
     }
 }
