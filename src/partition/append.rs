@@ -27,6 +27,10 @@ use crate::runtime::now_ms;
 use crate::storage::dma::open_segment;
 use crate::storage::log_writer::Durability;
 use crate::storage::segment::SealSnapshot;
+use crate::storage::StorageError;
+
+/// Tries at a roll (see `Partition::roll`).
+const ROLL_ATTEMPTS: usize = 3;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AppendOutcome {
@@ -382,17 +386,30 @@ impl Partition {
     /// batches on disk, so producer state never counts a batch a crash lost (a retry of
     /// it is appended again, never answered "duplicate").
     pub(super) async fn roll(&self, now: i64) -> Result<(), PartitionError> {
-        let (path, base, mode) = {
-            let log = self.log.borrow();
-            (log.next_segment_path(), log.next_offset(), log.write_mode())
-        };
-        let snapshot = SealSnapshot { magic: SNAPSHOT_MAGIC, version: SNAPSHOT_VERSION, payload: self.producers.borrow().encode() };
-        let file = open_segment(&path, mode).await?;
-        // The append lock is held: nothing was appended while the file opened.
-        debug_assert_eq!(self.log.borrow().next_offset(), base);
-        self.log.borrow_mut().roll(file, now, Some(snapshot));
-        tracing::debug!(topic = %self.topic, partition = self.index, base, "rolled segment");
-        Ok(())
+        // The append lock is held, so nothing is appended while the file opens; but the
+        // writer runs meanwhile, and a write that fails rolls the log's end back. Then
+        // the file opened is named for an end that no longer is: it goes, and the roll
+        // starts again at the new end (each retry needs another failed write, and a
+        // failed write leaves nothing in flight to fail).
+        for _ in 0..ROLL_ATTEMPTS {
+            let (path, base, mode) = {
+                let log = self.log.borrow();
+                (log.next_segment_path(), log.next_offset(), log.write_mode())
+            };
+            let file = open_segment(&path, mode).await?;
+            if self.log.borrow().next_offset() != base {
+                drop(file);
+                self.writer.discard_unused_segment_file(&path).await?;
+                tracing::info!(topic = %self.topic, partition = self.index, base, "a failed write moved the log end back while a segment opened; rolling again");
+                continue;
+            }
+            self.log.borrow().check_online()?;
+            let snapshot = SealSnapshot { magic: SNAPSHOT_MAGIC, version: SNAPSHOT_VERSION, payload: self.producers.borrow().encode() };
+            self.log.borrow_mut().roll(file, now, Some(snapshot));
+            tracing::debug!(topic = %self.topic, partition = self.index, base, "rolled segment");
+            return Ok(());
+        }
+        Err(PartitionError::Storage(StorageError::io("rolling a segment", std::io::Error::other("the log end kept moving back while a segment opened"))))
     }
 }
 

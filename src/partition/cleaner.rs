@@ -32,7 +32,9 @@ use super::state::Partition;
 use super::PartitionError;
 use crate::record::parse_header;
 use crate::storage::batch_reader::BatchReader;
-use crate::storage::compaction::{cleaned_path, filter_batch, retain, save_checkpoint, swap_in, CleanedSegmentWriter, Filtered, OffsetMap, READ_CHUNK_BYTES};
+use crate::storage::compaction::{
+    cleaned_path, filter_batch, remove_partial_clean, retain, save_checkpoint, swap_in, CleanedSegmentWriter, Filtered, OffsetMap, READ_CHUNK_BYTES,
+};
 use crate::storage::dma::remove_file;
 use crate::storage::segment::{index_path, log_file_name, snapshot_path, time_index_path};
 use crate::storage::StorageError;
@@ -125,7 +127,7 @@ impl Partition {
             let cleaned = match writer.finish(next_offset).await {
                 Ok(seg) => seg,
                 Err(e) => {
-                    let _ = remove_file(&cleaned_path(&dir, base)).await;
+                    remove_partial_clean(&dir, base).await;
                     return Err(e.into());
                 }
             };
@@ -279,7 +281,7 @@ impl Partition {
             // Reads go on from the open old file.
             self.log.borrow_mut().end_swap();
             drop(cleaned);
-            let _ = remove_file(&cleaned_path(&dir, base)).await;
+            remove_partial_clean(&dir, base).await;
             return Err(e.into());
         }
         // Only after the rename: an index saved earlier would describe the old file.

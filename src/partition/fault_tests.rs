@@ -393,3 +393,101 @@ fn fdatasync_failure_is_sticky_until_restart() {
         set_shard_fault_injector(None);
     });
 }
+
+/// A write that fails drops the segments rolled after the one it failed in (never written);
+/// their files must go (left behind, one would come back at recovery and cut the segment
+/// before it at its base offset, where later acknowledged records are). A removal that
+/// fails takes the partition offline instead; when the removals work the partition goes on.
+#[test]
+fn a_rolled_back_segment_that_cannot_be_removed_takes_the_partition_offline() {
+    crate::storage::testing::run(|dir| async move {
+        let inj = FaultInjector::new(1);
+        set_shard_fault_injector(Some(inj.clone()));
+        for (remove_fails, sub) in [(false, "ok"), (true, "fails")] {
+            let dir = dir.join(sub);
+            let p = open(&dir, FlushMode::Always).await;
+            p.append(batch_of(&big('a', 2000), 0), -1).await.expect("synced append");
+            // Three batches that do not fit a 3 KiB segment together: each rolls a
+            // segment. The disk is slow, so the three are staged before the first write
+            // ends; it fails, and the two segments after it (never written) are dropped.
+            inj.arm(Fault::WriteEio);
+            if remove_fails {
+                inj.arm(Fault::RemoveEio);
+            }
+            inj.set_delay(std::time::Duration::from_millis(200));
+            let before = inj.stats();
+            let appends = (1..=3).map(|i| p.append(batch_of(&big('b', 2000), i), -1));
+            let outcomes = futures::future::join_all(appends).await;
+            inj.set_delay(std::time::Duration::ZERO);
+            assert!(outcomes.iter().all(Result::is_err), "every batch of the failed write fails: {outcomes:?}");
+            assert_eq!(inj.stats().write_errors, before.write_errors + 1);
+            writer_idle(&p).await;
+            if remove_fails {
+                assert_eq!(inj.stats().remove_errors, before.remove_errors + 1, "a dropped segment's removal was tried");
+                assert!(p.is_offline(), "a dropped segment's file left on disk takes the partition offline");
+                let e = p.append(batch_of(&big('c', 10), 1), -1).await.expect_err("offline");
+                assert!(is_offline(&e), "{e}");
+            } else {
+                assert!(!p.is_offline());
+                let out = p.append(batch_of(&big('c', 10), 1), -1).await.expect("appends go on");
+                assert_eq!(out.base_offset, 1);
+            }
+            p.close();
+            writer_idle(&p).await;
+        }
+        set_shard_fault_injector(None);
+    });
+}
+
+/// A roll opens its segment file while the writer runs: a write that fails meanwhile moves
+/// the log end back, and the file opened is named for an end that no longer is. The roll
+/// drops it and rolls again at the new end. However the writes and rolls interleave, every
+/// acknowledged batch is read back after a restart at the offset it was given, and nothing
+/// else is there.
+#[test]
+fn a_roll_racing_a_failed_write_rolls_again_at_the_new_end() {
+    crate::storage::testing::run(|dir| async move {
+        let inj = FaultInjector::new(1);
+        set_shard_fault_injector(Some(inj.clone()));
+        let p = open(&dir, FlushMode::Always).await;
+        p.append(batch_of(&big('a', 2000), 0), -1).await.expect("synced append");
+        inj.arm(Fault::WriteEio);
+        let mut acked = vec![(0, Bytes::from(big('a', 2000).remove(0)))];
+        let mut seq = 1;
+        for round in 0..4 {
+            let values: Vec<String> = (0..3).map(|i| format!("{round}-{i}-{}", "x".repeat(1500))).collect();
+            let appends = values.iter().map(|v| {
+                let b = batch_of(std::slice::from_ref(v), seq);
+                seq += 1;
+                p.append(b, -1)
+            });
+            let appends: Vec<_> = appends.collect();
+            for (v, out) in values.iter().zip(futures::future::join_all(appends).await) {
+                if let Ok(out) = out {
+                    acked.push((out.base_offset, Bytes::from(v.clone())));
+                }
+            }
+            if round == 1 {
+                inj.arm(Fault::WriteEio);
+            }
+        }
+        assert!(acked.len() > 1, "some batches were acknowledged");
+        assert!(!p.is_offline());
+        p.close();
+        writer_idle(&p).await;
+        drop(p);
+        inj.crash(false).await;
+        inj.restart();
+        let p = open(&dir, FlushMode::Always).await;
+        let (got, err) = read_log(&p).await;
+        assert!(err.is_none(), "{err:?}");
+        acked.sort();
+        assert_eq!(got, acked, "exactly the acknowledged batches, at their offsets");
+        p.close();
+        set_shard_fault_injector(None);
+    });
+}
+
+fn big(c: char, n: usize) -> Vec<String> {
+    vec![c.to_string().repeat(n)]
+}

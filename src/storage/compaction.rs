@@ -226,7 +226,15 @@ impl CleanedSegmentWriter {
     pub async fn abandon(self, dir: &Path) {
         let base = self.scratch.base_offset;
         drop(self);
-        let _ = remove_file(&cleaned_path(dir, base)).await;
+        remove_partial_clean(dir, base).await;
+    }
+}
+
+/// Deletes a clean's partial `<base>.log.cleaned` file; a failure is logged, not fatal:
+/// the log's next open removes such leftovers (`recovery::remove_cleaner_leftovers`).
+pub async fn remove_partial_clean(dir: &Path, base: i64) {
+    if let Err(e) = remove_file(&cleaned_path(dir, base)).await {
+        tracing::warn!(dir = %dir.display(), base, error = %e, "could not remove a partial cleaned segment; the log's next open removes it");
     }
 }
 

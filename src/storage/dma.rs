@@ -194,6 +194,9 @@ pub fn sync_dir_blocking(dir: &Path) -> std::io::Result<()> {
 
 /// Removes a file; missing is fine.
 pub async fn remove_file(path: &Path) -> Result<()> {
+    if let Some(inj) = super::file::shard_fault_injector() {
+        inj.fail_remove(&format!("removing {}", path.display()))?;
+    }
     let p = path.to_path_buf();
     let res = glommio::executor().spawn_blocking(move || std::fs::remove_file(p)).await;
     match res {

@@ -59,11 +59,25 @@ pub enum Fault {
     TornWrite,
     /// The next fdatasync fails with EIO, and the unsynced blocks are dropped.
     SyncEio,
+    /// The next removal of a log file (`dma::remove_file`) fails with EIO; the file stays.
+    RemoveEio,
+}
+
+/// The operation a fault hits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FaultOp {
+    Write,
+    Sync,
+    Remove,
 }
 
 impl Fault {
-    fn is_write(self) -> bool {
-        !matches!(self, Fault::SyncEio)
+    fn op(self) -> FaultOp {
+        match self {
+            Fault::WriteEio | Fault::WriteNoSpace | Fault::TornWrite => FaultOp::Write,
+            Fault::SyncEio => FaultOp::Sync,
+            Fault::RemoveEio => FaultOp::Remove,
+        }
     }
 }
 
@@ -73,6 +87,7 @@ pub struct FaultStats {
     pub write_errors: u64,
     pub torn_writes: u64,
     pub sync_errors: u64,
+    pub remove_errors: u64,
     pub crashes: u64,
 }
 
@@ -195,10 +210,20 @@ impl FaultInjector {
         self.stats.set(s);
     }
 
-    fn take_armed(&self, write: bool) -> Option<Fault> {
+    fn take_armed(&self, op: FaultOp) -> Option<Fault> {
         let mut armed = self.armed.borrow_mut();
-        let i = armed.iter().position(|f| f.is_write() == write)?;
+        let i = armed.iter().position(|f| f.op() == op)?;
         Some(armed.remove(i))
+    }
+
+    /// Whether this removal of a log file fails (an armed `RemoveEio`, or a crash).
+    pub(super) fn fail_remove(&self, context: &str) -> Result<()> {
+        self.check_alive(context)?;
+        if self.take_armed(FaultOp::Remove).is_some() {
+            self.bump(|s| s.remove_errors += 1);
+            return Err(errno(context, libc::EIO));
+        }
+        Ok(())
     }
 
     fn check_alive(&self, context: &str) -> Result<()> {
@@ -532,7 +557,7 @@ impl SegmentFile {
                 w.push(SegmentWrite { path: state.path.clone(), pos, len: buf.len() as u64 });
             }
         }
-        let fault = if state.role == FileRole::Segment { inj.take_armed(true) } else { None };
+        let fault = if state.role == FileRole::Segment { inj.take_armed(FaultOp::Write) } else { None };
         match fault {
             Some(Fault::WriteEio) => {
                 inj.bump(|s| s.write_errors += 1);
@@ -636,7 +661,7 @@ impl SegmentFile {
         let inj = &state.injector;
         inj.slow_down(state.role).await;
         inj.check_alive("fdatasync")?;
-        if state.role == FileRole::Segment && inj.take_armed(false) == Some(Fault::SyncEio) {
+        if state.role == FileRole::Segment && inj.take_armed(FaultOp::Sync) == Some(Fault::SyncEio) {
             // Linux may drop the dirty pages of a failed fsync: the unsynced data is gone.
             let disk_size = self.raw_file_size().await?;
             let mut overlay = state.overlay.borrow_mut();
@@ -811,7 +836,7 @@ mod tests {
             write(&m, 0, &block_of(6, bs)).await.unwrap();
             m.fdatasync().await.unwrap();
             assert_eq!(inj.armed(), vec![Fault::WriteEio]);
-            assert_eq!(inj.stats(), FaultStats { write_errors: 2, torn_writes: 1, sync_errors: 1, crashes: 0 });
+            assert_eq!(inj.stats(), FaultStats { write_errors: 2, torn_writes: 1, sync_errors: 1, remove_errors: 0, crashes: 0 });
             set_shard_fault_injector(None);
         });
     }

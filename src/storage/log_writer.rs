@@ -340,6 +340,19 @@ impl LogWriter {
         self.report_offline(&reason);
     }
 
+    /// Removes a segment file a roll opened and did not use (a failed write rolled the log
+    /// back while it opened, so it is named for an end that no longer is). Left behind, it
+    /// would come back at recovery as a segment and cut the one before it at its base
+    /// offset, where acknowledged records may be by then: a failed removal takes the log
+    /// offline (the broker halts) instead.
+    pub async fn discard_unused_segment_file(&self, path: &std::path::Path) -> Result<(), StorageError> {
+        let removed = remove_file(path).await;
+        if let Err(e) = &removed {
+            self.offline_after_failed("removing an unused segment file", e);
+        }
+        removed
+    }
+
     /// (topic, partition), for log lines.
     pub(super) fn name(&self) -> (&str, i32) {
         (&self.topic, self.partition)
@@ -682,8 +695,15 @@ impl LogWriter {
         }
         for seg in removed {
             let dir = seg.dir.clone();
-            let _ = remove_file(&dir.join(log_file_name(seg.base_offset))).await;
-            let _ = remove_file(&snapshot_path(&dir, seg.base_offset)).await;
+            // A rolled-back segment's file left behind would come back at recovery and cut
+            // the segment before it at its base offset, where acknowledged records written
+            // after the rollback may be: the log goes offline (the broker halts) instead.
+            for path in [dir.join(log_file_name(seg.base_offset)), snapshot_path(&dir, seg.base_offset)] {
+                if let Err(e) = remove_file(&path).await {
+                    self.offline_after_failed("removing a rolled-back segment's file", &e);
+                    return;
+                }
+            }
         }
     }
 
