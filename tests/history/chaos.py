@@ -9,8 +9,9 @@ the seed, then the checker (check.py) over the whole history.
 Nemeses (nemeses/): process (kill -9 / SIGSTOP of a leader, follower, controller,
 coordinator), network (partitions between nodes in namespaces: isolate one, isolate the
 controller, minority/majority, bridge, flapping), disk (disk full, fsync and write EIO,
-torn write, slow disk, power loss), membership (reassignment, preferred election). Names
-and groups: `--nemesis` takes a comma-separated list; `all` is every one.
+torn write, slow disk, power loss), membership (reassignment, preferred election; broker
+decommission: drained, stopped, unregistered, back and rebalanced, on a 4th node built for
+it). Names and groups: `--nemesis` takes a comma-separated list; `all` is every one.
 
 Schedule: after `--first` seconds, repeatedly: pick a nemesis (seeded), inject its fault,
 hold it for a seeded time in `--hold`, heal it, restart a node that halted (a broker
@@ -181,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     if not nemeses:
         print("chaos: no nemesis left to run", file=sys.stderr)
         return 2
+    if any("spare-broker" in n.needs for n in nemeses) and a.nodes < 4:
+        print("chaos: 4 nodes, so a broker can be decommissioned (3 replicas per partition)", flush=True)
+        a.nodes = 4
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = a.out_dir or REPO / "target" / "chaos" / f"{stamp}-{tgt}-seed{a.seed}-{a.nemesis.replace(',', '+')}"
     out.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,9 @@
 """Issue 28, points 2-3: the chaos runner (tests/history/chaos.py), short and seeded, as CI
-runs it: a 3-node cluster of real processes under a mixed schedule of every nemesis this
-machine can run (kill -9 and SIGSTOP of leaders, followers, the controller and the group
-coordinator; network partitions between namespaces; disk full, fsync and write EIO, torn
-writes, slow disk, power loss; reassignments and preferred elections), the history
+runs it: a 4-node cluster of real processes (3 replicas per partition, a broker to spare)
+under a mixed schedule of every nemesis this machine can run (kill -9 and SIGSTOP of
+leaders, followers, the controller and the group coordinator; network partitions between
+namespaces; disk full, fsync and write EIO, torn writes, slow disk, power loss;
+reassignments and preferred elections; a broker decommissioned and brought back), the history
 workload (idempotent acks=all producers, assigned consumers, a committing group) and the
 checker over the whole history: nothing lost, duplicated or inconsistent, no other
 anomaly, every partition drained, faults actually injected.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from .base import Nemesis
 from .disk import DiskFull, PowerLoss, StorageFault
-from .membership import Reassign
+from .membership import Decommission, Reassign
 from .network import Partition
 from .process import Kill, Pause
 
@@ -19,7 +19,7 @@ def all_nemeses() -> dict[str, Nemesis]:
         Partition("flap"),
         DiskFull(), StorageFault("fsync-eio"), StorageFault("write-eio"), StorageFault("torn-write"),
         StorageFault("slow-disk"), PowerLoss(),
-        Reassign(),
+        Reassign(), Decommission(),
     ]
     return {n.name: n for n in out}
 
@@ -30,7 +30,7 @@ GROUPS = {
     "network": ["partition-isolate-one", "partition-isolate-controller", "partition-minority", "partition-bridge",
                 "partition-flap"],
     "disk": ["disk-full", "fsync-eio", "write-eio", "torn-write", "slow-disk", "power-loss"],
-    "membership": ["reassign"],
+    "membership": ["reassign", "decommission"],
 }
 GROUPS["all"] = [n for g in GROUPS.values() for n in g]
 
