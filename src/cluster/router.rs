@@ -308,8 +308,9 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
             share.for_remote(topics);
             let (reply, rx) = oneshot::channel();
             let work = ShardWork::Run { ops: share.items, reply };
+            let sending = self.send(share.shard, share.topics, min_index, work, count);
             Either::Right(async move {
-                let sent = self.send(share.shard, share.topics, min_index, work, count).await;
+                let sent = sending.await;
                 let replies = if sent { rx.await.ok() } else { None };
                 debug_assert!(replies.as_ref().is_none_or(|r| r.len() == count), "one result per operation");
                 replies.unwrap_or_else(|| (0..count).map(|_| Err(PartitionError::NotLeader)).collect())
@@ -342,8 +343,9 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
             let work = ShardWork::Watch { partitions: share.items, reply };
             // An unreachable shard (or one that dropped the watch) ends the poll: the
             // fetch re-reads and reports the partition's error.
+            let sending = self.send(share.shard, share.topics, min_index, work, count);
             Either::Right(async move {
-                if self.send(share.shard, share.topics, min_index, work, count).await {
+                if sending.await {
                     let _ = rx.await;
                 }
             })
@@ -352,19 +354,22 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
         select_all(watches).await;
     }
 
-    /// Sends one message, waiting while the receiving inbox is full (backpressure, see
-    /// `runtime::mesh`); false if that shard has stopped.
-    async fn send(&self, shard: ShardId, topics: Vec<String>, min_index: u64, work: ShardWork<X, Y>, count: usize) -> bool {
-        let sent = self.mesh.send(shard, ShardRequest { topics, min_metadata_index: min_index, work }).await;
-        if let Ok(how) = &sent {
-            crate::metrics::with(|m| {
-                m.cross_shard_messages += 1;
-                m.cross_shard_sends_waited += u64::from(*how == Sent::Waited);
-            });
+    /// Sends one message (tried at the call: see `Mesh::send`), waiting while the receiving
+    /// inbox is full (backpressure, see `runtime::mesh`); false if that shard has stopped.
+    fn send(&self, shard: ShardId, topics: Vec<String>, min_index: u64, work: ShardWork<X, Y>, count: usize) -> impl std::future::Future<Output = bool> + '_ {
+        let sending = self.mesh.send(shard, ShardRequest { topics, min_metadata_index: min_index, work });
+        async move {
+            let sent = sending.await;
+            if let Ok(how) = &sent {
+                crate::metrics::with(|m| {
+                    m.cross_shard_messages += 1;
+                    m.cross_shard_sends_waited += u64::from(*how == Sent::Waited);
+                });
+            }
+            let sent = sent.is_ok();
+            tracing::debug!(shard = self.partitions.shard(), to = shard, partitions = count, sent, "cross-shard message");
+            sent
         }
-        let sent = sent.is_ok();
-        tracing::debug!(shard = self.partitions.shard(), to = shard, partitions = count, sent, "cross-shard message");
-        sent
     }
 
     /// Serves requests other shards send to this one, each in its own task.

@@ -60,18 +60,25 @@ impl<M> Mesh<M> {
     }
 
     /// Sends to `shard`'s inbox, waiting for room when it is full; fails only if that
-    /// shard has stopped.
-    pub async fn send(&self, shard: ShardId, msg: M) -> Result<Sent, M> {
-        let Some(s) = self.senders.get(usize::from(shard)) else { return Err(msg) };
-        let how = match s.try_send(msg) {
-            Ok(()) => Sent::Queued,
-            Err(async_channel::TrySendError::Closed(msg)) => return Err(msg),
-            Err(async_channel::TrySendError::Full(msg)) => {
-                s.send(msg).await.map_err(|e| e.into_inner())?;
-                Sent::Waited
-            }
+    /// shard has stopped. The first attempt is made at the call, not at the first poll:
+    /// a caller that also runs work of its own sends before starting it, so the other
+    /// shard starts at once.
+    pub fn send(&self, shard: ShardId, msg: M) -> impl std::future::Future<Output = Result<Sent, M>> + '_ {
+        let first = match self.senders.get(usize::from(shard)) {
+            None => Err(async_channel::TrySendError::Closed(msg)),
+            Some(s) => s.try_send(msg),
         };
-        self.sent.set(self.sent.get() + 1);
-        Ok(how)
+        async move {
+            let how = match first {
+                Ok(()) => Sent::Queued,
+                Err(async_channel::TrySendError::Closed(msg)) => return Err(msg),
+                Err(async_channel::TrySendError::Full(msg)) => {
+                    self.senders[usize::from(shard)].send(msg).await.map_err(|e| e.into_inner())?;
+                    Sent::Waited
+                }
+            };
+            self.sent.set(self.sent.get() + 1);
+            Ok(how)
+        }
     }
 }
