@@ -54,6 +54,8 @@ const RECOVERY_TIMEOUT: Duration = Duration::from_secs(60);
 const ROUTE_DEADLINE: Duration = Duration::from_secs(10);
 /// One forwarded request's round trip to the leader at most.
 const FORWARD_TTL: Duration = Duration::from_secs(5);
+/// Controller connection closes waiting for the request loop.
+const CLOSED_QUEUE: usize = 1024;
 /// Pause between attempts to reach a leader.
 const ROUTE_RETRY: Duration = Duration::from_millis(50);
 
@@ -127,7 +129,9 @@ fn run_thread(
         let heartbeats = forwarded.clone();
         // Closes of controller connections (`rpc_server.rs`): a crashed broker's is fenced
         // without waiting out its session timeout (`Liveness::on_connection_closed`).
-        let (closed_tx, closed) = async_channel::unbounded::<ConnectionClosed>();
+        // Bounded: a flood of connections closing waits for the request loop (each closing
+        // connection's task awaits room; nothing the loop waits for needs those tasks).
+        let (closed_tx, closed) = async_channel::bounded::<ConnectionClosed>(CLOSED_QUEUE);
         let raft = match boot(&cfg, directory_id, &publisher, forwarded, closed_tx).await {
             Ok(raft) => raft,
             Err(e) => {
