@@ -12,7 +12,7 @@
 #   CONTROLLER_SEEDS   quorum simulation seeds (controller/simulation.rs; ~3.6 s each
 #                      in a debug build on 2 cores)                                 1000
 #   REPLICATION_SEEDS  seeds per replication configuration (replication/simulation.rs,
-#                      each of its 6 configurations; ~10 ms each)                 1500
+#                      each of its 7 configurations; ~10 ms each)                 1300
 #   TXN_SEEDS          transaction simulation seeds (txn/simulation.rs)             2000
 #   STORAGE_CASES      proptest cases of each storage-fault property (partition/fault_tests.rs,
 #                      storage/truncate_tests.rs)                                   1000
@@ -25,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 CONTROLLER_SEEDS="${CONTROLLER_SEEDS:-1000}"
-REPLICATION_SEEDS="${REPLICATION_SEEDS:-1500}"
+REPLICATION_SEEDS="${REPLICATION_SEEDS:-1300}"
 TXN_SEEDS="${TXN_SEEDS:-2000}"
 STORAGE_CASES="${STORAGE_CASES:-1000}"
 profile=()
