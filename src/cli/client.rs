@@ -4,7 +4,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::RequestHeader;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
@@ -18,10 +18,23 @@ pub struct Client {
 }
 
 impl Client {
+    /// Connects to the first address of `bootstrap` that answers: one `host:port`, or a
+    /// comma-separated list as Kafka's tools take for `--bootstrap-server`.
     pub fn connect(bootstrap: &str) -> anyhow::Result<Client> {
-        let stream = TcpStream::connect(bootstrap).with_context(|| format!("cannot connect to {bootstrap}"))?;
-        stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-        Ok(Client { stream, correlation_id: 0 })
+        let mut failures = Vec::new();
+        for addr in bootstrap.split(',').map(str::trim).filter(|a| !a.is_empty()) {
+            match TcpStream::connect(addr) {
+                Ok(stream) => {
+                    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+                    return Ok(Client { stream, correlation_id: 0 });
+                }
+                Err(e) => failures.push(format!("{addr}: {e}")),
+            }
+        }
+        if failures.is_empty() {
+            bail!("no bootstrap address given");
+        }
+        bail!("cannot connect to {}", failures.join("; "))
     }
 
     /// Sends `req` at `version` and decodes the response.
@@ -63,5 +76,23 @@ impl Client {
             }
         }
         R::Response::decode(&mut buf, version)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Client;
+
+    #[test]
+    fn connects_to_the_first_address_of_a_list_that_answers() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let up = listener.local_addr().expect("addr");
+        // A port nobody listens on (bound, then closed).
+        let down = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr");
+        let client = Client::connect(&format!("{down}, {up}")).expect("the second address answers");
+        assert_eq!(client.stream.peer_addr().expect("peer"), up);
+        let err = Client::connect(&down.to_string()).err().expect("nothing answers").to_string();
+        assert!(err.contains(&down.to_string()), "{err}");
+        assert!(Client::connect(" , ").is_err());
     }
 }

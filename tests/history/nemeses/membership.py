@@ -119,10 +119,8 @@ class Decommission(Nemesis):
             ctx.record("info", action="decommission", error=f"{len(live)} live brokers: none to spare")
             return None
         victim = ctx.rng.choice(live)
-        # The commands take one address; the admin client below takes the list.
         bootstrap = ctx.live_bootstrap(but=victim.node_id)
-        via = bootstrap.split(",")[0]
-        cmd = [str(ctx.cluster.binary), "cluster", "decommission", str(victim.node_id), "--bootstrap", via,
+        cmd = [str(ctx.cluster.binary), "cluster", "decommission", str(victim.node_id), "--bootstrap", bootstrap,
                "--wait", "--timeout-s", str(int(3 * ctx.bound_s))]
         ctx.record("ok", action="decommission", node=victim.node_id)
         drain = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -151,7 +149,7 @@ class Decommission(Nemesis):
         bootstrap = ctx.live_bootstrap()
         poll(lambda: node.node_id in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).brokers,
              ctx.bound_s, step_s=0.5)
-        r = self._cli(ctx, "balance", "--bootstrap", bootstrap.split(",")[0], "--moves", "200", "--apply", "--format", "json",
+        r = self._cli(ctx, "balance", "--bootstrap", bootstrap, "--moves", "200", "--apply", "--format", "json",
                       timeout=ctx.bound_s)
         ctx.record("ok" if r.returncode == 0 else "info", action="balance", node=node.node_id,
                    output=(r.stdout or r.stderr)[-400:])
