@@ -346,9 +346,15 @@ impl LogWriter {
     /// offset, where acknowledged records may be by then: a failed removal takes the log
     /// offline (the broker halts) instead.
     pub async fn discard_unused_segment_file(&self, path: &std::path::Path) -> Result<(), StorageError> {
+        self.remove_or_go_offline(path, "removing an unused segment file").await
+    }
+
+    /// Removes a file the log must not find again at recovery; a failure takes the log
+    /// offline (see `discard_unused_segment_file`, `on_write_failure`).
+    async fn remove_or_go_offline(&self, path: &std::path::Path, what: &str) -> Result<(), StorageError> {
         let removed = remove_file(path).await;
         if let Err(e) = &removed {
-            self.offline_after_failed("removing an unused segment file", e);
+            self.offline_after_failed(what, e);
         }
         removed
     }
@@ -699,8 +705,7 @@ impl LogWriter {
             // the segment before it at its base offset, where acknowledged records written
             // after the rollback may be: the log goes offline (the broker halts) instead.
             for path in [dir.join(log_file_name(seg.base_offset)), snapshot_path(&dir, seg.base_offset)] {
-                if let Err(e) = remove_file(&path).await {
-                    self.offline_after_failed("removing a rolled-back segment's file", &e);
+                if self.remove_or_go_offline(&path, "removing a rolled-back segment's file").await.is_err() {
                     return;
                 }
             }
