@@ -9,6 +9,7 @@
 //! - `topic_config.rs`     typed topic configs resolved against broker defaults
 //! - `config_defs.rs`      broker and group config definitions (types, docs, dynamic keys)
 //! - `shard_load.rs`       leaders and replicas per broker and shard (admin listener, `cluster status`)
+//! - `replica_role.rs`     what a broker's replica is for a partition; re-roling an open one
 //! - `shard_partitions.rs` one shard's partitions and applied image; the metadata barrier
 //! - `router.rs`           run a request's operations on their owning shards (local, or one
 //!   mesh message per other shard); `router_tests.rs` runs it on two real shards
@@ -19,6 +20,7 @@ pub mod config_defs;
 pub mod coordinator_placement;
 pub mod features;
 pub mod image;
+pub mod replica_role;
 pub mod router;
 #[cfg(test)]
 mod router_tests;

@@ -23,7 +23,7 @@ use futures::FutureExt;
 
 use super::image::{BrokerId, TopicMeta};
 use super::shard_partitions::ShardPartitions;
-use crate::partition::{AppendOutcome, FetchData, Partition, PartitionError, ProducerView, ReadLimit, WatchSignal};
+use crate::partition::{AppendOutcome, FetchData, Partition, PartitionError, ProducerView, ReadLimit, ReplicaRead, WatchSignal};
 use crate::record::Marker;
 use crate::runtime::mesh::{Mesh, Sent};
 use crate::runtime::ShardId;
@@ -105,14 +105,6 @@ pub enum OpOutput<Y> {
     ReplicaFetch(ReplicaRead),
     Producers(Vec<ProducerView>),
     Extension(Y),
-}
-
-/// What a follower's fetch reads on the leader.
-pub struct ReplicaRead {
-    pub data: FetchData,
-    /// KIP-320: (epoch, end offset) where the leader's log parts from the follower's, if
-    /// it does; then `data` is empty and the follower truncates first.
-    pub diverging: Option<(i32, i64)>,
 }
 
 /// Where a long poll waits from, per partition.
@@ -486,25 +478,15 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
             // Served from the follower map before this lookup (above).
             PartitionOp::FollowerFetch { .. } => Err(PartitionError::NotFollower),
             PartitionOp::ReplicaFetch { replica, replica_epoch, offset, last_fetched_epoch, limit } => {
-                p.check_online()?;
-                // Kafka's Partition.fetchRecords for a follower: a follower whose last
-                // epoch ends elsewhere here (or is unknown here) learns where to truncate,
-                // and its position is not recorded (its fetch offset is not valid yet).
-                if let Some(diverging) = crate::partition::divergence::diverging_epoch(last_fetched_epoch, offset, |e| p.epoch_end_offset(e)) {
-                    let data = FetchData { high_watermark: p.high_watermark(), log_start_offset: p.log_start_offset(), ..Default::default() };
-                    return Ok(OpOutput::ReplicaFetch(ReplicaRead { data, diverging: Some(diverging) }));
-                }
                 // KIP-903: a fetch from a process the metadata no longer names as that
                 // broker (it restarted since, or this leader has not learnt of the
                 // restart yet) is served but not counted: an ISR expansion or the high
                 // watermark must never rest on a previous process's position.
                 // A fenced one (stopping, or silent) is not eligible for the ISR either.
                 let current = self.partitions.image().brokers.get(&replica).filter(|b| !b.fenced).map(|b| super::image::broker_epoch(&b.incarnation));
-                if current == Some(replica_epoch) {
-                    p.record_follower_fetch(replica, offset, crate::runtime::now_ms());
-                }
-                let data = p.read_for_follower(offset, limit).await?;
-                Ok(OpOutput::ReplicaFetch(ReplicaRead { data, diverging: None }))
+                let counted = current == Some(replica_epoch);
+                let read = p.serve_replica_fetch(replica, counted, offset, last_fetched_epoch, limit, crate::runtime::now_ms()).await?;
+                Ok(OpOutput::ReplicaFetch(read))
             }
         }
     }

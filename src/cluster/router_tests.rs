@@ -52,6 +52,7 @@ async fn open_shard(dir: &Path, shard: ShardId, mesh: Mesh<ShardRequest<(), usiz
         min_insync_replicas: 1,
         max_producer_ids: 10_000,
         hold_high_watermark_below_min_isr: true,
+        checkpoint_high_watermark_periodically: true,
     };
     for topic in TOPICS {
         for i in (0..PARTITIONS).filter(|i| owner(*i) == shard) {

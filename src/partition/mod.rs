@@ -61,6 +61,6 @@ pub use producer_state::AbortedTxn;
 pub use read::{FetchData, ReadLimit, WatchSignal};
 pub use replay::Replayed;
 pub use replica_tracker::{BrokerId, ReplicaTracker};
-pub use replication::{Role, RoleState};
+pub use replication::{ReplicaRead, Role, RoleState};
 pub use state::{effective_flush, write_mode, Partition, PartitionSettings, SOLE_REPLICA};
 pub use transactions::ProducerView;

@@ -210,6 +210,14 @@ impl Partition {
         self.read_below(offset, limit, written).await
     }
 
+    /// Tests only: whole batches from `offset` below the written offset whatever the role
+    /// (the replication simulation compares replicas' logs).
+    #[cfg(test)]
+    pub(crate) async fn read_written(&self, offset: i64, limit: ReadLimit) -> Result<FetchData, PartitionError> {
+        let written = self.log.borrow().written_offset();
+        self.read_below(offset, limit, written).await
+    }
+
     /// A consumer's read from this replica as a follower (KIP-392): whole batches from
     /// `offset` below this replica's high watermark (what its leader told it the whole
     /// ISR has), so a consumer never sees more than on the leader.

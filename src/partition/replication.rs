@@ -17,6 +17,7 @@
 use futures::channel::oneshot;
 
 use super::error::PartitionError;
+use super::read::{FetchData, ReadLimit};
 use super::replica_tracker::{BrokerId, ReplicaTracker};
 use super::state::Partition;
 use crate::storage::leader_epoch_cache::UNDEFINED_EPOCH;
@@ -33,6 +34,14 @@ pub enum Role {
 pub enum RoleState {
     Leader { leader_epoch: i32, partition_epoch: i32, replicas: Vec<BrokerId>, isr: Vec<BrokerId> },
     Follower { leader_epoch: i32, leader: BrokerId },
+}
+
+/// What a follower's fetch reads on the leader.
+pub struct ReplicaRead {
+    pub data: FetchData,
+    /// KIP-320: (epoch, end offset) where the leader's log parts from the follower's, if
+    /// it does; then `data` is empty and the follower truncates first.
+    pub diverging: Option<(i32, i64)>,
 }
 
 /// An acks=all append waiting for the high watermark to reach `end_offset`.
@@ -212,6 +221,34 @@ impl Partition {
     pub fn forget_follower(&self, replica: BrokerId) {
         self.assert_on_shard();
         self.tracker.borrow_mut().reset_follower(replica);
+    }
+
+    /// The leader's half of a follower's fetch at `offset` (Kafka's Partition.fetchRecords
+    /// for a follower). A follower whose last epoch ends elsewhere here (or is unknown
+    /// here) learns where to truncate, and its position is not recorded (its fetch offset
+    /// is not valid yet). Otherwise its position is recorded when `counted` (KIP-903: the
+    /// caller found the fetch from the process the metadata names as that broker, not
+    /// fenced), which may move the high watermark, and the answer is read up to the
+    /// written offset.
+    pub async fn serve_replica_fetch(
+        &self,
+        replica: BrokerId,
+        counted: bool,
+        offset: i64,
+        last_fetched_epoch: i32,
+        limit: ReadLimit,
+        now_ms: i64,
+    ) -> Result<ReplicaRead, PartitionError> {
+        self.check_online()?;
+        if let Some(diverging) = super::divergence::diverging_epoch(last_fetched_epoch, offset, |e| self.epoch_end_offset(e)) {
+            let data = FetchData { high_watermark: self.high_watermark(), log_start_offset: self.log_start_offset(), ..Default::default() };
+            return Ok(ReplicaRead { data, diverging: Some(diverging) });
+        }
+        if counted {
+            self.record_follower_fetch(replica, offset, now_ms);
+        }
+        let data = self.read_for_follower(offset, limit).await?;
+        Ok(ReplicaRead { data, diverging: None })
     }
 
     /// A follower's high watermark from the leader's fetch response: min(`hw`, log end),

@@ -44,6 +44,10 @@ pub struct PartitionSettings {
     /// so every replica that left the ISR meanwhile holds everything below it and may lead
     /// (`controller/eligible_leaders.rs`).
     pub hold_high_watermark_below_min_isr: bool,
+    /// Saves the high watermark every `HW_CHECKPOINT_INTERVAL` in the background (true
+    /// on brokers; the replication simulation saves it on its own clock instead, so a
+    /// seed replays exactly).
+    pub checkpoint_high_watermark_periodically: bool,
 }
 
 /// The flush mode of a topic: the broker's `flush`, except that a topic whose
@@ -321,7 +325,9 @@ impl Partition {
             }
         });
         partition.maybe_increment_high_watermark();
-        super::hw_checkpoint::spawn_periodic(&partition);
+        if partition.settings.borrow().checkpoint_high_watermark_periodically {
+            super::hw_checkpoint::spawn_periodic(&partition);
+        }
         Ok(partition)
     }
 
@@ -437,6 +443,13 @@ impl Partition {
     #[cfg(test)]
     pub(crate) fn writer_running(&self) -> bool {
         self.writer.is_running()
+    }
+
+    /// Tests only: an append holds the append lock (between its checks and its staging:
+    /// a roll or an epoch save may be under way).
+    #[cfg(test)]
+    pub(crate) fn appending(&self) -> bool {
+        self.append_lock.available() == 0
     }
 
     pub fn is_offline(&self) -> bool {

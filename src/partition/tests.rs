@@ -32,6 +32,7 @@ pub(crate) fn settings() -> PartitionSettings {
         max_producer_ids: 10_000,
         // Without KIP-966 unless a test turns it on (`replication_tests.rs`).
         hold_high_watermark_below_min_isr: false,
+        checkpoint_high_watermark_periodically: true,
     }
 }
 

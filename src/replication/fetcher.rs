@@ -23,6 +23,10 @@
 //! The partitions it serves are replaced by the manager (`set_partitions`) between rounds:
 //! an answer for a partition that has left this fetcher, or whose leader epoch moved while
 //! the request was out, is dropped.
+//!
+//! A round is `next_round` (what to ask), the leader connection's fetch, then `apply`. The
+//! replication simulation (`real_parts_simulation.rs`) drives the same two halves over its
+//! simulated network, on its simulated clock (`Fetcher::with_clock`).
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -59,8 +63,15 @@ fn leadership_retry_delay(errors: u32, backoff: Duration) -> Duration {
     LEADERSHIP_RETRY_FIRST.saturating_mul(1u32 << errors.saturating_sub(1).min(16)).min(backoff)
 }
 
+/// The clock back-offs run on: `Instant::now`, or the simulation's time.
+pub type Clock = Rc<dyn Fn() -> Instant>;
+
+/// One round's partitions, each with what is asked for it.
+pub type Round = Vec<(Rc<Partition>, PartitionFetch)>;
+
 pub struct Fetcher {
     leader: BrokerId,
+    clock: Clock,
     settings: FetcherSettings,
     partitions: Rc<ShardPartitions>,
     followed: RefCell<HashMap<(String, i32), Followed>>,
@@ -72,7 +83,11 @@ pub struct Fetcher {
 
 impl Fetcher {
     pub fn new(leader: BrokerId, settings: FetcherSettings, partitions: Rc<ShardPartitions>) -> Rc<Fetcher> {
-        Rc::new(Fetcher { leader, settings, partitions, followed: RefCell::new(HashMap::new()), rotation: Cell::new(0), stopped: Cell::new(false) })
+        Fetcher::with_clock(leader, settings, partitions, Rc::new(Instant::now))
+    }
+
+    pub fn with_clock(leader: BrokerId, settings: FetcherSettings, partitions: Rc<ShardPartitions>, clock: Clock) -> Rc<Fetcher> {
+        Rc::new(Fetcher { leader, clock, settings, partitions, followed: RefCell::new(HashMap::new()), rotation: Cell::new(0), stopped: Cell::new(false) })
     }
 
     pub fn leader(&self) -> BrokerId {
@@ -125,15 +140,8 @@ impl Fetcher {
                 }
             }
             let Some(c) = conn.as_mut() else { continue };
-            let shape = FetchShape {
-                replica_id: self.settings.node_id,
-                replica_epoch: self.settings.broker_epoch,
-                max_wait_ms: self.settings.max_wait_ms,
-                min_bytes: 1,
-                max_bytes: self.settings.response_max_bytes,
-            };
             let asked: Vec<PartitionFetch> = round.iter().map(|(_, f)| f.clone()).collect();
-            match c.fetch(shape, &asked).await {
+            match c.fetch(self.shape(), &asked).await {
                 Ok(resp) => self.apply(round, resp).await,
                 Err(e) => {
                     conn = None;
@@ -162,9 +170,20 @@ impl Fetcher {
         Ok(c)
     }
 
+    /// The request's own fields (this replica, its broker epoch, the limits).
+    pub fn shape(&self) -> FetchShape {
+        FetchShape {
+            replica_id: self.settings.node_id,
+            replica_epoch: self.settings.broker_epoch,
+            max_wait_ms: self.settings.max_wait_ms,
+            min_bytes: 1,
+            max_bytes: self.settings.response_max_bytes,
+        }
+    }
+
     /// The partitions to fetch this round (not backing off), rotated, with what to ask.
-    fn next_round(&self) -> Vec<(Rc<Partition>, PartitionFetch)> {
-        let now = Instant::now();
+    pub fn next_round(&self) -> Round {
+        let now = (self.clock)();
         let mut followed = self.followed.borrow_mut();
         let mut round: Vec<(Rc<Partition>, PartitionFetch)> = Vec::with_capacity(followed.len());
         for f in followed.values_mut() {
@@ -199,7 +218,7 @@ impl Fetcher {
 
     fn back_off(&self, p: &Partition) {
         if let Some(f) = self.followed.borrow_mut().get_mut(&(p.topic.clone(), p.index)) {
-            f.backoff_until = Some(Instant::now() + self.settings.backoff);
+            f.backoff_until = Some((self.clock)() + self.settings.backoff);
         }
     }
 
@@ -207,7 +226,7 @@ impl Fetcher {
     fn back_off_leadership(&self, p: &Partition) {
         if let Some(f) = self.followed.borrow_mut().get_mut(&(p.topic.clone(), p.index)) {
             f.leadership_errors = f.leadership_errors.saturating_add(1);
-            f.backoff_until = Some(Instant::now() + leadership_retry_delay(f.leadership_errors, self.settings.backoff));
+            f.backoff_until = Some((self.clock)() + leadership_retry_delay(f.leadership_errors, self.settings.backoff));
         }
     }
 
@@ -220,7 +239,7 @@ impl Fetcher {
     /// How long to wait when every partition backs off: until the first is due, at most the
     /// full back-off.
     fn idle_for(&self) -> Duration {
-        let now = Instant::now();
+        let now = (self.clock)();
         let first = self.followed.borrow().values().filter_map(|f| f.backoff_until).min();
         first.map_or(self.settings.backoff, |t| t.saturating_duration_since(now)).min(self.settings.backoff)
     }
@@ -232,7 +251,7 @@ impl Fetcher {
     }
 
     /// Applies each partition's answer (concurrently: their logs write independently).
-    async fn apply(&self, round: Vec<(Rc<Partition>, PartitionFetch)>, resp: FetchResponse) {
+    pub async fn apply(&self, round: Round, resp: FetchResponse) {
         if resp.error_code != 0 {
             tracing::warn!(shard = self.partitions.shard(), leader = self.leader, error_code = resp.error_code, "replica fetch refused as a whole");
             for (p, _) in &round {

@@ -121,6 +121,6 @@ pub(crate) fn not_applied(e: &AlterPartitionError) -> bool {
 }
 
 /// `p` still leads in the epochs the proposal of `isr` was made in, with it pending.
-fn still_pending(p: &Partition, leader_epoch: i32, partition_epoch: i32, isr: &[i32]) -> bool {
+pub(crate) fn still_pending(p: &Partition, leader_epoch: i32, partition_epoch: i32, isr: &[i32]) -> bool {
     p.is_leader() && p.leader_epoch() == leader_epoch && p.partition_epoch() == partition_epoch && p.tracker_snapshot().pending.is_some_and(|c| c.isr == isr)
 }

@@ -10,6 +10,11 @@
 //! - `fetcher_manager.rs`   which fetcher pulls which followed partition on a shard
 //! - `isr.rs`               the leader's ISR shrink/expand proposals (AlterPartition)
 //! - `settings.rs`          the replica.fetch.* settings
+//! - `simulation.rs`        (tests) a seeded model of replication: the real decisions
+//!   (tracker, divergence, epoch cache, the controller's apply) on in-memory logs, cheap
+//!   enough for 10,000s of seeds
+//! - `real_parts_simulation.rs` (tests) the same scenario on the real partitions, files,
+//!   fetchers and replica-fetch serving, over a simulated network and clock
 //!
 //! The leader's half of a follower fetch is `server/handlers/replica_fetch.rs` (a Kafka
 //! request) with the partition operation `PartitionOp::ReplicaFetch` (cluster/router.rs);
@@ -21,8 +26,12 @@ pub mod fetcher_manager;
 pub mod isr;
 pub mod leader_connection;
 pub mod peer_connection;
+#[cfg(test)]
+mod real_parts_simulation;
 mod sasl_exchange;
 pub mod settings;
+#[cfg(test)]
+mod sim_controller;
 #[cfg(test)]
 mod simulation;
 

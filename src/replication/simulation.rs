@@ -19,6 +19,11 @@
 //! - `isr::check_interval` for the ISR loop's period, `isr::not_applied` for which
 //!   refusals drop a pending ISR change.
 //!
+//! `real_parts_simulation.rs` runs the same scenario on the real parts (partitions on
+//! files, fetchers, the replica-fetch serving and the lifecycle's re-roling), fewer seeds
+//! at a higher cost each; this model stays for the cheap seeds in their thousands and for
+//! what it measures beyond the real code (the findings' oracles below).
+//!
 //! The glue is modelled step by step on the real brokers (each function below names the
 //! code it follows): `Partition::append` (NOT_ENOUGH_REPLICAS before appending, the
 //! acknowledgement once the high watermark passes the batch and the leader's own write is
@@ -92,11 +97,14 @@ use std::collections::BTreeMap;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use crate::cluster::image::{broker_epoch, BrokerId, BrokerMeta, MetadataImage, PartitionMeta, ReplicaMeta, NO_LEADER};
-use crate::controller::sim_api::{apply, Applied, Command, Rejection};
+use crate::cluster::image::{broker_epoch, BrokerId, PartitionMeta, NO_LEADER};
+use crate::controller::sim_api::{Applied, Command, Rejection};
 use crate::partition::divergence::{diverging_epoch, truncation_offset};
 use crate::partition::{ReplicaTracker, Role};
 use crate::replication::isr::{check_interval, not_applied};
+use crate::replication::sim_controller::{
+    broker_meta, incarnation_bytes, Published, SimController, SimNetwork, ALTER_RETRY_MS, CONTROLLER, FETCH_BACKOFF_MS, LAG_MS, REQUEST_TIMEOUT_MS, TICK_MS,
+};
 use crate::storage::leader_epoch_cache::{EpochEntry, LeaderEpochCache, UNDEFINED_EPOCH};
 
 /// A trace line, formatted only when tracing (a failed seed runs again with it on).
@@ -109,17 +117,6 @@ macro_rules! trace {
     };
 }
 
-const TICK_MS: u64 = 10;
-const TOPIC: &str = "t";
-const TOPIC_ID: [u8; 16] = [7; 16];
-/// replica_lag_time_max_ms, as tests set it low.
-const LAG_MS: u64 = 300;
-const SESSION_TIMEOUT_MS: u64 = 450;
-/// A request with no answer by then is given up (the connection's request timeout).
-const REQUEST_TIMEOUT_MS: u64 = 200;
-const FETCH_BACKOFF_MS: u64 = 50;
-/// isr.rs RETRY_BACKOFF.
-const ALTER_RETRY_MS: u64 = 200;
 /// At most this many batches per fetch answer.
 const FETCH_MAX_BATCHES: usize = 8;
 
@@ -227,19 +224,6 @@ enum Msg {
         incarnation: u64,
     },
 }
-
-/// A message in flight to `to` (`CONTROLLER` for the controller), for the process
-/// incarnation `incarnation` of the receiver (a restarted process has new connections:
-/// what was sent to the old one is gone).
-struct InFlight {
-    at: u64,
-    seq: u64,
-    to: BrokerId,
-    incarnation: u64,
-    msg: Msg,
-}
-
-const CONTROLLER: BrokerId = -100;
 
 struct Waiter {
     end: i64,
@@ -520,14 +504,9 @@ pub struct Sim {
     cfg: SimConfig,
     rng: StdRng,
     now: u64,
-    seq: u64,
-    queue: Vec<InFlight>,
+    net: SimNetwork<Msg>,
     replicas: Vec<Replica>,
-    image: MetadataImage,
-    index: u64,
-    last_heartbeat: BTreeMap<BrokerId, u64>,
-    /// When the last metadata delivery to each broker is due (they arrive in order).
-    meta_clock: BTreeMap<BrokerId, u64>,
+    controller: SimController,
     next_payload: u64,
     next_alter: u64,
     next_request: u64,
@@ -549,44 +528,15 @@ pub struct Sim {
     full_check_due: bool,
 }
 
-/// A broker process's incarnation id. The counter goes in the first 8 bytes: the broker
-/// epoch (`broker_epoch`, KIP-903's check in fetches and AlterPartition) is read from them,
-/// as from a real process's random id. (It was in the last 8: every incarnation of a
-/// broker then had one broker epoch and the check never refused anything here, which let
-/// kills-only seeds 45, 57 and 111 of 300 report finding 1.)
-fn incarnation_bytes(id: BrokerId, incarnation: u64) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    b[..8].copy_from_slice(&incarnation.to_be_bytes());
-    b[8..12].copy_from_slice(&id.to_be_bytes());
-    b
-}
-
-fn broker_meta(id: BrokerId, incarnation: u64) -> BrokerMeta {
-    BrokerMeta {
-        id,
-        incarnation: incarnation_bytes(id, incarnation),
-        host: "sim".into(),
-        port: 9092,
-        rack: None,
-        shard_count: 1,
-        listeners: Vec::new(),
-        fenced: false,
-    }
-}
-
 impl Sim {
     pub fn new(seed: u64, cfg: SimConfig) -> Sim {
         let mut sim = Sim {
             cfg,
             rng: StdRng::seed_from_u64(seed),
             now: 0,
-            seq: 0,
-            queue: Vec::new(),
+            net: SimNetwork::new(),
             replicas: (0..cfg.rf as BrokerId).map(|id| Replica::new(id, cfg.min_isr)).collect(),
-            image: MetadataImage::default(),
-            index: 0,
-            last_heartbeat: BTreeMap::new(),
-            meta_clock: BTreeMap::new(),
+            controller: SimController::new(cfg.rf, cfg.min_isr),
             next_payload: 1,
             next_alter: 1,
             next_request: 0,
@@ -602,17 +552,12 @@ impl Sim {
             stop: false,
             full_check_due: false,
         };
-        for id in 0..cfg.rf as BrokerId {
-            let registered =
-                sim.command(Command::RegisterBroker { broker: broker_meta(id, 1), unclean_default: false, min_isr_default: 0, clean_shutdown_of: None });
-            assert!(registered.is_ok(), "{registered:?}");
-            sim.last_heartbeat.insert(id, 0);
+        // Every broker hears of the partition as created.
+        if let Some(m) = sim.controller.meta().cloned() {
+            for b in 0..cfg.rf as BrokerId {
+                sim.send_metadata(b, m.clone());
+            }
         }
-        let replicas = vec![(0..cfg.rf as BrokerId).map(|b| ReplicaMeta { broker: b, shard: 0 }).collect()];
-        // The topic's min.insync.replicas, which the controller's KIP-966 rules read too.
-        let configs = [(crate::cluster::topic_config::MIN_INSYNC_REPLICAS.to_string(), cfg.min_isr.to_string())].into();
-        let created = sim.command(Command::CreateTopic { name: TOPIC.into(), topic_id: TOPIC_ID, shards: vec![0], replicas, configs });
-        assert!(created.is_ok(), "{created:?}");
         sim
     }
 
@@ -622,7 +567,7 @@ impl Sim {
     }
 
     fn meta(&self) -> Option<&PartitionMeta> {
-        self.image.topics.get(TOPIC).and_then(|t| t.partition(0))
+        self.controller.meta()
     }
 
     fn send(&mut self, to: BrokerId, msg: Msg, max_delay_ms: u64) {
@@ -642,52 +587,31 @@ impl Sim {
             // still serves it), a client's retry. Answers are never duplicated: each
             // connection has one request in flight, read once.
             let late = self.now + self.rng.random_range(1..=4 * max_delay_ms.max(1));
-            self.seq += 1;
-            self.queue.push(InFlight { at: late, seq: self.seq, to, incarnation, msg: msg.clone() });
+            self.net.push(late, to, incarnation, msg.clone());
         }
-        self.seq += 1;
-        self.queue.push(InFlight { at, seq: self.seq, to, incarnation, msg });
+        self.net.push(at, to, incarnation, msg);
     }
 
     /// The controller applies `cmd` (the real `apply`); a change of the partition goes
     /// to every broker, delayed, in order.
     fn command(&mut self, cmd: Command) -> Result<Applied, Rejection> {
-        let before = self.meta().cloned();
-        let brokers_before = self.brokers_in_image();
-        self.index += 1;
-        let text = cmd.to_string();
-        let (resp, _deltas) = apply(&mut self.image, self.index, &cmd);
-        let after = self.meta().cloned();
-        if let Some(m) = &after {
-            if before.as_ref() != Some(m) || brokers_before != self.brokers_in_image() {
-                trace!(self, "controller: {text} -> leader {} epochs {}/{} isr {:?}", m.leader, m.leader_epoch, m.partition_epoch, m.isr);
-                if before.as_ref().is_some_and(|b| b.leader != m.leader) {
-                    self.stats.elections += 1;
-                }
-                for b in 0..self.cfg.rf as BrokerId {
-                    self.send_metadata(b, m.clone());
-                }
+        let (resp, published) = self.controller.command(cmd);
+        if let Some(Published { text, meta: m, leader_changed }) = published {
+            trace!(self, "controller: {text} -> leader {} epochs {}/{} isr {:?}", m.leader, m.leader_epoch, m.partition_epoch, m.isr);
+            if leader_changed {
+                self.stats.elections += 1;
+            }
+            for b in 0..self.cfg.rf as BrokerId {
+                self.send_metadata(b, m.clone());
             }
         }
-        resp.0
-    }
-
-    /// Every broker's (incarnation, fenced) in the controller's image, by broker id.
-    fn brokers_in_image(&self) -> Vec<(u64, bool)> {
-        (0..self.cfg.rf as BrokerId)
-            .map(|b| self.image.brokers.get(&b).map_or((0, true), |m| (u64::from_be_bytes(m.incarnation[..8].try_into().expect("8 bytes")), m.fenced)))
-            .collect()
+        resp
     }
 
     fn send_metadata(&mut self, to: BrokerId, meta: PartitionMeta) {
-        // Usually prompt; sometimes a broker's metadata lags (its observer reconnecting).
-        let delay = if self.rng.random_bool(0.05) { self.rng.random_range(1..=600u64) } else { self.rng.random_range(1..=60u64) };
-        let at = (self.now + delay).max(self.meta_clock.get(&to).copied().unwrap_or(0));
-        self.meta_clock.insert(to, at);
         let incarnation = self.replicas[to as usize].incarnation;
-        self.seq += 1;
-        let brokers = self.brokers_in_image();
-        self.queue.push(InFlight { at, seq: self.seq, to, incarnation, msg: Msg::Metadata { meta, brokers } });
+        let brokers = self.controller.brokers();
+        self.net.push_metadata(&mut self.rng, self.now, to, incarnation, Msg::Metadata { meta, brokers });
     }
 
     pub fn run(&mut self) -> Result<(), String> {
@@ -717,10 +641,7 @@ impl Sim {
     }
 
     fn deliver(&mut self) {
-        loop {
-            let due = self.queue.iter().enumerate().filter(|(_, m)| m.at <= self.now).min_by_key(|(_, m)| (m.at, m.seq)).map(|(i, _)| i);
-            let Some(i) = due else { break };
-            let m = self.queue.swap_remove(i);
+        while let Some(m) = self.net.next_due(self.now) {
             if m.to == CONTROLLER {
                 self.controller_receive(m.msg);
                 continue;
@@ -731,9 +652,7 @@ impl Sim {
             }
             if let Some(until) = r.paused_until.filter(|t| *t > self.now) {
                 // Paused: it waits in the socket until the process runs again.
-                let mut m = m;
-                m.at = until;
-                self.queue.push(m);
+                self.net.delay(m, until);
                 continue;
             }
             self.broker_receive(m.to as usize, m.msg);
@@ -745,19 +664,8 @@ impl Sim {
     fn controller_receive(&mut self, msg: Msg) {
         match msg {
             Msg::Heartbeat { from, incarnation } => {
-                let Some(b) = self.image.brokers.get(&from) else { return };
-                if b.incarnation != incarnation_bytes(from, incarnation) {
-                    return;
-                }
-                let fenced = b.fenced;
-                self.last_heartbeat.insert(from, self.now);
-                if fenced {
-                    let _ = self.command(Command::UnfenceBroker {
-                        broker: from,
-                        incarnation: incarnation_bytes(from, incarnation),
-                        unclean_default: false,
-                        min_isr_default: 0,
-                    });
+                if let Some(unfence) = self.controller.heartbeat(from, incarnation, self.now) {
+                    let _ = self.command(unfence);
                 }
             }
             Msg::Alter { from, incarnation, leader_epoch, partition_epoch, isr, epochs, id, mut stale_adds, incarnations } => {
@@ -769,20 +677,8 @@ impl Sim {
                     }
                 }
                 let before = self.meta().map(|m| m.isr.clone()).unwrap_or_default();
-                let cmd = Command::AlterPartition {
-                    topic_id: TOPIC_ID,
-                    partition: 0,
-                    leader: from,
-                    leader_epoch,
-                    partition_epoch,
-                    new_isr: isr,
-                    new_isr_epochs: epochs,
-                };
-                let result = match self.command(cmd) {
-                    Ok(Applied::PartitionAltered(meta)) => Ok(meta),
-                    Ok(other) => panic!("AlterPartition applied as {other:?}"),
-                    Err(e) => Err(e),
-                };
+                let cmd = SimController::alter_partition(from, leader_epoch, partition_epoch, isr, epochs);
+                let result = SimController::altered(self.command(cmd));
                 if let Ok(meta) = &result {
                     self.stats.isr_changes += 1;
                     let stale: Vec<BrokerId> = stale_adds.into_iter().filter(|b| meta.isr.contains(b) && !before.contains(b)).collect();
@@ -807,17 +703,8 @@ impl Sim {
     }
 
     fn controller_tick(&mut self) {
-        // Session timeouts (the liveness check of the quorum leader).
-        let expired: Vec<(BrokerId, [u8; 16])> = self
-            .image
-            .brokers
-            .values()
-            .filter(|b| !b.fenced)
-            .filter(|b| self.now.saturating_sub(self.last_heartbeat.get(&b.id).copied().unwrap_or(0)) > SESSION_TIMEOUT_MS)
-            .map(|b| (b.id, b.incarnation))
-            .collect();
-        for (broker, incarnation) in expired {
-            let _ = self.command(Command::FenceBroker { broker, incarnation, unclean_default: false, min_isr_default: 0 });
+        for fence in self.controller.expired(self.now) {
+            let _ = self.command(fence);
         }
     }
 
@@ -910,7 +797,7 @@ impl Sim {
                 // Fixed by KIP-966 (a failure of the seed, `run_all`); chaos runs, beyond the
                 // fault budget, only count it.
             }
-            self.last_heartbeat.insert(id, self.now);
+            self.controller.registered(id, self.now);
             if let Some(m) = self.meta().cloned() {
                 self.send_metadata(id, m);
             }

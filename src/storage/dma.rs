@@ -194,7 +194,7 @@ pub fn sync_dir_blocking(dir: &Path) -> std::io::Result<()> {
 
 /// Removes a file; missing is fine.
 pub async fn remove_file(path: &Path) -> Result<()> {
-    if let Some(inj) = super::file::shard_fault_injector() {
+    if let Some(inj) = super::file::fault_injector_for(path) {
         inj.fail_remove(&format!("removing {}", path.display()))?;
     }
     let p = path.to_path_buf();

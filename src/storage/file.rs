@@ -118,6 +118,27 @@ pub struct SegmentWrite {
 thread_local! {
     /// The injector of this shard's files (None in production).
     static SHARD_INJECTOR: RefCell<Option<Rc<FaultInjector>>> = const { RefCell::new(None) };
+    /// Injectors of the files under one directory, before the shard's (tests that run
+    /// several simulated brokers on one thread give each its own disk).
+    static DIR_INJECTORS: RefCell<Vec<(std::path::PathBuf, Rc<FaultInjector>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Installs (or with None removes) the injector of every file opened under `dir` from now
+/// on, on this thread; it takes precedence over the shard's.
+pub fn set_dir_fault_injector(dir: &Path, injector: Option<Rc<FaultInjector>>) {
+    DIR_INJECTORS.with(|d| {
+        let mut d = d.borrow_mut();
+        d.retain(|(p, _)| p != dir);
+        if let Some(i) = injector {
+            d.push((dir.to_path_buf(), i));
+        }
+    });
+}
+
+/// The injector of a file at `path`: its directory's, else the shard's.
+pub fn fault_injector_for(path: &Path) -> Option<Rc<FaultInjector>> {
+    let by_dir = DIR_INJECTORS.with(|d| d.borrow().iter().find(|(dir, _)| path.starts_with(dir)).map(|(_, i)| i.clone()));
+    by_dir.or_else(shard_fault_injector)
 }
 
 /// Installs (or removes) the injector every file opened on this thread from now on uses.
@@ -356,7 +377,7 @@ impl SegmentFile {
     /// file is advised sequential (the kernel reads ahead further for consumers that
     /// catch up from older segments).
     pub async fn open_rw_as(path: &Path, role: FileRole, mode: WriteMode) -> Result<Rc<SegmentFile>> {
-        let injector = SHARD_INJECTOR.with(|i| i.borrow().clone());
+        let injector = fault_injector_for(path);
         if let Some(inj) = &injector {
             inj.check_alive("opening a file")?;
         }
@@ -381,7 +402,7 @@ impl SegmentFile {
 
     /// Opens an existing file read-only (O_DIRECT); `Ok(None)` when it does not exist.
     pub async fn open_existing(path: &Path, role: FileRole) -> Result<Option<Rc<SegmentFile>>> {
-        let injector = SHARD_INJECTOR.with(|i| i.borrow().clone());
+        let injector = fault_injector_for(path);
         if let Some(inj) = &injector {
             inj.check_alive("opening a file")?;
         }

@@ -9,6 +9,7 @@ use std::rc::Rc;
 
 use super::context::ShardContext;
 use crate::cluster::image::{BrokerId, MetadataDelta, MetadataImage, MetadataUpdate, PartitionMeta, TopicMeta};
+use crate::cluster::replica_role::{apply_role, replica_ids, role_on, RoleChange};
 use crate::cluster::topic_config::{TimestampType, TopicConfig};
 use crate::controller::ShardUpdates;
 use crate::partition::{effective_flush, write_mode, Partition, PartitionSettings, Role, RoleState};
@@ -50,6 +51,7 @@ impl ShardContext {
             min_insync_replicas: tc.min_insync_replicas,
             max_producer_ids: self.config.max_producer_ids_per_partition,
             hold_high_watermark_below_min_isr: image.features.elr_enabled(),
+            checkpoint_high_watermark_periodically: true,
         };
         (log, settings)
     }
@@ -68,20 +70,9 @@ impl ShardContext {
         }
     }
 
-    /// What this shard is for `meta`: its leader, a follower of its leader (`NO_LEADER`
-    /// while it has none), or nothing (the replica is on another shard or broker).
+    /// What this shard is for `meta` (`replica_role::role_on`).
     fn role_here(&self, meta: &PartitionMeta) -> Option<Role> {
-        let me = self.config.node_id;
-        let here = match meta.replica_on(me) {
-            Some(r) => r.shard == self.shard,
-            // Data written before brokers existed: the single node's, on `meta.shard`.
-            None => meta.replicas.is_empty() && meta.leader == me && meta.shard == self.shard,
-        };
-        match (here, meta.leader == me) {
-            (false, _) => None,
-            (true, true) => Some(Role::Leader),
-            (true, false) => Some(Role::Follower { leader: meta.leader }),
-        }
+        role_on(meta, self.config.node_id, self.shard)
     }
 
     /// The replica open here, led or followed.
@@ -123,8 +114,8 @@ impl ShardContext {
     /// (`become_follower`), so a deposed leader never acknowledges a write.
     fn sync_partition(&self, p: Rc<Partition>, meta: &PartitionMeta, role: Option<Role>) {
         let (topic, index) = (p.topic.clone(), p.index);
-        match (p.role(), role) {
-            (_, None) => {
+        match apply_role(&p, meta, role) {
+            RoleChange::Removed => {
                 // Reassigned away from this shard: stop (`sync_topic` deletes the files
                 // when this broker holds no replica any more).
                 self.partitions.remove(&topic, index);
@@ -132,30 +123,16 @@ impl ShardContext {
                 tracing::info!(shard = self.shard, topic, partition = index, "no longer a replica on this shard");
                 p.close();
             }
-            (Role::Leader, Some(Role::Leader)) => {
-                if meta.leader_epoch != p.leader_epoch() {
-                    p.become_leader(meta.leader_epoch, meta.partition_epoch, replica_ids(meta), meta.isr.clone());
-                } else if meta.partition_epoch > p.partition_epoch() {
-                    // The ISR, or the replicas (a reassignment adding some) changed.
-                    p.update_replicas_and_isr(meta.partition_epoch, replica_ids(meta), meta.isr.clone());
-                }
-            }
-            (Role::Leader, Some(Role::Follower { leader })) => {
+            RoleChange::Kept => {}
+            RoleChange::NowFollower => {
                 self.partitions.remove(&topic, index);
-                tracing::info!(shard = self.shard, topic, partition = index, leader, leader_epoch = meta.leader_epoch, "now a follower");
-                p.become_follower(meta.leader_epoch, leader);
+                tracing::info!(shard = self.shard, topic, partition = index, leader = meta.leader, leader_epoch = meta.leader_epoch, "now a follower");
                 self.partitions.insert_follower(p);
             }
-            (Role::Follower { .. }, Some(Role::Leader)) => {
+            RoleChange::NowLeader => {
                 self.partitions.remove_follower(&topic, index);
                 tracing::info!(shard = self.shard, topic, partition = index, leader_epoch = meta.leader_epoch, isr = ?meta.isr, "now the leader");
-                p.become_leader(meta.leader_epoch, meta.partition_epoch, replica_ids(meta), meta.isr.clone());
                 self.partitions.insert(p);
-            }
-            (Role::Follower { leader: before }, Some(Role::Follower { leader })) => {
-                if before != leader || meta.leader_epoch != p.leader_epoch() {
-                    p.become_follower(meta.leader_epoch, leader);
-                }
             }
         }
     }
@@ -338,10 +315,6 @@ impl ShardContext {
             }
         }
     }
-}
-
-fn replica_ids(meta: &PartitionMeta) -> Vec<BrokerId> {
-    meta.replicas.iter().map(|r| r.broker).collect()
 }
 
 /// Applies metadata updates as they arrive (several merged into one when this shard
