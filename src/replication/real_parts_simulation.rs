@@ -1045,16 +1045,21 @@ mod tests {
     use super::*;
 
     /// Seeds 1..=`default`, or 1..=`SHARDLOG_REAL_SIM_SEEDS`.
+    /// `SHARDLOG_REAL_SIM_FIRST` moves the first seed (to replay one: FIRST=N SEEDS=N).
     fn seeds(default: u64) -> std::ops::RangeInclusive<u64> {
-        let n = std::env::var("SHARDLOG_REAL_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(default);
-        1..=n
+        let env = |k: &str| std::env::var(k).ok().and_then(|s| s.parse::<u64>().ok());
+        env("SHARDLOG_REAL_SIM_FIRST").unwrap_or(1)..=env("SHARDLOG_REAL_SIM_SEEDS").unwrap_or(default)
     }
 
     fn run_all(cfg: RealSimConfig, default_seeds: u64) {
         crate::storage::testing::run(move |dir| async move {
             let mut total = RealSimStats::default();
             let mut failures = Vec::new();
+            let started = std::time::Instant::now();
             for seed in seeds(default_seeds) {
+                if seed % 50 == 0 {
+                    eprintln!("{}: seed {seed} after {:.0?}", if cfg.kills_only { "kills" } else { "power" }, started.elapsed());
+                }
                 match run_seed(seed, cfg, &dir.join("sim")).await {
                     Ok(s) => total.add(&s),
                     Err(e) => failures.push(e),

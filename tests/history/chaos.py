@@ -229,6 +229,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"chaos: the run failed before a history: {failure}", file=sys.stderr)
         return 3
     rep = check(w.h.ops)
+    drained, parts = rep.stats.get("drained", 0), rep.stats.get("partitions")
+    if failure is None and parts is not None and drained < parts:
+        # The final drain could not read every partition: their acknowledged writes went
+        # unchecked, and a cluster that cannot serve a read at the end is no clean run.
+        failure = (f"the final drain read {drained} of {parts} partitions "
+                   f"({rep.stats.get('acked_unchecked', 0)} acknowledged writes unchecked)")
     found = {k: len(v) for k, v in rep.anomalies.items() if v}
     fatal = {k: n for k, n in found.items() if k not in tolerated}
     summary = {"target": tgt, "seed": a.seed, "duration_s": a.duration, "workload": a.workload,
@@ -243,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
           f"output {out}", flush=True)
     for e in w.errors:
         print(f"chaos: workload error: {e}", file=sys.stderr)
+    if failure:
+        print(f"chaos: run failed: {failure}", file=sys.stderr)
     if failure or w.errors:
         return 3
     return 1 if fatal else 0
