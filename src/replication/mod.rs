@@ -14,7 +14,8 @@
 //!   (tracker, divergence, epoch cache, the controller's apply) on in-memory logs, cheap
 //!   enough for 10,000s of seeds
 //! - `real_parts_simulation.rs` (tests) the same scenario on the real partitions, files,
-//!   fetchers and replica-fetch serving, over a simulated network and clock
+//!   fetchers and replica-fetch serving, over a simulated network and clock (its seeds:
+//!   `real_parts_simulation_tests.rs`; what both share: `sim_controller.rs`)
 //!
 //! The leader's half of a follower fetch is `server/handlers/replica_fetch.rs` (a Kafka
 //! request) with the partition operation `PartitionOp::ReplicaFetch` (cluster/router.rs);
@@ -28,6 +29,8 @@ pub mod leader_connection;
 pub mod peer_connection;
 #[cfg(test)]
 mod real_parts_simulation;
+#[cfg(test)]
+mod real_parts_simulation_tests;
 mod sasl_exchange;
 pub mod settings;
 #[cfg(test)]
