@@ -31,6 +31,7 @@ pub mod context;
 pub mod coordinator;
 pub mod coordinator_records;
 pub mod expiry;
+pub mod flexible_records;
 pub mod membership;
 pub mod offsets;
 pub mod ops;

@@ -21,10 +21,13 @@
 //! Everything read back is bounded: every length and count is checked against the bytes
 //! that remain before anything is allocated.
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use uuid::Uuid;
 
 use super::group::Assignment;
 use crate::group::coordinator_records::{get_i16, get_i32, get_i64, get_str, put_str, RecordError};
+use crate::group::flexible_records::{
+    get_array_len, get_compact_nullable_str, get_compact_str, get_i8, get_tagged_fields, get_uuid, put_compact_nullable_str, put_compact_str, put_len,
+    put_uvarint,
+};
 
 pub const GROUP_METADATA_KEY_VERSION: i16 = 3;
 pub const MEMBER_METADATA_KEY_VERSION: i16 = 5;
@@ -35,8 +38,6 @@ pub const CURRENT_MEMBER_ASSIGNMENT_KEY_VERSION: i16 = 8;
 const VALUE_VERSION: i16 = 0;
 /// Tag of ConsumerGroupMetadataValue.MetadataHash.
 const METADATA_HASH_TAG: u32 = 0;
-/// Longest string read back (Kafka strings have an i16 length).
-const MAX_STR_BYTES: usize = i16::MAX as usize;
 
 /// ConsumerGroupMemberMetadataValue.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,33 +80,7 @@ pub enum ConsumerRecord {
     Ignored { key_version: i16 },
 }
 
-// -- flexible encoding ------------------------------------------------------------------
-
-fn put_uvarint(b: &mut BytesMut, mut v: u32) {
-    while v >= 0x80 {
-        b.put_u8((v as u8) | 0x80);
-        v >>= 7;
-    }
-    b.put_u8(v as u8);
-}
-
-/// Lengths written here come from bounded requests; capped so the +1 cannot overflow.
-fn put_len(b: &mut BytesMut, len: usize) {
-    put_uvarint(b, u32::try_from(len).unwrap_or(u32::MAX - 1).min(u32::MAX - 1) + 1);
-}
-
-fn put_compact_str(b: &mut BytesMut, s: &str) {
-    let len = s.len().min(MAX_STR_BYTES);
-    put_len(b, len);
-    b.put_slice(&s.as_bytes()[..len]);
-}
-
-fn put_compact_nullable_str(b: &mut BytesMut, s: Option<&str>) {
-    match s {
-        Some(s) => put_compact_str(b, s),
-        None => put_uvarint(b, 0),
-    }
-}
+// -- flexible encoding (helpers: group/flexible_records.rs) ---------------------------
 
 fn put_assignment(b: &mut BytesMut, a: &Assignment) {
     put_len(b, a.len());
@@ -117,84 +92,6 @@ fn put_assignment(b: &mut BytesMut, a: &Assignment) {
         }
         put_uvarint(b, 0); // no tagged fields
     }
-}
-
-fn get_uvarint(b: &mut Bytes) -> Result<u32, RecordError> {
-    let mut v: u32 = 0;
-    for i in 0..5 {
-        if !b.has_remaining() {
-            return Err(RecordError::Truncated);
-        }
-        let byte = b.get_u8();
-        v |= u32::from(byte & 0x7f) << (7 * i);
-        if byte & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
-    // More than 5 bytes: not a u32 varint.
-    Err(RecordError::Truncated)
-}
-
-fn get_compact_nullable_str(b: &mut Bytes) -> Result<Option<String>, RecordError> {
-    let n = get_uvarint(b)? as usize;
-    if n == 0 {
-        return Ok(None);
-    }
-    let len = n - 1;
-    if len > MAX_STR_BYTES || b.remaining() < len {
-        return Err(RecordError::Truncated);
-    }
-    String::from_utf8(b.split_to(len).to_vec()).map(Some).map_err(|_| RecordError::Utf8)
-}
-
-fn get_compact_str(b: &mut Bytes) -> Result<String, RecordError> {
-    get_compact_nullable_str(b)?.ok_or(RecordError::Truncated)
-}
-
-/// A compact array's element count, checked against what is left (each element takes at
-/// least `min_element_bytes`), so a garbage count never reserves memory.
-fn get_array_len(b: &mut Bytes, min_element_bytes: usize) -> Result<usize, RecordError> {
-    let n = get_uvarint(b)? as usize;
-    // Null arrays are not written for these fields; read as empty.
-    let len = n.saturating_sub(1);
-    if len > b.remaining() / min_element_bytes.max(1) {
-        return Err(RecordError::Truncated);
-    }
-    Ok(len)
-}
-
-fn get_i8(b: &mut Bytes) -> Result<i8, RecordError> {
-    if !b.has_remaining() {
-        return Err(RecordError::Truncated);
-    }
-    Ok(b.get_i8())
-}
-
-fn get_uuid(b: &mut Bytes) -> Result<Uuid, RecordError> {
-    if b.remaining() < 16 {
-        return Err(RecordError::Truncated);
-    }
-    let mut id = [0u8; 16];
-    b.copy_to_slice(&mut id);
-    Ok(Uuid::from_bytes(id))
-}
-
-/// Reads tagged fields, returning the value of `wanted` if present.
-fn get_tagged_fields(b: &mut Bytes, wanted: Option<u32>) -> Result<Option<Bytes>, RecordError> {
-    let count = get_uvarint(b)?;
-    let mut found = None;
-    for _ in 0..count {
-        let tag = get_uvarint(b)?;
-        let size = get_uvarint(b)? as usize;
-        if b.remaining() < size {
-            return Err(RecordError::Truncated);
-        }
-        let data = b.split_to(size);
-        if Some(tag) == wanted {
-            found = Some(data);
-        }
-    }
-    Ok(found)
 }
 
 fn get_assignment(b: &mut Bytes) -> Result<Assignment, RecordError> {
@@ -400,6 +297,7 @@ impl ConsumerRecord {
 mod tests {
     use super::*;
     use crate::group::coordinator_records::OffsetsRecord;
+    use uuid::Uuid;
 
     fn assignment(topic: u128, ps: &[i32]) -> Assignment {
         let mut a = Assignment::new();

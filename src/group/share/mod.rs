@@ -14,6 +14,10 @@
 //!   shard by the server, `server/share_sessions.rs`)
 //! - `share_partitions.rs` one shard's share-partitions: ShareFetch / ShareAcknowledge's
 //!   per-partition part (acknowledge, release, read the log, acquire), in memory
+//! - `state_batches.rs`    combining persisted state batches (the higher delivery count,
+//!   then state, wins), as Kafka's share coordinator does
+//! - `state_records.rs`    the records of `__share_group_state` (ShareSnapshot, ShareUpdate)
+//!   in Kafka's layout
 //!
 //! Served only while `share.version` >= 1 is finalized, which needs
 //! `unstable.feature.versions.enable` until the whole path is durable.
@@ -28,3 +32,5 @@ pub mod share_partition;
 pub mod share_partitions;
 pub mod share_session;
 pub mod simple_assignor;
+pub mod state_batches;
+pub mod state_records;
