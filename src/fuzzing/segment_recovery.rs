@@ -24,8 +24,28 @@ pub fn check(data: &[u8]) {
     let worker = WORKER.get_or_init(|| Mutex::new(start_worker()));
     let (reply, answer) = mpsc::sync_channel(1);
     worker.lock().unwrap_or_else(|e| e.into_inner()).send((data.to_vec(), reply)).expect("the recovery worker runs");
-    if let Err(why) = answer.recv().expect("the recovery worker answers") {
-        panic!("segment recovery: {why}");
+    match answer.recv_timeout(STALL) {
+        Ok(Ok(())) => {}
+        Ok(Err(why)) => panic!("segment recovery: {why}"),
+        Err(_) => {
+            print_every_threads_stack();
+            panic!("segment recovery stalled: no answer in {STALL:?}");
+        }
+    }
+}
+
+/// A recovery that has not answered in this long is stuck, not slow (inputs take well
+/// under a second even on a loaded machine). Shorter than the campaign's libFuzzer
+/// timeout, so the stuck worker's stack is seen, not only the waiting fuzzer thread's.
+const STALL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Every thread's stack, through gdb when it is installed (the worker's stack is what
+/// tells where recovery waits).
+fn print_every_threads_stack() {
+    let pid = std::process::id().to_string();
+    let gdb = std::process::Command::new("gdb").args(["-p", &pid, "-batch", "-ex", "thread apply all bt 40"]).status();
+    if let Err(e) = gdb {
+        eprintln!("segment recovery stalled; no stacks (gdb: {e})");
     }
 }
 

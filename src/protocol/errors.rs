@@ -106,6 +106,7 @@ impl ErrorCode {
     pub const UNSUPPORTED_ASSIGNOR: ErrorCode = ErrorCode(112);
     pub const STALE_MEMBER_EPOCH: ErrorCode = ErrorCode(113);
     pub const TRANSACTION_ABORTABLE: ErrorCode = ErrorCode(120);
+    pub const FENCED_STATE_EPOCH: ErrorCode = ErrorCode(124);
     pub const INVALID_REGULAR_EXPRESSION: ErrorCode = ErrorCode(128);
     pub const REBOOTSTRAP_REQUIRED: ErrorCode = ErrorCode(129);
 
@@ -211,6 +212,7 @@ mod tests {
             (ErrorCode::UNACCEPTABLE_CREDENTIAL, ResponseError::UnacceptableCredential),
             (ErrorCode::TRANSACTIONAL_ID_NOT_FOUND, ResponseError::TransactionalIdNotFound),
             (ErrorCode::INVALID_REGULAR_EXPRESSION, ResponseError::InvalidRegularExpression),
+            (ErrorCode::FENCED_STATE_EPOCH, ResponseError::FencedStateEpoch),
             (ErrorCode::REBOOTSTRAP_REQUIRED, ResponseError::RebootstrapRequired),
         ];
         for (ours, theirs) in pairs {

@@ -16,6 +16,8 @@
 //!   per-partition part (acknowledge, release, read the log, acquire), in memory
 //! - `state_batches.rs`    combining persisted state batches (the higher delivery count,
 //!   then state, wins), as Kafka's share coordinator does
+//! - `state_store.rs`      the share coordinator's state of one `__share_group_state`
+//!   partition: replay, and the records Initialize / Read / Write / Delete write
 //! - `state_records.rs`    the records of `__share_group_state` (ShareSnapshot, ShareUpdate)
 //!   in Kafka's layout
 //!
@@ -34,3 +36,4 @@ pub mod share_session;
 pub mod simple_assignor;
 pub mod state_batches;
 pub mod state_records;
+pub mod state_store;
