@@ -767,7 +767,9 @@ def coordinator_of(nodes, group: str) -> int | None:
     state = partition_state(nodes[0], "__consumer_offsets")
     if not state:
         return None
-    leader = state[(java_string_hash(group) & 0x7FFFFFFF) % len(state)][0]
+    h = java_string_hash(group)
+    # Kafka's Utils.abs: Math.abs, with -2**31 as 0 (not the sign-bit mask).
+    leader = state[(0 if h == -(1 << 31) else abs(h)) % len(state)][0]
     return leader if leader >= 0 else None
 
 
