@@ -48,7 +48,7 @@ mod retention;
 mod shutdown;
 mod state;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod transactions;
 #[cfg(test)]
 mod txn_tests;

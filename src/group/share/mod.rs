@@ -18,6 +18,9 @@
 //!   then state, wins), as Kafka's share coordinator does
 //! - `state_store.rs`      the share coordinator's state of one `__share_group_state`
 //!   partition: replay, and the records Initialize / Read / Write / Delete write
+//! - `state_coordinator.rs` the share coordinator on a shard: the stores of the
+//!   `__share_group_state` partitions it leads, loaded per leader epoch, each state API's
+//!   record appended with acks=all before it answers
 //! - `state_records.rs`    the records of `__share_group_state` (ShareSnapshot, ShareUpdate)
 //!   in Kafka's layout
 //!
@@ -35,5 +38,6 @@ pub mod share_partitions;
 pub mod share_session;
 pub mod simple_assignor;
 pub mod state_batches;
+pub mod state_coordinator;
 pub mod state_records;
 pub mod state_store;

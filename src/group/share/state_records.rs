@@ -45,6 +45,28 @@ pub struct SharePartitionKey {
     pub partition: i32,
 }
 
+impl SharePartitionKey {
+    /// The share coordinator's key, as FindCoordinator (key type SHARE) carries it and as its
+    /// `__share_group_state` partition is chosen (`coordinator_placement::partition_for`):
+    /// `group:topic_id:partition`, the topic id in Kafka's text form (URL-safe base64
+    /// without padding).
+    pub fn coordinator_key(&self) -> String {
+        use base64::Engine;
+        format!("{}:{}:{}", self.group_id, base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(self.topic_id.as_bytes()), self.partition)
+    }
+
+    /// The key back from its text: the last two `:`-separated parts are the topic id and
+    /// the partition, everything before them the group (which may hold `:`). None when it
+    /// does not parse (FindCoordinator answers INVALID_REQUEST).
+    pub fn parse_coordinator_key(key: &str) -> Option<SharePartitionKey> {
+        use base64::Engine;
+        let (rest, partition) = key.rsplit_once(':')?;
+        let (group_id, topic_id) = rest.rsplit_once(':')?;
+        let id: [u8; 16] = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(topic_id).ok()?.try_into().ok()?;
+        Some(SharePartitionKey { group_id: group_id.to_string(), topic_id: Uuid::from_bytes(id), partition: partition.parse().ok()? })
+    }
+}
+
 /// One persisted range of offsets with one delivery state and count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PersistedBatch {
@@ -307,6 +329,16 @@ mod tests {
         assert_eq!(&v[v.len() - 7..], &[1, 0, 4, 0, 0, 0, 6]);
         let (_, v) = ShareStateRecord::Snapshot { key: key(), value: Some(snapshot(-1)) }.encode();
         assert_eq!(v.unwrap().last(), Some(&0), "-1 is not written");
+    }
+
+    #[test]
+    fn coordinator_keys_as_kafka_writes_them() {
+        let k = SharePartitionKey { group_id: "a:b".into(), topic_id: Uuid::from_bytes([0; 16]), partition: 12 };
+        assert_eq!(k.coordinator_key(), "a:b:AAAAAAAAAAAAAAAAAAAAAA:12");
+        assert_eq!(SharePartitionKey::parse_coordinator_key(&k.coordinator_key()), Some(k));
+        for bad in ["", "g", "g:AAAAAAAAAAAAAAAAAAAAAA", "g:AAAA:1", "g:AAAAAAAAAAAAAAAAAAAAAA:x", "g:!!!!!!!!!!!!!!!!!!!!!!:1"] {
+            assert_eq!(SharePartitionKey::parse_coordinator_key(bad), None, "{bad}");
+        }
     }
 
     #[test]
