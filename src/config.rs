@@ -370,6 +370,21 @@ impl Config {
         if self.transaction_state_log_replication_factor < 1 {
             return bad("transaction_state_log_replication_factor", "must be at least 1");
         }
+        if self.share_coordinator_state_topic_num_partitions < 1 {
+            return bad("share_coordinator_state_topic_num_partitions", "must be at least 1");
+        }
+        if self.share_coordinator_state_topic_replication_factor < 1 {
+            return bad("share_coordinator_state_topic_replication_factor", "must be at least 1");
+        }
+        if self.share_coordinator_state_topic_min_isr < 1 {
+            return bad("share_coordinator_state_topic_min_isr", "must be at least 1");
+        }
+        if self.share_coordinator_state_topic_segment_bytes < 14 {
+            return bad("share_coordinator_state_topic_segment_bytes", "must be at least 14");
+        }
+        if self.share_coordinator_snapshot_update_records_per_snapshot > 500 {
+            return bad("share_coordinator_snapshot_update_records_per_snapshot", "must be at most 500 (Kafka's range is 0 to 500)");
+        }
         if self.transaction_max_timeout_ms < 1 {
             return bad("transaction_max_timeout_ms", "must be at least 1");
         }

@@ -18,8 +18,9 @@
 //!   producer.id.expiration.check.interval.ms: verification is always on; expiry runs
 //!   with the transaction coordinator's cleanup and the retention check;
 //! - group.share.* (but group.share.max.share.sessions), group.streams.*,
-//!   share.coordinator.*: no streams groups; share groups are in progress and keep no
-//!   share-coordinator state yet;
+//!   share.coordinator.* (but the state topic's and the snapshot interval): no streams
+//!   groups; share groups are in progress (the share coordinator's threads, timeouts and
+//!   pruning intervals are not settings here);
 //! - num.io.threads, num.network.threads, background.threads, num.recovery.threads.*,
 //!   log.cleaner.threads, group.coordinator.threads: thread-per-core, one shard per core;
 //! - log.retention.hours/minutes, log.roll.hours, log.roll.jitter.*: shardlog has only the
@@ -201,6 +202,11 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     def(&key::producer_id_expiration_ms, None),
     def(&key::queued_max_request_bytes, None),
     def(&key::replica_lag_time_max_ms, None),
+    def(&key::share_coordinator_snapshot_update_records_per_snapshot, None),
+    def(&key::share_coordinator_state_topic_min_isr, None),
+    def(&key::share_coordinator_state_topic_num_partitions, None),
+    def(&key::share_coordinator_state_topic_replication_factor, None),
+    def(&key::share_coordinator_state_topic_segment_bytes, None),
     def(&key::socket_request_max_bytes, None),
     def(&key::transaction_abort_timed_out_transaction_cleanup_interval_ms, None),
     def(&key::transaction_max_timeout_ms, None),

@@ -391,6 +391,16 @@ config_keys! {
     static transaction_state_log_min_isr: i32 = 2, kafka = "transaction.state.log.min.isr" as Int;
     /// Segment size of `__transaction_state`.
     static transaction_state_log_segment_bytes: i32 = 104_857_600, kafka = "transaction.state.log.segment.bytes" as Int;
+    /// Partitions of `__share_group_state` (created when the first share-coordinator key is looked up).
+    static share_coordinator_state_topic_num_partitions: i32 = 50, kafka = "share.coordinator.state.topic.num.partitions" as Int;
+    /// Replicas of `__share_group_state`, at most the brokers registered when it is created.
+    static share_coordinator_state_topic_replication_factor: i16 = 3, kafka = "share.coordinator.state.topic.replication.factor" as Short;
+    /// The min.insync.replicas of `__share_group_state`, capped by its replicas.
+    static share_coordinator_state_topic_min_isr: i32 = 2, kafka = "share.coordinator.state.topic.min.isr" as Int;
+    /// Segment size of `__share_group_state`.
+    static share_coordinator_state_topic_segment_bytes: i32 = 104_857_600, kafka = "share.coordinator.state.topic.segment.bytes" as Int;
+    /// Updates of a share-partition's state between two whole snapshots of it in `__share_group_state` (0 to 500).
+    static share_coordinator_snapshot_update_records_per_snapshot: u32 = 500, kafka = "share.coordinator.snapshot.update.records.per.snapshot" as Int;
     /// The longest transaction.timeout.ms a producer may ask for (longer: INVALID_TRANSACTION_TIMEOUT).
     static transaction_max_timeout_ms: i32 = 900_000, kafka = "transaction.max.timeout.ms" as Int;
     /// The longest pause between tries of a transactional produce's verification while its coordinator ends the previous transaction.

@@ -116,6 +116,21 @@ impl ErrorCode {
         self.0
     }
 
+    /// What a coordinator (transactions, share-group state) answers when appending its
+    /// record to its partition failed with `self`, as Kafka's coordinators map it: the
+    /// partition unavailable or short of replicas is COORDINATOR_NOT_AVAILABLE, leadership
+    /// or the disk lost is NOT_COORDINATOR, anything else UNKNOWN_SERVER_ERROR.
+    pub fn from_coordinator_append(self) -> ErrorCode {
+        match self {
+            ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
+            | ErrorCode::NOT_ENOUGH_REPLICAS
+            | ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            | ErrorCode::REQUEST_TIMED_OUT => ErrorCode::COORDINATOR_NOT_AVAILABLE,
+            ErrorCode::NOT_LEADER_OR_FOLLOWER | ErrorCode::KAFKA_STORAGE_ERROR => ErrorCode::NOT_COORDINATOR,
+            _ => ErrorCode::UNKNOWN_SERVER_ERROR,
+        }
+    }
+
     #[inline]
     pub const fn is_none(self) -> bool {
         self.0 == 0

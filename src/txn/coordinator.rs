@@ -580,16 +580,8 @@ async fn write_state(p: &Rc<Partition>, id: &str, meta: Option<&TxnMetadata>) ->
     match p.append(batch, -1).await {
         Ok(_) => Ok(()),
         Err(e) => {
-            let code = ErrorCode::from(&e);
             tracing::warn!(partition = p.index, error = %e, "append to __transaction_state failed");
-            Err(match code {
-                ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
-                | ErrorCode::NOT_ENOUGH_REPLICAS
-                | ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                | ErrorCode::REQUEST_TIMED_OUT => ErrorCode::COORDINATOR_NOT_AVAILABLE,
-                ErrorCode::NOT_LEADER_OR_FOLLOWER | ErrorCode::KAFKA_STORAGE_ERROR => ErrorCode::NOT_COORDINATOR,
-                _ => ErrorCode::UNKNOWN_SERVER_ERROR,
-            })
+            Err(ErrorCode::from(&e).from_coordinator_append())
         }
     }
 }

@@ -180,14 +180,7 @@ impl ShareStateCoordinator {
             Ok(_) => Ok(()),
             Err(e) => {
                 tracing::warn!(partition = p.index, error = %e, "append to __share_group_state failed");
-                Err(match ErrorCode::from(&e) {
-                    ErrorCode::UNKNOWN_TOPIC_OR_PARTITION
-                    | ErrorCode::NOT_ENOUGH_REPLICAS
-                    | ErrorCode::NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                    | ErrorCode::REQUEST_TIMED_OUT => ErrorCode::COORDINATOR_NOT_AVAILABLE,
-                    ErrorCode::NOT_LEADER_OR_FOLLOWER | ErrorCode::KAFKA_STORAGE_ERROR => ErrorCode::NOT_COORDINATOR,
-                    _ => ErrorCode::UNKNOWN_SERVER_ERROR,
-                })
+                Err(ErrorCode::from(&e).from_coordinator_append())
             }
         }
     }

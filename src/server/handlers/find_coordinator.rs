@@ -1,8 +1,10 @@
 //! FindCoordinator 0-6: a group's coordinator is the broker leading its
 //! `__consumer_offsets` partition, a transactional id's (key type 1) the broker leading
-//! its `__transaction_state` partition (each coordinator runs on the shard owning that
+//! its `__transaction_state` partition, a share-partition's (key type 2, from v6, asked
+//! by brokers: `group:topic_id:partition`, CLUSTER_ACTION) the broker leading its
+//! `__share_group_state` partition (each coordinator runs on the shard owning that
 //! partition there); COORDINATOR_NOT_AVAILABLE while the partition has no leader, or
-//! while `__transaction_state` is being created (the first lookup creates it, as Kafka
+//! while the internal topic is being created (the first lookup creates it, as Kafka
 //! does). Batched keys from v4.
 use std::rc::Rc;
 
@@ -11,9 +13,12 @@ use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinator
 use kafka_protocol::protocol::StrBytes;
 
 use super::cluster_view::endpoint_of;
+use super::share_state_common::{ensure_share_group_state_topic, share_coordinator_of};
 use super::str_bytes;
 use super::txn_common::ensure_transaction_state_topic;
 use crate::group::ops::coordinator_of;
+use crate::group::share::state_coordinator::SHARE_GROUP_STATE_TOPIC;
+use crate::group::share::state_records::SharePartitionKey;
 use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
 use crate::server::authorization::Access;
@@ -24,12 +29,14 @@ use crate::txn::TRANSACTION_STATE_TOPIC;
 
 const KEY_TYPE_GROUP: i8 = 0;
 const KEY_TYPE_TRANSACTION: i8 = 1;
+const KEY_TYPE_SHARE: i8 = 2;
 
 /// A lookup failure: the code and the message sent with it.
 struct Failure(ErrorCode, String);
 
-fn lookup(ctx: &Rc<ShardContext>, access: &Access<'_>, key: &str, key_type: i8, listener: u8) -> Result<(i32, String, i32), Failure> {
+fn lookup(ctx: &Rc<ShardContext>, access: &Access<'_>, key: &str, key_type: i8, meta: &RequestMeta) -> Result<(i32, String, i32), Failure> {
     let plain = |e: ErrorCode| Failure(e, e.to_string());
+    let listener = meta.listener;
     match key_type {
         KEY_TYPE_GROUP if key.is_empty() => Err(plain(ErrorCode::INVALID_REQUEST)),
         // ACLs: DESCRIBE on the group or transactional id (Kafka's KafkaApis).
@@ -58,14 +65,32 @@ fn lookup(ctx: &Rc<ShardContext>, access: &Access<'_>, key: &str, key_type: i8, 
                 None => Err(plain(ErrorCode::COORDINATOR_NOT_AVAILABLE)),
             }
         }
+        KEY_TYPE_SHARE if meta.version < 6 => Err(plain(ErrorCode::INVALID_REQUEST)),
+        KEY_TYPE_SHARE if !access.allows_cluster(Operation::ClusterAction) => Err(plain(ErrorCode::CLUSTER_AUTHORIZATION_FAILED)),
+        KEY_TYPE_SHARE => {
+            let Some(share_key) = SharePartitionKey::parse_coordinator_key(key) else {
+                return Err(Failure(ErrorCode::INVALID_REQUEST, format!("not a share coordinator key (group:topic_id:partition): {key}")));
+            };
+            let image = ctx.image();
+            let Some((_, leader)) = share_coordinator_of(&image, &share_key) else {
+                ensure_share_group_state_topic(ctx);
+                return Err(plain(ErrorCode::COORDINATOR_NOT_AVAILABLE));
+            };
+            endpoint_of(ctx, &image, leader, listener).ok_or_else(|| plain(ErrorCode::COORDINATOR_NOT_AVAILABLE))
+        }
         _ => Err(plain(ErrorCode::INVALID_REQUEST)),
     }
 }
 
 pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FindCoordinatorRequest) -> Response {
-    if req.key_type == KEY_TYPE_TRANSACTION && ctx.image().topic(TRANSACTION_STATE_TOPIC).is_none() {
+    let internal_topic = match req.key_type {
+        KEY_TYPE_TRANSACTION => Some(TRANSACTION_STATE_TOPIC),
+        KEY_TYPE_SHARE => Some(SHARE_GROUP_STATE_TOPIC),
+        _ => None,
+    };
+    if let Some(topic) = internal_topic.filter(|t| ctx.image().topic(t).is_none()) {
         // Created through another shard or broker a moment ago: this shard may lag.
-        ctx.catch_up_for_topics(Some(&[TRANSACTION_STATE_TOPIC])).await;
+        ctx.catch_up_for_topics(Some(&[topic])).await;
     }
     let access = ctx.access(&meta);
     if meta.version >= 4 {
@@ -74,7 +99,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FindCoordina
             .iter()
             .map(|k| {
                 let c = Coordinator::default().with_key(k.clone());
-                match lookup(ctx, &access, k, req.key_type, meta.listener) {
+                match lookup(ctx, &access, k, req.key_type, &meta) {
                     Ok((id, host, port)) => c.with_node_id(BrokerId(id)).with_host(str_bytes(&host)).with_port(port),
                     Err(Failure(e, msg)) => c
                         .with_node_id(BrokerId(-1))
@@ -87,7 +112,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FindCoordina
             .collect();
         return meta.respond(&FindCoordinatorResponse::default().with_coordinators(coordinators));
     }
-    let resp = match lookup(ctx, &access, &req.key, req.key_type, meta.listener) {
+    let resp = match lookup(ctx, &access, &req.key, req.key_type, &meta) {
         Ok((id, host, port)) => FindCoordinatorResponse::default().with_node_id(BrokerId(id)).with_host(str_bytes(&host)).with_port(port),
         Err(Failure(e, msg)) => {
             let r = FindCoordinatorResponse::default().with_error_code(e.code()).with_node_id(BrokerId(-1)).with_port(-1);

@@ -43,8 +43,8 @@ pub struct ShardContext {
     /// The transactional ids of this shard's `__transaction_state` partitions.
     pub txn_coordinator: Rc<TxnContext>,
     producer_ids: Cell<(i64, i64)>,
-    /// A creation of `__transaction_state` started by this shard is under way.
-    pub txn_topic_creating: Cell<bool>,
+    /// Internal topics whose creation this shard started and that are not created yet.
+    pub internal_topics_creating: std::cell::RefCell<std::collections::HashSet<&'static str>>,
     pub connections: Cell<usize>,
     /// queued.max.request.bytes: what this shard's connections may hold of requests
     /// being received or handled.
@@ -109,7 +109,7 @@ impl ShardContext {
             coordinator,
             txn_coordinator,
             producer_ids: Cell::new((0, 0)),
-            txn_topic_creating: Cell::new(false),
+            internal_topics_creating: Default::default(),
             connections: Cell::new(0),
             request_memory,
             log_dirs,

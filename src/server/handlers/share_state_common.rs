@@ -1,0 +1,35 @@
+//! What the share-coordinator lookups and APIs share (KIP-932): `__share_group_state`,
+//! created the first time a share-partition's coordinator is looked up (as Kafka does),
+//! and the partition of it that coordinates a share-partition key (Kafka's
+//! `Utils.abs("group:topic_id:partition".hashCode()) % partitions`).
+use std::rc::Rc;
+
+use super::internal_topic::{ensure_internal_topic, InternalTopic};
+use crate::cluster::coordinator_placement::partition_for;
+use crate::cluster::image::MetadataImage;
+use crate::group::share::state_coordinator::SHARE_GROUP_STATE_TOPIC;
+use crate::group::share::state_records::SharePartitionKey;
+use crate::server::shard::ShardContext;
+
+/// Starts creating `__share_group_state` if it does not exist: share.coordinator.state.topic.*
+/// (Kafka's: deleted by retention and pruning, not compacted).
+pub fn ensure_share_group_state_topic(ctx: &Rc<ShardContext>) {
+    let c = &ctx.config;
+    let topic = InternalTopic {
+        name: SHARE_GROUP_STATE_TOPIC,
+        partitions: c.share_coordinator_state_topic_num_partitions,
+        replication_factor: c.share_coordinator_state_topic_replication_factor,
+        min_isr: c.share_coordinator_state_topic_min_isr,
+        cleanup_policy: "delete",
+        segment_bytes: c.share_coordinator_state_topic_segment_bytes,
+    };
+    ensure_internal_topic(ctx, topic);
+}
+
+/// The `__share_group_state` partition coordinating `key` and its leader; None while the
+/// topic does not exist.
+pub fn share_coordinator_of(image: &MetadataImage, key: &SharePartitionKey) -> Option<(i32, i32)> {
+    let t = image.topic(SHARE_GROUP_STATE_TOPIC)?;
+    let p = partition_for(&key.coordinator_key(), i32::try_from(t.partitions.len()).ok()?);
+    Some((p, t.partition(p)?.leader))
+}
