@@ -117,6 +117,13 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // KIP-853 voter changes of the metadata quorum (server/handlers/quorum_membership.rs).
     (ApiKey::AddRaftVoter, 0, 1),
     (ApiKey::RemoveRaftVoter, 0, 0),
+    // The share coordinator's state APIs, asked by share-partition leaders
+    // (server/handlers/share_group_state.rs; group/share/state_coordinator.rs).
+    (ApiKey::InitializeShareGroupState, 0, 0),
+    (ApiKey::ReadShareGroupState, 0, 0),
+    (ApiKey::WriteShareGroupState, 0, 1),
+    (ApiKey::DeleteShareGroupState, 0, 0),
+    (ApiKey::ReadShareGroupStateSummary, 0, 1),
 ];
 
 /// Every API Apache Kafka 4.4 advertises that `SUPPORTED` does not serve, or serves in
@@ -124,11 +131,6 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 /// made from this and `SUPPORTED` (`readme_section`); tests keep both in step with what a
 /// Kafka 4.4 broker advertises.
 const NOT_SERVED: &[(i16, &str, i16, i16, &str)] = &[
-    (83, "InitializeShareGroupState", 0, 0, "share-group state not persisted yet (broker-internal; kept in memory)"),
-    (84, "ReadShareGroupState", 0, 0, "share-group state not persisted yet (broker-internal; kept in memory)"),
-    (85, "WriteShareGroupState", 0, 1, "share-group state not persisted yet (broker-internal; kept in memory)"),
-    (86, "DeleteShareGroupState", 0, 0, "share-group state not persisted yet (broker-internal; kept in memory)"),
-    (87, "ReadShareGroupStateSummary", 0, 1, "share-group state not persisted yet (broker-internal; kept in memory)"),
     (88, "StreamsGroupHeartbeat", 0, 1, "streams groups (KIP-1071) not implemented"),
     (89, "StreamsGroupDescribe", 0, 1, "streams groups (KIP-1071) not implemented"),
     (90, "DescribeShareGroupOffsets", 0, 1, "share-group offset admin not built yet (share groups are in progress)"),

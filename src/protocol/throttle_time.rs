@@ -91,4 +91,14 @@ with_field!(
     UnregisterBrokerResponse,
 );
 
-without_field!(SaslAuthenticateResponse, SaslHandshakeResponse, DescribeQuorumResponse, WriteTxnMarkersResponse);
+without_field!(
+    SaslAuthenticateResponse,
+    SaslHandshakeResponse,
+    DescribeQuorumResponse,
+    WriteTxnMarkersResponse,
+    InitializeShareGroupStateResponse,
+    ReadShareGroupStateResponse,
+    WriteShareGroupStateResponse,
+    DeleteShareGroupStateResponse,
+    ReadShareGroupStateSummaryResponse
+);

@@ -192,6 +192,11 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origi
         RequestKind::ShareGroupDescribe(r) => handlers::share_group_describe::handle(ctx, meta, r).await,
         RequestKind::ShareFetch(r) => handlers::share_fetch::handle(ctx, meta, r).await,
         RequestKind::ShareAcknowledge(r) => handlers::share_acknowledge::handle(ctx, meta, r).await,
+        RequestKind::InitializeShareGroupState(r) => handlers::share_group_state::initialize(ctx, meta, r).await,
+        RequestKind::ReadShareGroupState(r) => handlers::share_group_state::read(ctx, meta, r).await,
+        RequestKind::WriteShareGroupState(r) => handlers::share_group_state::write(ctx, meta, r).await,
+        RequestKind::DeleteShareGroupState(r) => handlers::share_group_state::delete(ctx, meta, r).await,
+        RequestKind::ReadShareGroupStateSummary(r) => handlers::share_group_state::summary(ctx, meta, r).await,
         // On a SASL listener these are answered by the connection's authenticator until
         // the client is authenticated; here (after it, or on another listener) they are out
         // of place.

@@ -71,7 +71,8 @@ def commit_group(bootstrap: str, group: str, topic: str, timeout_s: float = 60):
 
 # Some of what a Kafka 4.4.0 broker advertises (the whole table: src/protocol/api_versions.rs).
 KAFKA_44_RANGES = {1: (4, 18), 2: (1, 11), 18: (0, 5), 29: (1, 3), 30: (1, 3), 31: (1, 3), 34: (1, 2), 35: (1, 5), 42: (0, 3), 50: (0, 0),
-                   60: (0, 2), 65: (0, 0), 66: (0, 2), 74: (0, 1), 75: (0, 0)}
+                   60: (0, 2), 65: (0, 0), 66: (0, 2), 74: (0, 1), 75: (0, 0),
+                   83: (0, 0), 84: (0, 0), 85: (0, 1), 86: (0, 0), 87: (0, 1)}
 
 
 def test_api_versions_match_kafka(bootstrap):

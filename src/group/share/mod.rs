@@ -27,11 +27,11 @@
 //! Served only while `share.version` >= 1 is finalized, which needs
 //! `unstable.feature.versions.enable` until the whole path is durable.
 //!
-//! Still to come, each in its own file: the share coordinator's five state APIs on the
-//! wire (Initialize / Read / Write / Delete / ReadSummary ShareGroupState, routed to the
-//! shard leading the key's `__share_group_state` partition: `state_coordinator.rs` runs
-//! them; FindCoordinator's SHARE key type already names that broker), the share-partition
-//! leader reading its state when it starts and writing each acknowledgement before it
+//! The state APIs are served by `server/handlers/share_group_state.rs`, each part routed
+//! to the shard leading the key's `__share_group_state` partition.
+//!
+//! Still to come, each in its own file: the share-partition leader reading its state from
+//! the share coordinator when it starts and writing each acknowledgement there before it
 //! answers (today `share_partitions.rs` keeps it in memory only), the group's records in
 //! `__consumer_offsets`, `share.*` group configs, releasing a member's records when its
 //! group session ends or its connection closes (today: its locks expire), and the offset

@@ -65,6 +65,8 @@ pub struct ShardContext {
     pub inter_broker: Arc<crate::security::peer_security::PeerSecurity>,
     /// This shard's listeners, once bound: their key stores follow the dynamic configs.
     pub listener_infos: std::cell::RefCell<Vec<Rc<crate::server::connection::ListenerInfo>>>,
+    /// The share coordinator of the `__share_group_state` partitions this shard leads.
+    pub share_state: Rc<crate::group::share::state_coordinator::ShareStateCoordinator>,
     /// The share-partitions of the partitions this shard leads (KIP-932).
     pub share_partitions: Rc<crate::group::share::share_partitions::SharePartitions>,
     /// Share sessions of the members whose connections this shard serves, by (group,
@@ -91,7 +93,9 @@ impl ShardContext {
         let markers = crate::server::txn_markers::marker_writer(router.clone(), partitions.clone(), config.node_id, inter_broker.clone());
         let txn_coordinator = Rc::new(TxnContext::new(txn_config(&config), partitions.clone(), markers));
         let share_partitions = crate::group::share::share_partitions::SharePartitions::new();
-        serve_coordinator_ops(&router, &coordinator, &txn_coordinator, &share_partitions);
+        let share_state =
+            Rc::new(crate::group::share::state_coordinator::ShareStateCoordinator::new(config.share_coordinator_snapshot_update_records_per_snapshot));
+        serve_coordinator_ops(&router, &coordinator, &txn_coordinator, &share_partitions, &share_state);
         let request_memory = Rc::new(RequestMemoryPool::new(config.queued_max_request_bytes));
         let fetchers = Rc::new(FetcherManager::new(FetcherSettings::from_config(&config, controller.broker_epoch(), inter_broker.clone()), partitions.clone()));
         // `Config::validate` resolved the same settings before the broker started.
@@ -120,6 +124,7 @@ impl ShardContext {
             connection_limits,
             inter_broker,
             listener_infos: std::cell::RefCell::new(Vec::new()),
+            share_state,
             share_partitions,
             share_sessions,
         }

@@ -13,18 +13,23 @@ use crate::txn::ops::execute_here as execute_txn;
 use crate::txn::{AnswersTxnOps, CarriesTxnOps, TxnContext, TxnOp, TxnResult};
 
 use crate::group::share::share_partitions::{SharePartitionError, SharePartitionOp, SharePartitionReply, SharePartitions};
+use crate::group::share::state_coordinator::{ShareStateCoordinator, ShareStateFailure, ShareStateOp, ShareStateResult};
 
 pub enum ShardOp {
     Group(GroupOp),
     Txn(TxnOp),
     /// A share-partition's part of a ShareFetch / ShareAcknowledge (group/share/).
     Share(SharePartitionOp),
+    /// A share-partition's part of a share-coordinator state API, addressed to a
+    /// `__share_group_state` partition (group/share/state_coordinator.rs).
+    ShareState(ShareStateOp),
 }
 
 pub enum ShardResult {
     Group(GroupResult),
     Txn(TxnResult),
     Share(Result<SharePartitionReply, SharePartitionError>),
+    ShareState(ShareStateResult),
 }
 
 /// The router of a broker shard: partition operations plus the coordinators' ones.
@@ -40,7 +45,7 @@ impl AnswersGroupOps for ShardResult {
     fn into_group(self) -> GroupResult {
         match self {
             ShardResult::Group(r) => r,
-            ShardResult::Txn(_) | ShardResult::Share(_) => Err(ErrorCode::UNKNOWN_SERVER_ERROR),
+            ShardResult::Txn(_) | ShardResult::Share(_) | ShardResult::ShareState(_) => Err(ErrorCode::UNKNOWN_SERVER_ERROR),
         }
     }
 }
@@ -55,17 +60,23 @@ impl AnswersTxnOps for ShardResult {
     fn into_txn(self) -> TxnResult {
         match self {
             ShardResult::Txn(r) => r,
-            ShardResult::Group(_) | ShardResult::Share(_) => Err(ErrorCode::UNKNOWN_SERVER_ERROR),
+            ShardResult::Group(_) | ShardResult::Share(_) | ShardResult::ShareState(_) => Err(ErrorCode::UNKNOWN_SERVER_ERROR),
         }
     }
 }
 
 /// Installs this shard's coordinators as its router's extension: an operation arriving
 /// for one of its partitions runs on the coordinator it names.
-pub fn serve_coordinator_ops(router: &ShardRouter, groups: &Rc<CoordinatorContext>, txns: &Rc<TxnContext>, shares: &Rc<SharePartitions>) {
-    let (groups, txns, shares) = (Rc::downgrade(groups), Rc::downgrade(txns), Rc::downgrade(shares));
+pub fn serve_coordinator_ops(
+    router: &ShardRouter,
+    groups: &Rc<CoordinatorContext>,
+    txns: &Rc<TxnContext>,
+    shares: &Rc<SharePartitions>,
+    share_state: &Rc<ShareStateCoordinator>,
+) {
+    let (groups, txns, shares, share_state) = (Rc::downgrade(groups), Rc::downgrade(txns), Rc::downgrade(shares), Rc::downgrade(share_state));
     router.set_extension(Box::new(move |p, op| {
-        let (groups, txns, shares) = (groups.clone(), txns.clone(), shares.clone());
+        let (groups, txns, shares, share_state) = (groups.clone(), txns.clone(), shares.clone(), share_state.clone());
         Box::pin(async move {
             match op {
                 ShardOp::Group(op) => ShardResult::Group(execute_group(&groups, p, op).await),
@@ -73,6 +84,10 @@ pub fn serve_coordinator_ops(router: &ShardRouter, groups: &Rc<CoordinatorContex
                 ShardOp::Share(op) => ShardResult::Share(match shares.upgrade() {
                     Some(s) => s.run(&p, op, crate::runtime::now_ms()).await,
                     None => Err(SharePartitionError::Partition(crate::partition::PartitionError::NotLeader)),
+                }),
+                ShardOp::ShareState(op) => ShardResult::ShareState(match share_state.upgrade() {
+                    Some(c) => c.execute(&p, op, crate::runtime::now_ms()).await,
+                    None => Err(ShareStateFailure { code: ErrorCode::NOT_COORDINATOR, message: None }),
                 }),
             }
         })
