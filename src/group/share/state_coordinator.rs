@@ -131,7 +131,8 @@ impl ShareStateCoordinator {
         Ok(answer)
     }
 
-    /// The share-partitions stored in partition `index`, if loaded (metrics, tests).
+    /// The share-partitions stored in partition `index`, if loaded.
+    #[cfg(test)]
     pub fn stored(&self, index: i32) -> Option<usize> {
         self.stores.borrow().get(&index).map(|l| l.store.len())
     }
