@@ -343,6 +343,17 @@ impl TaskQueueStats {
     }
 }
 
+/// shardlog patch: what one `run_task_queues` pass did (see there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TaskQueuesRun {
+    /// Ran at least one task queue, then was preempted.
+    Ran,
+    /// Preempted before running any: a queue may still be runnable, so no parking.
+    Preempted,
+    /// No task queue was runnable: the executor may park.
+    Idle,
+}
+
 #[derive(Debug)]
 struct ExecutorQueues {
     active_executors: BinaryHeap<Rc<RefCell<TaskQueue>>>,
@@ -1320,20 +1331,32 @@ impl LocalExecutor {
         self.reactor.need_preempt()
     }
 
-    fn run_task_queues(&self) -> bool {
-        let mut ran = false;
+    /// shardlog patch: upstream returned `ran: bool` and the caller parked on `false`,
+    /// which meant either "no task queue is runnable" or "preempted before running
+    /// any". Parking on the second sleeps with a runnable queue and nothing coming to
+    /// wake it (the latency ring's event was only a preemption timer): the executor
+    /// sleeps in `link_rings_and_sleep` forever. Seen as the real-parts replication
+    /// simulation hanging in release builds under load; the same hang as
+    /// glommio/glommio#53. Only `Idle` may park.
+    fn run_task_queues(&self) -> TaskQueuesRun {
+        let mut ran = TaskQueuesRun::Preempted;
         loop {
             self.reactor.sys.install_eventfd();
             if self.need_preempt() {
                 break;
             }
             if !self.run_one_task_queue() {
-                return false;
+                return TaskQueuesRun::Idle;
             } else {
-                ran = true;
+                ran = TaskQueuesRun::Ran;
             }
         }
         ran
+    }
+
+    /// shardlog patch: whether no task queue is runnable (see `run_task_queues`).
+    fn no_runnable_task_queue(&self) -> bool {
+        self.queues.borrow().active_executors.is_empty()
     }
 
     fn run_one_task_queue(&self) -> bool {
@@ -1486,7 +1509,7 @@ impl LocalExecutor {
                 let cur_time = Instant::now();
                 this.queues.borrow_mut().stats.total_runtime += cur_time - pre_time;
                 pre_time = cur_time;
-                if !run {
+                if run == TaskQueuesRun::Idle {
                     if let Poll::Ready(t) = future.as_mut().poll(cx) {
                         // It may be that we just became ready now that the task queue
                         // is exhausted. But if we sleep (park) we'll never know so we
@@ -1495,6 +1518,11 @@ impl LocalExecutor {
                         break t.unwrap();
                     } else {
                         while !this.reactor.spin_poll_io().unwrap() {
+                            // shardlog patch: never park with a runnable task queue
+                            // (see `run_task_queues`), whatever made one runnable since.
+                            if !this.no_runnable_task_queue() {
+                                break;
+                            }
                             if pre_time.elapsed() > spin_before_park {
                                 this.parker
                                     .park()
