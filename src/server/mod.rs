@@ -38,6 +38,7 @@ pub mod request_memory;
 mod request_timing;
 pub mod sasl_authenticator;
 pub mod shard;
+pub mod share_persister;
 pub mod share_sessions;
 mod shutdown;
 mod socket_split;

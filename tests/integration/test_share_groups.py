@@ -6,8 +6,9 @@ Kafka's own console share consumer (a KafkaShareConsumer 4.4) reading through th
 Both targets.
 
 shardlog serves share groups only with share.version >= 1 finalized, which needs
-`--unstable-feature-versions-enable true` while share groups are being built (their
-state is not durable yet); Kafka 4.4 finalizes share.version 2 by default.
+`--unstable-feature-versions-enable true` while share groups are being built (the
+share-partitions' state is durable, `test_share_durability.py`; group membership is not
+yet); Kafka 4.4 finalizes share.version 2 by default.
 """
 
 from __future__ import annotations

@@ -13,7 +13,11 @@
 //! - `share_session.rs`    share sessions: epochs, partitions, Kafka's errors (kept per
 //!   shard by the server, `server/share_sessions.rs`)
 //! - `share_partitions.rs` one shard's share-partitions: ShareFetch / ShareAcknowledge's
-//!   per-partition part (acknowledge, release, read the log, acquire), in memory
+//!   per-partition part (acknowledge, release, read the log, acquire); state read from
+//!   the share coordinator on first use per leader epoch, acknowledgements written there
+//!   before they are answered (rolled back if refused)
+//! - `state_persister.rs`  how a share-partition reaches the share coordinator (the
+//!   server's `server/share_persister.rs`: local shard or another broker, with retries)
 //! - `state_batches.rs`    combining persisted state batches (the higher delivery count,
 //!   then state, wins), as Kafka's share coordinator does
 //! - `state_store.rs`      the share coordinator's state of one `__share_group_state`
@@ -30,9 +34,9 @@
 //! The state APIs are served by `server/handlers/share_group_state.rs`, each part routed
 //! to the shard leading the key's `__share_group_state` partition.
 //!
-//! Still to come, each in its own file: the share-partition leader reading its state from
-//! the share coordinator when it starts and writing each acknowledgement there before it
-//! answers (today `share_partitions.rs` keeps it in memory only), the group's records in
+//! Still to come, each in its own file: the group coordinator initializing a
+//! share-partition's state (state epoch = group epoch) before it assigns it (today the
+//! leader initializes it on first use, state epoch 0), the group's records in
 //! `__consumer_offsets`, `share.*` group configs, releasing a member's records when its
 //! group session ends or its connection closes (today: its locks expire), and the offset
 //! admin APIs.
@@ -44,5 +48,6 @@ pub mod share_session;
 pub mod simple_assignor;
 pub mod state_batches;
 pub mod state_coordinator;
+pub mod state_persister;
 pub mod state_records;
 pub mod state_store;

@@ -119,6 +119,10 @@ pub enum AcknowledgeError {
     /// Kafka: INVALID_RECORD_STATE.
     #[error("{0}")]
     InvalidRecordState(String),
+    /// The share coordinator did not take the write, so the acknowledgements were rolled
+    /// back: the code to answer (`state_persister::partition_error`).
+    #[error("{1}")]
+    NotPersisted(crate::protocol::ErrorCode, String),
 }
 
 /// A range of the persisted state (`__share_group_state`'s StateBatches): never ACQUIRED
@@ -131,7 +135,7 @@ pub struct StateBatch {
     pub delivery_count: u16,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct SharePartition {
     start_offset: i64,
     end_offset: i64,

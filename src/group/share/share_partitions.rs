@@ -1,20 +1,35 @@
 //! The share-partitions of one shard: every `(group, topic-partition)` whose partition
 //! this shard leads has its `SharePartition` here, so ShareFetch and ShareAcknowledge
 //! touch shard-local state only (they reach it through the router, as partition reads
-//! do). A share-partition starts where `share.auto.offset.reset` says (latest: the high
-//! watermark; earliest: the log start) the first time a member fetches it.
+//! do).
 //!
-//! Not durable yet: the state is in memory; a restart or a leader change starts the
-//! share-partition again from `share.auto.offset.reset` (the durable state in
-//! `__share_group_state` is the next step, `mod.rs`).
+//! Durable as Kafka 4.4 keeps it: the first operation on a share-partition under a leader
+//! epoch reads its state from the share coordinator (`__share_group_state`; a start
+//! offset of -1 becomes where `share.auto.offset.reset` says: latest, the high watermark;
+//! earliest, the log start), and every acknowledgement or release is written there
+//! before it is answered; a write the coordinator refuses rolls the acknowledgements
+//! back and answers the coordinator's error. Acquisitions are not written (a lock does
+//! not outlive its leader): a new leader delivers again what was acquired and not
+//! acknowledged. Each write carries the whole window (bounded by
+//! `group.share.partition.max.record.locks`), which the coordinator combines as Kafka's
+//! does (the higher delivery count, then state, wins): every change in the window only
+//! raises an offset's (count, state), so the whole window says no less than a delta.
+//!
+//! Invariant: one operation at a time per share-partition (its `turn`), so a write in
+//! flight and its rollback never interleave with another member's acquisition.
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
 use bytes::Bytes;
 
-use super::share_partition::{AcknowledgeError, AcknowledgementBatch, AcquiredRecords, MemberId, ShareLimits, SharePartition};
+use super::share_partition::{AcknowledgeError, AcknowledgementBatch, AcquiredRecords, MemberId, ShareLimits, SharePartition, StateBatch};
+use super::state_coordinator::{ShareStateAnswer, ShareStateOpKind};
+use super::state_persister::{fences, from_persisted, partition_error, to_persisted, StatePersister};
+use super::state_records::SharePartitionKey;
+use super::state_store::WriteState;
 use crate::partition::{Partition, PartitionError, ReadLimit};
+use crate::protocol::ErrorCode;
 use crate::record::parse_header;
 
 /// Share-partitions one shard keeps at most (a bound on what members can make it hold).
@@ -56,42 +71,101 @@ pub enum SharePartitionError {
     /// `MAX_SHARE_PARTITIONS_PER_SHARD` reached.
     #[error("too many share-partitions on this shard")]
     Full,
+    /// The share coordinator did not answer the read of the state (the partition's error).
+    #[error("share-partition state not available: {0}")]
+    State(ErrorCode),
 }
 
-#[derive(Default)]
+type Key = (String, [u8; 16], i32);
+
+/// One share-partition of this shard: loaded under the leader epoch it was read with.
+struct Entry {
+    /// One operation at a time (see the module's invariant).
+    turn: glommio::sync::Semaphore,
+    loaded: RefCell<Option<Loaded>>,
+}
+
+struct Loaded {
+    sp: SharePartition,
+    leader_epoch: i32,
+    state_epoch: i32,
+}
+
 pub struct SharePartitions {
-    states: RefCell<HashMap<(String, [u8; 16], i32), SharePartition>>,
+    states: RefCell<HashMap<Key, Rc<Entry>>>,
+    persister: StatePersister,
 }
 
 impl SharePartitions {
-    pub fn new() -> Rc<SharePartitions> {
-        Rc::new(SharePartitions::default())
+    pub fn new(persister: StatePersister) -> Rc<SharePartitions> {
+        Rc::new(SharePartitions { states: RefCell::new(HashMap::new()), persister })
     }
 
     /// Runs `op` on partition `p` (this shard leads it).
     pub async fn run(&self, p: &Rc<Partition>, op: SharePartitionOp, now_ms: i64) -> Result<SharePartitionReply, SharePartitionError> {
-        let key = (op.group_id.clone(), p.topic_id, p.index);
+        let key: Key = (op.group_id.clone(), p.topic_id, p.index);
+        let entry = {
+            let mut states = self.states.borrow_mut();
+            match states.get(&key) {
+                Some(e) => e.clone(),
+                None => {
+                    if states.len() >= MAX_SHARE_PARTITIONS_PER_SHARD {
+                        tracing::warn!(limit = MAX_SHARE_PARTITIONS_PER_SHARD, "share-partition limit of this shard reached");
+                        return Err(SharePartitionError::Full);
+                    }
+                    let e = Rc::new(Entry { turn: glommio::sync::Semaphore::new(1), loaded: RefCell::new(None) });
+                    states.insert(key.clone(), e.clone());
+                    e
+                }
+            }
+        };
+        let _turn = entry.turn.acquire_permit(1).await.map_err(|_| SharePartitionError::State(ErrorCode::UNKNOWN_SERVER_ERROR))?;
+        let state_key = SharePartitionKey { group_id: op.group_id.clone(), topic_id: uuid::Uuid::from_bytes(p.topic_id), partition: p.index };
+        let leader_epoch = p.leader_epoch();
+        if entry.loaded.borrow().as_ref().is_some_and(|l| l.leader_epoch != leader_epoch) {
+            entry.loaded.replace(None);
+        }
+        if entry.loaded.borrow().is_none() {
+            let loaded = self.load(p, &state_key, leader_epoch, op.earliest).await.map_err(SharePartitionError::State)?;
+            entry.loaded.replace(Some(loaded));
+        }
         let member: MemberId = Rc::from(op.member_id.as_str());
         let mut reply = SharePartitionReply::default();
-        let offset = {
-            let mut states = self.states.borrow_mut();
-            if !states.contains_key(&key) {
-                if states.len() >= MAX_SHARE_PARTITIONS_PER_SHARD {
-                    tracing::warn!(limit = MAX_SHARE_PARTITIONS_PER_SHARD, "share-partition limit of this shard reached");
-                    return Err(SharePartitionError::Full);
-                }
-                let start = if op.earliest { p.log_start_offset() } else { p.high_watermark() };
-                states.insert(key.clone(), SharePartition::new(start, ShareLimits::default()));
-            }
-            let sp = states.get_mut(&key).expect("inserted above");
-            sp.expire_locks(now_ms);
-            sp.move_start_to(p.log_start_offset());
+        let write = {
+            let mut loaded = entry.loaded.borrow_mut();
+            let l = loaded.as_mut().expect("loaded above");
+            l.sp.expire_locks(now_ms);
+            l.sp.move_start_to(p.log_start_offset());
+            let before = l.sp.state_batches();
+            let undo = l.sp.clone();
             if !op.acknowledgements.is_empty() {
-                reply.acknowledge_error = sp.acknowledge(&op.member_id, &op.acknowledgements, op.renew_allowed, now_ms).err();
+                reply.acknowledge_error = l.sp.acknowledge(&op.member_id, &op.acknowledgements, op.renew_allowed, now_ms).err();
             }
             if op.release {
-                sp.release_member(&op.member_id);
+                l.sp.release_member(&op.member_id);
             }
+            let after = l.sp.state_batches();
+            (after != before).then_some((after, undo, l.state_epoch))
+        };
+        if let Some(((start_offset, batches), undo, state_epoch)) = write {
+            if let Err(code) = self.write(&state_key, state_epoch, leader_epoch, start_offset, &batches).await {
+                // Not durable, so not done: the acknowledgements are undone and refused.
+                let mut loaded = entry.loaded.borrow_mut();
+                if fences(code) {
+                    *loaded = None;
+                } else if let Some(l) = loaded.as_mut() {
+                    l.sp = undo;
+                }
+                if !op.acknowledgements.is_empty() && reply.acknowledge_error.is_none() {
+                    reply.acknowledge_error =
+                        Some(AcknowledgeError::NotPersisted(code, format!("the share coordinator did not take the acknowledgements: {code}")));
+                }
+                return Ok(reply);
+            }
+        }
+        let offset = {
+            let loaded = entry.loaded.borrow();
+            let sp = &loaded.as_ref().expect("loaded above").sp;
             let next = sp.next_fetch_offset();
             match op.fetch {
                 Some(limits) if sp.can_acquire() && next < p.high_watermark() => Some((next, limits)),
@@ -99,7 +173,7 @@ impl SharePartitions {
             }
         };
         let Some((offset, limits)) = offset else { return Ok(reply) };
-        // The shard's state is not borrowed across the read (another request may run).
+        // The state is not borrowed across the read (the turn keeps other operations out).
         let limit = ReadLimit { max_bytes: limits.max_bytes.max(1), min_one_batch: true, file_slice: false };
         let data = p.read_isolated(offset, limit, false).await?;
         let mut batches: Vec<(i64, i64, Bytes)> = Vec::new();
@@ -116,9 +190,9 @@ impl SharePartitions {
             }
         }
         let bounds: Vec<(i64, i64)> = batches.iter().map(|(b, l, _)| (*b, *l)).collect();
-        let mut states = self.states.borrow_mut();
-        let Some(sp) = states.get_mut(&key) else { return Ok(reply) };
-        reply.acquired = sp.acquire(&member, &bounds, limits.max_records, now_ms);
+        let mut loaded = entry.loaded.borrow_mut();
+        let Some(l) = loaded.as_mut() else { return Ok(reply) };
+        reply.acquired = l.sp.acquire(&member, &bounds, limits.max_records, now_ms);
         // Only the batches that hold acquired records go back.
         reply.records = batches
             .into_iter()
@@ -126,5 +200,133 @@ impl SharePartitions {
             .map(|(_, _, bytes)| bytes)
             .collect();
         Ok(reply)
+    }
+
+    /// Reads the share-partition's state from its coordinator (ReadShareGroupState, which
+    /// also records `leader_epoch` there, fencing older leaders' writes).
+    ///
+    /// A partition the coordinator has no state for is initialized here, with state epoch
+    /// 0 and no start offset. Kafka's group coordinator initializes a partition (state
+    /// epoch = the group epoch) before it assigns it; shardlog's does not yet, so the
+    /// leader does it on first use (`mod.rs`: still to come).
+    async fn load(&self, p: &Partition, key: &SharePartitionKey, leader_epoch: i32, earliest: bool) -> Result<Loaded, ErrorCode> {
+        let mut read = (self.persister)(key.clone(), ShareStateOpKind::Read { leader_epoch }).await;
+        if matches!(&read, Err(f) if f.code == ErrorCode::INVALID_REQUEST) {
+            (self.persister)(key.clone(), ShareStateOpKind::Initialize { state_epoch: 0, start_offset: -1 }).await.map_err(|f| partition_error(f.code))?;
+            read = (self.persister)(key.clone(), ShareStateOpKind::Read { leader_epoch }).await;
+        }
+        let state = match read {
+            Ok(ShareStateAnswer::Read(s)) => s,
+            Ok(_) => return Err(ErrorCode::UNKNOWN_SERVER_ERROR),
+            Err(f) => return Err(partition_error(f.code)),
+        };
+        let batches: Option<Vec<StateBatch>> = state.batches.iter().map(from_persisted).collect();
+        let Some(batches) = batches else {
+            tracing::warn!(group = %key.group_id, partition = key.partition, "share-partition state holds a delivery state this broker does not serve");
+            return Err(ErrorCode::UNKNOWN_SERVER_ERROR);
+        };
+        let start = match state.start_offset {
+            s if s >= 0 => s.max(p.log_start_offset()),
+            _ if earliest => p.log_start_offset(),
+            _ => p.high_watermark(),
+        };
+        let sp = SharePartition::from_state(start, &batches, ShareLimits::default());
+        Ok(Loaded { sp, leader_epoch, state_epoch: state.state_epoch })
+    }
+
+    /// WriteShareGroupState of the whole window; the partition's error if not taken.
+    async fn write(&self, key: &SharePartitionKey, state_epoch: i32, leader_epoch: i32, start_offset: i64, batches: &[StateBatch]) -> Result<(), ErrorCode> {
+        let w = WriteState { state_epoch, leader_epoch, start_offset, delivery_complete_count: -1, batches: batches.iter().map(to_persisted).collect() };
+        match (self.persister)(key.clone(), ShareStateOpKind::Write(w)).await {
+            Ok(_) => Ok(()),
+            Err(f) => {
+                tracing::debug!(group = %key.group_id, partition = key.partition, code = %f.code, "share-partition state not written");
+                Err(partition_error(f.code))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+    use crate::config::FlushMode;
+    use crate::group::share::share_partition::AcknowledgeType;
+    use crate::group::share::state_coordinator::{ShareStateCoordinator, ShareStateFailure, ShareStateOp};
+    use crate::partition::tests::{batch, open_flushed, run};
+    use crate::storage::LogConfig;
+    use kafka_protocol::records::Compression;
+
+    /// The share coordinator of the tests: a real one on its own partition, whose writes
+    /// can be refused (COORDINATOR_NOT_AVAILABLE) while `refuse` is set.
+    fn persister(coordinator: Rc<ShareStateCoordinator>, state: Rc<Partition>, refuse: Rc<Cell<bool>>) -> StatePersister {
+        Box::new(move |key, kind| {
+            let (c, state, refuse) = (coordinator.clone(), state.clone(), refuse.clone());
+            Box::pin(async move {
+                if refuse.get() && matches!(kind, ShareStateOpKind::Write(_)) {
+                    return Err(ShareStateFailure { code: ErrorCode::COORDINATOR_NOT_AVAILABLE, message: None });
+                }
+                c.execute(&state, ShareStateOp { key, exists: true, kind }, 0).await
+            })
+        })
+    }
+
+    fn op(member: &str, acks: Vec<AcknowledgementBatch>, fetch: bool) -> SharePartitionOp {
+        SharePartitionOp {
+            group_id: "g".into(),
+            member_id: member.into(),
+            acknowledgements: acks,
+            renew_allowed: false,
+            fetch: fetch.then_some(FetchLimits { max_records: 100, max_bytes: 1 << 20 }),
+            release: false,
+            earliest: true,
+        }
+    }
+
+    fn accept(first: i64, last: i64) -> Vec<AcknowledgementBatch> {
+        vec![AcknowledgementBatch { first_offset: first, last_offset: last, types: vec![AcknowledgeType::Accept] }]
+    }
+
+    fn offsets(r: &SharePartitionReply) -> Vec<i64> {
+        r.acquired.iter().flat_map(|a| a.first_offset..=a.last_offset).collect()
+    }
+
+    /// An acknowledgement is answered only once the coordinator took it: refused, it is
+    /// undone (the member still holds the records and can acknowledge them again) and
+    /// answered with the coordinator's error; taken, a new leader (a new SharePartitions
+    /// over the same coordinator) never delivers it again and delivers all the rest.
+    #[test]
+    fn an_acknowledgement_is_durable_before_it_is_answered_and_undone_if_refused() {
+        run(|dir| async move {
+            let data = open_flushed(&dir.join("data"), LogConfig::default(), FlushMode::Always).await;
+            for i in 0..2 {
+                data.append(batch(5, 1000 + i, None, Compression::None), -1).await.expect("append");
+            }
+            let state = open_flushed(&dir.join("state"), LogConfig::default(), FlushMode::Always).await;
+            let coordinator = Rc::new(ShareStateCoordinator::new(500));
+            let refuse = Rc::new(Cell::new(false));
+            let shares = SharePartitions::new(persister(coordinator.clone(), state.clone(), refuse.clone()));
+
+            let got = shares.run(&data, op("a", vec![], true), 0).await.unwrap();
+            assert_eq!(offsets(&got), (0..10).collect::<Vec<_>>(), "first use: initialized, read, delivered from the log start");
+
+            refuse.set(true);
+            let refused = shares.run(&data, op("a", accept(0, 4), false), 1).await.unwrap();
+            match refused.acknowledge_error {
+                Some(AcknowledgeError::NotPersisted(code, _)) => assert_eq!(code, ErrorCode::COORDINATOR_NOT_AVAILABLE),
+                other => panic!("a refused write must refuse the acknowledgement: {other:?}"),
+            }
+            refuse.set(false);
+            let taken = shares.run(&data, op("a", accept(0, 4), false), 2).await.unwrap();
+            assert_eq!(taken.acknowledge_error, None, "rolled back to ACQUIRED by a, so a can acknowledge them again");
+
+            // A new leader: reads the state; 0..4 are done, 5..9 were delivered and not
+            // acknowledged, so they come again (acquisitions are not persisted).
+            let after = SharePartitions::new(persister(coordinator, state, refuse));
+            let again = after.run(&data, op("b", vec![], true), 3).await.unwrap();
+            assert_eq!(offsets(&again), (5..10).collect::<Vec<_>>());
+        });
     }
 }

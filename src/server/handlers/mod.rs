@@ -63,7 +63,7 @@ pub mod share_fetch;
 pub mod share_group_describe;
 pub mod share_group_heartbeat;
 pub mod share_group_state;
-mod share_state_common;
+pub mod share_state_common;
 pub mod sync_group;
 mod txn_common;
 pub mod txn_offset_commit;

@@ -51,6 +51,7 @@ pub fn acknowledge_error(e: &AcknowledgeError) -> ErrorCode {
     match e {
         AcknowledgeError::InvalidBatch(_) => ErrorCode::INVALID_REQUEST,
         AcknowledgeError::InvalidRecordState(_) => ErrorCode::from(kafka_protocol::ResponseError::InvalidRecordState),
+        AcknowledgeError::NotPersisted(code, _) => *code,
     }
 }
 
@@ -111,6 +112,7 @@ pub async fn run(ctx: &Rc<ShardContext>, work: Vec<PartitionWork>) -> Vec<(Uuid,
         out[at].2 = match r {
             Ok(OpOutput::Extension(ShardResult::Share(Ok(reply)))) => Ok(reply),
             Ok(OpOutput::Extension(ShardResult::Share(Err(SharePartitionError::Partition(e))))) => Err(ErrorCode::from(&e)),
+            Ok(OpOutput::Extension(ShardResult::Share(Err(SharePartitionError::State(code))))) => Err(code),
             Ok(_) => Err(ErrorCode::UNKNOWN_SERVER_ERROR),
             Err(e) => Err(ErrorCode::from(&e)),
         };

@@ -23,6 +23,9 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareGroupHe
     if !ctx.image().features.share_groups_enabled() {
         return meta.respond(&error(ErrorCode::UNSUPPORTED_VERSION, None));
     }
+    // The share-partitions' state lives in `__share_group_state` (Kafka's group
+    // coordinator creates it when it initializes the first share-partition).
+    super::share_state_common::ensure_share_group_state_topic(ctx);
     let group_id = req.group_id.0.to_string();
     // ACLs, as for ConsumerGroupHeartbeat: READ on the group (route_group), DESCRIBE on
     // every subscribed topic, else TOPIC_AUTHORIZATION_FAILED without naming them.

@@ -18,38 +18,22 @@ use kafka_protocol::messages::{
 };
 use uuid::Uuid;
 
-use super::share_state_common::share_coordinator_of;
+use super::share_state_common::run_here;
 use super::str_bytes;
-use crate::cluster::router::{OpOutput, PartitionOp};
-use crate::group::share::state_coordinator::{ShareStateAnswer, ShareStateFailure, ShareStateOp, ShareStateOpKind, ShareStateResult, SHARE_GROUP_STATE_TOPIC};
+use crate::group::share::state_coordinator::{ShareStateAnswer, ShareStateFailure, ShareStateOpKind, ShareStateResult};
 use crate::group::share::state_records::{PersistedBatch, SharePartitionKey};
 use crate::group::share::state_store::WriteState;
 use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
-use crate::server::shard::{ShardContext, ShardOp, ShardResult};
+use crate::server::shard::ShardContext;
 
 /// Runs one share-partition's part where its key is coordinated.
 async fn run(ctx: &Rc<ShardContext>, allowed: bool, key: SharePartitionKey, kind: ShareStateOpKind) -> ShareStateResult {
-    let fail = |code: ErrorCode| Err(ShareStateFailure { code, message: None });
     if !allowed {
-        return fail(ErrorCode::CLUSTER_AUTHORIZATION_FAILED);
+        return Err(ShareStateFailure { code: ErrorCode::CLUSTER_AUTHORIZATION_FAILED, message: None });
     }
-    let image = ctx.image();
-    let Some((partition, leader)) = share_coordinator_of(&image, &key) else { return fail(ErrorCode::COORDINATOR_NOT_AVAILABLE) };
-    if leader != ctx.config.node_id {
-        return fail(ErrorCode::NOT_COORDINATOR);
-    }
-    let Some(shard) = image.topic(SHARE_GROUP_STATE_TOPIC).and_then(|t| t.partition(partition)).map(|m| m.shard) else {
-        return fail(ErrorCode::COORDINATOR_NOT_AVAILABLE);
-    };
-    let exists = image.topic_by_id(key.topic_id.as_bytes()).is_some_and(|t| key.partition >= 0 && (key.partition as usize) < t.partitions.len());
-    let op = ShareStateOp { key, exists, kind };
-    match ctx.router.call(shard, SHARE_GROUP_STATE_TOPIC, partition, PartitionOp::Extension(ShardOp::ShareState(op))).await {
-        Ok(OpOutput::Extension(ShardResult::ShareState(r))) => r,
-        Ok(_) => fail(ErrorCode::UNKNOWN_SERVER_ERROR),
-        Err(_) => fail(ErrorCode::NOT_COORDINATOR),
-    }
+    run_here(&ctx.router, ctx.config.node_id, key, kind).await
 }
 
 fn key(group_id: &str, topic_id: Uuid, partition: i32) -> SharePartitionKey {

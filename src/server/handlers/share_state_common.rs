@@ -7,9 +7,11 @@ use std::rc::Rc;
 use super::internal_topic::{ensure_internal_topic, InternalTopic};
 use crate::cluster::coordinator_placement::partition_for;
 use crate::cluster::image::MetadataImage;
-use crate::group::share::state_coordinator::SHARE_GROUP_STATE_TOPIC;
+use crate::cluster::router::{OpOutput, PartitionOp};
+use crate::group::share::state_coordinator::{ShareStateFailure, ShareStateOp, ShareStateOpKind, ShareStateResult, SHARE_GROUP_STATE_TOPIC};
 use crate::group::share::state_records::SharePartitionKey;
-use crate::server::shard::ShardContext;
+use crate::protocol::ErrorCode;
+use crate::server::shard::{ShardContext, ShardOp, ShardResult, ShardRouter};
 
 /// Starts creating `__share_group_state` if it does not exist: share.coordinator.state.topic.*
 /// (Kafka's: deleted by retention and pruning, not compacted).
@@ -32,4 +34,26 @@ pub fn share_coordinator_of(image: &MetadataImage, key: &SharePartitionKey) -> O
     let t = image.topic(SHARE_GROUP_STATE_TOPIC)?;
     let p = partition_for(&key.coordinator_key(), i32::try_from(t.partitions.len()).ok()?);
     Some((p, t.partition(p)?.leader))
+}
+
+/// Runs one share-partition key's state operation on this broker, on the shard leading
+/// its `__share_group_state` partition: NOT_COORDINATOR if another broker leads it,
+/// COORDINATOR_NOT_AVAILABLE while the topic does not exist.
+pub async fn run_here(router: &ShardRouter, node_id: i32, key: SharePartitionKey, kind: ShareStateOpKind) -> ShareStateResult {
+    let fail = |code: ErrorCode| Err(ShareStateFailure { code, message: None });
+    let image = router.partitions().image();
+    let Some((partition, leader)) = share_coordinator_of(&image, &key) else { return fail(ErrorCode::COORDINATOR_NOT_AVAILABLE) };
+    if leader != node_id {
+        return fail(ErrorCode::NOT_COORDINATOR);
+    }
+    let Some(shard) = image.topic(SHARE_GROUP_STATE_TOPIC).and_then(|t| t.partition(partition)).map(|m| m.shard) else {
+        return fail(ErrorCode::COORDINATOR_NOT_AVAILABLE);
+    };
+    let exists = image.topic_by_id(key.topic_id.as_bytes()).is_some_and(|t| key.partition >= 0 && (key.partition as usize) < t.partitions.len());
+    let op = ShareStateOp { key, exists, kind };
+    match router.call(shard, SHARE_GROUP_STATE_TOPIC, partition, PartitionOp::Extension(ShardOp::ShareState(op))).await {
+        Ok(OpOutput::Extension(ShardResult::ShareState(r))) => r,
+        Ok(_) => fail(ErrorCode::UNKNOWN_SERVER_ERROR),
+        Err(_) => fail(ErrorCode::NOT_COORDINATOR),
+    }
 }

@@ -92,7 +92,8 @@ impl ShardContext {
         let coordinator = Rc::new(CoordinatorContext::new(group_config(&config), partitions.clone()));
         let markers = crate::server::txn_markers::marker_writer(router.clone(), partitions.clone(), config.node_id, inter_broker.clone());
         let txn_coordinator = Rc::new(TxnContext::new(txn_config(&config), partitions.clone(), markers));
-        let share_partitions = crate::group::share::share_partitions::SharePartitions::new();
+        let share_persister = crate::server::share_persister::share_persister(router.clone(), config.node_id, inter_broker.clone());
+        let share_partitions = crate::group::share::share_partitions::SharePartitions::new(share_persister);
         let share_state =
             Rc::new(crate::group::share::state_coordinator::ShareStateCoordinator::new(config.share_coordinator_snapshot_update_records_per_snapshot));
         serve_coordinator_ops(&router, &coordinator, &txn_coordinator, &share_partitions, &share_state);
