@@ -95,6 +95,11 @@ metrics_table! {
     CLEANER_CLEANABLE: "log_cleaner_cleanable_partitions", Gauge, "Compacted partitions due for cleaning (dirty share at least min.cleanable.dirty.ratio), by shard", "";
     CLEANER_UNCLEANABLE: "log_cleaner_uncleanable_partitions", Gauge, "Compacted partitions the cleaner gave up on (a corrupt batch), by shard", "kafka.log:type=LogCleanerManager,name=uncleanable-partitions-count";
     UNREADABLE_FILES: "storage_unreadable_files", Counter, "Index, time index and cleaner checkpoint files found unreadable or corrupt (each rebuilt), by file kind", "";
+    SHARE_STATE_LOADS: "share_state_loads", Counter, "Share-partition states read back from the share coordinator by their leader (first use per leader epoch)", "";
+    SHARE_STATE_LOAD_FAILURES: "share_state_load_failures", Counter, "Share-partition state reads the share coordinator did not answer or refused (the ShareFetch partition gets the error)", "";
+    SHARE_STATE_WRITES: "share_state_writes", Counter, "Share-partition acknowledgements and releases written to the share coordinator before they were answered", "";
+    SHARE_STATE_WRITE_FAILURES: "share_state_write_failures", Counter, "Share-partition state writes the share coordinator did not take (the acknowledgements rolled back and refused)", "";
+    SHARE_STATE_WRITE_TIME: "share_state_write_time_seconds", Histogram, "A share-partition state write, sent until the share coordinator answered (retries included)", "";
     PRODUCER_IDS_EVICTED: "producer_ids_evicted", Counter, "Producer ids forgotten before producer.id.expiration.ms because a partition's table reached max_producer_ids_per_partition", "";
     BATCH_CACHE_HITS: "batch_cache_hits", Counter, "Fetches served from the batch cache", "";
     BATCH_CACHE_MISSES: "batch_cache_misses", Counter, "Fetches that read the log file", "";
@@ -306,6 +311,12 @@ impl prometheus_client::collector::Collector for Scrape {
         w.counter(&CLEANER_BYTES_WRITTEN, [(Vec::new(), merged.cleaner.bytes_written)])?;
         w.counter(&UNREADABLE_FILES, merged.unreadable_files.iter().map(|(kind, n)| (vec![("file", kind.to_string())], *n)))?;
         w.counter(&PRODUCER_IDS_EVICTED, [(Vec::new(), merged.producer_ids_evicted)])?;
+        let share = &merged.share_state;
+        w.counter(&SHARE_STATE_LOADS, [(Vec::new(), share.loads)])?;
+        w.counter(&SHARE_STATE_LOAD_FAILURES, [(Vec::new(), share.load_failures)])?;
+        w.counter(&SHARE_STATE_WRITES, [(Vec::new(), share.writes)])?;
+        w.counter(&SHARE_STATE_WRITE_FAILURES, [(Vec::new(), share.write_failures)])?;
+        w.histogram(&SHARE_STATE_WRITE_TIME, [(Vec::new(), &share.write_time)])?;
         w.counter(&BATCH_CACHE_HITS, [(Vec::new(), merged.batch_cache_hits)])?;
         w.counter(&BATCH_CACHE_MISSES, [(Vec::new(), merged.batch_cache_misses)])?;
         w.counter(&ISR_SHRINKS, [(Vec::new(), merged.isr_shrinks)])?;

@@ -127,6 +127,21 @@ pub struct ShardMetrics {
     /// Producers forgotten early because a partition's table was full
     /// (max_producer_ids_per_partition).
     pub producer_ids_evicted: u64,
+    /// Share-partition leaders' calls to the share coordinator (`group/share/share_partitions.rs`).
+    pub share_state: ShareStateCalls,
+}
+
+/// What a shard's share-partition leaders asked of the share coordinator.
+#[derive(Clone, Debug, Default)]
+pub struct ShareStateCalls {
+    /// States read back (first use of a share-partition per leader epoch), and those refused.
+    pub loads: u64,
+    pub load_failures: u64,
+    /// Writes of acknowledgements and releases, and those refused (rolled back).
+    pub writes: u64,
+    pub write_failures: u64,
+    /// A write, sent until answered (retries included).
+    pub write_time: Histogram,
 }
 
 impl Default for ShardMetrics {
@@ -151,6 +166,7 @@ impl Default for ShardMetrics {
             writeback: Histogram::default(),
             unreadable_files: BTreeMap::new(),
             producer_ids_evicted: 0,
+            share_state: ShareStateCalls::default(),
         }
     }
 }
@@ -259,6 +275,11 @@ impl ShardMetrics {
         self.cleaner.bytes_written += other.cleaner.bytes_written;
         self.writeback.add(&other.writeback);
         self.producer_ids_evicted += other.producer_ids_evicted;
+        self.share_state.loads += other.share_state.loads;
+        self.share_state.load_failures += other.share_state.load_failures;
+        self.share_state.writes += other.share_state.writes;
+        self.share_state.write_failures += other.share_state.write_failures;
+        self.share_state.write_time.add(&other.share_state.write_time);
         for (kind, n) in &other.unreadable_files {
             *self.unreadable_files.entry(kind).or_default() += n;
         }

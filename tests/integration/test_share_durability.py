@@ -21,6 +21,7 @@ import kafkawire as w
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import conftest
+from admin_api import scrape
 from clients import admin_create_topic
 from conftest import is_kafka, wait_for
 from test_features import describe as describe_features, features
@@ -68,6 +69,13 @@ def test_acknowledgements_survive_kill9_and_the_rest_is_redelivered(broker_facto
         accepted, unacknowledged = held[: len(held) // 2], held[len(held) // 2:]
         err, res = share_ack(bs, group, m, epoch, tid, {0: [(accepted[0], accepted[-1], [ACCEPT])]}, sock=s)
         assert (err, res[0]) == (0, 0), res
+    if not is_kafka():
+        # The leader's calls to the share coordinator, visible to an operator.
+        metrics = scrape(b.admin_url)
+        assert metrics.total("shardlog_share_state_loads_total") >= 1
+        assert metrics.total("shardlog_share_state_writes_total") >= 1
+        assert metrics.total("shardlog_share_state_write_failures_total") == 0
+        assert metrics.total("shardlog_share_state_write_time_seconds_count") == metrics.total("shardlog_share_state_writes_total")
 
     b.restart(kill=True)
 

@@ -126,8 +126,12 @@ impl SharePartitions {
             entry.loaded.replace(None);
         }
         if entry.loaded.borrow().is_none() {
-            let loaded = self.load(p, &state_key, leader_epoch, op.earliest).await.map_err(SharePartitionError::State)?;
-            entry.loaded.replace(Some(loaded));
+            let loaded = self.load(p, &state_key, leader_epoch, op.earliest).await;
+            crate::metrics::shard_metrics::with(|m| {
+                m.share_state.loads += 1;
+                m.share_state.load_failures += u64::from(loaded.is_err());
+            });
+            entry.loaded.replace(Some(loaded.map_err(SharePartitionError::State)?));
         }
         let member: MemberId = Rc::from(op.member_id.as_str());
         let mut reply = SharePartitionReply::default();
@@ -237,7 +241,14 @@ impl SharePartitions {
     /// WriteShareGroupState of the whole window; the partition's error if not taken.
     async fn write(&self, key: &SharePartitionKey, state_epoch: i32, leader_epoch: i32, start_offset: i64, batches: &[StateBatch]) -> Result<(), ErrorCode> {
         let w = WriteState { state_epoch, leader_epoch, start_offset, delivery_complete_count: -1, batches: batches.iter().map(to_persisted).collect() };
-        match (self.persister)(key.clone(), ShareStateOpKind::Write(w)).await {
+        let sent = std::time::Instant::now();
+        let answer = (self.persister)(key.clone(), ShareStateOpKind::Write(w)).await;
+        crate::metrics::shard_metrics::with(|m| {
+            m.share_state.writes += 1;
+            m.share_state.write_failures += u64::from(answer.is_err());
+            m.share_state.write_time.record(sent.elapsed());
+        });
+        match answer {
             Ok(_) => Ok(()),
             Err(f) => {
                 tracing::debug!(group = %key.group_id, partition = key.partition, code = %f.code, "share-partition state not written");
