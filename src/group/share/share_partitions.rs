@@ -140,16 +140,22 @@ impl SharePartitions {
             let l = loaded.as_mut().expect("loaded above");
             l.sp.expire_locks(now_ms);
             l.sp.move_start_to(p.log_start_offset());
-            let before = l.sp.state_batches();
-            let undo = l.sp.clone();
-            if !op.acknowledgements.is_empty() {
-                reply.acknowledge_error = l.sp.acknowledge(&op.member_id, &op.acknowledgements, op.renew_allowed, now_ms).err();
+            // Only acknowledgements and releases are written (and can be undone); a plain
+            // fetch copies nothing. Lock expiry and the start's move ride on the next write.
+            if op.acknowledgements.is_empty() && !op.release {
+                None
+            } else {
+                let before = l.sp.state_batches();
+                let undo = l.sp.clone();
+                if !op.acknowledgements.is_empty() {
+                    reply.acknowledge_error = l.sp.acknowledge(&op.member_id, &op.acknowledgements, op.renew_allowed, now_ms).err();
+                }
+                if op.release {
+                    l.sp.release_member(&op.member_id);
+                }
+                let after = l.sp.state_batches();
+                (after != before).then_some((after, undo, l.state_epoch))
             }
-            if op.release {
-                l.sp.release_member(&op.member_id);
-            }
-            let after = l.sp.state_batches();
-            (after != before).then_some((after, undo, l.state_epoch))
         };
         if let Some(((start_offset, batches), undo, state_epoch)) = write {
             if let Err(code) = self.write(&state_key, state_epoch, leader_epoch, start_offset, &batches).await {
