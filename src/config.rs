@@ -313,6 +313,7 @@ impl Config {
         if !self.admin_listener.is_empty() && self.admin_listener.parse::<std::net::SocketAddr>().is_err() {
             return bad("admin_listener", "must be host:port with an IP address (127.0.0.1:9644), or empty for none");
         }
+        self.validate_share_groups()?;
         if !(100..=1_000_000).contains(&self.shard_preempt_timer_us) {
             return bad("shard_preempt_timer_us", "must be between 100 and 1000000");
         }
@@ -424,6 +425,53 @@ impl Config {
     }
 
     /// Roles, controller listener and voters must describe one consistent node.
+    /// Kafka's ShareGroupConfig: each key in its range, each default between its bounds.
+    fn validate_share_groups(&self) -> Result<(), ConfigError> {
+        let bad = |key: &'static str, message: String| Err(ConfigError::Invalid { key, message });
+        let ranges: [(&str, i32, std::ops::RangeInclusive<i32>); 9] = [
+            ("group_share_record_lock_duration_ms", self.group_share_record_lock_duration_ms, 1000..=3_600_000),
+            ("group_share_min_record_lock_duration_ms", self.group_share_min_record_lock_duration_ms, 1000..=30_000),
+            ("group_share_max_record_lock_duration_ms", self.group_share_max_record_lock_duration_ms, 30_000..=3_600_000),
+            ("group_share_delivery_count_limit", self.group_share_delivery_count_limit, 2..=10),
+            ("group_share_min_delivery_count_limit", self.group_share_min_delivery_count_limit, 2..=5),
+            ("group_share_max_delivery_count_limit", self.group_share_max_delivery_count_limit, 5..=25),
+            ("group_share_partition_max_record_locks", self.group_share_partition_max_record_locks, 100..=10_000),
+            ("group_share_min_partition_max_record_locks", self.group_share_min_partition_max_record_locks, 100..=2000),
+            ("group_share_max_partition_max_record_locks", self.group_share_max_partition_max_record_locks, 2000..=10_000),
+        ];
+        for (name, value, range) in ranges {
+            if !range.contains(&value) {
+                return bad(name, format!("must be between {} and {}", range.start(), range.end()));
+            }
+        }
+        let between = [
+            (
+                "group_share_record_lock_duration_ms",
+                self.group_share_min_record_lock_duration_ms,
+                self.group_share_record_lock_duration_ms,
+                self.group_share_max_record_lock_duration_ms,
+            ),
+            (
+                "group_share_delivery_count_limit",
+                self.group_share_min_delivery_count_limit,
+                self.group_share_delivery_count_limit,
+                self.group_share_max_delivery_count_limit,
+            ),
+            (
+                "group_share_partition_max_record_locks",
+                self.group_share_min_partition_max_record_locks,
+                self.group_share_partition_max_record_locks,
+                self.group_share_max_partition_max_record_locks,
+            ),
+        ];
+        for (name, min, value, max) in between {
+            if !(min..=max).contains(&value) {
+                return bad(name, format!("must be between its min ({min}) and max ({max}) settings"));
+            }
+        }
+        Ok(())
+    }
+
     fn validate_quorum(&self) -> Result<(), ConfigError> {
         let bad = |key, message: String| Err(ConfigError::Invalid { key, message });
         if self.node_id < 0 {
@@ -646,6 +694,29 @@ mod tests {
         assert_eq!(c.flush, FlushMode::Never);
         assert_eq!(c.num_partitions, 6);
         assert_eq!(c.socket_request_max_bytes, 100 * 1024 * 1024);
+    }
+
+    /// Kafka's ShareGroupConfig rules: each group.share.* limit in its range and between
+    /// its min and max settings.
+    #[test]
+    fn share_group_limits_are_checked_as_kafka_checks_them() {
+        assert!(Config::default().validate().is_ok());
+        let long_locks = Config { group_share_record_lock_duration_ms: 3_600_000, group_share_max_record_lock_duration_ms: 3_600_000, ..Config::default() };
+        assert!(long_locks.validate().is_ok(), "an hour is allowed with a max of an hour");
+        let cases = [
+            (Config { group_share_record_lock_duration_ms: 3_600_000, ..Config::default() }, "group_share_record_lock_duration_ms"),
+            (Config { group_share_record_lock_duration_ms: 999, ..Config::default() }, "group_share_record_lock_duration_ms"),
+            (Config { group_share_delivery_count_limit: 11, ..Config::default() }, "group_share_delivery_count_limit"),
+            (Config { group_share_max_delivery_count_limit: 4, ..Config::default() }, "group_share_max_delivery_count_limit"),
+            (Config { group_share_partition_max_record_locks: 5000, ..Config::default() }, "group_share_partition_max_record_locks"),
+            (Config { group_share_min_partition_max_record_locks: 2001, ..Config::default() }, "group_share_min_partition_max_record_locks"),
+        ];
+        for (c, key) in cases {
+            match c.validate() {
+                Err(ConfigError::Invalid { key: k, .. }) => assert_eq!(k, key),
+                other => panic!("{key}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -17,7 +17,7 @@
 //! - transaction.partition.verification.enable, transaction.remove.expired.transaction.*,
 //!   producer.id.expiration.check.interval.ms: verification is always on; expiry runs
 //!   with the transaction coordinator's cleanup and the retention check;
-//! - group.share.* (but group.share.max.share.sessions), group.streams.*,
+//! - group.share.* (but max.share.sessions and the lock, delivery and record-lock limits), group.streams.*,
 //!   share.coordinator.* (but the state topic's and the snapshot interval): no streams
 //!   groups; share groups are in progress (the share coordinator's threads, timeouts and
 //!   pruning intervals are not settings here);
@@ -159,7 +159,16 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     def(&key::group_max_session_timeout_ms, None),
     def(&key::group_max_size, None),
     def(&key::group_min_session_timeout_ms, None),
+    def(&key::group_share_delivery_count_limit, None),
+    def(&key::group_share_max_delivery_count_limit, None),
+    def(&key::group_share_max_partition_max_record_locks, None),
+    def(&key::group_share_max_record_lock_duration_ms, None),
     def(&key::group_share_max_share_sessions, None),
+    def(&key::group_share_min_delivery_count_limit, None),
+    def(&key::group_share_min_partition_max_record_locks, None),
+    def(&key::group_share_min_record_lock_duration_ms, None),
+    def(&key::group_share_partition_max_record_locks, None),
+    def(&key::group_share_record_lock_duration_ms, None),
     def(&key::leader_imbalance_check_interval_seconds, None),
     def(&key::leader_imbalance_per_broker_percentage, None),
     def_with(&key::listeners, None, |c| format!("PLAINTEXT://{}", c.listen)),

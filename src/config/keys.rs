@@ -444,6 +444,27 @@ config_keys! {
     /// Share sessions (KIP-932) the broker keeps at most; one more is SHARE_SESSION_LIMIT_REACHED.
     /// Divided evenly among the shards (a member's session lives on its connection's shard).
     static group_share_max_share_sessions: usize = 2000, kafka = "group.share.max.share.sessions" as Int;
+    /// How long a share-group record acquired by a member stays locked to it (KIP-932).
+    /// Not acknowledged by then, it is delivered again (1000-3600000, between the min and max below).
+    static group_share_record_lock_duration_ms: i32 = 30_000, kafka = "group.share.record.lock.duration.ms" as Int;
+    /// Lower bound of a share group's record lock duration (1000-30000).
+    static group_share_min_record_lock_duration_ms: i32 = 15_000, kafka = "group.share.min.record.lock.duration.ms" as Int;
+    /// Upper bound of a share group's record lock duration (30000-3600000).
+    static group_share_max_record_lock_duration_ms: i32 = 60_000, kafka = "group.share.max.record.lock.duration.ms" as Int;
+    /// Deliveries of a share-group record before it is archived instead of delivered again.
+    /// 2-10, between the min and max below.
+    static group_share_delivery_count_limit: i32 = 5, kafka = "group.share.delivery.count.limit" as Int;
+    /// Lower bound of a share group's delivery count limit (2-5).
+    static group_share_min_delivery_count_limit: i32 = 2, kafka = "group.share.min.delivery.count.limit" as Int;
+    /// Upper bound of a share group's delivery count limit (5-25).
+    static group_share_max_delivery_count_limit: i32 = 10, kafka = "group.share.max.delivery.count.limit" as Int;
+    /// Records in flight (delivered and not yet done) per share-partition at most.
+    /// The bound on a share-partition's state (100-10000, between the min and max below).
+    static group_share_partition_max_record_locks: i32 = 2000, kafka = "group.share.partition.max.record.locks" as Int;
+    /// Lower bound of a share group's in-flight records per share-partition (100-2000).
+    static group_share_min_partition_max_record_locks: i32 = 100, kafka = "group.share.min.partition.max.record.locks" as Int;
+    /// Upper bound of a share group's in-flight records per share-partition (2000-10000).
+    static group_share_max_partition_max_record_locks: i32 = 4000, kafka = "group.share.max.partition.max.record.locks" as Int;
     /// A KIP-848 member silent this long is removed (default of the group config consumer.session.timeout.ms).
     static group_consumer_session_timeout_ms: u64 = 45_000, kafka = "group.consumer.session.timeout.ms" as Int;
     /// How often KIP-848 members heartbeat (default of the group config consumer.heartbeat.interval.ms).

@@ -30,9 +30,10 @@ from test_groups import find_group_coordinator
 GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNSUPPORTED_VERSION = 69, 25, 110, 35
 
 
-def share_broker(broker_factory):
-    """A broker serving share groups (shardlog: share.version 1 turned on)."""
-    b = broker_factory(extra_args=[] if is_kafka() else ["--unstable-feature-versions-enable", "true"])
+def share_broker(broker_factory, settings: dict[str, str] | None = None):
+    """A broker serving share groups (shardlog: share.version 1 turned on), with Kafka
+    broker `settings` both targets take."""
+    b = broker_factory(extra_args=[] if is_kafka() else ["--unstable-feature-versions-enable", "true"], settings=settings)
     if not is_kafka():
         rc, out = features(b.bootstrap, "upgrade", "--feature", "share.version=1")
         assert "share.version was upgraded to 1." in out, out
@@ -374,3 +375,57 @@ def test_share_acknowledgements_that_do_not_fit_are_refused(broker_factory, topi
         assert share_ack(bs, group, m, -1, tid, {}, sock=s)[0] == 0
         assert share_fetch(bs, group, m, epoch, tid, [0], sock=s)[0] == SHARE_SESSION_NOT_FOUND
         assert share_ack(bs, group, m, 0, tid, {0: [(first, first, [ACCEPT])]}, sock=s)[0] == INVALID_SHARE_SESSION_EPOCH
+
+
+def test_group_share_limits_are_the_brokers_settings(broker_factory, topic_name):
+    """group.share.record.lock.duration.ms (with its max raised) and
+    group.share.delivery.count.limit: ShareFetch reports the lock duration, and a record
+    released as often as the limit is archived, not delivered again."""
+    b = share_broker(broker_factory, {"group.share.record.lock.duration.ms": "90000",
+                                      "group.share.max.record.lock.duration.ms": "90000",
+                                      "group.share.delivery.count.limit": "2"})
+    bs = b.bootstrap
+    admin_create_topic(bs, topic_name, 1)
+    group = "sl-" + topic_name
+    m, hb = joined(bs, group, [topic_name])
+    members = settle(bs, group, {m: hb}, lambda a: all(a.values()))
+    tid = bytes.fromhex(next(iter(members[m]["assignment"])))
+    with w.connect(bs) as s:
+        body = (w.compact_string(group) + w.compact_string(m) + w.i32(0) + w.i32(0) + w.i32(1) + w.i32(1 << 20)
+                + w.i32(500) + w.i32(500) + w.compact_array([tid + w.compact_array([w.i32(0) + _ack_batches([]) + w.uvarint(0)]) + w.uvarint(0)])
+                + w.compact_array([]))
+        r = w.flexible_roundtrip(s, 78, 1, body)
+        r.i32()
+        assert r.i16() == 0
+        r.compact_string()
+        assert r.i32() == 90000, "acquisition_lock_timeout_ms is group.share.record.lock.duration.ms"
+        epoch = 1
+
+        def delivered():
+            nonlocal epoch
+            produce(bs, topic_name, 0, 1)
+            res = share_fetch(bs, group, m, epoch, tid, [0], max_wait_ms=1000, sock=s)
+            epoch += 1
+            return acquired_offsets(res[1][0]) or None
+        first = wait_for("a record", delivered, 60)[0]
+
+        def fetch():
+            nonlocal epoch
+            res = share_fetch(bs, group, m, epoch, tid, [0], max_wait_ms=500, sock=s)
+            epoch += 1
+            return res[1][0]["acquired"] and res[1][0]
+
+        def release(offset):
+            nonlocal epoch
+            err, res = share_ack(bs, group, m, epoch, tid, {0: [(offset, offset, [RELEASE])]}, sock=s)
+            epoch += 1
+            assert (err, res[0]) == (0, 0), res
+        # Released after delivery 1, delivered again (delivery 2), released again: that
+        # reaches the limit of 2, so it is archived and never delivered a third time.
+        release(first)
+        again = wait_for("the released record again", fetch, 60)
+        assert [c for f, l, c in again["acquired"] if f <= first <= l] == [2], again
+        release(first)
+        produce(bs, topic_name, 0, 1)
+        later = wait_for("the next record", fetch, 60)
+        assert first not in acquired_offsets(later), later

@@ -94,11 +94,13 @@ struct Loaded {
 pub struct SharePartitions {
     states: RefCell<HashMap<Key, Rc<Entry>>>,
     persister: StatePersister,
+    /// The broker's group.share.* limits (share groups' own configs are not read yet).
+    limits: ShareLimits,
 }
 
 impl SharePartitions {
-    pub fn new(persister: StatePersister) -> Rc<SharePartitions> {
-        Rc::new(SharePartitions { states: RefCell::new(HashMap::new()), persister })
+    pub fn new(persister: StatePersister, limits: ShareLimits) -> Rc<SharePartitions> {
+        Rc::new(SharePartitions { states: RefCell::new(HashMap::new()), persister, limits })
     }
 
     /// Runs `op` on partition `p` (this shard leads it).
@@ -240,7 +242,7 @@ impl SharePartitions {
             _ if earliest => p.log_start_offset(),
             _ => p.high_watermark(),
         };
-        let sp = SharePartition::from_state(start, &batches, ShareLimits::default());
+        let sp = SharePartition::from_state(start, &batches, self.limits);
         Ok(Loaded { sp, leader_epoch, state_epoch: state.state_epoch })
     }
 
@@ -324,7 +326,7 @@ mod tests {
             let state = open_flushed(&dir.join("state"), LogConfig::default(), FlushMode::Always).await;
             let coordinator = Rc::new(ShareStateCoordinator::new(500));
             let refuse = Rc::new(Cell::new(false));
-            let shares = SharePartitions::new(persister(coordinator.clone(), state.clone(), refuse.clone()));
+            let shares = SharePartitions::new(persister(coordinator.clone(), state.clone(), refuse.clone()), ShareLimits::default());
 
             let got = shares.run(&data, op("a", vec![], true), 0).await.unwrap();
             assert_eq!(offsets(&got), (0..10).collect::<Vec<_>>(), "first use: initialized, read, delivered from the log start");
@@ -341,7 +343,7 @@ mod tests {
 
             // A new leader: reads the state; 0..4 are done, 5..9 were delivered and not
             // acknowledged, so they come again (acquisitions are not persisted).
-            let after = SharePartitions::new(persister(coordinator, state, refuse));
+            let after = SharePartitions::new(persister(coordinator, state, refuse), ShareLimits::default());
             let again = after.run(&data, op("b", vec![], true), 3).await.unwrap();
             assert_eq!(offsets(&again), (5..10).collect::<Vec<_>>());
         });

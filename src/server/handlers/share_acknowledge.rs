@@ -9,7 +9,6 @@ use uuid::Uuid;
 
 use super::share_common::{acknowledge_error, admit, batches, run, session_error, PartitionWork};
 use super::str_bytes;
-use crate::group::share::share_partition::ShareLimits;
 use crate::group::share::share_partitions::SharePartitionOp;
 use crate::group::share::share_session::ShareRequestKind;
 use crate::protocol::ErrorCode;
@@ -109,7 +108,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareAcknowl
     }
     let resp = ShareAcknowledgeResponse::default()
         .with_error_message(None)
-        .with_acquisition_lock_timeout_ms(ShareLimits::default().lock_duration_ms as i32)
+        .with_acquisition_lock_timeout_ms(ctx.config.group_share_record_lock_duration_ms)
         .with_responses(responses);
     meta.respond(&resp)
 }

@@ -93,7 +93,12 @@ impl ShardContext {
         let markers = crate::server::txn_markers::marker_writer(router.clone(), partitions.clone(), config.node_id, inter_broker.clone());
         let txn_coordinator = Rc::new(TxnContext::new(txn_config(&config), partitions.clone(), markers));
         let share_persister = crate::server::share_persister::share_persister(router.clone(), config.node_id, inter_broker.clone());
-        let share_partitions = crate::group::share::share_partitions::SharePartitions::new(share_persister);
+        let share_limits = crate::group::share::share_partition::ShareLimits {
+            max_in_flight_records: i64::from(config.group_share_partition_max_record_locks),
+            delivery_count_limit: u16::try_from(config.group_share_delivery_count_limit).unwrap_or(5),
+            lock_duration_ms: i64::from(config.group_share_record_lock_duration_ms),
+        };
+        let share_partitions = crate::group::share::share_partitions::SharePartitions::new(share_persister, share_limits);
         let share_state =
             Rc::new(crate::group::share::state_coordinator::ShareStateCoordinator::new(config.share_coordinator_snapshot_update_records_per_snapshot));
         serve_coordinator_ops(&router, &coordinator, &txn_coordinator, &share_partitions, &share_state);
