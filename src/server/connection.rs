@@ -191,6 +191,9 @@ async fn serve(ctx: Rc<ShardContext>, stream: TcpStream, listener: Rc<ListenerIn
             }
         }
     }
+    if let Some(peer) = peer {
+        super::handlers::share_common::release_sessions_of(&ctx, peer).await;
+    }
     ctx.connections.set(ctx.connections.get() - 1);
 }
 

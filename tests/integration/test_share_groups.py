@@ -429,3 +429,44 @@ def test_group_share_limits_are_the_brokers_settings(broker_factory, topic_name)
         produce(bs, topic_name, 0, 1)
         later = wait_for("the next record", fetch, 60)
         assert first not in acquired_offsets(later), later
+
+
+def test_a_closed_connection_releases_its_members_records(broker_factory, topic_name):
+    """Kafka ties a share session to the connection that opened it: when that connection
+    closes, the session ends and the member's acquired records are released at once. The
+    locks here last an hour, so only that release can give B the records A held."""
+    b = share_broker(broker_factory, {"group.share.record.lock.duration.ms": "3600000",
+                                      "group.share.max.record.lock.duration.ms": "3600000"})
+    bs = b.bootstrap
+    admin_create_topic(bs, topic_name, 1)
+    group = "sc-" + topic_name
+    members = {}
+    for _ in range(2):
+        m, hb = joined(bs, group, [topic_name])
+        members[m] = hb
+    settle(bs, group, members, lambda a: all(a.values()))
+    (a, b_), tid = list(members), bytes.fromhex(next(iter(next(iter(members.values()))["assignment"])))
+    with w.connect(bs) as sb:
+        assert share_fetch(bs, group, b_, 0, tid, [0], sock=sb)[0] == 0
+        with w.connect(bs) as sa:
+            assert share_fetch(bs, group, a, 0, tid, [0], sock=sa)[0] == 0
+            epoch = 1
+
+            def a_gets_records():
+                nonlocal epoch
+                produce(bs, topic_name, 0, 5)
+                r = share_fetch(bs, group, a, epoch, tid, [0], max_wait_ms=1000, sock=sa)
+                epoch += 1
+                return acquired_offsets(r[1][0]) or None
+            held = wait_for("A's records", a_gets_records, 60)
+        # A's connection is closed (no acknowledgement, no final epoch): B gets what A held.
+        epoch_b = 1
+        seen: list[int] = []
+
+        def b_gets_them():
+            nonlocal epoch_b
+            r = share_fetch(bs, group, b_, epoch_b, tid, [0], max_wait_ms=500, sock=sb)
+            epoch_b += 1
+            seen.extend(acquired_offsets(r[1][0]))
+            return set(held) <= set(seen)
+        wait_for(f"B to get A's records {held}", b_gets_them, 60)

@@ -38,8 +38,8 @@
 //! share-partition's state (state epoch = group epoch) before it assigns it (today the
 //! leader initializes it on first use, state epoch 0), the group's records in
 //! `__consumer_offsets`, `share.*` group configs, releasing a member's records when its
-//! group session ends or its connection closes (today: its locks expire), and the offset
-//! admin APIs.
+//! group membership ends (its connection's close releases them: `server/share_sessions.rs`;
+//! otherwise its locks expire), and the offset admin APIs.
 pub mod coordinator;
 pub mod share_group;
 pub mod share_partition;

@@ -58,7 +58,7 @@ pub mod produce;
 pub mod quorum_membership;
 pub mod replica_fetch;
 pub mod share_acknowledge;
-mod share_common;
+pub mod share_common;
 pub mod share_fetch;
 pub mod share_group_describe;
 pub mod share_group_heartbeat;

@@ -119,3 +119,32 @@ pub async fn run(ctx: &Rc<ShardContext>, work: Vec<PartitionWork>) -> Vec<(Uuid,
     }
     out
 }
+
+/// A connection closed: the share sessions it opened end, and their members' records on
+/// this broker are released at once (delivered again to others) rather than when their
+/// locks expire, as Kafka does on a client disconnect.
+pub async fn release_sessions_of(ctx: &Rc<ShardContext>, peer: std::net::SocketAddr) {
+    for (group_id, member_id, partitions) in ctx.share_sessions.close_connection(peer) {
+        let work = partitions
+            .into_iter()
+            .map(|(topic_id, partition)| PartitionWork {
+                topic_id,
+                partition,
+                op: SharePartitionOp {
+                    group_id: group_id.clone(),
+                    member_id: member_id.clone(),
+                    acknowledgements: Vec::new(),
+                    renew_allowed: false,
+                    fetch: None,
+                    release: true,
+                    earliest: false,
+                },
+            })
+            .collect();
+        for (topic_id, partition, r) in run(ctx, work).await {
+            if let Err(code) = r {
+                tracing::debug!(group = %group_id, member = %member_id, %topic_id, partition, %code, "records not released on disconnect (their locks expire)");
+            }
+        }
+    }
+}

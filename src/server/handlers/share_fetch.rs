@@ -41,7 +41,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareFetchRe
     let access = ctx.access(&meta);
     let named: Vec<(Uuid, i32)> = req.topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, p.partition_index))).collect();
     let forgotten: Vec<(Uuid, i32)> = req.forgotten_topics_data.iter().flat_map(|t| t.partitions.iter().map(move |&p| (t.topic_id, p))).collect();
-    let (step, closed) = match ctx.share_sessions.step(&group_id, &member_id, req.share_session_epoch, ShareRequestKind::Fetch, &named, &forgotten) {
+    let (step, closed) = match ctx.share_sessions.step(&group_id, &member_id, req.share_session_epoch, ShareRequestKind::Fetch, &named, &forgotten, meta.peer) {
         Ok(s) => s,
         Err(e) => return meta.respond(&top_error(session_error(&e), Some(e.to_string()))),
     };
