@@ -7,7 +7,7 @@ use kafka_protocol::messages::share_acknowledge_response::{LeaderIdAndEpoch, Par
 use kafka_protocol::messages::{ShareAcknowledgeRequest, ShareAcknowledgeResponse};
 use uuid::Uuid;
 
-use super::share_common::{acknowledge_error, admit, batches, run, session_error, PartitionWork};
+use super::share_common::{acknowledge_error, admit, batches, release_work, run, session_error, PartitionWork};
 use super::str_bytes;
 use crate::group::share::share_partitions::SharePartitionOp;
 use crate::group::share::share_session::ShareRequestKind;
@@ -66,19 +66,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareAcknowl
     if step.closing {
         // The session's other partitions: release what the member holds there too.
         for &(topic_id, partition) in closed.iter().filter(|k| !named.contains(k)) {
-            work.push(PartitionWork {
-                topic_id,
-                partition,
-                op: SharePartitionOp {
-                    group_id: group_id.clone(),
-                    member_id: member_id.clone(),
-                    acknowledgements: Vec::new(),
-                    renew_allowed: false,
-                    fetch: None,
-                    release: true,
-                    earliest: false,
-                },
-            });
+            work.push(release_work(&group_id, &member_id, topic_id, partition));
         }
     }
     for (topic_id, partition, r) in run(ctx, work).await {

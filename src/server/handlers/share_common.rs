@@ -125,26 +125,28 @@ pub async fn run(ctx: &Rc<ShardContext>, work: Vec<PartitionWork>) -> Vec<(Uuid,
 /// locks expire, as Kafka does on a client disconnect.
 pub async fn release_sessions_of(ctx: &Rc<ShardContext>, peer: std::net::SocketAddr) {
     for (group_id, member_id, partitions) in ctx.share_sessions.close_connection(peer) {
-        let work = partitions
-            .into_iter()
-            .map(|(topic_id, partition)| PartitionWork {
-                topic_id,
-                partition,
-                op: SharePartitionOp {
-                    group_id: group_id.clone(),
-                    member_id: member_id.clone(),
-                    acknowledgements: Vec::new(),
-                    renew_allowed: false,
-                    fetch: None,
-                    release: true,
-                    earliest: false,
-                },
-            })
-            .collect();
+        let work = partitions.into_iter().map(|(topic_id, partition)| release_work(&group_id, &member_id, topic_id, partition)).collect();
         for (topic_id, partition, r) in run(ctx, work).await {
             if let Err(code) = r {
                 tracing::debug!(group = %group_id, member = %member_id, %topic_id, partition, %code, "records not released on disconnect (their locks expire)");
             }
         }
+    }
+}
+
+/// A partition's part that only releases what the member holds there.
+pub fn release_work(group_id: &str, member_id: &str, topic_id: Uuid, partition: i32) -> PartitionWork {
+    PartitionWork {
+        topic_id,
+        partition,
+        op: SharePartitionOp {
+            group_id: group_id.to_string(),
+            member_id: member_id.to_string(),
+            acknowledgements: Vec::new(),
+            renew_allowed: false,
+            fetch: None,
+            release: true,
+            earliest: false,
+        },
     }
 }
