@@ -68,6 +68,17 @@ def joined(bootstrap: str, group: str, topics: list[str]) -> tuple[str, dict]:
     return member, hb
 
 
+def settled_members(bootstrap: str, group: str, topic: str, n: int) -> tuple[list[str], bytes]:
+    """`n` members of `group` on `topic`, each assigned its partitions; their ids and the
+    topic id."""
+    members = {}
+    for _ in range(n):
+        m, hb = joined(bootstrap, group, [topic])
+        members[m] = hb
+    settle(bootstrap, group, members, lambda a: all(a.values()))
+    return list(members), bytes.fromhex(next(iter(next(iter(members.values()))["assignment"])))
+
+
 def settle(bootstrap: str, group: str, members: dict[str, dict], want) -> dict[str, dict]:
     """Heartbeats every member until `want(assignments)` holds (Kafka assigns asynchronously)."""
     def all_settled():
@@ -238,12 +249,7 @@ def test_share_fetch_acquires_acknowledges_and_redelivers(broker_factory, topic_
     bs = b.bootstrap
     admin_create_topic(bs, topic_name, 1)
     group = "sf-" + topic_name
-    members = {}
-    for _ in range(2):
-        m, hb = joined(bs, group, [topic_name])
-        members[m] = hb
-    settle(bs, group, members, lambda a: all(a.values()))
-    (a, b_), tid = list(members), bytes.fromhex(next(iter(next(iter(members.values()))["assignment"])))
+    (a, b_), tid = settled_members(bs, group, topic_name, 2)
     # Sessions open (epoch 0) before any record exists; the share-partition starts at the end.
     with w.connect(bs) as sa, w.connect(bs) as sb:
         assert share_fetch(bs, group, a, 0, tid, [0], sock=sa)[0] == 0
@@ -440,12 +446,7 @@ def test_a_closed_connection_releases_its_members_records(broker_factory, topic_
     bs = b.bootstrap
     admin_create_topic(bs, topic_name, 1)
     group = "sc-" + topic_name
-    members = {}
-    for _ in range(2):
-        m, hb = joined(bs, group, [topic_name])
-        members[m] = hb
-    settle(bs, group, members, lambda a: all(a.values()))
-    (a, b_), tid = list(members), bytes.fromhex(next(iter(next(iter(members.values()))["assignment"])))
+    (a, b_), tid = settled_members(bs, group, topic_name, 2)
     with w.connect(bs) as sb:
         assert share_fetch(bs, group, b_, 0, tid, [0], sock=sb)[0] == 0
         with w.connect(bs) as sa:
