@@ -5,6 +5,7 @@
 use std::rc::Rc;
 
 use super::coordinator::Coordinator;
+use super::share::state_persister::StatePersister;
 
 use crate::cluster::shard_partitions::{ShardImage, ShardPartitions};
 use crate::partition::Partition;
@@ -32,11 +33,14 @@ pub struct CoordinatorContext {
     pub partitions: Rc<ShardPartitions>,
     /// The groups of this shard's offsets partitions.
     pub groups: Coordinator,
+    /// How share groups initialize their share-partitions' state in the share
+    /// coordinator (InitializeShareGroupState) before they assign them.
+    pub share_persister: StatePersister,
 }
 
 impl CoordinatorContext {
-    pub fn new(config: GroupConfig, partitions: Rc<ShardPartitions>) -> CoordinatorContext {
-        CoordinatorContext { shard: partitions.shard(), config, partitions, groups: Coordinator::default() }
+    pub fn new(config: GroupConfig, partitions: Rc<ShardPartitions>, share_persister: StatePersister) -> CoordinatorContext {
+        CoordinatorContext { shard: partitions.shard(), config, partitions, groups: Coordinator::default(), share_persister }
     }
 
     pub fn image(&self) -> ShardImage {

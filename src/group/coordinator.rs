@@ -70,7 +70,7 @@ impl Coordinator {
             GroupOp::Delete { group_id } => GroupReply::Delete(self.delete_group(p, &group_id).await),
             GroupOp::DeleteOffsets { req } => GroupReply::DeleteOffsets(self.delete_offsets(p, req).await),
             GroupOp::Consumer(op) => self.execute_consumer(ctx, p, op).await,
-            GroupOp::Share(op) => self.execute_share(ctx, p, op),
+            GroupOp::Share(op) => self.execute_share(ctx, p, op).await,
             GroupOp::TxnCommit { req, version } => GroupReply::TxnCommit(self.txn_commit(ctx, p, req, version).await),
             GroupOp::CompleteTxn { producer_id, commit } => {
                 self.complete_txn(p.index, producer_id, commit);
@@ -142,6 +142,7 @@ impl Coordinator {
             if let Some(c) = g.consumer.as_deref_mut() {
                 super::consumer::finish_load(c, now);
             }
+            super::share::coordinator::finish_load(g, now);
         }
     }
 
@@ -179,6 +180,7 @@ impl Coordinator {
                 groups.remove(&group);
             }
             OffsetsRecord::Consumer(rec) => super::consumer::replay(&mut groups, partition, rec),
+            OffsetsRecord::Share(rec) => super::share::coordinator::replay(&mut groups, partition, rec, Instant::now()),
         }
     }
 
@@ -204,8 +206,12 @@ impl Coordinator {
                 if !recs.is_empty() {
                     to_persist.push((g.partition, recs));
                 }
-                for member in super::share::coordinator::expire(g, &image, now) {
+                let (gone, recs) = super::share::coordinator::expire(g, &image, now);
+                for member in gone {
                     tracing::info!(group = %g.id, member = %member, "share group member removed (session timeout)");
+                }
+                if !recs.is_empty() {
+                    to_persist.push((g.partition, recs));
                 }
             }
             // Groups that never got a generation nor offsets (e.g. a MEMBER_ID_REQUIRED

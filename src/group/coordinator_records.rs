@@ -76,6 +76,8 @@ pub enum OffsetsRecord {
     },
     /// KIP-848 consumer-group records (key versions 3-8), see consumer/records.rs.
     Consumer(super::consumer::consumer_group_records::ConsumerRecord),
+    /// KIP-932 share-group records (key versions 10-15), see share/share_group_records.rs.
+    Share(super::share::share_group_records::ShareRecord),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -175,6 +177,7 @@ impl OffsetsRecord {
         let mut b = BytesMut::new();
         match self {
             OffsetsRecord::Consumer(r) => return r.key(),
+            OffsetsRecord::Share(r) => return r.key(),
             OffsetsRecord::Offset { group, topic, partition, .. } => {
                 b.put_i16(OFFSET_KEY_VERSION);
                 put_str(&mut b, group);
@@ -193,6 +196,7 @@ impl OffsetsRecord {
         let mut b = BytesMut::new();
         match self {
             OffsetsRecord::Consumer(r) => return r.value(),
+            OffsetsRecord::Share(r) => return r.value(),
             OffsetsRecord::Offset { value: Some(v), .. } => match v.expire_timestamp_ms {
                 Some(expire) => {
                     b.put_i16(OFFSET_VALUE_VERSION_WITH_EXPIRY);
@@ -303,6 +307,7 @@ impl OffsetsRecord {
                 Ok(OffsetsRecord::Group { group, value })
             }
             v @ 3..=8 => super::consumer::consumer_group_records::ConsumerRecord::parse(v, k, value).map(OffsetsRecord::Consumer),
+            v @ 10..=15 => super::share::share_group_records::ShareRecord::parse(v, k, value).map(OffsetsRecord::Share),
             v => Err(RecordError::UnknownVersion(v)),
         }
     }

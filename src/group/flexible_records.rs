@@ -113,3 +113,82 @@ pub fn get_tagged_fields(b: &mut Bytes, wanted: Option<u32>) -> Result<Option<By
     }
     Ok(found)
 }
+
+/// Partitions by topic id, as the group records store them (`TopicPartitions`).
+pub type TopicPartitions = std::collections::BTreeMap<Uuid, std::collections::BTreeSet<i32>>;
+
+/// `carray<TopicPartitions>`: `uuid topic_id, carray<i32> partitions, tagged` each.
+pub fn put_assignment(b: &mut BytesMut, a: &TopicPartitions) {
+    put_len(b, a.len());
+    for (topic, partitions) in a {
+        b.put_slice(topic.as_bytes());
+        put_len(b, partitions.len());
+        for p in partitions {
+            b.put_i32(*p);
+        }
+        put_uvarint(b, 0); // no tagged fields
+    }
+}
+
+pub fn get_assignment(b: &mut Bytes) -> Result<TopicPartitions, RecordError> {
+    // uuid + empty partition array + no tagged fields.
+    let topics = get_array_len(b, 18)?;
+    let mut a = TopicPartitions::new();
+    for _ in 0..topics {
+        let topic = get_uuid(b)?;
+        let n = get_array_len(b, 4)?;
+        let mut ps = std::collections::BTreeSet::new();
+        for _ in 0..n {
+            ps.insert(crate::group::coordinator_records::get_i32(b)?);
+        }
+        get_tagged_fields(b, None)?;
+        if !ps.is_empty() {
+            a.entry(topic).or_default().extend(ps);
+        }
+    }
+    Ok(a)
+}
+
+/// The tests' check that a record parser never panics: every prefix and byte-flipped
+/// variant of each sample (key, value), plus runs of 0xff / 0x80 / 0x00 / 0x7f (huge
+/// varints and counts) under every key version in `key_versions`, must parse to Ok or
+/// Err. `parse` takes (key version, key after it, value).
+#[cfg(test)]
+pub fn assert_parse_never_panics(samples: &[(Bytes, Bytes)], key_versions: std::ops::RangeInclusive<i16>, parse: impl Fn(i16, Bytes, Option<Bytes>)) {
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut rnd = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for (key, value) in samples {
+        let kv = i16::from_be_bytes([key[0], key[1]]);
+        for cut in 0..=value.len() {
+            parse(kv, key.slice(2..), Some(value.slice(..cut)));
+        }
+        for cut in 2..key.len() {
+            parse(kv, key.slice(2..cut), Some(value.clone()));
+        }
+        for _ in 0..200 {
+            let mut v = value.to_vec();
+            if v.is_empty() {
+                break;
+            }
+            let i = (rnd() as usize) % v.len();
+            v[i] = rnd() as u8;
+            parse(kv, key.slice(2..), Some(Bytes::from(v)));
+        }
+    }
+    for kv in key_versions {
+        for n in 0..24 {
+            for fill in [0xffu8, 0x80, 0x00, 0x7f] {
+                let b = Bytes::from(vec![fill; n]);
+                parse(kv, b.clone(), Some(b));
+                let mut v = vec![0u8, 0];
+                v.extend(std::iter::repeat_n(fill, n));
+                parse(kv, Bytes::from_static(&[0, 1, b'g', 0, 1, b'm']), Some(Bytes::from(v)));
+            }
+        }
+    }
+}

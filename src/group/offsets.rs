@@ -283,6 +283,9 @@ impl Coordinator {
             if g.consumer.is_some() {
                 recs.extend(super::consumer::heartbeat::group_tombstones(group_id));
             }
+            if g.share.is_some() {
+                recs.extend(super::share::coordinator::group_tombstones(group_id));
+            }
             recs
         };
         if let Err(e) = append(p, &records).await {

@@ -9,6 +9,9 @@ every record that was delivered but not acknowledged is delivered again:
    leader's writes cross the inter-broker listener); the leader is killed and the new
    leader reads the state back.
 
+3. the group itself (its epoch, members and assignments, kept in `__consumer_offsets`)
+   survives kill -9: its members keep heartbeating into it at their epochs.
+
 Both targets (Kafka 4.4 keeps the same promise)."""
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from admin_api import scrape
 from clients import admin_create_topic
 from conftest import is_kafka, wait_for
 from test_features import describe as describe_features, features
-from test_share_groups import ACCEPT, acquired_offsets, joined, produce, settle, share_ack, share_broker, share_fetch
+from test_share_groups import (ACCEPT, UNKNOWN_MEMBER_ID, acquired_offsets, heartbeat, joined, produce, settle, share_ack, share_broker,
+                               share_fetch, share_groups_tool)
 
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
@@ -104,6 +108,35 @@ def test_acknowledgements_survive_kill9_and_the_rest_is_redelivered(broker_facto
     assert not set(seen) & set(accepted), f"accepted before kill -9, delivered again: {sorted(set(seen) & set(accepted))}"
     assert set(unacknowledged) <= set(seen)
     assert len(seen) == len(set(seen)), f"a record delivered twice after the restart: {seen}"
+
+
+def test_the_group_survives_kill9_and_its_members_keep_their_epochs(broker_factory, topic_name):
+    b = share_broker(broker_factory)
+    admin_create_topic(b.bootstrap, topic_name, 2)
+    group = "sg-durable-" + topic_name
+    members = dict(joined(b.bootstrap, group, [topic_name]) for _ in range(2))
+    settle(b.bootstrap, group, members, lambda a: all(a.values()))
+    stays, leaves = list(members)
+    assert heartbeat(b.bootstrap, group, leaves, -1)["error"] == 0
+    del members[leaves]
+    # The one left takes the group's new epoch and both partitions.
+    settle(b.bootstrap, group, members, lambda a: sum(len(ps) for ps in a[stays].values()) == 2)
+    epoch, assignment = members[stays]["epoch"], members[stays]["assignment"]
+
+    b.restart(kill=True)
+
+    # Retried while the restarted coordinator loads; then the member is known at its epoch
+    # (a group kept only in memory answers GROUP_ID_NOT_FOUND here).
+    def answered():
+        hb = heartbeat(b.bootstrap, group, stays, epoch)
+        return hb if hb["error"] not in (14, 15, 16) else None
+    hb = wait_for("a heartbeat answer after the restart", answered, BOUND_S)
+    assert (hb["error"], hb["epoch"]) == (0, epoch), hb
+    assert hb["assignment"] in (None, assignment), hb
+    gone = heartbeat(b.bootstrap, group, leaves, epoch)
+    assert gone["error"] == UNKNOWN_MEMBER_ID, gone
+    out = share_groups_tool(b.bootstrap, "--describe", "--members", "--group", group)
+    assert stays in out and leaves not in out, out
 
 
 def java_hash(text: str) -> int:

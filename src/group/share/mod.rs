@@ -4,18 +4,23 @@
 //!   locks, delivery counts, acknowledgements, the start offset; kept on the partition's
 //!   shard (built, unit-tested)
 //! - `share_group.rs`      one share group's membership: ShareGroupHeartbeat's join /
-//!   heartbeat / leave / session expiry, group epoch and target assignment (built,
-//!   unit-tested)
+//!   heartbeat / leave / session expiry, group epoch and target assignment (of initialized
+//!   share-partitions only), the records of each change and their replay
 //! - `coordinator.rs`      ShareGroupHeartbeat / ShareGroupDescribe on the coordinating
-//!   shard, beside the classic and consumer groups (membership in memory, not durable yet)
+//!   shard, beside the classic and consumer groups; every change stored before it is
+//!   answered; share-partitions initialized in the share coordinator before they are assigned
+//! - `share_group_records.rs` the group's records in `__consumer_offsets` (Kafka 4.4's
+//!   ShareGroup* records: epoch, members, target and current assignments, initialized
+//!   share-partitions)
 //! - `simple_assignor.rs`  the `simple` assignor: every partition read, shared when members
 //!   outnumber partitions
 //! - `share_session.rs`    share sessions: epochs, partitions, Kafka's errors (kept per
 //!   shard by the server, `server/share_sessions.rs`)
 //! - `share_partitions.rs` one shard's share-partitions: ShareFetch / ShareAcknowledge's
 //!   per-partition part (acknowledge, release, read the log, acquire); state read from
-//!   the share coordinator on first use per leader epoch, acknowledgements written there
-//!   before they are answered (rolled back if refused)
+//!   the share coordinator on first use per leader epoch (the group coordinator
+//!   initialized it), acknowledgements written there before they are answered (rolled
+//!   back if refused)
 //! - `state_persister.rs`  how a share-partition reaches the share coordinator (the
 //!   server's `server/share_persister.rs`: local shard or another broker, with retries)
 //! - `state_batches.rs`    combining persisted state batches (the higher delivery count,
@@ -34,14 +39,12 @@
 //! The state APIs are served by `server/handlers/share_group_state.rs`, each part routed
 //! to the shard leading the key's `__share_group_state` partition.
 //!
-//! Still to come, each in its own file: the group coordinator initializing a
-//! share-partition's state (state epoch = group epoch) before it assigns it (today the
-//! leader initializes it on first use, state epoch 0), the group's records in
-//! `__consumer_offsets`, `share.*` group configs, releasing a member's records when its
-//! group membership ends (its connection's close releases them: `server/share_sessions.rs`;
-//! otherwise its locks expire), and the offset admin APIs.
+//! Still to come, each in its own file: `share.*` group configs, releasing a member's
+//! records when its group membership ends (its connection's close releases them:
+//! `server/share_sessions.rs`; otherwise its locks expire), and the offset admin APIs.
 pub mod coordinator;
 pub mod share_group;
+pub mod share_group_records;
 pub mod share_partition;
 pub mod share_partitions;
 pub mod share_session;

@@ -215,18 +215,12 @@ impl SharePartitions {
     }
 
     /// Reads the share-partition's state from its coordinator (ReadShareGroupState, which
-    /// also records `leader_epoch` there, fencing older leaders' writes).
-    ///
-    /// A partition the coordinator has no state for is initialized here, with state epoch
-    /// 0 and no start offset. Kafka's group coordinator initializes a partition (state
-    /// epoch = the group epoch) before it assigns it; shardlog's does not yet, so the
-    /// leader does it on first use (`mod.rs`: still to come).
+    /// also records `leader_epoch` there, fencing older leaders' writes). The group
+    /// coordinator initialized it before assigning it (`coordinator.rs`); a partition
+    /// never initialized is refused there (INVALID_REQUEST), which the member gets as
+    /// UNKNOWN_SERVER_ERROR, as from Kafka.
     async fn load(&self, p: &Partition, key: &SharePartitionKey, leader_epoch: i32, earliest: bool) -> Result<Loaded, ErrorCode> {
-        let mut read = (self.persister)(key.clone(), ShareStateOpKind::Read { leader_epoch }).await;
-        if matches!(&read, Err(f) if f.code == ErrorCode::INVALID_REQUEST) {
-            (self.persister)(key.clone(), ShareStateOpKind::Initialize { state_epoch: 0, start_offset: -1 }).await.map_err(|f| partition_error(f.code))?;
-            read = (self.persister)(key.clone(), ShareStateOpKind::Read { leader_epoch }).await;
-        }
+        let read = (self.persister)(key.clone(), ShareStateOpKind::Read { leader_epoch }).await;
         let state = match read {
             Ok(ShareStateAnswer::Read(s)) => s,
             Ok(_) => return Err(ErrorCode::UNKNOWN_SERVER_ERROR),
@@ -328,8 +322,13 @@ mod tests {
             let refuse = Rc::new(Cell::new(false));
             let shares = SharePartitions::new(persister(coordinator.clone(), state.clone(), refuse.clone()), ShareLimits::default());
 
+            let key = SharePartitionKey { group_id: "g".into(), topic_id: uuid::Uuid::from_bytes(data.topic_id), partition: data.index };
+            let uninitialized = shares.run(&data, op("a", vec![], true), 0).await;
+            assert!(matches!(uninitialized, Err(SharePartitionError::State(ErrorCode::UNKNOWN_SERVER_ERROR))), "never initialized: refused, as Kafka");
+            // The group coordinator's part: initialize before assigning.
+            (shares.persister)(key, ShareStateOpKind::Initialize { state_epoch: 1, start_offset: -1 }).await.expect("initialized");
             let got = shares.run(&data, op("a", vec![], true), 0).await.unwrap();
-            assert_eq!(offsets(&got), (0..10).collect::<Vec<_>>(), "first use: initialized, read, delivered from the log start");
+            assert_eq!(offsets(&got), (0..10).collect::<Vec<_>>(), "read, delivered from the log start");
 
             refuse.set(true);
             let refused = shares.run(&data, op("a", accept(0, 4), false), 1).await.unwrap();

@@ -89,7 +89,8 @@ impl ShardContext {
         let partitions = Rc::new(ShardPartitions::new(shard, config.node_id, Box::new(move || committed.shard_index())));
         let share_sessions = crate::server::share_sessions::ShareSessions::new(config.group_share_max_share_sessions, mesh.shard_count());
         let router = Rc::new(ShardRouter::new(partitions.clone(), mesh));
-        let coordinator = Rc::new(CoordinatorContext::new(group_config(&config), partitions.clone()));
+        let group_share_persister = crate::server::share_persister::share_persister(router.clone(), config.node_id, inter_broker.clone());
+        let coordinator = Rc::new(CoordinatorContext::new(group_config(&config), partitions.clone(), group_share_persister));
         let markers = crate::server::txn_markers::marker_writer(router.clone(), partitions.clone(), config.node_id, inter_broker.clone());
         let txn_coordinator = Rc::new(TxnContext::new(txn_config(&config), partitions.clone(), markers));
         let share_persister = crate::server::share_persister::share_persister(router.clone(), config.node_id, inter_broker.clone());
