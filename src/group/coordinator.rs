@@ -67,7 +67,7 @@ impl Coordinator {
                 self.ensure_all_loaded(ctx).await?;
                 GroupReply::List(self.list(&states, &types))
             }
-            GroupOp::Delete { group_id } => GroupReply::Delete(self.delete_group(p, &group_id).await),
+            GroupOp::Delete { group_id } => GroupReply::Delete(self.delete_group(ctx, p, &group_id).await),
             GroupOp::DeleteOffsets { req } => GroupReply::DeleteOffsets(self.delete_offsets(p, req).await),
             GroupOp::Consumer(op) => self.execute_consumer(ctx, p, op).await,
             GroupOp::Share(op) => self.execute_share(ctx, p, op).await,

@@ -265,7 +265,14 @@ impl Coordinator {
         out
     }
 
-    pub(super) async fn delete_group(&self, p: &Rc<Partition>, group_id: &str) -> ErrorCode {
+    pub(super) async fn delete_group(&self, ctx: &Rc<super::context::CoordinatorContext>, p: &Rc<Partition>, group_id: &str) -> ErrorCode {
+        // A share group's state in the share coordinator goes first, as Kafka's.
+        let empty_share = self.groups.borrow().get(group_id).and_then(|g| g.share.as_deref()).is_some_and(|s| s.is_empty());
+        if empty_share {
+            if let Err(e) = self.delete_share_group_state(ctx, p, group_id).await {
+                return e;
+            }
+        }
         let records = {
             let groups = self.groups.borrow();
             let Some(g) = groups.get(group_id).filter(|g| g.state != GroupState::Dead) else { return ErrorCode::GROUP_ID_NOT_FOUND };

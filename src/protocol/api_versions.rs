@@ -124,6 +124,11 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::WriteShareGroupState, 0, 1),
     (ApiKey::DeleteShareGroupState, 0, 0),
     (ApiKey::ReadShareGroupStateSummary, 0, 1),
+    // The share-group offset admin APIs (kafka-share-groups.sh --describe / --reset-offsets /
+    // --delete-offsets; server/handlers/*_share_group_offsets.rs, group/share/offsets_admin.rs).
+    (ApiKey::DescribeShareGroupOffsets, 0, 1),
+    (ApiKey::AlterShareGroupOffsets, 0, 0),
+    (ApiKey::DeleteShareGroupOffsets, 0, 0),
 ];
 
 /// Every API Apache Kafka 4.4 advertises that `SUPPORTED` does not serve, or serves in
@@ -133,9 +138,6 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 const NOT_SERVED: &[(i16, &str, i16, i16, &str)] = &[
     (88, "StreamsGroupHeartbeat", 0, 1, "streams groups (KIP-1071) not implemented"),
     (89, "StreamsGroupDescribe", 0, 1, "streams groups (KIP-1071) not implemented"),
-    (90, "DescribeShareGroupOffsets", 0, 1, "share-group offset admin not built yet (share groups are in progress)"),
-    (91, "AlterShareGroupOffsets", 0, 0, "share-group offset admin not built yet (share groups are in progress)"),
-    (92, "DeleteShareGroupOffsets", 0, 0, "share-group offset admin not built yet (share groups are in progress)"),
     (93, "StreamsGroupTopologyDescriptionUpdate", 0, 0, "streams groups (KIP-1071) not implemented"),
     (
         94,

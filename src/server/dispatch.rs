@@ -197,6 +197,9 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origi
         RequestKind::WriteShareGroupState(r) => handlers::share_group_state::write(ctx, meta, r).await,
         RequestKind::DeleteShareGroupState(r) => handlers::share_group_state::delete(ctx, meta, r).await,
         RequestKind::ReadShareGroupStateSummary(r) => handlers::share_group_state::summary(ctx, meta, r).await,
+        RequestKind::DescribeShareGroupOffsets(r) => handlers::describe_share_group_offsets::handle(ctx, meta, r).await,
+        RequestKind::AlterShareGroupOffsets(r) => handlers::alter_share_group_offsets::handle(ctx, meta, r).await,
+        RequestKind::DeleteShareGroupOffsets(r) => handlers::delete_share_group_offsets::handle(ctx, meta, r).await,
         // On a SASL listener these are answered by the connection's authenticator until
         // the client is authenticated; here (after it, or on another listener) they are out
         // of place.

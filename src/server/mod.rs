@@ -17,6 +17,8 @@
 //! - `dynamic_tls.rs` a listener's key store replaced at run time (Kafka's dynamic per-broker SSL keys)
 //! - `handlers/`      one file per Kafka API
 //! - `log_dir.rs`     the one log dir: path, file-system bytes, partition sizes on disk
+//! - `partition_end_offsets.rs` log end offsets of partitions led anywhere (share-group lag)
+//! - `share_persister.rs` share-partition state calls to the share coordinator, here or on another broker
 //! - `error_map.rs`   the one place where internal errors become Kafka error codes
 //! - `stray_partitions.rs` start-up removal of partition dirs the metadata no longer gives us
 //! - `shutdown.rs`    SIGTERM / SIGINT: the clean (controlled) shutdown
@@ -34,6 +36,7 @@ pub mod error_map;
 pub mod handlers;
 mod idle_close;
 pub mod log_dir;
+mod partition_end_offsets;
 pub mod request_memory;
 mod request_timing;
 pub mod sasl_authenticator;

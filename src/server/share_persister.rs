@@ -1,7 +1,8 @@
-//! The share-partition leaders' persister (KIP-932): each state call of a share-partition
-//! (`group/share/state_persister.rs`) goes to the broker leading the key's
-//! `__share_group_state` partition: this broker's shard through the router, another
-//! broker as Initialize / Read / WriteShareGroupState over the inter-broker listener.
+//! The persister (KIP-932) of the share-partition leaders and the group coordinator: each
+//! state call of a share-partition (`group/share/state_persister.rs`) goes to the broker
+//! leading the key's `__share_group_state` partition: this broker's shard through the
+//! router, another broker as Initialize / Read / Write / Delete / ReadSummary
+//! ShareGroupState over the inter-broker listener.
 //! While the coordinator moves (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, loading, no
 //! answer) it retries, as Kafka's persister does, with a shorter backoff: a member's
 //! acknowledgement waits for it. Not a hot path: one call per acknowledgement request
@@ -11,8 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::{
-    initialize_share_group_state_request as init_req, read_share_group_state_request as read_req, write_share_group_state_request as write_req, ApiKey,
-    InitializeShareGroupStateRequest, InitializeShareGroupStateResponse, ReadShareGroupStateRequest, ReadShareGroupStateResponse, WriteShareGroupStateRequest,
+    delete_share_group_state_request as delete_req, initialize_share_group_state_request as init_req, read_share_group_state_request as read_req,
+    read_share_group_state_summary_request as summary_req, write_share_group_state_request as write_req, ApiKey, DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse, InitializeShareGroupStateRequest, InitializeShareGroupStateResponse, ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse, ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse, WriteShareGroupStateRequest,
     WriteShareGroupStateResponse,
 };
 use kafka_protocol::protocol::StrBytes;
@@ -23,7 +26,7 @@ use crate::cluster::image::BrokerMeta;
 use crate::group::share::state_coordinator::{ShareStateAnswer, ShareStateFailure, ShareStateOpKind, ShareStateResult};
 use crate::group::share::state_persister::StatePersister;
 use crate::group::share::state_records::{PersistedBatch, SharePartitionKey};
-use crate::group::share::state_store::ReadState;
+use crate::group::share::state_store::{ReadState, StateSummary};
 use crate::protocol::ErrorCode;
 use crate::security::peer_security::PeerSecurity;
 
@@ -144,7 +147,33 @@ async fn remote(
             let p = resp.results.into_iter().flat_map(|t| t.partitions).find(|p| p.partition == key.partition).ok_or("no result for the partition")?;
             Ok(if p.error_code != 0 { failed(p.error_code, p.error_message) } else { Ok(ShareStateAnswer::Done) })
         }
-        // The leader makes no other call.
-        ShareStateOpKind::Delete | ShareStateOpKind::Summary => Err("not a share-partition leader's call".into()),
+        // The group coordinator's calls (offset admin, group deletion).
+        ShareStateOpKind::Delete => {
+            let p = delete_req::PartitionData::default().with_partition(key.partition);
+            let t = delete_req::DeleteStateData::default().with_topic_id(key.topic_id).with_partitions(vec![p]);
+            let req = DeleteShareGroupStateRequest::default().with_group_id(group_id).with_topics(vec![t]);
+            let resp: DeleteShareGroupStateResponse =
+                super::broker_call::call(broker, security, &client_id, ApiKey::DeleteShareGroupState, 0, &req, CALL_TIMEOUT).await?;
+            let p = resp.results.into_iter().flat_map(|t| t.partitions).find(|p| p.partition == key.partition).ok_or("no result for the partition")?;
+            Ok(if p.error_code != 0 { failed(p.error_code, p.error_message) } else { Ok(ShareStateAnswer::Done) })
+        }
+        ShareStateOpKind::Summary => {
+            let p = summary_req::PartitionData::default().with_partition(key.partition);
+            let t = summary_req::ReadStateSummaryData::default().with_topic_id(key.topic_id).with_partitions(vec![p]);
+            let req = ReadShareGroupStateSummaryRequest::default().with_group_id(group_id).with_topics(vec![t]);
+            let resp: ReadShareGroupStateSummaryResponse =
+                super::broker_call::call(broker, security, &client_id, ApiKey::ReadShareGroupStateSummary, 1, &req, CALL_TIMEOUT).await?;
+            let p = resp.results.into_iter().flat_map(|t| t.partitions).find(|p| p.partition == key.partition).ok_or("no result for the partition")?;
+            if p.error_code != 0 {
+                return Ok(failed(p.error_code, p.error_message));
+            }
+            let summary = StateSummary {
+                state_epoch: p.state_epoch,
+                leader_epoch: p.leader_epoch,
+                start_offset: p.start_offset,
+                delivery_complete_count: p.delivery_complete_count,
+            };
+            Ok(Ok(ShareStateAnswer::Summary(summary)))
+        }
     }
 }

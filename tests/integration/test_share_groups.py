@@ -7,8 +7,9 @@ Both targets.
 
 shardlog serves share groups only with share.version >= 1 finalized, which needs
 `--unstable-feature-versions-enable true` while share groups are being built (the
-share-partitions' state and the group are durable, `test_share_durability.py`; the offset
-admin APIs are not built yet); Kafka 4.4 finalizes share.version 2 by default.
+share-partitions' state and the group are durable, `test_share_durability.py`; the
+offset admin APIs, `test_share_group_offsets.py`; the share.* group configs are not read
+yet); Kafka 4.4 finalizes share.version 2 by default.
 """
 
 from __future__ import annotations

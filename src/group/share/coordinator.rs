@@ -13,7 +13,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use kafka_protocol::messages::share_group_describe_response::{Assignment as DescribedAssignment, DescribedGroup, Member, TopicPartitions};
-use kafka_protocol::messages::{GroupId, TopicName};
+use kafka_protocol::messages::{AlterShareGroupOffsetsResponse, DeleteShareGroupOffsetsResponse, GroupId, TopicName};
 use uuid::Uuid;
 
 use super::share_group::{validate, ShareGroupSettings, ShareHeartbeat, ShareHeartbeatAnswer, ShareHeartbeatError, ShareInitialize};
@@ -37,13 +37,36 @@ pub const SIMPLE_ASSIGNOR: &str = "simple";
 
 /// Share-group operations, run on the coordinating shard (inside `GroupOp::Share`).
 pub enum ShareOp {
-    Heartbeat { group_id: String, heartbeat: ShareHeartbeat },
-    Describe { group_id: String, include_authorized_operations: bool },
+    Heartbeat {
+        group_id: String,
+        heartbeat: ShareHeartbeat,
+    },
+    Describe {
+        group_id: String,
+        include_authorized_operations: bool,
+    },
+    /// DescribeShareGroupOffsets with no topics: the initialized share-partitions.
+    InitializedPartitions {
+        group_id: String,
+    },
+    /// AlterShareGroupOffsets: (topic name, [(partition, start offset)]).
+    AlterOffsets {
+        group_id: String,
+        topics: Vec<(String, Vec<(i32, i64)>)>,
+    },
+    /// DeleteShareGroupOffsets: topic names.
+    DeleteOffsets {
+        group_id: String,
+        topics: Vec<String>,
+    },
 }
 
 pub enum ShareReply {
     Heartbeat(Result<ShareHeartbeatAnswer, ShareHeartbeatError>),
     Describe(DescribedGroup),
+    InitializedPartitions(BTreeMap<Uuid, BTreeSet<i32>>),
+    AlteredOffsets(AlterShareGroupOffsetsResponse),
+    DeletedOffsets(DeleteShareGroupOffsetsResponse),
 }
 
 /// A topic's id and partition count in `image`.
@@ -59,6 +82,9 @@ impl Coordinator {
                 let image = ctx.image();
                 ShareReply::Describe(describe(&group_id, self.groups.borrow().get(&group_id), include_authorized_operations, &image))
             }
+            ShareOp::InitializedPartitions { group_id } => ShareReply::InitializedPartitions(self.initialized_share_partitions(&group_id)),
+            ShareOp::AlterOffsets { group_id, topics } => ShareReply::AlteredOffsets(self.alter_share_offsets(ctx, p, &group_id, topics).await),
+            ShareOp::DeleteOffsets { group_id, topics } => ShareReply::DeletedOffsets(self.delete_share_offsets(ctx, p, &group_id, topics).await),
         };
         GroupReply::Share(Box::new(reply))
     }

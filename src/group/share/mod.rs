@@ -9,6 +9,8 @@
 //! - `coordinator.rs`      ShareGroupHeartbeat / ShareGroupDescribe on the coordinating
 //!   shard, beside the classic and consumer groups; every change stored before it is
 //!   answered; share-partitions initialized in the share coordinator before they are assigned
+//! - `offsets_admin.rs`    Describe / Alter / DeleteShareGroupOffsets and DeleteGroups'
+//!   state deletion on the coordinating shard
 //! - `share_group_records.rs` the group's records in `__consumer_offsets` (Kafka 4.4's
 //!   ShareGroup* records: epoch, members, target and current assignments, initialized
 //!   share-partitions)
@@ -39,10 +41,11 @@
 //! The state APIs are served by `server/handlers/share_group_state.rs`, each part routed
 //! to the shard leading the key's `__share_group_state` partition.
 //!
-//! Still to come, each in its own file: `share.*` group configs, releasing a member's
-//! records when its group membership ends (its connection's close releases them:
-//! `server/share_sessions.rs`; otherwise its locks expire), and the offset admin APIs.
+//! Still to come, each in its own file: `share.*` group configs, and releasing a
+//! member's records when its group membership ends (its connection's close releases
+//! them: `server/share_sessions.rs`; otherwise its locks expire).
 pub mod coordinator;
+pub mod offsets_admin;
 pub mod share_group;
 pub mod share_group_records;
 pub mod share_partition;

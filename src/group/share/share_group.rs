@@ -469,6 +469,77 @@ impl ShareGroup {
         &self.initialized
     }
 
+    /// AlterShareGroupOffsets' part (the caller checked the group is empty): the given
+    /// share-partitions become initializing (stored) and are to be initialized at the
+    /// given start offsets, state epoch = the group epoch, as Kafka's
+    /// `alterShareGroupOffsets`. `partitions`: topic id → (name, partition → start offset).
+    pub fn alter_offsets(&mut self, group_id: &str, partitions: &BTreeMap<Uuid, (String, BTreeMap<i32, i64>)>, now: Instant) -> ShareInitialize {
+        for (id, (name, starts)) in partitions {
+            let entry = self.initializing.entry(*id).or_insert_with(|| Initializing { name: name.clone(), partitions: BTreeSet::new(), since: now });
+            entry.partitions.extend(starts.keys());
+            entry.since = now;
+            self.deleting.remove(id);
+        }
+        self.records.push(self.state_partitions_record(group_id));
+        let partitions = partitions.iter().map(|(id, (_, starts))| (*id, starts.iter().map(|(p, o)| (*p, *o)).collect())).collect();
+        ShareInitialize { state_epoch: self.group_epoch, partitions }
+    }
+
+    /// DeleteShareGroupOffsets' first part (the group is empty), as Kafka's
+    /// `sharePartitionsEligibleForOffsetDeletion`: of `topics` (id → name, partition
+    /// count), an initialized one moves to "deleting" (stored) and its initialized
+    /// partitions are returned to delete; one still deleting (an earlier delete that did
+    /// not finish) is returned with all its partitions; the others are not returned.
+    pub fn begin_delete_offsets(&mut self, group_id: &str, topics: &BTreeMap<Uuid, (String, i32)>) -> BTreeMap<Uuid, BTreeSet<i32>> {
+        let mut to_delete = BTreeMap::new();
+        for (id, (name, count)) in topics {
+            if let Some((_, ps)) = self.initialized.remove(id) {
+                to_delete.insert(*id, ps);
+                self.deleting.insert(*id, name.clone());
+            } else if self.deleting.contains_key(id) {
+                to_delete.insert(*id, (0..*count).collect());
+            }
+        }
+        self.records.push(self.state_partitions_record(group_id));
+        to_delete
+    }
+
+    /// The share coordinator deleted these topics' state: they are no longer "deleting".
+    pub fn finish_delete_offsets(&mut self, group_id: &str, deleted: &BTreeSet<Uuid>) {
+        if deleted.is_empty() {
+            return;
+        }
+        self.deleting.retain(|id, _| !deleted.contains(id));
+        self.records.push(self.state_partitions_record(group_id));
+    }
+
+    /// DeleteGroups of this (empty) share group, first part, as Kafka's
+    /// `shareGroupBuildPartitionDeleteRequest`: every initialized or initializing
+    /// share-partition, and every topic still deleting (all its partitions, by `count`;
+    /// a topic gone from the metadata is skipped), becomes "deleting" (stored); all of
+    /// them are returned to delete from the share coordinator.
+    pub fn begin_delete_group(&mut self, group_id: &str, count: &dyn Fn(&Uuid) -> Option<i32>) -> BTreeMap<Uuid, BTreeSet<i32>> {
+        let mut to_delete: BTreeMap<Uuid, BTreeSet<i32>> = BTreeMap::new();
+        let mut names: BTreeMap<Uuid, String> = BTreeMap::new();
+        for (id, (name, ps)) in std::mem::take(&mut self.initialized) {
+            to_delete.entry(id).or_default().extend(ps);
+            names.insert(id, name);
+        }
+        for (id, i) in std::mem::take(&mut self.initializing) {
+            to_delete.entry(id).or_default().extend(i.partitions);
+            names.insert(id, i.name);
+        }
+        for (id, name) in std::mem::take(&mut self.deleting) {
+            if let Some(n) = count(&id) {
+                to_delete.entry(id).or_default().extend(0..n);
+                names.insert(id, name);
+            }
+        }
+        self.deleting = names;
+        self.records.push(self.state_partitions_record(group_id));
+        to_delete
+    }
+
     fn state_partitions_record(&self, group_id: &str) -> ShareRecord {
         let value = StatePartitionMetadataValue {
             initializing: self.initializing.iter().map(|(id, i)| (*id, (i.name.clone(), i.partitions.clone()))).collect(),

@@ -89,6 +89,9 @@ struct Loaded {
     sp: SharePartition,
     leader_epoch: i32,
     state_epoch: i32,
+    /// The window as the share coordinator last took it (read or written): what changed
+    /// since (acquisitions' delivery counts, expired locks) rides on the next write.
+    persisted: (i64, Vec<StateBatch>),
 }
 
 pub struct SharePartitions {
@@ -147,7 +150,6 @@ impl SharePartitions {
             if op.acknowledgements.is_empty() && !op.release {
                 None
             } else {
-                let before = l.sp.state_batches();
                 let undo = l.sp.clone();
                 if !op.acknowledgements.is_empty() {
                     reply.acknowledge_error = l.sp.acknowledge(&op.member_id, &op.acknowledgements, op.renew_allowed, now_ms).err();
@@ -156,11 +158,17 @@ impl SharePartitions {
                     l.sp.release_member(&op.member_id);
                 }
                 let after = l.sp.state_batches();
-                (after != before).then_some((after, undo, l.state_epoch))
+                (after != l.persisted).then_some((after, undo, l.state_epoch))
             }
         };
         if let Some(((start_offset, batches), undo, state_epoch)) = write {
-            if let Err(code) = self.write(&state_key, state_epoch, leader_epoch, start_offset, &batches).await {
+            let written = self.write(&state_key, state_epoch, leader_epoch, start_offset, &batches).await;
+            if written.is_ok() {
+                if let Some(l) = entry.loaded.borrow_mut().as_mut() {
+                    l.persisted = (start_offset, batches);
+                }
+            }
+            if let Err(code) = written {
                 // Not durable, so not done: the acknowledgements are undone and refused.
                 let mut loaded = entry.loaded.borrow_mut();
                 if fences(code) {
@@ -175,12 +183,23 @@ impl SharePartitions {
                 return Ok(reply);
             }
         }
+        if op.release {
+            // A member's session ended. With nothing acquired and everything written, the
+            // window is forgotten, as Kafka's leader forgets a share group's partitions
+            // when the group empties (its onGroupEmpty): the next use reads it back, so an
+            // offset reset or delete made meanwhile (the group is empty then) is what it serves.
+            let idle = entry.loaded.borrow().as_ref().is_some_and(|l| l.sp.next_lock_deadline_ms().is_none() && l.sp.state_batches() == l.persisted);
+            if idle {
+                entry.loaded.replace(None);
+            }
+        }
         let offset = {
             let loaded = entry.loaded.borrow();
-            let sp = &loaded.as_ref().expect("loaded above").sp;
-            let next = sp.next_fetch_offset();
+            // None: forgotten just above (a release, which fetches nothing).
+            let Some(l) = loaded.as_ref() else { return Ok(reply) };
+            let next = l.sp.next_fetch_offset();
             match op.fetch {
-                Some(limits) if sp.can_acquire() && next < p.high_watermark() => Some((next, limits)),
+                Some(limits) if l.sp.can_acquire() && next < p.high_watermark() => Some((next, limits)),
                 _ => None,
             }
         };
@@ -237,12 +256,19 @@ impl SharePartitions {
             _ => p.high_watermark(),
         };
         let sp = SharePartition::from_state(start, &batches, self.limits);
-        Ok(Loaded { sp, leader_epoch, state_epoch: state.state_epoch })
+        let persisted = sp.state_batches();
+        Ok(Loaded { sp, leader_epoch, state_epoch: state.state_epoch, persisted })
     }
 
     /// WriteShareGroupState of the whole window; the partition's error if not taken.
     async fn write(&self, key: &SharePartitionKey, state_epoch: i32, leader_epoch: i32, start_offset: i64, batches: &[StateBatch]) -> Result<(), ErrorCode> {
-        let w = WriteState { state_epoch, leader_epoch, start_offset, delivery_complete_count: -1, batches: batches.iter().map(to_persisted).collect() };
+        let w = WriteState {
+            state_epoch,
+            leader_epoch,
+            start_offset,
+            delivery_complete_count: delivery_complete_count(start_offset, batches),
+            batches: batches.iter().map(to_persisted).collect(),
+        };
         let sent = std::time::Instant::now();
         let answer = (self.persister)(key.clone(), ShareStateOpKind::Write(w)).await;
         crate::metrics::shard_metrics::with(|m| {
@@ -258,6 +284,18 @@ impl SharePartitions {
             }
         }
     }
+}
+
+/// Kafka's deliveryCompleteCount: the records at or after the start offset that are done
+/// with (acknowledged or archived); DescribeShareGroupOffsets' lag is the log end minus
+/// the start offset minus this.
+fn delivery_complete_count(start_offset: i64, batches: &[StateBatch]) -> i32 {
+    let done: i64 = batches
+        .iter()
+        .filter(|b| matches!(b.state, super::share_partition::RecordState::Acknowledged | super::share_partition::RecordState::Archived))
+        .map(|b| (b.last_offset - b.first_offset.max(start_offset) + 1).max(0))
+        .sum();
+    i32::try_from(done).unwrap_or(i32::MAX)
 }
 
 #[cfg(test)]

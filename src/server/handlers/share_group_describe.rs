@@ -35,7 +35,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareGroupDe
                     d.with_authorized_operations(ops)
                 }
                 ShareReply::Describe(d) => d,
-                ShareReply::Heartbeat(_) => failed(ErrorCode::UNKNOWN_SERVER_ERROR),
+                _ => failed(ErrorCode::UNKNOWN_SERVER_ERROR),
             },
             Ok(_) => failed(ErrorCode::UNKNOWN_SERVER_ERROR),
             Err(e) => failed(e),

@@ -60,7 +60,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareGroupHe
                     .with_assignment(assignment)
             }
             ShareReply::Heartbeat(Err((code, message))) => error(code, message),
-            ShareReply::Describe(_) => error(ErrorCode::UNKNOWN_SERVER_ERROR, None),
+            _ => error(ErrorCode::UNKNOWN_SERVER_ERROR, None),
         },
         Ok(_) => error(ErrorCode::UNKNOWN_SERVER_ERROR, None),
         Err(e) => error(e, None),

@@ -41,7 +41,13 @@ pub fn share_coordinator_of(image: &MetadataImage, key: &SharePartitionKey) -> O
 /// COORDINATOR_NOT_AVAILABLE while the topic does not exist.
 pub async fn run_here(router: &ShardRouter, node_id: i32, key: SharePartitionKey, kind: ShareStateOpKind) -> ShareStateResult {
     let fail = |code: ErrorCode| Err(ShareStateFailure { code, message: None });
-    let image = router.partitions().image();
+    let mut image = router.partitions().image();
+    if image.topic(SHARE_GROUP_STATE_TOPIC).is_none() {
+        // Created through another shard (or broker) moments ago: this shard's image may
+        // not have it yet.
+        router.partitions().catch_up_with_controller().await;
+        image = router.partitions().image();
+    }
     let Some((partition, leader)) = share_coordinator_of(&image, &key) else { return fail(ErrorCode::COORDINATOR_NOT_AVAILABLE) };
     if leader != node_id {
         return fail(ErrorCode::NOT_COORDINATOR);
