@@ -387,50 +387,196 @@ fn validate_broker_key(name: &str, value: &str) -> Result<(), ConfigDefError> {
     topic_config::validate_key_value(topic_key, value).map_err(|e| ConfigDefError::InvalidConfig(e.replace(topic_key, name)))
 }
 
-/// A KIP-848 group config key shardlog applies.
+/// A group config key shardlog applies (Kafka's GroupConfig).
 pub struct GroupKey {
     pub name: &'static str,
     pub doc: &'static str,
-    pub min: i32,
-    pub max: i32,
-    /// The broker default (group.consumer.*).
+    pub kind: GroupKind,
+    /// The broker default (group.consumer.* / group.share.*).
     pub default: fn(&Config) -> String,
 }
 
-/// Kafka 4.1's group configs that apply to shardlog (share.* and streams.* keys are left
-/// out: no share or streams groups), sorted by name.
+pub enum GroupKind {
+    /// An INT within the bounds Kafka 4.4's broker keys named by `bounds` have by default
+    /// (checked by the controller, which does not see a broker's own bounds; a broker
+    /// whose bounds are narrower clamps the value when it applies it).
+    Int { min: i32, max: i32, bounds: &'static str },
+    /// `share.auto.offset.reset`: latest, earliest or by_duration:<ISO-8601 duration>.
+    ShareAutoOffsetReset,
+}
+
+pub const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
+pub const SHARE_DELIVERY_COUNT_LIMIT: &str = "share.delivery.count.limit";
+pub const SHARE_HEARTBEAT_INTERVAL_MS: &str = "share.heartbeat.interval.ms";
+pub const SHARE_PARTITION_MAX_RECORD_LOCKS: &str = "share.partition.max.record.locks";
+pub const SHARE_RECORD_LOCK_DURATION_MS: &str = "share.record.lock.duration.ms";
+pub const SHARE_SESSION_TIMEOUT_MS: &str = "share.session.timeout.ms";
+
+/// Kafka 4.4's group configs that apply to shardlog, sorted by name. Not here (refused as
+/// unknown): share.isolation.level (read_committed share groups are not built),
+/// share.renew.acknowledge.enable, share.assignment.interval.ms and the streams.* keys.
 pub const GROUP_KEYS: &[GroupKey] = &[
     GroupKey {
         name: CONSUMER_HEARTBEAT_INTERVAL_MS,
         doc: "How often members of this consumer group heartbeat.",
-        min: GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS,
-        max: GROUP_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS,
+        kind: GroupKind::Int { min: GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS, max: GROUP_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS, bounds: "group.consumer.min/max" },
         default: |c| c.group_consumer_heartbeat_interval_ms.to_string(),
     },
     GroupKey {
         name: CONSUMER_SESSION_TIMEOUT_MS,
         doc: "A member of this consumer group silent this long is removed.",
-        min: GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS,
-        max: GROUP_CONSUMER_MAX_SESSION_TIMEOUT_MS,
+        kind: GroupKind::Int { min: GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS, max: GROUP_CONSUMER_MAX_SESSION_TIMEOUT_MS, bounds: "group.consumer.min/max" },
         default: |c| c.group_consumer_session_timeout_ms.to_string(),
     },
+    GroupKey {
+        name: SHARE_AUTO_OFFSET_RESET,
+        doc: "Where this share group starts reading a partition it has no offset for: latest, earliest or by_duration:<ISO-8601 duration>.",
+        kind: GroupKind::ShareAutoOffsetReset,
+        default: |_| "latest".to_string(),
+    },
+    GroupKey {
+        name: SHARE_DELIVERY_COUNT_LIMIT,
+        doc: "Deliveries of a record to this share group before it is archived.",
+        kind: GroupKind::Int { min: 2, max: 10, bounds: "group.share.min/max.delivery.count.limit" },
+        default: |c| c.group_share_delivery_count_limit.to_string(),
+    },
+    GroupKey {
+        name: SHARE_HEARTBEAT_INTERVAL_MS,
+        doc: "How often members of this share group heartbeat.",
+        kind: GroupKind::Int { min: 5_000, max: 15_000, bounds: "group.share.min/max.heartbeat.interval.ms" },
+        default: |_| ShareGroupDefaults::HEARTBEAT_INTERVAL_MS.to_string(),
+    },
+    GroupKey {
+        name: SHARE_PARTITION_MAX_RECORD_LOCKS,
+        doc: "Records of one share-partition this share group may hold acquired at once.",
+        kind: GroupKind::Int { min: 100, max: 4_000, bounds: "group.share.min/max.partition.max.record.locks" },
+        default: |c| c.group_share_partition_max_record_locks.to_string(),
+    },
+    GroupKey {
+        name: SHARE_RECORD_LOCK_DURATION_MS,
+        doc: "How long a record delivered to this share group stays locked to its member.",
+        kind: GroupKind::Int { min: 15_000, max: 60_000, bounds: "group.share.min/max.record.lock.duration.ms" },
+        default: |c| c.group_share_record_lock_duration_ms.to_string(),
+    },
+    GroupKey {
+        name: SHARE_SESSION_TIMEOUT_MS,
+        doc: "A member of this share group silent this long is removed.",
+        kind: GroupKind::Int { min: 45_000, max: 60_000, bounds: "group.share.min/max.session.timeout.ms" },
+        default: |_| ShareGroupDefaults::SESSION_TIMEOUT_MS.to_string(),
+    },
 ];
+
+/// Kafka 4.4's broker defaults of the share-group keys shardlog has no broker key for.
+pub struct ShareGroupDefaults;
+
+impl ShareGroupDefaults {
+    pub const HEARTBEAT_INTERVAL_MS: i32 = 5_000;
+    pub const SESSION_TIMEOUT_MS: i32 = 45_000;
+}
 
 fn validate_group_key(name: &str, value: &str) -> Result<(), ConfigDefError> {
     let Some(k) = GROUP_KEYS.iter().find(|k| k.name == name) else {
         return Err(ConfigDefError::InvalidConfig(format!("Unknown group config name: {name}")));
     };
-    let n: i32 =
-        value.trim().parse().map_err(|_| ConfigDefError::InvalidConfig(format!("Invalid value {value} for configuration {name}: Not a number of type INT")))?;
-    // The bounds also keep the heartbeat interval below the session timeout (15 s < 45 s),
-    // which Kafka checks separately.
-    if n < k.min || n > k.max {
-        return Err(ConfigDefError::InvalidConfig(format!(
-            "Invalid value {n} for configuration {name}: must be between {} and {} (group.consumer.min/max)",
-            k.min, k.max
-        )));
+    match k.kind {
+        GroupKind::Int { min, max, bounds } => {
+            let n: i32 = value
+                .trim()
+                .parse()
+                .map_err(|_| ConfigDefError::InvalidConfig(format!("Invalid value {value} for configuration {name}: Not a number of type INT")))?;
+            // The bounds also keep the heartbeat interval below the session timeout (15 s < 45 s),
+            // which Kafka checks separately.
+            if n < min || n > max {
+                return Err(ConfigDefError::InvalidConfig(format!("Invalid value {n} for configuration {name}: must be between {min} and {max} ({bounds})")));
+            }
+        }
+        GroupKind::ShareAutoOffsetReset => {
+            ShareAutoOffsetReset::parse(value).map_err(|e| ConfigDefError::InvalidConfig(format!("Invalid value {value} for configuration {name}: {e}")))?;
+        }
     }
     Ok(())
+}
+
+/// `share.auto.offset.reset`, as Kafka's ShareGroupAutoOffsetResetStrategy reads it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ShareAutoOffsetReset {
+    /// The log end (high watermark) when the share-partition is first read.
+    #[default]
+    Latest,
+    /// The log start.
+    Earliest,
+    /// The first record at or after (now - this many ms).
+    ByDuration(i64),
+}
+
+impl ShareAutoOffsetReset {
+    pub fn parse(value: &str) -> Result<ShareAutoOffsetReset, String> {
+        let v = value.trim().to_ascii_lowercase();
+        match v.as_str() {
+            "latest" => Ok(ShareAutoOffsetReset::Latest),
+            "earliest" => Ok(ShareAutoOffsetReset::Earliest),
+            _ => match v.strip_prefix("by_duration:") {
+                Some(d) => iso_duration_ms(d).map(ShareAutoOffsetReset::ByDuration).ok_or_else(|| format!("Unable to parse duration string '{d}'.")),
+                None => Err("Invalid value for share.auto.offset.reset; allowed: latest, earliest, by_duration:<ISO-8601 duration>".to_string()),
+            },
+        }
+    }
+}
+
+/// An ISO-8601 duration as Java's Duration.parse reads it (`PnDTnHnMn.nS`, case
+/// insensitive, not negative) in milliseconds; None if it is not one.
+fn iso_duration_ms(s: &str) -> Option<i64> {
+    let rest = s.strip_prefix('p')?;
+    let (days, time) = match rest.split_once('t') {
+        Some((d, t)) => (d, Some(t)),
+        None => (rest, None),
+    };
+    let mut ms: i64 = 0;
+    if !days.is_empty() {
+        let n: i64 = days.strip_suffix('d')?.parse().ok()?;
+        ms = ms.checked_add(n.checked_mul(86_400_000)?)?;
+    }
+    if let Some(mut t) = time {
+        if t.is_empty() {
+            return None;
+        }
+        for (unit, scale) in [('h', 3_600_000f64), ('m', 60_000f64), ('s', 1_000f64)] {
+            if let Some(at) = t.find(unit) {
+                let n: f64 = t[..at].parse().ok()?;
+                if !n.is_finite() || n < 0.0 {
+                    return None;
+                }
+                ms = ms.checked_add((n * scale) as i64)?;
+                t = &t[at + 1..];
+            }
+        }
+        if !t.is_empty() {
+            return None;
+        }
+    } else if days.is_empty() {
+        return None;
+    }
+    (ms >= 0).then_some(ms)
+}
+
+/// A group's INT config if set (and readable), else None (the broker default applies).
+pub fn group_int(image: &MetadataImage, group: &str, key: &str) -> Option<i32> {
+    if image.resource_configs.is_empty() {
+        return None;
+    }
+    image.configs_of(&ConfigResource::Group(group.to_string())).get(key).and_then(|v| v.trim().parse().ok())
+}
+
+/// A share group's `share.auto.offset.reset` (latest when not set).
+pub fn share_auto_offset_reset(image: &MetadataImage, group: &str) -> ShareAutoOffsetReset {
+    if image.resource_configs.is_empty() {
+        return ShareAutoOffsetReset::Latest;
+    }
+    image
+        .configs_of(&ConfigResource::Group(group.to_string()))
+        .get(SHARE_AUTO_OFFSET_RESET)
+        .and_then(|v| ShareAutoOffsetReset::parse(v).ok())
+        .unwrap_or_default()
 }
 
 /// DescribeConfigs of a group resource: every group key, GROUP_CONFIG where set on the
@@ -445,7 +591,11 @@ pub fn describe_group(config: &Config, image: &MetadataImage, group: &str) -> Ve
                 synonyms.push(Synonym { name: k.name.to_string(), value: Some(v.clone()), source: source::GROUP_CONFIG });
             }
             synonyms.push(Synonym { name: k.name.to_string(), value: Some((k.default)(config)), source: source::DEFAULT_CONFIG });
-            described(k.name, ConfigType::Int, k.doc, false, false, synonyms)
+            let ty = match k.kind {
+                GroupKind::Int { .. } => ConfigType::Int,
+                GroupKind::ShareAutoOffsetReset => ConfigType::String,
+            };
+            described(k.name, ty, k.doc, false, false, synonyms)
         })
         .collect()
 }
@@ -552,14 +702,43 @@ mod tests {
         assert!(one(CONSUMER_SESSION_TIMEOUT_MS, "50000").is_ok());
         assert!(one(CONSUMER_SESSION_TIMEOUT_MS, "44999").is_err());
         assert!(one(CONSUMER_HEARTBEAT_INTERVAL_MS, "15001").is_err());
-        assert!(one("share.auto.offset.reset", "latest").is_err());
+        assert!(one("share.isolation.level", "read_committed").is_err(), "read_committed share groups are not built: refused");
+        assert!(one(SHARE_AUTO_OFFSET_RESET, "latest").is_ok());
+        assert!(one(SHARE_AUTO_OFFSET_RESET, "by_duration:PT1H").is_ok());
+        assert!(one(SHARE_AUTO_OFFSET_RESET, "by_duration:-PT1H").is_err());
+        assert!(one(SHARE_AUTO_OFFSET_RESET, "newest").is_err());
+        assert!(one(SHARE_RECORD_LOCK_DURATION_MS, "14999").is_err());
+        assert!(one(SHARE_RECORD_LOCK_DURATION_MS, "15000").is_ok());
+        assert!(one(SHARE_DELIVERY_COUNT_LIMIT, "3").is_ok());
         let img = image_with(g, &[(CONSUMER_SESSION_TIMEOUT_MS, "50000")]);
         assert_eq!(group_consumer_timeouts(&img, "g", 45_000, 5_000), (50_000, 5_000));
         assert_eq!(group_consumer_timeouts(&img, "other", 45_000, 5_000), (45_000, 5_000));
         let d = describe_group(&Config::default(), &img, "g");
-        assert_eq!(
-            d.iter().map(|d| (d.name.as_str(), d.source)).collect::<Vec<_>>(),
-            vec![(CONSUMER_HEARTBEAT_INTERVAL_MS, source::DEFAULT_CONFIG), (CONSUMER_SESSION_TIMEOUT_MS, source::GROUP_CONFIG)]
-        );
+        let sources: Vec<_> = d.iter().map(|d| (d.name.as_str(), d.source)).take(2).collect();
+        assert_eq!(sources, vec![(CONSUMER_HEARTBEAT_INTERVAL_MS, source::DEFAULT_CONFIG), (CONSUMER_SESSION_TIMEOUT_MS, source::GROUP_CONFIG)]);
+        assert_eq!(d.len(), GROUP_KEYS.len());
+        assert!(GROUP_KEYS.windows(2).all(|w| w[0].name < w[1].name), "sorted by name");
+    }
+
+    #[test]
+    fn share_auto_offset_reset_reads_as_kafka_reads_it() {
+        use ShareAutoOffsetReset::*;
+        for (text, want) in [
+            ("latest", Some(Latest)),
+            ("EARLIEST", Some(Earliest)),
+            ("by_duration:PT1H", Some(ByDuration(3_600_000))),
+            ("by_duration:P1DT2M0.5S", Some(ByDuration(86_400_000 + 120_000 + 500))),
+            ("by_duration:P2D", Some(ByDuration(172_800_000))),
+            ("by_duration:PT", None),
+            ("by_duration:P", None),
+            ("by_duration:1H", None),
+            ("by_duration:PT1X", None),
+            ("by_duration:", None),
+        ] {
+            assert_eq!(ShareAutoOffsetReset::parse(text).ok(), want, "{text}");
+        }
+        let img = image_with(ConfigResource::Group("g".into()), &[(SHARE_AUTO_OFFSET_RESET, "earliest"), (SHARE_RECORD_LOCK_DURATION_MS, "20000")]);
+        assert_eq!((share_auto_offset_reset(&img, "g"), share_auto_offset_reset(&img, "h")), (Earliest, Latest));
+        assert_eq!((group_int(&img, "g", SHARE_RECORD_LOCK_DURATION_MS), group_int(&img, "h", SHARE_RECORD_LOCK_DURATION_MS)), (Some(20_000), None));
     }
 }

@@ -482,7 +482,7 @@ config_keys! {
 
     /// Testing only: feature levels still being built are supported.
     /// `kafka-features.sh upgrade` can then turn them on (today share.version 1: share groups in
-    /// progress: share.* group configs not read yet).
+    /// progress).
     static unstable_feature_versions_enable: bool = false, kafka = "unstable.feature.versions.enable" as Boolean;
     /// The log level filter (tracing EnvFilter syntax); RUST_LOG overrides it.
     static log_level: String = "info".into();

@@ -384,6 +384,19 @@ def test_share_acknowledgements_that_do_not_fit_are_refused(broker_factory, topi
         assert share_ack(bs, group, m, 0, tid, {0: [(first, first, [ACCEPT])]}, sock=s)[0] == INVALID_SHARE_SESSION_EPOCH
 
 
+def lock_duration_told(sock_or_bootstrap, group: str, member: str, topic_id: bytes) -> int:
+    """The acquisition_lock_timeout_ms of a member's first ShareFetch (session epoch 0, of
+    partition 0, acquiring nothing)."""
+    body = (w.compact_string(group) + w.compact_string(member) + w.i32(0) + w.i32(0) + w.i32(1) + w.i32(1 << 20)
+            + w.i32(500) + w.i32(500) + w.compact_array([topic_id + w.compact_array([w.i32(0) + _ack_batches([]) + w.uvarint(0)]) + w.uvarint(0)])
+            + w.compact_array([]))
+    r = w.flexible_roundtrip(sock_or_bootstrap, 78, 1, body)
+    r.i32()
+    assert r.i16() == 0
+    r.compact_string()
+    return r.i32()
+
+
 def test_group_share_limits_are_the_brokers_settings(broker_factory, topic_name):
     """group.share.record.lock.duration.ms (with its max raised) and
     group.share.delivery.count.limit: ShareFetch reports the lock duration, and a record
@@ -398,14 +411,7 @@ def test_group_share_limits_are_the_brokers_settings(broker_factory, topic_name)
     members = settle(bs, group, {m: hb}, lambda a: all(a.values()))
     tid = bytes.fromhex(next(iter(members[m]["assignment"])))
     with w.connect(bs) as s:
-        body = (w.compact_string(group) + w.compact_string(m) + w.i32(0) + w.i32(0) + w.i32(1) + w.i32(1 << 20)
-                + w.i32(500) + w.i32(500) + w.compact_array([tid + w.compact_array([w.i32(0) + _ack_batches([]) + w.uvarint(0)]) + w.uvarint(0)])
-                + w.compact_array([]))
-        r = w.flexible_roundtrip(s, 78, 1, body)
-        r.i32()
-        assert r.i16() == 0
-        r.compact_string()
-        assert r.i32() == 90000, "acquisition_lock_timeout_ms is group.share.record.lock.duration.ms"
+        assert lock_duration_told(s, group, m, tid) == 90000, "acquisition_lock_timeout_ms is group.share.record.lock.duration.ms"
         epoch = 1
 
         def delivered():
@@ -472,3 +478,53 @@ def test_a_closed_connection_releases_its_members_records(broker_factory, topic_
             seen.extend(acquired_offsets(r[1][0]))
             return set(held) <= set(seen)
         wait_for(f"B to get A's records {held}", b_gets_them, 60)
+
+
+def configs_tool(bootstrap: str, *args: str) -> str:
+    r = kafka_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bootstrap, *args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+def test_a_groups_share_configs_apply(broker_factory, topic_name):
+    """A share group's own configs, set with kafka-configs.sh: share.auto.offset.reset
+    earliest (records written before the group existed are delivered; latest, the
+    default, starts at the log end) and share.record.lock.duration.ms (reported by
+    ShareFetch); an out-of-range value and share.isolation.level read_committed are
+    refused (shardlog has no read_committed share groups yet)."""
+    b = share_broker(broker_factory)
+    bs = b.bootstrap
+    admin_create_topic(bs, topic_name, 1)
+    produce(bs, topic_name, 0, 5)
+    group = "sc-" + topic_name
+    configs_tool(bs, "--alter", "--entity-type", "groups", "--entity-name", group,
+                 "--add-config", "share.auto.offset.reset=earliest,share.record.lock.duration.ms=20000")
+    out = configs_tool(bs, "--describe", "--entity-type", "groups", "--entity-name", group)
+    assert "share.auto.offset.reset=earliest" in out and "share.record.lock.duration.ms=20000" in out, out
+    bad = kafka_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bs, "--alter", "--entity-type", "groups",
+                     "--entity-name", group, "--add-config", "share.record.lock.duration.ms=100")
+    assert bad.returncode != 0 and "share.record.lock.duration.ms" in bad.stdout + bad.stderr, bad.stdout + bad.stderr
+    if not is_kafka():
+        refused = kafka_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bs, "--alter", "--entity-type", "groups",
+                             "--entity-name", group, "--add-config", "share.isolation.level=read_committed")
+        assert refused.returncode != 0, refused.stdout
+
+    m, hb = joined(bs, group, [topic_name])
+    members = settle(bs, group, {m: hb}, lambda a: all(a.values()))
+    tid = bytes.fromhex(next(iter(members[m]["assignment"])))
+    with w.connect(bs) as s:
+        got: list[int] = []
+        epoch = 0
+
+        def all_five():
+            nonlocal epoch
+            res = share_fetch(bs, group, m, epoch, tid, [0], max_wait_ms=500, sock=s)
+            epoch += 1
+            got.extend(acquired_offsets(res[1][0]))
+            return sorted(got) == [0, 1, 2, 3, 4]
+        wait_for("the records written before the group, from the log start", all_five, 60)
+        assert len(got) == 5, f"each delivered once: {got}"
+        # Another member's first ShareFetch: the lock duration it is told (nothing is left to acquire).
+        m2, hb2 = joined(bs, group, [topic_name])
+        settle(bs, group, {m2: hb2}, lambda a: all(a.values()))
+        assert lock_duration_told(bs, group, m2, tid) == 20000, "acquisition_lock_timeout_ms is the group's share.record.lock.duration.ms"

@@ -21,6 +21,7 @@ use super::share_group_records::ShareRecord;
 use super::simple_assignor::Assignment;
 use super::state_coordinator::ShareStateOpKind;
 use super::state_records::SharePartitionKey;
+use crate::cluster::config_defs;
 use crate::cluster::image::MetadataImage;
 use crate::group::context::CoordinatorContext;
 use crate::group::coordinator::{append, Coordinator};
@@ -101,7 +102,7 @@ impl Coordinator {
         validate(group_id, &hb)?;
         let (answer, records) = {
             let image = ctx.image();
-            let settings = ShareGroupSettings::default();
+            let settings = group_settings(&image, group_id);
             let mut groups = self.groups.borrow_mut();
             if !groups.contains_key(group_id) {
                 if hb.member_epoch != 0 {
@@ -176,6 +177,17 @@ impl Coordinator {
                 tracing::warn!(group = group_id, error = %e, "could not store the share group's initialized partitions");
             }
         }
+    }
+}
+
+/// The group's membership settings: its share.heartbeat.interval.ms and
+/// share.session.timeout.ms group configs, else Kafka's defaults.
+fn group_settings(image: &MetadataImage, group_id: &str) -> ShareGroupSettings {
+    let d = ShareGroupSettings::default();
+    ShareGroupSettings {
+        heartbeat_interval_ms: config_defs::group_int(image, group_id, config_defs::SHARE_HEARTBEAT_INTERVAL_MS).unwrap_or(d.heartbeat_interval_ms),
+        session_timeout_ms: config_defs::group_int(image, group_id, config_defs::SHARE_SESSION_TIMEOUT_MS).unwrap_or(d.session_timeout_ms),
+        max_size: d.max_size,
     }
 }
 

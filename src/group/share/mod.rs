@@ -41,9 +41,13 @@
 //! The state APIs are served by `server/handlers/share_group_state.rs`, each part routed
 //! to the shard leading the key's `__share_group_state` partition.
 //!
-//! Still to come, each in its own file: `share.*` group configs, and releasing a
-//! member's records when its group membership ends (its connection's close releases
-//! them: `server/share_sessions.rs`; otherwise its locks expire).
+//! A group's `share.*` configs (`cluster/config_defs.rs`) reach the share-partitions with
+//! each operation (`SharePartitionOp::limits` / `reset`) and the membership through
+//! `coordinator.rs`.
+//!
+//! Still to come: releasing a member's records when its group membership ends (its
+//! connection's close releases them: `server/share_sessions.rs`; otherwise its locks
+//! expire), read_committed share groups, the dead-letter queue (share.version 2).
 pub mod coordinator;
 pub mod offsets_admin;
 pub mod share_group;

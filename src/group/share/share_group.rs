@@ -43,7 +43,12 @@ pub struct ShareGroupSettings {
 
 impl Default for ShareGroupSettings {
     fn default() -> Self {
-        ShareGroupSettings { heartbeat_interval_ms: 5000, session_timeout_ms: 45_000, max_size: 200 }
+        use crate::cluster::config_defs::ShareGroupDefaults;
+        ShareGroupSettings {
+            heartbeat_interval_ms: ShareGroupDefaults::HEARTBEAT_INTERVAL_MS,
+            session_timeout_ms: ShareGroupDefaults::SESSION_TIMEOUT_MS,
+            max_size: 200,
+        }
     }
 }
 

@@ -187,6 +187,12 @@ impl SharePartition {
         self.limits
     }
 
+    /// The group's limits changed (its share.* configs): later acquisitions and
+    /// deliveries follow the new ones; records already acquired keep their locks.
+    pub fn set_limits(&mut self, limits: ShareLimits) {
+        self.limits = limits;
+    }
+
     /// Offsets in flight (what `max_in_flight_records` bounds).
     pub fn in_flight_records(&self) -> i64 {
         self.end_offset - self.start_offset

@@ -28,6 +28,7 @@ use super::state_coordinator::{ShareStateAnswer, ShareStateOpKind};
 use super::state_persister::{fences, from_persisted, partition_error, to_persisted, StatePersister};
 use super::state_records::SharePartitionKey;
 use super::state_store::WriteState;
+use crate::cluster::config_defs::ShareAutoOffsetReset;
 use crate::partition::{Partition, PartitionError, ReadLimit};
 use crate::protocol::ErrorCode;
 use crate::record::parse_header;
@@ -45,7 +46,10 @@ pub struct SharePartitionOp {
     pub fetch: Option<FetchLimits>,
     /// The member's session closed or it left: release what it holds (after the acks).
     pub release: bool,
-    pub earliest: bool,
+    /// The group's share.auto.offset.reset: where a share-partition with no start offset starts.
+    pub reset: ShareAutoOffsetReset,
+    /// The group's limits (its share.* configs over the broker's group.share.*).
+    pub limits: ShareLimits,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -97,13 +101,18 @@ struct Loaded {
 pub struct SharePartitions {
     states: RefCell<HashMap<Key, Rc<Entry>>>,
     persister: StatePersister,
-    /// The broker's group.share.* limits (share groups' own configs are not read yet).
+    /// The broker's group.share.* limits (each op carries its group's, `broker_limits`
+    /// being the base its share.* configs override).
     limits: ShareLimits,
 }
 
 impl SharePartitions {
     pub fn new(persister: StatePersister, limits: ShareLimits) -> Rc<SharePartitions> {
         Rc::new(SharePartitions { states: RefCell::new(HashMap::new()), persister, limits })
+    }
+
+    pub fn broker_limits(&self) -> ShareLimits {
+        self.limits
     }
 
     /// Runs `op` on partition `p` (this shard leads it).
@@ -131,7 +140,7 @@ impl SharePartitions {
             entry.loaded.replace(None);
         }
         if entry.loaded.borrow().is_none() {
-            let loaded = self.load(p, &state_key, leader_epoch, op.earliest).await;
+            let loaded = self.load(p, &state_key, leader_epoch, op.reset, op.limits, now_ms).await;
             crate::metrics::shard_metrics::with(|m| {
                 m.share_state.loads += 1;
                 m.share_state.load_failures += u64::from(loaded.is_err());
@@ -143,6 +152,9 @@ impl SharePartitions {
         let write = {
             let mut loaded = entry.loaded.borrow_mut();
             let l = loaded.as_mut().expect("loaded above");
+            if l.sp.limits() != op.limits {
+                l.sp.set_limits(op.limits);
+            }
             l.sp.expire_locks(now_ms);
             l.sp.move_start_to(p.log_start_offset());
             // Only acknowledgements and releases are written (and can be undone); a plain
@@ -238,7 +250,15 @@ impl SharePartitions {
     /// coordinator initialized it before assigning it (`coordinator.rs`); a partition
     /// never initialized is refused there (INVALID_REQUEST), which the member gets as
     /// UNKNOWN_SERVER_ERROR, as from Kafka.
-    async fn load(&self, p: &Partition, key: &SharePartitionKey, leader_epoch: i32, earliest: bool) -> Result<Loaded, ErrorCode> {
+    async fn load(
+        &self,
+        p: &Partition,
+        key: &SharePartitionKey,
+        leader_epoch: i32,
+        reset: ShareAutoOffsetReset,
+        limits: ShareLimits,
+        now_ms: i64,
+    ) -> Result<Loaded, ErrorCode> {
         let read = (self.persister)(key.clone(), ShareStateOpKind::Read { leader_epoch }).await;
         let state = match read {
             Ok(ShareStateAnswer::Read(s)) => s,
@@ -250,12 +270,17 @@ impl SharePartitions {
             tracing::warn!(group = %key.group_id, partition = key.partition, "share-partition state holds a delivery state this broker does not serve");
             return Err(ErrorCode::UNKNOWN_SERVER_ERROR);
         };
-        let start = match state.start_offset {
-            s if s >= 0 => s.max(p.log_start_offset()),
-            _ if earliest => p.log_start_offset(),
-            _ => p.high_watermark(),
+        let start = match (state.start_offset, reset) {
+            (s, _) if s >= 0 => s.max(p.log_start_offset()),
+            (_, ShareAutoOffsetReset::Earliest) => p.log_start_offset(),
+            (_, ShareAutoOffsetReset::Latest) => p.high_watermark(),
+            (_, ShareAutoOffsetReset::ByDuration(ms)) => match p.offset_for_timestamp(now_ms.saturating_sub(ms).max(0)).await {
+                Ok(Some((offset, _))) => offset,
+                Ok(None) => p.high_watermark(),
+                Err(e) => return Err(ErrorCode::from(&e)),
+            },
         };
-        let sp = SharePartition::from_state(start, &batches, self.limits);
+        let sp = SharePartition::from_state(start, &batches, limits);
         let persisted = sp.state_batches();
         Ok(Loaded { sp, leader_epoch, state_epoch: state.state_epoch, persisted })
     }
@@ -332,7 +357,8 @@ mod tests {
             renew_allowed: false,
             fetch: fetch.then_some(FetchLimits { max_records: 100, max_bytes: 1 << 20 }),
             release: false,
-            earliest: true,
+            reset: ShareAutoOffsetReset::Earliest,
+            limits: ShareLimits::default(),
         }
     }
 

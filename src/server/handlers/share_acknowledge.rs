@@ -33,6 +33,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareAcknowl
     };
     let image = ctx.image();
     let topic_allowed = |id: &Uuid| image.topic_by_id(id.as_bytes()).is_none_or(|t| access.allows_topic(Operation::Read, &t.name));
+    let (limits, reset) = super::share_common::group_settings(ctx, &group_id);
     let mut parts: Vec<(Uuid, i32, PartitionData)> = Vec::new();
     let mut work: Vec<PartitionWork> = Vec::new();
     for t in &req.topics {
@@ -57,7 +58,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareAcknowl
                         renew_allowed: req.is_renew_ack,
                         fetch: None,
                         release: step.closing,
-                        earliest: false,
+                        reset,
+                        limits,
                     },
                 }),
             }
@@ -66,7 +68,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareAcknowl
     if step.closing {
         // The session's other partitions: release what the member holds there too.
         for &(topic_id, partition) in closed.iter().filter(|k| !named.contains(k)) {
-            work.push(release_work(&group_id, &member_id, topic_id, partition));
+            work.push(release_work(ctx, &group_id, &member_id, topic_id, partition));
         }
     }
     for (topic_id, partition, r) in run(ctx, work).await {
@@ -96,7 +98,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareAcknowl
     }
     let resp = ShareAcknowledgeResponse::default()
         .with_error_message(None)
-        .with_acquisition_lock_timeout_ms(ctx.config.group_share_record_lock_duration_ms)
+        .with_acquisition_lock_timeout_ms(i32::try_from(limits.lock_duration_ms).unwrap_or(i32::MAX))
         .with_responses(responses);
     meta.respond(&resp)
 }

@@ -5,8 +5,9 @@ use std::rc::Rc;
 
 use uuid::Uuid;
 
+use crate::cluster::config_defs::{self, ShareAutoOffsetReset};
 use crate::cluster::router::{OpBatch, OpOutput, PartitionOp};
-use crate::group::share::share_partition::{AcknowledgeError, AcknowledgeType, AcknowledgementBatch};
+use crate::group::share::share_partition::{AcknowledgeError, AcknowledgeType, AcknowledgementBatch, ShareLimits};
 use crate::group::share::share_partitions::{SharePartitionError, SharePartitionOp, SharePartitionReply};
 use crate::group::share::share_session::ShareSessionError;
 use crate::protocol::ErrorCode;
@@ -125,7 +126,7 @@ pub async fn run(ctx: &Rc<ShardContext>, work: Vec<PartitionWork>) -> Vec<(Uuid,
 /// locks expire, as Kafka does on a client disconnect.
 pub async fn release_sessions_of(ctx: &Rc<ShardContext>, peer: std::net::SocketAddr) {
     for (group_id, member_id, partitions) in ctx.share_sessions.close_connection(peer) {
-        let work = partitions.into_iter().map(|(topic_id, partition)| release_work(&group_id, &member_id, topic_id, partition)).collect();
+        let work = partitions.into_iter().map(|(topic_id, partition)| release_work(ctx, &group_id, &member_id, topic_id, partition)).collect();
         for (topic_id, partition, r) in run(ctx, work).await {
             if let Err(code) = r {
                 tracing::debug!(group = %group_id, member = %member_id, %topic_id, partition, %code, "records not released on disconnect (their locks expire)");
@@ -135,7 +136,8 @@ pub async fn release_sessions_of(ctx: &Rc<ShardContext>, peer: std::net::SocketA
 }
 
 /// A partition's part that only releases what the member holds there.
-pub fn release_work(group_id: &str, member_id: &str, topic_id: Uuid, partition: i32) -> PartitionWork {
+pub fn release_work(ctx: &ShardContext, group_id: &str, member_id: &str, topic_id: Uuid, partition: i32) -> PartitionWork {
+    let (limits, reset) = group_settings(ctx, group_id);
     PartitionWork {
         topic_id,
         partition,
@@ -146,7 +148,31 @@ pub fn release_work(group_id: &str, member_id: &str, topic_id: Uuid, partition: 
             renew_allowed: false,
             fetch: None,
             release: true,
-            earliest: false,
+            reset,
+            limits,
         },
     }
+}
+
+/// A share group's share-partition settings: its share.* group configs (clamped to this
+/// broker's group.share.* bounds), else the broker's group.share.* values.
+pub fn group_settings(ctx: &ShardContext, group_id: &str) -> (ShareLimits, ShareAutoOffsetReset) {
+    let image = ctx.image();
+    let c = &ctx.config;
+    let base = ctx.share_partitions.broker_limits();
+    let set = |key: &str, min: i32, max: i32| config_defs::group_int(&image, group_id, key).map(|v| v.clamp(min, max.max(min)));
+    let limits = ShareLimits {
+        max_in_flight_records: set(
+            config_defs::SHARE_PARTITION_MAX_RECORD_LOCKS,
+            c.group_share_min_partition_max_record_locks,
+            c.group_share_max_partition_max_record_locks,
+        )
+        .map_or(base.max_in_flight_records, i64::from),
+        delivery_count_limit: set(config_defs::SHARE_DELIVERY_COUNT_LIMIT, c.group_share_min_delivery_count_limit, c.group_share_max_delivery_count_limit)
+            .and_then(|v| u16::try_from(v).ok())
+            .unwrap_or(base.delivery_count_limit),
+        lock_duration_ms: set(config_defs::SHARE_RECORD_LOCK_DURATION_MS, c.group_share_min_record_lock_duration_ms, c.group_share_max_record_lock_duration_ms)
+            .map_or(base.lock_duration_ms, i64::from),
+    };
+    (limits, config_defs::share_auto_offset_reset(&image, group_id))
 }

@@ -47,8 +47,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareFetchRe
     };
     let image = ctx.image();
     let topic_allowed = |id: &Uuid| image.topic_by_id(id.as_bytes()).is_none_or(|t| access.allows_topic(Operation::Read, &t.name));
-    // share.auto.offset.reset: Kafka's default, latest (the group config is not read yet).
-    let earliest = false;
+    // The group's share.* configs: where it starts, its locks and delivery limit.
+    let (share_limits, reset) = super::share_common::group_settings(ctx, &group_id);
     let limits = FetchLimits { max_records: i64::from(req.max_records.max(1)), max_bytes: i64::from(req.max_bytes.max(1)) };
     let renew = req.is_renew_ack;
     // First round: acknowledgements of the partitions named, and a fetch of every
@@ -91,7 +91,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareFetchRe
                     renew_allowed: renew,
                     fetch: (!step.closing && step.fetch.contains(&(topic_id, partition))).then_some(limits),
                     release: step.closing,
-                    earliest,
+                    reset,
+                    limits: share_limits,
                 },
             })
             .collect();
@@ -163,7 +164,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareFetchRe
     }
     let resp = ShareFetchResponse::default()
         .with_error_message(None)
-        .with_acquisition_lock_timeout_ms(ctx.config.group_share_record_lock_duration_ms)
+        .with_acquisition_lock_timeout_ms(i32::try_from(share_limits.lock_duration_ms).unwrap_or(i32::MAX))
         .with_responses(responses);
     meta.respond(&resp)
 }
