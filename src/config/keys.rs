@@ -481,8 +481,7 @@ config_keys! {
     // Features, logging, the admin listener.
 
     /// Testing only: feature levels still being built are supported.
-    /// `kafka-features.sh upgrade` can then turn them on (today share.version 1: share groups in
-    /// progress).
+    /// `kafka-features.sh upgrade` can then turn them on (today there are none).
     static unstable_feature_versions_enable: bool = false, kafka = "unstable.feature.versions.enable" as Boolean;
     /// The log level filter (tracing EnvFilter syntax); RUST_LOG overrides it.
     static log_level: String = "info".into();

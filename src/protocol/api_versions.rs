@@ -108,7 +108,7 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ConsumerGroupDescribe, 0, 1),
     (ApiKey::ListConfigResources, 0, 1),
     (ApiKey::DescribeTopicPartitions, 0, 0),
-    // KIP-932 share groups, in progress (group/share/): membership served while
+    // KIP-932 share groups (group/share/): served while
     // share.version >= 1, UNSUPPORTED_VERSION otherwise (as Kafka 4.4).
     (ApiKey::ShareGroupHeartbeat, 1, 1),
     (ApiKey::ShareGroupDescribe, 1, 1),

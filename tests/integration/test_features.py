@@ -5,8 +5,8 @@ rules and words, all or none; levels survive a restart; group.version 0 turns KI
 consumer groups off (UNSUPPORTED_VERSION), as on Kafka 4.4. Both targets.
 
 What differs by design: shardlog supports only the levels it implements (share.version
-and streams.version support 0 until those are built), so where Kafka finalizes them
-shardlog reports 0. eligible.leader.replicas.version 1 (KIP-966) and kraft.version 1
+0-1 until the dead-letter queue of level 2 is built, streams.version 0 until streams
+groups are), so where Kafka finalizes higher levels shardlog reports its own. eligible.leader.replicas.version 1 (KIP-966) and kraft.version 1
 (KIP-853 voter changes) are supported and finalized in a new cluster, as Kafka 4.4
 formats one (`--standalone`).
 """

@@ -190,16 +190,12 @@ def test_a_new_partition_leader_redelivers_exactly_the_unacknowledged(tmp_path_f
         gen = conftest.running_kafka_cluster(tmp_path_factory, "share-failover", dict(SETTINGS))
     else:
         gen = conftest.running_cluster(tmp_path_factory, "share-failover",
-                                       extra_args=shardlog_flags(SETTINGS) + ["--unstable-feature-versions-enable", "true"])
+                                       extra_args=shardlog_flags(SETTINGS))
     cluster = next(gen)
     try:
         wait_brokers(cluster)
         node_bs = {nd.node_id: nd.bootstrap for nd in cluster.nodes}
         bs = ",".join(node_bs.values())
-        if not is_kafka():
-            rc, out = features(node_bs[1], "upgrade", "--feature", "share.version=1")
-            assert "share.version was upgraded to 1." in out, out
-            wait_for("share.version 1", lambda: describe_features(node_bs[1])["share.version"][2] == "1", 30)
         a = AdminClient({"bootstrap.servers": bs})
         a.create_topics([NewTopic(topic_name, 1, 3, config={"min.insync.replicas": "2"})], operation_timeout=30)[topic_name].result(BOUND_S)
         leader = wait_for("a leader", lambda: (l := leader_of(bs, topic_name, 0)) >= 0 and l, BOUND_S)
