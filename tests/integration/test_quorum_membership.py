@@ -120,7 +120,8 @@ def test_replace_every_voter_under_load(cluster, tmp_path):
         assert rc == 0 and f"Added controller {new_id} with directory id" in out, out
         wait_status(brokers, f"node {new_id} is a voter", lambda s: new_id in s["voters"] and new_id not in s["observers"])
         old_dir = status(brokers)["voters"][old]
-        rc, out = quorum(brokers, "remove-controller", "--controller-id", str(old), "--controller-directory-id", old_dir)
+        # `=`: a directory id (base64url) may start with "-", which would read as an option.
+        rc, out = quorum(brokers, "remove-controller", "--controller-id", str(old), f"--controller-directory-id={old_dir}")
         assert rc == 0 and f"Removed KRaft controller {old} with directory id" in out, out
         wait_status(brokers, f"node {old} is no voter", lambda s: old not in s["voters"])
         cluster.node(old).stop()

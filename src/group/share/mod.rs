@@ -45,9 +45,12 @@
 //! each operation (`SharePartitionOp::limits` / `reset`) and the membership through
 //! `coordinator.rs`.
 //!
-//! Still to come: releasing a member's records when its group membership ends (its
-//! connection's close releases them: `server/share_sessions.rs`; otherwise its locks
-//! expire), read_committed share groups, the dead-letter queue (share.version 2).
+//! A member's records are released when its connection closes (`server/share_sessions.rs`,
+//! as Kafka's ShareSessionCache tells its onMemberLeave listener); a member the group
+//! coordinator removes (session timeout, leave) keeps them until their locks expire, as in
+//! Kafka 4.4.
+//!
+//! Still to come: read_committed share groups, the dead-letter queue (share.version 2).
 pub mod coordinator;
 pub mod offsets_admin;
 pub mod share_group;
