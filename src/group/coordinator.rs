@@ -297,3 +297,7 @@ pub(super) async fn append(p: &Rc<Partition>, records: &[OffsetsRecord]) -> Resu
         }
     }
 }
+
+#[cfg(test)]
+#[path = "coordinator_tests.rs"]
+mod tests;

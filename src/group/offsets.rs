@@ -130,14 +130,19 @@ impl Coordinator {
         if !records.is_empty() {
             match append(p, &records).await {
                 Ok(base) => {
+                    // The group may be gone from the map: a simple group created by this
+                    // commit has no offsets yet while the append runs, and the coordinator's
+                    // tick forgets such groups as disposable. The records are in the log, so
+                    // the group is what replaying them would make (replay creates a group
+                    // on its first offset record too); a DeleteGroups meanwhile tombstoned
+                    // only the offsets it saw, exactly as a replay would leave them.
                     let mut groups = self.groups.borrow_mut();
-                    if let Some(g) = groups.get_mut(&group_id) {
-                        for (i, (topic, partition, v)) in keys.into_iter().enumerate() {
-                            let record_offset = base + i as i64;
-                            let slot = g.offsets.entry(topic).or_default();
-                            if slot.get(&partition).is_none_or(|old| old.record_offset < record_offset) {
-                                slot.insert(partition, CommittedOffset::new(v, record_offset));
-                            }
+                    let g = groups.entry(group_id.clone()).or_insert_with(|| Group::new(group_id.clone(), p.index));
+                    for (i, (topic, partition, v)) in keys.into_iter().enumerate() {
+                        let record_offset = base + i as i64;
+                        let slot = g.offsets.entry(topic).or_default();
+                        if slot.get(&partition).is_none_or(|old| old.record_offset < record_offset) {
+                            slot.insert(partition, CommittedOffset::new(v, record_offset));
                         }
                     }
                 }

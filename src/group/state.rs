@@ -167,6 +167,7 @@ impl Group {
         self.state == GroupState::Empty
             && self.size() == 0
             && self.offsets.is_empty()
+            && self.pending_txn_offsets.is_empty()
             && self.generation == 0
             && self.consumer.as_ref().is_none_or(|c| c.is_empty() && c.group_epoch == 0)
             && self.share.is_none()

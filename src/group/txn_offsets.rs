@@ -104,15 +104,17 @@ impl Coordinator {
             };
             match written {
                 Ok(out) => {
+                    // As a plain commit (offsets.rs): a group this commit created may have
+                    // been forgotten as disposable while the append ran; the records are in
+                    // the log, so the group is what a replay would make.
                     let mut groups = self.groups.borrow_mut();
-                    if let Some(g) = groups.get_mut(&group_id) {
-                        let pending = g.pending_txn_offsets.entry(producer_id).or_default();
-                        for (i, (topic, partition, v)) in keys.into_iter().enumerate() {
-                            pending.insert((topic, partition), CommittedOffset::new(v, out.base_offset + i as i64));
-                        }
-                        if let Some(m) = g.members.get_mut(req.member_id.as_str()) {
-                            m.last_heartbeat = Instant::now();
-                        }
+                    let g = groups.entry(group_id.clone()).or_insert_with(|| Group::new(group_id.clone(), p.index));
+                    let pending = g.pending_txn_offsets.entry(producer_id).or_default();
+                    for (i, (topic, partition, v)) in keys.into_iter().enumerate() {
+                        pending.insert((topic, partition), CommittedOffset::new(v, out.base_offset + i as i64));
+                    }
+                    if let Some(m) = g.members.get_mut(req.member_id.as_str()) {
+                        m.last_heartbeat = Instant::now();
                     }
                 }
                 Err(e) => write_error = Some(e),
