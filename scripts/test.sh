@@ -2,7 +2,7 @@
 # THE test command for shardlog (README and .ci/run use it).
 #
 # 1. installs what the tests need, idempotently: kcat (Debian), Python clients (pinned, in
-#    tests/integration/requirements.txt), the Java client tool (Maven, kafka-clients 4.1.x)
+#    tests/integration/requirements.txt), the Java client tool (Maven, kafka-clients 4.4.0)
 # 2. the layering check    (scripts/check_layers.py: no lower layer names an upper one),
 #    the generated response error table is current (scripts/gen_response_errors.py --check)
 #    cargo clippy          (--all-targets, warnings are errors; Cargo.toml lists the allowed lints)
@@ -14,7 +14,7 @@
 #
 # Env:
 #   SHARDLOG_BIN=path           broker binary for the integration tests (skips nothing else)
-#   SHARDLOG_TEST_TARGET=kafka  run the integration tests against real Apache Kafka 4.1
+#   SHARDLOG_TEST_TARGET=kafka  run the integration tests against real Apache Kafka 4.4
 #                               instead (skips the cargo steps; checks the tests themselves)
 #   SKIP_CARGO=1                skip steps 2 and 3
 #   SETUP_ONLY=1                stop after step 1 (install the test dependencies)
