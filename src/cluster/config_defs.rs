@@ -403,18 +403,21 @@ pub enum GroupKind {
     Int { min: i32, max: i32, bounds: &'static str },
     /// `share.auto.offset.reset`: latest, earliest or by_duration:<ISO-8601 duration>.
     ShareAutoOffsetReset,
+    /// One of these strings (Kafka's `in(...)` validator).
+    OneOf(&'static [&'static str]),
 }
 
 pub const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
 pub const SHARE_DELIVERY_COUNT_LIMIT: &str = "share.delivery.count.limit";
 pub const SHARE_HEARTBEAT_INTERVAL_MS: &str = "share.heartbeat.interval.ms";
+pub const SHARE_ISOLATION_LEVEL: &str = "share.isolation.level";
 pub const SHARE_PARTITION_MAX_RECORD_LOCKS: &str = "share.partition.max.record.locks";
 pub const SHARE_RECORD_LOCK_DURATION_MS: &str = "share.record.lock.duration.ms";
 pub const SHARE_SESSION_TIMEOUT_MS: &str = "share.session.timeout.ms";
 
 /// Kafka 4.4's group configs that apply to shardlog, sorted by name. Not here (refused as
-/// unknown): share.isolation.level (read_committed share groups are not built),
-/// share.renew.acknowledge.enable, share.assignment.interval.ms and the streams.* keys.
+/// unknown): share.renew.acknowledge.enable, share.assignment.interval.ms and the
+/// streams.* keys.
 pub const GROUP_KEYS: &[GroupKey] = &[
     GroupKey {
         name: CONSUMER_HEARTBEAT_INTERVAL_MS,
@@ -445,6 +448,12 @@ pub const GROUP_KEYS: &[GroupKey] = &[
         doc: "How often members of this share group heartbeat.",
         kind: GroupKind::Int { min: 5_000, max: 15_000, bounds: "group.share.min/max.heartbeat.interval.ms" },
         default: |_| ShareGroupDefaults::HEARTBEAT_INTERVAL_MS.to_string(),
+    },
+    GroupKey {
+        name: SHARE_ISOLATION_LEVEL,
+        doc: "How this share group reads records written transactionally: read_uncommitted (all of them, the default) or read_committed (below the last stable offset; aborted transactions' records are archived, never delivered).",
+        kind: GroupKind::OneOf(&["read_committed", "read_uncommitted"]),
+        default: |_| "read_uncommitted".to_string(),
     },
     GroupKey {
         name: SHARE_PARTITION_MAX_RECORD_LOCKS,
@@ -492,6 +501,14 @@ fn validate_group_key(name: &str, value: &str) -> Result<(), ConfigDefError> {
         }
         GroupKind::ShareAutoOffsetReset => {
             ShareAutoOffsetReset::parse(value).map_err(|e| ConfigDefError::InvalidConfig(format!("Invalid value {value} for configuration {name}: {e}")))?;
+        }
+        GroupKind::OneOf(allowed) => {
+            if !allowed.contains(&value) {
+                return Err(ConfigDefError::InvalidConfig(format!(
+                    "Invalid value {value} for configuration {name}: String must be one of: {}",
+                    allowed.join(", ")
+                )));
+            }
         }
     }
     Ok(())
@@ -579,6 +596,12 @@ pub fn share_auto_offset_reset(image: &MetadataImage, group: &str) -> ShareAutoO
         .unwrap_or_default()
 }
 
+/// Whether share group `group` reads read_committed (its share.isolation.level).
+pub fn share_read_committed(image: &MetadataImage, group: &str) -> bool {
+    !image.resource_configs.is_empty()
+        && image.configs_of(&ConfigResource::Group(group.to_string())).get(SHARE_ISOLATION_LEVEL).is_some_and(|v| v == "read_committed")
+}
+
 /// DescribeConfigs of a group resource: every group key, GROUP_CONFIG where set on the
 /// group, else the broker default.
 pub fn describe_group(config: &Config, image: &MetadataImage, group: &str) -> Vec<Described> {
@@ -593,7 +616,7 @@ pub fn describe_group(config: &Config, image: &MetadataImage, group: &str) -> Ve
             synonyms.push(Synonym { name: k.name.to_string(), value: Some((k.default)(config)), source: source::DEFAULT_CONFIG });
             let ty = match k.kind {
                 GroupKind::Int { .. } => ConfigType::Int,
-                GroupKind::ShareAutoOffsetReset => ConfigType::String,
+                GroupKind::ShareAutoOffsetReset | GroupKind::OneOf(_) => ConfigType::String,
             };
             described(k.name, ty, k.doc, false, false, synonyms)
         })
@@ -702,7 +725,10 @@ mod tests {
         assert!(one(CONSUMER_SESSION_TIMEOUT_MS, "50000").is_ok());
         assert!(one(CONSUMER_SESSION_TIMEOUT_MS, "44999").is_err());
         assert!(one(CONSUMER_HEARTBEAT_INTERVAL_MS, "15001").is_err());
-        assert!(one("share.isolation.level", "read_committed").is_err(), "read_committed share groups are not built: refused");
+        assert!(one(SHARE_ISOLATION_LEVEL, "read_committed").is_ok());
+        assert!(one(SHARE_ISOLATION_LEVEL, "read_uncommitted").is_ok());
+        let bad = one(SHARE_ISOLATION_LEVEL, "READ_COMMITTED").unwrap_err();
+        assert!(format!("{bad:?}").contains("String must be one of: read_committed, read_uncommitted"), "{bad:?}");
         assert!(one(SHARE_AUTO_OFFSET_RESET, "latest").is_ok());
         assert!(one(SHARE_AUTO_OFFSET_RESET, "by_duration:PT1H").is_ok());
         assert!(one(SHARE_AUTO_OFFSET_RESET, "by_duration:-PT1H").is_err());

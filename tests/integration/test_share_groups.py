@@ -486,8 +486,8 @@ def test_a_groups_share_configs_apply(broker_factory, topic_name):
     """A share group's own configs, set with kafka-configs.sh: share.auto.offset.reset
     earliest (records written before the group existed are delivered; latest, the
     default, starts at the log end) and share.record.lock.duration.ms (reported by
-    ShareFetch); an out-of-range value and share.isolation.level read_committed are
-    refused (shardlog has no read_committed share groups yet)."""
+    ShareFetch); an out-of-range value is refused. (share.isolation.level:
+    test_share_read_committed.py.)"""
     b = share_broker(broker_factory)
     bs = b.bootstrap
     admin_create_topic(bs, topic_name, 1)
@@ -500,10 +500,6 @@ def test_a_groups_share_configs_apply(broker_factory, topic_name):
     bad = kafka_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bs, "--alter", "--entity-type", "groups",
                      "--entity-name", group, "--add-config", "share.record.lock.duration.ms=100")
     assert bad.returncode != 0 and "share.record.lock.duration.ms" in bad.stdout + bad.stderr, bad.stdout + bad.stderr
-    if not is_kafka():
-        refused = kafka_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bs, "--alter", "--entity-type", "groups",
-                             "--entity-name", group, "--add-config", "share.isolation.level=read_committed")
-        assert refused.returncode != 0, refused.stdout
 
     m, hb = joined(bs, group, [topic_name])
     members = settle(bs, group, {m: hb}, lambda a: all(a.values()))

@@ -50,7 +50,11 @@
 //! coordinator removes (session timeout, leave) keeps them until their locks expire, as in
 //! Kafka 4.4.
 //!
-//! Still to come: read_committed share groups, the dead-letter queue (share.version 2).
+//! A read_committed group (`share.isolation.level`) reads below the last stable offset;
+//! aborted transactions' batches are archived at acquisition (`aborted_batches.rs`).
+//!
+//! Still to come: the dead-letter queue (share.version 2).
+pub mod aborted_batches;
 pub mod coordinator;
 pub mod offsets_admin;
 pub mod share_group;

@@ -352,6 +352,41 @@ impl SharePartition {
         Ok(())
     }
 
+    /// `member`'s just-acquired records in `first..=last` are archived instead of delivered
+    /// (a read_committed group's aborted transaction, `aborted_batches.rs`), and `acquired`
+    /// (what the acquisition handed out) loses them.
+    pub fn archive_acquired(&mut self, member: &str, first: i64, last: i64, acquired: &mut Vec<AcquiredRecords>) {
+        let (first, last) = (first.max(self.start_offset), last.min(self.end_offset - 1));
+        if first > last {
+            return;
+        }
+        self.split_at(first);
+        self.split_at(last + 1);
+        for (_, r) in self.ranges.range_mut(first..=last) {
+            if r.state == RecordState::Acquired && r.owner.as_deref() == Some(member) {
+                r.state = RecordState::Archived;
+                r.owner = None;
+                r.lock_deadline_ms = 0;
+            }
+        }
+        let mut kept = Vec::with_capacity(acquired.len() + 1);
+        for a in acquired.drain(..) {
+            if a.last_offset < first || a.first_offset > last {
+                kept.push(a);
+                continue;
+            }
+            if a.first_offset < first {
+                kept.push(AcquiredRecords { last_offset: first - 1, ..a });
+            }
+            if a.last_offset > last {
+                kept.push(AcquiredRecords { first_offset: last + 1, ..a });
+            }
+        }
+        *acquired = kept;
+        self.advance_start();
+        self.check();
+    }
+
     /// Locks that ended by `now_ms` are released (AVAILABLE, or ARCHIVED at the delivery
     /// limit); the number of offsets released.
     pub fn expire_locks(&mut self, now_ms: i64) -> i64 {
@@ -595,6 +630,26 @@ mod tests {
         }
         assert!(AcknowledgeType::from_wire(5).is_none() && AcknowledgeType::from_wire(-1).is_none());
         assert_eq!(sp.state_batches(), before);
+    }
+
+    #[test]
+    fn archived_acquisitions_are_neither_delivered_nor_delivered_again() {
+        let mut sp = SharePartition::new(0, limits(100, 5));
+        let mut held = sp.acquire(&m("a"), &[(0, 2), (3, 5), (6, 6)], 100, 0);
+        assert_eq!(held, vec![got(0, 6, 1)]);
+        // 3-5 was an aborted transaction's batch.
+        sp.archive_acquired("a", 3, 5, &mut held);
+        assert_eq!(held, vec![got(0, 2, 1), got(6, 6, 1)]);
+        // Another member's records are not touched.
+        let mut none = Vec::new();
+        sp.archive_acquired("b", 0, 2, &mut none);
+        sp.acknowledge("a", &[ack(0, 2, &[AcknowledgeType::Accept])], false, 1).unwrap();
+        // Done up to 5: the start moves past the archived batch; 6 is still held by a.
+        assert_eq!(sp.start_offset(), 6);
+        assert!(sp.acknowledge("a", &[ack(3, 3, &[AcknowledgeType::Accept])], false, 1).is_err(), "archived records cannot be acknowledged");
+        // Released by a, only 6 comes back.
+        sp.release_member("a");
+        assert_eq!(sp.acquire(&m("b"), &[(3, 5), (6, 6)], 100, 2), vec![got(6, 6, 2)]);
     }
 
     #[test]

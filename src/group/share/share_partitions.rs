@@ -23,6 +23,7 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 
+use super::aborted_batches::{aborted_batches, FetchedBatch};
 use super::share_partition::{AcknowledgeError, AcknowledgementBatch, AcquiredRecords, MemberId, ShareLimits, SharePartition, StateBatch};
 use super::state_coordinator::{ShareStateAnswer, ShareStateOpKind};
 use super::state_persister::{fences, from_persisted, partition_error, to_persisted, StatePersister};
@@ -56,6 +57,9 @@ pub struct SharePartitionOp {
 pub struct FetchLimits {
     pub max_records: i64,
     pub max_bytes: i64,
+    /// The group's share.isolation.level is read_committed: read below the last stable
+    /// offset and archive aborted transactions' batches (`aborted_batches.rs`).
+    pub read_committed: bool,
 }
 
 /// What a partition answers.
@@ -211,15 +215,18 @@ impl SharePartitions {
             let Some(l) = loaded.as_ref() else { return Ok(reply) };
             let next = l.sp.next_fetch_offset();
             match op.fetch {
-                Some(limits) if l.sp.can_acquire() && next < p.high_watermark() => Some((next, limits)),
+                Some(limits) if l.sp.can_acquire() && next < if limits.read_committed { p.last_stable_offset() } else { p.high_watermark() } => {
+                    Some((next, limits))
+                }
                 _ => None,
             }
         };
         let Some((offset, limits)) = offset else { return Ok(reply) };
         // The state is not borrowed across the read (the turn keeps other operations out).
         let limit = ReadLimit { max_bytes: limits.max_bytes.max(1), min_one_batch: true, file_slice: false };
-        let data = p.read_isolated(offset, limit, false).await?;
+        let data = p.read_isolated(offset, limit, limits.read_committed).await?;
         let mut batches: Vec<(i64, i64, Bytes)> = Vec::new();
+        let mut fetched: Vec<FetchedBatch> = Vec::new();
         for chunk in &data.records {
             let mut at = 0usize;
             while at < chunk.len() {
@@ -227,6 +234,9 @@ impl SharePartitions {
                 let len = h.total_len();
                 if len == 0 || at + len > chunk.len() {
                     break;
+                }
+                if limits.read_committed {
+                    fetched.push(FetchedBatch::of(&chunk[at..at + len], &h));
                 }
                 batches.push((h.base_offset, h.last_offset(), chunk.slice(at..at + len)));
                 at += len;
@@ -236,6 +246,11 @@ impl SharePartitions {
         let mut loaded = entry.loaded.borrow_mut();
         let Some(l) = loaded.as_mut() else { return Ok(reply) };
         reply.acquired = l.sp.acquire(&member, &bounds, limits.max_records, now_ms);
+        // read_committed: aborted transactions' batches are archived, not delivered. Their
+        // new states ride on the next write (a new leader would archive them again).
+        for (first, last) in aborted_batches(&fetched, data.aborted_transactions.as_deref().unwrap_or_default()) {
+            l.sp.archive_acquired(&member, first, last, &mut reply.acquired);
+        }
         // Only the batches that hold acquired records go back.
         reply.records = batches
             .into_iter()
@@ -355,7 +370,7 @@ mod tests {
             member_id: member.into(),
             acknowledgements: acks,
             renew_allowed: false,
-            fetch: fetch.then_some(FetchLimits { max_records: 100, max_bytes: 1 << 20 }),
+            fetch: fetch.then_some(FetchLimits { max_records: 100, max_bytes: 1 << 20, read_committed: false }),
             release: false,
             reset: ShareAutoOffsetReset::Earliest,
             limits: ShareLimits::default(),

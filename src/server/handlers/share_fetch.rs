@@ -49,7 +49,11 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareFetchRe
     let topic_allowed = |id: &Uuid| image.topic_by_id(id.as_bytes()).is_none_or(|t| access.allows_topic(Operation::Read, &t.name));
     // The group's share.* configs: where it starts, its locks and delivery limit.
     let (share_limits, reset) = super::share_common::group_settings(ctx, &group_id);
-    let limits = FetchLimits { max_records: i64::from(req.max_records.max(1)), max_bytes: i64::from(req.max_bytes.max(1)) };
+    let limits = FetchLimits {
+        max_records: i64::from(req.max_records.max(1)),
+        max_bytes: i64::from(req.max_bytes.max(1)),
+        read_committed: crate::cluster::config_defs::share_read_committed(&image, &group_id),
+    };
     let renew = req.is_renew_ack;
     // First round: acknowledgements of the partitions named, and a fetch of every
     // partition of the session (closing: release instead).
