@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# shardlog vs Apache Kafka 4.1 on this machine, in one run (issue 3).
+# shardlog vs Apache Kafka 4.4 on this machine, in one run (issue 3).
 #
 #   scripts/bench.sh           # full: W1..W6, A B A B, both generators (~20 min)
 #   scripts/bench.sh --quick   # smoke: short W1, W3, W5, A B (< 3 min after the build)
@@ -11,6 +11,9 @@
 #   scripts/bench.sh --secure  # W1 and W4 over SASL_SSL (TLS 1.3, AES-GCM, SCRAM-SHA-512)
 #                              # beside PLAINTEXT, both brokers, Kafka's own tools
 #                              # (benches/security_bench.py; ~10 min, --quick ~3 min)
+#   scripts/bench.sh --share   # share groups: 1 partition, 4 KafkaShareConsumers, explicit
+#                              # ack, fixed rate (end-to-end latency) and maximum drain
+#                              # (benches/share_bench.py; ~10 min, --quick ~3 min)
 #
 # Workloads (1 KiB records): W1 max produce, 6 partitions, acks=1; W2 the same, acks=all;
 # W3 fixed 50 MB/s produce (latency); W4 consume a pre-filled topic (2 GiB; 256 MiB
@@ -44,6 +47,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 QUICK=0
 CLUSTER=0
 SECURE=0
+SHARE=0
 PROFILE="${BENCH_PROFILE:-0}"
 for a in "$@"; do
   case "$a" in
@@ -51,13 +55,18 @@ for a in "$@"; do
     --profile) PROFILE=1 ;;
     --cluster) CLUSTER=1 ;;
     --secure) SECURE=1 ;;
-    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
-    *) echo "usage: $0 [--quick] [--profile | --cluster | --secure]" >&2; exit 2 ;;
+    --share) SHARE=1 ;;
+    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
+    *) echo "usage: $0 [--quick] [--profile | --cluster | --secure | --share]" >&2; exit 2 ;;
   esac
 done
 if [ "$SECURE" = 1 ]; then
   if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then (cd "$ROOT" && cargo build --release --quiet) >&2; fi
   exec python3 "$ROOT/benches/security_bench.py" $([ "$QUICK" = 1 ] && echo --quick) --bin "$ROOT/target/release/shardlog"
+fi
+if [ "$SHARE" = 1 ]; then
+  if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then (cd "$ROOT" && cargo build --release --quiet) >&2; fi
+  exec python3 "$ROOT/benches/share_bench.py" $([ "$QUICK" = 1 ] && echo --quick) --bin "$ROOT/target/release/shardlog"
 fi
 if [ "$CLUSTER" = 1 ]; then
   if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then (cd "$ROOT" && cargo build --release --quiet) >&2; fi

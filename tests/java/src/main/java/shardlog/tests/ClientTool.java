@@ -82,7 +82,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *   create-topic --bootstrap B --topic T --partitions N [--config k=v,...]   (Admin)
  *       -> {"created":T} or {"error":"..."}
  *   describe-topics, describe-cluster, describe-log-dirs, describe-configs: see AdminCompat.
- *   pattern-worker: see PatternWorker; share-worker: see ShareWorker; init-transactions: see TxnFailFast;
+ *   pattern-worker: see PatternWorker; share-worker: see ShareWorker; share-bench: see ShareBench;
+ *   init-transactions: see TxnFailFast;
  *   list-transactions, describe-transactions: see TxnAdmin; seek-validate: see SeekValidation;
  *   txn-produce, txn-fence, committed, end-offsets: see Txn.
  */
@@ -114,6 +115,7 @@ public final class ClientTool {
       case "describe-configs": rc = AdminCompat.describeConfigs(o, out); break;
       case "pattern-worker": rc = PatternWorker.run(o, out); break;
       case "share-worker": rc = ShareWorker.run(o, out); break;
+      case "share-bench": rc = ShareBench.run(o, out); break;
       case "init-transactions": rc = TxnFailFast.run(o, out); break;
       case "list-transactions": rc = TxnAdmin.list(o, out); break;
       case "describe-transactions": rc = TxnAdmin.describe(o, out); break;
