@@ -39,6 +39,7 @@ pub mod share;
 /// Kafka's coordinator placement, shared with the transaction coordinator.
 pub use crate::cluster::coordinator_placement as placement;
 pub mod state;
+pub mod streams;
 mod txn_offsets;
 
 pub use context::{CoordinatorContext, GroupConfig};

@@ -1,0 +1,2 @@
+//! The topology configured against the metadata image (Kafka 4.4's InternalTopicManager):
+//! being written.

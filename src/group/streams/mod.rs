@@ -1,0 +1,20 @@
+//! KIP-1071 streams groups (`group.protocol=streams`), as Apache Kafka 4.4 runs them: a
+//! Kafka Streams application's members heartbeat (StreamsGroupHeartbeat) with their
+//! topology; the coordinator configures the topology against the topics' metadata
+//! (repartition and changelog partition counts, which internal topics are missing), assigns
+//! tasks (subtopology, partition) with the sticky task assignor, and moves each member
+//! towards its target (a task moves only once its previous process released it).
+//!
+//! Being built (issue 27, point 3), in pure parts first:
+//! - `topology.rs`  the topology a member declares (the StreamsGroupTopology record's form)
+//! - `tasks.rs`     task sets: active (with assignment epochs), standby, warm-up
+//! - `configure.rs` the topology configured against the metadata (Kafka's InternalTopicManager)
+//! - `assignor/`    `sticky` (Kafka's StickyTaskAssignor, the only built-in)
+//! - `reconcile.rs` one member's current assignment → its target (CurrentAssignmentBuilder)
+//!
+//! Part of `group/`: never imports `server::` or `controller::`.
+pub mod assignor;
+pub mod configure;
+pub mod reconcile;
+pub mod tasks;
+pub mod topology;
