@@ -181,6 +181,8 @@ impl Coordinator {
             }
             OffsetsRecord::Consumer(rec) => super::consumer::replay(&mut groups, partition, rec),
             OffsetsRecord::Share(rec) => super::share::coordinator::replay(&mut groups, partition, rec, Instant::now()),
+            // Streams groups are not served yet: their records are read and kept in the log.
+            OffsetsRecord::Streams(_) => {}
         }
     }
 

@@ -78,6 +78,8 @@ pub enum OffsetsRecord {
     Consumer(super::consumer::consumer_group_records::ConsumerRecord),
     /// KIP-932 share-group records (key versions 10-15), see share/share_group_records.rs.
     Share(super::share::share_group_records::ShareRecord),
+    /// KIP-1071 streams-group records (key versions 16-23), see streams/streams_group_records.rs.
+    Streams(super::streams::streams_group_records::StreamsRecord),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -90,6 +92,8 @@ pub enum RecordError {
     UnknownVersion(i16),
     #[error("string is not UTF-8")]
     Utf8,
+    #[error("invalid record: {0}")]
+    Invalid(String),
 }
 
 pub(crate) fn put_str(b: &mut BytesMut, s: &str) {
@@ -178,6 +182,7 @@ impl OffsetsRecord {
         match self {
             OffsetsRecord::Consumer(r) => return r.key(),
             OffsetsRecord::Share(r) => return r.key(),
+            OffsetsRecord::Streams(r) => return r.key(),
             OffsetsRecord::Offset { group, topic, partition, .. } => {
                 b.put_i16(OFFSET_KEY_VERSION);
                 put_str(&mut b, group);
@@ -197,6 +202,7 @@ impl OffsetsRecord {
         match self {
             OffsetsRecord::Consumer(r) => return r.value(),
             OffsetsRecord::Share(r) => return r.value(),
+            OffsetsRecord::Streams(r) => return r.value(),
             OffsetsRecord::Offset { value: Some(v), .. } => match v.expire_timestamp_ms {
                 Some(expire) => {
                     b.put_i16(OFFSET_VALUE_VERSION_WITH_EXPIRY);
@@ -308,6 +314,7 @@ impl OffsetsRecord {
             }
             v @ 3..=8 => super::consumer::consumer_group_records::ConsumerRecord::parse(v, k, value).map(OffsetsRecord::Consumer),
             v @ 10..=15 => super::share::share_group_records::ShareRecord::parse(v, k, value).map(OffsetsRecord::Share),
+            v @ 16..=23 => super::streams::streams_group_records::StreamsRecord::parse(v, k, value).map(OffsetsRecord::Streams),
             v => Err(RecordError::UnknownVersion(v)),
         }
     }

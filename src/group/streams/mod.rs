@@ -11,10 +11,12 @@
 //! - `configure.rs` the topology configured against the metadata (Kafka's InternalTopicManager)
 //! - `assignor/`    `sticky` (Kafka's StickyTaskAssignor, the only built-in)
 //! - `reconcile.rs` one member's current assignment → its target (CurrentAssignmentBuilder)
+//! - `streams_group_records.rs` the group's records in `__consumer_offsets` (keys 17, 19-23)
 //!
 //! Part of `group/`: never imports `server::` or `controller::`.
 pub mod assignor;
 pub mod configure;
 pub mod reconcile;
+pub mod streams_group_records;
 pub mod tasks;
 pub mod topology;
