@@ -109,6 +109,8 @@ impl ErrorCode {
     pub const FENCED_STATE_EPOCH: ErrorCode = ErrorCode(124);
     pub const INVALID_REGULAR_EXPRESSION: ErrorCode = ErrorCode(128);
     pub const REBOOTSTRAP_REQUIRED: ErrorCode = ErrorCode(129);
+    // KIP-1071 streams groups.
+    pub const STREAMS_INVALID_TOPOLOGY: ErrorCode = ErrorCode(130);
 
     /// The wire value.
     #[inline]
