@@ -57,6 +57,11 @@ pub struct StreamsMember {
     /// When the member is removed unless it heartbeats again (not stored: a loaded member
     /// gets a fresh session).
     pub session_deadline: Instant,
+    /// While it must revoke tasks (UnrevokedTasks): when it is removed unless it did.
+    pub revocation_deadline: Option<Instant>,
+    /// In memory only: the changelog offset sums it last reported, by task.
+    pub task_offsets: BTreeMap<(String, i32), i64>,
+    pub task_end_offsets: BTreeMap<(String, i32), i64>,
 }
 
 impl StreamsMember {
@@ -76,6 +81,9 @@ impl StreamsMember {
             },
             assignment: MemberAssignment::default(),
             session_deadline: now,
+            revocation_deadline: None,
+            task_offsets: BTreeMap::new(),
+            task_end_offsets: BTreeMap::new(),
         }
     }
 
@@ -107,6 +115,9 @@ pub struct StreamsGroup {
     pub endpoint_information_epoch: i32,
     /// In memory only: the member that asked the whole application to shut down.
     pub shutdown_requested_by: Option<String>,
+    /// In memory only: the first target of an empty group waits until then for more
+    /// members (`streams.initial.rebalance.delay.ms`).
+    pub initial_delay_until: Option<Instant>,
 }
 
 impl Default for StreamsGroup {
@@ -126,6 +137,7 @@ impl Default for StreamsGroup {
             processes: ProcessIndexes::default(),
             endpoint_information_epoch: 0,
             shutdown_requested_by: None,
+            initial_delay_until: None,
         }
     }
 }

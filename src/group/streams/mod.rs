@@ -8,6 +8,8 @@
 //! Being built (issue 27, point 3), in pure parts first:
 //! - `topology.rs`  the topology a member declares (the StreamsGroupTopology record's form)
 //! - `tasks.rs`     task sets: active (with assignment epochs), standby, warm-up
+//! - `heartbeat.rs` join / heartbeat / leave / fencing / session expiry, the epoch bumps,
+//!   the target assignment and the member's reconciliation
 //! - `heartbeat_request.rs` a heartbeat checked as Kafka checks it, converted to the types here
 //! - `group.rs`     the group's state (epochs, topology, members, targets), replayed from its records
 //! - `configure.rs` the topology configured against the metadata (Kafka's InternalTopicManager)
@@ -19,6 +21,7 @@
 pub mod assignor;
 pub mod configure;
 pub mod group;
+pub mod heartbeat;
 pub mod heartbeat_request;
 pub mod reconcile;
 pub mod streams_group_records;
