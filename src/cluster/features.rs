@@ -48,14 +48,14 @@ pub const SUPPORTED: &[SupportedFeature] = &[
     SupportedFeature { name: ELIGIBLE_LEADER_REPLICAS_VERSION, min: 0, max: 1 },
     // [2] 1 = KIP-932 share groups (`group/share/`); 2 (KIP-1191's dead-letter queue): not built.
     SupportedFeature { name: SHARE_VERSION, min: 0, max: 1 },
-    // [1] KIP-1071 streams groups: not built.
+    // [1] KIP-1071 streams groups: being built (`group/streams/`), unstable below.
     SupportedFeature { name: STREAMS_VERSION, min: 0, max: 0 },
 ];
 
 /// Levels being built, supported only with `unstable.feature.versions.enable` (Kafka's
-/// name for its testing levels): none today (share.version 1 was, until share groups
-/// were durable end to end).
-const UNSTABLE_MAX: &[(&str, i16)] = &[];
+/// name for its testing levels): streams.version 1 until streams groups run a Kafka
+/// Streams application end to end (share.version 1 was, until share groups were durable).
+const UNSTABLE_MAX: &[(&str, i16)] = &[(STREAMS_VERSION, 1)];
 
 /// The supported ranges, with the unstable levels when `unstable`.
 pub fn supported_features(unstable: bool) -> impl Iterator<Item = SupportedFeature> {
@@ -132,6 +132,11 @@ impl FinalizedFeatures {
     /// Whether share groups are on (share.version >= 1).
     pub fn share_groups_enabled(&self) -> bool {
         self.level(SHARE_VERSION) >= 1
+    }
+
+    /// Whether streams groups are on (streams.version >= 1).
+    pub fn streams_groups_enabled(&self) -> bool {
+        self.level(STREAMS_VERSION) >= 1
     }
 }
 

@@ -71,6 +71,7 @@ impl Coordinator {
             GroupOp::DeleteOffsets { req } => GroupReply::DeleteOffsets(self.delete_offsets(p, req).await),
             GroupOp::Consumer(op) => self.execute_consumer(ctx, p, op).await,
             GroupOp::Share(op) => self.execute_share(ctx, p, op).await,
+            GroupOp::Streams(op) => self.execute_streams(ctx, p, op).await,
             GroupOp::TxnCommit { req, version } => GroupReply::TxnCommit(self.txn_commit(ctx, p, req, version).await),
             GroupOp::CompleteTxn { producer_id, commit } => {
                 self.complete_txn(p.index, producer_id, commit);
@@ -143,6 +144,7 @@ impl Coordinator {
                 super::consumer::finish_load(c, now);
             }
             super::share::coordinator::finish_load(g, now);
+            super::streams::coordinator::finish_load(g, now);
         }
     }
 
@@ -181,8 +183,7 @@ impl Coordinator {
             }
             OffsetsRecord::Consumer(rec) => super::consumer::replay(&mut groups, partition, rec),
             OffsetsRecord::Share(rec) => super::share::coordinator::replay(&mut groups, partition, rec, Instant::now()),
-            // Streams groups are not served yet: their records are read and kept in the log.
-            OffsetsRecord::Streams(_) => {}
+            OffsetsRecord::Streams(rec) => super::streams::coordinator::replay(&mut groups, partition, rec, Instant::now()),
         }
     }
 
@@ -211,6 +212,13 @@ impl Coordinator {
                 let (gone, recs) = super::share::coordinator::expire(g, &image, now);
                 for member in gone {
                     tracing::info!(group = %g.id, member = %member, "share group member removed (session timeout)");
+                }
+                if !recs.is_empty() {
+                    to_persist.push((g.partition, recs));
+                }
+                let (gone, recs) = super::streams::coordinator::expire(g, now);
+                for member in gone {
+                    tracing::info!(group = %g.id, member = %member, "streams group member removed (session or rebalance timeout)");
                 }
                 if !recs.is_empty() {
                     to_persist.push((g.partition, recs));

@@ -311,7 +311,7 @@ impl Coordinator {
             let g = groups.get_mut(&group_id).expect("group present");
             // One protocol per group: a KIP-848 group with members refuses classic joins;
             // an empty one becomes classic again (its offsets stay).
-            if g.consumer.as_ref().is_some_and(|c| !c.is_empty()) || g.share.is_some() {
+            if g.consumer.as_ref().is_some_and(|c| !c.is_empty()) || g.share.is_some() || g.streams.is_some() {
                 return join_error(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, &member_id);
             }
             g.consumer = None;

@@ -213,7 +213,7 @@ impl Coordinator {
     pub(super) fn describe(&self, group_id: &str, version: i16) -> DescribedGroup {
         let groups = self.groups.borrow();
         let base = DescribedGroup::default().with_group_id(GroupId(str_bytes(group_id)));
-        if groups.get(group_id).is_some_and(|g| g.consumer.is_some() || g.share.is_some()) {
+        if groups.get(group_id).is_some_and(|g| g.consumer.is_some() || g.share.is_some() || g.streams.is_some()) {
             return super::consumer::describe::classic_describe(group_id, version);
         }
         let Some(g) = groups.get(group_id).filter(|g| g.state != GroupState::Dead) else {
@@ -281,7 +281,11 @@ impl Coordinator {
         let records = {
             let groups = self.groups.borrow();
             let Some(g) = groups.get(group_id).filter(|g| g.state != GroupState::Dead) else { return ErrorCode::GROUP_ID_NOT_FOUND };
-            if g.state != GroupState::Empty || g.consumer.as_ref().is_some_and(|c| !c.is_empty()) || g.share.as_ref().is_some_and(|s| !s.is_empty()) {
+            if g.state != GroupState::Empty
+                || g.consumer.as_ref().is_some_and(|c| !c.is_empty())
+                || g.share.as_ref().is_some_and(|s| !s.is_empty())
+                || g.streams.as_ref().is_some_and(|s| !s.is_empty())
+            {
                 return ErrorCode::NON_EMPTY_GROUP;
             }
             let mut recs: Vec<OffsetsRecord> = g
@@ -297,6 +301,9 @@ impl Coordinator {
             }
             if g.share.is_some() {
                 recs.extend(super::share::coordinator::group_tombstones(group_id));
+            }
+            if g.streams.is_some() {
+                recs.extend(super::streams::coordinator::group_tombstones(group_id));
             }
             recs
         };

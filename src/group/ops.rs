@@ -65,6 +65,8 @@ pub enum GroupOp {
     Consumer(super::consumer::ConsumerOp),
     /// KIP-932 share-group operations (share/coordinator.rs).
     Share(super::share::coordinator::ShareOp),
+    /// KIP-1071 streams-group operations (streams/coordinator.rs).
+    Streams(super::streams::coordinator::StreamsOp),
     /// TxnOffsetCommit: offsets stored with the producer's transaction, pending until its marker.
     TxnCommit {
         req: kafka_protocol::messages::TxnOffsetCommitRequest,
@@ -107,6 +109,7 @@ pub enum GroupReply {
     DeleteOffsets(OffsetDeleteResponse),
     Consumer(Box<super::consumer::ConsumerReply>),
     Share(Box<super::share::coordinator::ShareReply>),
+    Streams(Box<super::streams::coordinator::StreamsReply>),
     TxnCommit(kafka_protocol::messages::TxnOffsetCommitResponse),
     Done,
     Pending(bool),

@@ -125,6 +125,8 @@ pub struct Group {
     pub consumer: Option<Box<super::consumer::ConsumerGroup>>,
     /// Set for a share group (KIP-932): a share group id is never a consumer or classic one.
     pub share: Option<Box<super::share::share_group::ShareGroup>>,
+    /// Set for a streams group (KIP-1071): never a consumer, share or classic one.
+    pub streams: Option<Box<super::streams::group::StreamsGroup>>,
 }
 
 impl Group {
@@ -149,6 +151,7 @@ impl Group {
             store_pending: false,
             consumer: None,
             share: None,
+            streams: None,
         }
     }
 
@@ -171,6 +174,7 @@ impl Group {
             && self.generation == 0
             && self.consumer.as_ref().is_none_or(|c| c.is_empty() && c.group_epoch == 0)
             && self.share.is_none()
+            && self.streams.is_none()
     }
 
     /// Protocols every current member supports.

@@ -83,6 +83,7 @@ with_field!(
     DescribeDelegationTokenResponse,
     UpdateFeaturesResponse,
     ShareGroupHeartbeatResponse,
+    StreamsGroupHeartbeatResponse,
     ShareGroupDescribeResponse,
     ShareFetchResponse,
     ShareAcknowledgeResponse,

@@ -78,6 +78,9 @@ pub fn listed_type_and_state(g: &Group) -> (&'static str, &'static str) {
     if let Some(s) = g.share.as_deref() {
         return ("share", s.state().name());
     }
+    if let Some(s) = g.streams.as_deref() {
+        return ("streams", s.state().name());
+    }
     match g.consumer.as_deref() {
         Some(c) => ("consumer", c.state().name()),
         None => ("classic", g.state.name()),

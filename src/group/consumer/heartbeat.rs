@@ -231,7 +231,7 @@ pub fn heartbeat(
     let group_id = g.id.clone();
     let member_epoch = req.member_epoch;
     let mut records = Vec::new();
-    if g.share.is_some() {
+    if g.share.is_some() || g.streams.is_some() {
         return Err((ErrorCode::GROUP_ID_NOT_FOUND, format!("Group {group_id} is not a consumer group.")));
     }
     if g.consumer.is_none() {

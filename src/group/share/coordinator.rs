@@ -117,7 +117,8 @@ impl Coordinator {
             let g = groups.get_mut(group_id).expect("inserted above");
             if g.share.is_none() {
                 // Any other group by that id, even an empty one, is not a share group (Kafka).
-                let fresh = g.consumer.is_none() && g.size() == 0 && g.offsets.is_empty() && g.generation == 0 && g.protocol_type.is_none();
+                let fresh =
+                    g.consumer.is_none() && g.streams.is_none() && g.size() == 0 && g.offsets.is_empty() && g.generation == 0 && g.protocol_type.is_none();
                 if !fresh {
                     return Err((ErrorCode::GROUP_ID_NOT_FOUND, Some(format!("Group {group_id} is not a share group."))));
                 }

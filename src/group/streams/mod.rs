@@ -20,6 +20,7 @@
 //! Part of `group/`: never imports `server::` or `controller::`.
 pub mod assignor;
 pub mod configure;
+pub mod coordinator;
 pub mod group;
 pub mod heartbeat;
 pub mod heartbeat_request;
