@@ -72,9 +72,10 @@ impl Coordinator {
                 None if version >= 9 => Some(ErrorCode::GROUP_ID_NOT_FOUND),
                 None => Some(ErrorCode::ILLEGAL_GENERATION),
                 // A KIP-848 group validates the member epoch instead (consumer/group.rs).
-                Some(g) => match match g.consumer.as_deref() {
-                    Some(c) => c.validate_offset_commit(&member_id, generation, version),
-                    None => validate_commit(g, &member_id, instance_id.as_deref(), generation),
+                Some(g) => match match (g.consumer.as_deref(), g.streams.as_deref()) {
+                    (Some(c), _) => c.validate_offset_commit(&member_id, generation, version),
+                    (None, Some(s)) => s.validate_offset_commit(&member_id, generation, version),
+                    (None, None) => validate_commit(g, &member_id, instance_id.as_deref(), generation),
                 } {
                     Ok(()) => {
                         if let Some(m) = g.members.get_mut(&member_id) {

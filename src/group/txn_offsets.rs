@@ -44,9 +44,10 @@ impl Coordinator {
                 }
                 // Before v3, or without a member: no generation to check.
                 Some(_) if version < 3 || (req.generation_id_or_member_epoch < 0 && req.member_id.is_empty()) => None,
-                Some(g) => match g.consumer.as_deref() {
-                    Some(c) => c.validate_offset_commit(&req.member_id, req.generation_id_or_member_epoch, 9).err(),
-                    None => validate_commit(g, &req.member_id, req.group_instance_id.as_deref(), req.generation_id_or_member_epoch).err(),
+                Some(g) => match (g.consumer.as_deref(), g.streams.as_deref()) {
+                    (Some(c), _) => c.validate_offset_commit(&req.member_id, req.generation_id_or_member_epoch, 9).err(),
+                    (None, Some(s)) => s.validate_offset_commit(&req.member_id, req.generation_id_or_member_epoch, 9).err(),
+                    (None, None) => validate_commit(g, &req.member_id, req.group_instance_id.as_deref(), req.generation_id_or_member_epoch).err(),
                 },
             }
         };

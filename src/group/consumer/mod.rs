@@ -208,8 +208,11 @@ impl Coordinator {
                 GroupReply::Consumer(Box::new(ConsumerReply::Describe(d)))
             }
             ConsumerOp::FetchOffsets { group_id, member_id, member_epoch, topics } => {
-                let check =
-                    self.groups.borrow().get(&group_id).and_then(|g| g.consumer.as_ref().map(|c| c.validate_offset_fetch(member_id.as_deref(), member_epoch)));
+                let check = self.groups.borrow().get(&group_id).and_then(|g| match (g.consumer.as_ref(), g.streams.as_ref()) {
+                    (Some(c), _) => Some(c.validate_offset_fetch(member_id.as_deref(), member_epoch)),
+                    (None, Some(s)) => Some(s.validate_offset_fetch(member_id.as_deref(), member_epoch)),
+                    (None, None) => None,
+                });
                 if let Some(Err(e)) = check {
                     return GroupReply::Offsets(e, Vec::new());
                 }

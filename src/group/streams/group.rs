@@ -162,6 +162,40 @@ impl StreamsGroup {
         }
     }
 
+    /// Kafka's StreamsGroup.validateOffsetCommit, simplified: a member commits at its
+    /// current epoch with OffsetCommit v9+ (an admin with epoch -1 only while the group has
+    /// no members). Kafka also takes an older epoch for partitions of tasks the member
+    /// still holds since then; here that is STALE_MEMBER_EPOCH, which Kafka Streams treats
+    /// as a task that moved (it rejoins the group's flow).
+    pub fn validate_offset_commit(&self, member_id: &str, member_epoch: i32, version: i16) -> Result<(), crate::protocol::ErrorCode> {
+        use crate::protocol::ErrorCode;
+        if member_epoch < 0 && self.members.is_empty() {
+            return Ok(());
+        }
+        let m = self.members.get(member_id).ok_or(ErrorCode::UNKNOWN_MEMBER_ID)?;
+        if version < 9 {
+            return Err(ErrorCode::UNSUPPORTED_VERSION);
+        }
+        if member_epoch != m.assignment.member_epoch {
+            return Err(ErrorCode::STALE_MEMBER_EPOCH);
+        }
+        Ok(())
+    }
+
+    /// Kafka's StreamsGroup.validateOffsetFetch: a member fetches at its current epoch.
+    pub fn validate_offset_fetch(&self, member_id: Option<&str>, member_epoch: i32) -> Result<(), crate::protocol::ErrorCode> {
+        use crate::protocol::ErrorCode;
+        let Some(member_id) = member_id else { return Ok(()) };
+        if member_epoch < 0 && member_id.is_empty() {
+            return Ok(());
+        }
+        let m = self.members.get(member_id).ok_or(ErrorCode::UNKNOWN_MEMBER_ID)?;
+        if member_epoch != m.assignment.member_epoch {
+            return Err(ErrorCode::STALE_MEMBER_EPOCH);
+        }
+        Ok(())
+    }
+
     /// The member holding static `instance_id`, if any.
     pub fn static_member(&self, instance_id: &str) -> Option<&str> {
         self.members.iter().find(|(_, m)| m.metadata.instance_id.as_deref() == Some(instance_id)).map(|(id, _)| id.as_str())
