@@ -127,6 +127,7 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     // KIP-1071 streams groups (group/streams/), being built: served while
     // streams.version >= 1 (an unstable level), UNSUPPORTED_VERSION otherwise.
     (ApiKey::StreamsGroupHeartbeat, 0, 1),
+    (ApiKey::StreamsGroupDescribe, 0, 1),
     // The share-group offset admin APIs (kafka-share-groups.sh --describe / --reset-offsets /
     // --delete-offsets; server/handlers/*_share_group_offsets.rs, group/share/offsets_admin.rs).
     (ApiKey::DescribeShareGroupOffsets, 0, 1),
@@ -139,7 +140,6 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
 /// made from this and `SUPPORTED` (`readme_section`); tests keep both in step with what a
 /// Kafka 4.4 broker advertises.
 const NOT_SERVED: &[(i16, &str, i16, i16, &str)] = &[
-    (89, "StreamsGroupDescribe", 0, 1, "streams groups (KIP-1071) not implemented"),
     (93, "StreamsGroupTopologyDescriptionUpdate", 0, 0, "streams groups (KIP-1071) not implemented"),
     (
         94,

@@ -175,8 +175,9 @@ pub(crate) mod tests {
         let mut f = encode_req(ApiKey::Fetch, 18, 2, &FetchRequest::default()).to_vec();
         f[2..4].copy_from_slice(&19i16.to_be_bytes());
         assert!(matches!(decode_request(Bytes::from(f)), Err(RequestError::UnsupportedVersion { version: 19, .. })));
-        // StreamsGroupDescribe: the codec knows it, this broker does not serve it yet
-        let f = encode_req(ApiKey::StreamsGroupDescribe, 0, 3, &kafka_protocol::messages::StreamsGroupDescribeRequest::default());
+        // StreamsGroupTopologyDescriptionUpdate: the codec knows it, this broker does not serve it
+        let f =
+            encode_req(ApiKey::StreamsGroupTopologyDescriptionUpdate, 0, 3, &kafka_protocol::messages::StreamsGroupTopologyDescriptionUpdateRequest::default());
         assert!(matches!(decode_request(f), Err(RequestError::UnknownApiKey { correlation_id: 3 })));
     }
 

@@ -84,6 +84,7 @@ with_field!(
     UpdateFeaturesResponse,
     ShareGroupHeartbeatResponse,
     StreamsGroupHeartbeatResponse,
+    StreamsGroupDescribeResponse,
     ShareGroupDescribeResponse,
     ShareFetchResponse,
     ShareAcknowledgeResponse,

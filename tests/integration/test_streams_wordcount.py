@@ -1,6 +1,7 @@
 """A Kafka Streams 4.4 application with group.protocol=streams (KIP-1071) against the
 broker: the word count (tests/java StreamsWordCount, Kafka's WordCountDemo), two
-instances. Its output is complete (the last count of each word is its number of
+instances; `kafka-streams-groups.sh --list / --describe --state / --members` see the
+group, its two members and their tasks. Its output is complete (the last count of each word is its number of
 occurrences); when one instance stops its tasks move to the other, which keeps counting;
 restarted, it rejoins, and when the other is killed (kill -9, its session times out)
 it takes every task over. Both targets (shardlog's streams.version 1 is still an unstable
@@ -10,6 +11,7 @@ level, enabled and finalized here; Kafka 4.4 finalizes it by default).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 import time
@@ -54,6 +56,12 @@ class WordCount:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def streams_groups_tool(bootstrap: str, *args: str) -> str:
+    r = kafka_tool("org.apache.kafka.tools.streams.StreamsGroupCommand", "--bootstrap-server", bootstrap, *args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
 
 
 def latest_counts(bootstrap: str, sink: str, until) -> dict[str, int]:
@@ -101,6 +109,11 @@ def test_word_count_with_the_streams_protocol(broker_factory, tmp_path):
         send(300, 0)
         counts = latest_counts(bs, sink, lambda c: c == dict(want))
         assert counts == dict(want)
+        # kafka-streams-groups.sh sees the group, its two members and their tasks.
+        assert app in streams_groups_tool(bs, "--list").split()
+        wait_for("a stable group of two", lambda: re.search(r"Stable\s+2\b", streams_groups_tool(bs, "--describe", "--group", app, "--state")), BOUND_S)
+        members = streams_groups_tool(bs, "--describe", "--group", app, "--members")
+        assert members.count("ACTIVE:") == 2, members
         # One instance stops (leaves the group): the other takes its tasks and keeps counting.
         apps[0].stop()
         send(300, 300)

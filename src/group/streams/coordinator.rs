@@ -29,18 +29,32 @@ use crate::runtime::now_ms;
 /// Streams-group operations, run on the coordinating shard (inside `GroupOp::Streams`).
 pub enum StreamsOp {
     Heartbeat { req: Box<StreamsGroupHeartbeatRequest>, version: i16, client_id: String, client_host: String },
+    Describe { group_id: String, include_authorized_operations: bool, version: i16 },
 }
 
 pub enum StreamsReply {
     /// The answer and the internal topics the broker should create.
-    Heartbeat(Result<(StreamsGroupHeartbeatResponse, Vec<ConfiguredInternalTopic>), HeartbeatError>),
+    Heartbeat(Box<Result<(StreamsGroupHeartbeatResponse, Vec<ConfiguredInternalTopic>), HeartbeatError>>),
+    Describe(Box<kafka_protocol::messages::streams_group_describe_response::DescribedGroup>),
 }
 
 impl Coordinator {
     pub(in crate::group) async fn execute_streams(&self, ctx: &Rc<CoordinatorContext>, p: &Rc<Partition>, op: StreamsOp) -> GroupReply {
         let reply = match op {
             StreamsOp::Heartbeat { req, version, client_id, client_host } => {
-                StreamsReply::Heartbeat(self.streams_heartbeat(ctx, p, &req, version, &client_id, &client_host).await)
+                StreamsReply::Heartbeat(Box::new(self.streams_heartbeat(ctx, p, &req, version, &client_id, &client_host).await))
+            }
+            StreamsOp::Describe { group_id, include_authorized_operations, version } => {
+                let image = ctx.image();
+                let partitions_of = |name: &str| image.topic(name).map(|t| t.partitions.len() as i32);
+                let groups = self.groups.borrow();
+                StreamsReply::Describe(Box::new(super::describe::describe(
+                    &group_id,
+                    groups.get(&group_id),
+                    include_authorized_operations,
+                    version,
+                    &partitions_of,
+                )))
             }
         };
         GroupReply::Streams(Box::new(reply))

@@ -21,6 +21,7 @@
 pub mod assignor;
 pub mod configure;
 pub mod coordinator;
+pub mod describe;
 pub mod group;
 pub mod heartbeat;
 pub mod heartbeat_request;

@@ -67,6 +67,7 @@ pub mod share_group_describe;
 pub mod share_group_heartbeat;
 pub mod share_group_state;
 pub mod share_state_common;
+pub mod streams_group_describe;
 pub mod streams_group_heartbeat;
 pub mod sync_group;
 mod txn_common;

@@ -53,14 +53,17 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: StreamsGroup
     let op = GroupOp::Streams(StreamsOp::Heartbeat { req: Box::new(req), version: meta.version, client_id, client_host });
     let mut resp = match route_group(ctx, &meta, Operation::Read, &group_id, op).await {
         Ok(GroupReply::Streams(r)) => match *r {
-            StreamsReply::Heartbeat(Ok((resp, to_create))) => {
-                let mut resp = resp;
-                if !to_create.is_empty() {
-                    create_internal_topics(ctx, &meta, &mut resp, to_create);
+            StreamsReply::Heartbeat(answer) => match *answer {
+                Ok((resp, to_create)) => {
+                    let mut resp = resp;
+                    if !to_create.is_empty() {
+                        create_internal_topics(ctx, &meta, &mut resp, to_create);
+                    }
+                    resp
                 }
-                resp
-            }
-            StreamsReply::Heartbeat(Err((code, message))) => error(code, Some(message)),
+                Err((code, message)) => error(code, Some(message)),
+            },
+            StreamsReply::Describe(_) => error(ErrorCode::UNKNOWN_SERVER_ERROR, None),
         },
         Ok(_) => error(ErrorCode::UNKNOWN_SERVER_ERROR, None),
         Err(e) => error(e, None),
