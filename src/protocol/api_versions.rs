@@ -133,22 +133,21 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeShareGroupOffsets, 0, 1),
     (ApiKey::AlterShareGroupOffsets, 0, 0),
     (ApiKey::DeleteShareGroupOffsets, 0, 0),
+    // Answered as a Kafka 4.4 broker without a topology description plugin answers it.
+    (ApiKey::StreamsGroupTopologyDescriptionUpdate, 0, 0),
 ];
 
 /// Every API Apache Kafka 4.4 advertises that `SUPPORTED` does not serve, or serves in
 /// fewer versions: `(key, name, Kafka's min, Kafka's max, why)`. docs/kafka-apis.md's API table is
 /// made from this and `SUPPORTED` (`readme_section`); tests keep both in step with what a
 /// Kafka 4.4 broker advertises.
-const NOT_SERVED: &[(i16, &str, i16, i16, &str)] = &[
-    (93, "StreamsGroupTopologyDescriptionUpdate", 0, 0, "streams groups (KIP-1071) not implemented"),
-    (
-        94,
-        "UnregisterController",
-        0,
-        0,
-        "shardlog controllers keep no registration (KRaft's ControllerRegistration records) to remove: RemoveRaftVoter takes a controller out of the quorum",
-    ),
-];
+const NOT_SERVED: &[(i16, &str, i16, i16, &str)] = &[(
+    94,
+    "UnregisterController",
+    0,
+    0,
+    "shardlog controllers keep no registration (KRaft's ControllerRegistration records) to remove: RemoveRaftVoter takes a controller out of the quorum",
+)];
 
 /// The API table of docs/kafka-apis.md, generated from `SUPPORTED` and `NOT_SERVED` (a test
 /// fails, printing this text, when docs/kafka-apis.md differs).

@@ -175,9 +175,8 @@ pub(crate) mod tests {
         let mut f = encode_req(ApiKey::Fetch, 18, 2, &FetchRequest::default()).to_vec();
         f[2..4].copy_from_slice(&19i16.to_be_bytes());
         assert!(matches!(decode_request(Bytes::from(f)), Err(RequestError::UnsupportedVersion { version: 19, .. })));
-        // StreamsGroupTopologyDescriptionUpdate: the codec knows it, this broker does not serve it
-        let f =
-            encode_req(ApiKey::StreamsGroupTopologyDescriptionUpdate, 0, 3, &kafka_protocol::messages::StreamsGroupTopologyDescriptionUpdateRequest::default());
+        // UnregisterController: the codec knows it, this broker does not serve it
+        let f = encode_req(ApiKey::UnregisterController, 0, 3, &kafka_protocol::messages::UnregisterControllerRequest::default());
         assert!(matches!(decode_request(f), Err(RequestError::UnknownApiKey { correlation_id: 3 })));
     }
 

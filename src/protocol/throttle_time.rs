@@ -85,6 +85,7 @@ with_field!(
     ShareGroupHeartbeatResponse,
     StreamsGroupHeartbeatResponse,
     StreamsGroupDescribeResponse,
+    StreamsGroupTopologyDescriptionUpdateResponse,
     ShareGroupDescribeResponse,
     ShareFetchResponse,
     ShareAcknowledgeResponse,

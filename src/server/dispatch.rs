@@ -191,6 +191,7 @@ pub async fn dispatch(ctx: &Rc<ShardContext>, req: DecodedRequest, origin: Origi
         RequestKind::ShareGroupHeartbeat(r) => handlers::share_group_heartbeat::handle(ctx, meta, r, client_id()).await,
         RequestKind::StreamsGroupHeartbeat(r) => handlers::streams_group_heartbeat::handle(ctx, meta, r, client_id()).await,
         RequestKind::StreamsGroupDescribe(r) => handlers::streams_group_describe::handle(ctx, meta, r).await,
+        RequestKind::StreamsGroupTopologyDescriptionUpdate(r) => handlers::streams_group_topology_description_update::handle(ctx, meta, r).await,
         RequestKind::ShareGroupDescribe(r) => handlers::share_group_describe::handle(ctx, meta, r).await,
         RequestKind::ShareFetch(r) => handlers::share_fetch::handle(ctx, meta, r).await,
         RequestKind::ShareAcknowledge(r) => handlers::share_acknowledge::handle(ctx, meta, r).await,

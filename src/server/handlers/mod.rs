@@ -69,6 +69,7 @@ pub mod share_group_state;
 pub mod share_state_common;
 pub mod streams_group_describe;
 pub mod streams_group_heartbeat;
+pub mod streams_group_topology_description_update;
 pub mod sync_group;
 mod txn_common;
 pub mod txn_offset_commit;
