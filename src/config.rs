@@ -416,6 +416,7 @@ impl Config {
         if self.group_consumer_heartbeat_interval_ms < 1 || self.group_consumer_session_timeout_ms <= self.group_consumer_heartbeat_interval_ms as u64 {
             return bad("group_consumer_session_timeout_ms", "must be above group_consumer_heartbeat_interval_ms (which must be positive)");
         }
+        self.validate_streams_groups()?;
         if let Some(adv) = &self.advertised_listener {
             if adv.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).is_none() {
                 return bad("advertised_listener", "must be host:port");
@@ -425,6 +426,29 @@ impl Config {
     }
 
     /// Roles, controller listener and voters must describe one consistent node.
+    /// Kafka's GroupCoordinatorConfig for streams groups: each default between the bounds
+    /// Kafka 4.4 has by default (shardlog has no keys for the bounds), the session timeout
+    /// above the heartbeat interval.
+    fn validate_streams_groups(&self) -> Result<(), ConfigError> {
+        use StreamsGroupBounds as B;
+        let bad = |key: &'static str, message: String| Err(ConfigError::Invalid { key, message });
+        let ranges: [(&'static str, i32, std::ops::RangeInclusive<i32>); 4] = [
+            ("group_streams_session_timeout_ms", self.group_streams_session_timeout_ms, B::SESSION_TIMEOUT_MS),
+            ("group_streams_heartbeat_interval_ms", self.group_streams_heartbeat_interval_ms, B::HEARTBEAT_INTERVAL_MS),
+            ("group_streams_num_standby_replicas", self.group_streams_num_standby_replicas, B::NUM_STANDBY_REPLICAS),
+            ("group_streams_initial_rebalance_delay_ms", self.group_streams_initial_rebalance_delay_ms, B::INITIAL_REBALANCE_DELAY_MS),
+        ];
+        for (name, value, range) in ranges {
+            if !range.contains(&value) {
+                return bad(name, format!("must be between {} and {}", range.start(), range.end()));
+            }
+        }
+        if self.group_streams_session_timeout_ms <= self.group_streams_heartbeat_interval_ms {
+            return bad("group_streams_session_timeout_ms", "must be above group_streams_heartbeat_interval_ms".into());
+        }
+        Ok(())
+    }
+
     /// Kafka's ShareGroupConfig: each key in its range, each default between its bounds.
     fn validate_share_groups(&self) -> Result<(), ConfigError> {
         let bad = |key: &'static str, message: String| Err(ConfigError::Invalid { key, message });
@@ -680,6 +704,17 @@ impl ConfigArgs {
     }
 }
 
+/// Kafka 4.4's default bounds of the streams-group keys (group.streams.min/max.*), which
+/// shardlog keeps fixed: the group configs and the broker defaults stay within them.
+pub struct StreamsGroupBounds;
+
+impl StreamsGroupBounds {
+    pub const SESSION_TIMEOUT_MS: std::ops::RangeInclusive<i32> = 45_000..=60_000;
+    pub const HEARTBEAT_INTERVAL_MS: std::ops::RangeInclusive<i32> = 5_000..=15_000;
+    pub const NUM_STANDBY_REPLICAS: std::ops::RangeInclusive<i32> = 0..=2;
+    pub const INITIAL_REBALANCE_DELAY_MS: std::ops::RangeInclusive<i32> = 0..=i32::MAX;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -710,6 +745,23 @@ mod tests {
             (Config { group_share_max_delivery_count_limit: 4, ..Config::default() }, "group_share_max_delivery_count_limit"),
             (Config { group_share_partition_max_record_locks: 5000, ..Config::default() }, "group_share_partition_max_record_locks"),
             (Config { group_share_min_partition_max_record_locks: 2001, ..Config::default() }, "group_share_min_partition_max_record_locks"),
+        ];
+        for (c, key) in cases {
+            match c.validate() {
+                Err(ConfigError::Invalid { key: k, .. }) => assert_eq!(k, key),
+                other => panic!("{key}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn streams_group_defaults_are_checked_as_kafka_checks_them() {
+        assert!(Config { group_streams_initial_rebalance_delay_ms: 0, group_streams_num_standby_replicas: 2, ..Config::default() }.validate().is_ok());
+        let cases = [
+            (Config { group_streams_session_timeout_ms: 60_001, ..Config::default() }, "group_streams_session_timeout_ms"),
+            (Config { group_streams_heartbeat_interval_ms: 4_999, ..Config::default() }, "group_streams_heartbeat_interval_ms"),
+            (Config { group_streams_num_standby_replicas: 3, ..Config::default() }, "group_streams_num_standby_replicas"),
+            (Config { group_streams_initial_rebalance_delay_ms: -1, ..Config::default() }, "group_streams_initial_rebalance_delay_ms"),
         ];
         for (c, key) in cases {
             match c.validate() {

@@ -169,6 +169,26 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     def(&key::group_share_min_record_lock_duration_ms, None),
     def(&key::group_share_partition_max_record_locks, None),
     def(&key::group_share_record_lock_duration_ms, None),
+    def(&key::group_streams_heartbeat_interval_ms, None),
+    def(&key::group_streams_initial_rebalance_delay_ms, None),
+    ro("group.streams.max.heartbeat.interval.ms", T::Int, "Upper bound of a group's streams.heartbeat.interval.ms.", |_| {
+        StreamsGroupBounds::HEARTBEAT_INTERVAL_MS.end().to_string()
+    }),
+    ro("group.streams.max.session.timeout.ms", T::Int, "Upper bound of a group's streams.session.timeout.ms.", |_| {
+        StreamsGroupBounds::SESSION_TIMEOUT_MS.end().to_string()
+    }),
+    ro("group.streams.max.size", T::Int, "Most members of a streams group.", |c| c.group_max_size.to_string()),
+    ro("group.streams.max.standby.replicas", T::Int, "Upper bound of a group's streams.num.standby.replicas.", |_| {
+        StreamsGroupBounds::NUM_STANDBY_REPLICAS.end().to_string()
+    }),
+    ro("group.streams.min.heartbeat.interval.ms", T::Int, "Lower bound of a group's streams.heartbeat.interval.ms.", |_| {
+        StreamsGroupBounds::HEARTBEAT_INTERVAL_MS.start().to_string()
+    }),
+    ro("group.streams.min.session.timeout.ms", T::Int, "Lower bound of a group's streams.session.timeout.ms.", |_| {
+        StreamsGroupBounds::SESSION_TIMEOUT_MS.start().to_string()
+    }),
+    def(&key::group_streams_num_standby_replicas, None),
+    def(&key::group_streams_session_timeout_ms, None),
     def(&key::leader_imbalance_check_interval_seconds, None),
     def(&key::leader_imbalance_per_broker_percentage, None),
     def_with(&key::listeners, None, |c| format!("PLAINTEXT://{}", c.listen)),
@@ -414,10 +434,17 @@ pub const SHARE_ISOLATION_LEVEL: &str = "share.isolation.level";
 pub const SHARE_PARTITION_MAX_RECORD_LOCKS: &str = "share.partition.max.record.locks";
 pub const SHARE_RECORD_LOCK_DURATION_MS: &str = "share.record.lock.duration.ms";
 pub const SHARE_SESSION_TIMEOUT_MS: &str = "share.session.timeout.ms";
+pub const STREAMS_HEARTBEAT_INTERVAL_MS: &str = "streams.heartbeat.interval.ms";
+pub const STREAMS_INITIAL_REBALANCE_DELAY_MS: &str = "streams.initial.rebalance.delay.ms";
+pub const STREAMS_NUM_STANDBY_REPLICAS: &str = "streams.num.standby.replicas";
+pub const STREAMS_SESSION_TIMEOUT_MS: &str = "streams.session.timeout.ms";
+
+pub use crate::config::StreamsGroupBounds;
 
 /// Kafka 4.4's group configs that apply to shardlog, sorted by name. Not here (refused as
-/// unknown): share.renew.acknowledge.enable, share.assignment.interval.ms and the
-/// streams.* keys.
+/// unknown): share.renew.acknowledge.enable, share.assignment.interval.ms,
+/// streams.assignment.interval.ms, streams.rack.aware.assignment.tags and
+/// streams.assignor.name (and Kafka's internal streams.* keys).
 pub const GROUP_KEYS: &[GroupKey] = &[
     GroupKey {
         name: CONSUMER_HEARTBEAT_INTERVAL_MS,
@@ -472,6 +499,46 @@ pub const GROUP_KEYS: &[GroupKey] = &[
         doc: "A member of this share group silent this long is removed.",
         kind: GroupKind::Int { min: 45_000, max: 60_000, bounds: "group.share.min/max.session.timeout.ms" },
         default: |_| ShareGroupDefaults::SESSION_TIMEOUT_MS.to_string(),
+    },
+    GroupKey {
+        name: STREAMS_HEARTBEAT_INTERVAL_MS,
+        doc: "How often members of this streams group heartbeat.",
+        kind: GroupKind::Int {
+            min: *StreamsGroupBounds::HEARTBEAT_INTERVAL_MS.start(),
+            max: *StreamsGroupBounds::HEARTBEAT_INTERVAL_MS.end(),
+            bounds: "group.streams.min/max.heartbeat.interval.ms",
+        },
+        default: |c| c.group_streams_heartbeat_interval_ms.to_string(),
+    },
+    GroupKey {
+        name: STREAMS_INITIAL_REBALANCE_DELAY_MS,
+        doc: "How long this streams group, new or emptied, waits for more members before its first assignment.",
+        kind: GroupKind::Int {
+            min: *StreamsGroupBounds::INITIAL_REBALANCE_DELAY_MS.start(),
+            max: *StreamsGroupBounds::INITIAL_REBALANCE_DELAY_MS.end(),
+            bounds: "at least 0",
+        },
+        default: |c| c.group_streams_initial_rebalance_delay_ms.to_string(),
+    },
+    GroupKey {
+        name: STREAMS_NUM_STANDBY_REPLICAS,
+        doc: "Standby replicas of each stateful task of this streams group.",
+        kind: GroupKind::Int {
+            min: *StreamsGroupBounds::NUM_STANDBY_REPLICAS.start(),
+            max: *StreamsGroupBounds::NUM_STANDBY_REPLICAS.end(),
+            bounds: "group.streams.max.standby.replicas",
+        },
+        default: |c| c.group_streams_num_standby_replicas.to_string(),
+    },
+    GroupKey {
+        name: STREAMS_SESSION_TIMEOUT_MS,
+        doc: "A member of this streams group silent this long is removed.",
+        kind: GroupKind::Int {
+            min: *StreamsGroupBounds::SESSION_TIMEOUT_MS.start(),
+            max: *StreamsGroupBounds::SESSION_TIMEOUT_MS.end(),
+            bounds: "group.streams.min/max.session.timeout.ms",
+        },
+        default: |c| c.group_streams_session_timeout_ms.to_string(),
     },
 ];
 

@@ -3,11 +3,10 @@
 //! through the controller), and Kafka's rules for changing them, with its words.
 //!
 //! Supported ranges say what shardlog implements, not what Kafka 4.4 does: a level is
-//! listed only once the behaviour behind it exists (streams groups and the share groups'
-//! dead-letter queue are still to come, so streams.version supports level 0 only and
-//! share.version 0-1, and a `kafka-features.sh upgrade --release-version 4.4-IV2` is
-//! refused for them, naming the range, as Kafka refuses a level its controller does not
-//! know).
+//! listed only once the behaviour behind it exists (the share groups' dead-letter queue is
+//! still to come, so share.version supports 0-1, and a `kafka-features.sh upgrade
+//! --release-version 4.4-IV2` is refused for it, naming the range, as Kafka refuses a level
+//! its controller does not know).
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -48,14 +47,14 @@ pub const SUPPORTED: &[SupportedFeature] = &[
     SupportedFeature { name: ELIGIBLE_LEADER_REPLICAS_VERSION, min: 0, max: 1 },
     // [2] 1 = KIP-932 share groups (`group/share/`); 2 (KIP-1191's dead-letter queue): not built.
     SupportedFeature { name: SHARE_VERSION, min: 0, max: 1 },
-    // [1] KIP-1071 streams groups: being built (`group/streams/`), unstable below.
-    SupportedFeature { name: STREAMS_VERSION, min: 0, max: 0 },
+    // 1 = KIP-1071 streams groups (`group/streams/`).
+    SupportedFeature { name: STREAMS_VERSION, min: 0, max: 1 },
 ];
 
 /// Levels being built, supported only with `unstable.feature.versions.enable` (Kafka's
-/// name for its testing levels): streams.version 1 until streams groups run a Kafka
-/// Streams application end to end (share.version 1 was, until share groups were durable).
-const UNSTABLE_MAX: &[(&str, i16)] = &[(STREAMS_VERSION, 1)];
+/// name for its testing levels). None today: share.version 1 was, until share groups were
+/// durable, and streams.version 1, until streams groups ran Kafka Streams end to end.
+const UNSTABLE_MAX: &[(&str, i16)] = &[];
 
 /// The supported ranges, with the unstable levels when `unstable`.
 pub fn supported_features(unstable: bool) -> impl Iterator<Item = SupportedFeature> {
@@ -239,11 +238,13 @@ mod tests {
                 (KRAFT_VERSION, 1),
                 (METADATA_VERSION, 33),
                 (SHARE_VERSION, 1),
+                (STREAMS_VERSION, 1),
                 (TRANSACTION_VERSION, 2)
             ]
         );
         assert!(f.elr_enabled());
         assert!(f.share_groups_enabled());
+        assert!(f.streams_groups_enabled());
         assert!(f.consumer_groups_enabled());
     }
 
@@ -252,7 +253,7 @@ mod tests {
         let f = FinalizedFeatures::default();
         let err = |u: FeatureUpdate| check_updates(&f, &[u], 1, false).unwrap_err().strip_prefix(PREFIX).unwrap().to_string();
         assert_eq!(err(up(SHARE_VERSION, 2, 1)), "Invalid update version 2 for feature share.version. Local controller 1 only supports versions 0-1");
-        assert_eq!(err(up(STREAMS_VERSION, 1, 1)), "Invalid update version 1 for feature streams.version. Local controller 1 only supports versions 0-0");
+        assert_eq!(err(up(STREAMS_VERSION, 2, 1)), "Invalid update version 2 for feature streams.version. Local controller 1 only supports versions 0-1");
         assert_eq!(err(up("bogus.version", 1, 1)), "Invalid update version 1 for feature bogus.version. Local controller 1 does not support this feature.");
         assert_eq!(err(up(GROUP_VERSION, 0, 1)), "Invalid update version 0 for feature group.version. Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade.");
         assert_eq!(err(up(GROUP_VERSION, 1, 4)), "Invalid update version 1 for feature group.version. The controller does not support the given upgrade type.");
@@ -273,8 +274,10 @@ mod tests {
         g.set(&[(GROUP_VERSION.into(), 0)]);
         let err_g = check_updates(&g, &[up(GROUP_VERSION, 1, 2)], 1, false).unwrap_err();
         assert!(err_g.ends_with("Invalid update version 1 for feature group.version. Can't downgrade to a newer version."), "{err_g}");
-        // share.version 1 is production now: the same range with or without unstable levels.
+        // share.version 1 and streams.version 1 are production: the same ranges with or
+        // without unstable levels.
         assert_eq!(supported(SHARE_VERSION, false), supported(SHARE_VERSION, true));
+        assert_eq!(supported(STREAMS_VERSION, false), supported(STREAMS_VERSION, true));
         assert_eq!(check_updates(&f, &[up(SHARE_VERSION, 0, 2)], 1, false).unwrap(), vec![(SHARE_VERSION.to_string(), 0)]);
         // All or none: one bad update fails the request.
         assert!(check_updates(&f, &[up(TRANSACTION_VERSION, 1, 2), up(SHARE_VERSION, 2, 1)], 1, false).is_err());

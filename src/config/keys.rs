@@ -469,6 +469,18 @@ config_keys! {
     static group_consumer_session_timeout_ms: u64 = 45_000, kafka = "group.consumer.session.timeout.ms" as Int;
     /// How often KIP-848 members heartbeat (default of the group config consumer.heartbeat.interval.ms).
     static group_consumer_heartbeat_interval_ms: i32 = 5_000, kafka = "group.consumer.heartbeat.interval.ms" as Int;
+    /// A streams-group (KIP-1071) member silent this long is removed.
+    /// Default of the group config streams.session.timeout.ms (45000-60000).
+    static group_streams_session_timeout_ms: i32 = 45_000, kafka = "group.streams.session.timeout.ms" as Int;
+    /// How often streams-group members heartbeat.
+    /// Default of the group config streams.heartbeat.interval.ms (5000-15000).
+    static group_streams_heartbeat_interval_ms: i32 = 5_000, kafka = "group.streams.heartbeat.interval.ms" as Int;
+    /// Standby replicas of each stateful task of a streams group.
+    /// Default of the group config streams.num.standby.replicas (0-2).
+    static group_streams_num_standby_replicas: i32 = 0, kafka = "group.streams.num.standby.replicas" as Int;
+    /// How long a new streams group waits for more members before its first assignment.
+    /// Default of the group config streams.initial.rebalance.delay.ms.
+    static group_streams_initial_rebalance_delay_ms: i32 = 3_000, kafka = "group.streams.initial.rebalance.delay.ms" as Int;
     /// Longer offset commit metadata gets OFFSET_METADATA_TOO_LARGE.
     static offset_metadata_max_bytes: usize = 4096, kafka = "offset.metadata.max.bytes" as Int;
     /// Committed offsets of an empty group expire this long after it emptied.

@@ -48,7 +48,7 @@ impl Coordinator {
     pub async fn execute(&self, ctx: &Rc<CoordinatorContext>, p: &Rc<Partition>, op: GroupOp) -> Result<GroupReply, ErrorCode> {
         // Invariant 1: group state is touched only on the shard owning its partition.
         debug_assert_eq!(crate::runtime::current_shard(), Some(ctx.shard), "group op off its shard");
-        self.ensure_loaded(p).await?;
+        self.ensure_loaded(ctx, p).await?;
         Ok(match op {
             GroupOp::Join { req, version, client_id, client_host } => GroupReply::Join(self.join(ctx, p, req, version, client_id, client_host).await),
             GroupOp::Sync { req, version: _ } => GroupReply::Sync(self.sync(ctx, p, req).await),
@@ -84,7 +84,7 @@ impl Coordinator {
     pub(super) async fn ensure_all_loaded(&self, ctx: &Rc<CoordinatorContext>) -> Result<(), ErrorCode> {
         for p in ctx.local_partitions() {
             if p.topic == OFFSETS_TOPIC {
-                self.ensure_loaded(&p).await?;
+                self.ensure_loaded(ctx, &p).await?;
             }
         }
         Ok(())
@@ -92,7 +92,7 @@ impl Coordinator {
 
     /// Replays offsets partition `p` into the group map once per leader epoch (Kafka's
     /// coordinator loads a partition's groups when elected its leader).
-    async fn ensure_loaded(&self, p: &Rc<Partition>) -> Result<(), ErrorCode> {
+    async fn ensure_loaded(&self, ctx: &Rc<CoordinatorContext>, p: &Rc<Partition>) -> Result<(), ErrorCode> {
         let epoch = p.leader_epoch();
         if self.loaded.borrow().get(&p.index) == Some(&epoch) {
             return Ok(());
@@ -126,7 +126,7 @@ impl Coordinator {
             tracing::error!(partition = p.index, error = %e, "cannot read __consumer_offsets while loading groups");
             ErrorCode::COORDINATOR_LOAD_IN_PROGRESS
         })?;
-        self.finish_load(p.index);
+        self.finish_load(ctx, p.index);
         self.groups.borrow_mut().retain(|_, g| !g.is_disposable());
         self.loaded.borrow_mut().insert(p.index, epoch);
         if applied > 0 {
@@ -137,14 +137,18 @@ impl Coordinator {
 
     /// Completes the consumer groups replayed from offsets partition `partition` (their
     /// session timers start now).
-    fn finish_load(&self, partition: i32) {
+    fn finish_load(&self, ctx: &CoordinatorContext, partition: i32) {
         let now = Instant::now();
+        let image = ctx.image();
         for g in self.groups.borrow_mut().values_mut().filter(|g| g.partition == partition) {
             if let Some(c) = g.consumer.as_deref_mut() {
                 super::consumer::finish_load(c, now);
             }
             super::share::coordinator::finish_load(g, now);
-            super::streams::coordinator::finish_load(g, now);
+            if g.streams.is_some() {
+                let session = super::streams::coordinator::session_timeout(ctx, &image, &g.id);
+                super::streams::coordinator::finish_load(g, now, session);
+            }
         }
     }
 

@@ -25,6 +25,10 @@ fn config() -> GroupConfig {
         max_groups_per_shard: 1_000,
         group_consumer_session_timeout_ms: 45_000,
         group_consumer_heartbeat_interval_ms: 5_000,
+        group_streams_session_timeout_ms: 45_000,
+        group_streams_heartbeat_interval_ms: 5_000,
+        group_streams_num_standby_replicas: 0,
+        group_streams_initial_rebalance_delay_ms: 0,
         offset_metadata_max_bytes: 4096,
         offsets_retention_minutes: 10_080,
         offsets_retention_check_interval_ms: 600_000,
@@ -144,5 +148,31 @@ fn pending_transactional_offsets_keep_their_group_through_the_timer() {
         let fetched = ctx.groups.execute(&ctx, &p, GroupOp::FetchOffsets { group_id: "g".into(), topics: Some(vec![("t".into(), vec![0])]) }).await;
         let Ok(GroupReply::Offsets(ErrorCode::NONE, topics)) = fetched else { panic!("fetch failed") };
         assert_eq!(topics[0].1[0].offset, 11, "the transaction's committed offset is the group's");
+    });
+}
+
+/// Kafka 4.4: a TxnOffsetCommit naming a generation creates no group; it is answered
+/// GROUP_ID_NOT_FOUND from v6 (KIP-1319), ILLEGAL_GENERATION before.
+#[test]
+fn a_transactional_commit_with_a_generation_creates_no_group() {
+    use kafka_protocol::messages::txn_offset_commit_request::{TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic};
+    use kafka_protocol::messages::{ProducerId, TransactionalId, TxnOffsetCommitRequest};
+    one_shard(|ctx, p| async move {
+        for (version, want) in [(4, ErrorCode::ILLEGAL_GENERATION), (6, ErrorCode::GROUP_ID_NOT_FOUND)] {
+            let req = TxnOffsetCommitRequest::default()
+                .with_transactional_id(TransactionalId("tx".to_string().into()))
+                .with_group_id(GroupId("nobody".to_string().into()))
+                .with_producer_id(ProducerId(5))
+                .with_member_id("m".to_string().into())
+                .with_generation_id_or_member_epoch(3)
+                .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                    .with_name(TopicName("t".to_string().into()))
+                    .with_partitions(vec![TxnOffsetCommitRequestPartition::default().with_partition_index(0).with_committed_offset(11)])]);
+            let Ok(GroupReply::TxnCommit(resp)) = ctx.groups.execute(&ctx, &p, GroupOp::TxnCommit { req, version }).await else { panic!("not answered") };
+            assert_eq!(resp.topics[0].partitions[0].error_code, want.code(), "v{version}");
+        }
+        let fetched = ctx.groups.execute(&ctx, &p, GroupOp::FetchOffsets { group_id: "nobody".into(), topics: Some(vec![("t".into(), vec![0])]) }).await;
+        let Ok(GroupReply::Offsets(ErrorCode::NONE, topics)) = fetched else { panic!("fetch failed") };
+        assert_eq!(topics[0].1[0].offset, -1, "nothing was committed");
     });
 }

@@ -46,6 +46,11 @@ pub(super) fn validate_commit(g: &Group, member_id: &str, instance_id: Option<&s
     Ok(())
 }
 
+/// The (topic, partition) pairs an OffsetCommit names (a streams group checks each).
+fn committed_partitions(topics: &[kafka_protocol::messages::offset_commit_request::OffsetCommitRequestTopic]) -> impl Iterator<Item = (&str, i32)> {
+    topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.as_str(), p.partition_index)))
+}
+
 impl Coordinator {
     pub(super) async fn commit(&self, ctx: &Rc<CoordinatorContext>, p: &Rc<Partition>, req: OffsetCommitRequest, version: i16) -> OffsetCommitResponse {
         let group_id = req.group_id.0.to_string();
@@ -74,7 +79,7 @@ impl Coordinator {
                 // A KIP-848 group validates the member epoch instead (consumer/group.rs).
                 Some(g) => match match (g.consumer.as_deref(), g.streams.as_deref()) {
                     (Some(c), _) => c.validate_offset_commit(&member_id, generation, version),
-                    (None, Some(s)) => s.validate_offset_commit(&member_id, generation, version),
+                    (None, Some(s)) => s.validate_offset_commit(&member_id, generation, version, committed_partitions(&req.topics)),
                     (None, None) => validate_commit(g, &member_id, instance_id.as_deref(), generation),
                 } {
                     Ok(()) => {

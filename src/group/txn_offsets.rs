@@ -36,19 +36,32 @@ impl Coordinator {
         } else {
             let mut groups = self.groups.borrow_mut();
             let full = groups.len() >= ctx.config.max_groups_per_shard;
+            let epoch = req.generation_id_or_member_epoch;
             match groups.get(&group_id) {
                 None if full => Some(ErrorCode::COORDINATOR_NOT_AVAILABLE),
+                // A "simple" group is created by a commit without a generation (Kafka 4.4:
+                // GROUP_ID_NOT_FOUND from v6 (KIP-1319) for one with, ILLEGAL_GENERATION before).
+                None if version >= 3 && epoch >= 0 => Some(if version >= 6 { ErrorCode::GROUP_ID_NOT_FOUND } else { ErrorCode::ILLEGAL_GENERATION }),
                 None => {
                     groups.insert(group_id.clone(), Group::new(group_id.clone(), p.index));
                     None
                 }
                 // Before v3, or without a member: no generation to check.
-                Some(_) if version < 3 || (req.generation_id_or_member_epoch < 0 && req.member_id.is_empty()) => None,
+                Some(_) if version < 3 || (epoch < 0 && req.member_id.is_empty()) => None,
                 Some(g) => match (g.consumer.as_deref(), g.streams.as_deref()) {
-                    (Some(c), _) => c.validate_offset_commit(&req.member_id, req.generation_id_or_member_epoch, 9).err(),
-                    (None, Some(s)) => s.validate_offset_commit(&req.member_id, req.generation_id_or_member_epoch, 9).err(),
-                    (None, None) => validate_commit(g, &req.member_id, req.group_instance_id.as_deref(), req.generation_id_or_member_epoch).err(),
-                },
+                    (Some(c), _) => c.validate_offset_commit(&req.member_id, epoch, 9).err(),
+                    (None, Some(s)) => s
+                        .validate_offset_commit(
+                            &req.member_id,
+                            epoch,
+                            9,
+                            req.topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.as_str(), p.partition_index))),
+                        )
+                        .err(),
+                    (None, None) => validate_commit(g, &req.member_id, req.group_instance_id.as_deref(), epoch).err(),
+                }
+                // Kafka 4.4 answers STALE_MEMBER_EPOCH from v6 (KIP-1319), ILLEGAL_GENERATION before.
+                .map(|e| if e == ErrorCode::STALE_MEMBER_EPOCH && version < 6 { ErrorCode::ILLEGAL_GENERATION } else { e }),
             }
         };
         let now = now_ms();

@@ -124,8 +124,8 @@ const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::WriteShareGroupState, 0, 1),
     (ApiKey::DeleteShareGroupState, 0, 0),
     (ApiKey::ReadShareGroupStateSummary, 0, 1),
-    // KIP-1071 streams groups (group/streams/), being built: served while
-    // streams.version >= 1 (an unstable level), UNSUPPORTED_VERSION otherwise.
+    // KIP-1071 streams groups (group/streams/): served while streams.version >= 1 (a new
+    // cluster's level), UNSUPPORTED_VERSION otherwise.
     (ApiKey::StreamsGroupHeartbeat, 0, 1),
     (ApiKey::StreamsGroupDescribe, 0, 1),
     // The share-group offset admin APIs (kafka-share-groups.sh --describe / --reset-offsets /

@@ -1,9 +1,9 @@
-"""Streams groups (KIP-1071) as built so far, on the wire: StreamsGroupHeartbeat v1 with a
-word-count topology (a source topic, a repartition topic, a changelog). shardlog only:
-streams.version 1 is still an unstable level here (`--unstable-feature-versions-enable`,
-then `kafka-features.sh upgrade`), until a Kafka Streams application runs end to end.
+"""Streams groups (KIP-1071) on the wire: StreamsGroupHeartbeat v1 with a word-count
+topology (a source topic, a repartition topic, a changelog). shardlog only (it checks
+shardlog's own steps; test_streams_wordcount.py runs Kafka Streams against both targets).
 
-- below streams.version 1 the API answers UNSUPPORTED_VERSION, as Kafka 4.4;
+- streams.version 1 is finalized in a new cluster, as Kafka 4.4 formats one; downgraded
+  to 0, the API answers UNSUPPORTED_VERSION, as Kafka 4.4;
 - the first member's join stores the topology; the broker creates the missing internal
   topics (their partition counts derived from the source topic, their configs as given)
   and, once they exist, the member is given every task;
@@ -21,7 +21,7 @@ import kafkawire as w
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from clients import admin_create_topic, kafka_tool
-from conftest import skip_unless_shardlog, wait_for
+from conftest import is_kafka, skip_unless_shardlog, wait_for
 
 STREAMS_GROUP_HEARTBEAT = 88
 UNSUPPORTED_VERSION = 35
@@ -65,7 +65,8 @@ def heartbeat(bs: str, group: str, member: str, epoch: int, topology: bytes | No
     r = w.flexible_roundtrip(bs, STREAMS_GROUP_HEARTBEAT, 1, body)
     r.i32()
     out = {"error": r.i16(), "message": r.compact_string(), "member": r.compact_string(), "epoch": r.i32()}
-    r.i32(), r.i32(), r.i64()  # heartbeat interval, task offset interval, acceptable recovery lag
+    out["interval"] = r.i32()
+    r.i32(), r.i64()  # task offset interval, acceptable recovery lag
     out["status"] = [c for c, _ in (r.array(lambda: (r.i8(), r.compact_string(), r.tags())[:2]) or [])]
 
     def task_list():
@@ -76,7 +77,8 @@ def heartbeat(bs: str, group: str, member: str, epoch: int, topology: bytes | No
 
 
 def streams_broker(broker_factory):
-    return broker_factory(extra_args=["--unstable-feature-versions-enable", "true"])
+    # A new streams group assigns at once (Kafka's default waits 3 s for more members).
+    return broker_factory(extra_args=["--group-streams-initial-rebalance-delay-ms", "0"])
 
 
 def grouped(tasks: set[tuple[str, int]]) -> dict[str, list[int]]:
@@ -91,7 +93,7 @@ def held(active: dict[str, list[int]] | None) -> set[tuple[str, int]]:
 
 
 def test_streams_group_heartbeat_assigns_moves_and_survives_kill9(broker_factory):
-    skip_unless_shardlog("streams.version 1 is an unstable level of shardlog's; Kafka 4.4 runs the same with a Kafka Streams app")
+    skip_unless_shardlog("shardlog's steps on the wire; test_streams_wordcount.py runs a Kafka Streams app on both targets")
     b = streams_broker(broker_factory)
     bs = b.bootstrap
     app, source = "wc-" + uuid.uuid4().hex[:6], "words-" + uuid.uuid4().hex[:6]
@@ -100,10 +102,12 @@ def test_streams_group_heartbeat_assigns_moves_and_survives_kill9(broker_factory
     with w.connect(bs) as s:
         wait_for("the group coordinator", lambda: find_group_coordinator(s, app) == 0)
 
-    # streams.version 0 (a new cluster's level here): refused as Kafka refuses it.
-    assert heartbeat(bs, app, "a", 0, word_count(source, app), "pa")["error"] == UNSUPPORTED_VERSION
+    # streams.version 0: refused as Kafka refuses it; 1 (a new cluster's level) again.
+    r = kafka_tool("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", bs, "downgrade", "--feature", "streams.version=0")
+    assert "streams.version was downgraded to 0." in r.stdout + r.stderr, r.stdout + r.stderr
+    assert wait_for("streams groups off", lambda: heartbeat(bs, app, "a", 0, word_count(source, app), "pa")["error"] == UNSUPPORTED_VERSION, BOUND_S)
     r = kafka_tool("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", bs, "upgrade", "--feature", "streams.version=1")
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert "streams.version was upgraded to 1." in r.stdout + r.stderr, r.stdout + r.stderr
 
     first = wait_for("a join answer", lambda: h if (h := heartbeat(bs, app, "a", 0, word_count(source, app), "pa"))["error"] not in (14, 15, 16, 35) else None, BOUND_S)
     assert first["error"] == 0, first
@@ -159,3 +163,79 @@ def test_streams_group_heartbeat_assigns_moves_and_survives_kill9(broker_factory
     for member, mine in (("a", kept), ("b", a_all - kept)):
         h = wait_for(f"{member} heartbeating after the restart", lambda: back(member, mine), BOUND_S)
         assert h["error"] == 0 and h["epoch"] == state[member]["epoch"], h
+
+
+def test_a_groups_streams_configs_apply(broker_factory):
+    """A streams group's own configs, set with kafka-configs.sh (Kafka 4.4's
+    streams.heartbeat.interval.ms, streams.session.timeout.ms, streams.num.standby.replicas,
+    streams.initial.rebalance.delay.ms): described, applied (the heartbeat interval a member
+    is told), refused out of Kafka's default bounds. Both targets."""
+    b = broker_factory() if is_kafka() else streams_broker(broker_factory)
+    bs = b.bootstrap
+    app, source = "wcc-" + uuid.uuid4().hex[:6], "words-" + uuid.uuid4().hex[:6]
+    admin_create_topic(bs, source, 2)
+
+    def configs(*args: str):
+        r = kafka_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bs, *args)
+        return r.returncode, r.stdout + r.stderr
+    rc, out = configs("--alter", "--entity-type", "groups", "--entity-name", app, "--add-config",
+                      "streams.heartbeat.interval.ms=7000,streams.session.timeout.ms=50000,streams.num.standby.replicas=1")
+    assert rc == 0, out
+    rc, out = configs("--describe", "--entity-type", "groups", "--entity-name", app)
+    assert rc == 0 and "streams.heartbeat.interval.ms=7000" in out and "streams.session.timeout.ms=50000" in out, out
+    assert "streams.num.standby.replicas=1" in out, out
+    for bad in ("streams.session.timeout.ms=1000", "streams.heartbeat.interval.ms=20000", "streams.num.standby.replicas=3"):
+        rc, out = configs("--alter", "--entity-type", "groups", "--entity-name", app, "--add-config", bad)
+        assert rc != 0 and bad.split("=")[0] in out, out
+    from test_groups import find_group_coordinator
+    with w.connect(bs) as s:
+        wait_for("the group coordinator", lambda: find_group_coordinator(s, app) == 0)
+    first = wait_for("a join answer", lambda: h if (h := heartbeat(bs, app, "a", 0, word_count(source, app), "pa"))["error"] not in (14, 15, 16) else None, BOUND_S)
+    assert first["error"] == 0, first
+    assert first["interval"] == 7000, first
+
+
+def test_an_empty_classic_group_becomes_a_streams_group(broker_factory):
+    """Kafka 4.4 converts an empty classic group (here a simple one: offsets committed
+    without membership) to a streams group on its first streams heartbeat; the committed
+    offsets stay, before and after a kill -9. A classic group with a member is refused.
+    Both targets."""
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+    b = broker_factory() if is_kafka() else streams_broker(broker_factory)
+    bs = b.bootstrap
+    app, source = "wcv-" + uuid.uuid4().hex[:6], "words-" + uuid.uuid4().hex[:6]
+    admin_create_topic(bs, source, 2)
+    c = Consumer({"bootstrap.servers": bs, "group.id": app, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(source, 0, 42)], asynchronous=False)
+    finally:
+        c.close()
+
+    def committed() -> int:
+        a = AdminClient({"bootstrap.servers": bs})
+        got = a.list_consumer_group_offsets([ConsumerGroupTopicPartitions(app, [TopicPartition(source, 0)])])[app].result(timeout=30)
+        return got.topic_partitions[0].offset
+
+    assert committed() == 42
+    first = wait_for("a join answer", lambda: h if (h := heartbeat(bs, app, "a", 0, word_count(source, app), "pa"))["error"] not in (14, 15, 16) else None, BOUND_S)
+    assert first["error"] == 0, first
+    assert committed() == 42
+    r = kafka_tool("org.apache.kafka.tools.streams.StreamsGroupCommand", "--bootstrap-server", bs, "--list")
+    assert app in r.stdout.split(), r.stdout + r.stderr
+    if not is_kafka():
+        b.kill9()
+        b.start()
+        again = wait_for("the member back", lambda: h if (h := heartbeat(bs, app, "a", first["epoch"]))["error"] not in (14, 15, 16) else None, BOUND_S)
+        assert again["error"] == 0, again
+        assert committed() == 42
+
+    # A classic group with a member is not a streams group.
+    busy = "wcb-" + uuid.uuid4().hex[:6]
+    member = Consumer({"bootstrap.servers": bs, "group.id": busy, "group.protocol": "classic", "session.timeout.ms": 30000})
+    try:
+        member.subscribe([source])
+        wait_for("a classic member", lambda: (member.poll(0.5), bool(member.assignment()))[1], BOUND_S)
+        h = heartbeat(bs, busy, "x", 0, word_count(source, busy), "px")
+        assert h["error"] == 69, h  # GROUP_ID_NOT_FOUND
+    finally:
+        member.close()

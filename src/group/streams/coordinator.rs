@@ -16,12 +16,13 @@ use super::heartbeat::{self, Beat, Settings};
 use super::heartbeat_request::HeartbeatError;
 
 use super::streams_group_records::StreamsRecord;
+use crate::cluster::config_defs;
 use crate::cluster::image::MetadataImage;
 use crate::group::context::CoordinatorContext;
 use crate::group::coordinator::{append, Coordinator};
 use crate::group::coordinator_records::OffsetsRecord;
 use crate::group::ops::GroupReply;
-use crate::group::state::Group;
+use crate::group::state::{Group, GroupState};
 use crate::partition::Partition;
 use crate::protocol::ErrorCode;
 use crate::runtime::now_ms;
@@ -87,14 +88,9 @@ impl Coordinator {
                 groups.insert(group_id.clone(), Group::new(group_id.clone(), p.index));
             }
             let g = groups.get_mut(&group_id).expect("inserted above");
-            if g.streams.is_none() {
-                // Any other group by that id, even an empty one, is not a streams group
-                // (Kafka converts an empty classic group; shardlog refuses it as well).
-                let fresh =
-                    g.consumer.is_none() && g.share.is_none() && g.size() == 0 && g.offsets.is_empty() && g.generation == 0 && g.protocol_type.is_none();
-                if !fresh {
-                    return Err((ErrorCode::GROUP_ID_NOT_FOUND, format!("Group {group_id} is not a streams group.")));
-                }
+            if g.streams.is_none() && !classic_and_empty(g) {
+                // A consumer or share group, or a classic one with members.
+                return Err((ErrorCode::GROUP_ID_NOT_FOUND, format!("Group {group_id} is not a streams group.")));
             }
             let mut streams = g.streams.take().map(|b| *b).unwrap_or_default();
             let partitions_of = |name: &str| image.topic(name).map(|t| t.partitions.len() as i32);
@@ -106,11 +102,16 @@ impl Coordinator {
                 now: Instant::now(),
                 now_ms: now_ms(),
                 partitions_of: &partitions_of,
-                settings: settings(ctx),
+                settings: settings(ctx, &image, &group_id),
             };
             let outcome = heartbeat::heartbeat(&mut streams, existed, req, &beat);
             // A group that never took a member stays unknown (as before the heartbeat).
             if existed || outcome.is_ok() {
+                if !existed {
+                    // An empty classic group (simple, or left by its last member) becomes
+                    // the streams group, keeping its committed offsets (Kafka 4.4).
+                    forget_classic_state(g);
+                }
                 g.streams = Some(Box::new(streams));
             }
             outcome?
@@ -125,12 +126,41 @@ impl Coordinator {
     }
 }
 
-/// The heartbeat settings: Kafka 4.4's `group.streams.*` defaults, with the broker's
-/// initial rebalance delay when it sets group.initial.rebalance.delay.ms lower (tests and
-/// single-application setups start at once, as with classic groups).
-fn settings(ctx: &CoordinatorContext) -> Settings {
-    let d = Settings::default();
-    Settings { initial_rebalance_delay_ms: d.initial_rebalance_delay_ms.min(ctx.config.group_initial_rebalance_delay_ms), ..d }
+/// Whether `g` is a classic group without members (or a new group): Kafka converts it to a
+/// streams group on a first streams heartbeat.
+fn classic_and_empty(g: &Group) -> bool {
+    g.consumer.is_none() && g.share.is_none() && g.size() == 0 && g.state == GroupState::Empty
+}
+
+/// Drops what an empty classic group kept of its protocol once it is a streams group.
+/// Its committed offsets stay.
+fn forget_classic_state(g: &mut Group) {
+    g.generation = 0;
+    g.protocol_type = None;
+    g.protocol = None;
+    g.leader = None;
+    g.initial_delay_until = None;
+}
+
+/// The heartbeat settings of `group_id`: its `streams.*` group configs, else the
+/// broker's `group.streams.*` defaults.
+fn settings(ctx: &CoordinatorContext, image: &MetadataImage, group_id: &str) -> Settings {
+    let c = &ctx.config;
+    let int = |key: &str, default: i32| config_defs::group_int(image, group_id, key).unwrap_or(default);
+    Settings {
+        session_timeout_ms: u64::try_from(int(config_defs::STREAMS_SESSION_TIMEOUT_MS, c.group_streams_session_timeout_ms)).unwrap_or(0),
+        heartbeat_interval_ms: int(config_defs::STREAMS_HEARTBEAT_INTERVAL_MS, c.group_streams_heartbeat_interval_ms),
+        num_standby_replicas: u32::try_from(int(config_defs::STREAMS_NUM_STANDBY_REPLICAS, c.group_streams_num_standby_replicas)).unwrap_or(0),
+        initial_rebalance_delay_ms: u64::try_from(int(config_defs::STREAMS_INITIAL_REBALANCE_DELAY_MS, c.group_streams_initial_rebalance_delay_ms))
+            .unwrap_or(0),
+        max_size: c.group_max_size,
+        ..Settings::default()
+    }
+}
+
+/// A group's session timeout (its streams.session.timeout.ms, else the broker's).
+pub fn session_timeout(ctx: &CoordinatorContext, image: &MetadataImage, group_id: &str) -> std::time::Duration {
+    std::time::Duration::from_millis(settings(ctx, image, group_id).session_timeout_ms)
 }
 
 /// Session and revocation expiry of `g`'s streams members (the coordinator's tick).
@@ -178,17 +208,20 @@ pub fn replay(groups: &mut HashMap<String, Group>, partition: i32, rec: StreamsR
         return;
     }
     let g = groups.entry(group.clone()).or_insert_with(|| Group::new(group, partition));
+    if g.streams.is_none() {
+        // Written after the classic group's records: it was converted (empty) then.
+        forget_classic_state(g);
+    }
     g.streams.get_or_insert_with(Box::default).replay(&rec, now);
 }
 
 /// After a load: the replayed members' sessions start now, and a member that must revoke
 /// gets its rebalance timeout from now.
-pub fn finish_load(g: &mut Group, now: Instant) {
+pub fn finish_load(g: &mut Group, now: Instant, session: std::time::Duration) {
     let Some(s) = g.streams.as_deref_mut() else { return };
     // A target without its member (a record lost to a damaged log) is dropped.
     let members: Vec<String> = s.members.keys().cloned().collect();
     s.targets.retain(|id, _| members.contains(id));
-    let session = std::time::Duration::from_millis(Settings::default().session_timeout_ms);
     for m in s.members.values_mut() {
         m.session_deadline = now + session;
         m.revocation_deadline = (m.assignment.state == super::reconcile::MemberState::UnrevokedTasks)

@@ -162,12 +162,20 @@ impl StreamsGroup {
         }
     }
 
-    /// Kafka's StreamsGroup.validateOffsetCommit, simplified: a member commits at its
-    /// current epoch with OffsetCommit v9+ (an admin with epoch -1 only while the group has
-    /// no members). Kafka also takes an older epoch for partitions of tasks the member
-    /// still holds since then; here that is STALE_MEMBER_EPOCH, which Kafka Streams treats
-    /// as a task that moved (it rejoins the group's flow).
-    pub fn validate_offset_commit(&self, member_id: &str, member_epoch: i32, version: i16) -> Result<(), crate::protocol::ErrorCode> {
+    /// Kafka's StreamsGroup.validateOffsetCommit: a member commits with OffsetCommit v9+
+    /// (an admin with epoch -1 only while the group has no members), at its current epoch,
+    /// or at an older one for partitions of active tasks it was granted at or before that
+    /// epoch and still holds (assigned or pending revocation): a commit sent just before an
+    /// epoch bump still lands for the tasks that did not move. `partitions` are the
+    /// (topic, partition) pairs committed; one that fails refuses the whole request, as in
+    /// Kafka (its validator throws).
+    pub fn validate_offset_commit<'a>(
+        &self,
+        member_id: &str,
+        member_epoch: i32,
+        version: i16,
+        partitions: impl IntoIterator<Item = (&'a str, i32)>,
+    ) -> Result<(), crate::protocol::ErrorCode> {
         use crate::protocol::ErrorCode;
         if member_epoch < 0 && self.members.is_empty() {
             return Ok(());
@@ -176,8 +184,28 @@ impl StreamsGroup {
         if version < 9 {
             return Err(ErrorCode::UNSUPPORTED_VERSION);
         }
-        if member_epoch != m.assignment.member_epoch {
+        let current = m.assignment.member_epoch;
+        if member_epoch == current {
+            return Ok(());
+        }
+        if member_epoch > current {
             return Err(ErrorCode::STALE_MEMBER_EPOCH);
+        }
+        let topology = self.topology.as_ref().ok_or(ErrorCode::STALE_MEMBER_EPOCH)?;
+        for (topic, partition) in partitions {
+            // The subtopology reading the topic (a source or repartition source topic).
+            let subtopology = topology
+                .subtopologies
+                .iter()
+                .find(|s| s.source_topics.iter().any(|t| t == topic) || s.repartition_source_topics.iter().any(|t| t.name == topic))
+                .ok_or(ErrorCode::STALE_MEMBER_EPOCH)?;
+            let granted = [&m.assignment.assigned, &m.assignment.pending_revocation]
+                .into_iter()
+                .find_map(|tasks| tasks.active.get(&subtopology.id).and_then(|ps| ps.get(&partition)).copied());
+            match granted {
+                Some(assignment_epoch) if member_epoch >= assignment_epoch => {}
+                _ => return Err(ErrorCode::STALE_MEMBER_EPOCH),
+            }
         }
         Ok(())
     }
@@ -361,5 +389,47 @@ mod tests {
         assert!(group.members.is_empty() && group.targets.is_empty() && group.processes.is_empty());
         assert_eq!(group.state(), StreamsGroupState::Empty);
         assert_eq!(StreamsGroupState::NotReady.filter_name(), "not_ready");
+    }
+
+    #[test]
+    fn an_older_epoch_commits_only_tasks_held_since_then() {
+        use crate::group::streams::topology::TopicInfo;
+        use crate::protocol::ErrorCode;
+        let now = Instant::now();
+        let g = "app".to_string();
+        let mut group = StreamsGroup::default();
+        let repartition = TopicInfo { name: "app-rep".into(), ..Default::default() };
+        let topology = StreamsTopology {
+            epoch: 0,
+            subtopologies: vec![
+                Subtopology { id: "0".into(), source_topics: vec!["in".into()], ..Default::default() },
+                Subtopology { id: "1".into(), repartition_source_topics: vec![repartition], ..Default::default() },
+            ],
+        };
+        group.replay(&StreamsRecord::Topology { group: g.clone(), topology: Some(topology) }, now);
+        group.replay(&StreamsRecord::MemberMetadata { group: g.clone(), member: "m".into(), value: Some(metadata("p1")) }, now);
+        // At epoch 5: in-0 granted at 2, in-1 at 5, app-rep-0 granted at 3 and being revoked.
+        let assigned = TasksWithEpochs { active: [("0".to_string(), [(0, 2), (1, 5)].into())].into(), ..Default::default() };
+        let pending_revocation = TasksWithEpochs { active: [("1".to_string(), [(0, 3)].into())].into(), ..Default::default() };
+        group.replay(
+            &StreamsRecord::CurrentMemberAssignment {
+                group: g.clone(),
+                member: "m".into(),
+                value: Some(CurrentAssignmentValue { member_epoch: 5, previous_member_epoch: 4, state: 2, assigned, pending_revocation }),
+            },
+            now,
+        );
+        let commit = |epoch: i32, parts: &[(&str, i32)]| group.validate_offset_commit("m", epoch, 9, parts.iter().copied());
+        assert_eq!(commit(5, &[("in", 0), ("in", 1), ("elsewhere", 0)]), Ok(()));
+        assert_eq!(commit(6, &[]), Err(ErrorCode::STALE_MEMBER_EPOCH));
+        assert_eq!(commit(3, &[("in", 0), ("app-rep", 0)]), Ok(()));
+        assert_eq!(commit(2, &[("in", 0)]), Ok(()));
+        // Granted after the epoch the member committed at, not held, or not in the topology.
+        assert_eq!(commit(4, &[("in", 0), ("in", 1)]), Err(ErrorCode::STALE_MEMBER_EPOCH));
+        assert_eq!(commit(2, &[("app-rep", 0)]), Err(ErrorCode::STALE_MEMBER_EPOCH));
+        assert_eq!(commit(4, &[("in", 2)]), Err(ErrorCode::STALE_MEMBER_EPOCH));
+        assert_eq!(commit(4, &[("elsewhere", 0)]), Err(ErrorCode::STALE_MEMBER_EPOCH));
+        assert_eq!(group.validate_offset_commit("x", 5, 9, []), Err(ErrorCode::UNKNOWN_MEMBER_ID));
+        assert_eq!(group.validate_offset_commit("m", 5, 8, []), Err(ErrorCode::UNSUPPORTED_VERSION));
     }
 }

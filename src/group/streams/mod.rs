@@ -5,7 +5,7 @@
 //! tasks (subtopology, partition) with the sticky task assignor, and moves each member
 //! towards its target (a task moves only once its previous process released it).
 //!
-//! Being built (issue 27, point 3), in pure parts first:
+//! On while streams.version >= 1 (a new cluster's level). The parts:
 //! - `topology.rs`  the topology a member declares (the StreamsGroupTopology record's form)
 //! - `tasks.rs`     task sets: active (with assignment epochs), standby, warm-up
 //! - `heartbeat.rs` join / heartbeat / leave / fencing / session expiry, the epoch bumps,
@@ -16,6 +16,9 @@
 //! - `assignor/`    `sticky` (Kafka's StickyTaskAssignor, the only built-in)
 //! - `reconcile.rs` one member's current assignment → its target (CurrentAssignmentBuilder)
 //! - `streams_group_records.rs` the group's records in `__consumer_offsets` (keys 17, 19-23)
+//! - `coordinator.rs` the coordinator's side: heartbeats stored before they are answered,
+//!   the group's `streams.*` settings, replay and load, expiry
+//! - `describe.rs`  StreamsGroupDescribe
 //!
 //! Part of `group/`: never imports `server::` or `controller::`.
 pub mod assignor;
