@@ -7,8 +7,10 @@
 //! (new records), and looking again every `POLL_MS` meanwhile (records released or whose
 //! locks expired). UNSUPPORTED_VERSION while share.version is below 1.
 //!
-//! The records are copied into one buffer per partition (the codec's record field is one
-//! `Bytes`); the zero-copy fetch writer is not used here yet.
+//! A partition's acquired batches go out as the one slice they were read into when they
+//! are adjacent in one read buffer (a read from disk), else joined into one buffer (batch
+//! cache entries are separate; the codec's record field is one `Bytes`); the zero-copy
+//! fetch writer (sendfile) is not used here yet.
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -127,11 +129,18 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareFetchRe
                     }
                     if !reply.acquired.is_empty() {
                         acquired_any = true;
-                        let mut buf = BytesMut::with_capacity(reply.records.iter().map(|b| b.len()).sum());
-                        for b in &reply.records {
-                            buf.extend_from_slice(b);
-                        }
-                        pd.records = Some(buf.freeze());
+                        // One slice goes out as it is; several are joined (the codec's
+                        // records field is one `Bytes`).
+                        pd.records = Some(match reply.records.as_slice() {
+                            [one] => one.clone(),
+                            many => {
+                                let mut buf = BytesMut::with_capacity(many.iter().map(|b| b.len()).sum());
+                                for b in many {
+                                    buf.extend_from_slice(b);
+                                }
+                                buf.freeze()
+                            }
+                        });
                         pd.acquired_records = reply
                             .acquired
                             .iter()
