@@ -76,9 +76,6 @@ pub struct SharePartitionReply {
     /// Whole batches holding the acquired records.
     pub records: Vec<Bytes>,
     pub acquired: Vec<AcquiredRecords>,
-    /// The partition's high watermark when the fetch looked for records (-1: no fetch):
-    /// a ShareFetch that acquired nothing waits for it to move.
-    pub high_watermark: i64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -218,7 +215,6 @@ impl SharePartitions {
                 entry.loaded.replace(None);
             }
         }
-        reply.high_watermark = if op.fetch.is_some() { p.high_watermark() } else { -1 };
         let offset = {
             let loaded = entry.loaded.borrow();
             // None: forgotten just above (a release, which fetches nothing).
