@@ -500,47 +500,46 @@ pub const GROUP_KEYS: &[GroupKey] = &[
         kind: GroupKind::Int { min: 45_000, max: 60_000, bounds: "group.share.min/max.session.timeout.ms" },
         default: |_| ShareGroupDefaults::SESSION_TIMEOUT_MS.to_string(),
     },
-    GroupKey {
-        name: STREAMS_HEARTBEAT_INTERVAL_MS,
-        doc: "How often members of this streams group heartbeat.",
-        kind: GroupKind::Int {
-            min: *StreamsGroupBounds::HEARTBEAT_INTERVAL_MS.start(),
-            max: *StreamsGroupBounds::HEARTBEAT_INTERVAL_MS.end(),
-            bounds: "group.streams.min/max.heartbeat.interval.ms",
-        },
-        default: |c| c.group_streams_heartbeat_interval_ms.to_string(),
-    },
-    GroupKey {
-        name: STREAMS_INITIAL_REBALANCE_DELAY_MS,
-        doc: "How long this streams group, new or emptied, waits for more members before its first assignment.",
-        kind: GroupKind::Int {
-            min: *StreamsGroupBounds::INITIAL_REBALANCE_DELAY_MS.start(),
-            max: *StreamsGroupBounds::INITIAL_REBALANCE_DELAY_MS.end(),
-            bounds: "at least 0",
-        },
-        default: |c| c.group_streams_initial_rebalance_delay_ms.to_string(),
-    },
-    GroupKey {
-        name: STREAMS_NUM_STANDBY_REPLICAS,
-        doc: "Standby replicas of each stateful task of this streams group.",
-        kind: GroupKind::Int {
-            min: *StreamsGroupBounds::NUM_STANDBY_REPLICAS.start(),
-            max: *StreamsGroupBounds::NUM_STANDBY_REPLICAS.end(),
-            bounds: "group.streams.max.standby.replicas",
-        },
-        default: |c| c.group_streams_num_standby_replicas.to_string(),
-    },
-    GroupKey {
-        name: STREAMS_SESSION_TIMEOUT_MS,
-        doc: "A member of this streams group silent this long is removed.",
-        kind: GroupKind::Int {
-            min: *StreamsGroupBounds::SESSION_TIMEOUT_MS.start(),
-            max: *StreamsGroupBounds::SESSION_TIMEOUT_MS.end(),
-            bounds: "group.streams.min/max.session.timeout.ms",
-        },
-        default: |c| c.group_streams_session_timeout_ms.to_string(),
-    },
+    streams_int_key(
+        STREAMS_HEARTBEAT_INTERVAL_MS,
+        "How often members of this streams group heartbeat.",
+        StreamsGroupBounds::HEARTBEAT_INTERVAL_MS,
+        "group.streams.min/max.heartbeat.interval.ms",
+        |c| c.group_streams_heartbeat_interval_ms.to_string(),
+    ),
+    streams_int_key(
+        STREAMS_INITIAL_REBALANCE_DELAY_MS,
+        "How long this streams group, new or emptied, waits for more members before its first assignment.",
+        StreamsGroupBounds::INITIAL_REBALANCE_DELAY_MS,
+        "at least 0",
+        |c| c.group_streams_initial_rebalance_delay_ms.to_string(),
+    ),
+    streams_int_key(
+        STREAMS_NUM_STANDBY_REPLICAS,
+        "Standby replicas of each stateful task of this streams group.",
+        StreamsGroupBounds::NUM_STANDBY_REPLICAS,
+        "group.streams.max.standby.replicas",
+        |c| c.group_streams_num_standby_replicas.to_string(),
+    ),
+    streams_int_key(
+        STREAMS_SESSION_TIMEOUT_MS,
+        "A member of this streams group silent this long is removed.",
+        StreamsGroupBounds::SESSION_TIMEOUT_MS,
+        "group.streams.min/max.session.timeout.ms",
+        |c| c.group_streams_session_timeout_ms.to_string(),
+    ),
 ];
+
+/// A streams-group INT key bounded as its `StreamsGroupBounds` range.
+const fn streams_int_key(
+    name: &'static str,
+    doc: &'static str,
+    range: std::ops::RangeInclusive<i32>,
+    bounds: &'static str,
+    default: fn(&Config) -> String,
+) -> GroupKey {
+    GroupKey { name, doc, kind: GroupKind::Int { min: *range.start(), max: *range.end(), bounds }, default }
+}
 
 /// Kafka 4.4's broker defaults of the share-group keys shardlog has no broker key for.
 pub struct ShareGroupDefaults;
