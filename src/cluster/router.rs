@@ -112,6 +112,9 @@ pub enum OpOutput<Y> {
 pub enum WatchPoint {
     /// A consumer: until the high watermark passes this.
     HighWatermark(i64),
+    /// A share consumer (KIP-932): until the high watermark passes this and the share
+    /// fetches that waited longer on the partition have each been woken (one per move).
+    HighWatermarkInTurn(i64),
     /// A follower: until the leader's written data passes this (its fetch offset).
     WrittenOffset(i64),
 }
@@ -407,13 +410,16 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
             // A consumer reading from a follower (KIP-392) watches the follower replica.
             let Some(p) = self.partitions.get(topic, w.partition).or_else(|| self.partitions.follower(topic, w.partition)) else { return };
             let moved = match w.payload {
-                WatchPoint::HighWatermark(hw) => p.high_watermark() > hw,
+                WatchPoint::HighWatermark(hw) | WatchPoint::HighWatermarkInTurn(hw) => p.high_watermark() > hw,
                 WatchPoint::WrittenOffset(offset) => p.written_offset() > offset,
             };
             if moved || p.check_online().is_err() {
                 return;
             }
-            p.watch(&signal);
+            match w.payload {
+                WatchPoint::HighWatermarkInTurn(_) => p.watch_in_turn(&signal),
+                _ => p.watch(&signal),
+            }
         }
         signal.woken().await;
     }

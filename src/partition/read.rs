@@ -1,6 +1,7 @@
 //! Reads: fetch (cache first, then disk through storage's `BatchReader`), the ListOffsets
 //! scans by timestamp, and the long-poll watchers woken when the high watermark moves.
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::rc::{Rc, Weak};
 use std::task::{Poll, Waker};
 
@@ -86,7 +87,7 @@ impl WatchSignal {
         Rc::new(WatchSignal::default())
     }
 
-    fn wake(&self) {
+    pub(super) fn wake(&self) {
         self.woken.set(true);
         if let Some(w) = self.waker.take() {
             w.wake();
@@ -114,23 +115,65 @@ impl WatchSignal {
 /// them (through its `on_written` hook) every time it has completed writes, and
 /// `Partition::close` wakes them; a woken fetch re-reads and waits again if need be.
 ///
-/// Bounded: the list holds weak references, so a long poll that ends without being woken
+/// Share fetches wait in turn instead (`in_turn`): each move of the high watermark wakes
+/// the one that has waited longest, as Kafka's purgatory lets its oldest delayed share
+/// fetch acquire first. Woken together, the share fetch served on the partition's own
+/// shard reached the records first every time, and one consumer of a group took a whole
+/// trickle of records.
+///
+/// Bounded: the lists hold weak references, so a long poll that ends without being woken
 /// (its deadline passed, another partition woke it, its connection closed) frees its
-/// signal by dropping it, and `add` prunes the dead entries: the list holds the fetches
+/// signal by dropping it, and `add` prunes the dead entries: the lists hold the fetches
 /// waiting now plus those that gave up since the last `add`, not every poll an idle
 /// partition ever saw.
 #[derive(Default)]
-pub(super) struct Watchers(RefCell<Vec<Weak<WatchSignal>>>);
+pub(super) struct Watchers {
+    all: RefCell<Vec<Weak<WatchSignal>>>,
+    in_turn: RefCell<VecDeque<Weak<WatchSignal>>>,
+}
 
 impl Watchers {
     fn add(&self, signal: &Rc<WatchSignal>) {
-        let mut list = self.0.borrow_mut();
+        let mut list = self.all.borrow_mut();
         list.retain(|w| w.strong_count() > 0);
         list.push(Rc::downgrade(signal));
     }
 
+    fn add_in_turn(&self, signal: &Rc<WatchSignal>) {
+        let mut queue = self.in_turn.borrow_mut();
+        queue.retain(|w| w.strong_count() > 0);
+        queue.push_back(Rc::downgrade(signal));
+    }
+
+    /// Wakes the long polls that all re-read on every write (not those waiting in turn).
+    pub(super) fn wake_long_polls(&self) {
+        for w in self.all.borrow_mut().drain(..) {
+            if let Some(signal) = w.upgrade() {
+                signal.wake();
+            }
+        }
+    }
+
+    /// The high watermark moved: every long poll re-reads, and the longest waiting in
+    /// turn is woken. A signal another partition already woke is passed over (it would
+    /// use up the turn without anyone looking).
+    pub(super) fn wake_on_high_watermark(&self) {
+        self.wake_long_polls();
+        let mut queue = self.in_turn.borrow_mut();
+        while let Some(w) = queue.pop_front() {
+            if let Some(signal) = w.upgrade() {
+                if !signal.is_woken() {
+                    signal.wake();
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Every waiter, in turn or not (the partition closed or stopped leading).
     pub(super) fn wake_all(&self) {
-        for w in self.0.borrow_mut().drain(..) {
+        self.wake_long_polls();
+        for w in self.in_turn.borrow_mut().drain(..) {
             if let Some(signal) = w.upgrade() {
                 signal.wake();
             }
@@ -138,11 +181,11 @@ impl Watchers {
     }
 
     fn len(&self) -> usize {
-        self.0.borrow().len()
+        self.all.borrow().len() + self.in_turn.borrow().len()
     }
 
     fn live(&self) -> usize {
-        self.0.borrow().iter().filter(|w| w.strong_count() > 0).count()
+        self.all.borrow().iter().chain(self.in_turn.borrow().iter()).filter(|w| w.strong_count() > 0).count()
     }
 }
 
@@ -151,6 +194,13 @@ impl Partition {
     /// registration lasts until then or until every owner of `signal` dropped it.
     pub fn watch(&self, signal: &Rc<WatchSignal>) {
         self.watchers.add(signal);
+    }
+
+    /// Wakes `signal` when the high watermark moves and every share fetch that waited
+    /// longer here has had its turn (or the partition closes). The registration lasts
+    /// until then or until every owner of `signal` dropped it.
+    pub fn watch_in_turn(&self, signal: &Rc<WatchSignal>) {
+        self.watchers.add_in_turn(signal);
     }
 
     /// Long-poll fetches registered on this partition (waiting, or given up since the

@@ -287,7 +287,7 @@ impl Partition {
         if self.is_leader() {
             self.maybe_increment_high_watermark();
         }
-        self.watchers.wake_all();
+        self.watchers.wake_long_polls();
     }
 
     /// Leader: moves the high watermark up to what the ISR has. True if it moved.
@@ -333,7 +333,7 @@ impl Partition {
             let _ = w.tx.send(Ok(()));
         }
         drop(waiters);
-        self.watchers.wake_all();
+        self.watchers.wake_on_high_watermark();
         true
     }
 

@@ -268,6 +268,41 @@ fn timed_out_long_polls_do_not_pile_up_on_an_idle_partition() {
 }
 
 #[test]
+fn share_fetches_waiting_in_turn_are_woken_one_per_move_oldest_first() {
+    run(|dir| async move {
+        let p = open(&dir, LogConfig::default()).await;
+        let fetch = WatchSignal::new();
+        p.watch(&fetch);
+        let first = WatchSignal::new();
+        let gone = WatchSignal::new();
+        let second = WatchSignal::new();
+        let third = WatchSignal::new();
+        for s in [&first, &gone, &second, &third] {
+            p.watch_in_turn(s);
+        }
+        drop(gone);
+        p.append(batch(1, 1000, None, Compression::None), -1).await.expect("append");
+        // A plain long poll re-reads on every move; of those in turn, the oldest only.
+        assert!(fetch.is_woken());
+        assert!(first.is_woken());
+        assert!(!second.is_woken() && !third.is_woken(), "one share fetch per move");
+        // The next move skips the one that gave up and wakes the next in order; one
+        // already woken elsewhere (another partition it watches) does not use the turn.
+        third.wake();
+        p.append(batch(1, 1001, None, Compression::None), -1).await.expect("append");
+        assert!(second.is_woken(), "the next in turn");
+        assert_eq!(p.live_watcher_count(), 1, "only the one woken elsewhere is still queued");
+        // Closing wakes everyone still waiting in turn.
+        let last = WatchSignal::new();
+        let after = WatchSignal::new();
+        p.watch_in_turn(&last);
+        p.watch_in_turn(&after);
+        p.close();
+        assert!(last.is_woken() && after.is_woken());
+    });
+}
+
+#[test]
 fn reads_honour_hard_limits_and_refuse_negative_ones() {
     use super::ReadLimit;
     run(|dir| async move {

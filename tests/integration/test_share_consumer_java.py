@@ -205,6 +205,19 @@ def wait_members(bootstrap: str, group: str, n: int):
     wait_for(f"{n} members in {group}", stable, BOUND_S)
 
 
+def wait_assigned(bootstrap: str, group: str, topic: str, n: int):
+    """Until each of the `n` members of `group` holds `topic`'s partition
+    (kafka-share-groups.sh --describe --members): a member that joins before the
+    share-partition's state is initialized learns its assignment at a later heartbeat
+    (seconds on), and one that starts fetching after a trickle ends could not take part."""
+    def assigned():
+        out = share_groups_tool(bootstrap, "--describe", "--members", "--group", group)
+        rows = [line for line in out.splitlines() if line.startswith(group + " ")]
+        return len(rows) == n and all(f"{topic}:" in row for row in rows) and out
+
+    wait_for(f"{n} members of {group} holding {topic}", assigned, BOUND_S)
+
+
 def delivered_count(events, lock) -> int:
     with lock:
         return len({e["d"] for _, _, e in events if "d" in e})
@@ -221,6 +234,7 @@ def test_java_share_consumers_explicit_and_implicit(broker_factory, topic_name):
         events, lock = [], threading.Lock()
         workers = [ShareWorker(b.bootstrap, group, topic, mode, f"{mode}{i}", events, lock) for i in range(3 if mode == "explicit" else 2)]
         wait_members(b.bootstrap, group, len(workers))
+        wait_assigned(b.bootstrap, group, topic, len(workers))
         produced = Producing(b.bootstrap, topic)
         produced.send(300, rate=100)
         judge = run_to_the_end(workers, events, lock, produced, mode == "explicit")
@@ -263,6 +277,7 @@ def test_java_share_consumers_across_kill9_of_leader_and_share_coordinator(tmp_p
         events, lock = [], threading.Lock()
         workers = [ShareWorker(bs, group, topic_name, "explicit", f"w{i}", events, lock) for i in range(3)]
         wait_members(bs, group, 3)
+        wait_assigned(bs, group, topic_name, 3)
         produced = Producing(bs, topic_name)
         produced.send(200)
         wait_for("deliveries", lambda: delivered_count(events, lock) >= 100, BOUND_S)

@@ -76,6 +76,9 @@ pub struct SharePartitionReply {
     /// Whole batches holding the acquired records.
     pub records: Vec<Bytes>,
     pub acquired: Vec<AcquiredRecords>,
+    /// The partition's high watermark when the fetch looked for records (None: it did
+    /// not look): a ShareFetch that acquired nothing waits, in turn, for it to move.
+    pub high_watermark: Option<i64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -214,6 +217,9 @@ impl SharePartitions {
             if idle {
                 entry.loaded.replace(None);
             }
+        }
+        if op.fetch.is_some() {
+            reply.high_watermark = Some(p.high_watermark());
         }
         let offset = {
             let loaded = entry.loaded.borrow();

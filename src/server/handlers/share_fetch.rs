@@ -2,8 +2,11 @@
 //! (`server/share_sessions.rs`), each partition named applies its acknowledgements, then
 //! every partition of the session acquires records for the member on the shard that
 //! leads it (`group/share/share_partitions.rs`); the answer carries the batches holding
-//! them and the acquired ranges. With nothing acquired the request waits, polling every
-//! `POLL_MS`, until `max_wait_ms`. UNSUPPORTED_VERSION while share.version is below 1.
+//! them and the acquired ranges. With nothing acquired the request waits until
+//! `max_wait_ms`: in turn on each idle partition's high watermark (a move wakes the share
+//! fetch that has waited longest there, see `partition::read::Watchers`), and looking
+//! again every `POLL_MS` meanwhile (records released or whose locks expired).
+//! UNSUPPORTED_VERSION while share.version is below 1.
 //!
 //! A partition's acquired batches go out as the one slice they were read into when they
 //! are adjacent in one read buffer (a read from disk), else joined into one buffer (batch
@@ -13,12 +16,15 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use futures::future::LocalBoxFuture;
+use futures::FutureExt;
 use kafka_protocol::messages::share_fetch_response::{AcquiredRecords, LeaderIdAndEpoch, PartitionData, ShareFetchableTopicResponse};
 use kafka_protocol::messages::{ShareFetchRequest, ShareFetchResponse};
 use uuid::Uuid;
 
 use super::share_common::{acknowledge_error, admit, batches, run, session_error, PartitionWork};
 use super::str_bytes;
+use crate::cluster::router::{OpBatch, WatchPoint};
 use crate::group::share::share_partitions::{FetchLimits, SharePartitionOp};
 use crate::group::share::share_session::ShareRequestKind;
 use crate::protocol::ErrorCode;
@@ -26,7 +32,8 @@ use crate::security::acl::Operation;
 use crate::server::dispatch::{RequestMeta, Response};
 use crate::server::shard::ShardContext;
 
-/// How often a waiting ShareFetch looks again for records to acquire.
+/// How often a waiting ShareFetch looks again for records to acquire when no high
+/// watermark moved (released records, expired locks).
 const POLL_MS: u64 = 50;
 /// Longest wait honoured.
 const MAX_WAIT_MS: i32 = 30_000;
@@ -83,6 +90,9 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareFetchRe
     let deadline = Instant::now() + Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_MS) as u64);
     let mut parts: Vec<(Uuid, i32, PartitionData)> = Vec::new();
     let mut first_round = true;
+    // The wait in turn, kept across polls: a poll that finds nothing keeps its place in
+    // the partitions' queues (re-registering would send it to the back every POLL_MS).
+    let mut in_turn: Option<LocalBoxFuture<'_, ()>> = None;
     loop {
         let work: Vec<PartitionWork> = targets
             .iter()
@@ -104,6 +114,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareFetchRe
             .collect();
         let results = run(ctx, work).await;
         let mut acquired_any = false;
+        // (topic id, partition, high watermark) of the partitions that acquired nothing.
+        let mut idle: Vec<(Uuid, i32, i64)> = Vec::new();
         for (topic_id, partition, r) in results {
             let at = parts.iter().position(|(t, p, _)| *t == topic_id && *p == partition).unwrap_or_else(|| {
                 parts.push((topic_id, partition, PartitionData::default().with_partition_index(partition)));
@@ -116,6 +128,9 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareFetchRe
                     if let Some(e) = &reply.acknowledge_error {
                         pd.acknowledge_error_code = acknowledge_error(e).code();
                         pd.acknowledge_error_message = Some(str_bytes(&e.to_string()));
+                    }
+                    if let (true, Some(hw)) = (reply.acquired.is_empty(), reply.high_watermark) {
+                        idle.push((topic_id, partition, hw));
                     }
                     if !reply.acquired.is_empty() {
                         acquired_any = true;
@@ -146,13 +161,32 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareFetchRe
             }
         }
         first_round = false;
-        if acquired_any || step.closing || step.fetch.is_empty() || Instant::now() + Duration::from_millis(POLL_MS) > deadline {
+        let now = Instant::now();
+        if acquired_any || step.closing || step.fetch.is_empty() || now >= deadline {
             break;
         }
-        // Polled, not woken by the high watermark: woken together, the waiting fetch on
-        // the partition's shard won every race and one consumer took every record of a
-        // trickle (test_share_consumer_java.py); a fair hand-off is still to be built.
-        glommio::timer::sleep(Duration::from_millis(POLL_MS)).await;
+        let watch = in_turn.get_or_insert_with(|| {
+            let mut watches = OpBatch::with_capacity(idle.len());
+            for (topic_id, partition, hw) in &idle {
+                if let Some((name, shard)) = image.topic_by_id(topic_id.as_bytes()).and_then(|t| Some((t.name.as_str(), t.partition(*partition)?.shard))) {
+                    watches.push(shard, name, *partition, WatchPoint::HighWatermarkInTurn(*hw));
+                }
+            }
+            // No partition to watch: only the poll wakes it.
+            if watches.is_empty() {
+                futures::future::pending().boxed_local()
+            } else {
+                ctx.router.watch_any(watches).boxed_local()
+            }
+        });
+        let poll = glommio::timer::sleep((deadline - now).min(Duration::from_millis(POLL_MS)));
+        let woken = futures::select! {
+            _ = watch.fuse() => true,
+            _ = poll.fuse() => false,
+        };
+        if woken {
+            in_turn = None;
+        }
     }
     for (k, code) in ack_refusals {
         if let Some((_, _, pd)) = parts.iter_mut().find(|(t, p, _)| (*t, *p) == k) {
