@@ -117,36 +117,82 @@ pub fn get_tagged_fields(b: &mut Bytes, wanted: Option<u32>) -> Result<Option<By
 /// Partitions by topic id, as the group records store them (`TopicPartitions`).
 pub type TopicPartitions = std::collections::BTreeMap<Uuid, std::collections::BTreeSet<i32>>;
 
+/// `carray<i32>`.
+pub fn put_i32s(b: &mut BytesMut, items: impl ExactSizeIterator<Item = i32>) {
+    put_len(b, items.len());
+    for i in items {
+        b.put_i32(i);
+    }
+}
+
+pub fn get_i32s(b: &mut Bytes) -> Result<Vec<i32>, RecordError> {
+    let n = get_array_len(b, 4)?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(crate::group::coordinator_records::get_i32(b)?);
+    }
+    Ok(out)
+}
+
+/// The epoch at which each partition of a member's current assignment was given to it
+/// (KIP-848: a commit at an older member epoch is taken for the partitions held since
+/// then): (topic id, partition) -> assignment epoch.
+pub type AssignmentEpochs = std::collections::BTreeMap<(Uuid, i32), i32>;
+
 /// `carray<TopicPartitions>`: `uuid topic_id, carray<i32> partitions, tagged` each.
 pub fn put_assignment(b: &mut BytesMut, a: &TopicPartitions) {
+    put_assignment_with_epochs(b, a, None);
+}
+
+/// `carray<TopicPartitions>` with, when `epochs` is given, each topic's assignment epochs
+/// in tag 0 (`AssignmentEpochs`, as long as its partitions; one missing from the map is
+/// written as the default given with it).
+pub fn put_assignment_with_epochs(b: &mut BytesMut, a: &TopicPartitions, epochs: Option<(&AssignmentEpochs, i32)>) {
     put_len(b, a.len());
     for (topic, partitions) in a {
         b.put_slice(topic.as_bytes());
-        put_len(b, partitions.len());
-        for p in partitions {
-            b.put_i32(*p);
+        put_i32s(b, partitions.iter().copied());
+        match epochs {
+            None => put_uvarint(b, 0), // no tagged fields
+            Some((epochs, default)) => {
+                let mut field = BytesMut::new();
+                put_i32s(&mut field, partitions.iter().map(|p| epochs.get(&(*topic, *p)).copied().unwrap_or(default)));
+                put_uvarint(b, 1);
+                put_uvarint(b, 0);
+                put_uvarint(b, field.len() as u32);
+                b.put_slice(&field);
+            }
         }
-        put_uvarint(b, 0); // no tagged fields
     }
 }
 
 pub fn get_assignment(b: &mut Bytes) -> Result<TopicPartitions, RecordError> {
+    Ok(get_assignment_with_epochs(b, 0)?.0)
+}
+
+/// Reads `carray<TopicPartitions>` with the assignment epochs of tag 0; a topic without
+/// them, or with a count that does not match its partitions, gets `default_epoch` (Kafka
+/// logs the mismatch and does the same: stored data, not a request).
+pub fn get_assignment_with_epochs(b: &mut Bytes, default_epoch: i32) -> Result<(TopicPartitions, AssignmentEpochs), RecordError> {
     // uuid + empty partition array + no tagged fields.
     let topics = get_array_len(b, 18)?;
     let mut a = TopicPartitions::new();
+    let mut epochs = AssignmentEpochs::new();
     for _ in 0..topics {
         let topic = get_uuid(b)?;
-        let n = get_array_len(b, 4)?;
-        let mut ps = std::collections::BTreeSet::new();
-        for _ in 0..n {
-            ps.insert(crate::group::coordinator_records::get_i32(b)?);
+        let partitions = get_i32s(b)?;
+        let given = match get_tagged_fields(b, Some(0))? {
+            Some(mut e) => Some(get_i32s(&mut e)?).filter(|e| e.len() == partitions.len()),
+            None => None,
+        };
+        for (i, p) in partitions.iter().enumerate() {
+            epochs.insert((topic, *p), given.as_ref().map_or(default_epoch, |e| e[i]));
         }
-        get_tagged_fields(b, None)?;
-        if !ps.is_empty() {
-            a.entry(topic).or_default().extend(ps);
+        if !partitions.is_empty() {
+            a.entry(topic).or_default().extend(partitions);
         }
     }
-    Ok(a)
+    Ok((a, epochs))
 }
 
 /// The tests' check that a record parser never panics: every prefix and byte-flipped

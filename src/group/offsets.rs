@@ -17,6 +17,7 @@ use super::coordinator_records::{OffsetValue, OffsetsRecord};
 use super::membership::validate_member;
 use super::ops::PartitionOffset;
 use super::state::{CommittedOffset, Group, GroupState};
+use crate::cluster::image::MetadataImage;
 use crate::partition::Partition;
 use crate::protocol::strings::{str_bytes, topic_name};
 use crate::protocol::ErrorCode;
@@ -51,6 +52,15 @@ fn committed_partitions(topics: &[kafka_protocol::messages::offset_commit_reques
     topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.as_str(), p.partition_index)))
 }
 
+/// The (topic id, partition) of each committed (name, partition); None for a topic the
+/// image does not have.
+pub(super) fn committed_ids<'a>(
+    image: &'a MetadataImage,
+    partitions: impl Iterator<Item = (&'a str, i32)> + 'a,
+) -> impl Iterator<Item = Option<(uuid::Uuid, i32)>> + 'a {
+    partitions.map(|(name, p)| image.topic(name).map(|t| (uuid::Uuid::from_bytes(t.topic_id), p)))
+}
+
 impl Coordinator {
     pub(super) async fn commit(&self, ctx: &Rc<CoordinatorContext>, p: &Rc<Partition>, req: OffsetCommitRequest, version: i16) -> OffsetCommitResponse {
         let group_id = req.group_id.0.to_string();
@@ -78,7 +88,7 @@ impl Coordinator {
                 None => Some(ErrorCode::ILLEGAL_GENERATION),
                 // A KIP-848 group validates the member epoch instead (consumer/group.rs).
                 Some(g) => match match (g.consumer.as_deref(), g.streams.as_deref()) {
-                    (Some(c), _) => c.validate_offset_commit(&member_id, generation, version),
+                    (Some(c), _) => c.validate_offset_commit(&member_id, generation, version, committed_ids(&image, committed_partitions(&req.topics))),
                     (None, Some(s)) => s.validate_offset_commit(&member_id, generation, version, committed_partitions(&req.topics)),
                     (None, None) => validate_commit(g, &member_id, instance_id.as_deref(), generation),
                 } {

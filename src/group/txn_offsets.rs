@@ -13,11 +13,16 @@ use kafka_protocol::messages::{TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use super::context::CoordinatorContext;
 use super::coordinator::Coordinator;
 use super::coordinator_records::{build_batch_for, OffsetValue, OffsetsRecord};
-use super::offsets::validate_commit;
+use super::offsets::{committed_ids, validate_commit};
 use super::state::{CommittedOffset, Group};
 use crate::partition::Partition;
 use crate::protocol::ErrorCode;
 use crate::runtime::now_ms;
+
+/// The (topic name, partition) pairs a TxnOffsetCommit commits.
+fn committed(req: &TxnOffsetCommitRequest) -> impl Iterator<Item = (&str, i32)> {
+    req.topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.as_str(), p.partition_index)))
+}
 
 impl Coordinator {
     pub(super) async fn txn_commit(
@@ -49,15 +54,8 @@ impl Coordinator {
                 // Before v3, or without a member: no generation to check.
                 Some(_) if version < 3 || (epoch < 0 && req.member_id.is_empty()) => None,
                 Some(g) => match (g.consumer.as_deref(), g.streams.as_deref()) {
-                    (Some(c), _) => c.validate_offset_commit(&req.member_id, epoch, 9).err(),
-                    (None, Some(s)) => s
-                        .validate_offset_commit(
-                            &req.member_id,
-                            epoch,
-                            9,
-                            req.topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.as_str(), p.partition_index))),
-                        )
-                        .err(),
+                    (Some(c), _) => c.validate_offset_commit(&req.member_id, epoch, 9, committed_ids(&image, committed(&req))).err(),
+                    (None, Some(s)) => s.validate_offset_commit(&req.member_id, epoch, 9, committed(&req)).err(),
                     (None, None) => validate_commit(g, &req.member_id, req.group_instance_id.as_deref(), epoch).err(),
                 }
                 // Kafka 4.4 answers STALE_MEMBER_EPOCH from v6 (KIP-1319), ILLEGAL_GENERATION before.

@@ -10,7 +10,8 @@
 //! | ConsumerGroupTargetAssignmentMember | v7: `i16 7, str group, str member` | `i16 0, carray<TopicPartitions> topic_partitions, tagged` |
 //! | ConsumerGroupCurrentMemberAssignment | v8: `i16 8, str group, str member` | `i16 0, i32 member_epoch, i32 previous_member_epoch, i8 state, carray<TopicPartitions> assigned_partitions, carray<TopicPartitions> partitions_pending_revocation, tagged` |
 //!
-//! `TopicPartitions` = `uuid topic_id, carray<i32> partitions, tagged`. Keys use classic
+//! `TopicPartitions` = `uuid topic_id, carray<i32> partitions, tagged {0: carray<i32>
+//! assignment_epochs}` (the epochs only in the current assignment). Keys use classic
 //! strings (`i16` length); values are flexible (`cstr` = uvarint length+1, `cnstr` the
 //! nullable form, `carray` = uvarint count+1, `tagged` = tagged fields). A null value is a
 //! tombstone. Member keys are per (group, member), so compaction keeps each member's latest
@@ -25,8 +26,8 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use super::group::Assignment;
 use crate::group::coordinator_records::{get_i16, get_i32, get_i64, get_str, put_str, RecordError};
 use crate::group::flexible_records::{
-    get_array_len, get_assignment, get_compact_nullable_str, get_compact_str, get_i8, get_tagged_fields, put_assignment, put_compact_nullable_str,
-    put_compact_str, put_len, put_uvarint,
+    get_array_len, get_assignment, get_assignment_with_epochs, get_compact_nullable_str, get_compact_str, get_i8, get_tagged_fields, put_assignment,
+    put_assignment_with_epochs, put_compact_nullable_str, put_compact_str, put_len, put_uvarint, AssignmentEpochs,
 };
 
 pub const GROUP_METADATA_KEY_VERSION: i16 = 3;
@@ -62,6 +63,9 @@ pub struct CurrentAssignmentValue {
     pub state: i8,
     pub assigned_partitions: Assignment,
     pub partitions_pending_revocation: Assignment,
+    /// Each partition's assignment epoch, of both sets (tag 0 of each `TopicPartitions`;
+    /// a record without them reads as the member epoch, as Kafka reads it).
+    pub assignment_epochs: AssignmentEpochs,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -161,8 +165,9 @@ impl ConsumerRecord {
                 b.put_i32(v.member_epoch);
                 b.put_i32(v.previous_member_epoch);
                 b.put_i8(v.state);
-                put_assignment(&mut b, &v.assigned_partitions);
-                put_assignment(&mut b, &v.partitions_pending_revocation);
+                let epochs = Some((&v.assignment_epochs, v.member_epoch.max(0)));
+                put_assignment_with_epochs(&mut b, &v.assigned_partitions, epochs);
+                put_assignment_with_epochs(&mut b, &v.partitions_pending_revocation, epochs);
                 put_uvarint(&mut b, 0);
             }
             _ => return None,
@@ -246,13 +251,23 @@ impl ConsumerRecord {
                 let member = get_str(&mut key)?;
                 let value = match value {
                     None => None,
-                    Some(mut v) => Some(CurrentAssignmentValue {
-                        member_epoch: get_i32(&mut v)?,
-                        previous_member_epoch: get_i32(&mut v)?,
-                        state: get_i8(&mut v)?,
-                        assigned_partitions: get_assignment(&mut v)?,
-                        partitions_pending_revocation: get_assignment(&mut v)?,
-                    }),
+                    Some(mut v) => {
+                        let (member_epoch, previous_member_epoch, state) = (get_i32(&mut v)?, get_i32(&mut v)?, get_i8(&mut v)?);
+                        // Kafka's default for a partition without an epoch (a static
+                        // member's -2 read as 0).
+                        let default_epoch = member_epoch.max(0);
+                        let (assigned_partitions, mut assignment_epochs) = get_assignment_with_epochs(&mut v, default_epoch)?;
+                        let (partitions_pending_revocation, pending_epochs) = get_assignment_with_epochs(&mut v, default_epoch)?;
+                        assignment_epochs.extend(pending_epochs);
+                        Some(CurrentAssignmentValue {
+                            member_epoch,
+                            previous_member_epoch,
+                            state,
+                            assigned_partitions,
+                            partitions_pending_revocation,
+                            assignment_epochs,
+                        })
+                    }
                 };
                 ConsumerRecord::CurrentMemberAssignment { group, member, value }
             }
@@ -308,6 +323,11 @@ mod tests {
                     state: 1,
                     assigned_partitions: two,
                     partitions_pending_revocation: assignment(3, &[5]),
+                    // Partitions given at several epochs, the one pending revocation too.
+                    assignment_epochs: [((1, 0), 40), ((1, 3), 42), ((1, 70_000), 7), ((2, 1), 0), ((3, 5), 41)]
+                        .into_iter()
+                        .map(|((t, p), e)| ((Uuid::from_u128(t), p), e))
+                        .collect(),
                 }),
             },
             ConsumerRecord::CurrentMemberAssignment { group: "g".into(), member: "m1".into(), value: None },
@@ -330,6 +350,30 @@ mod tests {
             assert_eq!(r, OffsetsRecord::Consumer(ConsumerRecord::GroupEpoch { group: "g".into(), epoch: Some(9), metadata_hash: 0 }));
         }
         // Member keys are per (group, member): compaction supersedes per member.
+        // A current assignment written without epochs (before Kafka 4.4, or by shardlog
+        // before it kept them): each partition reads as given at the member epoch.
+        let mut without = CurrentAssignmentValue {
+            member_epoch: 42,
+            previous_member_epoch: 41,
+            state: 0,
+            assigned_partitions: assignment(1, &[0, 3]),
+            partitions_pending_revocation: assignment(3, &[5]),
+            assignment_epochs: AssignmentEpochs::new(),
+        };
+        let mut v = BytesMut::new();
+        v.put_i16(0);
+        v.put_i32(42);
+        v.put_i32(41);
+        v.put_i8(0);
+        put_assignment(&mut v, &without.assigned_partitions);
+        put_assignment(&mut v, &without.partitions_pending_revocation);
+        put_uvarint(&mut v, 0);
+        let k = ConsumerRecord::CurrentMemberAssignment { group: "g".into(), member: "m".into(), value: None }.key();
+        without.assignment_epochs = [((1, 0), 42), ((1, 3), 42), ((3, 5), 42)].into_iter().map(|((t, p), e)| ((Uuid::from_u128(t), p), e)).collect();
+        assert_eq!(
+            OffsetsRecord::parse(Some(k), Some(v.freeze())).unwrap(),
+            OffsetsRecord::Consumer(ConsumerRecord::CurrentMemberAssignment { group: "g".into(), member: "m".into(), value: Some(without) })
+        );
         let a = ConsumerRecord::CurrentMemberAssignment { group: "g".into(), member: "a".into(), value: None };
         let b = ConsumerRecord::CurrentMemberAssignment { group: "g".into(), member: "b".into(), value: None };
         assert_ne!(a.key(), b.key());

@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use super::consumer_group_records::{CurrentAssignmentValue, MemberMetadataValue};
 use super::subscription_regex::GroupRegexes;
+use crate::group::flexible_records::AssignmentEpochs;
 use crate::protocol::ErrorCode;
 
 /// Partitions by topic id (Kafka's `Map<Uuid, Set<Integer>>`).
@@ -89,6 +90,11 @@ pub struct ConsumerMember {
     pub assigned: Assignment,
     /// Partitions the member was asked to give back and has not acknowledged yet.
     pub pending_revocation: Assignment,
+    /// The epoch at which each partition of `assigned` and `pending_revocation` was given
+    /// to the member (Kafka's assignment epochs): a commit at an older member epoch is
+    /// taken for the partitions held since then. Invariant: its keys are `owned()`
+    /// (`sync_assignment_epochs` restores it after the sets change).
+    pub assignment_epochs: AssignmentEpochs,
     pub last_heartbeat: Instant,
     /// While partitions are pending revocation: when the member is fenced if it has not
     /// given them back (its rebalance timeout).
@@ -112,6 +118,7 @@ impl ConsumerMember {
             server_assignor: None,
             assigned: Assignment::new(),
             pending_revocation: Assignment::new(),
+            assignment_epochs: AssignmentEpochs::new(),
             last_heartbeat: now,
             revocation_deadline: None,
         }
@@ -139,6 +146,7 @@ impl ConsumerMember {
             state: self.state.value(),
             assigned_partitions: self.assigned.clone(),
             partitions_pending_revocation: self.pending_revocation.clone(),
+            assignment_epochs: self.assignment_epochs.clone(),
         }
     }
 
@@ -163,6 +171,20 @@ impl ConsumerMember {
         };
         self.assigned = v.assigned_partitions;
         self.pending_revocation = v.partitions_pending_revocation;
+        self.assignment_epochs = v.assignment_epochs;
+        self.sync_assignment_epochs(self.member_epoch.max(0));
+    }
+
+    /// Restores the invariant of `assignment_epochs` after the owned sets changed: a
+    /// partition no longer owned is forgotten, one newly owned was given at `granted_at`;
+    /// the others keep the epoch they were given at.
+    pub fn sync_assignment_epochs(&mut self, granted_at: i32) {
+        let owned: BTreeSet<(Uuid, i32)> = self.owned().collect();
+        self.assignment_epochs.retain(|k, _| owned.contains(k));
+        for k in owned {
+            self.assignment_epochs.entry(k).or_insert(granted_at);
+        }
+        debug_assert!(self.assignment_epochs.keys().copied().eq(self.owned().collect::<BTreeSet<_>>()), "assignment epochs of exactly the owned partitions");
     }
 
     /// Assigned plus pending revocation: what the member may still be consuming.
@@ -299,10 +321,21 @@ impl ConsumerGroup {
         Some(m)
     }
 
-    /// Kafka's ConsumerGroup.validateOffsetCommit for a commit to this group.
-    pub fn validate_offset_commit(&self, member_id: &str, member_epoch: i32, version: i16) -> Result<(), ErrorCode> {
-        // Admin clients and consumers without group management commit with epoch -1,
-        // allowed only while the group has no members.
+    /// Kafka's ConsumerGroup.validateOffsetCommit for a commit to this group: a member
+    /// commits with OffsetCommit v9+ (an admin or a consumer without group management
+    /// with epoch -1 only while the group has no members), at its current epoch, or at an
+    /// older one for partitions it was given at or before that epoch and still holds
+    /// (assigned or pending revocation: `assignment_epochs`), so a commit sent just before
+    /// an epoch bump lands for the partitions that did not move. `partitions` are the
+    /// (topic id, partition) pairs committed, None for a topic that does not exist; one
+    /// that fails refuses the whole request, as in Kafka (its validator throws).
+    pub fn validate_offset_commit(
+        &self,
+        member_id: &str,
+        member_epoch: i32,
+        version: i16,
+        partitions: impl IntoIterator<Item = Option<(Uuid, i32)>>,
+    ) -> Result<(), ErrorCode> {
         if member_epoch < 0 && self.members.is_empty() {
             return Ok(());
         }
@@ -311,8 +344,17 @@ impl ConsumerGroup {
             // KIP-848 members must commit with OffsetCommit v9+.
             return Err(ErrorCode::UNSUPPORTED_VERSION);
         }
-        if member_epoch != m.member_epoch {
+        if member_epoch == m.member_epoch {
+            return Ok(());
+        }
+        if member_epoch > m.member_epoch {
             return Err(ErrorCode::STALE_MEMBER_EPOCH);
+        }
+        for k in partitions {
+            match k.and_then(|k| m.assignment_epochs.get(&k)) {
+                Some(&granted_at) if member_epoch >= granted_at => {}
+                _ => return Err(ErrorCode::STALE_MEMBER_EPOCH),
+            }
         }
         Ok(())
     }

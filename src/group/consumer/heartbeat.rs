@@ -320,6 +320,7 @@ pub fn heartbeat(
             // A rejoin: the member gave up all its partitions (onPartitionsLost).
             m.assigned.clear();
             m.pending_revocation.clear();
+            m.assignment_epochs.clear();
             m.member_epoch = 0;
             m.previous_member_epoch = 0;
             m.state = MemberState::Stable;
@@ -469,6 +470,10 @@ pub fn leave(g: &mut Group, req: &ConsumerGroupHeartbeatRequest) -> Result<(Cons
             if let Some(m) = c.members.get_mut(&member_id) {
                 m.member_epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH;
                 m.pending_revocation.clear();
+                // As Kafka: the partitions count as given at epoch 0, so a member rejoining
+                // with this instance id (a new member id) takes them from epoch 0.
+                m.sync_assignment_epochs(0);
+                m.assignment_epochs.values_mut().for_each(|e| *e = 0);
                 m.state = MemberState::Stable;
                 m.revocation_deadline = None;
                 records.push(current_assignment_record(&group_id, m));
@@ -595,10 +600,20 @@ mod tests {
         assert_eq!(run(&mut g, &beat("zz", 2, None), &img).unwrap_err(), ErrorCode::UNKNOWN_MEMBER_ID);
         // Offsets: the member epoch is the generation.
         let c = g.consumer.as_deref().unwrap();
-        assert_eq!(c.validate_offset_commit("a", 2, 9), Ok(()));
-        assert_eq!(c.validate_offset_commit("a", 1, 9), Err(ErrorCode::STALE_MEMBER_EPOCH));
-        assert_eq!(c.validate_offset_commit("x", 2, 9), Err(ErrorCode::UNKNOWN_MEMBER_ID));
-        assert_eq!(c.validate_offset_commit("a", 2, 8), Err(ErrorCode::UNSUPPORTED_VERSION));
+        let ids = |ps: &[i32]| ps.iter().map(|&p| Some((Uuid::from_bytes([1; 16]), p))).collect::<Vec<_>>();
+        assert_eq!(c.validate_offset_commit("a", 2, 9, ids(&[0, 1, 2, 3])), Ok(()), "the current epoch: anything");
+        // An older epoch (KIP-848, Kafka 4.4): taken for the partitions a has held since
+        // then (given at epoch 1, kept at 2), not for one it gave back to b, nor for a
+        // topic that does not exist; b's partitions were given at epoch 2.
+        assert_eq!(c.members["a"].assignment_epochs.values().copied().collect::<Vec<_>>(), vec![1, 1]);
+        assert_eq!(c.validate_offset_commit("a", 1, 9, ids(&kept)), Ok(()));
+        assert_eq!(c.validate_offset_commit("a", 1, 9, ids(&[kept[0], theirs[0]])), Err(ErrorCode::STALE_MEMBER_EPOCH));
+        assert_eq!(c.validate_offset_commit("a", 1, 9, [None]), Err(ErrorCode::STALE_MEMBER_EPOCH));
+        assert_eq!(c.validate_offset_commit("a", 0, 9, ids(&kept)), Err(ErrorCode::STALE_MEMBER_EPOCH));
+        assert_eq!(c.validate_offset_commit("a", 3, 9, ids(&kept)), Err(ErrorCode::STALE_MEMBER_EPOCH), "newer than the member's");
+        assert_eq!(c.validate_offset_commit("b", 1, 9, ids(&theirs)), Err(ErrorCode::STALE_MEMBER_EPOCH));
+        assert_eq!(c.validate_offset_commit("x", 2, 9, []), Err(ErrorCode::UNKNOWN_MEMBER_ID));
+        assert_eq!(c.validate_offset_commit("a", 2, 8, []), Err(ErrorCode::UNSUPPORTED_VERSION));
         assert_eq!(c.validate_offset_fetch(Some("a"), 1), Err(ErrorCode::STALE_MEMBER_EPOCH));
         assert_eq!(c.validate_offset_fetch(None, -1), Ok(()));
         // Leave: b gets everything at the next epoch.
@@ -791,7 +806,7 @@ mod tests {
         assert!(after.is_empty(), "{after:?}");
         assert_eq!(r.consumer.as_deref().unwrap().group_epoch, 2);
         // A commit with the member epoch is accepted after the restart.
-        assert_eq!(r.consumer.as_deref().unwrap().validate_offset_commit("a", 2, 9), Ok(()));
+        assert_eq!(r.consumer.as_deref().unwrap().validate_offset_commit("a", 2, 9, []), Ok(()));
 
         // A member that left is gone after a restart (its records are tombstoned).
         run_rec(&mut g, &join("c", &["t"]), &img, &mut log);

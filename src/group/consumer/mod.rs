@@ -141,6 +141,7 @@ pub fn replay(groups: &mut HashMap<String, Group>, partition: i32, rec: consumer
                     state: MemberState::Stable.value(),
                     assigned_partitions: Default::default(),
                     partitions_pending_revocation: Default::default(),
+                    assignment_epochs: Default::default(),
                 });
             }
         }
@@ -185,6 +186,7 @@ pub fn finish_load(c: &mut ConsumerGroup, now: Instant) {
                             }
                         }
                     }
+                    m.assignment_epochs.remove(&k);
                 }
                 Some(_) => {}
             }

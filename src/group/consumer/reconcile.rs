@@ -9,6 +9,9 @@
 //!   UnreleasedPartitions;
 //! - with nothing to revoke or wait for, the member is Stable at the target epoch.
 //!
+//! Each partition owned remembers the epoch it was given at (`assignment_epochs`): a
+//! partition gained takes the target epoch, one kept keeps its own.
+//!
 //! So no partition is ever owned by two members at once.
 use std::collections::{BTreeSet, HashMap};
 
@@ -74,6 +77,8 @@ fn next(m: &mut ConsumerMember, target_epoch: i32, target: &Assignment, owned: O
         m.assigned = keep;
         m.pending_revocation = revoke;
         m.state = MemberState::UnrevokedPartitions;
+        // Nothing new: each kept or revoked partition keeps the epoch it was given at.
+        m.sync_assignment_epochs(target_epoch);
         return;
     }
     for (t, ps) in gained {
@@ -81,6 +86,8 @@ fn next(m: &mut ConsumerMember, target_epoch: i32, target: &Assignment, owned: O
     }
     m.assigned = keep;
     m.pending_revocation.clear();
+    // The partitions gained are given at the target epoch; kept ones keep theirs.
+    m.sync_assignment_epochs(target_epoch);
     if m.member_epoch != target_epoch {
         m.previous_member_epoch = m.member_epoch;
         m.member_epoch = target_epoch;
@@ -164,6 +171,8 @@ mod tests {
             (ma.member_epoch, ma.state, ma.assigned.clone(), ma.pending_revocation.clone()),
             (1, MemberState::UnrevokedPartitions, a(&[0, 1]), a(&[2, 3]))
         );
+        // Pending revocation, 2 and 3 keep the epoch they were given at.
+        assert!(ma.assignment_epochs.values().all(|&e| e == 1) && ma.assignment_epochs.len() == 4);
         // A heartbeat still owning the partitions changes nothing; b still waits.
         hb(&mut g, "a", Some(a(&[0, 1, 2, 3])));
         assert_eq!(g.members["a"].state, MemberState::UnrevokedPartitions);
@@ -185,6 +194,9 @@ mod tests {
         hb(&mut g, "b", Some(a(&[2, 3])));
         let mb = &g.members["b"];
         assert_eq!((mb.member_epoch, mb.state, mb.assigned.clone()), (3, MemberState::Stable, a(&[0, 1, 2, 3])));
+        // Each partition keeps the epoch it was given at: 2 and 3 at epoch 2, 0 and 1 now.
+        let given: Vec<(i32, i32)> = mb.assignment_epochs.iter().map(|((_, p), e)| (*p, *e)).collect();
+        assert_eq!(given, vec![(0, 3), (1, 3), (2, 2), (3, 2)]);
     }
 
     #[test]

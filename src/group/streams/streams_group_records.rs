@@ -26,7 +26,8 @@ use super::tasks::{TaskEpochs, TaskSet, TasksTuple, TasksWithEpochs};
 use super::topology::{CopartitionGroup, StreamsTopology, Subtopology, TopicInfo};
 use crate::group::coordinator_records::{get_i16, get_i32, get_i64, get_str, put_str, RecordError};
 use crate::group::flexible_records::{
-    get_array_len, get_compact_nullable_str, get_compact_str, get_i8, get_tagged_fields, put_compact_nullable_str, put_compact_str, put_len, put_uvarint,
+    get_array_len, get_compact_nullable_str, get_compact_str, get_i32s, get_i8, get_tagged_fields, put_compact_nullable_str, put_compact_str, put_i32s,
+    put_len, put_uvarint,
 };
 
 pub const GROUP_METADATA_KEY: i16 = 17;
@@ -151,22 +152,6 @@ fn get_strings(b: &mut Bytes) -> Result<Vec<String>, RecordError> {
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
         out.push(get_compact_str(b)?);
-    }
-    Ok(out)
-}
-
-fn put_i32s(b: &mut BytesMut, items: impl ExactSizeIterator<Item = i32>) {
-    put_len(b, items.len());
-    for i in items {
-        b.put_i32(i);
-    }
-}
-
-fn get_i32s(b: &mut Bytes) -> Result<Vec<i32>, RecordError> {
-    let n = get_array_len(b, 4)?;
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
-        out.push(get_i32(b)?);
     }
     Ok(out)
 }
