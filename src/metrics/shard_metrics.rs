@@ -129,6 +129,20 @@ pub struct ShardMetrics {
     pub producer_ids_evicted: u64,
     /// Share-partition leaders' calls to the share coordinator (`group/share/share_partitions.rs`).
     pub share_state: ShareStateCalls,
+    /// ShareFetch requests served by this shard (`server/handlers/share_fetch.rs`).
+    pub share_fetch: ShareFetchCounts,
+}
+
+/// What a shard's ShareFetch requests did: records acquired for their members, and how
+/// waiting ones came to look again.
+#[derive(Clone, Debug, Default)]
+pub struct ShareFetchCounts {
+    /// Records acquired (a redelivery counts again).
+    pub records_acquired: u64,
+    /// Waiting fetches woken in turn by a partition's high watermark.
+    pub woken_in_turn: u64,
+    /// Waiting fetches that looked again at the poll (released records, expired locks).
+    pub polled: u64,
 }
 
 /// What a shard's share-partition leaders asked of the share coordinator.
@@ -167,6 +181,7 @@ impl Default for ShardMetrics {
             unreadable_files: BTreeMap::new(),
             producer_ids_evicted: 0,
             share_state: ShareStateCalls::default(),
+            share_fetch: ShareFetchCounts::default(),
         }
     }
 }
@@ -280,6 +295,9 @@ impl ShardMetrics {
         self.share_state.writes += other.share_state.writes;
         self.share_state.write_failures += other.share_state.write_failures;
         self.share_state.write_time.add(&other.share_state.write_time);
+        self.share_fetch.records_acquired += other.share_fetch.records_acquired;
+        self.share_fetch.woken_in_turn += other.share_fetch.woken_in_turn;
+        self.share_fetch.polled += other.share_fetch.polled;
         for (kind, n) in &other.unreadable_files {
             *self.unreadable_files.entry(kind).or_default() += n;
         }

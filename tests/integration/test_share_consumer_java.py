@@ -24,6 +24,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import conftest
+from admin_api import scrape
 from clients import JAVA_JAR, admin_create_topic
 from conftest import is_kafka, wait_for
 from test_groups import topic_id_of
@@ -250,6 +251,13 @@ def test_java_share_consumers_explicit_and_implicit(broker_factory, topic_name):
             rejected = [o for o, v in produced.value_at.items() if rule(v) == 7]
             assert all(judge.finals.get(o) for o in rejected), "every rejected record's REJECT was answered"
             assert any(max(n for *_, n in judge.deliveries[o]) == LIMIT for o, v in produced.value_at.items() if rule(v) == 5)
+            if not is_kafka():
+                # Visible to an operator: every delivery was an acquisition, and the
+                # consumers waiting through the trickle were woken in turn.
+                metrics = scrape(b.admin_url)
+                deliveries = sum(len(ds) for ds in judge.deliveries.values())
+                assert metrics.total("shardlog_share_records_acquired_total") >= deliveries
+                assert metrics.total("shardlog_share_fetch_wakeups_total", by="turn") > 0
 
 
 def test_java_share_consumers_across_kill9_of_leader_and_share_coordinator(tmp_path_factory, topic_name):

@@ -146,6 +146,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareFetchRe
                                 buf.freeze()
                             }
                         });
+                        let acquired: i64 = reply.acquired.iter().map(|a| a.last_offset - a.first_offset + 1).sum();
+                        crate::metrics::with(|m| m.share_fetch.records_acquired += acquired.max(0) as u64);
                         pd.acquired_records = reply
                             .acquired
                             .iter()
@@ -184,6 +186,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareFetchRe
             _ = watch.fuse() => true,
             _ = poll.fuse() => false,
         };
+        crate::metrics::with(|m| if woken { m.share_fetch.woken_in_turn += 1 } else { m.share_fetch.polled += 1 });
         if woken {
             in_turn = None;
         }
