@@ -165,7 +165,16 @@ impl SharePartition {
                 sp.ranges
                     .insert(sp.end_offset, InFlight { last: first - 1, state: RecordState::Available, delivery_count: 0, owner: None, lock_deadline_ms: 0 });
             }
-            let state = if b.state == RecordState::Acquired { RecordState::Available } else { b.state };
+            // A record acquired when the state was written is stored as AVAILABLE with its
+            // deliveries so far (`state_batches`): its lock went with the old leader, so it
+            // is released as an expired lock is, archived once at the delivery count limit
+            // (else a new leader would deliver it once more than share.delivery.count.limit;
+            // a released record at the limit was archived already).
+            let state = match b.state {
+                RecordState::Acquired | RecordState::Available if b.delivery_count >= limits.delivery_count_limit => RecordState::Archived,
+                RecordState::Acquired => RecordState::Available,
+                s => s,
+            };
             sp.ranges.insert(first, InFlight { last: b.last_offset, state, delivery_count: b.delivery_count, owner: None, lock_deadline_ms: 0 });
             sp.end_offset = b.last_offset + 1;
         }
@@ -708,6 +717,21 @@ mod tests {
         // What a held is delivered again (its second delivery); what was rejected is not.
         assert_eq!(back.acquire(&b, &[(100, 104), (105, 109), (110, 114)], 100, 5), vec![got(103, 104, 2), got(110, 114, 2)]);
         assert_eq!(SharePartition::from_state(7, &[], limits(100, 5)).next_fetch_offset(), 7);
+    }
+
+    #[test]
+    fn a_record_acquired_at_the_delivery_limit_is_archived_by_a_new_leader() {
+        let (a, b) = (m("a"), m("b"));
+        let mut sp = SharePartition::new(0, limits(100, 2));
+        // 0-1 delivered twice (the limit), 2-3 once; all still acquired when written.
+        sp.acquire(&a, &[(0, 1)], 100, 0);
+        sp.acknowledge("a", &[ack(0, 1, &[Release])], false, 1).unwrap();
+        sp.acquire(&a, &[(0, 1), (2, 3)], 100, 2);
+        let (start, batches) = sp.state_batches();
+        let mut back = SharePartition::from_state(start, &batches, limits(100, 2));
+        // A new leader delivers 2-3 a second time and never 0-1 a third.
+        assert_eq!(back.acquire(&b, &[(0, 1), (2, 3)], 100, 5), vec![got(2, 3, 2)]);
+        assert_eq!(back.start_offset(), 2, "0-1 archived");
     }
 
     /// Random members fetch, acknowledge (sometimes wrongly), leave and let locks expire,
