@@ -117,9 +117,8 @@ impl WatchSignal {
 ///
 /// Share fetches wait in turn instead (`in_turn`): each move of the high watermark wakes
 /// the one that has waited longest, as Kafka's purgatory lets its oldest delayed share
-/// fetch acquire first. Woken together, the share fetch served on the partition's own
-/// shard reached the records first every time, and one consumer of a group took a whole
-/// trickle of records.
+/// fetch acquire first, so the consumers of a share group take turns at a trickle of
+/// records rather than racing for each one.
 ///
 /// Bounded: the lists hold weak references, so a long poll that ends without being woken
 /// (its deadline passed, another partition woke it, its connection closed) frees its
@@ -147,11 +146,7 @@ impl Watchers {
 
     /// Wakes the long polls that all re-read on every write (not those waiting in turn).
     pub(super) fn wake_long_polls(&self) {
-        for w in self.all.borrow_mut().drain(..) {
-            if let Some(signal) = w.upgrade() {
-                signal.wake();
-            }
-        }
+        wake_every(self.all.borrow_mut().drain(..));
     }
 
     /// The high watermark moved: every long poll re-reads, and the longest waiting in
@@ -173,11 +168,7 @@ impl Watchers {
     /// Every waiter, in turn or not (the partition closed or stopped leading).
     pub(super) fn wake_all(&self) {
         self.wake_long_polls();
-        for w in self.in_turn.borrow_mut().drain(..) {
-            if let Some(signal) = w.upgrade() {
-                signal.wake();
-            }
-        }
+        wake_every(self.in_turn.borrow_mut().drain(..));
     }
 
     fn len(&self) -> usize {
@@ -186,6 +177,13 @@ impl Watchers {
 
     fn live(&self) -> usize {
         self.all.borrow().iter().chain(self.in_turn.borrow().iter()).filter(|w| w.strong_count() > 0).count()
+    }
+}
+
+/// Wakes each signal still held by a waiting fetch.
+fn wake_every(signals: impl Iterator<Item = Weak<WatchSignal>>) {
+    for signal in signals.filter_map(|w| w.upgrade()) {
+        signal.wake();
     }
 }
 
