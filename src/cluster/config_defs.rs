@@ -425,8 +425,16 @@ pub enum GroupKind {
     ShareAutoOffsetReset,
     /// One of these strings (Kafka's `in(...)` validator).
     OneOf(&'static [&'static str]),
+    /// true or false.
+    Bool,
+    /// A share group's dead-letter queue topic: blank (none) or a name not starting with
+    /// `__` (Kafka's GroupConfig; the prefix and the topic's own opt-in are checked when
+    /// records are written there).
+    DeadLetterTopic,
 }
 
+pub const ERRORS_DEADLETTERQUEUE_COPY_RECORD_ENABLE: &str = "errors.deadletterqueue.copy.record.enable";
+pub const ERRORS_DEADLETTERQUEUE_TOPIC_NAME: &str = "errors.deadletterqueue.topic.name";
 pub const SHARE_AUTO_OFFSET_RESET: &str = "share.auto.offset.reset";
 pub const SHARE_DELIVERY_COUNT_LIMIT: &str = "share.delivery.count.limit";
 pub const SHARE_HEARTBEAT_INTERVAL_MS: &str = "share.heartbeat.interval.ms";
@@ -457,6 +465,18 @@ pub const GROUP_KEYS: &[GroupKey] = &[
         doc: "A member of this consumer group silent this long is removed.",
         kind: GroupKind::Int { min: GROUP_CONSUMER_MIN_SESSION_TIMEOUT_MS, max: GROUP_CONSUMER_MAX_SESSION_TIMEOUT_MS, bounds: "group.consumer.min/max" },
         default: |c| c.group_consumer_session_timeout_ms.to_string(),
+    },
+    GroupKey {
+        name: ERRORS_DEADLETTERQUEUE_COPY_RECORD_ENABLE,
+        doc: "Whether this share group's dead-letter records carry the original record's key and value, or only the headers that say where it came from.",
+        kind: GroupKind::Bool,
+        default: |_| "false".to_string(),
+    },
+    GroupKey {
+        name: ERRORS_DEADLETTERQUEUE_TOPIC_NAME,
+        doc: "The dead-letter queue of this share group (KIP-1191, share.version 2): where rejected records and records delivered share.delivery.count.limit times are written before they are archived. Blank: none.",
+        kind: GroupKind::DeadLetterTopic,
+        default: |_| String::new(),
     },
     GroupKey {
         name: SHARE_AUTO_OFFSET_RESET,
@@ -576,6 +596,22 @@ fn validate_group_key(name: &str, value: &str) -> Result<(), ConfigDefError> {
                 )));
             }
         }
+        GroupKind::Bool => {
+            if !value.trim().eq_ignore_ascii_case("true") && !value.trim().eq_ignore_ascii_case("false") {
+                return Err(ConfigDefError::InvalidConfig(format!(
+                    "Invalid value {value} for configuration {name}: Expected value to be either true or false"
+                )));
+            }
+        }
+        GroupKind::DeadLetterTopic => {
+            // Kafka's GroupConfig.validate (internal names are reserved).
+            if value.starts_with("__") {
+                return Err(ConfigDefError::InvalidConfig(format!("{name}: DLQ topic name must not start with '__'")));
+            }
+            if value.len() > 249 {
+                return Err(ConfigDefError::InvalidConfig(format!("Invalid value for configuration {name}: a topic name is at most 249 characters")));
+            }
+        }
     }
     Ok(())
 }
@@ -662,6 +698,19 @@ pub fn share_auto_offset_reset(image: &MetadataImage, group: &str) -> ShareAutoO
         .unwrap_or_default()
 }
 
+/// A share group's dead-letter queue (KIP-1191): its `errors.deadletterqueue.topic.name`
+/// when set, and whether records are copied there (`errors.deadletterqueue.copy.record.enable`).
+/// Whether it is used also depends on share.version (2).
+pub fn share_dead_letter_queue(image: &MetadataImage, group: &str) -> Option<(String, bool)> {
+    if image.resource_configs.is_empty() {
+        return None;
+    }
+    let set = image.configs_of(&ConfigResource::Group(group.to_string()));
+    let topic = set.get(ERRORS_DEADLETTERQUEUE_TOPIC_NAME).map(|t| t.trim()).filter(|t| !t.is_empty())?;
+    let copy = set.get(ERRORS_DEADLETTERQUEUE_COPY_RECORD_ENABLE).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    Some((topic.to_string(), copy))
+}
+
 /// Whether share group `group` reads read_committed (its share.isolation.level).
 pub fn share_read_committed(image: &MetadataImage, group: &str) -> bool {
     !image.resource_configs.is_empty()
@@ -682,7 +731,8 @@ pub fn describe_group(config: &Config, image: &MetadataImage, group: &str) -> Ve
             synonyms.push(Synonym { name: k.name.to_string(), value: Some((k.default)(config)), source: source::DEFAULT_CONFIG });
             let ty = match k.kind {
                 GroupKind::Int { .. } => ConfigType::Int,
-                GroupKind::ShareAutoOffsetReset | GroupKind::OneOf(_) => ConfigType::String,
+                GroupKind::Bool => ConfigType::Boolean,
+                GroupKind::ShareAutoOffsetReset | GroupKind::OneOf(_) | GroupKind::DeadLetterTopic => ConfigType::String,
             };
             described(k.name, ty, k.doc, false, false, synonyms)
         })

@@ -3,10 +3,8 @@
 //! through the controller), and Kafka's rules for changing them, with its words.
 //!
 //! Supported ranges say what shardlog implements, not what Kafka 4.4 does: a level is
-//! listed only once the behaviour behind it exists (the share groups' dead-letter queue is
-//! still to come, so share.version supports 0-1, and a `kafka-features.sh upgrade
-//! --release-version 4.4-IV2` is refused for it, naming the range, as Kafka refuses a level
-//! its controller does not know).
+//! listed only once the behaviour behind it exists (a level it does not know is refused,
+//! naming the range, as Kafka refuses a level its controller does not know).
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -45,8 +43,9 @@ pub const SUPPORTED: &[SupportedFeature] = &[
     SupportedFeature { name: GROUP_VERSION, min: 0, max: 1 },
     // 1 = KIP-966 eligible leader replicas (`controller/eligible_leaders.rs`).
     SupportedFeature { name: ELIGIBLE_LEADER_REPLICAS_VERSION, min: 0, max: 1 },
-    // [2] 1 = KIP-932 share groups (`group/share/`); 2 (KIP-1191's dead-letter queue): not built.
-    SupportedFeature { name: SHARE_VERSION, min: 0, max: 1 },
+    // 1 = KIP-932 share groups (`group/share/`); 2 = KIP-1191's dead-letter queue
+    // (`group/share/dead_letter.rs`).
+    SupportedFeature { name: SHARE_VERSION, min: 0, max: 2 },
     // 1 = KIP-1071 streams groups (`group/streams/`).
     SupportedFeature { name: STREAMS_VERSION, min: 0, max: 1 },
 ];
@@ -131,6 +130,11 @@ impl FinalizedFeatures {
     /// Whether share groups are on (share.version >= 1).
     pub fn share_groups_enabled(&self) -> bool {
         self.level(SHARE_VERSION) >= 1
+    }
+
+    /// Whether share groups may have a dead-letter queue (share.version >= 2, KIP-1191).
+    pub fn share_dead_letter_queue_enabled(&self) -> bool {
+        self.level(SHARE_VERSION) >= 2
     }
 
     /// Whether streams groups are on (streams.version >= 1).
@@ -237,13 +241,13 @@ mod tests {
                 (GROUP_VERSION, 1),
                 (KRAFT_VERSION, 1),
                 (METADATA_VERSION, 33),
-                (SHARE_VERSION, 1),
+                (SHARE_VERSION, 2),
                 (STREAMS_VERSION, 1),
                 (TRANSACTION_VERSION, 2)
             ]
         );
         assert!(f.elr_enabled());
-        assert!(f.share_groups_enabled());
+        assert!(f.share_groups_enabled() && f.share_dead_letter_queue_enabled());
         assert!(f.streams_groups_enabled());
         assert!(f.consumer_groups_enabled());
     }
@@ -252,7 +256,7 @@ mod tests {
     fn updates_are_checked_with_kafka_4_4_words() {
         let f = FinalizedFeatures::default();
         let err = |u: FeatureUpdate| check_updates(&f, &[u], 1, false).unwrap_err().strip_prefix(PREFIX).unwrap().to_string();
-        assert_eq!(err(up(SHARE_VERSION, 2, 1)), "Invalid update version 2 for feature share.version. Local controller 1 only supports versions 0-1");
+        assert_eq!(err(up(SHARE_VERSION, 3, 1)), "Invalid update version 3 for feature share.version. Local controller 1 only supports versions 0-2");
         assert_eq!(err(up(STREAMS_VERSION, 2, 1)), "Invalid update version 2 for feature streams.version. Local controller 1 only supports versions 0-1");
         assert_eq!(err(up("bogus.version", 1, 1)), "Invalid update version 1 for feature bogus.version. Local controller 1 does not support this feature.");
         assert_eq!(err(up(GROUP_VERSION, 0, 1)), "Invalid update version 0 for feature group.version. Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade.");
@@ -280,7 +284,7 @@ mod tests {
         assert_eq!(supported(STREAMS_VERSION, false), supported(STREAMS_VERSION, true));
         assert_eq!(check_updates(&f, &[up(SHARE_VERSION, 0, 2)], 1, false).unwrap(), vec![(SHARE_VERSION.to_string(), 0)]);
         // All or none: one bad update fails the request.
-        assert!(check_updates(&f, &[up(TRANSACTION_VERSION, 1, 2), up(SHARE_VERSION, 2, 1)], 1, false).is_err());
+        assert!(check_updates(&f, &[up(TRANSACTION_VERSION, 1, 2), up(SHARE_VERSION, 3, 1)], 1, false).is_err());
     }
 
     #[test]

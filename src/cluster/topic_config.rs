@@ -34,6 +34,8 @@ pub const MESSAGE_TIMESTAMP_BEFORE_MAX_MS: &str = "message.timestamp.before.max.
 pub const MESSAGE_TIMESTAMP_AFTER_MAX_MS: &str = "message.timestamp.after.max.ms";
 pub const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
 pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
+/// KIP-1191: whether share groups may write their dead-letter records to this topic.
+pub const ERRORS_DEADLETTERQUEUE_GROUP_ENABLE: &str = "errors.deadletterqueue.group.enable";
 pub const COMPRESSION_TYPE: &str = "compression.type";
 pub const MIN_COMPACTION_LAG_MS: &str = "min.compaction.lag.ms";
 pub const MAX_COMPACTION_LAG_MS: &str = "max.compaction.lag.ms";
@@ -200,6 +202,12 @@ const KEYS: &[KeySpec] = &[
         stored_default: "",
     },
     KeySpec { name: DELETE_RETENTION_MS, doc: "Compacted topics: how long tombstones are kept.", kind: Kind::Long(0), stored_default: "86400000" },
+    KeySpec {
+        name: ERRORS_DEADLETTERQUEUE_GROUP_ENABLE,
+        doc: "Share groups may use this topic as their dead-letter queue (KIP-1191); one that names it while false has records archived without a copy there.",
+        kind: Kind::Bool,
+        stored_default: "false",
+    },
     KeySpec { name: "file.delete.delay.ms", doc: "Stored only: shardlog removes deleted segments at once.", kind: Kind::Long(0), stored_default: "60000" },
     KeySpec { name: FLUSH_MESSAGES, doc: "fdatasync once this many messages are unsynced (1: every write).", kind: Kind::Long(1), stored_default: I64_MAX },
     KeySpec { name: FLUSH_MS, doc: "fdatasync once unsynced data is this old.", kind: Kind::Long(0), stored_default: I64_MAX },

@@ -458,6 +458,13 @@ config_keys! {
     static group_share_min_delivery_count_limit: i32 = 2, kafka = "group.share.min.delivery.count.limit" as Int;
     /// Upper bound of a share group's delivery count limit (5-25).
     static group_share_max_delivery_count_limit: i32 = 10, kafka = "group.share.max.delivery.count.limit" as Int;
+    /// KIP-1191: whether a missing share-group dead-letter queue topic is created.
+    /// With the broker's default partitions and replication factor; off, the group's
+    /// records are archived without a dead letter.
+    static errors_deadletterqueue_auto_create_topics_enable: bool = false, kafka = "errors.deadletterqueue.auto.create.topics.enable" as Boolean;
+    /// KIP-1191: the prefix every share group's dead-letter queue topic name must have.
+    /// Blank allows any name.
+    static errors_deadletterqueue_topic_name_prefix: String = "dlq.".into(), kafka = "errors.deadletterqueue.topic.name.prefix" as String;
     /// Records in flight (delivered and not yet done) per share-partition at most.
     /// The bound on a share-partition's state (100-10000, between the min and max below).
     static group_share_partition_max_record_locks: i32 = 2000, kafka = "group.share.partition.max.record.locks" as Int;

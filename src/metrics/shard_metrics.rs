@@ -131,6 +131,17 @@ pub struct ShardMetrics {
     pub share_state: ShareStateCalls,
     /// ShareFetch requests served by this shard (`server/handlers/share_fetch.rs`).
     pub share_fetch: ShareFetchCounts,
+    /// Share groups' dead-letter queues written by this shard's share-partition leaders.
+    pub share_dead_letter: DeadLetterCounts,
+}
+
+/// Records sent to share groups' dead-letter queues (KIP-1191), by outcome.
+#[derive(Clone, Debug, Default)]
+pub struct DeadLetterCounts {
+    /// Written to the queue (acks=all), then archived.
+    pub records_written: u64,
+    /// Archived without reaching the queue (misconfigured, or the writes gave up).
+    pub records_not_written: u64,
 }
 
 /// What a shard's ShareFetch requests did: records acquired for their members, and how
@@ -182,6 +193,7 @@ impl Default for ShardMetrics {
             producer_ids_evicted: 0,
             share_state: ShareStateCalls::default(),
             share_fetch: ShareFetchCounts::default(),
+            share_dead_letter: DeadLetterCounts::default(),
         }
     }
 }
@@ -298,6 +310,8 @@ impl ShardMetrics {
         self.share_fetch.records_acquired += other.share_fetch.records_acquired;
         self.share_fetch.woken_in_turn += other.share_fetch.woken_in_turn;
         self.share_fetch.polled += other.share_fetch.polled;
+        self.share_dead_letter.records_written += other.share_dead_letter.records_written;
+        self.share_dead_letter.records_not_written += other.share_dead_letter.records_not_written;
         for (kind, n) in &other.unreadable_files {
             *self.unreadable_files.entry(kind).or_default() += n;
         }

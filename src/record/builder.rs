@@ -1,6 +1,7 @@
 //! Building a RecordBatch v2 the broker itself writes (group offsets) or a load
 //! generator sends: one batch, no producer id, records at consecutive offsets.
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
 
 /// One record of a batch to build.
@@ -12,22 +13,34 @@ pub struct NewRecord {
 
 /// Encodes `records` as one non-idempotent RecordBatch v2 (base offset 0).
 pub fn encode_batch(records: impl IntoIterator<Item = NewRecord>, compression: Compression) -> anyhow::Result<Bytes> {
-    encode_batch_for(records, compression, None)
+    encode_batch_for(records.into_iter().map(|r| (r, Vec::new())), compression, None)
+}
+
+/// Record headers: (name, value) in order.
+pub type NewHeaders = Vec<(&'static str, Bytes)>;
+
+/// Encodes `records`, each with its headers, as one uncompressed non-idempotent batch.
+pub fn encode_batch_with_headers(records: impl IntoIterator<Item = (NewRecord, NewHeaders)>) -> anyhow::Result<Bytes> {
+    encode_batch_for(records, Compression::None, None)
 }
 
 /// Encodes `records` as one transactional batch of producer (`id`, `epoch`) with no
 /// sequence (base sequence -1: the broker writes it for the producer, as Kafka's group
 /// coordinator writes a TxnOffsetCommit; never checked against sequences).
 pub fn encode_transactional_batch(records: impl IntoIterator<Item = NewRecord>, producer_id: i64, producer_epoch: i16) -> anyhow::Result<Bytes> {
-    encode_batch_for(records, Compression::None, Some((producer_id, producer_epoch)))
+    encode_batch_for(records.into_iter().map(|r| (r, Vec::new())), Compression::None, Some((producer_id, producer_epoch)))
 }
 
-fn encode_batch_for(records: impl IntoIterator<Item = NewRecord>, compression: Compression, producer: Option<(i64, i16)>) -> anyhow::Result<Bytes> {
+fn encode_batch_for(
+    records: impl IntoIterator<Item = (NewRecord, NewHeaders)>,
+    compression: Compression,
+    producer: Option<(i64, i16)>,
+) -> anyhow::Result<Bytes> {
     let (producer_id, producer_epoch) = producer.unwrap_or((-1, -1));
     let recs: Vec<Record> = records
         .into_iter()
         .enumerate()
-        .map(|(i, r)| Record {
+        .map(|(i, (r, headers))| Record {
             transactional: producer.is_some(),
             control: false,
             delete_horizon: false,
@@ -42,7 +55,7 @@ fn encode_batch_for(records: impl IntoIterator<Item = NewRecord>, compression: C
             timestamp: r.timestamp_ms,
             key: r.key,
             value: r.value,
-            headers: Default::default(),
+            headers: headers.into_iter().map(|(k, v)| (StrBytes::from_static_str(k), Some(v))).collect(),
         })
         .collect();
     let mut buf = BytesMut::new();

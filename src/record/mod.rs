@@ -33,7 +33,7 @@ mod records;
 pub(crate) mod tests;
 mod validate;
 
-pub use builder::{encode_batch, encode_transactional_batch, NewRecord};
+pub use builder::{encode_batch, encode_batch_with_headers, encode_transactional_batch, NewHeaders, NewRecord};
 pub use control::{build_marker, parse_marker, ControlType, Marker};
 pub use header::{compute_crc, parse_header, BatchError, BatchHeader, BATCH_HEADER_LEN, LOG_OVERHEAD, MAGIC_V2, MIN_BATCH_LENGTH};
 pub use iter::{iter_batches, BatchIter, IterStop};

@@ -19,6 +19,7 @@
 //! - `log_dir.rs`     the one log dir: path, file-system bytes, partition sizes on disk
 //! - `partition_end_offsets.rs` log end offsets of partitions led anywhere (share-group lag)
 //! - `share_persister.rs` share-partition state calls to the share coordinator, here or on another broker
+//! - `dead_letter_writer.rs` share groups' dead-letter records to their queue topic, here or on another broker
 //! - `error_map.rs`   the one place where internal errors become Kafka error codes
 //! - `stray_partitions.rs` start-up removal of partition dirs the metadata no longer gives us
 //! - `shutdown.rs`    SIGTERM / SIGINT: the clean (controlled) shutdown
@@ -30,6 +31,7 @@ pub mod broker;
 pub(crate) mod broker_call;
 pub mod client_quotas;
 pub mod connection;
+pub mod dead_letter_writer;
 pub mod dispatch;
 pub mod dynamic_tls;
 pub mod error_map;

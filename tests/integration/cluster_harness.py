@@ -645,3 +645,14 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def kafka_uuid() -> str:
+    """A random Kafka Uuid in its text form (base64url, no padding) that does not start
+    with '-', as Kafka's Uuid.randomUuid avoids: its tools would read one as an option."""
+    import base64
+    import uuid
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text

@@ -11,7 +11,6 @@ test fails, the tail of each broker log the test used is attached to its report.
 
 from __future__ import annotations
 
-import base64
 import os
 import re
 import shutil
@@ -35,7 +34,7 @@ LOG_ROOT = Path(os.environ.get("SHARDLOG_TEST_LOG_DIR", REPO / "target" / "integ
 START_TIMEOUT_S = float(os.environ.get("SHARDLOG_START_TIMEOUT_S", 30 if TARGET == "shardlog" else 120))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cluster_harness import free_port, status_ready, xdist_worker  # noqa: E402  (one port picker for every harness)
+from cluster_harness import free_port, kafka_uuid, status_ready, xdist_worker  # noqa: E402  (one port picker for every harness)
 
 # Brokers started during the current test (for failure reports).
 _LIVE: list["Broker"] = []
@@ -214,7 +213,7 @@ class Broker:
             props.write_text("\n".join(lines) + "\n")
         if not (self.kafka_log_dirs()[0] / "meta.properties").exists():
             subprocess.run(["java", "-cp", cp, "kafka.tools.StorageTool", "format", "--standalone",
-                            "-t", base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode(), "-c", str(props)],
+                            "-t", kafka_uuid(), "-c", str(props)],
                            check=True, capture_output=True, timeout=120)
         jvm = []
         if "sasl.oauthbearer.jwks.endpoint.url" in self.settings:

@@ -19,12 +19,10 @@ The active controller is not read from Kafka's logs: `active_controller()` answe
 
 from __future__ import annotations
 
-import base64
 import subprocess
-import uuid
 from pathlib import Path
 
-from cluster_harness import Cluster, Node
+from cluster_harness import Cluster, Node, kafka_uuid
 
 # Broker settings every Kafka test cluster gets: a 3-node cluster where the internal
 # topics are replicated, groups start without the 3 s initial delay, and a dead broker is
@@ -49,7 +47,7 @@ class KafkaNode(Node):
         super().__init__(*args, **kwargs)
         self.node_props: dict[str, str] = {}
         # Kafka's Uuid text: the directory id `--initial-controllers` gives this controller.
-        self.directory_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        self.directory_id = kafka_uuid()
 
     @property
     def metadata_dir(self) -> Path:
@@ -131,7 +129,7 @@ class KafkaCluster(Cluster):
         self.jvm_opts = list(TEST_JVM_OPTS if jvm_opts is None else jvm_opts)
         self.props = dict(props or {})
         self.dynamic_quorum = dynamic_quorum
-        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        self.cluster_id = kafka_uuid()
         self.nodes = [KafkaNode(self, nd.node_id, nd.port, nd.controller_port, roles=nd.roles, host=nd.host, prefix=nd.prefix)
                       for nd in self.nodes]
         self.initial_controllers = [nd for nd in self.nodes if nd.is_controller]

@@ -4,9 +4,9 @@ lists every feature Kafka 4.4 defines with its supported range and finalized lev
 rules and words, all or none; levels survive a restart; group.version 0 turns KIP-848
 consumer groups off (UNSUPPORTED_VERSION), as on Kafka 4.4. Both targets.
 
-What differs by design: shardlog supports only the levels it implements (share.version
-0-1 until the dead-letter queue of level 2 is built), so where Kafka finalizes higher
-levels shardlog reports its own. streams.version 1 (KIP-1071) is finalized in a new
+What differs by design: shardlog supports only the levels it implements, so where Kafka
+finalizes higher levels shardlog would report its own (none today: share.version 2,
+KIP-1191's dead-letter queue, is finalized on both). streams.version 1 (KIP-1071) is finalized in a new
 cluster on both. eligible.leader.replicas.version 1 (KIP-966) and kraft.version 1
 (KIP-853 voter changes) are supported and finalized in a new cluster, as Kafka 4.4
 formats one (`--standalone`).
@@ -65,6 +65,7 @@ def test_describe_lists_every_kafka_4_4_feature(bootstrap):
     assert d["eligible.leader.replicas.version"][:3] == ("0", "1", "1")
     assert d["kraft.version"][:3] == ("0", "1", "1")
     assert d["streams.version"][:3] == ("0", "1", "1")
+    assert d["share.version"][:3] == ("0", "2", "2")
     for name, (lo, hi, level, _) in d.items():
         if name != "metadata.version":
             assert int(lo) <= int(level) <= int(hi), (name, d[name])

@@ -32,7 +32,7 @@ GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNSUPPORTED_VERSION 
 
 def share_broker(broker_factory, settings: dict[str, str] | None = None):
     """A broker with Kafka broker `settings` both targets take. Share groups are on by
-    default on both (share.version: shardlog 1, Kafka 4.4 2)."""
+    default on both (share.version 2)."""
     b = broker_factory(settings=settings)
     wait_for("share.version finalized", lambda: describe_features(b.bootstrap)["share.version"][2] != "0", 30)
     return b
@@ -154,10 +154,9 @@ def test_a_group_id_has_one_type(broker_factory, topic_name):
 
 def test_share_version_0_turns_share_groups_off(broker_factory, topic_name):
     b = broker_factory()
-    if not is_kafka():
-        # Level 2 (KIP-1191's dead-letter queue) is not built: refused, naming the range.
-        rc, out = features(b.bootstrap, "upgrade", "--feature", "share.version=2")
-        assert re.search(r"Local controller \d+ only supports versions 0-1", out), out
+    # Level 2 (KIP-1191's dead-letter queue) is the highest: 3 is refused, naming the range.
+    rc, out = features(b.bootstrap, "upgrade", "--feature", "share.version=3")
+    assert re.search(r"Local controller \d+ only supports versions 0-2", out), out
     rc, out = features(b.bootstrap, "downgrade", "--feature", "share.version=0")
     assert "share.version was downgraded to 0." in out, out
     wait_for("share.version 0", lambda: describe_features(b.bootstrap)["share.version"][2] == "0", 30)

@@ -9,6 +9,8 @@
 //! - `coordinator.rs`      ShareGroupHeartbeat / ShareGroupDescribe on the coordinating
 //!   shard, beside the classic and consumer groups; every change stored before it is
 //!   answered; share-partitions initialized in the share coordinator before they are assigned
+//! - `dead_letter.rs`      the dead-letter queue (KIP-1191, share.version 2): the records
+//!   written there and the writer the server provides (`server/dead_letter_writer.rs`)
 //! - `offsets_admin.rs`    Describe / Alter / DeleteShareGroupOffsets and DeleteGroups'
 //!   state deletion on the coordinating shard
 //! - `share_group_records.rs` the group's records in `__consumer_offsets` (Kafka 4.4's
@@ -35,8 +37,8 @@
 //! - `state_records.rs`    the records of `__share_group_state` (ShareSnapshot, ShareUpdate)
 //!   in Kafka's layout
 //!
-//! Served only while `share.version` >= 1 is finalized, which needs
-//! `unstable.feature.versions.enable` until the whole path is durable.
+//! Served only while `share.version` >= 1 is finalized (a new cluster finalizes 2, which
+//! adds the dead-letter queue).
 //!
 //! The state APIs are served by `server/handlers/share_group_state.rs`, each part routed
 //! to the shard leading the key's `__share_group_state` partition.
@@ -52,10 +54,9 @@
 //!
 //! A read_committed group (`share.isolation.level`) reads below the last stable offset;
 //! aborted transactions' batches are archived at acquisition (`aborted_batches.rs`).
-//!
-//! Still to come: the dead-letter queue (share.version 2).
 pub mod aborted_batches;
 pub mod coordinator;
+pub mod dead_letter;
 pub mod offsets_admin;
 pub mod share_group;
 pub mod share_group_records;

@@ -5,8 +5,9 @@
 //! `end_offset` (the first offset never acquired) is *in flight* and in exactly one
 //! range of `ranges`, with a state: AVAILABLE (to be delivered, again or for the first
 //! time after a release), ACQUIRED (delivered to one member, locked until its deadline),
-//! ACKNOWLEDGED or ARCHIVED (done: accepted, or rejected / delivered too often / no
-//! record there). Offsets below the SPSO are done; offsets from `end_offset` on have not
+//! ARCHIVING (rejected or delivered too often while the group has a dead-letter queue:
+//! on its way there, KIP-1191), ACKNOWLEDGED or ARCHIVED (done: accepted, or rejected /
+//! delivered too often / no record there / dead-lettered). Offsets below the SPSO are done; offsets from `end_offset` on have not
 //! been delivered. The SPSO moves past done ranges as soon as they lead the window.
 //!
 //! Kafka's rules, as its SharePartition applies them: an acquisition takes whole fetched
@@ -29,6 +30,9 @@ pub enum RecordState {
     Available = 0,
     Acquired = 1,
     Acknowledged = 2,
+    /// KIP-1191: to be written to the group's dead-letter queue, then ARCHIVED. Not done
+    /// (the SPSO waits for it), never delivered again.
+    Archiving = 3,
     Archived = 4,
 }
 
@@ -72,12 +76,35 @@ pub struct ShareLimits {
     pub delivery_count_limit: u16,
     /// `group.share.record.lock.duration.ms` (Kafka: 30000).
     pub lock_duration_ms: i64,
+    /// The group has a dead-letter queue (share.version 2 and its
+    /// `errors.deadletterqueue.topic.name`): rejected records and records delivered
+    /// `delivery_count_limit` times go ARCHIVING instead of ARCHIVED (KIP-1191).
+    pub dead_letter_queue: bool,
+}
+
+impl ShareLimits {
+    /// Where a record that is done without being accepted goes.
+    fn archived(&self) -> RecordState {
+        if self.dead_letter_queue {
+            RecordState::Archiving
+        } else {
+            RecordState::Archived
+        }
+    }
 }
 
 impl Default for ShareLimits {
     fn default() -> Self {
-        ShareLimits { max_in_flight_records: 2000, delivery_count_limit: 5, lock_duration_ms: 30_000 }
+        ShareLimits { max_in_flight_records: 2000, delivery_count_limit: 5, lock_duration_ms: 30_000, dead_letter_queue: false }
     }
+}
+
+/// Offsets on their way to the dead-letter queue (ARCHIVING), with their delivery count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArchivingRange {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub delivery_count: u16,
 }
 
 /// A member's id, shared by the ranges it holds.
@@ -171,7 +198,7 @@ impl SharePartition {
             // (else a new leader would deliver it once more than share.delivery.count.limit;
             // a released record at the limit was archived already).
             let state = match b.state {
-                RecordState::Acquired | RecordState::Available if b.delivery_count >= limits.delivery_count_limit => RecordState::Archived,
+                RecordState::Acquired | RecordState::Available if b.delivery_count >= limits.delivery_count_limit => limits.archived(),
                 RecordState::Acquired => RecordState::Available,
                 s => s,
             };
@@ -365,12 +392,7 @@ impl SharePartition {
     /// (a read_committed group's aborted transaction, `aborted_batches.rs`), and `acquired`
     /// (what the acquisition handed out) loses them.
     pub fn archive_acquired(&mut self, member: &str, first: i64, last: i64, acquired: &mut Vec<AcquiredRecords>) {
-        let (first, last) = (first.max(self.start_offset), last.min(self.end_offset - 1));
-        if first > last {
-            return;
-        }
-        self.split_at(first);
-        self.split_at(last + 1);
+        let Some((first, last)) = self.isolate(first, last) else { return };
         for (_, r) in self.ranges.range_mut(first..=last) {
             if r.state == RecordState::Acquired && r.owner.as_deref() == Some(member) {
                 r.state = RecordState::Archived;
@@ -410,10 +432,10 @@ impl SharePartition {
     /// Releases the acquired ranges `which` picks; the number of offsets released.
     fn release_where(&mut self, which: impl Fn(&InFlight) -> bool) -> i64 {
         let mut released = 0;
-        let limit = self.limits.delivery_count_limit;
+        let limits = self.limits;
         for (&f, r) in self.ranges.iter_mut() {
             if r.state == RecordState::Acquired && which(r) {
-                release(r, limit);
+                release(r, &limits);
                 released += r.last - f + 1;
             }
         }
@@ -448,6 +470,33 @@ impl SharePartition {
         self.check();
     }
 
+    /// Whether any offset is on its way to the dead-letter queue.
+    pub fn has_archiving(&self) -> bool {
+        self.ranges.values().any(|r| r.state == RecordState::Archiving)
+    }
+
+    /// The ranges on their way to the dead-letter queue, in offset order.
+    pub fn archiving(&self) -> Vec<ArchivingRange> {
+        self.ranges
+            .iter()
+            .filter(|(_, r)| r.state == RecordState::Archiving)
+            .map(|(&f, r)| ArchivingRange { first_offset: f, last_offset: r.last, delivery_count: r.delivery_count })
+            .collect()
+    }
+
+    /// `first..=last` reached the dead-letter queue (or was given up on): its ARCHIVING
+    /// offsets are ARCHIVED. Offsets in another state, or no longer in flight, are left.
+    pub fn finish_archiving(&mut self, first: i64, last: i64) {
+        let Some((first, last)) = self.isolate(first, last) else { return };
+        for (_, r) in self.ranges.range_mut(first..=last) {
+            if r.state == RecordState::Archiving {
+                r.state = RecordState::Archived;
+            }
+        }
+        self.advance_start();
+        self.check();
+    }
+
     /// The state to persist: the SPSO and every in-flight range that is not plain
     /// AVAILABLE-never-delivered (acquired ones as AVAILABLE with their delivery count).
     pub fn state_batches(&self) -> (i64, Vec<StateBatch>) {
@@ -467,7 +516,7 @@ impl SharePartition {
     fn set_range(&mut self, first: i64, last: i64, ack: AcknowledgeType, now_ms: i64) {
         self.split_at(first);
         self.split_at(last + 1);
-        let limit = self.limits.delivery_count_limit;
+        let limits = self.limits;
         let deadline = now_ms.saturating_add(self.limits.lock_duration_ms);
         for (_, r) in self.ranges.range_mut(first..=last) {
             debug_assert_eq!(r.state, RecordState::Acquired, "checked before any change");
@@ -476,14 +525,30 @@ impl SharePartition {
                     r.state = RecordState::Acknowledged;
                     r.owner = None;
                 }
-                AcknowledgeType::Release => release(r, limit),
-                AcknowledgeType::Reject | AcknowledgeType::Gap => {
+                AcknowledgeType::Release => release(r, &limits),
+                AcknowledgeType::Reject => {
+                    r.state = limits.archived();
+                    r.owner = None;
+                }
+                // No record there: nothing to dead-letter.
+                AcknowledgeType::Gap => {
                     r.state = RecordState::Archived;
                     r.owner = None;
                 }
                 AcknowledgeType::Renew => r.lock_deadline_ms = deadline,
             }
         }
+    }
+
+    /// `first..=last` clipped to the window and made whole ranges; None if outside it.
+    fn isolate(&mut self, first: i64, last: i64) -> Option<(i64, i64)> {
+        let (first, last) = (first.max(self.start_offset), last.min(self.end_offset - 1));
+        if first > last {
+            return None;
+        }
+        self.split_at(first);
+        self.split_at(last + 1);
+        Some((first, last))
     }
 
     /// Makes `offset` the first offset of a range if it falls inside one.
@@ -531,9 +596,10 @@ impl SharePartition {
     }
 }
 
-/// An acquired range gives up its lock: AVAILABLE, or ARCHIVED once delivered `limit` times.
-fn release(r: &mut InFlight, limit: u16) {
-    r.state = if r.delivery_count >= limit { RecordState::Archived } else { RecordState::Available };
+/// An acquired range gives up its lock: AVAILABLE, or ARCHIVED (ARCHIVING with a
+/// dead-letter queue) once delivered `delivery_count_limit` times.
+fn release(r: &mut InFlight, limits: &ShareLimits) {
+    r.state = if r.delivery_count >= limits.delivery_count_limit { limits.archived() } else { RecordState::Available };
     r.owner = None;
     r.lock_deadline_ms = 0;
 }
@@ -556,7 +622,7 @@ mod tests {
     }
 
     fn limits(max: i64, deliveries: u16) -> ShareLimits {
-        ShareLimits { max_in_flight_records: max, delivery_count_limit: deliveries, lock_duration_ms: 1000 }
+        ShareLimits { max_in_flight_records: max, delivery_count_limit: deliveries, lock_duration_ms: 1000, dead_letter_queue: false }
     }
 
     fn ack(first: i64, last: i64, types: &[AcknowledgeType]) -> AcknowledgementBatch {
@@ -734,6 +800,41 @@ mod tests {
         assert_eq!(back.start_offset(), 2, "0-1 archived");
     }
 
+    #[test]
+    fn with_a_dead_letter_queue_rejected_and_exhausted_records_wait_archiving() {
+        let (a, b) = (m("a"), m("b"));
+        let lim = ShareLimits { dead_letter_queue: true, ..limits(100, 2) };
+        let mut sp = SharePartition::new(0, lim);
+        sp.acquire(&a, &[(0, 9)], 100, 0);
+        // 0-1 accepted, 2-3 rejected, 4-5 released (their first delivery), 6-9 kept.
+        sp.acknowledge("a", &[ack(0, 9, &[Accept, Accept, Reject, Reject, Release, Release, Accept, Accept, Accept, Accept])], false, 1).unwrap();
+        assert_eq!(sp.archiving(), vec![ArchivingRange { first_offset: 2, last_offset: 3, delivery_count: 1 }]);
+        assert_eq!(sp.start_offset(), 2, "ARCHIVING is not done: the start waits for it");
+        assert!(matches!(sp.acknowledge("a", &[ack(2, 3, &[Accept])], false, 2), Err(AcknowledgeError::InvalidRecordState(_))));
+        // 4-5 delivered again (the limit), then their lock expires: ARCHIVING too.
+        assert_eq!(sp.acquire(&b, &[(0, 9)], 100, 3), vec![got(4, 5, 2)], "ARCHIVING records are not delivered");
+        sp.expire_locks(5000);
+        assert_eq!(
+            sp.archiving(),
+            vec![ArchivingRange { first_offset: 2, last_offset: 3, delivery_count: 1 }, ArchivingRange { first_offset: 4, last_offset: 5, delivery_count: 2 }]
+        );
+        // Persisted as ARCHIVING (3) and rebuilt so by a new leader, which resumes them.
+        let (start, batches) = sp.state_batches();
+        assert!(batches.iter().any(|x| x.state == RecordState::Archiving && x.first_offset == 2));
+        let mut back = SharePartition::from_state(start, &batches, lim);
+        assert_eq!(back.archiving(), sp.archiving());
+        // Dead-lettered: ARCHIVED, and the start moves past them.
+        back.finish_archiving(2, 3);
+        assert_eq!(back.start_offset(), 4);
+        back.finish_archiving(0, 100);
+        assert_eq!((back.start_offset(), back.in_flight_records(), back.archiving()), (10, 0, vec![]));
+        // Without a dead-letter queue, rejection archives at once.
+        let mut plain = SharePartition::new(0, limits(100, 2));
+        plain.acquire(&a, &[(0, 1)], 100, 0);
+        plain.acknowledge("a", &[ack(0, 1, &[Reject])], false, 1).unwrap();
+        assert_eq!((plain.start_offset(), plain.archiving()), (2, vec![]));
+    }
+
     /// Random members fetch, acknowledge (sometimes wrongly), leave and let locks expire,
     /// over a log of random batches: the window stays tiled and bounded (checked on every
     /// step in debug builds), an accepted offset is never delivered again, no offset is
@@ -746,10 +847,23 @@ mod tests {
 
         #[derive(Clone, Debug)]
         enum Step {
-            Fetch { member: u8, max_records: u8 },
-            Ack { member: u8, pick: u8, kind: u8 },
-            Expire { advance_ms: u16 },
-            Leave { member: u8 },
+            Fetch {
+                member: u8,
+                max_records: u8,
+            },
+            Ack {
+                member: u8,
+                pick: u8,
+                kind: u8,
+            },
+            Expire {
+                advance_ms: u16,
+            },
+            Leave {
+                member: u8,
+            },
+            /// Phase 2 of the dead-letter queue for everything ARCHIVING.
+            DeadLetter,
         }
 
         fn step() -> impl Strategy<Value = Step> {
@@ -758,13 +872,14 @@ mod tests {
                 4 => (0u8..3, any::<u8>(), 0u8..5).prop_map(|(member, pick, kind)| Step::Ack { member, pick, kind }),
                 1 => (0u16..2000).prop_map(|advance_ms| Step::Expire { advance_ms }),
                 1 => (0u8..3).prop_map(|member| Step::Leave { member }),
+                1 => Just(Step::DeadLetter),
             ]
         }
 
         proptest! {
             #![proptest_config(ProptestConfig::with_cases(300))]
             #[test]
-            fn share_partition_model(batch_lens in proptest::collection::vec(1i64..6, 1..30), steps in proptest::collection::vec(step(), 1..200)) {
+            fn share_partition_model(batch_lens in proptest::collection::vec(1i64..6, 1..30), steps in proptest::collection::vec(step(), 1..200), dead_letter_queue in any::<bool>()) {
                 let mut log = Vec::new();
                 let mut next = 0i64;
                 for len in batch_lens {
@@ -772,7 +887,7 @@ mod tests {
                     next += len;
                 }
                 let log_end = next;
-                let lim = ShareLimits { max_in_flight_records: 12, delivery_count_limit: 3, lock_duration_ms: 1000 };
+                let lim = ShareLimits { max_in_flight_records: 12, delivery_count_limit: 3, lock_duration_ms: 1000, dead_letter_queue };
                 let mut sp = SharePartition::new(0, lim);
                 let members: Vec<MemberId> = (0..3).map(|i| m(&format!("m{i}"))).collect();
                 let mut held: HashMap<u8, Vec<AcquiredRecords>> = HashMap::new();
@@ -815,13 +930,24 @@ mod tests {
                             sp.release_member(members[member as usize].as_ref());
                             held.remove(&member);
                         }
+                        Step::DeadLetter => {
+                            for r in sp.archiving() {
+                                prop_assert!(r.first_offset >= sp.start_offset() && r.last_offset < sp.end_offset());
+                                sp.finish_archiving(r.first_offset, r.last_offset);
+                            }
+                            prop_assert!(sp.archiving().is_empty());
+                        }
                     }
+                    prop_assert!(dead_letter_queue || sp.archiving().is_empty(), "ARCHIVING only with a dead-letter queue");
                     prop_assert!(sp.in_flight_records() <= lim.max_in_flight_records + 5, "window {} past its bound", sp.in_flight_records());
                 }
                 // Drain: one member takes and accepts everything left.
                 for _ in 0..(log_end * 4 + 10) {
                     now += 5000;
                     sp.expire_locks(now);
+                    for r in sp.archiving() {
+                        sp.finish_archiving(r.first_offset, r.last_offset);
+                    }
                     let from = sp.next_fetch_offset();
                     let batches: Vec<_> = log.iter().copied().filter(|&(_, l)| l >= from).collect();
                     for a in sp.acquire(&members[0], &batches, 100, now) {

@@ -17,13 +17,21 @@
 //!
 //! Invariant: one operation at a time per share-partition (its `turn`), so a write in
 //! flight and its rollback never interleave with another member's acquisition.
-use std::cell::RefCell;
+//!
+//! A group with a dead-letter queue (`dead_letter.rs`): offsets that go ARCHIVING are
+//! written like any change (a lock that expired into ARCHIVING forces a write), then one
+//! task per share-partition writes them to the queue and archives them, off the member's
+//! request; a new leader resumes the ARCHIVING offsets it reads.
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use bytes::Bytes;
 
 use super::aborted_batches::{aborted_batches, FetchedBatch};
+use super::dead_letter::{
+    dead_letter_batches, originals, DeadLetterCause, DeadLetterQueue, DeadLetterSource, Originals, SharedDeadLetterWriter, MAX_WRITE_BYTES,
+};
 use super::share_partition::{AcknowledgeError, AcknowledgementBatch, AcquiredRecords, MemberId, ShareLimits, SharePartition, StateBatch};
 use super::state_coordinator::{ShareStateAnswer, ShareStateOpKind};
 use super::state_persister::{fences, from_persisted, partition_error, to_persisted, StatePersister};
@@ -57,6 +65,9 @@ pub struct SharePartitionOp {
     pub reset: ShareAutoOffsetReset,
     /// The group's limits (its share.* configs over the broker's group.share.*).
     pub limits: ShareLimits,
+    /// The group's dead-letter queue (share.version 2 and its config); `limits` says
+    /// whether there is one.
+    pub dead_letter: Option<DeadLetterQueue>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -109,19 +120,24 @@ struct Loaded {
     /// The window as the share coordinator last took it (read or written): what changed
     /// since (acquisitions' delivery counts, expired locks) rides on the next write.
     persisted: (i64, Vec<StateBatch>),
+    /// A task is writing this window's ARCHIVING offsets to the dead-letter queue.
+    dead_lettering: Cell<bool>,
 }
 
 pub struct SharePartitions {
+    /// Itself, for the dead-letter tasks it starts.
+    me: Weak<SharePartitions>,
     states: RefCell<HashMap<Key, Rc<Entry>>>,
     persister: StatePersister,
+    dead_letters: SharedDeadLetterWriter,
     /// The broker's group.share.* limits (each op carries its group's, `broker_limits`
     /// being the base its share.* configs override).
     limits: ShareLimits,
 }
 
 impl SharePartitions {
-    pub fn new(persister: StatePersister, limits: ShareLimits) -> Rc<SharePartitions> {
-        Rc::new(SharePartitions { states: RefCell::new(HashMap::new()), persister, limits })
+    pub fn new(persister: StatePersister, dead_letters: SharedDeadLetterWriter, limits: ShareLimits) -> Rc<SharePartitions> {
+        Rc::new_cyclic(|me| SharePartitions { me: me.clone(), states: RefCell::new(HashMap::new()), persister, dead_letters, limits })
     }
 
     pub fn broker_limits(&self) -> ShareLimits {
@@ -159,6 +175,8 @@ impl SharePartitions {
                 m.share_state.load_failures += u64::from(loaded.is_err());
             });
             entry.loaded.replace(Some(loaded.map_err(SharePartitionError::State)?));
+            // A new leader resumes the dead letters its predecessor had not written.
+            self.maybe_dead_letter(&entry, p, &op, leader_epoch);
         }
         let member: MemberId = Rc::from(op.member_id.as_str());
         let mut reply = SharePartitionReply::default();
@@ -168,11 +186,13 @@ impl SharePartitions {
             if l.sp.limits() != op.limits {
                 l.sp.set_limits(op.limits);
             }
-            l.sp.expire_locks(now_ms);
+            let expired = l.sp.expire_locks(now_ms);
             l.sp.move_start_to(p.log_start_offset());
             // Only acknowledgements and releases are written (and can be undone); a plain
-            // fetch copies nothing. Lock expiry and the start's move ride on the next write.
-            if op.acknowledgements.is_empty() && !op.release {
+            // fetch copies nothing. Lock expiry and the start's move ride on the next write,
+            // unless a lock expired into ARCHIVING (phase 1 of the dead-letter queue).
+            let archived_by_expiry = expired > 0 && op.limits.dead_letter_queue && l.sp.has_archiving();
+            if op.acknowledgements.is_empty() && !op.release && !archived_by_expiry {
                 None
             } else {
                 let undo = l.sp.clone();
@@ -192,6 +212,7 @@ impl SharePartitions {
                 if let Some(l) = entry.loaded.borrow_mut().as_mut() {
                     l.persisted = (start_offset, batches);
                 }
+                self.maybe_dead_letter(&entry, p, &op, leader_epoch);
             }
             if let Err(code) = written {
                 // Not durable, so not done: the acknowledgements are undone and refused.
@@ -213,7 +234,11 @@ impl SharePartitions {
             // window is forgotten, as Kafka's leader forgets a share group's partitions
             // when the group empties (its onGroupEmpty): the next use reads it back, so an
             // offset reset or delete made meanwhile (the group is empty then) is what it serves.
-            let idle = entry.loaded.borrow().as_ref().is_some_and(|l| l.sp.next_lock_deadline_ms().is_none() && l.sp.state_batches() == l.persisted);
+            let idle = entry
+                .loaded
+                .borrow()
+                .as_ref()
+                .is_some_and(|l| l.sp.next_lock_deadline_ms().is_none() && !l.dead_lettering.get() && l.sp.state_batches() == l.persisted);
             if idle {
                 entry.loaded.replace(None);
             }
@@ -306,6 +331,104 @@ impl SharePartitions {
         Ok(reply)
     }
 
+    /// Starts phase 2 of the dead-letter queue for `entry` when it has ARCHIVING offsets
+    /// the share coordinator holds (just read or written) and no task is at it yet.
+    fn maybe_dead_letter(&self, entry: &Rc<Entry>, p: &Rc<Partition>, op: &SharePartitionOp, leader_epoch: i32) {
+        let start = entry.loaded.borrow().as_ref().is_some_and(|l| l.sp.has_archiving() && !l.dead_lettering.get());
+        let Some(me) = self.me.upgrade() else { return };
+        if !start {
+            return;
+        }
+        if let Some(l) = entry.loaded.borrow().as_ref() {
+            l.dead_lettering.set(true);
+        }
+        let source = DeadLetterSource { group_id: op.group_id.clone(), topic: p.topic.clone(), partition: p.index };
+        let (entry, p, queue, limit) = (entry.clone(), p.clone(), op.dead_letter.clone(), op.limits.delivery_count_limit);
+        glommio::spawn_local(async move { me.dead_letter(entry, p, source, queue, limit, leader_epoch).await }).detach();
+    }
+
+    /// Phase 2: writes the ARCHIVING offsets to the queue, archives them, writes the
+    /// state; again while more went ARCHIVING meanwhile. Stops when the share-partition
+    /// was reloaded or forgotten (the next leader epoch's load resumes what is left).
+    /// Offsets the queue did not take are archived all the same, the reason logged.
+    async fn dead_letter(&self, entry: Rc<Entry>, p: Rc<Partition>, source: DeadLetterSource, queue: Option<DeadLetterQueue>, limit: u16, leader_epoch: i32) {
+        let current = |entry: &Entry| entry.loaded.borrow().as_ref().is_some_and(|l| l.leader_epoch == leader_epoch);
+        loop {
+            let ranges = match entry.loaded.borrow().as_ref() {
+                Some(l) if l.leader_epoch == leader_epoch => l.sp.archiving(),
+                _ => return,
+            };
+            if ranges.is_empty() {
+                break;
+            }
+            let ready = match &queue {
+                Some(q) => self.dead_letters.prepare(&source.group_id, q).await,
+                None => Err("the group has no dead-letter queue now (errors.deadletterqueue.topic.name blank or share.version below 2)".to_string()),
+            };
+            for range in &ranges {
+                let mut sent = 0usize;
+                let outcome = match (&ready, &queue) {
+                    (Ok(()), Some(q)) => {
+                        let copied = if q.copy_record { read_originals(&p, range.first_offset, range.last_offset).await } else { Originals::new() };
+                        let cause = DeadLetterCause::of(range.delivery_count, limit);
+                        match dead_letter_batches(&source, range, cause, &copied, crate::runtime::clock::now_ms()) {
+                            Ok(batches) => {
+                                let mut result = Ok(());
+                                for batch in batches {
+                                    let records = crate::record::parse_header(&batch).map_or(0, |h| h.records_count.max(0) as usize);
+                                    if let Err(e) = self.dead_letters.write(q, source.partition, batch).await {
+                                        result = Err(e);
+                                        break;
+                                    }
+                                    sent += records;
+                                }
+                                result
+                            }
+                            Err(e) => Err(e.to_string()),
+                        }
+                    }
+                    (Err(e), _) => Err(e.clone()),
+                    (Ok(()), None) => unreachable!("ready only with a queue"),
+                };
+                let offsets = (range.last_offset - range.first_offset + 1) as u64;
+                crate::metrics::shard_metrics::with(|m| {
+                    m.share_dead_letter.records_written += sent as u64;
+                    m.share_dead_letter.records_not_written += offsets.saturating_sub(sent as u64);
+                });
+                if let Err(why) = outcome {
+                    tracing::error!(group = %source.group_id, topic = %source.topic, partition = source.partition, first = range.first_offset, last = range.last_offset, reason = %why, "dead-letter queue write failed; archiving the records regardless");
+                }
+            }
+            // Archived, then written under the turn (no other operation in between).
+            let Ok(_turn) = entry.turn.acquire_permit(1).await else { return };
+            if !current(&entry) {
+                return;
+            }
+            let write = {
+                let mut loaded = entry.loaded.borrow_mut();
+                let l = loaded.as_mut().expect("current");
+                for r in &ranges {
+                    l.sp.finish_archiving(r.first_offset, r.last_offset);
+                }
+                let (start, batches) = l.sp.state_batches();
+                (start, batches, l.state_epoch)
+            };
+            let state_key = SharePartitionKey { group_id: source.group_id.clone(), topic_id: uuid::Uuid::from_bytes(p.topic_id), partition: p.index };
+            match self.write(&state_key, write.2, leader_epoch, write.0, &write.1).await {
+                Ok(()) => {
+                    if let Some(l) = entry.loaded.borrow_mut().as_mut().filter(|l| l.leader_epoch == leader_epoch) {
+                        l.persisted = (write.0, write.1);
+                    }
+                }
+                // ARCHIVED stays in memory and rides on the next write (Kafka's rule too).
+                Err(code) => tracing::debug!(group = %source.group_id, partition = source.partition, %code, "archived dead letters not written yet"),
+            }
+        }
+        if let Some(l) = entry.loaded.borrow().as_ref().filter(|l| l.leader_epoch == leader_epoch) {
+            l.dead_lettering.set(false);
+        }
+    }
+
     /// Reads the share-partition's state from its coordinator (ReadShareGroupState, which
     /// also records `leader_epoch` there, fencing older leaders' writes). The group
     /// coordinator initialized it before assigning it (`coordinator.rs`); a partition
@@ -343,7 +466,7 @@ impl SharePartitions {
         };
         let sp = SharePartition::from_state(start, &batches, limits);
         let persisted = sp.state_batches();
-        Ok(Loaded { sp, leader_epoch, state_epoch: state.state_epoch, persisted })
+        Ok(Loaded { sp, leader_epoch, state_epoch: state.state_epoch, persisted, dead_lettering: Cell::new(false) })
     }
 
     /// WriteShareGroupState of the whole window; the partition's error if not taken.
@@ -372,6 +495,26 @@ impl SharePartitions {
     }
 }
 
+/// The original records of `first..=last` for a dead-letter copy, read from the log in
+/// steps of `MAX_WRITE_BYTES`; offsets the log no longer has (retention) are left out.
+async fn read_originals(p: &Partition, first: i64, last: i64) -> Originals {
+    let mut out = Originals::new();
+    let mut next = first;
+    while next <= last {
+        let limit = ReadLimit { max_bytes: MAX_WRITE_BYTES as i64, min_one_batch: true, file_slice: false };
+        let Ok(data) = p.read_with(next, limit).await else { break };
+        let Some(end) = data.records.iter().filter_map(last_offset_in).max() else { break };
+        out.extend(originals(&data.records, next, last));
+        next = end + 1;
+    }
+    out
+}
+
+/// The last offset of the last whole batch in `chunk`.
+fn last_offset_in(chunk: &Bytes) -> Option<i64> {
+    crate::record::iter_batches(chunk).map_while(Result::ok).last().map(|(h, _)| h.last_offset())
+}
+
 /// Kafka's deliveryCompleteCount: the records at or after the start offset that are done
 /// with (acknowledged or archived); DescribeShareGroupOffsets' lag is the log end minus
 /// the start offset minus this.
@@ -386,8 +529,6 @@ fn delivery_complete_count(start_offset: i64, batches: &[StateBatch]) -> i32 {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::Cell;
-
     use super::*;
     use crate::config::FlushMode;
     use crate::group::share::share_partition::AcknowledgeType;
@@ -420,7 +561,37 @@ mod tests {
             release: false,
             reset: ShareAutoOffsetReset::Earliest,
             limits: ShareLimits::default(),
+            dead_letter: None,
         }
+    }
+
+    /// The dead-letter queue of the tests: keeps what it is given; `refuse` fails prepare.
+    #[derive(Default)]
+    struct KeptDeadLetters {
+        refuse: Cell<bool>,
+        batches: RefCell<Vec<(String, i32, Bytes)>>,
+    }
+
+    impl crate::group::share::dead_letter::DeadLetterWriter for KeptDeadLetters {
+        fn prepare<'a>(&'a self, _group_id: &'a str, _queue: &'a DeadLetterQueue) -> futures::future::LocalBoxFuture<'a, Result<(), String>> {
+            Box::pin(async move {
+                if self.refuse.get() {
+                    Err("not enabled".to_string())
+                } else {
+                    Ok(())
+                }
+            })
+        }
+        fn write<'a>(&'a self, queue: &'a DeadLetterQueue, source_partition: i32, batch: Bytes) -> futures::future::LocalBoxFuture<'a, Result<(), String>> {
+            Box::pin(async move {
+                self.batches.borrow_mut().push((queue.topic.clone(), source_partition, batch));
+                Ok(())
+            })
+        }
+    }
+
+    fn no_dead_letters() -> SharedDeadLetterWriter {
+        Rc::new(KeptDeadLetters::default())
     }
 
     fn accept(first: i64, last: i64) -> Vec<AcknowledgementBatch> {
@@ -445,7 +616,7 @@ mod tests {
             let state = open_flushed(&dir.join("state"), LogConfig::default(), FlushMode::Always).await;
             let coordinator = Rc::new(ShareStateCoordinator::new(500));
             let refuse = Rc::new(Cell::new(false));
-            let shares = SharePartitions::new(persister(coordinator.clone(), state.clone(), refuse.clone()), ShareLimits::default());
+            let shares = SharePartitions::new(persister(coordinator.clone(), state.clone(), refuse.clone()), no_dead_letters(), ShareLimits::default());
 
             let key = SharePartitionKey { group_id: "g".into(), topic_id: uuid::Uuid::from_bytes(data.topic_id), partition: data.index };
             let uninitialized = shares.run(&data, op("a", vec![], true), 0).await;
@@ -467,7 +638,7 @@ mod tests {
 
             // A new leader: reads the state; 0..4 are done, 5..9 were delivered and not
             // acknowledged, so they come again (acquisitions are not persisted).
-            let after = SharePartitions::new(persister(coordinator, state, refuse), ShareLimits::default());
+            let after = SharePartitions::new(persister(coordinator, state, refuse), no_dead_letters(), ShareLimits::default());
             let again = after.run(&data, op("b", vec![], true), 3).await.unwrap();
             assert_eq!(offsets(&again), (5..10).collect::<Vec<_>>());
         });
@@ -490,7 +661,7 @@ mod tests {
             }
             let state = open_flushed(&dir.join("state"), LogConfig::default(), FlushMode::Always).await;
             let coordinator = Rc::new(ShareStateCoordinator::new(500));
-            let shares = SharePartitions::new(persister(coordinator, state, Rc::new(Cell::new(false))), ShareLimits::default());
+            let shares = SharePartitions::new(persister(coordinator, state, Rc::new(Cell::new(false))), no_dead_letters(), ShareLimits::default());
             let key = SharePartitionKey { group_id: "g".into(), topic_id: uuid::Uuid::from_bytes(data.topic_id), partition: data.index };
             (shares.persister)(key, ShareStateOpKind::Initialize { state_epoch: 1, start_offset: -1 }).await.expect("initialized");
 
@@ -516,5 +687,104 @@ mod tests {
             let next = offsets(&shares.run(&data, op("b", vec![], true), 1).await.unwrap());
             assert_eq!((next.first(), next.last()), (Some(&160), Some(&199)));
         });
+    }
+
+    /// A writer whose prepare never finishes: phase 2 never ends (a leader that died
+    /// between the two phases).
+    struct StuckDeadLetters;
+
+    impl crate::group::share::dead_letter::DeadLetterWriter for StuckDeadLetters {
+        fn prepare<'a>(&'a self, _group_id: &'a str, _queue: &'a DeadLetterQueue) -> futures::future::LocalBoxFuture<'a, Result<(), String>> {
+            Box::pin(futures::future::pending())
+        }
+        fn write<'a>(&'a self, _queue: &'a DeadLetterQueue, _source_partition: i32, _batch: Bytes) -> futures::future::LocalBoxFuture<'a, Result<(), String>> {
+            Box::pin(futures::future::pending())
+        }
+    }
+
+    /// KIP-1191's two phases: a rejected record goes ARCHIVING (written before the
+    /// acknowledgement is answered), its dead letter (with the original key and value)
+    /// is written, then it is archived and written again. A leader that stopped between
+    /// the phases leaves ARCHIVING in the state, and the next one writes the dead letter;
+    /// a queue that cannot take them still lets the records be archived.
+    #[test]
+    fn rejected_records_reach_the_dead_letter_queue_then_are_archived_even_across_leaders() {
+        run(|dir| async move {
+            let data = open_flushed(&dir.join("data"), LogConfig::default(), FlushMode::Always).await;
+            let recs: Vec<(Option<&str>, Option<&str>)> = (0..5).map(|_| (Some("k"), Some("v"))).collect();
+            for i in 0..2 {
+                data.append(crate::record::tests::kv_batch(0, &recs, Compression::Lz4, None, 1000 + i), -1).await.expect("append");
+            }
+            let state = open_flushed(&dir.join("state"), LogConfig::default(), FlushMode::Always).await;
+            let coordinator = Rc::new(ShareStateCoordinator::new(500));
+            let no_refusal = Rc::new(Cell::new(false));
+            let key = SharePartitionKey { group_id: "g".into(), topic_id: uuid::Uuid::from_bytes(data.topic_id), partition: data.index };
+            let with_queue = |mut o: SharePartitionOp| {
+                o.limits.dead_letter_queue = true;
+                o.dead_letter = Some(DeadLetterQueue { topic: "dlq.g".into(), copy_record: true });
+                o
+            };
+            let reject = |first, last| vec![AcknowledgementBatch { first_offset: first, last_offset: last, types: vec![AcknowledgeType::Reject] }];
+
+            // Leader 1 dies between the phases (its queue never answers).
+            let first =
+                SharePartitions::new(persister(coordinator.clone(), state.clone(), no_refusal.clone()), Rc::new(StuckDeadLetters), ShareLimits::default());
+            (first.persister)(key.clone(), ShareStateOpKind::Initialize { state_epoch: 1, start_offset: -1 }).await.expect("initialized");
+            assert_eq!(offsets(&first.run(&data, with_queue(op("a", vec![], true)), 0).await.unwrap()), (0..10).collect::<Vec<_>>());
+            let answered = first.run(&data, with_queue(op("a", reject(0, 2), false)), 1).await.unwrap();
+            assert_eq!(answered.acknowledge_error, None, "answered once ARCHIVING was written, not after the dead letters");
+
+            // Leader 2 reads ARCHIVING 0-2 and writes their dead letters.
+            let kept = Rc::new(KeptDeadLetters::default());
+            let second = SharePartitions::new(persister(coordinator.clone(), state.clone(), no_refusal.clone()), kept.clone(), ShareLimits::default());
+            let again = second.run(&data, with_queue(op("b", vec![], true)), 2).await.unwrap();
+            assert_eq!(offsets(&again), (3..10).collect::<Vec<_>>(), "ARCHIVING records are not delivered again");
+            for _ in 0..100 {
+                if !kept.batches.borrow().is_empty() {
+                    break;
+                }
+                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            let written = kept.batches.borrow().clone();
+            assert_eq!(written.len(), 1, "one write for the range");
+            let (topic, source_partition, mut batch) = written[0].clone();
+            assert_eq!((topic.as_str(), source_partition), ("dlq.g", data.index));
+            let decoded = kafka_protocol::records::RecordBatchDecoder::decode(&mut batch).unwrap();
+            let offsets_told: Vec<String> = decoded
+                .records
+                .iter()
+                .map(|r| {
+                    String::from_utf8(r.headers.iter().find(|(k, _)| k.as_str() == "__dlq.errors.offset").and_then(|(_, v)| v.clone()).unwrap().to_vec())
+                        .unwrap()
+                })
+                .collect();
+            assert_eq!(offsets_told, ["0", "1", "2"]);
+            assert!(decoded.records.iter().all(|r| r.key.as_deref() == Some(&b"k"[..]) && r.value.as_deref() == Some(&b"v"[..])), "the originals are copied");
+
+            // b accepts the rest; a queue that refuses (not enabled) still lets 3-4 be archived.
+            kept.refuse.set(true);
+            let mut acks = reject(3, 4);
+            acks.push(AcknowledgementBatch { first_offset: 5, last_offset: 9, types: vec![AcknowledgeType::Accept] });
+            assert_eq!(second.run(&data, with_queue(op("b", acks, false)), 3).await.unwrap().acknowledge_error, None);
+            for _ in 0..100 {
+                if second.run(&data, with_queue(op("b", vec![], false)), 4).await.is_ok()
+                    && state_of(&coordinator, &state, &key, data.leader_epoch()).await.0 == 10
+                {
+                    break;
+                }
+                glommio::timer::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            assert_eq!(state_of(&coordinator, &state, &key, data.leader_epoch()).await, (10, vec![]), "everything archived or accepted, and written");
+            assert_eq!(kept.batches.borrow().len(), 1, "nothing written to a refusing queue");
+        });
+    }
+
+    /// The share coordinator's (start offset, batches) of `key`.
+    async fn state_of(coordinator: &ShareStateCoordinator, state: &Rc<Partition>, key: &SharePartitionKey, leader_epoch: i32) -> (i64, Vec<StateBatch>) {
+        let op = ShareStateOp { key: key.clone(), exists: true, kind: ShareStateOpKind::Read { leader_epoch } };
+        match coordinator.execute(state, op, 0).await.expect("read") {
+            ShareStateAnswer::Read(r) => (r.start_offset, r.batches.iter().filter_map(from_persisted).filter(|b| b.last_offset >= r.start_offset).collect()),
+            other => panic!("unexpected answer {other:?}"),
+        }
     }
 }

@@ -14,11 +14,12 @@ use crate::protocol::ErrorCode;
 pub type StatePersister = Box<dyn Fn(SharePartitionKey, ShareStateOpKind) -> Pin<Box<dyn Future<Output = ShareStateResult>>>>;
 
 /// A persisted batch as the leader keeps it; None for a delivery state it does not know
-/// (ARCHIVING, Kafka 4.4's dead-letter queue, is not served yet), which fails the load.
+/// (ACQUIRED is never written), which fails the load.
 pub fn from_persisted(b: &PersistedBatch) -> Option<StateBatch> {
     let state = match b.delivery_state {
         0 => RecordState::Available,
         2 => RecordState::Acknowledged,
+        3 => RecordState::Archiving,
         4 => RecordState::Archived,
         _ => return None,
     };

@@ -33,7 +33,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareAcknowl
     };
     let image = ctx.image();
     let topic_allowed = |id: &Uuid| image.topic_by_id(id.as_bytes()).is_none_or(|t| access.allows_topic(Operation::Read, &t.name));
-    let (limits, reset) = super::share_common::group_settings(ctx, &group_id);
+    let (limits, reset, dead_letter) = super::share_common::group_settings(ctx, &group_id);
     let mut parts: Vec<(Uuid, i32, PartitionData)> = Vec::new();
     let mut work: Vec<PartitionWork> = Vec::new();
     for t in &req.topics {
@@ -60,6 +60,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareAcknowl
                         release: step.closing,
                         reset,
                         limits,
+                        dead_letter: dead_letter.clone(),
                     },
                 }),
             }

@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use crate::cluster::config_defs::{self, ShareAutoOffsetReset};
 use crate::cluster::router::{OpBatch, OpOutput, PartitionOp};
+use crate::group::share::dead_letter::DeadLetterQueue;
 use crate::group::share::share_partition::{AcknowledgeError, AcknowledgeType, AcknowledgementBatch, ShareLimits};
 use crate::group::share::share_partitions::{SharePartitionError, SharePartitionOp, SharePartitionReply};
 use crate::group::share::share_session::ShareSessionError;
@@ -137,7 +138,7 @@ pub async fn release_sessions_of(ctx: &Rc<ShardContext>, peer: std::net::SocketA
 
 /// A partition's part that only releases what the member holds there.
 pub fn release_work(ctx: &ShardContext, group_id: &str, member_id: &str, topic_id: Uuid, partition: i32) -> PartitionWork {
-    let (limits, reset) = group_settings(ctx, group_id);
+    let (limits, reset, dead_letter) = group_settings(ctx, group_id);
     PartitionWork {
         topic_id,
         partition,
@@ -150,13 +151,15 @@ pub fn release_work(ctx: &ShardContext, group_id: &str, member_id: &str, topic_i
             release: true,
             reset,
             limits,
+            dead_letter,
         },
     }
 }
 
 /// A share group's share-partition settings: its share.* group configs (clamped to this
-/// broker's group.share.* bounds), else the broker's group.share.* values.
-pub fn group_settings(ctx: &ShardContext, group_id: &str) -> (ShareLimits, ShareAutoOffsetReset) {
+/// broker's group.share.* bounds), else the broker's group.share.* values; its dead-letter
+/// queue while share.version is 2 or more (KIP-1191).
+pub fn group_settings(ctx: &ShardContext, group_id: &str) -> (ShareLimits, ShareAutoOffsetReset, Option<DeadLetterQueue>) {
     let image = ctx.image();
     let c = &ctx.config;
     let base = ctx.share_partitions.broker_limits();
@@ -173,6 +176,13 @@ pub fn group_settings(ctx: &ShardContext, group_id: &str) -> (ShareLimits, Share
             .unwrap_or(base.delivery_count_limit),
         lock_duration_ms: set(config_defs::SHARE_RECORD_LOCK_DURATION_MS, c.group_share_min_record_lock_duration_ms, c.group_share_max_record_lock_duration_ms)
             .map_or(base.lock_duration_ms, i64::from),
+        dead_letter_queue: false,
     };
-    (limits, config_defs::share_auto_offset_reset(&image, group_id))
+    let dead_letter = if image.features.share_dead_letter_queue_enabled() {
+        config_defs::share_dead_letter_queue(&image, group_id).map(|(topic, copy_record)| DeadLetterQueue { topic, copy_record })
+    } else {
+        None
+    };
+    let limits = ShareLimits { dead_letter_queue: dead_letter.is_some(), ..limits };
+    (limits, config_defs::share_auto_offset_reset(&image, group_id), dead_letter)
 }

@@ -57,7 +57,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareFetchRe
     let image = ctx.image();
     let topic_allowed = |id: &Uuid| image.topic_by_id(id.as_bytes()).is_none_or(|t| access.allows_topic(Operation::Read, &t.name));
     // The group's share.* configs: where it starts, its locks and delivery limit.
-    let (share_limits, reset) = super::share_common::group_settings(ctx, &group_id);
+    let (share_limits, reset, dead_letter) = super::share_common::group_settings(ctx, &group_id);
     let limits = FetchLimits {
         max_records: i64::from(req.max_records.max(1)),
         max_bytes: i64::from(req.max_bytes.max(1)),
@@ -109,6 +109,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ShareFetchRe
                     release: step.closing,
                     reset,
                     limits: share_limits,
+                    dead_letter: dead_letter.clone(),
                 },
             })
             .collect();

@@ -98,8 +98,18 @@ impl ShardContext {
             max_in_flight_records: i64::from(config.group_share_partition_max_record_locks),
             delivery_count_limit: u16::try_from(config.group_share_delivery_count_limit).unwrap_or(5),
             lock_duration_ms: i64::from(config.group_share_record_lock_duration_ms),
+            // A group's own config turns it on (`share_common::group_settings`).
+            dead_letter_queue: false,
         };
-        let share_partitions = crate::group::share::share_partitions::SharePartitions::new(share_persister, share_limits);
+        let dead_letters = Rc::new(crate::server::dead_letter_writer::BrokerDeadLetterWriter {
+            router: router.clone(),
+            controller: controller.clone(),
+            node_id: config.node_id,
+            inter_broker: inter_broker.clone(),
+            prefix: config.errors_deadletterqueue_topic_name_prefix.clone(),
+            auto_create: config.errors_deadletterqueue_auto_create_topics_enable,
+        });
+        let share_partitions = crate::group::share::share_partitions::SharePartitions::new(share_persister, dead_letters, share_limits);
         let share_state =
             Rc::new(crate::group::share::state_coordinator::ShareStateCoordinator::new(config.share_coordinator_snapshot_update_records_per_snapshot));
         serve_coordinator_ops(&router, &coordinator, &txn_coordinator, &share_partitions, &share_state);
