@@ -219,6 +219,26 @@ def wait_assigned(bootstrap: str, group: str, topic: str, n: int):
     wait_for(f"{n} members of {group} holding {topic}", assigned, BOUND_S)
 
 
+def dead_letters(bootstrap: str, topic: str, expected: int) -> dict[int, str]:
+    """{source offset: copied value} of the dead letters in `topic`, read until `expected`
+    distinct offsets came (or the bound) and a few quiet seconds passed."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{topic}", "enable.auto.commit": False})
+    out: dict[int, str] = {}
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        deadline, last = time.monotonic() + BOUND_S, time.monotonic()
+        while time.monotonic() < deadline and not (len(out) >= expected and time.monotonic() - last > 5):
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                h = {k: v.decode() for k, v in (m.headers() or [])}
+                out[int(h["__dlq.errors.offset"])] = m.value().decode() if m.value() is not None else None
+                last = time.monotonic()
+        return out
+    finally:
+        c.close()
+
+
 def delivered_count(events, lock) -> int:
     with lock:
         return len({e["d"] for _, _, e in events if "d" in e})
@@ -265,7 +285,10 @@ def test_java_share_consumers_across_kill9_of_leader_and_share_coordinator(tmp_p
     coming: kill -9 the partition's leader (restarted), then the broker leading the
     share-partition's `__share_group_state` partition (restarted). Nothing is lost, no
     record is delivered again after its final acknowledgement was answered, and each
-    acknowledgement type keeps its meaning across both."""
+    acknowledgement type keeps its meaning across both. The group has a dead-letter queue
+    (KIP-1191) led by another broker than the partition at first: every record whose
+    REJECT, or last RELEASE, was answered has its dead letter there (at least once: one
+    may be written twice across a kill, as in Kafka)."""
     if is_kafka():
         gen = conftest.running_kafka_cluster(tmp_path_factory, "share-java-kill", dict(SETTINGS))
     else:
@@ -282,6 +305,12 @@ def test_java_share_consumers_across_kill9_of_leader_and_share_coordinator(tmp_p
         tid = topic_id_of(bs, topic_name)
         group = f"sjk-{topic_name}"
         set_group_configs(bs, group)
+        dlq = f"dlq.{topic_name}"
+        others = [n for n in sorted(node) if n != leader]
+        a.create_topics([NewTopic(dlq, 1, replica_assignment=[[others[0], others[1], leader]], config={"errors.deadletterqueue.group.enable": "true"})],
+                        operation_timeout=30)[dlq].result(BOUND_S)
+        configs_tool(bs, "--alter", "--entity-type", "groups", "--entity-name", group, "--add-config",
+                     f"errors.deadletterqueue.topic.name={dlq},errors.deadletterqueue.copy.record.enable=true")
         events, lock = [], threading.Lock()
         workers = [ShareWorker(bs, group, topic_name, "explicit", f"w{i}", events, lock) for i in range(3)]
         wait_members(bs, group, 3)
@@ -311,6 +340,12 @@ def test_java_share_consumers_across_kill9_of_leader_and_share_coordinator(tmp_p
         problems = judge.problems(produced.value_at)
         assert not problems, "\n".join(problems[:30])
         assert len(produced.value_at) == 1000
+        dead = {o for o, v in produced.value_at.items() if rule(v) in (5, 7) and any(k in "RL" for _, _, k, _ in judge.finals.get(o, []))}
+        letters = dead_letters(bs, dlq, len(dead))
+        missing = sorted(dead - set(letters))
+        assert not missing, f"no dead letter for {len(missing)} records whose final acknowledgement was answered: {missing[:20]}"
+        wrong = sorted(o for o, v in letters.items() if v != produced.value_at.get(o))
+        assert not wrong, f"dead letters whose copy is not the record: {wrong[:20]}"
     finally:
         for wk in workers:
             wk.stop()
