@@ -354,9 +354,16 @@ impl SharePartitions {
     async fn dead_letter(&self, entry: Rc<Entry>, p: Rc<Partition>, source: DeadLetterSource, queue: Option<DeadLetterQueue>, limit: u16, leader_epoch: i32) {
         let current = |entry: &Entry| entry.loaded.borrow().as_ref().is_some_and(|l| l.leader_epoch == leader_epoch);
         loop {
-            let ranges = match entry.loaded.borrow().as_ref() {
-                Some(l) if l.leader_epoch == leader_epoch => l.sp.archiving(),
-                _ => return,
+            // Taken in turn: an operation whose write is in flight may have made offsets
+            // ARCHIVING that its failure would undo (a refused REJECT); between operations
+            // every ARCHIVING offset is written, or went there by an expired lock, which
+            // nothing undoes.
+            let ranges = {
+                let Ok(_turn) = entry.turn.acquire_permit(1).await else { return };
+                match entry.loaded.borrow().as_ref() {
+                    Some(l) if l.leader_epoch == leader_epoch => l.sp.archiving(),
+                    _ => return,
+                }
             };
             if ranges.is_empty() {
                 break;
