@@ -107,7 +107,11 @@ def test_an_eligible_replica_leads_and_keeps_what_the_crashed_leader_lost(cluste
         b5.resume()
     wait_for("the eligible replica leads", lambda: (metadata(b4, topic) or (None,))[0] == 5, DEADLINE_S)
     d = described(b4, topic)
-    assert d["Leader"] == "5" and ids(d["Elr"]) == [] and ids(d["LastKnownElr"]) == [], d
+    # Once 5 led, the ELR and last known ELR are spent. Leadership may already have moved
+    # on, but only to an ISR member: 4, after it caught up with 5 and rejoined (seen once
+    # in CI under load, when 5 was fenced again seconds after its SIGCONT).
+    assert ids(d["Elr"]) == [] and ids(d["LastKnownElr"]) == [], d
+    assert d["Leader"] == "5" or (d["Leader"] == "4" and 4 in ids(d["Isr"])), d
 
     # 4 follows the new leader: it truncates what it had alone and rejoins the ISR. (Until
     # then the ISR [5] is below min ISR and 5 holds its high watermark where it learned it
