@@ -395,7 +395,7 @@ impl SharePartitions {
                         }
                     }
                     (Err(e), _) => Err(e.clone()),
-                    (Ok(()), None) => unreachable!("ready only with a queue"),
+                    (Ok(()), None) => Err("no dead-letter queue".to_string()),
                 };
                 let offsets = (range.last_offset - range.first_offset + 1) as u64;
                 crate::metrics::shard_metrics::with(|m| {
