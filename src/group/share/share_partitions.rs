@@ -212,7 +212,10 @@ impl SharePartitions {
                 if let Some(l) = entry.loaded.borrow_mut().as_mut() {
                     l.persisted = (start_offset, batches);
                 }
-                self.maybe_dead_letter(&entry, p, &op, leader_epoch);
+                // Only a group with a queue makes offsets ARCHIVING (a load resumes the rest).
+                if op.limits.dead_letter_queue {
+                    self.maybe_dead_letter(&entry, p, &op, leader_epoch);
+                }
             }
             if let Err(code) = written {
                 // Not durable, so not done: the acknowledgements are undone and refused.
