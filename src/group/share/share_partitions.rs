@@ -32,7 +32,7 @@ use super::aborted_batches::{aborted_batches, FetchedBatch};
 use super::dead_letter::{
     dead_letter_batches, originals, DeadLetterCause, DeadLetterQueue, DeadLetterSource, Originals, SharedDeadLetterWriter, MAX_WRITE_BYTES,
 };
-use super::share_partition::{AcknowledgeError, AcknowledgementBatch, AcquiredRecords, MemberId, ShareLimits, SharePartition, StateBatch};
+use super::share_partition::{AcknowledgeError, AcknowledgementBatch, AcquiredRecords, ArchivingRange, MemberId, ShareLimits, SharePartition, StateBatch};
 use super::state_coordinator::{ShareStateAnswer, ShareStateOpKind};
 use super::state_persister::{fences, from_persisted, partition_error, to_persisted, StatePersister};
 use super::state_records::SharePartitionKey;
@@ -355,7 +355,6 @@ impl SharePartitions {
     /// was reloaded or forgotten (the next leader epoch's load resumes what is left).
     /// Offsets the queue did not take are archived all the same, the reason logged.
     async fn dead_letter(&self, entry: Rc<Entry>, p: Rc<Partition>, source: DeadLetterSource, queue: Option<DeadLetterQueue>, limit: u16, leader_epoch: i32) {
-        let current = |entry: &Entry| entry.loaded.borrow().as_ref().is_some_and(|l| l.leader_epoch == leader_epoch);
         loop {
             // Taken in turn: an operation whose write is in flight may have made offsets
             // ARCHIVING that its failure would undo (a refused REJECT); between operations
@@ -372,38 +371,18 @@ impl SharePartitions {
                 break;
             }
             let ready = match &queue {
-                Some(q) => self.dead_letters.prepare(&source.group_id, q).await,
+                Some(q) => self.dead_letters.prepare(&source.group_id, q).await.map(|()| q),
                 None => Err("the group has no dead-letter queue now (errors.deadletterqueue.topic.name blank or share.version below 2)".to_string()),
             };
             for range in &ranges {
-                let mut sent = 0usize;
-                let outcome = match (&ready, &queue) {
-                    (Ok(()), Some(q)) => {
-                        let copied = if q.copy_record { read_originals(&p, range.first_offset, range.last_offset).await } else { Originals::new() };
-                        let cause = DeadLetterCause::of(range.delivery_count, limit);
-                        match dead_letter_batches(&source, range, cause, &copied, crate::runtime::clock::now_ms()) {
-                            Ok(batches) => {
-                                let mut result = Ok(());
-                                for batch in batches {
-                                    let records = crate::record::parse_header(&batch).map_or(0, |h| h.records_count.max(0) as usize);
-                                    if let Err(e) = self.dead_letters.write(q, source.partition, batch).await {
-                                        result = Err(e);
-                                        break;
-                                    }
-                                    sent += records;
-                                }
-                                result
-                            }
-                            Err(e) => Err(e.to_string()),
-                        }
-                    }
-                    (Err(e), _) => Err(e.clone()),
-                    (Ok(()), None) => Err("no dead-letter queue".to_string()),
+                let (sent, outcome) = match ready {
+                    Ok(q) => self.write_dead_letters(&p, &source, q, range, limit).await,
+                    Err(ref why) => (0, Err(why.clone())),
                 };
                 let offsets = (range.last_offset - range.first_offset + 1) as u64;
                 crate::metrics::shard_metrics::with(|m| {
-                    m.share_dead_letter.records_written += sent as u64;
-                    m.share_dead_letter.records_not_written += offsets.saturating_sub(sent as u64);
+                    m.share_dead_letter.records_written += sent;
+                    m.share_dead_letter.records_not_written += offsets.saturating_sub(sent);
                 });
                 if let Err(why) = outcome {
                     tracing::error!(group = %source.group_id, topic = %source.topic, partition = source.partition, first = range.first_offset, last = range.last_offset, reason = %why, "dead-letter queue write failed; archiving the records regardless");
@@ -411,12 +390,9 @@ impl SharePartitions {
             }
             // Archived, then written under the turn (no other operation in between).
             let Ok(_turn) = entry.turn.acquire_permit(1).await else { return };
-            if !current(&entry) {
-                return;
-            }
-            let write = {
+            let (start, batches, state_epoch) = {
                 let mut loaded = entry.loaded.borrow_mut();
-                let l = loaded.as_mut().expect("current");
+                let Some(l) = loaded.as_mut().filter(|l| l.leader_epoch == leader_epoch) else { return };
                 for r in &ranges {
                     l.sp.finish_archiving(r.first_offset, r.last_offset);
                 }
@@ -424,10 +400,10 @@ impl SharePartitions {
                 (start, batches, l.state_epoch)
             };
             let state_key = SharePartitionKey { group_id: source.group_id.clone(), topic_id: uuid::Uuid::from_bytes(p.topic_id), partition: p.index };
-            match self.write(&state_key, write.2, leader_epoch, write.0, &write.1).await {
+            match self.write(&state_key, state_epoch, leader_epoch, start, &batches).await {
                 Ok(()) => {
                     if let Some(l) = entry.loaded.borrow_mut().as_mut().filter(|l| l.leader_epoch == leader_epoch) {
-                        l.persisted = (write.0, write.1);
+                        l.persisted = (start, batches);
                     }
                 }
                 // ARCHIVED stays in memory and rides on the next write (Kafka's rule too).
@@ -437,6 +413,33 @@ impl SharePartitions {
         if let Some(l) = entry.loaded.borrow().as_ref().filter(|l| l.leader_epoch == leader_epoch) {
             l.dead_lettering.set(false);
         }
+    }
+
+    /// The dead letters of one ARCHIVING range written to `queue` (originals read first
+    /// when copied): how many records it took, and why it stopped if it did.
+    async fn write_dead_letters(
+        &self,
+        p: &Partition,
+        source: &DeadLetterSource,
+        queue: &DeadLetterQueue,
+        range: &ArchivingRange,
+        limit: u16,
+    ) -> (u64, Result<(), String>) {
+        let copied = if queue.copy_record { read_originals(p, range.first_offset, range.last_offset).await } else { Originals::new() };
+        let cause = DeadLetterCause::of(range.delivery_count, limit);
+        let batches = match dead_letter_batches(source, range, cause, &copied, crate::runtime::clock::now_ms()) {
+            Ok(b) => b,
+            Err(e) => return (0, Err(e.to_string())),
+        };
+        let mut sent = 0u64;
+        for batch in batches {
+            let records = parse_header(&batch).map_or(0, |h| u64::try_from(h.records_count).unwrap_or(0));
+            if let Err(e) = self.dead_letters.write(queue, source.partition, batch).await {
+                return (sent, Err(e));
+            }
+            sent += records;
+        }
+        (sent, Ok(()))
     }
 
     /// Reads the share-partition's state from its coordinator (ReadShareGroupState, which
