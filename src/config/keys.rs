@@ -439,6 +439,10 @@ config_keys! {
     /// Also reported as group.consumer.max.size (KIP-848 groups). Kafka's default is unbounded;
     /// ours is a limit.
     static group_max_size: usize = 10_000, kafka = "group.max.size" as Int;
+    /// How a non-empty group may move between the classic and KIP-848 consumer protocols.
+    /// bidirectional (default), upgrade (classic to consumer only), downgrade (consumer to
+    /// classic only) or disabled; an empty group always takes its next member's protocol.
+    static group_consumer_migration_policy: String = "bidirectional".into(), kafka = "group.consumer.migration.policy" as String;
     /// Groups one shard coordinates at most (a limit, as on everything).
     static max_groups_per_shard: usize = 100_000;
     /// Share sessions (KIP-932) the broker keeps at most; one more is SHARE_SESSION_LIMIT_REACHED.

@@ -4,6 +4,7 @@
 //! shard builds one at start (server/shard); the coordinator never sees the server.
 use std::rc::Rc;
 
+use super::consumer::migration::{Migration, MigrationPolicy};
 use super::coordinator::Coordinator;
 use super::share::state_persister::StatePersister;
 
@@ -18,6 +19,8 @@ pub struct GroupConfig {
     pub group_max_session_timeout_ms: i32,
     pub group_initial_rebalance_delay_ms: u64,
     pub group_max_size: usize,
+    /// group.consumer.migration.policy (validated at start).
+    pub group_consumer_migration_policy: MigrationPolicy,
     pub max_groups_per_shard: usize,
     pub group_consumer_session_timeout_ms: u64,
     pub group_consumer_heartbeat_interval_ms: i32,
@@ -73,6 +76,11 @@ impl CoordinatorContext {
             self.config.group_consumer_session_timeout_ms,
             self.config.group_consumer_heartbeat_interval_ms,
         )
+    }
+
+    /// What the classic ↔ consumer conversions of a group may do.
+    pub fn migration(&self) -> Migration {
+        Migration { policy: self.config.group_consumer_migration_policy, max_size: self.config.group_max_size }
     }
 
     pub fn partition(&self, topic: &str, partition: i32) -> Option<Rc<Partition>> {

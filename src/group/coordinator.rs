@@ -183,7 +183,15 @@ impl Coordinator {
                 g.consumer = None;
             }
             OffsetsRecord::Group { group, value: None } => {
-                groups.remove(&group);
+                // The classic form ends: the group was deleted (its offsets have their own
+                // tombstones, written before) or upgraded to a consumer group (its offsets
+                // stay).
+                if let Some(g) = groups.get_mut(&group) {
+                    super::membership::dissolve(g, ErrorCode::UNKNOWN_MEMBER_ID);
+                    if g.is_disposable() {
+                        groups.remove(&group);
+                    }
+                }
             }
             OffsetsRecord::Consumer(rec) => super::consumer::replay(&mut groups, partition, rec),
             OffsetsRecord::Share(rec) => super::share::coordinator::replay(&mut groups, partition, rec, Instant::now()),
@@ -209,7 +217,7 @@ impl Coordinator {
                     to_persist.push((g.partition, vec![rec]));
                 }
                 let (session_timeout_ms, _) = ctx.consumer_timeouts(&image, &g.id);
-                let recs = super::consumer::expire(g, now, session_timeout_ms);
+                let recs = super::consumer::expire(g, now, session_timeout_ms, ctx.migration(), &image);
                 if !recs.is_empty() {
                     to_persist.push((g.partition, recs));
                 }

@@ -22,6 +22,7 @@ fn config() -> GroupConfig {
         group_max_session_timeout_ms: 1_800_000,
         group_initial_rebalance_delay_ms: 0,
         group_max_size: 100,
+        group_consumer_migration_policy: Default::default(),
         max_groups_per_shard: 1_000,
         group_consumer_session_timeout_ms: 45_000,
         group_consumer_heartbeat_interval_ms: 5_000,

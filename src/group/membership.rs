@@ -19,6 +19,7 @@ use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{HeartbeatRequest, JoinGroupRequest, JoinGroupResponse, SyncGroupRequest, SyncGroupResponse};
 use kafka_protocol::protocol::StrBytes;
 
+use super::consumer::classic_member::{self, ClassicJoin};
 use super::context::CoordinatorContext;
 use super::coordinator::{append, Coordinator};
 use super::coordinator_records::{GroupValue, MemberValue, OffsetsRecord};
@@ -140,7 +141,27 @@ fn remove_member(g: &mut Group, member_id: &str, code: ErrorCode) {
     }
 }
 
-fn prepare_rebalance(g: &mut Group, now: Instant, initial_delay_ms: u64) {
+/// Ends the classic form of `g` (its protocol moves to KIP-848, or back): every member is
+/// removed, whatever it waits for answered with `code`, and the classic state reset.
+/// Committed offsets stay.
+pub(super) fn dissolve(g: &mut Group, code: ErrorCode) {
+    let ids: Vec<String> = g.members.keys().cloned().collect();
+    for id in ids {
+        remove_member(g, &id, code);
+    }
+    g.static_members.clear();
+    g.pending_members.clear();
+    g.pending_sync.clear();
+    g.rebalance_deadline = None;
+    g.initial_delay_until = None;
+    g.protocol = None;
+    g.leader = None;
+    g.generation = 0;
+    g.store_pending = false;
+    g.set_state(GroupState::Empty);
+}
+
+pub(super) fn prepare_rebalance(g: &mut Group, now: Instant, initial_delay_ms: u64) {
     if g.state == GroupState::CompletingRebalance {
         // The generation being assigned is void: members waiting in SyncGroup rejoin.
         for m in g.members.values_mut() {
@@ -309,11 +330,29 @@ impl Coordinator {
             }
             // Present: inserted just above if it was missing.
             let g = groups.get_mut(&group_id).expect("group present");
-            // One protocol per group: a KIP-848 group with members refuses classic joins;
-            // an empty one becomes classic again (its offsets stay).
-            if g.consumer.as_ref().is_some_and(|c| !c.is_empty()) || g.share.is_some() || g.streams.is_some() {
+            // A share or streams group id is never a classic one.
+            if g.share.is_some() || g.streams.is_some() {
                 return join_error(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, &member_id);
             }
+            if g.consumer.as_ref().is_some_and(|c| !c.is_empty()) {
+                // A consumer group with members takes the classic member in (KIP-848
+                // online migration); the answer waits for its records.
+                let join = ClassicJoin {
+                    member_id: member_id.clone(),
+                    instance_id: instance_id.clone(),
+                    client_id: bounded(&client_id),
+                    client_host: client_host.clone(),
+                    protocol_type: protocol_type.clone(),
+                    protocols,
+                    session_timeout_ms,
+                    rebalance_timeout_ms,
+                    version,
+                };
+                let (resp, records) = classic_member::join(g, join, &ctx.image(), ctx.migration(), now);
+                drop(groups);
+                return store_then(_p, &records, resp, |code| join_error(code, &member_id)).await;
+            }
+            // An empty consumer group becomes classic again (its offsets stay).
             g.consumer = None;
             let outcome = join_locked(
                 g,
@@ -360,7 +399,7 @@ impl Coordinator {
         rx.await.unwrap_or_else(|_| join_error(ErrorCode::UNKNOWN_MEMBER_ID, &member_id))
     }
 
-    pub(super) async fn sync(&self, _ctx: &Rc<CoordinatorContext>, p: &Rc<Partition>, req: SyncGroupRequest) -> SyncGroupResponse {
+    pub(super) async fn sync(&self, ctx: &Rc<CoordinatorContext>, p: &Rc<Partition>, req: SyncGroupRequest) -> SyncGroupResponse {
         let group_id = req.group_id.0.to_string();
         let member_id = req.member_id.to_string();
         let instance_id = req.group_instance_id.as_ref().map(|s| s.to_string());
@@ -368,6 +407,9 @@ impl Coordinator {
         let (rx, leader_work) = {
             let mut groups = self.groups.borrow_mut();
             let Some(g) = groups.get_mut(&group_id) else { return sync_error(ErrorCode::UNKNOWN_MEMBER_ID) };
+            if g.consumer.is_some() {
+                return classic_member::sync(g, &req, &ctx.image(), now);
+            }
             if g.state == GroupState::Dead {
                 return sync_error(ErrorCode::COORDINATOR_NOT_AVAILABLE);
             }
@@ -461,10 +503,13 @@ impl Coordinator {
     pub(super) fn heartbeat(&self, req: HeartbeatRequest) -> ErrorCode {
         let mut groups = self.groups.borrow_mut();
         let Some(g) = groups.get_mut(req.group_id.0.as_str()) else { return ErrorCode::UNKNOWN_MEMBER_ID };
+        let member_id = req.member_id.as_str();
+        if g.consumer.is_some() {
+            return classic_member::heartbeat(g, member_id, req.group_instance_id.as_deref(), req.generation_id, Instant::now());
+        }
         if g.state == GroupState::Dead {
             return ErrorCode::COORDINATOR_NOT_AVAILABLE;
         }
-        let member_id = req.member_id.as_str();
         if let Err(e) = validate_member(g, member_id, req.group_instance_id.as_deref()) {
             return e;
         }
@@ -487,6 +532,13 @@ impl Coordinator {
         let now = Instant::now();
         let mut groups = self.groups.borrow_mut();
         let Some(g) = groups.get_mut(group_id) else { return (ErrorCode::UNKNOWN_MEMBER_ID, Vec::new()) };
+        if g.consumer.is_some() {
+            let (code, results, records) = classic_member::leave(g, members, ctx.migration(), &ctx.image(), now);
+            let partition = g.partition;
+            drop(groups);
+            store_in_background(ctx, partition, records);
+            return (code, results);
+        }
         if g.state == GroupState::Dead {
             return (ErrorCode::COORDINATOR_NOT_AVAILABLE, Vec::new());
         }
@@ -528,17 +580,37 @@ impl Coordinator {
         let record = if removed { on_members_gone(g, now, ctx.config.group_initial_rebalance_delay_ms) } else { None };
         let partition = g.partition;
         drop(groups);
-        if let (Some(rec), Some(p)) = (record, ctx.partition(super::OFFSETS_TOPIC, partition)) {
-            // Answered before the record is stored, as Kafka's coordinator does; a failed
-            // store is logged, never dropped silently.
-            glommio::spawn_local(async move {
-                if let Err(e) = append(&p, &[rec]).await {
-                    tracing::warn!(partition = p.index, error = %e, "could not store group metadata after members left");
-                }
-            })
-            .detach();
-        }
+        store_in_background(ctx, partition, record.into_iter().collect());
         (ErrorCode::NONE, results)
+    }
+}
+
+/// Stores `records` after the answer went out (members left), as Kafka's coordinator
+/// does; a failed store is logged, never dropped silently.
+fn store_in_background(ctx: &Rc<CoordinatorContext>, partition: i32, records: Vec<OffsetsRecord>) {
+    if records.is_empty() {
+        return;
+    }
+    if let Some(p) = ctx.partition(super::OFFSETS_TOPIC, partition) {
+        glommio::spawn_local(async move {
+            if let Err(e) = append(&p, &records).await {
+                tracing::warn!(partition = p.index, error = %e, "could not store group metadata after members left");
+            }
+        })
+        .detach();
+    }
+}
+
+/// Answers `resp` once `records` are stored (nothing to store: at once); a failed store
+/// is answered with `error` (MESSAGE_TOO_LARGE as UNKNOWN_SERVER_ERROR, as Kafka).
+async fn store_then<R>(p: &Rc<Partition>, records: &[OffsetsRecord], resp: R, error: impl FnOnce(ErrorCode) -> R) -> R {
+    if records.is_empty() {
+        return resp;
+    }
+    match append(p, records).await {
+        Ok(_) => resp,
+        Err(ErrorCode::MESSAGE_TOO_LARGE) => error(ErrorCode::UNKNOWN_SERVER_ERROR),
+        Err(code) => error(code),
     }
 }
 

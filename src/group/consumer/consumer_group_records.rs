@@ -5,7 +5,9 @@
 //! | record (Kafka's name) | key | value (flexible v0) |
 //! |---|---|---|
 //! | ConsumerGroupMetadata | v3: `i16 3, str group` | `i16 0, i32 epoch, tagged {0: i64 metadata_hash}` |
-//! | ConsumerGroupMemberMetadata | v5: `i16 5, str group, str member` | `i16 0, cnstr instance_id, cnstr rack_id, cstr client_id, cstr client_host, carray<cstr> subscribed_topic_names, cnstr subscribed_topic_regex, i32 rebalance_timeout_ms, cnstr server_assignor, tagged` |
+//! | ConsumerGroupMemberMetadata | v5: `i16 5, str group, str member` | `i16 0, cnstr instance_id, cnstr rack_id, cstr client_id, cstr client_host, carray<cstr> subscribed_topic_names, cnstr subscribed_topic_regex, i32 rebalance_timeout_ms, cnstr server_assignor, tagged {0: ClassicMemberMetadata}` |
+//!
+//! `ClassicMemberMetadata` = `i32 session_timeout_ms, carray<{cstr name, cbytes metadata, tagged}> supported_protocols, tagged` (a classic member inside the group).
 //! | ConsumerGroupTargetAssignmentMetadata | v6: `i16 6, str group` | `i16 0, i32 assignment_epoch, tagged` |
 //! | ConsumerGroupTargetAssignmentMember | v7: `i16 7, str group, str member` | `i16 0, carray<TopicPartitions> topic_partitions, tagged` |
 //! | ConsumerGroupCurrentMemberAssignment | v8: `i16 8, str group, str member` | `i16 0, i32 member_epoch, i32 previous_member_epoch, i8 state, carray<TopicPartitions> assigned_partitions, carray<TopicPartitions> partitions_pending_revocation, tagged` |
@@ -26,7 +28,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use super::group::Assignment;
 use crate::group::coordinator_records::{get_i16, get_i32, get_i64, get_str, put_str, RecordError};
 use crate::group::flexible_records::{
-    get_array_len, get_assignment, get_assignment_with_epochs, get_compact_nullable_str, get_compact_str, get_i8, get_tagged_fields, put_assignment,
+    get_array_len, get_assignment, get_uvarint, get_assignment_with_epochs, get_compact_nullable_str, get_compact_str, get_i8, get_tagged_fields, put_assignment,
     put_assignment_with_epochs, put_compact_nullable_str, put_compact_str, put_len, put_uvarint, AssignmentEpochs,
 };
 
@@ -52,6 +54,59 @@ pub struct MemberMetadataValue {
     pub subscribed_topic_regex: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub server_assignor: Option<String>,
+    /// Set for a member speaking the classic protocol inside the consumer group (KIP-848
+    /// online migration): tagged field 0.
+    pub classic: Option<ClassicMemberMetadata>,
+}
+
+/// ConsumerGroupMemberMetadataValue.ClassicMemberMetadata: what a classic member sent in
+/// its JoinGroup, kept to answer it and to turn the group back into a classic one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassicMemberMetadata {
+    pub session_timeout_ms: i32,
+    /// (protocol name, metadata) in the member's order of preference.
+    pub protocols: Vec<(String, Bytes)>,
+}
+
+/// Tag of ConsumerGroupMemberMetadataValue.ClassicMemberMetadata.
+const CLASSIC_MEMBER_METADATA_TAG: u32 = 0;
+/// Longest protocol metadata read back (a JoinGroup's metadata is bounded by the request).
+const MAX_PROTOCOL_METADATA_BYTES: usize = 1 << 20;
+
+fn put_classic_member_metadata(b: &mut BytesMut, c: &ClassicMemberMetadata) {
+    let mut f = BytesMut::new();
+    f.put_i32(c.session_timeout_ms);
+    put_len(&mut f, c.protocols.len());
+    for (name, metadata) in &c.protocols {
+        put_compact_str(&mut f, name);
+        put_len(&mut f, metadata.len());
+        f.put_slice(metadata);
+        put_uvarint(&mut f, 0);
+    }
+    put_uvarint(&mut f, 0);
+    put_uvarint(b, 1);
+    put_uvarint(b, CLASSIC_MEMBER_METADATA_TAG);
+    // A tagged field's size is its plain byte count (no +1).
+    put_uvarint(b, u32::try_from(f.len()).unwrap_or(u32::MAX));
+    b.put_slice(&f);
+}
+
+fn get_classic_member_metadata(mut f: Bytes) -> Result<ClassicMemberMetadata, RecordError> {
+    let session_timeout_ms = get_i32(&mut f)?;
+    // Each protocol takes at least 3 bytes (name length, metadata length, tagged fields).
+    let n = get_array_len(&mut f, 3)?;
+    let mut protocols = Vec::with_capacity(n);
+    for _ in 0..n {
+        let name = get_compact_str(&mut f)?;
+        let len = (get_uvarint(&mut f)? as usize).checked_sub(1).ok_or(RecordError::Truncated)?;
+        if len > MAX_PROTOCOL_METADATA_BYTES || f.remaining() < len {
+            return Err(RecordError::Truncated);
+        }
+        let metadata = f.split_to(len);
+        get_tagged_fields(&mut f, None)?;
+        protocols.push((name, metadata));
+    }
+    Ok(ClassicMemberMetadata { session_timeout_ms, protocols })
 }
 
 /// ConsumerGroupCurrentMemberAssignmentValue.
@@ -151,7 +206,10 @@ impl ConsumerRecord {
                 put_compact_nullable_str(&mut b, v.subscribed_topic_regex.as_deref());
                 b.put_i32(v.rebalance_timeout_ms);
                 put_compact_nullable_str(&mut b, v.server_assignor.as_deref());
-                put_uvarint(&mut b, 0);
+                match &v.classic {
+                    Some(c) => put_classic_member_metadata(&mut b, c),
+                    None => put_uvarint(&mut b, 0),
+                }
             }
             ConsumerRecord::TargetAssignmentMetadata { assignment_epoch: Some(e), .. } => {
                 b.put_i32(*e);
@@ -224,7 +282,10 @@ impl ConsumerRecord {
                         let subscribed_topic_regex = get_compact_nullable_str(&mut v)?;
                         let rebalance_timeout_ms = get_i32(&mut v)?;
                         let server_assignor = get_compact_nullable_str(&mut v)?;
-                        // Tagged fields (ClassicMemberMetadata) are not used here.
+                        let classic = match get_tagged_fields(&mut v, Some(CLASSIC_MEMBER_METADATA_TAG))? {
+                            Some(f) => Some(get_classic_member_metadata(f)?),
+                            None => None,
+                        };
                         Some(MemberMetadataValue {
                             instance_id,
                             rack_id,
@@ -234,6 +295,7 @@ impl ConsumerRecord {
                             subscribed_topic_regex,
                             rebalance_timeout_ms,
                             server_assignor,
+                            classic,
                         })
                     }
                 };
@@ -306,6 +368,25 @@ mod tests {
                     subscribed_topic_regex: None,
                     rebalance_timeout_ms: 300_000,
                     server_assignor: Some("uniform".into()),
+                    classic: None,
+                }),
+            },
+            ConsumerRecord::MemberMetadata {
+                group: "g".into(),
+                member: "m2".into(),
+                value: Some(MemberMetadataValue {
+                    instance_id: None,
+                    rack_id: Some("r".into()),
+                    client_id: "classic".into(),
+                    client_host: "/127.0.0.1".into(),
+                    subscribed_topic_names: vec!["a".into()],
+                    subscribed_topic_regex: None,
+                    rebalance_timeout_ms: 300_000,
+                    server_assignor: None,
+                    classic: Some(ClassicMemberMetadata {
+                        session_timeout_ms: 45_000,
+                        protocols: vec![("range".into(), Bytes::from_static(&[0, 3, 0, 0, 0, 1])), ("cooperative-sticky".into(), Bytes::new())],
+                    }),
                 }),
             },
             ConsumerRecord::MemberMetadata { group: "g".into(), member: "m1".into(), value: None },

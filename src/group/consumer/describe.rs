@@ -11,7 +11,9 @@ use crate::protocol::acl_operations::{self, NOT_REQUESTED as OPERATIONS_NOT_REQU
 use crate::protocol::strings::str_bytes;
 use crate::protocol::ErrorCode;
 
-/// Kafka's MemberType for a KIP-848 member (ConsumerGroupDescribe v1).
+/// Kafka's MemberType (ConsumerGroupDescribe v1, KIP-1099): a member speaking the
+/// classic protocol inside the group, or a KIP-848 one.
+const MEMBER_TYPE_CLASSIC: i8 = 0;
 const MEMBER_TYPE_CONSUMER: i8 = 1;
 
 fn described_assignment(a: &Assignment, image: &MetadataImage) -> DescribedAssignment {
@@ -51,7 +53,7 @@ pub fn describe(group_id: &str, g: Option<&Group>, include_authorized_operations
                 .with_subscribed_topic_regex(m.subscribed_topic_regex.as_deref().map(str_bytes))
                 .with_assignment(described_assignment(&m.assigned, image))
                 .with_target_assignment(described_assignment(&target, image))
-                .with_member_type(MEMBER_TYPE_CONSUMER)
+                .with_member_type(if m.uses_classic_protocol() { MEMBER_TYPE_CLASSIC } else { MEMBER_TYPE_CONSUMER })
         })
         .collect();
     base.with_group_state(str_bytes(c.state().name()))

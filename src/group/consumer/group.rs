@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use uuid::Uuid;
 
-use super::consumer_group_records::{CurrentAssignmentValue, MemberMetadataValue};
+use super::consumer_group_records::{ClassicMemberMetadata, CurrentAssignmentValue, MemberMetadataValue};
 use super::subscription_regex::GroupRegexes;
 use crate::group::flexible_records::AssignmentEpochs;
 use crate::protocol::ErrorCode;
@@ -97,8 +97,18 @@ pub struct ConsumerMember {
     pub assignment_epochs: AssignmentEpochs,
     pub last_heartbeat: Instant,
     /// While partitions are pending revocation: when the member is fenced if it has not
-    /// given them back (its rebalance timeout).
+    /// given them back (its rebalance timeout). Never set for a classic member (its join
+    /// deadline plays that part).
     pub revocation_deadline: Option<Instant>,
+    /// Set for a member speaking the classic protocol (JoinGroup / SyncGroup / Heartbeat)
+    /// inside this consumer group (classic_member.rs); its session timeout is its own.
+    pub classic: Option<ClassicMemberMetadata>,
+    /// A classic member after its JoinGroup: fenced if no SyncGroup by then (its
+    /// rebalance timeout; Kafka's sync timer).
+    pub classic_sync_deadline: Option<Instant>,
+    /// A classic member told to rejoin (REBALANCE_IN_PROGRESS): fenced if no JoinGroup by
+    /// then (its rebalance timeout; Kafka's join timer).
+    pub classic_join_deadline: Option<Instant>,
 }
 
 impl ConsumerMember {
@@ -121,7 +131,14 @@ impl ConsumerMember {
             assignment_epochs: AssignmentEpochs::new(),
             last_heartbeat: now,
             revocation_deadline: None,
+            classic: None,
+            classic_sync_deadline: None,
+            classic_join_deadline: None,
         }
+    }
+
+    pub fn uses_classic_protocol(&self) -> bool {
+        self.classic.is_some()
     }
 
     /// What ConsumerGroupMemberMetadataValue stores of this member.
@@ -135,6 +152,7 @@ impl ConsumerMember {
             subscribed_topic_regex: self.subscribed_topic_regex.clone(),
             rebalance_timeout_ms: self.rebalance_timeout_ms,
             server_assignor: self.server_assignor.clone(),
+            classic: self.classic.clone(),
         }
     }
 
@@ -159,6 +177,7 @@ impl ConsumerMember {
         self.subscribed_topic_regex = v.subscribed_topic_regex.filter(|r| !r.is_empty());
         self.rebalance_timeout_ms = v.rebalance_timeout_ms;
         self.server_assignor = v.server_assignor;
+        self.classic = v.classic;
     }
 
     pub fn apply_current_assignment_value(&mut self, v: CurrentAssignmentValue) {
@@ -340,7 +359,10 @@ impl ConsumerGroup {
             return Ok(());
         }
         let m = self.members.get(member_id).ok_or(ErrorCode::UNKNOWN_MEMBER_ID)?;
-        if version < 9 {
+        // A classic member commits with its generation, in any version, and is told
+        // ILLEGAL_GENERATION as in a classic group.
+        let stale = if m.uses_classic_protocol() { ErrorCode::ILLEGAL_GENERATION } else { ErrorCode::STALE_MEMBER_EPOCH };
+        if version < 9 && !m.uses_classic_protocol() {
             // KIP-848 members must commit with OffsetCommit v9+.
             return Err(ErrorCode::UNSUPPORTED_VERSION);
         }
@@ -348,12 +370,12 @@ impl ConsumerGroup {
             return Ok(());
         }
         if member_epoch > m.member_epoch {
-            return Err(ErrorCode::STALE_MEMBER_EPOCH);
+            return Err(stale);
         }
         for k in partitions {
             match k.and_then(|k| m.assignment_epochs.get(&k)) {
                 Some(&granted_at) if member_epoch >= granted_at => {}
-                _ => return Err(ErrorCode::STALE_MEMBER_EPOCH),
+                _ => return Err(stale),
             }
         }
         Ok(())
@@ -369,7 +391,7 @@ impl ConsumerGroup {
         }
         let m = self.members.get(member_id).ok_or(ErrorCode::UNKNOWN_MEMBER_ID)?;
         if member_epoch != m.member_epoch {
-            return Err(ErrorCode::STALE_MEMBER_EPOCH);
+            return Err(if m.uses_classic_protocol() { ErrorCode::ILLEGAL_GENERATION } else { ErrorCode::STALE_MEMBER_EPOCH });
         }
         Ok(())
     }

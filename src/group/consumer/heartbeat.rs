@@ -13,10 +13,11 @@ use uuid::Uuid;
 use super::assignor::{self, MemberSpec};
 use super::consumer_group_records::ConsumerRecord;
 use super::group::{Assignment, ConsumerGroup, ConsumerMember, MemberState, LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH};
+use super::migration::Migration;
 use super::subscription_regex;
 use crate::cluster::image::MetadataImage;
 use crate::group::coordinator_records::OffsetsRecord;
-use crate::group::state::{Group, GroupState};
+use crate::group::state::Group;
 use crate::protocol::strings::str_bytes;
 use crate::protocol::ErrorCode;
 
@@ -37,6 +38,7 @@ pub type HeartbeatError = (ErrorCode, String);
 pub struct Settings {
     pub heartbeat_interval_ms: i32,
     pub max_size: usize,
+    pub migration: Migration,
 }
 
 fn invalid(msg: &str) -> HeartbeatError {
@@ -144,7 +146,7 @@ fn target_record(group: &str, member: &str, partitions: Option<&Assignment>) -> 
 
 /// A departed member's records, in Kafka's order (current assignment, target, metadata),
 /// so a replay never sees an assignment without its member.
-fn member_tombstones(group: &str, member: &str, records: &mut Vec<OffsetsRecord>) {
+pub(super) fn member_tombstones(group: &str, member: &str, records: &mut Vec<OffsetsRecord>) {
     let (group, member) = (group.to_string(), member.to_string());
     records.push(OffsetsRecord::Consumer(ConsumerRecord::CurrentMemberAssignment { group: group.clone(), member: member.clone(), value: None }));
     records.push(OffsetsRecord::Consumer(ConsumerRecord::TargetAssignmentMember { group: group.clone(), member: member.clone(), partitions: None }));
@@ -183,7 +185,7 @@ fn bump(c: &mut ConsumerGroup, group_id: &str, records: &mut Vec<OffsetsRecord>)
 
 /// The subscribed topics (by name, or matched by a member's regex) as the metadata image
 /// has them now.
-fn subscription_metadata(c: &ConsumerGroup, image: &MetadataImage) -> super::group::SubscriptionMetadata {
+pub(super) fn subscription_metadata(c: &ConsumerGroup, image: &MetadataImage) -> super::group::SubscriptionMetadata {
     let entry = |t: &crate::cluster::image::TopicMeta| (t.name.clone(), (Uuid::from_bytes(t.topic_id), i32::try_from(t.partitions.len()).unwrap_or(i32::MAX)));
     let mut meta: super::group::SubscriptionMetadata = c.subscribed_names.iter().filter_map(|n| image.topic(n).map(entry)).collect();
     if !c.regexes.is_empty() {
@@ -218,6 +220,29 @@ pub fn update_target(c: &mut ConsumerGroup, group_id: &str, records: &mut Vec<Of
     records.push(OffsetsRecord::Consumer(ConsumerRecord::TargetAssignmentMetadata { group: group_id.to_string(), assignment_epoch: Some(c.assignment_epoch) }));
 }
 
+/// A new member id takes over a static member's place (Kafka's static member
+/// replacement): the old member is tombstoned and its assignment and target move to the
+/// new id at epoch 0. Returns whether there was an old member.
+pub(super) fn replace_static_member(c: &mut ConsumerGroup, group_id: &str, old: &str, new: &str, records: &mut Vec<OffsetsRecord>) -> bool {
+    let Some(mut m) = c.members.remove(old) else { return false };
+    member_tombstones(group_id, old, records);
+    m.id = new.to_string();
+    m.member_epoch = 0;
+    m.previous_member_epoch = 0;
+    m.state = MemberState::Stable;
+    if let Some(t) = c.target.remove(old) {
+        records.push(target_record(group_id, new, Some(&t)));
+        c.target.insert(new.to_string(), t);
+    }
+    for owner in c.owners.values_mut() {
+        if owner == old {
+            *owner = new.to_string();
+        }
+    }
+    c.members.insert(new.to_string(), m);
+    true
+}
+
 /// Handles a heartbeat of epoch >= 0 (join or heartbeat) on group `g`.
 pub fn heartbeat(
     g: &mut Group,
@@ -241,15 +266,16 @@ pub fn heartbeat(
             // so members keep their ids and epochs.
             return Err((ErrorCode::GROUP_ID_NOT_FOUND, format!("Group {group_id} is not a consumer group.")));
         }
-        if g.size() > 0 || g.state != GroupState::Empty {
-            return Err((ErrorCode::INCONSISTENT_GROUP_PROTOCOL, format!("Group {group_id} is a non-empty classic group.")));
+        if g.members.is_empty() {
+            // An empty classic group (or a new one) becomes a consumer group; its committed
+            // offsets stay.
+            super::super::membership::dissolve(g, ErrorCode::REBALANCE_IN_PROGRESS);
+            g.consumer = Some(Box::default());
+            g.protocol_type = Some("consumer".into());
+        } else {
+            // One with members is converted, its members kept (migration.rs).
+            records = super::migration::upgrade(g, settings.migration, image, now)?;
         }
-        // An empty classic group (or a new one) becomes a consumer group; its committed
-        // offsets stay.
-        g.consumer = Some(Box::default());
-        g.protocol_type = Some("consumer".into());
-        g.protocol = None;
-        g.leader = None;
     }
     let Some(c) = g.consumer.as_deref_mut() else { return Err((ErrorCode::UNKNOWN_SERVER_ERROR, "no consumer group".into())) };
 
@@ -278,25 +304,7 @@ pub fn heartbeat(
                 if old_epoch.is_some_and(|e| e != LEAVE_GROUP_STATIC_MEMBER_EPOCH) {
                     return Err((ErrorCode::UNRELEASED_INSTANCE_ID, format!("Static member {old} with instance id {iid} is not released yet.")));
                 }
-                // The new member takes the departed static member's place, assignment included.
-                if let Some(mut m) = c.members.remove(&old) {
-                    member_tombstones(&group_id, &old, &mut records);
-                    m.id = member_id.clone();
-                    m.member_epoch = 0;
-                    m.previous_member_epoch = 0;
-                    m.state = MemberState::Stable;
-                    if let Some(t) = c.target.remove(&old) {
-                        records.push(target_record(&group_id, &member_id, Some(&t)));
-                        c.target.insert(member_id.clone(), t);
-                    }
-                    for owner in c.owners.values_mut() {
-                        if *owner == old {
-                            owner.clone_from(&member_id);
-                        }
-                    }
-                    c.members.insert(member_id.clone(), m);
-                    replaced_static = true;
-                }
+                replaced_static = replace_static_member(c, &group_id, &old, &member_id, &mut records);
                 c.static_members.insert(iid.clone(), member_id.clone());
             }
             Some(_) => {}
@@ -325,6 +333,10 @@ pub fn heartbeat(
             m.previous_member_epoch = 0;
             m.state = MemberState::Stable;
             m.revocation_deadline = None;
+            // A classic member turning to the consumer protocol (same member id).
+            m.classic = None;
+            m.classic_sync_deadline = None;
+            m.classic_join_deadline = None;
             c.update_owners(&member_id);
         }
         Some(m) if member_epoch > m.member_epoch => {
@@ -377,61 +389,9 @@ pub fn heartbeat(
     m.client_id = client_id.to_string();
     m.client_host = client_host.to_string();
     m.last_heartbeat = now;
-    if stored_before.as_ref().is_none_or(|(meta, _)| *meta != m.metadata_value()) {
-        records.push(member_record(&group_id, m));
-    }
-    if let Some(iid) = &instance_id {
-        c.static_members.insert(iid.clone(), member_id.clone());
-    }
-    if subscription_changed {
-        c.refresh_subscribed_names();
-    }
-    // Topics created or grown since the last look also bump the epoch. Compared by hash:
-    // after a load only the stored hash is known, and an unchanged topic set must not
-    // rebalance the group.
-    let meta = subscription_metadata(c, image);
-    let hash = super::group::metadata_hash(&meta);
-    c.subscription_metadata = meta;
-    let mut bump_epoch = subscription_changed;
-    if hash != c.metadata_hash {
-        c.metadata_hash = hash;
-        bump_epoch = true;
-    }
-    if bump_epoch {
-        bump(c, &group_id, &mut records);
-    }
-
-    // 2. A new group epoch gets a new target assignment.
-    if c.group_epoch > c.assignment_epoch {
-        update_target(c, &group_id, &mut records);
-    }
-
-    // 3. Move the member toward its target.
-    let target = c.target.get(&member_id).cloned().unwrap_or_default();
-    let assignment_epoch = c.assignment_epoch;
-    let Some(m) = c.members.get_mut(&member_id) else { return Err((ErrorCode::UNKNOWN_SERVER_ERROR, "member vanished".into())) };
-    let assigned_before = m.assigned.clone();
-    let changed = super::reconcile::reconcile(m, assignment_epoch, &target, owned.as_ref(), &c.owners);
-    if m.state == MemberState::UnrevokedPartitions {
-        if m.revocation_deadline.is_none() {
-            m.revocation_deadline = Some(now + Duration::from_millis(m.rebalance_timeout_ms.max(0) as u64));
-        }
-    } else {
-        m.revocation_deadline = None;
-    }
-    if changed {
-        tracing::debug!(group = %group_id, member = %member_id, epoch = m.member_epoch, state = ?m.state,
-            assigned = m.assigned.values().map(|s| s.len()).sum::<usize>(),
-            pending_revocation = m.pending_revocation.values().map(|s| s.len()).sum::<usize>(), "member reconciled");
-    }
-    let (epoch, assigned_changed) = (m.member_epoch, m.assigned != assigned_before);
-    let assignment = m.assigned.clone();
-    if stored_before.as_ref().is_none_or(|(_, current)| *current != m.current_assignment_value()) {
-        records.push(current_assignment_record(&group_id, m));
-    }
-    if changed {
-        c.update_owners(&member_id);
-    }
+    let assigned_changed = settle(c, &group_id, &member_id, stored_before.as_ref(), subscription_changed, owned.as_ref(), image, now, &mut records)?;
+    let Some(m) = c.members.get(&member_id) else { return Err((ErrorCode::UNKNOWN_SERVER_ERROR, "member vanished".into())) };
+    let (epoch, assignment) = (m.member_epoch, m.assigned.clone());
 
     let mut resp = ConsumerGroupHeartbeatResponse::default()
         .with_member_id(Some(str_bytes(&member_id)))
@@ -448,8 +408,94 @@ pub fn heartbeat(
     Ok((resp, records))
 }
 
+/// What the member stored before this request: (metadata, current assignment).
+pub(super) type StoredMember = (super::consumer_group_records::MemberMetadataValue, super::consumer_group_records::CurrentAssignmentValue);
+
+/// After member `member_id` was updated from its request (a heartbeat or a classic
+/// JoinGroup): stores what changed of it, bumps the group epoch on a new subscription or
+/// changed subscribed topics, computes a new target for a new epoch and moves the member
+/// toward its target (`owned`: the partitions it says it owns). Returns whether its
+/// assigned partitions changed.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn settle(
+    c: &mut ConsumerGroup,
+    group_id: &str,
+    member_id: &str,
+    stored_before: Option<&StoredMember>,
+    subscription_changed: bool,
+    owned: Option<&Assignment>,
+    image: &MetadataImage,
+    now: Instant,
+    records: &mut Vec<OffsetsRecord>,
+) -> Result<bool, HeartbeatError> {
+    let vanished = || (ErrorCode::UNKNOWN_SERVER_ERROR, "member vanished".to_string());
+    let m = c.members.get(member_id).ok_or_else(vanished)?;
+    if stored_before.is_none_or(|(meta, _)| *meta != m.metadata_value()) {
+        records.push(member_record(group_id, m));
+    }
+    if let Some(iid) = m.instance_id.clone() {
+        c.static_members.insert(iid, member_id.to_string());
+    }
+    if subscription_changed {
+        c.refresh_subscribed_names();
+    }
+    // Topics created or grown since the last look also bump the epoch. Compared by hash:
+    // after a load only the stored hash is known, and an unchanged topic set must not
+    // rebalance the group.
+    let meta = subscription_metadata(c, image);
+    let hash = super::group::metadata_hash(&meta);
+    c.subscription_metadata = meta;
+    let mut bump_epoch = subscription_changed;
+    if hash != c.metadata_hash {
+        c.metadata_hash = hash;
+        bump_epoch = true;
+    }
+    if bump_epoch {
+        bump(c, group_id, records);
+    }
+
+    // A new group epoch gets a new target assignment.
+    if c.group_epoch > c.assignment_epoch {
+        update_target(c, group_id, records);
+    }
+
+    // Move the member toward its target.
+    let target = c.target.get(member_id).cloned().unwrap_or_default();
+    let assignment_epoch = c.assignment_epoch;
+    let m = c.members.get_mut(member_id).ok_or_else(vanished)?;
+    let assigned_before = m.assigned.clone();
+    let changed = super::reconcile::reconcile(m, assignment_epoch, &target, owned, &c.owners);
+    // A classic member has no revocation deadline: its join deadline plays that part.
+    if m.state == MemberState::UnrevokedPartitions && !m.uses_classic_protocol() {
+        if m.revocation_deadline.is_none() {
+            m.revocation_deadline = Some(now + Duration::from_millis(m.rebalance_timeout_ms.max(0) as u64));
+        }
+    } else {
+        m.revocation_deadline = None;
+    }
+    if changed {
+        tracing::debug!(group = %group_id, member = %member_id, epoch = m.member_epoch, state = ?m.state,
+            assigned = m.assigned.values().map(|s| s.len()).sum::<usize>(),
+            pending_revocation = m.pending_revocation.values().map(|s| s.len()).sum::<usize>(), "member reconciled");
+    }
+    let assigned_changed = m.assigned != assigned_before;
+    if stored_before.is_none_or(|(_, current)| *current != m.current_assignment_value()) {
+        records.push(current_assignment_record(group_id, m));
+    }
+    if changed {
+        c.update_owners(member_id);
+    }
+    Ok(assigned_changed)
+}
+
 /// Handles a leave (epoch -1) or a static member's temporary leave (-2).
-pub fn leave(g: &mut Group, req: &ConsumerGroupHeartbeatRequest) -> Result<(ConsumerGroupHeartbeatResponse, Vec<OffsetsRecord>), HeartbeatError> {
+pub fn leave(
+    g: &mut Group,
+    req: &ConsumerGroupHeartbeatRequest,
+    migration: Migration,
+    image: &MetadataImage,
+    now: Instant,
+) -> Result<(ConsumerGroupHeartbeatResponse, Vec<OffsetsRecord>), HeartbeatError> {
     let group_id = g.id.clone();
     let member_id = req.member_id.to_string();
     let unknown = || (ErrorCode::UNKNOWN_MEMBER_ID, format!("Member {member_id} is not a member of group {group_id}."));
@@ -483,41 +529,67 @@ pub fn leave(g: &mut Group, req: &ConsumerGroupHeartbeatRequest) -> Result<(Cons
             return Ok((resp, records));
         }
     }
-    if c.remove_member(&member_id).is_none() {
+    if !c.members.contains_key(&member_id) {
         return Err(unknown());
     }
-    member_tombstones(&group_id, &member_id, &mut records);
-    c.refresh_subscribed_names();
     tracing::info!(group = %group_id, member = %member_id, "member left the consumer group");
-    bump(c, &group_id, &mut records);
+    records.extend(fence_members(g, std::slice::from_ref(&member_id), migration, image, now));
     Ok((resp, records))
 }
 
+/// Removes members `ids` (they left or were fenced): their records are tombstoned; a group
+/// left with classic members only may turn back into a classic group (migration.rs),
+/// otherwise the group epoch is bumped once. Returns the records to store.
+pub fn fence_members(g: &mut Group, ids: &[String], migration: Migration, image: &MetadataImage, now: Instant) -> Vec<OffsetsRecord> {
+    let group_id = g.id.clone();
+    let mut records = Vec::new();
+    let Some(c) = g.consumer.as_deref_mut() else { return records };
+    for id in ids {
+        if c.remove_member(id).is_some() {
+            member_tombstones(&group_id, id, &mut records);
+        }
+    }
+    if records.is_empty() || super::migration::maybe_downgrade(g, migration, image, now, &mut records) {
+        return records;
+    }
+    if let Some(c) = g.consumer.as_deref_mut() {
+        c.refresh_subscribed_names();
+        bump(c, &group_id, &mut records);
+    }
+    records
+}
+
 /// Session and revocation timeouts (called by the coordinator's tick): expired members
-/// are removed (their records tombstoned) and the group epoch bumped once; the caller
-/// stores the records in one append.
-pub fn expire(g: &mut Group, now: Instant, session_timeout_ms: u64) -> Vec<OffsetsRecord> {
+/// are removed (their records tombstoned) and the group epoch bumped once, or the group
+/// turns classic again (`fence_members`); the caller stores the records in one append. A
+/// classic member has its own session timeout and its sync and join deadlines instead of
+/// the revocation one.
+pub fn expire(g: &mut Group, now: Instant, session_timeout_ms: u64, migration: Migration, image: &MetadataImage) -> Vec<OffsetsRecord> {
     let group_id = g.id.clone();
     let Some(c) = g.consumer.as_deref_mut() else { return Vec::new() };
-    let session = Duration::from_millis(session_timeout_ms);
+    let passed = |d: Option<Instant>| d.is_some_and(|d| now >= d);
     let expired: Vec<String> = c
         .members
         .values()
-        .filter(|m| now.saturating_duration_since(m.last_heartbeat) > session || m.revocation_deadline.is_some_and(|d| now >= d))
+        .filter(|m| {
+            let session = match &m.classic {
+                Some(k) => Duration::from_millis(u64::try_from(k.session_timeout_ms).unwrap_or(0)),
+                None => Duration::from_millis(session_timeout_ms),
+            };
+            now.saturating_duration_since(m.last_heartbeat) > session
+                || passed(m.revocation_deadline)
+                || passed(m.classic_sync_deadline)
+                || passed(m.classic_join_deadline)
+        })
         .map(|m| m.id.clone())
         .collect();
     if expired.is_empty() {
         return Vec::new();
     }
-    let mut records = Vec::new();
     for id in &expired {
-        tracing::info!(group = %group_id, member = %id, "consumer group member fenced (session or rebalance timeout)");
-        c.remove_member(id);
-        member_tombstones(&group_id, id, &mut records);
+        tracing::info!(group = %group_id, member = %id, "consumer group member fenced (session, rebalance, sync or join timeout)");
     }
-    c.refresh_subscribed_names();
-    bump(c, &group_id, &mut records);
-    records
+    fence_members(g, &expired, migration, image, now)
 }
 
 #[cfg(test)]
@@ -527,7 +599,8 @@ mod tests {
     use super::*;
     use crate::cluster::image::{PartitionMeta, TopicMeta};
 
-    const SETTINGS: Settings = Settings { heartbeat_interval_ms: 5000, max_size: 3 };
+    const MIGRATION: Migration = Migration { policy: super::super::migration::MigrationPolicy::Bidirectional, max_size: 3 };
+    const SETTINGS: Settings = Settings { heartbeat_interval_ms: 5000, max_size: 3, migration: MIGRATION };
 
     fn image(topics: &[(&str, u8, i32)]) -> MetadataImage {
         let mut img = MetadataImage::default();
@@ -559,7 +632,7 @@ mod tests {
 
     fn run(g: &mut Group, req: &ConsumerGroupHeartbeatRequest, img: &MetadataImage) -> Result<ConsumerGroupHeartbeatResponse, ErrorCode> {
         validate(req, 1).map_err(|e| e.0)?;
-        let r = if req.member_epoch < 0 { leave(g, req) } else { heartbeat(g, req, "c", "/h", img, SETTINGS, Instant::now()) };
+        let r = if req.member_epoch < 0 { leave(g, req, MIGRATION, img, Instant::now()) } else { heartbeat(g, req, "c", "/h", img, SETTINGS, Instant::now()) };
         r.map(|(resp, _)| resp).map_err(|e| e.0)
     }
 
@@ -648,10 +721,6 @@ mod tests {
         run(&mut g, &join("b", &["t"]), &img).unwrap();
         run(&mut g, &join("c", &["t"]), &img).unwrap();
         assert_eq!(run(&mut g, &join("d", &["t"]), &img).unwrap_err(), ErrorCode::GROUP_MAX_SIZE_REACHED);
-        // A non-empty classic group refuses the consumer protocol.
-        let mut classic = Group::new("g".into(), 0);
-        classic.state = GroupState::Stable;
-        assert_eq!(run(&mut classic, &join("a", &["t"]), &img).unwrap_err(), ErrorCode::INCONSISTENT_GROUP_PROTOCOL);
     }
 
     #[test]
@@ -731,7 +800,7 @@ mod tests {
     /// Runs a request on `g`, appending the records it stores to `log`.
     fn run_rec(g: &mut Group, req: &ConsumerGroupHeartbeatRequest, img: &MetadataImage, log: &mut Vec<OffsetsRecord>) -> ConsumerGroupHeartbeatResponse {
         validate(req, 1).unwrap();
-        let r = if req.member_epoch < 0 { leave(g, req) } else { heartbeat(g, req, "c", "/h", img, SETTINGS, Instant::now()) };
+        let r = if req.member_epoch < 0 { leave(g, req, MIGRATION, img, Instant::now()) } else { heartbeat(g, req, "c", "/h", img, SETTINGS, Instant::now()) };
         let (resp, recs) = r.unwrap();
         log.extend(recs);
         resp
@@ -823,7 +892,7 @@ mod tests {
         assert_eq!(r.consumer.as_deref().unwrap().members["b"].member_epoch, LEAVE_GROUP_STATIC_MEMBER_EPOCH);
 
         // An expired member is tombstoned as well.
-        let mut recs = expire(&mut g, Instant::now() + Duration::from_secs(600), 45_000);
+        let mut recs = expire(&mut g, Instant::now() + Duration::from_secs(600), 45_000, MIGRATION, &img);
         log.append(&mut recs);
         let r = reload(&log);
         assert!(r.consumer.as_deref().unwrap().members.is_empty());
@@ -836,7 +905,7 @@ mod tests {
         let mut g = Group::new("g".into(), 0);
         run(&mut g, &join("a", &["t"]), &img).unwrap();
         let later = Instant::now() + Duration::from_secs(60);
-        let recs = expire(&mut g, later, 45_000);
+        let recs = expire(&mut g, later, 45_000, MIGRATION, &img);
         // The member's three tombstones, then the epoch.
         assert_eq!(recs.len(), 4);
         let c = g.consumer.as_deref().unwrap();

@@ -12,6 +12,9 @@
 //! - `heartbeat.rs`  join / heartbeat / leave / fencing / session expiry
 //! - `reconcile.rs`  one member's current assignment → its target
 //! - `subscription_regex.rs` regex subscriptions (SubscribedTopicRegex) matched against topics
+//! - `classic_member.rs` members speaking the classic protocol inside a consumer group
+//! - `migration.rs`  online upgrade (classic → consumer) and downgrade (group.consumer.migration.policy)
+//! - `embedded_protocol.rs` the consumer embedded protocol (subscriptions, assignments) classic members speak
 //! - `assignor/`     `uniform` (default) and `range`
 //! - `describe.rs`   ConsumerGroupDescribe; what DescribeGroups / ListGroups report
 //! - `consumer_group_records.rs` the group's records in `__consumer_offsets` (epoch, members, target
@@ -35,9 +38,12 @@ use crate::protocol::ErrorCode;
 
 pub mod assignor;
 pub mod consumer_group_records;
+pub mod classic_member;
 pub mod describe;
+pub mod embedded_protocol;
 pub mod group;
 pub mod heartbeat;
+pub mod migration;
 pub mod reconcile;
 pub mod subscription_regex;
 
@@ -240,7 +246,7 @@ impl Coordinator {
         let group_id = req.group_id.0.to_string();
         let image = ctx.image();
         let (_, heartbeat_interval_ms) = ctx.consumer_timeouts(&image, &group_id);
-        let settings = heartbeat::Settings { heartbeat_interval_ms, max_size: cfg.group_max_size };
+        let settings = heartbeat::Settings { heartbeat_interval_ms, max_size: cfg.group_max_size, migration: ctx.migration() };
         let outcome: Result<(ConsumerGroupHeartbeatResponse, Vec<OffsetsRecord>), heartbeat::HeartbeatError> = {
             let mut groups = self.groups.borrow_mut();
             if !groups.contains_key(&group_id) {
@@ -255,7 +261,7 @@ impl Coordinator {
             }
             let Some(g) = groups.get_mut(&group_id) else { return heartbeat::error_response((ErrorCode::UNKNOWN_SERVER_ERROR, String::new())) };
             let r = if req.member_epoch < 0 {
-                heartbeat::leave(g, &req)
+                heartbeat::leave(g, &req, ctx.migration(), &image, Instant::now())
             } else {
                 heartbeat::heartbeat(g, &req, client_id, client_host, &image, settings, Instant::now())
             };

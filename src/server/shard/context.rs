@@ -246,6 +246,7 @@ fn group_config(c: &Config) -> GroupConfig {
         group_max_session_timeout_ms: c.group_max_session_timeout_ms,
         group_initial_rebalance_delay_ms: c.group_initial_rebalance_delay_ms,
         group_max_size: c.group_max_size,
+        group_consumer_migration_policy: crate::group::consumer::migration::MigrationPolicy::parse(&c.group_consumer_migration_policy).unwrap_or_default(),
         max_groups_per_shard: c.max_groups_per_shard,
         group_consumer_session_timeout_ms: c.group_consumer_session_timeout_ms,
         group_consumer_heartbeat_interval_ms: c.group_consumer_heartbeat_interval_ms,
