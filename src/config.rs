@@ -410,7 +410,8 @@ impl Config {
         if self.offsets_retention_minutes == 0 || self.offsets_retention_check_interval_ms == 0 {
             return bad("offsets_retention_minutes", "offsets_retention_minutes and offsets_retention_check_interval_ms must be positive");
         }
-        if crate::group::consumer::migration::MigrationPolicy::parse(&self.group_consumer_migration_policy).is_none() {
+        // The values of group::consumer::migration::MigrationPolicy (config sits below group).
+        if !matches!(self.group_consumer_migration_policy.to_ascii_lowercase().as_str(), "bidirectional" | "upgrade" | "downgrade" | "disabled") {
             return bad("group_consumer_migration_policy", "must be bidirectional, upgrade, downgrade or disabled");
         }
         if self.group_max_size == 0 || self.max_groups_per_shard == 0 {

@@ -141,7 +141,6 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     def(&key::fetch_max_bytes, None),
     ro("group.consumer.assignors", T::List, "Server-side assignors of KIP-848 consumer groups, the first is the default.", |_| "uniform,range".into()),
     def(&key::group_consumer_heartbeat_interval_ms, None),
-    def(&key::group_consumer_migration_policy, None),
     ro("group.consumer.max.heartbeat.interval.ms", T::Int, "Upper bound of a group's consumer.heartbeat.interval.ms.", |_| {
         GROUP_CONSUMER_MAX_HEARTBEAT_INTERVAL_MS.to_string()
     }),
@@ -149,6 +148,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         GROUP_CONSUMER_MAX_SESSION_TIMEOUT_MS.to_string()
     }),
     ro("group.consumer.max.size", T::Int, "Most members of a KIP-848 consumer group.", |c| c.group_max_size.to_string()),
+    def(&key::group_consumer_migration_policy, None),
     ro("group.consumer.min.heartbeat.interval.ms", T::Int, "Lower bound of a group's consumer.heartbeat.interval.ms.", |_| {
         GROUP_CONSUMER_MIN_HEARTBEAT_INTERVAL_MS.to_string()
     }),

@@ -152,7 +152,7 @@ impl Coordinator {
         }
     }
 
-    fn replay(&self, partition: i32, rec: OffsetsRecord, record_offset: i64, txn_producer: Option<i64>) {
+    pub(super) fn replay(&self, partition: i32, rec: OffsetsRecord, record_offset: i64, txn_producer: Option<i64>) {
         let mut groups = self.groups.borrow_mut();
         match rec {
             OffsetsRecord::Offset { group, topic, partition: tp, value } => {

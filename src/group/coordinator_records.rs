@@ -29,7 +29,7 @@ const OFFSET_VALUE_VERSION: i16 = 3;
 const OFFSET_VALUE_VERSION_WITH_EXPIRY: i16 = 1;
 const GROUP_VALUE_VERSION: i16 = 3;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OffsetValue {
     pub offset: i64,
     pub leader_epoch: i32,

@@ -33,7 +33,7 @@ const MAX_PROTOCOLS: usize = 64;
 /// Longest member id / instance id / client id kept (they are echoed to every member).
 const MAX_ID_BYTES: usize = 1024;
 
-fn join_error(code: ErrorCode, member_id: &str) -> JoinGroupResponse {
+pub(super) fn join_error(code: ErrorCode, member_id: &str) -> JoinGroupResponse {
     JoinGroupResponse::default()
         .with_error_code(code.code())
         .with_generation_id(-1)
@@ -41,7 +41,7 @@ fn join_error(code: ErrorCode, member_id: &str) -> JoinGroupResponse {
         .with_member_id(str_bytes(member_id))
 }
 
-fn sync_error(code: ErrorCode) -> SyncGroupResponse {
+pub(super) fn sync_error(code: ErrorCode) -> SyncGroupResponse {
     SyncGroupResponse::default().with_error_code(code.code())
 }
 
@@ -315,6 +315,31 @@ impl Coordinator {
         let protocols: Vec<(String, Bytes)> = req.protocols.iter().map(|p| (p.name.to_string(), p.metadata.clone())).collect();
         let initial_delay = cfg.group_initial_rebalance_delay_ms;
         let now = Instant::now();
+        // A consumer group with members takes a classic member in (KIP-848 online
+        // migration); the answer waits for its records.
+        let classic = {
+            let mut groups = self.groups.borrow_mut();
+            match groups.get_mut(&group_id) {
+                Some(g) if g.consumer.as_ref().is_some_and(|c| !c.is_empty()) => {
+                    let join = ClassicJoin {
+                        member_id: member_id.clone(),
+                        instance_id: instance_id.clone(),
+                        client_id: bounded(&client_id),
+                        client_host: client_host.clone(),
+                        protocol_type: protocol_type.clone(),
+                        protocols: protocols.clone(),
+                        session_timeout_ms,
+                        rebalance_timeout_ms,
+                        version,
+                    };
+                    Some(classic_member::join(g, join, &ctx.image(), ctx.migration(), now))
+                }
+                _ => None,
+            }
+        };
+        if let Some((resp, records)) = classic {
+            return store_then(_p, &records, resp, |code| join_error(code, &member_id)).await;
+        }
         let mut pending_store = None;
         let rx = {
             let mut groups = self.groups.borrow_mut();
@@ -333,24 +358,6 @@ impl Coordinator {
             // A share or streams group id is never a classic one.
             if g.share.is_some() || g.streams.is_some() {
                 return join_error(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, &member_id);
-            }
-            if g.consumer.as_ref().is_some_and(|c| !c.is_empty()) {
-                // A consumer group with members takes the classic member in (KIP-848
-                // online migration); the answer waits for its records.
-                let join = ClassicJoin {
-                    member_id: member_id.clone(),
-                    instance_id: instance_id.clone(),
-                    client_id: bounded(&client_id),
-                    client_host: client_host.clone(),
-                    protocol_type: protocol_type.clone(),
-                    protocols,
-                    session_timeout_ms,
-                    rebalance_timeout_ms,
-                    version,
-                };
-                let (resp, records) = classic_member::join(g, join, &ctx.image(), ctx.migration(), now);
-                drop(groups);
-                return store_then(_p, &records, resp, |code| join_error(code, &member_id)).await;
             }
             // An empty consumer group becomes classic again (its offsets stay).
             g.consumer = None;

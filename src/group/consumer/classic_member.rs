@@ -30,6 +30,7 @@ use super::heartbeat;
 use super::migration::{Migration, MigrationPolicy};
 use crate::cluster::image::MetadataImage;
 use crate::group::coordinator_records::OffsetsRecord;
+use crate::group::membership::{join_error, sync_error};
 use crate::group::state::Group;
 use crate::protocol::strings::str_bytes;
 use crate::protocol::ErrorCode;
@@ -46,18 +47,6 @@ pub struct ClassicJoin {
     pub session_timeout_ms: i32,
     pub rebalance_timeout_ms: i32,
     pub version: i16,
-}
-
-fn join_error(code: ErrorCode, member_id: &str) -> JoinGroupResponse {
-    JoinGroupResponse::default()
-        .with_error_code(code.code())
-        .with_generation_id(-1)
-        .with_protocol_name(Some(StrBytes::default()))
-        .with_member_id(str_bytes(member_id))
-}
-
-fn sync_error(code: ErrorCode) -> SyncGroupResponse {
-    SyncGroupResponse::default().with_error_code(code.code())
 }
 
 /// Kafka's supportsClassicProtocols: the consumer embedded protocol, and one protocol name
@@ -146,7 +135,8 @@ pub fn join(g: &mut Group, a: ClassicJoin, image: &MetadataImage, migration: Mig
     m.classic = Some(ClassicMemberMetadata { session_timeout_ms: a.session_timeout_ms, protocols: a.protocols });
     m.revocation_deadline = None;
     let owned = embedded_protocol::to_ids(&subscription.owned, image);
-    if let Err((code, why)) = heartbeat::settle(c, &group_id, &member_id, stored_before.as_ref(), subscription_changed, Some(&owned), image, now, &mut records) {
+    if let Err((code, why)) = heartbeat::settle(c, &group_id, &member_id, stored_before.as_ref(), subscription_changed, Some(&owned), image, now, &mut records)
+    {
         return fail(code, &why);
     }
     let Some(m) = c.members.get_mut(&member_id) else { return fail(ErrorCode::UNKNOWN_SERVER_ERROR, "member vanished") };
@@ -203,9 +193,9 @@ fn ask_to_rejoin(m: &mut ConsumerMember, now: Instant) {
 /// not have yet is still owned by another member.
 fn waiting_on_unreleased(c: &ConsumerGroup, m: &ConsumerMember) -> bool {
     let Some(target) = c.target.get(&m.id) else { return false };
-    target.iter().any(|(t, ps)| {
-        ps.iter().any(|p| !m.assigned.get(t).is_some_and(|a| a.contains(p)) && c.owners.get(&(*t, *p)).is_some_and(|owner| *owner != m.id))
-    })
+    target
+        .iter()
+        .any(|(t, ps)| ps.iter().any(|p| !m.assigned.get(t).is_some_and(|a| a.contains(p)) && c.owners.get(&(*t, *p)).is_some_and(|owner| *owner != m.id)))
 }
 
 /// A Heartbeat of a classic member of consumer group `g`.

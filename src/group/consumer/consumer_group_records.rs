@@ -28,8 +28,8 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use super::group::Assignment;
 use crate::group::coordinator_records::{get_i16, get_i32, get_i64, get_str, put_str, RecordError};
 use crate::group::flexible_records::{
-    get_array_len, get_assignment, get_uvarint, get_assignment_with_epochs, get_compact_nullable_str, get_compact_str, get_i8, get_tagged_fields, put_assignment,
-    put_assignment_with_epochs, put_compact_nullable_str, put_compact_str, put_len, put_uvarint, AssignmentEpochs,
+    get_array_len, get_assignment, get_assignment_with_epochs, get_compact_nullable_str, get_compact_str, get_i8, get_tagged_fields, get_uvarint,
+    put_assignment, put_assignment_with_epochs, put_compact_nullable_str, put_compact_str, put_len, put_uvarint, AssignmentEpochs,
 };
 
 pub const GROUP_METADATA_KEY_VERSION: i16 = 3;

@@ -16,6 +16,10 @@ use crate::protocol::strings::str_bytes;
 /// they are read as this one.
 const NEWEST_VERSION: i16 = 3;
 
+/// Bytes that are not the message they should be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Malformed;
+
 /// What a classic member's subscription says.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Subscription {
@@ -34,17 +38,23 @@ pub fn version_of(message: &[u8]) -> i16 {
     }
 }
 
-/// Reads a ConsumerProtocolSubscription; Err for malformed bytes.
-pub fn parse_subscription(metadata: &Bytes) -> Result<Subscription, ()> {
-    let mut b = metadata.clone();
+/// The version prefix of a message (read as at most the newest known) and its body.
+fn versioned(message: &Bytes) -> Result<(i16, Bytes), Malformed> {
+    let mut b = message.clone();
     if b.remaining() < 2 {
-        return Err(());
+        return Err(Malformed);
     }
     let version = b.get_i16();
     if version < 0 {
-        return Err(());
+        return Err(Malformed);
     }
-    let s = ConsumerProtocolSubscription::decode(&mut b, version.min(NEWEST_VERSION)).map_err(|_| ())?;
+    Ok((version.min(NEWEST_VERSION), b))
+}
+
+/// Reads a ConsumerProtocolSubscription; Err for malformed bytes.
+pub fn parse_subscription(metadata: &Bytes) -> Result<Subscription, Malformed> {
+    let (version, mut b) = versioned(metadata)?;
+    let s = ConsumerProtocolSubscription::decode(&mut b, version).map_err(|_| Malformed)?;
     let topics: std::collections::BTreeSet<String> = s.topics.iter().map(|t| t.to_string()).filter(|t| !t.is_empty()).collect();
     Ok(Subscription {
         topics: topics.into_iter().collect(),
@@ -56,19 +66,12 @@ pub fn parse_subscription(metadata: &Bytes) -> Result<Subscription, ()> {
 /// Reads a ConsumerProtocolAssignment: its partitions by topic name, and whether it
 /// carries user data (a custom assignor's). Empty bytes are an empty assignment (a member
 /// that never synced).
-pub fn parse_assignment(bytes: &Bytes) -> Result<(Vec<(String, Vec<i32>)>, bool), ()> {
+pub fn parse_assignment(bytes: &Bytes) -> Result<(Vec<(String, Vec<i32>)>, bool), Malformed> {
     if bytes.is_empty() {
         return Ok((Vec::new(), false));
     }
-    let mut b = bytes.clone();
-    if b.remaining() < 2 {
-        return Err(());
-    }
-    let version = b.get_i16();
-    if version < 0 {
-        return Err(());
-    }
-    let a = ConsumerProtocolAssignment::decode(&mut b, version.min(NEWEST_VERSION)).map_err(|_| ())?;
+    let (version, mut b) = versioned(bytes)?;
+    let a = ConsumerProtocolAssignment::decode(&mut b, version).map_err(|_| Malformed)?;
     let user_data = a.user_data.as_ref().is_some_and(|u| !u.is_empty());
     Ok((a.assigned_partitions.iter().map(|t| (t.topic.0.to_string(), t.partitions.clone())).collect(), user_data))
 }

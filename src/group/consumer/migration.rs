@@ -62,7 +62,13 @@ fn refused(group_id: &str, why: &str) -> HeartbeatError {
 
 /// One classic member as a consumer-group member: same ids, its generation as member
 /// epoch, Stable, its last assignment as both current and target.
-fn converted_member(m: &Member, protocol: Option<&str>, generation: i32, image: &MetadataImage, now: Instant) -> Result<(ConsumerMember, super::group::Assignment), ()> {
+fn converted_member(
+    m: &Member,
+    protocol: Option<&str>,
+    generation: i32,
+    image: &MetadataImage,
+    now: Instant,
+) -> Result<(ConsumerMember, super::group::Assignment), embedded_protocol::Malformed> {
     let metadata = match protocol {
         Some(p) => m.metadata_for(p),
         // No generation chosen yet: every protocol carries the same subscription.
@@ -71,7 +77,7 @@ fn converted_member(m: &Member, protocol: Option<&str>, generation: i32, image: 
     let subscription = embedded_protocol::parse_subscription(&metadata)?;
     let (assigned, user_data) = embedded_protocol::parse_assignment(&m.assignment)?;
     if user_data {
-        return Err(());
+        return Err(embedded_protocol::Malformed);
     }
     let assigned = embedded_protocol::to_ids(&assigned, image);
     let mut c = ConsumerMember::new(m.id.clone(), now);
@@ -214,4 +220,335 @@ pub fn maybe_downgrade(g: &mut Group, migration: Migration, image: &MetadataImag
     crate::group::membership::prepare_rebalance(g, now, 0);
     tracing::info!(group = %group_id, generation = g.generation, members = g.members.len(), "consumer group downgraded to a classic group");
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::{BufMut, Bytes, BytesMut};
+    use kafka_protocol::messages::consumer_protocol_subscription::TopicPartition as OwnedTopic;
+    use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerProtocolSubscription, GroupId, SyncGroupRequest, TopicName};
+    use kafka_protocol::protocol::Encodable;
+
+    use super::super::classic_member::{self, ClassicJoin};
+    use super::super::heartbeat::{self, Settings};
+    use super::*;
+    use crate::cluster::image::{PartitionMeta, TopicMeta};
+    use crate::protocol::strings::str_bytes;
+
+    const BOTH: Migration = Migration { policy: MigrationPolicy::Bidirectional, max_size: 100 };
+
+    fn image() -> MetadataImage {
+        let mut img = MetadataImage::default();
+        let partitions = (0..4).map(|p| PartitionMeta::unassigned(p, 0)).collect();
+        img.topics.insert("t".into(), TopicMeta { name: "t".into(), topic_id: [1; 16], partitions, configs: Default::default() });
+        img
+    }
+
+    fn subscription(owned: &[i32]) -> Bytes {
+        let s = ConsumerProtocolSubscription::default()
+            .with_topics(vec![str_bytes("t")])
+            .with_owned_partitions(vec![OwnedTopic::default().with_topic(TopicName(str_bytes("t"))).with_partitions(owned.to_vec())]);
+        let mut b = BytesMut::new();
+        b.put_i16(1);
+        s.encode(&mut b, 1).unwrap();
+        b.freeze()
+    }
+
+    fn assignment(ps: &[i32], img: &MetadataImage) -> Bytes {
+        let mut a = super::super::group::Assignment::new();
+        a.insert(uuid::Uuid::from_bytes([1; 16]), ps.iter().copied().collect());
+        embedded_protocol::serialize_assignment(1, &a, img)
+    }
+
+    /// A Stable classic group of generation 5: a owns t-0 and t-1, b t-2 and t-3.
+    fn classic_group(img: &MetadataImage) -> Group {
+        let mut g = Group::new("g".into(), 0);
+        g.protocol_type = Some("consumer".into());
+        g.protocol = Some("range".into());
+        g.generation = 5;
+        g.set_state(GroupState::Stable);
+        for (id, ps) in [("a", [0, 1]), ("b", [2, 3])] {
+            g.members.insert(
+                id.into(),
+                Member {
+                    id: id.into(),
+                    instance_id: None,
+                    client_id: "classic".into(),
+                    client_host: "/h".into(),
+                    session_timeout_ms: 45_000,
+                    rebalance_timeout_ms: 60_000,
+                    protocols: vec![("range".into(), subscription(&[])), ("cooperative-sticky".into(), subscription(&[]))],
+                    assignment: assignment(&ps, img),
+                    last_heartbeat: Instant::now(),
+                    join_waiter: None,
+                    sync_waiter: None,
+                    is_new: false,
+                },
+            );
+        }
+        g.offsets.entry("t".into()).or_default().insert(0, crate::group::state::CommittedOffset::new(Default::default(), 0));
+        g
+    }
+
+    fn consumer_join(member: &str) -> ConsumerGroupHeartbeatRequest {
+        ConsumerGroupHeartbeatRequest::default()
+            .with_group_id(GroupId(str_bytes("g")))
+            .with_member_id(str_bytes(member))
+            .with_member_epoch(0)
+            .with_rebalance_timeout_ms(30_000)
+            .with_subscribed_topic_names(Some(vec![TopicName(str_bytes("t"))]))
+            .with_topic_partitions(Some(Vec::new()))
+    }
+
+    fn settings(migration: Migration) -> Settings {
+        Settings { heartbeat_interval_ms: 5000, max_size: 100, migration }
+    }
+
+    fn classic_join(member: &str, owned: &[i32]) -> ClassicJoin {
+        ClassicJoin {
+            member_id: member.into(),
+            instance_id: None,
+            client_id: "classic".into(),
+            client_host: "/h".into(),
+            protocol_type: "consumer".into(),
+            protocols: vec![("range".into(), subscription(owned))],
+            session_timeout_ms: 45_000,
+            rebalance_timeout_ms: 60_000,
+            version: 9,
+        }
+    }
+
+    fn sync(member: &str, generation: i32) -> SyncGroupRequest {
+        SyncGroupRequest::default().with_group_id(GroupId(str_bytes("g"))).with_member_id(str_bytes(member)).with_generation_id(generation)
+    }
+
+    fn partitions(bytes: &Bytes) -> Vec<i32> {
+        let (named, _) = embedded_protocol::parse_assignment(bytes).unwrap();
+        let mut ps: Vec<i32> = named.into_iter().flat_map(|(_, ps)| ps).collect();
+        ps.sort_unstable();
+        ps
+    }
+
+    /// No partition is owned by two members.
+    fn exclusive(g: &Group) {
+        let mut seen = std::collections::HashSet::new();
+        for m in g.consumer.as_deref().unwrap().members.values() {
+            for k in m.owned() {
+                assert!(seen.insert(k), "{k:?} owned twice");
+            }
+        }
+    }
+
+    #[test]
+    fn upgrade_then_classic_members_rebalance_then_downgrade() {
+        let img = image();
+        let now = Instant::now();
+        let mut g = classic_group(&img);
+        let mut log = Vec::new();
+
+        // A consumer-protocol member joins: the group is upgraded, a and b keep their
+        // partitions at epoch 5; c joins at epoch 6 and waits for what it is given.
+        let (resp, recs) = heartbeat::heartbeat(&mut g, &consumer_join("c"), "c", "/h", &img, settings(BOTH), now).unwrap();
+        log.extend(recs);
+        assert_eq!(resp.member_epoch, 6);
+        assert!(matches!(&log[0], OffsetsRecord::Group { value: None, .. }), "the classic form's tombstone first");
+        assert!(g.members.is_empty() && g.state == GroupState::Empty && g.offsets.len() == 1, "classic form gone, offsets kept");
+        let c = g.consumer.as_deref().unwrap();
+        assert_eq!((c.group_epoch, c.assignment_epoch), (6, 6));
+        assert!(c.members["a"].uses_classic_protocol() && !c.members["c"].uses_classic_protocol());
+        assert_eq!(c.members["a"].member_epoch, 5);
+        exclusive(&g);
+
+        // The classic members are told to rejoin; an eager one (owning nothing) gets its
+        // new target at once, the partitions still held by b excepted.
+        assert_eq!(classic_member::heartbeat(&mut g, "a", None, 5, now), ErrorCode::REBALANCE_IN_PROGRESS);
+        assert_eq!(classic_member::heartbeat(&mut g, "a", None, 4, now), ErrorCode::ILLEGAL_GENERATION);
+        assert_eq!(classic_member::heartbeat(&mut g, "c", None, 6, now), ErrorCode::UNKNOWN_MEMBER_ID, "c speaks the consumer protocol");
+        let (j, recs) = classic_member::join(&mut g, classic_join("a", &[]), &img, BOTH, now);
+        log.extend(recs);
+        assert_eq!((j.error_code, j.generation_id, j.leader.as_str(), j.protocol_name.as_deref()), (0, 6, "", Some("range")));
+        assert_eq!(classic_member::sync(&mut g, &sync("a", 5), &img, now).error_code, ErrorCode::ILLEGAL_GENERATION.code());
+        let s = classic_member::sync(&mut g, &sync("a", 6), &img, now);
+        assert_eq!(s.error_code, 0);
+        let a_first = partitions(&s.assignment);
+        exclusive(&g);
+        // A cooperative one (still owning its partitions) keeps its epoch and is asked to revoke.
+        let (j, recs) = classic_member::join(&mut g, classic_join("b", &[2, 3]), &img, BOTH, now);
+        log.extend(recs);
+        let c = g.consumer.as_deref().unwrap();
+        let b = &c.members["b"];
+        if b.pending_revocation.is_empty() {
+            assert_eq!(j.generation_id, 6);
+        } else {
+            assert_eq!((j.generation_id, b.state), (5, MemberState::UnrevokedPartitions));
+            let kept = partitions(&classic_member::sync(&mut g, &sync("b", 5), &img, now).assignment);
+            assert_eq!(classic_member::heartbeat(&mut g, "b", None, 5, now), ErrorCode::REBALANCE_IN_PROGRESS);
+            let (j, recs) = classic_member::join(&mut g, classic_join("b", &kept), &img, BOTH, now);
+            log.extend(recs);
+            assert_eq!(j.generation_id, 6);
+        }
+        exclusive(&g);
+        // Everyone converges: c takes what a and b released; each partition once.
+        for _ in 0..3 {
+            for id in ["a", "b"] {
+                if classic_member::heartbeat(&mut g, id, None, 6, now) == ErrorCode::REBALANCE_IN_PROGRESS {
+                    let owned: Vec<i32> = g.consumer.as_deref().unwrap().members[id].assigned.values().flatten().copied().collect();
+                    let (_, recs) = classic_member::join(&mut g, classic_join(id, &owned), &img, BOTH, now);
+                    log.extend(recs);
+                }
+            }
+            let owned = g.consumer.as_deref().unwrap().members["c"].assigned.clone();
+            let beat = consumer_join("c").with_member_epoch(6).with_topic_partitions(Some(
+                owned
+                    .iter()
+                    .map(|(t, ps)| {
+                        kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions::default()
+                            .with_topic_id(*t)
+                            .with_partitions(ps.iter().copied().collect())
+                    })
+                    .collect(),
+            ));
+            let (_, recs) = heartbeat::heartbeat(&mut g, &beat, "c", "/h", &img, settings(BOTH), now).unwrap();
+            log.extend(recs);
+            exclusive(&g);
+        }
+        let c = g.consumer.as_deref().unwrap();
+        assert_eq!(c.state(), super::super::group::ConsumerGroupState::Stable, "{:?}", c.members);
+        let total: usize = c.members.values().map(|m| m.assigned.values().map(|s| s.len()).sum::<usize>()).sum();
+        assert_eq!(total, 4);
+        assert!(!a_first.is_empty());
+        // A classic member commits with its generation, in any version.
+        assert_eq!(c.validate_offset_commit("a", 6, 7, []), Ok(()));
+        assert_eq!(c.validate_offset_commit("a", 7, 7, []), Err(ErrorCode::ILLEGAL_GENERATION));
+        // Described as classic (0) and consumer (1).
+        let d = super::super::describe::describe("g", Some(&g), false, &img);
+        let types: Vec<(String, i8)> = d.members.iter().map(|m| (m.member_id.to_string(), m.member_type)).collect();
+        assert_eq!(types, vec![("a".into(), 0), ("b".into(), 0), ("c".into(), 1)]);
+
+        // A replay of the records rebuilds the same consumer group, classic members included.
+        let replayed = replay(&log);
+        let (x, y) = (g.consumer.as_deref().unwrap(), replayed.consumer.as_deref().unwrap());
+        assert_eq!((y.group_epoch, y.assignment_epoch, &y.target), (x.group_epoch, x.assignment_epoch, &x.target));
+        for (id, m) in &x.members {
+            assert_eq!(y.members[id].metadata_value(), m.metadata_value(), "{id}");
+            assert_eq!(y.members[id].current_assignment_value(), m.current_assignment_value(), "{id}");
+        }
+        assert_eq!(replayed.offsets.len(), 1, "the classic tombstone kept the offsets");
+
+        // c leaves: only classic members are left, so the group turns classic again at
+        // generation = the group epoch, each member assigned its target, and rebalances.
+        let epoch = g.consumer.as_deref().unwrap().group_epoch;
+        let targets: Vec<(String, Vec<i32>)> = g
+            .consumer
+            .as_deref()
+            .unwrap()
+            .target
+            .iter()
+            .filter(|(id, _)| *id != "c")
+            .map(|(id, a)| (id.clone(), a.values().flatten().copied().collect()))
+            .collect();
+        let (_, recs) = heartbeat::leave(&mut g, &consumer_join("c").with_member_epoch(-1), BOTH, &img, now).unwrap();
+        log.extend(recs);
+        assert!(g.consumer.is_none());
+        assert_eq!((g.generation, g.state, g.protocol.as_deref()), (epoch, GroupState::PreparingRebalance, Some("range")));
+        for (id, ps) in targets {
+            assert_eq!(partitions(&g.members[&id].assignment), ps, "{id}");
+        }
+        let replayed = replay(&log);
+        assert!(replayed.consumer.is_none());
+        assert_eq!((replayed.generation, replayed.members.len(), replayed.offsets.len()), (epoch, 2, 1));
+    }
+
+    #[test]
+    fn the_policy_and_the_protocol_refuse_conversions() {
+        let img = image();
+        let now = Instant::now();
+        for policy in [MigrationPolicy::Disabled, MigrationPolicy::Downgrade] {
+            let mut g = classic_group(&img);
+            let e = heartbeat::heartbeat(&mut g, &consumer_join("c"), "c", "/h", &img, settings(Migration { policy, max_size: 100 }), now).unwrap_err();
+            assert_eq!(e, (ErrorCode::GROUP_ID_NOT_FOUND, "Cannot upgrade classic group g to consumer group because online upgrade is disabled.".to_string()));
+            assert_eq!(g.members.len(), 2, "still classic");
+        }
+        // A custom assignor's user data cannot be carried over.
+        let mut g = classic_group(&img);
+        let custom = kafka_protocol::messages::ConsumerProtocolAssignment::default().with_user_data(Some(Bytes::from_static(b"x")));
+        let mut b = BytesMut::new();
+        b.put_i16(1);
+        custom.encode(&mut b, 1).unwrap();
+        g.members.get_mut("a").unwrap().assignment = b.freeze();
+        let e = heartbeat::heartbeat(&mut g, &consumer_join("c"), "c", "/h", &img, settings(BOTH), now).unwrap_err();
+        assert!(e.1.contains("an unsupported custom assignor is in use"), "{}", e.1);
+        // Too many members for a consumer group.
+        let mut g = classic_group(&img);
+        let e = heartbeat::heartbeat(&mut g, &consumer_join("c"), "c", "/h", &img, settings(Migration { policy: MigrationPolicy::Upgrade, max_size: 1 }), now)
+            .unwrap_err();
+        assert!(e.1.ends_with("because the group size exceeds the consumer group maximum size."), "{}", e.1);
+        // Not the consumer embedded protocol (e.g. Connect).
+        let mut g = classic_group(&img);
+        g.protocol_type = Some("connect".into());
+        let e = heartbeat::heartbeat(&mut g, &consumer_join("c"), "c", "/h", &img, settings(BOTH), now).unwrap_err();
+        assert!(e.1.ends_with("because the group does not use the consumer embedded protocol."), "{}", e.1);
+
+        // Upgrade only: the last consumer member leaving leaves a consumer group of classic members.
+        let upgrade = Migration { policy: MigrationPolicy::Upgrade, max_size: 100 };
+        let mut g = classic_group(&img);
+        heartbeat::heartbeat(&mut g, &consumer_join("c"), "c", "/h", &img, settings(upgrade), now).unwrap();
+        heartbeat::leave(&mut g, &consumer_join("c").with_member_epoch(-1), upgrade, &img, now).unwrap();
+        assert_eq!(g.consumer.as_deref().map(|c| c.members.len()), Some(2));
+
+        // Disabled: a classic JoinGroup into a consumer group is refused.
+        let disabled = Migration { policy: MigrationPolicy::Disabled, max_size: 100 };
+        let (j, recs) = classic_member::join(&mut g, classic_join("d", &[]), &img, disabled, now);
+        assert_eq!((j.error_code, recs.len()), (ErrorCode::INCONSISTENT_GROUP_PROTOCOL.code(), 0));
+        // A new classic member first gets its id (KIP-394), then joins.
+        let (j, _) = classic_member::join(&mut g, classic_join("", &[]), &img, upgrade, now);
+        assert_eq!(j.error_code, ErrorCode::MEMBER_ID_REQUIRED.code());
+        let id = j.member_id.to_string();
+        let (j, _) = classic_member::join(&mut g, classic_join(&id, &[]), &img, upgrade, now);
+        assert_eq!((j.error_code, j.member_id.as_str()), (0, id.as_str()));
+        // A protocol no classic member supports is refused.
+        let mut other = classic_join("e", &[]);
+        other.protocols[0].0 = "roundrobin".into();
+        assert_eq!(classic_member::join(&mut g, other, &img, upgrade, now).0.error_code, ErrorCode::INCONSISTENT_GROUP_PROTOCOL.code());
+        // Malformed subscription.
+        let mut bad = classic_join("e", &[]);
+        bad.protocols[0].1 = Bytes::from_static(b"\x00\x01\x00");
+        assert_eq!(classic_member::join(&mut g, bad, &img, upgrade, now).0.error_code, ErrorCode::INCONSISTENT_GROUP_PROTOCOL.code());
+    }
+
+    #[test]
+    fn classic_members_are_fenced_by_their_own_timers() {
+        let img = image();
+        let now = Instant::now();
+        let mut g = classic_group(&img);
+        heartbeat::heartbeat(&mut g, &consumer_join("c"), "c", "/h", &img, settings(BOTH), now).unwrap();
+        // a joins but never syncs: fenced after its rebalance timeout (60 s), not before.
+        classic_member::join(&mut g, classic_join("a", &[]), &img, BOTH, now);
+        assert!(heartbeat::expire(&mut g, now + std::time::Duration::from_secs(30), 45_000, BOTH, &img).is_empty());
+        // b is told to rejoin and never does: fenced after its rebalance timeout too. c's
+        // consumer session (45 s default here) is kept alive meanwhile.
+        assert_eq!(classic_member::heartbeat(&mut g, "b", None, 5, now), ErrorCode::REBALANCE_IN_PROGRESS);
+        let later = now + std::time::Duration::from_secs(61);
+        let c_beat = consumer_join("c").with_member_epoch(6).with_topic_partitions(None).with_subscribed_topic_names(None).with_rebalance_timeout_ms(-1);
+        heartbeat::heartbeat(&mut g, &c_beat, "c", "/h", &img, settings(BOTH), later).unwrap();
+        let recs = heartbeat::expire(&mut g, later, 45_000, BOTH, &img);
+        assert!(!recs.is_empty());
+        let c = g.consumer.as_deref().unwrap();
+        assert_eq!(c.members.keys().collect::<Vec<_>>(), vec!["c"], "a (no sync) and b (no rejoin) fenced");
+    }
+
+    /// A coordinator's replay of `log` (through its stored bytes) after a commit of t-0.
+    fn replay(log: &[OffsetsRecord]) -> Group {
+        let coordinator = crate::group::Coordinator::default();
+        let commit = OffsetsRecord::Offset { group: "g".into(), topic: "t".into(), partition: 0, value: Some(Default::default()) };
+        for (offset, r) in std::iter::once(&commit).chain(log).enumerate() {
+            let parsed = OffsetsRecord::parse(Some(r.key()), r.value()).unwrap();
+            coordinator.replay(0, parsed, offset as i64, None);
+        }
+        let mut g = coordinator.groups.borrow_mut().remove("g").expect("group replayed");
+        if let Some(c) = g.consumer.as_deref_mut() {
+            super::super::finish_load(c, Instant::now());
+        }
+        g
+    }
 }

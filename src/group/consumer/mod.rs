@@ -37,8 +37,8 @@ use crate::partition::Partition;
 use crate::protocol::ErrorCode;
 
 pub mod assignor;
-pub mod consumer_group_records;
 pub mod classic_member;
+pub mod consumer_group_records;
 pub mod describe;
 pub mod embedded_protocol;
 pub mod group;
