@@ -39,11 +39,12 @@ def kip848_broker(broker_factory, extra: list[str] | None = None):
     return broker_factory(extra_args=args)
 
 
-def start_java_worker(bootstrap, topic, group, out: Path, log: Path, props: str = "") -> subprocess.Popen:
+def start_java_worker(bootstrap, topic, group, out: Path, log: Path, props: str = "",
+                      protocol: str = "consumer") -> subprocess.Popen:
     assert JAVA_JAR.exists(), f"{JAVA_JAR} missing: mvn -f tests/java/pom.xml package"
     cmd = ["java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-jar", str(JAVA_JAR),
            "group-worker", "--bootstrap", bootstrap, "--topic", topic, "--group", group, "--out", str(out),
-           "--protocol", "consumer"]
+           "--protocol", protocol]
     if props:
         cmd += ["--prop", props]
     with open(log, "ab") as f:

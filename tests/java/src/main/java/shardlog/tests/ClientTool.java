@@ -440,6 +440,8 @@ public final class ClientTool {
             .append(",\"epoch\":").append(m.memberEpoch().map(String::valueOf).orElse("null"))
             .append(",\"assignment\":").append(partitionList(m.assignment().topicPartitions()))
             .append(",\"target\":").append(m.targetAssignment().map(t -> partitionList(t.topicPartitions())).orElse("null"))
+            // KIP-1099: false for a classic member of a consumer group, true for a KIP-848 one.
+            .append(",\"upgraded\":").append(m.upgraded().map(String::valueOf).orElse("null"))
             .append('}');
       }
       b.append("]}");
