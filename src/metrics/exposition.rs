@@ -103,6 +103,7 @@ metrics_table! {
     SHARE_RECORDS_ACQUIRED: "share_records_acquired", Counter, "Records acquired by ShareFetch requests for share consumers (a redelivery counts again)", "";
     SHARE_FETCH_WAKEUPS: "share_fetch_wakeups", Counter, "Waiting ShareFetch requests that looked again for records, by what woke them (turn: a partition's high watermark moved and it had waited longest there; poll: the 50 ms look for released records and expired locks)", "";
     SHARE_DEAD_LETTER_RECORDS: "share_dead_letter_records", Counter, "Records of share groups sent to their dead-letter queue (KIP-1191) and archived, by outcome (written: the queue took them; not_written: archived without a copy, the queue misconfigured or its writes given up, logged)", "";
+    GROUP_PROTOCOL_CONVERSIONS: "group_protocol_conversions", Counter, "Groups with members converted online between the classic and KIP-848 consumer protocols (group.consumer.migration.policy), by direction (upgrade: classic to consumer; downgrade: back)", "";
     PRODUCER_IDS_EVICTED: "producer_ids_evicted", Counter, "Producer ids forgotten before producer.id.expiration.ms because a partition's table reached max_producer_ids_per_partition", "";
     BATCH_CACHE_HITS: "batch_cache_hits", Counter, "Fetches served from the batch cache", "";
     BATCH_CACHE_MISSES: "batch_cache_misses", Counter, "Fetches that read the log file", "";
@@ -327,6 +328,11 @@ impl prometheus_client::collector::Collector for Scrape {
         w.counter(
             &SHARE_DEAD_LETTER_RECORDS,
             [(vec![("result", "written".to_string())], dead.records_written), (vec![("result", "not_written".to_string())], dead.records_not_written)],
+        )?;
+        let (upgrades, downgrades) = merged.group_conversions;
+        w.counter(
+            &GROUP_PROTOCOL_CONVERSIONS,
+            [(vec![("direction", "upgrade".to_string())], upgrades), (vec![("direction", "downgrade".to_string())], downgrades)],
         )?;
         w.counter(&BATCH_CACHE_HITS, [(Vec::new(), merged.batch_cache_hits)])?;
         w.counter(&BATCH_CACHE_MISSES, [(Vec::new(), merged.batch_cache_misses)])?;

@@ -133,6 +133,9 @@ pub struct ShardMetrics {
     pub share_fetch: ShareFetchCounts,
     /// Share groups' dead-letter queues written by this shard's share-partition leaders.
     pub share_dead_letter: DeadLetterCounts,
+    /// Groups converted online between the classic and KIP-848 protocols
+    /// (group.consumer.migration.policy): (upgrades, downgrades).
+    pub group_conversions: (u64, u64),
 }
 
 /// Records sent to share groups' dead-letter queues (KIP-1191), by outcome.
@@ -194,6 +197,7 @@ impl Default for ShardMetrics {
             share_state: ShareStateCalls::default(),
             share_fetch: ShareFetchCounts::default(),
             share_dead_letter: DeadLetterCounts::default(),
+            group_conversions: (0, 0),
         }
     }
 }
@@ -312,6 +316,8 @@ impl ShardMetrics {
         self.share_fetch.polled += other.share_fetch.polled;
         self.share_dead_letter.records_written += other.share_dead_letter.records_written;
         self.share_dead_letter.records_not_written += other.share_dead_letter.records_not_written;
+        self.group_conversions.0 += other.group_conversions.0;
+        self.group_conversions.1 += other.group_conversions.1;
         for (kind, n) in &other.unreadable_files {
             *self.unreadable_files.entry(kind).or_default() += n;
         }

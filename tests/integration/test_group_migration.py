@@ -23,6 +23,7 @@ import uuid
 import pytest
 
 import test_groups as tg  # helpers only
+from admin_api import scrape
 import test_groups_kip848 as k848  # helpers only
 from clients import cli_create_topic, watermarks
 from conftest import is_kafka, wait_for
@@ -130,6 +131,10 @@ def test_classic_members_upgrade_share_and_downgrade_a_group(broker_factory, tmp
     missing = [(p, o) for p in range(PARTITIONS) for o in range(hw[p]) if (p, o) not in seen]
     assert not missing, f"{len(missing)} records never processed, e.g. {missing[:5]}"
     assert tg.committed(b.bootstrap, group, topic, PARTITIONS) == hw
+    if not is_kafka():
+        metrics = scrape(b.admin_url)
+        assert metrics.total("shardlog_group_protocol_conversions_total", direction="upgrade") == 1
+        assert metrics.total("shardlog_group_protocol_conversions_total", direction="downgrade") == 1
 
 
 @pytest.mark.skipif(is_kafka(), reason="sets a broker setting the Kafka target is not started with")
@@ -155,6 +160,7 @@ def test_disabled_policy_refuses_both_conversions(broker_factory, tmp_path):
         # Both groups are as they were.
         assert len(settled(b, w.group, 1, "Consumer")["members"]) == 1
         assert len(settled(b, v.group, 1, "Classic")["members"]) == 1
+        assert scrape(b.admin_url).total("shardlog_group_protocol_conversions_total") == 0
     finally:
         w.stop_all()
         v.stop_all()

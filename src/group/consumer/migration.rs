@@ -158,6 +158,7 @@ pub fn upgrade(g: &mut Group, migration: Migration, image: &MetadataImage, now: 
     }
 
     tracing::info!(group = %group_id, generation, members = c.members.len(), "classic group upgraded to a consumer group");
+    crate::metrics::shard_metrics::with(|m| m.group_conversions.0 += 1);
     crate::group::membership::dissolve(g, ErrorCode::REBALANCE_IN_PROGRESS);
     g.protocol_type = Some("consumer".into());
     g.consumer = Some(Box::new(c));
@@ -219,6 +220,7 @@ pub fn maybe_downgrade(g: &mut Group, migration: Migration, image: &MetadataImag
     records.push(crate::group::membership::group_record(g, None));
     crate::group::membership::prepare_rebalance(g, now, 0);
     tracing::info!(group = %group_id, generation = g.generation, members = g.members.len(), "consumer group downgraded to a classic group");
+    crate::metrics::shard_metrics::with(|m| m.group_conversions.1 += 1);
     true
 }
 
