@@ -168,8 +168,10 @@ pub fn finish_load(c: &mut ConsumerGroup, now: Instant) {
     c.target.retain(|id, _| members.contains_key(id));
     for m in c.members.values_mut() {
         m.last_heartbeat = now;
-        m.revocation_deadline =
-            (m.state == MemberState::UnrevokedPartitions).then(|| now + std::time::Duration::from_millis(u64::try_from(m.rebalance_timeout_ms).unwrap_or(0)));
+        // A classic member has no revocation deadline (its join deadline, not stored,
+        // starts again when it is next told to rejoin).
+        m.revocation_deadline = (m.state == MemberState::UnrevokedPartitions && !m.uses_classic_protocol())
+            .then(|| now + std::time::Duration::from_millis(u64::try_from(m.rebalance_timeout_ms).unwrap_or(0)));
         if let Some(iid) = &m.instance_id {
             c.static_members.insert(iid.clone(), m.id.clone());
         }
