@@ -214,9 +214,19 @@ fn run_thread(
             tokio::select! {
                 req = requests.recv() => {
                     let Ok(req) = req else { break };
+                    // Requests are served one at a time, this node's own broker heartbeats
+                    // included: one that takes a third of a session timeout delays them
+                    // enough to risk a fencing, so it is named (seen once in CI: a broker
+                    // resumed after SIGSTOP was fenced again seconds later).
+                    let (started, kind) = (Instant::now(), request_kind(&req.body));
                     let res = router
                         .route(&ctx, &raft, &publisher, req.body, req.forwarded, req.via)
                         .await;
+                    let took = started.elapsed();
+                    if took >= cfg.session_timeout / 3 {
+                        tracing::warn!(request = %kind, forwarded = req.forwarded, ms = took.as_millis() as u64, ok = res.is_ok(),
+                            "controller: a request held the controller loop (this node's broker heartbeats waited behind it)");
+                    }
                     let _ = req.reply.send(res);
                 }
                 Ok(c) = closed.recv() => router.liveness.on_connection_closed(c.conn, Instant::now()),
@@ -451,6 +461,12 @@ fn registration(cfg: &ControllerConfig, incarnation: [u8; 16]) -> BrokerMeta {
         fenced: false,
         listeners: cfg.listeners.clone(),
     }
+}
+
+/// The variant name of a request (for logs: the request itself may be large).
+fn request_kind(req: &ClientRequest) -> String {
+    let debug = format!("{req:?}");
+    debug.split([' ', '{', '(']).next().unwrap_or_default().to_string()
 }
 
 /// The broker side of liveness: heartbeats through the controller's own request queue,
