@@ -450,6 +450,9 @@ impl Config {
         if self.group_streams_session_timeout_ms <= self.group_streams_heartbeat_interval_ms {
             return bad("group_streams_session_timeout_ms", "must be above group_streams_heartbeat_interval_ms".into());
         }
+        if let Err(e) = rack_aware_assignment_tags("group.streams.rack.aware.assignment.tags", &self.group_streams_rack_aware_assignment_tags) {
+            return bad("group_streams_rack_aware_assignment_tags", e);
+        }
         Ok(())
     }
 
@@ -708,6 +711,24 @@ impl ConfigArgs {
     }
 }
 
+/// A `rack.aware.assignment.tags` list (broker `group.streams.*` or group `streams.*`
+/// key `name`) as Kafka's validators read it: comma separated, trimmed, no empty entry, no
+/// duplicate; an empty value is no tags.
+pub fn rack_aware_assignment_tags(name: &str, value: &str) -> Result<Vec<String>, String> {
+    if value.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let tags: Vec<String> = value.split(',').map(|t| t.trim().to_string()).collect();
+    if tags.iter().any(String::is_empty) {
+        return Err(format!("Configuration '{name}' values must not be empty."));
+    }
+    let distinct: std::collections::BTreeSet<&String> = tags.iter().collect();
+    if distinct.len() != tags.len() {
+        return Err(format!("{name} must not contain duplicate tag keys."));
+    }
+    Ok(tags)
+}
+
 /// Kafka 4.4's default bounds of the streams-group keys (group.streams.min/max.*), which
 /// shardlog keeps fixed: the group configs and the broker defaults stay within them.
 pub struct StreamsGroupBounds;
@@ -761,6 +782,11 @@ mod tests {
     #[test]
     fn streams_group_defaults_are_checked_as_kafka_checks_them() {
         assert!(Config { group_streams_initial_rebalance_delay_ms: 0, group_streams_num_standby_replicas: 2, ..Config::default() }.validate().is_ok());
+        assert!(Config { group_streams_rack_aware_assignment_tags: "zone,cluster".into(), ..Config::default() }.validate().is_ok());
+        for tags in ["zone,,cluster", "zone, zone"] {
+            let e = Config { group_streams_rack_aware_assignment_tags: tags.into(), ..Config::default() }.validate().unwrap_err();
+            assert!(format!("{e:?}").contains("group_streams_rack_aware_assignment_tags"), "{e:?}");
+        }
         let cases = [
             (Config { group_streams_session_timeout_ms: 60_001, ..Config::default() }, "group_streams_session_timeout_ms"),
             (Config { group_streams_heartbeat_interval_ms: 4_999, ..Config::default() }, "group_streams_heartbeat_interval_ms"),

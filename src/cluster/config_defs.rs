@@ -170,6 +170,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     def(&key::group_share_min_record_lock_duration_ms, None),
     def(&key::group_share_partition_max_record_locks, None),
     def(&key::group_share_record_lock_duration_ms, None),
+    ro("group.streams.assignors", T::List, "Task assignors of streams groups, the first is the default (built in: sticky).", |_| STREAMS_ASSIGNORS[0].into()),
     def(&key::group_streams_heartbeat_interval_ms, None),
     def(&key::group_streams_initial_rebalance_delay_ms, None),
     ro("group.streams.max.heartbeat.interval.ms", T::Int, "Upper bound of a group's streams.heartbeat.interval.ms.", |_| {
@@ -189,6 +190,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
         StreamsGroupBounds::SESSION_TIMEOUT_MS.start().to_string()
     }),
     def(&key::group_streams_num_standby_replicas, None),
+    def(&key::group_streams_rack_aware_assignment_tags, None),
     def(&key::group_streams_session_timeout_ms, None),
     def(&key::leader_imbalance_check_interval_seconds, None),
     def(&key::leader_imbalance_per_broker_percentage, None),
@@ -428,6 +430,11 @@ pub enum GroupKind {
     OneOf(&'static [&'static str]),
     /// true or false.
     Bool,
+    /// A streams group's `streams.assignor.name`: one of `STREAMS_ASSIGNORS`.
+    StreamsAssignor,
+    /// A streams group's `rack.aware.assignment.tags`: comma separated, no empty entry, no
+    /// duplicate (`config::rack_aware_assignment_tags`).
+    TagList,
     /// A share group's dead-letter queue topic: blank (none) or a name not starting with
     /// `__` (Kafka's GroupConfig; the prefix and the topic's own opt-in are checked when
     /// records are written there).
@@ -443,17 +450,21 @@ pub const SHARE_ISOLATION_LEVEL: &str = "share.isolation.level";
 pub const SHARE_PARTITION_MAX_RECORD_LOCKS: &str = "share.partition.max.record.locks";
 pub const SHARE_RECORD_LOCK_DURATION_MS: &str = "share.record.lock.duration.ms";
 pub const SHARE_SESSION_TIMEOUT_MS: &str = "share.session.timeout.ms";
+pub const STREAMS_ASSIGNOR_NAME: &str = "streams.assignor.name";
+/// The task assignors streams groups may use (Kafka's built-in one; no plugged-in Java
+/// class can be loaded here).
+pub const STREAMS_ASSIGNORS: &[&str] = &["sticky"];
 pub const STREAMS_HEARTBEAT_INTERVAL_MS: &str = "streams.heartbeat.interval.ms";
 pub const STREAMS_INITIAL_REBALANCE_DELAY_MS: &str = "streams.initial.rebalance.delay.ms";
 pub const STREAMS_NUM_STANDBY_REPLICAS: &str = "streams.num.standby.replicas";
+pub const STREAMS_RACK_AWARE_ASSIGNMENT_TAGS: &str = "streams.rack.aware.assignment.tags";
 pub const STREAMS_SESSION_TIMEOUT_MS: &str = "streams.session.timeout.ms";
 
 pub use crate::config::StreamsGroupBounds;
 
 /// Kafka 4.4's group configs that apply to shardlog, sorted by name. Not here (refused as
 /// unknown): share.renew.acknowledge.enable, share.assignment.interval.ms,
-/// streams.assignment.interval.ms, streams.rack.aware.assignment.tags and
-/// streams.assignor.name (and Kafka's internal streams.* keys).
+/// streams.assignment.interval.ms (and Kafka's internal streams.* keys).
 pub const GROUP_KEYS: &[GroupKey] = &[
     GroupKey {
         name: CONSUMER_HEARTBEAT_INTERVAL_MS,
@@ -521,6 +532,12 @@ pub const GROUP_KEYS: &[GroupKey] = &[
         kind: GroupKind::Int { min: 45_000, max: 60_000, bounds: "group.share.min/max.session.timeout.ms" },
         default: |_| ShareGroupDefaults::SESSION_TIMEOUT_MS.to_string(),
     },
+    GroupKey {
+        name: STREAMS_ASSIGNOR_NAME,
+        doc: "The task assignor of this streams group (group.streams.assignors).",
+        kind: GroupKind::StreamsAssignor,
+        default: |_| STREAMS_ASSIGNORS[0].into(),
+    },
     streams_int_key(
         STREAMS_HEARTBEAT_INTERVAL_MS,
         "How often members of this streams group heartbeat.",
@@ -542,6 +559,12 @@ pub const GROUP_KEYS: &[GroupKey] = &[
         "group.streams.max.standby.replicas",
         |c| c.group_streams_num_standby_replicas.to_string(),
     ),
+    GroupKey {
+        name: STREAMS_RACK_AWARE_ASSIGNMENT_TAGS,
+        doc: "Client tag keys every member of this streams group should send (MISSING_CLIENT_TAGS otherwise); kept for rack-aware assignors.",
+        kind: GroupKind::TagList,
+        default: |c| c.group_streams_rack_aware_assignment_tags.clone(),
+    },
     streams_int_key(
         STREAMS_SESSION_TIMEOUT_MS,
         "A member of this streams group silent this long is removed.",
@@ -603,6 +626,18 @@ fn validate_group_key(name: &str, value: &str) -> Result<(), ConfigDefError> {
                     "Invalid value {value} for configuration {name}: Expected value to be either true or false"
                 )));
             }
+        }
+        GroupKind::StreamsAssignor => {
+            if !STREAMS_ASSIGNORS.contains(&value) {
+                return Err(ConfigDefError::InvalidConfig(format!(
+                    "{name} '{value}' is not a registered task assignor. Registered assignors are: [{}].",
+                    STREAMS_ASSIGNORS.join(", ")
+                )));
+            }
+        }
+        GroupKind::TagList => {
+            // Kafka's GroupConfig answers INVALID_CONFIG with the validator's words.
+            crate::config::rack_aware_assignment_tags(name, value).map_err(ConfigDefError::InvalidConfig)?;
         }
         GroupKind::DeadLetterTopic => {
             // Kafka's GroupConfig.validate (internal names are reserved).
@@ -687,6 +722,16 @@ pub fn group_int(image: &MetadataImage, group: &str, key: &str) -> Option<i32> {
     image.configs_of(&ConfigResource::Group(group.to_string())).get(key).and_then(|v| v.trim().parse().ok())
 }
 
+/// A streams group's `streams.rack.aware.assignment.tags` if set (an empty value is set:
+/// no tags, whatever the broker's), else None (the broker default applies).
+pub fn streams_rack_aware_assignment_tags(image: &MetadataImage, group: &str) -> Option<Vec<String>> {
+    if image.resource_configs.is_empty() {
+        return None;
+    }
+    let set = image.configs_of(&ConfigResource::Group(group.to_string()));
+    set.get(STREAMS_RACK_AWARE_ASSIGNMENT_TAGS).map(|v| crate::config::rack_aware_assignment_tags(STREAMS_RACK_AWARE_ASSIGNMENT_TAGS, v).unwrap_or_default())
+}
+
 /// A share group's `share.auto.offset.reset` (latest when not set).
 pub fn share_auto_offset_reset(image: &MetadataImage, group: &str) -> ShareAutoOffsetReset {
     if image.resource_configs.is_empty() {
@@ -733,7 +778,8 @@ pub fn describe_group(config: &Config, image: &MetadataImage, group: &str) -> Ve
             let ty = match k.kind {
                 GroupKind::Int { .. } => ConfigType::Int,
                 GroupKind::Bool => ConfigType::Boolean,
-                GroupKind::ShareAutoOffsetReset | GroupKind::OneOf(_) | GroupKind::DeadLetterTopic => ConfigType::String,
+                GroupKind::TagList => ConfigType::List,
+                GroupKind::ShareAutoOffsetReset | GroupKind::OneOf(_) | GroupKind::DeadLetterTopic | GroupKind::StreamsAssignor => ConfigType::String,
             };
             described(k.name, ty, k.doc, false, false, synonyms)
         })
@@ -853,6 +899,21 @@ mod tests {
         assert!(one(SHARE_RECORD_LOCK_DURATION_MS, "14999").is_err());
         assert!(one(SHARE_RECORD_LOCK_DURATION_MS, "15000").is_ok());
         assert!(one(SHARE_DELIVERY_COUNT_LIMIT, "3").is_ok());
+        // Streams groups' tags and assignor, with Kafka 4.4's words.
+        assert!(one(STREAMS_RACK_AWARE_ASSIGNMENT_TAGS, " zone , cluster ").is_ok());
+        assert!(one(STREAMS_RACK_AWARE_ASSIGNMENT_TAGS, "").is_ok());
+        let bad = one(STREAMS_RACK_AWARE_ASSIGNMENT_TAGS, "zone,,cluster").unwrap_err();
+        assert!(format!("{bad:?}").contains("Configuration 'streams.rack.aware.assignment.tags' values must not be empty."), "{bad:?}");
+        let bad = one(STREAMS_RACK_AWARE_ASSIGNMENT_TAGS, "zone, zone").unwrap_err();
+        assert!(format!("{bad:?}").contains("streams.rack.aware.assignment.tags must not contain duplicate tag keys."), "{bad:?}");
+        assert!(one(STREAMS_ASSIGNOR_NAME, "sticky").is_ok());
+        let bad = one(STREAMS_ASSIGNOR_NAME, "mine").unwrap_err();
+        assert!(format!("{bad:?}").contains("streams.assignor.name 'mine' is not a registered task assignor. Registered assignors are: [sticky]."), "{bad:?}");
+        let tagged = image_with(g.clone(), &[(STREAMS_RACK_AWARE_ASSIGNMENT_TAGS, "zone, rack")]);
+        assert_eq!(streams_rack_aware_assignment_tags(&tagged, "g"), Some(vec!["zone".to_string(), "rack".to_string()]));
+        assert_eq!(streams_rack_aware_assignment_tags(&tagged, "other"), None, "the broker's apply");
+        let emptied = image_with(g.clone(), &[(STREAMS_RACK_AWARE_ASSIGNMENT_TAGS, "")]);
+        assert_eq!(streams_rack_aware_assignment_tags(&emptied, "g"), Some(vec![]), "set empty: no tags, whatever the broker's");
         let img = image_with(g, &[(CONSUMER_SESSION_TIMEOUT_MS, "50000")]);
         assert_eq!(group_consumer_timeouts(&img, "g", 45_000, 5_000), (50_000, 5_000));
         assert_eq!(group_consumer_timeouts(&img, "other", 45_000, 5_000), (45_000, 5_000));

@@ -489,6 +489,11 @@ config_keys! {
     /// Standby replicas of each stateful task of a streams group.
     /// Default of the group config streams.num.standby.replicas (0-2).
     static group_streams_num_standby_replicas: i32 = 0, kafka = "group.streams.num.standby.replicas" as Int;
+    /// Client tag keys (`client.tag.<key>`) every streams-group member should send, comma separated.
+    /// Kept in the group's assignment configs for an assignor that places standbys by them;
+    /// the built-in sticky assignor does not, as Kafka 4.4's. A member missing one is told
+    /// MISSING_CLIENT_TAGS (a warning). Empty: none.
+    static group_streams_rack_aware_assignment_tags: String = String::new(), kafka = "group.streams.rack.aware.assignment.tags" as List;
     /// How long a new streams group waits for more members before its first assignment.
     /// Default of the group config streams.initial.rebalance.delay.ms.
     static group_streams_initial_rebalance_delay_ms: i32 = 3_000, kafka = "group.streams.initial.rebalance.delay.ms" as Int;

@@ -27,6 +27,8 @@ pub struct GroupConfig {
     pub group_streams_session_timeout_ms: i32,
     pub group_streams_heartbeat_interval_ms: i32,
     pub group_streams_num_standby_replicas: i32,
+    /// group.streams.rack.aware.assignment.tags (validated at start).
+    pub group_streams_rack_aware_assignment_tags: Vec<String>,
     pub group_streams_initial_rebalance_delay_ms: i32,
     pub offset_metadata_max_bytes: usize,
     pub offsets_retention_minutes: u64,

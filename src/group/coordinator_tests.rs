@@ -29,6 +29,7 @@ fn config() -> GroupConfig {
         group_streams_session_timeout_ms: 45_000,
         group_streams_heartbeat_interval_ms: 5_000,
         group_streams_num_standby_replicas: 0,
+        group_streams_rack_aware_assignment_tags: Vec::new(),
         group_streams_initial_rebalance_delay_ms: 0,
         offset_metadata_max_bytes: 4096,
         offsets_retention_minutes: 10_080,

@@ -25,7 +25,7 @@ from conftest import is_kafka, skip_unless_shardlog, wait_for
 
 STREAMS_GROUP_HEARTBEAT = 88
 UNSUPPORTED_VERSION = 35
-MISSING_INTERNAL_TOPICS, ASSIGNMENT_DELAYED = 3, 5
+MISSING_INTERNAL_TOPICS, ASSIGNMENT_DELAYED, MISSING_CLIENT_TAGS = 3, 5, 6
 BOUND_S = 60
 
 
@@ -168,8 +168,10 @@ def test_streams_group_heartbeat_assigns_moves_and_survives_kill9(broker_factory
 def test_a_groups_streams_configs_apply(broker_factory):
     """A streams group's own configs, set with kafka-configs.sh (Kafka 4.4's
     streams.heartbeat.interval.ms, streams.session.timeout.ms, streams.num.standby.replicas,
-    streams.initial.rebalance.delay.ms): described, applied (the heartbeat interval a member
-    is told), refused out of Kafka's default bounds. Both targets."""
+    streams.initial.rebalance.delay.ms, streams.rack.aware.assignment.tags,
+    streams.assignor.name): described, applied (the heartbeat interval a member is told, the
+    MISSING_CLIENT_TAGS warning of a member without the named tag), refused out of Kafka's
+    default bounds, with duplicate tags or an unknown assignor. Both targets."""
     b = broker_factory() if is_kafka() else streams_broker(broker_factory)
     bs = b.bootstrap
     app, source = "wcc-" + uuid.uuid4().hex[:6], "words-" + uuid.uuid4().hex[:6]
@@ -179,12 +181,15 @@ def test_a_groups_streams_configs_apply(broker_factory):
         r = kafka_tool("org.apache.kafka.tools.ConfigCommand", "--bootstrap-server", bs, *args)
         return r.returncode, r.stdout + r.stderr
     rc, out = configs("--alter", "--entity-type", "groups", "--entity-name", app, "--add-config",
-                      "streams.heartbeat.interval.ms=7000,streams.session.timeout.ms=50000,streams.num.standby.replicas=1")
+                      "streams.heartbeat.interval.ms=7000,streams.session.timeout.ms=50000,streams.num.standby.replicas=1,"
+                      "streams.rack.aware.assignment.tags=zone,streams.assignor.name=sticky")
     assert rc == 0, out
     rc, out = configs("--describe", "--entity-type", "groups", "--entity-name", app)
     assert rc == 0 and "streams.heartbeat.interval.ms=7000" in out and "streams.session.timeout.ms=50000" in out, out
     assert "streams.num.standby.replicas=1" in out, out
-    for bad in ("streams.session.timeout.ms=1000", "streams.heartbeat.interval.ms=20000", "streams.num.standby.replicas=3"):
+    assert "streams.rack.aware.assignment.tags=zone" in out and "streams.assignor.name=sticky" in out, out
+    for bad in ("streams.session.timeout.ms=1000", "streams.heartbeat.interval.ms=20000", "streams.num.standby.replicas=3",
+                "streams.rack.aware.assignment.tags=[zone,zone]", "streams.assignor.name=mine"):
         rc, out = configs("--alter", "--entity-type", "groups", "--entity-name", app, "--add-config", bad)
         assert rc != 0 and bad.split("=")[0] in out, out
     from test_groups import find_group_coordinator
@@ -193,6 +198,8 @@ def test_a_groups_streams_configs_apply(broker_factory):
     first = wait_for("a join answer", lambda: h if (h := heartbeat(bs, app, "a", 0, word_count(source, app), "pa"))["error"] not in (14, 15, 16) else None, BOUND_S)
     assert first["error"] == 0, first
     assert first["interval"] == 7000, first
+    # The member sent no client tags while the group names `zone`: warned (v1), not refused.
+    assert MISSING_CLIENT_TAGS in first["status"], first
 
 
 def test_an_empty_classic_group_becomes_a_streams_group(broker_factory):

@@ -154,6 +154,8 @@ fn settings(ctx: &CoordinatorContext, image: &MetadataImage, group_id: &str) -> 
         initial_rebalance_delay_ms: u64::try_from(int(config_defs::STREAMS_INITIAL_REBALANCE_DELAY_MS, c.group_streams_initial_rebalance_delay_ms))
             .unwrap_or(0),
         max_size: c.group_max_size,
+        rack_aware_assignment_tags: config_defs::streams_rack_aware_assignment_tags(image, group_id)
+            .unwrap_or_else(|| c.group_streams_rack_aware_assignment_tags.clone()),
         ..Settings::default()
     }
 }

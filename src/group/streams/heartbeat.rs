@@ -36,9 +36,12 @@ use crate::protocol::ErrorCode;
 pub const STALE_TOPOLOGY: i8 = 0;
 pub const SHUTDOWN_APPLICATION: i8 = 4;
 pub const ASSIGNMENT_DELAYED: i8 = 5;
+/// A warning only (v1+): the member lacks client tags the group's rack-aware assignment
+/// tags name; it is assigned all the same.
+pub const MISSING_CLIENT_TAGS: i8 = 6;
 
 /// The group settings a heartbeat uses (`group.streams.*` / the group's `streams.*`).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Settings {
     pub session_timeout_ms: u64,
     pub heartbeat_interval_ms: i32,
@@ -48,6 +51,8 @@ pub struct Settings {
     pub assignment_interval_ms: i64,
     pub task_offset_interval_ms: i32,
     pub acceptable_recovery_lag: i64,
+    /// The client tag keys members should send (rack.aware.assignment.tags).
+    pub rack_aware_assignment_tags: Vec<String>,
 }
 
 impl Default for Settings {
@@ -62,6 +67,7 @@ impl Default for Settings {
             assignment_interval_ms: 1_000,
             task_offset_interval_ms: 60_000,
             acceptable_recovery_lag: 10_000,
+            rack_aware_assignment_tags: Vec::new(),
         }
     }
 }
@@ -239,8 +245,14 @@ fn metadata_hash(g: &StreamsGroup, partitions_of: &dyn Fn(&str) -> Option<i32>) 
     }
 }
 
+/// The assignment configs stored with the group (Kafka's LastAssignmentConfigs, in key
+/// order): a change bumps the group epoch. The tags only when there are some, as Kafka.
 fn assignment_configs(settings: &Settings) -> Vec<(String, String)> {
-    vec![("num.standby.replicas".to_string(), settings.num_standby_replicas.to_string())]
+    let mut configs = vec![("num.standby.replicas".to_string(), settings.num_standby_replicas.to_string())];
+    if !settings.rack_aware_assignment_tags.is_empty() {
+        configs.push(("rack.aware.assignment.tags".to_string(), settings.rack_aware_assignment_tags.join(",")));
+    }
+    configs
 }
 
 fn status(code: i8, detail: impl AsRef<str>) -> Status {
@@ -483,6 +495,20 @@ fn join_or_beat(g: &mut StreamsGroup, existed: bool, req: &StreamsGroupHeartbeat
             format!("Streams group member {by} encountered a fatal error and requested a shutdown for the entire application."),
         ));
     }
+    // v0 clients fail on a status code they do not know: only v1+ hears of missing tags.
+    if beat.version >= 1 && !beat.settings.rack_aware_assignment_tags.is_empty() {
+        let tags = &g.members[&member_id].metadata.client_tags;
+        let missing: Vec<&str> = beat.settings.rack_aware_assignment_tags.iter().filter(|k| !tags.iter().any(|(t, _)| t == *k)).map(String::as_str).collect();
+        if !missing.is_empty() {
+            statuses.push(status(
+                MISSING_CLIENT_TAGS,
+                format!(
+                    "Missing required client tags for rack-aware standby assignment: [{}]. Configure them via 'client.tag.<tagKey>' in your Streams config.",
+                    missing.join(", ")
+                ),
+            ));
+        }
+    }
     let mut response = StreamsGroupHeartbeatResponse::default()
         .with_member_id(str_bytes(&member_id))
         .with_member_epoch(after.member_epoch)
@@ -700,10 +726,19 @@ mod tests {
         existed: bool,
         req: &StreamsGroupHeartbeatRequest,
         partitions_of: &dyn Fn(&str) -> Option<i32>,
-        settings: Settings,
+        settings: &Settings,
         at: Instant,
     ) -> Result<Outcome, HeartbeatError> {
-        let b = Beat { group_id: "wc", version: 1, client_id: "c", client_host: "/127.0.0.1", now: at, now_ms: 1_000_000, partitions_of, settings };
+        let b = Beat {
+            group_id: "wc",
+            version: 1,
+            client_id: "c",
+            client_host: "/127.0.0.1",
+            now: at,
+            now_ms: 1_000_000,
+            partitions_of,
+            settings: settings.clone(),
+        };
         request::validate(req)?;
         heartbeat(g, existed, req, &b)
     }
@@ -746,7 +781,7 @@ mod tests {
         let p = topics(true);
         let mut g = StreamsGroup::default();
         let mut stored = Vec::new();
-        let a1 = run(&mut g, false, &join("a", "pa"), &p, settings, at).unwrap();
+        let a1 = run(&mut g, false, &join("a", "pa"), &p, &settings, at).unwrap();
         stored.extend(a1.records.iter().cloned());
         // Everything to the only member, at the first computed epoch (2).
         assert_eq!(a1.response.member_epoch, 2);
@@ -755,25 +790,25 @@ mod tests {
         assert!(codes(&a1).is_empty(), "{:?}", a1.response.status);
         assert_eq!(g.state(), super::super::group::StreamsGroupState::Stable);
 
-        let b1 = run(&mut g, true, &join("b", "pb"), &p, settings, at).unwrap();
+        let b1 = run(&mut g, true, &join("b", "pb"), &p, &settings, at).unwrap();
         stored.extend(b1.records.iter().cloned());
         assert_eq!(g.group_epoch, 3);
         // b waits: a still holds what b's target names.
         assert!(active(&b1).unwrap_or_default().is_empty());
         // a is told to give up half, keeping its epoch until it acknowledges.
-        let a2 = run(&mut g, true, &beat("a", 2, &all), &p, settings, at).unwrap();
+        let a2 = run(&mut g, true, &beat("a", 2, &all), &p, &settings, at).unwrap();
         stored.extend(a2.records.iter().cloned());
         let kept = active(&a2).unwrap();
         assert_eq!(super::super::tasks::iter(&kept).count(), 2);
         assert_eq!(a2.response.member_epoch, 2);
         // b still gets nothing until a acknowledges.
-        let b2 = run(&mut g, true, &beat("b", b1.response.member_epoch, &TaskSet::new()), &p, settings, at).unwrap();
+        let b2 = run(&mut g, true, &beat("b", b1.response.member_epoch, &TaskSet::new()), &p, &settings, at).unwrap();
         stored.extend(b2.records.iter().cloned());
         assert!(active(&b2).unwrap_or_default().is_empty());
-        let a3 = run(&mut g, true, &beat("a", 2, &kept), &p, settings, at).unwrap();
+        let a3 = run(&mut g, true, &beat("a", 2, &kept), &p, &settings, at).unwrap();
         stored.extend(a3.records.iter().cloned());
         assert_eq!(a3.response.member_epoch, 3);
-        let b3 = run(&mut g, true, &beat("b", b2.response.member_epoch, &TaskSet::new()), &p, settings, at).unwrap();
+        let b3 = run(&mut g, true, &beat("b", b2.response.member_epoch, &TaskSet::new()), &p, &settings, at).unwrap();
         stored.extend(b3.records.iter().cloned());
         let got = active(&b3).unwrap();
         assert_eq!(super::super::tasks::iter(&got).count(), 2);
@@ -783,10 +818,11 @@ mod tests {
         same_stored_state(&g, &rebuilt(&stored, at));
 
         // a leaves: b is given everything once it heartbeats.
-        let left = run(&mut g, true, &beat("a", -1, &kept).with_active_tasks(None).with_standby_tasks(None).with_warmup_tasks(None), &p, settings, at).unwrap();
+        let left =
+            run(&mut g, true, &beat("a", -1, &kept).with_active_tasks(None).with_standby_tasks(None).with_warmup_tasks(None), &p, &settings, at).unwrap();
         stored.extend(left.records.iter().cloned());
         assert_eq!(left.response.member_epoch, -1);
-        let b4 = run(&mut g, true, &beat("b", 3, &got), &p, settings, at).unwrap();
+        let b4 = run(&mut g, true, &beat("b", 3, &got), &p, &settings, at).unwrap();
         stored.extend(b4.records.iter().cloned());
         assert_eq!(super::super::tasks::iter(&active(&b4).unwrap()).count(), 4);
         same_stored_state(&g, &rebuilt(&stored, at));
@@ -797,7 +833,7 @@ mod tests {
         let at = Instant::now();
         let settings = Settings::default();
         let mut g = StreamsGroup::default();
-        let o = run(&mut g, false, &join("a", "pa"), &topics(false), settings, at).unwrap();
+        let o = run(&mut g, false, &join("a", "pa"), &topics(false), &settings, at).unwrap();
         assert_eq!(codes(&o), vec![ASSIGNMENT_DELAYED, 3], "{:?}", o.response.status);
         let names: Vec<&str> = o.internal_topics_to_create.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, vec![CHANGELOG, REPARTITION]);
@@ -805,9 +841,50 @@ mod tests {
         assert_eq!(g.state(), super::super::group::StreamsGroupState::NotReady);
         // Once the topics exist and the delay passed, the member gets its tasks.
         let later = at + Duration::from_millis(settings.initial_rebalance_delay_ms + 1);
-        let o = run(&mut g, true, &beat("a", o.response.member_epoch, &TaskSet::new()), &topics(true), settings, later).unwrap();
+        let o = run(&mut g, true, &beat("a", o.response.member_epoch, &TaskSet::new()), &topics(true), &settings, later).unwrap();
         assert!(codes(&o).is_empty(), "{:?}", o.response.status);
         assert_eq!(super::super::tasks::iter(&active(&o).unwrap()).count(), 4);
+    }
+
+    #[test]
+    fn missing_client_tags_are_a_warning_to_v1_and_the_tags_bump_the_epoch() {
+        use kafka_protocol::messages::streams_group_heartbeat_request::KeyValue;
+        let at = Instant::now();
+        let p = topics(true);
+        let tags = |t: &[&str]| Settings {
+            initial_rebalance_delay_ms: 0,
+            rack_aware_assignment_tags: t.iter().map(|s| s.to_string()).collect(),
+            ..Settings::default()
+        };
+        let detail = |o: &Outcome| o.response.status.iter().flatten().find(|s| s.status_code == MISSING_CLIENT_TAGS).map(|s| s.status_detail.to_string());
+        let mut g = StreamsGroup::default();
+        // Tags named but none sent: the member is assigned all the same, and warned.
+        let o = run(&mut g, false, &join("a", "pa"), &p, &tags(&["zone", "cluster"]), at).unwrap();
+        assert_eq!(
+            detail(&o).as_deref(),
+            Some("Missing required client tags for rack-aware standby assignment: [zone, cluster]. Configure them via 'client.tag.<tagKey>' in your Streams config.")
+        );
+        assert_eq!(super::super::tasks::iter(&active(&o).unwrap()).count(), 4);
+        let epoch = g.group_epoch;
+        assert_eq!(
+            g.last_assignment_configs.as_deref(),
+            Some(&[("num.standby.replicas".to_string(), "0".to_string()), ("rack.aware.assignment.tags".to_string(), "zone,cluster".to_string())][..])
+        );
+        // Only the missing keys are named; an empty value counts as present.
+        let kv = |k: &str, v: &str| KeyValue::default().with_key(str_bytes(k)).with_value(str_bytes(v));
+        let o = run(&mut g, false, &join("b", "pb").with_client_tags(Some(vec![kv("cluster", "")])), &p, &tags(&["zone", "cluster"]), at).unwrap();
+        assert!(detail(&o).is_some_and(|d| d.contains("[zone]") && !d.contains("cluster")), "{:?}", detail(&o));
+        // A v0 client never hears of it (it fails on a status code it does not know).
+        let b =
+            Beat { group_id: "wc", version: 0, client_id: "c", client_host: "/h", now: at, now_ms: 1_000_000, partitions_of: &p, settings: tags(&["zone"]) };
+        let o = heartbeat(&mut g, true, &beat("b", o.response.member_epoch, &TaskSet::new()), &b).unwrap();
+        assert_eq!(detail(&o), None);
+        // The tags changed (the group's config): the epoch is bumped, as any assignment config change.
+        let before = g.group_epoch;
+        assert!(before > epoch);
+        run(&mut g, true, &beat("b", o.response.member_epoch, &TaskSet::new()), &p, &tags(&[]), at).unwrap();
+        assert_eq!(g.group_epoch, before + 1);
+        assert_eq!(g.last_assignment_configs.as_deref(), Some(&[("num.standby.replicas".to_string(), "0".to_string())][..]));
     }
 
     #[test]
@@ -816,28 +893,28 @@ mod tests {
         let settings = Settings { initial_rebalance_delay_ms: 0, ..Settings::default() };
         let p = topics(true);
         let mut g = StreamsGroup::default();
-        let first = run(&mut g, false, &join("a", "pa"), &p, settings, at).unwrap();
+        let first = run(&mut g, false, &join("a", "pa"), &p, &settings, at).unwrap();
         let before = g.clone();
-        let e = run(&mut g, true, &beat("a", 9, &TaskSet::new()), &p, settings, at).unwrap_err();
+        let e = run(&mut g, true, &beat("a", 9, &TaskSet::new()), &p, &settings, at).unwrap_err();
         assert_eq!(e.0, ErrorCode::FENCED_MEMBER_EPOCH);
         assert!(e.1.starts_with("The streams group member has a greater member epoch (9)"), "{}", e.1);
         assert_eq!(
-            run(&mut g, true, &beat("x", 1, &TaskSet::new()), &p, settings, at).unwrap_err(),
+            run(&mut g, true, &beat("x", 1, &TaskSet::new()), &p, &settings, at).unwrap_err(),
             (ErrorCode::UNKNOWN_MEMBER_ID, "Member x is not a member of group wc.".into())
         );
         let mut other = word_count();
         other.subtopologies.pop();
-        let e = run(&mut g, true, &join("b", "pb").with_topology(Some(other)), &p, settings, at).unwrap_err();
+        let e = run(&mut g, true, &join("b", "pb").with_topology(Some(other)), &p, &settings, at).unwrap_err();
         assert_eq!(e, (ErrorCode::INVALID_REQUEST, "Topology updates are not supported yet.".into()));
         let bad = beat("a", first.response.member_epoch, &[("7".to_string(), [0].into())].into());
         assert_eq!(
-            run(&mut g, true, &bad, &p, settings, at).unwrap_err(),
+            run(&mut g, true, &bad, &p, &settings, at).unwrap_err(),
             (ErrorCode::INVALID_REQUEST, "Subtopology 7 does not exist in the topology.".into())
         );
         assert_eq!(g, before, "a refused heartbeat changes nothing");
         let mut full = Settings { max_size: 1, ..settings };
         full.initial_rebalance_delay_ms = 0;
-        assert_eq!(run(&mut g, true, &join("b", "pb"), &p, full, at).unwrap_err().0, ErrorCode::GROUP_MAX_SIZE_REACHED);
+        assert_eq!(run(&mut g, true, &join("b", "pb"), &p, &full, at).unwrap_err().0, ErrorCode::GROUP_MAX_SIZE_REACHED);
         // Sessions end.
         let (gone, recs) = expire(&mut g, "wc", at + Duration::from_millis(settings.session_timeout_ms + 1));
         assert_eq!(gone, vec!["a".to_string()]);

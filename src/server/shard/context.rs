@@ -253,6 +253,8 @@ fn group_config(c: &Config) -> GroupConfig {
         group_streams_session_timeout_ms: c.group_streams_session_timeout_ms,
         group_streams_heartbeat_interval_ms: c.group_streams_heartbeat_interval_ms,
         group_streams_num_standby_replicas: c.group_streams_num_standby_replicas,
+        group_streams_rack_aware_assignment_tags: crate::config::rack_aware_assignment_tags("", &c.group_streams_rack_aware_assignment_tags)
+            .unwrap_or_default(),
         group_streams_initial_rebalance_delay_ms: c.group_streams_initial_rebalance_delay_ms,
         offset_metadata_max_bytes: c.offset_metadata_max_bytes,
         offsets_retention_minutes: c.offsets_retention_minutes,
