@@ -9,8 +9,8 @@
 //! - SyncGroup returns its assigned partitions (those pending revocation left out), or
 //!   REBALANCE_IN_PROGRESS when a newer target awaits it.
 //! - Heartbeat answers REBALANCE_IN_PROGRESS whenever the member must rejoin to move on:
-//!   a newer target, partitions to revoke, or partitions it waited for now free. Only a
-//!   JoinGroup advances a classic member.
+//!   a newer target (or a new group epoch without one yet), partitions to revoke, or
+//!   partitions it waited for now free. Only a JoinGroup advances a classic member.
 //! - Three timers fence it (heartbeat.rs `expire`): its own session timeout, a sync
 //!   deadline after its JoinGroup and a join deadline after it was told to rejoin (both
 //!   its rebalance timeout).
@@ -211,7 +211,11 @@ pub fn heartbeat(g: &mut Group, member_id: &str, instance_id: Option<&str>, gene
         }
         m.last_heartbeat = now;
         let m = &c.members[member_id];
-        m.member_epoch < c.assignment_epoch
+        // A bumped group epoch whose target is not computed yet (members left or were
+        // fenced): only a heartbeat or a JoinGroup computes it, so a group of classic
+        // members must rejoin, or the partitions of those gone would stay unassigned.
+        c.group_epoch > c.assignment_epoch
+            || m.member_epoch < c.assignment_epoch
             || m.state == MemberState::UnrevokedPartitions
             || (m.state == MemberState::UnreleasedPartitions && !waiting_on_unreleased(c, m))
     };

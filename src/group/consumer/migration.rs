@@ -497,6 +497,19 @@ mod tests {
         heartbeat::heartbeat(&mut g, &consumer_join("c"), "c", "/h", &img, settings(upgrade), now).unwrap();
         heartbeat::leave(&mut g, &consumer_join("c").with_member_epoch(-1), upgrade, &img, now).unwrap();
         assert_eq!(g.consumer.as_deref().map(|c| c.members.len()), Some(2));
+        // The epoch was bumped without a target: the classic members are told to rejoin, and
+        // a rejoin computes it, handing out c's partitions.
+        let epoch = g.consumer.as_deref().unwrap().group_epoch;
+        assert!(epoch > g.consumer.as_deref().unwrap().assignment_epoch);
+        for id in ["a", "b"] {
+            let generation = g.consumer.as_deref().unwrap().members[id].member_epoch;
+            assert_eq!(classic_member::heartbeat(&mut g, id, None, generation, now), ErrorCode::REBALANCE_IN_PROGRESS, "{id}");
+            let (j, _) = classic_member::join(&mut g, classic_join(id, &[]), &img, upgrade, now);
+            assert_eq!(j.error_code, 0);
+        }
+        let c = g.consumer.as_deref().unwrap();
+        assert_eq!(c.assignment_epoch, epoch);
+        assert_eq!(c.target.values().map(|a| a.values().map(|s| s.len()).sum::<usize>()).sum::<usize>(), 4, "every partition targeted");
 
         // Disabled: a classic JoinGroup into a consumer group is refused.
         let disabled = Migration { policy: MigrationPolicy::Disabled, max_size: 100 };
