@@ -300,7 +300,9 @@ pub fn heartbeat(
                 if member_epoch != 0 {
                     return Err((ErrorCode::FENCED_INSTANCE_ID, format!("Static member {member_id} with instance id {iid} is fenced by {old}.")));
                 }
-                let old_epoch = c.members.get(&old).map(|m| m.member_epoch);
+                // A classic member holding the instance is replaced at once (Kafka checks the
+                // release only between two consumer-protocol members).
+                let old_epoch = c.members.get(&old).filter(|m| !m.uses_classic_protocol()).map(|m| m.member_epoch);
                 if old_epoch.is_some_and(|e| e != LEAVE_GROUP_STATIC_MEMBER_EPOCH) {
                     return Err((ErrorCode::UNRELEASED_INSTANCE_ID, format!("Static member {old} with instance id {iid} is not released yet.")));
                 }
@@ -333,10 +335,6 @@ pub fn heartbeat(
             m.previous_member_epoch = 0;
             m.state = MemberState::Stable;
             m.revocation_deadline = None;
-            // A classic member turning to the consumer protocol (same member id).
-            m.classic = None;
-            m.classic_sync_deadline = None;
-            m.classic_join_deadline = None;
             c.update_owners(&member_id);
         }
         Some(m) if member_epoch > m.member_epoch => {
@@ -389,6 +387,11 @@ pub fn heartbeat(
     m.client_id = client_id.to_string();
     m.client_host = client_host.to_string();
     m.last_heartbeat = now;
+    // A ConsumerGroupHeartbeat speaks the consumer protocol: a classic member (same id, or
+    // a static one replaced) stops being one, as in Kafka.
+    m.classic = None;
+    m.classic_sync_deadline = None;
+    m.classic_join_deadline = None;
     let assigned_changed = settle(c, &group_id, &member_id, stored_before.as_ref(), subscription_changed, owned.as_ref(), image, now, &mut records)?;
     let Some(m) = c.members.get(&member_id) else { return Err((ErrorCode::UNKNOWN_SERVER_ERROR, "member vanished".into())) };
     let (epoch, assignment) = (m.member_epoch, m.assigned.clone());

@@ -532,6 +532,27 @@ mod tests {
     }
 
     #[test]
+    fn a_consumer_member_takes_a_classic_static_members_place_at_once() {
+        let img = image();
+        let now = Instant::now();
+        let mut g = classic_group(&img);
+        g.members.get_mut("a").unwrap().instance_id = Some("i".into());
+        g.static_members.insert("i".into(), "a".into());
+        heartbeat::heartbeat(&mut g, &consumer_join("c"), "c", "/h", &img, settings(BOTH), now).unwrap();
+        // The classic instance i (a, never released) is replaced by a consumer-protocol
+        // member with the same instance id: no UNRELEASED_INSTANCE_ID between protocols.
+        let (resp, _) =
+            heartbeat::heartbeat(&mut g, &consumer_join("a2").with_instance_id(Some(str_bytes("i"))), "c", "/h", &img, settings(BOTH), now).unwrap();
+        assert_eq!(resp.error_code, 0);
+        let c = g.consumer.as_deref().unwrap();
+        assert!(!c.members.contains_key("a") && !c.members["a2"].uses_classic_protocol());
+        assert_eq!(c.static_members["i"], "a2");
+        // Between two consumer-protocol members, the instance must be released first.
+        let e = heartbeat::heartbeat(&mut g, &consumer_join("a3").with_instance_id(Some(str_bytes("i"))), "c", "/h", &img, settings(BOTH), now).unwrap_err();
+        assert_eq!(e.0, ErrorCode::UNRELEASED_INSTANCE_ID);
+    }
+
+    #[test]
     fn classic_members_are_fenced_by_their_own_timers() {
         let img = image();
         let now = Instant::now();
