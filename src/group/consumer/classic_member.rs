@@ -42,7 +42,7 @@ pub struct ClassicJoin {
     pub client_id: String,
     pub client_host: String,
     pub protocol_type: String,
-    /// Never empty (JoinGroup refuses an empty list before).
+    /// Refused when empty (`supports_protocols`).
     pub protocols: Vec<(String, Bytes)>,
     pub session_timeout_ms: i32,
     pub rebalance_timeout_ms: i32,
@@ -102,7 +102,7 @@ pub fn join(g: &mut Group, a: ClassicJoin, image: &MetadataImage, migration: Mig
         // KIP-394: the member comes back with this id (an unknown id is then created).
         return (join_error(ErrorCode::MEMBER_ID_REQUIRED, &member_id), Vec::new());
     }
-    let Ok(subscription) = embedded_protocol::parse_subscription(&a.protocols[0].1) else {
+    let Some(Ok(subscription)) = a.protocols.first().map(|(_, metadata)| embedded_protocol::parse_subscription(metadata)) else {
         return fail(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, "malformed embedded consumer protocol in the subscription");
     };
     let mut records = Vec::new();
