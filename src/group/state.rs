@@ -234,24 +234,14 @@ impl Group {
     /// Topics the members subscribe to, from the consumer protocol metadata; None when
     /// they cannot be known (not a "consumer" group, or unparsable metadata).
     pub fn subscribed_topics(&self) -> Option<HashSet<String>> {
-        use kafka_protocol::messages::ConsumerProtocolSubscription;
-        use kafka_protocol::protocol::Decodable;
         if self.protocol_type.as_deref() != Some("consumer") {
             return None;
         }
         let protocol = self.protocol.as_deref()?;
         let mut topics = HashSet::new();
         for m in self.members.values() {
-            let mut meta = m.metadata_for(protocol);
-            if meta.len() < 2 {
-                return None;
-            }
-            let version = i16::from_be_bytes([meta[0], meta[1]]);
-            bytes::Buf::advance(&mut meta, 2);
-            // The subscription is versioned by its own prefix; newer versions than the
-            // codec knows are read as the newest it knows (fields are only appended).
-            let sub = ConsumerProtocolSubscription::decode(&mut meta, version.clamp(0, 3)).ok()?;
-            topics.extend(sub.topics.iter().map(|t| t.to_string()));
+            let sub = super::consumer::embedded_protocol::parse_subscription(&m.metadata_for(protocol)).ok()?;
+            topics.extend(sub.topics);
         }
         Some(topics)
     }

@@ -133,7 +133,6 @@ pub fn join(g: &mut Group, a: ClassicJoin, image: &MetadataImage, migration: Mig
     m.client_id = a.client_id;
     m.client_host = a.client_host;
     m.classic = Some(ClassicMemberMetadata { session_timeout_ms: a.session_timeout_ms, protocols: a.protocols });
-    m.revocation_deadline = None;
     let owned = embedded_protocol::to_ids(&subscription.owned, image);
     if let Err((code, why)) = heartbeat::settle(c, &group_id, &member_id, stored_before.as_ref(), subscription_changed, Some(&owned), image, now, &mut records)
     {

@@ -60,6 +60,12 @@ fn refused(group_id: &str, why: &str) -> HeartbeatError {
     (ErrorCode::GROUP_ID_NOT_FOUND, format!("Cannot upgrade classic group {group_id} to consumer group because {why}"))
 }
 
+/// Why a classic member cannot be carried into a consumer group (Kafka's words, after
+/// "because ").
+const MALFORMED: &str = "the embedded consumer protocol is malformed.";
+const CUSTOM_ASSIGNOR: &str =
+    "an unsupported custom assignor is in use. Please refer to the documentation or switch to a default assignor before re-attempting the upgrade.";
+
 /// One classic member as a consumer-group member: same ids, its generation as member
 /// epoch, Stable, its last assignment as both current and target.
 fn converted_member(
@@ -68,16 +74,16 @@ fn converted_member(
     generation: i32,
     image: &MetadataImage,
     now: Instant,
-) -> Result<(ConsumerMember, super::group::Assignment), embedded_protocol::Malformed> {
+) -> Result<(ConsumerMember, super::group::Assignment), &'static str> {
     let metadata = match protocol {
         Some(p) => m.metadata_for(p),
         // No generation chosen yet: every protocol carries the same subscription.
         None => m.protocols.first().map(|(_, b)| b.clone()).unwrap_or_default(),
     };
-    let subscription = embedded_protocol::parse_subscription(&metadata)?;
-    let (assigned, user_data) = embedded_protocol::parse_assignment(&m.assignment)?;
+    let subscription = embedded_protocol::parse_subscription(&metadata).map_err(|_| MALFORMED)?;
+    let (assigned, user_data) = embedded_protocol::parse_assignment(&m.assignment).map_err(|_| MALFORMED)?;
     if user_data {
-        return Err(embedded_protocol::Malformed);
+        return Err(CUSTOM_ASSIGNOR);
     }
     let assigned = embedded_protocol::to_ids(&assigned, image);
     let mut c = ConsumerMember::new(m.id.clone(), now);
@@ -116,14 +122,7 @@ pub fn upgrade(g: &mut Group, migration: Migration, image: &MetadataImage, now: 
     let generation = g.generation;
     let mut c = ConsumerGroup::with_epoch(generation);
     for m in g.members.values() {
-        let Ok((member, target)) = converted_member(m, g.protocol.as_deref(), generation, image, now) else {
-            let (_, user_data) = embedded_protocol::parse_assignment(&m.assignment).unwrap_or((Vec::new(), false));
-            return Err(if user_data {
-                refused(&group_id, "an unsupported custom assignor is in use. Please refer to the documentation or switch to a default assignor before re-attempting the upgrade.")
-            } else {
-                refused(&group_id, "the embedded consumer protocol is malformed.")
-            });
-        };
+        let (member, target) = converted_member(m, g.protocol.as_deref(), generation, image, now).map_err(|why| refused(&group_id, why))?;
         if let Some(iid) = &member.instance_id {
             c.static_members.insert(iid.clone(), member.id.clone());
         }
