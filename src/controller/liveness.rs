@@ -218,9 +218,10 @@ pub fn heartbeat_interval(session_timeout: Duration) -> Duration {
 
 /// How long a broker whose heartbeat connection closed has to heartbeat again before it is
 /// fenced. Short: a crashed broker's partitions are leaderless until then, while a live
-/// broker's connection closes only on a reset or a forwarded call that timed out, after
-/// which its next heartbeat reconnects (and unfences it, if it was fenced meanwhile). Never
-/// more than the session timeout, which fences it anyway.
+/// broker's heartbeat connection closes only on a reset or a heartbeat call that timed
+/// out, after which it heartbeats again at once on a new connection (`heartbeat_sender.rs`;
+/// that unfences it, if it was fenced meanwhile). Never more than the session timeout,
+/// which fences it anyway.
 pub fn disconnect_grace(session_timeout: Duration) -> Duration {
     Duration::from_millis(100).min(session_timeout)
 }

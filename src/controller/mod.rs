@@ -66,6 +66,7 @@ mod frame;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzz_surface;
 mod handle;
+mod heartbeat_sender;
 mod leadership;
 mod liveness;
 mod log_store;

@@ -86,6 +86,11 @@ impl Connection {
         Connection { addr, tls, stream: None }
     }
 
+    /// The peer's controller listener.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
     /// Whether a connection is open now (else the next call opens one).
     pub fn is_open(&self) -> bool {
         self.stream.is_some()

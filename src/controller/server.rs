@@ -14,6 +14,7 @@
 //! died between commit and answer can see its own effect (TopicAlreadyExists), as in Kafka.
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -27,6 +28,7 @@ use super::alter_partition::{self, AlterIsr, AlterPartitionError};
 use super::directory_id;
 use super::election::{self, ElectionType};
 use super::handle::{ControllerHandle, Request};
+use super::heartbeat_sender::HeartbeatSender;
 use super::liveness::{fencing_check_interval, heartbeat_interval, Liveness};
 use super::log_store::LogStore;
 use super::network::{Connection, Network, PeerAddresses};
@@ -155,15 +157,12 @@ fn run_thread(
             liveness: Liveness::new(cfg.session_timeout, cfg.topic_defaults.unclean_leader_election_enable)
                 .with_min_isr_default(cfg.topic_defaults.min_insync_replicas),
             next_voter: 0,
-            broker: None,
-            clean_shutdown_of,
-            shutting_down: false,
+            shutting_down: Arc::new(AtomicBool::new(false)),
         };
         // Registered before the shards get their first image, so they start leading
         // their partitions at once (a single node is then as before: it leads all). A
         // controller-only node has no broker: it never registers.
         let registration = cfg.broker.then(|| registration(&cfg, incarnation));
-        router.broker = registration.clone();
         if let Some(registration) = &registration {
             let heartbeat = ClientRequest::BrokerHeartbeat { broker: registration.clone(), clean_shutdown_of };
             if let Err(e) = router.route(&ctx, &raft, &publisher, heartbeat, false, None).await {
@@ -188,8 +187,19 @@ fn run_thread(
         }
         publisher.go_live();
         let _ = ready.send(Ok(()));
-        if let Some(registration) = registration {
-            tokio::spawn(send_heartbeats(registration, clean_shutdown_of, heartbeat_interval(cfg.session_timeout), heartbeats));
+        if let Some(broker) = registration {
+            let sender = HeartbeatSender {
+                me: router.me,
+                broker,
+                clean_shutdown_of,
+                every: heartbeat_interval(cfg.session_timeout),
+                session_timeout: cfg.session_timeout,
+                voters: cfg.voters.clone(),
+                contacts: router.contacts.clone(),
+                tls: cfg.rpc_tls.clone(),
+                stopped: router.shutting_down.clone(),
+            };
+            tokio::spawn(sender.run(raft.clone(), heartbeats));
         }
         let mut fencing_timer = tokio::time::interval(fencing_check_interval(cfg.session_timeout));
         fencing_timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -214,10 +224,11 @@ fn run_thread(
             tokio::select! {
                 req = requests.recv() => {
                     let Ok(req) = req else { break };
-                    // Requests are served one at a time, this node's own broker heartbeats
-                    // included: one that takes a third of a session timeout delays them
-                    // enough to risk a fencing, so it is named (seen once in CI: a broker
-                    // resumed after SIGSTOP was fenced again seconds later).
+                    // Requests are served one at a time: one that takes a third of a session
+                    // timeout delays the heartbeats this loop executes while it leads (its
+                    // own broker's and those forwarded to it) enough to risk a fencing, so
+                    // it is named. This node's heartbeats to another leader do not wait
+                    // here (`heartbeat_sender.rs`).
                     let (started, kind) = (Instant::now(), request_kind(&req.body));
                     let res = router
                         .route(&ctx, &raft, &publisher, req.body, req.forwarded, req.via)
@@ -225,7 +236,7 @@ fn run_thread(
                     let took = started.elapsed();
                     if took >= cfg.session_timeout / 3 {
                         tracing::warn!(request = %kind, forwarded = req.forwarded, ms = took.as_millis() as u64, ok = res.is_ok(),
-                            "controller: a request held the controller loop (this node's broker heartbeats waited behind it)");
+                            "controller: a request held the controller loop (heartbeats to this leader waited behind it)");
                     }
                     let _ = req.reply.send(res);
                 }
@@ -467,26 +478,6 @@ fn registration(cfg: &ControllerConfig, incarnation: [u8; 16]) -> BrokerMeta {
 fn request_kind(req: &ClientRequest) -> String {
     let debug = format!("{req:?}");
     debug.split([' ', '{', '(']).next().unwrap_or_default().to_string()
-}
-
-/// The broker side of liveness: heartbeats through the controller's own request queue,
-/// which forwards them to the quorum leader (the same path as every request). Runs in
-/// the controller thread's runtime; a broker-only node will run it against the remote
-/// quorum (a seam for the broker-only role).
-async fn send_heartbeats(broker: BrokerMeta, clean_shutdown_of: Option<[u8; 16]>, every: Duration, requests: async_channel::Sender<Request>) {
-    loop {
-        tokio::time::sleep(every).await;
-        let (reply, answer) = futures::channel::oneshot::channel();
-        let req = Request { body: ClientRequest::BrokerHeartbeat { broker: broker.clone(), clean_shutdown_of }, forwarded: false, via: None, reply };
-        if requests.send(req).await.is_err() {
-            return; // the controller is shutting down
-        }
-        match answer.await {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::debug!(error = %e, "broker heartbeat not accepted"),
-            Err(_) => return,
-        }
-    }
 }
 
 /// A voter's UpdateRaftVoter at start (`voters::announcement`), through the request queue
@@ -823,18 +814,13 @@ struct Router<'a> {
     liveness: Liveness,
     /// An observer that knows no leader yet asks the voters in turn: this one next.
     next_voter: usize,
-    /// This node's broker registration, if it has a broker: a new connection to the leader
-    /// starts with its heartbeat (`forward`).
-    broker: Option<BrokerMeta>,
-    /// What its heartbeats say of the previous process's shutdown (`clean_shutdown.rs`).
-    clean_shutdown_of: Option<[u8; 16]>,
     /// This node's broker asked for a controlled shutdown: its heartbeats stop.
-    shutting_down: bool,
+    shutting_down: Arc<AtomicBool>,
 }
 
 /// Whom a node without a leader asks: the voters its log records (they follow
 /// AddRaftVoter / RemoveRaftVoter), then `configured` (voters and bootstrap servers).
-fn known_contacts(raft: &Raft, configured: &[String]) -> Vec<String> {
+pub(super) fn known_contacts(raft: &Raft, configured: &[String]) -> Vec<String> {
     let m = raft.metrics().borrow_watched().membership_config.clone();
     let mut out: Vec<String> =
         m.membership().voter_ids().filter_map(|id| m.membership().get_node(&id).map(|n| n.addr.clone())).filter(|a| !a.is_empty()).collect();
@@ -843,8 +829,28 @@ fn known_contacts(raft: &Raft, configured: &[String]) -> Vec<String> {
 }
 
 /// Whether the membership makes `id` a voter.
-fn is_voter(raft: &Raft, id: u64) -> bool {
+pub(super) fn is_voter(raft: &Raft, id: u64) -> bool {
     raft.metrics().borrow_watched().membership_config.membership().voter_ids().any(|v| v == id)
+}
+
+/// The controller listener of quorum member `id`: as the membership records it (it
+/// follows AddRaftVoter / UpdateRaftVoter), else as controller_quorum_voters says.
+pub(super) fn address_of(raft: &Raft, voters: &BTreeMap<u64, String>, id: u64) -> Option<String> {
+    let m = raft.metrics().borrow_watched().membership_config.clone();
+    m.membership().get_node(&id).map(|n| n.addr.clone()).filter(|a| !a.is_empty()).or_else(|| voters.get(&id).cloned())
+}
+
+/// Completes when this node learns of another quorum leader than `leader` (never for
+/// None, nor once the raft stops): a call to a stopped or partitioned old leader is then
+/// given up rather than waited out (it may have been executed: as after a timeout).
+pub(super) async fn leader_moved(raft: &Raft, leader: Option<u64>) {
+    if let Some(leader) = leader {
+        // No timeout of its own (the calls it races have one): only a real change ends it.
+        if raft.wait(None).metrics(|m| m.current_leader != Some(leader), "another quorum leader").await.is_ok() {
+            return;
+        }
+    }
+    std::future::pending::<()>().await
 }
 
 impl Router<'_> {
@@ -857,8 +863,7 @@ impl Router<'_> {
     }
 
     fn address_of(&self, raft: &Raft, id: u64) -> Option<String> {
-        let m = raft.metrics().borrow_watched().membership_config.clone();
-        m.membership().get_node(&id).map(|n| n.addr.clone()).filter(|a| !a.is_empty()).or_else(|| self.voters.get(&id).cloned())
+        address_of(raft, self.voters, id)
     }
 
     /// On the fencing timer: if this node leads, fences every broker silent for a
@@ -924,11 +929,8 @@ impl Router<'_> {
             match &req {
                 // This node's broker is stopping: no heartbeat of it leaves from here on
                 // (the periodic ones, and those opening a new connection to the leader).
-                ClientRequest::ControlledShutdown { .. } => {
-                    self.shutting_down = true;
-                    self.broker = None;
-                }
-                ClientRequest::BrokerHeartbeat { .. } if self.shutting_down => return Ok(ClientReply::Done),
+                ClientRequest::ControlledShutdown { .. } => self.shutting_down.store(true, Ordering::Release),
+                ClientRequest::BrokerHeartbeat { .. } if self.shutting_down.load(Ordering::Acquire) => return Ok(ClientReply::Done),
                 _ => {}
             }
         }
@@ -941,7 +943,7 @@ impl Router<'_> {
                 },
                 _ if forwarded => return Err(ControllerError::NotController(format!("node {} does not lead the metadata quorum", self.me))),
                 Some(leader) => match self.address_of(raft, leader) {
-                    Some(addr) => self.forward(raft, addr, &req).await,
+                    Some(addr) => self.forward(raft, addr, Some(leader), &req).await,
                     None => Err(ControllerError::NotController(format!("the quorum leader {leader} has no known controller listener"))),
                 },
                 // An observer learns the leader only from its appends: meanwhile any voter
@@ -950,7 +952,7 @@ impl Router<'_> {
                     let contacts = self.contacts_now(raft);
                     let contact = contacts[self.next_voter % contacts.len()].clone();
                     self.next_voter = self.next_voter.wrapping_add(1);
-                    self.forward(raft, contact, &req).await
+                    self.forward(raft, contact, None, &req).await
                 }
                 None => Err(ControllerError::NotController("no metadata quorum leader yet".into())),
             };
@@ -971,20 +973,24 @@ impl Router<'_> {
         }
     }
 
-    async fn forward(&mut self, raft: &Raft, addr: String, req: &ClientRequest) -> Result<ClientReply, ControllerError> {
+    /// `req` to the controller at `addr`, which is quorum leader `leader` as far as this
+    /// node knows (None: an observer's guess); given up when another leader is learned.
+    async fn forward(&mut self, raft: &Raft, addr: String, leader: Option<u64>, req: &ClientRequest) -> Result<ClientReply, ControllerError> {
         let tls = self.tls.clone();
+        // No heartbeat goes on this connection (`heartbeat_sender.rs` has its own): its
+        // close after a timed-out call is no news to the leader's liveness.
         let conn = self.peers.entry(addr.clone()).or_insert_with(|| Connection::new(addr.clone(), tls));
-        // A new connection (first use, or the last one failed: a forwarded call timed out
-        // or was reset) starts with this broker's heartbeat, so the leader ties it to the
-        // broker at once and the old one's close is no reason to fence it
-        // (`Liveness::on_connection_closed`). Its answer changes nothing here.
-        if let Some(me) = self.broker.as_ref().filter(|_| !conn.is_open()) {
-            if !matches!(req, ClientRequest::BrokerHeartbeat { .. }) {
-                let heartbeat = ClientRequest::BrokerHeartbeat { broker: me.clone(), clean_shutdown_of: self.clean_shutdown_of };
-                let _ = conn.call(&RpcRequest::Client(heartbeat), FORWARD_TTL).await;
+        let call = RpcRequest::Client(req.clone());
+        let answer = tokio::select! {
+            answer = conn.call(&call, FORWARD_TTL) => answer,
+            () = leader_moved(raft, leader) => {
+                // Its answer may still come on this connection, where it would be taken
+                // for the next call's: a new connection then.
+                self.peers.remove(&addr);
+                return Err(ControllerError::NotController(format!("the quorum leader moved while controller {addr} held a forwarded request")));
             }
-        }
-        match conn.call(&RpcRequest::Client(req.clone()), FORWARD_TTL).await {
+        };
+        match answer {
             Ok(RpcResponse::Client { result, applied_index }) => {
                 if result.is_ok() && applied_index.is_some() {
                     // Best effort: a slow local apply delays the answer at most this long;

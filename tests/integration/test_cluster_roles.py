@@ -10,6 +10,8 @@ Real processes, real clients (confluent-kafka, Kafka's `kafka-metadata-quorum` t
 - DescribeQuorum names 3 voters and the 2 brokers as observers with log end offsets;
 - `kill -9` of the active controller: a new one is elected, a CreateTopics through a
   broker succeeds, every topic created before is still listed;
+- SIGSTOP of the active controller while a broker forwards a request to it: the brokers'
+  heartbeats reach the new leader meanwhile (no fencing of a live broker);
 - a broker `kill -9`'d while topics are created (more than a snapshot interval of them, so
   the leader snapshots and purges its log) restarts, re-registers, catches up every topic
   through the snapshot install path, and gets partitions of new topics again.
@@ -197,6 +199,40 @@ def test_kill_active_controller_then_create_through_a_broker(cluster):
     finally:
         cluster.node(old).start()
         cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[cluster.node(old)])
+
+
+FENCING = re.compile(r"controller: fencing a broker that missed its heartbeats or disconnected broker=(\d+)")
+
+
+def test_heartbeats_do_not_wait_behind_a_request_forwarded_to_a_stopped_controller(cluster):
+    """SIGSTOP of the active controller, then at once a CreateTopics through broker 4: its
+    controller forwards it to the stopped leader it still believes in. No leader may fence
+    broker 4 or 5 meanwhile. Both brokers used to be fenced here: the forward waited out its
+    5 s allowance (longer than the 3 s broker session) and their heartbeats queued behind
+    it. Now a forward is given up as soon as a new leader is known, and heartbeats go on a
+    connection of their own (src/controller/heartbeat_sender.rs)."""
+    old, _ = cluster.wait_leader(timeout_s=DEADLINE_S)
+    others = [cluster.node(i) for i in CONTROLLERS - {old}]
+    logs_from = {nd.node_id: nd.log_path.stat().st_size for nd in others}
+    name = new_name("during-pause")
+    a = admin(cluster.node(4))
+    a.list_topics(timeout=10)  # connected before the pause: the request leaves at once
+    cluster.node(old).pause()
+    try:
+        created = a.create_topics([NewTopic(name, 2, 1)], operation_timeout=30, request_timeout=60)[name]
+        new, _ = cluster.wait_leader(timeout_s=DEADLINE_S, not_id=old)
+        assert new in CONTROLLERS - {old}
+        created.result(timeout=DEADLINE_S)
+        for i in BROKERS:
+            wait_for(f"node {i} lists {name}", lambda: name in topics_of(cluster.node(i)))
+    finally:
+        cluster.node(old).resume()
+    fenced = set()
+    for nd in others:
+        with open(nd.log_path, "rb") as f:
+            f.seek(logs_from[nd.node_id])
+            fenced |= {int(m.group(1)) for m in FENCING.finditer(f.read().decode(errors="replace"))}
+    assert not fenced & BROKERS, f"live brokers fenced while a forward hung: {sorted(fenced & BROKERS)}"
 
 
 def test_a_restarted_broker_reregisters_and_catches_up_through_a_snapshot(cluster):
