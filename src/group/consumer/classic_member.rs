@@ -105,6 +105,13 @@ pub fn join(g: &mut Group, a: ClassicJoin, image: &MetadataImage, migration: Mig
     let Some(Ok(subscription)) = a.protocols.first().map(|(_, metadata)| embedded_protocol::parse_subscription(metadata)) else {
         return fail(ErrorCode::INCONSISTENT_GROUP_PROTOCOL, "malformed embedded consumer protocol in the subscription");
     };
+    // Kafka's second downgrade trigger: this JoinGroup takes the instance of the group's
+    // only consumer-protocol member (the policy and size are checked by maybe_downgrade).
+    // The new classic group rebalances only if the target was stale or the subscription
+    // changes; otherwise the joiner is reconciled first and the group stays Stable.
+    let replaces_last_consumer_member = holder.as_ref().and_then(|h| c.members.get(h)).is_some_and(|m| !m.uses_classic_protocol())
+        && c.members.values().filter(|m| Some(&m.id) != holder.as_ref()).all(ConsumerMember::uses_classic_protocol);
+    let stale_target = c.assignment_epoch < c.group_epoch;
     let mut records = Vec::new();
     match (&a.instance_id, holder) {
         (Some(_), Some(old)) if new_member => {
@@ -150,6 +157,9 @@ pub fn join(g: &mut Group, a: ClassicJoin, image: &MetadataImage, migration: Mig
         .with_protocol_name(Some(str_bytes(&protocol_name)))
         .with_leader(StrBytes::default())
         .with_member_id(str_bytes(&member_id));
+    if replaces_last_consumer_member {
+        super::migration::maybe_downgrade(g, migration, image, now, stale_target || subscription_changed, &mut records);
+    }
     (resp, records)
 }
 

@@ -552,7 +552,7 @@ pub fn fence_members(g: &mut Group, ids: &[String], migration: Migration, image:
             member_tombstones(&group_id, id, &mut records);
         }
     }
-    if records.is_empty() || super::migration::maybe_downgrade(g, migration, image, now, &mut records) {
+    if records.is_empty() || super::migration::maybe_downgrade(g, migration, image, now, true, &mut records) {
         return records;
     }
     if let Some(c) = g.consumer.as_deref_mut() {

@@ -164,13 +164,15 @@ pub fn upgrade(g: &mut Group, migration: Migration, image: &MetadataImage, now: 
     Ok(records)
 }
 
-/// After members left or were fenced (their tombstones already in `records`, the group
-/// epoch not bumped yet): a group left with classic members only turns back into a
-/// classic group, if the policy and group.max.size allow (Kafka's
-/// convertToClassicGroup). Its generation is the group epoch; each member's assignment is
-/// its target; it then rebalances (PreparingRebalance), so the members rejoin and the
-/// next generation is assigned by their leader. Returns whether it did.
-pub fn maybe_downgrade(g: &mut Group, migration: Migration, image: &MetadataImage, now: Instant, records: &mut Vec<OffsetsRecord>) -> bool {
+/// A group left with classic members only turns back into a classic group, if the policy
+/// and group.max.size allow (Kafka's convertToClassicGroup). Called after members left or
+/// were fenced (their tombstones already in `records`, the group epoch not bumped yet),
+/// and after a classic JoinGroup took the instance of the last consumer-protocol member
+/// (classic_member.rs). Its generation is the group epoch; each member's assignment is its
+/// target; with `rebalance` it then rebalances (PreparingRebalance), so the members rejoin
+/// and the next generation is assigned by their leader, else it stays Stable. Returns
+/// whether it did.
+pub fn maybe_downgrade(g: &mut Group, migration: Migration, image: &MetadataImage, now: Instant, rebalance: bool, records: &mut Vec<OffsetsRecord>) -> bool {
     let Some(c) = g.consumer.as_deref() else { return false };
     if c.members.is_empty() || !c.members.values().all(ConsumerMember::uses_classic_protocol) {
         return false;
@@ -217,8 +219,10 @@ pub fn maybe_downgrade(g: &mut Group, migration: Migration, image: &MetadataImag
     g.leader = g.members.keys().next().cloned();
     g.set_state(GroupState::Stable);
     records.push(crate::group::membership::group_record(g, None));
-    crate::group::membership::prepare_rebalance(g, now, 0);
-    tracing::info!(group = %group_id, generation = g.generation, members = g.members.len(), "consumer group downgraded to a classic group");
+    if rebalance {
+        crate::group::membership::prepare_rebalance(g, now, 0);
+    }
+    tracing::info!(group = %group_id, generation = g.generation, members = g.members.len(), rebalance, "consumer group downgraded to a classic group");
     crate::metrics::shard_metrics::with(|m| m.group_conversions.1 += 1);
     true
 }
@@ -549,6 +553,69 @@ mod tests {
         // Between two consumer-protocol members, the instance must be released first.
         let e = heartbeat::heartbeat(&mut g, &consumer_join("a3").with_instance_id(Some(str_bytes("i"))), "c", "/h", &img, settings(BOTH), now).unwrap_err();
         assert_eq!(e.0, ErrorCode::UNRELEASED_INSTANCE_ID);
+    }
+
+    /// The classic group after a consumer-protocol static member "i" (c) joined it, and
+    /// the records so far.
+    fn upgraded_with_static_member(img: &MetadataImage, now: Instant) -> (Group, Vec<OffsetsRecord>) {
+        let mut g = classic_group(img);
+        let (_, log) = heartbeat::heartbeat(&mut g, &consumer_join("c").with_instance_id(Some(str_bytes("i"))), "c", "/h", img, settings(BOTH), now).unwrap();
+        let c = g.consumer.as_deref().unwrap();
+        assert_eq!((c.group_epoch, c.assignment_epoch, c.static_members["i"].as_str()), (6, 6, "c"));
+        (g, log)
+    }
+
+    #[test]
+    fn a_classic_join_taking_the_last_consumer_members_instance_downgrades() {
+        let img = image();
+        let now = Instant::now();
+
+        // Same subscription, target up to date: the group turns classic at once and stays
+        // Stable (Kafka's static-replacement downgrade), the joiner holding c's target.
+        let (mut g, mut log) = upgraded_with_static_member(&img, now);
+        let c_target: Vec<i32> = g.consumer.as_deref().unwrap().target["c"].values().flatten().copied().collect();
+        let join = ClassicJoin { instance_id: Some("i".into()), ..classic_join("", &[]) };
+        let (resp, recs) = classic_member::join(&mut g, join, &img, BOTH, now);
+        log.extend(recs);
+        assert_eq!((resp.error_code, resp.generation_id), (0, 6));
+        let joiner = resp.member_id.to_string();
+        assert!(!joiner.is_empty() && joiner != "c");
+        assert!(g.consumer.is_none(), "a classic group again");
+        assert_eq!((g.generation, g.state, g.protocol.as_deref()), (6, GroupState::Stable, Some("range")));
+        assert_eq!(g.members.keys().cloned().collect::<std::collections::BTreeSet<_>>(), ["a".to_string(), "b".into(), joiner.clone()].into());
+        assert_eq!(g.static_members["i"], joiner);
+        assert_eq!(partitions(&g.members[&joiner].assignment), c_target);
+        assert!(matches!(log.last(), Some(OffsetsRecord::Group { value: Some(_), .. })), "the classic group's record last");
+        let replayed = replay(&log);
+        assert!(replayed.consumer.is_none());
+        assert_eq!((replayed.generation, replayed.members.len(), replayed.static_members.get("i")), (6, 3, Some(&joiner)));
+        assert_eq!(partitions(&replayed.members[&joiner].assignment), c_target);
+
+        // A new subscription: the classic group rebalances at once.
+        let (mut g, _) = upgraded_with_static_member(&img, now);
+        let mut b = BytesMut::new();
+        b.put_i16(1);
+        ConsumerProtocolSubscription::default().with_topics(vec![str_bytes("t"), str_bytes("u")]).encode(&mut b, 1).unwrap();
+        let join = ClassicJoin { instance_id: Some("i".into()), protocols: vec![("range".into(), b.freeze())], ..classic_join("", &[]) };
+        assert_eq!(classic_member::join(&mut g, join, &img, BOTH, now).0.error_code, 0);
+        assert!(g.consumer.is_none());
+        assert_eq!(g.state, GroupState::PreparingRebalance);
+
+        // Policy `upgrade`: the joiner takes c's place and the group stays a consumer group
+        // of classic members.
+        let upgrade = Migration { policy: MigrationPolicy::Upgrade, max_size: 100 };
+        let (mut g, _) = upgraded_with_static_member(&img, now);
+        let join = ClassicJoin { instance_id: Some("i".into()), ..classic_join("", &[]) };
+        let (resp, _) = classic_member::join(&mut g, join, &img, upgrade, now);
+        let c = g.consumer.as_deref().expect("still a consumer group");
+        assert!(c.members[resp.member_id.as_str()].uses_classic_protocol() && !c.members.contains_key("c"));
+
+        // Not the last consumer-protocol member (d is another): no downgrade.
+        let (mut g, _) = upgraded_with_static_member(&img, now);
+        heartbeat::heartbeat(&mut g, &consumer_join("d"), "c", "/h", &img, settings(BOTH), now).unwrap();
+        let join = ClassicJoin { instance_id: Some("i".into()), ..classic_join("", &[]) };
+        assert_eq!(classic_member::join(&mut g, join, &img, BOTH, now).0.error_code, 0);
+        assert!(g.consumer.is_some(), "d still speaks the consumer protocol");
     }
 
     #[test]
