@@ -61,11 +61,11 @@ pub enum DeadLetterCause {
 }
 
 impl DeadLetterCause {
-    /// The cause of an ARCHIVING range: the delivery limit once reached, else a rejection
-    /// (Kafka resumes a persisted ARCHIVING range with this rule; a record rejected on its
-    /// last allowed delivery is told as the limit here, as a new leader tells it).
-    pub fn of(delivery_count: u16, delivery_count_limit: u16) -> DeadLetterCause {
-        if delivery_count >= delivery_count_limit {
+    /// The cause of an ARCHIVING range: a rejection this leader saw (even on the last
+    /// allowed delivery, as Kafka's live path), else the delivery limit once reached, else
+    /// a rejection (the rule Kafka resumes a persisted ARCHIVING range with).
+    pub fn of(range: &ArchivingRange, delivery_count_limit: u16) -> DeadLetterCause {
+        if !range.rejected && range.delivery_count >= delivery_count_limit {
             DeadLetterCause::DeliveryCountExceeded
         } else {
             DeadLetterCause::ClientReject
@@ -189,8 +189,8 @@ mod tests {
         crate::record::set_base_offset(&mut stored, 10).unwrap();
         let originals = originals(&[stored.freeze()], 11, 12);
         assert_eq!(originals.len(), 2, "only the range: {originals:?}");
-        let range = ArchivingRange { first_offset: 11, last_offset: 13, delivery_count: 2 };
-        let batches = dead_letter_batches(&source(), &range, DeadLetterCause::of(2, 5), &originals, 777).unwrap();
+        let range = ArchivingRange { first_offset: 11, last_offset: 13, delivery_count: 2, rejected: true };
+        let batches = dead_letter_batches(&source(), &range, DeadLetterCause::of(&range, 5), &originals, 777).unwrap();
         assert_eq!(batches.len(), 1);
         let mut buf = batches[0].clone();
         let decoded = RecordBatchDecoder::decode(&mut buf).unwrap();
@@ -215,13 +215,16 @@ mod tests {
     }
 
     #[test]
-    fn the_cause_follows_the_delivery_count_and_large_ranges_take_several_writes() {
-        assert_eq!(DeadLetterCause::of(5, 5).message(), "Offset delivery count exceeded the threshold.");
-        assert_eq!(DeadLetterCause::of(1, 5), DeadLetterCause::ClientReject);
+    fn the_cause_follows_the_rejection_or_the_delivery_count_and_large_ranges_take_several_writes() {
+        let of = |delivery_count, rejected| DeadLetterCause::of(&ArchivingRange { first_offset: 0, last_offset: 0, delivery_count, rejected }, 5);
+        assert_eq!(of(5, false).message(), "Offset delivery count exceeded the threshold.");
+        assert_eq!(of(1, false), DeadLetterCause::ClientReject, "a loaded range below the limit was rejected");
+        // Rejected on its last allowed delivery: Kafka's live path tells the rejection.
+        assert_eq!(of(5, true).message(), "Offset rejected by client.");
         let big = Bytes::from(vec![7u8; 300 * 1024]);
         let originals: Originals = (0..10).map(|o| (o, (None, Some(big.clone())))).collect();
-        let range = ArchivingRange { first_offset: 0, last_offset: 9, delivery_count: 5 };
-        let batches = dead_letter_batches(&source(), &range, DeadLetterCause::of(5, 5), &originals, 1).unwrap();
+        let range = ArchivingRange { first_offset: 0, last_offset: 9, delivery_count: 5, rejected: false };
+        let batches = dead_letter_batches(&source(), &range, DeadLetterCause::of(&range, 5), &originals, 1).unwrap();
         assert_eq!(batches.len(), 4, "3 records of 300 KiB fit in 1 MiB");
         let records: usize = batches.iter().map(|b| parse_header(b).unwrap().records_count as usize).sum();
         assert_eq!(records, 10);

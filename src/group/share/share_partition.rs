@@ -105,6 +105,9 @@ pub struct ArchivingRange {
     pub first_offset: i64,
     pub last_offset: i64,
     pub delivery_count: u16,
+    /// A member rejected them (this leader saw it): Kafka's live path tells "rejected by
+    /// client" even on the last allowed delivery; a loaded range only has its count.
+    pub rejected: bool,
 }
 
 /// A member's id, shared by the ranges it holds.
@@ -119,6 +122,9 @@ struct InFlight {
     owner: Option<MemberId>,
     /// When the lock ends (ACQUIRED only).
     lock_deadline_ms: i64,
+    /// ARCHIVING because a member rejected them (not persisted: a new leader infers the
+    /// cause from the delivery count, as Kafka's resume path does).
+    rejected: bool,
 }
 
 /// Offsets handed to a member by one acquisition (ShareFetch's AcquiredRecords).
@@ -189,8 +195,10 @@ impl SharePartition {
             let first = b.first_offset.max(sp.end_offset);
             if first > sp.end_offset {
                 // Not delivered yet: AVAILABLE, as offsets past the window would be.
-                sp.ranges
-                    .insert(sp.end_offset, InFlight { last: first - 1, state: RecordState::Available, delivery_count: 0, owner: None, lock_deadline_ms: 0 });
+                sp.ranges.insert(
+                    sp.end_offset,
+                    InFlight { last: first - 1, state: RecordState::Available, delivery_count: 0, owner: None, lock_deadline_ms: 0, rejected: false },
+                );
             }
             // A record acquired when the state was written is stored as AVAILABLE with its
             // deliveries so far (`state_batches`): its lock went with the old leader, so it
@@ -202,7 +210,8 @@ impl SharePartition {
                 RecordState::Acquired => RecordState::Available,
                 s => s,
             };
-            sp.ranges.insert(first, InFlight { last: b.last_offset, state, delivery_count: b.delivery_count, owner: None, lock_deadline_ms: 0 });
+            sp.ranges
+                .insert(first, InFlight { last: b.last_offset, state, delivery_count: b.delivery_count, owner: None, lock_deadline_ms: 0, rejected: false });
             sp.end_offset = b.last_offset + 1;
         }
         sp.advance_start();
@@ -290,14 +299,21 @@ impl SharePartition {
                     // No records between (compacted, aborted, deleted): nothing to deliver.
                     self.ranges.insert(
                         self.end_offset,
-                        InFlight { last: first - 1, state: RecordState::Archived, delivery_count: 0, owner: None, lock_deadline_ms: 0 },
+                        InFlight { last: first - 1, state: RecordState::Archived, delivery_count: 0, owner: None, lock_deadline_ms: 0, rejected: false },
                     );
                     self.end_offset = first;
                 }
                 let new_first = self.end_offset;
                 self.ranges.insert(
                     new_first,
-                    InFlight { last, state: RecordState::Acquired, delivery_count: 1, owner: Some(member.clone()), lock_deadline_ms: deadline },
+                    InFlight {
+                        last,
+                        state: RecordState::Acquired,
+                        delivery_count: 1,
+                        owner: Some(member.clone()),
+                        lock_deadline_ms: deadline,
+                        rejected: false,
+                    },
                 );
                 self.end_offset = last + 1;
                 taken += last - new_first + 1;
@@ -480,7 +496,7 @@ impl SharePartition {
         self.ranges
             .iter()
             .filter(|(_, r)| r.state == RecordState::Archiving)
-            .map(|(&f, r)| ArchivingRange { first_offset: f, last_offset: r.last, delivery_count: r.delivery_count })
+            .map(|(&f, r)| ArchivingRange { first_offset: f, last_offset: r.last, delivery_count: r.delivery_count, rejected: r.rejected })
             .collect()
     }
 
@@ -528,6 +544,7 @@ impl SharePartition {
                 AcknowledgeType::Release => release(r, &limits),
                 AcknowledgeType::Reject => {
                     r.state = limits.archived();
+                    r.rejected = r.state == RecordState::Archiving;
                     r.owner = None;
                 }
                 // No record there: nothing to dead-letter.
@@ -808,7 +825,7 @@ mod tests {
         sp.acquire(&a, &[(0, 9)], 100, 0);
         // 0-1 accepted, 2-3 rejected, 4-5 released (their first delivery), 6-9 kept.
         sp.acknowledge("a", &[ack(0, 9, &[Accept, Accept, Reject, Reject, Release, Release, Accept, Accept, Accept, Accept])], false, 1).unwrap();
-        assert_eq!(sp.archiving(), vec![ArchivingRange { first_offset: 2, last_offset: 3, delivery_count: 1 }]);
+        assert_eq!(sp.archiving(), vec![ArchivingRange { first_offset: 2, last_offset: 3, delivery_count: 1, rejected: true }]);
         assert_eq!(sp.start_offset(), 2, "ARCHIVING is not done: the start waits for it");
         assert!(matches!(sp.acknowledge("a", &[ack(2, 3, &[Accept])], false, 2), Err(AcknowledgeError::InvalidRecordState(_))));
         // 4-5 delivered again (the limit), then their lock expires: ARCHIVING too.
@@ -816,13 +833,18 @@ mod tests {
         sp.expire_locks(5000);
         assert_eq!(
             sp.archiving(),
-            vec![ArchivingRange { first_offset: 2, last_offset: 3, delivery_count: 1 }, ArchivingRange { first_offset: 4, last_offset: 5, delivery_count: 2 }]
+            vec![
+                ArchivingRange { first_offset: 2, last_offset: 3, delivery_count: 1, rejected: true },
+                ArchivingRange { first_offset: 4, last_offset: 5, delivery_count: 2, rejected: false }
+            ]
         );
         // Persisted as ARCHIVING (3) and rebuilt so by a new leader, which resumes them.
         let (start, batches) = sp.state_batches();
         assert!(batches.iter().any(|x| x.state == RecordState::Archiving && x.first_offset == 2));
         let mut back = SharePartition::from_state(start, &batches, lim);
-        assert_eq!(back.archiving(), sp.archiving());
+        // The same ranges; a new leader only has their counts (not who rejected them).
+        let forgotten: Vec<ArchivingRange> = sp.archiving().into_iter().map(|r| ArchivingRange { rejected: false, ..r }).collect();
+        assert_eq!(back.archiving(), forgotten);
         // Dead-lettered: ARCHIVED, and the start moves past them.
         back.finish_archiving(2, 3);
         assert_eq!(back.start_offset(), 4);

@@ -426,7 +426,7 @@ impl SharePartitions {
         limit: u16,
     ) -> (u64, Result<(), String>) {
         let copied = if queue.copy_record { read_originals(p, range.first_offset, range.last_offset).await } else { Originals::new() };
-        let cause = DeadLetterCause::of(range.delivery_count, limit);
+        let cause = DeadLetterCause::of(range, limit);
         let batches = match dead_letter_batches(source, range, cause, &copied, crate::runtime::clock::now_ms()) {
             Ok(b) => b,
             Err(e) => return (0, Err(e.to_string())),
