@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
@@ -129,29 +130,29 @@ def test_a_queue_that_has_not_opted_in_stays_empty_and_records_are_archived(brok
     """The group names an existing topic without errors.deadletterqueue.group.enable: the
     rejected and exhausted records are archived all the same (never delivered again, the
     judge checks) and nothing is written there. Without copy, a queue that did opt in gets
-    headers only."""
+    headers only. The two groups run at once (each waits out a lock duration of quiet)."""
     b = share_broker(broker_factory)
     group, dlq = f"sdlq-off-{topic_name}", f"dlq.off-{topic_name}"
-    admin_create_topic(b.bootstrap, topic_name, 1)
-    admin_create_topic(b.bootstrap, dlq, 1)
-    set_group_configs(b.bootstrap, group)
-    set_dead_letter_queue(b.bootstrap, group, dlq, copy=False)
-    produced, judge = run_workload(b, topic_name, group, 40)
+    topic2, group2, dlq2 = f"{topic_name}-2", f"sdlq-on-{topic_name}", f"dlq.on-{topic_name}"
+    for t in (topic_name, dlq, topic2, dlq2):
+        admin_create_topic(b.bootstrap, t, 1)
+    configs_tool(b.bootstrap, "--alter", "--entity-type", "topics", "--entity-name", dlq2, "--add-config", "errors.deadletterqueue.group.enable=true")
+    for g, q in ((group, dlq), (group2, dlq2)):
+        set_group_configs(b.bootstrap, g)
+        set_dead_letter_queue(b.bootstrap, g, q, copy=False)
+    with ThreadPoolExecutor(2) as pool:
+        off, on = pool.submit(run_workload, b, topic_name, group, 40), pool.submit(run_workload, b, topic2, group2, 20)
+        (produced, judge), (produced2, judge2) = off.result(), on.result()
+
     assert any(rule(v) == 7 and judge.finals.get(o) for o, v in produced.value_at.items())
     assert read_all(b.bootstrap, dlq, 0, quiet_s=3) == [], "a topic that did not opt in got dead letters"
     if not is_kafka():
         metrics = scrape(b.admin_url)
         assert metrics.total("shardlog_share_dead_letter_records_total", result="not_written") > 0
 
-    # Opted in now; a new group without copy: headers only.
-    configs_tool(b.bootstrap, "--alter", "--entity-type", "topics", "--entity-name", dlq, "--add-config", "errors.deadletterqueue.group.enable=true")
-    topic2, group2 = f"{topic_name}-2", f"sdlq-on-{topic_name}"
-    admin_create_topic(b.bootstrap, topic2, 1)
-    set_group_configs(b.bootstrap, group2)
-    set_dead_letter_queue(b.bootstrap, group2, dlq, copy=False)
-    produced2, judge2 = run_workload(b, topic2, group2, 20)
+    # The queue that opted in, without copy: headers only.
     expected = {o for o, v in produced2.value_at.items() if rule(v) in (5, 7) and judge2.finals.get(o)}
-    letters = read_all(b.bootstrap, dlq, len(expected))
+    letters = read_all(b.bootstrap, dlq2, len(expected))
     assert {int(headers(m)["__dlq.errors.offset"]) for m in letters} == expected
     assert all(m.value() is None and m.key() is None for m in letters), "copy.record.enable=false: headers only"
 
