@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context as _;
-use glommio::{LocalExecutorBuilder, Placement as GlommioPlacement};
+use glommio::{CpuSet, LocalExecutorBuilder, Placement as GlommioPlacement, PoolPlacement};
 
 use super::connection;
 use super::shard::{cleaner_loop, close_on_shutdown, follow_metadata, retention_loop, serve_scrapes, ShardContext};
@@ -357,7 +357,8 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         let storage_faults_file = storage_faults_file.clone();
         let (shutdown_requested, closed) = (shutdown_requested.clone(), closed_tx.clone());
         let placement = if usable.len() > 1 { GlommioPlacement::Fixed(*core) } else { GlommioPlacement::Unbound };
-        let handle = LocalExecutorBuilder::new(placement)
+        let handle = LocalExecutorBuilder::new(placement.clone())
+            .blocking_thread_pool_placement(blocking_pool(placement))
             .name(&format!("shard-{shard}"))
             .preempt_timer(std::time::Duration::from_micros(config.shard_preempt_timer_us))
             .spawn(move || async move {
@@ -487,4 +488,22 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     }
     tracing::info!("shut down cleanly in {} ms", stopping.elapsed().as_millis());
     Ok(())
+}
+
+/// Threads of a shard's blocking pool (glommio's default is one): the file work that has
+/// no io_uring form here (checkpoint files written then fsync'ed and renamed, directory
+/// fsyncs, reads of small files) waits on the disk there, one call per thread. With one,
+/// a restart opening thousands of partitions paid every new leader epoch's checkpoint
+/// fsyncs in a row; these threads wait, they do not compete for the core.
+const BLOCKING_THREADS_PER_SHARD: usize = 8;
+
+/// The shard's blocking pool, on the shard's own core when it has one.
+fn blocking_pool(shard: GlommioPlacement) -> PoolPlacement {
+    match shard {
+        GlommioPlacement::Fixed(core) => match CpuSet::online() {
+            Ok(online) => PoolPlacement::Custom(vec![online.filter(|l| l.cpu == core); BLOCKING_THREADS_PER_SHARD]),
+            Err(_) => PoolPlacement::from(GlommioPlacement::Fixed(core)),
+        },
+        _ => PoolPlacement::Unbound(BLOCKING_THREADS_PER_SHARD),
+    }
 }

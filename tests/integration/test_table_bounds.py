@@ -141,3 +141,32 @@ def test_one_connection_more_than_the_shard_holds_is_closed(broker_factory):
     finally:
         for s in socks:
             s.close()
+
+
+def test_partitions_beyond_the_shard_bound_are_not_opened_also_after_a_restart(broker_factory, topic_name):
+    """max_partitions_per_shard: a topic with more partitions than a one-shard broker may
+    open gets exactly the room left (the rest is logged and not opened, and the broker
+    says it is not ready: it cannot serve all it leads); a clean restart, which opens its
+    replicas many at a time, keeps the same bound."""
+    skip_unless_shardlog("max_partitions_per_shard is shardlog's")
+    limit = 12
+    # One partition for each internal topic, so the bound is the topic's to reach.
+    b = broker_factory(shards=1, extra_args=["--max-partitions-per-shard", str(limit), "--offsets-topic-num-partitions", "1",
+                                             "--transaction-state-log-num-partitions", "1"])
+
+    def open_now() -> int:
+        try:
+            return int(scrape(b.admin_url).total("shardlog_shard_partitions"))
+        except Exception:
+            return -1  # not answering yet
+
+    before = open_now()
+    assert 0 < before < limit, before
+    admin_create_topic(b.bootstrap, topic_name, 3 * limit)
+    wait_for(f"{limit} replicas open", lambda: open_now() == limit)
+    b.stop()
+    b.start(wait=False)
+    wait_for(f"{limit} replicas open after the restart", lambda: open_now() == limit)
+    log = b.log_path.read_text(errors="replace")
+    assert log.count("partition limit per shard reached") >= 2, "said at creation and again at the restart"
+    assert log.count("===== start #") == 2

@@ -7,6 +7,8 @@
 //! current leaders. The batch-cache budget is split over the open logs.
 use std::rc::Rc;
 
+use futures::StreamExt;
+
 use super::context::ShardContext;
 use crate::cluster::image::{BrokerId, MetadataDelta, MetadataImage, MetadataUpdate, PartitionMeta, TopicMeta};
 use crate::cluster::replica_role::{apply_role, replica_ids, role_on, RoleChange};
@@ -14,6 +16,9 @@ use crate::cluster::topic_config::{TimestampType, TopicConfig};
 use crate::controller::ShardUpdates;
 use crate::partition::{effective_flush, write_mode, Partition, PartitionSettings, Role, RoleState};
 use crate::storage::LogConfig;
+
+/// Replicas a shard opens at once (their file waits overlap; each holds a read buffer).
+const OPEN_CONCURRENCY: usize = 32;
 
 impl ShardContext {
     /// `image` is the one being applied: its dynamic broker configs give the defaults.
@@ -83,11 +88,6 @@ impl ShardContext {
     /// Opens (recovering) this shard's replica of `meta` in the role the image gives it.
     async fn open_partition(&self, image: &MetadataImage, topic: &TopicMeta, meta: &PartitionMeta, role: Role) {
         let index = meta.partition;
-        if self.partitions.open_count() >= self.config.max_partitions_per_shard {
-            tracing::error!(shard = self.shard, topic = %topic.name, partition = index,
-                limit = self.config.max_partitions_per_shard, "partition limit per shard reached; not opening (raise max_partitions_per_shard)");
-            return;
-        }
         let (log, settings) = self.settings_for(image, topic);
         let dir = self.partition_dir(&topic.name, index);
         let role_state = match role {
@@ -98,13 +98,12 @@ impl ShardContext {
         };
         let opened = Partition::open_replica(&dir, topic.name.clone(), index, topic.topic_id, self.shard, self.config.node_id, role_state, log, settings).await;
         match opened {
-            Ok(p) => {
-                match role {
-                    Role::Leader => self.partitions.insert(p),
-                    Role::Follower { .. } => self.partitions.insert_follower(p),
-                }
-                self.rebalance_cache_budgets();
-            }
+            // The cache budgets are split again once the whole batch is open (`sync_topics`):
+            // once per partition, that was quadratic in the partitions at start-up.
+            Ok(p) => match role {
+                Role::Leader => self.partitions.insert(p),
+                Role::Follower { .. } => self.partitions.insert_follower(p),
+            },
             Err(e) => tracing::error!(shard = self.shard, topic = %topic.name, partition = index, error = %e, "cannot open partition"),
         }
     }
@@ -116,7 +115,7 @@ impl ShardContext {
         let (topic, index) = (p.topic.clone(), p.index);
         match apply_role(&p, meta, role) {
             RoleChange::Removed => {
-                // Reassigned away from this shard: stop (`sync_topic` deletes the files
+                // Reassigned away from this shard: stop (`sync_topics` deletes the files
                 // when this broker holds no replica any more).
                 self.partitions.remove(&topic, index);
                 self.partitions.remove_follower(&topic, index);
@@ -137,29 +136,42 @@ impl ShardContext {
         }
     }
 
-    /// Opens, re-roles or updates every replica of `topic` this shard holds.
-    async fn sync_topic(&self, image: &MetadataImage, topic: &TopicMeta) {
-        for meta in &topic.partitions {
-            let role = self.role_here(meta);
-            match self.open_replica(&topic.name, meta.partition) {
-                Some(p) => {
-                    let dir = p.dir();
-                    self.sync_partition(p, meta, role);
-                    // A reassignment removed this broker's replica: its files go, as
-                    // Kafka's StopReplica(delete=true). (A broker that was down then
-                    // removes them at start-up: `stray_partitions.rs`.)
-                    if role.is_none() && !meta.replicas.is_empty() && meta.replica_on(self.config.node_id).is_none() {
-                        tracing::info!(shard = self.shard, topic = %topic.name, partition = meta.partition, "reassigned to other brokers: deleting the replica's files");
-                        self.remove_partition_dir(&topic.name, meta.partition, dir).await;
+    /// Opens, re-roles or updates every replica of `topics` this shard holds. The replicas
+    /// to open are opened `OPEN_CONCURRENCY` at a time: each waits mostly on its files
+    /// (reads, and the fsyncs of a new leader epoch's checkpoint), so a restarted broker
+    /// with many partitions overlaps those waits instead of paying them one by one.
+    async fn sync_topics<'a>(&self, image: &'a MetadataImage, topics: impl IntoIterator<Item = &'a TopicMeta>) {
+        let mut to_open: Vec<(&TopicMeta, &PartitionMeta, Role)> = Vec::new();
+        for topic in topics {
+            for meta in &topic.partitions {
+                let role = self.role_here(meta);
+                match self.open_replica(&topic.name, meta.partition) {
+                    Some(p) => {
+                        let dir = p.dir();
+                        self.sync_partition(p, meta, role);
+                        // A reassignment removed this broker's replica: its files go, as
+                        // Kafka's StopReplica(delete=true). (A broker that was down then
+                        // removes them at start-up: `stray_partitions.rs`.)
+                        if role.is_none() && !meta.replicas.is_empty() && meta.replica_on(self.config.node_id).is_none() {
+                            tracing::info!(shard = self.shard, topic = %topic.name, partition = meta.partition, "reassigned to other brokers: deleting the replica's files");
+                            self.remove_partition_dir(&topic.name, meta.partition, dir).await;
+                        }
                     }
-                }
-                None => {
-                    if let Some(role) = role {
-                        self.open_partition(image, topic, meta, role).await;
+                    None => {
+                        if let Some(role) = role {
+                            to_open.push((topic, meta, role));
+                        }
                     }
                 }
             }
         }
+        let room = self.config.max_partitions_per_shard.saturating_sub(self.partitions.open_count());
+        for (topic, meta, _) in to_open.iter().skip(room) {
+            tracing::error!(shard = self.shard, topic = %topic.name, partition = meta.partition,
+                limit = self.config.max_partitions_per_shard, "partition limit per shard reached; not opening (raise max_partitions_per_shard)");
+        }
+        to_open.truncate(room);
+        futures::stream::iter(to_open).for_each_concurrent(OPEN_CONCURRENCY, |(topic, meta, role)| self.open_partition(image, topic, meta, role)).await;
         self.rebalance_cache_budgets();
     }
 
@@ -192,15 +204,13 @@ impl ShardContext {
         let image = update.image.clone();
         if update.deltas.is_empty() {
             // Initial image (or a snapshot): every replica this shard holds.
-            for topic in image.topics.values() {
-                self.sync_topic(&image, topic).await;
-            }
+            self.sync_topics(&image, image.topics.values()).await;
         }
         for delta in &update.deltas {
             match delta {
                 MetadataDelta::TopicCreated { name } | MetadataDelta::PartitionsCreated { name, .. } | MetadataDelta::LeadersChanged { name } => {
                     if let Some(topic) = image.topic(name) {
-                        self.sync_topic(&image, topic).await;
+                        self.sync_topics(&image, [topic]).await;
                     }
                 }
                 MetadataDelta::TopicDeleted { name, .. } => self.delete_topic(name).await,
