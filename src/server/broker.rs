@@ -495,7 +495,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
 /// fsyncs, reads of small files) waits on the disk there, one call per thread. With one,
 /// a restart opening thousands of partitions paid every new leader epoch's checkpoint
 /// fsyncs in a row; these threads wait, they do not compete for the core.
-const BLOCKING_THREADS_PER_SHARD: usize = 8;
+const BLOCKING_THREADS_PER_SHARD: usize = 16;
 
 /// The shard's blocking pool, on the shard's own core when it has one.
 fn blocking_pool(shard: GlommioPlacement) -> PoolPlacement {

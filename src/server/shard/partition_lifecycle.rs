@@ -18,7 +18,7 @@ use crate::partition::{effective_flush, write_mode, Partition, PartitionSettings
 use crate::storage::LogConfig;
 
 /// Replicas a shard opens at once (their file waits overlap; each holds a read buffer).
-const OPEN_CONCURRENCY: usize = 32;
+const OPEN_CONCURRENCY: usize = 64;
 
 impl ShardContext {
     /// `image` is the one being applied: its dynamic broker configs give the defaults.
