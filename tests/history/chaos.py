@@ -235,12 +235,19 @@ def main(argv: list[str] | None = None) -> int:
         # unchecked, and a cluster that cannot serve a read at the end is no clean run.
         failure = (f"the final drain read {drained} of {parts} partitions "
                    f"({rep.stats.get('acked_unchecked', 0)} acknowledged writes unchecked)")
+    # A nemesis that never found its target judged nothing (kill-coordinator once ran a
+    # whole campaign that way): a run whose nemeses all injected nothing is no run.
+    idle = [n.name for n in nemeses if counts[n.name] == 0]
+    if failure is None and nemeses and len(idle) == len(nemeses):
+        failure = f"no fault injected: {', '.join(idle)} found no target (see the nemesis lines of history.jsonl)"
+    elif idle:
+        print(f"chaos: nemeses that injected nothing: {', '.join(idle)}", file=sys.stderr)
     found = {k: len(v) for k, v in rep.anomalies.items() if v}
     fatal = {k: n for k, n in found.items() if k not in tolerated}
     summary = {"target": tgt, "seed": a.seed, "duration_s": a.duration, "workload": a.workload,
                "nemeses": [n.name for n in nemeses], "faults": dict(counts), "ops": len(w.h.ops),
                "stats": rep.stats, "anomalies": found, "tolerated": sorted(tolerated & set(found)),
-               "valid": not fatal and not w.errors and failure is None, "workload_errors": w.errors}
+               "valid": not fatal and not w.errors and failure is None, "workload_errors": w.errors, "idle_nemeses": idle}
     (out / "summary.json").write_text(json.dumps(summary, indent=1, sort_keys=True))
     (out / "report.json").write_text(json.dumps(rep.to_json(None), indent=1, sort_keys=True))
     print(rep.text())

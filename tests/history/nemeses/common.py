@@ -76,7 +76,10 @@ def partition_state(bootstrap: str, topic: str) -> dict[int, tuple[int, list[int
 
 def group_coordinator(bootstrap: str, group: str) -> int | None:
     try:
-        fut = AdminClient({"bootstrap.servers": bootstrap}).describe_consumer_groups([group], request_timeout=10)[group]
+        # Kept until the result: a dropped client cancels its requests (the kill-coordinator
+        # nemesis found no target, ever, while the client was a temporary).
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        fut = admin.describe_consumer_groups([group], request_timeout=10)[group]
         return fut.result(timeout=15).coordinator.id
     except Exception:
         return None
