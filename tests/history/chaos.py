@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     if failure is None and nemeses and len(idle) == len(nemeses):
         failure = f"no fault injected: {', '.join(idle)} found no target (see the nemesis lines of history.jsonl)"
     elif idle:
-        print(f"chaos: nemeses that injected nothing: {', '.join(idle)}", file=sys.stderr)
+        print(f"chaos: nemeses with no fault this run (not drawn, or no target found): {', '.join(idle)}", file=sys.stderr)
     found = {k: len(v) for k, v in rep.anomalies.items() if v}
     fatal = {k: n for k, n in found.items() if k not in tolerated}
     summary = {"target": tgt, "seed": a.seed, "duration_s": a.duration, "workload": a.workload,
