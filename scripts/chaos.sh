@@ -20,7 +20,8 @@
 #   SHARDLOG_BIN the broker binary (default target/release/shardlog; cargo build --release)
 # Output: target/chaos/campaign-<time>/ (one dir per run: history.jsonl, report.json,
 # summary.json, the nodes' logs; campaign.json adds them up). Exit code: 0 every run clean,
-# else the first failing run's (1 anomalies, 2 could not run, 3 workload or cluster failed).
+# else the first failing run's (1 anomalies, 2 could not run, 3 workload or cluster failed, or no
+# fault injected: the nemeses found no target).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PYTHONDONTWRITEBYTECODE=1
