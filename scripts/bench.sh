@@ -14,6 +14,11 @@
 #   scripts/bench.sh --share   # share groups: 1 partition, 4 KafkaShareConsumers, explicit
 #                              # ack, fixed rate (end-to-end latency) and maximum drain
 #                              # (benches/share_bench.py; ~10 min, --quick ~3 min)
+#   scripts/bench.sh --partitions # W12 partition scale on one node: 10k, 50k, 100k
+#                              # partitions (RF 1), create time, RSS per partition,
+#                              # Metadata latency, produce p99 over all partitions,
+#                              # restart after a clean shutdown and after kill -9
+#                              # (benches/partition_scale_bench.py; ~1 h, --quick 2k ~5 min)
 #
 # Workloads (1 KiB records): W1 max produce, 6 partitions, acks=1; W2 the same, acks=all;
 # W3 fixed 50 MB/s produce (latency); W4 consume a pre-filled topic (2 GiB; 256 MiB
@@ -48,6 +53,7 @@ QUICK=0
 CLUSTER=0
 SECURE=0
 SHARE=0
+PARTITIONS=0
 PROFILE="${BENCH_PROFILE:-0}"
 for a in "$@"; do
   case "$a" in
@@ -56,8 +62,9 @@ for a in "$@"; do
     --cluster) CLUSTER=1 ;;
     --secure) SECURE=1 ;;
     --share) SHARE=1 ;;
-    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
-    *) echo "usage: $0 [--quick] [--profile | --cluster | --secure | --share]" >&2; exit 2 ;;
+    --partitions) PARTITIONS=1 ;;
+    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
+    *) echo "usage: $0 [--quick] [--profile | --cluster | --secure | --share | --partitions]" >&2; exit 2 ;;
   esac
 done
 if [ "$SECURE" = 1 ]; then
@@ -67,6 +74,10 @@ fi
 if [ "$SHARE" = 1 ]; then
   if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then (cd "$ROOT" && cargo build --release --quiet) >&2; fi
   exec python3 "$ROOT/benches/share_bench.py" $([ "$QUICK" = 1 ] && echo --quick) --bin "$ROOT/target/release/shardlog"
+fi
+if [ "$PARTITIONS" = 1 ]; then
+  if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then (cd "$ROOT" && cargo build --release --quiet) >&2; fi
+  exec python3 "$ROOT/benches/partition_scale_bench.py" $([ "$QUICK" = 1 ] && echo --quick) --bin "$ROOT/target/release/shardlog"
 fi
 if [ "$CLUSTER" = 1 ]; then
   if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then (cd "$ROOT" && cargo build --release --quiet) >&2; fi

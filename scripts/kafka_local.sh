@@ -9,7 +9,8 @@
 #   scripts/kafka_local.sh stop DIR              # stop the node started on DIR
 #
 # Env: KAFKA_VERSION (default 4.4.0), KAFKA_HOME (default ~/.cache/shardlog/kafka-4.4),
-#      KAFKA_HEAP (default -Xmx1g), KAFKA_EXTRA_PROPS (extra lines for server.properties).
+#      KAFKA_HEAP (default -Xmx1g), KAFKA_EXTRA_PROPS (extra lines for server.properties),
+#      KAFKA_START_TIMEOUT_S (how long `start` waits for the node, default 60).
 set -euo pipefail
 
 KAFKA_VERSION="${KAFKA_VERSION:-4.4.0}"
@@ -81,7 +82,7 @@ start() {
   nohup java ${KAFKA_HEAP:--Xmx1g} -cp "$(classpath)" kafka.Kafka "$dir/server.properties" \
     >"$dir/kafka.log" 2>&1 </dev/null &
   echo $! > "$dir/kafka.pid"
-  for _ in $(seq 1 120); do
+  for _ in $(seq 1 $((2 * ${KAFKA_START_TIMEOUT_S:-60}))); do
     if grep -q "Kafka Server started" "$dir/kafka.log" 2>/dev/null; then
       echo "kafka_local: listening on 127.0.0.1:$port (pid $(cat "$dir/kafka.pid"), log $dir/kafka.log)"
       return 0
@@ -91,7 +92,7 @@ start() {
     fi
     sleep 0.5
   done
-  tail -30 "$dir/kafka.log" >&2; echo "kafka_local: Kafka did not start in 60 s" >&2; return 1
+  tail -30 "$dir/kafka.log" >&2; echo "kafka_local: Kafka did not start in ${KAFKA_START_TIMEOUT_S:-60} s" >&2; return 1
 }
 
 stop() {

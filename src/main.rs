@@ -43,7 +43,7 @@ enum Command {
         action: TxnAction,
     },
     /// What the broker needs of this host (as `rpk redpanda tune`): `--check` prints
-    /// each check (kernel, io_uring, memlock, O_DIRECT and filesystem of each log dir, I/O
+    /// each check (kernel, io_uring, memlock, open files, O_DIRECT and filesystem of each log dir, I/O
     /// scheduler, aio-max-nr, transparent hugepages, CPU governor, IRQ affinity,
     /// swappiness, dirty writeback, clock source); `--apply NAME,...` changes only those.
     Tune(tune::TuneArgs),

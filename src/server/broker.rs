@@ -41,14 +41,6 @@ pub fn topic_defaults(config: &Config) -> TopicConfigDefaults {
     }
 }
 
-/// glommio registers io memory per executor; lift RLIMIT_MEMLOCK so that works (best
-/// effort: without it glommio falls back with a warning).
-fn raise_memlock_limit() {
-    let lim = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
-    // SAFETY: setrlimit reads a valid rlimit struct; failure is reported by return value.
-    let _ = unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
-}
-
 /// How long the first node of a cluster waits for the others' brokers before it creates
 /// `__consumer_offsets` (then it creates it on the brokers registered so far).
 const OFFSETS_TOPIC_WAIT_FOR_BROKERS: std::time::Duration = std::time::Duration::from_secs(10);
@@ -289,7 +281,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let (test_panic_shard, test_stall_ms) = (hooks.panic_shard, hooks.stall_ms);
     let storage_faults_file = hooks.storage_faults_file.clone();
     let listening = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    raise_memlock_limit();
+    super::resource_limits::raise_memlock_limit();
     let log_dir_paths = config.resolved_log_dirs();
     // What `shardlog tune --check` calls required (kernel, io_uring, O_DIRECT for
     // flush = always): refused now, with its words, rather than failing later.
@@ -306,6 +298,13 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let usable = placement::usable_cores();
     let plan = placement::plan(&usable, config.shards, config.controller_core);
     let shard_count = plan.shard_cores.len();
+    if let Some(limit) = super::resource_limits::raise_open_files_limit() {
+        let partitions = (config.max_partitions_per_shard as u64).saturating_mul(shard_count as u64);
+        match super::resource_limits::open_files_warning(limit, partitions) {
+            Some(w) => tracing::warn!("{w}"),
+            None => tracing::info!(limit, "open-files limit"),
+        }
+    }
     let defaults = topic_defaults(&config);
     let voters = quorum_voters(&config)?;
     // Each shard's scrape inbox: the admin listener asks every shard for its metrics.

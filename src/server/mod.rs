@@ -23,6 +23,7 @@
 //! - `error_map.rs`   the one place where internal errors become Kafka error codes
 //! - `stray_partitions.rs` start-up removal of partition dirs the metadata no longer gives us
 //! - `shutdown.rs`    SIGTERM / SIGINT: the clean (controlled) shutdown
+//! - `resource_limits.rs` the process limits raised at start: locked memory, open files
 //!
 //! Nothing below imports `server::`.
 pub mod admin;
@@ -41,6 +42,7 @@ pub mod log_dir;
 mod partition_end_offsets;
 pub mod request_memory;
 mod request_timing;
+mod resource_limits;
 pub mod sasl_authenticator;
 pub mod shard;
 pub mod share_persister;

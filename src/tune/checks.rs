@@ -98,7 +98,7 @@ fn apply_fix(name: &str) -> String {
 
 /// Every check, in table order.
 pub fn check_all(host: &Host, inputs: &TuneInputs) -> Vec<CheckResult> {
-    let mut out = vec![kernel(host), io_uring(host), memlock()];
+    let mut out = vec![kernel(host), io_uring(host), memlock(), open_files()];
     for dir in &inputs.log_dirs {
         out.push(o_direct(dir, inputs.flush_always));
         out.push(filesystem(dir));
@@ -184,6 +184,28 @@ fn memlock() -> CheckResult {
         format!("soft {}, hard {}{}", show(lim.rlim_cur), show(lim.rlim_max), if root { " (root: raised at start)" } else { "" }),
         wanted,
         "ulimit -l unlimited (LimitMEMLOCK=infinity in a systemd unit)",
+    )
+}
+
+/// RLIMIT_NOFILE: every partition keeps at least its active segment open; `serve`
+/// raises the soft limit to the hard one, and both to fs.nr_open as root.
+fn open_files() -> CheckResult {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit writes the struct it is given; failure is its return value.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    // SAFETY: geteuid has no failure mode.
+    let root = unsafe { libc::geteuid() } == 0;
+    let wanted = ">= 1048576, above the partitions the broker may hold (serve raises it to the hard limit, and further as root)";
+    if rc != 0 {
+        return result("open_files", Level::Recommended, Outcome::Unknown, "getrlimit failed", wanted, "ulimit -n 1048576");
+    }
+    result(
+        "open_files",
+        Level::Recommended,
+        ok_if(root || lim.rlim_max >= 1 << 20),
+        format!("soft {}, hard {}{}", lim.rlim_cur, lim.rlim_max, if root { " (root: raised at start)" } else { "" }),
+        wanted,
+        "ulimit -n 1048576 (LimitNOFILE=1048576 in a systemd unit)",
     )
 }
 

@@ -21,8 +21,8 @@ import pytest
 
 from conftest import SHARDLOG_BIN, skip_unless_shardlog
 
-# One log dir: its three checks sit after kernel, io_uring and memlock.
-CHECKS = ["kernel", "io_uring", "memlock", "o_direct", "filesystem", "io_scheduler", "aio_max_nr",
+# One log dir: its three checks sit after kernel, io_uring, memlock and open_files.
+CHECKS = ["kernel", "io_uring", "memlock", "open_files", "o_direct", "filesystem", "io_scheduler", "aio_max_nr",
           "transparent_hugepages", "cpu_governor", "irq_affinity", "swappiness", "dirty_writeback", "clock_source"]
 
 
