@@ -84,6 +84,8 @@ metrics_table! {
     FETCH_PURGATORY: "fetch_purgatory_size", Gauge, "Fetch requests waiting for data (long polls), by shard", "kafka.server:type=DelayedOperationPurgatory,name=PurgatorySize,delayedOperation=Fetch";
     PRODUCER_STATE: "producer_state_entries", Gauge, "Idempotent producers remembered by the shard's partitions", "kafka.server:type=ProducerStateManager (per partition)";
     SEGMENTS: "log_segments", Gauge, "Segment files, by shard", "kafka.log:type=Log,name=NumLogSegments (summed)";
+    SEGMENT_FILES_OPEN: "segment_files_open", Gauge, "Segment file descriptors open, by shard (idle ones beyond the shard's descriptor budget are closed)", "";
+    SEGMENT_FILES_CLOSED: "segment_files_closed", Counter, "Idle segment files closed for the shard's descriptor budget (each reopens at its next use), by shard", "";
     METADATA_APPLIED: "shard_metadata_applied_index", Gauge, "The metadata log index the shard has applied", "kafka.server:type=broker-metadata-metrics,name=last-applied-record-offset";
     FSYNC_TIME: "log_flush_time_seconds", Histogram, "fdatasync of segment files", "kafka.log:type=LogFlushStats,name=LogFlushRateAndTimeMs";
     WRITEBACK_TIME: "page_cache_writeback_time_seconds", Histogram, "sync_file_range writeback of page-cache segments (flush = never), from hand-off to the blocking thread to its return", "";
@@ -306,6 +308,8 @@ impl prometheus_client::collector::Collector for Scrape {
         w.gauge(&FETCH_PURGATORY, per_shard(|g| g.fetch_purgatory))?;
         w.gauge(&PRODUCER_STATE, per_shard(|g| g.producer_state_entries))?;
         w.gauge(&SEGMENTS, per_shard(|g| g.segments))?;
+        w.gauge(&SEGMENT_FILES_OPEN, per_shard(|g| g.segment_files_open))?;
+        w.counter(&SEGMENT_FILES_CLOSED, shards.iter().map(|(_, g)| (shard_label(g), g.segment_files_closed)))?;
         w.gauge(&METADATA_APPLIED, per_shard(|g| g.metadata_applied_index))?;
         w.histogram(&FSYNC_TIME, [(Vec::new(), &merged.fsync)])?;
         w.histogram(&WRITEBACK_TIME, [(Vec::new(), &merged.writeback)])?;

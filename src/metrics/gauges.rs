@@ -23,6 +23,10 @@ pub struct ShardGauges {
     pub producer_state_entries: u64,
     /// Segment files of this shard's partitions.
     pub segments: u64,
+    /// Of those, the ones holding a descriptor now, and the closes of idle ones by the
+    /// shard's descriptor budget (`storage::open_files`).
+    pub segment_files_open: u64,
+    pub segment_files_closed: u64,
     /// Log compaction progress: the highest dirty share (0 to 1) of this shard's compacted
     /// partitions, how many are due for cleaning, how many the cleaner gave up on.
     pub cleaner_max_dirty_ratio: f64,

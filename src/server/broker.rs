@@ -298,13 +298,11 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let usable = placement::usable_cores();
     let plan = placement::plan(&usable, config.shards, config.controller_core);
     let shard_count = plan.shard_cores.len();
-    if let Some(limit) = super::resource_limits::raise_open_files_limit() {
-        let partitions = (config.max_partitions_per_shard as u64).saturating_mul(shard_count as u64);
-        match super::resource_limits::open_files_warning(limit, partitions) {
-            Some(w) => tracing::warn!("{w}"),
-            None => tracing::info!(limit, "open-files limit"),
-        }
-    }
+    let open_segment_files = super::resource_limits::raise_open_files_limit().map(|limit| {
+        let per_shard = super::resource_limits::segment_files_per_shard(limit, shard_count);
+        tracing::info!(limit, segment_files_per_shard = per_shard, "open-files limit; idle segment files beyond the per-shard budget are closed");
+        per_shard
+    });
     let defaults = topic_defaults(&config);
     let voters = quorum_voters(&config)?;
     // Each shard's scrape inbox: the admin listener asks every shard for its metrics.
@@ -375,6 +373,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                     crate::storage::file::set_shard_fault_injector(Some(crate::storage::file::FaultInjector::new(u64::from(shard) + 1)));
                 }
                 crate::storage::page_cache::set_shard_page_cache_budget(config.page_cache_bytes_per_shard);
+                crate::storage::open_files::set_shard_open_segment_files(open_segment_files);
                 let ctx = Rc::new(ShardContext::new(shard, config.clone(), controller, mesh, defaults, log_dirs, connection_limits, inter_broker));
                 // Recover this shard's partitions before accepting clients.
                 if let Some((initial, _)) = updates.recv().await {

@@ -2,7 +2,9 @@
 //! (glommio registers I/O memory per shard) and open files (each partition keeps its
 //! active segment, and often more, open: 100k partitions need 100k+ descriptors, where
 //! a login shell's default soft limit is 1,024). Best effort, as Kafka's operators do
-//! with `ulimit`: what cannot be raised is logged, and `shardlog tune --check` reports it.
+//! with `ulimit`; what the limit cannot hold is handled by each shard's descriptor budget
+//! (`storage::open_files`: idle segment files closed, reopened when used), and
+//! `shardlog tune --check` reports a low limit.
 
 /// glommio registers io memory per executor; lift RLIMIT_MEMLOCK so that works (best
 /// effort: without it glommio falls back with a warning).
@@ -41,21 +43,14 @@ pub fn raise_open_files_limit() -> Option<u64> {
     Some(now.rlim_cur)
 }
 
-/// Descriptors a broker wants beyond those of its partitions: connections, listeners,
-/// the controller's files, glommio's rings and eventfds.
-const DESCRIPTORS_BESIDES_PARTITIONS: u64 = 16_384;
-
-/// A warning when `limit` cannot hold `partitions` partitions (one descriptor each, at
-/// least) plus the broker's other descriptors; None when it can.
-pub fn open_files_warning(limit: u64, partitions: u64) -> Option<String> {
-    let wanted = partitions.saturating_add(DESCRIPTORS_BESIDES_PARTITIONS);
-    (limit < wanted).then(|| {
-        format!(
-            "the open-files limit ({limit}) is below the {wanted} descriptors that max_partitions_per_shard ({partitions} over all \
-             shards) and connections may need: partitions past it fail to open (EMFILE); raise it (ulimit -n, LimitNOFILE in a \
-             systemd unit) or run as root"
-        )
-    })
+/// The segment descriptors each shard may keep open (`storage::open_files`) under an
+/// open-files limit of `limit`: what is left after a reserve for connections, listeners,
+/// the controller's files, glommio's rings, zero-copy duplicates and short-lived files
+/// (a fifth of the limit, at least 1,024 and at most 65,536), split over the shards.
+pub fn segment_files_per_shard(limit: u64, shards: usize) -> usize {
+    let reserve = (limit / 5).clamp(1024, 65_536);
+    let per_shard = limit.saturating_sub(reserve) / shards.max(1) as u64;
+    usize::try_from(per_shard).unwrap_or(usize::MAX)
 }
 
 #[cfg(test)]
@@ -73,9 +68,13 @@ mod tests {
     }
 
     #[test]
-    fn the_warning_names_the_shortfall() {
-        assert_eq!(open_files_warning(1 << 20, 100_000), None);
-        let w = open_files_warning(20_000, 100_000).expect("too low");
-        assert!(w.contains("20000") && w.contains("116384"), "{w}");
+    fn segment_descriptors_leave_a_reserve_and_split_over_the_shards() {
+        // This machine's hard limit: 16,000 left for segments, 8,000 per shard.
+        assert_eq!(segment_files_per_shard(20_000, 2), 8_000);
+        // A large limit keeps at most 65,536 in reserve.
+        assert_eq!(segment_files_per_shard(1 << 20, 4), ((1 << 20) - 65_536) / 4);
+        // A login shell's 1,024: nothing left (the budget's own minimum then applies).
+        assert_eq!(segment_files_per_shard(1024, 2), 0);
+        assert_eq!(segment_files_per_shard(50_000, 0), 40_000, "no shard count is one shard");
     }
 }

@@ -355,8 +355,32 @@ impl WriteBuffer {
 
 /// A log file (see the module comment).
 pub struct SegmentFile {
-    file: Inner,
+    /// This file, for the descriptor budget's registry when it reopens.
+    me: Weak<SegmentFile>,
+    /// The open descriptor; `None` while the shard's descriptor budget has it closed
+    /// (`open_files.rs`): the next operation reopens it. Each operation holds the `Rc`
+    /// for its duration, so the budget closes only idle files.
+    open: RefCell<Option<Rc<OpenFile>>>,
+    /// Where the file is (renames follow it) and how to reopen it.
+    path: RefCell<std::path::PathBuf>,
+    mode: WriteMode,
+    writable: bool,
+    /// Whether the shard's descriptor budget may close it (`open_files.rs`): segments
+    /// without a fault injector (an injected file keeps its descriptor: tests hold few).
+    closable: bool,
+    /// The device block size (O_DIRECT) or the overlay block (page cache).
+    alignment: u64,
     fault: Option<FaultState>,
+    /// The page-cache tracker's progress while closed (`written_back_to`, `written_to`),
+    /// carried to the next descriptor's tracker.
+    page_cache_progress: Cell<(u64, u64)>,
+    /// The shard clock at the last operation (`open_files::tick`).
+    last_used: Cell<u64>,
+}
+
+/// One open descriptor of a `SegmentFile` and what hangs on it.
+struct OpenFile {
+    inner: Inner,
     /// Page-cache files of a shard that recycles its page cache (`page_cache.rs`).
     page_cache: Option<Rc<CachedFile>>,
     /// The descriptor zero-copy fetches send from (`shared_fd`), made at the first one.
@@ -365,6 +389,37 @@ pub struct SegmentFile {
 
 fn glommio_err(context: &'static str) -> impl FnOnce(glommio::GlommioError<()>) -> StorageError {
     move |e| StorageError::glommio(context, e)
+}
+
+fn is_not_found<T>(e: &glommio::GlommioError<T>) -> bool {
+    match e {
+        glommio::GlommioError::IoError(e) => e.kind() == io::ErrorKind::NotFound,
+        glommio::GlommioError::EnhancedIoError { source, .. } => source.kind() == io::ErrorKind::NotFound,
+        _ => false,
+    }
+}
+
+/// Opens `path` as a file of kind `mode` (read-write, created if `create`; read-only
+/// O_DIRECT when not `writable`).
+async fn open_inner(path: &Path, mode: WriteMode, writable: bool, create: bool) -> std::result::Result<Inner, glommio::GlommioError<()>> {
+    if !writable {
+        return DmaFile::open(path).await.map(Inner::Direct);
+    }
+    let mut options = OpenOptions::new();
+    options.read(true).write(true).create(create);
+    Ok(match mode {
+        WriteMode::Direct => Inner::Direct(options.dma_open(path).await?),
+        WriteMode::PageCache => {
+            let f = options.buffered_open(path).await?;
+            // SAFETY: a plain advisory syscall on a descriptor `f` owns; it does not block
+            // (it only sets the descriptor's read-ahead mode) and its failure is harmless.
+            let rc = unsafe { libc::posix_fadvise(std::os::fd::AsRawFd::as_raw_fd(&f), 0, 0, libc::POSIX_FADV_SEQUENTIAL) };
+            if rc != 0 {
+                tracing::debug!(path = %path.display(), rc, "posix_fadvise(SEQUENTIAL) failed; default read-ahead");
+            }
+            Inner::Buffered(f)
+        }
+    })
 }
 
 impl SegmentFile {
@@ -381,23 +436,8 @@ impl SegmentFile {
         if let Some(inj) = &injector {
             inj.check_alive("opening a file")?;
         }
-        let mut options = OpenOptions::new();
-        options.read(true).write(true).create(true);
-        let context = || format!("opening {}", path.display());
-        let file = match mode {
-            WriteMode::Direct => Inner::Direct(options.dma_open(path).await.map_err(|e| StorageError::glommio(context(), e))?),
-            WriteMode::PageCache => {
-                let f = options.buffered_open(path).await.map_err(|e| StorageError::glommio(context(), e))?;
-                // SAFETY: a plain advisory syscall on a descriptor `f` owns; it does not block
-                // (it only sets the descriptor's read-ahead mode) and its failure is harmless.
-                let rc = unsafe { libc::posix_fadvise(std::os::fd::AsRawFd::as_raw_fd(&f), 0, 0, libc::POSIX_FADV_SEQUENTIAL) };
-                if rc != 0 {
-                    tracing::debug!(path = %path.display(), rc, "posix_fadvise(SEQUENTIAL) failed; default read-ahead");
-                }
-                Inner::Buffered(f)
-            }
-        };
-        Self::wrap(file, role, injector, path).await
+        let file = open_inner(path, mode, true, true).await.map_err(|e| StorageError::glommio(format!("opening {}", path.display()), e))?;
+        Self::wrap(file, true, role, injector, path).await
     }
 
     /// Opens an existing file read-only (O_DIRECT); `Ok(None)` when it does not exist.
@@ -406,43 +446,133 @@ impl SegmentFile {
         if let Some(inj) = &injector {
             inj.check_alive("opening a file")?;
         }
-        let file = match DmaFile::open(path).await {
+        let file = match open_inner(path, WriteMode::Direct, false, false).await {
             Ok(f) => f,
-            Err(glommio::GlommioError::IoError(e)) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(glommio::GlommioError::EnhancedIoError { source, .. }) if source.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if is_not_found(&e) => return Ok(None),
             Err(e) => return Err(StorageError::glommio(format!("opening {}", path.display()), e)),
         };
-        Self::wrap(Inner::Direct(file), role, injector, path).await.map(Some)
+        Self::wrap(file, false, role, injector, path).await.map(Some)
     }
 
-    async fn wrap(file: Inner, role: FileRole, injector: Option<Rc<FaultInjector>>, path: &Path) -> Result<Rc<SegmentFile>> {
-        let Some(injector) = injector else {
-            let page_cache = match &file {
-                Inner::Buffered(f) if role == FileRole::Segment => page_cache::track(std::os::fd::AsRawFd::as_raw_fd(f)),
-                _ => None,
-            };
-            return Ok(Rc::new(SegmentFile { file, fault: None, page_cache, shared_fd: Default::default() }));
+    async fn wrap(inner: Inner, writable: bool, role: FileRole, injector: Option<Rc<FaultInjector>>, path: &Path) -> Result<Rc<SegmentFile>> {
+        let (mode, alignment) = match &inner {
+            Inner::Direct(f) => (WriteMode::Direct, f.alignment()),
+            Inner::Buffered(_) => (WriteMode::PageCache, PAGE_CACHE_BLOCK),
+        };
+        let fault = match &injector {
+            None => None,
+            Some(injector) => {
+                let size = match &inner {
+                    Inner::Direct(f) => f.file_size().await,
+                    Inner::Buffered(f) => f.file_size().await,
+                }
+                .map_err(glommio_err("sizing a file"))?;
+                let overlay = RefCell::new(Overlay { blocks: BTreeMap::new(), size });
+                Some(FaultState { injector: injector.clone(), role, path: path.to_path_buf(), overlay })
+            }
         };
         // With an injector the real file changes only at fdatasync: nothing to recycle.
-        let mut f = SegmentFile { file, fault: None, page_cache: None, shared_fd: Default::default() };
-        let size = f.raw_file_size().await?;
-        let overlay = RefCell::new(Overlay { blocks: BTreeMap::new(), size });
-        f.fault = Some(FaultState { injector: injector.clone(), role, path: path.to_path_buf(), overlay });
-        let f = Rc::new(f);
-        injector.register(&f);
+        let page_cache = match &inner {
+            Inner::Buffered(b) if role == FileRole::Segment && fault.is_none() => page_cache::track(std::os::fd::AsRawFd::as_raw_fd(b), (0, 0)),
+            _ => None,
+        };
+        let closable = role == FileRole::Segment && fault.is_none();
+        let f = Rc::new_cyclic(|me| SegmentFile {
+            me: me.clone(),
+            open: RefCell::new(Some(Rc::new(OpenFile { inner, page_cache, shared_fd: Default::default() }))),
+            path: RefCell::new(path.to_path_buf()),
+            mode,
+            writable,
+            alignment,
+            closable,
+            fault,
+            page_cache_progress: Cell::new((0, 0)),
+            last_used: Cell::new(super::open_files::tick()),
+        });
+        match injector {
+            Some(injector) => injector.register(&f),
+            None if closable => super::open_files::opened(&f),
+            None => {}
+        }
         Ok(f)
     }
 
+    /// The open descriptor, reopened if the budget closed it. Hold it only for one
+    /// operation: while held, the file counts as busy and is never closed.
+    async fn handle(&self) -> Result<Rc<OpenFile>> {
+        self.last_used.set(super::open_files::tick());
+        if let Some(open) = self.open.borrow().as_ref() {
+            return Ok(open.clone());
+        }
+        let path = self.path.borrow().clone();
+        let inner = open_inner(&path, self.mode, self.writable, false).await.map_err(|e| {
+            if is_not_found(&e) {
+                StorageError::io(format!("reopening {} (removed while closed: deleted segment)", path.display()), io::Error::from(io::ErrorKind::NotFound))
+            } else {
+                StorageError::glommio(format!("reopening {}", path.display()), e)
+            }
+        })?;
+        // Another operation may have reopened it while this one waited: keep theirs.
+        if let Some(open) = self.open.borrow().as_ref() {
+            return Ok(open.clone());
+        }
+        let page_cache = match &inner {
+            Inner::Buffered(b) => page_cache::track(std::os::fd::AsRawFd::as_raw_fd(b), self.page_cache_progress.get()),
+            Inner::Direct(_) => None,
+        };
+        let open = Rc::new(OpenFile { inner, page_cache, shared_fd: Default::default() });
+        *self.open.borrow_mut() = Some(open.clone());
+        if let Some(me) = self.me.upgrade() {
+            super::open_files::opened(&me);
+        }
+        Ok(open)
+    }
+
+    /// Descriptors this file holds now: 0 closed, 1 open, 2 with a zero-copy duplicate.
+    pub(super) fn descriptors(&self) -> usize {
+        match self.open.borrow().as_ref() {
+            None => 0,
+            Some(o) => 1 + usize::from(o.shared_fd.get().is_some_and(Option::is_some)),
+        }
+    }
+
+    /// Whether an operation holds the descriptor now.
+    pub(super) fn is_busy(&self) -> bool {
+        self.open.borrow().as_ref().is_some_and(|o| Rc::strong_count(o) > 1)
+    }
+
+    pub(super) fn last_used(&self) -> u64 {
+        self.last_used.get()
+    }
+
+    /// Closes the descriptor unless an operation holds it; whether it closed. The page-
+    /// cache tracker's progress is kept for the next descriptor.
+    pub(super) fn close_if_idle(&self) -> bool {
+        if self.is_busy() || !self.closable {
+            return false;
+        }
+        let Some(open) = self.open.borrow_mut().take() else { return false };
+        if let Some(c) = &open.page_cache {
+            self.page_cache_progress.set(c.progress());
+        }
+        // Dropping the glommio file closes the descriptor through the ring (a duplicate
+        // lent to a zero-copy send lives on until that send is done).
+        drop(open);
+        true
+    }
+
     /// A descriptor of this file that zero-copy fetches can carry to any shard
-    /// (`runtime/file_slice.rs`): a `dup` made once, for a page-cache file without fault injection
-    /// (an injected file's bytes are its overlay, not what the kernel has). `None` for
-    /// the others, or when `dup` fails (descriptors exhausted: the read copies instead).
+    /// (`runtime/file_slice.rs`): a `dup` made once per open descriptor, for a page-cache
+    /// file without fault injection (an injected file's bytes are its overlay, not what
+    /// the kernel has). `None` for the others, when the budget has the file closed, or
+    /// when `dup` fails (descriptors exhausted: the read copies instead).
     pub fn shared_fd(&self) -> Option<std::sync::Arc<std::os::fd::OwnedFd>> {
-        let Inner::Buffered(f) = &self.file else { return None };
         if self.fault.is_some() {
             return None;
         }
-        self.shared_fd
+        let open = self.open.borrow().clone()?;
+        let Inner::Buffered(f) = &open.inner else { return None };
+        open.shared_fd
             .get_or_init(|| {
                 // SAFETY: `f` owns an open descriptor for as long as this borrow.
                 let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(std::os::fd::AsRawFd::as_raw_fd(f)) };
@@ -453,29 +583,23 @@ impl SegmentFile {
 
     /// The kind of file: how the log writes it.
     pub fn mode(&self) -> WriteMode {
-        match self.file {
-            Inner::Direct(_) => WriteMode::Direct,
-            Inner::Buffered(_) => WriteMode::PageCache,
-        }
+        self.mode
     }
 
     /// The device block size of an O_DIRECT file; the overlay block for a page-cache one.
     pub fn alignment(&self) -> u64 {
-        match &self.file {
-            Inner::Direct(f) => f.alignment(),
-            Inner::Buffered(_) => PAGE_CACHE_BLOCK,
-        }
+        self.alignment
     }
 
     /// The unit the log's writes cover: the padding block for O_DIRECT (a multiple of
     /// the device's alignment), a byte through the page cache.
     pub fn write_unit(&self) -> u64 {
-        match self.file {
-            Inner::Direct(_) => {
+        match self.mode {
+            WriteMode::Direct => {
                 debug_assert_eq!(super::PADDING_BLOCK % self.alignment(), 0, "the padding block is whole device blocks");
                 super::PADDING_BLOCK.max(self.alignment())
             }
-            Inner::Buffered(_) => 1,
+            WriteMode::PageCache => 1,
         }
     }
 
@@ -489,26 +613,29 @@ impl SegmentFile {
 
     /// A zeroed buffer of `len` bytes for `write_at` (`len` whole blocks for O_DIRECT).
     pub fn alloc_write_buffer(&self, len: usize) -> WriteBuffer {
-        match &self.file {
-            Inner::Direct(f) => {
-                let mut b = f.alloc_dma_buffer(len);
+        match self.mode {
+            WriteMode::Direct => {
+                // The executor's DMA allocator, the one `DmaFile::alloc_dma_buffer` uses
+                // (so no descriptor is needed to make a buffer).
+                let mut b = glommio::allocate_dma_buffer(len);
                 b.as_bytes_mut().fill(0);
                 WriteBuffer::Dma(b)
             }
-            Inner::Buffered(_) => WriteBuffer::Heap(vec![0; len]),
+            WriteMode::PageCache => WriteBuffer::Heap(vec![0; len]),
         }
     }
 
     async fn raw_read(&self, pos: u64, len: usize) -> Result<ReadResult> {
-        match &self.file {
+        let open = self.handle().await?;
+        match &open.inner {
             Inner::Direct(f) => f.read_at(pos, len).await,
             Inner::Buffered(f) => f.read_at(pos, len).await,
         }
         .map_err(glommio_err("reading a segment"))
     }
 
-    async fn raw_write(&self, buf: WriteBuffer, pos: u64) -> Result<usize> {
-        match (&self.file, buf) {
+    async fn raw_write(&self, open: &OpenFile, buf: WriteBuffer, pos: u64) -> Result<usize> {
+        match (&open.inner, buf) {
             (Inner::Direct(f), WriteBuffer::Dma(b)) => f.write_at(b, pos).await,
             (Inner::Buffered(f), WriteBuffer::Heap(v)) => f.write_at(v, pos).await,
             (Inner::Direct(f), WriteBuffer::Pinned(p)) => f.write_pinned_at(p, pos).await,
@@ -526,12 +653,13 @@ impl SegmentFile {
     async fn raw_write_slice(&self, data: &[u8], pos: u64) -> Result<usize> {
         let mut buf = self.alloc_write_buffer(data.len());
         buf.as_bytes_mut().copy_from_slice(data);
-        self.raw_write(buf, pos).await
+        let open = self.handle().await?;
+        self.raw_write(&open, buf, pos).await
     }
 
-    async fn raw_fdatasync(&self) -> Result<()> {
+    async fn raw_fdatasync(&self, open: &OpenFile) -> Result<()> {
         let started = std::time::Instant::now();
-        let synced = match &self.file {
+        let synced = match &open.inner {
             Inner::Direct(f) => f.fdatasync().await,
             Inner::Buffered(f) => f.fdatasync().await,
         };
@@ -540,7 +668,8 @@ impl SegmentFile {
     }
 
     async fn raw_file_size(&self) -> Result<u64> {
-        match &self.file {
+        let open = self.handle().await?;
+        match &open.inner {
             Inner::Direct(f) => f.file_size().await,
             Inner::Buffered(f) => f.file_size().await,
         }
@@ -548,7 +677,8 @@ impl SegmentFile {
     }
 
     async fn raw_truncate(&self, size: u64) -> Result<()> {
-        match &self.file {
+        let open = self.handle().await?;
+        match &open.inner {
             Inner::Direct(f) => f.truncate(size).await,
             Inner::Buffered(f) => f.truncate(size).await,
         }
@@ -559,8 +689,9 @@ impl SegmentFile {
     /// returns the bytes written.
     pub async fn write_at(&self, buf: WriteBuffer, pos: u64) -> Result<usize> {
         let Some(state) = &self.fault else {
-            let n = self.raw_write(buf, pos).await?;
-            if let Some(c) = &self.page_cache {
+            let open = self.handle().await?;
+            let n = self.raw_write(&open, buf, pos).await?;
+            if let Some(c) = &open.page_cache {
                 c.wrote(pos + n as u64);
             }
             return Ok(n);
@@ -568,9 +699,9 @@ impl SegmentFile {
         let inj = &state.injector;
         inj.slow_down(state.role).await;
         inj.check_alive("writing a segment")?;
-        let unit = match self.file {
-            Inner::Direct(_) => self.alignment(),
-            Inner::Buffered(_) => 1,
+        let unit = match self.mode {
+            WriteMode::Direct => self.alignment(),
+            WriteMode::PageCache => 1,
         };
         debug_assert!(pos.is_multiple_of(unit) && (buf.len() as u64).is_multiple_of(unit), "DMA writes cover whole blocks");
         if state.role == FileRole::Segment {
@@ -635,13 +766,18 @@ impl SegmentFile {
     /// Reads `len` bytes at `pos` (any alignment) into owned `Bytes`; short at the end.
     pub async fn read_bytes(&self, pos: u64, len: usize) -> Result<Bytes> {
         let Some(state) = &self.fault else {
-            if let Inner::Buffered(f) = &self.file {
+            let open = self.handle().await?;
+            if let Inner::Buffered(f) = &open.inner {
                 // Cached data without a wait or a second copy (`cached_read.rs`).
                 if let Some(b) = super::cached_read::read_if_cached(std::os::fd::AsRawFd::as_raw_fd(f), pos, len) {
                     return Ok(b);
                 }
             }
-            let r = self.raw_read(pos, len).await?;
+            let r = match &open.inner {
+                Inner::Direct(f) => f.read_at(pos, len).await,
+                Inner::Buffered(f) => f.read_at(pos, len).await,
+            }
+            .map_err(glommio_err("reading a segment"))?;
             // One copy: glommio's read buffers are tied to the executor (not Send), and
             // fetch responses may be written by another shard's connection.
             return Ok(Bytes::copy_from_slice(&r));
@@ -673,8 +809,9 @@ impl SegmentFile {
     /// fdatasync: with an injector, first writes the overlay to the file.
     pub async fn fdatasync(&self) -> Result<()> {
         let Some(state) = &self.fault else {
-            self.raw_fdatasync().await?;
-            if let Some(c) = &self.page_cache {
+            let open = self.handle().await?;
+            self.raw_fdatasync(&open).await?;
+            if let Some(c) = &open.page_cache {
                 c.synced();
             }
             return Ok(());
@@ -701,7 +838,7 @@ impl SegmentFile {
         if disk_size > size {
             self.raw_truncate(size).await?;
         }
-        self.raw_fdatasync().await?;
+        self.raw_fdatasync(&*self.handle().await?).await?;
         // Forget only blocks no write replaced while this sync ran.
         let mut overlay = state.overlay.borrow_mut();
         for (i, b) in blocks {
@@ -751,10 +888,15 @@ impl SegmentFile {
     /// Cuts the file to `size` bytes.
     pub async fn truncate(&self, size: u64) -> Result<()> {
         let Some(state) = &self.fault else {
-            if let Some(c) = &self.page_cache {
+            let open = self.handle().await?;
+            if let Some(c) = &open.page_cache {
                 c.truncated(size);
             }
-            return self.raw_truncate(size).await;
+            return match &open.inner {
+                Inner::Direct(f) => f.truncate(size).await,
+                Inner::Buffered(f) => f.truncate(size).await,
+            }
+            .map_err(glommio_err("truncating a file"));
         };
         state.injector.check_alive("truncating a file")?;
         {
@@ -782,8 +924,14 @@ impl SegmentFile {
         if let Some(state) = &self.fault {
             state.injector.check_alive("renaming a file")?;
         }
-        match &self.file {
-            Inner::Direct(f) => f.rename(to).await.map_err(|e| StorageError::glommio(format!("renaming to {}", to.display()), e)),
+        let open = self.handle().await?;
+        match &open.inner {
+            Inner::Direct(f) => {
+                f.rename(to).await.map_err(|e| StorageError::glommio(format!("renaming to {}", to.display()), e))?;
+                // A reopen after the budget closed it finds it under its new name.
+                *self.path.borrow_mut() = to.to_path_buf();
+                Ok(())
+            }
             Inner::Buffered(_) => Err(StorageError::io("renaming a page-cache segment", io::Error::from(io::ErrorKind::Unsupported))),
         }
     }
@@ -859,6 +1007,36 @@ mod tests {
             assert_eq!(inj.armed(), vec![Fault::WriteEio]);
             assert_eq!(inj.stats(), FaultStats { write_errors: 2, torn_writes: 1, sync_errors: 1, remove_errors: 0, crashes: 0 });
             set_shard_fault_injector(None);
+        });
+    }
+
+    #[test]
+    fn the_descriptor_budget_never_closes_a_file_in_use_and_a_closed_file_follows_its_rename() {
+        use crate::storage::open_files::set_shard_open_segment_files;
+        run(|dir| async move {
+            set_shard_open_segment_files(Some(64));
+            let busy = SegmentFile::open_rw_as(&dir.join("busy.log"), FileRole::Segment, WriteMode::PageCache).await.unwrap();
+            let renamed = SegmentFile::open_rw(&dir.join("old.log"), FileRole::Segment).await.unwrap();
+            let mut buf = renamed.alloc_write_buffer(renamed.alignment() as usize);
+            buf.as_bytes_mut().fill(7);
+            renamed.write_at(buf, 0).await.unwrap();
+            renamed.rename(&dir.join("new.log")).await.unwrap();
+            // An operation holds the descriptor of `busy` while many files open.
+            let held = busy.handle().await.unwrap();
+            let mut others = Vec::new();
+            for i in 0..256 {
+                others.push(SegmentFile::open_rw_as(&dir.join(format!("{i}.log")), FileRole::Segment, WriteMode::PageCache).await.unwrap());
+            }
+            assert!(busy.is_busy());
+            assert_eq!(busy.descriptors(), 1, "a file in use keeps its descriptor");
+            assert_eq!(renamed.descriptors(), 0, "an idle file was closed");
+            drop(held);
+            // Reopened under its new name.
+            assert_eq!(renamed.read_bytes(0, 4).await.unwrap().as_ref(), &[7, 7, 7, 7]);
+            for f in &others {
+                f.file_size().await.unwrap();
+            }
+            assert_eq!(busy.descriptors(), 0, "once idle, it is closed like the others");
         });
     }
 }

@@ -38,6 +38,8 @@
 //!   slots it polls
 //! - `write_slots.rs`  the writer's segment writes in flight, in reused slots polled by
 //!   hand
+//! - `open_files.rs`   the shard's descriptor budget: idle segment files closed beyond it,
+//!   reopened on their next operation (many partitions, few descriptors)
 //! - `page_cache.rs`   page-cache recycling: early writeback and a per-shard budget of
 //!   written bytes left cached (page-cache segments)
 //! - `recovery.rs`     opening a log directory after a crash
@@ -68,6 +70,7 @@ pub mod log_dir_failure;
 pub mod log_dirs;
 pub mod log_writer;
 pub mod meta_properties;
+pub mod open_files;
 pub mod page_cache;
 pub mod partition_metadata;
 pub mod recovery;

@@ -85,9 +85,13 @@ pub fn set_shard_page_cache_budget(bytes: u64) {
 }
 
 /// The tracker a newly opened page-cache segment with descriptor `fd` uses, if this shard
-/// recycles.
-pub(super) fn track(fd: RawFd) -> Option<Rc<CachedFile>> {
-    SHARD_BUDGET.with(|b| b.borrow().clone()).map(|budget| Rc::new(CachedFile { fd, written_back_to: Cell::new(0), written_to: Cell::new(0), budget }))
+/// recycles; `progress` is what a previous descriptor's tracker reached
+/// (`CachedFile::progress`; zeros for a new file).
+pub(super) fn track(fd: RawFd, progress: (u64, u64)) -> Option<Rc<CachedFile>> {
+    let (written_back_to, written_to) = progress;
+    SHARD_BUDGET
+        .with(|b| b.borrow().clone())
+        .map(|budget| Rc::new(CachedFile { fd, written_back_to: Cell::new(written_back_to), written_to: Cell::new(written_to), budget }))
 }
 
 /// A written range of one file, charged to the budget until dropped.
@@ -173,6 +177,12 @@ impl CachedFile {
         if to > from {
             self.charge(from, to);
         }
+    }
+
+    /// `(written_back_to, written_to)`, for the tracker of the file's next descriptor
+    /// when the shard's descriptor budget closes this one (`open_files.rs`).
+    pub(super) fn progress(&self) -> (u64, u64) {
+        (self.written_back_to.get(), self.written_to.get())
     }
 
     /// The file was cut to `size`: forget progress beyond it.

@@ -110,6 +110,8 @@ fn gauges(ctx: &ShardContext) -> ShardGauges {
         metadata_applied_index: ctx.partitions.metadata_index(),
         ..ShardGauges::default()
     };
+    let (open, closed) = crate::storage::open_files::shard_open_segment_files();
+    (g.segment_files_open, g.segment_files_closed) = (open as u64, closed);
     let executor = glommio::executor();
     let stats = executor.executor_stats();
     (g.busy_seconds, g.tasks_executed) = (stats.executor_runtime().as_secs_f64(), stats.tasks_executed());
