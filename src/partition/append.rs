@@ -274,7 +274,8 @@ impl Partition {
         // not roll back records whose waiter is not registered yet (see below). Still
         // under the append lock, so epochs are saved in order.
         let start = self.log.borrow().next_offset();
-        if self.epochs.borrow_mut().assign(epoch, start) {
+        // (Or the epoch a leader was opened in, assigned without a save: `open_epochs`.)
+        if self.epochs.borrow_mut().assign(epoch, start) || self.epochs.borrow().is_unsaved() {
             let saved = self.epochs.borrow().save_job();
             saved.await?;
         }

@@ -257,8 +257,6 @@ struct Replica {
     hw_saved: i64,
     // Process state.
     epochs: LeaderEpochCache,
-    /// set_leader_epoch's background save of the checkpoint, not done yet.
-    epochs_save_pending: bool,
     hw: i64,
     /// None: not open (down, or restarted and waiting for its metadata).
     role: Option<Role>,
@@ -295,7 +293,6 @@ impl Replica {
             epochs_saved: Vec::new(),
             hw_saved: 0,
             epochs: LeaderEpochCache::in_memory(&[]),
-            epochs_save_pending: false,
             hw: 0,
             role: None,
             leader_epoch: -1,
@@ -356,16 +353,21 @@ impl Replica {
         self.raise_hw(candidate)
     }
 
-    /// Partition::set_leader_epoch: a leader's new epoch starts at the log end, saved in
-    /// the background.
+    /// Partition::set_leader_epoch: a leader's new epoch starts at the log end, saved by
+    /// the first append in it.
     fn set_leader_epoch(&mut self, epoch: i32) {
         self.leader_epoch = epoch;
         if !self.is_leader() {
             return;
         }
-        if self.epochs.assign(epoch, self.log_end()) {
-            self.epochs_save_pending = true;
-        }
+        let end = self.log_end();
+        self.epochs.assign_unsaved(epoch, end);
+    }
+
+    /// LeaderEpochCache::save: the entries reach the "disk".
+    fn save_epochs(&mut self) {
+        self.epochs_saved = self.epochs.entries().to_vec();
+        self.epochs.saved_in_memory();
     }
 
     /// Partition::become_leader.
@@ -414,7 +416,7 @@ impl Replica {
             self.hw = end;
         }
         if self.epochs.truncate_from_end(end) {
-            self.epochs_saved = self.epochs.entries().to_vec();
+            self.save_epochs();
         }
         end
     }
@@ -430,7 +432,7 @@ impl Replica {
             changed |= self.epochs.assign(b.epoch, b.offset);
         }
         if changed {
-            self.epochs_saved = self.epochs.entries().to_vec();
+            self.save_epochs();
         }
         self.log.extend_from_slice(batches);
         if flush_always {
@@ -751,7 +753,6 @@ impl Sim {
         r.waiters.clear();
         r.fetch_in_flight = None;
         r.alter = None;
-        r.epochs_save_pending = false;
         let what = if power_loss { "power loss of" } else { "kill -9 of" };
         trace!(self, "fault: {what} broker {i} (lost {lost} unsynced batches), down until {}", now + down_for);
         self.full_check_due = true;
@@ -829,10 +830,6 @@ impl Sim {
         }
         if save_hw {
             r.hw_saved = r.hw;
-        }
-        if r.epochs_save_pending {
-            r.epochs_save_pending = false;
-            r.epochs_saved = r.epochs.entries().to_vec();
         }
         if r.role.is_none() {
             return;
@@ -977,9 +974,9 @@ impl Sim {
                     return;
                 }
                 let start = r.log_end();
-                if r.epochs.assign(r.leader_epoch, start) {
+                if r.epochs.assign(r.leader_epoch, start) || r.epochs.is_unsaved() {
                     // Saved before anything is staged.
-                    r.epochs_saved = r.epochs.entries().to_vec();
+                    r.save_epochs();
                 }
                 let batch = Batch { offset: start, epoch: r.leader_epoch, payload };
                 r.log.push(batch);

@@ -331,10 +331,12 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     admin_controller.get_or_init(|| controller.clone());
     // The recovered image holds every change committed before this start: remove the
     // partitions it no longer gives this broker before a shard could open one.
+    let checking = Instant::now();
     if let Err(e) = stray_partitions::check_log_dirs_and_remove_strays(&controller.image(), config.node_id, &log_dirs, &controller.directory_id_text()) {
         controller.shutdown();
         anyhow::bail!("log dirs: {e}");
     }
+    tracing::info!(took_ms = checking.elapsed().as_millis() as u64, "log dirs checked for stray partitions");
     ensure_offsets_topic(&controller, &config, expected_brokers)?;
     let security = Arc::new(listener_security(&config)?);
     let connection_limits = Arc::new(config.connection_limits()?);
@@ -377,7 +379,10 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 let ctx = Rc::new(ShardContext::new(shard, config.clone(), controller, mesh, defaults, log_dirs, connection_limits, inter_broker));
                 // Recover this shard's partitions before accepting clients.
                 if let Some((initial, _)) = updates.recv().await {
+                    let opening = Instant::now();
                     ctx.apply_update(initial).await;
+                    let replicas = ctx.partitions.open_count();
+                    tracing::info!(shard, replicas, took_ms = opening.elapsed().as_millis() as u64, "replicas opened");
                 }
                 // The shard's long-lived tasks, each watched for stalls under its name.
                 let spawn = |name, task| glommio::spawn_local(watched(name, task)).detach();

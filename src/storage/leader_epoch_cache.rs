@@ -32,6 +32,9 @@ pub struct EpochEntry {
 pub struct LeaderEpochCache {
     path: PathBuf,
     entries: Vec<EpochEntry>,
+    /// An entry was assigned without a save (`assign_unsaved`): the next append saves
+    /// before it is acknowledged.
+    unsaved: std::cell::Cell<bool>,
 }
 
 impl LeaderEpochCache {
@@ -53,7 +56,7 @@ impl LeaderEpochCache {
                 decode(&t).ok_or_else(|| StorageError::Corrupt { what: path.display().to_string(), detail: "not a leader-epoch-checkpoint file".into() })?
             }
         };
-        Ok(LeaderEpochCache { path, entries })
+        Ok(LeaderEpochCache { path, entries, unsaved: Default::default() })
     }
 
     /// A cache with `entries` and no file behind it, for the replication simulation
@@ -61,7 +64,8 @@ impl LeaderEpochCache {
     /// called on it.
     #[cfg(test)]
     pub fn in_memory(entries: &[EpochEntry]) -> LeaderEpochCache {
-        let c = LeaderEpochCache { path: PathBuf::from("/nonexistent/in-memory/leader-epoch-checkpoint"), entries: entries.to_vec() };
+        let c =
+            LeaderEpochCache { path: PathBuf::from("/nonexistent/in-memory/leader-epoch-checkpoint"), entries: entries.to_vec(), unsaved: Default::default() };
         c.check();
         c
     }
@@ -87,6 +91,31 @@ impl LeaderEpochCache {
         self.entries.push(EpochEntry { epoch, start_offset });
         self.check();
         true
+    }
+
+    /// `assign`, leaving the save to the next append (`is_unsaved`): for a leader's new
+    /// epoch at open, which has no batch yet. Until a batch of it is written, losing the
+    /// entry changes no answer: OffsetForLeaderEpoch for an older epoch ends where the
+    /// next entry starts, and a later epoch then starts at the same log end. A restarted
+    /// broker with 100k partitions paid two fsyncs per partition for these saves.
+    pub fn assign_unsaved(&mut self, epoch: i32, start_offset: i64) -> bool {
+        let assigned = self.assign(epoch, start_offset);
+        if assigned {
+            self.unsaved.set(true);
+        }
+        assigned
+    }
+
+    /// The entries were saved by other means (the replication simulation's in-memory
+    /// "disk", where `save` must not be called).
+    #[cfg(test)]
+    pub fn saved_in_memory(&self) {
+        self.unsaved.set(false);
+    }
+
+    /// Whether an entry awaits its save (`assign_unsaved`).
+    pub fn is_unsaved(&self) -> bool {
+        self.unsaved.get()
     }
 
     /// Drops what the log no longer has past `end_offset` (entries starting at or after
@@ -127,6 +156,9 @@ impl LeaderEpochCache {
     /// `save` as a future that does not borrow the cache (the cache sits in a `RefCell`
     /// that must not stay borrowed across the wait).
     pub fn save_job(&self) -> impl std::future::Future<Output = Result<()>> + 'static {
+        // The save carries every entry: none is left unsaved once it is done (a failed
+        // save fails its caller: the append, or the follower's fetch).
+        self.unsaved.set(false);
         let (path, text) = (self.path.clone(), encode(&self.entries));
         save_text(path, text)
     }
@@ -182,7 +214,19 @@ mod tests {
         LeaderEpochCache {
             path: PathBuf::from("/nonexistent/leader-epoch-checkpoint"),
             entries: entries.iter().map(|&(epoch, start_offset)| EpochEntry { epoch, start_offset }).collect(),
+            unsaved: Default::default(),
         }
+    }
+
+    #[test]
+    fn an_epoch_assigned_unsaved_waits_for_the_next_save() {
+        let mut c = cache(&[(1, 0)]);
+        assert!(!c.assign_unsaved(1, 5), "not new: nothing to save");
+        assert!(!c.is_unsaved());
+        assert!(c.assign_unsaved(3, 5));
+        assert!(c.is_unsaved(), "the next append saves it");
+        drop(c.save_job());
+        assert!(!c.is_unsaved(), "a save carries every entry");
     }
 
     #[test]
