@@ -246,12 +246,16 @@ impl Partition {
         log_config: LogConfig,
         settings: PartitionSettings,
     ) -> Result<Rc<Partition>, PartitionError> {
-        if let DirClaim::RemovedStray(old) = discard_if_stray(dir, topic_id).await? {
+        let claim = discard_if_stray(dir, topic_id).await?;
+        if let DirClaim::RemovedStray(old) = claim {
             tracing::warn!(topic, partition = index, dir = %dir.display(), old_topic_id = %uuid::Uuid::from_bytes(old),
                 "removed a partition directory left by a deleted topic of the same name");
         }
         let opened = Log::open(dir, log_config).await?;
-        record_topic_id(dir, topic_id).await?;
+        // A restart finds the file already naming the topic: not read a second time.
+        if claim != DirClaim::Recorded {
+            record_topic_id(dir, topic_id).await?;
+        }
         let (log_start, log_end) = (opened.log.log_start_offset(), opened.log.next_offset());
         let log = Rc::new(RefCell::new(opened.log));
         // A marker's type is in its record: with markers in the active segment, its

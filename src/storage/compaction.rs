@@ -32,7 +32,7 @@ use crate::record::{parse_header, parse_records, rebuild_with_records, records_s
 
 /// Suffix of a segment being rewritten by the cleaner.
 pub const CLEANED_SUFFIX: &str = ".cleaned";
-const CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
+pub const CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
 const CHECKPOINT_MAGIC: u32 = 0x534c_434f; // "SLCO"
 const CHECKPOINT_VERSION: u16 = 1;
 /// Bytes read from a segment at a time while cleaning.

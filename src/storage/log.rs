@@ -18,7 +18,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::batch_cache::{BatchCache, CachedBatch};
 use super::dma::{read_checked_file, sync_dir, sync_parent_dir, write_checked_file};
-use super::recovery::{list_segments, open_active, open_sealed, remove_cleaner_leftovers, remove_segment_files, ScanOutcome, SealedOpen};
+use super::recovery::{list_dir, open_active, open_sealed, remove_segment_files, ScanOutcome, SealedOpen};
 use super::segment::{log_file_name, SealSnapshot, Segment, WriteJob};
 use super::truncate::{Cut, TruncationPlan};
 use super::{LogConfig, Result, StorageError};
@@ -92,17 +92,22 @@ impl Log {
             // A new partition directory survives a crash only once its parent is synced.
             sync_parent_dir(dir).await?;
         }
-        let leftovers = remove_cleaner_leftovers(dir).await?;
-        if leftovers > 0 {
-            tracing::info!(dir = %dir.display(), files = leftovers, "removed files of an interrupted log clean");
+        let listing = list_dir(dir).await?;
+        if listing.cleaner_leftovers_removed > 0 {
+            tracing::info!(dir = %dir.display(), files = listing.cleaner_leftovers_removed, "removed files of an interrupted log clean");
         }
-        let bases = list_segments(dir).await?;
-        let checkpoint = read_checked_file(&dir.join(LOG_START_FILE), LOG_START_MAGIC, LOG_START_VERSION)
-            .await
-            .unwrap_or(None)
-            .and_then(|p| p.get(..8).map(|b| i64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])));
+        let bases = listing.bases.clone();
+        // Files the listing does not show are not opened (each failed open is a syscall
+        // and a hand-off to the blocking pool, per partition).
+        let checkpoint = match listing.contains(LOG_START_FILE) {
+            false => None,
+            true => read_checked_file(&dir.join(LOG_START_FILE), LOG_START_MAGIC, LOG_START_VERSION)
+                .await
+                .unwrap_or(None)
+                .and_then(|p| p.get(..8).map(|b| i64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))),
+        };
         // Removed now (durably), so a crash from here on counts as unclean.
-        let clean = super::clean_shutdown::take_marker(dir).await?;
+        let clean = listing.contains(super::clean_shutdown::CLEAN_SHUTDOWN_FILE) && super::clean_shutdown::take_marker(dir).await?;
         let verify = config.verify_sealed_after_unclean_shutdown && !clean;
         if verify && bases.len() > 1 {
             tracing::info!(dir = %dir.display(), sealed = bases.len() - 1, "no clean-shutdown marker: verifying the sealed segments");
@@ -171,7 +176,10 @@ impl Log {
             segments.insert(start, Segment::empty(dir, start, file, crate::runtime::now_ms()));
         }
         let first_base = segments.keys().next().copied().unwrap_or(0);
-        let first_dirty_offset = super::compaction::load_checkpoint(dir).await.unwrap_or(0);
+        let first_dirty_offset = match listing.contains(super::compaction::CHECKPOINT_FILE) {
+            true => super::compaction::load_checkpoint(dir).await.unwrap_or(0),
+            false => 0,
+        };
         let mut log = Log {
             dir: dir.to_path_buf(),
             cache: BatchCache::new(config.cache_bytes),

@@ -25,8 +25,10 @@ pub const PARTITION_METADATA_FILE: &str = "partition.metadata";
 pub enum DirClaim {
     /// No directory yet.
     Absent,
-    /// The directory belongs to this topic id (or has no metadata file: adopted).
+    /// The directory has no metadata file: adopted (`record` writes it).
     Ours,
+    /// The directory's metadata file names this topic id already (nothing to record).
+    Recorded,
     /// The directory belonged to the topic with this id; it was removed.
     RemovedStray([u8; 16]),
 }
@@ -72,7 +74,7 @@ pub async fn discard_if_stray(dir: &Path, topic_id: [u8; 16]) -> Result<DirClaim
             };
             let Some(found) = decode(&text) else { return Ok(Err(text)) };
             if found == topic_id {
-                return Ok(Ok(DirClaim::Ours));
+                return Ok(Ok(DirClaim::Recorded));
             }
             std::fs::remove_dir_all(&d)?;
             Ok(Ok(DirClaim::RemovedStray(found)))
@@ -142,7 +144,7 @@ mod tests {
                 std::fs::write(dir.join("00000000000000000000.log"), b"old").unwrap();
                 assert_eq!(discard_if_stray(&dir, [1; 16]).await.unwrap(), DirClaim::Ours, "no file: adopted");
                 record(&dir, [1; 16]).await.unwrap();
-                assert_eq!(discard_if_stray(&dir, [1; 16]).await.unwrap(), DirClaim::Ours);
+                assert_eq!(discard_if_stray(&dir, [1; 16]).await.unwrap(), DirClaim::Recorded);
                 assert!(dir.join("00000000000000000000.log").exists());
                 assert_eq!(discard_if_stray(&dir, [2; 16]).await.unwrap(), DirClaim::RemovedStray([1; 16]));
                 assert!(!dir.exists(), "the stray directory is gone");

@@ -41,43 +41,50 @@ pub struct ScanOutcome {
     pub truncated_bytes: u64,
 }
 
-/// Base offsets of the `<base>.log` files in `dir`, ascending.
-pub async fn list_segments(dir: &Path) -> Result<Vec<i64>> {
+/// One log directory's files as `Log::open` found them (one listing serves every step
+/// of the open: a restart with 100k partitions paid a second listing and a failed open
+/// per absent optional file, per partition).
+pub struct DirListing {
+    /// The segment bases (`<base>.log`), ascending.
+    pub bases: Vec<i64>,
+    names: std::collections::HashSet<String>,
+    /// `<base>.log.cleaned` files a crash left in the middle of a clean, removed.
+    pub cleaner_leftovers_removed: usize,
+}
+
+impl DirListing {
+    /// Whether the directory held `name` when listed.
+    pub fn contains(&self, name: &str) -> bool {
+        self.names.contains(name)
+    }
+}
+
+/// Lists `dir` and deletes the `<base>.log.cleaned` files a crash left behind in the
+/// middle of a clean (the rename over `<base>.log` is the commit point, so the original
+/// is still whole).
+pub async fn list_dir(dir: &Path) -> Result<DirListing> {
     let d = dir.to_path_buf();
-    let names = glommio::executor()
-        .spawn_blocking(move || -> std::io::Result<Vec<String>> {
-            let mut v = Vec::new();
-            for e in std::fs::read_dir(d)? {
-                v.push(e?.file_name().to_string_lossy().into_owned());
+    let (names, removed) = glommio::executor()
+        .spawn_blocking(move || -> std::io::Result<(std::collections::HashSet<String>, usize)> {
+            let leftover = format!(".log{}", super::compaction::CLEANED_SUFFIX);
+            let (mut names, mut removed) = (std::collections::HashSet::new(), 0);
+            for e in std::fs::read_dir(&d)? {
+                let e = e?;
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.ends_with(&leftover) {
+                    std::fs::remove_file(e.path())?;
+                    removed += 1;
+                } else {
+                    names.insert(name);
+                }
             }
-            Ok(v)
+            Ok((names, removed))
         })
         .await
         .map_err(|e| StorageError::io(format!("listing {}", dir.display()), e))?;
     let mut bases: Vec<i64> = names.iter().filter_map(|n| n.strip_suffix(".log")).filter(|n| n.len() == 20).filter_map(|n| n.parse::<i64>().ok()).collect();
     bases.sort_unstable();
-    Ok(bases)
-}
-
-/// Deletes the `<base>.log.cleaned` files a crash left behind in the middle of a clean.
-/// The rename over `<base>.log` is the commit point, so the original is still whole.
-pub async fn remove_cleaner_leftovers(dir: &Path) -> Result<usize> {
-    let d = dir.to_path_buf();
-    glommio::executor()
-        .spawn_blocking(move || -> std::io::Result<usize> {
-            let mut n = 0;
-            for e in std::fs::read_dir(&d)? {
-                let e = e?;
-                let name = e.file_name().to_string_lossy().into_owned();
-                if name.ends_with(&format!(".log{}", super::compaction::CLEANED_SUFFIX)) {
-                    std::fs::remove_file(e.path())?;
-                    n += 1;
-                }
-            }
-            Ok(n)
-        })
-        .await
-        .map_err(|e| StorageError::io(format!("removing cleaner leftovers in {}", dir.display()), e))
+    Ok(DirListing { bases, names, cleaner_leftovers_removed: removed })
 }
 
 /// What `open_sealed` found.
