@@ -773,11 +773,8 @@ impl SegmentFile {
                     return Ok(b);
                 }
             }
-            let r = match &open.inner {
-                Inner::Direct(f) => f.read_at(pos, len).await,
-                Inner::Buffered(f) => f.read_at(pos, len).await,
-            }
-            .map_err(glommio_err("reading a segment"))?;
+            drop(open);
+            let r = self.raw_read(pos, len).await?;
             // One copy: glommio's read buffers are tied to the executor (not Send), and
             // fetch responses may be written by another shard's connection.
             return Ok(Bytes::copy_from_slice(&r));
@@ -888,15 +885,10 @@ impl SegmentFile {
     /// Cuts the file to `size` bytes.
     pub async fn truncate(&self, size: u64) -> Result<()> {
         let Some(state) = &self.fault else {
-            let open = self.handle().await?;
-            if let Some(c) = &open.page_cache {
+            if let Some(c) = &self.handle().await?.page_cache {
                 c.truncated(size);
             }
-            return match &open.inner {
-                Inner::Direct(f) => f.truncate(size).await,
-                Inner::Buffered(f) => f.truncate(size).await,
-            }
-            .map_err(glommio_err("truncating a file"));
+            return self.raw_truncate(size).await;
         };
         state.injector.check_alive("truncating a file")?;
         {
