@@ -345,6 +345,7 @@ def main() -> int:
     ap.add_argument("--rate", type=int, default=500, help="records/s of the produce step")
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--timeout", type=float, default=900, help="limit of each step, s")
+    ap.add_argument("--shardlog-port", type=int, default=29092, help="its admin listener takes the next port")
     ap.add_argument("--work", type=Path, default=ROOT / "target" / "bench-work" / "partitions")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
@@ -361,7 +362,7 @@ def main() -> int:
     for n in counts:
         for kind in a.brokers.split(","):
             log(f"{kind}: {n} partitions")
-            b = Broker(kind, a.work / kind, 29092 if kind == "shardlog" else 39092, a.bin)
+            b = Broker(kind, a.work / kind, a.shardlog_port if kind == "shardlog" else 39092, a.bin)
             rows.append(one_count(b, n, a))
             log(json.dumps(rows[-1]))
     out = a.out
