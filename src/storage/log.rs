@@ -92,11 +92,11 @@ impl Log {
             // A new partition directory survives a crash only once its parent is synced.
             sync_parent_dir(dir).await?;
         }
-        let listing = list_dir(dir).await?;
+        let mut listing = list_dir(dir).await?;
         if listing.cleaner_leftovers_removed > 0 {
             tracing::info!(dir = %dir.display(), files = listing.cleaner_leftovers_removed, "removed files of an interrupted log clean");
         }
-        let bases = listing.bases.clone();
+        let bases = std::mem::take(&mut listing.bases);
         // Files the listing does not show are not opened (each failed open is a syscall
         // and a hand-off to the blocking pool, per partition).
         let checkpoint = match listing.contains(LOG_START_FILE) {
