@@ -125,7 +125,7 @@ class Broker:
                            check=True, env=env, stdout=subprocess.DEVNULL, preexec_fn=raise_open_files)
         else:
             args = [str(self.binary), "serve", "--config", str(ROOT / "tuning" / "throughput.toml"),
-                    "--data-dir", str(self.work / "data"), "--flush", "never", "--log-level", "warn",
+                    "--data-dir", str(self.work / "data"), "--flush", "never", "--log-level", os.environ.get("BENCH_LOG_LEVEL", "warn"),
                     "--max-partitions-per-shard", "100000",
                     "--listen", self.bootstrap, "--admin-listener", f"127.0.0.1:{self.port + 1}"]
             self.proc = subprocess.Popen(args, stdout=open(self.work / "broker.log", "ab"), stderr=subprocess.STDOUT,

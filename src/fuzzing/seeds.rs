@@ -96,7 +96,7 @@ fn fuzz_seed_corpus() {
         let log = segment_bytes();
         for (bytes, kept) in [(log.clone(), 6), ([&log[..], &[0u8; 100][..]].concat(), 6), (log[..log.len() - 5].to_vec(), 5)] {
             std::fs::write(dir.join("00000000000000000000.log"), &bytes).unwrap();
-            let o = crate::storage::recovery::open_active(&dir, 0, 256, crate::storage::WriteMode::PageCache).await.unwrap();
+            let o = crate::storage::recovery::open_active(&dir, 0, 256, crate::storage::WriteMode::PageCache, true).await.unwrap();
             assert_eq!(o.batches.len(), kept);
         }
     });

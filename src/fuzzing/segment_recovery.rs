@@ -74,7 +74,7 @@ fn start_worker() -> mpsc::Sender<Job> {
 async fn recover_twice(dir: &Path, data: &[u8]) -> Result<(), String> {
     let path: PathBuf = dir.join(SEGMENT);
     std::fs::write(&path, data).map_err(|e| e.to_string())?;
-    let first = match open_active(dir, 0, INDEX_INTERVAL_BYTES, WriteMode::PageCache).await {
+    let first = match open_active(dir, 0, INDEX_INTERVAL_BYTES, WriteMode::PageCache, true).await {
         Ok(o) => o,
         // An I/O error is an answer (the partition does not open), not a finding.
         Err(_) => return Ok(()),
@@ -93,7 +93,7 @@ async fn recover_twice(dir: &Path, data: &[u8]) -> Result<(), String> {
     }
     let count = first.batches.len();
     drop(first);
-    let second = open_active(dir, 0, INDEX_INTERVAL_BYTES, WriteMode::PageCache).await.map_err(|e| format!("second recovery: {e}"))?;
+    let second = open_active(dir, 0, INDEX_INTERVAL_BYTES, WriteMode::PageCache, true).await.map_err(|e| format!("second recovery: {e}"))?;
     if second.truncated_bytes != 0 || second.segment.written() != kept || second.batches.len() != count {
         return Err(format!(
             "second recovery cut {} bytes, kept {} of {kept}, {} batches of {count}",

@@ -164,7 +164,7 @@ impl Partition {
     async fn rebuild_producers(&self) -> Result<(), PartitionError> {
         debug_assert_eq!(self.log.borrow().written_offset(), self.log_end_offset(), "a truncated log is all written");
         // The append lock is held: nothing is appended while the batches on disk replay.
-        let mut table = recover_producers(&self.log, None, &self.topic, self.index).await?;
+        let mut table = recover_producers(&self.log, None, None, &self.topic, self.index).await?;
         self.bound_producers(&mut table);
         *self.producers.borrow_mut() = table;
         Ok(())

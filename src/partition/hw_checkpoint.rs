@@ -6,21 +6,21 @@
 //! the high watermark only ever starts lower than it was.
 //!
 //! The only place the partition layer touches the checkpoint's storage functions.
-use std::path::Path;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
 use super::error::PartitionError;
 use super::state::Partition;
+use crate::storage::dir_survey::DirSurvey;
 use crate::storage::high_watermark_checkpoint as checkpoint;
 
 /// Kafka's replica.high.watermark.checkpoint.interval.ms default.
 pub const HW_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
 
-/// The saved high watermark of the partition in `dir`; None when there is none or it is
-/// unreadable (logged: the high watermark then restarts from the log start).
-pub(super) async fn load(dir: &Path, topic: &str, index: i32) -> Option<i64> {
-    match checkpoint::load(dir).await {
+/// The saved high watermark of the surveyed partition directory; None when there is none
+/// or it is unreadable (logged: the high watermark then restarts from the log start).
+pub(super) async fn load(survey: &mut DirSurvey, topic: &str, index: i32) -> Option<i64> {
+    match checkpoint::load_surveyed(survey).await {
         Ok(hw) => hw,
         Err(e) => {
             tracing::warn!(topic, partition = index, error = %e, "high-watermark checkpoint unreadable; starting from the log start");

@@ -395,7 +395,7 @@ fn producer_state_replayed_from_disk_matches_the_live_table() {
         }
         writer_idle(&p).await;
         assert!(p.log.borrow().segment_count() > 2, "several segments, some with snapshots");
-        let replayed = super::state::recover_producers(&p.log, None, "t", 0).await.unwrap();
+        let replayed = super::state::recover_producers(&p.log, None, None, "t", 0).await.unwrap();
         assert_eq!(&replayed, &*p.producers.borrow());
         assert!(p.producers.borrow().has_batches_from(58) && !p.producers.borrow().has_batches_from(60));
     });

@@ -17,12 +17,13 @@ use super::replication::{HwWaiter, Role, RoleState};
 use crate::config::FlushMode;
 use crate::runtime::ShardId;
 use crate::storage::batch_reader::BatchReader;
+use crate::storage::dir_survey::{self, DirListing, DirSurvey};
 use crate::storage::dma::read_checked_file;
 use crate::storage::leader_epoch_cache::LeaderEpochCache;
 use crate::storage::log::Log;
 use crate::storage::log_writer::{LogWriter, WriterHooks};
-use crate::storage::partition_metadata::{discard_if_stray, record as record_topic_id, DirClaim};
-use crate::storage::segment::snapshot_path;
+use crate::storage::partition_metadata::{claim as claim_dir, record as record_topic_id, DirClaim};
+use crate::storage::segment::{snapshot_file_name, snapshot_path};
 use crate::storage::{LogConfig, StorageError, WriteMode};
 
 /// Settings applied to appends, from the topic config.
@@ -119,12 +120,12 @@ pub struct Partition {
 /// a replica becomes leader (so an empty partition answers its epoch, ending at 0). A
 /// follower (`leader_epoch` None) assigns nothing: its epochs come from fetched batches.
 async fn open_epochs(
-    dir: &Path,
+    survey: &mut DirSurvey,
     log_end_offset: i64,
     active_batches: &[crate::record::BatchHeader],
     leader_epoch: Option<i32>,
 ) -> Result<LeaderEpochCache, PartitionError> {
-    let mut epochs = LeaderEpochCache::load(dir).await?;
+    let mut epochs = LeaderEpochCache::load_surveyed(survey).await?;
     let mut changed = epochs.truncate_from_end(log_end_offset);
     for h in active_batches {
         changed |= epochs.assign(h.partition_leader_epoch, h.base_offset);
@@ -153,6 +154,7 @@ async fn open_epochs(
 pub(super) async fn recover_producers(
     log: &RefCell<Log>,
     active_batches: Option<&[crate::record::BatchHeader]>,
+    listing: Option<&DirListing>,
     topic: &str,
     index: i32,
 ) -> Result<ProducerStateTable, PartitionError> {
@@ -163,6 +165,10 @@ pub(super) async fn recover_producers(
     let mut from = 0;
     let mut producers = ProducerStateTable::default();
     for (i, &base) in bases.iter().enumerate().rev() {
+        // A snapshot the directory's listing did not show is not tried (a failed open each).
+        if listing.is_some_and(|l| !l.contains(&snapshot_file_name(base))) {
+            continue;
+        }
         match read_checked_file(&snapshot_path(&dir, base), SNAPSHOT_MAGIC, SNAPSHOT_VERSION).await {
             Ok(Some(p)) => {
                 if let Some(table) = ProducerStateTable::decode(&p) {
@@ -246,12 +252,15 @@ impl Partition {
         log_config: LogConfig,
         settings: PartitionSettings,
     ) -> Result<Rc<Partition>, PartitionError> {
-        let claim = discard_if_stray(dir, topic_id).await?;
+        // One look at the directory serves every step of the open (`dir_survey`).
+        let mut survey = dir_survey::survey(dir).await?;
+        let claim = claim_dir(&mut survey, topic_id).await?;
         if let DirClaim::RemovedStray(old) = claim {
             tracing::warn!(topic, partition = index, dir = %dir.display(), old_topic_id = %uuid::Uuid::from_bytes(old),
                 "removed a partition directory left by a deleted topic of the same name");
+            survey = dir_survey::survey(dir).await?;
         }
-        let opened = Log::open(dir, log_config).await?;
+        let mut opened = Log::open_surveyed(survey, log_config).await?;
         // A restart finds the file already naming the topic: not read a second time.
         if claim != DirClaim::Recorded {
             record_topic_id(dir, topic_id).await?;
@@ -261,7 +270,7 @@ impl Partition {
         // A marker's type is in its record: with markers in the active segment, its
         // batches are replayed from disk rather than from recovery's headers.
         let active = (!opened.active_batches.iter().any(|h| h.is_control())).then_some(&opened.active_batches[..]);
-        let mut producers = recover_producers(&log, active, &topic, index).await?;
+        let mut producers = recover_producers(&log, active, Some(&opened.survey.listing), &topic, index).await?;
         super::transactions::bound_producer_table(&mut producers, settings.max_producer_ids, &topic, index);
         if opened.truncated_bytes > 0 {
             tracing::info!(topic, partition = index, bytes = opened.truncated_bytes, log_end_offset = log_end, "recovered log; cut the invalid or padded tail");
@@ -273,8 +282,8 @@ impl Partition {
             }
             RoleState::Follower { leader_epoch, leader } => (leader_epoch, None, Role::Follower { leader }, ReplicaTracker::alone(broker)),
         };
-        let epochs = open_epochs(dir, log_end, &opened.active_batches, assign_epoch).await?;
-        let checkpointed = super::hw_checkpoint::load(dir, &topic, index).await;
+        let epochs = open_epochs(&mut opened.survey, log_end, &opened.active_batches, assign_epoch).await?;
+        let checkpointed = super::hw_checkpoint::load(&mut opened.survey, &topic, index).await;
         // Kafka's updateHighWatermark at load: within [log start, log end].
         let hw = checkpointed.unwrap_or(0).clamp(log_start, log_end);
         let producers = Rc::new(RefCell::new(producers));
@@ -404,6 +413,27 @@ impl Partition {
 
     pub fn dir(&self) -> PathBuf {
         self.log.borrow().dir().to_path_buf()
+    }
+
+    /// Its open took the clean-shutdown marker and that is not durable yet
+    /// (`Log::marker_taken_unsynced`): whoever opened it syncs (`sync_taken_marker`, or one
+    /// `syncfs` for a batch, then `mark_marker_taken_synced`) before anything can write
+    /// to it.
+    pub fn marker_taken_unsynced(&self) -> bool {
+        self.log.borrow().marker_taken_unsynced()
+    }
+
+    pub fn mark_marker_taken_synced(&self) {
+        self.log.borrow_mut().mark_marker_taken_synced();
+    }
+
+    /// Syncs its taken marker if that awaits a sync.
+    pub async fn sync_taken_marker(&self) -> Result<(), PartitionError> {
+        if self.marker_taken_unsynced() {
+            crate::storage::clean_shutdown::sync_taken_marker(&self.dir()).await?;
+            self.mark_marker_taken_synced();
+        }
+        Ok(())
     }
 
     pub fn set_cache_budget(&self, bytes: usize) {

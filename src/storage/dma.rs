@@ -60,7 +60,7 @@ pub async fn write_padded(file: &SegmentFile, pos: u64, data: &[u8]) -> Result<(
 }
 
 /// The bytes of a checked file: magic, version, length, CRC-32C, payload.
-fn checked_file_bytes(magic: u32, version: u16, payload: &[u8]) -> Vec<u8> {
+pub fn checked_file_bytes(magic: u32, version: u16, payload: &[u8]) -> Vec<u8> {
     let mut data = Vec::with_capacity(payload.len() + 14);
     data.extend_from_slice(&magic.to_be_bytes());
     data.extend_from_slice(&version.to_be_bytes());
@@ -108,6 +108,11 @@ pub async fn read_checked_file(path: &Path, magic: u32, version: u16) -> Result<
     let size = file.file_size().await?;
     let data = read_bytes(&file, 0, size as usize).await?;
     drop(file);
+    parse_checked_file(path, &data, magic, version).map(Some)
+}
+
+/// The payload of a `write_checked_file` file's bytes (`path` names it in errors).
+pub fn parse_checked_file(path: &Path, data: &[u8], magic: u32, version: u16) -> Result<Vec<u8>> {
     let corrupt = |detail: &str| StorageError::Corrupt { what: path.display().to_string(), detail: detail.into() };
     if data.len() < 14 {
         return Err(corrupt("shorter than its header"));
@@ -124,7 +129,7 @@ pub async fn read_checked_file(path: &Path, magic: u32, version: u16) -> Result<
     if crc32c::crc32c(payload) != crc {
         return Err(corrupt("CRC-32C mismatch"));
     }
-    Ok(Some(payload.to_vec()))
+    Ok(payload.to_vec())
 }
 
 /// A derived file the caller can rebuild (an index, the cleaner checkpoint): `None` when
@@ -159,6 +164,26 @@ fn tmp_path(path: &Path) -> PathBuf {
 pub async fn sync_dir(dir: &Path) -> Result<()> {
     let d = dir.to_path_buf();
     glommio::executor().spawn_blocking(move || sync_dir_blocking(&d)).await.map_err(|e| StorageError::io(format!("syncing directory {}", dir.display()), e))
+}
+
+/// Makes everything written to the filesystem holding `dir` durable (syncfs(2)): one call
+/// for what would be a directory fsync each in many directories (a batch of opens;
+/// `dir_survey`). It flushes the whole filesystem's dirty pages too, so it is for batches
+/// where the fsyncs it replaces cost more.
+pub async fn sync_filesystem(dir: &Path) -> Result<()> {
+    let d = dir.to_path_buf();
+    glommio::executor()
+        .spawn_blocking(move || {
+            use std::os::fd::AsRawFd;
+            let f = std::fs::File::open(&d)?;
+            // SAFETY: syncfs takes an open descriptor, which `f` holds for the call.
+            match unsafe { libc::syncfs(f.as_raw_fd()) } {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            }
+        })
+        .await
+        .map_err(|e| StorageError::io(format!("syncing the filesystem of {}", dir.display()), e))
 }
 
 /// `sync_dir` of the directory holding `path` (after creating or renaming `path`).

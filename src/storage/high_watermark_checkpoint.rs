@@ -14,6 +14,7 @@
 use std::future::Future;
 use std::path::Path;
 
+use super::dir_survey::DirSurvey;
 use super::dma::{read_checked_file, write_checked_file_unsynced};
 use super::{Result, StorageError};
 
@@ -25,7 +26,18 @@ const HW_VERSION: u16 = 1;
 /// `StorageError::Corrupt` for a damaged file (the caller may start from none).
 pub async fn load(dir: &Path) -> Result<Option<i64>> {
     let path = dir.join(HIGH_WATERMARK_FILE);
-    let Some(payload) = read_checked_file(&path, HW_MAGIC, HW_VERSION).await? else { return Ok(None) };
+    let payload = read_checked_file(&path, HW_MAGIC, HW_VERSION).await?;
+    decode(&path, payload)
+}
+
+/// `load` from the directory's survey (read with the rest of the directory at open).
+pub async fn load_surveyed(survey: &mut DirSurvey) -> Result<Option<i64>> {
+    let payload = survey.checked_file(HIGH_WATERMARK_FILE, HW_MAGIC, HW_VERSION).await?;
+    decode(&survey.dir().join(HIGH_WATERMARK_FILE), payload)
+}
+
+fn decode(path: &Path, payload: Option<Vec<u8>>) -> Result<Option<i64>> {
+    let Some(payload) = payload else { return Ok(None) };
     let corrupt = |detail: &str| StorageError::Corrupt { what: path.display().to_string(), detail: detail.into() };
     let bytes: [u8; 8] = payload.as_slice().try_into().map_err(|_| corrupt("not 8 bytes"))?;
     let hw = i64::from_be_bytes(bytes);

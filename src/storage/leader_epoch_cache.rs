@@ -13,6 +13,7 @@
 //! Invariant: epochs and start offsets both strictly increase along the entries.
 use std::path::{Path, PathBuf};
 
+use super::dir_survey::DirSurvey;
 use super::dma::write_atomic_blocking;
 use super::{Result, StorageError};
 
@@ -50,6 +51,16 @@ impl LeaderEpochCache {
             })
             .await
             .map_err(|e| StorageError::io(format!("reading {}", path.display()), e))?;
+        Self::from_text(path, text)
+    }
+
+    /// `load` from the directory's survey (read with the rest of the directory at open).
+    pub async fn load_surveyed(survey: &mut DirSurvey) -> Result<LeaderEpochCache> {
+        let text = survey.text_file(LEADER_EPOCH_CHECKPOINT_FILE).await?;
+        Self::from_text(survey.dir().join(LEADER_EPOCH_CHECKPOINT_FILE), text)
+    }
+
+    fn from_text(path: PathBuf, text: Option<String>) -> Result<LeaderEpochCache> {
         let entries = match text {
             None => Vec::new(),
             Some(t) => {

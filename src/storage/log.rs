@@ -17,16 +17,17 @@ use crate::runtime::file_slice::FileSlice;
 use bytes::{Bytes, BytesMut};
 
 use super::batch_cache::{BatchCache, CachedBatch};
-use super::dma::{read_checked_file, sync_dir, sync_parent_dir, write_checked_file};
-use super::recovery::{list_dir, open_active, open_sealed, remove_segment_files, ScanOutcome, SealedOpen};
-use super::segment::{log_file_name, SealSnapshot, Segment, WriteJob};
+use super::dir_survey::DirSurvey;
+use super::dma::{sync_dir, write_checked_file};
+use super::recovery::{open_active, open_sealed, remove_segment_files, ScanOutcome, SealedOpen};
+use super::segment::{index_file_name, log_file_name, time_index_file_name, SealSnapshot, Segment, WriteJob};
 use super::truncate::{Cut, TruncationPlan};
 use super::{LogConfig, Result, StorageError};
 use crate::record::BatchHeader;
 
 const LOG_START_MAGIC: u32 = 0x534c_4c53; // "SLLS"
 const LOG_START_VERSION: u16 = 1;
-const LOG_START_FILE: &str = "log-start-offset";
+pub(super) const LOG_START_FILE: &str = "log-start-offset";
 
 pub struct Log {
     dir: PathBuf,
@@ -55,6 +56,8 @@ pub struct Log {
     swapping: Option<i64>,
     /// A truncation is running (`truncate.rs`): the cleaner may not start a swap.
     truncating: bool,
+    /// See `marker_taken_unsynced`.
+    marker_taken_unsynced: bool,
 }
 
 /// What `Log::open` found.
@@ -63,6 +66,8 @@ pub struct OpenedLog {
     /// Valid batches of the active segment, in order.
     pub active_batches: Vec<BatchHeader>,
     pub truncated_bytes: u64,
+    /// The directory's survey, holding what the log did not read (`DirSurvey`).
+    pub survey: DirSurvey,
 }
 
 /// Where to read a fetch from disk.
@@ -77,37 +82,30 @@ pub struct DiskRead {
 
 impl Log {
     pub async fn open(dir: &Path, config: LogConfig) -> Result<OpenedLog> {
-        let d = dir.to_path_buf();
-        let created = glommio::executor()
-            .spawn_blocking(move || {
-                std::fs::create_dir(&d).map(|()| true).or_else(|e| match e.kind() {
-                    std::io::ErrorKind::AlreadyExists => Ok(false),
-                    std::io::ErrorKind::NotFound => std::fs::create_dir_all(&d).map(|()| true),
-                    _ => Err(e),
-                })
-            })
+        let mut opened = Self::open_surveyed(super::dir_survey::survey(dir).await?, config).await?;
+        if opened.log.marker_taken_unsynced() {
+            super::clean_shutdown::sync_taken_marker(dir).await?;
+            opened.log.mark_marker_taken_synced();
+        }
+        Ok(opened)
+    }
+
+    /// `open` of the directory `survey` looked at; the survey comes back in `OpenedLog`
+    /// holding the files the log did not read (the partition's checkpoints).
+    pub async fn open_surveyed(mut survey: DirSurvey, config: LogConfig) -> Result<OpenedLog> {
+        let dir = &survey.dir().to_path_buf();
+        if survey.listing.cleaner_leftovers_removed > 0 {
+            tracing::info!(dir = %dir.display(), files = survey.listing.cleaner_leftovers_removed, "removed files of an interrupted log clean");
+        }
+        let bases = std::mem::take(&mut survey.listing.bases);
+        let checkpoint = survey
+            .checked_file(LOG_START_FILE, LOG_START_MAGIC, LOG_START_VERSION)
             .await
-            .map_err(|e| StorageError::io(format!("creating {}", dir.display()), e))?;
-        if created {
-            // A new partition directory survives a crash only once its parent is synced.
-            sync_parent_dir(dir).await?;
-        }
-        let mut listing = list_dir(dir).await?;
-        if listing.cleaner_leftovers_removed > 0 {
-            tracing::info!(dir = %dir.display(), files = listing.cleaner_leftovers_removed, "removed files of an interrupted log clean");
-        }
-        let bases = std::mem::take(&mut listing.bases);
-        // Files the listing does not show are not opened (each failed open is a syscall
-        // and a hand-off to the blocking pool, per partition).
-        let checkpoint = match listing.contains(LOG_START_FILE) {
-            false => None,
-            true => read_checked_file(&dir.join(LOG_START_FILE), LOG_START_MAGIC, LOG_START_VERSION)
-                .await
-                .unwrap_or(None)
-                .and_then(|p| p.get(..8).map(|b| i64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))),
-        };
-        // Removed now (durably), so a crash from here on counts as unclean.
-        let clean = listing.contains(super::clean_shutdown::CLEAN_SHUTDOWN_FILE) && super::clean_shutdown::take_marker(dir).await?;
+            .unwrap_or(None)
+            .and_then(|p| p.get(..8).map(|b| i64::from_be_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])));
+        // Taken by now; a crash once that is synced counts as unclean.
+        let clean = super::clean_shutdown::take_surveyed_marker(&mut survey).await?;
+        let marker_taken_unsynced = survey.marker_taken_unsynced;
         let verify = config.verify_sealed_after_unclean_shutdown && !clean;
         if verify && bases.len() > 1 {
             tracing::info!(dir = %dir.display(), sealed = bases.len() - 1, "no clean-shutdown marker: verifying the sealed segments");
@@ -161,7 +159,10 @@ impl Log {
             }
             let (active, outcome) = match cut_short {
                 Some(found) => found,
-                None => (last, open_active(dir, last, config.index_interval_bytes, mode).await?),
+                None => {
+                    let listed = survey.listing.contains(&index_file_name(last)) || survey.listing.contains(&time_index_file_name(last));
+                    (last, open_active(dir, last, config.index_interval_bytes, mode, listed).await?)
+                }
             };
             active_batches = outcome.batches;
             truncated_bytes += outcome.truncated_bytes;
@@ -176,7 +177,7 @@ impl Log {
             segments.insert(start, Segment::empty(dir, start, file, crate::runtime::now_ms()));
         }
         let first_base = segments.keys().next().copied().unwrap_or(0);
-        let first_dirty_offset = match listing.contains(super::compaction::CHECKPOINT_FILE) {
+        let first_dirty_offset = match survey.listing.contains(super::compaction::CHECKPOINT_FILE) {
             true => super::compaction::load_checkpoint(dir).await.unwrap_or(0),
             false => 0,
         };
@@ -194,17 +195,36 @@ impl Log {
             uncleanable: false,
             swapping: None,
             truncating: false,
+            marker_taken_unsynced,
         };
         let end = log.next_offset();
         log.log_start_offset = checkpoint.unwrap_or(first_base).clamp(first_base, end);
         log.synced_offset = end;
         // A truncation may have left the cleaner's checkpoint past the end.
         log.first_dirty_offset = log.first_dirty_offset.min(end);
-        Ok(OpenedLog { log, active_batches, truncated_bytes })
+        Ok(OpenedLog { log, active_batches, truncated_bytes, survey })
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The open took the clean-shutdown marker (`dir_survey`) and that is not durable yet:
+    /// nothing may write to the log until the owner syncs it (one `syncfs` for a batch of
+    /// opens) and calls `mark_marker_taken_synced`. Otherwise a crash could leave the
+    /// clean marker over a log that changed, and the next open would trust its sealed
+    /// segments unread.
+    pub fn marker_taken_unsynced(&self) -> bool {
+        self.marker_taken_unsynced
+    }
+
+    pub fn mark_marker_taken_synced(&mut self) {
+        self.marker_taken_unsynced = false;
+    }
+
+    /// Invariant: a log is changed only once its marker's removal is durable.
+    fn assert_changeable(&self) {
+        debug_assert!(!self.marker_taken_unsynced, "{}: changed before the clean-shutdown marker's taking was synced", self.dir.display());
     }
 
     pub fn config(&self) -> &LogConfig {
@@ -281,6 +301,7 @@ impl Log {
     /// directory entry not synced yet) active. `snapshot` is saved as `<base>.snapshot`
     /// once the sealed segment is synced (by the writer, off the append path).
     pub fn roll(&mut self, file: Rc<SegmentFile>, now_ms: i64, snapshot: Option<SealSnapshot>) {
+        self.assert_changeable();
         let base = self.next_offset();
         let sealed = self.active_mut();
         sealed.sealed = true;
@@ -305,6 +326,7 @@ impl Log {
 
     /// Appends a batch (base offset already assigned = `next_offset()`).
     pub fn append(&mut self, header: &BatchHeader, batch: Bytes) {
+        self.assert_changeable();
         // Strictly increasing; dense on a leader (it assigns `next_offset()`: asserted in
         // `Partition::append`). A follower copies its leader's batches as they are, and a
         // compacted leader's cleaned segments skip the offsets of removed batches.
@@ -530,6 +552,7 @@ impl Log {
     /// Moves the log start offset forward (DeleteRecords, retention) and returns the
     /// segments now wholly below it, removed from the log; the caller deletes their files.
     pub fn advance_log_start(&mut self, offset: i64) -> Vec<Segment> {
+        self.assert_changeable();
         assert!(offset <= self.next_offset(), "log start offset cannot pass the log end");
         if offset > self.log_start_offset {
             self.log_start_offset = offset;
@@ -630,6 +653,7 @@ impl Log {
 
     /// Claims the cleaner for this log; false when a clean is already running.
     pub fn begin_clean(&mut self) -> bool {
+        self.assert_changeable();
         !std::mem::replace(&mut self.cleaner_running, true)
     }
 
@@ -720,6 +744,7 @@ impl Log {
 
     /// A truncation starts (no swap may start until it ends) or ends.
     pub(super) fn set_truncating(&mut self, on: bool) {
+        self.assert_changeable();
         assert!(!on || self.swapping.is_none(), "a truncation starts with no swap in flight");
         self.truncating = on;
     }

@@ -59,6 +59,7 @@ pub mod batch_reader;
 pub mod cached_read;
 pub mod clean_shutdown;
 pub mod compaction;
+pub mod dir_survey;
 pub mod dma;
 mod durable_waiters;
 pub mod file;

@@ -15,12 +15,13 @@ use std::path::Path;
 
 use base64::Engine;
 
+use super::dir_survey::DirSurvey;
 use super::dma::{sync_parent_dir, write_atomic_blocking};
 use super::{Result, StorageError};
 
 pub const PARTITION_METADATA_FILE: &str = "partition.metadata";
 
-/// What `discard_if_stray` found in a partition directory.
+/// What `claim` found in a partition directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DirClaim {
     /// No directory yet.
@@ -57,42 +58,30 @@ pub fn decode(text: &str) -> Option<[u8; 16]> {
     bytes.try_into().ok()
 }
 
-/// Before a partition opens `dir` for topic `topic_id`: removes the directory if its
-/// `partition.metadata` names another topic id. An unreadable file is an error (the
-/// operator decides), never a reason to delete data.
-pub async fn discard_if_stray(dir: &Path, topic_id: [u8; 16]) -> Result<DirClaim> {
-    let d = dir.to_path_buf();
-    let claim = glommio::executor()
-        .spawn_blocking(move || -> std::io::Result<std::result::Result<DirClaim, String>> {
-            if !d.is_dir() {
-                return Ok(Ok(DirClaim::Absent));
-            }
-            let text = match std::fs::read_to_string(d.join(PARTITION_METADATA_FILE)) {
-                Ok(t) => t,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Ok(DirClaim::Ours)),
-                Err(e) => return Err(e),
-            };
-            let Some(found) = decode(&text) else { return Ok(Err(text)) };
-            if found == topic_id {
-                return Ok(Ok(DirClaim::Recorded));
-            }
-            std::fs::remove_dir_all(&d)?;
-            Ok(Ok(DirClaim::RemovedStray(found)))
-        })
-        .await
-        .map_err(|e| StorageError::io(format!("checking {}", dir.display()), e))?;
-    match claim {
-        Ok(DirClaim::RemovedStray(id)) => {
-            // The removal is durable before a new directory of the same name appears.
-            sync_parent_dir(dir).await?;
-            Ok(DirClaim::RemovedStray(id))
-        }
-        Ok(c) => Ok(c),
-        Err(text) => Err(StorageError::Corrupt {
+/// Before a partition opens the surveyed directory for topic `topic_id`: removes the
+/// directory if its `partition.metadata` names another topic id (survey it again to
+/// open). An unreadable file is an error (the operator decides), never a reason to
+/// delete data.
+pub async fn claim(survey: &mut DirSurvey, topic_id: [u8; 16]) -> Result<DirClaim> {
+    if survey.created {
+        return Ok(DirClaim::Absent);
+    }
+    let dir = survey.dir().to_path_buf();
+    let Some(text) = survey.text_file(PARTITION_METADATA_FILE).await? else { return Ok(DirClaim::Ours) };
+    let Some(found) = decode(&text) else {
+        return Err(StorageError::Corrupt {
             what: format!("{}", dir.join(PARTITION_METADATA_FILE).display()),
             detail: format!("not a partition.metadata file: {:?}", text.chars().take(80).collect::<String>()),
-        }),
+        });
+    };
+    if found == topic_id {
+        return Ok(DirClaim::Recorded);
     }
+    let d = dir.clone();
+    glommio::executor().spawn_blocking(move || std::fs::remove_dir_all(d)).await.map_err(|e| StorageError::io(format!("removing {}", dir.display()), e))?;
+    // The removal is durable before a new directory of the same name appears.
+    sync_parent_dir(&dir).await?;
+    Ok(DirClaim::RemovedStray(found))
 }
 
 /// After the partition opened `dir`: records its topic id unless the file already holds
@@ -115,6 +104,7 @@ pub async fn record(dir: &Path, topic_id: [u8; 16]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::dir_survey::survey;
 
     #[test]
     fn text_round_trips_in_kafkas_format() {
@@ -139,18 +129,17 @@ mod tests {
         let dir = tmp.path().join("t-0");
         glommio::LocalExecutorBuilder::default()
             .spawn(move || async move {
-                assert_eq!(discard_if_stray(&dir, [1; 16]).await.unwrap(), DirClaim::Absent);
-                std::fs::create_dir(&dir).unwrap();
+                assert_eq!(claim(&mut survey(&dir).await.unwrap(), [1; 16]).await.unwrap(), DirClaim::Absent, "created by the survey");
                 std::fs::write(dir.join("00000000000000000000.log"), b"old").unwrap();
-                assert_eq!(discard_if_stray(&dir, [1; 16]).await.unwrap(), DirClaim::Ours, "no file: adopted");
+                assert_eq!(claim(&mut survey(&dir).await.unwrap(), [1; 16]).await.unwrap(), DirClaim::Ours, "no file: adopted");
                 record(&dir, [1; 16]).await.unwrap();
-                assert_eq!(discard_if_stray(&dir, [1; 16]).await.unwrap(), DirClaim::Recorded);
+                assert_eq!(claim(&mut survey(&dir).await.unwrap(), [1; 16]).await.unwrap(), DirClaim::Recorded);
                 assert!(dir.join("00000000000000000000.log").exists());
-                assert_eq!(discard_if_stray(&dir, [2; 16]).await.unwrap(), DirClaim::RemovedStray([1; 16]));
+                assert_eq!(claim(&mut survey(&dir).await.unwrap(), [2; 16]).await.unwrap(), DirClaim::RemovedStray([1; 16]));
                 assert!(!dir.exists(), "the stray directory is gone");
                 std::fs::create_dir(&dir).unwrap();
                 std::fs::write(dir.join(PARTITION_METADATA_FILE), b"garbage").unwrap();
-                assert!(discard_if_stray(&dir, [2; 16]).await.is_err(), "unreadable: an error, nothing deleted");
+                assert!(claim(&mut survey(&dir).await.unwrap(), [2; 16]).await.is_err(), "unreadable: an error, nothing deleted");
                 assert!(dir.exists());
             })
             .unwrap()

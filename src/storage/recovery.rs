@@ -41,52 +41,6 @@ pub struct ScanOutcome {
     pub truncated_bytes: u64,
 }
 
-/// One log directory's files as `Log::open` found them (one listing serves every step
-/// of the open: a restart with 100k partitions paid a second listing and a failed open
-/// per absent optional file, per partition).
-pub struct DirListing {
-    /// The segment bases (`<base>.log`), ascending.
-    pub bases: Vec<i64>,
-    names: std::collections::HashSet<String>,
-    /// `<base>.log.cleaned` files a crash left in the middle of a clean, removed.
-    pub cleaner_leftovers_removed: usize,
-}
-
-impl DirListing {
-    /// Whether the directory held `name` when listed.
-    pub fn contains(&self, name: &str) -> bool {
-        self.names.contains(name)
-    }
-}
-
-/// Lists `dir` and deletes the `<base>.log.cleaned` files a crash left behind in the
-/// middle of a clean (the rename over `<base>.log` is the commit point, so the original
-/// is still whole).
-pub async fn list_dir(dir: &Path) -> Result<DirListing> {
-    let d = dir.to_path_buf();
-    let (names, removed) = glommio::executor()
-        .spawn_blocking(move || -> std::io::Result<(std::collections::HashSet<String>, usize)> {
-            let leftover = format!(".log{}", super::compaction::CLEANED_SUFFIX);
-            let (mut names, mut removed) = (std::collections::HashSet::new(), 0);
-            for e in std::fs::read_dir(&d)? {
-                let e = e?;
-                let name = e.file_name().to_string_lossy().into_owned();
-                if name.ends_with(&leftover) {
-                    std::fs::remove_file(e.path())?;
-                    removed += 1;
-                } else {
-                    names.insert(name);
-                }
-            }
-            Ok((names, removed))
-        })
-        .await
-        .map_err(|e| StorageError::io(format!("listing {}", dir.display()), e))?;
-    let mut bases: Vec<i64> = names.iter().filter_map(|n| n.strip_suffix(".log")).filter(|n| n.len() == 20).filter_map(|n| n.parse::<i64>().ok()).collect();
-    bases.sort_unstable();
-    Ok(DirListing { bases, names, cleaner_leftovers_removed: removed })
-}
-
 /// What `open_sealed` found.
 pub enum SealedOpen {
     /// The segment, whole.
@@ -189,11 +143,15 @@ pub async fn sealed_was_synced(dir: &Path, next_base: i64) -> bool {
 }
 
 /// Scans the active segment, validating every batch, and truncates a bad tail.
-pub async fn open_active(dir: &Path, base: i64, index_interval_bytes: usize, mode: WriteMode) -> Result<ScanOutcome> {
+/// `indexes_listed`: whether its index files may exist (false when the directory's listing
+/// showed neither: no removal is tried).
+pub async fn open_active(dir: &Path, base: i64, index_interval_bytes: usize, mode: WriteMode, indexes_listed: bool) -> Result<ScanOutcome> {
     let file = open_segment(&dir.join(log_file_name(base)), mode).await?;
     // Indexes of the active segment are rebuilt, never trusted.
-    super::dma::remove_file(&index_path(dir, base)).await?;
-    super::dma::remove_file(&time_index_path(dir, base)).await?;
+    if indexes_listed {
+        super::dma::remove_file(&index_path(dir, base)).await?;
+        super::dma::remove_file(&time_index_path(dir, base)).await?;
+    }
     // The active segment is never compacted: its offsets must be dense.
     scan(dir, base, file, index_interval_bytes, None).await
 }

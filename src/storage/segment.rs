@@ -49,18 +49,30 @@ pub fn log_file_name(base_offset: i64) -> String {
     format!("{base_offset:020}.log")
 }
 
+pub fn index_file_name(base_offset: i64) -> String {
+    format!("{base_offset:020}.index")
+}
+
 pub fn index_path(dir: &Path, base_offset: i64) -> PathBuf {
-    dir.join(format!("{base_offset:020}.index"))
+    dir.join(index_file_name(base_offset))
+}
+
+pub fn time_index_file_name(base_offset: i64) -> String {
+    format!("{base_offset:020}.timeindex")
 }
 
 pub fn time_index_path(dir: &Path, base_offset: i64) -> PathBuf {
-    dir.join(format!("{base_offset:020}.timeindex"))
+    dir.join(time_index_file_name(base_offset))
+}
+
+pub fn snapshot_file_name(base_offset: i64) -> String {
+    format!("{base_offset:020}.snapshot")
 }
 
 /// The `<base>.snapshot` file the partition keeps next to a segment (its producer state
 /// as of the segment's base). Storage does not read it; it deletes it with the segment.
 pub fn snapshot_path(dir: &Path, base_offset: i64) -> PathBuf {
-    dir.join(format!("{base_offset:020}.snapshot"))
+    dir.join(snapshot_file_name(base_offset))
 }
 
 /// What a sealed segment needs to open without a scan (stored in its index file).

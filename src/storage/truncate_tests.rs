@@ -601,16 +601,17 @@ fn a_clean_shutdown_skips_the_verification_and_the_marker_lasts_one_open() {
             let bases = t.log.borrow().segment_bases();
             t.writer.close_cleanly().await.unwrap();
             drop(t);
-            assert!(dir.join(CLEAN_SHUTDOWN_FILE).exists());
+            assert!(super::clean_shutdown::reads_clean(&dir));
             flip_byte(&dir.join(log_file_name(bases[1])), 2);
             // Clean: sealed segments open from their indexes unread (the damage would be
             // met on read, CRC-checked as always).
             let t = open_log(&dir, mode, true).await.unwrap();
             assert_eq!(t.end(), m.end(), "{mode:?}: nothing verified, nothing cut");
-            assert!(!dir.join(CLEAN_SHUTDOWN_FILE).exists(), "the marker is taken at open");
+            assert!(dir.join(CLEAN_SHUTDOWN_FILE).exists() && !super::clean_shutdown::reads_clean(&dir), "the marker is taken at open (overwritten in place)");
+            assert!(!t.log.borrow().marker_taken_unsynced(), "Log::open syncs the taken marker itself");
             t.idle().await;
             drop(t);
-            // The next open (no marker: unclean) verifies and cuts.
+            // The next open (a taken marker: unclean) verifies and cuts.
             let t = open_log(&dir, mode, true).await.unwrap();
             assert!(t.end() < m.end() && t.end() > bases[1], "{mode:?}: cut inside the damaged segment");
             // With verification off (the default), the damaged sealed segment opens unread.

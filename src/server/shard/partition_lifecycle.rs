@@ -19,6 +19,9 @@ use crate::storage::LogConfig;
 
 /// Replicas a shard opens at once (their file waits overlap; each holds a read buffer).
 const OPEN_CONCURRENCY: usize = 64;
+/// Opened replicas awaiting their taken markers' sync from which one `syncfs` replaces
+/// their own syncs (`insert_opened`).
+const SYNCFS_MIN_REPLICAS: usize = 64;
 
 impl ShardContext {
     /// `image` is the one being applied: its dynamic broker configs give the defaults.
@@ -85,8 +88,9 @@ impl ShardContext {
         self.partitions.get(topic, index).or_else(|| self.partitions.follower(topic, index))
     }
 
-    /// Opens (recovering) this shard's replica of `meta` in the role the image gives it.
-    async fn open_partition(&self, image: &MetadataImage, topic: &TopicMeta, meta: &PartitionMeta, role: Role) {
+    /// Opens (recovering) this shard's replica of `meta` in the role the image gives it;
+    /// the caller makes it reachable (`insert_opened`).
+    async fn open_partition(&self, image: &MetadataImage, topic: &TopicMeta, meta: &PartitionMeta, role: Role) -> Option<(Rc<Partition>, Role)> {
         let index = meta.partition;
         let (log, settings) = self.settings_for(image, topic);
         let dir = self.partition_dir(&topic.name, index);
@@ -98,13 +102,55 @@ impl ShardContext {
         };
         let opened = Partition::open_replica(&dir, topic.name.clone(), index, topic.topic_id, self.shard, self.config.node_id, role_state, log, settings).await;
         match opened {
-            // The cache budgets are split again once the whole batch is open (`sync_topics`):
-            // once per partition, that was quadratic in the partitions at start-up.
-            Ok(p) => match role {
+            Ok(p) => Some((p, role)),
+            Err(e) => {
+                tracing::error!(shard = self.shard, topic = %topic.name, partition = index, error = %e, "cannot open partition");
+                None
+            }
+        }
+    }
+
+    /// Makes a batch of opened replicas reachable, once the taking of their clean-shutdown
+    /// markers is durable (`Log::marker_taken_unsynced`): one `syncfs` per log dir for a
+    /// large batch (a restart: a sync per partition was most of a 100k-partition start),
+    /// the markers' own syncs for a small one.
+    async fn insert_opened(&self, opened: Vec<(Rc<Partition>, Role)>) {
+        let waiting: Vec<&Rc<Partition>> = opened.iter().map(|(p, _)| p).filter(|p| p.marker_taken_unsynced()).collect();
+        if waiting.len() >= SYNCFS_MIN_REPLICAS {
+            let roots: std::collections::BTreeSet<std::path::PathBuf> = waiting.iter().filter_map(|p| p.dir().parent().map(|d| d.to_path_buf())).collect();
+            let mut synced = true;
+            for root in &roots {
+                if let Err(e) = crate::storage::dma::sync_filesystem(root).await {
+                    tracing::warn!(shard = self.shard, dir = %root.display(), error = %e, "syncfs failed; syncing each replica's marker instead");
+                    synced = false;
+                }
+            }
+            if synced {
+                waiting.iter().for_each(|p| p.mark_marker_taken_synced());
+            }
+        }
+        // The rest (a small batch, or after a failed syncfs) sync their own markers.
+        let failed: std::collections::HashSet<*const Partition> = futures::stream::iter(opened.iter().map(|(p, _)| p).filter(|p| p.marker_taken_unsynced()))
+            .map(|p| async move { p.sync_taken_marker().await.err().map(|e| (p, e)) })
+            .buffer_unordered(OPEN_CONCURRENCY)
+            .filter_map(|failed| async move { failed })
+            .map(|(p, e)| {
+                tracing::error!(shard = self.shard, topic = %p.topic, partition = p.index, error = %e, "cannot open partition: syncing its clean-shutdown marker failed");
+                Rc::as_ptr(p)
+            })
+            .collect()
+            .await;
+        // The cache budgets are split again once the whole batch is in (`sync_topics`): once
+        // per partition, that was quadratic in the partitions at start-up.
+        for (p, role) in opened {
+            if failed.contains(&Rc::as_ptr(&p)) {
+                p.close();
+                continue;
+            }
+            match role {
                 Role::Leader => self.partitions.insert(p),
                 Role::Follower { .. } => self.partitions.insert_follower(p),
-            },
-            Err(e) => tracing::error!(shard = self.shard, topic = %topic.name, partition = index, error = %e, "cannot open partition"),
+            }
         }
     }
 
@@ -171,7 +217,13 @@ impl ShardContext {
                 limit = self.config.max_partitions_per_shard, "partition limit per shard reached; not opening (raise max_partitions_per_shard)");
         }
         to_open.truncate(room);
-        futures::stream::iter(to_open).for_each_concurrent(OPEN_CONCURRENCY, |(topic, meta, role)| self.open_partition(image, topic, meta, role)).await;
+        let opened: Vec<_> = futures::stream::iter(to_open)
+            .map(|(topic, meta, role)| self.open_partition(image, topic, meta, role))
+            .buffer_unordered(OPEN_CONCURRENCY)
+            .filter_map(|opened| async move { opened })
+            .collect()
+            .await;
+        self.insert_opened(opened).await;
         self.rebalance_cache_budgets();
     }
 
