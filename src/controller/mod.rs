@@ -130,6 +130,8 @@ pub struct ControllerConfig {
     pub topic_defaults: TopicConfigDefaults,
     /// Take a state-machine snapshot (and purge the log before it) every this many entries.
     pub snapshot_every_entries: u64,
+    /// Take one at a clean stop too, so the next start replays nothing (`server.rs`).
+    pub snapshot_at_shutdown: bool,
     /// host:port to serve controller RPCs on; None = single node, no peers. A broker-only
     /// node is added as an observer at this address, so it must be reachable from the
     /// controllers.
@@ -184,6 +186,7 @@ impl Default for ControllerConfig {
             default_replication_factor: 1,
             topic_defaults: TopicConfigDefaults::default(),
             snapshot_every_entries: 1024,
+            snapshot_at_shutdown: true,
             listener: None,
             advertised_listener: None,
             voters: BTreeMap::new(),

@@ -118,7 +118,7 @@ impl ShardContext {
         let waiting: Vec<&Rc<Partition>> = opened.iter().map(|(p, _)| p).filter(|p| p.marker_taken_unsynced()).collect();
         if waiting.len() >= SYNCFS_MIN_REPLICAS {
             let roots: std::collections::BTreeSet<std::path::PathBuf> = waiting.iter().filter_map(|p| p.dir().parent().map(|d| d.to_path_buf())).collect();
-            let mut synced = true;
+            let (mut synced, syncing) = (true, std::time::Instant::now());
             for root in &roots {
                 if let Err(e) = crate::storage::dma::sync_filesystem(root).await {
                     tracing::warn!(shard = self.shard, dir = %root.display(), error = %e, "syncfs failed; syncing each replica's marker instead");
@@ -127,6 +127,12 @@ impl ShardContext {
             }
             if synced {
                 waiting.iter().for_each(|p| p.mark_marker_taken_synced());
+                tracing::info!(
+                    shard = self.shard,
+                    replicas = waiting.len(),
+                    took_ms = syncing.elapsed().as_millis() as u64,
+                    "taken clean-shutdown markers synced (syncfs)"
+                );
             }
         }
         // The rest (a small batch, or after a failed syncfs) sync their own markers.
