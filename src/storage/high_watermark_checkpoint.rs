@@ -2,7 +2,7 @@
 //! replica (leader or follower) starts from it rather than from 0 (Kafka's
 //! `replication-offset-checkpoint`, one per log dir; one small file per partition fits
 //! our shard ownership). A checked file like the others (magic, version, CRC-32C),
-//! holding the offset as 8 bytes big-endian, replaced through the page cache with no
+//! holding the offset as 8 bytes big-endian, overwritten through the page cache with no
 //! sync (`write_checked_file_unsynced`): losing it is safe, and syncing a file per
 //! partition every few seconds stalled the segment writes.
 //!
@@ -80,6 +80,13 @@ mod tests {
             bytes[16] ^= 0x01;
             std::fs::write(&path, &bytes).unwrap();
             assert!(matches!(load(&dir).await, Err(StorageError::Corrupt { .. })), "a flipped bit fails the CRC-32C");
+            // Saved in place: the same file (nothing freed), a longer one cut to the data.
+            use std::os::unix::fs::MetadataExt;
+            std::fs::write(&path, vec![0u8; 4096]).unwrap();
+            let inode = std::fs::metadata(&path).unwrap().ino();
+            save(&dir, 7).await.unwrap();
+            assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode, "not replaced");
+            assert_eq!(load(&dir).await.unwrap(), Some(7));
         });
     }
 }
