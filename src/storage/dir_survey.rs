@@ -190,28 +190,21 @@ impl DirSurvey {
     pub async fn text_file(&mut self, name: &'static str) -> Result<Option<String>> {
         let path = self.dir.join(name);
         let bytes = match self.take_preloaded(name) {
-            Ok(None) => return Ok(None),
-            Ok(Some(bytes)) => Ok(bytes),
+            Ok(bytes) => bytes,
             Err(Some(e)) => return Err(e),
             Err(None) => {
                 let p = path.clone();
                 glommio::executor()
                     .spawn_blocking(move || match std::fs::read(&p) {
-                        Ok(t) => Ok(Some(t)),
                         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-                        Err(e) => Err(e),
+                        read => read.map(Some),
                     })
                     .await
                     .map_err(|e| StorageError::io(format!("reading {}", path.display()), e))?
-                    .ok_or(())
             }
         };
-        match bytes {
-            Err(()) => Ok(None),
-            Ok(bytes) => String::from_utf8(bytes)
-                .map(Some)
-                .map_err(|_| StorageError::io(format!("reading {}", path.display()), io::Error::new(io::ErrorKind::InvalidData, "not UTF-8"))),
-        }
+        let not_text = || StorageError::io(format!("reading {}", path.display()), io::Error::new(io::ErrorKind::InvalidData, "not UTF-8"));
+        bytes.map(|b| String::from_utf8(b).map_err(|_| not_text())).transpose()
     }
 
     /// The clean-shutdown marker's bytes as the survey read them (`None`: left alone).
