@@ -13,7 +13,9 @@ use std::path::Path;
 use std::rc::Rc;
 
 use super::dir_survey::DirSurvey;
-use super::dma::{checked_file_bytes, parse_checked_file, read_checked_file, remove_file, sync_dir, write_atomic_blocking, write_checked_file};
+use super::dma::{
+    checked_file_bytes, overwrite_in_place_blocking, parse_checked_file, read_checked_file, remove_file, sync_dir, write_atomic_blocking, write_checked_file,
+};
 use super::log_writer::LogWriter;
 use super::{Result, StorageError};
 
@@ -41,16 +43,9 @@ pub async fn write_marker(dir: &Path, log_end_offset: i64) -> Result<()> {
     let data = checked_file_bytes(MARKER_MAGIC, MARKER_VERSION, &log_end_offset.to_be_bytes());
     let p = path.clone();
     glommio::executor()
-        .spawn_blocking(move || {
-            use std::os::unix::fs::FileExt;
-            match std::fs::OpenOptions::new().write(true).open(&p) {
-                Ok(f) => {
-                    f.write_all_at(&data, 0)?;
-                    f.sync_data()
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => write_atomic_blocking(&p, &data),
-                Err(e) => Err(e),
-            }
+        .spawn_blocking(move || match overwrite_in_place_blocking(&p, &data)? {
+            Some(f) => f.sync_data(),
+            None => write_atomic_blocking(&p, &data),
         })
         .await
         .map_err(|e| StorageError::io(format!("writing {}", path.display()), e))

@@ -21,10 +21,9 @@
 //! and removal goes through the seam the injector watches.
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::dma::{parse_checked_file, read_checked_file, sync_dir_blocking};
+use super::dma::{overwrite_in_place_blocking, parse_checked_file, read_checked_file, sync_dir_blocking};
 use super::{Result, StorageError};
 
 /// The small files a log's open reads, preloaded when the listing shows them.
@@ -121,8 +120,7 @@ fn survey_blocking(dir: PathBuf, preload: bool) -> io::Result<DirSurvey> {
             let read = read_small(&path).unwrap_or_else(|| Ok(Vec::new()));
             // Taken now: a crash once this is synced counts as unclean.
             if let Some(taken) = read.as_ref().ok().and_then(|bytes| super::clean_shutdown::taken_form(bytes)) {
-                std::fs::OpenOptions::new().write(true).open(&path)?.write_all_at(&taken, 0)?;
-                marker_taken_unsynced = true;
+                marker_taken_unsynced = overwrite_in_place_blocking(&path, &taken)?.is_some();
             }
             taken_marker = Some(read);
         }

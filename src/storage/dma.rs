@@ -86,21 +86,29 @@ pub async fn write_checked_file_unsynced(path: &Path, magic: u32, version: u16, 
     let (tmp, path) = (tmp_path(path), path.to_path_buf());
     let what = path.display().to_string();
     glommio::executor()
-        .spawn_blocking(move || match std::fs::OpenOptions::new().write(true).open(&path) {
-            Ok(f) => {
-                use std::os::unix::fs::FileExt;
-                f.write_all_at(&data, 0)?;
-                // Never to 0 (that would free the block): only a longer old file is cut.
-                if f.metadata()?.len() > data.len() as u64 {
-                    f.set_len(data.len() as u64)?;
-                }
-                Ok(())
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::write(&tmp, &data).and_then(|()| std::fs::rename(&tmp, &path)),
-            Err(e) => Err(e),
+        .spawn_blocking(move || match overwrite_in_place_blocking(&path, &data)? {
+            Some(_) => Ok(()),
+            None => std::fs::write(&tmp, &data).and_then(|()| std::fs::rename(&tmp, &path)),
         })
         .await
         .map_err(|e| StorageError::io(format!("replacing {what}"), e))
+}
+
+/// Writes `data` over the start of the existing file at `path`, cutting a longer file to
+/// it (never to 0: that would free its block, a synchronous discard where the filesystem
+/// is mounted with `discard`); no sync. `Ok(None)` when there is no file. Blocking.
+pub fn overwrite_in_place_blocking(path: &Path, data: &[u8]) -> std::io::Result<Option<std::fs::File>> {
+    use std::os::unix::fs::FileExt;
+    let f = match std::fs::OpenOptions::new().write(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    f.write_all_at(data, 0)?;
+    if f.metadata()?.len() > data.len() as u64 {
+        f.set_len(data.len() as u64)?;
+    }
+    Ok(Some(f))
 }
 
 /// A small file with a header (magic, version, length, CRC-32C) written atomically:
