@@ -8,6 +8,7 @@
 //! - `rate.rs`      fixed-rate schedule with coordinated-omission correction
 //! - `histogram.rs` hdrhistogram latencies and the percentiles we report
 //! - `report.rs`    progress line, final summary, `--json`
+//! - `timeline.rs`  throughput and percentiles per interval (latency over time)
 //!
 //! Single-node assumption: every connection goes to `--bootstrap`; the topic's
 //! partitions must all be led by that broker (checked).
@@ -19,6 +20,7 @@ pub mod histogram;
 pub mod rate;
 pub mod records;
 pub mod report;
+pub mod timeline;
 pub mod transactional;
 pub mod workload;
 
@@ -33,6 +35,7 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::metadata_request::{MetadataRequest, MetadataRequestTopic};
 use kafka_protocol::messages::{BrokerId, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::Compression;
 
 use crate::cli::client::Client;
 use report::{Meter, Summary, MB};
@@ -70,6 +73,18 @@ pub enum IsolationArg {
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum CompressionArg {
     None,
+    Lz4,
+    Zstd,
+}
+
+impl CompressionArg {
+    fn codec(self) -> Compression {
+        match self {
+            CompressionArg::None => Compression::None,
+            CompressionArg::Lz4 => Compression::Lz4,
+            CompressionArg::Zstd => Compression::Zstd,
+        }
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -107,8 +122,17 @@ pub struct BenchArgs {
     /// Seconds of load before measuring.
     #[arg(long, default_value_t = 2.0)]
     pub warmup_s: f64,
+    /// Batch compression (produce). Compressed runs send values that compress about 2:1
+    /// (half filler, half repeated text); uncompressed runs send incompressible filler.
     #[arg(long, value_enum, default_value = "none")]
     pub compression: CompressionArg,
+    /// Produce: keyed records, this many distinct keys, key k on partition k mod
+    /// partitions (round-robin, as a keyed producer spreads them); 0 = no keys.
+    #[arg(long, default_value_t = 0)]
+    pub keys: usize,
+    /// Seconds per timeline interval in the summary (latency over time); 0 = none.
+    #[arg(long, default_value_t = 1.0)]
+    pub timeline_s: f64,
     /// Produce: stop after this many MB (to fill a topic).
     #[arg(long)]
     pub total_mb: Option<f64>,
@@ -161,11 +185,20 @@ pub fn run(mode: BenchMode) -> anyhow::Result<()> {
     if args.rate_mb_s < 0.0 || !args.rate_mb_s.is_finite() {
         bail!("--rate-mb-s must be >= 0");
     }
+    if name == "e2e" && !matches!(args.compression, CompressionArg::None) {
+        bail!("e2e stamps send times into the values: it cannot send compressed batches");
+    }
+    if name == "txn" && (args.keys > 0 || !matches!(args.compression, CompressionArg::None)) {
+        bail!("txn sends unkeyed, uncompressed batches (--keys and --compression are for produce)");
+    }
     if name == "e2e" && args.rate_mb_s == 0.0 {
         bail!("e2e needs a fixed --rate-mb-s (latency at max rate measures queueing, not the broker)");
     }
     let batch_records = args.batch_records.unwrap_or(args.batch_bytes / args.record_size).max(1);
     let partitions = ensure_topic(&args.bootstrap, &args.topic, args.partitions)?;
+    if args.keys > 0 && args.keys < partitions.len() {
+        bail!("--keys {} is fewer than the {} partitions: some partitions would get no records", args.keys, partitions.len());
+    }
     let mut spec = Spec {
         bootstrap: args.bootstrap.clone(),
         topic: args.topic.clone(),
@@ -186,7 +219,10 @@ pub fn run(mode: BenchMode) -> anyhow::Result<()> {
             IsolationArg::ReadUncommitted => 0,
             IsolationArg::ReadCommitted => 1,
         },
+        keys: args.keys,
+        compression: args.compression.codec(),
     };
+    let timeline = if args.timeline_s > 0.0 { secs(args.timeline_s, "--timeline-s")? } else { Duration::ZERO };
     if name == "txn" {
         // One transactional producer (connection) per partition, acks=all, a
         // transaction's batches in flight at once.
@@ -202,7 +238,7 @@ pub fn run(mode: BenchMode) -> anyhow::Result<()> {
     // e2e: this is the consumer's meter; it runs until everything produced was read (or
     // 10 s after the producer stopped), so the last records' latencies count too.
     let meter_end = if name == "e2e" { measure_end + Duration::from_secs(10) } else { measure_end };
-    let meter = Arc::new(Meter::new(measure_start, meter_end));
+    let meter = Arc::new(Meter::new(measure_start, meter_end).with_timeline(timeline));
     let stop = Stop::default();
     let progress_stop = Stop::default();
     let progress = (!args.quiet).then(|| report::spawn_progress(name, meter.clone(), progress_stop.flag()));
@@ -269,7 +305,7 @@ pub fn run(mode: BenchMode) -> anyhow::Result<()> {
             if consumed < target {
                 eprintln!("warning: consumed {consumed} of {target} produced records before the drain deadline");
             }
-            let summary = summary(
+            let mut summary = summary(
                 name,
                 &spec,
                 pr,
@@ -280,6 +316,7 @@ pub fn run(mode: BenchMode) -> anyhow::Result<()> {
                 produce_latency,
                 "fetched minus intended send time",
             );
+            (summary.timeline_interval_s, summary.timeline) = consume_meter.timeline();
             summary.print(args.json);
             return Ok(());
         }
@@ -293,6 +330,7 @@ pub fn run(mode: BenchMode) -> anyhow::Result<()> {
     let errors = meter.errors.load(std::sync::atomic::Ordering::Relaxed);
     let mut s = summary(name, &spec, records, bytes, elapsed, errors, lat, produce_latency, latency_from);
     s.txn = txn.map(|t| report::TxnSummary { transactions: records / t.records_per_txn.max(1) as u64, ..t });
+    (s.timeline_interval_s, s.timeline) = meter.timeline();
     s.print(args.json);
     if records == 0 {
         bail!("no records completed in the measured window");
@@ -334,6 +372,20 @@ fn summary(
         latency_from,
         isolation_level: if spec.isolation_level == 1 { "read_committed" } else { "read_uncommitted" },
         txn: None,
+        keys: spec.keys,
+        compression: compression_name(spec.compression),
+        timeline_interval_s: 0.0,
+        timeline: Vec::new(),
+    }
+}
+
+fn compression_name(c: Compression) -> &'static str {
+    match c {
+        Compression::None => "none",
+        Compression::Gzip => "gzip",
+        Compression::Snappy => "snappy",
+        Compression::Lz4 => "lz4",
+        Compression::Zstd => "zstd",
     }
 }
 

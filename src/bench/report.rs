@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::histogram::{LatencyHistogram, Percentiles};
+use super::timeline::{Interval, Timeline};
 
 pub const MB: f64 = (1u64 << 20) as f64;
 
@@ -26,6 +27,8 @@ pub struct Meter {
     last_in_window_ns: AtomicU64,
     pub errors: AtomicU64,
     hist: Mutex<LatencyHistogram>,
+    /// Per-interval throughput and percentiles over the window (None: not asked for).
+    timeline: Option<Mutex<Timeline>>,
 }
 
 impl Meter {
@@ -40,7 +43,14 @@ impl Meter {
             last_in_window_ns: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             hist: Mutex::new(LatencyHistogram::new()),
+            timeline: None,
         }
+    }
+
+    /// Also keeps a timeline of `interval`s (a zero interval keeps none).
+    pub fn with_timeline(mut self, interval: Duration) -> Meter {
+        self.timeline = (!interval.is_zero()).then(|| Mutex::new(Timeline::new(interval)));
+        self
     }
 
     /// Counts records completed at `done` (acknowledged, or fetched).
@@ -50,20 +60,40 @@ impl Meter {
         if done >= self.measure_start && done < self.measure_end {
             self.win_records.fetch_add(records, Ordering::Relaxed);
             self.win_bytes.fetch_add(bytes, Ordering::Relaxed);
-            let ns = done.duration_since(self.measure_start).as_nanos() as u64;
-            self.last_in_window_ns.fetch_max(ns, Ordering::Relaxed);
+            let since = done.duration_since(self.measure_start);
+            self.last_in_window_ns.fetch_max(since.as_nanos() as u64, Ordering::Relaxed);
+            if let Some(t) = &self.timeline {
+                t.lock().unwrap_or_else(|p| p.into_inner()).count(since, records, bytes);
+            }
         }
     }
 
-    /// Records latencies measured in a local histogram (one lock per response).
-    pub fn add_latencies(&self, local: &mut LatencyHistogram) {
+    /// Records latencies measured in a local histogram (one lock per response), all of
+    /// them completed at `done` (the timeline files them under that moment).
+    pub fn add_latencies(&self, local: &mut LatencyHistogram, done: Instant) {
         if local.is_empty() {
             return;
+        }
+        if let Some(t) = &self.timeline {
+            if self.in_window(done) {
+                t.lock().unwrap_or_else(|p| p.into_inner()).latencies(done.duration_since(self.measure_start), local);
+            }
         }
         // A poisoned lock means another reader panicked; keep counting regardless.
         let mut h = self.hist.lock().unwrap_or_else(|p| p.into_inner());
         h.merge(local);
         local.reset();
+    }
+
+    /// The timeline's intervals so far (empty without a timeline).
+    pub fn timeline(&self) -> (f64, Vec<Interval>) {
+        match &self.timeline {
+            Some(t) => {
+                let mut t = t.lock().unwrap_or_else(|p| p.into_inner());
+                (t.interval().as_secs_f64(), t.finish())
+            }
+            None => (0.0, Vec::new()),
+        }
     }
 
     /// Whether a record intended (or sent) at `t` belongs in the latency figures.
@@ -153,6 +183,14 @@ pub struct Summary {
     /// txn only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub txn: Option<TxnSummary>,
+    /// produce (and e2e: the end-to-end side) with --keys: distinct keys.
+    pub keys: usize,
+    pub compression: &'static str,
+    /// Seconds per timeline interval (0: no timeline).
+    pub timeline_interval_s: f64,
+    /// The window in intervals, by completion time: throughput and latency over time.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub timeline: Vec<Interval>,
 }
 
 /// What the transactional workload adds to its summary.

@@ -249,8 +249,8 @@ impl Producer {
             if meter.in_window(started) {
                 end_local.record(done - ending);
                 txn_local.record(done - started);
-                meter.add_latencies(&mut end_local);
-                txn_meter.add_latencies(&mut txn_local);
+                meter.add_latencies(&mut end_local, done);
+                txn_meter.add_latencies(&mut txn_local, done);
             }
         }
         Ok(())

@@ -14,11 +14,12 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchRequest, Fetc
 use kafka_protocol::messages::produce_request::{PartitionProduceData, ProduceRequest, TopicProduceData};
 use kafka_protocol::messages::{BrokerId, TopicName, TransactionalId};
 use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::records::Compression;
 
 use super::client::{self, PreparedRequest};
 use super::histogram::LatencyHistogram;
 use super::rate::Schedule;
-use super::records::{build_batch, record_values, walk_batches, OFF_CRC};
+use super::records::{build_keyed_batch, record_values, walk_batches, OFF_CRC};
 use super::report::Meter;
 use crate::record::compute_crc;
 
@@ -50,6 +51,9 @@ pub struct Spec {
     pub fetch_max_wait_ms: i32,
     /// Fetch: 0 read_uncommitted, 1 read_committed (up to the last stable offset).
     pub isolation_level: i8,
+    /// Produce: distinct keys, key k on partition index k mod partitions; 0 = unkeyed.
+    pub keys: usize,
+    pub compression: Compression,
 }
 
 impl Spec {
@@ -125,13 +129,55 @@ struct ProduceTemplate {
     values: Vec<Range<usize>>,
 }
 
-fn produce_template(spec: &Spec, partition: i32, seed: u64) -> anyhow::Result<ProduceTemplate> {
-    let batch = build_batch(spec.batch_records, spec.record_size, seed)?;
+fn produce_template(spec: &Spec, partition: i32, seed: u64, keys: &[Bytes]) -> anyhow::Result<ProduceTemplate> {
+    let batch = build_keyed_batch(spec.batch_records, spec.record_size, seed, keys, spec.compression)?;
     let (req, at) = encode_one_batch(&spec.topic, partition, None, spec.acks, PRODUCE_VERSION, &batch)?;
-    let values = record_values(&batch)?.into_iter().map(|(_, v)| v).collect();
+    // Compressed values are not reachable in place (and e2e refuses compression).
+    let values = if spec.compression == Compression::None { record_values(&batch)?.into_iter().map(|(_, v)| v).collect() } else { Vec::new() };
     Ok(ProduceTemplate { req, records: spec.batch_records as u64, bytes: (spec.batch_records * spec.record_size) as u64, batch: at, values })
 }
 
+/// Most batches kept per partition for keyed runs (a partition with more keys than this
+/// many batches hold reuses them in turn).
+const MAX_KEYED_TEMPLATES: usize = 64;
+
+/// The Produce requests connection `c` sends in turn. Unkeyed: one per partition. Keyed:
+/// key k lives on partition index k mod partitions (`Spec::keys`), and each partition
+/// gets enough batches to carry every one of its keys, interleaved across partitions so
+/// a fixed-rate schedule visits every partition evenly.
+fn connection_templates(spec: &Spec, c: usize, conns: usize) -> anyhow::Result<Vec<ProduceTemplate>> {
+    let n = spec.partitions.len();
+    let mut per_partition = Vec::new();
+    for (i, p) in spec.partitions_of(c, conns).into_iter().enumerate() {
+        let seed = 0x9e37_79b9_7f4a_7c15 ^ ((c * 1000 + i) as u64);
+        if spec.keys == 0 {
+            per_partition.push(vec![produce_template(spec, p, seed, &[])?]);
+            continue;
+        }
+        let index = spec.partitions.iter().position(|&q| q == p).unwrap_or(0);
+        let keys: Vec<Bytes> = (index..spec.keys).step_by(n.max(1)).map(|k| Bytes::from(format!("key-{k}"))).collect();
+        if keys.is_empty() {
+            bail!("partition {p} gets none of the {} keys (fewer keys than partitions)", spec.keys);
+        }
+        let batches = keys.len().div_ceil(spec.batch_records).clamp(1, MAX_KEYED_TEMPLATES);
+        let mut mine = Vec::with_capacity(batches);
+        for b in 0..batches {
+            let from = (b * spec.batch_records) % keys.len();
+            let batch_keys: Vec<Bytes> = keys.iter().cycle().skip(from).take(spec.batch_records).cloned().collect();
+            mine.push(produce_template(spec, p, seed ^ ((b as u64) << 32), &batch_keys)?);
+        }
+        per_partition.push(mine);
+    }
+    let mut queues: Vec<_> = per_partition.into_iter().map(Vec::into_iter).collect();
+    let mut out = Vec::new();
+    loop {
+        let before = out.len();
+        out.extend(queues.iter_mut().filter_map(Iterator::next));
+        if out.len() == before {
+            return Ok(out);
+        }
+    }
+}
 /// A Produce request (v9+) carrying `batch` for one partition, encoded once, and where the
 /// batch sits in its frame (so a sender can restamp it in place).
 pub fn encode_one_batch(
@@ -203,12 +249,7 @@ pub fn run_produce(spec: &Spec, origin: Instant, meter: Arc<Meter>, stop: Stop, 
     let end = meter.measure_end;
     let mut handles = Vec::new();
     for c in 0..conns {
-        let templates = spec
-            .partitions_of(c, conns)
-            .into_iter()
-            .enumerate()
-            .map(|(i, p)| produce_template(spec, p, 0x9e37_79b9_7f4a_7c15 ^ ((c * 1000 + i) as u64)))
-            .collect::<anyhow::Result<Vec<_>>>()?;
+        let templates = connection_templates(spec, c, conns)?;
         let (mut writer, mut reader) = client::connect(&spec.bootstrap)?;
         let window = Arc::new(Window::new(spec.inflight));
         let (tx, rx) = mpsc::channel::<InFlight>();
@@ -331,7 +372,7 @@ pub fn run_produce(spec: &Spec, origin: Instant, meter: Arc<Meter>, stop: Stop, 
                                 local.record(done.saturating_duration_since(f.first_intended + f.interval * k as u32));
                             }
                         }
-                        r_meter.add_latencies(&mut local);
+                        r_meter.add_latencies(&mut local, done);
                     }
                 }
                 Ok(())
@@ -449,7 +490,7 @@ pub fn run_consume(spec: &Spec, start_offsets: Vec<i64>, meter: Arc<Meter>, stop
                         }
                     }
                     meter.complete(done, records, bytes);
-                    meter.add_latencies(&mut local);
+                    meter.add_latencies(&mut local, done);
                 }
                 Ok(())
             })();
@@ -506,6 +547,8 @@ mod tests {
             fetch_partition_max_bytes: 1 << 20,
             fetch_max_wait_ms: 100,
             isolation_level: 0,
+            keys: 0,
+            compression: Compression::None,
         }
     }
 
@@ -521,7 +564,7 @@ mod tests {
     #[test]
     fn template_finds_its_batch_and_stamps_values() {
         let s = spec(1, 4, 32);
-        let t = produce_template(&s, 0, 7).unwrap();
+        let t = produce_template(&s, 0, 7, &[]).unwrap();
         assert_eq!(t.values.len(), 4);
         let origin = Instant::now();
         let first = origin + Duration::from_millis(5);
@@ -531,5 +574,36 @@ mod tests {
         // The stamped batch still passes its CRC (walk_batches checks it).
         walk_batches(batch, 0, |v| seen.push(u64::from_be_bytes(v[..8].try_into().unwrap()))).unwrap();
         assert_eq!(seen, vec![5_000_000, 6_000_000, 7_000_000, 8_000_000]);
+    }
+
+    #[test]
+    fn keyed_templates_put_each_key_on_its_partition_and_interleave() {
+        // 10 keys over 4 partitions, 2 records a batch: partition index i holds keys
+        // i, i+4, i+8 (3 or 2 keys: 2 or 1 batches).
+        let mut s = spec(4, 2, 16);
+        s.keys = 10;
+        let t = connection_templates(&s, 0, 1).unwrap();
+        let keys_of = |t: &ProduceTemplate| -> Vec<String> {
+            let req = t.req.frame();
+            let batch = &req[t.batch.clone()];
+            let h = crate::record::parse_header(batch).unwrap();
+            let keys = crate::record::with_records_section(batch, &h, |sec| {
+                Ok(crate::record::parse_records(sec, &h)?.iter().map(|r| String::from_utf8(sec[r.key.clone().unwrap()].to_vec()).unwrap()).collect())
+            })
+            .unwrap();
+            keys
+        };
+        let got: Vec<_> = t.iter().map(keys_of).collect();
+        // Round-robin over partitions: 0 1 2 3, then the second batches of 0 and 1.
+        let partitions = [0, 1, 2, 3, 0, 1];
+        assert_eq!(got.len(), partitions.len());
+        for (keys, p) in got.iter().zip(partitions) {
+            for k in keys {
+                let k: i32 = k.strip_prefix("key-").unwrap().parse().unwrap();
+                assert_eq!(k % 4, p, "key {k} sent to partition {p}");
+            }
+        }
+        assert_eq!(got[0], vec!["key-0", "key-4"]);
+        assert_eq!(got[4], vec!["key-8", "key-0"], "the last batch cycles back");
     }
 }
