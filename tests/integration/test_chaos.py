@@ -10,7 +10,7 @@ anomaly, every partition drained, faults actually injected.
 
 Against Apache Kafka (SHARDLOG_TEST_TARGET=kafka) the runner drops the shardlog-only
 nemeses (the storage fault seam) and says so. Longer campaigns: scripts/chaos.sh.
-Env: SHARDLOG_CHAOS_SEED (default 1), SHARDLOG_CHAOS_DURATION_S (default 180),
+Env: SHARDLOG_CHAOS_SEED (default 1), SHARDLOG_CHAOS_DURATION_S (default 120),
 SHARDLOG_CHAOS_NEMESIS (default all). The run's output (history, report, summary, the
 nodes' logs) stays in target/integration-logs/chaos/. No timed assertions: the duration
 only sizes the run.
@@ -26,7 +26,7 @@ import sys
 from conftest import LOG_ROOT, REPO, SHARDLOG_BIN, is_kafka
 
 SEED = int(os.environ.get("SHARDLOG_CHAOS_SEED", "1"))
-DURATION_S = float(os.environ.get("SHARDLOG_CHAOS_DURATION_S", "180"))
+DURATION_S = float(os.environ.get("SHARDLOG_CHAOS_DURATION_S", "120"))
 NEMESIS = os.environ.get("SHARDLOG_CHAOS_NEMESIS", "all")
 # Far below what 3 producers at 100/s write in the run: only "the run did something".
 MIN_ACKED = 1000

@@ -83,6 +83,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  *       -> {"created":T} or {"error":"..."}
  *   describe-topics, describe-cluster, describe-log-dirs, describe-configs: see AdminCompat.
  *   pattern-worker: see PatternWorker; share-worker: see ShareWorker; share-bench: see ShareBench;
+ *   producer-fleet: N producers (keys, fixed rate, latency timeline), see ProducerFleet;
  *   init-transactions: see TxnFailFast;
  *   list-transactions, describe-transactions: see TxnAdmin; seek-validate: see SeekValidation;
  *   txn-produce, txn-fence, committed, end-offsets: see Txn.
@@ -116,6 +117,7 @@ public final class ClientTool {
       case "pattern-worker": rc = PatternWorker.run(o, out); break;
       case "share-worker": rc = ShareWorker.run(o, out); break;
       case "share-bench": rc = ShareBench.run(o, out); break;
+      case "producer-fleet": rc = ProducerFleet.run(o, out); break;
       case "init-transactions": rc = TxnFailFast.run(o, out); break;
       case "list-transactions": rc = TxnAdmin.list(o, out); break;
       case "describe-transactions": rc = TxnAdmin.describe(o, out); break;
