@@ -33,7 +33,10 @@
 # neither many producers nor keys. Scaled to this 2-core machine: rates are a fraction of
 # a production node's, the producer counts are the issue's.
 # W7 many producers: 50 producers at 20 MB/s in total, 50 at the maximum, 200 at 20 MB/s
-# (native: one connection per producer, 5 requests in flight, as max.in.flight 5). Here
+# (native: one connection per producer, 5 requests in flight, as max.in.flight 5, and
+# --linger-ms 5: at 20 MB/s a connection's batch holds what it intends in 5 ms, as the
+# producers' linger.ms 5 sends it; full batches would make its first record wait for
+# the batch to fill: 37 ms at 50 connections, 147 ms at 200, for both brokers). Here
 # 200 KafkaProducers in one JVM take most of the two cores themselves (their network
 # threads): the java-client rows then measure the client as much as the broker.
 # W8 keyed records: 10,000 keys over 100 partitions at the maximum, compression none,
@@ -332,7 +335,7 @@ fleet_pair() { # W BROKER REP KIND PRODUCERS RATE_MB KEYS COMPRESSION
   local w="$1" b="$2" rep="$3" kind="$4" producers="$5" rate="$6" keys="$7" comp="$8" t
   t="$w-$kind-r$rep-$RANDOM"; create_topic "$b" "$t" 100
   run "$w" "$b" native "$kind" "$rep" "$t" -- native "$b" produce --topic "$t" --partitions 100 --acks 1 \
-    --rate-mb-s "$rate" --batch-bytes 16384 --connections "$producers" --inflight 5 --keys "$keys" \
+    --rate-mb-s "$rate" --batch-bytes 16384 --linger-ms 5 --connections "$producers" --inflight 5 --keys "$keys" \
     --compression "$comp" --duration-s "$DUR" --warmup-s "$WARM"
   delete_topic "$b" "$t"
   t="$w-$kind-r$rep-$RANDOM"; create_topic "$b" "$t" 100

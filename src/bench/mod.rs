@@ -105,6 +105,13 @@ pub struct BenchArgs {
     /// Batch size in value bytes (Kafka's batch.size default is 16384).
     #[arg(long, default_value_t = 16384)]
     pub batch_bytes: usize,
+    /// Fixed rate: a batch holds at most the records one connection's schedule intends
+    /// in this many ms (Kafka's linger.ms: a producer sends a batch that long after its
+    /// first record, full or not). Without it a batch is always full, and at a low rate
+    /// per connection its first record waits for the batch to fill (that wait counts in
+    /// its latency, as it would with an unbounded linger).
+    #[arg(long)]
+    pub linger_ms: Option<f64>,
     /// 0, 1, or all (-1).
     #[arg(long, default_value = "1", value_parser = parse_acks, allow_hyphen_values = true)]
     pub acks: i16,
@@ -194,7 +201,10 @@ pub fn run(mode: BenchMode) -> anyhow::Result<()> {
     if name == "e2e" && args.rate_mb_s == 0.0 {
         bail!("e2e needs a fixed --rate-mb-s (latency at max rate measures queueing, not the broker)");
     }
-    let batch_records = args.batch_records.unwrap_or(args.batch_bytes / args.record_size).max(1);
+    let mut batch_records = args.batch_records.unwrap_or(args.batch_bytes / args.record_size).max(1);
+    if let (Some(linger_ms), true) = (args.linger_ms, args.rate_mb_s > 0.0) {
+        batch_records = linger_batch_records(batch_records, args.rate_mb_s * MB, args.connections.max(1), args.record_size, linger_ms);
+    }
     let partitions = ensure_topic(&args.bootstrap, &args.topic, args.partitions)?;
     if args.keys > 0 && args.keys < partitions.len() {
         bail!("--keys {} is fewer than the {} partitions: some partitions would get no records", args.keys, partitions.len());
@@ -379,6 +389,18 @@ fn summary(
     }
 }
 
+/// Records one connection's fixed-rate schedule intends within `linger_ms`, at most
+/// `full` and at least one: the batch a lingering producer would send.
+fn linger_batch_records(full: usize, rate_bytes_s: f64, connections: usize, record_size: usize, linger_ms: f64) -> usize {
+    let per_connection_records_s = rate_bytes_s / connections as f64 / record_size as f64;
+    let in_linger = (per_connection_records_s * linger_ms.max(0.0) / 1000.0).floor();
+    if in_linger.is_finite() {
+        (in_linger as usize).clamp(1, full)
+    } else {
+        full
+    }
+}
+
 fn compression_name(c: Compression) -> &'static str {
     match c {
         Compression::None => "none",
@@ -470,4 +492,20 @@ fn latest_offsets(bootstrap: &str, topic: &str, partitions: &[i32]) -> anyhow::R
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linger_bounds_the_batch_at_low_rates_per_connection() {
+        // 20 MB/s over 50 connections of 1 KiB records: 409.6 records/s each, 2 in 5 ms.
+        assert_eq!(linger_batch_records(16, 20.0 * MB, 50, 1024, 5.0), 2);
+        // 200 connections: 102.4 records/s each, less than one in 5 ms: one a batch.
+        assert_eq!(linger_batch_records(16, 20.0 * MB, 200, 1024, 5.0), 1);
+        // 50 MB/s over 2 connections: 25,600 records/s each, 128 in 5 ms: a full batch.
+        assert_eq!(linger_batch_records(16, 50.0 * MB, 2, 1024, 5.0), 16);
+        assert_eq!(linger_batch_records(16, 50.0 * MB, 2, 1024, 0.0), 1);
+    }
 }

@@ -183,8 +183,10 @@ def test_old_results_directory_names_transactions_t1_t2(tmp_path):
     assert target(s, "W7 throughput >= 2x kafka, p99 at fixed rates <= 1/2 of kafka")["status"] == "-"
 
 
-NO_MATPLOTLIB = ["-c", "import runpy, sys; sys.modules['matplotlib'] = None; sys.argv = sys.argv[1:]; "
-                       "runpy.run_path(sys.argv[0], run_name='__main__')"]
+# As `python3 scripts/bench_report.py ...` would, with the script's directory on the path
+# (its page and plots modules live beside it) and matplotlib made unimportable.
+NO_MATPLOTLIB = ["-c", "import os, runpy, sys; sys.modules['matplotlib'] = None; sys.argv = sys.argv[1:]; "
+                       "sys.path.insert(0, os.path.dirname(sys.argv[0])); runpy.run_path(sys.argv[0], run_name='__main__')"]
 
 
 def test_line_and_page_without_matplotlib(tmp_path):

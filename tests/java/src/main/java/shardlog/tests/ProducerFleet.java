@@ -25,6 +25,7 @@ import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.errors.UnknownTopicOrPartitionException;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
@@ -313,14 +314,26 @@ final class ProducerFleet {
     }
   }
 
-  /** The topic's partition count (and a clear failure if it does not exist). */
+  /**
+   * The topic's partition count (and a clear failure if it does not exist). A topic created a
+   * moment ago may not be in the broker's metadata yet (Kafka applies CreateTopics through its
+   * controller: UNKNOWN_TOPIC_OR_PARTITION for a while), so that one error is retried for 30 s.
+   */
   static int partitions(String bootstrap, String topic) throws Exception {
     Properties ap = new Properties();
     ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
     try (Admin admin = Admin.create(ap)) {
-      return admin.describeTopics(List.of(topic)).allTopicNames().get(60, TimeUnit.SECONDS).get(topic).partitions().size();
-    } catch (ExecutionException e) {
-      throw new IllegalStateException("topic " + topic + ": " + e.getCause(), e.getCause());
+      while (true) {
+        try {
+          return admin.describeTopics(List.of(topic)).allTopicNames().get(60, TimeUnit.SECONDS).get(topic).partitions().size();
+        } catch (ExecutionException e) {
+          if (!(e.getCause() instanceof UnknownTopicOrPartitionException) || System.nanoTime() > deadline) {
+            throw new IllegalStateException("topic " + topic + ": " + e.getCause(), e.getCause());
+          }
+          Thread.sleep(200);
+        }
+      }
     }
   }
 
