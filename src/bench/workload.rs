@@ -137,8 +137,9 @@ fn produce_template(spec: &Spec, partition: i32, seed: u64, keys: &[Bytes]) -> a
     Ok(ProduceTemplate { req, records: spec.batch_records as u64, bytes: (spec.batch_records * spec.record_size) as u64, batch: at, values })
 }
 
-/// Most batches kept per partition for keyed runs (a partition with more keys than this
-/// many batches hold reuses them in turn).
+/// Most batches kept per partition for keyed runs: a partition whose keys need more
+/// batches than this (many keys a partition, or the small batches of --linger-ms) sends
+/// only the keys these batches hold.
 const MAX_KEYED_TEMPLATES: usize = 64;
 
 /// The Produce requests connection `c` sends in turn. Unkeyed: one per partition. Keyed:
@@ -178,6 +179,7 @@ fn connection_templates(spec: &Spec, c: usize, conns: usize) -> anyhow::Result<V
         }
     }
 }
+
 /// A Produce request (v9+) carrying `batch` for one partition, encoded once, and where the
 /// batch sits in its frame (so a sender can restamp it in place).
 pub fn encode_one_batch(
