@@ -5,6 +5,7 @@ use super::state::Partition;
 use crate::storage::dma::remove_file;
 use crate::storage::log::Log;
 use crate::storage::segment::{index_path, log_file_name, snapshot_path, time_index_path};
+use crate::storage::segment_deletion::delete_log_file;
 
 impl Partition {
     /// DeleteRecords: moves the log start offset to `offset` (-1 = high watermark) and
@@ -30,9 +31,11 @@ impl Partition {
         };
         Log::save_log_start_offset(&dir, start).await?;
         for seg in removed {
-            let base = seg.base_offset;
+            let (base, file) = (seg.base_offset, seg.file.clone());
             drop(seg);
-            remove_file(&dir.join(log_file_name(base))).await?;
+            // Shrunk in steps once no reader holds it (segment_deletion.rs): unlinking it
+            // whole stalled the shards' writes on a `discard` filesystem.
+            delete_log_file(file, &dir.join(log_file_name(base))).await?;
             remove_file(&index_path(&dir, base)).await?;
             remove_file(&time_index_path(&dir, base)).await?;
             remove_file(&snapshot_path(&dir, base)).await?;

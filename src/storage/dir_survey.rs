@@ -42,9 +42,10 @@ pub struct DirListing {
     /// The segment bases (`<base>.log`), ascending.
     pub bases: Vec<i64>,
     names: HashSet<String>,
-    /// `<base>.log.cleaned` files a crash left in the middle of a clean, removed
-    /// (the rename over `<base>.log` is the commit point, so the original is whole).
-    pub cleaner_leftovers_removed: usize,
+    /// Files a crash left, removed: `<base>.log.cleaned` in the middle of a clean (the
+    /// rename over `<base>.log` is the commit point, so the original is whole) and
+    /// `<base>.log.deleted` in the middle of a deletion (below the saved log start).
+    pub leftovers_removed: usize,
 }
 
 impl DirListing {
@@ -92,11 +93,14 @@ fn survey_blocking(dir: PathBuf, preload: bool) -> io::Result<DirSurvey> {
         }
     }
     let leftover = format!(".log{}", super::compaction::CLEANED_SUFFIX);
+    let deleted = format!(".log{}", super::segment_deletion::DELETED_SUFFIX);
     let (mut names, mut removed) = (HashSet::new(), 0);
     for e in std::fs::read_dir(&dir)? {
         let e = e?;
         let name = e.file_name().to_string_lossy().into_owned();
-        if name.ends_with(&leftover) {
+        // A cleaner's unfinished copy, or a log file a crash left half deleted (it was
+        // below the saved log start offset: segment_deletion.rs).
+        if name.ends_with(&leftover) || name.ends_with(&deleted) {
             std::fs::remove_file(e.path())?;
             removed += 1;
         } else {
@@ -125,7 +129,7 @@ fn survey_blocking(dir: PathBuf, preload: bool) -> io::Result<DirSurvey> {
             taken_marker = Some(read);
         }
     }
-    let listing = DirListing { bases, names, cleaner_leftovers_removed: removed };
+    let listing = DirListing { bases, names, leftovers_removed: removed };
     Ok(DirSurvey { dir, created, listing, preloaded, taken_marker, marker_taken_unsynced })
 }
 
@@ -225,6 +229,7 @@ mod tests {
             std::fs::write(part.join("00000000000000000000.log"), b"").unwrap();
             std::fs::write(part.join("00000000000000000100.log"), b"").unwrap();
             std::fs::write(part.join("00000000000000000100.log.cleaned"), b"x").unwrap();
+            std::fs::write(part.join("00000000000000000050.log.deleted"), b"x").unwrap();
             std::fs::write(part.join(crate::storage::partition_metadata::PARTITION_METADATA_FILE), b"version: 0\n").unwrap();
             let big = "x".repeat(PRELOAD_MAX_BYTES as usize + 1);
             std::fs::write(part.join(crate::storage::leader_epoch_cache::LEADER_EPOCH_CHECKPOINT_FILE), &big).unwrap();
@@ -232,8 +237,9 @@ mod tests {
             let mut s = survey(&part).await.unwrap();
             assert!(!s.created);
             assert_eq!(s.listing.bases, vec![0, 100]);
-            assert_eq!(s.listing.cleaner_leftovers_removed, 1);
+            assert_eq!(s.listing.leftovers_removed, 2);
             assert!(!part.join("00000000000000000100.log.cleaned").exists());
+            assert!(!part.join("00000000000000000050.log.deleted").exists());
             assert!(s.marker_taken_unsynced, "taken, not synced: the log's owner does that");
             // A log opened from a survey that took a clean marker waits for its owner's sync.
             let other = dir.join("u-0");

@@ -541,6 +541,20 @@ impl SegmentFile {
         self.open.borrow().as_ref().is_some_and(|o| Rc::strong_count(o) > 1)
     }
 
+    /// Whether anything but the caller's handle uses the file: an operation in progress,
+    /// or its descriptor lent to a zero-copy send (`shared_fd`) that may still be sending.
+    /// `others` = the caller's count of other `Rc<SegmentFile>` handles.
+    pub(super) fn in_use(&self, others: usize) -> bool {
+        others > 0
+            || self.is_busy()
+            || self.open.borrow().as_ref().is_some_and(|o| o.shared_fd.get().is_some_and(|fd| fd.as_ref().is_some_and(|a| std::sync::Arc::strong_count(a) > 1)))
+    }
+
+    /// Whether tests injected faults into this file (`storage_faults`).
+    pub(super) fn has_fault_injector(&self) -> bool {
+        self.fault.is_some()
+    }
+
     pub(super) fn last_used(&self) -> u64 {
         self.last_used.get()
     }

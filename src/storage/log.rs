@@ -94,8 +94,8 @@ impl Log {
     /// holding the files the log did not read (the partition's checkpoints).
     pub async fn open_surveyed(mut survey: DirSurvey, config: LogConfig) -> Result<OpenedLog> {
         let dir = &survey.dir().to_path_buf();
-        if survey.listing.cleaner_leftovers_removed > 0 {
-            tracing::info!(dir = %dir.display(), files = survey.listing.cleaner_leftovers_removed, "removed files of an interrupted log clean");
+        if survey.listing.leftovers_removed > 0 {
+            tracing::info!(dir = %dir.display(), files = survey.listing.leftovers_removed, "removed files of an interrupted log clean or segment deletion");
         }
         let bases = std::mem::take(&mut survey.listing.bases);
         let checkpoint = survey

@@ -76,6 +76,7 @@ pub mod page_cache;
 pub mod partition_metadata;
 pub mod recovery;
 pub mod segment;
+pub mod segment_deletion;
 #[cfg(test)]
 pub(crate) mod testing;
 pub mod truncate;
