@@ -28,8 +28,10 @@ pub const DELETED_SUFFIX: &str = ".deleted";
 const STEP_BYTES: u64 = 8 << 20;
 /// Pause between steps: other writes get the device between discards.
 const STEP_PAUSE: Duration = Duration::from_millis(2);
-/// How long deletion waits for readers before it unlinks the file whole.
-const WAIT_FOR_READERS: Duration = Duration::from_secs(30);
+/// How long deletion waits for readers before it unlinks the file whole. Short: a
+/// DeleteRecords request waits for its deletions (a client's request.timeout.ms is 30 s),
+/// and a shard's retention pass deletes one partition's segments after another's.
+const WAIT_FOR_READERS: Duration = Duration::from_secs(5);
 const READER_POLL: Duration = Duration::from_millis(50);
 
 /// Deletes the log file `path` of a segment removed from its log, `file` its last handle
