@@ -85,8 +85,13 @@ impl Timeline {
             }
             self.open.push_back(Open { index: i, records: 0, bytes: 0, hist: LatencyHistogram::new() });
         }
-        // Invariant: `open` is non-empty here (either `index` was just opened, or it is at
-        // or below the newest open index).
+        if self.open.is_empty() {
+            // A late completion after `finish` closed everything: it opens the next
+            // interval rather than reopen a closed one.
+            self.open.push_back(Open { index: next, records: 0, bytes: 0, hist: LatencyHistogram::new() });
+        }
+        // `open` is non-empty here: `index` was just opened, or it is at or below the
+        // newest open index, or the line above opened one.
         let oldest = self.open.front().map_or(0, |o| o.index);
         let at = index.saturating_sub(oldest) as usize;
         let at = at.min(self.open.len() - 1);
@@ -160,5 +165,8 @@ mod tests {
         let v = t.finish();
         assert_eq!(v.iter().map(|i| i.records).collect::<Vec<_>>(), vec![1, 7, 1]);
         assert_eq!(v.iter().map(|i| i.records).sum::<u64>(), 9, "nothing is lost");
+        // After `finish`, a straggler opens the next interval instead of panicking.
+        t.count(ms(500), 2, 0);
+        assert_eq!(t.finish().iter().map(|i| i.records).collect::<Vec<_>>(), vec![1, 7, 1, 2]);
     }
 }
