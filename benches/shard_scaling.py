@@ -15,7 +15,8 @@ broker CPU seconds per GB, requests and cross-shard messages per GB and per requ
 On this 2-core machine the generator shares the cores with the broker, so MB/s with 2
 shards is not "2 cores of broker": compare CPU seconds per GB (what a shard's core pays
 for a GB) and cross-shard messages per request (what a second shard adds), which do not
-depend on who else runs. `--reps` (default 3) and medians; quiet machine only.
+depend on who else runs. `--reps` (default 3) and medians; quiet machine only; each broker's data (up to ~15 GB
+at the maximum rate) is removed when it stops.
 
   python3 benches/shard_scaling.py [--bin target/release/shardlog] [--reps 3] [--out DIR]
 """
@@ -86,6 +87,8 @@ class Broker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        # A 15-s produce at the maximum leaves ~12 GB: do not keep it.
+        shutil.rmtree(self.dir / "data", ignore_errors=True)
 
 
 def native(b, mode, topic, *args):
