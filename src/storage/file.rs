@@ -541,13 +541,17 @@ impl SegmentFile {
         self.open.borrow().as_ref().is_some_and(|o| Rc::strong_count(o) > 1)
     }
 
-    /// Whether anything but the caller's handle uses the file: an operation in progress,
-    /// or its descriptor lent to a zero-copy send (`shared_fd`) that may still be sending.
-    /// `others` = the caller's count of other `Rc<SegmentFile>` handles.
-    pub(super) fn in_use(&self, others: usize) -> bool {
-        others > 0
-            || self.is_busy()
-            || self.open.borrow().as_ref().is_some_and(|o| o.shared_fd.get().is_some_and(|fd| fd.as_ref().is_some_and(|a| std::sync::Arc::strong_count(a) > 1)))
+    /// Whether anything but this handle uses the file: another `Rc<SegmentFile>` (a fetch,
+    /// the cleaner), an operation in progress, or its descriptor lent to a zero-copy send
+    /// (`shared_fd`) that may still be sending.
+    pub(super) fn used_by_others(self: &Rc<Self>) -> bool {
+        Rc::strong_count(self) > 1 || self.is_busy() || self.fd_lent()
+    }
+
+    fn fd_lent(&self) -> bool {
+        let open = self.open.borrow();
+        let lent = open.as_ref().and_then(|o| o.shared_fd.get()).and_then(Option::as_ref);
+        lent.is_some_and(|fd| std::sync::Arc::strong_count(fd) > 1)
     }
 
     /// Whether tests injected faults into this file (`storage_faults`).

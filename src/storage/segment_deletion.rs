@@ -43,10 +43,10 @@ pub async fn delete_log_file(file: Rc<SegmentFile>, path: &Path) -> Result<()> {
         return remove_file(path).await;
     }
     let deadline = Instant::now() + WAIT_FOR_READERS;
-    while file.in_use(Rc::strong_count(&file) - 1) && Instant::now() < deadline {
+    while file.used_by_others() && Instant::now() < deadline {
         glommio::timer::sleep(READER_POLL).await;
     }
-    let shrink = !file.in_use(Rc::strong_count(&file) - 1);
+    let shrink = !file.used_by_others();
     drop(file);
     if !shrink {
         return remove_file(path).await;
