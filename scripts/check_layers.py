@@ -16,26 +16,29 @@ from pathlib import Path
 
 # module -> modules it must never name
 FORBIDDEN = {
-    "runtime": {"metrics", "security", "txn", "config", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
-    "record": {"metrics", "security", "txn", "config", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
-    "storage": {"security", "txn", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
+    "runtime": {"metrics", "security", "txn", "config", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication", "remote"},
+    "record": {"metrics", "security", "txn", "config", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication", "remote"},
+    "storage": {"security", "txn", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication", "remote"},
     "partition": {"security", "txn", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
     "cluster": {"txn", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
-    "protocol": {"txn", "storage", "partition", "cluster", "controller", "group", "server", "bench", "cli", "replication"},
+    "protocol": {"txn", "storage", "partition", "cluster", "controller", "group", "server", "bench", "cli", "replication", "remote"},
     "controller": {"txn", "partition", "protocol", "group", "server", "bench", "cli", "replication"},
     "group": {"controller", "server", "bench", "cli", "replication", "txn"},
     "txn": {"controller", "server", "bench", "cli", "replication", "group"},
-    "config": {"metrics", "txn", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
-    "bench": {"txn", "storage", "partition", "cluster", "controller", "group", "server", "replication"},
-    "cli": {"txn", "storage", "partition", "cluster", "controller", "group", "server", "replication"},
+    "config": {"metrics", "txn", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication", "remote"},
+    "bench": {"txn", "storage", "partition", "cluster", "controller", "group", "server", "replication", "remote"},
+    "cli": {"txn", "storage", "partition", "cluster", "controller", "group", "server", "replication", "remote"},
     "replication": {"group", "server", "bench", "cli", "txn"},
     # Per-shard counters, the stall detector and the admin listener: recorded into by the
     # data path, so below it; it names only runtime.
-    "metrics": {"security", "txn", "config", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
+    "metrics": {"security", "txn", "config", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication", "remote"},
+    # Tiered storage (issue 30): the object store and the remote segment records, below
+    # partition, cluster, controller and server; it names storage, record, config, runtime.
+    "remote": {"metrics", "security", "txn", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
     # Host checks (`shardlog tune`): reads /proc and /sys, names no broker module.
-    "tune": {"metrics", "security", "txn", "config", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication", "runtime"},
+    "tune": {"metrics", "security", "txn", "config", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication", "runtime", "remote"},
     # Listeners and TLS: below config (which resolves listeners), above runtime.
-    "security": {"metrics", "txn", "config", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication"},
+    "security": {"metrics", "txn", "config", "record", "storage", "partition", "cluster", "protocol", "controller", "group", "server", "bench", "cli", "replication", "remote"},
 }
 # The fuzz targets' bodies (`fuzzing/`, tests and the fuzzing feature only) may name any
 # layer; no layer names them.

@@ -75,8 +75,9 @@ echo "java client tool: $JAR"
 # Go module proxy, which serves every release as the module golang.org/toolchain (the way
 # the go command's own GOTOOLCHAIN switching fetches it). It is unpacked once under the
 # cache dir and checked against the pinned h1: hash (the go.sum / sum.golang.org form).
-GO_MIN="$(awk '$1 == "go" {print $2; exit}' tests/go/go.mod)"
-GO_PIN=1.24.13
+# The object store's module (tests/objectstore) needs the newer of the two.
+GO_MIN="$(awk '$1 == "go" {print $2; exit}' tests/go/go.mod tests/objectstore/go.mod | sort -V | tail -1)"
+GO_PIN=1.26.8
 GO_CACHE="${SHARDLOG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/shardlog}/go"
 go_new_enough() { # PATH-resolved go is at least GO_MIN
   local v
@@ -132,8 +133,8 @@ PYEOF
 }
 # h1: hashes of golang.org/toolchain@v0.0.1-go$GO_PIN.linux-{amd64,arm64}, the form go.sum and
 # sum.golang.org use (amd64 checked equal to what `go mod download -json` reports).
-GO_H1_AMD64="h1:5sgfUhn9QCgVl4UYj32GrIYFHI3bi2UX55tNfupXwxc="
-GO_H1_ARM64="h1:l0oOtQpOBay3IDfyGSF3ZLivy3x5c1byllrr/QfyDeM="
+GO_H1_AMD64="h1:ZOmGe1OnfREDMIdb1Qi4G9JSuDPBLGExZMQ4nis1RXM="
+GO_H1_ARM64="h1:sYL/O6MqS68ML0kjsQ36WoYIpJqkw60TxizWUYUKQMc="
 GO_BIN=tests/go/target/txnfailfast
 if ! go_new_enough; then
   if GOROOT_PINNED="$(install_go_toolchain)"; then
@@ -151,6 +152,23 @@ if go_new_enough; then
   echo "franz-go tools: tests/go/target/ (go: $(command -v go), $(go env GOVERSION))"
 else
   echo "no Go >= $GO_MIN and none could be fetched: franz-go tests will be skipped"
+fi
+
+# The S3-compatible object store of the tiered-storage tests (issue 30): SeaweedFS's `weed`,
+# built from the Go module proxy at the version tests/objectstore/go.mod pins, once per
+# machine (a few minutes) into the cache dir; tests find it through SHARDLOG_WEED.
+WEED_VERSION="$(awk '$1 == "require" && $2 == "github.com/seaweedfs/seaweedfs" {print $3}' tests/objectstore/go.mod)"
+WEED_BIN="${SHARDLOG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/shardlog}/weed-$WEED_VERSION"
+if [ ! -x "$WEED_BIN" ] && go_new_enough; then
+  echo "building SeaweedFS $WEED_VERSION (the object store of the tiered-storage tests)"
+  mkdir -p "$(dirname "$WEED_BIN")"
+  (cd tests/objectstore && go build -o "$WEED_BIN.tmp" github.com/seaweedfs/seaweedfs/weed) && mv "$WEED_BIN.tmp" "$WEED_BIN"
+fi
+if [ -x "$WEED_BIN" ]; then
+  export SHARDLOG_WEED="$WEED_BIN"
+  echo "object store: $WEED_BIN"
+else
+  echo "no SeaweedFS: the tiered-storage tests fail (they need an object store)"
 fi
 
 if [ "${SETUP_ONLY:-0}" = 1 ]; then

@@ -10,6 +10,7 @@
 //! - `partition/`  one partition: append and idempotence, reads, retention, producer state, cleaner
 //! - `protocol/`   Kafka framing, request decode, ApiVersions table, fetch writer, error codes
 //! - `storage/`    the segmented log on glommio DMA files: writer, reader, indexes, recovery, compaction
+//! - `remote/`     tiered storage: the object store (S3), uploads of sealed segments, remote segment records
 //! - `record/`     the RecordBatch v2 layout every layer shares: parse, validate, iterate, patch
 //! - `security/`   listeners and their security protocols, TLS (rustls)
 //! - `metrics/`    per-shard counters and histograms, the stall detector, the admin HTTP listener (/metrics)
@@ -30,6 +31,7 @@ pub mod metrics;
 pub mod partition;
 pub mod protocol;
 pub mod record;
+pub mod remote;
 pub mod replication;
 pub mod runtime;
 pub mod security;

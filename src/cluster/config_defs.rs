@@ -9,7 +9,8 @@
 //! - SSL, SASL, OAuth, delegation tokens, authorizer, principal builder: not reported yet
 //!   (they are shardlog settings, docs/security.md; Kafka reports most per listener or as
 //!   sensitive);
-//! - remote.log.*, log.local.retention.*: no tiered storage;
+//! - remote.log.* but the two tiered storage has (the system switch, the task interval),
+//!   and the remote store plugin's `rsm.config.*` keys: not reported yet;
 //! - replica.* (but replica.lag.time.max.ms), num.replica.fetchers, replication quotas,
 //!   controlled.shutdown.*, broker.heartbeat/session.*, controller.quorum.*, metadata.log.*,
 //!   metadata.max.*: replication and the openraft metadata quorum have their own settings
@@ -213,6 +214,8 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     }),
     def(&key::log_flush_interval_ms, Some(topic_config::FLUSH_MS)),
     def(&key::log_index_interval_bytes, None),
+    def(&key::log_local_retention_bytes, Some(topic_config::LOCAL_RETENTION_BYTES)),
+    def(&key::log_local_retention_ms, Some(topic_config::LOCAL_RETENTION_MS)),
     def(&key::log_message_timestamp_after_max_ms, Some(topic_config::MESSAGE_TIMESTAMP_AFTER_MAX_MS)),
     def(&key::log_message_timestamp_before_max_ms, Some(topic_config::MESSAGE_TIMESTAMP_BEFORE_MAX_MS)),
     def(&key::log_message_timestamp_type, Some(topic_config::MESSAGE_TIMESTAMP_TYPE)),
@@ -233,6 +236,8 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     def(&key::offsets_topic_segment_bytes, None),
     def(&key::producer_id_expiration_ms, None),
     def(&key::queued_max_request_bytes, None),
+    def(&key::remote_log_manager_task_interval_ms, None),
+    def(&key::remote_log_storage_system_enable, None),
     def(&key::replica_lag_time_max_ms, None),
     def(&key::share_coordinator_snapshot_update_records_per_snapshot, None),
     def(&key::share_coordinator_state_topic_min_isr, None),

@@ -209,6 +209,10 @@ pub struct MetadataImage {
     /// replica of the log computes the same ELRs. 0 (images from before) counts as 1.
     #[serde(default)]
     pub min_insync_replicas_default: i32,
+    /// Each tiered partition's remote segments (`remote_log_image.rs`); saved in its own
+    /// snapshot section, not through serde.
+    #[serde(skip)]
+    pub remote_log: super::remote_log_image::RemoteLogImage,
 }
 
 /// A non-topic resource that can carry dynamic configs.
@@ -284,6 +288,11 @@ pub enum MetadataDelta {
     /// opens the ones it now leads and stops serving the ones it no longer leads (keeping
     /// their files), and gives its leaders their new ISR and partition epoch.
     LeadersChanged {
+        name: String,
+    },
+    /// The remote log of a partition of this topic changed (a segment uploaded or
+    /// deleted): nothing to reconfigure, but replicas read the remote log from the image.
+    RemoteLogChanged {
         name: String,
     },
 }

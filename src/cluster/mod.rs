@@ -20,6 +20,7 @@ pub mod config_defs;
 pub mod coordinator_placement;
 pub mod features;
 pub mod image;
+pub mod remote_log_image;
 pub mod replica_role;
 pub mod router;
 #[cfg(test)]
@@ -28,3 +29,4 @@ pub mod security_image;
 pub mod shard_load;
 pub mod shard_partitions;
 pub mod topic_config;
+pub mod topic_remote_storage;

@@ -41,6 +41,14 @@ pub const MIN_COMPACTION_LAG_MS: &str = "min.compaction.lag.ms";
 pub const MAX_COMPACTION_LAG_MS: &str = "max.compaction.lag.ms";
 pub const MIN_CLEANABLE_DIRTY_RATIO: &str = "min.cleanable.dirty.ratio";
 pub const DELETE_RETENTION_MS: &str = "delete.retention.ms";
+/// Tiered storage (KIP-405, `topic_remote_storage.rs`): the topic's closed segments go to
+/// the remote store; local.retention.* (-2: as retention.*) bound what stays on disk.
+pub const REMOTE_STORAGE_ENABLE: &str = "remote.storage.enable";
+pub const LOCAL_RETENTION_MS: &str = "local.retention.ms";
+pub const LOCAL_RETENTION_BYTES: &str = "local.retention.bytes";
+/// KIP-950: stop uploading (remote data stays readable) / delete remote data on disable.
+pub const REMOTE_LOG_COPY_DISABLE: &str = "remote.log.copy.disable";
+pub const REMOTE_LOG_DELETE_ON_DISABLE: &str = "remote.log.delete.on.disable";
 /// Kafka 4.1 defaults of the two (log.cleaner.min.cleanable.ratio,
 /// log.cleaner.delete.retention.ms).
 pub const DEFAULT_MIN_CLEANABLE_DIRTY_RATIO: f64 = 0.5;
@@ -99,6 +107,14 @@ pub struct TopicConfig {
     /// May the controller elect a replica outside the ISR when no ISR member is live
     /// (it may lack acknowledged records). Read by the controller (`leadership.rs`).
     pub unclean_leader_election_enable: bool,
+    /// remote.storage.enable: closed segments are uploaded to the remote store.
+    pub remote_storage_enable: bool,
+    /// local.retention.ms / .bytes as set (-2: retention.ms / .bytes); see
+    /// `local_retention_ms()`.
+    pub local_retention_ms: i64,
+    pub local_retention_bytes: i64,
+    pub remote_log_copy_disable: bool,
+    pub remote_log_delete_on_disable: bool,
 }
 
 /// Broker-level defaults for topic configs (Kafka's `log.*` server settings).
@@ -120,6 +136,9 @@ pub struct TopicConfigDefaults {
     pub flush_ms: i64,
     /// unclean.leader.election.enable (Kafka's default: false).
     pub unclean_leader_election_enable: bool,
+    /// log.local.retention.ms / log.local.retention.bytes (Kafka's default: -2).
+    pub local_retention_ms: i64,
+    pub local_retention_bytes: i64,
 }
 
 impl Default for TopicConfigDefaults {
@@ -140,6 +159,8 @@ impl Default for TopicConfigDefaults {
             flush_messages: i64::MAX,
             flush_ms: i64::MAX,
             unclean_leader_election_enable: false,
+            local_retention_ms: -2,
+            local_retention_bytes: -2,
         }
     }
 }
@@ -224,6 +245,18 @@ const KEYS: &[KeySpec] = &[
         kind: Kind::ReplicaList,
         stored_default: "",
     },
+    KeySpec {
+        name: LOCAL_RETENTION_BYTES,
+        doc: "Tiered topics: local segments beyond this size per partition go once uploaded (-2: retention.bytes).",
+        kind: Kind::Long(-2),
+        stored_default: "",
+    },
+    KeySpec {
+        name: LOCAL_RETENTION_MS,
+        doc: "Tiered topics: local segments older than this go once uploaded (-2: retention.ms).",
+        kind: Kind::Long(-2),
+        stored_default: "",
+    },
     KeySpec { name: MAX_COMPACTION_LAG_MS, doc: "Stored only: longest time a record stays uncompacted.", kind: Kind::Long(1), stored_default: I64_MAX },
     KeySpec { name: MAX_MESSAGE_BYTES, doc: "Largest record batch accepted.", kind: Kind::Int(0), stored_default: "" },
     KeySpec { name: MESSAGE_TIMESTAMP_AFTER_MAX_MS, doc: "CreateTime records newer than now plus this are refused.", kind: Kind::Long(0), stored_default: "" },
@@ -253,6 +286,24 @@ const KEYS: &[KeySpec] = &[
         stored_default: "",
     },
     KeySpec { name: "preallocate", doc: "Stored only: segments are not preallocated.", kind: Kind::Bool, stored_default: "false" },
+    KeySpec {
+        name: REMOTE_LOG_COPY_DISABLE,
+        doc: "Tiered topics: stop uploading; what is remote stays readable (KIP-950).",
+        kind: Kind::Bool,
+        stored_default: "false",
+    },
+    KeySpec {
+        name: REMOTE_LOG_DELETE_ON_DISABLE,
+        doc: "Turning remote.storage.enable off deletes the remote data (it must be set to do so, KIP-950).",
+        kind: Kind::Bool,
+        stored_default: "false",
+    },
+    KeySpec {
+        name: REMOTE_STORAGE_ENABLE,
+        doc: "Upload closed segments to the remote store (the broker needs remote.log.storage.system.enable).",
+        kind: Kind::Bool,
+        stored_default: "false",
+    },
     KeySpec {
         name: RETENTION_BYTES,
         doc: "Delete old segments beyond this size per partition (-1: unlimited).",
@@ -380,6 +431,11 @@ fn parse_num<T: std::str::FromStr>(overrides: &BTreeMap<String, String>, key: &s
     }
 }
 
+/// A boolean override (validated before: true or false, any case); absent = false.
+fn parse_bool(overrides: &BTreeMap<String, String>, key: &str) -> bool {
+    overrides.get(key).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
 fn parse_i32(overrides: &BTreeMap<String, String>, key: &str, default: i32) -> Result<i32, String> {
     match overrides.get(key) {
         None => Ok(default),
@@ -444,6 +500,11 @@ impl TopicConfig {
                 // Validated above: true or false, any case.
                 Some(v) => v.trim().eq_ignore_ascii_case("true"),
             },
+            remote_storage_enable: parse_bool(overrides, REMOTE_STORAGE_ENABLE),
+            local_retention_ms: parse_num(overrides, LOCAL_RETENTION_MS, defaults.local_retention_ms)?,
+            local_retention_bytes: parse_num(overrides, LOCAL_RETENTION_BYTES, defaults.local_retention_bytes)?,
+            remote_log_copy_disable: parse_bool(overrides, REMOTE_LOG_COPY_DISABLE),
+            remote_log_delete_on_disable: parse_bool(overrides, REMOTE_LOG_DELETE_ON_DISABLE),
         })
     }
 
@@ -465,6 +526,26 @@ impl TopicConfig {
             flush_messages: self.flush_messages,
             flush_ms: self.flush_ms,
             unclean_leader_election_enable: self.unclean_leader_election_enable,
+            local_retention_ms: self.local_retention_ms,
+            local_retention_bytes: self.local_retention_bytes,
+        }
+    }
+
+    /// Kafka's LogConfig.localRetentionMs: local.retention.ms, -2 meaning retention.ms.
+    pub fn local_retention_ms(&self) -> i64 {
+        if self.local_retention_ms == -2 {
+            self.retention_ms
+        } else {
+            self.local_retention_ms
+        }
+    }
+
+    /// Kafka's LogConfig.localRetentionBytes: local.retention.bytes, -2 meaning retention.bytes.
+    pub fn local_retention_bytes(&self) -> i64 {
+        if self.local_retention_bytes == -2 {
+            self.retention_bytes
+        } else {
+            self.local_retention_bytes
         }
     }
 
@@ -495,6 +576,8 @@ pub fn default_value(defaults: &TopicConfigDefaults, key: &str) -> Option<String
         FLUSH_MESSAGES => defaults.flush_messages.to_string(),
         FLUSH_MS => defaults.flush_ms.to_string(),
         UNCLEAN_LEADER_ELECTION_ENABLE => defaults.unclean_leader_election_enable.to_string(),
+        LOCAL_RETENTION_MS => defaults.local_retention_ms.to_string(),
+        LOCAL_RETENTION_BYTES => defaults.local_retention_bytes.to_string(),
         _ => s.stored_default.to_string(),
     })
 }

@@ -60,6 +60,9 @@ fn apply_inner(image: &mut MetadataImage, cmd: &Command) -> Result<(Applied, Vec
         Command::DeleteTopic { name, topic_id } => {
             live_topic(image, name, topic_id)?;
             image.topics.remove(name);
+            // Its remote objects stay in the bucket for now (issue 30 point 3: the leader
+            // deleting them before the topic's records go).
+            image.remote_log.remove_topic(topic_id);
             Ok((Applied::TopicDeleted { topic_id: *topic_id }, vec![MetadataDelta::TopicDeleted { name: name.clone(), topic_id: *topic_id }]))
         }
         Command::SetTopicConfigs { name, topic_id, configs } => {
@@ -124,6 +127,24 @@ fn apply_inner(image: &mut MetadataImage, cmd: &Command) -> Result<(Applied, Vec
                 image.security.client_quotas.alter(&e.entity, &ops);
             }
             Ok((Applied::Done, vec![MetadataDelta::SecurityChanged]))
+        }
+        Command::RemoteLogSegment { topic_id, partition, leader, leader_epoch, segment } => {
+            let Some(topic) = image.topic_by_id(topic_id) else {
+                return Err(Rejection::InvalidRequest("the topic of the remote segment is gone".into()));
+            };
+            let name = topic.name.clone();
+            let Some(p) = topic.partition(*partition) else {
+                return Err(Rejection::InvalidRequest(format!("{name} has no partition {partition}")));
+            };
+            // Fencing (invariant 7): only the current leader, in its current epoch.
+            if p.leader != *leader || p.leader_epoch != *leader_epoch {
+                return Err(Rejection::InvalidRequest(format!(
+                    "stale remote segment record: broker {leader} epoch {leader_epoch}, the partition is led by {} in epoch {}",
+                    p.leader, p.leader_epoch
+                )));
+            }
+            image.remote_log.apply(topic_id, *partition, segment).map_err(Rejection::InvalidRequest)?;
+            Ok((Applied::Done, vec![MetadataDelta::RemoteLogChanged { name }]))
         }
         Command::UpdateFeatures { levels } => {
             image.features.set(levels);
@@ -293,6 +314,11 @@ pub fn diff_images(old: &MetadataImage, new: &MetadataImage) -> Vec<MetadataDelt
                 let leaders = |m: &TopicMeta| m.partitions.iter().map(|p| (p.leader, p.leader_epoch, p.partition_epoch, p.isr.clone())).collect::<Vec<_>>();
                 if leaders(n) != leaders(t) {
                     deltas.push(MetadataDelta::LeadersChanged { name: name.clone() });
+                }
+                let remote =
+                    |img: &MetadataImage| (0..n.partitions.len() as i32).map(|p| img.remote_log.partition(&n.topic_id, p).cloned()).collect::<Vec<_>>();
+                if (!old.remote_log.is_empty() || !new.remote_log.is_empty()) && remote(old) != remote(new) {
+                    deltas.push(MetadataDelta::RemoteLogChanged { name: name.clone() });
                 }
             }
             _ => deltas.push(MetadataDelta::TopicCreated { name: name.clone() }),

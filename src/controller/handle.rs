@@ -229,6 +229,19 @@ impl ControllerHandle {
         self.call(ClientRequest::PutDelegationToken { token }).await.map(|_| ())
     }
 
+    /// Records a remote segment's new state (tiered storage), as `leader` of the partition
+    /// in `leader_epoch`: refused once another leader or epoch has it.
+    pub async fn remote_log_segment(
+        &self,
+        topic_id: [u8; 16],
+        partition: i32,
+        leader: BrokerId,
+        leader_epoch: i32,
+        segment: crate::remote::segment_metadata::RemoteLogSegmentMetadata,
+    ) -> Result<(), ControllerError> {
+        self.call(ClientRequest::RemoteLogSegment { topic_id, partition, leader, leader_epoch, segment }).await.map(|_| ())
+    }
+
     /// ExpireDelegationToken with a negative period: the token is removed.
     pub async fn remove_delegation_token(&self, token_id: String) -> Result<(), ControllerError> {
         self.call(ClientRequest::RemoveDelegationToken { token_id }).await.map(|_| ())

@@ -173,6 +173,8 @@ pub struct ControllerConfig {
     pub delegation_token_expiry_check_interval: std::time::Duration,
     /// `unstable.feature.versions.enable`: UpdateFeatures may finalize levels still being built.
     pub unstable_feature_versions: bool,
+    /// `remote.log.storage.system.enable`: CreateTopics / AlterConfigs may make a topic tiered.
+    pub remote_storage_system_enabled: bool,
 }
 
 impl Default for ControllerConfig {
@@ -204,6 +206,7 @@ impl Default for ControllerConfig {
             rpc_tls: None,
             delegation_token_expiry_check_interval: std::time::Duration::from_secs(3600),
             unstable_feature_versions: false,
+            remote_storage_system_enabled: false,
         }
     }
 }

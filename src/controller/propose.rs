@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::cluster::config_defs::{self, ConfigDefError};
 use crate::cluster::image::{BrokerId, ConfigResource, MetadataImage, TopicMeta};
 use crate::cluster::topic_config::{self, TopicConfig, TopicConfigDefaults};
+use crate::cluster::topic_remote_storage;
 
 use super::placement::place;
 use super::types::Command;
@@ -42,8 +43,14 @@ fn colliding_topic<'a>(image: &'a MetadataImage, name: &str) -> Option<&'a str> 
     image.topics.keys().find(|k| k.as_str() != name && norm(k) == n).map(String::as_str)
 }
 
-fn resolve_configs(defaults: &TopicConfigDefaults, configs: &BTreeMap<String, String>) -> Result<(), ControllerError> {
-    TopicConfig::resolve(defaults, configs).map(|_| ()).map_err(ControllerError::InvalidConfig)
+fn resolve_configs(defaults: &TopicConfigDefaults, configs: &BTreeMap<String, String>) -> Result<TopicConfig, ControllerError> {
+    TopicConfig::resolve(defaults, configs).map_err(ControllerError::InvalidConfig)
+}
+
+/// Kafka's tiered-storage rules on the topic's new configs (`was`: its configs before).
+fn check_remote_storage(ctx: &ProposeCtx<'_>, new: &TopicConfig, was: Option<&BTreeMap<String, String>>) -> Result<(), ControllerError> {
+    let was_enabled = was.and_then(|c| TopicConfig::resolve(ctx.defaults, c).ok()).is_some_and(|c| c.remote_storage_enable);
+    topic_remote_storage::validate(new, was_enabled, ctx.remote_storage_system_enabled).map_err(ControllerError::InvalidConfig)
 }
 
 /// The settings proposals depend on.
@@ -54,6 +61,9 @@ pub struct ProposeCtx<'a> {
     pub defaults: &'a TopicConfigDefaults,
     /// `unstable.feature.versions.enable`: feature levels still being built are supported.
     pub unstable_feature_versions: bool,
+    /// `remote.log.storage.system.enable`: topics may be tiered (checked on the
+    /// controller, as Kafka's).
+    pub remote_storage_system_enabled: bool,
 }
 
 /// How a CreateTopics asks for its partitions: counts (-1 = the default), or an explicit
@@ -116,7 +126,7 @@ pub fn create_topic(
         rf => rf as usize, // > 0
     };
     check_assignments(assignments)?;
-    resolve_configs(ctx.defaults, &configs)?;
+    check_remote_storage(ctx, &resolve_configs(ctx.defaults, &configs)?, None)?;
     // n is in 1..=MAX_PARTITIONS_PER_TOPIC, so it fits usize.
     let replicas = place(image, n as usize, rf, assignments)?;
     let cmd = Command::CreateTopic { name: name.clone(), topic_id, shards: Vec::new(), replicas, configs: configs.clone() };
@@ -269,7 +279,7 @@ pub fn alter_configs(ctx: &ProposeCtx<'_>, image: &MetadataImage, name: &str, op
             }
         }
     }
-    resolve_configs(ctx.defaults, &configs)?;
+    check_remote_storage(ctx, &resolve_configs(ctx.defaults, &configs)?, Some(&topic.configs))?;
     Ok(Command::SetTopicConfigs { name: name.to_string(), topic_id: topic.topic_id, configs })
 }
 

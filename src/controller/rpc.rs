@@ -195,6 +195,14 @@ pub enum ClientRequest {
     RemoveDelegationToken {
         token_id: String,
     },
+    /// A partition leader's remote segment record (tiered storage), fenced on apply.
+    RemoteLogSegment {
+        topic_id: [u8; 16],
+        partition: i32,
+        leader: BrokerId,
+        leader_epoch: i32,
+        segment: crate::remote::segment_metadata::RemoteLogSegmentMetadata,
+    },
 }
 
 /// The answer to a `ClientRequest`, one variant per kind of result.

@@ -29,7 +29,13 @@ pub struct ScaleImage {
 /// controller places them.
 pub fn build(brokers: i32, topics: usize, partitions_per_topic: i32, replication_factor: i16) -> Result<ScaleImage, ControllerError> {
     let defaults = TopicConfigDefaults::default();
-    let ctx = ProposeCtx { default_num_partitions: 1, default_replication_factor: 1, defaults: &defaults, unstable_feature_versions: false };
+    let ctx = ProposeCtx {
+        default_num_partitions: 1,
+        default_replication_factor: 1,
+        defaults: &defaults,
+        unstable_feature_versions: false,
+        remote_storage_system_enabled: false,
+    };
     let mut image = MetadataImage::default();
     let (mut log_bytes, mut entries, mut largest) = (0usize, 0usize, 0usize);
     let mut commit = |image: &mut MetadataImage, cmd: Command| -> Result<(), ControllerError> {

@@ -147,6 +147,7 @@ fn run_thread(
             default_replication_factor: cfg.default_replication_factor,
             defaults: &cfg.topic_defaults,
             unstable_feature_versions: cfg.unstable_feature_versions,
+            remote_storage_system_enabled: cfg.remote_storage_system_enabled,
         };
         let mut router = Router {
             me: cfg.node_id as u64, // checked >= 0 by raft_node_id in start()
@@ -783,6 +784,10 @@ async fn execute(
         }
         ClientRequest::RemoveDelegationToken { token_id } => {
             write(raft, Command::RemoveDelegationTokens { token_ids: vec![token_id] }).await?;
+            Ok(ClientReply::Done)
+        }
+        ClientRequest::RemoteLogSegment { topic_id, partition, leader, leader_epoch, segment } => {
+            write(raft, Command::RemoteLogSegment { topic_id, partition, leader, leader_epoch, segment }).await?;
             Ok(ClientReply::Done)
         }
         ClientRequest::DescribeQuorum => quorum_info::describe(&raft.metrics().borrow_watched())

@@ -110,11 +110,11 @@ fn merge(waiting: MetadataUpdate, newer: MetadataUpdate, taken: Option<&Metadata
 }
 
 /// How many deltas a waiting update may gather from `from` to `to`: MAX_MERGED_DELTAS, or
-/// more than their difference can hold (`diff_images` gives at most 3 per topic of `to`, 1
+/// more than their difference can hold (`diff_images` gives at most 4 per topic of `to`, 1
 /// per topic of `from` and 1 per resource with configs, plus brokers and features), so a
 /// recomputed list is always well under it and the next recomputation is far away.
 fn delta_bound(from: &MetadataImage, to: &MetadataImage) -> usize {
-    let most_of_a_diff = 3 * to.topics.len() + from.topics.len() + from.resource_configs.len() + to.resource_configs.len() + 2;
+    let most_of_a_diff = 4 * to.topics.len() + from.topics.len() + from.resource_configs.len() + to.resource_configs.len() + 2;
     MAX_MERGED_DELTAS.max(2 * most_of_a_diff)
 }
 
@@ -144,7 +144,8 @@ fn topic_of(d: &MetadataDelta) -> Option<&str> {
         | MetadataDelta::PartitionsCreated { name, .. }
         | MetadataDelta::TopicDeleted { name, .. }
         | MetadataDelta::TopicConfigChanged { name }
-        | MetadataDelta::LeadersChanged { name } => Some(name),
+        | MetadataDelta::LeadersChanged { name }
+        | MetadataDelta::RemoteLogChanged { name } => Some(name),
         MetadataDelta::BrokerConfigChanged
         | MetadataDelta::GroupConfigChanged { .. }
         | MetadataDelta::BrokersChanged

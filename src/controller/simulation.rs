@@ -313,7 +313,13 @@ async fn client_write(world: &Shared, run: &mut Run, n: u64) {
         let mut topic_id = [0u8; 16];
         topic_id[..8].copy_from_slice(&n.to_be_bytes());
         let defaults = TopicConfigDefaults::default();
-        let ctx = ProposeCtx { default_num_partitions: 1, default_replication_factor: 1, defaults: &defaults, unstable_feature_versions: false };
+        let ctx = ProposeCtx {
+            default_num_partitions: 1,
+            default_replication_factor: 1,
+            defaults: &defaults,
+            unstable_feature_versions: false,
+            remote_storage_system_enabled: false,
+        };
         let layout = Layout { num_partitions: 2, replication_factor: 1 + (n / 2 % 3) as i16, assignments: &[] };
         // Every fourth topic allows unclean elections.
         let configs = if n / 2 % 4 == 1 {

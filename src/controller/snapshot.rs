@@ -14,7 +14,9 @@ use std::path::Path;
 
 use crate::cluster::features::FinalizedFeatures;
 use crate::cluster::image::{BrokerMeta, ConfigResource, MetadataImage, PartitionMeta, ReplicaMeta, TopicMeta};
+use crate::cluster::remote_log_image::RemoteLogImage;
 use crate::cluster::security_image::SecurityImage;
+use crate::remote::segment_metadata::PartitionRemoteLog;
 
 use super::files::{read_if_exists, write_atomic};
 use super::frame::{self, FrameError};
@@ -28,10 +30,13 @@ pub(super) const MAGIC: u32 = u32::from_le_bytes(*b"SLSS");
 /// credentials, as JSON: `cluster/security_image.rs`); 7 the finalized features (JSON:
 /// `cluster/features.rs`); 8 the KIP-966 section (each partition's eligible leader
 /// replicas and last known leader, the controllers' min.insync.replicas default; JSON,
-/// `SnapElr`). Versions 1 and 2 are still read (their partitions have no replicas until
+/// `SnapElr`); 9 the remote log section (tiered storage: each partition's remote
+/// segments, JSON, `SnapRemoteLog`). Versions 1 and 2 are still read (their partitions have no replicas until
 /// the node registers and adopts them), 3 (no reassignment ongoing), 4, 5, 6 (the
-/// features a cluster had before they could change: the bootstrap levels) and 7 (no ELR).
-pub(super) const VERSION: u16 = 8;
+/// features a cluster had before they could change: the bootstrap levels), 7 (no ELR) and 8
+/// (no remote segments).
+pub(super) const VERSION: u16 = 9;
+const VERSION_8: u16 = 8;
 const VERSION_7: u16 = 7;
 const VERSION_6: u16 = 6;
 const VERSION_5: u16 = 5;
@@ -83,6 +88,35 @@ struct SnapImage {
     /// `FinalizedFeatures` as JSON; empty = the bootstrap levels (older layouts).
     features_json: Vec<u8>,
     /// `SnapElr` as JSON; empty = no ELR anywhere, default 0 (older layouts).
+    elr_json: Vec<u8>,
+    /// `SnapRemoteLog` as JSON; empty = no remote segments (older layouts).
+    remote_log_json: Vec<u8>,
+}
+
+/// The tiered-storage section: (topic id, partition, its remote segments) of every
+/// partition that has some.
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct SnapRemoteLog {
+    partitions: Vec<([u8; 16], i32, PartitionRemoteLog)>,
+}
+
+/// Version 8 layout (before the remote log section).
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapFileV8 {
+    meta_json: Vec<u8>,
+    image: SnapImageV8,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct SnapImageV8 {
+    cluster_id: String,
+    applied_index: u64,
+    next_producer_id: i64,
+    topics: Vec<SnapTopic>,
+    resource_configs: Vec<SnapResourceConfigs>,
+    brokers: Vec<SnapBroker>,
+    security_json: Vec<u8>,
+    features_json: Vec<u8>,
     elr_json: Vec<u8>,
 }
 
@@ -404,10 +438,17 @@ impl TryFrom<&MetadataImage> for SnapImage {
         } else {
             serde_json::to_vec(&elr).map_err(|e| SnapshotError::Archive(format!("ELR section: {e}")))?
         };
+        let remote = SnapRemoteLog { partitions: img.remote_log.iter().map(|(t, p, log)| (*t, p, log.clone())).collect() };
+        let remote_log_json = if remote.partitions.is_empty() {
+            Vec::new()
+        } else {
+            serde_json::to_vec(&remote).map_err(|e| SnapshotError::Archive(format!("remote log section: {e}")))?
+        };
         Ok(SnapImage {
             security_json,
             features_json,
             elr_json,
+            remote_log_json,
             cluster_id: img.cluster_id.clone(),
             applied_index: img.applied_index,
             next_producer_id: img.next_producer_id,
@@ -522,6 +563,16 @@ impl TryFrom<SnapImage> for MetadataImage {
         } else {
             serde_json::from_slice(&s.elr_json).map_err(|e| SnapshotError::Archive(format!("ELR section: {e}")))?
         };
+        let remote: SnapRemoteLog = if s.remote_log_json.is_empty() {
+            SnapRemoteLog::default()
+        } else {
+            serde_json::from_slice(&s.remote_log_json).map_err(|e| SnapshotError::Archive(format!("remote log section: {e}")))?
+        };
+        let mut remote_log = RemoteLogImage::default();
+        for (topic_id, partition, log) in remote.partitions {
+            let log = PartitionRemoteLog::restore(log.segments().to_vec()).map_err(|e| SnapshotError::Archive(format!("remote log section: {e}")))?;
+            remote_log.restore(&topic_id, partition, log);
+        }
         let mut topics: BTreeMap<String, TopicMeta> = topics;
         for (topic, partition, set, last_known) in elr.partitions {
             let p = topics
@@ -531,6 +582,7 @@ impl TryFrom<SnapImage> for MetadataImage {
             (p.elr, p.last_known_elr) = (set, last_known);
         }
         Ok(MetadataImage {
+            remote_log,
             min_insync_replicas_default: elr.min_insync_replicas_default,
             security,
             features,
@@ -576,7 +628,9 @@ pub fn encode(meta: &SnapshotMeta, image: &MetadataImage) -> Result<Vec<u8>, Sna
 /// Checks (frame, CRC, archive validation) and decodes snapshot-file bytes.
 pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotError> {
     let (payload, used, version) = match frame::decode(bytes, MAGIC, VERSION, MAX_SNAPSHOT_BYTES) {
-        Err(FrameError::BadVersion { found: old @ (VERSION_1 | VERSION_2 | VERSION_3 | VERSION_4 | VERSION_5 | VERSION_6 | VERSION_7), .. }) => {
+        Err(FrameError::BadVersion {
+            found: old @ (VERSION_1 | VERSION_2 | VERSION_3 | VERSION_4 | VERSION_5 | VERSION_6 | VERSION_7 | VERSION_8), ..
+        }) => {
             let (p, u) = frame::decode(bytes, MAGIC, old, MAX_SNAPSHOT_BYTES)?;
             (p, u, old)
         }
@@ -621,6 +675,11 @@ pub fn decode(bytes: &[u8]) -> Result<(SnapshotMeta, MetadataImage), SnapshotErr
         let mut file = upgraded(meta_json, (i.cluster_id, i.applied_index, i.next_producer_id), i.topics, i.resource_configs, i.brokers);
         (file.image.security_json, file.image.features_json) = (i.security_json, i.features_json);
         file
+    } else if version == VERSION_8 {
+        let SnapFileV8 { meta_json, image: i } = archived(&aligned)?;
+        let mut file = upgraded(meta_json, (i.cluster_id, i.applied_index, i.next_producer_id), i.topics, i.resource_configs, i.brokers);
+        (file.image.security_json, file.image.features_json, file.image.elr_json) = (i.security_json, i.features_json, i.elr_json);
+        file
     } else {
         rkyv::from_bytes::<SnapFile, rkyv::rancor::Error>(&aligned).map_err(|e| SnapshotError::Archive(e.to_string()))?
     };
@@ -646,10 +705,21 @@ fn upgraded(
     resource_configs: Vec<SnapResourceConfigs>,
     brokers: Vec<SnapBroker>,
 ) -> SnapFile {
-    let (security_json, features_json, elr_json) = (Vec::new(), Vec::new(), Vec::new());
+    let (security_json, features_json, elr_json, remote_log_json) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     SnapFile {
         meta_json,
-        image: SnapImage { cluster_id, applied_index, next_producer_id, topics, resource_configs, brokers, security_json, features_json, elr_json },
+        image: SnapImage {
+            cluster_id,
+            applied_index,
+            next_producer_id,
+            topics,
+            resource_configs,
+            brokers,
+            security_json,
+            features_json,
+            elr_json,
+            remote_log_json,
+        },
     }
 }
 
@@ -738,6 +808,33 @@ mod tests {
         image.topics.insert("t".into(), TopicMeta { name: "t".into(), topic_id: [1; 16], partitions: vec![p, q], configs: BTreeMap::new() });
         let (_, back) = decode(&encode(&SnapshotMeta::default(), &image).unwrap()).unwrap();
         assert_eq!(back, image);
+    }
+
+    #[test]
+    fn remote_segments_round_trip() {
+        use crate::remote::segment_metadata::{RemoteLogSegmentMetadata, RemoteSegmentState};
+        let mut image = MetadataImage::default();
+        image.topics.insert(
+            "t".into(),
+            TopicMeta { name: "t".into(), topic_id: [1; 16], partitions: vec![PartitionMeta::new_on(0, vec![])], configs: BTreeMap::new() },
+        );
+        let seg = |id: u8, start: i64, state| RemoteLogSegmentMetadata {
+            segment_id: [id; 16],
+            start_offset: start,
+            end_offset: start + 9,
+            max_timestamp_ms: 5,
+            broker_id: 1,
+            event_timestamp_ms: 6,
+            leader_epochs: vec![(0, start)],
+            size_bytes: 700,
+            state,
+        };
+        image.remote_log.apply(&[1; 16], 0, &seg(1, 0, RemoteSegmentState::CopySegmentStarted)).unwrap();
+        image.remote_log.apply(&[1; 16], 0, &seg(1, 0, RemoteSegmentState::CopySegmentFinished)).unwrap();
+        image.remote_log.apply(&[1; 16], 0, &seg(2, 10, RemoteSegmentState::CopySegmentStarted)).unwrap();
+        let (_, back) = decode(&encode(&SnapshotMeta::default(), &image).unwrap()).unwrap();
+        assert_eq!(back, image);
+        assert_eq!((back.remote_log.highest_offset(&[1; 16], 0), back.remote_log.partition(&[1; 16], 0).unwrap().segments().len()), (9, 2));
     }
 
     #[test]

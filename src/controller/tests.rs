@@ -402,7 +402,13 @@ mod simulation {
     fn run(seed: u64, steps: usize) -> MetadataImage {
         let defaults = TopicConfigDefaults::default();
         let shard_count = 1 + (seed % 5) as u16;
-        let ctx = ProposeCtx { default_num_partitions: 2, default_replication_factor: 1, defaults: &defaults, unstable_feature_versions: false };
+        let ctx = ProposeCtx {
+            default_num_partitions: 2,
+            default_replication_factor: 1,
+            defaults: &defaults,
+            unstable_feature_versions: false,
+            remote_storage_system_enabled: false,
+        };
         let mut rng = Rng(seed | 1);
         let mut img = registered(shard_count);
         let names: Vec<String> = (0..8).map(|i| format!("topic-{i}")).collect();
@@ -462,7 +468,13 @@ mod simulation {
     #[test]
     fn creations_only_stay_balanced() {
         let defaults = TopicConfigDefaults::default();
-        let ctx = ProposeCtx { default_num_partitions: 1, default_replication_factor: 1, defaults: &defaults, unstable_feature_versions: false };
+        let ctx = ProposeCtx {
+            default_num_partitions: 1,
+            default_replication_factor: 1,
+            defaults: &defaults,
+            unstable_feature_versions: false,
+            remote_storage_system_enabled: false,
+        };
         let mut rng = Rng(42);
         let mut img = registered(4);
         for i in 0..50u64 {

@@ -8,6 +8,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::image::{BrokerId, BrokerMeta, ConfigResource, PartitionMeta, ReplicaMeta, TopicMeta};
+use crate::remote::segment_metadata::RemoteLogSegmentMetadata;
 use crate::runtime::ShardId;
 use crate::security::acl::AclBinding;
 use crate::security::client_quotas::{QuotaEntity, QuotaKey, QuotaValue};
@@ -238,6 +239,16 @@ pub enum Command {
     UpdateFeatures {
         levels: Vec<(String, i16)>,
     },
+    /// A remote segment record (Kafka's RemoteLogSegmentMetadata(Update)Record, tiered
+    /// storage): proposed by the partition's leader, fenced on apply by its leader epoch
+    /// (a deposed leader adds nothing); its state moves as `RemoteSegmentState` allows.
+    RemoteLogSegment {
+        topic_id: [u8; 16],
+        partition: i32,
+        leader: BrokerId,
+        leader_epoch: i32,
+        segment: RemoteLogSegmentMetadata,
+    },
 }
 
 /// The changes of one entity's quotas (`AlterClientQuotas`).
@@ -291,6 +302,11 @@ impl fmt::Display for Command {
             Command::PutDelegationToken { token } => write!(f, "PutDelegationToken({}, expiry {})", token.token_id, token.expiry_ms),
             Command::RemoveDelegationTokens { token_ids } => write!(f, "RemoveDelegationTokens({})", token_ids.len()),
             Command::UpdateFeatures { levels } => write!(f, "UpdateFeatures({levels:?})"),
+            Command::RemoteLogSegment { partition, leader_epoch, segment, .. } => write!(
+                f,
+                "RemoteLogSegment(partition {partition}, epoch {leader_epoch}, [{}, {}] {:?})",
+                segment.start_offset, segment.end_offset, segment.state
+            ),
             Command::AlterScramCredentials { upsertions, deletions } => {
                 write!(f, "AlterScramCredentials(+{}, -{})", upsertions.len(), deletions.len())
             }

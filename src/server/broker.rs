@@ -36,6 +36,8 @@ pub fn topic_defaults(config: &Config) -> TopicConfigDefaults {
         flush_ms: config.log_flush_interval_ms,
         min_insync_replicas: config.min_insync_replicas,
         unclean_leader_election_enable: config.unclean_leader_election_enable,
+        local_retention_ms: config.log_local_retention_ms,
+        local_retention_bytes: config.log_local_retention_bytes,
         timestamp_type: if config.log_message_timestamp_type == "LogAppendTime" { TimestampType::LogAppendTime } else { TimestampType::CreateTime },
         ..TopicConfigDefaults::default()
     }
@@ -226,6 +228,7 @@ fn controller_config(config: &Config, voters: std::collections::BTreeMap<u64, St
         rpc_tls,
         delegation_token_expiry_check_interval: std::time::Duration::from_millis(config.delegation_token_expiry_check_interval_ms),
         unstable_feature_versions: config.unstable_feature_versions_enable,
+        remote_storage_system_enabled: config.remote_log_storage_system_enable,
         ..ControllerConfig::default()
     })
 }

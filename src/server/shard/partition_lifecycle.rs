@@ -293,6 +293,8 @@ impl ShardContext {
                 MetadataDelta::BrokersChanged => {}
                 // SASL/SCRAM reads credentials from the published image.
                 MetadataDelta::SecurityChanged => {}
+                // The remote log tasks and remote reads look remote segments up in the image.
+                MetadataDelta::RemoteLogChanged { .. } => {}
                 // ApiVersions and the group coordinator read features from the image; the
                 // partitions hold their high watermark by eligible.leader.replicas.version.
                 MetadataDelta::FeaturesChanged => {

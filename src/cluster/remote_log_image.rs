@@ -1,0 +1,59 @@
+//! Every partition's remote log (tiered storage, KIP-405) as the metadata log built it:
+//! the image's share of Kafka's `__remote_log_metadata`. Each partition's list sits behind
+//! an `Arc`, so the controller's copy of the image per committed record copies pointers,
+//! and a record copies only its own partition's list.
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::remote::segment_metadata::{PartitionRemoteLog, RemoteLogSegmentMetadata};
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RemoteLogImage {
+    /// (topic id, partition) -> its remote segments; a partition with none has no entry.
+    partitions: BTreeMap<([u8; 16], i32), Arc<PartitionRemoteLog>>,
+}
+
+impl RemoteLogImage {
+    pub fn partition(&self, topic_id: &[u8; 16], partition: i32) -> Option<&PartitionRemoteLog> {
+        self.partitions.get(&(*topic_id, partition)).map(|p| &**p)
+    }
+
+    /// The last offset of `partition` in remote storage, or -1.
+    pub fn highest_offset(&self, topic_id: &[u8; 16], partition: i32) -> i64 {
+        self.partition(topic_id, partition).map_or(-1, PartitionRemoteLog::highest_offset)
+    }
+
+    /// Applies one segment record (see `PartitionRemoteLog::apply`).
+    pub fn apply(&mut self, topic_id: &[u8; 16], partition: i32, record: &RemoteLogSegmentMetadata) -> Result<(), String> {
+        let entry = self.partitions.entry((*topic_id, partition)).or_default();
+        let mut updated = (**entry).clone();
+        updated.apply(record)?;
+        if updated.is_empty() {
+            self.partitions.remove(&(*topic_id, partition));
+        } else {
+            *entry = Arc::new(updated);
+        }
+        Ok(())
+    }
+
+    /// Puts back a partition's saved remote log (a snapshot).
+    pub fn restore(&mut self, topic_id: &[u8; 16], partition: i32, log: PartitionRemoteLog) {
+        if !log.is_empty() {
+            self.partitions.insert((*topic_id, partition), Arc::new(log));
+        }
+    }
+
+    /// Forgets a deleted topic's remote segments.
+    pub fn remove_topic(&mut self, topic_id: &[u8; 16]) {
+        self.partitions.retain(|(t, _), _| t != topic_id);
+    }
+
+    /// Every partition with remote segments (snapshots).
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8; 16], i32, &PartitionRemoteLog)> {
+        self.partitions.iter().map(|((t, p), log)| (t, *p, &**log))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.partitions.is_empty()
+    }
+}

@@ -1,0 +1,112 @@
+//! The `.indexes` object of a remote segment: what a reader needs besides the batches.
+//! - the offset index: (a batch's base offset, its position in the `.log` object), one
+//!   entry per `OFFSET_INDEX_INTERVAL` bytes, so a fetch reads a range near its offset;
+//! - the time index: (largest timestamp so far, the offset of the batch that reached it);
+//! - the leader epochs of the log up to the segment's end (every entry, as Kafka's
+//!   leader-epoch checkpoint in LogSegmentData), for a follower starting from the remote log;
+//! - the producer snapshot taken when the segment was sealed (the local `.snapshot` file).
+//!
+//! Format: magic "SLRI", version (u16 LE), payload length (u32 LE), CRC-32C of the payload
+//! (u32 LE), then the payload as JSON. Invariant 3 holds for remote objects too: a reader
+//! refuses an object whose frame or checksum is wrong.
+use serde::{Deserialize, Serialize};
+
+const MAGIC: &[u8; 4] = b"SLRI";
+const VERSION: u16 = 1;
+const FRAME_LEN: usize = 4 + 2 + 4 + 4;
+/// Largest `.indexes` object read back (a 1 GiB segment's is well under 1 MiB; the
+/// producer snapshot is bounded by the producer-id table).
+pub const MAX_INDEXES_BYTES: usize = 64 << 20;
+/// Bytes of batches between two offset index entries.
+pub const OFFSET_INDEX_INTERVAL: u64 = 256 << 10;
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteIndexes {
+    pub offset_index: Vec<(i64, u64)>,
+    pub time_index: Vec<(i64, i64)>,
+    pub leader_epochs: Vec<(i32, i64)>,
+    #[serde(with = "base64_bytes")]
+    pub producer_snapshot: Vec<u8>,
+}
+
+impl RemoteIndexes {
+    pub fn encode(&self) -> Vec<u8> {
+        // Serializing plain integers, vectors and a string cannot fail.
+        let payload = serde_json::to_vec(self).expect("RemoteIndexes serializes");
+        let mut out = Vec::with_capacity(FRAME_LEN + payload.len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        out.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+        out.extend_from_slice(&payload);
+        out
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<RemoteIndexes, String> {
+        if bytes.len() < FRAME_LEN || &bytes[..4] != MAGIC {
+            return Err("not a remote indexes object (magic)".into());
+        }
+        let version = u16::from_le_bytes([bytes[4], bytes[5]]);
+        if version != VERSION {
+            return Err(format!("remote indexes version {version}, this broker reads {VERSION}"));
+        }
+        let len = u32::from_le_bytes([bytes[6], bytes[7], bytes[8], bytes[9]]) as usize;
+        let crc = u32::from_le_bytes([bytes[10], bytes[11], bytes[12], bytes[13]]);
+        let payload = &bytes[FRAME_LEN..];
+        if payload.len() != len {
+            return Err(format!("remote indexes object holds {} payload bytes, its frame says {len}", payload.len()));
+        }
+        if crc32c::crc32c(payload) != crc {
+            return Err("remote indexes object checksum mismatch".into());
+        }
+        serde_json::from_slice(payload).map_err(|e| format!("remote indexes object: {e}"))
+    }
+
+    /// The position to read from for `offset`: that of the last indexed batch at or
+    /// below it (0 when none is).
+    pub fn position_for(&self, offset: i64) -> u64 {
+        let at = self.offset_index.partition_point(|&(o, _)| o <= offset);
+        if at == 0 {
+            0
+        } else {
+            self.offset_index[at - 1].1
+        }
+    }
+}
+
+mod base64_bytes {
+    use base64::Engine as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD.decode(text).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_refuses_damage() {
+        let idx = RemoteIndexes {
+            offset_index: vec![(0, 0), (100, 300_000), (250, 600_000)],
+            time_index: vec![(1_000, 0), (2_000, 120)],
+            leader_epochs: vec![(0, 0), (3, 80)],
+            producer_snapshot: vec![1, 2, 3, 0, 255],
+        };
+        let bytes = idx.encode();
+        assert_eq!(RemoteIndexes::decode(&bytes), Ok(idx.clone()));
+        assert_eq!((idx.position_for(0), idx.position_for(99), idx.position_for(100), idx.position_for(1_000)), (0, 0, 300_000, 600_000));
+        let mut flipped = bytes.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        assert!(RemoteIndexes::decode(&flipped).unwrap_err().contains("checksum"));
+        assert!(RemoteIndexes::decode(&bytes[..bytes.len() - 1]).unwrap_err().contains("payload bytes"));
+        assert!(RemoteIndexes::decode(b"XXXX").unwrap_err().contains("magic"));
+    }
+}
