@@ -465,7 +465,9 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
                     -1 => Some((p.high_watermark(), -1)),
                     -2 | -4 => Some((p.log_start_offset(), -1)),
                     -3 => p.max_timestamp_offset().await?,
-                    -5 => Some((p.log_start_offset(), -1)),
+                    // KIP-1005 latest-tiered: the last offset in remote storage, -1 when
+                    // nothing is (always, for a topic that is not tiered), as Kafka's.
+                    -5 => Some((self.partitions.image().remote_log.highest_offset(&p.topic_id, p.index), -1)),
                     ts => p.offset_for_timestamp(ts).await?,
                 };
                 let (offset, ts) = found.unwrap_or((-1, -1));

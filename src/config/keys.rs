@@ -245,24 +245,24 @@ config_keys! {
     /// Default of the topic key local.retention.bytes: what a partition keeps on disk once uploaded (-2: retention.bytes).
     dynamic log_local_retention_bytes: i64 = -2, kafka = "log.local.retention.bytes" as Long;
     /// The remote store's bucket (the Aiven S3 plugin's name for it, which Kafka users already set).
-    static remote_storage_s3_bucket_name: String = String::new(), kafka = "rsm.config.storage.s3.bucket.name";
+    static rsm_config_storage_s3_bucket_name: String = String::new(), kafka = "rsm.config.storage.s3.bucket.name";
     /// The bucket's region.
-    static remote_storage_s3_region: String = "us-east-1".to_string(), kafka = "rsm.config.storage.s3.region";
+    static rsm_config_storage_s3_region: String = "us-east-1".to_string(), kafka = "rsm.config.storage.s3.region";
     /// The S3 endpoint (an S3-compatible server's URL); empty: AWS's endpoint of the region.
-    static remote_storage_s3_endpoint_url: String = String::new(), kafka = "rsm.config.storage.s3.endpoint.url";
+    static rsm_config_storage_s3_endpoint_url: String = String::new(), kafka = "rsm.config.storage.s3.endpoint.url";
     /// Path-style requests (`endpoint/bucket/key`), which most S3-compatible servers need: true, false or empty.
     /// Empty: path style with an endpoint URL, virtual-hosted style on AWS.
-    static remote_storage_s3_path_style_access_enabled: String = String::new(), kafka = "rsm.config.storage.s3.path.style.access.enabled";
+    static rsm_config_storage_s3_path_style_access_enabled: String = String::new(), kafka = "rsm.config.storage.s3.path.style.access.enabled";
     /// The access key id; empty: AWS_ACCESS_KEY_ID from the environment, or the credentials file.
-    static remote_storage_aws_access_key_id: String = String::new(), kafka = "rsm.config.storage.aws.access.key.id";
+    static rsm_config_storage_aws_access_key_id: String = String::new(), kafka = "rsm.config.storage.aws.access.key.id";
     /// The secret access key; empty: AWS_SECRET_ACCESS_KEY from the environment, or the credentials file.
-    static remote_storage_aws_secret_access_key: String = String::new(), kafka = "rsm.config.storage.aws.secret.access.key";
+    static rsm_config_storage_aws_secret_access_key: String = String::new(), kafka = "rsm.config.storage.aws.secret.access.key";
     /// An AWS shared credentials file (`[default]` or AWS_PROFILE's section: aws_access_key_id, aws_secret_access_key).
-    static remote_storage_aws_credentials_file: String = String::new(), kafka = "rsm.config.storage.aws.credentials.file";
+    static rsm_config_storage_aws_credentials_file: String = String::new(), kafka = "rsm.config.storage.aws.credentials.file";
     /// Prepended to every object key as is (`prefix/` for a folder).
-    static remote_storage_key_prefix: String = String::new(), kafka = "rsm.config.key.prefix";
+    static rsm_config_key_prefix: String = String::new(), kafka = "rsm.config.key.prefix";
     /// Longest wait for one object-store call, retries included; then the upload is tried again later.
-    static remote_storage_s3_api_call_timeout_ms: u64 = 120_000, kafka = "rsm.config.storage.s3.api.call.timeout";
+    static rsm_config_storage_s3_api_call_timeout: u64 = 120_000, kafka = "rsm.config.storage.s3.api.call.timeout";
     /// Default of the topic key max.message.bytes: the largest record batch accepted.
     dynamic message_max_bytes: i32 = 1_048_588, kafka = "message.max.bytes" as Int;
     /// Default of the topic key message.timestamp.type: CreateTime or LogAppendTime.

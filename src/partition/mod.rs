@@ -12,6 +12,7 @@
 //! - `follower.rs`       appending fetched batches as a follower, truncation
 //! - `hw_checkpoint.rs`  loading and saving the high watermark
 //! - `retention.rs`      DeleteRecords, retention, advancing the log start offset
+//! - `remote_copy.rs`    tiered storage: a leader's sealed segments ready for upload
 //! - `cleaner.rs`        one compaction pass over the sealed segments (Kafka's cleaner)
 //! - `producer_state.rs` the idempotent and transactional producer table, its snapshot encoding
 //! - `transactions.rs`   the last stable offset, aborted transactions for read_committed, producer views
@@ -39,6 +40,7 @@ pub mod gauges;
 mod hw_checkpoint;
 pub mod producer_state;
 mod read;
+mod remote_copy;
 mod replay;
 pub mod replica_tracker;
 mod replication;

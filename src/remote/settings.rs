@@ -42,40 +42,40 @@ impl RemoteStoreSettings {
         if !config.remote_log_storage_system_enable {
             return Ok(None);
         }
-        if config.remote_storage_s3_bucket_name.is_empty() {
+        if config.rsm_config_storage_s3_bucket_name.is_empty() {
             return Err("remote.log.storage.system.enable is true but rsm.config.storage.s3.bucket.name is not set: name the bucket of the remote store".into());
         }
-        if config.remote_storage_s3_region.is_empty() {
+        if config.rsm_config_storage_s3_region.is_empty() {
             return Err("rsm.config.storage.s3.region is empty: name the bucket's region".into());
         }
-        let endpoint = config.remote_storage_s3_endpoint_url.trim().to_string();
-        if !endpoint.is_empty() && !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+        let endpoint = config.rsm_config_storage_s3_endpoint_url.trim().to_string();
+        if !(endpoint.is_empty() || endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
             return Err(format!("rsm.config.storage.s3.endpoint.url {endpoint:?} is not an http:// or https:// URL"));
         }
-        let path_style = match config.remote_storage_s3_path_style_access_enabled.trim() {
+        let path_style = match config.rsm_config_storage_s3_path_style_access_enabled.trim() {
             "" => !endpoint.is_empty(),
             v if v.eq_ignore_ascii_case("true") => true,
             v if v.eq_ignore_ascii_case("false") => false,
             v => return Err(format!("rsm.config.storage.s3.path.style.access.enabled is {v:?}: true, false or empty")),
         };
-        let (id, secret) = (&config.remote_storage_aws_access_key_id, &config.remote_storage_aws_secret_access_key);
+        let (id, secret) = (&config.rsm_config_storage_aws_access_key_id, &config.rsm_config_storage_aws_secret_access_key);
         let credentials = match (id.is_empty(), secret.is_empty()) {
             (false, false) => Some((id.clone(), secret.clone())),
-            (true, true) if !config.remote_storage_aws_credentials_file.is_empty() => {
+            (true, true) if !config.rsm_config_storage_aws_credentials_file.is_empty() => {
                 let profile = std::env::var("AWS_PROFILE").unwrap_or_else(|_| "default".into());
-                Some(read_credentials_file(Path::new(&config.remote_storage_aws_credentials_file), &profile)?)
+                Some(read_credentials_file(Path::new(&config.rsm_config_storage_aws_credentials_file), &profile)?)
             }
             (true, true) => None,
             _ => return Err("aws.access.key.id and aws.secret.access.key must be defined together".into()),
         };
         Ok(Some(RemoteStoreSettings {
-            bucket: config.remote_storage_s3_bucket_name.clone(),
-            region: config.remote_storage_s3_region.clone(),
+            bucket: config.rsm_config_storage_s3_bucket_name.clone(),
+            region: config.rsm_config_storage_s3_region.clone(),
             endpoint,
             path_style,
             credentials,
-            key_prefix: config.remote_storage_key_prefix.clone(),
-            call_timeout: Duration::from_millis(config.remote_storage_s3_api_call_timeout_ms.max(1)),
+            key_prefix: config.rsm_config_key_prefix.clone(),
+            call_timeout: Duration::from_millis(config.rsm_config_storage_s3_api_call_timeout.max(1)),
         }))
     }
 }
@@ -113,14 +113,14 @@ mod tests {
     use super::*;
 
     fn config(pairs: &[(&str, &str)]) -> Config {
-        let mut c = Config { remote_log_storage_system_enable: true, remote_storage_s3_bucket_name: "b".into(), ..Config::default() };
+        let mut c = Config { remote_log_storage_system_enable: true, rsm_config_storage_s3_bucket_name: "b".into(), ..Config::default() };
         for (k, v) in pairs {
             match *k {
-                "endpoint" => c.remote_storage_s3_endpoint_url = v.to_string(),
-                "path_style" => c.remote_storage_s3_path_style_access_enabled = v.to_string(),
-                "id" => c.remote_storage_aws_access_key_id = v.to_string(),
-                "secret" => c.remote_storage_aws_secret_access_key = v.to_string(),
-                "bucket" => c.remote_storage_s3_bucket_name = v.to_string(),
+                "endpoint" => c.rsm_config_storage_s3_endpoint_url = v.to_string(),
+                "path_style" => c.rsm_config_storage_s3_path_style_access_enabled = v.to_string(),
+                "id" => c.rsm_config_storage_aws_access_key_id = v.to_string(),
+                "secret" => c.rsm_config_storage_aws_secret_access_key = v.to_string(),
+                "bucket" => c.rsm_config_storage_s3_bucket_name = v.to_string(),
                 _ => unreachable!("{k}"),
             }
         }

@@ -344,6 +344,17 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     let security = Arc::new(listener_security(&config)?);
     let connection_limits = Arc::new(config.connection_limits()?);
     let inter_broker = Arc::new(config.inter_broker_security()?);
+    let remote_store = match crate::remote::settings::RemoteStoreSettings::from_config(&config) {
+        Ok(Some(settings)) => {
+            tracing::info!(?settings, "tiered storage: remote store");
+            Some(crate::remote::store::RemoteStore::start(settings).context("tiered storage")?)
+        }
+        Ok(None) => None,
+        Err(e) => {
+            controller.shutdown();
+            anyhow::bail!("tiered storage: {e}");
+        }
+    };
     let (mesh, inboxes) = Mesh::new(shard_count, config.cross_shard_inbox_capacity);
     let config = Arc::new(config);
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
@@ -355,6 +366,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
             (config.clone(), controller.clone(), mesh.clone(), defaults.clone(), ready_tx.clone(), log_dirs.clone());
         let security = security.clone();
         let (connection_limits, inter_broker) = (connection_limits.clone(), inter_broker.clone());
+        let remote_store = remote_store.clone();
         let listening = listening.clone();
         let storage_faults_file = storage_faults_file.clone();
         let (shutdown_requested, closed) = (shutdown_requested.clone(), closed_tx.clone());
@@ -379,7 +391,9 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 }
                 crate::storage::page_cache::set_shard_page_cache_budget(config.page_cache_bytes_per_shard);
                 crate::storage::open_files::set_shard_open_segment_files(open_segment_files);
-                let ctx = Rc::new(ShardContext::new(shard, config.clone(), controller, mesh, defaults, log_dirs, connection_limits, inter_broker));
+                let mut ctx = ShardContext::new(shard, config.clone(), controller, mesh, defaults, log_dirs, connection_limits, inter_broker);
+                ctx.remote_store = remote_store;
+                let ctx = Rc::new(ctx);
                 // Recover this shard's partitions before accepting clients.
                 if let Some((initial, _)) = updates.recv().await {
                     let opening = Instant::now();
@@ -393,6 +407,9 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 spawn("shard inbox", Box::pin(ctx.router.clone().serve_inbox(inbox)));
                 spawn("retention", Box::pin(retention_loop(ctx.clone())));
                 spawn("log cleaner", Box::pin(cleaner_loop(ctx.clone())));
+                if let Some(store) = ctx.remote_store.clone() {
+                    spawn("remote copy", Box::pin(super::shard::remote_copy_loop(ctx.clone(), store)));
+                }
                 spawn(
                     "isr",
                     Box::pin(crate::replication::isr::isr_loop(

@@ -619,6 +619,13 @@ impl Log {
         target.filter(|&t| t > self.log_start_offset)
     }
 
+    /// Sealed segments whose data is synced and whose indexes and seal snapshot are
+    /// saved (what tiered storage may upload): (base offset, next segment's base, size in
+    /// bytes), in offset order.
+    pub fn sealed_and_saved(&self) -> Vec<(i64, i64, u64)> {
+        self.segments.values().filter(|s| s.sealed && s.indexes_saved).map(|s| (s.base_offset, s.next_offset(), s.size())).collect()
+    }
+
     /// All segment files, for deleting the whole log.
     pub fn segment_bases(&self) -> Vec<i64> {
         self.segments.keys().copied().collect()

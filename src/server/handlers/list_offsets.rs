@@ -1,5 +1,6 @@
 //! ListOffsets: earliest (-2), latest (-1: the high watermark, or the last stable offset
-//! with isolation_level 1 = read_committed, v2+), max timestamp (-3), or the first offset whose record
+//! with isolation_level 1 = read_committed, v2+), max timestamp (-3), earliest local (-4),
+//! latest tiered (-5: the last offset in remote storage), or the first offset whose record
 //! timestamp is >= the given timestamp. Every partition of the request goes in one router
 //! batch (one message per other shard). v11's earliest pending upload (-6, KIP-1023) is
 //! answered here: without tiered storage nothing is pending, so no offset (-1), as Kafka
@@ -51,6 +52,21 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListOffsetsR
             };
             if let Some(e) = super::leader_epoch_error(p.current_leader_epoch, owner.leader_epoch) {
                 partitions.push(resp.with_error_code(e.code()));
+                continue;
+            }
+            // Kafka's minimum version of each special timestamp (-3 v7, -4 earliest-local
+            // v8, -5 latest-tiered v9: KIP-734, KIP-1005); any other negative one is refused.
+            let min_version = match p.timestamp {
+                -2..=-1 => 0,
+                -3 => 7,
+                -4 => 8,
+                -5 => 9,
+                EARLIEST_PENDING_UPLOAD_TIMESTAMP => 11,
+                t if t >= 0 => 0,
+                _ => i16::MAX,
+            };
+            if meta.version < min_version {
+                partitions.push(resp.with_leader_epoch(-1).with_error_code(ErrorCode::UNSUPPORTED_VERSION.code()));
                 continue;
             }
             if p.timestamp == EARLIEST_PENDING_UPLOAD_TIMESTAMP {

@@ -72,6 +72,8 @@ pub struct ShardContext {
     /// Share sessions of the members whose connections this shard serves, by (group,
     /// member): a connection stays on its shard, so its member's session does too.
     pub share_sessions: crate::server::share_sessions::ShareSessions,
+    /// The remote store, when tiered storage is on (`remote.log.storage.system.enable`).
+    pub remote_store: Option<crate::remote::store::RemoteStore>,
 }
 
 impl ShardContext {
@@ -144,6 +146,7 @@ impl ShardContext {
             share_state,
             share_partitions,
             share_sessions,
+            remote_store: None,
         }
     }
 

@@ -8,6 +8,7 @@
 //! - `context.rs`             the shard's state every handler reads (`ShardContext`)
 //! - `partition_lifecycle.rs` metadata updates → open / reconfigure / delete partitions
 //! - `background.rs`          retention and log-cleaner loops
+//! - `remote_log_copy.rs`     tiered storage: uploading the sealed segments of tiered leaders
 //! - `shutdown.rs`            closing every replica cleanly when the broker stops
 //! - `shard_ops.rs`           the coordinators' operations the router carries (group, txn)
 //! - `metrics_scrape.rs`      answering a metrics scrape: the shard's counters and gauges
@@ -18,6 +19,7 @@ mod background;
 mod context;
 mod metrics_scrape;
 mod partition_lifecycle;
+mod remote_log_copy;
 mod shard_ops;
 mod shutdown;
 
@@ -25,5 +27,6 @@ pub use background::{cleaner_loop, retention_loop};
 pub use context::{ShardContext, ShardMessage, MARKER_TIMEOUT_MS};
 pub use metrics_scrape::{serve_scrapes, ScrapeRequest};
 pub use partition_lifecycle::follow_metadata;
+pub use remote_log_copy::remote_copy_loop;
 pub use shard_ops::{ShardOp, ShardResult, ShardRouter};
 pub use shutdown::close_on_shutdown;

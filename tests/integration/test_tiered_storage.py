@@ -1,0 +1,181 @@
+"""Tiered storage (issue 30, KIP-405) against a real S3-compatible server (SeaweedFS,
+`object_store.py`), with real clients:
+- the topic configs and their rules, as Kafka 4.4's controller checks them (INVALID_CONFIG
+  with Kafka's messages);
+- a tiered topic's sealed segments are uploaded by its leader: the bucket then holds, in
+  the Aiven plugin's key layout, `.log` objects whose batches are exactly the records
+  produced (offsets contiguous from 0, every CRC good, every value), and `.indexes`
+  objects; ListOffsets latest-tiered (-5, v9) answers the last uploaded offset.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
+
+from clients import Rec, produce_confluent
+from conftest import LOG_ROOT, skip_unless_shardlog, wait_for
+from kafkawire import compact_array, compact_string, crc32c, flexible_roundtrip, i8, i32, i64, uvarint
+from object_store import ObjectStore
+
+SEGMENT_BYTES = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    skip_unless_shardlog("tiered storage against SeaweedFS (Kafka would need a remote storage plugin)")
+    s = ObjectStore(tmp_path_factory.mktemp("objectstore"), LOG_ROOT / f"weed-{uuid.uuid4().hex[:6]}.log").start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def tiered(broker_factory, store):
+    """A broker with tiered storage on against `store`, its keys under a prefix of its own."""
+    prefix = f"run-{uuid.uuid4().hex[:8]}/"
+    b = broker_factory(settings={**store.broker_settings(prefix), "remote.log.manager.task.interval.ms": "300"})
+    return b, prefix
+
+
+def create(bootstrap: str, name: str, config: dict[str, str]):
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    future = a.create_topics([NewTopic(name, 1, 1, config=config)], operation_timeout=30)[name]
+    future.admin = a  # the client must outlive the future
+    return future
+
+
+def config_error(future) -> KafkaError:
+    with pytest.raises(KafkaException) as e:
+        future.result(timeout=60)
+    return e.value.args[0]
+
+
+def test_a_topic_is_tiered_only_where_the_broker_allows_it(bootstrap):
+    """The module's broker has remote.log.storage.system.enable off (Kafka's default)."""
+    err = config_error(create(bootstrap, f"tiered-{uuid.uuid4().hex[:6]}", {"remote.storage.enable": "true"}))
+    assert err.code() == KafkaError.INVALID_CONFIG, err
+    assert "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage." in err.str()
+    create(bootstrap, f"plain-{uuid.uuid4().hex[:6]}", {"remote.storage.enable": "false", "local.retention.ms": "1000"}).result(timeout=60)
+
+
+def test_kafkas_rules_between_the_tiered_configs(tiered):
+    b, _ = tiered
+    err = config_error(create(b.bootstrap, f"c-{uuid.uuid4().hex[:6]}", {"remote.storage.enable": "true", "cleanup.policy": "compact"}))
+    assert err.code() == KafkaError.INVALID_CONFIG and "only supports topics with cleanup.policy=delete" in err.str(), err
+    err = config_error(create(b.bootstrap, f"r-{uuid.uuid4().hex[:6]}",
+                              {"remote.storage.enable": "true", "retention.bytes": "1000", "local.retention.bytes": "2000"}))
+    assert err.code() == KafkaError.INVALID_CONFIG, err
+    assert "Value must not be more than retention.bytes property value: 1000" in err.str(), err
+    name = f"on-{uuid.uuid4().hex[:6]}"
+    create(b.bootstrap, name, {"remote.storage.enable": "true", "local.retention.ms": "60000"}).result(timeout=60)
+    a = AdminClient({"bootstrap.servers": b.bootstrap})
+
+    def alter(**entries):
+        ops = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET) for k, v in entries.items()]
+        return a.incremental_alter_configs([ConfigResource(ConfigResource.Type.TOPIC, name, incremental_configs=ops)])
+
+    # KIP-950: turning it off must say what happens to the remote data.
+    err = config_error(next(iter(alter(remote_storage_enable="false").values())))
+    assert err.code() == KafkaError.INVALID_CONFIG and "It is invalid to disable remote storage without deleting remote data." in err.str(), err
+    next(iter(alter(remote_storage_enable="false", remote_log_delete_on_disable="true").values())).result(timeout=60)
+    desc = a.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, name)])
+    got = next(iter(desc.values())).result(timeout=60)
+    assert got["remote.storage.enable"].value == "false" and got["local.retention.ms"].value == "60000"
+    assert got["local.retention.bytes"].value == "-2", "Kafka's default: follow retention.bytes"
+
+
+def list_offsets_v9(bootstrap: str, topic: str, timestamp: int) -> tuple[int, int]:
+    """ListOffsets v9 (flexible) for partition 0 of `topic`: (error code, offset)."""
+    partition = i32(0) + i32(-1) + i64(timestamp) + uvarint(0)
+    body = i32(-1) + i8(0) + compact_array([compact_string(topic) + compact_array([partition]) + uvarint(0)]) + i32(30_000)
+    r = flexible_roundtrip(bootstrap, 2, 9, body)
+    r.i32()  # throttle time
+    assert r.uvarint() - 1 == 1 and r.compact_string() == topic
+    assert r.uvarint() - 1 == 1 and r.i32() == 0
+    code = r.i16()
+    r.i64()  # timestamp
+    return code, r.i64()
+
+
+def varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint at `pos`: (value, position after it)."""
+    shift = raw = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        raw |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+
+
+def records_of(batch: bytes) -> list[tuple[int, bytes]]:
+    """(offset, value) of each record of an uncompressed RecordBatch v2."""
+    base, = struct.unpack_from(">q", batch, 0)
+    attributes, = struct.unpack_from(">h", batch, 21)
+    assert attributes & 7 == 0, "the test produces uncompressed batches"
+    count, = struct.unpack_from(">i", batch, 57)
+    pos, out = 61, []
+    for _ in range(count):
+        _, pos = varint(batch, pos)  # length
+        pos += 1  # attributes
+        _, pos = varint(batch, pos)  # timestamp delta
+        delta, pos = varint(batch, pos)
+        klen, pos = varint(batch, pos)
+        pos += max(klen, 0)
+        vlen, pos = varint(batch, pos)
+        out.append((base + delta, bytes(batch[pos:pos + vlen])))
+        pos += vlen
+        headers, pos = varint(batch, pos)
+        for _ in range(headers):
+            n, pos = varint(batch, pos)
+            pos += n
+            n, pos = varint(batch, pos)
+            pos += max(n, 0)
+    return out
+
+
+def test_sealed_segments_are_uploaded_whole_and_in_order(tiered, store):
+    b, prefix = tiered
+    topic = f"tiered-{uuid.uuid4().hex[:6]}"
+    create(b.bootstrap, topic, {"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES)}).result(timeout=60)
+    values = [b"%06d-" % i + bytes([65 + i % 26]) * 1000 for i in range(4000)]
+    produced = produce_confluent(b.bootstrap, topic, [Rec(None, v, (), None) for v in values], partition=0, compression="none",
+                                  **{"batch.size": 65536})
+    assert [p.offset for p in produced] == list(range(len(values)))
+
+    def uploaded() -> list[str]:
+        logs = [k for k in store.keys(prefix) if k.endswith(".log")]
+        return logs if len(logs) >= 3 else []
+
+    logs = wait_for("three sealed segments in the bucket", uploaded, 120)
+    keys = store.keys(prefix)
+    topic_folder = f"{prefix}{topic}-"
+    assert all(k.startswith(topic_folder) and f"/0/" in k for k in keys), keys
+    got: list[tuple[int, bytes]] = []
+    for key in sorted(logs):
+        data = store.get(key)
+        start = int(key.rsplit("/", 1)[1].split("-", 1)[0])
+        assert key[:-len(".log")] + ".indexes" in keys, f"{key} has no .indexes object"
+        assert store.get(key[:-len(".log")] + ".indexes")[:4] == b"SLRI"
+        pos, first = 0, None
+        while pos < len(data):
+            base, length = struct.unpack_from(">qi", data, pos)
+            batch = data[pos:pos + 12 + length]
+            assert len(batch) == 12 + length, f"{key}: a batch cut at {pos}"
+            crc, = struct.unpack_from(">I", batch, 17)
+            assert crc32c(batch[21:]) == crc, f"{key}: bad CRC at offset {base}"
+            first = base if first is None else first
+            got += records_of(batch)
+            pos += 12 + length
+        assert first == start, f"{key} starts at {first}"
+    offsets = [o for o, _ in got]
+    assert offsets == list(range(len(offsets))), "remote segments are contiguous from 0 with no overlap"
+    assert len(offsets) < len(values), "the active segment stays local"
+    assert [v for _, v in got] == values[:len(got)], "every uploaded record is the one produced"
+    code, latest_tiered = wait_for("latest-tiered answered", lambda: list_offsets_v9(b.bootstrap, topic, -5), 30)
+    assert code == 0 and latest_tiered >= len(got) - 1, (code, latest_tiered)
