@@ -36,6 +36,7 @@ fn appends(iters: u64, records: Bytes, acks: i16, flush: FlushMode, concurrent: 
                 max_producer_ids: 10_000,
                 hold_high_watermark_below_min_isr: true,
                 checkpoint_high_watermark_periodically: true,
+                tiered: false,
             };
             let p = Partition::open(&path.join("b-0"), "b".into(), 0, [0; 16], 0, 0, LogConfig::default(), settings).await.expect("open");
             let start = Instant::now();

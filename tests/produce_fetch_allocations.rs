@@ -182,6 +182,7 @@ async fn measure(dir: &Path, flush: FlushMode, warmup: usize, rounds: usize) -> 
         max_producer_ids: 10_000,
         hold_high_watermark_below_min_isr: true,
         checkpoint_high_watermark_periodically: true,
+        tiered: false,
     };
     let p = Partition::open(&dir.join(format!("t-{flush:?}")), "t".into(), 0, [1; 16], 0, 0, cfg, settings).await.expect("open");
     let frame = produce_frame(batch(100, 150));

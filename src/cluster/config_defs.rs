@@ -236,6 +236,7 @@ pub const BROKER_KEYS: &[BrokerKey] = &[
     def(&key::offsets_topic_segment_bytes, None),
     def(&key::producer_id_expiration_ms, None),
     def(&key::queued_max_request_bytes, None),
+    def(&key::remote_fetch_max_wait_ms, None),
     def(&key::remote_log_manager_task_interval_ms, None),
     def(&key::remote_log_storage_system_enable, None),
     def(&key::replica_lag_time_max_ms, None),

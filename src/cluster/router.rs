@@ -463,7 +463,13 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
                 let found = match timestamp {
                     -1 if read_committed => Some((p.last_stable_offset(), -1)),
                     -1 => Some((p.high_watermark(), -1)),
-                    -2 | -4 => Some((p.log_start_offset(), -1)),
+                    // A tiered partition's log starts in remote storage (-2); -4
+                    // (earliest-local, KIP-405) is where its local log starts.
+                    -2 => {
+                        let remote = self.partitions.image().remote_log.partition(&p.topic_id, p.index).and_then(|r| r.start_offset());
+                        Some((remote.map_or(p.log_start_offset(), |r| r.min(p.log_start_offset())), -1))
+                    }
+                    -4 => Some((p.log_start_offset(), -1)),
                     -3 => p.max_timestamp_offset().await?,
                     // KIP-1005 latest-tiered: the last offset in remote storage, -1 when
                     // nothing is (always, for a topic that is not tiered), as Kafka's.

@@ -53,6 +53,7 @@ async fn open_shard(dir: &Path, shard: ShardId, mesh: Mesh<ShardRequest<(), usiz
         max_producer_ids: 10_000,
         hold_high_watermark_below_min_isr: true,
         checkpoint_high_watermark_periodically: true,
+        tiered: false,
     };
     for topic in TOPICS {
         for i in (0..PARTITIONS).filter(|i| owner(*i) == shard) {

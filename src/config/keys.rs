@@ -240,6 +240,8 @@ config_keys! {
     static remote_log_storage_system_enable: bool = false, kafka = "remote.log.storage.system.enable" as Boolean;
     /// How often each shard looks for closed segments of its tiered leaders to upload.
     static remote_log_manager_task_interval_ms: u64 = 30_000, kafka = "remote.log.manager.task.interval.ms" as Long;
+    /// How long a consumer's fetch waits for a read from remote storage; then it answers empty and the consumer asks again.
+    static remote_fetch_max_wait_ms: u64 = 500, kafka = "remote.fetch.max.wait.ms" as Int;
     /// Default of the topic key local.retention.ms: how long uploaded segments stay on disk (-2: retention.ms).
     dynamic log_local_retention_ms: i64 = -2, kafka = "log.local.retention.ms" as Long;
     /// Default of the topic key local.retention.bytes: what a partition keeps on disk once uploaded (-2: retention.bytes).

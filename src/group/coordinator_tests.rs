@@ -48,6 +48,7 @@ fn settings() -> PartitionSettings {
         max_producer_ids: 10_000,
         hold_high_watermark_below_min_isr: true,
         checkpoint_high_watermark_periodically: true,
+        tiered: false,
     }
 }
 

@@ -273,10 +273,10 @@ fn compact_only_topic_ignores_time_retention() {
         for i in 0..4 {
             produce(&p, &[(Some("k"), Some("v"))], Compression::None, 1000 + i).await;
         }
-        p.apply_retention(now_ms()).await.unwrap();
+        p.apply_retention(now_ms(), -1).await.unwrap();
         assert_eq!(p.log_start_offset(), 0, "cleanup.policy=compact alone keeps old segments");
         p.apply_config(LogConfig { delete: true, ..cfg }, settings());
-        p.apply_retention(now_ms()).await.unwrap();
+        p.apply_retention(now_ms(), -1).await.unwrap();
         assert_eq!(p.log_start_offset(), 3, "compact,delete applies retention.ms too");
     });
 }

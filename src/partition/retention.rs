@@ -43,11 +43,19 @@ impl Partition {
         Ok(())
     }
 
-    /// Applies retention.ms / retention.bytes: deletes old sealed segments.
-    pub async fn apply_retention(&self, now: i64) -> Result<(), PartitionError> {
+    /// Applies retention.ms / retention.bytes: deletes old sealed segments. A tiered log
+    /// (`PartitionSettings::tiered`) applies local.retention.* and deletes nothing past
+    /// `uploaded`, the last offset in remote storage (Kafka's rule: a local segment goes
+    /// only once it is copied); its log start offset is then the local one, and the
+    /// partition's history starts in remote storage.
+    pub async fn apply_retention(&self, now: i64, uploaded: i64) -> Result<(), PartitionError> {
         let target = self.log.borrow().retention_target(now);
         if let Some(t) = target {
+            let t = if self.settings.borrow().tiered { t.min(uploaded + 1) } else { t };
             let t = t.min(self.high_watermark());
+            if t <= self.log_start_offset() {
+                return Ok(());
+            }
             tracing::info!(topic = %self.topic, partition = self.index, log_start_offset = t, "retention");
             self.advance_log_start(t).await?;
         }

@@ -49,6 +49,10 @@ pub struct PartitionSettings {
     /// on brokers; the replication simulation saves it on its own clock instead, so a
     /// seed replays exactly).
     pub checkpoint_high_watermark_periodically: bool,
+    /// Tiered storage uploads this log (remote.storage.enable, remote.log.copy.disable
+    /// false): retention deletes only local segments already in remote storage, by
+    /// local.retention.* (the log's `LogConfig` carries those values then).
+    pub tiered: bool,
 }
 
 /// The flush mode of a topic: the broker's `flush`, except that a topic whose

@@ -33,6 +33,7 @@ pub(crate) fn settings() -> PartitionSettings {
         // Without KIP-966 unless a test turns it on (`replication_tests.rs`).
         hold_high_watermark_below_min_isr: false,
         checkpoint_high_watermark_periodically: true,
+        tiered: false,
     }
 }
 
@@ -161,6 +162,31 @@ fn log_append_time_and_segment_ms_roll() {
 }
 
 #[test]
+fn a_tiered_log_deletes_only_what_is_in_remote_storage() {
+    run(|dir| async move {
+        let cfg = LogConfig { segment_bytes: 4 * 1024, retention_bytes: 0, ..Default::default() };
+        let p = open(&dir, cfg.clone()).await;
+        p.apply_config(cfg, PartitionSettings { tiered: true, ..settings() });
+        for i in 0..400 {
+            p.append(batch(2, 10_000 + i * 10, None, Compression::None), -1).await.unwrap();
+        }
+        let now = crate::runtime::now_ms();
+        // local.retention.bytes 0 wants every sealed segment gone, but nothing is uploaded.
+        p.apply_retention(now, -1).await.unwrap();
+        assert_eq!(p.log_start_offset(), 0);
+        // Uploaded through offset 250: the local log starts right after it, not later.
+        p.apply_retention(now, 250).await.unwrap();
+        assert_eq!(p.log_start_offset(), 251);
+        // Batches go whole: the one holding 251 starts at 250.
+        assert_eq!(read_all(&p).await.first(), Some(&250));
+        assert!(matches!(p.read(250, 1000).await, Err(PartitionError::OffsetOutOfRange { .. })));
+        // Everything uploaded: only the active segment stays.
+        p.apply_retention(now, 10_000).await.unwrap();
+        assert!(p.log_start_offset() > 251 && p.log_start_offset() < 800);
+    });
+}
+
+#[test]
 fn timestamps_delete_records_and_retention() {
     run(|dir| async move {
         let cfg = LogConfig { segment_bytes: 4 * 1024, retention_bytes: -1, ..Default::default() };
@@ -181,7 +207,7 @@ fn timestamps_delete_records_and_retention() {
         // Size retention: keep at most 0 bytes of sealed segments.
         let before = p.size_bytes();
         p.apply_config(LogConfig { retention_bytes: 0, ..cfg.clone() }, settings());
-        p.apply_retention(crate::runtime::now_ms()).await.unwrap();
+        p.apply_retention(crate::runtime::now_ms(), -1).await.unwrap();
         assert!(p.size_bytes() < before, "size retention deleted sealed segments");
         assert_eq!(log_files(&p), 1);
         let start_after_size = p.log_start_offset();
@@ -192,7 +218,7 @@ fn timestamps_delete_records_and_retention() {
             p.append(batch(2, 10_000 + i * 10, None, Compression::None), -1).await.unwrap();
         }
         assert!(log_files(&p) > 1);
-        p.apply_retention(crate::runtime::now_ms()).await.unwrap();
+        p.apply_retention(crate::runtime::now_ms(), -1).await.unwrap();
         assert_eq!(log_files(&p), 1, "time retention keeps only the active segment");
         assert!(p.log_start_offset() > start_after_size);
         assert_eq!(read_all(&p).await.first(), Some(&p.log_start_offset()));

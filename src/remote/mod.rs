@@ -13,6 +13,7 @@
 //! Below partition/, cluster/ and server/; names only storage, record, config and runtime.
 pub mod object_keys;
 pub mod remote_indexes;
+pub mod remote_read;
 pub mod segment_export;
 pub mod segment_metadata;
 pub mod settings;
@@ -27,6 +28,9 @@ pub enum RemoteError {
     Settings(String),
     #[error("remote store: {0}")]
     Store(String),
+    /// A remote object that is not what was uploaded (a checksum, a frame, a size).
+    #[error("remote object damaged: {0}")]
+    Corrupt(String),
     #[error("local segment: {0}")]
     LocalSegment(String),
     #[error("the remote I/O runtime has stopped")]

@@ -12,6 +12,7 @@ use object_store::{ClientOptions, ObjectStore, ObjectStoreExt, RetryConfig, Writ
 
 use super::object_keys::{segment_key, INDEXES_SUFFIX, LOG_SUFFIX};
 use super::remote_indexes::RemoteIndexes;
+use super::remote_read::{IndexCache, RemoteBatches, RemoteRead};
 use super::segment_export::SegmentExport;
 use super::settings::RemoteStoreSettings;
 use super::upload::{SegmentUpload, UploadedSegment};
@@ -26,6 +27,7 @@ const PARTS_IN_FLIGHT: usize = 2;
 #[derive(Clone)]
 pub struct RemoteStore {
     store: Arc<dyn ObjectStore>,
+    indexes: Arc<IndexCache>,
     runtime: Arc<tokio::runtime::Runtime>,
     pub settings: Arc<RemoteStoreSettings>,
 }
@@ -56,7 +58,7 @@ impl RemoteStore {
             .enable_all()
             .build()
             .map_err(|e| RemoteError::Settings(format!("remote I/O runtime: {e}")))?;
-        Ok(RemoteStore { store: Arc::new(store), runtime: Arc::new(runtime), settings: Arc::new(settings) })
+        Ok(RemoteStore { store: Arc::new(store), indexes: Arc::default(), runtime: Arc::new(runtime), settings: Arc::new(settings) })
     }
 
     /// Runs `work` on the remote runtime; the answer arrives on the returned future, which
@@ -89,6 +91,12 @@ impl RemoteStore {
             }
             result
         })
+    }
+
+    /// A fetch's batches from one remote segment (`remote_read.rs`).
+    pub fn read(&self, request: RemoteRead) -> impl std::future::Future<Output = Result<RemoteBatches, RemoteError>> {
+        let (store, cache) = (self.store.clone(), self.indexes.clone());
+        self.run(async move { super::remote_read::read(&*store, &cache, &request).await })
     }
 
     /// Deletes a segment's objects (a missing one is not an error: deletes are retried).

@@ -865,6 +865,7 @@ impl RealSim {
             max_producer_ids: 1000,
             hold_high_watermark_below_min_isr: true,
             checkpoint_high_watermark_periodically: false,
+            tiered: false,
         };
         (config, settings)
     }

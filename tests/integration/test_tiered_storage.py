@@ -5,7 +5,11 @@
 - a tiered topic's sealed segments are uploaded by its leader: the bucket then holds, in
   the Aiven plugin's key layout, `.log` objects whose batches are exactly the records
   produced (offsets contiguous from 0, every CRC good, every value), and `.indexes`
-  objects; ListOffsets latest-tiered (-5, v9) answers the last uploaded offset.
+  objects; ListOffsets latest-tiered (-5, v9) answers the last uploaded offset;
+- local.retention.bytes deletes uploaded segments from the broker's disk, the log still
+  starts at 0 (ListOffsets earliest) while the local log starts later (earliest-local,
+  -4), and a consumer from the beginning gets every record back, the history from the
+  object store.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-from clients import Rec, produce_confluent
+from clients import Rec, consume_confluent, produce_confluent
 from conftest import LOG_ROOT, skip_unless_shardlog, wait_for
 from kafkawire import compact_array, compact_string, crc32c, flexible_roundtrip, i8, i32, i64, uvarint
 from object_store import ObjectStore
@@ -37,7 +41,8 @@ def store(tmp_path_factory):
 def tiered(broker_factory, store):
     """A broker with tiered storage on against `store`, its keys under a prefix of its own."""
     prefix = f"run-{uuid.uuid4().hex[:8]}/"
-    b = broker_factory(settings={**store.broker_settings(prefix), "remote.log.manager.task.interval.ms": "300"})
+    b = broker_factory(settings={**store.broker_settings(prefix), "remote.log.manager.task.interval.ms": "300",
+                                 "log.retention.check.interval.ms": "500"})
     return b, prefix
 
 
@@ -179,3 +184,24 @@ def test_sealed_segments_are_uploaded_whole_and_in_order(tiered, store):
     assert [v for _, v in got] == values[:len(got)], "every uploaded record is the one produced"
     code, latest_tiered = wait_for("latest-tiered answered", lambda: list_offsets_v9(b.bootstrap, topic, -5), 30)
     assert code == 0 and latest_tiered >= len(got) - 1, (code, latest_tiered)
+
+
+def test_history_past_local_retention_is_read_back_from_the_object_store(tiered, store):
+    b, prefix = tiered
+    topic = f"history-{uuid.uuid4().hex[:6]}"
+    create(b.bootstrap, topic, {"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
+                                "local.retention.bytes": str(SEGMENT_BYTES)}).result(timeout=60)
+    values = [b"%06d-" % i + bytes([97 + i % 26]) * 1000 for i in range(8000)]
+    produce_confluent(b.bootstrap, topic, [Rec(b"k%d" % (i % 7), v, (("h", b"%d" % i),), None) for i, v in enumerate(values)],
+                      partition=0, **{"batch.size": 65536})
+    # Uploaded, then deleted locally: the local log starts well past 0.
+    local_start = wait_for("local segments deleted once uploaded",
+                           lambda: (lambda r: r[1] if r[0] == 0 and r[1] > 4000 else None)(list_offsets_v9(b.bootstrap, topic, -4)), 120)
+    assert list_offsets_v9(b.bootstrap, topic, -2) == (0, 0), "the log still starts at 0: in remote storage"
+    local_logs = [f for f in (b.data_dir).rglob("*.log") if f.parent.name == f"{topic}-0"]
+    assert 1 <= len(local_logs) <= 3, local_logs
+    got = consume_confluent(b.bootstrap, topic, 1, **{"max.partition.fetch.bytes": 200_000})[0]
+    assert [c.offset for c in got] == list(range(len(values)))
+    assert [c.value for c in got] == values, "every record, history from the object store"
+    assert all(c.key == b"k%d" % (c.offset % 7) and c.headers == (("h", b"%d" % c.offset),) for c in got)
+    assert local_start > 0

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use futures::FutureExt;
 use kafka_protocol::messages::fetch_request::FetchRequest;
 
-use super::{code, str_bytes};
+use super::{code, fetch_remote, str_bytes};
 use crate::cluster::image::MetadataImage;
 use crate::cluster::router::{OpBatch, OpOutput, PartitionOp, WatchPoint};
 use crate::partition::ReadLimit;
@@ -422,7 +422,10 @@ async fn read_wave(
         }
     }
     let mut results = ctx.router.run(batch).await.into_iter();
-    for (read, w) in reads.iter_mut().zip(wave).filter(|(_, w)| w.is_readable()) {
+    let image = ctx.image();
+    // Partitions read below their local log start: (index in `wave`, local log start).
+    let mut below_local = Vec::new();
+    for (i, (read, w)) in reads.iter_mut().zip(wave).enumerate().filter(|(_, (_, w))| w.is_readable()) {
         let part = &mut read.part;
         match results.next() {
             Some(Ok(OpOutput::Fetch(data))) => {
@@ -431,7 +434,9 @@ async fn read_wave(
                 }
                 part.high_watermark = data.high_watermark;
                 part.last_stable_offset = data.last_stable_offset;
-                part.log_start_offset = data.log_start_offset;
+                // A tiered partition's log starts in remote storage.
+                let remote_start = image.remote_log.partition(&w.topic_id, w.partition).and_then(|r| r.start_offset());
+                part.log_start_offset = remote_start.map_or(data.log_start_offset, |r| r.min(data.log_start_offset));
                 part.aborted_transactions = data
                     .aborted_transactions
                     .map(|list| list.into_iter().map(|a| AbortedTxn { producer_id: a.producer_id, first_offset: a.first_offset }).collect());
@@ -447,9 +452,32 @@ async fn read_wave(
                 if let crate::partition::PartitionError::OffsetOutOfRange { log_start_offset, log_end_offset, .. } = &e {
                     part.log_start_offset = *log_start_offset;
                     part.high_watermark = *log_end_offset;
+                    // Tiered storage: history below the local log start may be remote.
+                    if !matches!(w.source, ReadSource::Redirect(_)) && ctx.remote_store.is_some() {
+                        below_local.push((i, *log_start_offset));
+                    }
                 }
                 part.error_code = code(&e);
             }
+        }
+    }
+    for (i, local_start) in below_local {
+        let w = &wave[i];
+        let Ok((shard, _)) = w.owner else { continue };
+        let target =
+            fetch_remote::Target { shard, topic: &w.topic, topic_id: &w.topic_id, partition: w.partition, from_follower: w.source == ReadSource::Follower };
+        if let Some(r) = fetch_remote::read(ctx, target, w.offset, local_start, limit_of(i, w), read_committed).await {
+            let read = &mut reads[i];
+            read.part.error_code = r.error.code();
+            read.part.high_watermark = r.high_watermark;
+            read.part.last_stable_offset = r.last_stable_offset;
+            read.part.log_start_offset = r.log_start_offset;
+            // Remote data holds no open transaction (uploads stop at the last stable
+            // offset) and a transactional read_committed read is refused: none aborted.
+            read.part.aborted_transactions = read_committed.then(Vec::new);
+            read.part.records = r.batches;
+            read.bytes = r.bytes;
+            read.first_batch_exceeds_limit = r.first_batch_exceeds_limit;
         }
     }
     reads

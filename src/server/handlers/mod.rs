@@ -39,6 +39,7 @@ pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
+pub mod fetch_remote;
 pub mod find_coordinator;
 mod group_topic_ids;
 pub mod heartbeat;

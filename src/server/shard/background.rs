@@ -12,9 +12,12 @@ pub async fn retention_loop(ctx: Rc<ShardContext>) {
     loop {
         glommio::timer::sleep(every).await;
         let now = crate::runtime::now_ms();
-        // Followers too: each replica applies retention to its own log, as Kafka's do.
+        let image = ctx.image();
+        // Followers too: each replica applies retention to its own log, as Kafka's do
+        // (a tiered one only to what is in remote storage).
         for p in ctx.partitions.all().into_iter().chain(ctx.partitions.followers()) {
-            if let Err(e) = p.apply_retention(now).await {
+            let uploaded = image.remote_log.highest_offset(&p.topic_id, p.index);
+            if let Err(e) = p.apply_retention(now, uploaded).await {
                 tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e, "retention failed");
             }
             // producer.id.expiration.ms, checked as often as retention.

@@ -33,11 +33,16 @@ impl ShardContext {
             TopicConfig::resolve(&defaults, &Default::default()).unwrap_or_else(|_| unreachable!("defaults are valid"))
         });
         let flush = effective_flush(self.config.flush, tc.flush_messages);
+        // Kafka's UnifiedLog.localRetentionMs/Size: a tiered log that still uploads keeps
+        // local.retention.* locally (and deletes only what is uploaded, `retention.rs`).
+        let tiered = self.config.remote_log_storage_system_enable && tc.remote_storage_enable && !tc.is_compacted() && !tc.remote_log_copy_disable;
+        let (retention_ms, retention_bytes) =
+            if tiered { (tc.local_retention_ms(), tc.local_retention_bytes()) } else { (tc.retention_ms, tc.retention_bytes) };
         let log = LogConfig {
             segment_bytes: tc.segment_bytes,
             segment_ms: tc.segment_ms,
-            retention_ms: tc.retention_ms,
-            retention_bytes: tc.retention_bytes,
+            retention_ms,
+            retention_bytes,
             index_interval_bytes: self.config.log_index_interval_bytes,
             cache_bytes: self.cache_budget_per_partition(),
             compact: tc.is_compacted(),
@@ -60,6 +65,7 @@ impl ShardContext {
             max_producer_ids: self.config.max_producer_ids_per_partition,
             hold_high_watermark_below_min_isr: image.features.elr_enabled(),
             checkpoint_high_watermark_periodically: true,
+            tiered,
         };
         (log, settings)
     }
