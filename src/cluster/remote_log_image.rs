@@ -36,6 +36,15 @@ impl RemoteLogImage {
         Ok(())
     }
 
+    /// DeleteRecords moved the partition's log start offset to `offset` (see
+    /// `PartitionRemoteLog::advance_log_start`).
+    pub fn advance_log_start(&mut self, topic_id: &[u8; 16], partition: i32, offset: i64) {
+        let entry = self.partitions.entry((*topic_id, partition)).or_default();
+        let mut updated = (**entry).clone();
+        updated.advance_log_start(offset);
+        *entry = Arc::new(updated);
+    }
+
     /// Puts back a partition's saved remote log (a snapshot).
     pub fn restore(&mut self, topic_id: &[u8; 16], partition: i32, log: PartitionRemoteLog) {
         if !log.is_empty() {

@@ -30,6 +30,24 @@ fn live_topic<'a>(image: &'a mut MetadataImage, name: &str, id: &[u8; 16]) -> Re
     }
 }
 
+/// The topic's name, if `leader` leads the partition in `leader_epoch` (fencing of the
+/// remote log records, invariant 7: a deposed leader changes nothing).
+fn remote_log_leader(image: &MetadataImage, topic_id: &[u8; 16], partition: i32, leader: i32, leader_epoch: i32) -> Result<String, Rejection> {
+    let Some(topic) = image.topic_by_id(topic_id) else {
+        return Err(Rejection::InvalidRequest("the topic of the remote log record is gone".into()));
+    };
+    let Some(p) = topic.partition(partition) else {
+        return Err(Rejection::InvalidRequest(format!("{} has no partition {partition}", topic.name)));
+    };
+    if p.leader != leader || p.leader_epoch != leader_epoch {
+        return Err(Rejection::InvalidRequest(format!(
+            "stale remote log record: broker {leader} epoch {leader_epoch}, the partition is led by {} in epoch {}",
+            p.leader, p.leader_epoch
+        )));
+    }
+    Ok(topic.name.clone())
+}
+
 fn apply_inner(image: &mut MetadataImage, cmd: &Command) -> Result<(Applied, Vec<MetadataDelta>), Rejection> {
     match cmd {
         Command::InitCluster { cluster_id } => {
@@ -129,21 +147,13 @@ fn apply_inner(image: &mut MetadataImage, cmd: &Command) -> Result<(Applied, Vec
             Ok((Applied::Done, vec![MetadataDelta::SecurityChanged]))
         }
         Command::RemoteLogSegment { topic_id, partition, leader, leader_epoch, segment } => {
-            let Some(topic) = image.topic_by_id(topic_id) else {
-                return Err(Rejection::InvalidRequest("the topic of the remote segment is gone".into()));
-            };
-            let name = topic.name.clone();
-            let Some(p) = topic.partition(*partition) else {
-                return Err(Rejection::InvalidRequest(format!("{name} has no partition {partition}")));
-            };
-            // Fencing (invariant 7): only the current leader, in its current epoch.
-            if p.leader != *leader || p.leader_epoch != *leader_epoch {
-                return Err(Rejection::InvalidRequest(format!(
-                    "stale remote segment record: broker {leader} epoch {leader_epoch}, the partition is led by {} in epoch {}",
-                    p.leader, p.leader_epoch
-                )));
-            }
+            let name = remote_log_leader(image, topic_id, *partition, *leader, *leader_epoch)?;
             image.remote_log.apply(topic_id, *partition, segment).map_err(Rejection::InvalidRequest)?;
+            Ok((Applied::Done, vec![MetadataDelta::RemoteLogChanged { name }]))
+        }
+        Command::RemoteLogStartOffset { topic_id, partition, leader, leader_epoch, offset } => {
+            let name = remote_log_leader(image, topic_id, *partition, *leader, *leader_epoch)?;
+            image.remote_log.advance_log_start(topic_id, *partition, *offset);
             Ok((Applied::Done, vec![MetadataDelta::RemoteLogChanged { name }]))
         }
         Command::UpdateFeatures { levels } => {

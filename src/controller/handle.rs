@@ -242,6 +242,19 @@ impl ControllerHandle {
         self.call(ClientRequest::RemoteLogSegment { topic_id, partition, leader, leader_epoch, segment }).await.map(|_| ())
     }
 
+    /// DeleteRecords on a tiered partition: its log start offset, now inside remote
+    /// storage, as `leader` in `leader_epoch`.
+    pub async fn remote_log_start_offset(
+        &self,
+        topic_id: [u8; 16],
+        partition: i32,
+        leader: BrokerId,
+        leader_epoch: i32,
+        offset: i64,
+    ) -> Result<(), ControllerError> {
+        self.call(ClientRequest::RemoteLogStartOffset { topic_id, partition, leader, leader_epoch, offset }).await.map(|_| ())
+    }
+
     /// ExpireDelegationToken with a negative period: the token is removed.
     pub async fn remove_delegation_token(&self, token_id: String) -> Result<(), ControllerError> {
         self.call(ClientRequest::RemoveDelegationToken { token_id }).await.map(|_| ())

@@ -203,6 +203,14 @@ pub enum ClientRequest {
         leader_epoch: i32,
         segment: crate::remote::segment_metadata::RemoteLogSegmentMetadata,
     },
+    /// A tiered partition's leader moved its log start offset into remote storage.
+    RemoteLogStartOffset {
+        topic_id: [u8; 16],
+        partition: i32,
+        leader: BrokerId,
+        leader_epoch: i32,
+        offset: i64,
+    },
 }
 
 /// The answer to a `ClientRequest`, one variant per kind of result.

@@ -790,6 +790,10 @@ async fn execute(
             write(raft, Command::RemoteLogSegment { topic_id, partition, leader, leader_epoch, segment }).await?;
             Ok(ClientReply::Done)
         }
+        ClientRequest::RemoteLogStartOffset { topic_id, partition, leader, leader_epoch, offset } => {
+            write(raft, Command::RemoteLogStartOffset { topic_id, partition, leader, leader_epoch, offset }).await?;
+            Ok(ClientReply::Done)
+        }
         ClientRequest::DescribeQuorum => quorum_info::describe(&raft.metrics().borrow_watched())
             .map(ClientReply::Quorum)
             .ok_or_else(|| ControllerError::NotController("this node no longer leads".into())),

@@ -570,7 +570,9 @@ impl TryFrom<SnapImage> for MetadataImage {
         };
         let mut remote_log = RemoteLogImage::default();
         for (topic_id, partition, log) in remote.partitions {
-            let log = PartitionRemoteLog::restore(log.segments().to_vec()).map_err(|e| SnapshotError::Archive(format!("remote log section: {e}")))?;
+            let start = log.log_start_offset();
+            let mut log = PartitionRemoteLog::restore(log.segments().to_vec()).map_err(|e| SnapshotError::Archive(format!("remote log section: {e}")))?;
+            log.advance_log_start(start);
             remote_log.restore(&topic_id, partition, log);
         }
         let mut topics: BTreeMap<String, TopicMeta> = topics;
@@ -832,6 +834,7 @@ mod tests {
         image.remote_log.apply(&[1; 16], 0, &seg(1, 0, RemoteSegmentState::CopySegmentStarted)).unwrap();
         image.remote_log.apply(&[1; 16], 0, &seg(1, 0, RemoteSegmentState::CopySegmentFinished)).unwrap();
         image.remote_log.apply(&[1; 16], 0, &seg(2, 10, RemoteSegmentState::CopySegmentStarted)).unwrap();
+        image.remote_log.advance_log_start(&[1; 16], 0, 4);
         let (_, back) = decode(&encode(&SnapshotMeta::default(), &image).unwrap()).unwrap();
         assert_eq!(back, image);
         assert_eq!((back.remote_log.highest_offset(&[1; 16], 0), back.remote_log.partition(&[1; 16], 0).unwrap().segments().len()), (9, 2));

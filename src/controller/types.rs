@@ -249,6 +249,15 @@ pub enum Command {
         leader_epoch: i32,
         segment: RemoteLogSegmentMetadata,
     },
+    /// DeleteRecords on a tiered partition moved its log start offset into remote
+    /// storage (its leader proposes it, fenced as `RemoteLogSegment`).
+    RemoteLogStartOffset {
+        topic_id: [u8; 16],
+        partition: i32,
+        leader: BrokerId,
+        leader_epoch: i32,
+        offset: i64,
+    },
 }
 
 /// The changes of one entity's quotas (`AlterClientQuotas`).
@@ -302,6 +311,7 @@ impl fmt::Display for Command {
             Command::PutDelegationToken { token } => write!(f, "PutDelegationToken({}, expiry {})", token.token_id, token.expiry_ms),
             Command::RemoveDelegationTokens { token_ids } => write!(f, "RemoveDelegationTokens({})", token_ids.len()),
             Command::UpdateFeatures { levels } => write!(f, "UpdateFeatures({levels:?})"),
+            Command::RemoteLogStartOffset { partition, offset, .. } => write!(f, "RemoteLogStartOffset(partition {partition}, {offset})"),
             Command::RemoteLogSegment { partition, leader_epoch, segment, .. } => write!(
                 f,
                 "RemoteLogSegment(partition {partition}, epoch {leader_epoch}, [{}, {}] {:?})",

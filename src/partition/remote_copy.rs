@@ -27,4 +27,10 @@ impl Partition {
             })
             .collect()
     }
+
+    /// Bytes of the local segments holding offsets above `offset` (Kafka's
+    /// onlyLocalLogSegmentsSize when `offset` is the last one in remote storage).
+    pub fn local_bytes_above(&self, offset: i64) -> u64 {
+        self.log.borrow().bytes_above(offset)
+    }
 }

@@ -10,7 +10,11 @@
 //! objects (`object_keys.rs`: the Aiven plugin's layout; `remote_indexes.rs`: offsets,
 //! timestamps, leader epochs, producer snapshot).
 //!
+//! `expiration.rs` decides which remote segments go (unfinished copies, DeleteRecords,
+//! retention.ms / retention.bytes over the whole log).
+//!
 //! Below partition/, cluster/ and server/; names only storage, record, config and runtime.
+pub mod expiration;
 pub mod object_keys;
 pub mod remote_indexes;
 pub mod remote_read;

@@ -94,6 +94,11 @@ impl RemoteLogSegmentMetadata {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartitionRemoteLog {
     segments: Vec<RemoteLogSegmentMetadata>,
+    /// The partition's log start offset as DeleteRecords moved it while its history was
+    /// remote (Kafka's logStartOffset below the local log start): offsets below it are
+    /// gone even while a segment holding them waits for deletion. 0: never moved.
+    #[serde(default)]
+    log_start_offset: i64,
 }
 
 impl PartitionRemoteLog {
@@ -147,15 +152,27 @@ impl PartitionRemoteLog {
         if ids.len() != segments.len() {
             return Err("a remote segment id appears twice".into());
         }
-        Ok(PartitionRemoteLog { segments })
+        Ok(PartitionRemoteLog { segments, log_start_offset: 0 })
+    }
+
+    /// DeleteRecords below the local log start: the log now starts at `offset` (never
+    /// moves back).
+    pub fn advance_log_start(&mut self, offset: i64) {
+        self.log_start_offset = self.log_start_offset.max(offset);
+    }
+
+    /// Where the partition's log starts as far as remote storage knows (0 if never moved).
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
     }
 
     pub fn segments(&self) -> &[RemoteLogSegmentMetadata] {
         &self.segments
     }
 
+    /// No segment, and no log start offset to remember.
     pub fn is_empty(&self) -> bool {
-        self.segments.is_empty()
+        self.segments.is_empty() && self.log_start_offset == 0
     }
 
     /// Readable segments (CopySegmentFinished), by start offset.
@@ -168,13 +185,18 @@ impl PartitionRemoteLog {
         self.finished().map(|s| s.end_offset).max().unwrap_or(-1)
     }
 
-    /// The first offset in remote storage, if any segment is readable.
+    /// The first offset readable in remote storage, if any: the first finished
+    /// segment's start, or the log start offset DeleteRecords set inside it.
     pub fn start_offset(&self) -> Option<i64> {
-        self.finished().map(|s| s.start_offset).min()
+        let first = self.finished().filter(|s| s.end_offset >= self.log_start_offset).map(|s| s.start_offset).min()?;
+        Some(first.max(self.log_start_offset))
     }
 
-    /// The readable segment holding `offset`.
+    /// The readable segment holding `offset` (none below the log start offset).
     pub fn segment_for(&self, offset: i64) -> Option<&RemoteLogSegmentMetadata> {
+        if offset < self.log_start_offset {
+            return None;
+        }
         self.finished().find(|s| s.start_offset <= offset && offset <= s.end_offset)
     }
 

@@ -99,6 +99,27 @@ impl RemoteStore {
         self.run(async move { super::remote_read::read(&*store, &cache, &request).await })
     }
 
+    /// Deletes every object under `prefix` (a deleted partition's folder); returns how
+    /// many went.
+    pub fn delete_prefix(&self, prefix: String) -> impl std::future::Future<Output = Result<usize, RemoteError>> {
+        let store = self.store.clone();
+        self.run(async move {
+            use futures::StreamExt as _;
+            let folder = ObjectPath::from(prefix.trim_end_matches('/'));
+            let keys = store.list(Some(&folder)).map(|m| m.map(|m| m.location)).boxed();
+            let mut deleted = 0;
+            let mut results = store.delete_stream(keys);
+            while let Some(r) = results.next().await {
+                match r {
+                    Ok(_) => deleted += 1,
+                    Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(RemoteError::Store(e.to_string())),
+                }
+            }
+            Ok(deleted)
+        })
+    }
+
     /// Deletes a segment's objects (a missing one is not an error: deletes are retried).
     pub fn delete_segment(
         &self,

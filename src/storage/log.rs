@@ -626,6 +626,12 @@ impl Log {
         self.segments.values().filter(|s| s.sealed && s.indexes_saved).map(|s| (s.base_offset, s.next_offset(), s.size())).collect()
     }
 
+    /// Bytes of the segments holding offsets above `offset` (what only the local log
+    /// has, for a tiered log whose remote copy ends at `offset`).
+    pub fn bytes_above(&self, offset: i64) -> u64 {
+        self.segments.values().filter(|s| s.next_offset() > offset + 1).map(|s| s.size()).sum()
+    }
+
     /// All segment files, for deleting the whole log.
     pub fn segment_bases(&self) -> Vec<i64> {
         self.segments.keys().copied().collect()

@@ -9,7 +9,10 @@
 - local.retention.bytes deletes uploaded segments from the broker's disk, the log still
   starts at 0 (ListOffsets earliest) while the local log starts later (earliest-local,
   -4), and a consumer from the beginning gets every record back, the history from the
-  object store.
+  object store;
+- what goes from remote storage: DeleteRecords into the remote part (reads stop at the
+  new start at once, the segments wholly below it leave the bucket), retention.bytes
+  over the whole log (the oldest remote segments go), and a deleted topic's objects.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import struct
 import uuid
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from clients import Rec, consume_confluent, produce_confluent
@@ -205,3 +208,47 @@ def test_history_past_local_retention_is_read_back_from_the_object_store(tiered,
     assert [c.value for c in got] == values, "every record, history from the object store"
     assert all(c.key == b"k%d" % (c.offset % 7) and c.headers == (("h", b"%d" % c.offset),) for c in got)
     assert local_start > 0
+
+
+def remote_logs(store: ObjectStore, prefix: str, topic: str) -> list[int]:
+    """Start offsets of the topic's `.log` objects in the bucket, in order."""
+    return sorted(int(k.rsplit("/", 1)[1].split("-", 1)[0]) for k in store.keys(f"{prefix}{topic}-") if k.endswith(".log"))
+
+
+def test_delete_records_retention_and_topic_deletion_remove_remote_data(tiered, store):
+    b, prefix = tiered
+    topic = f"expire-{uuid.uuid4().hex[:6]}"
+    create(b.bootstrap, topic, {"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
+                                "local.retention.bytes": str(SEGMENT_BYTES)}).result(timeout=60)
+    values = [b"%06d-" % i + bytes([97 + i % 26]) * 1000 for i in range(8000)]
+    produce_confluent(b.bootstrap, topic, [Rec(None, v, (), None) for v in values], partition=0, **{"batch.size": 65536})
+    wait_for("local segments deleted once uploaded",
+             lambda: (lambda r: r[0] == 0 and r[1] > 4000)(list_offsets_v9(b.bootstrap, topic, -4)), 120)
+    starts = remote_logs(store, prefix, topic)
+    assert starts[0] == 0 and len(starts) >= 5, starts
+
+    # DeleteRecords into the remote part: the log starts there at once.
+    target = starts[2] + 10
+    a = AdminClient({"bootstrap.servers": b.bootstrap})
+    (f,) = a.delete_records([TopicPartition(topic, 0, target)], request_timeout=30, operation_timeout=30).values()
+    assert f.result(timeout=60).low_watermark == target
+    assert list_offsets_v9(b.bootstrap, topic, -2) == (0, target)
+    got = consume_confluent(b.bootstrap, topic, 1, **{"max.partition.fetch.bytes": 200_000})[0]
+    assert [c.offset for c in got] == list(range(target, len(values)))
+    assert [c.value for c in got] == values[target:]
+    # The two segments wholly below it leave the bucket; the one holding it stays.
+    wait_for("segments below the log start deleted", lambda: remote_logs(store, prefix, topic)[:1] == [starts[2]], 60)
+
+    # retention.bytes over the whole log (remote + local-only): the oldest remote go.
+    (f,) = a.incremental_alter_configs([ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.bytes", str(4 * SEGMENT_BYTES), incremental_operation=AlterConfigOpType.SET)])]).values()
+    f.result(timeout=60)
+    left = wait_for("remote segments past retention.bytes deleted", lambda: (lambda s: s if len(s) <= 4 else None)(remote_logs(store, prefix, topic)), 60)
+    code, earliest = list_offsets_v9(b.bootstrap, topic, -2)
+    assert code == 0 and earliest == left[0], (earliest, left)
+    got = consume_confluent(b.bootstrap, topic, 1, **{"max.partition.fetch.bytes": 200_000})[0]
+    assert [c.value for c in got] == values[earliest:]
+
+    # A deleted topic's objects go too.
+    a.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
+    wait_for("a deleted topic's objects deleted", lambda: store.keys(f"{prefix}{topic}-") == [], 60)

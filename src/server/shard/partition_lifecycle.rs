@@ -15,6 +15,7 @@ use crate::cluster::replica_role::{apply_role, replica_ids, role_on, RoleChange}
 use crate::cluster::topic_config::{TimestampType, TopicConfig};
 use crate::controller::ShardUpdates;
 use crate::partition::{effective_flush, write_mode, Partition, PartitionSettings, Role, RoleState};
+use crate::remote::object_keys::partition_prefix;
 use crate::storage::LogConfig;
 
 /// Replicas a shard opens at once (their file waits overlap; each holds a read buffer).
@@ -328,7 +329,24 @@ impl ShardContext {
         crate::metrics::with(|m| m.forget_topic(name));
         let mut doomed: Vec<(i32, std::path::PathBuf)> = Vec::new();
         let followed = self.partitions.remove_followers_of_topic(name);
-        for (index, p) in self.partitions.remove_topic(name).into_iter().chain(followed) {
+        let led = self.partitions.remove_topic(name);
+        // Tiered storage: the leader deletes the partition's remote objects (Kafka's
+        // deleteRemoteLog when a topic is deleted), in the background.
+        if let Some(store) = &self.remote_store {
+            for (index, p) in &led {
+                let (store, folder) = (store.clone(), partition_prefix(&store.settings.key_prefix, name, &p.topic_id, *index));
+                let (topic, partition) = (name.to_string(), *index);
+                glommio::spawn_local(async move {
+                    match store.delete_prefix(folder).await {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(topic, partition, objects = n, "deleted topic: remote objects deleted"),
+                        Err(e) => tracing::warn!(topic, partition, error = %e, "deleted topic: its remote objects stay"),
+                    }
+                })
+                .detach();
+            }
+        }
+        for (index, p) in led.into_iter().chain(followed) {
             p.close();
             // Whichever log dir the partition is in.
             doomed.push((index, p.dir()));

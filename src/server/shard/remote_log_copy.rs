@@ -1,9 +1,11 @@
-//! Tiered storage's copy task (Kafka's RLMCopyTask), one per shard: every
+//! Tiered storage's copy and expiration tasks (Kafka's RLMCopyTask and
+//! RLMExpirationTask), one loop per shard: every
 //! `remote.log.manager.task.interval.ms`, each tiered partition this shard leads uploads
 //! its sealed segments past the highest offset already remote, oldest first, one at a
 //! time per shard. Each upload is recorded in the metadata log before and after
 //! (CopySegmentStarted, then CopySegmentFinished), fenced by the leader epoch: a deposed
-//! leader's records are refused, so it never adds a segment to the remote log.
+//! leader's records are refused, so it never adds a segment to the remote log. Before
+//! copying, the leader deletes what `remote::expiration` says has expired.
 //!
 //! The shard only schedules and records; the bytes move on the remote I/O runtime
 //! (`remote::store`), so nothing here blocks the shard.
@@ -24,7 +26,14 @@ pub async fn remote_copy_loop(ctx: Rc<ShardContext>, store: RemoteStore) {
     loop {
         glommio::timer::sleep(every).await;
         for p in ctx.partitions.all() {
-            if !p.is_leader() || !copies(&ctx, &p) {
+            if !p.is_leader() {
+                continue;
+            }
+            // No upload of this shard runs now: a CopySegmentStarted record is dangling.
+            if let Err(e) = expire_segments(&ctx, &store, &p).await {
+                tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e, "remote expiration failed; retried next round");
+            }
+            if !copies(&ctx, &p) {
                 continue;
             }
             // Oldest first, until nothing more can go (or an upload fails: next round).
@@ -42,11 +51,51 @@ pub async fn remote_copy_loop(ctx: Rc<ShardContext>, store: RemoteStore) {
     }
 }
 
+/// `p`'s topic config, if its topic is still the one it belongs to.
+fn topic_config(ctx: &ShardContext, p: &Partition) -> Option<TopicConfig> {
+    let image = ctx.image();
+    let topic = image.topic(&p.topic).filter(|t| t.topic_id == p.topic_id)?;
+    TopicConfig::resolve(&ctx.topic_defaults_in(&image), &topic.configs).ok()
+}
+
 /// Whether `p`'s topic uploads: remote.storage.enable and not remote.log.copy.disable.
 fn copies(ctx: &ShardContext, p: &Partition) -> bool {
+    topic_config(ctx, p).is_some_and(|c| c.remote_storage_enable && !c.remote_log_copy_disable)
+}
+
+/// Kafka's RLMExpirationTask for one partition this shard leads (`remote::expiration`):
+/// the log start offset moves first, then each doomed segment goes through
+/// DeleteSegmentStarted, the deletion of its objects, DeleteSegmentFinished.
+async fn expire_segments(ctx: &ShardContext, store: &RemoteStore, p: &Partition) -> Result<(), String> {
     let image = ctx.image();
-    let Some(topic) = image.topic(&p.topic).filter(|t| t.topic_id == p.topic_id) else { return false };
-    TopicConfig::resolve(&ctx.topic_defaults_in(&image), &topic.configs).is_ok_and(|c| c.remote_storage_enable && !c.remote_log_copy_disable)
+    let Some(remote) = image.remote_log.partition(&p.topic_id, p.index) else { return Ok(()) };
+    let Some(tc) = topic_config(ctx, p) else { return Ok(()) };
+    let local_only = p.local_bytes_above(remote.highest_offset());
+    let plan = crate::remote::expiration::expire(remote, crate::runtime::now_ms(), tc.retention_ms, tc.retention_bytes, local_only);
+    if plan.segments.is_empty() {
+        return Ok(());
+    }
+    let (node, leader_epoch) = (ctx.config.node_id, p.leader_epoch());
+    if let Some(start) = plan.new_log_start {
+        ctx.controller.remote_log_start_offset(p.topic_id, p.index, node, leader_epoch, start).await.map_err(|e| format!("moving the log start: {e}"))?;
+    }
+    let prefix = partition_prefix(&store.settings.key_prefix, &p.topic, &p.topic_id, p.index);
+    for mut segment in plan.segments {
+        if segment.state != RemoteSegmentState::DeleteSegmentStarted {
+            segment.state = RemoteSegmentState::DeleteSegmentStarted;
+            segment.event_timestamp_ms = crate::runtime::now_ms();
+            ctx.controller
+                .remote_log_segment(p.topic_id, p.index, node, leader_epoch, segment.clone())
+                .await
+                .map_err(|e| format!("recording a deletion: {e}"))?;
+        }
+        store.delete_segment(prefix.clone(), segment.start_offset, segment.segment_id).await.map_err(|e| e.to_string())?;
+        segment.state = RemoteSegmentState::DeleteSegmentFinished;
+        segment.event_timestamp_ms = crate::runtime::now_ms();
+        ctx.controller.remote_log_segment(p.topic_id, p.index, node, leader_epoch, segment.clone()).await.map_err(|e| format!("recording a deletion: {e}"))?;
+        tracing::info!(shard = ctx.shard, topic = %p.topic, partition = p.index, start = segment.start_offset, end = segment.end_offset, "remote segment deleted");
+    }
+    Ok(())
 }
 
 /// One segment: CopySegmentStarted, the upload, CopySegmentFinished. A failed upload's
