@@ -104,6 +104,14 @@ metrics_table! {
     SHARE_STATE_WRITE_TIME: "share_state_write_time_seconds", Histogram, "A share-partition state write, sent until the share coordinator answered (retries included)", "";
     SHARE_RECORDS_ACQUIRED: "share_records_acquired", Counter, "Records acquired by ShareFetch requests for share consumers (a redelivery counts again)", "";
     SHARE_FETCH_WAKEUPS: "share_fetch_wakeups", Counter, "Waiting ShareFetch requests that looked again for records, by what woke them (turn: a partition's high watermark moved and it had waited longest there; poll: the 50 ms look for released records and expired locks)", "";
+    REMOTE_COPY_BYTES: "remote_copy_bytes", Counter, "Bytes of segments uploaded to remote storage (tiered storage)", "kafka.server:type=BrokerTopicMetrics,name=RemoteCopyBytesPerSec";
+    REMOTE_COPY_REQUESTS: "remote_copy_requests", Counter, "Segment uploads to remote storage, by result", "kafka.server:type=BrokerTopicMetrics,name=RemoteCopyRequestsPerSec / RemoteCopyErrorsPerSec";
+    REMOTE_FETCH_BYTES: "remote_fetch_bytes", Counter, "Bytes of batches consumer fetches read from remote storage", "kafka.server:type=BrokerTopicMetrics,name=RemoteFetchBytesPerSec";
+    REMOTE_FETCH_REQUESTS: "remote_fetch_requests", Counter, "Consumer fetches of a partition read from remote storage, by result (expired: still reading at remote.fetch.max.wait.ms, answered empty)", "kafka.server:type=BrokerTopicMetrics,name=RemoteFetchRequestsPerSec / RemoteFetchErrorsPerSec";
+    REMOTE_FETCH_TIME: "remote_fetch_time_seconds", Histogram, "One read from remote storage (indexes, then a ranged GET), asked until answered", "kafka.log.remote:type=RemoteLogManager,name=RemoteLogReaderFetchRateAndTimeMs";
+    REMOTE_DELETE_REQUESTS: "remote_delete_requests", Counter, "Remote segments deleted (retention, DeleteRecords, unfinished copies), by result", "kafka.server:type=BrokerTopicMetrics,name=RemoteDeleteRequestsPerSec / RemoteDeleteErrorsPerSec";
+    REMOTE_COPY_LAG: "remote_copy_lag_bytes", Gauge, "Bytes of sealed local segments of tiered leaders not yet in remote storage, by shard", "kafka.server:type=BrokerTopicMetrics,name=RemoteCopyLagBytes";
+    REMOTE_LOG_SIZE: "remote_log_size_bytes", Gauge, "Bytes in remote storage of the partitions this broker leads, by shard", "kafka.server:type=BrokerTopicMetrics,name=RemoteLogSizeBytes";
     SHARE_DEAD_LETTER_RECORDS: "share_dead_letter_records", Counter, "Records of share groups sent to their dead-letter queue (KIP-1191) and archived, by outcome (written: the queue took them; not_written: archived without a copy, the queue misconfigured or its writes given up, logged)", "";
     GROUP_PROTOCOL_CONVERSIONS: "group_protocol_conversions", Counter, "Groups with members converted online between the classic and KIP-848 consumer protocols (group.consumer.migration.policy), by direction (upgrade: classic to consumer; downgrade: back)", "";
     PRODUCER_IDS_EVICTED: "producer_ids_evicted", Counter, "Producer ids forgotten before producer.id.expiration.ms because a partition's table reached max_producer_ids_per_partition", "";
@@ -328,6 +336,19 @@ impl prometheus_client::collector::Collector for Scrape {
         let fetch = &merged.share_fetch;
         w.counter(&SHARE_RECORDS_ACQUIRED, [(Vec::new(), fetch.records_acquired)])?;
         w.counter(&SHARE_FETCH_WAKEUPS, [(vec![("by", "turn".to_string())], fetch.woken_in_turn), (vec![("by", "poll".to_string())], fetch.polled)])?;
+        let r = &merged.remote;
+        let result = |ok: u64, err: u64| [(vec![("result", "ok".to_string())], ok), (vec![("result", "error".to_string())], err)];
+        w.counter(&REMOTE_COPY_BYTES, [(Vec::new(), r.copy_bytes)])?;
+        w.counter(&REMOTE_COPY_REQUESTS, result(r.copy_requests, r.copy_errors))?;
+        w.counter(&REMOTE_FETCH_BYTES, [(Vec::new(), r.fetch_bytes)])?;
+        w.counter(
+            &REMOTE_FETCH_REQUESTS,
+            result(r.fetch_requests, r.fetch_errors).into_iter().chain([(vec![("result", "expired".to_string())], r.fetch_expired)]),
+        )?;
+        w.histogram(&REMOTE_FETCH_TIME, [(Vec::new(), &r.fetch_time)])?;
+        w.counter(&REMOTE_DELETE_REQUESTS, result(r.delete_requests, r.delete_errors))?;
+        w.gauge(&REMOTE_COPY_LAG, per_shard(|g| g.remote_copy_lag_bytes))?;
+        w.gauge(&REMOTE_LOG_SIZE, per_shard(|g| g.remote_log_size_bytes))?;
         let dead = &merged.share_dead_letter;
         w.counter(
             &SHARE_DEAD_LETTER_RECORDS,

@@ -23,6 +23,11 @@ pub struct ShardGauges {
     pub producer_state_entries: u64,
     /// Segment files of this shard's partitions.
     pub segments: u64,
+    /// Tiered storage: bytes of sealed local segments of tiered leaders not in remote
+    /// storage yet (Kafka's RemoteCopyLagBytes), and of the remote segments of the
+    /// partitions it leads (RemoteLogSizeBytes).
+    pub remote_copy_lag_bytes: u64,
+    pub remote_log_size_bytes: u64,
     /// Of those, the ones holding a descriptor now, and the closes of idle ones by the
     /// shard's descriptor budget (`storage::open_files`).
     pub segment_files_open: u64,

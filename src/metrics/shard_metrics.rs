@@ -136,6 +136,26 @@ pub struct ShardMetrics {
     /// Groups converted online between the classic and KIP-848 protocols
     /// (group.consumer.migration.policy): (upgrades, downgrades).
     pub group_conversions: (u64, u64),
+    /// Tiered storage (remote/): uploads, remote reads, remote deletions.
+    pub remote: RemoteStorageCounts,
+}
+
+/// What a shard's tiered-storage tasks and remote reads did (Kafka's
+/// BrokerTopicMetrics Remote*PerSec meters, as counters).
+#[derive(Clone, Debug, Default)]
+pub struct RemoteStorageCounts {
+    pub copy_bytes: u64,
+    pub copy_requests: u64,
+    pub copy_errors: u64,
+    pub fetch_bytes: u64,
+    pub fetch_requests: u64,
+    pub fetch_errors: u64,
+    /// Remote reads still running at remote.fetch.max.wait.ms (answered empty).
+    pub fetch_expired: u64,
+    pub delete_requests: u64,
+    pub delete_errors: u64,
+    /// One remote read, asked until answered.
+    pub fetch_time: Histogram,
 }
 
 /// Records sent to share groups' dead-letter queues (KIP-1191), by outcome.
@@ -197,6 +217,7 @@ impl Default for ShardMetrics {
             share_state: ShareStateCalls::default(),
             share_fetch: ShareFetchCounts::default(),
             share_dead_letter: DeadLetterCounts::default(),
+            remote: RemoteStorageCounts::default(),
             group_conversions: (0, 0),
         }
     }
@@ -314,6 +335,13 @@ impl ShardMetrics {
         self.share_fetch.records_acquired += other.share_fetch.records_acquired;
         self.share_fetch.woken_in_turn += other.share_fetch.woken_in_turn;
         self.share_fetch.polled += other.share_fetch.polled;
+        let (r, o) = (&mut self.remote, &other.remote);
+        (r.copy_bytes, r.copy_requests, r.copy_errors) = (r.copy_bytes + o.copy_bytes, r.copy_requests + o.copy_requests, r.copy_errors + o.copy_errors);
+        (r.fetch_bytes, r.fetch_requests, r.fetch_errors) =
+            (r.fetch_bytes + o.fetch_bytes, r.fetch_requests + o.fetch_requests, r.fetch_errors + o.fetch_errors);
+        (r.fetch_expired, r.delete_requests, r.delete_errors) =
+            (r.fetch_expired + o.fetch_expired, r.delete_requests + o.delete_requests, r.delete_errors + o.delete_errors);
+        r.fetch_time.add(&o.fetch_time);
         self.share_dead_letter.records_written += other.share_dead_letter.records_written;
         self.share_dead_letter.records_not_written += other.share_dead_letter.records_not_written;
         self.group_conversions.0 += other.group_conversions.0;

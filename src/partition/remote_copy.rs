@@ -33,4 +33,9 @@ impl Partition {
     pub fn local_bytes_above(&self, offset: i64) -> u64 {
         self.log.borrow().bytes_above(offset)
     }
+
+    /// Tiered storage uploads this log (`PartitionSettings::tiered`).
+    pub fn is_tiered(&self) -> bool {
+        self.settings.borrow().tiered
+    }
 }

@@ -24,6 +24,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
+from admin_api import scrape
 from clients import Rec, consume_confluent, produce_confluent
 from conftest import LOG_ROOT, skip_unless_shardlog, wait_for
 from kafkawire import compact_array, compact_string, crc32c, flexible_roundtrip, i8, i32, i64, uvarint
@@ -208,6 +209,14 @@ def test_history_past_local_retention_is_read_back_from_the_object_store(tiered,
     assert [c.value for c in got] == values, "every record, history from the object store"
     assert all(c.key == b"k%d" % (c.offset % 7) and c.headers == (("h", b"%d" % c.offset),) for c in got)
     assert local_start > 0
+    # Every feature visible as a metric.
+    m = scrape(b.admin_url)
+    assert m.total("shardlog_remote_copy_bytes_total") >= 6 * SEGMENT_BYTES * 0.9
+    assert m.total("shardlog_remote_copy_requests_total", result="ok") >= 6
+    assert m.total("shardlog_remote_fetch_requests_total", result="ok") > 0
+    assert m.total("shardlog_remote_fetch_bytes_total") >= local_start * 1000
+    assert m.total("shardlog_remote_fetch_time_seconds_count") > 0
+    assert m.total("shardlog_remote_log_size_bytes") >= 6 * SEGMENT_BYTES * 0.9
 
 
 def remote_logs(store: ObjectStore, prefix: str, topic: str) -> list[int]:

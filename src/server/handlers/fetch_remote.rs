@@ -83,7 +83,12 @@ pub async fn read(ctx: &Rc<ShardContext>, target: Target<'_>, offset: i64, local
         log_start_offset: remote_start,
     };
     let wait = Duration::from_millis(ctx.config.remote_fetch_max_wait_ms.max(1));
-    let reading = std::pin::pin!(store.read(request));
+    let started = std::time::Instant::now();
+    let reading = std::pin::pin!(async {
+        let read = store.read(request).await;
+        crate::metrics::with(|m| m.remote.fetch_time.record(started.elapsed()));
+        read
+    });
     let timer = std::pin::pin!(glommio::timer::sleep(wait));
     match select(reading, timer).await {
         Either::Left((Ok(read), _)) => {
@@ -95,17 +100,19 @@ pub async fn read(ctx: &Rc<ShardContext>, target: Target<'_>, offset: i64, local
                 out.error = ErrorCode::UNKNOWN_SERVER_ERROR;
                 return Some(out);
             }
+            crate::metrics::with(|m| (m.remote.fetch_requests, m.remote.fetch_bytes) = (m.remote.fetch_requests + 1, m.remote.fetch_bytes + read.bytes as u64));
             out.bytes = read.bytes;
             out.first_batch_exceeds_limit = read.first_batch_exceeds_limit;
             out.batches = read.batches.into_iter().collect();
         }
         Either::Left((Err(e), _)) => {
+            crate::metrics::with(|m| m.remote.fetch_errors += 1);
             tracing::warn!(topic, partition, offset, error = %e, "remote fetch failed");
             out.error = ErrorCode::UNKNOWN_SERVER_ERROR;
         }
         // Kafka's DelayedRemoteFetch expiry: empty, no error; the read goes on and warms
         // the index cache for the consumer's next fetch.
-        Either::Right(_) => {}
+        Either::Right(_) => crate::metrics::with(|m| m.remote.fetch_expired += 1),
     }
     Some(out)
 }

@@ -125,9 +125,17 @@ fn gauges(ctx: &ShardContext) -> ShardGauges {
         .collect();
     shard_metrics::with(|m| m.add_io(add(io.file_reads(), io.file_buffered_reads()), add(io.file_writes(), io.file_buffered_writes())));
     let mut by_dir: BTreeMap<String, u64> = BTreeMap::new();
+    let image = ctx.image();
     for p in ctx.partitions.all().into_iter().chain(ctx.partitions.followers()) {
         let pg = p.gauges();
         if pg.leader {
+            if let Some(remote) = image.remote_log.partition(&p.topic_id, p.index) {
+                g.remote_log_size_bytes += remote.size_bytes();
+            }
+            if p.is_tiered() {
+                let uploaded = image.remote_log.highest_offset(&p.topic_id, p.index);
+                g.remote_copy_lag_bytes += p.sealed_segments_for_upload().iter().filter(|s| s.end_offset > uploaded).map(|s| s.file_bytes).sum::<u64>();
+            }
             g.partition_offsets.push(PartitionOffsets {
                 topic: p.topic.clone(),
                 partition: p.index,

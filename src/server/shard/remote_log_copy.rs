@@ -89,7 +89,11 @@ async fn expire_segments(ctx: &ShardContext, store: &RemoteStore, p: &Partition)
                 .await
                 .map_err(|e| format!("recording a deletion: {e}"))?;
         }
-        store.delete_segment(prefix.clone(), segment.start_offset, segment.segment_id).await.map_err(|e| e.to_string())?;
+        if let Err(e) = store.delete_segment(prefix.clone(), segment.start_offset, segment.segment_id).await {
+            crate::metrics::with(|m| m.remote.delete_errors += 1);
+            return Err(e.to_string());
+        }
+        crate::metrics::with(|m| m.remote.delete_requests += 1);
         segment.state = RemoteSegmentState::DeleteSegmentFinished;
         segment.event_timestamp_ms = crate::runtime::now_ms();
         ctx.controller.remote_log_segment(p.topic_id, p.index, node, leader_epoch, segment.clone()).await.map_err(|e| format!("recording a deletion: {e}"))?;
@@ -128,6 +132,7 @@ async fn copy_segment(ctx: &ShardContext, store: &RemoteStore, p: &Partition, se
     };
     match store.upload(upload).await {
         Ok(done) => {
+            crate::metrics::with(|m| (m.remote.copy_requests, m.remote.copy_bytes) = (m.remote.copy_requests + 1, m.remote.copy_bytes + done.size_bytes));
             record.size_bytes = done.size_bytes;
             record.max_timestamp_ms = done.max_timestamp;
             record.event_timestamp_ms = crate::runtime::now_ms();
@@ -138,6 +143,7 @@ async fn copy_segment(ctx: &ShardContext, store: &RemoteStore, p: &Partition, se
             Ok(())
         }
         Err(e) => {
+            crate::metrics::with(|m| m.remote.copy_errors += 1);
             for state in [RemoteSegmentState::DeleteSegmentStarted, RemoteSegmentState::DeleteSegmentFinished] {
                 record.state = state;
                 record.event_timestamp_ms = crate::runtime::now_ms();
