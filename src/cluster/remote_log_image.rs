@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::remote::segment_metadata::{PartitionRemoteLog, RemoteLogSegmentMetadata};
+use crate::remote::segment_metadata::{PartitionRemoteLog, RemoteLogSegmentMetadata, RemoteSegmentState};
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RemoteLogImage {
@@ -25,9 +25,26 @@ impl RemoteLogImage {
 
     /// Applies one segment record (see `PartitionRemoteLog::apply`).
     pub fn apply(&mut self, topic_id: &[u8; 16], partition: i32, record: &RemoteLogSegmentMetadata) -> Result<(), String> {
+        self.apply_expecting(topic_id, partition, record, None)
+    }
+
+    /// `apply` that requires the segment's current state (`PartitionRemoteLog::apply_expecting`).
+    pub fn apply_expecting(
+        &mut self,
+        topic_id: &[u8; 16],
+        partition: i32,
+        record: &RemoteLogSegmentMetadata,
+        expected: Option<RemoteSegmentState>,
+    ) -> Result<(), String> {
         let entry = self.partitions.entry((*topic_id, partition)).or_default();
         let mut updated = (**entry).clone();
-        updated.apply(record)?;
+        let applied = updated.apply_expecting(record, expected);
+        if let Err(e) = applied {
+            if entry.is_empty() {
+                self.partitions.remove(&(*topic_id, partition));
+            }
+            return Err(e);
+        }
         if updated.is_empty() {
             self.partitions.remove(&(*topic_id, partition));
         } else {

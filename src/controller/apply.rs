@@ -146,9 +146,9 @@ fn apply_inner(image: &mut MetadataImage, cmd: &Command) -> Result<(Applied, Vec
             }
             Ok((Applied::Done, vec![MetadataDelta::SecurityChanged]))
         }
-        Command::RemoteLogSegment { topic_id, partition, leader, leader_epoch, segment } => {
+        Command::RemoteLogSegment { topic_id, partition, leader, leader_epoch, segment, expected } => {
             let name = remote_log_leader(image, topic_id, *partition, *leader, *leader_epoch)?;
-            image.remote_log.apply(topic_id, *partition, segment).map_err(Rejection::InvalidRequest)?;
+            image.remote_log.apply_expecting(topic_id, *partition, segment, *expected).map_err(Rejection::InvalidRequest)?;
             Ok((Applied::Done, vec![MetadataDelta::RemoteLogChanged { name }]))
         }
         Command::RemoteLogStartOffset { topic_id, partition, leader, leader_epoch, offset } => {

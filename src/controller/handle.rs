@@ -230,7 +230,8 @@ impl ControllerHandle {
     }
 
     /// Records a remote segment's new state (tiered storage), as `leader` of the partition
-    /// in `leader_epoch`: refused once another leader or epoch has it.
+    /// in `leader_epoch`: refused once another leader or epoch has it, or (`expected`)
+    /// when the segment is no longer in the state the decision was made on.
     pub async fn remote_log_segment(
         &self,
         topic_id: [u8; 16],
@@ -238,8 +239,9 @@ impl ControllerHandle {
         leader: BrokerId,
         leader_epoch: i32,
         segment: crate::remote::segment_metadata::RemoteLogSegmentMetadata,
+        expected: Option<crate::remote::segment_metadata::RemoteSegmentState>,
     ) -> Result<(), ControllerError> {
-        self.call(ClientRequest::RemoteLogSegment { topic_id, partition, leader, leader_epoch, segment }).await.map(|_| ())
+        self.call(ClientRequest::RemoteLogSegment { topic_id, partition, leader, leader_epoch, segment, expected }).await.map(|_| ())
     }
 
     /// DeleteRecords on a tiered partition: its log start offset, now inside remote

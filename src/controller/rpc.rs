@@ -202,6 +202,7 @@ pub enum ClientRequest {
         leader: BrokerId,
         leader_epoch: i32,
         segment: crate::remote::segment_metadata::RemoteLogSegmentMetadata,
+        expected: Option<crate::remote::segment_metadata::RemoteSegmentState>,
     },
     /// A tiered partition's leader moved its log start offset into remote storage.
     RemoteLogStartOffset {

@@ -786,8 +786,8 @@ async fn execute(
             write(raft, Command::RemoveDelegationTokens { token_ids: vec![token_id] }).await?;
             Ok(ClientReply::Done)
         }
-        ClientRequest::RemoteLogSegment { topic_id, partition, leader, leader_epoch, segment } => {
-            write(raft, Command::RemoteLogSegment { topic_id, partition, leader, leader_epoch, segment }).await?;
+        ClientRequest::RemoteLogSegment { topic_id, partition, leader, leader_epoch, segment, expected } => {
+            write(raft, Command::RemoteLogSegment { topic_id, partition, leader, leader_epoch, segment, expected }).await?;
             Ok(ClientReply::Done)
         }
         ClientRequest::RemoteLogStartOffset { topic_id, partition, leader, leader_epoch, offset } => {

@@ -248,6 +248,10 @@ pub enum Command {
         leader: BrokerId,
         leader_epoch: i32,
         segment: RemoteLogSegmentMetadata,
+        /// Applied only if the segment is in this state now (a deletion decided on an
+        /// older view); None: any state the transition allows.
+        #[serde(default)]
+        expected: Option<crate::remote::segment_metadata::RemoteSegmentState>,
     },
     /// DeleteRecords on a tiered partition moved its log start offset into remote
     /// storage (its leader proposes it, fenced as `RemoteLogSegment`).

@@ -148,3 +148,105 @@ pub(super) async fn read(store: &dyn ObjectStore, cache: &IndexCache, r: &Remote
     }
     Err(RemoteError::Corrupt(format!("{log}: no batch at offset {} within 64 reads", r.offset)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{encode_batch, set_base_offset, NewRecord};
+    use object_store::memory::InMemory;
+
+    /// Batches of `n` records each, `value_len` bytes per value, from offset 0.
+    fn batches(count: usize, n: usize, value_len: usize) -> Vec<Vec<u8>> {
+        (0..count)
+            .map(|i| {
+                let records = (0..n).map(|j| NewRecord { key: None, value: Some(vec![(i + j) as u8; value_len].into()), timestamp_ms: 1_000 });
+                let mut b = encode_batch(records, kafka_protocol::records::Compression::None).unwrap().to_vec();
+                set_base_offset(&mut b, (i * n) as i64).unwrap();
+                b
+            })
+            .collect()
+    }
+
+    /// A store holding one segment of `batches` (offsets 0..), indexed every 2 batches.
+    fn segment(store: &InMemory, batches: &[Vec<u8>], n: usize) -> RemoteRead {
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let log: Vec<u8> = batches.concat();
+        let mut pos = 0u64;
+        let mut offset_index = Vec::new();
+        for (i, b) in batches.iter().enumerate() {
+            if i % 2 == 0 {
+                offset_index.push(((i * n) as i64, pos));
+            }
+            pos += b.len() as u64;
+        }
+        let indexes = RemoteIndexes { offset_index, ..Default::default() };
+        let read = RemoteRead {
+            partition_prefix: "p/t-x/0/".into(),
+            segment_id: [7; 16],
+            start_offset: 0,
+            end_offset: (batches.len() * n) as i64 - 1,
+            size_bytes: log.len() as u64,
+            offset: 0,
+            max_bytes: 1 << 20,
+            min_one_batch: true,
+        };
+        rt.block_on(async {
+            store.put(&ObjectPath::from(segment_key(&read.partition_prefix, 0, &read.segment_id, LOG_SUFFIX)), log.into()).await.unwrap();
+            store.put(&ObjectPath::from(segment_key(&read.partition_prefix, 0, &read.segment_id, INDEXES_SUFFIX)), indexes.encode().into()).await.unwrap();
+        });
+        read
+    }
+
+    fn run(store: &InMemory, cache: &IndexCache, r: &RemoteRead) -> Result<RemoteBatches, RemoteError> {
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(read(store, cache, r))
+    }
+
+    fn bases(out: &RemoteBatches) -> Vec<i64> {
+        out.batches.iter().map(|b| i64::from_be_bytes(b[..8].try_into().unwrap())).collect()
+    }
+
+    #[test]
+    fn reads_whole_batches_from_the_offset_within_the_limit() {
+        let (store, cache) = (InMemory::new(), IndexCache::default());
+        let all = batches(10, 5, 100);
+        let r = segment(&store, &all, 5);
+        // From offset 17 (in the batch 15-19): that batch first, then on to the end.
+        let out = run(&store, &cache, &RemoteRead { offset: 17, ..r.clone() }).unwrap();
+        assert_eq!(bases(&out), vec![15, 20, 25, 30, 35, 40, 45]);
+        assert_eq!(out.bytes, all[3..].iter().map(Vec::len).sum::<usize>());
+        // Two batches' worth of bytes: two batches.
+        let out = run(&store, &cache, &RemoteRead { offset: 0, max_bytes: all[0].len() * 2 + 1, ..r.clone() }).unwrap();
+        assert_eq!(bases(&out), vec![0, 5]);
+        // Less than one batch: that batch anyway with min_one_batch, else nothing.
+        let out = run(&store, &cache, &RemoteRead { offset: 49, max_bytes: 10, ..r.clone() }).unwrap();
+        assert_eq!((bases(&out), out.first_batch_exceeds_limit), (vec![45], true));
+        let out = run(&store, &cache, &RemoteRead { offset: 49, max_bytes: 10, min_one_batch: false, ..r }).unwrap();
+        assert!(out.batches.is_empty());
+    }
+
+    #[test]
+    fn a_batch_larger_than_the_first_range_is_read_whole() {
+        let (store, cache) = (InMemory::new(), IndexCache::default());
+        // 3 batches of 5 x 120 KiB: each larger than the 64 KiB a small fetch asks first
+        // (plus the index interval, 256 KiB: the second batch is cut at the range's end).
+        let all = batches(3, 5, 120 << 10);
+        let r = segment(&store, &all, 5);
+        let out = run(&store, &cache, &RemoteRead { offset: 5, max_bytes: 1, ..r }).unwrap();
+        assert_eq!(bases(&out), vec![5]);
+        assert_eq!(out.batches[0].len(), all[1].len());
+    }
+
+    #[test]
+    fn a_damaged_object_is_an_error_never_data() {
+        let (store, cache) = (InMemory::new(), IndexCache::default());
+        let mut all = batches(4, 5, 100);
+        let last = all[1].len() - 1;
+        all[1][last] ^= 0xff;
+        let r = segment(&store, &all, 5);
+        let err = run(&store, &cache, &RemoteRead { offset: 5, ..r.clone() }).unwrap_err();
+        assert!(matches!(err, RemoteError::Corrupt(_)), "{err}");
+        // A missing object: a store error.
+        let gone = RemoteRead { segment_id: [9; 16], ..r };
+        assert!(matches!(run(&store, &cache, &gone), Err(RemoteError::Store(_))));
+    }
+}

@@ -106,6 +106,19 @@ impl PartitionRemoteLog {
     /// `RemoteSegmentState::can_become` and keeps its offsets; DeleteSegmentFinished
     /// removes the record. Deterministic (the controller applies it on every replica).
     pub fn apply(&mut self, record: &RemoteLogSegmentMetadata) -> Result<(), String> {
+        self.apply_expecting(record, None)
+    }
+
+    /// `apply`, refused unless the segment is in state `expected` now (when given): a
+    /// deletion decided on an older view (a copy that looked unfinished) must not delete a
+    /// segment whose copy finished meanwhile.
+    pub fn apply_expecting(&mut self, record: &RemoteLogSegmentMetadata, expected: Option<RemoteSegmentState>) -> Result<(), String> {
+        if let Some(expected) = expected {
+            let now = self.segments.iter().find(|s| s.segment_id == record.segment_id).map(|s| s.state);
+            if now != Some(expected) {
+                return Err(format!("remote segment is {now:?}, the record expected {expected:?}"));
+            }
+        }
         record.check()?;
         match self.segments.iter().position(|s| s.segment_id == record.segment_id) {
             None => {
@@ -265,5 +278,10 @@ mod tests {
         bad.leader_epochs = vec![(3, 12), (2, 15)];
         assert!(log.apply(&bad).unwrap_err().contains("out of order"));
         assert_eq!(log.segments().len(), 1, "nothing refused was kept");
+        // A deletion decided while the copy looked unfinished, after it finished: refused.
+        let mut del = seg(1, 0, 9, DeleteSegmentStarted);
+        assert!(log.apply_expecting(&del, Some(CopySegmentStarted)).unwrap_err().contains("expected CopySegmentStarted"));
+        del.state = DeleteSegmentStarted;
+        log.apply_expecting(&del, Some(CopySegmentFinished)).unwrap();
     }
 }

@@ -23,28 +23,49 @@ use super::context::ShardContext;
 
 pub async fn remote_copy_loop(ctx: Rc<ShardContext>, store: RemoteStore) {
     let every = Duration::from_millis(ctx.config.remote_log_manager_task_interval_ms.max(100));
+    // Segments this shard finished copying whose CopySegmentFinished its image may not
+    // have applied yet (the controller answered, the update is on its way).
+    let mut finished: Vec<[u8; 16]> = Vec::new();
     loop {
         glommio::timer::sleep(every).await;
         for p in ctx.partitions.all() {
             if !p.is_leader() {
                 continue;
             }
-            // No upload of this shard runs now: a CopySegmentStarted record is dangling.
-            if let Err(e) = expire_segments(&ctx, &store, &p).await {
+            // No upload of this shard runs now, so a CopySegmentStarted record is dangling
+            // unless it is one this shard finished and the image has not applied yet.
+            ctx.catch_up_with_controller().await;
+            let image = ctx.image();
+            finished.retain(|id| {
+                image
+                    .remote_log
+                    .partition(&p.topic_id, p.index)
+                    .is_some_and(|r| r.segments().iter().any(|s| &s.segment_id == id && s.state == RemoteSegmentState::CopySegmentStarted))
+            });
+            if let Err(e) = expire_segments(&ctx, &store, &p, &finished).await {
                 tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e, "remote expiration failed; retried next round");
             }
             if !copies(&ctx, &p) {
                 continue;
             }
             // Oldest first, until nothing more can go (or an upload fails: next round).
+            let mut copied_through = -1;
             loop {
                 let image = ctx.image();
                 let highest = image.remote_log.highest_offset(&p.topic_id, p.index);
                 let sealed = p.sealed_segments_for_upload();
+                // The image may not show this round's copies yet: never one twice.
+                let highest = highest.max(copied_through);
                 let Some(segment) = next_to_upload(&sealed, highest, p.last_stable_offset()).cloned() else { break };
-                if let Err(e) = copy_segment(&ctx, &store, &p, segment).await {
-                    tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e, "remote copy failed; retried next round");
-                    break;
+                match copy_segment(&ctx, &store, &p, segment.clone()).await {
+                    Ok(id) => {
+                        finished.push(id);
+                        copied_through = segment.end_offset;
+                    }
+                    Err(e) => {
+                        tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e, "remote copy failed; retried next round");
+                        break;
+                    }
                 }
             }
         }
@@ -66,12 +87,13 @@ fn copies(ctx: &ShardContext, p: &Partition) -> bool {
 /// Kafka's RLMExpirationTask for one partition this shard leads (`remote::expiration`):
 /// the log start offset moves first, then each doomed segment goes through
 /// DeleteSegmentStarted, the deletion of its objects, DeleteSegmentFinished.
-async fn expire_segments(ctx: &ShardContext, store: &RemoteStore, p: &Partition) -> Result<(), String> {
+async fn expire_segments(ctx: &ShardContext, store: &RemoteStore, p: &Partition, finished: &[[u8; 16]]) -> Result<(), String> {
     let image = ctx.image();
     let Some(remote) = image.remote_log.partition(&p.topic_id, p.index) else { return Ok(()) };
     let Some(tc) = topic_config(ctx, p) else { return Ok(()) };
     let local_only = p.local_bytes_above(remote.highest_offset());
-    let plan = crate::remote::expiration::expire(remote, crate::runtime::now_ms(), tc.retention_ms, tc.retention_bytes, local_only);
+    let mut plan = crate::remote::expiration::expire(remote, crate::runtime::now_ms(), tc.retention_ms, tc.retention_bytes, local_only);
+    plan.segments.retain(|s| !(s.state == RemoteSegmentState::CopySegmentStarted && finished.contains(&s.segment_id)));
     if plan.segments.is_empty() {
         return Ok(());
     }
@@ -82,10 +104,12 @@ async fn expire_segments(ctx: &ShardContext, store: &RemoteStore, p: &Partition)
     let prefix = partition_prefix(&store.settings.key_prefix, &p.topic, &p.topic_id, p.index);
     for mut segment in plan.segments {
         if segment.state != RemoteSegmentState::DeleteSegmentStarted {
+            // Only from the state this decision saw: a copy that finished meanwhile stays.
+            let seen = segment.state;
             segment.state = RemoteSegmentState::DeleteSegmentStarted;
             segment.event_timestamp_ms = crate::runtime::now_ms();
             ctx.controller
-                .remote_log_segment(p.topic_id, p.index, node, leader_epoch, segment.clone())
+                .remote_log_segment(p.topic_id, p.index, node, leader_epoch, segment.clone(), Some(seen))
                 .await
                 .map_err(|e| format!("recording a deletion: {e}"))?;
         }
@@ -96,7 +120,10 @@ async fn expire_segments(ctx: &ShardContext, store: &RemoteStore, p: &Partition)
         crate::metrics::with(|m| m.remote.delete_requests += 1);
         segment.state = RemoteSegmentState::DeleteSegmentFinished;
         segment.event_timestamp_ms = crate::runtime::now_ms();
-        ctx.controller.remote_log_segment(p.topic_id, p.index, node, leader_epoch, segment.clone()).await.map_err(|e| format!("recording a deletion: {e}"))?;
+        ctx.controller
+            .remote_log_segment(p.topic_id, p.index, node, leader_epoch, segment.clone(), None)
+            .await
+            .map_err(|e| format!("recording a deletion: {e}"))?;
         tracing::info!(shard = ctx.shard, topic = %p.topic, partition = p.index, start = segment.start_offset, end = segment.end_offset, "remote segment deleted");
     }
     Ok(())
@@ -105,7 +132,7 @@ async fn expire_segments(ctx: &ShardContext, store: &RemoteStore, p: &Partition)
 /// One segment: CopySegmentStarted, the upload, CopySegmentFinished. A failed upload's
 /// record moves to DeleteSegmentStarted then DeleteSegmentFinished (its objects were
 /// removed by the upload), so it does not linger.
-async fn copy_segment(ctx: &ShardContext, store: &RemoteStore, p: &Partition, segment: LocalSealedSegment) -> Result<(), String> {
+async fn copy_segment(ctx: &ShardContext, store: &RemoteStore, p: &Partition, segment: LocalSealedSegment) -> Result<[u8; 16], String> {
     let leader_epoch = p.leader_epoch();
     let node = ctx.config.node_id;
     let mut record = RemoteLogSegmentMetadata {
@@ -119,7 +146,7 @@ async fn copy_segment(ctx: &ShardContext, store: &RemoteStore, p: &Partition, se
         size_bytes: segment.file_bytes,
         state: RemoteSegmentState::CopySegmentStarted,
     };
-    let propose = |record: RemoteLogSegmentMetadata| ctx.controller.remote_log_segment(p.topic_id, p.index, node, leader_epoch, record);
+    let propose = |record: RemoteLogSegmentMetadata| ctx.controller.remote_log_segment(p.topic_id, p.index, node, leader_epoch, record, None);
     propose(record.clone()).await.map_err(|e| format!("recording the copy's start: {e}"))?;
     let upload = SegmentUpload {
         partition_prefix: partition_prefix(&store.settings.key_prefix, &p.topic, &p.topic_id, p.index),
@@ -137,10 +164,11 @@ async fn copy_segment(ctx: &ShardContext, store: &RemoteStore, p: &Partition, se
             record.max_timestamp_ms = done.max_timestamp;
             record.event_timestamp_ms = crate::runtime::now_ms();
             record.state = RemoteSegmentState::CopySegmentFinished;
+            let id = record.segment_id;
             propose(record).await.map_err(|e| format!("recording the finished copy: {e}"))?;
             tracing::info!(shard = ctx.shard, topic = %p.topic, partition = p.index, start = segment.start_offset, end = segment.end_offset,
                 bytes = done.size_bytes, batches = done.batches, "segment copied to remote storage");
-            Ok(())
+            Ok(id)
         }
         Err(e) => {
             crate::metrics::with(|m| m.remote.copy_errors += 1);
