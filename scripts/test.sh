@@ -248,7 +248,7 @@ if [ "$rc" = 0 ] && [ "$TARGET" = shardlog ] && [ -z "${PYTEST_ARGS:-}" ]; then
   step "integration tests again with flush = never (SHARDLOG_TEST_FLUSH=never): the data-path suites"
   never_suites=""
   for f in clients_roundtrip list_offsets compaction cross_shard replication follower_fetching \
-           offset_for_leader_epoch topic_recreate fetch_limits; do
+           offset_for_leader_epoch topic_recreate fetch_limits tiered_storage; do
     never_suites="$never_suites tests/integration/test_$f.py"
   done
   # shellcheck disable=SC2086
