@@ -12,7 +12,9 @@
   object store;
 - what goes from remote storage: DeleteRecords into the remote part (reads stop at the
   new start at once, the segments wholly below it leave the bucket), retention.bytes
-  over the whole log (the oldest remote segments go), and a deleted topic's objects.
+  over the whole log (the oldest remote segments go), and a deleted topic's objects;
+- an object store outage under load: every acknowledged record kept, uploads fail and are
+  counted, nothing leaves the disk until the store is back, then the backlog drains.
 """
 
 from __future__ import annotations
@@ -261,3 +263,33 @@ def test_delete_records_retention_and_topic_deletion_remove_remote_data(tiered, 
     # A deleted topic's objects go too.
     a.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
     wait_for("a deleted topic's objects deleted", lambda: store.keys(f"{prefix}{topic}-") == [], 60)
+
+
+def test_an_object_store_outage_keeps_everything_local_until_it_returns(broker_factory, tmp_path_factory):
+    skip_unless_shardlog("tiered storage against SeaweedFS")
+    own = ObjectStore(tmp_path_factory.mktemp("outage-store"), LOG_ROOT / f"weed-outage-{uuid.uuid4().hex[:6]}.log").start()
+    try:
+        prefix = "outage/"
+        b = broker_factory(settings={**own.broker_settings(prefix), "remote.log.manager.task.interval.ms": "300",
+                                     "log.retention.check.interval.ms": "500", "rsm.config.storage.s3.api.call.timeout": "3000"})
+        topic = f"outage-{uuid.uuid4().hex[:6]}"
+        create(b.bootstrap, topic, {"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
+                                    "local.retention.bytes": str(SEGMENT_BYTES)}).result(timeout=60)
+        own.stop()
+        values = [b"%06d-" % i + bytes([97 + i % 26]) * 1000 for i in range(6000)]
+        produced = produce_confluent(b.bootstrap, topic, [Rec(None, v, (), None) for v in values], partition=0, **{"batch.size": 65536})
+        assert len(produced) == len(values), "every record acknowledged while the store is down"
+        wait_for("failed uploads counted", lambda: scrape(b.admin_url).total("shardlog_remote_copy_requests_total", result="error") >= 2, 60)
+        # Nothing is remote, so nothing leaves the disk, whatever local.retention.bytes says.
+        assert list_offsets_v9(b.bootstrap, topic, -4) == (0, 0)
+        assert list_offsets_v9(b.bootstrap, topic, -5) == (0, -1)
+        local = [f for f in b.data_dir.rglob("*.log") if f.parent.name == f"{topic}-0"]
+        assert len(local) >= 5, local
+        assert scrape(b.admin_url).total("shardlog_remote_copy_lag_bytes") >= 4 * SEGMENT_BYTES
+        own.start()
+        wait_for("the backlog uploaded and deleted locally",
+                 lambda: (lambda r: r[0] == 0 and r[1] > 3000)(list_offsets_v9(b.bootstrap, topic, -4)), 180)
+        got = consume_confluent(b.bootstrap, topic, 1, **{"max.partition.fetch.bytes": 200_000})[0]
+        assert [c.value for c in got] == values
+    finally:
+        own.stop()
