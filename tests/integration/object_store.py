@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -82,6 +83,15 @@ class ObjectStore:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+
+    def pause(self) -> None:
+        """SIGSTOP: connections stay open, nothing is answered (a hung store)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
 
     def client(self):
         import boto3

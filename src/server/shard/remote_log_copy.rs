@@ -148,6 +148,8 @@ async fn copy_segment(ctx: &ShardContext, store: &RemoteStore, p: &Partition, se
     };
     let propose = |record: RemoteLogSegmentMetadata| ctx.controller.remote_log_segment(p.topic_id, p.index, node, leader_epoch, record, None);
     propose(record.clone()).await.map_err(|e| format!("recording the copy's start: {e}"))?;
+    tracing::info!(shard = ctx.shard, topic = %p.topic, partition = p.index, start = segment.start_offset, end = segment.end_offset,
+        "uploading a segment to remote storage");
     let upload = SegmentUpload {
         partition_prefix: partition_prefix(&store.settings.key_prefix, &p.topic, &p.topic_id, p.index),
         segment_id: record.segment_id,
