@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use super::error::PartitionError;
 use super::state::Partition;
-use crate::record::{parse_records, records_section, BatchHeader, BatchList};
+use crate::record::{first_record_at_or_after, BatchHeader, BatchList};
 use crate::runtime::file_slice::FileSlice;
 use crate::storage::batch_reader::BatchReader;
 use crate::storage::log::DiskRead;
@@ -479,16 +479,4 @@ impl Partition {
         }
         Ok(Some((batch_base, ts)))
     }
-}
-
-/// The first record of a batch at or after `timestamp` (and at or after `min_offset`),
-/// walking its records after a bounded decompression (ListOffsets only; not on the fetch
-/// path). A LogAppendTime batch's records all carry its maxTimestamp, as in Kafka.
-fn first_record_at_or_after(batch: Bytes, h: &BatchHeader, timestamp: i64, min_offset: i64) -> Option<(i64, i64)> {
-    let fallback = Some((h.base_offset.max(min_offset), h.max_timestamp));
-    let Ok(records) = records_section(&batch, h).and_then(|section| parse_records(&section, h)) else {
-        return fallback;
-    };
-    let record_timestamp = |t: i64| if h.timestamp_type_is_log_append() { h.max_timestamp } else { t };
-    records.iter().map(|r| (r.offset, record_timestamp(r.timestamp))).find(|&(offset, ts)| ts >= timestamp && offset >= min_offset).or(fallback)
 }

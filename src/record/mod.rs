@@ -39,8 +39,8 @@ pub use header::{compute_crc, parse_header, BatchError, BatchHeader, BATCH_HEADE
 pub use iter::{iter_batches, BatchIter, IterStop};
 pub use patch::{rebuild_with_records, set_base_offset, set_log_append_time, set_partition_leader_epoch, set_producer};
 pub use records::{
-    decompress_bounded, parse_records, read_field, read_varint, read_varlong, records_section, walk_records, with_records_section, RecordRef,
-    MAX_DECOMPRESSED_BYTES,
+    decompress_bounded, first_record_at_or_after, parse_records, read_field, read_varint, read_varlong, records_section, walk_records, with_records_section,
+    RecordRef, MAX_DECOMPRESSED_BYTES,
 };
 pub use validate::{check_produce_version, validate_produce_records, ProduceChecks, RecordError, RecordErrorKind, RecordErrors};
 

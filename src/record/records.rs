@@ -361,6 +361,18 @@ pub(super) fn compress_into(out: &mut BytesMut, mut plain: BytesMut, compression
     }
 }
 
+/// The first record of a batch at or after `timestamp` (and at or after `min_offset`),
+/// walking its records after a bounded decompression (ListOffsets only; not on the fetch
+/// path). A LogAppendTime batch's records all carry its maxTimestamp, as in Kafka.
+pub fn first_record_at_or_after(batch: Bytes, h: &BatchHeader, timestamp: i64, min_offset: i64) -> Option<(i64, i64)> {
+    let fallback = Some((h.base_offset.max(min_offset), h.max_timestamp));
+    let Ok(records) = records_section(&batch, h).and_then(|section| parse_records(&section, h)) else {
+        return fallback;
+    };
+    let record_timestamp = |t: i64| if h.timestamp_type_is_log_append() { h.max_timestamp } else { t };
+    records.iter().map(|r| (r.offset, record_timestamp(r.timestamp))).find(|&(offset, ts)| ts >= timestamp && offset >= min_offset).or(fallback)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -74,6 +74,22 @@ impl RemoteIndexes {
     }
 }
 
+impl RemoteIndexes {
+    /// Where a search for the first record at or after `timestamp` starts: the indexed
+    /// batch before the first time-index entry whose running largest timestamp reaches it
+    /// (every batch up to that one is older), or the last indexed batch when none does (a
+    /// later batch may).
+    pub fn scan_start_for_timestamp(&self, timestamp: i64) -> Option<i64> {
+        let reached = self.time_index.iter().position(|&(max, _)| max >= timestamp);
+        let at = match reached {
+            Some(0) => 0,
+            Some(k) => k - 1,
+            None => self.time_index.len().checked_sub(1)?,
+        };
+        self.time_index.get(at).map(|&(_, offset)| offset)
+    }
+}
+
 mod base64_bytes {
     use base64::Engine as _;
     use serde::{Deserialize, Deserializer, Serializer};
@@ -103,6 +119,13 @@ mod tests {
         let bytes = idx.encode();
         assert_eq!(RemoteIndexes::decode(&bytes), Ok(idx.clone()));
         assert_eq!((idx.position_for(0), idx.position_for(99), idx.position_for(100), idx.position_for(1_000)), (0, 0, 300_000, 600_000));
+        // Time index (1000 at offset 0, 2000 at 120): 1500 is first reached by the batch
+        // at 120 or one before it, after the one at 0; 2500 may be past the last entry.
+        assert_eq!(
+            (idx.scan_start_for_timestamp(500), idx.scan_start_for_timestamp(1_500), idx.scan_start_for_timestamp(2_500)),
+            (Some(0), Some(0), Some(120))
+        );
+        assert_eq!(RemoteIndexes::default().scan_start_for_timestamp(1), None);
         let mut flipped = bytes.clone();
         *flipped.last_mut().unwrap() ^= 1;
         assert!(RemoteIndexes::decode(&flipped).unwrap_err().contains("checksum"));

@@ -32,6 +32,9 @@ pub struct RemoteRead {
     pub offset: i64,
     pub max_bytes: usize,
     pub min_one_batch: bool,
+    /// A ListOffsets search for this timestamp: the read starts where the time index
+    /// says the first batch reaching it can be (not before `offset`).
+    pub timestamp: Option<i64>,
 }
 
 /// The batches read: one `Bytes` per batch, in offset order.
@@ -86,6 +89,8 @@ pub(super) async fn read(store: &dyn ObjectStore, cache: &IndexCache, r: &Remote
         }
     };
     let log = ObjectPath::from(segment_key(&r.partition_prefix, r.start_offset, &r.segment_id, LOG_SUFFIX));
+    let timed = r.timestamp.and_then(|ts| indexes.scan_start_for_timestamp(ts));
+    let r = &RemoteRead { offset: timed.map_or(r.offset, |o| o.max(r.offset)), ..r.clone() };
     let from = indexes.position_for(r.offset);
     if from >= r.size_bytes {
         return Err(RemoteError::Corrupt(format!("{log}: index position {from} past the object's {} bytes", r.size_bytes)));
@@ -189,6 +194,7 @@ mod tests {
             offset: 0,
             max_bytes: 1 << 20,
             min_one_batch: true,
+            timestamp: None,
         };
         rt.block_on(async {
             store.put(&ObjectPath::from(segment_key(&read.partition_prefix, 0, &read.segment_id, LOG_SUFFIX)), log.into()).await.unwrap();

@@ -27,7 +27,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from admin_api import scrape
-from clients import Rec, consume_confluent, produce_confluent
+from clients import Rec, confluent_consumer, consume_confluent, now_ms, produce_confluent
 from conftest import LOG_ROOT, skip_unless_shardlog, wait_for
 from kafkawire import compact_array, compact_string, crc32c, flexible_roundtrip, i8, i32, i64, uvarint
 from object_store import ObjectStore
@@ -198,7 +198,8 @@ def test_history_past_local_retention_is_read_back_from_the_object_store(tiered,
     create(b.bootstrap, topic, {"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
                                 "local.retention.bytes": str(SEGMENT_BYTES)}).result(timeout=60)
     values = [b"%06d-" % i + bytes([97 + i % 26]) * 1000 for i in range(8000)]
-    produce_confluent(b.bootstrap, topic, [Rec(b"k%d" % (i % 7), v, (("h", b"%d" % i),), None) for i, v in enumerate(values)],
+    base_ts = now_ms() - 600_000
+    produce_confluent(b.bootstrap, topic, [Rec(b"k%d" % (i % 7), v, (("h", b"%d" % i),), base_ts + i) for i, v in enumerate(values)],
                       partition=0, **{"batch.size": 65536})
     # Uploaded, then deleted locally: the local log starts well past 0.
     local_start = wait_for("local segments deleted once uploaded",
@@ -211,6 +212,15 @@ def test_history_past_local_retention_is_read_back_from_the_object_store(tiered,
     assert [c.value for c in got] == values, "every record, history from the object store"
     assert all(c.key == b"k%d" % (c.offset % 7) and c.headers == (("h", b"%d" % c.offset),) for c in got)
     assert local_start > 0
+    assert [c.ts for c in got] == [base_ts + i for i in range(len(values))]
+    # ListOffsets by timestamp looks at the remote part first (Kafka's order).
+    c = confluent_consumer(b.bootstrap)
+    try:
+        # One call per timestamp: librdkafka merges entries for the same partition.
+        found = [c.offsets_for_times([TopicPartition(topic, 0, base_ts + t)], timeout=30)[0].offset for t in (0, 100, 2500, local_start + 10)]
+    finally:
+        c.close()
+    assert found == [0, 100, 2500, local_start + 10]
     # Every feature visible as a metric.
     m = scrape(b.admin_url)
     assert m.total("shardlog_remote_copy_bytes_total") >= 6 * SEGMENT_BYTES * 0.9

@@ -72,6 +72,7 @@ pub async fn read(ctx: &Rc<ShardContext>, target: Target<'_>, offset: i64, local
         offset,
         max_bytes: usize::try_from(limit.max_bytes).unwrap_or(0),
         min_one_batch: limit.min_one_batch,
+        timestamp: None,
     };
     let mut out = RemoteFetch {
         error: ErrorCode::NONE,
@@ -115,4 +116,58 @@ pub async fn read(ctx: &Rc<ShardContext>, target: Target<'_>, offset: i64, local
         Either::Right(_) => crate::metrics::with(|m| m.remote.fetch_expired += 1),
     }
     Some(out)
+}
+
+/// ListOffsets by timestamp over a tiered partition's remote part (Kafka searches the
+/// remote log first): the first record at or after `timestamp` in the first readable
+/// remote segment whose largest timestamp reaches it, scanning from where its time index
+/// points. None: no remote segment reaches it (the local answer stands); Err: the store
+/// failed (UNKNOWN_SERVER_ERROR, as Kafka's).
+pub async fn offset_for_timestamp(
+    ctx: &Rc<ShardContext>,
+    topic: &str,
+    topic_id: &[u8; 16],
+    partition: i32,
+    timestamp: i64,
+) -> Option<Result<(i64, i64), ErrorCode>> {
+    let store = ctx.remote_store.as_ref()?;
+    let image = ctx.image();
+    let remote = image.remote_log.partition(topic_id, partition)?;
+    let start = remote.start_offset()?;
+    let segment = remote.finished().find(|s| s.end_offset >= start && s.max_timestamp_ms >= timestamp)?.clone();
+    let prefix = partition_prefix(&store.settings.key_prefix, topic, topic_id, partition);
+    let mut next = segment.start_offset.max(start);
+    let mut timed = Some(timestamp);
+    while next <= segment.end_offset {
+        let request = RemoteRead {
+            partition_prefix: prefix.clone(),
+            segment_id: segment.segment_id,
+            start_offset: segment.start_offset,
+            end_offset: segment.end_offset,
+            size_bytes: segment.size_bytes,
+            offset: next,
+            max_bytes: 1 << 20,
+            min_one_batch: true,
+            timestamp: timed.take(),
+        };
+        let read = match store.read(request).await {
+            Ok(read) => read,
+            Err(e) => {
+                tracing::warn!(topic, partition, timestamp, error = %e, "remote ListOffsets failed");
+                return Some(Err(ErrorCode::UNKNOWN_SERVER_ERROR));
+            }
+        };
+        let Some(last) = read.batches.last() else { break };
+        for batch in &read.batches {
+            let Ok(h) = crate::record::parse_header(batch) else { return Some(Err(ErrorCode::UNKNOWN_SERVER_ERROR)) };
+            if h.max_timestamp >= timestamp && h.last_offset() >= start {
+                return crate::record::first_record_at_or_after(batch.clone(), &h, timestamp, start).map(Ok);
+            }
+        }
+        next = match crate::record::parse_header(last) {
+            Ok(h) => h.last_offset() + 1,
+            Err(_) => return Some(Err(ErrorCode::UNKNOWN_SERVER_ERROR)),
+        };
+    }
+    None
 }

@@ -83,8 +83,17 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListOffsetsR
         topics.push(ListOffsetsTopicResponse::default().with_name(topic.name.clone()).with_partitions(partitions));
     }
     let mut results = ctx.router.run(batch).await.into_iter();
-    let answers = topics.iter_mut().flat_map(|t| t.partitions.iter_mut()).zip(routed).filter(|(_, routed)| *routed);
-    for (resp, _) in answers {
+    // Tiered storage: a timestamp search looks at the remote part first, as Kafka's.
+    let by_timestamp: Vec<Option<(String, [u8; 16], i64)>> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            let meta = image.topic(t.name.0.as_str());
+            t.partitions.iter().map(move |p| meta.filter(|_| p.timestamp >= 0).map(|m| (m.name.clone(), m.topic_id, p.timestamp)))
+        })
+        .collect();
+    let answers = topics.iter_mut().flat_map(|t| t.partitions.iter_mut()).zip(routed).zip(by_timestamp).filter(|((_, routed), _)| *routed);
+    for ((resp, _), search) in answers {
         match results.next() {
             Some(Ok(OpOutput::Offset(offset, ts))) => {
                 resp.offset = offset;
@@ -92,6 +101,13 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListOffsetsR
             }
             Some(Ok(_)) | None => resp.error_code = ErrorCode::UNKNOWN_SERVER_ERROR.code(),
             Some(Err(e)) => resp.error_code = code(&e),
+        }
+        if let (Some((name, topic_id, ts)), true) = (search, resp.error_code == 0 && ctx.remote_store.is_some()) {
+            match super::fetch_remote::offset_for_timestamp(ctx, &name, &topic_id, resp.partition_index, ts).await {
+                Some(Ok((offset, found))) => (resp.offset, resp.timestamp) = (offset, found),
+                Some(Err(e)) => resp.error_code = e.code(),
+                None => {}
+            }
         }
         if resp.error_code != 0 {
             resp.leader_epoch = -1;
