@@ -434,8 +434,10 @@ async fn read_wave(
                 }
                 part.high_watermark = data.high_watermark;
                 part.last_stable_offset = data.last_stable_offset;
-                // A tiered partition's log starts in remote storage.
-                let remote_start = image.remote_log.partition(&w.topic_id, w.partition).and_then(|r| r.start_offset());
+                // A tiered partition's log starts in remote storage (looked up only on a
+                // broker with tiered storage: nothing added to the fetch path otherwise).
+                let remote_start =
+                    if ctx.remote_store.is_some() { image.remote_log.partition(&w.topic_id, w.partition).and_then(|r| r.start_offset()) } else { None };
                 part.log_start_offset = remote_start.map_or(data.log_start_offset, |r| r.min(data.log_start_offset));
                 part.aborted_transactions = data
                     .aborted_transactions

@@ -24,8 +24,9 @@ use super::context::ShardContext;
 pub async fn remote_copy_loop(ctx: Rc<ShardContext>, store: RemoteStore) {
     let every = Duration::from_millis(ctx.config.remote_log_manager_task_interval_ms.max(100));
     // Segments this shard finished copying whose CopySegmentFinished its image may not
-    // have applied yet (the controller answered, the update is on its way).
-    let mut finished: Vec<[u8; 16]> = Vec::new();
+    // have applied yet (the controller answered, the update is on its way): (topic id,
+    // partition, segment id).
+    let mut finished: Vec<([u8; 16], i32, [u8; 16])> = Vec::new();
     loop {
         glommio::timer::sleep(every).await;
         for p in ctx.partitions.all() {
@@ -36,16 +37,16 @@ pub async fn remote_copy_loop(ctx: Rc<ShardContext>, store: RemoteStore) {
             // unless it is one this shard finished and the image has not applied yet.
             ctx.catch_up_with_controller().await;
             let image = ctx.image();
-            finished.retain(|id| {
-                image
-                    .remote_log
-                    .partition(&p.topic_id, p.index)
-                    .is_some_and(|r| r.segments().iter().any(|s| &s.segment_id == id && s.state == RemoteSegmentState::CopySegmentStarted))
-            });
-            if let Err(e) = expire_segments(&ctx, &store, &p, &finished).await {
+            let remote = image.remote_log.partition(&p.topic_id, p.index);
+            let unapplied =
+                |id: &[u8; 16]| remote.is_some_and(|r| r.segments().iter().any(|s| &s.segment_id == id && s.state == RemoteSegmentState::CopySegmentStarted));
+            finished.retain(|(t, i, id)| (*t, *i) != (p.topic_id, p.index) || unapplied(id));
+            let mine: Vec<[u8; 16]> = finished.iter().filter(|(t, i, _)| (*t, *i) == (p.topic_id, p.index)).map(|e| e.2).collect();
+            if let Err(e) = expire_segments(&ctx, &store, &p, &mine).await {
                 tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e, "remote expiration failed; retried next round");
             }
-            if !copies(&ctx, &p) {
+            // remote.storage.enable and not remote.log.copy.disable (`PartitionSettings::tiered`).
+            if !p.is_tiered() {
                 continue;
             }
             // Oldest first, until nothing more can go (or an upload fails: next round).
@@ -59,7 +60,7 @@ pub async fn remote_copy_loop(ctx: Rc<ShardContext>, store: RemoteStore) {
                 let Some(segment) = next_to_upload(&sealed, highest, p.last_stable_offset()).cloned() else { break };
                 match copy_segment(&ctx, &store, &p, segment.clone()).await {
                     Ok(id) => {
-                        finished.push(id);
+                        finished.push((p.topic_id, p.index, id));
                         copied_through = segment.end_offset;
                     }
                     Err(e) => {
@@ -77,11 +78,6 @@ fn topic_config(ctx: &ShardContext, p: &Partition) -> Option<TopicConfig> {
     let image = ctx.image();
     let topic = image.topic(&p.topic).filter(|t| t.topic_id == p.topic_id)?;
     TopicConfig::resolve(&ctx.topic_defaults_in(&image), &topic.configs).ok()
-}
-
-/// Whether `p`'s topic uploads: remote.storage.enable and not remote.log.copy.disable.
-fn copies(ctx: &ShardContext, p: &Partition) -> bool {
-    topic_config(ctx, p).is_some_and(|c| c.remote_storage_enable && !c.remote_log_copy_disable)
 }
 
 /// Kafka's RLMExpirationTask for one partition this shard leads (`remote::expiration`):
