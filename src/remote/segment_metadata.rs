@@ -32,11 +32,6 @@ impl RemoteSegmentState {
                     | (DeleteSegmentStarted, DeleteSegmentFinished)
             )
     }
-
-    /// Kafka's wire/record id of the state (RemoteLogSegmentState.id).
-    pub fn id(self) -> i8 {
-        self as i8
-    }
 }
 
 /// One remote segment (Kafka's RemoteLogSegmentMetadata). Offsets are inclusive; a segment
@@ -80,11 +75,6 @@ impl RemoteLogSegmentMetadata {
             return Err(format!("leader epochs {:?} out of order or outside [{}, {}]", self.leader_epochs, self.start_offset, self.end_offset));
         }
         Ok(())
-    }
-
-    /// The leader epoch of the segment's last batches.
-    pub fn last_epoch(&self) -> i32 {
-        self.leader_epochs.last().map_or(-1, |e| e.0)
     }
 }
 
