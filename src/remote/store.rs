@@ -81,8 +81,8 @@ impl RemoteStore {
     pub fn upload(&self, job: SegmentUpload) -> impl std::future::Future<Output = Result<UploadedSegment, RemoteError>> {
         let store = self.store.clone();
         self.run(async move {
-            let log_key = ObjectPath::from(segment_key(&job.partition_prefix, job.start_offset, &job.segment_id, LOG_SUFFIX));
-            let indexes_key = ObjectPath::from(segment_key(&job.partition_prefix, job.start_offset, &job.segment_id, INDEXES_SUFFIX));
+            let log_key = ObjectPath::from(segment_key(&job.partition_prefix, job.segment.start_offset, &job.segment_id, LOG_SUFFIX));
+            let indexes_key = ObjectPath::from(segment_key(&job.partition_prefix, job.segment.start_offset, &job.segment_id, INDEXES_SUFFIX));
             let result = upload_objects(&*store, &job, &log_key, &indexes_key).await;
             if result.is_err() {
                 for key in [&log_key, &indexes_key] {
@@ -142,7 +142,7 @@ impl RemoteStore {
 }
 
 async fn upload_objects(store: &dyn ObjectStore, job: &SegmentUpload, log_key: &ObjectPath, indexes_key: &ObjectPath) -> Result<UploadedSegment, RemoteError> {
-    let (path, start, end) = (job.log_path.clone(), job.start_offset, job.end_offset);
+    let (path, start, end) = (job.segment.log_path.clone(), job.segment.start_offset, job.segment.end_offset);
     let mut export = tokio::task::spawn_blocking(move || SegmentExport::open(&path, start, end)).await.map_err(join_error)??;
     let upload = store.put_multipart(log_key).await.map_err(|e| RemoteError::Store(e.to_string()))?;
     let mut writer = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
@@ -170,7 +170,7 @@ async fn upload_objects(store: &dyn ObjectStore, job: &SegmentUpload, log_key: &
     }
     let exported = export.finish()?;
     writer.finish().await.map_err(|e| RemoteError::Store(e.to_string()))?;
-    let producer_snapshot = match &job.producer_snapshot {
+    let producer_snapshot = match &job.segment.producer_snapshot {
         Some(p) => {
             let p = p.clone();
             tokio::task::spawn_blocking(move || std::fs::read(&p).or_else(|e| if e.kind() == std::io::ErrorKind::NotFound { Ok(Vec::new()) } else { Err(e) }))
@@ -180,8 +180,12 @@ async fn upload_objects(store: &dyn ObjectStore, job: &SegmentUpload, log_key: &
         }
         None => Vec::new(),
     };
-    let indexes =
-        RemoteIndexes { offset_index: exported.offset_index, time_index: exported.time_index, leader_epochs: job.leader_epochs.clone(), producer_snapshot };
+    let indexes = RemoteIndexes {
+        offset_index: exported.offset_index,
+        time_index: exported.time_index,
+        leader_epochs: job.segment.leader_epochs.clone(),
+        producer_snapshot,
+    };
     store.put(indexes_key, indexes.encode().into()).await.map_err(|e| RemoteError::Store(e.to_string()))?;
     Ok(UploadedSegment { size_bytes: exported.size_bytes, batches: exported.batches, max_timestamp: exported.max_timestamp })
 }

@@ -41,11 +41,7 @@ pub struct SegmentUpload {
     /// `object_keys::partition_prefix` of its partition.
     pub partition_prefix: String,
     pub segment_id: [u8; 16],
-    pub start_offset: i64,
-    pub end_offset: i64,
-    pub log_path: PathBuf,
-    pub producer_snapshot: Option<PathBuf>,
-    pub leader_epochs: Vec<(i32, i64)>,
+    pub segment: LocalSealedSegment,
 }
 
 /// What an upload wrote.

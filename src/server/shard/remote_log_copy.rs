@@ -149,11 +149,7 @@ async fn copy_segment(ctx: &ShardContext, store: &RemoteStore, p: &Partition, se
     let upload = SegmentUpload {
         partition_prefix: partition_prefix(&store.settings.key_prefix, &p.topic, &p.topic_id, p.index),
         segment_id: record.segment_id,
-        start_offset: segment.start_offset,
-        end_offset: segment.end_offset,
-        log_path: segment.log_path.clone(),
-        producer_snapshot: segment.producer_snapshot.clone(),
-        leader_epochs: segment.leader_epochs.clone(),
+        segment: segment.clone(),
     };
     match store.upload(upload).await {
         Ok(done) => {
