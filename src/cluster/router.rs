@@ -460,20 +460,28 @@ impl<X: Send + 'static, Y: Send + 'static> Router<X, Y> {
             PartitionOp::ListOffsets { timestamp, read_committed } => {
                 // An offline log (failed fdatasync) answers KAFKA_STORAGE_ERROR here too.
                 p.check_online()?;
+                let image = self.partitions.image();
+                // A tiered partition's log starts in remote storage.
+                let remote_start = image.remote_log.partition(&p.topic_id, p.index).and_then(|r| r.start_offset());
+                let log_start = remote_start.map_or(p.log_start_offset(), |r| r.min(p.log_start_offset()));
+                let highest_remote = image.remote_log.highest_offset(&p.topic_id, p.index);
                 let found = match timestamp {
                     -1 if read_committed => Some((p.last_stable_offset(), -1)),
                     -1 => Some((p.high_watermark(), -1)),
-                    // A tiered partition's log starts in remote storage (-2); -4
-                    // (earliest-local, KIP-405) is where its local log starts.
-                    -2 => {
-                        let remote = self.partitions.image().remote_log.partition(&p.topic_id, p.index).and_then(|r| r.start_offset());
-                        Some((remote.map_or(p.log_start_offset(), |r| r.min(p.log_start_offset())), -1))
-                    }
+                    -2 => Some((log_start, -1)),
+                    // Earliest-local (KIP-405): where the local log starts.
                     -4 => Some((p.log_start_offset(), -1)),
                     -3 => p.max_timestamp_offset().await?,
                     // KIP-1005 latest-tiered: the last offset in remote storage, -1 when
                     // nothing is (always, for a topic that is not tiered), as Kafka's.
-                    -5 => Some((self.partitions.image().remote_log.highest_offset(&p.topic_id, p.index), -1)),
+                    -5 => Some((highest_remote, -1)),
+                    // KIP-1023 earliest pending upload, as Kafka 4.4's UnifiedLog: the first
+                    // offset past the remote log; the log start when nothing was uploaded
+                    // and nothing was deleted locally; else (not tiered, or uploads this
+                    // broker's metadata does not show yet) none.
+                    -6 if !p.is_tiered() => None,
+                    -6 if highest_remote >= 0 => Some(((highest_remote + 1).max(log_start), -1)),
+                    -6 => (p.log_start_offset() == log_start).then_some((log_start, -1)),
                     ts => p.offset_for_timestamp(ts).await?,
                 };
                 let (offset, ts) = found.unwrap_or((-1, -1));

@@ -18,10 +18,14 @@ use bytes::Bytes;
 
 use super::append::durability;
 use super::error::PartitionError;
-use super::producer_state::ProducerStateTable;
+use super::producer_state::{ProducerStateTable, SNAPSHOT_MAGIC, SNAPSHOT_VERSION};
 use super::state::{recover_producers, Partition};
 use crate::record::{iter_batches, BatchError, BatchHeader, IterStop};
 use crate::runtime::now_ms;
+use crate::storage::dma::write_checked_file;
+use crate::storage::leader_epoch_cache::EpochEntry;
+use crate::storage::segment::snapshot_path;
+use crate::storage::StorageError;
 
 impl Partition {
     /// Appends batches fetched from the leader (a Fetch response's records for this
@@ -135,6 +139,47 @@ impl Partition {
         *self.producers.borrow_mut() = ProducerStateTable::default();
         self.cut_epochs(i64::MIN).await?;
         tracing::info!(topic = %self.topic, partition = self.index, offset, "truncated the whole log; restarting it");
+        Ok(())
+    }
+
+    /// Kafka's "fetch from tiered offset" (KIP-405): the leader answered
+    /// OFFSET_MOVED_TO_TIERED_STORAGE, so this replica's log restarts empty at `offset`
+    /// (the end of the remote log) with the state the remote log had there: its leader
+    /// epochs and the producer snapshot taken when that segment was sealed (the payload
+    /// of a `.snapshot` file, empty for none). History below `offset` stays remote.
+    ///
+    /// A crash between the truncation and the saves leaves the log at `offset` without
+    /// that state: producers then start unknown, as after a snapshot lost with its segment.
+    pub async fn start_from_tiered(&self, offset: i64, epochs: Vec<EpochEntry>, producer_snapshot: &[u8]) -> Result<(), PartitionError> {
+        self.assert_on_shard();
+        self.check_follower()?;
+        self.check_online()?;
+        debug_assert!(epochs.iter().all(|e| e.start_offset < offset), "the remote log's epochs start below its end");
+        let producers = if producer_snapshot.is_empty() {
+            ProducerStateTable::default()
+        } else {
+            ProducerStateTable::decode(producer_snapshot).ok_or_else(|| StorageError::Corrupt {
+                what: format!("{}-{} remote producer snapshot", self.topic, self.index),
+                detail: "does not decode".into(),
+            })?
+        };
+        let _permit = self.append_lock.acquire_permit(1).await.map_err(|_| PartitionError::NotFollower)?;
+        self.check_follower()?;
+        self.writer.truncate_fully_and_start_at(offset).await?;
+        self.reset_high_watermark(offset);
+        let dir = self.log.borrow().dir().to_path_buf();
+        if !producer_snapshot.is_empty() {
+            // Found by the next open as the snapshot of the log's first segment.
+            write_checked_file(&snapshot_path(&dir, offset), SNAPSHOT_MAGIC, SNAPSHOT_VERSION, producer_snapshot).await?;
+        }
+        let mut table = producers;
+        self.bound_producers(&mut table);
+        *self.producers.borrow_mut() = table;
+        self.epochs.borrow_mut().replace(epochs);
+        let saved = self.epochs.borrow().save_job();
+        saved.await?;
+        tracing::info!(topic = %self.topic, partition = self.index, offset, epochs = self.epochs.borrow().entries().len(),
+            producers = self.producers.borrow().len(), "restarted the log at the tiered offset");
         Ok(())
     }
 

@@ -101,6 +101,9 @@ impl ErrorCode {
     pub const INCONSISTENT_TOPIC_ID: ErrorCode = ErrorCode(103);
     pub const TRANSACTIONAL_ID_NOT_FOUND: ErrorCode = ErrorCode(105);
     // KIP-848 consumer groups.
+    /// A follower's fetch below the leader's local log start, inside the remote log
+    /// (KIP-405): the follower restarts from the tiered offset.
+    pub const OFFSET_MOVED_TO_TIERED_STORAGE: ErrorCode = ErrorCode(109);
     pub const FENCED_MEMBER_EPOCH: ErrorCode = ErrorCode(110);
     pub const UNRELEASED_INSTANCE_ID: ErrorCode = ErrorCode(111);
     pub const UNSUPPORTED_ASSIGNOR: ErrorCode = ErrorCode(112);
@@ -180,6 +183,7 @@ mod tests {
         let pairs = [
             (ErrorCode::UNKNOWN_SERVER_ERROR, ResponseError::UnknownServerError),
             (ErrorCode::OFFSET_OUT_OF_RANGE, ResponseError::OffsetOutOfRange),
+            (ErrorCode::OFFSET_MOVED_TO_TIERED_STORAGE, ResponseError::OffsetMovedToTieredStorage),
             (ErrorCode::CORRUPT_MESSAGE, ResponseError::CorruptMessage),
             (ErrorCode::UNKNOWN_TOPIC_OR_PARTITION, ResponseError::UnknownTopicOrPartition),
             (ErrorCode::INVALID_FETCH_SIZE, ResponseError::InvalidFetchSize),

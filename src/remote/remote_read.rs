@@ -73,21 +73,30 @@ impl IndexCache {
     }
 }
 
+/// A segment's `.indexes` object, from the cache or the store (bounded before it is read).
+pub(super) async fn indexes(
+    store: &dyn ObjectStore,
+    cache: &IndexCache,
+    partition_prefix: &str,
+    start_offset: i64,
+    segment_id: &[u8; 16],
+) -> Result<std::sync::Arc<RemoteIndexes>, RemoteError> {
+    if let Some(i) = cache.get(segment_id) {
+        return Ok(i);
+    }
+    let key = ObjectPath::from(segment_key(partition_prefix, start_offset, segment_id, INDEXES_SUFFIX));
+    let head = store.head(&key).await.map_err(|e| RemoteError::Store(format!("{key}: {e}")))?;
+    if head.size > MAX_INDEXES_BYTES as u64 {
+        return Err(RemoteError::Corrupt(format!("{key} is {} bytes, over the {MAX_INDEXES_BYTES} bytes an indexes object may hold", head.size)));
+    }
+    let bytes = store.get_range(&key, 0..head.size).await.map_err(|e| RemoteError::Store(format!("{key}: {e}")))?;
+    let decoded = std::sync::Arc::new(RemoteIndexes::decode(&bytes).map_err(|e| RemoteError::Corrupt(format!("{key}: {e}")))?);
+    cache.put(*segment_id, decoded.clone());
+    Ok(decoded)
+}
+
 pub(super) async fn read(store: &dyn ObjectStore, cache: &IndexCache, r: &RemoteRead) -> Result<RemoteBatches, RemoteError> {
-    let indexes = match cache.get(&r.segment_id) {
-        Some(i) => i,
-        None => {
-            let key = ObjectPath::from(segment_key(&r.partition_prefix, r.start_offset, &r.segment_id, INDEXES_SUFFIX));
-            let head = store.head(&key).await.map_err(|e| RemoteError::Store(format!("{key}: {e}")))?;
-            if head.size > MAX_INDEXES_BYTES as u64 {
-                return Err(RemoteError::Corrupt(format!("{key} is {} bytes, over the {MAX_INDEXES_BYTES} bytes an indexes object may hold", head.size)));
-            }
-            let bytes = store.get_range(&key, 0..head.size).await.map_err(|e| RemoteError::Store(format!("{key}: {e}")))?;
-            let decoded = std::sync::Arc::new(RemoteIndexes::decode(&bytes).map_err(|e| RemoteError::Corrupt(format!("{key}: {e}")))?);
-            cache.put(r.segment_id, decoded.clone());
-            decoded
-        }
-    };
+    let indexes = indexes(store, cache, &r.partition_prefix, r.start_offset, &r.segment_id).await?;
     let log = ObjectPath::from(segment_key(&r.partition_prefix, r.start_offset, &r.segment_id, LOG_SUFFIX));
     let timed = r.timestamp.and_then(|ts| indexes.scan_start_for_timestamp(ts));
     let r = &RemoteRead { offset: timed.map_or(r.offset, |o| o.max(r.offset)), ..r.clone() };

@@ -209,24 +209,28 @@ impl PartitionRemoteLog {
     }
 }
 
+/// A segment record for tests: segment id `[id; 16]`, 100 bytes, epoch 0 from its start.
+#[cfg(test)]
+pub(crate) fn sample_segment(id: u8, start: i64, end: i64, state: RemoteSegmentState) -> RemoteLogSegmentMetadata {
+    RemoteLogSegmentMetadata {
+        segment_id: [id; 16],
+        start_offset: start,
+        end_offset: end,
+        max_timestamp_ms: 0,
+        broker_id: 1,
+        event_timestamp_ms: 0,
+        leader_epochs: vec![(0, start)],
+        size_bytes: 100,
+        state,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::RemoteSegmentState::*;
     use super::*;
 
-    fn seg(id: u8, start: i64, end: i64, state: RemoteSegmentState) -> RemoteLogSegmentMetadata {
-        RemoteLogSegmentMetadata {
-            segment_id: [id; 16],
-            start_offset: start,
-            end_offset: end,
-            max_timestamp_ms: 0,
-            broker_id: 1,
-            event_timestamp_ms: 0,
-            leader_epochs: vec![(0, start)],
-            size_bytes: 100,
-            state,
-        }
-    }
+    use super::sample_segment as seg;
 
     #[test]
     fn a_segment_is_readable_only_once_its_copy_finished_and_leaves_when_deleted() {

@@ -32,6 +32,12 @@ pub struct RemoteStore {
     pub settings: Arc<RemoteStoreSettings>,
 }
 
+impl std::fmt::Debug for RemoteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteStore").field("settings", &self.settings).finish_non_exhaustive()
+    }
+}
+
 impl RemoteStore {
     /// The client of `settings`' bucket and the runtime it runs on (one worker thread,
     /// unpinned: uploads are network- and disk-bound).
@@ -97,6 +103,18 @@ impl RemoteStore {
     pub fn read(&self, request: RemoteRead) -> impl std::future::Future<Output = Result<RemoteBatches, RemoteError>> {
         let (store, cache) = (self.store.clone(), self.indexes.clone());
         self.run(async move { super::remote_read::read(&*store, &cache, &request).await })
+    }
+
+    /// A segment's `.indexes` object (a follower starting from the tiered offset takes its
+    /// leader epochs and producer snapshot).
+    pub fn read_indexes(
+        &self,
+        partition_prefix: String,
+        start_offset: i64,
+        segment_id: [u8; 16],
+    ) -> impl std::future::Future<Output = Result<Arc<RemoteIndexes>, RemoteError>> {
+        let (store, cache) = (self.store.clone(), self.indexes.clone());
+        self.run(async move { super::remote_read::indexes(&*store, &cache, &partition_prefix, start_offset, &segment_id).await })
     }
 
     /// Deletes every object under `prefix` (a deleted partition's folder); returns how

@@ -12,6 +12,9 @@
 //!   there (a deposed leader's unreplicated tail goes this way);
 //! - OFFSET_OUT_OF_RANGE: below the leader's log start the log restarts empty there; past
 //!   the leader's end it is cut to the leader's end;
+//! - OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405): below the leader's local log start, inside
+//!   the remote log: the log restarts at the remote log's end with its epochs and producer
+//!   state (`tiered_start.rs`), history staying remote;
 //! - leadership errors: the partition backs off until metadata moves it (the lifecycle
 //!   reassigns it to another fetcher when its leader changes). Right after a leader change
 //!   the new leader often has not applied the change yet when its followers' first fetch
@@ -38,10 +41,12 @@ use kafka_protocol::ResponseError;
 
 use super::leader_connection::{FetchShape, LeaderConnection, PartitionFetch};
 use super::settings::FetcherSettings;
+use super::tiered_start::tiered_start;
 use crate::cluster::image::BrokerId;
 use crate::cluster::shard_partitions::ShardPartitions;
 use crate::partition::divergence::truncation_offset;
 use crate::partition::{Partition, PartitionError, Role};
+use crate::remote::segment_metadata::PartitionRemoteLog;
 
 /// A partition this fetcher pulls, with its back-off state.
 struct Followed {
@@ -289,6 +294,7 @@ impl Fetcher {
         let outcome = match error {
             None => self.apply_data(&p, &asked, answer).await,
             Some(ResponseError::OffsetOutOfRange) => self.out_of_range(&p, &asked, &answer).await,
+            Some(ResponseError::OffsetMovedToTieredStorage) => self.start_from_tiered(&p, &asked).await,
             Some(e) => {
                 // Leadership moved or is moving (metadata will reassign the partition),
                 // the leader's log is offline, or the topic is gone: try again later.
@@ -331,6 +337,40 @@ impl Fetcher {
         }
         p.set_follower_high_watermark(answer.high_watermark);
         Ok(())
+    }
+
+    /// The leader's local log starts past `asked.fetch_offset`, which is in remote storage.
+    async fn start_from_tiered(&self, p: &Rc<Partition>, asked: &PartitionFetch) -> Result<(), PartitionError> {
+        let Some(store) = &self.settings.remote_store else {
+            tracing::warn!(topic = %p.topic, partition = p.index, leader = self.leader,
+                "the leader's log continues in remote storage, but tiered storage is off on this broker (remote.log.storage.system.enable): waiting");
+            self.back_off(p);
+            return Ok(());
+        };
+        let image = self.partitions.image();
+        let none = PartitionRemoteLog::default();
+        let remote = image.remote_log.partition(&asked.topic_id, p.index).unwrap_or(&none);
+        match tiered_start(store, remote, &p.topic, &asked.topic_id, p.index, asked.fetch_offset).await {
+            Ok(Some(start)) => {
+                // The read took a while: the partition may have moved on meanwhile.
+                if !self.still_following(p, asked.current_leader_epoch) || p.log_end_offset() != asked.fetch_offset {
+                    return Ok(());
+                }
+                tracing::info!(topic = %p.topic, partition = p.index, leader = self.leader, fetch_offset = asked.fetch_offset,
+                    tiered_offset = start.offset, "below the leader's local log: restarting the replica at the remote log's end");
+                p.start_from_tiered(start.offset, start.epochs, &start.producer_snapshot).await
+            }
+            Ok(None) => {
+                tracing::debug!(topic = %p.topic, partition = p.index, fetch_offset = asked.fetch_offset, "tiered offset: this broker's metadata is behind; waiting");
+                self.back_off(p);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!(topic = %p.topic, partition = p.index, leader = self.leader, error = %e, "cannot read the remote log's state to start from the tiered offset");
+                self.back_off(p);
+                Ok(())
+            }
+        }
     }
 
     async fn out_of_range(&self, p: &Rc<Partition>, asked: &PartitionFetch, answer: &PartitionData) -> Result<(), PartitionError> {

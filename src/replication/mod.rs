@@ -37,6 +37,7 @@ pub mod settings;
 mod sim_controller;
 #[cfg(test)]
 mod simulation;
+pub mod tiered_start;
 
 pub use fetcher_manager::FetcherManager;
 pub use settings::FetcherSettings;

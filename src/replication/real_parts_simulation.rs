@@ -551,6 +551,7 @@ impl RealSim {
             backoff: Duration::from_millis(FETCH_BACKOFF_MS),
             request_timeout: Duration::from_millis(REQUEST_TIMEOUT_MS),
             security: Arc::new(PeerSecurity::plaintext("sim")),
+            remote_store: None,
         }
     }
 

@@ -3,6 +3,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::Config;
+use crate::remote::store::RemoteStore;
 use crate::security::peer_security::PeerSecurity;
 
 #[derive(Clone, Debug)]
@@ -25,10 +26,14 @@ pub struct FetcherSettings {
     pub request_timeout: Duration,
     /// How to reach and authenticate to a leader: its inter-broker listener's security.
     pub security: Arc<PeerSecurity>,
+    /// The remote store when tiered storage is on: a partition whose leader answers
+    /// OFFSET_MOVED_TO_TIERED_STORAGE restarts from the remote log's end
+    /// (`tiered_start.rs`); without it, it waits.
+    pub remote_store: Option<RemoteStore>,
 }
 
 impl FetcherSettings {
-    pub fn from_config(c: &Config, broker_epoch: i64, security: Arc<PeerSecurity>) -> FetcherSettings {
+    pub fn from_config(c: &Config, broker_epoch: i64, security: Arc<PeerSecurity>, remote_store: Option<RemoteStore>) -> FetcherSettings {
         FetcherSettings {
             node_id: c.node_id,
             broker_epoch,
@@ -38,6 +43,7 @@ impl FetcherSettings {
             backoff: Duration::from_millis(c.replica_fetch_backoff_ms),
             request_timeout: Duration::from_millis(c.replica_socket_timeout_ms),
             security,
+            remote_store,
         }
     }
 }

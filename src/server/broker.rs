@@ -391,9 +391,8 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 }
                 crate::storage::page_cache::set_shard_page_cache_budget(config.page_cache_bytes_per_shard);
                 crate::storage::open_files::set_shard_open_segment_files(open_segment_files);
-                let mut ctx = ShardContext::new(shard, config.clone(), controller, mesh, defaults, log_dirs, connection_limits, inter_broker);
-                ctx.remote_store = remote_store;
-                let ctx = Rc::new(ctx);
+                let ctx =
+                    Rc::new(ShardContext::new(shard, config.clone(), controller, mesh, defaults, log_dirs, connection_limits, inter_broker, remote_store));
                 // Recover this shard's partitions before accepting clients.
                 if let Some((initial, _)) = updates.recv().await {
                     let opening = Instant::now();

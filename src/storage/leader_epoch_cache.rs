@@ -129,6 +129,13 @@ impl LeaderEpochCache {
         self.unsaved.get()
     }
 
+    /// Replaces every entry (a follower restarting its log at the tiered offset takes the
+    /// epochs of the remote log up to there, KIP-405); the caller saves.
+    pub fn replace(&mut self, entries: Vec<EpochEntry>) {
+        self.entries = entries;
+        self.check();
+    }
+
     /// Drops what the log no longer has past `end_offset` (entries starting at or after
     /// it); true if anything was dropped.
     pub fn truncate_from_end(&mut self, end_offset: i64) -> bool {

@@ -1,14 +1,20 @@
-"""Tiered storage (issue 30) on a 3-node cluster, RF 3, against a real S3-compatible server
-(SeaweedFS): the leader is killed (-9) while it uploads; the new leader continues where
-the finished uploads stopped (the remote segment records are in the metadata quorum,
-fenced by leader epoch), the killed leader's unfinished upload is cleaned up, and a
-consumer from offset 0 gets every acknowledged record exactly once, in order, the history
-from the object store.
+"""Tiered storage (issue 30) on a 3-node cluster against a real S3-compatible server
+(SeaweedFS):
+- RF 3, the leader is killed (-9) while it uploads; the new leader continues where the
+  finished uploads stopped (the remote segment records are in the metadata quorum,
+  fenced by leader epoch), the killed leader's unfinished upload is cleaned up, and a
+  consumer from offset 0 gets every acknowledged record exactly once, in order, the
+  history from the object store;
+- a replica added on another broker (Kafka's reassignment tool) starts from the tiered
+  offset (OFFSET_MOVED_TO_TIERED_STORAGE): its local log begins where the remote log
+  ends, it copies no history, and once it leads it knows the producers and serves the
+  whole log, history from the object store.
 """
 
 from __future__ import annotations
 
 import struct
+import time
 import uuid
 
 import pytest
@@ -18,7 +24,10 @@ import conftest
 from clients import Rec, consume_confluent, produce_confluent
 from conftest import LOG_ROOT, wait_for
 from object_store import ObjectStore
-from test_tiered_storage import SEGMENT_BYTES, list_offsets_v9, remote_logs
+from kafkawire import connect
+from test_reassignment import reassign_tool
+from test_table_bounds import described_producers, idempotent_batch, produce
+from test_tiered_storage import SEGMENT_BYTES, list_offsets_flex, remote_logs
 
 DEADLINE_S = 120
 
@@ -60,6 +69,12 @@ def test_a_leader_killed_while_uploading_leaves_no_gap_and_no_duplicate(cluster,
     wait_for("some segments uploaded", lambda: len(remote_logs(store, "cluster/", topic)) >= 2, DEADLINE_S)
     old = leader_of(nodes[0], topic)
     victim = cluster.node(old)
+    # No upload in flight (one caught by the pause below would hang until its timeout,
+    # holding back the one this test waits for).
+    def uploads_idle() -> bool:
+        log = victim.log_since_start()
+        return log.count("uploading a segment to remote storage") == log.count("segment copied to remote storage")
+    wait_for("the uploads so far finished", lambda: uploads_idle() and (time.sleep(1) or uploads_idle()), DEADLINE_S)
     # More data, and the leader killed in the middle of uploading it: the store hangs
     # (SIGSTOP), the upload has begun (CopySegmentStarted is committed), kill -9.
     store.pause()
@@ -78,7 +93,7 @@ def test_a_leader_killed_while_uploading_leaves_no_gap_and_no_duplicate(cluster,
     # The new leader uploads through its own sealed segments, and its local log starts
     # past what the dead leader had uploaded.
     wait_for("the new leader uploads the rest",
-             lambda: (lambda r: r[0] == 0 and r[1] >= 10_000)(list_offsets_v9(cluster.node(new).bootstrap, topic, -5)), DEADLINE_S)
+             lambda: (lambda r: r[0] == 0 and r[1] >= 10_000)(list_offsets_flex(cluster.node(new).bootstrap, topic, -5)), DEADLINE_S)
     victim.start()
     cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[victim])
     # Every object in the bucket is a whole segment whose .indexes exist: the dead
@@ -100,3 +115,65 @@ def test_a_leader_killed_while_uploading_leaves_no_gap_and_no_duplicate(cluster,
     got = consume_confluent(cluster.node(new).bootstrap, topic, 1, **{"max.partition.fetch.bytes": 200_000})[0]
     assert [c.offset for c in got] == list(range(len(values)))
     assert [c.value for c in got] == values
+
+
+def replicas_and_isr(node, topic: str) -> tuple[list[int], list[int]]:
+    t = AdminClient({"bootstrap.servers": node.bootstrap}).list_topics(topic, timeout=10).topics.get(topic)
+    if t is None or t.error is not None or 0 not in t.partitions:
+        return [], []
+    return list(t.partitions[0].replicas), list(t.partitions[0].isrs)
+
+
+def test_a_new_replica_starts_from_the_tiered_offset_without_copying_history(cluster, store, tmp_path):
+    topic = f"tiered-join-{uuid.uuid4().hex[:6]}"
+    first, second, newcomer = sorted(n.node_id for n in cluster.brokers)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[first, second]], config={
+        "remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES), "local.retention.bytes": str(2 * SEGMENT_BYTES),
+        "min.insync.replicas": "1"})], operation_timeout=30)[topic].result(timeout=60)
+    leader = cluster.node(wait_for("a leader", lambda: (lambda l: l if l in (first, second) else None)(leader_of(cluster.brokers[0], topic)),
+                                   DEADLINE_S))
+    # An idempotent producer whose one batch (offset 0) ends up in remote storage only.
+    pid = 7_000_001
+    sock = connect(leader.bootstrap)
+    try:
+        r = produce(sock, 1, topic, idempotent_batch(pid))
+    finally:
+        sock.close()
+    assert r["error_code"] == 0 and r["base_offset"] == 0, r
+    values = [b"%06d-" % i + bytes([97 + i % 26]) * 1000 for i in range(8000)]
+    assert len(produce_confluent(leader.bootstrap, topic, [Rec(None, v, (), None) for v in values], partition=0, **{"batch.size": 65536})) == 8000
+    wait_for("history uploaded and deleted locally",
+             lambda: (lambda r: r[0] == 0 and r[1] > 4000)(list_offsets_flex(leader.bootstrap, topic, -4)), DEADLINE_S)
+    tiered_end = list_offsets_flex(leader.bootstrap, topic, -5)[1] + 1
+    assert tiered_end > 4000
+
+    moved = reassign_tool(cluster.bootstrap, tmp_path, [(topic, 0, [newcomer, first])], "--execute")
+    assert moved.returncode == 0, moved.stderr[-2000:]
+    wait_for("the newcomer in sync and the move done",
+             lambda: replicas_and_isr(cluster.brokers[0], topic)[0] == [newcomer, first] and newcomer in replicas_and_isr(cluster.brokers[0], topic)[1],
+             DEADLINE_S)
+    joined = cluster.node(newcomer)
+    assert "restarting the replica at the remote log's end" in joined.log_since_start()
+    local = sorted(int(f.stem) for f in joined.data_dir.rglob("*.log") if f.parent.name == f"{topic}-0")
+    assert local and local[0] >= tiered_end, f"the newcomer's log starts at {local[:1]}, below the tiered offset {tiered_end}: it copied history"
+
+    # The newcomer leads (its peer killed): the producer it never saw a batch of is known
+    # (the remote producer snapshot), and the whole log is served, history remote.
+    current = leader_of(joined, topic)
+    victim = cluster.node(current) if current not in (None, -1, newcomer) else None
+    if victim is not None:
+        victim.kill9()
+    try:
+        wait_for("the newcomer leads", lambda: leader_of(joined, topic) == newcomer, DEADLINE_S)
+        assert list_offsets_flex(joined.bootstrap, topic, -2) == (0, 0)
+        assert list_offsets_flex(joined.bootstrap, topic, -4) == (0, local[0])
+        assert pid in described_producers(joined.bootstrap, topic)
+        got = consume_confluent(joined.bootstrap, topic, 1, **{"max.partition.fetch.bytes": 200_000})[0]
+        assert [c.offset for c in got] == list(range(len(values) + 1))
+        assert [c.value for c in got[1:]] == values
+        assert got[0].value == b"from-%d" % pid
+    finally:
+        if victim is not None:
+            victim.start()
+            cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[victim])

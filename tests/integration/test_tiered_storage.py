@@ -99,11 +99,12 @@ def test_kafkas_rules_between_the_tiered_configs(tiered):
     assert got["local.retention.bytes"].value == "-2", "Kafka's default: follow retention.bytes"
 
 
-def list_offsets_v9(bootstrap: str, topic: str, timestamp: int) -> tuple[int, int]:
-    """ListOffsets v9 (flexible) for partition 0 of `topic`: (error code, offset)."""
+def list_offsets_flex(bootstrap: str, topic: str, timestamp: int, version: int = 9) -> tuple[int, int]:
+    """ListOffsets v9+ (flexible) for partition 0 of `topic`: (error code, offset)."""
     partition = i32(0) + i32(-1) + i64(timestamp) + uvarint(0)
-    body = i32(-1) + i8(0) + compact_array([compact_string(topic) + compact_array([partition]) + uvarint(0)]) + i32(30_000)
-    r = flexible_roundtrip(bootstrap, 2, 9, body)
+    timeout = i32(30_000) if version >= 10 else b""
+    body = i32(-1) + i8(0) + compact_array([compact_string(topic) + compact_array([partition]) + uvarint(0)]) + timeout
+    r = flexible_roundtrip(bootstrap, 2, version, body)
     r.i32()  # throttle time
     assert r.uvarint() - 1 == 1 and r.compact_string() == topic
     assert r.uvarint() - 1 == 1 and r.i32() == 0
@@ -188,7 +189,7 @@ def test_sealed_segments_are_uploaded_whole_and_in_order(tiered, store):
     assert offsets == list(range(len(offsets))), "remote segments are contiguous from 0 with no overlap"
     assert len(offsets) < len(values), "the active segment stays local"
     assert [v for _, v in got] == values[:len(got)], "every uploaded record is the one produced"
-    code, latest_tiered = wait_for("latest-tiered answered", lambda: list_offsets_v9(b.bootstrap, topic, -5), 30)
+    code, latest_tiered = wait_for("latest-tiered answered", lambda: list_offsets_flex(b.bootstrap, topic, -5), 30)
     assert code == 0 and latest_tiered >= len(got) - 1, (code, latest_tiered)
 
 
@@ -207,9 +208,13 @@ def test_history_past_local_retention_is_read_back_from_the_object_store(tiered,
         return [f for f in (b.data_dir).rglob("*.log") if f.parent.name == f"{topic}-0"]
 
     wait_for("local segments deleted once uploaded", lambda: len(local_logs()) <= 3, 120)
-    code, local_start = list_offsets_v9(b.bootstrap, topic, -4)
+    code, local_start = list_offsets_flex(b.bootstrap, topic, -4)
     assert code == 0 and local_start > 4000, local_start
-    assert list_offsets_v9(b.bootstrap, topic, -2) == (0, 0), "the log still starts at 0: in remote storage"
+    assert list_offsets_flex(b.bootstrap, topic, -2) == (0, 0), "the log still starts at 0: in remote storage"
+    # KIP-1023: the earliest offset pending upload is the one past the remote log.
+    code, latest_tiered = list_offsets_flex(b.bootstrap, topic, -5)
+    assert code == 0 and local_start <= latest_tiered + 1 < len(values), (local_start, latest_tiered)
+    assert list_offsets_flex(b.bootstrap, topic, -6, version=11) == (0, latest_tiered + 1)
     got = consume_confluent(b.bootstrap, topic, 1, **{"max.partition.fetch.bytes": 200_000})[0]
     assert [c.offset for c in got] == list(range(len(values)))
     assert [c.value for c in got] == values, "every record, history from the object store"
@@ -248,7 +253,7 @@ def test_delete_records_retention_and_topic_deletion_remove_remote_data(tiered, 
     produce_confluent(b.bootstrap, topic, [Rec(None, v, (), None) for v in values], partition=0, **{"batch.size": 65536})
     starts = wait_for("the sealed segments uploaded", lambda: (lambda s: s if len(s) >= 7 else None)(remote_logs(store, prefix, topic)), 120)
     wait_for("local segments deleted once uploaded",
-             lambda: (lambda r: r[0] == 0 and r[1] > 4000)(list_offsets_v9(b.bootstrap, topic, -4)), 120)
+             lambda: (lambda r: r[0] == 0 and r[1] > 4000)(list_offsets_flex(b.bootstrap, topic, -4)), 120)
     assert starts[0] == 0, starts
 
     # DeleteRecords into the remote part: the log starts there at once.
@@ -256,7 +261,7 @@ def test_delete_records_retention_and_topic_deletion_remove_remote_data(tiered, 
     a = AdminClient({"bootstrap.servers": b.bootstrap})
     (f,) = a.delete_records([TopicPartition(topic, 0, target)], request_timeout=30, operation_timeout=30).values()
     assert f.result(timeout=60).low_watermark == target
-    assert list_offsets_v9(b.bootstrap, topic, -2) == (0, target)
+    assert list_offsets_flex(b.bootstrap, topic, -2) == (0, target)
     got = consume_confluent(b.bootstrap, topic, 1, **{"max.partition.fetch.bytes": 200_000})[0]
     assert [c.offset for c in got] == list(range(target, len(values)))
     assert [c.value for c in got] == values[target:]
@@ -268,7 +273,7 @@ def test_delete_records_retention_and_topic_deletion_remove_remote_data(tiered, 
         ConfigEntry("retention.bytes", str(4 * SEGMENT_BYTES), incremental_operation=AlterConfigOpType.SET)])]).values()
     f.result(timeout=60)
     left = wait_for("remote segments past retention.bytes deleted", lambda: (lambda s: s if len(s) <= 4 else None)(remote_logs(store, prefix, topic)), 60)
-    code, earliest = list_offsets_v9(b.bootstrap, topic, -2)
+    code, earliest = list_offsets_flex(b.bootstrap, topic, -2)
     assert code == 0 and earliest == left[0], (earliest, left)
     got = consume_confluent(b.bootstrap, topic, 1, **{"max.partition.fetch.bytes": 200_000})[0]
     assert [c.value for c in got] == values[earliest:]
@@ -294,14 +299,14 @@ def test_an_object_store_outage_keeps_everything_local_until_it_returns(broker_f
         assert len(produced) == len(values), "every record acknowledged while the store is down"
         wait_for("failed uploads counted", lambda: scrape(b.admin_url).total("shardlog_remote_copy_requests_total", result="error") >= 2, 60)
         # Nothing is remote, so nothing leaves the disk, whatever local.retention.bytes says.
-        assert list_offsets_v9(b.bootstrap, topic, -4) == (0, 0)
-        assert list_offsets_v9(b.bootstrap, topic, -5) == (0, -1)
+        assert list_offsets_flex(b.bootstrap, topic, -4) == (0, 0)
+        assert list_offsets_flex(b.bootstrap, topic, -5) == (0, -1)
         local = [f for f in b.data_dir.rglob("*.log") if f.parent.name == f"{topic}-0"]
         assert len(local) >= 5, local
         assert scrape(b.admin_url).total("shardlog_remote_copy_lag_bytes") >= 4 * SEGMENT_BYTES
         own.start()
         wait_for("the backlog uploaded and deleted locally",
-                 lambda: (lambda r: r[0] == 0 and r[1] > 3000)(list_offsets_v9(b.bootstrap, topic, -4)), 180)
+                 lambda: (lambda r: r[0] == 0 and r[1] > 3000)(list_offsets_flex(b.bootstrap, topic, -4)), 180)
         got = consume_confluent(b.bootstrap, topic, 1, **{"max.partition.fetch.bytes": 200_000})[0]
         assert [c.value for c in got] == values
     finally:

@@ -2,9 +2,9 @@
 //! with isolation_level 1 = read_committed, v2+), max timestamp (-3), earliest local (-4),
 //! latest tiered (-5: the last offset in remote storage), or the first offset whose record
 //! timestamp is >= the given timestamp. Every partition of the request goes in one router
-//! batch (one message per other shard). v11's earliest pending upload (-6, KIP-1023) is
-//! answered here: without tiered storage nothing is pending, so no offset (-1), as Kafka
-//! 4.4 answers for a topic without remote storage; before v11 it is UNSUPPORTED_VERSION.
+//! batch (one message per other shard). v11's earliest pending upload (-6, KIP-1023): the
+//! first offset past the remote log, or no offset (-1) for a topic without remote storage,
+//! as Kafka 4.4 answers; before v11 it is UNSUPPORTED_VERSION.
 use std::rc::Rc;
 
 use kafka_protocol::messages::list_offsets_request::ListOffsetsRequest;
@@ -69,11 +69,6 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListOffsetsR
                 partitions.push(resp.with_leader_epoch(-1).with_error_code(ErrorCode::UNSUPPORTED_VERSION.code()));
                 continue;
             }
-            if p.timestamp == EARLIEST_PENDING_UPLOAD_TIMESTAMP {
-                let e = if meta.version < 11 { ErrorCode::UNSUPPORTED_VERSION } else { ErrorCode::NONE };
-                partitions.push(resp.with_leader_epoch(-1).with_error_code(e.code()));
-                continue;
-            }
             // Sent to its shard: error code 0 until the result is in. leader_epoch exists
             // from v4 on.
             batch.push(owner.shard, name, p.partition_index, PartitionOp::ListOffsets { timestamp: p.timestamp, read_committed });
@@ -109,7 +104,8 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: ListOffsetsR
                 None => {}
             }
         }
-        if resp.error_code != 0 {
+        // No offset found (a timestamp past every record, nothing tiered): no epoch either.
+        if resp.error_code != 0 || resp.offset == -1 {
             resp.leader_epoch = -1;
         }
     }

@@ -168,8 +168,11 @@ async fn read_all(ctx: &Rc<ShardContext>, asked: &[Asked], replica: i32, replica
             }
         }
         let mut results = ctx.router.run(batch).await.into_iter();
+        let image = ctx.image();
         for a in wave {
-            let (part, bytes) = answer(a, &mut results);
+            // Where the partition's remote log starts (tiered storage on here and in use).
+            let remote_start = ctx.remote_store.as_ref().and_then(|_| image.remote_log.partition(&a.topic_id, a.partition)?.start_offset());
+            let (part, bytes) = answer(a, remote_start, &mut results);
             remaining -= bytes as i64;
             returned_data |= bytes > 0;
             out.push((part, bytes));
@@ -179,7 +182,16 @@ async fn read_all(ctx: &Rc<ShardContext>, asked: &[Asked], replica: i32, replica
 }
 
 /// One partition's answer from its read result (or its error when it was not read).
-fn answer(a: &Asked, results: &mut impl Iterator<Item = crate::cluster::router::OpResult<crate::server::shard::ShardResult>>) -> (FetchPartitionParts, usize) {
+///
+/// Below the local log start of a tiered partition (`remote_start`: where its remote log
+/// starts), the follower is told OFFSET_MOVED_TO_TIERED_STORAGE and restarts at the
+/// remote log's end (Kafka's ReplicaManager); below the remote log too, OFFSET_OUT_OF_RANGE
+/// with the remote start as the log start, where it restarts first.
+fn answer(
+    a: &Asked,
+    remote_start: Option<i64>,
+    results: &mut impl Iterator<Item = crate::cluster::router::OpResult<crate::server::shard::ShardResult>>,
+) -> (FetchPartitionParts, usize) {
     let mut part = FetchPartitionParts::new(a.partition);
     let mut bytes = 0;
     match a.owner {
@@ -197,11 +209,17 @@ fn answer(a: &Asked, results: &mut impl Iterator<Item = crate::cluster::router::
             }
             Some(Ok(_)) | None => part.error_code = ErrorCode::UNKNOWN_SERVER_ERROR.code(),
             Some(Err(e)) => {
+                part.error_code = code(&e);
                 if let crate::partition::PartitionError::OffsetOutOfRange { log_start_offset, log_end_offset, .. } = &e {
                     part.log_start_offset = *log_start_offset;
                     part.high_watermark = *log_end_offset;
+                    if let Some(remote_start) = remote_start.filter(|&r| r < *log_start_offset && a.offset < *log_start_offset) {
+                        part.log_start_offset = remote_start;
+                        if a.offset >= remote_start {
+                            part.error_code = ErrorCode::OFFSET_MOVED_TO_TIERED_STORAGE.code();
+                        }
+                    }
                 }
-                part.error_code = code(&e);
             }
         },
     }

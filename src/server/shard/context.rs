@@ -86,6 +86,7 @@ impl ShardContext {
         log_dirs: Arc<LogDirs>,
         connection_limits: Arc<crate::security::connection_limits::ConnectionLimits>,
         inter_broker: Arc<crate::security::peer_security::PeerSecurity>,
+        remote_store: Option<crate::remote::store::RemoteStore>,
     ) -> ShardContext {
         let committed = controller.clone();
         let partitions = Rc::new(ShardPartitions::new(shard, config.node_id, Box::new(move || committed.shard_index())));
@@ -116,7 +117,10 @@ impl ShardContext {
             Rc::new(crate::group::share::state_coordinator::ShareStateCoordinator::new(config.share_coordinator_snapshot_update_records_per_snapshot));
         serve_coordinator_ops(&router, &coordinator, &txn_coordinator, &share_partitions, &share_state);
         let request_memory = Rc::new(RequestMemoryPool::new(config.queued_max_request_bytes));
-        let fetchers = Rc::new(FetcherManager::new(FetcherSettings::from_config(&config, controller.broker_epoch(), inter_broker.clone()), partitions.clone()));
+        let fetchers = Rc::new(FetcherManager::new(
+            FetcherSettings::from_config(&config, controller.broker_epoch(), inter_broker.clone(), remote_store.clone()),
+            partitions.clone(),
+        ));
         // `Config::validate` resolved the same settings before the broker started.
         let listeners = config.listeners().expect("listeners were validated with the config");
         let authorization =
@@ -146,7 +150,7 @@ impl ShardContext {
             share_state,
             share_partitions,
             share_sessions,
-            remote_store: None,
+            remote_store,
         }
     }
 
