@@ -204,6 +204,10 @@ enum TopicAction {
         name: Option<String>,
         #[arg(long, default_value = "127.0.0.1:9092")]
         bootstrap: String,
+        /// A node's admin listener (host:port): adds the remote bytes and segments of a
+        /// tiered topic's partitions (Kafka's protocol does not carry them).
+        #[arg(long)]
+        admin: Option<String>,
     },
     /// Delete a topic.
     Delete {
@@ -270,7 +274,7 @@ fn main() {
                 topic::create(&bootstrap, &name, partitions, replication_factor, &configs, replica_assignment.as_ref().map(|a| a.0.as_slice()))
             }
             TopicAction::List { bootstrap } => topic::list(&bootstrap),
-            TopicAction::Describe { name, bootstrap } => topic::describe(&bootstrap, name.as_deref()),
+            TopicAction::Describe { name, bootstrap, admin } => topic::describe(&bootstrap, name.as_deref(), admin.as_deref()),
             TopicAction::Delete { name, bootstrap } => topic::delete(&bootstrap, &name),
         },
         Command::Cluster { action } => match action {

@@ -205,9 +205,7 @@ fn shards_of(admin: &str) -> anyhow::Result<Vec<BrokerShards>> {
     struct Answer {
         brokers: Vec<BrokerShards>,
     }
-    let base = if admin.starts_with("http") { admin.trim_end_matches('/').to_string() } else { format!("http://{admin}") };
-    let url = format!("{base}/v1/cluster/shards");
-    let body = ureq::get(&url).timeout(std::time::Duration::from_secs(5)).call().map_err(|e| anyhow::anyhow!("{url}: {e}"))?.into_string()?;
+    let (url, body) = super::client::admin_get(admin, "/v1/cluster/shards")?;
     Ok(serde_json::from_str::<Answer>(&body).map_err(|e| anyhow::anyhow!("{url}: {e}"))?.brokers)
 }
 

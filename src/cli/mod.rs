@@ -17,6 +17,7 @@ pub mod group;
 pub mod replica_moves;
 pub mod top;
 pub mod topic;
+pub mod topic_storage;
 pub mod tune;
 pub mod txn;
 

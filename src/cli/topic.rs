@@ -118,7 +118,10 @@ pub fn list(bootstrap: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn describe(bootstrap: &str, topic: Option<&str>) -> anyhow::Result<()> {
+/// Kafka's kafka-topics --describe layout; a tiered topic's partitions (remote.storage.enable
+/// set) get a second line with their local and remote storage (`topic_storage.rs`; remote
+/// sizes with `admin`, a node's admin listener).
+pub fn describe(bootstrap: &str, topic: Option<&str>, admin: Option<&str>) -> anyhow::Result<()> {
     let mut c = Client::connect(bootstrap)?;
     let topics = topic.map(|t| vec![MetadataRequestTopic::default().with_name(Some(name(t)))]);
     let resp = c.send(&MetadataRequest::default().with_topics(topics).with_allow_auto_topic_creation(false), 12)?;
@@ -127,7 +130,11 @@ pub fn describe(bootstrap: &str, topic: Option<&str>) -> anyhow::Result<()> {
         check(t.error_code, &format!("describe {tname}"), None)?;
         let cfg = c.send(
             &DescribeConfigsRequest::default()
-                .with_resources(vec![DescribeConfigsResource::default().with_resource_type(2).with_resource_name(StrBytes::from_string(tname.clone()))]),
+                // Every key (null; the default, an empty list, asks for none).
+                .with_resources(vec![DescribeConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_string(tname.clone()))
+                    .with_configuration_keys(None)]),
             4,
         )?;
         let mut set = BTreeMap::new();
@@ -140,6 +147,8 @@ pub fn describe(bootstrap: &str, topic: Option<&str>) -> anyhow::Result<()> {
         }
         let configs: Vec<String> = set.iter().map(|(k, v)| format!("{k}={v}")).collect();
         println!("Topic: {tname}\tTopicId: {}\tPartitionCount: {}\tConfigs: {}", t.topic_id, t.partitions.len(), configs.join(","));
+        let tiered = set.get("remote.storage.enable").is_some_and(|v| v == "true");
+        let storage = if tiered { super::topic_storage::partition_storage(&resp, t, admin)? } else { BTreeMap::new() };
         for p in &t.partitions {
             println!(
                 "\tTopic: {tname}\tPartition: {}\tLeader: {}\tLeaderEpoch: {}\tReplicas: {:?}\tIsr: {:?}",
@@ -149,6 +158,9 @@ pub fn describe(bootstrap: &str, topic: Option<&str>) -> anyhow::Result<()> {
                 p.replica_nodes.iter().map(|b| b.0).collect::<Vec<_>>(),
                 p.isr_nodes.iter().map(|b| b.0).collect::<Vec<_>>()
             );
+            if let Some(s) = storage.get(&p.partition_index) {
+                println!("{}", s.line());
+            }
         }
     }
     Ok(())

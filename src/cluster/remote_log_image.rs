@@ -82,4 +82,35 @@ impl RemoteLogImage {
     pub fn is_empty(&self) -> bool {
         self.partitions.is_empty()
     }
+
+    /// Every partition's remote log in figures, by topic name (`topic_names` maps a topic
+    /// id to its name; a topic being deleted is left out): the admin listener's
+    /// `/v1/remote-log`, which `shardlog topic describe --admin` shows.
+    pub fn summaries(&self, topic_names: &std::collections::HashMap<[u8; 16], &str>) -> Vec<RemoteLogSummary> {
+        self.iter()
+            .filter_map(|(topic_id, partition, log)| {
+                Some(RemoteLogSummary {
+                    topic: topic_names.get(topic_id)?.to_string(),
+                    partition,
+                    start_offset: log.start_offset().unwrap_or(-1),
+                    highest_offset: log.highest_offset(),
+                    size_bytes: log.size_bytes(),
+                    segments: log.finished().count(),
+                })
+            })
+            .collect()
+    }
+}
+
+/// One partition's remote log in figures (readable segments only).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RemoteLogSummary {
+    pub topic: String,
+    pub partition: i32,
+    /// The first offset readable remotely (-1: none).
+    pub start_offset: i64,
+    /// The last offset in remote storage (-1: none).
+    pub highest_offset: i64,
+    pub size_bytes: u64,
+    pub segments: usize,
 }

@@ -550,7 +550,7 @@ config_keys! {
     /// object per line (timestamp, level, target, fields, the thread's shard).
     static log_format: String = "text".into();
     /// The HTTP admin listener (host:port); empty: off.
-    /// It serves /metrics, /v1/status/* and /v1/cluster/shards on its own thread, never on a shard.
+    /// It serves /metrics, /v1/status/*, /v1/cluster/shards and /v1/remote-log on its own thread, never on a shard.
     static admin_listener: String = "127.0.0.1:9644".into();
 }
 

@@ -18,6 +18,9 @@ pub trait AdminSource: Send + Sync + 'static {
     /// The body of GET /v1/cluster/shards (JSON: leaders and replicas per broker and
     /// shard), or why there is none yet.
     fn cluster_shards(&self) -> Result<String, String>;
+    /// The body of GET /v1/remote-log (JSON: every tiered partition's remote log in
+    /// figures), or why there is none yet.
+    fn remote_log(&self) -> Result<String, String>;
 }
 
 /// The running listener; the thread serves until the process exits.
@@ -94,6 +97,10 @@ fn answer(method: &tiny_http::Method, url: &str, source: &dyn AdminSource) -> Re
             Ok(body) => with_type(body, 200, "application/json"),
             Err(why) => with_type(format!("{}\n", serde_json::json!({"error": why})), 503, "application/json"),
         },
-        _ => with_type("not found: try /metrics, /v1/status/live, /v1/status/ready, /v1/cluster/shards\n".into(), 404, "text/plain"),
+        "/v1/remote-log" => match source.remote_log() {
+            Ok(body) => with_type(body, 200, "application/json"),
+            Err(why) => with_type(format!("{}\n", serde_json::json!({"error": why})), 503, "application/json"),
+        },
+        _ => with_type("not found: try /metrics, /v1/status/live, /v1/status/ready, /v1/cluster/shards, /v1/remote-log\n".into(), 404, "text/plain"),
     }
 }

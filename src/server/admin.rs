@@ -217,4 +217,11 @@ impl AdminSource for BrokerAdmin {
         let load = crate::cluster::shard_load::shard_load(&controller.image());
         serde_json::to_string(&serde_json::json!({ "brokers": load })).map_err(|e| e.to_string())
     }
+
+    fn remote_log(&self) -> Result<String, String> {
+        let controller = self.controller.get().ok_or("the controller is recovering the metadata log")?;
+        let image = controller.image();
+        let names: std::collections::HashMap<[u8; 16], &str> = image.topics.values().map(|t| (t.topic_id, t.name.as_str())).collect();
+        serde_json::to_string(&serde_json::json!({ "partitions": image.remote_log.summaries(&names) })).map_err(|e| e.to_string())
+    }
 }

@@ -73,7 +73,8 @@ def test_cli_create_list_describe_delete(bootstrap):
     assert name in listed.split(), f"`topic list` does not show {name}:\n{listed}"
     described = shardlog_cli("topic", "describe", name, *b).stdout
     assert name in described, f"`topic describe` output lacks the name:\n{described}"
-    assert "retention.ms" in described or "3" in described, described
+    assert "retention.ms=3600000" in described and "max.message.bytes=65536" in described, described
+    assert described.count("Partition: ") == 3, described
 
     again = shardlog_cli("topic", "create", name, "--partitions", "3", *b, check=False)
     assert again.returncode != 0, "creating an existing topic must fail"

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 import uuid
 
@@ -27,7 +28,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from admin_api import scrape
-from clients import Rec, confluent_consumer, consume_confluent, now_ms, produce_confluent
+from clients import Rec, confluent_consumer, consume_confluent, now_ms, produce_confluent, shardlog_cli
 from conftest import LOG_ROOT, skip_unless_shardlog, wait_for
 from kafkawire import compact_array, compact_string, crc32c, flexible_roundtrip, i8, i32, i64, uvarint
 from object_store import ObjectStore
@@ -237,6 +238,19 @@ def test_history_past_local_retention_is_read_back_from_the_object_store(tiered,
     assert m.total("shardlog_remote_fetch_bytes_total") >= local_start * 1000
     assert m.total("shardlog_remote_fetch_time_seconds_count") > 0
     assert m.total("shardlog_remote_log_size_bytes") >= 6 * SEGMENT_BYTES * 0.9
+    # The admin view: local against remote (`shardlog topic describe`; remote sizes from
+    # the admin listener), as the bucket and ListOffsets see them.
+    def described() -> dict[str, int] | None:
+        out = shardlog_cli("topic", "describe", topic, "--bootstrap", b.bootstrap, "--admin", b.admin_url).stdout.splitlines()
+        assert len(out) == 3 and "Partition: 0" in out[1], out
+        fields = {k: int(v) for k, v in re.findall(r"(\w+): (-?\d+)", out[2])}
+        logs = [k for k in store.keys(f"{prefix}{topic}-") if k.endswith(".log")]
+        bucket = {"RemoteSegments": len(logs), "RemoteBytes": sum(len(store.get(k)) for k in logs)}
+        return fields if all(fields.get(k) == v for k, v in bucket.items()) else None
+    fields = wait_for("topic describe matches the bucket", described, 60)
+    assert fields["LogStartOffset"] == 0 and fields["LocalLogStartOffset"] == list_offsets_flex(b.bootstrap, topic, -4)[1], fields
+    assert fields["HighestRemoteOffset"] == list_offsets_flex(b.bootstrap, topic, -5)[1] >= fields["LocalLogStartOffset"] - 1, fields
+    assert 0 < fields["LocalBytes"] <= 4 * SEGMENT_BYTES and fields["RemoteBytes"] >= 6 * SEGMENT_BYTES * 0.9, fields
 
 
 def remote_logs(store: ObjectStore, prefix: str, topic: str) -> list[int]:
