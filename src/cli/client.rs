@@ -79,6 +79,15 @@ impl Client {
     }
 }
 
+/// GET `path` from a node's admin listener (`admin`: host:port or a URL): (the URL, the
+/// body). The figures Kafka's protocol does not carry (per-shard load, remote log sizes).
+pub fn admin_get(admin: &str, path: &str) -> anyhow::Result<(String, String)> {
+    let base = if admin.starts_with("http") { admin.trim_end_matches('/').to_string() } else { format!("http://{admin}") };
+    let url = format!("{base}{path}");
+    let body = ureq::get(&url).timeout(Duration::from_secs(5)).call().map_err(|e| anyhow::anyhow!("{url}: {e}"))?.into_string()?;
+    Ok((url, body))
+}
+
 #[cfg(test)]
 mod tests {
     use super::Client;
@@ -95,13 +104,4 @@ mod tests {
         assert!(err.contains(&down.to_string()), "{err}");
         assert!(Client::connect(" , ").is_err());
     }
-}
-
-/// GET `path` from a node's admin listener (`admin`: host:port or a URL): (the URL, the
-/// body). The figures Kafka's protocol does not carry (per-shard load, remote log sizes).
-pub fn admin_get(admin: &str, path: &str) -> anyhow::Result<(String, String)> {
-    let base = if admin.starts_with("http") { admin.trim_end_matches('/').to_string() } else { format!("http://{admin}") };
-    let url = format!("{base}{path}");
-    let body = ureq::get(&url).timeout(Duration::from_secs(5)).call().map_err(|e| anyhow::anyhow!("{url}: {e}"))?.into_string()?;
-    Ok((url, body))
 }
