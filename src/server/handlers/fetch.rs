@@ -217,7 +217,9 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: FetchRequest
                 });
             requested.push(RequestedPartition {
                 topic: topic.map(|x| x.name.clone()).unwrap_or_else(|| t.topic.0.to_string()),
-                topic_id: *t.topic_id.as_bytes(),
+                // Before v13 the request names topics, not ids: the id is the image's
+                // (tiered storage finds a partition's remote log by it).
+                topic_id: topic.map_or(*t.topic_id.as_bytes(), |x| x.topic_id),
                 partition: p.partition,
                 owner,
                 offset: p.fetch_offset,

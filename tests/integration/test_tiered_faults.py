@@ -1,0 +1,106 @@
+"""Tiered storage (issue 30) under object-store faults, against a real S3-compatible server
+(SeaweedFS, started here):
+- wrong credentials: the store refuses every upload; each failure is logged and counted,
+  nothing leaves the local disk whatever local.retention.bytes says, the copy lag shows
+  the backlog; restarted with the right credentials, the broker uploads the backlog and
+  trims its local log, and a consumer gets every record;
+- a remote segment damaged in the bucket (one byte changed) or missing: a consumer fetch
+  there gets UNKNOWN_SERVER_ERROR at once, never the damaged bytes and never a hang, and
+  it counts as a remote fetch error; the intact segments still serve. The fetches here
+  are v4 (topics by name, as older clients send): remote reads find the partition's
+  remote log by the topic id the broker looks up.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from admin_api import scrape
+from clients import Rec, consume_confluent, produce_confluent
+from conftest import LOG_ROOT, skip_unless_shardlog, wait_for
+from kafkawire import batches_in, fetch_v4_request, parse_fetch_v4, roundtrip
+from object_store import ObjectStore
+from test_tiered_storage import SEGMENT_BYTES, create, list_offsets_flex, remote_logs
+
+UNKNOWN_SERVER_ERROR = -1
+DEADLINE_S = 120
+
+
+def tiered_settings(store: ObjectStore, prefix: str) -> dict[str, str]:
+    return {**store.broker_settings(prefix), "remote.log.manager.task.interval.ms": "300", "log.retention.check.interval.ms": "500",
+            "rsm.config.storage.s3.api.call.timeout": "5000"}
+
+
+def produce_history(bootstrap: str, topic: str, n: int) -> list[bytes]:
+    create(bootstrap, topic, {"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
+                              "local.retention.bytes": str(SEGMENT_BYTES)}).result(timeout=60)
+    values = [b"%06d-" % i + bytes([97 + i % 26]) * 1000 for i in range(n)]
+    assert len(produce_confluent(bootstrap, topic, [Rec(None, v, (), None) for v in values], partition=0, **{"batch.size": 65536})) == n
+    return values
+
+
+def fetch_at(bootstrap: str, topic: str, offset: int) -> dict:
+    """A consumer's Fetch v4 of partition 0 at `offset` (the socket times out in 10 s: a
+    hang fails)."""
+    _, parts = parse_fetch_v4(roundtrip(bootstrap, fetch_v4_request(1, topic, [(0, offset, 1 << 20)], 1 << 20)))
+    return parts[0]
+
+
+def test_wrong_credentials_keep_everything_local_until_they_are_right(broker_factory, tmp_path_factory):
+    skip_unless_shardlog("tiered storage against SeaweedFS")
+    store = ObjectStore(tmp_path_factory.mktemp("creds-store"), LOG_ROOT / f"weed-creds-{uuid.uuid4().hex[:6]}.log").start()
+    try:
+        right = tiered_settings(store, "creds/")
+        b = broker_factory(settings={**right, "rsm.config.storage.aws.secret.access.key": "not-the-secret"})
+        topic = f"creds-{uuid.uuid4().hex[:6]}"
+        values = produce_history(b.bootstrap, topic, 5000)
+        wait_for("refused uploads counted",
+                 lambda: scrape(b.admin_url).total("shardlog_remote_copy_requests_total", result="error") >= 2, DEADLINE_S)
+        assert "remote copy failed" in b.log_tail(400)
+        assert store.keys("creds/") == [], "nothing reached the bucket"
+        assert list_offsets_flex(b.bootstrap, topic, -4) == (0, 0), "nothing left the local disk"
+        assert list_offsets_flex(b.bootstrap, topic, -5) == (0, -1)
+        assert scrape(b.admin_url).total("shardlog_remote_copy_lag_bytes") >= 3 * SEGMENT_BYTES
+        b.settings.update(right)
+        b.restart()
+        wait_for("the backlog uploaded and deleted locally",
+                 lambda: (lambda r: r[0] == 0 and r[1] > 3000)(list_offsets_flex(b.bootstrap, topic, -4)), DEADLINE_S)
+        got = consume_confluent(b.bootstrap, topic, 1, **{"max.partition.fetch.bytes": 200_000})[0]
+        assert [c.value for c in got] == values
+    finally:
+        store.stop()
+
+
+def test_a_damaged_or_missing_remote_segment_is_an_error_not_a_hang(broker_factory, tmp_path_factory):
+    skip_unless_shardlog("tiered storage against SeaweedFS")
+    store = ObjectStore(tmp_path_factory.mktemp("damage-store"), LOG_ROOT / f"weed-damage-{uuid.uuid4().hex[:6]}.log").start()
+    try:
+        prefix = "damage/"
+        b = broker_factory(settings=tiered_settings(store, prefix))
+        topic = f"damage-{uuid.uuid4().hex[:6]}"
+        produce_history(b.bootstrap, topic, 6000)
+        wait_for("history uploaded and deleted locally",
+                 lambda: (lambda r: r[0] == 0 and r[1] > 4000)(list_offsets_flex(b.bootstrap, topic, -4)), DEADLINE_S)
+        starts = remote_logs(store, prefix, topic)
+        assert len(starts) >= 3 and starts[0] == 0, starts
+        # Every segment serves before the damage.
+        for start in starts[:3]:
+            part = fetch_at(b.bootstrap, topic, start)
+            assert part["error_code"] == 0 and batches_in(part["records"])[0][0] == start, (start, part["error_code"])
+        logs = {int(k.rsplit("/", 1)[1].split("-", 1)[0]): k for k in store.keys(f"{prefix}{topic}-") if k.endswith(".log")}
+        # One byte changed inside the first batch's records (its CRC no longer matches),
+        # the second segment's batches gone.
+        c = store.client()
+        data = bytearray(store.get(logs[starts[0]]))
+        data[200] ^= 0xFF
+        c.put_object(Bucket=store.bucket, Key=logs[starts[0]], Body=bytes(data))
+        c.delete_object(Bucket=store.bucket, Key=logs[starts[1]])
+        errors_before = scrape(b.admin_url).total("shardlog_remote_fetch_requests_total", result="error")
+        for start in starts[:2]:
+            part = fetch_at(b.bootstrap, topic, start)
+            assert part["error_code"] == UNKNOWN_SERVER_ERROR and part["records"] == b"", (start, part["error_code"], len(part["records"]))
+        assert scrape(b.admin_url).total("shardlog_remote_fetch_requests_total", result="error") >= errors_before + 2
+        part = fetch_at(b.bootstrap, topic, starts[2])
+        assert part["error_code"] == 0 and batches_in(part["records"])[0][0] == starts[2], "the intact segment still serves"
+    finally:
+        store.stop()
