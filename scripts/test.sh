@@ -8,7 +8,7 @@
 #    cargo clippy          (--all-targets, warnings are errors; Cargo.toml lists the allowed lints)
 #    cargo fmt --check     (rustfmt.toml: the long-line style)
 #    cargo test            (unit + property tests, debug profile)
-#    fuzz smoke            (every fuzz target 60 s over its corpus and seeded inputs)
+#    fuzz smoke            (every fuzz target 30 s over its corpus and seeded inputs; campaigns: scripts/fuzz.sh)
 # 3. cargo build --release (the integration tests run target/release/shardlog)
 # 4. pytest tests/integration -v, then the real-client suites again with flush = never
 #
@@ -211,10 +211,10 @@ if [ "${SKIP_CARGO:-0}" != 1 ]; then
   fi
   step "cargo test (unit + property tests)"
   cargo test 2>&1
-  # Every fuzz target for 60 s over its corpus and seeded random and mutated inputs
+  # Every fuzz target for 30 s over its corpus and seeded random and mutated inputs
   # (src/fuzzing/smoke_tests.rs; the coverage-guided campaign is scripts/fuzz.sh).
-  step "fuzz smoke (60 s, seeded, every target)"
-  SHARDLOG_FUZZ_SMOKE_SECS=60 cargo test --lib fuzzing::smoke_tests -- --nocapture 2>&1
+  step "fuzz smoke (30 s, seeded, every target)"
+  SHARDLOG_FUZZ_SMOKE_SECS=30 cargo test --lib fuzzing::smoke_tests -- --nocapture 2>&1
   # The benchmarks are not run here, but they must keep compiling (debug profile).
   cargo build --benches 2>&1
   if [ -z "${SHARDLOG_BIN:-}" ]; then

@@ -242,6 +242,12 @@ config_keys! {
     static remote_log_manager_task_interval_ms: u64 = 30_000, kafka = "remote.log.manager.task.interval.ms" as Long;
     /// How long a consumer's fetch waits for a read from remote storage; then it answers empty and the consumer asks again.
     static remote_fetch_max_wait_ms: u64 = 500, kafka = "remote.fetch.max.wait.ms" as Int;
+    /// Bytes per second this broker uploads to remote storage, shared equally by its shards (a copy waits while over it).
+    static remote_log_manager_copy_max_bytes_per_second: i64 = i64::MAX, kafka = "remote.log.manager.copy.max.bytes.per.second" as Long;
+    /// Bytes per second this broker reads back from remote storage for consumers, shared equally by its shards (over it, a fetch answers empty and the consumer asks again).
+    static remote_log_manager_fetch_max_bytes_per_second: i64 = i64::MAX, kafka = "remote.log.manager.fetch.max.bytes.per.second" as Long;
+    /// Bytes of decoded remote `.indexes` objects kept in memory (least recently used out first).
+    static remote_log_index_file_cache_total_size_bytes: u64 = 1 << 30, kafka = "remote.log.index.file.cache.total.size.bytes" as Long;
     /// Default of the topic key local.retention.ms: how long uploaded segments stay on disk (-2: retention.ms).
     dynamic log_local_retention_ms: i64 = -2, kafka = "log.local.retention.ms" as Long;
     /// Default of the topic key local.retention.bytes: what a partition keeps on disk once uploaded (-2: retention.bytes).

@@ -107,10 +107,11 @@ metrics_table! {
     REMOTE_COPY_BYTES: "remote_copy_bytes", Counter, "Bytes of segments uploaded to remote storage (tiered storage)", "kafka.server:type=BrokerTopicMetrics,name=RemoteCopyBytesPerSec";
     REMOTE_COPY_REQUESTS: "remote_copy_requests", Counter, "Segment uploads to remote storage, by result", "kafka.server:type=BrokerTopicMetrics,name=RemoteCopyRequestsPerSec / RemoteCopyErrorsPerSec";
     REMOTE_FETCH_BYTES: "remote_fetch_bytes", Counter, "Bytes of batches consumer fetches read from remote storage", "kafka.server:type=BrokerTopicMetrics,name=RemoteFetchBytesPerSec";
-    REMOTE_FETCH_REQUESTS: "remote_fetch_requests", Counter, "Consumer fetches of a partition read from remote storage, by result (expired: still reading at remote.fetch.max.wait.ms, answered empty)", "kafka.server:type=BrokerTopicMetrics,name=RemoteFetchRequestsPerSec / RemoteFetchErrorsPerSec";
+    REMOTE_FETCH_REQUESTS: "remote_fetch_requests", Counter, "Consumer fetches of a partition read from remote storage, by result (expired: still reading at remote.fetch.max.wait.ms, answered empty; throttled: over remote.log.manager.fetch.max.bytes.per.second, answered empty)", "kafka.server:type=BrokerTopicMetrics,name=RemoteFetchRequestsPerSec / RemoteFetchErrorsPerSec";
     REMOTE_FETCH_TIME: "remote_fetch_time_seconds", Histogram, "One read from remote storage (indexes, then a ranged GET), asked until answered", "kafka.log.remote:type=RemoteLogManager,name=RemoteLogReaderFetchRateAndTimeMs";
     REMOTE_DELETE_REQUESTS: "remote_delete_requests", Counter, "Remote segments deleted (retention, DeleteRecords, unfinished copies), by result", "kafka.server:type=BrokerTopicMetrics,name=RemoteDeleteRequestsPerSec / RemoteDeleteErrorsPerSec";
     REMOTE_COPY_LAG: "remote_copy_lag_bytes", Gauge, "Bytes of sealed local segments of tiered leaders not yet in remote storage, by shard", "kafka.server:type=BrokerTopicMetrics,name=RemoteCopyLagBytes";
+    REMOTE_COPY_THROTTLE: "remote_copy_throttle_seconds", Counter, "Time uploads to remote storage waited for remote.log.manager.copy.max.bytes.per.second", "kafka.log.remote:type=RemoteLogManager,name=remote-copy-throttle-time";
     REMOTE_LOG_SIZE: "remote_log_size_bytes", Gauge, "Bytes in remote storage of the partitions this broker leads, by shard", "kafka.server:type=BrokerTopicMetrics,name=RemoteLogSizeBytes";
     SHARE_DEAD_LETTER_RECORDS: "share_dead_letter_records", Counter, "Records of share groups sent to their dead-letter queue (KIP-1191) and archived, by outcome (written: the queue took them; not_written: archived without a copy, the queue misconfigured or its writes given up, logged)", "";
     GROUP_PROTOCOL_CONVERSIONS: "group_protocol_conversions", Counter, "Groups with members converted online between the classic and KIP-848 consumer protocols (group.consumer.migration.policy), by direction (upgrade: classic to consumer; downgrade: back)", "";
@@ -343,10 +344,13 @@ impl prometheus_client::collector::Collector for Scrape {
         w.counter(&REMOTE_FETCH_BYTES, [(Vec::new(), r.fetch_bytes)])?;
         w.counter(
             &REMOTE_FETCH_REQUESTS,
-            result(r.fetch_requests, r.fetch_errors).into_iter().chain([(vec![("result", "expired".to_string())], r.fetch_expired)]),
+            result(r.fetch_requests, r.fetch_errors)
+                .into_iter()
+                .chain([(vec![("result", "expired".to_string())], r.fetch_expired), (vec![("result", "throttled".to_string())], r.fetch_throttled)]),
         )?;
         w.histogram(&REMOTE_FETCH_TIME, [(Vec::new(), &r.fetch_time)])?;
         w.counter(&REMOTE_DELETE_REQUESTS, result(r.delete_requests, r.delete_errors))?;
+        w.counter(&REMOTE_COPY_THROTTLE, [(Vec::new(), r.copy_throttle_ms as f64 / 1000.0)])?;
         w.gauge(&REMOTE_COPY_LAG, per_shard(|g| g.remote_copy_lag_bytes))?;
         w.gauge(&REMOTE_LOG_SIZE, per_shard(|g| g.remote_log_size_bytes))?;
         let dead = &merged.share_dead_letter;

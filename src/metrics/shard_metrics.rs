@@ -152,6 +152,10 @@ pub struct RemoteStorageCounts {
     pub fetch_errors: u64,
     /// Remote reads still running at remote.fetch.max.wait.ms (answered empty).
     pub fetch_expired: u64,
+    /// Remote reads not made: the shard was over remote.log.manager.fetch.max.bytes.per.second (answered empty).
+    pub fetch_throttled: u64,
+    /// Milliseconds uploads waited for remote.log.manager.copy.max.bytes.per.second.
+    pub copy_throttle_ms: u64,
     pub delete_requests: u64,
     pub delete_errors: u64,
     /// One remote read, asked until answered.
@@ -341,6 +345,7 @@ impl ShardMetrics {
             (r.fetch_bytes + o.fetch_bytes, r.fetch_requests + o.fetch_requests, r.fetch_errors + o.fetch_errors);
         (r.fetch_expired, r.delete_requests, r.delete_errors) =
             (r.fetch_expired + o.fetch_expired, r.delete_requests + o.delete_requests, r.delete_errors + o.delete_errors);
+        (r.fetch_throttled, r.copy_throttle_ms) = (r.fetch_throttled + o.fetch_throttled, r.copy_throttle_ms + o.copy_throttle_ms);
         r.fetch_time.add(&o.fetch_time);
         self.share_dead_letter.records_written += other.share_dead_letter.records_written;
         self.share_dead_letter.records_not_written += other.share_dead_letter.records_not_written;

@@ -6,7 +6,8 @@
 //! - finished segments wholly below the log start offset (DeleteRecords);
 //! - the oldest finished segments past retention.ms (by their largest timestamp) or
 //!   while the whole log (remote plus what only the local log has) exceeds
-//!   retention.bytes, oldest first, stopping at the first segment retention keeps.
+//!   retention.bytes, oldest first, stopping at the first segment retention keeps;
+//! - all of them when remote storage is turned off with remote.log.delete.on.disable.
 use super::segment_metadata::{PartitionRemoteLog, RemoteLogSegmentMetadata, RemoteSegmentState};
 
 /// What to delete, and the log start offset the retention part moves to (set before the
@@ -53,6 +54,15 @@ pub fn expire(log: &PartitionRemoteLog, now_ms: i64, retention_ms: i64, retentio
         }
     }
     out
+}
+
+/// Remote storage turned off with remote.log.delete.on.disable (KIP-950): every segment
+/// goes, and the log starts where the local log does (`local_log_start`), once anything
+/// readable was remote.
+pub fn expire_all(log: &PartitionRemoteLog, local_log_start: i64) -> Expiration {
+    let segments: Vec<RemoteLogSegmentMetadata> = log.segments().iter().filter(|s| s.state != RemoteSegmentState::DeleteSegmentFinished).cloned().collect();
+    let readable = log.start_offset().is_some();
+    Expiration { segments, new_log_start: readable.then_some(local_log_start) }
 }
 
 #[cfg(test)]
@@ -109,6 +119,16 @@ mod tests {
         assert_eq!((ids(&e), e.new_log_start), (vec![1], Some(10)));
         // Within both: nothing.
         assert_eq!(expire(&l, 100, 1_000, 1_000, 100), Expiration::default());
+    }
+
+    #[test]
+    fn turned_off_with_delete_on_disable_every_segment_goes_and_the_log_starts_locally() {
+        let l = log(&[(1, 0, 9, 10, CopySegmentFinished), (2, 10, 19, 20, CopySegmentStarted), (3, 20, 29, 90, CopySegmentFinished)]);
+        let e = expire_all(&l, 25);
+        assert_eq!((ids(&e), e.new_log_start), (vec![1, 2, 3], Some(25)));
+        let dangling = log(&[(2, 10, 19, 20, CopySegmentStarted)]);
+        assert_eq!((ids(&expire_all(&dangling, 0)), expire_all(&dangling, 0).new_log_start), (vec![2], None), "nothing was readable");
+        assert_eq!(expire_all(&PartitionRemoteLog::default(), 5), Expiration::default());
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! retention.ms / retention.bytes over the whole log).
 //!
 //! Below partition/, cluster/ and server/; names only storage, record, config and runtime.
+pub mod byte_rate;
 pub mod expiration;
 pub mod object_keys;
 pub mod remote_indexes;

@@ -4,7 +4,9 @@
 //! - the time index: (largest timestamp so far, the offset of the batch that reached it);
 //! - the leader epochs of the log up to the segment's end (every entry, as Kafka's
 //!   leader-epoch checkpoint in LogSegmentData), for a follower starting from the remote log;
-//! - the producer snapshot taken when the segment was sealed (the local `.snapshot` file).
+//! - the producer snapshot taken when the segment was sealed (the local `.snapshot` file);
+//! - the transaction index: the aborted transactions overlapping the segment, so a
+//!   read_committed fetch of remote data reports them as a local one does.
 //!
 //! Format: magic "SLRI", version (u16 LE), payload length (u32 LE), CRC-32C of the payload
 //! (u32 LE), then the payload as JSON. Invariant 3 holds for remote objects too: a reader
@@ -27,9 +29,40 @@ pub struct RemoteIndexes {
     pub leader_epochs: Vec<(i32, i64)>,
     #[serde(with = "base64_bytes")]
     pub producer_snapshot: Vec<u8>,
+    /// Kafka's remote transaction index: the aborted transactions overlapping the
+    /// segment. None in objects written before it existed (a read_committed read of their
+    /// transactional batches is refused: which aborted is unknown).
+    #[serde(default)]
+    pub aborted_transactions: Option<Vec<RemoteAbortedTxn>>,
+}
+
+/// One aborted transaction: its producer, first offset and marker (last) offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteAbortedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    pub last_offset: i64,
 }
 
 impl RemoteIndexes {
+    /// About what the decoded object takes in memory (the index cache's measure).
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.offset_index.len() * 16
+            + self.time_index.len() * 16
+            + self.leader_epochs.len() * 16
+            + self.producer_snapshot.len()
+            + self.aborted_transactions.as_ref().map_or(0, |a| a.len() * 24)
+    }
+
+    /// The aborted transactions a read of offsets [`from`, `to`] must report (marker at
+    /// or after `from`, first offset at or before `to`), or None without a transaction
+    /// index.
+    pub fn aborted_between(&self, from: i64, to: i64) -> Option<Vec<RemoteAbortedTxn>> {
+        let all = self.aborted_transactions.as_ref()?;
+        Some(all.iter().filter(|a| a.last_offset >= from && a.first_offset <= to).copied().collect())
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         // Serializing plain integers, vectors and a string cannot fail.
         let payload = serde_json::to_vec(self).expect("RemoteIndexes serializes");
@@ -115,6 +148,7 @@ mod tests {
             time_index: vec![(1_000, 0), (2_000, 120)],
             leader_epochs: vec![(0, 0), (3, 80)],
             producer_snapshot: vec![1, 2, 3, 0, 255],
+            aborted_transactions: Some(vec![RemoteAbortedTxn { producer_id: 4, first_offset: 10, last_offset: 90 }]),
         };
         let bytes = idx.encode();
         assert_eq!(RemoteIndexes::decode(&bytes), Ok(idx.clone()));
@@ -131,5 +165,18 @@ mod tests {
         assert!(RemoteIndexes::decode(&flipped).unwrap_err().contains("checksum"));
         assert!(RemoteIndexes::decode(&bytes[..bytes.len() - 1]).unwrap_err().contains("payload bytes"));
         assert!(RemoteIndexes::decode(b"XXXX").unwrap_err().contains("magic"));
+    }
+
+    #[test]
+    fn aborted_transactions_of_a_read_overlap_it() {
+        let a = |first, last| RemoteAbortedTxn { producer_id: 7, first_offset: first, last_offset: last };
+        let i = RemoteIndexes { aborted_transactions: Some(vec![a(0, 10), a(5, 40), a(50, 60)]), ..Default::default() };
+        assert_eq!(i.aborted_between(20, 45), Some(vec![a(5, 40)]));
+        assert_eq!(i.aborted_between(10, 50), Some(vec![a(0, 10), a(5, 40), a(50, 60)]));
+        assert_eq!(i.aborted_between(61, 90), Some(vec![]));
+        assert_eq!(RemoteIndexes::default().aborted_between(0, 100), None, "no transaction index");
+        // An object written before the index existed decodes without one.
+        let old = RemoteIndexes::decode(&RemoteIndexes { offset_index: vec![(0, 0)], ..Default::default() }.encode()).expect("decodes");
+        assert_eq!(old.aborted_transactions, None);
     }
 }

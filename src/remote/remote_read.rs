@@ -14,11 +14,8 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use crate::record::{iter_batches, IterStop};
 
 use super::object_keys::{segment_key, INDEXES_SUFFIX, LOG_SUFFIX};
-use super::remote_indexes::{RemoteIndexes, MAX_INDEXES_BYTES, OFFSET_INDEX_INTERVAL};
+use super::remote_indexes::{RemoteAbortedTxn, RemoteIndexes, MAX_INDEXES_BYTES, OFFSET_INDEX_INTERVAL};
 use super::RemoteError;
-
-/// Decoded `.indexes` objects kept (a few hundred KiB each at most).
-const INDEX_CACHE_ENTRIES: usize = 256;
 
 /// Which remote segment to read, and where.
 #[derive(Clone, Debug)]
@@ -46,30 +43,78 @@ pub struct RemoteBatches {
     pub first_batch_exceeds_limit: bool,
     /// Some batch read is transactional (its producer wrote in a transaction).
     pub transactional: bool,
+    /// The last offset of the last batch read (-1: none).
+    pub last_offset: i64,
+    /// The aborted transactions overlapping what was read, from the segment's remote
+    /// transaction index; None: the object has none (written before it existed).
+    pub aborted_transactions: Option<Vec<RemoteAbortedTxn>>,
 }
 
-/// The decoded `.indexes` objects most recently used, by segment id.
-#[derive(Default)]
+/// The decoded `.indexes` objects most recently used, by segment id, within a bound in
+/// bytes (remote.log.index.file.cache.total.size.bytes; the newest always stays). Shared
+/// by the shards' reads on the remote runtime: a lookup is a hash probe and a short move
+/// in the recency list, against a network read it saves.
 pub struct IndexCache {
-    entries: Mutex<(HashMap<[u8; 16], std::sync::Arc<RemoteIndexes>>, VecDeque<[u8; 16]>)>,
+    capacity_bytes: usize,
+    entries: Mutex<IndexLru>,
+}
+
+#[derive(Default)]
+struct IndexLru {
+    map: HashMap<[u8; 16], (std::sync::Arc<RemoteIndexes>, usize)>,
+    /// Least recently used first.
+    order: VecDeque<[u8; 16]>,
+    bytes: usize,
+}
+
+impl Default for IndexCache {
+    fn default() -> Self {
+        IndexCache::new(usize::MAX)
+    }
 }
 
 impl IndexCache {
+    pub fn new(capacity_bytes: usize) -> IndexCache {
+        IndexCache { capacity_bytes, entries: Mutex::default() }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, IndexLru> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn get(&self, id: &[u8; 16]) -> Option<std::sync::Arc<RemoteIndexes>> {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner()).0.get(id).cloned()
+        let mut g = self.lock();
+        let found = g.map.get(id)?.0.clone();
+        if let Some(i) = g.order.iter().position(|o| o == id) {
+            g.order.remove(i);
+        }
+        g.order.push_back(*id);
+        Some(found)
     }
 
     fn put(&self, id: [u8; 16], indexes: std::sync::Arc<RemoteIndexes>) {
-        let mut g = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let (map, order) = &mut *g;
-        if map.insert(id, indexes).is_none() {
-            order.push_back(id);
+        let size = indexes.memory_bytes();
+        let mut g = self.lock();
+        let lru = &mut *g;
+        if let Some((_, old)) = lru.map.insert(id, (indexes, size)) {
+            lru.bytes -= old;
+            lru.order.retain(|o| o != &id);
         }
-        while order.len() > INDEX_CACHE_ENTRIES {
-            if let Some(old) = order.pop_front() {
-                map.remove(&old);
+        lru.bytes += size;
+        lru.order.push_back(id);
+        while lru.bytes > self.capacity_bytes && lru.order.len() > 1 {
+            let Some(old) = lru.order.pop_front() else { break };
+            if let Some((_, n)) = lru.map.remove(&old) {
+                lru.bytes -= n;
             }
         }
+        debug_assert_eq!(lru.map.len(), lru.order.len(), "every cached object is in the recency list once");
+    }
+
+    /// (objects, bytes) held now.
+    pub fn usage(&self) -> (usize, usize) {
+        let g = self.lock();
+        (g.map.len(), g.bytes)
     }
 }
 
@@ -97,6 +142,13 @@ pub(super) async fn indexes(
 
 pub(super) async fn read(store: &dyn ObjectStore, cache: &IndexCache, r: &RemoteRead) -> Result<RemoteBatches, RemoteError> {
     let indexes = indexes(store, cache, &r.partition_prefix, r.start_offset, &r.segment_id).await?;
+    let mut out = read_batches(store, &indexes, r).await?;
+    out.aborted_transactions = indexes.aborted_between(r.offset, out.last_offset);
+    Ok(out)
+}
+
+/// The batches of `r` from its `.log` object, found through `indexes`.
+async fn read_batches(store: &dyn ObjectStore, indexes: &RemoteIndexes, r: &RemoteRead) -> Result<RemoteBatches, RemoteError> {
     let log = ObjectPath::from(segment_key(&r.partition_prefix, r.start_offset, &r.segment_id, LOG_SUFFIX));
     let timed = r.timestamp.and_then(|ts| indexes.scan_start_for_timestamp(ts));
     let r = &RemoteRead { offset: timed.map_or(r.offset, |o| o.max(r.offset)), ..r.clone() };
@@ -109,7 +161,7 @@ pub(super) async fn read(store: &dyn ObjectStore, cache: &IndexCache, r: &Remote
     let end = from.saturating_add(want).min(r.size_bytes);
     let mut chunk = store.get_range(&log, from..end).await.map_err(|e| RemoteError::Store(format!("{log}: {e}")))?;
     let mut pos = from;
-    let mut out = RemoteBatches::default();
+    let mut out = RemoteBatches { last_offset: -1, ..Default::default() };
     // Each pass reads past what the last one consumed; a damaged object that stops that
     // (a zero length, a batch longer than the object) ends as an error, not a loop.
     for _ in 0..64 {
@@ -132,6 +184,7 @@ pub(super) async fn read(store: &dyn ObjectStore, cache: &IndexCache, r: &Remote
             }
             out.first_batch_exceeds_limit |= first && range.len() > r.max_bytes;
             out.transactional |= h.is_transactional();
+            out.last_offset = last;
             out.bytes += range.len();
             out.batches.push(chunk.slice(range));
             if last >= r.end_offset {
@@ -249,6 +302,27 @@ mod tests {
         let out = run(&store, &cache, &RemoteRead { offset: 5, max_bytes: 1, ..r }).unwrap();
         assert_eq!(bases(&out), vec![5]);
         assert_eq!(out.batches[0].len(), all[1].len());
+    }
+
+    #[test]
+    fn the_index_cache_keeps_the_most_recently_used_within_its_bytes() {
+        let indexes = |n: usize| std::sync::Arc::new(RemoteIndexes { producer_snapshot: vec![0; n], ..Default::default() });
+        let one = indexes(1000).memory_bytes();
+        let cache = IndexCache::new(2 * one + one / 2);
+        cache.put([1; 16], indexes(1000));
+        cache.put([2; 16], indexes(1000));
+        assert!(cache.get(&[1; 16]).is_some(), "1 is now the most recently used");
+        cache.put([3; 16], indexes(1000));
+        assert_eq!(cache.usage(), (2, 2 * one));
+        assert!(cache.get(&[2; 16]).is_none(), "the least recently used went");
+        assert!(cache.get(&[1; 16]).is_some() && cache.get(&[3; 16]).is_some());
+        // One object over the whole bound stays alone (it is being read).
+        cache.put([4; 16], indexes(10 * one));
+        assert_eq!(cache.usage().0, 1);
+        assert!(cache.get(&[4; 16]).is_some());
+        // Put again: counted once.
+        cache.put([4; 16], indexes(10 * one));
+        assert_eq!(cache.usage(), (1, indexes(10 * one).memory_bytes()));
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub struct RemoteStoreSettings {
     pub key_prefix: String,
     /// Longest wait for one store call, its retries included.
     pub call_timeout: Duration,
+    /// remote.log.index.file.cache.total.size.bytes: decoded `.indexes` kept in memory.
+    pub index_cache_bytes: usize,
 }
 
 impl std::fmt::Debug for RemoteStoreSettings {
@@ -76,6 +78,7 @@ impl RemoteStoreSettings {
             credentials,
             key_prefix: config.rsm_config_key_prefix.clone(),
             call_timeout: Duration::from_millis(config.rsm_config_storage_s3_api_call_timeout.max(1)),
+            index_cache_bytes: usize::try_from(config.remote_log_index_file_cache_total_size_bytes).unwrap_or(usize::MAX),
         }))
     }
 }

@@ -64,7 +64,8 @@ impl RemoteStore {
             .enable_all()
             .build()
             .map_err(|e| RemoteError::Settings(format!("remote I/O runtime: {e}")))?;
-        Ok(RemoteStore { store: Arc::new(store), indexes: Arc::default(), runtime: Arc::new(runtime), settings: Arc::new(settings) })
+        let indexes = Arc::new(IndexCache::new(settings.index_cache_bytes));
+        Ok(RemoteStore { store: Arc::new(store), indexes, runtime: Arc::new(runtime), settings: Arc::new(settings) })
     }
 
     /// Runs `work` on the remote runtime; the answer arrives on the returned future, which
@@ -203,6 +204,7 @@ async fn upload_objects(store: &dyn ObjectStore, job: &SegmentUpload, log_key: &
         time_index: exported.time_index,
         leader_epochs: job.segment.leader_epochs.clone(),
         producer_snapshot,
+        aborted_transactions: Some(job.segment.aborted_transactions.clone()),
     };
     store.put(indexes_key, indexes.encode().into()).await.map_err(|e| RemoteError::Store(e.to_string()))?;
     Ok(UploadedSegment { size_bytes: exported.size_bytes, batches: exported.batches, max_timestamp: exported.max_timestamp })

@@ -2,6 +2,8 @@
 //! RLMCopyTask candidate rule).
 use std::path::PathBuf;
 
+use super::remote_indexes::RemoteAbortedTxn;
+
 /// A sealed local segment, as its partition hands it over for upload.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LocalSealedSegment {
@@ -16,6 +18,8 @@ pub struct LocalSealedSegment {
     pub leader_epochs: Vec<(i32, i64)>,
     /// Bytes of the local file (padding included).
     pub file_bytes: u64,
+    /// The aborted transactions overlapping the segment (its remote transaction index).
+    pub aborted_transactions: Vec<RemoteAbortedTxn>,
 }
 
 impl LocalSealedSegment {
@@ -74,6 +78,7 @@ mod tests {
             producer_snapshot: None,
             leader_epochs: vec![(0, 0), (2, 50), (5, 120)],
             file_bytes: 0,
+            aborted_transactions: Vec::new(),
         }
     }
 

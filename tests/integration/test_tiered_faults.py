@@ -8,7 +8,9 @@
   there gets UNKNOWN_SERVER_ERROR at once, never the damaged bytes and never a hang, and
   it counts as a remote fetch error; the intact segments still serve. The fetches here
   are v4 (topics by name, as older clients send): remote reads find the partition's
-  remote log by the topic id the broker looks up.
+  remote log by the topic id the broker looks up;
+- S3's throttling reply (503 SlowDown) to every third request, from a proxy in front of
+  the store: uploads, reads and deletions retry with back-off and nothing is lost.
 """
 
 from __future__ import annotations
@@ -103,4 +105,101 @@ def test_a_damaged_or_missing_remote_segment_is_an_error_not_a_hang(broker_facto
         part = fetch_at(b.bootstrap, topic, starts[2])
         assert part["error_code"] == 0 and batches_in(part["records"])[0][0] == starts[2], "the intact segment still serves"
     finally:
+        store.stop()
+
+
+class SlowDownProxy:
+    """An HTTP proxy in front of the S3 server answering every `every`-th request with S3's
+    throttling reply (503 SlowDown) instead of passing it on; the others go through with
+    their headers as signed (Host included: the signature is the client's)."""
+
+    HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
+
+    def __init__(self, upstream_port: int, every: int = 3):
+        import http.client
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        proxy = self
+        self.count = 0
+        self.injected = 0
+        self.lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def relay(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with proxy.lock:
+                    proxy.count += 1
+                    fail = proxy.count % every == 0
+                    proxy.injected += fail
+                if fail:
+                    reply = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+                             b"<Message>Please reduce your request rate.</Message></Error>")
+                    self.send_response(503)
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(reply)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(reply)
+                    return
+                upstream = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=60)
+                try:
+                    headers = {k: v for k, v in self.headers.items() if k.lower() not in SlowDownProxy.HOP}
+                    upstream.request(self.command, self.path, body=body if body or self.command in ("PUT", "POST") else None, headers=headers)
+                    resp = upstream.getresponse()
+                    data = resp.read()
+                    self.send_response(resp.status, resp.reason)
+                    for k, v in resp.getheaders():
+                        if k.lower() not in SlowDownProxy.HOP and not (k.lower() == "content-length" and self.command != "HEAD"):
+                            self.send_header(k, v)
+                    if self.command != "HEAD":
+                        self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(data)
+                finally:
+                    upstream.close()
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = relay
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_slowdown_replies_are_retried_and_lose_nothing(broker_factory, tmp_path_factory):
+    """Every third request to the store answered 503 SlowDown: uploads, reads and deletes
+    retry with back-off; the history is uploaded whole, trimmed locally and read back."""
+    skip_unless_shardlog("tiered storage against SeaweedFS")
+    store = ObjectStore(tmp_path_factory.mktemp("slow-store"), LOG_ROOT / f"weed-slow-{uuid.uuid4().hex[:6]}.log").start()
+    proxy = SlowDownProxy(store.ports["s3"], every=3)
+    try:
+        prefix = "slow/"
+        b = broker_factory(settings={**tiered_settings(store, prefix), "rsm.config.storage.s3.endpoint.url": proxy.endpoint,
+                                     "rsm.config.storage.s3.api.call.timeout": "30000"})
+        topic = f"slow-{uuid.uuid4().hex[:6]}"
+        values = produce_history(b.bootstrap, topic, 6000)
+        wait_for("history uploaded and deleted locally",
+                 lambda: (lambda r: r[0] == 0 and r[1] > 4000)(list_offsets_flex(b.bootstrap, topic, -4)), DEADLINE_S)
+        got = consume_confluent(b.bootstrap, topic, 1, **{"max.partition.fetch.bytes": 200_000})[0]
+        assert [c.value for c in got] == values
+        assert proxy.injected >= 10, f"only {proxy.injected} SlowDown replies: the fault did not happen"
+        logs = [k for k in store.keys(f"{prefix}{topic}-") if k.endswith(".log")]
+        assert logs and all(k[:-4] + ".indexes" in store.keys(f"{prefix}{topic}-") for k in logs), "whole segments only"
+    finally:
+        proxy.close()
         store.stop()

@@ -12,7 +12,11 @@
   object store;
 - what goes from remote storage: DeleteRecords into the remote part (reads stop at the
   new start at once, the segments wholly below it leave the bucket), retention.bytes
-  over the whole log (the oldest remote segments go), and a deleted topic's objects;
+  over the whole log (the oldest remote segments go), a deleted topic's objects, and
+  every segment when remote storage is turned off with remote.log.delete.on.disable;
+- read_committed over remote history: aborted transactions skipped (the remote
+  transaction index), read_uncommitted gets everything;
+- the copy and fetch rate limits make uploads wait and put remote reads off, nothing lost;
 - an object store outage under load: every acknowledged record kept, uploads fail and are
   counted, nothing leaves the disk until the store is back, then the backlog drains.
 """
@@ -24,7 +28,7 @@ import struct
 import uuid
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from admin_api import scrape
@@ -295,6 +299,108 @@ def test_delete_records_retention_and_topic_deletion_remove_remote_data(tiered, 
     # A deleted topic's objects go too.
     a.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
     wait_for("a deleted topic's objects deleted", lambda: store.keys(f"{prefix}{topic}-") == [], 60)
+
+
+def test_turning_remote_storage_off_with_delete_on_disable_deletes_the_remote_data(tiered, store):
+    """KIP-950: remote.storage.enable=false with remote.log.delete.on.disable=true deletes
+    every remote segment; the log then starts where the local log does."""
+    b, prefix = tiered
+    topic = f"off-{uuid.uuid4().hex[:6]}"
+    create(b.bootstrap, topic, {"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
+                                "local.retention.bytes": str(2 * SEGMENT_BYTES)}).result(timeout=60)
+    values = [b"%06d-" % i + bytes([97 + i % 26]) * 1000 for i in range(5000)]
+    produce_confluent(b.bootstrap, topic, [Rec(None, v, (), None) for v in values], partition=0, **{"batch.size": 65536})
+    wait_for("history uploaded and deleted locally",
+             lambda: (lambda r: r[0] == 0 and r[1] > 1000)(list_offsets_flex(b.bootstrap, topic, -4)), 120)
+    assert remote_logs(store, prefix, topic), "segments in the bucket"
+    a = AdminClient({"bootstrap.servers": b.bootstrap})
+    ops = [ConfigEntry("remote.storage.enable", "false", incremental_operation=AlterConfigOpType.SET),
+           ConfigEntry("remote.log.delete.on.disable", "true", incremental_operation=AlterConfigOpType.SET)]
+    next(iter(a.incremental_alter_configs([ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=ops)]).values())).result(timeout=60)
+    wait_for("the remote data deleted", lambda: store.keys(f"{prefix}{topic}-") == [], 60)
+    code, local_start = list_offsets_flex(b.bootstrap, topic, -4)
+    assert code == 0 and local_start > 1000
+    wait_for("the log starts locally", lambda: list_offsets_flex(b.bootstrap, topic, -2) == (0, local_start), 30)
+    assert list_offsets_flex(b.bootstrap, topic, -5) == (0, -1)
+    got = consume_confluent(b.bootstrap, topic, 1, **{"max.partition.fetch.bytes": 200_000})[0]
+    assert [c.offset for c in got] == list(range(local_start, len(values)))
+    assert [c.value for c in got] == values[local_start:]
+
+
+def test_read_committed_consumers_skip_aborted_transactions_in_remote_storage(tiered, store):
+    """Kafka's remote transaction index: each uploaded segment carries the aborted
+    transactions overlapping it, so a read_committed consumer reading history from the
+    object store gets exactly the committed records (aborted transactions spanning
+    segments included), and a read_uncommitted one gets every record."""
+    b, prefix = tiered
+    topic = f"txn-{uuid.uuid4().hex[:6]}"
+    create(b.bootstrap, topic, {"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
+                                "local.retention.bytes": str(SEGMENT_BYTES)}).result(timeout=60)
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": f"tiered-{uuid.uuid4().hex[:6]}",
+                  "batch.size": 65536, "linger.ms": 5})
+    p.init_transactions(30)
+    committed, everything = [], []
+    for t in range(8):
+        p.begin_transaction()
+        values = [b"t%d-%05d-" % (t, i) + bytes([97 + i % 26]) * 1000 for i in range(700)]
+        for v in values:
+            while True:
+                try:
+                    p.produce(topic, value=v, partition=0)
+                    break
+                except BufferError:
+                    p.poll(0.05)
+        p.flush(60)
+        everything += values
+        if t % 3 == 1:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+            committed += values
+    wait_for("history uploaded and deleted locally",
+             lambda: (lambda r: r[0] == 0 and r[1] > 3000)(list_offsets_flex(b.bootstrap, topic, -4)), 120)
+    got = consume_confluent(b.bootstrap, topic, 1, **{"isolation.level": "read_committed", "max.partition.fetch.bytes": 200_000})[0]
+    assert [c.value for c in got] == committed, f"{len(got)} records read_committed, {len(committed)} committed"
+    got = consume_confluent(b.bootstrap, topic, 1, **{"isolation.level": "read_uncommitted", "max.partition.fetch.bytes": 200_000})[0]
+    assert [c.value for c in got] == everything
+    assert aborted_in_bucket(store, prefix, topic) >= 2, "the aborted transactions are in the remote transaction indexes"
+
+
+def aborted_in_bucket(store: ObjectStore, prefix: str, topic: str) -> int:
+    """Distinct aborted transactions (by first offset) the topic's `.indexes` objects name."""
+    import json
+    firsts = set()
+    for key in [k for k in store.keys(f"{prefix}{topic}-") if k.endswith(".indexes")]:
+        data = store.get(key)
+        assert data[:4] == b"SLRI"
+        payload = json.loads(data[14:])
+        firsts |= {a["first_offset"] for a in payload.get("aborted_transactions") or []}
+    return len(firsts)
+
+
+def test_copy_and_fetch_rates_bound_the_remote_traffic(broker_factory, store):
+    """remote.log.manager.copy.max.bytes.per.second makes uploads wait (counted in
+    shardlog_remote_copy_throttle_seconds); over ...fetch.max.bytes.per.second a remote read
+    is not made and the partition answers empty (throttled), the consumer asks again and
+    still gets every record. Rates, not timings: only what waited is asserted."""
+    prefix = f"rates-{uuid.uuid4().hex[:6]}/"
+    b = broker_factory(settings={**store.broker_settings(prefix), "remote.log.manager.task.interval.ms": "200",
+                                 "log.retention.check.interval.ms": "500",
+                                 "remote.log.manager.copy.max.bytes.per.second": str(2 * SEGMENT_BYTES),
+                                 "remote.log.manager.fetch.max.bytes.per.second": str(SEGMENT_BYTES)})
+    topic = f"rates-{uuid.uuid4().hex[:6]}"
+    create(b.bootstrap, topic, {"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
+                                "local.retention.bytes": str(SEGMENT_BYTES)}).result(timeout=60)
+    values = [b"%06d-" % i + bytes([97 + i % 26]) * 1000 for i in range(6000)]
+    produce_confluent(b.bootstrap, topic, [Rec(None, v, (), None) for v in values], partition=0, **{"batch.size": 65536})
+    wait_for("history uploaded and deleted locally",
+             lambda: (lambda r: r[0] == 0 and r[1] > 3000)(list_offsets_flex(b.bootstrap, topic, -4)), 120)
+    assert scrape(b.admin_url).total("shardlog_remote_copy_throttle_seconds_total") > 0, "uploads waited for the copy rate"
+    got = consume_confluent(b.bootstrap, topic, 1, **{"max.partition.fetch.bytes": 200_000})[0]
+    assert [c.value for c in got] == values
+    m = scrape(b.admin_url)
+    assert m.total("shardlog_remote_fetch_requests_total", result="throttled") > 0, "reads over the fetch rate were put off"
+    assert m.total("shardlog_remote_fetch_bytes_total") >= 3000 * 1000
 
 
 def test_an_object_store_outage_keeps_everything_local_until_it_returns(broker_factory, tmp_path_factory):

@@ -477,8 +477,9 @@ async fn read_wave(
             read.part.last_stable_offset = r.last_stable_offset;
             read.part.log_start_offset = r.log_start_offset;
             // Remote data holds no open transaction (uploads stop at the last stable
-            // offset) and a transactional read_committed read is refused: none aborted.
-            read.part.aborted_transactions = read_committed.then(Vec::new);
+            // offset); the aborted ones come from the segment's remote transaction index.
+            read.part.aborted_transactions = read_committed
+                .then(|| r.aborted_transactions.iter().map(|a| AbortedTxn { producer_id: a.producer_id, first_offset: a.first_offset }).collect());
             read.part.records = r.batches;
             read.bytes = r.bytes;
             read.first_batch_exceeds_limit = r.first_batch_exceeds_limit;

@@ -26,6 +26,8 @@ pub struct RemoteFetch {
     pub last_stable_offset: i64,
     /// The partition's log start offset: its remote log's start.
     pub log_start_offset: i64,
+    /// The aborted transactions overlapping the batches (for read_committed).
+    pub aborted_transactions: Vec<crate::remote::remote_indexes::RemoteAbortedTxn>,
 }
 
 /// The partition a remote read is for, and the replica on this broker it is served by.
@@ -82,8 +84,18 @@ pub async fn read(ctx: &Rc<ShardContext>, target: Target<'_>, offset: i64, local
         high_watermark,
         last_stable_offset,
         log_start_offset: remote_start,
+        aborted_transactions: Vec::new(),
     };
     let wait = Duration::from_millis(ctx.config.remote_fetch_max_wait_ms.max(1));
+    // remote.log.manager.fetch.max.bytes.per.second: over this shard's share, no read;
+    // the partition answers empty with no error once the share is back (at most
+    // remote.fetch.max.wait.ms: the consumer does not spin), and the consumer asks again.
+    let throttled = ctx.remote_fetch_rate.borrow_mut().delay(std::time::Instant::now());
+    if !throttled.is_zero() {
+        crate::metrics::with(|m| m.remote.fetch_throttled += 1);
+        glommio::timer::sleep(throttled.min(wait)).await;
+        return Some(out);
+    }
     let started = std::time::Instant::now();
     let reading = std::pin::pin!(async {
         let read = store.read(request).await;
@@ -93,15 +105,17 @@ pub async fn read(ctx: &Rc<ShardContext>, target: Target<'_>, offset: i64, local
     let timer = std::pin::pin!(glommio::timer::sleep(wait));
     match select(reading, timer).await {
         Either::Left((Ok(read), _)) => {
-            if read_committed && read.transactional {
-                // Which of these transactions aborted is not kept in remote storage yet
-                // (Kafka's remote transaction index): refuse rather than show a
+            if read_committed && read.transactional && read.aborted_transactions.is_none() {
+                // A segment uploaded before remote transaction indexes existed: which of
+                // its transactions aborted is unknown, so refuse rather than show a
                 // read_committed consumer what may have been aborted.
-                tracing::warn!(topic, partition, offset, "read_committed fetch of transactional batches in remote storage: not supported yet");
+                tracing::warn!(topic, partition, offset, "read_committed fetch of transactional batches in a remote segment without a transaction index");
                 out.error = ErrorCode::UNKNOWN_SERVER_ERROR;
                 return Some(out);
             }
+            out.aborted_transactions = read.aborted_transactions.unwrap_or_default();
             crate::metrics::with(|m| (m.remote.fetch_requests, m.remote.fetch_bytes) = (m.remote.fetch_requests + 1, m.remote.fetch_bytes + read.bytes as u64));
+            ctx.remote_fetch_rate.borrow_mut().record(read.bytes as u64, std::time::Instant::now());
             out.bytes = read.bytes;
             out.first_batch_exceeds_limit = read.first_batch_exceeds_limit;
             out.batches = read.batches.into_iter().collect();

@@ -74,6 +74,10 @@ pub struct ShardContext {
     pub share_sessions: crate::server::share_sessions::ShareSessions,
     /// The remote store, when tiered storage is on (`remote.log.storage.system.enable`).
     pub remote_store: Option<crate::remote::store::RemoteStore>,
+    /// This shard's share of remote.log.manager.copy.max.bytes.per.second and
+    /// ...fetch.max.bytes.per.second.
+    pub remote_copy_rate: std::cell::RefCell<crate::remote::byte_rate::ByteRate>,
+    pub remote_fetch_rate: std::cell::RefCell<crate::remote::byte_rate::ByteRate>,
 }
 
 impl ShardContext {
@@ -91,6 +95,9 @@ impl ShardContext {
         let committed = controller.clone();
         let partitions = Rc::new(ShardPartitions::new(shard, config.node_id, Box::new(move || committed.shard_index())));
         let share_sessions = crate::server::share_sessions::ShareSessions::new(config.group_share_max_share_sessions, mesh.shard_count());
+        let rate = |setting| std::cell::RefCell::new(crate::remote::byte_rate::ByteRate::per_shard(setting, mesh.shard_count()));
+        let (remote_copy_rate, remote_fetch_rate) =
+            (rate(config.remote_log_manager_copy_max_bytes_per_second), rate(config.remote_log_manager_fetch_max_bytes_per_second));
         let router = Rc::new(ShardRouter::new(partitions.clone(), mesh));
         let group_share_persister = crate::server::share_persister::share_persister(router.clone(), config.node_id, inter_broker.clone());
         let coordinator = Rc::new(CoordinatorContext::new(group_config(&config), partitions.clone(), group_share_persister));
@@ -151,6 +158,8 @@ impl ShardContext {
             share_partitions,
             share_sessions,
             remote_store,
+            remote_copy_rate,
+            remote_fetch_rate,
         }
     }
 

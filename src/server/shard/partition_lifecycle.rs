@@ -330,10 +330,15 @@ impl ShardContext {
         let mut doomed: Vec<(i32, std::path::PathBuf)> = Vec::new();
         let followed = self.partitions.remove_followers_of_topic(name);
         let led = self.partitions.remove_topic(name);
-        // Tiered storage: the leader deletes the partition's remote objects (Kafka's
-        // deleteRemoteLog when a topic is deleted), in the background.
+        // Tiered storage: the partition's remote objects go (Kafka's deleteRemoteLog when a
+        // topic is deleted), in the background. Every replica deletes them, not only the
+        // leader: a topic deleted while its leader is down leaves no orphans (deleting an
+        // object twice is no error). Only partitions with remote segment records (every
+        // object has one: CopySegmentStarted is recorded before an upload begins), as the
+        // image before the deletion shows them.
         if let Some(store) = &self.remote_store {
-            for (index, p) in &led {
+            let before = self.partitions.image();
+            for (index, p) in led.iter().chain(&followed).filter(|(i, p)| before.remote_log.partition(&p.topic_id, *i).is_some()) {
                 let (store, folder) = (store.clone(), partition_prefix(&store.settings.key_prefix, name, &p.topic_id, *index));
                 let (topic, partition) = (name.to_string(), *index);
                 glommio::spawn_local(async move {

@@ -10,7 +10,7 @@
 //! The shard only schedules and records; the bytes move on the remote I/O runtime
 //! (`remote::store`), so nothing here blocks the shard.
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::cluster::topic_config::TopicConfig;
 use crate::partition::Partition;
@@ -58,6 +58,12 @@ pub async fn remote_copy_loop(ctx: Rc<ShardContext>, store: RemoteStore) {
                 // The image may not show this round's copies yet: never one twice.
                 let highest = highest.max(copied_through);
                 let Some(segment) = next_to_upload(&sealed, highest, p.last_stable_offset()).cloned() else { break };
+                // remote.log.manager.copy.max.bytes.per.second: wait for this shard's share.
+                let wait = ctx.remote_copy_rate.borrow_mut().delay(Instant::now());
+                if !wait.is_zero() {
+                    crate::metrics::with(|m| m.remote.copy_throttle_ms += wait.as_millis() as u64);
+                    glommio::timer::sleep(wait).await;
+                }
                 match copy_segment(&ctx, &store, &p, segment.clone()).await {
                     Ok(id) => {
                         finished.push((p.topic_id, p.index, id));
@@ -87,8 +93,13 @@ async fn expire_segments(ctx: &ShardContext, store: &RemoteStore, p: &Partition,
     let image = ctx.image();
     let Some(remote) = image.remote_log.partition(&p.topic_id, p.index) else { return Ok(()) };
     let Some(tc) = topic_config(ctx, p) else { return Ok(()) };
-    let local_only = p.local_bytes_above(remote.highest_offset());
-    let mut plan = crate::remote::expiration::expire(remote, crate::runtime::now_ms(), tc.retention_ms, tc.retention_bytes, local_only);
+    let mut plan = if !tc.remote_storage_enable && tc.remote_log_delete_on_disable {
+        // Turned off (KIP-950): the remote data goes, the log starts locally again.
+        crate::remote::expiration::expire_all(remote, p.log_start_offset())
+    } else {
+        let local_only = p.local_bytes_above(remote.highest_offset());
+        crate::remote::expiration::expire(remote, crate::runtime::now_ms(), tc.retention_ms, tc.retention_bytes, local_only)
+    };
     plan.segments.retain(|s| !(s.state == RemoteSegmentState::CopySegmentStarted && finished.contains(&s.segment_id)));
     if plan.segments.is_empty() {
         return Ok(());
@@ -154,6 +165,7 @@ async fn copy_segment(ctx: &ShardContext, store: &RemoteStore, p: &Partition, se
     match store.upload(upload).await {
         Ok(done) => {
             crate::metrics::with(|m| (m.remote.copy_requests, m.remote.copy_bytes) = (m.remote.copy_requests + 1, m.remote.copy_bytes + done.size_bytes));
+            ctx.remote_copy_rate.borrow_mut().record(done.size_bytes, Instant::now());
             record.size_bytes = done.size_bytes;
             record.max_timestamp_ms = done.max_timestamp;
             record.event_timestamp_ms = crate::runtime::now_ms();
