@@ -170,8 +170,9 @@ async fn read_all(ctx: &Rc<ShardContext>, asked: &[Asked], replica: i32, replica
         let mut results = ctx.router.run(batch).await.into_iter();
         let image = ctx.image();
         for a in wave {
-            // Where the partition's remote log starts (tiered storage on here and in use).
-            let remote_start = ctx.remote_store.as_ref().and_then(|_| image.remote_log.partition(&a.topic_id, a.partition)?.start_offset());
+            // Where the partition's remote log starts (tiered storage on here and in use),
+            // looked up only for a fetch below the local log.
+            let remote_start = || ctx.remote_store.as_ref().and_then(|_| image.remote_log.partition(&a.topic_id, a.partition)?.start_offset());
             let (part, bytes) = answer(a, remote_start, &mut results);
             remaining -= bytes as i64;
             returned_data |= bytes > 0;
@@ -189,7 +190,7 @@ async fn read_all(ctx: &Rc<ShardContext>, asked: &[Asked], replica: i32, replica
 /// with the remote start as the log start, where it restarts first.
 fn answer(
     a: &Asked,
-    remote_start: Option<i64>,
+    remote_start: impl FnOnce() -> Option<i64>,
     results: &mut impl Iterator<Item = crate::cluster::router::OpResult<crate::server::shard::ShardResult>>,
 ) -> (FetchPartitionParts, usize) {
     let mut part = FetchPartitionParts::new(a.partition);
@@ -213,7 +214,7 @@ fn answer(
                 if let crate::partition::PartitionError::OffsetOutOfRange { log_start_offset, log_end_offset, .. } = &e {
                     part.log_start_offset = *log_start_offset;
                     part.high_watermark = *log_end_offset;
-                    if let Some(remote_start) = remote_start.filter(|&r| r < *log_start_offset && a.offset < *log_start_offset) {
+                    if let Some(remote_start) = (a.offset < *log_start_offset).then(remote_start).flatten().filter(|&r| r < *log_start_offset) {
                         part.log_start_offset = remote_start;
                         if a.offset >= remote_start {
                             part.error_code = ErrorCode::OFFSET_MOVED_TO_TIERED_STORAGE.code();
