@@ -8,7 +8,12 @@
 - a replica added on another broker (Kafka's reassignment tool) starts from the tiered
   offset (OFFSET_MOVED_TO_TIERED_STORAGE): its local log begins where the remote log
   ends, it copies no history, and once it leads it knows the producers and serves the
-  whole log, history from the object store.
+  whole log, history from the object store;
+- OffsetForLeaderEpoch answers epochs whose records are all remote (from the leader's
+  epoch cache, and from the cache a new replica rebuilt from the remote log);
+- a broker lost for good is replaced by a new node id (the reassignment tool moves its
+  replica there): the replacement starts at the tiered offset, and leads and serves the
+  whole log.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from clients import Rec, consume_confluent, produce_confluent
 from conftest import LOG_ROOT, wait_for
 from object_store import ObjectStore
 from kafkawire import connect
+from test_leader_election import elect
+from test_offset_for_leader_epoch import ask as offset_for_leader_epoch
 from test_reassignment import reassign_tool
 from test_table_bounds import described_producers, idempotent_batch, produce
 from test_tiered_storage import SEGMENT_BYTES, list_offsets_flex, remote_logs
@@ -54,6 +61,17 @@ def leader_of(node, topic: str) -> int | None:
     if t is None or t.error is not None or 0 not in t.partitions:
         return None
     return t.partitions[0].leader
+
+
+def epoch_before_latest_ends_at(node, topic: str) -> tuple[int, int, int]:
+    """OffsetForLeaderEpoch (consumer side) for the epoch below the partition's current
+    one: (error, epoch, end offset). The current epoch is the one whose answer ends at
+    the log end."""
+    end = list_offsets_flex(node.bootstrap, topic, -1)[1]
+    answers = {e: offset_for_leader_epoch(node.bootstrap, [(topic, 0, -1, e)])[(topic, 0)] for e in range(0, 16)}
+    latest = max(e for e, a in answers.items() if a == (0, e, end))
+    assert latest > 0, answers
+    return answers[latest - 1]
 
 
 def test_a_leader_killed_while_uploading_leaves_no_gap_and_no_duplicate(cluster, store):
@@ -94,6 +112,12 @@ def test_a_leader_killed_while_uploading_leaves_no_gap_and_no_duplicate(cluster,
     # past what the dead leader had uploaded.
     wait_for("the new leader uploads the rest",
              lambda: (lambda r: r[0] == 0 and r[1] >= 10_000)(list_offsets_flex(cluster.node(new).bootstrap, topic, -5)), DEADLINE_S)
+    # OffsetForLeaderEpoch over the remote part: the dead leader's epoch ended where the
+    # new one began (8000), though the new leader's local log starts past that offset.
+    new_node = cluster.node(new)
+    wait_for("the old epoch's records remote only", lambda: list_offsets_flex(new_node.bootstrap, topic, -4)[1] > 8000, DEADLINE_S)
+    error, epoch, end = epoch_before_latest_ends_at(new_node, topic)
+    assert (error, end) == (0, 8000) and epoch >= 0, (error, epoch, end)
     victim.start()
     cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[victim])
     # Every object in the bucket is a whole segment whose .indexes exist: the dead
@@ -169,6 +193,10 @@ def test_a_new_replica_starts_from_the_tiered_offset_without_copying_history(clu
         assert list_offsets_flex(joined.bootstrap, topic, -2) == (0, 0)
         assert list_offsets_flex(joined.bootstrap, topic, -4) == (0, local[0])
         assert pid in described_producers(joined.bootstrap, topic)
+        # Its leader epochs came from the remote log: the epoch before its own ends at the
+        # log end it took over (the history's epochs answered from the rebuilt cache).
+        error, epoch, end = epoch_before_latest_ends_at(joined, topic)
+        assert (error, end) == (0, len(values) + 1) and epoch >= 0, (error, epoch, end)
         got = consume_confluent(joined.bootstrap, topic, 1, **{"max.partition.fetch.bytes": 200_000})[0]
         assert [c.offset for c in got] == list(range(len(values) + 1))
         assert [c.value for c in got[1:]] == values
@@ -177,3 +205,52 @@ def test_a_new_replica_starts_from_the_tiered_offset_without_copying_history(clu
         if victim is not None:
             victim.start()
             cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[victim])
+
+
+def test_a_lost_broker_is_replaced_by_a_new_node_that_copies_no_history(cluster, store, tmp_path):
+    """A broker lost for good (kill -9, its disk gone) is replaced by a new node id, and
+    Kafka's reassignment tool moves the lost broker's replica to it: the replacement
+    starts at the tiered offset, joins the ISR, and holds no history locally. Last in this
+    module: the lost broker never comes back."""
+    from cluster_harness import Node, free_port
+    topic = f"tiered-replace-{uuid.uuid4().hex[:6]}"
+    ids = sorted(n.node_id for n in cluster.brokers)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[ids], config={
+        "remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES), "local.retention.bytes": str(2 * SEGMENT_BYTES),
+        "min.insync.replicas": "2"})], operation_timeout=30)[topic].result(timeout=60)
+    leader = cluster.node(wait_for("a leader", lambda: (lambda l: l if l in ids else None)(leader_of(cluster.brokers[0], topic)),
+                                   DEADLINE_S))
+    values = [b"%06d-" % i + bytes([97 + i % 26]) * 1000 for i in range(8000)]
+    assert len(produce_confluent(leader.bootstrap, topic, [Rec(None, v, (), None) for v in values], partition=0,
+                                 **{"batch.size": 65536})) == 8000
+    wait_for("history uploaded and deleted locally",
+             lambda: (lambda r: r[0] == 0 and r[1] > 4000)(list_offsets_flex(leader.bootstrap, topic, -4)), DEADLINE_S)
+    tiered_end = list_offsets_flex(leader.bootstrap, topic, -5)[1] + 1
+
+    lost = cluster.node(next(i for i in ids if i != leader.node_id))
+    lost.kill9()
+    replacement = Node(cluster, max(n.node_id for n in cluster.nodes) + 1, free_port(), free_port(), roles="broker")
+    cluster.nodes.append(replacement)
+    conftest._LIVE.append(replacement)
+    replacement.start()
+    cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[replacement])
+    # The replacement first: once in sync, it is the preferred leader.
+    target = [replacement.node_id] + [i for i in ids if i != lost.node_id]
+    moved = reassign_tool(leader.bootstrap, tmp_path, [(topic, 0, target)], "--execute")
+    assert moved.returncode == 0, moved.stderr[-2000:]
+    wait_for("the replacement in sync and the lost broker's replica gone",
+             lambda: (lambda ri: ri[0] == target and replacement.node_id in ri[1])(replicas_and_isr(leader, topic)), DEADLINE_S)
+    assert "restarting the replica at the remote log's end" in replacement.log_since_start()
+    local = sorted(int(f.stem) for f in replacement.data_dir.rglob("*.log") if f.parent.name == f"{topic}-0")
+    assert local and local[0] >= tiered_end, f"the replacement's log starts at {local[:1]}, below the tiered offset {tiered_end}"
+    # It leads (Kafka's leader-election tool, preferred) and serves the whole log: the
+    # history from the object store, the rest from what it fetched.
+    elected = elect(leader.bootstrap, "PREFERRED", "--topic", topic, "--partition", "0")
+    assert elected.returncode == 0, elected.stdout[-2000:] + elected.stderr[-2000:]
+    wait_for("the replacement leads", lambda: leader_of(replacement, topic) == replacement.node_id, DEADLINE_S)
+    more = [b"after-%d" % i for i in range(100)]
+    assert len(produce_confluent(replacement.bootstrap, topic, [Rec(None, v, (), None) for v in more], partition=0)) == 100
+    got = consume_confluent(replacement.bootstrap, topic, 1, **{"max.partition.fetch.bytes": 200_000})[0]
+    assert [c.offset for c in got] == list(range(8100))
+    assert [c.value for c in got] == values + more
