@@ -132,12 +132,7 @@ impl Partition {
     pub async fn truncate_fully_and_start_at(&self, offset: i64) -> Result<(), PartitionError> {
         self.assert_on_shard();
         self.check_online()?;
-        let _permit = self.append_lock.acquire_permit(1).await.map_err(|_| PartitionError::NotFollower)?;
-        self.writer.truncate_fully_and_start_at(offset).await?;
-        debug_assert_eq!((self.log_start_offset(), self.log_end_offset()), (offset, offset));
-        self.reset_high_watermark(offset);
-        *self.producers.borrow_mut() = ProducerStateTable::default();
-        self.cut_epochs(i64::MIN).await?;
+        self.restart_log_at(offset, ProducerStateTable::default(), Vec::new(), None).await?;
         tracing::info!(topic = %self.topic, partition = self.index, offset, "truncated the whole log; restarting it");
         Ok(())
     }
@@ -147,9 +142,8 @@ impl Partition {
     /// (the end of the remote log) with the state the remote log had there: its leader
     /// epochs and the producer snapshot taken when that segment was sealed (the payload
     /// of a `.snapshot` file, empty for none). History below `offset` stays remote.
-    ///
-    /// A crash between the truncation and the saves leaves the log at `offset` without
-    /// that state: producers then start unknown, as after a snapshot lost with its segment.
+    /// A crash before that state is saved makes the next open start the log over
+    /// (`tiered_restart`).
     pub async fn start_from_tiered(&self, offset: i64, epochs: Vec<EpochEntry>, producer_snapshot: &[u8]) -> Result<(), PartitionError> {
         self.assert_on_shard();
         self.check_follower()?;
@@ -163,23 +157,44 @@ impl Partition {
                 detail: "does not decode".into(),
             })?
         };
+        self.restart_log_at(offset, producers, epochs, Some(producer_snapshot)).await?;
+        tracing::info!(topic = %self.topic, partition = self.index, offset, epochs = self.epochs.borrow().entries().len(),
+            producers = self.producers.borrow().len(), "restarted the log at the tiered offset");
+        Ok(())
+    }
+
+    /// The log emptied and started at `offset` with the given producer state and leader
+    /// epochs (all below `offset`), saved. `tiered_snapshot`: a restart at the tiered
+    /// offset, bracketed by the `tiered_restart` marker, whose producer snapshot payload
+    /// (empty for none) is written as the new log's first snapshot.
+    async fn restart_log_at(
+        &self,
+        offset: i64,
+        mut producers: ProducerStateTable,
+        epochs: Vec<EpochEntry>,
+        tiered_snapshot: Option<&[u8]>,
+    ) -> Result<(), PartitionError> {
         let _permit = self.append_lock.acquire_permit(1).await.map_err(|_| PartitionError::NotFollower)?;
         self.check_follower()?;
-        self.writer.truncate_fully_and_start_at(offset).await?;
-        self.reset_high_watermark(offset);
         let dir = self.log.borrow().dir().to_path_buf();
-        if !producer_snapshot.is_empty() {
-            // Found by the next open as the snapshot of the log's first segment.
-            write_checked_file(&snapshot_path(&dir, offset), SNAPSHOT_MAGIC, SNAPSHOT_VERSION, producer_snapshot).await?;
+        if tiered_snapshot.is_some() {
+            super::tiered_restart::begin(&dir, offset).await?;
         }
-        let mut table = producers;
-        self.bound_producers(&mut table);
-        *self.producers.borrow_mut() = table;
+        self.writer.truncate_fully_and_start_at(offset).await?;
+        debug_assert_eq!((self.log_start_offset(), self.log_end_offset()), (offset, offset));
+        self.reset_high_watermark(offset);
+        if let Some(snapshot) = tiered_snapshot.filter(|s| !s.is_empty()) {
+            // Found by the next open as the snapshot of the log's first segment.
+            write_checked_file(&snapshot_path(&dir, offset), SNAPSHOT_MAGIC, SNAPSHOT_VERSION, snapshot).await?;
+        }
+        self.bound_producers(&mut producers);
+        *self.producers.borrow_mut() = producers;
         self.epochs.borrow_mut().replace(epochs);
         let saved = self.epochs.borrow().save_job();
         saved.await?;
-        tracing::info!(topic = %self.topic, partition = self.index, offset, epochs = self.epochs.borrow().entries().len(),
-            producers = self.producers.borrow().len(), "restarted the log at the tiered offset");
+        if tiered_snapshot.is_some() {
+            super::tiered_restart::finish(&dir).await?;
+        }
         Ok(())
     }
 

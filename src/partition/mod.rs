@@ -51,6 +51,9 @@ mod shutdown;
 mod state;
 #[cfg(test)]
 pub(crate) mod tests;
+mod tiered_restart;
+#[cfg(test)]
+mod tiered_restart_tests;
 mod transactions;
 #[cfg(test)]
 mod txn_tests;

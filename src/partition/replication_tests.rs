@@ -23,13 +23,13 @@ fn config(flush: FlushMode) -> (LogConfig, PartitionSettings) {
     (cfg, PartitionSettings { flush, min_insync_replicas: 2, ..settings() })
 }
 
-async fn open_leader(dir: &Path, replicas: &[BrokerId], isr: &[BrokerId], flush: FlushMode) -> Rc<Partition> {
+pub(super) async fn open_leader(dir: &Path, replicas: &[BrokerId], isr: &[BrokerId], flush: FlushMode) -> Rc<Partition> {
     let (cfg, settings) = config(flush);
     let role = RoleState::Leader { leader_epoch: 0, partition_epoch: 0, replicas: replicas.to_vec(), isr: isr.to_vec() };
     Partition::open_replica(&dir.join("t-0"), "t".into(), 0, [1; 16], 0, LEADER, role, cfg, settings).await.expect("open leader")
 }
 
-async fn open_follower(dir: &Path, broker: BrokerId, leader_epoch: i32, flush: FlushMode) -> Rc<Partition> {
+pub(super) async fn open_follower(dir: &Path, broker: BrokerId, leader_epoch: i32, flush: FlushMode) -> Rc<Partition> {
     let (cfg, settings) = config(flush);
     let role = RoleState::Follower { leader_epoch, leader: LEADER };
     Partition::open_replica(&dir.join("t-0"), "t".into(), 0, [1; 16], 0, broker, role, cfg, settings).await.expect("open follower")
@@ -156,7 +156,7 @@ fn min_insync_replicas_is_enforced_before_and_after_the_append() {
 
 /// Copies the leader's log to the follower with the calls the fetcher makes, in reads of
 /// at most `max_bytes`. Returns the number of fetches.
-async fn replicate(leader: &Partition, follower: &Partition, broker: BrokerId, max_bytes: usize) -> usize {
+pub(super) async fn replicate(leader: &Partition, follower: &Partition, broker: BrokerId, max_bytes: usize) -> usize {
     let mut fetches = 0;
     loop {
         let offset = follower.log_end_offset();

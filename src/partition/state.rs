@@ -258,6 +258,8 @@ impl Partition {
     ) -> Result<Rc<Partition>, PartitionError> {
         // One look at the directory serves every step of the open (`dir_survey`).
         let mut survey = dir_survey::survey(dir).await?;
+        // A restart at the tiered offset cut short by a crash: the log starts over.
+        survey = super::tiered_restart::discard_unfinished(survey, &topic, index).await?;
         let claim = claim_dir(&mut survey, topic_id).await?;
         if let DirClaim::RemovedStray(old) = claim {
             tracing::warn!(topic, partition = index, dir = %dir.display(), old_topic_id = %uuid::Uuid::from_bytes(old),

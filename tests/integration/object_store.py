@@ -125,3 +125,10 @@ class ObjectStore:
             "rsm.config.storage.aws.secret.access.key": SECRET_KEY,
             "rsm.config.key.prefix": key_prefix,
         }
+
+    def broker_args(self, key_prefix: str, settings: dict[str, str]) -> list[str]:
+        """`broker_settings(key_prefix)` and `settings` as shardlog's command-line flags."""
+        args = []
+        for k, v in {**self.broker_settings(key_prefix), **settings}.items():
+            args += ["--" + k.replace(".", "-"), v]
+        return args

@@ -49,10 +49,8 @@ def store(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, store):
-    args = []
-    for k, v in {**store.broker_settings("cluster/"), "remote.log.manager.task.interval.ms": "200",
-                 "log.retention.check.interval.ms": "500", "auto.leader.rebalance.enable": "false"}.items():
-        args += ["--" + k.replace(".", "-"), v]
+    args = store.broker_args("cluster/", {"remote.log.manager.task.interval.ms": "200", "log.retention.check.interval.ms": "500",
+                                  "auto.leader.rebalance.enable": "false"})
     yield from conftest.running_cluster(tmp_path_factory, "tiered", extra_args=args)
 
 
