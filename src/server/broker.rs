@@ -335,10 +335,17 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
     // The recovered image holds every change committed before this start: remove the
     // partitions it no longer gives this broker before a shard could open one.
     let checking = Instant::now();
-    if let Err(e) = stray_partitions::check_log_dirs_and_remove_strays(&controller.image(), config.node_id, &log_dirs, &controller.directory_id_text()) {
-        controller.shutdown();
-        anyhow::bail!("log dirs: {e}");
-    }
+    let strays = match stray_partitions::check_log_dirs_and_remove_strays(&controller.image(), config.node_id, &log_dirs, &controller.directory_id_text()) {
+        Ok(removed) => removed,
+        Err(e) => {
+            controller.shutdown();
+            anyhow::bail!("log dirs: {e}");
+        }
+    };
+    // Partitions of topics deleted while this broker was down: their remote objects go
+    // once the store is up (first shard).
+    let remote_orphans: Vec<super::shard::DeletedPartition> =
+        strays.iter().filter_map(|s| s.deleted_incarnation()).map(|(t, p, id)| (t.to_string(), p, id)).collect();
     tracing::info!(took_ms = checking.elapsed().as_millis() as u64, "log dirs checked for stray partitions");
     ensure_offsets_topic(&controller, &config, expected_brokers)?;
     let security = Arc::new(listener_security(&config)?);
@@ -367,6 +374,7 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         let security = security.clone();
         let (connection_limits, inter_broker) = (connection_limits.clone(), inter_broker.clone());
         let remote_store = remote_store.clone();
+        let remote_orphans = if shard == 0 { remote_orphans.clone() } else { Vec::new() };
         let listening = listening.clone();
         let storage_faults_file = storage_faults_file.clone();
         let (shutdown_requested, closed) = (shutdown_requested.clone(), closed_tx.clone());
@@ -407,7 +415,10 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
                 spawn("retention", Box::pin(retention_loop(ctx.clone())));
                 spawn("log cleaner", Box::pin(cleaner_loop(ctx.clone())));
                 if let Some(store) = ctx.remote_store.clone() {
-                    spawn("remote copy", Box::pin(super::shard::remote_copy_loop(ctx.clone(), store)));
+                    spawn("remote copy", Box::pin(super::shard::remote_copy_loop(ctx.clone(), store.clone())));
+                    if !remote_orphans.is_empty() {
+                        spawn("remote orphans", Box::pin(super::shard::delete_remote_orphans(store, remote_orphans)));
+                    }
                 }
                 spawn(
                     "isr",

@@ -20,6 +20,8 @@
 //! it looks at is in use and none can be created under it meanwhile. A directory is
 //! renamed to `<dir>.<ms>-stray` (durably) before its files go, so a crash midway never
 //! brings it back under its name; leftover `-stray` and `-delete` directories are removed.
+//! The removed partitions of deleted topic incarnations are returned: a tiered one's
+//! remote objects are deleted once the store is up (`server/shard/remote_orphans.rs`).
 use std::path::{Path, PathBuf};
 
 use crate::cluster::image::{BrokerId, MetadataImage};
@@ -38,6 +40,29 @@ pub enum Stray {
     OtherTopicId,
     /// The partition's replicas do not include this broker.
     NotAReplica,
+}
+
+/// One stray partition directory removed.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RemovedStray {
+    pub path: PathBuf,
+    pub why: Stray,
+    pub topic: String,
+    pub partition: i32,
+    /// The topic id its `partition.metadata` named (None: no readable file).
+    pub recorded_topic_id: Option<[u8; 16]>,
+}
+
+impl RemovedStray {
+    /// The deleted topic incarnation this directory was a partition of, when it is known
+    /// to be gone (its topic deleted, or replaced by a newer one of the same name): its
+    /// remote objects, if it was tiered, are orphans nobody else deletes.
+    pub fn deleted_incarnation(&self) -> Option<(&str, i32, [u8; 16])> {
+        match self.why {
+            Stray::UnknownTopic | Stray::OtherTopicId => self.recorded_topic_id.map(|id| (self.topic.as_str(), self.partition, id)),
+            Stray::UnknownPartition | Stray::NotAReplica => None,
+        }
+    }
 }
 
 /// Splits `<topic>-<n>` (the `LogDirs` naming) into topic and partition.
@@ -75,7 +100,7 @@ pub fn check_log_dirs_and_remove_strays(
     me: BrokerId,
     log_dirs: &LogDirs,
     metadata_directory_id: &str,
-) -> Result<Vec<(PathBuf, Stray)>, String> {
+) -> Result<Vec<RemovedStray>, String> {
     let mut scan = Vec::new();
     for (i, dir) in log_dirs.dirs().iter().enumerate() {
         match check_or_claim(dir, &image.cluster_id, me, (i == 0).then_some(metadata_directory_id))? {
@@ -96,7 +121,7 @@ fn is_doomed(name: &str) -> bool {
 /// Removes the stray partition directories of the log dirs `scan` (see the module
 /// header) and the leftovers of interrupted removals. Returns the stray partitions
 /// removed. Blocking (std::fs): call before the shards start.
-pub fn remove_stray_partitions(image: &MetadataImage, me: BrokerId, log_dirs: &LogDirs, scan: &[PathBuf]) -> Vec<(PathBuf, Stray)> {
+pub fn remove_stray_partitions(image: &MetadataImage, me: BrokerId, log_dirs: &LogDirs, scan: &[PathBuf]) -> Vec<RemovedStray> {
     let mut removed = Vec::new();
     for dir in log_dirs.dirs().iter().filter(|d| scan.contains(d)) {
         let Ok(entries) = std::fs::read_dir(dir) else { continue };
@@ -114,6 +139,7 @@ pub fn remove_stray_partitions(image: &MetadataImage, me: BrokerId, log_dirs: &L
             }
             let Some(why) = classify(image, me, &path, &name) else { continue };
             let Some((topic, index)) = parse_partition_dir(&name) else { continue };
+            let recorded_topic_id = std::fs::read_to_string(path.join(PARTITION_METADATA_FILE)).ok().and_then(|s| partition_metadata::decode(&s));
             let mut doomed = path.clone().into_os_string();
             doomed.push(format!(".{}-stray", crate::runtime::now_ms()));
             let renamed = std::fs::rename(&path, &doomed).and_then(|()| crate::storage::dma::sync_dir_blocking(dir));
@@ -124,7 +150,7 @@ pub fn remove_stray_partitions(image: &MetadataImage, me: BrokerId, log_dirs: &L
                     if let Err(e) = std::fs::remove_dir_all(&doomed) {
                         tracing::warn!(dir = ?doomed, error = %e, "cannot remove a stray partition directory; it is removed at the next start");
                     }
-                    removed.push((path, why));
+                    removed.push(RemovedStray { path, why, topic: topic.to_string(), partition: index, recorded_topic_id });
                 }
                 Err(e) => tracing::warn!(dir = %path.display(), error = %e, "cannot rename a stray partition directory; it is kept"),
             }
@@ -194,6 +220,8 @@ mod tests {
         let log_dirs = LogDirs::open(&[a.clone(), b.clone()]).unwrap();
         let mut removed = remove_stray_partitions(&image, 1, &log_dirs, log_dirs.dirs());
         removed.sort();
+        let orphans: Vec<_> = removed.iter().filter_map(|r| r.deleted_incarnation()).collect();
+        assert_eq!(orphans, vec![("gone", 0, [9; 16]), ("re-made", 1, [8; 16])], "deleted incarnations, by their recorded ids");
         let mut want = [
             (a.join("gone-0"), Stray::UnknownTopic),
             (a.join("kept-2"), Stray::UnknownPartition),
@@ -202,7 +230,7 @@ mod tests {
         ];
         want.sort();
         assert_eq!(
-            removed.iter().map(|(p, w)| (std::path::absolute(p).unwrap(), w.clone())).collect::<Vec<_>>(),
+            removed.iter().map(|r| (std::path::absolute(&r.path).unwrap(), r.why.clone())).collect::<Vec<_>>(),
             want.iter().map(|(p, w)| (std::path::absolute(p).unwrap(), w.clone())).collect::<Vec<_>>()
         );
         let left = |d: &Path| {

@@ -11,6 +11,8 @@
   whole log, history from the object store;
 - OffsetForLeaderEpoch answers epochs whose records are all remote (from the leader's
   epoch cache, and from the cache a new replica rebuilt from the remote log);
+- a topic deleted while its only replica is down loses its objects when that replica
+  returns (its partition directory is stray at start-up);
 - a broker lost for good is replaced by a new node id (the reassignment tool moves its
   replica there): the replacement starts at the tiered offset, and leads and serves the
   whole log.
@@ -203,6 +205,37 @@ def test_a_new_replica_starts_from_the_tiered_offset_without_copying_history(clu
         if victim is not None:
             victim.start()
             cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[victim])
+
+
+def test_a_topic_deleted_while_its_replica_was_down_loses_its_objects_when_the_replica_returns(cluster, store):
+    """Every replica deletes a deleted topic's objects when it applies the deletion; with
+    its only replica down then, nobody can. The replica finds the partition stray at its
+    next start (the topic is gone) and deletes the objects under that topic id."""
+    topic = f"tiered-gone-{uuid.uuid4().hex[:6]}"
+    holder = cluster.node(max(n.node_id for n in cluster.brokers))
+    survivor = next(n for n in cluster.brokers if n.node_id != holder.node_id)
+    admin = AdminClient({"bootstrap.servers": survivor.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[holder.node_id]], config={
+        "remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES), "local.retention.bytes": str(2 * SEGMENT_BYTES)})],
+        operation_timeout=30)[topic].result(timeout=60)
+    wait_for("the holder leads", lambda: leader_of(holder, topic) == holder.node_id, DEADLINE_S)
+    values = [b"%06d-" % i + bytes([97 + i % 26]) * 1000 for i in range(4000)]
+    assert len(produce_confluent(holder.bootstrap, topic, [Rec(None, v, (), None) for v in values], partition=0,
+                                 **{"batch.size": 65536})) == 4000
+    wait_for("segments uploaded", lambda: len(remote_logs(store, "cluster/", topic)) >= 2, DEADLINE_S)
+    holder.kill9()
+    try:
+        admin.delete_topics([topic], operation_timeout=30)[topic].result(timeout=60)
+        wait_for("the topic gone from the metadata",
+                 lambda: topic not in AdminClient({"bootstrap.servers": survivor.bootstrap}).list_topics(timeout=10).topics, DEADLINE_S)
+        # No running broker held a replica: the objects are still there.
+        time.sleep(2)
+        assert store.keys(f"cluster/{topic}-"), "objects deleted with no replica up: the check below proves nothing"
+    finally:
+        holder.start()
+        cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[holder])
+    wait_for("the returning replica deletes the objects", lambda: not store.keys(f"cluster/{topic}-"), DEADLINE_S)
+    assert "topic deleted while this broker was down: its remote objects deleted" in holder.log_since_start()
 
 
 def test_a_lost_broker_is_replaced_by_a_new_node_that_copies_no_history(cluster, store, tmp_path):

@@ -20,6 +20,7 @@ mod context;
 mod metrics_scrape;
 mod partition_lifecycle;
 mod remote_log_copy;
+mod remote_orphans;
 mod shard_ops;
 mod shutdown;
 
@@ -28,5 +29,6 @@ pub use context::{ShardContext, ShardMessage, MARKER_TIMEOUT_MS};
 pub use metrics_scrape::{serve_scrapes, ScrapeRequest};
 pub use partition_lifecycle::follow_metadata;
 pub use remote_log_copy::remote_copy_loop;
+pub use remote_orphans::{delete_remote_orphans, DeletedPartition};
 pub use shard_ops::{ShardOp, ShardResult, ShardRouter};
 pub use shutdown::close_on_shutdown;
