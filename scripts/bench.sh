@@ -16,6 +16,11 @@
 #   scripts/bench.sh --share   # share groups: 1 partition, 4 KafkaShareConsumers, explicit
 #                              # ack, fixed rate (end-to-end latency) and maximum drain
 #                              # (benches/share_bench.py; ~10 min, --quick ~3 min)
+#   scripts/bench.sh --tiered  # tiered storage (KIP-405), both brokers tiering to one SeaweedFS:
+#                              # produce at 30 MB/s with and without uploads, offload, then a
+#                              # historical read from offset 0 (benches/tiered_bench.py; Kafka
+#                              # through benches/kafka_s3_rsm; 1 GiB per topic x 2 reps ~12 min,
+#                              # --quick 256 MiB x 1 rep ~3 min)
 #   scripts/bench.sh --soak    # W10: 30 min at 60 % of each broker's measured maximum,
 #                              # p99 per minute (BENCH_SOAK_S; --quick 60 s)
 #   scripts/bench.sh --partitions # W12 partition scale on one node: 10k, 50k, 100k
@@ -83,6 +88,7 @@ QUICK=0
 CLUSTER=0
 SECURE=0
 SHARE=0
+TIERED=0
 PARTITIONS=0
 SOAK=0
 SMOKE=0
@@ -94,11 +100,12 @@ for a in "$@"; do
     --cluster) CLUSTER=1 ;;
     --secure) SECURE=1 ;;
     --share) SHARE=1 ;;
+    --tiered) TIERED=1 ;;
     --partitions) PARTITIONS=1 ;;
     --soak) SOAK=1 ;;
     --smoke) SMOKE=1; QUICK=1 ;;
-    -h|--help) sed -n '2,70p' "$0"; exit 0 ;;
-    *) echo "usage: $0 [--quick | --smoke] [--profile | --cluster | --secure | --share | --partitions | --soak]" >&2; exit 2 ;;
+    -h|--help) sed -n '2,83p' "$0"; exit 0 ;;
+    *) echo "usage: $0 [--quick | --smoke] [--profile | --cluster | --secure | --share | --tiered | --partitions | --soak]" >&2; exit 2 ;;
   esac
 done
 if [ "$SECURE" = 1 ]; then
@@ -108,6 +115,10 @@ fi
 if [ "$SHARE" = 1 ]; then
   if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then (cd "$ROOT" && cargo build --release --quiet) >&2; fi
   exec python3 "$ROOT/benches/share_bench.py" $([ "$QUICK" = 1 ] && echo --quick) --bin "$ROOT/target/release/shardlog"
+fi
+if [ "$TIERED" = 1 ]; then
+  if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then (cd "$ROOT" && cargo build --release --quiet) >&2; fi
+  exec python3 "$ROOT/benches/tiered_bench.py" $([ "$QUICK" = 1 ] && echo --quick --reps "${BENCH_REPS:-1}") --bin "$ROOT/target/release/shardlog"
 fi
 if [ "$PARTITIONS" = 1 ]; then
   if [ "${BENCH_NO_BUILD:-0}" != 1 ]; then (cd "$ROOT" && cargo build --release --quiet) >&2; fi

@@ -320,6 +320,12 @@ impl Config {
         if self.cross_shard_inbox_capacity == 0 {
             return bad("cross_shard_inbox_capacity", "must be at least 1");
         }
+        if self.remote_log_manager_copier_thread_pool_size == 0 {
+            return bad("remote_log_manager_copier_thread_pool_size", "must be at least 1");
+        }
+        if self.remote_log_reader_threads == 0 {
+            return bad("remote_log_reader_threads", "must be at least 1");
+        }
         if self.max_inflight_requests_per_connection == 0 {
             return bad("max_inflight_requests_per_connection", "must be at least 1");
         }
@@ -816,6 +822,14 @@ mod tests {
         assert_eq!(flags.resolve().unwrap().resolved_log_dirs(), vec![PathBuf::from("/e1")]);
         c.log_dirs = vec!["/d1".into(), "/d2".into(), "/d1".into()];
         assert!(matches!(c.validate(), Err(ConfigError::Invalid { key: "log_dirs", .. })));
+    }
+
+    #[test]
+    fn remote_concurrency_is_at_least_one() {
+        for c in [Config { remote_log_manager_copier_thread_pool_size: 0, ..Config::default() }, Config { remote_log_reader_threads: 0, ..Config::default() }] {
+            assert!(matches!(c.validate(), Err(ConfigError::Invalid { message, .. }) if message == "must be at least 1"));
+        }
+        assert!(Config { remote_log_manager_copier_thread_pool_size: 1, remote_log_reader_threads: 1, ..Config::default() }.validate().is_ok());
     }
 
     #[test]

@@ -246,6 +246,10 @@ config_keys! {
     static remote_log_manager_copy_max_bytes_per_second: i64 = i64::MAX, kafka = "remote.log.manager.copy.max.bytes.per.second" as Long;
     /// Bytes per second this broker reads back from remote storage for consumers, shared equally by its shards (over it, a fetch answers empty and the consumer asks again).
     static remote_log_manager_fetch_max_bytes_per_second: i64 = i64::MAX, kafka = "remote.log.manager.fetch.max.bytes.per.second" as Long;
+    /// Partitions uploading to remote storage at once on this broker, shared by its shards (at least one each).
+    static remote_log_manager_copier_thread_pool_size: u32 = 10, kafka = "remote.log.manager.copier.thread.pool.size" as Int;
+    /// Reads from remote storage in flight at once on this broker (more wait their turn, up to remote.fetch.max.wait.ms).
+    static remote_log_reader_threads: u32 = 10, kafka = "remote.log.reader.threads" as Int;
     /// Bytes of decoded remote `.indexes` objects kept in memory (least recently used out first).
     static remote_log_index_file_cache_total_size_bytes: u64 = 1 << 30, kafka = "remote.log.index.file.cache.total.size.bytes" as Long;
     /// Default of the topic key local.retention.ms: how long uploaded segments stay on disk (-2: retention.ms).

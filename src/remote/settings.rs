@@ -22,6 +22,8 @@ pub struct RemoteStoreSettings {
     pub call_timeout: Duration,
     /// remote.log.index.file.cache.total.size.bytes: decoded `.indexes` kept in memory.
     pub index_cache_bytes: usize,
+    /// remote.log.reader.threads: remote reads in flight at once.
+    pub reader_concurrency: usize,
 }
 
 impl std::fmt::Debug for RemoteStoreSettings {
@@ -79,6 +81,7 @@ impl RemoteStoreSettings {
             key_prefix: config.rsm_config_key_prefix.clone(),
             call_timeout: Duration::from_millis(config.rsm_config_storage_s3_api_call_timeout.max(1)),
             index_cache_bytes: usize::try_from(config.remote_log_index_file_cache_total_size_bytes).unwrap_or(usize::MAX),
+            reader_concurrency: config.remote_log_reader_threads.max(1) as usize,
         }))
     }
 }

@@ -29,6 +29,8 @@ pub struct RemoteStore {
     store: Arc<dyn ObjectStore>,
     indexes: Arc<IndexCache>,
     runtime: Arc<tokio::runtime::Runtime>,
+    /// remote.log.reader.threads: reads in flight at once; more wait here.
+    readers: Arc<tokio::sync::Semaphore>,
     pub settings: Arc<RemoteStoreSettings>,
 }
 
@@ -65,7 +67,8 @@ impl RemoteStore {
             .build()
             .map_err(|e| RemoteError::Settings(format!("remote I/O runtime: {e}")))?;
         let indexes = Arc::new(IndexCache::new(settings.index_cache_bytes));
-        Ok(RemoteStore { store: Arc::new(store), indexes, runtime: Arc::new(runtime), settings: Arc::new(settings) })
+        let readers = Arc::new(tokio::sync::Semaphore::new(settings.reader_concurrency.max(1)));
+        Ok(RemoteStore { store: Arc::new(store), indexes, runtime: Arc::new(runtime), readers, settings: Arc::new(settings) })
     }
 
     /// Runs `work` on the remote runtime; the answer arrives on the returned future, which
@@ -100,10 +103,29 @@ impl RemoteStore {
         })
     }
 
+    /// `run` for a read: it waits for one of the `readers` permits, and is dropped
+    /// unstarted when its caller stopped waiting meanwhile (a fetch answered empty at
+    /// remote.fetch.max.wait.ms), so a queue of reads never outlives who asked.
+    fn run_read<T, F>(&self, work: F) -> impl std::future::Future<Output = Result<T, RemoteError>>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T, RemoteError>> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let readers = self.readers.clone();
+        self.runtime.spawn(async move {
+            let Ok(_permit) = readers.acquire_owned().await else { return };
+            if !tx.is_canceled() {
+                let _ = tx.send(work.await);
+            }
+        });
+        async move { rx.await.unwrap_or(Err(RemoteError::Stopped)) }
+    }
+
     /// A fetch's batches from one remote segment (`remote_read.rs`).
     pub fn read(&self, request: RemoteRead) -> impl std::future::Future<Output = Result<RemoteBatches, RemoteError>> {
         let (store, cache) = (self.store.clone(), self.indexes.clone());
-        self.run(async move { super::remote_read::read(&*store, &cache, &request).await })
+        self.run_read(async move { super::remote_read::read(&*store, &cache, &request).await })
     }
 
     /// A segment's `.indexes` object (a follower starting from the tiered offset takes its
@@ -115,7 +137,7 @@ impl RemoteStore {
         segment_id: [u8; 16],
     ) -> impl std::future::Future<Output = Result<Arc<RemoteIndexes>, RemoteError>> {
         let (store, cache) = (self.store.clone(), self.indexes.clone());
-        self.run(async move { super::remote_read::indexes(&*store, &cache, &partition_prefix, start_offset, &segment_id).await })
+        self.run_read(async move { super::remote_read::indexes(&*store, &cache, &partition_prefix, start_offset, &segment_id).await })
     }
 
     /// Deletes every object under `prefix` (a deleted partition's folder); returns how

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import struct
+import time
 import uuid
 
 import pytest
@@ -106,13 +107,18 @@ def test_kafkas_rules_between_the_tiered_configs(tiered):
 
 def list_offsets_flex(bootstrap: str, topic: str, timestamp: int, version: int = 9) -> tuple[int, int]:
     """ListOffsets v9+ (flexible) for partition 0 of `topic`: (error code, offset)."""
-    partition = i32(0) + i32(-1) + i64(timestamp) + uvarint(0)
+    return list_offsets_partition(bootstrap, topic, 0, timestamp, version)
+
+
+def list_offsets_partition(bootstrap: str, topic: str, partition: int, timestamp: int, version: int = 9) -> tuple[int, int]:
+    """ListOffsets v9+ (flexible) for one partition of `topic`: (error code, offset)."""
+    entry = i32(partition) + i32(-1) + i64(timestamp) + uvarint(0)
     timeout = i32(30_000) if version >= 10 else b""
-    body = i32(-1) + i8(0) + compact_array([compact_string(topic) + compact_array([partition]) + uvarint(0)]) + timeout
+    body = i32(-1) + i8(0) + compact_array([compact_string(topic) + compact_array([entry]) + uvarint(0)]) + timeout
     r = flexible_roundtrip(bootstrap, 2, version, body)
     r.i32()  # throttle time
     assert r.uvarint() - 1 == 1 and r.compact_string() == topic
-    assert r.uvarint() - 1 == 1 and r.i32() == 0
+    assert r.uvarint() - 1 == 1 and r.i32() == partition
     code = r.i16()
     r.i64()  # timestamp
     return code, r.i64()
@@ -401,6 +407,42 @@ def test_copy_and_fetch_rates_bound_the_remote_traffic(broker_factory, store):
     m = scrape(b.admin_url)
     assert m.total("shardlog_remote_fetch_requests_total", result="throttled") > 0, "reads over the fetch rate were put off"
     assert m.total("shardlog_remote_fetch_bytes_total") >= 3000 * 1000
+
+
+@pytest.mark.parametrize("copiers", [1, 4])
+def test_the_copier_pool_bounds_the_partitions_uploading_at_once(broker_factory, store, copiers):
+    """remote.log.manager.copier.thread.pool.size partitions upload at once (one shard
+    here: its share is the whole pool). The store hangs (SIGSTOP) so every upload begun
+    stays in flight; four partitions have segments waiting. remote.log.reader.threads 1:
+    the history still reads back, one remote read at a time."""
+    prefix = f"copiers-{copiers}-{uuid.uuid4().hex[:6]}/"
+    b = broker_factory(shards=1, settings={
+        **store.broker_settings(prefix), "remote.log.manager.task.interval.ms": "200", "log.retention.check.interval.ms": "500",
+        "remote.log.manager.copier.thread.pool.size": str(copiers), "remote.log.reader.threads": "1",
+        "rsm.config.storage.s3.api.call.timeout": "60000"})
+    topic = f"copiers-{uuid.uuid4().hex[:6]}"
+    a = AdminClient({"bootstrap.servers": b.bootstrap})
+    a.create_topics([NewTopic(topic, 4, 1, config={"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
+                                                   "local.retention.bytes": str(SEGMENT_BYTES)})], operation_timeout=30)[topic].result(timeout=60)
+    values = [b"%06d-" % i + bytes([97 + i % 26]) * 1000 for i in range(3000)]
+
+    def in_flight() -> int:
+        log = b.log_path.read_text(errors="replace")
+        return log.count("uploading a segment to remote storage") - log.count("segment copied to remote storage")
+
+    store.pause()
+    try:
+        for p in range(4):
+            produce_confluent(b.bootstrap, topic, [Rec(None, v, (), None) for v in values], partition=p, **{"batch.size": 65536})
+        wait_for(f"{copiers} uploads in flight", lambda: in_flight() >= copiers, 60)
+        time.sleep(2)  # ten task intervals: no further upload begins while the pool is busy
+        assert in_flight() == copiers, f"{in_flight()} uploads in flight, the pool is {copiers}"
+    finally:
+        store.resume()
+    wait_for("every partition's history uploaded and deleted locally",
+             lambda: all(r[0] == 0 and r[1] >= 1024 for r in (list_offsets_partition(b.bootstrap, topic, p, -4) for p in range(4))), 180)
+    for p, got in consume_confluent(b.bootstrap, topic, 4, **{"max.partition.fetch.bytes": 200_000}).items():
+        assert [c.value for c in got] == values, f"partition {p}"
 
 
 def test_an_object_store_outage_keeps_everything_local_until_it_returns(broker_factory, tmp_path_factory):

@@ -465,12 +465,19 @@ async fn read_wave(
             }
         }
     }
-    for (i, local_start) in below_local {
+    // The remote reads of the partitions below their local log run at once (each waits
+    // on the object store, not on this shard): a fetch of many partitions' history takes
+    // about one read's time, not their sum.
+    let remote_reads = below_local.into_iter().filter_map(|(i, local_start)| {
         let w = &wave[i];
-        let Ok((shard, _)) = w.owner else { continue };
+        let Ok((shard, _)) = w.owner else { return None };
         let target =
             fetch_remote::Target { shard, topic: &w.topic, topic_id: &w.topic_id, partition: w.partition, from_follower: w.source == ReadSource::Follower };
-        if let Some(r) = fetch_remote::read(ctx, target, w.offset, local_start, limit_of(i, w), read_committed).await {
+        let limit = limit_of(i, w);
+        Some(async move { (i, fetch_remote::read(ctx, target, w.offset, local_start, limit, read_committed).await) })
+    });
+    for (i, remote) in futures::future::join_all(remote_reads).await {
+        if let Some(r) = remote {
             let read = &mut reads[i];
             read.part.error_code = r.error.code();
             read.part.high_watermark = r.high_watermark;

@@ -78,6 +78,9 @@ pub struct ShardContext {
     /// ...fetch.max.bytes.per.second.
     pub remote_copy_rate: std::cell::RefCell<crate::remote::byte_rate::ByteRate>,
     pub remote_fetch_rate: std::cell::RefCell<crate::remote::byte_rate::ByteRate>,
+    /// This shard's share of remote.log.manager.copier.thread.pool.size (at least 1):
+    /// partitions uploading at once.
+    pub remote_copiers: usize,
 }
 
 impl ShardContext {
@@ -96,6 +99,7 @@ impl ShardContext {
         let partitions = Rc::new(ShardPartitions::new(shard, config.node_id, Box::new(move || committed.shard_index())));
         let share_sessions = crate::server::share_sessions::ShareSessions::new(config.group_share_max_share_sessions, mesh.shard_count());
         let rate = |setting| std::cell::RefCell::new(crate::remote::byte_rate::ByteRate::per_shard(setting, mesh.shard_count()));
+        let remote_copiers = (config.remote_log_manager_copier_thread_pool_size as usize).div_ceil(mesh.shard_count().max(1)).max(1);
         let (remote_copy_rate, remote_fetch_rate) =
             (rate(config.remote_log_manager_copy_max_bytes_per_second), rate(config.remote_log_manager_fetch_max_bytes_per_second));
         let router = Rc::new(ShardRouter::new(partitions.clone(), mesh));
@@ -160,6 +164,7 @@ impl ShardContext {
             remote_store,
             remote_copy_rate,
             remote_fetch_rate,
+            remote_copiers,
         }
     }
 

@@ -2,13 +2,17 @@
 //! RLMExpirationTask), one loop per shard: every
 //! `remote.log.manager.task.interval.ms`, each tiered partition this shard leads uploads
 //! its sealed segments past the highest offset already remote, oldest first, one at a
-//! time per shard. Each upload is recorded in the metadata log before and after
+//! time per partition, up to the shard's share of
+//! `remote.log.manager.copier.thread.pool.size` partitions at once (each partition's
+//! round on its own task). Each upload is recorded in the metadata log before and after
 //! (CopySegmentStarted, then CopySegmentFinished), fenced by the leader epoch: a deposed
 //! leader's records are refused, so it never adds a segment to the remote log. Before
 //! copying, the leader deletes what `remote::expiration` says has expired.
 //!
 //! The shard only schedules and records; the bytes move on the remote I/O runtime
 //! (`remote::store`), so nothing here blocks the shard.
+use std::cell::RefCell;
+use std::collections::HashSet;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -21,59 +25,92 @@ use crate::remote::upload::{next_to_upload, LocalSealedSegment, SegmentUpload};
 
 use super::context::ShardContext;
 
+/// Segments this shard finished copying whose CopySegmentFinished its image may not have
+/// applied yet (the controller answered, the update is on its way): (topic id,
+/// partition, segment id).
+type Finished = RefCell<Vec<([u8; 16], i32, [u8; 16])>>;
+
+/// Every task interval, each tiered partition this shard leads whose previous round is
+/// over gets a round of its own (Kafka's per-partition RLMCopyTask), while fewer than the
+/// shard's share of remote.log.manager.copier.thread.pool.size run: one partition stuck
+/// on the store holds one slot, not the others' uploads. Partitions take the free slots
+/// in turn (the scan starts one further each interval), so none waits behind the rest.
 pub async fn remote_copy_loop(ctx: Rc<ShardContext>, store: RemoteStore) {
     let every = Duration::from_millis(ctx.config.remote_log_manager_task_interval_ms.max(100));
-    // Segments this shard finished copying whose CopySegmentFinished its image may not
-    // have applied yet (the controller answered, the update is on its way): (topic id,
-    // partition, segment id).
-    let mut finished: Vec<([u8; 16], i32, [u8; 16])> = Vec::new();
+    let finished = Rc::new(Finished::default());
+    let running: Rc<RefCell<HashSet<([u8; 16], i32)>>> = Rc::default();
+    let mut turn = 0usize;
     loop {
         glommio::timer::sleep(every).await;
-        for p in ctx.partitions.all() {
-            if !p.is_leader() {
-                continue;
+        let leaders: Vec<Rc<Partition>> = ctx.partitions.all().into_iter().filter(|p| p.is_leader()).collect();
+        if leaders.is_empty() {
+            continue;
+        }
+        turn = turn.wrapping_add(1);
+        let start = turn % leaders.len();
+        for p in leaders[start..].iter().chain(&leaders[..start]) {
+            let key = (p.topic_id, p.index);
+            if running.borrow().len() >= ctx.remote_copiers {
+                break;
             }
-            // No upload of this shard runs now, so a CopySegmentStarted record is dangling
-            // unless it is one this shard finished and the image has not applied yet.
-            ctx.catch_up_with_controller().await;
-            let image = ctx.image();
-            let remote = image.remote_log.partition(&p.topic_id, p.index);
-            let unapplied =
-                |id: &[u8; 16]| remote.is_some_and(|r| r.segments().iter().any(|s| &s.segment_id == id && s.state == RemoteSegmentState::CopySegmentStarted));
-            finished.retain(|(t, i, id)| (*t, *i) != (p.topic_id, p.index) || unapplied(id));
-            let mine: Vec<[u8; 16]> = finished.iter().filter(|(t, i, _)| (*t, *i) == (p.topic_id, p.index)).map(|e| e.2).collect();
-            if let Err(e) = expire_segments(&ctx, &store, &p, &mine).await {
-                tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e, "remote expiration failed; retried next round");
+            if !running.borrow_mut().insert(key) {
+                continue; // its previous round still runs
             }
-            // remote.storage.enable and not remote.log.copy.disable (`PartitionSettings::tiered`).
-            if !p.is_tiered() {
-                continue;
+            let (ctx, store, p, finished, running) = (ctx.clone(), store.clone(), p.clone(), finished.clone(), running.clone());
+            glommio::spawn_local(async move {
+                copy_round(&ctx, &store, p, &finished).await;
+                running.borrow_mut().remove(&key);
+            })
+            .detach();
+        }
+    }
+}
+
+/// One round of the tasks for one partition this shard leads: expiration, then uploads
+/// oldest first, until nothing more can go (or an upload fails: next round). A partition
+/// has one round at a time (`remote_copy_loop`), so while this runs no other upload of
+/// the partition does: a CopySegmentStarted record is dangling unless it is one this
+/// shard finished and the image has not applied yet.
+async fn copy_round(ctx: &ShardContext, store: &RemoteStore, p: Rc<Partition>, finished: &Finished) {
+    ctx.catch_up_with_controller().await;
+    let image = ctx.image();
+    let remote = image.remote_log.partition(&p.topic_id, p.index);
+    let unapplied =
+        |id: &[u8; 16]| remote.is_some_and(|r| r.segments().iter().any(|s| &s.segment_id == id && s.state == RemoteSegmentState::CopySegmentStarted));
+    let mine: Vec<[u8; 16]> = {
+        let mut f = finished.borrow_mut();
+        f.retain(|(t, i, id)| (*t, *i) != (p.topic_id, p.index) || unapplied(id));
+        f.iter().filter(|(t, i, _)| (*t, *i) == (p.topic_id, p.index)).map(|e| e.2).collect()
+    };
+    if let Err(e) = expire_segments(ctx, store, &p, &mine).await {
+        tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e, "remote expiration failed; retried next round");
+    }
+    // remote.storage.enable and not remote.log.copy.disable (`PartitionSettings::tiered`).
+    if !p.is_tiered() {
+        return;
+    }
+    let mut copied_through = -1;
+    loop {
+        let image = ctx.image();
+        let highest = image.remote_log.highest_offset(&p.topic_id, p.index);
+        let sealed = p.sealed_segments_for_upload();
+        // The image may not show this round's copies yet: never one twice.
+        let highest = highest.max(copied_through);
+        let Some(segment) = next_to_upload(&sealed, highest, p.last_stable_offset()).cloned() else { break };
+        // remote.log.manager.copy.max.bytes.per.second: wait for this shard's share.
+        let wait = ctx.remote_copy_rate.borrow_mut().delay(Instant::now());
+        if !wait.is_zero() {
+            crate::metrics::with(|m| m.remote.copy_throttle_ms += wait.as_millis() as u64);
+            glommio::timer::sleep(wait).await;
+        }
+        match copy_segment(ctx, store, &p, segment.clone()).await {
+            Ok(id) => {
+                finished.borrow_mut().push((p.topic_id, p.index, id));
+                copied_through = segment.end_offset;
             }
-            // Oldest first, until nothing more can go (or an upload fails: next round).
-            let mut copied_through = -1;
-            loop {
-                let image = ctx.image();
-                let highest = image.remote_log.highest_offset(&p.topic_id, p.index);
-                let sealed = p.sealed_segments_for_upload();
-                // The image may not show this round's copies yet: never one twice.
-                let highest = highest.max(copied_through);
-                let Some(segment) = next_to_upload(&sealed, highest, p.last_stable_offset()).cloned() else { break };
-                // remote.log.manager.copy.max.bytes.per.second: wait for this shard's share.
-                let wait = ctx.remote_copy_rate.borrow_mut().delay(Instant::now());
-                if !wait.is_zero() {
-                    crate::metrics::with(|m| m.remote.copy_throttle_ms += wait.as_millis() as u64);
-                    glommio::timer::sleep(wait).await;
-                }
-                match copy_segment(&ctx, &store, &p, segment.clone()).await {
-                    Ok(id) => {
-                        finished.push((p.topic_id, p.index, id));
-                        copied_through = segment.end_offset;
-                    }
-                    Err(e) => {
-                        tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e, "remote copy failed; retried next round");
-                        break;
-                    }
-                }
+            Err(e) => {
+                tracing::warn!(shard = ctx.shard, topic = %p.topic, partition = p.index, error = %e, "remote copy failed; retried next round");
+                break;
             }
         }
     }
