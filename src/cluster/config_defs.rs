@@ -9,8 +9,9 @@
 //! - SSL, SASL, OAuth, delegation tokens, authorizer, principal builder: not reported yet
 //!   (they are shardlog settings, docs/security.md; Kafka reports most per listener or as
 //!   sensitive);
-//! - remote.log.* but the two tiered storage has (the system switch, the task interval),
-//!   and the remote store plugin's `rsm.config.*` keys: not reported yet;
+//! - remote.log.* keys shardlog has no use for (the metadata manager's, thread pools but
+//!   the copier's and the readers'), and the remote store plugin's `rsm.config.*` keys:
+//!   not reported yet;
 //! - replica.* (but replica.lag.time.max.ms), num.replica.fetchers, replication quotas,
 //!   controlled.shutdown.*, broker.heartbeat/session.*, controller.quorum.*, metadata.log.*,
 //!   metadata.max.*: replication and the openraft metadata quorum have their own settings

@@ -275,6 +275,10 @@ config_keys! {
     static rsm_config_key_prefix: String = String::new(), kafka = "rsm.config.key.prefix";
     /// Longest wait for one object-store call, retries included; then the upload is tried again later.
     static rsm_config_storage_s3_api_call_timeout: u64 = 120_000, kafka = "rsm.config.storage.s3.api.call.timeout";
+    /// Bytes of remote segments kept in memory for consumers reading history, in 4 MiB chunks (0: none; the Aiven plugin's name).
+    static rsm_config_fetch_chunk_cache_size: u64 = 256 << 20, kafka = "rsm.config.fetch.chunk.cache.size";
+    /// Bytes read ahead of each remote read, in 4 MiB chunks, into the chunk cache (the Aiven plugin's name; its default is 0).
+    static rsm_config_fetch_chunk_cache_prefetch_max_size: u64 = 8 << 20, kafka = "rsm.config.fetch.chunk.cache.prefetch.max.size";
     /// Default of the topic key max.message.bytes: the largest record batch accepted.
     dynamic message_max_bytes: i32 = 1_048_588, kafka = "message.max.bytes" as Int;
     /// Default of the topic key message.timestamp.type: CreateTime or LogAppendTime.

@@ -108,6 +108,7 @@ metrics_table! {
     REMOTE_COPY_REQUESTS: "remote_copy_requests", Counter, "Segment uploads to remote storage, by result", "kafka.server:type=BrokerTopicMetrics,name=RemoteCopyRequestsPerSec / RemoteCopyErrorsPerSec";
     REMOTE_FETCH_BYTES: "remote_fetch_bytes", Counter, "Bytes of batches consumer fetches read from remote storage", "kafka.server:type=BrokerTopicMetrics,name=RemoteFetchBytesPerSec";
     REMOTE_FETCH_REQUESTS: "remote_fetch_requests", Counter, "Consumer fetches of a partition read from remote storage, by result (expired: still reading at remote.fetch.max.wait.ms, answered empty; throttled: over remote.log.manager.fetch.max.bytes.per.second, answered empty)", "kafka.server:type=BrokerTopicMetrics,name=RemoteFetchRequestsPerSec / RemoteFetchErrorsPerSec";
+    REMOTE_FETCH_CACHE: "remote_fetch_cache_bytes", Counter, "Bytes of remote segment reads served from the chunk cache (hit: read ahead or read before) or waited for from the object store (miss)", "aiven.kafka.server.tieredstorage.cache:type=chunk-cache (cache-hits / cache-misses)";
     REMOTE_FETCH_TIME: "remote_fetch_time_seconds", Histogram, "One read from remote storage (indexes, then a ranged GET), asked until answered", "kafka.log.remote:type=RemoteLogManager,name=RemoteLogReaderFetchRateAndTimeMs";
     REMOTE_DELETE_REQUESTS: "remote_delete_requests", Counter, "Remote segments deleted (retention, DeleteRecords, unfinished copies), by result", "kafka.server:type=BrokerTopicMetrics,name=RemoteDeleteRequestsPerSec / RemoteDeleteErrorsPerSec";
     REMOTE_COPY_LAG: "remote_copy_lag_bytes", Gauge, "Bytes of sealed local segments of tiered leaders not yet in remote storage, by shard", "kafka.server:type=BrokerTopicMetrics,name=RemoteCopyLagBytes";
@@ -347,6 +348,10 @@ impl prometheus_client::collector::Collector for Scrape {
             result(r.fetch_requests, r.fetch_errors)
                 .into_iter()
                 .chain([(vec![("result", "expired".to_string())], r.fetch_expired), (vec![("result", "throttled".to_string())], r.fetch_throttled)]),
+        )?;
+        w.counter(
+            &REMOTE_FETCH_CACHE,
+            [(vec![("result", "hit".to_string())], r.fetch_cache_hit_bytes), (vec![("result", "miss".to_string())], r.fetch_cache_miss_bytes)],
         )?;
         w.histogram(&REMOTE_FETCH_TIME, [(Vec::new(), &r.fetch_time)])?;
         w.counter(&REMOTE_DELETE_REQUESTS, result(r.delete_requests, r.delete_errors))?;

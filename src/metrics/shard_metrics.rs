@@ -156,6 +156,9 @@ pub struct RemoteStorageCounts {
     pub fetch_throttled: u64,
     /// Milliseconds uploads waited for remote.log.manager.copy.max.bytes.per.second.
     pub copy_throttle_ms: u64,
+    /// Bytes of remote `.log` reads found in the chunk cache, and waited for from the store.
+    pub fetch_cache_hit_bytes: u64,
+    pub fetch_cache_miss_bytes: u64,
     pub delete_requests: u64,
     pub delete_errors: u64,
     /// One remote read, asked until answered.
@@ -346,6 +349,8 @@ impl ShardMetrics {
         (r.fetch_expired, r.delete_requests, r.delete_errors) =
             (r.fetch_expired + o.fetch_expired, r.delete_requests + o.delete_requests, r.delete_errors + o.delete_errors);
         (r.fetch_throttled, r.copy_throttle_ms) = (r.fetch_throttled + o.fetch_throttled, r.copy_throttle_ms + o.copy_throttle_ms);
+        (r.fetch_cache_hit_bytes, r.fetch_cache_miss_bytes) =
+            (r.fetch_cache_hit_bytes + o.fetch_cache_hit_bytes, r.fetch_cache_miss_bytes + o.fetch_cache_miss_bytes);
         r.fetch_time.add(&o.fetch_time);
         self.share_dead_letter.records_written += other.share_dead_letter.records_written;
         self.share_dead_letter.records_not_written += other.share_dead_letter.records_not_written;

@@ -15,6 +15,7 @@
 //!
 //! Below partition/, cluster/ and server/; names only storage, record, config and runtime.
 pub mod byte_rate;
+pub mod chunk_cache;
 pub mod expiration;
 pub mod object_keys;
 pub mod remote_indexes;

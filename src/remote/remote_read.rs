@@ -5,7 +5,7 @@
 //! checked (a damaged object is an error, never served); the first batch is returned whole
 //! even past `max_bytes` when `min_one_batch` (a second GET completes it).
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use object_store::path::Path as ObjectPath;
@@ -13,6 +13,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 
 use crate::record::{iter_batches, IterStop};
 
+use super::chunk_cache::{ChunkCache, RangeSource};
 use super::object_keys::{segment_key, INDEXES_SUFFIX, LOG_SUFFIX};
 use super::remote_indexes::{RemoteAbortedTxn, RemoteIndexes, MAX_INDEXES_BYTES, OFFSET_INDEX_INTERVAL};
 use super::RemoteError;
@@ -48,6 +49,8 @@ pub struct RemoteBatches {
     /// The aborted transactions overlapping what was read, from the segment's remote
     /// transaction index; None: the object has none (written before it existed).
     pub aborted_transactions: Option<Vec<RemoteAbortedTxn>>,
+    /// Where the `.log` bytes read came from (`chunk_cache`).
+    pub source: RangeSource,
 }
 
 /// The decoded `.indexes` objects most recently used, by segment id, within a bound in
@@ -140,15 +143,15 @@ pub(super) async fn indexes(
     Ok(decoded)
 }
 
-pub(super) async fn read(store: &dyn ObjectStore, cache: &IndexCache, r: &RemoteRead) -> Result<RemoteBatches, RemoteError> {
-    let indexes = indexes(store, cache, &r.partition_prefix, r.start_offset, &r.segment_id).await?;
-    let mut out = read_batches(store, &indexes, r).await?;
+pub(super) async fn read(store: &Arc<dyn ObjectStore>, cache: &IndexCache, chunks: &Arc<ChunkCache>, r: &RemoteRead) -> Result<RemoteBatches, RemoteError> {
+    let indexes = indexes(&**store, cache, &r.partition_prefix, r.start_offset, &r.segment_id).await?;
+    let mut out = read_batches(store, chunks, &indexes, r).await?;
     out.aborted_transactions = indexes.aborted_between(r.offset, out.last_offset);
     Ok(out)
 }
 
 /// The batches of `r` from its `.log` object, found through `indexes`.
-async fn read_batches(store: &dyn ObjectStore, indexes: &RemoteIndexes, r: &RemoteRead) -> Result<RemoteBatches, RemoteError> {
+async fn read_batches(store: &Arc<dyn ObjectStore>, chunks: &Arc<ChunkCache>, indexes: &RemoteIndexes, r: &RemoteRead) -> Result<RemoteBatches, RemoteError> {
     let log = ObjectPath::from(segment_key(&r.partition_prefix, r.start_offset, &r.segment_id, LOG_SUFFIX));
     let timed = r.timestamp.and_then(|ts| indexes.scan_start_for_timestamp(ts));
     let r = &RemoteRead { offset: timed.map_or(r.offset, |o| o.max(r.offset)), ..r.clone() };
@@ -159,9 +162,9 @@ async fn read_batches(store: &dyn ObjectStore, indexes: &RemoteIndexes, r: &Remo
     // Up to one index interval of batches before the offset, then what the fetch asks.
     let want = (r.max_bytes as u64).saturating_add(OFFSET_INDEX_INTERVAL).max(64 << 10);
     let end = from.saturating_add(want).min(r.size_bytes);
-    let mut chunk = store.get_range(&log, from..end).await.map_err(|e| RemoteError::Store(format!("{log}: {e}")))?;
+    let (mut chunk, source) = chunks.read(store, &log, r.segment_id, r.size_bytes, from..end).await?;
     let mut pos = from;
-    let mut out = RemoteBatches { last_offset: -1, ..Default::default() };
+    let mut out = RemoteBatches { last_offset: -1, source, ..Default::default() };
     // Each pass reads past what the last one consumed; a damaged object that stops that
     // (a zero length, a batch longer than the object) ends as an error, not a loop.
     for _ in 0..64 {
@@ -207,7 +210,9 @@ async fn read_batches(store: &dyn ObjectStore, indexes: &RemoteIndexes, r: &Remo
                     _ => 0,
                 };
                 let end = pos.saturating_add(want.max(cut)).min(r.size_bytes);
-                chunk = store.get_range(&log, pos..end).await.map_err(|e| RemoteError::Store(format!("{log}: {e}")))?;
+                let (more, source) = chunks.read(store, &log, r.segment_id, r.size_bytes, pos..end).await?;
+                (chunk, out.source.cached_bytes, out.source.fetched_bytes) =
+                    (more, out.source.cached_bytes + source.cached_bytes, out.source.fetched_bytes + source.fetched_bytes);
             }
             Some(IterStop::ZeroTail) => return Err(RemoteError::Corrupt(format!("{log}: zeros at {}", pos + consumed as u64))),
             _ => return Ok(out),
@@ -266,7 +271,10 @@ mod tests {
     }
 
     fn run(store: &InMemory, cache: &IndexCache, r: &RemoteRead) -> Result<RemoteBatches, RemoteError> {
-        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(read(store, cache, r))
+        // A copy of the store's objects as they are now; no chunk cache.
+        let store: Arc<dyn ObjectStore> = Arc::new(store.fork());
+        let chunks = Arc::new(ChunkCache::new(0, 0));
+        tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(read(&store, cache, &chunks, r))
     }
 
     fn bases(out: &RemoteBatches) -> Vec<i64> {

@@ -24,6 +24,10 @@ pub struct RemoteStoreSettings {
     pub index_cache_bytes: usize,
     /// remote.log.reader.threads: remote reads in flight at once.
     pub reader_concurrency: usize,
+    /// rsm.config.fetch.chunk.cache.size: remote `.log` bytes kept in memory (0: none).
+    pub chunk_cache_bytes: usize,
+    /// rsm.config.fetch.chunk.cache.prefetch.max.size: bytes read ahead of each read.
+    pub chunk_prefetch_bytes: u64,
 }
 
 impl std::fmt::Debug for RemoteStoreSettings {
@@ -82,6 +86,8 @@ impl RemoteStoreSettings {
             call_timeout: Duration::from_millis(config.rsm_config_storage_s3_api_call_timeout.max(1)),
             index_cache_bytes: usize::try_from(config.remote_log_index_file_cache_total_size_bytes).unwrap_or(usize::MAX),
             reader_concurrency: config.remote_log_reader_threads.max(1) as usize,
+            chunk_cache_bytes: usize::try_from(config.rsm_config_fetch_chunk_cache_size).unwrap_or(usize::MAX),
+            chunk_prefetch_bytes: config.rsm_config_fetch_chunk_cache_prefetch_max_size,
         }))
     }
 }

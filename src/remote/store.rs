@@ -10,6 +10,7 @@ use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
 use object_store::{ClientOptions, ObjectStore, ObjectStoreExt, RetryConfig, WriteMultipart};
 
+use super::chunk_cache::ChunkCache;
 use super::object_keys::{segment_key, INDEXES_SUFFIX, LOG_SUFFIX};
 use super::remote_indexes::RemoteIndexes;
 use super::remote_read::{IndexCache, RemoteBatches, RemoteRead};
@@ -28,6 +29,7 @@ const PARTS_IN_FLIGHT: usize = 2;
 pub struct RemoteStore {
     store: Arc<dyn ObjectStore>,
     indexes: Arc<IndexCache>,
+    chunks: Arc<ChunkCache>,
     runtime: Arc<tokio::runtime::Runtime>,
     /// remote.log.reader.threads: reads in flight at once; more wait here.
     readers: Arc<tokio::sync::Semaphore>,
@@ -68,7 +70,8 @@ impl RemoteStore {
             .map_err(|e| RemoteError::Settings(format!("remote I/O runtime: {e}")))?;
         let indexes = Arc::new(IndexCache::new(settings.index_cache_bytes));
         let readers = Arc::new(tokio::sync::Semaphore::new(settings.reader_concurrency.max(1)));
-        Ok(RemoteStore { store: Arc::new(store), indexes, runtime: Arc::new(runtime), readers, settings: Arc::new(settings) })
+        let chunks = Arc::new(ChunkCache::new(settings.chunk_cache_bytes, settings.chunk_prefetch_bytes));
+        Ok(RemoteStore { store: Arc::new(store), indexes, chunks, runtime: Arc::new(runtime), readers, settings: Arc::new(settings) })
     }
 
     /// Runs `work` on the remote runtime; the answer arrives on the returned future, which
@@ -124,8 +127,8 @@ impl RemoteStore {
 
     /// A fetch's batches from one remote segment (`remote_read.rs`).
     pub fn read(&self, request: RemoteRead) -> impl std::future::Future<Output = Result<RemoteBatches, RemoteError>> {
-        let (store, cache) = (self.store.clone(), self.indexes.clone());
-        self.run_read(async move { super::remote_read::read(&*store, &cache, &request).await })
+        let (store, cache, chunks) = (self.store.clone(), self.indexes.clone(), self.chunks.clone());
+        self.run_read(async move { super::remote_read::read(&store, &cache, &chunks, &request).await })
     }
 
     /// A segment's `.indexes` object (a follower starting from the tiered offset takes its

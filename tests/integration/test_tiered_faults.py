@@ -78,7 +78,9 @@ def test_a_damaged_or_missing_remote_segment_is_an_error_not_a_hang(broker_facto
     store = ObjectStore(tmp_path_factory.mktemp("damage-store"), LOG_ROOT / f"weed-damage-{uuid.uuid4().hex[:6]}.log").start()
     try:
         prefix = "damage/"
-        b = broker_factory(settings=tiered_settings(store, prefix))
+        # No chunk cache: every fetch reads the store (a chunk read before the damage would
+        # still serve the bytes as they were uploaded, CRC-checked).
+        b = broker_factory(settings={**tiered_settings(store, prefix), "rsm.config.fetch.chunk.cache.size": "0"})
         topic = f"damage-{uuid.uuid4().hex[:6]}"
         produce_history(b.bootstrap, topic, 6000)
         wait_for("history uploaded and deleted locally",

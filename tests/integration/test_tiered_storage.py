@@ -247,6 +247,10 @@ def test_history_past_local_retention_is_read_back_from_the_object_store(tiered,
     assert m.total("shardlog_remote_fetch_requests_total", result="ok") > 0
     assert m.total("shardlog_remote_fetch_bytes_total") >= local_start * 1000
     assert m.total("shardlog_remote_fetch_time_seconds_count") > 0
+    # 200 KB fetches of 1 MiB segments: a segment's first fetch waits for its chunk from
+    # the store, the next ones find it in memory (the chunk cache).
+    assert m.total("shardlog_remote_fetch_cache_bytes_total", result="miss") > 0
+    assert m.total("shardlog_remote_fetch_cache_bytes_total", result="hit") >= local_start * 1000 / 2
     assert m.total("shardlog_remote_log_size_bytes") >= 6 * SEGMENT_BYTES * 0.9
     # The admin view: local against remote (`shardlog topic describe`; remote sizes from
     # the admin listener), as the bucket and ListOffsets see them.

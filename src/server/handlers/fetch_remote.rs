@@ -114,7 +114,12 @@ pub async fn read(ctx: &Rc<ShardContext>, target: Target<'_>, offset: i64, local
                 return Some(out);
             }
             out.aborted_transactions = read.aborted_transactions.unwrap_or_default();
-            crate::metrics::with(|m| (m.remote.fetch_requests, m.remote.fetch_bytes) = (m.remote.fetch_requests + 1, m.remote.fetch_bytes + read.bytes as u64));
+            crate::metrics::with(|m| {
+                let r = &mut m.remote;
+                (r.fetch_requests, r.fetch_bytes) = (r.fetch_requests + 1, r.fetch_bytes + read.bytes as u64);
+                (r.fetch_cache_hit_bytes, r.fetch_cache_miss_bytes) =
+                    (r.fetch_cache_hit_bytes + read.source.cached_bytes, r.fetch_cache_miss_bytes + read.source.fetched_bytes);
+            });
             ctx.remote_fetch_rate.borrow_mut().record(read.bytes as u64, std::time::Instant::now());
             out.bytes = read.bytes;
             out.first_batch_exceeds_limit = read.first_batch_exceeds_limit;
