@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import struct
 import time
@@ -39,6 +40,8 @@ from kafkawire import compact_array, compact_string, crc32c, flexible_roundtrip,
 from object_store import ObjectStore
 
 SEGMENT_BYTES = 1 << 20
+# How long the outage test keeps the object store down, at least (it produces meanwhile).
+OUTAGE_S = float(os.environ.get("SHARDLOG_TIERED_OUTAGE_S", "0"))
 
 
 @pytest.fixture(scope="module")
@@ -460,6 +463,7 @@ def test_an_object_store_outage_keeps_everything_local_until_it_returns(broker_f
         create(b.bootstrap, topic, {"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
                                     "local.retention.bytes": str(SEGMENT_BYTES)}).result(timeout=60)
         own.stop()
+        stopped = time.monotonic()
         values = [b"%06d-" % i + bytes([97 + i % 26]) * 1000 for i in range(6000)]
         produced = produce_confluent(b.bootstrap, topic, [Rec(None, v, (), None) for v in values], partition=0, **{"batch.size": 65536})
         assert len(produced) == len(values), "every record acknowledged while the store is down"
@@ -470,6 +474,17 @@ def test_an_object_store_outage_keeps_everything_local_until_it_returns(broker_f
         local = [f for f in b.data_dir.rglob("*.log") if f.parent.name == f"{topic}-0"]
         assert len(local) >= 5, local
         assert scrape(b.admin_url).total("shardlog_remote_copy_lag_bytes") >= 4 * SEGMENT_BYTES
+        # The outage goes on for OUTAGE_S in all (scripts/tiered_volume.sh: a minute), the
+        # producer writing on: every record acknowledged, the local log grows.
+        while time.monotonic() - stopped < OUTAGE_S:
+            more = [b"%06d-" % i + bytes([97 + i % 26]) * 1000 for i in range(len(values), len(values) + 1000)]
+            assert len(produce_confluent(b.bootstrap, topic, [Rec(None, v, (), None) for v in more], partition=0,
+                                         **{"batch.size": 65536})) == len(more)
+            values += more
+            time.sleep(1)
+        grown = [f for f in b.data_dir.rglob("*.log") if f.parent.name == f"{topic}-0"]
+        assert len(grown) >= len(values) // 1024, (len(grown), len(values))
+        assert list_offsets_flex(b.bootstrap, topic, -4) == (0, 0), "nothing deleted locally during the outage"
         own.start()
         wait_for("the backlog uploaded and deleted locally",
                  lambda: (lambda r: r[0] == 0 and r[1] > 3000)(list_offsets_flex(b.bootstrap, topic, -4)), 180)
