@@ -28,6 +28,7 @@ import software.amazon.awssdk.http.apache5.Apache5HttpClient;
 import software.amazon.awssdk.regions.Region;
 import software.amazon.awssdk.services.s3.S3Client;
 import software.amazon.awssdk.services.s3.S3ClientBuilder;
+import software.amazon.awssdk.services.s3.model.GetObjectResponse;
 import software.amazon.awssdk.services.s3.model.NoSuchKeyException;
 
 /**
@@ -38,13 +39,16 @@ import software.amazon.awssdk.services.s3.model.NoSuchKeyException;
  * <p>Each file of a segment is one object,
  * {@code <key.prefix><topic>-<topicId>/<partition>/<segmentId>.<suffix>}, written with one
  * PUT (segments are at most segment.bytes, far below S3's 5 GiB PUT limit) and read back
- * whole (indexes) or by ranged GET (the log). No encryption, compression or chunk cache:
- * bench infrastructure, not a production plugin.
+ * whole (indexes) or by ranged GET (the log), through a chunk cache as the Aiven plugin's
+ * and shardlog's (see {@link ChunkCache}). No encryption or compression: bench
+ * infrastructure, not a production plugin.
  */
 public class S3RemoteStorageManager implements RemoteStorageManager {
     private S3Client s3;
     private String bucket;
     private String prefix;
+    /** The .log chunk cache; null when fetch.chunk.cache.size is 0 (a ranged GET per fetch). */
+    private ChunkCache chunkCache;
 
     @Override
     public void configure(Map<String, ?> configs) {
@@ -73,6 +77,12 @@ public class S3RemoteStorageManager implements RemoteStorageManager {
             b.credentialsProvider(StaticCredentialsProvider.create(AwsBasicCredentials.create(keyId, secret)));
         } // else the SDK's default chain (environment, profile, instance metadata)
         s3 = b.build();
+        // The Aiven plugin's names and shardlog's defaults: 256 MiB of 4 MiB chunks, 8 MiB ahead.
+        long cacheBytes = Long.parseLong(setting(configs, "fetch.chunk.cache.size", String.valueOf(256L << 20)));
+        long prefetchBytes = Long.parseLong(setting(configs, "fetch.chunk.cache.prefetch.max.size", String.valueOf(8L << 20)));
+        if (cacheBytes > 0) {
+            chunkCache = new ChunkCache(cacheBytes, prefetchBytes);
+        }
     }
 
     private static String setting(Map<String, ?> configs, String name, String dflt) {
@@ -129,6 +139,9 @@ public class S3RemoteStorageManager implements RemoteStorageManager {
 
     @Override
     public InputStream fetchLogSegment(RemoteLogSegmentMetadata m, int startPosition) throws RemoteStorageException {
+        if (chunkCache != null) {
+            return cached(m, startPosition, Long.MAX_VALUE);
+        }
         return get(key(m, "log"), "bytes=" + startPosition + "-");
     }
 
@@ -136,7 +149,41 @@ public class S3RemoteStorageManager implements RemoteStorageManager {
     public InputStream fetchLogSegment(RemoteLogSegmentMetadata m, int startPosition, int endPosition)
             throws RemoteStorageException {
         // Kafka's end position is inclusive, as an HTTP range's last byte is.
+        if (chunkCache != null) {
+            return cached(m, startPosition, endPosition + 1L);
+        }
         return get(key(m, "log"), "bytes=" + startPosition + "-" + endPosition);
+    }
+
+    /**
+     * Bytes [start, end) of the segment's .log through the chunk cache. Its size, which bounds
+     * the last chunk, is in the metadata: Kafka records segment.log().sizeInBytes() of the
+     * closed segment it uploads, so no HEAD is needed.
+     */
+    private InputStream cached(RemoteLogSegmentMetadata m, long start, long end) throws RemoteStorageException {
+        String key = key(m, "log");
+        try {
+            return chunkCache.open(m.remoteLogSegmentId().id(), m.segmentSizeInBytes(), start, end,
+                                   (from, length) -> getRange(key, from, length));
+        } catch (IOException e) {
+            if (e.getCause() instanceof NoSuchKeyException) {
+                throw new RemoteResourceNotFoundException("no object " + key, e.getCause());
+            }
+            throw new RemoteStorageException("GET " + key + " failed", e);
+        }
+    }
+
+    /** Bytes [from, from + length) of the object, all of them (a short answer fails). */
+    private byte[] getRange(String key, long from, int length) throws IOException {
+        try (ResponseInputStream<GetObjectResponse> in =
+                 s3.getObject(r -> r.bucket(bucket).key(key).range("bytes=" + from + "-" + (from + length - 1)))) {
+            byte[] b = new byte[length];
+            int n = in.readNBytes(b, 0, length);
+            if (n < length) {
+                throw new IOException(key + ": " + n + " bytes at " + from + ", expected " + length);
+            }
+            return b;
+        }
     }
 
     @Override
@@ -206,6 +253,9 @@ public class S3RemoteStorageManager implements RemoteStorageManager {
 
     @Override
     public void close() {
+        if (chunkCache != null) {
+            chunkCache.close();
+        }
         if (s3 != null) {
             s3.close();
         }
