@@ -111,9 +111,13 @@ def test_a_damaged_or_missing_remote_segment_is_an_error_not_a_hang(broker_facto
 
 
 class SlowDownProxy:
-    """An HTTP proxy in front of the S3 server answering every `every`-th request with S3's
-    throttling reply (503 SlowDown) instead of passing it on; the others go through with
-    their headers as signed (Host included: the signature is the client's)."""
+    """An HTTP proxy in front of the S3 server answering every `every`-th request with an
+    S3 error instead of passing it on, by turns the throttling reply (503 SlowDown) and a
+    server fault (500 InternalError); the others go through with their headers as signed
+    (Host included: the signature is the client's)."""
+
+    REPLIES = [(503, b"SlowDown", b"Please reduce your request rate."),
+               (500, b"InternalError", b"We encountered an internal error. Please try again.")]
 
     HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
 
@@ -140,9 +144,10 @@ class SlowDownProxy:
                     fail = proxy.count % every == 0
                     proxy.injected += fail
                 if fail:
-                    reply = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
-                             b"<Message>Please reduce your request rate.</Message></Error>")
-                    self.send_response(503)
+                    status, code, message = SlowDownProxy.REPLIES[proxy.injected % 2]
+                    reply = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>' + code + b"</Code>"
+                             b"<Message>" + message + b"</Message></Error>")
+                    self.send_response(status)
                     self.send_header("Content-Type", "application/xml")
                     self.send_header("Content-Length", str(len(reply)))
                     self.end_headers()
@@ -183,9 +188,10 @@ class SlowDownProxy:
         self.server.server_close()
 
 
-def test_slowdown_replies_are_retried_and_lose_nothing(broker_factory, tmp_path_factory):
-    """Every third request to the store answered 503 SlowDown: uploads, reads and deletes
-    retry with back-off; the history is uploaded whole, trimmed locally and read back."""
+def test_slowdown_and_500_replies_are_retried_and_lose_nothing(broker_factory, tmp_path_factory):
+    """Every third request to the store answered 503 SlowDown or 500 InternalError, by
+    turns: uploads, reads and deletes retry with back-off; the history is uploaded whole,
+    trimmed locally and read back."""
     skip_unless_shardlog("tiered storage against SeaweedFS")
     store = ObjectStore(tmp_path_factory.mktemp("slow-store"), LOG_ROOT / f"weed-slow-{uuid.uuid4().hex[:6]}.log").start()
     proxy = SlowDownProxy(store.ports["s3"], every=3)
@@ -199,7 +205,7 @@ def test_slowdown_replies_are_retried_and_lose_nothing(broker_factory, tmp_path_
                  lambda: (lambda r: r[0] == 0 and r[1] > 4000)(list_offsets_flex(b.bootstrap, topic, -4)), DEADLINE_S)
         got = consume_confluent(b.bootstrap, topic, 1, **{"max.partition.fetch.bytes": 200_000})[0]
         assert [c.value for c in got] == values
-        assert proxy.injected >= 10, f"only {proxy.injected} SlowDown replies: the fault did not happen"
+        assert proxy.injected >= 10, f"only {proxy.injected} error replies: the fault did not happen"
         logs = [k for k in store.keys(f"{prefix}{topic}-") if k.endswith(".log")]
         assert logs and all(k[:-4] + ".indexes" in store.keys(f"{prefix}{topic}-") for k in logs), "whole segments only"
     finally:
