@@ -57,10 +57,11 @@ pub async fn remote_copy_loop(ctx: Rc<ShardContext>, store: RemoteStore) {
                 continue; // its previous round still runs
             }
             let (ctx, store, p, finished, running) = (ctx.clone(), store.clone(), p.clone(), finished.clone(), running.clone());
-            glommio::spawn_local(async move {
+            // Under the loop's name: a slow poll of a round counts as the copy's stall.
+            glommio::spawn_local(crate::metrics::stall::watched("remote copy", async move {
                 copy_round(&ctx, &store, p, &finished).await;
                 running.borrow_mut().remove(&key);
-            })
+            }))
             .detach();
         }
     }
