@@ -26,6 +26,13 @@ pub(super) fn check_persisted_voters(cfg: &ControllerConfig, node_id: u64, direc
     let membership = metrics.membership_config.membership();
     let persisted: BTreeMap<u64, String> =
         membership.voter_ids().map(|id| (id, membership.get_node(&id).map(|n| n.addr.clone()).unwrap_or_default())).collect();
+    // No membership yet although the log is no longer empty: a new node (an observer)
+    // that the leader began replicating to between its start and this check; it has
+    // nothing of its own to compare (seen: a broker-only node added to a running cluster
+    // refused to start, "holds the quorum  but ...").
+    if persisted.is_empty() {
+        return Ok(());
+    }
     // A single node (no voters configured) initialized itself alone, with no address.
     let configured = if cfg.voters.is_empty() && cfg.bootstrap_servers.is_empty() { BTreeMap::from([(node_id, String::new())]) } else { cfg.voters.clone() };
     if persisted == configured {

@@ -261,11 +261,19 @@ def test_a_lost_broker_is_replaced_by_a_new_node_that_copies_no_history(cluster,
 
     lost = cluster.node(next(i for i in ids if i != leader.node_id))
     lost.kill9()
-    replacement = Node(cluster, max(n.node_id for n in cluster.nodes) + 1, free_port(), free_port(), roles="broker")
+    # Dead, then fenced (broker.session.timeout.ms): gone from Metadata, as Kafka's is, so
+    # Kafka's tools no longer ask it anything (the reassignment tool describes the log dirs
+    # of every listed broker holding a replica).
+    wait_for("the lost broker fenced",
+             lambda: lost.node_id not in AdminClient({"bootstrap.servers": leader.bootstrap}).list_topics(timeout=10).brokers, DEADLINE_S)
+    # With an admin listener: ready means registered and unfenced, not only listening.
+    replacement = Node(cluster, max(n.node_id for n in cluster.nodes) + 1, free_port(), free_port(), admin_port=free_port(), roles="broker")
     cluster.nodes.append(replacement)
     conftest._LIVE.append(replacement)
     replacement.start()
     cluster.wait_ready(timeout_s=DEADLINE_S, nodes=[replacement])
+    wait_for("the replacement registered",
+             lambda: replacement.node_id in AdminClient({"bootstrap.servers": leader.bootstrap}).list_topics(timeout=10).brokers, DEADLINE_S)
     # The replacement first: once in sync, it is the preferred leader.
     target = [replacement.node_id] + [i for i in ids if i != lost.node_id]
     moved = reassign_tool(leader.bootstrap, tmp_path, [(topic, 0, target)], "--execute")
