@@ -40,6 +40,13 @@ pub struct RangeSource {
     pub fetched_bytes: u64,
 }
 
+impl std::ops::AddAssign for RangeSource {
+    fn add_assign(&mut self, other: RangeSource) {
+        self.cached_bytes += other.cached_bytes;
+        self.fetched_bytes += other.fetched_bytes;
+    }
+}
+
 pub struct ChunkCache {
     capacity_bytes: usize,
     prefetch_chunks: u64,
@@ -99,11 +106,11 @@ impl ChunkCache {
             let (from, to) = (range.start.max(base) - base, range.end.min(base + CHUNK_BYTES) - base);
             let bytes = match chunk {
                 Chunk::Cached(b) => {
-                    source.cached_bytes += to - from;
+                    source += RangeSource { cached_bytes: to - from, fetched_bytes: 0 };
                     b
                 }
                 Chunk::Fetching(f) => {
-                    source.fetched_bytes += to - from;
+                    source += RangeSource { cached_bytes: 0, fetched_bytes: to - from };
                     f.await.map_err(|e| RemoteError::Store(e.to_string()))?
                 }
             };

@@ -211,8 +211,8 @@ async fn read_batches(store: &Arc<dyn ObjectStore>, chunks: &Arc<ChunkCache>, in
                 };
                 let end = pos.saturating_add(want.max(cut)).min(r.size_bytes);
                 let (more, source) = chunks.read(store, &log, r.segment_id, r.size_bytes, pos..end).await?;
-                (chunk, out.source.cached_bytes, out.source.fetched_bytes) =
-                    (more, out.source.cached_bytes + source.cached_bytes, out.source.fetched_bytes + source.fetched_bytes);
+                chunk = more;
+                out.source += source;
             }
             Some(IterStop::ZeroTail) => return Err(RemoteError::Corrupt(format!("{log}: zeros at {}", pos + consumed as u64))),
             _ => return Ok(out),
