@@ -31,6 +31,7 @@
 //! - `handle.rs`        `ControllerHandle`, the request channel
 //! - `server.rs`        the controller thread: runtime, raft start-up, request loop, forwarding
 //! - `quorum_start.rs`  start-up checks: a new quorum's membership, a stale data dir, placement
+//! - `user_op_limit.rs` Kafka's bound on the records one admin request writes (10,000)
 //! - `scale.rs`         measurement seam for benches/metadata_scale.rs (not on any path)
 //!
 //! - `observer.rs`      broker-only nodes as raft learners: joining, and adding them
@@ -87,6 +88,7 @@ mod shard_updates;
 mod snapshot;
 mod state_machine;
 mod types;
+mod user_op_limit;
 mod voters;
 
 pub use alter_partition::AlterPartitionError;
@@ -106,6 +108,7 @@ pub use quorum_info::{LocalQuorumStatus, QuorumInfo, ReplicaProgress};
 pub use reassignment::ReassignmentError;
 pub use shard_updates::ShardUpdates;
 pub use types::{QuotaAlteration, ScramUpsertion};
+pub use user_op_limit::{over_limit, topic_creation_records, EXCESSIVE_BATCH};
 
 /// Largest partition count one topic may have (every structure has a limit).
 pub const MAX_PARTITIONS_PER_TOPIC: i32 = 100_000;

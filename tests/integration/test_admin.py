@@ -1,7 +1,8 @@
 """Topic administration through the `shardlog topic` CLI and confluent-kafka's AdminClient:
 create, list, describe, delete, create_partitions, describe_configs,
 incremental_alter_configs (retention.ms, max.message.bytes — and max.message.bytes enforced),
-topics surviving restarts, DeleteRecords advancing the log start offset.
+topics surviving restarts, DeleteRecords advancing the log start offset, Kafka's bound of
+10,000 metadata records per CreateTopics / CreatePartitions request.
 """
 
 from __future__ import annotations
@@ -140,6 +141,43 @@ def test_admin_client_topic_lifecycle_and_configs(bootstrap):
 
     a.delete_topics([name], operation_timeout=30, request_timeout=30)[name].result(timeout=60)
     _wait_gone(bootstrap, name)
+
+
+def _policy_violation(fut):
+    try:
+        fut.result(timeout=60)
+    except KafkaException as e:
+        return e.args[0]
+    raise AssertionError("the request over Kafka's record bound succeeded")
+
+
+def test_a_request_over_kafkas_10000_metadata_records_is_refused_whole(bootstrap):
+    # Kafka's controller writes a TopicRecord and a PartitionRecord per partition and
+    # refuses an operation over 10,000 records (MAX_RECORDS_PER_USER_OP) with
+    # POLICY_VIOLATION for every topic of the request; nothing is created.
+    from confluent_kafka.admin import NewTopic
+    a = admin(bootstrap)
+    fs = a.create_topics([NewTopic("records-big", 10_000, 1)], request_timeout=60)
+    err = _policy_violation(fs["records-big"])
+    assert err.code() == KafkaError.POLICY_VIOLATION, err
+    assert "excessively large batch" in err.str(), err
+    # The bound is over the whole request: two topics of 5,000 partitions (10,002 records),
+    # and a small topic in the same request is refused with them.
+    fs = a.create_topics([NewTopic("records-half-a", 5_000, 1), NewTopic("records-half-b", 5_000, 1),
+                          NewTopic("records-small", 1, 1)], request_timeout=60)
+    for name in ("records-half-a", "records-half-b", "records-small"):
+        assert _policy_violation(fs[name]).code() == KafkaError.POLICY_VIOLATION, name
+    topics = _topics(bootstrap)
+    assert not {"records-big", "records-half-a", "records-half-b", "records-small"} & set(topics), topics
+
+    # CreatePartitions: a PartitionRecord per new partition; 1 -> 10,002 is 10,001 records.
+    admin_create_topic(bootstrap, "records-grow", 1)
+    fs = a.create_partitions([NewPartitions("records-grow", 10_002)], request_timeout=60)
+    assert _policy_violation(fs["records-grow"]).code() == KafkaError.POLICY_VIOLATION
+    assert _partitions(bootstrap, "records-grow") == 1
+    # A request under the bound still works.
+    a.create_partitions([NewPartitions("records-grow", 3)], request_timeout=30)["records-grow"].result(timeout=60)
+    wait_topic(bootstrap, "records-grow", 3)
 
 
 def test_topics_survive_restart(broker_factory):

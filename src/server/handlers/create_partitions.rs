@@ -6,6 +6,7 @@ use kafka_protocol::messages::create_partitions_request::CreatePartitionsRequest
 use kafka_protocol::messages::create_partitions_response::{CreatePartitionsResponse, CreatePartitionsTopicResult};
 
 use super::{code, str_bytes};
+use crate::controller::{over_limit, EXCESSIVE_BATCH};
 use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
 use crate::server::client_quotas::MutationQuota;
@@ -20,6 +21,23 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreatePartit
     let mut changed = false;
     // ACLs: ALTER on each topic, else TOPIC_AUTHORIZATION_FAILED.
     let access = ctx.access(&meta);
+    // A PartitionRecord per new partition, over the topics Kafka's controller is asked to
+    // grow (authorized, existing); over Kafka's bound the whole request is refused.
+    let new_partitions: usize = req
+        .topics
+        .iter()
+        .filter(|t| access.allows_topic(Operation::Alter, t.name.as_str()))
+        .filter_map(|t| image.topic(t.name.as_str()).map(|x| (t.count.max(0) as usize).saturating_sub(x.partitions.len())))
+        .sum();
+    if over_limit(new_partitions) {
+        let refused = req.topics.iter().map(|t| {
+            CreatePartitionsTopicResult::default()
+                .with_name(t.name.clone())
+                .with_error_code(ErrorCode::POLICY_VIOLATION.code())
+                .with_error_message(Some(str_bytes(EXCESSIVE_BATCH)))
+        });
+        return quota.throttled(meta).respond(&CreatePartitionsResponse::default().with_results(refused.collect()));
+    }
     for t in req.topics {
         let mut r = CreatePartitionsTopicResult::default().with_name(t.name.clone());
         if !access.allows_topic(Operation::Alter, t.name.as_str()) {

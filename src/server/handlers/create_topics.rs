@@ -8,6 +8,7 @@ use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, Cr
 
 use super::{code, str_bytes, uuid};
 use crate::cluster::topic_config::describe;
+use crate::controller::{over_limit, topic_creation_records, validate_topic_name, EXCESSIVE_BATCH};
 use crate::protocol::ErrorCode;
 use crate::security::acl::Operation;
 use crate::server::client_quotas::MutationQuota;
@@ -22,10 +23,23 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreateTopics
     // ACLs: CREATE on the cluster, or on each topic (else TOPIC_AUTHORIZATION_FAILED).
     let access = ctx.access(&meta);
     let create_any = access.allows_cluster(Operation::Create);
+    let may_create = |name: &str| create_any || access.allows_topic(Operation::Create, name);
+    if over_limit(records_to_write(ctx, &req, may_create)) {
+        // Kafka's controller fails the whole request; every topic gets its error.
+        let refused = req.topics.iter().map(|t| {
+            CreatableTopicResult::default()
+                .with_name(t.name.clone())
+                .with_num_partitions(-1)
+                .with_replication_factor(-1)
+                .with_error_code(ErrorCode::POLICY_VIOLATION.code())
+                .with_error_message(Some(str_bytes(EXCESSIVE_BATCH)))
+        });
+        return quota.throttled(meta).respond(&CreateTopicsResponse::default().with_topics(refused.collect()));
+    }
     for t in req.topics {
         let name = t.name.0.to_string();
         let mut result = CreatableTopicResult::default().with_name(t.name.clone()).with_num_partitions(-1).with_replication_factor(-1).with_error_message(None);
-        if !create_any && !access.allows_topic(Operation::Create, &name) {
+        if !may_create(&name) {
             result.error_code = ErrorCode::TOPIC_AUTHORIZATION_FAILED.code();
             result.error_message = Some(str_bytes("Authorization failed."));
             results.push(result);
@@ -113,4 +127,25 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreateTopics
         ctx.catch_up_with_controller().await;
     }
     quota.throttled(meta).respond(&CreateTopicsResponse::default().with_topics(results))
+}
+
+/// The metadata records Kafka would write for this request (`controller::user_op_limit`),
+/// counting, as Kafka does, only the topics that reach creation: authorized, well named,
+/// not existing yet.
+fn records_to_write(ctx: &ShardContext, req: &CreateTopicsRequest, may_create: impl Fn(&str) -> bool) -> usize {
+    let image = ctx.image();
+    req.topics
+        .iter()
+        .filter(|t| may_create(t.name.as_str()) && validate_topic_name(t.name.as_str()).is_ok() && image.topic(t.name.as_str()).is_none())
+        .map(|t| {
+            let partitions = if !t.assignments.is_empty() {
+                t.assignments.len()
+            } else if t.num_partitions > 0 {
+                t.num_partitions as usize
+            } else {
+                ctx.config.num_partitions.max(1) as usize
+            };
+            topic_creation_records(partitions, t.configs.len())
+        })
+        .sum()
 }
