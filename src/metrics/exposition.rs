@@ -114,7 +114,7 @@ metrics_table! {
     REMOTE_COPY_LAG: "remote_copy_lag_bytes", Gauge, "Bytes of sealed local segments of tiered leaders not yet in remote storage, by shard", "kafka.server:type=BrokerTopicMetrics,name=RemoteCopyLagBytes";
     REMOTE_COPY_THROTTLE: "remote_copy_throttle_seconds", Counter, "Time uploads to remote storage waited for remote.log.manager.copy.max.bytes.per.second", "kafka.log.remote:type=RemoteLogManager,name=remote-copy-throttle-time";
     REMOTE_LOG_SIZE: "remote_log_size_bytes", Gauge, "Bytes in remote storage of the partitions this broker leads, by shard", "kafka.server:type=BrokerTopicMetrics,name=RemoteLogSizeBytes";
-    SHARE_DEAD_LETTER_RECORDS: "share_dead_letter_records", Counter, "Records of share groups sent to their dead-letter queue (KIP-1191) and archived, by outcome (written: the queue took them; not_written: archived without a copy, the queue misconfigured or its writes given up, logged)", "";
+    SHARE_DEAD_LETTER_RECORDS: "share_dead_letter_records", Counter, "Records of share groups sent to their dead-letter queue (KIP-1191) and archived, by group (Kafka's per-group meters; past 1024 groups a shard counts the rest as `(other groups)`) and outcome (written: the queue took them; not_written: archived without a copy, the queue misconfigured or its writes given up, logged)", "";
     GROUP_PROTOCOL_CONVERSIONS: "group_protocol_conversions", Counter, "Groups with members converted online between the classic and KIP-848 consumer protocols (group.consumer.migration.policy), by direction (upgrade: classic to consumer; downgrade: back)", "";
     PRODUCER_IDS_EVICTED: "producer_ids_evicted", Counter, "Producer ids forgotten before producer.id.expiration.ms because a partition's table reached max_producer_ids_per_partition", "";
     BATCH_CACHE_HITS: "batch_cache_hits", Counter, "Fetches served from the batch cache", "";
@@ -358,10 +358,11 @@ impl prometheus_client::collector::Collector for Scrape {
         w.counter(&REMOTE_COPY_THROTTLE, [(Vec::new(), r.copy_throttle_ms as f64 / 1000.0)])?;
         w.gauge(&REMOTE_COPY_LAG, per_shard(|g| g.remote_copy_lag_bytes))?;
         w.gauge(&REMOTE_LOG_SIZE, per_shard(|g| g.remote_log_size_bytes))?;
-        let dead = &merged.share_dead_letter;
         w.counter(
             &SHARE_DEAD_LETTER_RECORDS,
-            [(vec![("result", "written".to_string())], dead.records_written), (vec![("result", "not_written".to_string())], dead.records_not_written)],
+            merged.share_dead_letter.by_group.iter().flat_map(|(group, o)| {
+                [("written", o.written), ("not_written", o.not_written)].map(|(result, n)| (vec![("group", group.clone()), ("result", result.to_string())], n))
+            }),
         )?;
         let (upgrades, downgrades) = merged.group_conversions;
         w.counter(

@@ -165,13 +165,70 @@ pub struct RemoteStorageCounts {
     pub fetch_time: Histogram,
 }
 
-/// Records sent to share groups' dead-letter queues (KIP-1191), by outcome.
+/// Records sent to share groups' dead-letter queues (KIP-1191), by group and outcome, as
+/// Kafka 4.4 meters them per share group.
+///
+/// Invariant: at most [`DeadLetterCounts::MAX_GROUPS`] groups are named per shard; a
+/// later group adds to [`DeadLetterCounts::OTHER_GROUPS`], so group ids that come and go
+/// cannot grow a shard's table (or a scrape) without bound.
 #[derive(Clone, Debug, Default)]
 pub struct DeadLetterCounts {
+    pub by_group: BTreeMap<String, DeadLetterOutcomes>,
+}
+
+/// One group's dead letters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeadLetterOutcomes {
     /// Written to the queue (acks=all), then archived.
-    pub records_written: u64,
+    pub written: u64,
     /// Archived without reaching the queue (misconfigured, or the writes gave up).
-    pub records_not_written: u64,
+    pub not_written: u64,
+}
+
+impl DeadLetterCounts {
+    pub const MAX_GROUPS: usize = 1024;
+    /// The label for the groups past MAX_GROUPS. Any string is a legal group id, so this
+    /// one is only spelled to stand out.
+    pub const OTHER_GROUPS: &'static str = "(other groups)";
+
+    pub fn add(&mut self, group: &str, written: u64, not_written: u64) {
+        let key = if self.by_group.contains_key(group) || self.by_group.len() < Self::MAX_GROUPS { group } else { Self::OTHER_GROUPS };
+        let e = self.by_group.entry(key.to_string()).or_default();
+        e.written += written;
+        e.not_written += not_written;
+    }
+
+    /// Adds another shard's counts (a scrape's merged view may name MAX_GROUPS per shard).
+    pub fn merge(&mut self, other: &DeadLetterCounts) {
+        for (group, o) in &other.by_group {
+            let e = self.by_group.entry(group.clone()).or_default();
+            e.written += o.written;
+            e.not_written += o.not_written;
+        }
+    }
+}
+
+#[cfg(test)]
+mod dead_letter_tests {
+    use super::DeadLetterCounts;
+
+    #[test]
+    fn groups_past_the_bound_share_one_label() {
+        let mut c = DeadLetterCounts::default();
+        for g in 0..DeadLetterCounts::MAX_GROUPS + 10 {
+            c.add(&format!("g{g}"), 1, 2);
+        }
+        // A group already named keeps its own counts.
+        c.add("g0", 5, 0);
+        assert_eq!(c.by_group.len(), DeadLetterCounts::MAX_GROUPS + 1);
+        let other = c.by_group[DeadLetterCounts::OTHER_GROUPS];
+        assert_eq!((other.written, other.not_written), (10, 20));
+        assert_eq!(c.by_group["g0"].written, 6);
+        let mut merged = DeadLetterCounts::default();
+        merged.merge(&c);
+        merged.merge(&c);
+        assert_eq!(merged.by_group["g0"].written, 12);
+    }
 }
 
 /// What a shard's ShareFetch requests did: records acquired for their members, and how
@@ -352,8 +409,7 @@ impl ShardMetrics {
         (r.fetch_cache_hit_bytes, r.fetch_cache_miss_bytes) =
             (r.fetch_cache_hit_bytes + o.fetch_cache_hit_bytes, r.fetch_cache_miss_bytes + o.fetch_cache_miss_bytes);
         r.fetch_time.add(&o.fetch_time);
-        self.share_dead_letter.records_written += other.share_dead_letter.records_written;
-        self.share_dead_letter.records_not_written += other.share_dead_letter.records_not_written;
+        self.share_dead_letter.merge(&other.share_dead_letter);
         self.group_conversions.0 += other.group_conversions.0;
         self.group_conversions.1 += other.group_conversions.1;
         for (kind, n) in &other.unreadable_files {

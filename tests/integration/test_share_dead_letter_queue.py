@@ -123,7 +123,8 @@ def test_rejected_and_exhausted_records_reach_the_dead_letter_queue(broker_facto
     assert topic_config(b.bootstrap, dlq, "errors.deadletterqueue.group.enable") == "true"
     if not is_kafka():
         metrics = scrape(b.admin_url)
-        assert metrics.total("shardlog_share_dead_letter_records_total", result="written") >= len(by_offset)
+        # Counted per group, as Kafka's dead-letter meters.
+        assert metrics.total("shardlog_share_dead_letter_records_total", group=group, result="written") >= len(by_offset)
 
 
 def test_a_queue_that_has_not_opted_in_stays_empty_and_records_are_archived(broker_factory, topic_name):
@@ -148,7 +149,9 @@ def test_a_queue_that_has_not_opted_in_stays_empty_and_records_are_archived(brok
     assert read_all(b.bootstrap, dlq, 0, quiet_s=3) == [], "a topic that did not opt in got dead letters"
     if not is_kafka():
         metrics = scrape(b.admin_url)
-        assert metrics.total("shardlog_share_dead_letter_records_total", result="not_written") > 0
+        # Per group: the group whose queue did not opt in wrote nothing.
+        assert metrics.total("shardlog_share_dead_letter_records_total", group=group, result="not_written") > 0
+        assert metrics.total("shardlog_share_dead_letter_records_total", group=group, result="written") == 0
 
     # The queue that opted in, without copy: headers only.
     expected = {o for o, v in produced2.value_at.items() if rule(v) in (5, 7) and judge2.finals.get(o)}

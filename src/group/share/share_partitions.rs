@@ -380,10 +380,7 @@ impl SharePartitions {
                     Err(ref why) => (0, Err(why.clone())),
                 };
                 let offsets = (range.last_offset - range.first_offset + 1) as u64;
-                crate::metrics::shard_metrics::with(|m| {
-                    m.share_dead_letter.records_written += sent;
-                    m.share_dead_letter.records_not_written += offsets.saturating_sub(sent);
-                });
+                crate::metrics::shard_metrics::with(|m| m.share_dead_letter.add(&source.group_id, sent, offsets.saturating_sub(sent)));
                 if let Err(why) = outcome {
                     tracing::error!(group = %source.group_id, topic = %source.topic, partition = source.partition, first = range.first_offset, last = range.last_offset, reason = %why, "dead-letter queue write failed; archiving the records regardless");
                 }
