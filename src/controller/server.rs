@@ -225,28 +225,18 @@ fn run_thread(
             tokio::select! {
                 req = requests.recv() => {
                     let Ok(req) = req else { break };
-                    // Requests are served one at a time: one that takes a third of a session
-                    // timeout delays the heartbeats this loop executes while it leads (its
-                    // own broker's and those forwarded to it) enough to risk a fencing, so
-                    // it is named. This node's heartbeats to another leader do not wait
-                    // here (`heartbeat_sender.rs`).
-                    let (started, kind) = (Instant::now(), request_kind(&req.body));
-                    let res = router
-                        .route(&ctx, &raft, &publisher, req.body, req.forwarded, req.via)
-                        .await;
-                    let took = started.elapsed();
-                    if took >= cfg.session_timeout / 3 {
-                        tracing::warn!(request = %kind, forwarded = req.forwarded, ms = took.as_millis() as u64, ok = res.is_ok(),
-                            "controller: a request held the controller loop (heartbeats to this leader waited behind it)");
-                    }
-                    let _ = req.reply.send(res);
+                    router.serve(&ctx, &raft, &publisher, req, cfg.session_timeout).await;
                 }
                 Ok(c) = closed.recv() => router.liveness.on_connection_closed(c.conn, Instant::now()),
                 _ = disconnect_check => {
                     disconnects_checked = disconnect_deadline.unwrap_or_else(Instant::now);
+                    router.serve_queued(&ctx, &raft, &publisher, &requests, cfg.session_timeout).await;
                     router.fence_silent_brokers(&raft, &publisher).await
                 }
-                _ = fencing_timer.tick() => router.fence_silent_brokers(&raft, &publisher).await,
+                _ = fencing_timer.tick() => {
+                    router.serve_queued(&ctx, &raft, &publisher, &requests, cfg.session_timeout).await;
+                    router.fence_silent_brokers(&raft, &publisher).await
+                }
                 _ = token_expiry_timer.tick() => router.remove_expired_tokens(&raft, &publisher).await,
                 _ = rebalance_timer.tick(), if cfg.auto_leader_rebalance_enable => {
                     router.rebalance_leaders(&raft, &publisher, cfg.leader_imbalance_per_broker_percentage).await
@@ -905,6 +895,41 @@ impl Router<'_> {
 
     fn address_of(&self, raft: &Raft, id: u64) -> Option<String> {
         address_of(raft, self.voters, id)
+    }
+
+    /// Serves one request to the controller and answers it.
+    async fn serve(&mut self, ctx: &ProposeCtx<'_>, raft: &Raft, publisher: &Publisher, req: Request, session_timeout: Duration) {
+        // Requests are served one at a time: one that takes a third of a session timeout
+        // delays the heartbeats this loop executes while it leads (its own broker's and
+        // those forwarded to it) enough to risk a fencing, so it is named. This node's
+        // heartbeats to another leader do not wait here (`heartbeat_sender.rs`).
+        let (started, kind) = (Instant::now(), request_kind(&req.body));
+        let res = self.route(ctx, raft, publisher, req.body, req.forwarded, req.via).await;
+        let took = started.elapsed();
+        if took >= session_timeout / 3 {
+            tracing::warn!(request = %kind, forwarded = req.forwarded, ms = took.as_millis() as u64, ok = res.is_ok(),
+                "controller: a request held the controller loop (heartbeats to this leader waited behind it)");
+        }
+        let _ = req.reply.send(res);
+    }
+
+    /// Serves the requests already queued, before a fencing decision: after this loop
+    /// stalled (a slow request, a paused process), the heartbeats that arrived meanwhile
+    /// wait in the queue, and a fence decided ahead of them would fence brokers that did
+    /// call in time. Bounded by the queue's length when called, so a stream of requests
+    /// cannot hold the fencing off.
+    async fn serve_queued(
+        &mut self,
+        ctx: &ProposeCtx<'_>,
+        raft: &Raft,
+        publisher: &Publisher,
+        requests: &async_channel::Receiver<Request>,
+        session_timeout: Duration,
+    ) {
+        for _ in 0..requests.len() {
+            let Ok(req) = requests.try_recv() else { break };
+            self.serve(ctx, raft, publisher, req, session_timeout).await;
+        }
     }
 
     /// On the fencing timer: if this node leads, fences every broker silent for a
