@@ -317,6 +317,9 @@ impl Config {
         if !(100..=1_000_000).contains(&self.shard_preempt_timer_us) {
             return bad("shard_preempt_timer_us", "must be between 100 and 1000000");
         }
+        if self.shard_spin_before_park_us > 10_000 {
+            return bad("shard_spin_before_park_us", "must be at most 10000 (10 ms)");
+        }
         if self.cross_shard_inbox_capacity == 0 {
             return bad("cross_shard_inbox_capacity", "must be at least 1");
         }

@@ -311,6 +311,11 @@ config_keys! {
     /// glommio's preempt timer: a busy shard notices finished writes and socket reads at least this
     /// often, so it bounds the stall a burst of CPU work adds to every in-flight request's latency.
     static shard_preempt_timer_us: u64 = 100_000;
+    /// How long an idle shard keeps polling for work before it parks, in microseconds.
+    /// 0: it parks (sleeps in io_uring) at once. glommio's spin_before_park: a request or
+    /// cross-shard message arriving within the spin is served without a wake-up (a context
+    /// switch, the largest per-request cost at low load), for CPU spent polling while idle.
+    static shard_spin_before_park_us: u64 = 0;
     /// A task running this long on a shard without yielding counts as a stall; 0: off.
     /// Counted in `shardlog_shard_stalls_total` and logged as a reactor stall.
     static shard_stall_threshold_ms: u64 = 50;

@@ -379,10 +379,14 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         let storage_faults_file = storage_faults_file.clone();
         let (shutdown_requested, closed) = (shutdown_requested.clone(), closed_tx.clone());
         let placement = if usable.len() > 1 { GlommioPlacement::Fixed(*core) } else { GlommioPlacement::Unbound };
-        let handle = LocalExecutorBuilder::new(placement.clone())
+        let mut builder = LocalExecutorBuilder::new(placement.clone())
             .blocking_thread_pool_placement(blocking_pool(placement))
             .name(&format!("shard-{shard}"))
-            .preempt_timer(std::time::Duration::from_micros(config.shard_preempt_timer_us))
+            .preempt_timer(std::time::Duration::from_micros(config.shard_preempt_timer_us));
+        if config.shard_spin_before_park_us > 0 {
+            builder = builder.spin_before_park(std::time::Duration::from_micros(config.shard_spin_before_park_us));
+        }
+        let handle = builder
             .spawn(move || async move {
                 let shard = shard as u16;
                 enter_shard(shard);
