@@ -79,6 +79,8 @@
 #      "W2": run only these; for trying the script, the targets need W1 W2 W3),
 #      BENCH_W9_S, BENCH_W11_BACKLOG_S, BENCH_SOAK_S (see above), BENCH_NO_KAFKA=1
 #      (shardlog only: to try the harness; there are no ratios then),
+#      BENCH_SHARDLOG_ARGS (more `shardlog serve` flags, to try a lever: e.g.
+#      "--shard-spin-before-park-us 50"),
 #      BENCH_DURATION_S (each run's measured window; 5 quick, 20 full: e.g. 120 for the
 #      steady state, where the kernel's own writeback of Kafka's dirty pages has begun).
 set -euo pipefail
@@ -208,7 +210,7 @@ start_shardlog() { # NAME PORT FLUSH -> echoes pid
   # ConsumerPerformance counts the group join in its MB/s.
   "$BIN" serve --config "$ROOT/tuning/throughput.toml" --listen "127.0.0.1:$port" \
     --data-dir "$dir/data" --flush "$flush" --log-level warn --group-initial-rebalance-delay-ms 0 \
-    --log-retention-check-interval-ms 5000 --admin-listener "" >"$dir/broker.log" 2>&1 </dev/null &
+    --log-retention-check-interval-ms 5000 --admin-listener "" ${BENCH_SHARDLOG_ARGS:-} >"$dir/broker.log" 2>&1 </dev/null &
   local pid=$!
   for _ in $(seq 1 100); do
     if "$BIN" topic list --bootstrap "127.0.0.1:$port" >/dev/null 2>&1; then echo "$pid"; return 0; fi

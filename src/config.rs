@@ -317,6 +317,9 @@ impl Config {
         if !(100..=1_000_000).contains(&self.shard_preempt_timer_us) {
             return bad("shard_preempt_timer_us", "must be between 100 and 1000000");
         }
+        if !(64 << 10..=1 << 30).contains(&self.shard_io_memory_bytes) {
+            return bad("shard_io_memory_bytes", "must be between 65536 and 1073741824");
+        }
         if self.shard_spin_before_park_us > 10_000 {
             return bad("shard_spin_before_park_us", "must be at most 10000 (10 ms)");
         }

@@ -382,7 +382,8 @@ pub fn run_broker(config: Config) -> anyhow::Result<()> {
         let mut builder = LocalExecutorBuilder::new(placement.clone())
             .blocking_thread_pool_placement(blocking_pool(placement))
             .name(&format!("shard-{shard}"))
-            .preempt_timer(std::time::Duration::from_micros(config.shard_preempt_timer_us));
+            .preempt_timer(std::time::Duration::from_micros(config.shard_preempt_timer_us))
+            .io_memory(config.shard_io_memory_bytes);
         if config.shard_spin_before_park_us > 0 {
             builder = builder.spin_before_park(std::time::Duration::from_micros(config.shard_spin_before_park_us));
         }
