@@ -2,7 +2,7 @@
 
 Target: the `shardlog` binary (default: target/release/shardlog, override with
 SHARDLOG_BIN). With SHARDLOG_TEST_TARGET=kafka the same tests run against a real
-Apache Kafka 4.1 node (jars fetched by scripts/kafka_local.sh) — that is how the
+Apache Kafka 4.4 node (jars fetched by scripts/kafka_local.sh) — that is how the
 tests themselves are checked.
 
 Every broker's stdout+stderr goes to a file under target/integration-logs/; when a
@@ -456,5 +456,5 @@ def pytest_runtest_makereport(item, call):
 
 def pytest_report_header(config):
     if is_kafka():
-        return "integration target: Apache Kafka 4.1 (SHARDLOG_TEST_TARGET=kafka)"
+        return "integration target: Apache Kafka 4.4 (SHARDLOG_TEST_TARGET=kafka)"
     return f"integration target: shardlog binary {SHARDLOG_BIN}"

@@ -1,14 +1,13 @@
-"""Share groups (KIP-932) as built so far: ShareGroupHeartbeat and ShareGroupDescribe as
-Kafka 4.4 answers them, ListGroups with type share, `kafka-share-groups.sh --list /
---describe --members / --describe --state`; ShareFetch / ShareAcknowledge with share
-sessions (acquisition, acknowledgement, release and redelivery, Kafka's errors), and
-Kafka's own console share consumer (a KafkaShareConsumer 4.4) reading through them.
-Both targets.
+"""Share groups (KIP-932): ShareGroupHeartbeat and ShareGroupDescribe as Kafka 4.4 answers
+them, ListGroups with type share, `kafka-share-groups.sh --list / --describe --members /
+--describe --state`; ShareFetch / ShareAcknowledge with share sessions (acquisition,
+acknowledgement, release and redelivery, Kafka's errors), the group's maximum size under
+thousands of would-be members, and Kafka's own console share consumer (a
+KafkaShareConsumer 4.4) reading through them. Both targets.
 
-Share groups are served while share.version >= 1 is finalized, which a new cluster does
-on both targets (shardlog 1, Kafka 4.4 2: its dead-letter queue, which shardlog does not
-have). Durability: `test_share_durability.py`; the offset admin APIs:
-`test_share_group_offsets.py`.
+Share groups are served while share.version >= 1 is finalized; a new cluster finalizes 2
+on both targets (2 adds the dead-letter queue: `test_share_dead_letter_queue.py`).
+Durability: `test_share_durability.py`; the offset admin APIs: `test_share_group_offsets.py`.
 """
 
 from __future__ import annotations
@@ -130,6 +129,39 @@ def test_members_share_partitions_and_the_tools_see_them(broker_factory, topic_n
         out = share_groups_tool(b.bootstrap, "--describe", "--state", "--group", group)
         return re.search(r"Stable\s+3\b", out) is not None
     wait_for("3 members", three_members, 30)
+
+
+GROUP_MAX_SIZE_REACHED = 81
+
+
+def test_thousands_of_would_be_members_stop_at_the_groups_maximum_size(broker_factory, topic_name):
+    """Bad input: 2,000 members try to join one share group. Kafka 4.4's bound
+    (group.share.max.size, 200) takes the first 200; every later one gets
+    GROUP_MAX_SIZE_REACHED with Kafka's message; the group holds exactly 200 members, and
+    one leaving makes room for exactly one more."""
+    b = share_broker(broker_factory)
+    bs = b.bootstrap
+    admin_create_topic(bs, topic_name, 1)
+    group = "sg-max-" + topic_name
+    first, _ = joined(bs, group, [topic_name])
+    accepted, refused = [first], 0
+    full = (GROUP_MAX_SIZE_REACHED, "The share group has reached its maximum capacity of 200 members.")
+    for _ in range(1999):
+        m = str(uuid.uuid4())
+        hb = heartbeat(bs, group, m, 0, [topic_name])
+        if hb["error"] == 0:
+            accepted.append(m)
+        else:
+            assert (hb["error"], hb["message"]) == full, hb
+            refused += 1
+    assert (len(accepted), refused) == (200, 1800)
+    state = share_groups_tool(bs, "--describe", "--state", "--group", group)
+    assert re.search(r"Stable\s+200\b", state), state
+    # One leaves: one more fits, the next does not.
+    assert heartbeat(bs, group, accepted[0], -1)["error"] == 0
+    assert heartbeat(bs, group, str(uuid.uuid4()), 0, [topic_name])["error"] == 0
+    hb = heartbeat(bs, group, str(uuid.uuid4()), 0, [topic_name])
+    assert (hb["error"], hb["message"]) == full, hb
 
 
 def test_a_group_id_has_one_type(broker_factory, topic_name):
