@@ -512,6 +512,10 @@ impl Config {
                 return bad(name, format!("must be between its min ({min}) and max ({max}) settings"));
             }
         }
+        // Kafka: every member of a full group must be able to hold a session.
+        if self.group_share_max_share_sessions < SHARE_GROUP_MAX_SIZE {
+            return bad("group_share_max_share_sessions", format!("must be greater than or equal to group.share.max.size ({SHARE_GROUP_MAX_SIZE})"));
+        }
         Ok(())
     }
 
@@ -649,6 +653,10 @@ pub fn join_host_port(host: &str, port: u16) -> String {
 /// Most voters a quorum may list (a limit, as on everything; Kafka quorums have 3 or 5).
 pub const MAX_QUORUM_VOTERS: usize = 64;
 
+/// Members one share group may have: Kafka's `group.share.max.size` default, which shardlog
+/// does not let an operator change.
+pub const SHARE_GROUP_MAX_SIZE: usize = 200;
+
 /// `host:port` (IPv6 hosts in brackets) → (host, port).
 pub fn split_host_port(s: &str) -> Result<(String, u16), String> {
     let (host, port) = s.rsplit_once(':').ok_or_else(|| format!("'{s}' is not host:port"))?;
@@ -782,6 +790,7 @@ mod tests {
             (Config { group_share_max_delivery_count_limit: 4, ..Config::default() }, "group_share_max_delivery_count_limit"),
             (Config { group_share_partition_max_record_locks: 5000, ..Config::default() }, "group_share_partition_max_record_locks"),
             (Config { group_share_min_partition_max_record_locks: 2001, ..Config::default() }, "group_share_min_partition_max_record_locks"),
+            (Config { group_share_max_share_sessions: 199, ..Config::default() }, "group_share_max_share_sessions"),
         ];
         for (c, key) in cases {
             match c.validate() {

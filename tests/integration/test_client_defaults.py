@@ -1,7 +1,7 @@
 """Issue 27, point 5: the broker refuses nothing a Kafka 4.4 client sends with its default
 settings. Each client gets only its bootstrap address (and a group where it needs one):
 - the Java 4.4 clients through Kafka's own tools: the console producer (the producer's
-  defaults: idempotent, acks=all, lz4 off), the console consumer in a group, the console
+  defaults: idempotent, acks=all, no compression), the console consumer in a group, the console
   share consumer, and the admin client behind kafka-topics and kafka-consumer-groups;
 - librdkafka (confluent-kafka): Producer, Consumer and AdminClient with no settings.
 (franz-go at its defaults is `test_transactions.py`'s and `test_sasl_scram.py`'s programs.)

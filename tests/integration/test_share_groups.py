@@ -164,6 +164,41 @@ def test_thousands_of_would_be_members_stop_at_the_groups_maximum_size(broker_fa
     assert (hb["error"], hb["message"]) == full, hb
 
 
+SHARE_SESSION_LIMIT_REACHED = 133
+
+
+def test_share_sessions_stop_at_the_brokers_limit(broker_factory, topic_name):
+    """Bad input: 210 members of two share groups open share sessions on a broker that keeps
+    at most 200 (group.share.max.share.sessions; Kafka requires at least group.share.max.size,
+    200). No more than 200 are opened; every other is SHARE_SESSION_LIMIT_REACHED (shardlog
+    divides the limit among its shards and keeps a session on its connection's shard, so it
+    may refuse a few earlier than Kafka); an opened session keeps working."""
+    b = share_broker(broker_factory, {"group.share.max.share.sessions": "200"})
+    bs = b.bootstrap
+    admin_create_topic(bs, topic_name, 1)
+    members = []
+    for g in ("ss-a-" + topic_name, "ss-b-" + topic_name):
+        ids, tid = settled_members(bs, g, topic_name, 105)
+        members += [(g, m) for m in ids]
+    opened, refused = [], 0
+    socks = [w.connect(bs) for _ in members]
+    try:
+        for (g, m), s in zip(members, socks):
+            err, _ = share_fetch(bs, g, m, 0, tid, [0], sock=s)
+            if err == 0:
+                opened.append((g, m, s))
+            else:
+                assert err == SHARE_SESSION_LIMIT_REACHED, err
+                refused += 1
+        assert len(opened) <= 200 and refused == len(members) - len(opened) and refused >= 10, (len(opened), refused)
+        g, m, s = opened[0]
+        err, _ = share_fetch(bs, g, m, 1, tid, [0], sock=s)
+        assert err == 0, err
+    finally:
+        for s in socks:
+            s.close()
+
+
 def test_a_group_id_has_one_type(broker_factory, topic_name):
     b = share_broker(broker_factory)
     group = "sg-type-" + topic_name

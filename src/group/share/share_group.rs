@@ -47,7 +47,7 @@ impl Default for ShareGroupSettings {
         ShareGroupSettings {
             heartbeat_interval_ms: ShareGroupDefaults::HEARTBEAT_INTERVAL_MS,
             session_timeout_ms: ShareGroupDefaults::SESSION_TIMEOUT_MS,
-            max_size: 200,
+            max_size: crate::config::SHARE_GROUP_MAX_SIZE,
         }
     }
 }
