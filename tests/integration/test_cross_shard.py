@@ -19,7 +19,7 @@ import pytest
 import kafkawire as kw
 from clients import cli_create_topic, now_ms
 from admin_api import scrape
-from conftest import skip_unless_shardlog
+from conftest import is_kafka, skip_unless_shardlog
 
 PARTITIONS = 6
 LIST_OFFSETS = 2
@@ -156,6 +156,8 @@ def test_produce_on_any_shard_right_after_create_topics(broker_factory):
 
     Several connections are opened first so both shards hold some; each new topic is
     then produced to on all of them at once, the moment CreateTopics returns."""
+    skip_unless_shardlog("Kafka answers NOT_LEADER_OR_FOLLOWER until its broker has applied the "
+                         "new topic (clients retry); shardlog's guarantee is stronger")
     from confluent_kafka.admin import NewTopic
 
     from clients import admin
@@ -222,7 +224,8 @@ def test_metadata_of_all_topics_right_after_create_topics_lists_it_on_every_shar
             a.create_topics([NewTopic(topic, 4, 1)], operation_timeout=30)[topic].result(timeout=60)
             for n, s in enumerate(conns):
                 names = _metadata_all_topics_v1(s, n)
-                assert topic in names and "__consumer_offsets" in names, (topic, n, sorted(names))
+                # shardlog creates __consumer_offsets at start-up; Kafka at the first group.
+                assert topic in names and ("__consumer_offsets" in names or is_kafka()), (topic, n, sorted(names))
     finally:
         for s in conns:
             s.close()
