@@ -216,11 +216,15 @@ def test_partition_max_bytes_is_honoured_per_partition(small_topic):
         out = fetch(s, 1, topic, [(0, 0, b * 5 // 2), (1, 0, b * 5 // 2)], max_bytes=MIB)
         assert batch_counts(out) == [2, 2]
         # A response limit of 3 batches shrinks as partitions are served in order: 2, then 1.
+        # Kafka sends 2.5 batches' bytes for the first partition (the third batch cut, which
+        # clients drop) and counts them, so only half a batch, no whole one, is left for
+        # the second; shardlog sends whole batches only (docs/limits.md) and counts those.
+        after_first = 0 if is_kafka() else 1
         out = fetch(s, 2, topic, [(0, 0, b * 5 // 2), (1, 0, b * 5 // 2)], max_bytes=3 * b)
-        assert batch_counts(out) == [2, 1]
+        assert batch_counts(out) == [2, after_first]
         out = fetch(s, 3, topic, [(1, 0, b * 5 // 2), (0, 0, b * 5 // 2)], max_bytes=3 * b)
         assert [d["partition"] for d in out] == [1, 0]
-        assert batch_counts(out) == [2, 1]
+        assert batch_counts(out) == [2, after_first]
         # A first batch above partition_max_bytes is served whole for the first partition
         # only (so consumers progress); after that the limits are hard.
         out = fetch(s, 4, topic, [(0, 0, 10), (1, 0, 10)], max_bytes=MIB)
