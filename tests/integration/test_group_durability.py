@@ -16,8 +16,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 import kafkawire as w
 from clients import cli_create_topic
-from conftest import skip_unless_shardlog
-from test_groups import JOIN_GROUP, OFFSET_COMMIT, committed, commit_v5, group_broker, sync_v3
+from conftest import skip_unless_shardlog, wait_for
+from test_groups import JOIN_GROUP, OFFSET_COMMIT, committed, commit_v5, find_group_coordinator, group_broker, sync_v3
 
 HEARTBEAT = 12
 LIST_GROUPS = 16
@@ -102,7 +102,10 @@ def offset_delete(bootstrap, group, topic, partition) -> tuple[int, int]:
 
 
 def first_member(sock, group, instance_id=None):
-    j = join(sock, group, "", instance_id)
+    # Kafka creates __consumer_offsets on the first FindCoordinator (shardlog at start-up):
+    # a raw JoinGroup before it, or before the coordinator loaded, gets NOT_COORDINATOR.
+    wait_for("the group coordinator", lambda: find_group_coordinator(sock, group) == NONE)
+    j = wait_for("a coordinator that takes the join", lambda: j if (j := join(sock, group, "", instance_id))["error"] not in (14, 15, 16) else None)
     if j["error"] == MEMBER_ID_REQUIRED:
         j = join(sock, group, j["member_id"], instance_id)
     assert j["error"] == NONE, j
