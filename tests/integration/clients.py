@@ -139,6 +139,25 @@ def admin_create_topic(bootstrap: str, name: str, partitions: int, config: dict 
     wait_topic(bootstrap, name, partitions)
 
 
+def commit_sync(consumer, offsets: list, timeout_s: float = 60) -> None:
+    """A synchronous offset commit, retried while the group's coordinator is not ready: a
+    Kafka broker creates and loads __consumer_offsets on the first use after it starts and
+    answers NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS until then (librdkafka does not
+    retry a synchronous commit on them)."""
+    from confluent_kafka import KafkaError, KafkaException
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            consumer.commit(offsets=offsets, asynchronous=False)
+            return
+        except KafkaException as e:
+            code = e.args[0].code()
+            if code not in (KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                            KafkaError.COORDINATOR_NOT_AVAILABLE) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def kafka_tool(cls: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """Runs one of Kafka's own CLI tools (the class a kafka-*.sh script runs)."""
     cmd = ["java", "-Xmx256m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", kafka_classpath(), cls, *args]

@@ -15,7 +15,7 @@ import uuid
 from confluent_kafka import Consumer, TopicPartition
 
 import kafkawire as w
-from clients import cli_create_topic
+from clients import cli_create_topic, commit_sync
 from conftest import skip_unless_shardlog, wait_for
 from test_groups import JOIN_GROUP, OFFSET_COMMIT, committed, commit_v5, find_group_coordinator, group_broker, sync_v3
 
@@ -225,7 +225,7 @@ def test_offset_delete(broker_factory):
     cli_create_topic(b.bootstrap, topic, 2)
     idle, active = f"idle-{uuid.uuid4().hex[:8]}", f"active-{uuid.uuid4().hex[:8]}"
     c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": idle, "enable.auto.commit": False})
-    c.commit(offsets=[TopicPartition(topic, 0, 5), TopicPartition(topic, 1, 6)], asynchronous=False)
+    commit_sync(c, [TopicPartition(topic, 0, 5), TopicPartition(topic, 1, 6)])
     c.close()
     assert offset_delete(b.bootstrap, idle, topic, 0) == (NONE, NONE)
     assert committed(b.bootstrap, idle, topic, 2) == {0: -1001, 1: 6}

@@ -20,7 +20,7 @@ import uuid
 import kafkawire as w
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from clients import admin_create_topic, kafka_tool
+from clients import admin_create_topic, commit_sync, kafka_tool
 from conftest import is_kafka, skip_unless_shardlog, wait_for
 
 STREAMS_GROUP_HEARTBEAT = 88
@@ -214,7 +214,7 @@ def test_an_empty_classic_group_becomes_a_streams_group(broker_factory):
     admin_create_topic(bs, source, 2)
     c = Consumer({"bootstrap.servers": bs, "group.id": app, "enable.auto.commit": False})
     try:
-        c.commit(offsets=[TopicPartition(source, 0, 42)], asynchronous=False)
+        commit_sync(c, [TopicPartition(source, 0, 42)])
     finally:
         c.close()
 
