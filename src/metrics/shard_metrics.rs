@@ -193,18 +193,21 @@ impl DeadLetterCounts {
 
     pub fn add(&mut self, group: &str, written: u64, not_written: u64) {
         let key = if self.by_group.contains_key(group) || self.by_group.len() < Self::MAX_GROUPS { group } else { Self::OTHER_GROUPS };
-        let e = self.by_group.entry(key.to_string()).or_default();
-        e.written += written;
-        e.not_written += not_written;
+        *self.by_group.entry(key.to_string()).or_default() += DeadLetterOutcomes { written, not_written };
     }
 
     /// Adds another shard's counts (a scrape's merged view may name MAX_GROUPS per shard).
     pub fn merge(&mut self, other: &DeadLetterCounts) {
         for (group, o) in &other.by_group {
-            let e = self.by_group.entry(group.clone()).or_default();
-            e.written += o.written;
-            e.not_written += o.not_written;
+            *self.by_group.entry(group.clone()).or_default() += *o;
         }
+    }
+}
+
+impl std::ops::AddAssign for DeadLetterOutcomes {
+    fn add_assign(&mut self, o: DeadLetterOutcomes) {
+        self.written += o.written;
+        self.not_written += o.not_written;
     }
 }
 

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use kafka_protocol::messages::create_topics_request::CreateTopicsRequest;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreateTopicsRequest};
 use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult, CreateTopicsResponse};
 
 use super::{code, str_bytes, uuid};
@@ -65,13 +65,7 @@ pub async fn handle(ctx: &Rc<ShardContext>, meta: RequestMeta, req: CreateTopics
             results.push(result);
             continue;
         }
-        let new_partitions = if !t.assignments.is_empty() {
-            t.assignments.len() as i32
-        } else if partitions > 0 {
-            partitions
-        } else {
-            ctx.config.num_partitions
-        };
+        let new_partitions = requested_partitions(ctx, &t);
         if !req.validate_only && !quota.admit(new_partitions.max(0) as u32) {
             result.error_code = ErrorCode::THROTTLING_QUOTA_EXCEEDED.code();
             // No message: Kafka 4.4 sends none with this code.
@@ -137,15 +131,18 @@ fn records_to_write(ctx: &ShardContext, req: &CreateTopicsRequest, may_create: i
     req.topics
         .iter()
         .filter(|t| may_create(t.name.as_str()) && validate_topic_name(t.name.as_str()).is_ok() && image.topic(t.name.as_str()).is_none())
-        .map(|t| {
-            let partitions = if !t.assignments.is_empty() {
-                t.assignments.len()
-            } else if t.num_partitions > 0 {
-                t.num_partitions as usize
-            } else {
-                ctx.config.num_partitions.max(1) as usize
-            };
-            topic_creation_records(partitions, t.configs.len())
-        })
+        .map(|t| topic_creation_records(requested_partitions(ctx, t).max(1) as usize, t.configs.len()))
         .sum()
+}
+
+/// The partitions a topic of the request asks for: its manual assignment's, its count, or
+/// the broker's num.partitions for -1.
+fn requested_partitions(ctx: &ShardContext, t: &CreatableTopic) -> i32 {
+    if !t.assignments.is_empty() {
+        t.assignments.len() as i32
+    } else if t.num_partitions > 0 {
+        t.num_partitions
+    } else {
+        ctx.config.num_partitions
+    }
 }
